@@ -1,0 +1,83 @@
+"""The project's exceptions: every refusal carries an errno and a readable reason.
+
+Domain code raises these; only `fs.ops` turns them into `pyfuse3.FUSEError`, and only
+`cli` turns them into exit codes. Nothing here imports anything of ours.
+"""
+
+from __future__ import annotations
+
+import errno as _errno
+
+
+class ContextFSError(Exception):
+    """A refusal or fault with an errno for the shell and a reason for `.status`."""
+
+    errno: int = _errno.EIO
+    exit_code: int = 1
+
+    def __init__(self, reason: str, *, errno: int | None = None) -> None:
+        super().__init__(reason)
+        self.reason = reason
+        if errno is not None:
+            self.errno = errno
+
+
+class InvalidInput(ContextFSError):
+    """Unknown type, missing key, malformed front matter, a field of the wrong type."""
+
+    errno = _errno.EINVAL
+
+
+class ReadOnly(ContextFSError):
+    """A write to something that is derived or read-only (meta.yaml, .history, .schemas)."""
+
+    errno = _errno.EACCES
+
+
+class TooBig(ContextFSError):
+    errno = _errno.EFBIG
+
+
+class NameTooLong(ContextFSError):
+    errno = _errno.ENAMETOOLONG
+
+
+class NotSupported(ContextFSError):
+    """Hard links, device nodes, FIFOs and sockets."""
+
+    errno = _errno.EPERM
+
+
+class NotFound(ContextFSError):
+    errno = _errno.ENOENT
+
+
+class Exists(ContextFSError):
+    errno = _errno.EEXIST
+
+
+class NotEmpty(ContextFSError):
+    errno = _errno.ENOTEMPTY
+
+
+class StoreDamaged(ContextFSError):
+    """The canonical store failed an integrity check; the mount goes read-only."""
+
+    errno = _errno.EROFS
+
+
+class SchemaError(InvalidInput):
+    """A context-type YAML file that does not load: reported as `file:line: reason`."""
+
+    exit_code = 3
+
+    def __init__(self, file: str, line: int, reason: str) -> None:
+        super().__init__(f"{file}:{line}: {reason}")
+        self.file = file
+        self.line = line
+
+
+class UsageError(ContextFSError):
+    """Bad command-line usage."""
+
+    exit_code = 2
