@@ -1,0 +1,5 @@
+import sys
+
+from contextfs.cli import main
+
+sys.exit(main())

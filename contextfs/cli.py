@@ -1,0 +1,215 @@
+"""Command line: `contextfs mount|umount|status|fsck|schema check`.
+
+A composition root like `daemon`: it reads configuration and turns `ContextFSError` into
+a message and an exit code at the top level. Exit codes: 0 ok, 1 error, 2 usage,
+3 schema error, 4 store busy (mounted elsewhere), 5 fsck found problems.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from contextfs import __version__
+from contextfs.config import load_config, mount_record
+from contextfs.errors import ContextFSError, UsageError
+
+log = logging.getLogger("contextfs")
+
+
+def _setup_logging(level: str, log_file: Path | None) -> None:
+    handlers: list[logging.Handler] = [logging.StreamHandler(sys.stderr)]
+    if log_file is not None:
+        log_file.parent.mkdir(parents=True, exist_ok=True)
+        handlers.append(logging.FileHandler(log_file))
+    logging.basicConfig(
+        level=getattr(logging, level.upper(), logging.INFO),
+        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+        handlers=handlers,
+        force=True,
+    )
+
+
+def _mount_options(values: list[str] | None) -> list[str]:
+    opts: list[str] = []
+    for v in values or []:
+        opts += [o.strip() for o in v.split(",") if o.strip()]
+    return opts
+
+
+def cmd_mount(args: argparse.Namespace) -> int:
+    cfg = load_config(args.data_dir)
+    mnt = Path(args.mountpoint)
+    opts = _mount_options(args.options)
+    if args.foreground:
+        from contextfs import daemon
+
+        _setup_logging(cfg.log_level, cfg.log_path)
+        return daemon.run(cfg, mnt, opts)
+    # Background: start ourselves in the foreground in a new session, return once mounted.
+    cfg.data_dir.mkdir(parents=True, exist_ok=True)
+    cmd = [sys.executable, "-m", "contextfs", "mount", str(mnt), "--foreground",
+           "--data-dir", str(cfg.data_dir)]
+    for o in opts:
+        cmd += ["-o", o]
+    with open(os.devnull, "rb") as devnull, open(os.devnull, "wb") as out:
+        proc = subprocess.Popen(cmd, stdin=devnull, stdout=out, stderr=subprocess.PIPE,
+                                start_new_session=True)
+    deadline = time.monotonic() + args.timeout
+    while time.monotonic() < deadline:
+        if os.path.ismount(mnt):
+            proc.stderr.close()
+            print(f"mounted {mnt.absolute()} (data dir {cfg.data_dir}, pid {proc.pid}, "
+                  f"log {cfg.log_path})")
+            return 0
+        if proc.poll() is not None:
+            err = proc.stderr.read().decode(errors="replace").strip().splitlines()
+            tail = "\n".join(line for line in err[-5:])
+            print(f"contextfs: mount failed (exit {proc.returncode}):\n{tail}", file=sys.stderr)
+            return proc.returncode or 1
+        time.sleep(0.05)
+    print(f"contextfs: {mnt} not mounted after {args.timeout}s; see {cfg.log_path}",
+          file=sys.stderr)
+    return 1
+
+
+def cmd_umount(args: argparse.Namespace) -> int:
+    mnt = Path(args.mountpoint).absolute()
+    record = mount_record(mnt)
+    pid = None
+    if record.exists():
+        try:
+            pid = json.loads(record.read_text())["pid"]
+        except (ValueError, KeyError):
+            pid = None
+    res = subprocess.run(["fusermount3", "-u", str(mnt)], capture_output=True, text=True)
+    if res.returncode != 0:
+        raise ContextFSError(f"fusermount3 -u {mnt}: {res.stderr.strip()}")
+    if pid is not None:  # wait for the daemon to close the store
+        deadline = time.monotonic() + args.timeout
+        while time.monotonic() < deadline:
+            try:
+                os.kill(pid, 0)
+            except ProcessLookupError:
+                break
+            time.sleep(0.05)
+        else:
+            raise ContextFSError(f"daemon {pid} still running {args.timeout}s after unmount")
+    return 0
+
+
+def cmd_status(args: argparse.Namespace) -> int:
+    target = Path(args.target)
+    status = target / ".status"
+    if os.path.ismount(target) and status.exists():
+        sys.stdout.write(status.read_text())
+        return 0
+    from contextfs.daemon import load_all_types
+    from contextfs.memory.service import Memory
+    from contextfs.store import Store
+
+    cfg = load_config(target)
+    if not cfg.db_path.exists():
+        raise UsageError(f"{target} is neither a ContextFS mount nor a data dir")
+    store = Store(cfg.db_path, read_only=True)
+    try:
+        m = Memory(store, load_all_types(cfg), data_dir=cfg.data_dir)
+        c = m.counts()
+        print(f"data_dir: {cfg.data_dir}\ngeneration: {m.generation}\ncounts: "
+              + ", ".join(f"{k}={v}" for k, v in c.items()))
+    finally:
+        store.close()
+    return 0
+
+
+def cmd_fsck(args: argparse.Namespace) -> int:
+    from contextfs.store import Store
+    from contextfs.store.fsck import check_store
+
+    cfg = load_config(args.data_dir)
+    if not cfg.db_path.exists():
+        raise UsageError(f"no store at {cfg.db_path}")
+    store = Store(cfg.db_path, read_only=True)
+    try:
+        problems = check_store(store)
+    finally:
+        store.close()
+    for p in problems:
+        print(p)
+    print(f"fsck {cfg.db_path}: {len(problems)} problem(s)")
+    return 5 if problems else 0
+
+
+def cmd_schema_check(args: argparse.Namespace) -> int:
+    from contextfs.ctxtypes import builtin_schema_dir, load_types
+
+    dirs = [builtin_schema_dir()] if args.with_builtins else []
+    dirs += [Path(d) for d in args.dirs]
+    for d in dirs:
+        if not d.is_dir():
+            raise UsageError(f"{d} is not a directory")
+    types = load_types(dirs)
+    for t in sorted(types.values(), key=lambda t: t.name):
+        print(f"ok {t.name}: {t.scope}/{t.directory} ({t.mode}, {len(t.fields)} fields) "
+              f"from {t.source}")
+    return 0
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="contextfs", description=__doc__.splitlines()[0])
+    p.add_argument("--version", action="version", version=f"contextfs {__version__}")
+    sub = p.add_subparsers(dest="command", required=True)
+
+    m = sub.add_parser("mount", help="mount the memory store")
+    m.add_argument("mountpoint")
+    m.add_argument("--data-dir", type=Path, default=None,
+                   help="store location (default: $XDG_DATA_HOME/contextfs)")
+    m.add_argument("--foreground", "-f", action="store_true", help="do not daemonise")
+    m.add_argument("-o", dest="options", action="append",
+                   help="FUSE mount options, comma separated (e.g. allow_other)")
+    m.add_argument("--timeout", type=float, default=30.0,
+                   help="seconds to wait for the mount to be ready")
+    m.set_defaults(func=cmd_mount)
+
+    u = sub.add_parser("umount", help="unmount and wait for the daemon to finish")
+    u.add_argument("mountpoint")
+    u.add_argument("--timeout", type=float, default=30.0)
+    u.set_defaults(func=cmd_umount)
+
+    s = sub.add_parser("status", help="print .status of a mount (or counts of a data dir)")
+    s.add_argument("target")
+    s.set_defaults(func=cmd_status)
+
+    f = sub.add_parser("fsck", help="check the store's invariants (not while mounted)")
+    f.add_argument("data_dir", type=Path)
+    f.set_defaults(func=cmd_fsck)
+
+    sc = sub.add_parser("schema", help="context-type tools")
+    scs = sc.add_subparsers(dest="schema_command", required=True)
+    chk = scs.add_parser("check", help="validate context-type YAML files without mounting")
+    chk.add_argument("dirs", nargs="+")
+    chk.add_argument("--with-builtins", action="store_true",
+                     help="load the built-in types first, as the mount does")
+    chk.set_defaults(func=cmd_schema_check)
+    return p
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        return args.func(args)
+    except* ContextFSError as group:
+        for exc in group.exceptions:
+            print(f"contextfs: {exc}", file=sys.stderr)
+        code = max(getattr(e, "exit_code", 1) for e in group.exceptions)
+    return code
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,84 @@
+"""Configuration: defaults, the data dir's `config.yaml`, and where things live on disk.
+
+Read only by the composition roots (`cli`, `daemon`); everything below them receives
+plain arguments.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+from dataclasses import dataclass, fields, replace
+from pathlib import Path
+
+import yaml
+
+from contextfs.errors import UsageError
+
+DB_FILE = "contextfs.duckdb"
+LOG_FILE = "contextfs.log"
+
+
+def default_data_dir() -> Path:
+    base = os.environ.get("XDG_DATA_HOME") or os.path.join(Path.home(), ".local", "share")
+    return Path(base) / "contextfs"
+
+
+def runtime_dir() -> Path:
+    base = os.environ.get("XDG_RUNTIME_DIR") or f"/tmp/contextfs-{os.getuid()}"
+    d = Path(base) / "contextfs" if os.environ.get("XDG_RUNTIME_DIR") else Path(base)
+    d.mkdir(parents=True, exist_ok=True, mode=0o700)
+    return d
+
+
+def mount_record(mountpoint: Path) -> Path:
+    """Where a running daemon records its pid and data dir, keyed by mountpoint."""
+    key = hashlib.sha1(str(Path(mountpoint).resolve()).encode()).hexdigest()[:16]
+    return runtime_dir() / f"{key}.json"
+
+
+@dataclass(frozen=True, slots=True)
+class Config:
+    data_dir: Path
+    default_owner: str = "default"        # the user/<id> the root's .inbox/.sessions use
+    max_file_size: int = 64 * 1024 * 1024  # attachments; EFBIG beyond
+    max_tier_size: int = 4 * 1024 * 1024   # L0/L1/L2 and routed memory files; EFBIG beyond
+    entry_timeout: float = 60.0            # kernel cache of names and attributes (seconds)
+    attr_timeout: float = 60.0
+    log_level: str = "INFO"
+
+    @property
+    def db_path(self) -> Path:
+        return self.data_dir / DB_FILE
+
+    @property
+    def user_schema_dir(self) -> Path:
+        return self.data_dir / "schemas"
+
+    @property
+    def log_path(self) -> Path:
+        return self.data_dir / LOG_FILE
+
+
+def load_config(data_dir: Path | None) -> Config:
+    """Defaults, overridden by DATA_DIR/config.yaml when present."""
+    d = Path(data_dir) if data_dir else default_data_dir()
+    cfg = Config(data_dir=d.resolve() if d.exists() else d.absolute())
+    path = d / "config.yaml"
+    if not path.exists():
+        return cfg
+    try:
+        raw = yaml.safe_load(path.read_text()) or {}
+    except yaml.YAMLError as exc:
+        raise UsageError(f"{path}: {exc}") from None
+    if not isinstance(raw, dict):
+        raise UsageError(f"{path}: expected a mapping of settings")
+    known = {f.name: f.type for f in fields(Config) if f.name != "data_dir"}
+    unknown = sorted(set(raw) - set(known))
+    if unknown:
+        raise UsageError(f"{path}: unknown setting(s) {', '.join(unknown)}; known: "
+                         + ", ".join(sorted(known)))
+    try:
+        return replace(cfg, **raw)
+    except TypeError as exc:
+        raise UsageError(f"{path}: {exc}") from None

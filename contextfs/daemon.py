@@ -1,0 +1,158 @@
+"""The composition root: open the store, load the types, build the tree, run pyfuse3.
+
+The only module (with `cli`) that reads configuration. Background services start in one
+trio nursery next to `pyfuse3.main()` (S3QL's `mount.py` shape). Later services (the
+indexer, inbox, sessions, consolidation) are started here too.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import errno
+import faulthandler
+import json
+import logging
+import os
+import signal
+import time
+from pathlib import Path
+
+import pyfuse3
+import trio
+
+from contextfs import __version__
+from contextfs.config import Config, mount_record
+from contextfs.ctxtypes import ContextType, builtin_schema_dir, load_types
+from contextfs.errors import ContextFSError, UsageError
+from contextfs.fs.ops import Operations
+from contextfs.fs.tree import Tree
+from contextfs.memory.service import Memory
+from contextfs.store import Store
+from contextfs.store.fsck import check_store
+
+log = logging.getLogger(__name__)
+
+
+def load_all_types(cfg: Config) -> dict[str, ContextType]:
+    """Built-in types, then the data dir's `schemas/` (which may add or override)."""
+    dirs = [builtin_schema_dir()]
+    if cfg.user_schema_dir.is_dir():
+        dirs.append(cfg.user_schema_dir)
+    return load_types(dirs)
+
+
+def schema_files(types: dict[str, ContextType]) -> dict[str, bytes]:
+    return {f"{t.name}.yaml": Path(t.source).read_bytes() for t in types.values()}
+
+
+def open_memory(cfg: Config, types: dict[str, ContextType]) -> Memory:
+    cfg.data_dir.mkdir(parents=True, exist_ok=True)
+    store = Store(cfg.db_path)
+    memory = Memory(store, types, data_dir=cfg.data_dir, max_file_size=cfg.max_file_size,
+                    max_tier_size=cfg.max_tier_size)
+    problems = check_store(store)
+    if problems:
+        memory.failsafe = f"fsck found {len(problems)} problem(s): {problems[0]}"
+        log.error("store failed its checks, mounting read-only: %s", "; ".join(problems))
+    owner = ("user", cfg.default_owner)
+    if owner not in memory.owners and not memory.failsafe:
+        memory.create_owner(*owner)
+    if not memory.failsafe:
+        for path, res in memory.recover_drops():
+            log.info("routed a file left pending by the last run: %s -> %s", path, res)
+    return memory
+
+
+def _ts(t: float) -> str:
+    return dt.datetime.fromtimestamp(t, dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def render_status(memory: Memory, cfg: Config, mountpoint: Path, started: float) -> str:
+    c = memory.counts()
+    state = "read-only: " + memory.failsafe if memory.failsafe else "read-write"
+    lines = [
+        f"contextfs {__version__}",
+        f"mountpoint: {mountpoint}",
+        f"data_dir: {cfg.data_dir}",
+        f"started: {_ts(started)}",
+        f"state: {state}",
+        f"generation: {memory.generation}",
+        f"outbox_rows: {memory.store.outbox_depth()}",
+        "counts: " + ", ".join(f"{k}={v}" for k, v in c.items()),
+        "types: " + ", ".join(
+            f"{t.name} ({t.scope}/{t.type_dir}, {t.mode})"
+            for t in sorted(memory.types.values(), key=lambda t: t.name)),
+        f"refusals: {memory.refusal_count} (newest first)",
+    ]
+    for r in reversed(memory.refusals):
+        name = errno.errorcode.get(r.errno, str(r.errno))
+        kept = f" (bytes kept at {r.kept_at})" if r.kept_at and r.kept_at not in r.reason else ""
+        lines.append(f"  {_ts(r.when)} {name} {r.path}: {r.reason}{kept}")
+    return "\n".join(lines) + "\n"
+
+
+async def _watch_signals(nursery: trio.Nursery) -> None:
+    with trio.open_signal_receiver(signal.SIGTERM, signal.SIGINT, signal.SIGHUP) as sigs:
+        async for sig in sigs:
+            log.info("signal %s: unmounting", signal.Signals(sig).name)
+            pyfuse3.terminate()
+            return
+
+
+def _clear_stale_mount(mountpoint: Path) -> None:
+    """A daemon killed with SIGKILL leaves 'Transport endpoint is not connected'."""
+    try:
+        os.stat(mountpoint)
+    except OSError as exc:
+        if exc.errno == errno.ENOTCONN:
+            log.warning("%s is a dead mount from an earlier run; detaching it", mountpoint)
+            os.system(f"fusermount3 -u -z '{mountpoint}' >/dev/null 2>&1")
+        else:
+            raise UsageError(f"mountpoint {mountpoint}: {exc.strerror}") from None
+    if not mountpoint.is_dir():
+        raise UsageError(f"mountpoint {mountpoint} is not a directory")
+    if os.path.ismount(mountpoint):
+        raise UsageError(f"{mountpoint} is already a mount point")
+
+
+def run(cfg: Config, mountpoint: Path, options: list[str]) -> int:
+    """Mount and serve until unmounted. Returns the process exit code."""
+    faulthandler.register(signal.SIGUSR1, all_threads=True)
+    mountpoint = mountpoint.absolute()
+    _clear_stale_mount(mountpoint)
+    types = load_all_types(cfg)
+    memory = open_memory(cfg, types)
+    started = time.time()
+    tree = Tree(memory, status=lambda: render_status(memory, cfg, mountpoint, started),
+                schema_files=schema_files(types))
+    ops = Operations(tree, entry_timeout=cfg.entry_timeout, attr_timeout=cfg.attr_timeout)
+    fuse_options = set(pyfuse3.default_options)
+    fuse_options |= {"fsname=contextfs", "subtype=contextfs"}
+    fuse_options |= set(options)
+    record = mount_record(mountpoint)
+    log.info("mounting %s (data dir %s, %d nodes)", mountpoint, cfg.data_dir,
+             len(memory.live))
+    pyfuse3.init(ops, str(mountpoint), fuse_options)
+    record.write_text(json.dumps({"pid": os.getpid(), "data_dir": str(cfg.data_dir),
+                                  "mountpoint": str(mountpoint)}))
+    clean = False
+    try:
+        trio.run(_serve, ops)
+        clean = True
+    finally:
+        pyfuse3.close(unmount=clean)
+        memory.store.close()
+        record.unlink(missing_ok=True)
+        log.info("unmounted %s", mountpoint)
+    return 0
+
+
+async def _serve(ops: Operations) -> None:
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(ops.run_invalidator)
+        nursery.start_soon(_watch_signals, nursery)
+        await pyfuse3.main()
+        nursery.cancel_scope.cancel()
+
+
+__all__ = ["run", "open_memory", "load_all_types", "ContextFSError"]

@@ -1,0 +1,288 @@
+"""The pyfuse3 adapter: inode numbers and EntryAttributes in, FUSEError out.
+
+A protocol adapter only (borg's `fuse.py` says the same of itself): every handler calls
+`fs.tree.Tree`, converts `contextfs.errors` into errnos from one table, records refusals
+for `.status`, and turns any unexpected exception into EIO so that nothing escapes a
+handler and kills the mount.
+"""
+
+from __future__ import annotations
+
+import errno
+import functools
+import logging
+import math
+import os
+from collections.abc import Callable
+from typing import Any
+
+import pyfuse3
+import trio
+
+from contextfs.errors import ContextFSError
+from contextfs.fs.tree import Attr, Inode, Invalidation, Tree
+
+log = logging.getLogger(__name__)
+
+# errnos that are answers, not refusals: they are not recorded in .status.
+_QUIET = {errno.ENOENT, errno.EEXIST, errno.ENOTEMPTY, errno.ENOTDIR, errno.EISDIR,
+          errno.ENODATA, errno.ENOSYS}
+
+
+def _handler(fn: Callable[..., Any]) -> Callable[..., Any]:
+    """Run a handler; map domain errors to FUSEError, anything else to EIO."""
+
+    @functools.wraps(fn)
+    async def wrapper(self: Operations, *args: Any) -> Any:
+        try:
+            return fn(self, *args)
+        except pyfuse3.FUSEError:
+            raise
+        except ContextFSError as exc:
+            if exc.errno not in _QUIET and not getattr(exc, "recorded", False):
+                self.tree.memory.refuse(self._where(fn.__name__, args), exc)
+            raise pyfuse3.FUSEError(exc.errno) from None
+        except Exception as exc:
+            log.exception("internal error in %s", fn.__name__)
+            self.tree.memory.refuse(
+                self._where(fn.__name__, args),
+                ContextFSError(f"internal error in {fn.__name__}: {exc!r}"),
+            )
+            raise pyfuse3.FUSEError(errno.EIO) from None
+        finally:
+            self._flush_invalidations()
+
+    return wrapper
+
+
+class Operations(pyfuse3.Operations):
+    enable_writeback_cache = False
+    enable_acl = False
+
+    def __init__(self, tree: Tree, *, entry_timeout: float = 60.0,
+                 attr_timeout: float = 60.0) -> None:
+        super().__init__()
+        self.tree = tree
+        self.entry_timeout = entry_timeout
+        self.attr_timeout = attr_timeout
+        self._send, self._recv = trio.open_memory_channel[Invalidation](math.inf)
+
+    # ---- plumbing -----------------------------------------------------------------------
+
+    def _where(self, op: str, args: tuple) -> str:
+        try:
+            if args and isinstance(args[0], int):
+                inode = self.tree.inodes.get(args[0])
+                if inode is not None and op in ("lookup", "mkdir", "create", "unlink",
+                                                "rmdir", "symlink", "mknod", "rename"):
+                    name = args[1] if len(args) > 1 and isinstance(args[1], bytes) else b""
+                    base = self.tree.path(inode)
+                    name_s = os.fsdecode(name)
+                    return f"{op} {name_s if base == '/' else base + '/' + name_s}"
+                if inode is not None:
+                    return f"{op} {self.tree.path(inode)}"
+                if op in ("read", "write", "flush", "fsync", "release"):
+                    h = self.tree.handles.get(args[0])
+                    if h is not None:
+                        return f"{op} {self.tree.path(h.inode)}"
+        except Exception:  # noqa: BLE001 - describing a path must never fail a request
+            pass
+        return op
+
+    def _flush_invalidations(self) -> None:
+        if self.tree.invalidations:
+            for inv in self.tree.invalidations:
+                self._send.send_nowait(inv)
+            self.tree.invalidations.clear()
+
+    async def run_invalidator(self) -> None:
+        """Tell the kernel what the daemon changed, outside of any request handler."""
+        async for inv in self._recv:
+            try:
+                if inv.name is not None:
+                    pyfuse3.invalidate_entry_async(inv.ino, os.fsencode(inv.name),
+                                                   ignore_enoent=True)
+                else:
+                    await trio.to_thread.run_sync(pyfuse3.invalidate_inode, inv.ino,
+                                                  inv.attr_only)
+            except OSError as exc:
+                if exc.errno not in (errno.ENOENT, errno.EBADF, errno.ENOTCONN):
+                    log.warning("invalidation of inode %d failed: %s", inv.ino, exc)
+            except Exception:  # noqa: BLE001 - the invalidator must outlive odd failures
+                log.exception("invalidation failed")
+
+    def _attr(self, a: Attr) -> pyfuse3.EntryAttributes:
+        e = pyfuse3.EntryAttributes()
+        e.st_ino = a.ino
+        e.generation = 0
+        e.st_mode = a.mode
+        e.st_nlink = a.nlink
+        e.st_uid = a.uid
+        e.st_gid = a.gid
+        e.st_rdev = 0
+        e.st_size = a.size
+        e.st_blksize = 4096
+        e.st_blocks = (a.size + 511) // 512
+        e.st_atime_ns = a.atime_ns
+        e.st_mtime_ns = a.mtime_ns
+        e.st_ctime_ns = a.ctime_ns
+        timeout = 0 if a.generated else self.attr_timeout
+        e.attr_timeout = timeout
+        e.entry_timeout = self.entry_timeout
+        return e
+
+    def _entry(self, inode: Inode, *, ref: bool = True) -> pyfuse3.EntryAttributes:
+        if ref:
+            self.tree.ref(inode)
+        return self._attr(self.tree.attr(inode))
+
+    # ---- handlers -----------------------------------------------------------------------
+
+    @_handler
+    def lookup(self, parent_inode, name, ctx=None):
+        return self._entry(self.tree.lookup(parent_inode, os.fsdecode(name)))
+
+    async def forget(self, inode_list):
+        try:
+            for ino, n in inode_list:
+                self.tree.forget(ino, n)
+        except Exception:  # noqa: BLE001 - forget has no reply; never let it escape
+            log.exception("forget failed")
+
+    @_handler
+    def getattr(self, inode, ctx=None):
+        return self._attr(self.tree.attr(self.tree.get(inode)))
+
+    @_handler
+    def setattr(self, inode, attr, fields, fh, ctx):
+        self.tree.setattr(
+            inode,
+            size=attr.st_size if fields.update_size else None,
+            mode=attr.st_mode if fields.update_mode else None,
+            uid=attr.st_uid if fields.update_uid else None,
+            gid=attr.st_gid if fields.update_gid else None,
+            atime_ns=attr.st_atime_ns if fields.update_atime else None,
+            mtime_ns=attr.st_mtime_ns if fields.update_mtime else None,
+            fh=fh,
+        )
+        return self._attr(self.tree.attr(self.tree.get(inode)))
+
+    @_handler
+    def readlink(self, inode, ctx):
+        return self.tree.readlink(inode)
+
+    @_handler
+    def opendir(self, inode, ctx):
+        inode_ = self.tree.get(inode)
+        if not inode_.is_dir:
+            raise ContextFSError("not a directory", errno=errno.ENOTDIR)
+        return inode
+
+    async def readdir(self, fh, start_id, token):
+        try:
+            for name, child, off in self.tree.listdir(fh, start_id):
+                attrs = self._attr(self.tree.attr(child))
+                if not pyfuse3.readdir_reply(token, os.fsencode(name), attrs, off):
+                    break
+                self.tree.ref(child)
+        except ContextFSError as exc:
+            raise pyfuse3.FUSEError(exc.errno) from None
+        except Exception:
+            log.exception("internal error in readdir")
+            raise pyfuse3.FUSEError(errno.EIO) from None
+
+    async def releasedir(self, fh):
+        return None
+
+    @_handler
+    def mkdir(self, parent_inode, name, mode, ctx):
+        return self._entry(self.tree.mkdir(parent_inode, os.fsdecode(name), mode, ctx.uid,
+                                           ctx.gid))
+
+    @_handler
+    def rmdir(self, parent_inode, name, ctx):
+        self.tree.rmdir(parent_inode, os.fsdecode(name))
+
+    @_handler
+    def unlink(self, parent_inode, name, ctx):
+        self.tree.unlink(parent_inode, os.fsdecode(name))
+
+    @_handler
+    def symlink(self, parent_inode, name, target, ctx):
+        return self._entry(self.tree.symlink(parent_inode, os.fsdecode(name), target,
+                                             ctx.uid, ctx.gid))
+
+    @_handler
+    def rename(self, parent_inode_old, name_old, parent_inode_new, name_new, flags, ctx):
+        self.tree.rename(parent_inode_old, os.fsdecode(name_old), parent_inode_new,
+                         os.fsdecode(name_new), flags)
+
+    @_handler
+    def link(self, inode, new_parent_inode, new_name, ctx):
+        self.tree.link()
+
+    @_handler
+    def mknod(self, parent_inode, name, mode, rdev, ctx):
+        h = self.tree.mknod(parent_inode, os.fsdecode(name), mode, ctx.uid, ctx.gid)
+        self.tree.release(h.fh)
+        return self._entry(h.inode)
+
+    def _info(self, h) -> pyfuse3.FileInfo:
+        generated = h.snapshot is not None
+        return pyfuse3.FileInfo(fh=h.fh, direct_io=generated, keep_cache=not generated)
+
+    @_handler
+    def open(self, inode, flags, ctx):
+        return self._info(self.tree.open(inode, flags))
+
+    @_handler
+    def create(self, parent_inode, name, mode, flags, ctx):
+        h = self.tree.create(parent_inode, os.fsdecode(name), mode, flags, ctx.uid, ctx.gid)
+        return self._info(h), self._entry(h.inode)
+
+    @_handler
+    def read(self, fh, off, size):
+        return self.tree.read(fh, off, size)
+
+    @_handler
+    def write(self, fh, off, buf):
+        return self.tree.write(fh, off, buf)
+
+    @_handler
+    def flush(self, fh):
+        self.tree.flush(fh)
+
+    @_handler
+    def fsync(self, fh, datasync):
+        self.tree.fsync(fh)
+
+    @_handler
+    def release(self, fh):
+        self.tree.release(fh)
+
+    async def fsyncdir(self, fh, datasync):
+        return None
+
+    async def statfs(self, ctx):
+        s = pyfuse3.StatvfsData()
+        s.f_bsize = s.f_frsize = 4096
+        s.f_blocks = 1 << 28
+        s.f_bfree = s.f_bavail = 1 << 27
+        s.f_files = 1 << 24
+        s.f_ffree = s.f_favail = (1 << 24) - len(self.tree.inodes)
+        s.f_namemax = 255
+        return s
+
+    # Extended attributes are off by default (SPEC §3): ENOSYS makes the kernel stop asking,
+    # so `ls -l` costs no round trip per file.
+    async def getxattr(self, inode, name, ctx):
+        raise pyfuse3.FUSEError(errno.ENOSYS)
+
+    async def listxattr(self, inode, ctx):
+        raise pyfuse3.FUSEError(errno.ENOSYS)
+
+    async def setxattr(self, inode, name, value, ctx):
+        raise pyfuse3.FUSEError(errno.ENOSYS)
+
+    async def removexattr(self, inode, name, ctx):
+        raise pyfuse3.FUSEError(errno.ENOSYS)

@@ -1,0 +1,604 @@
+"""The memory service: typed nodes, versions, routing and attachments over the Store.
+
+This is where context types, documents and the canonical store meet. It keeps every live
+node and attachment in memory (write-through to DuckDB) so the filesystem never queries
+the database on the metadata path. It knows nothing of inodes or FUSE.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import logging
+import re
+import time
+from collections import deque
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+import duckdb
+import xxhash
+
+from contextfs.ctxtypes import ContextType
+from contextfs.errors import (
+    ContextFSError,
+    Exists,
+    InvalidInput,
+    NotFound,
+    StoreDamaged,
+    TooBig,
+)
+from contextfs.memory.document import (
+    Document,
+    aggregate_documents,
+    body_items,
+    merge_documents,
+    normalize_item,
+    parse_document,
+    render_document,
+)
+from contextfs.memory.summarize import summarize
+from contextfs.model import Attachment, Node
+from contextfs.store import Store
+
+log = logging.getLogger(__name__)
+
+OWNER_KINDS = ("user", "agent")
+_SAFE_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._@+-]{0,127}$")
+DEFAULT_MAX_FILE_SIZE = 64 * 1024 * 1024
+DEFAULT_MAX_TIER_SIZE = 4 * 1024 * 1024
+
+
+def content_hash(text: str) -> str:
+    return xxhash.xxh64_hexdigest(text.encode("utf-8"))
+
+
+def decode_text(data: bytes, what: str) -> str:
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise InvalidInput(
+            f"{what} must be UTF-8 text (invalid byte at offset {exc.start}); "
+            "keep binary files as attachments inside a node"
+        ) from None
+
+
+def _iso(ts: float | None) -> str:
+    if ts is None:
+        return "null"
+    return dt.datetime.fromtimestamp(ts, dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def _slug_stem(filename: str) -> str:
+    stem = filename
+    for ext in (".markdown", ".md", ".txt", ".yaml", ".yml"):
+        if stem.lower().endswith(ext):
+            stem = stem[: -len(ext)]
+            break
+    return stem
+
+
+def _tokens(text: str) -> set[str]:
+    return set(normalize_item(text).split())
+
+
+@dataclass(frozen=True, slots=True)
+class Refusal:
+    when: float
+    path: str
+    errno: int
+    reason: str
+    kept_at: str | None
+
+
+@dataclass(frozen=True, slots=True)
+class RouteResult:
+    node: Node
+    created: bool
+    changed: bool
+    folded: int
+
+
+class Memory:
+    """Typed memory nodes with versions, write-through to the Store."""
+
+    def __init__(
+        self,
+        store: Store,
+        types: dict[str, ContextType],
+        *,
+        data_dir: Path,
+        max_file_size: int = DEFAULT_MAX_FILE_SIZE,
+        max_tier_size: int = DEFAULT_MAX_TIER_SIZE,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
+        self.store = store
+        self.types = types
+        self.types_by_dir: dict[tuple[str, str], ContextType] = {
+            (t.scope, t.type_dir): t for t in types.values()
+        }
+        self.data_dir = Path(data_dir)
+        self.max_file_size = max_file_size
+        self.max_tier_size = max_tier_size
+        self.clock = clock
+        self.refusals: deque[Refusal] = deque(maxlen=50)
+        self.refusal_count = 0
+        self.failsafe: str | None = None  # reason, when the store turned read-only
+        self.owners: set[tuple[str, str]] = set(store.owners())
+        self.nodes: dict[int, Node] = {}
+        self.live: dict[tuple[str, str, str, str], int] = {}
+        for n in store.nodes():
+            self.nodes[n.id] = n
+            if n.deleted_at is None:
+                self.live[(n.owner_kind, n.owner_id, n.type, n.name)] = n.id
+        self.attachments: dict[int, Attachment] = {a.id: a for a in store.attachments()}
+        self.generation = store.generation()
+
+    # ---- small helpers ------------------------------------------------------------------
+
+    def type_named(self, name: str) -> ContextType:
+        try:
+            return self.types[name]
+        except KeyError:
+            raise InvalidInput(f"unknown context type {name!r}") from None
+
+    def types_for(self, kind: str) -> list[ContextType]:
+        return sorted((t for t in self.types.values() if t.scope == kind), key=lambda t: t.type_dir)
+
+    def node_path(self, n: Node) -> str:
+        t = self.types.get(n.type)
+        tdir = t.type_dir if t else n.type
+        base = f"{n.owner_kind}/{n.owner_id}/{tdir}"
+        return f"{base}/{n.name}" if n.name else base
+
+    def live_node(self, owner: tuple[str, str], ctype: ContextType, name: str) -> Node | None:
+        nid = self.live.get((owner[0], owner[1], ctype.name, name))
+        return self.nodes[nid] if nid is not None else None
+
+    def _write(self, fn: Callable[[], None]) -> None:
+        """Run fn in one transaction; a database fault turns the mount read-only."""
+        if self.failsafe:
+            raise StoreDamaged(f"the mount is read-only: {self.failsafe}")
+        try:
+            with self.store.transaction():
+                fn()
+        except ContextFSError:
+            raise
+        except duckdb.Error as exc:
+            self.failsafe = f"store error: {exc}"
+            log.error("store write failed, switching to read-only: %s", exc)
+            raise StoreDamaged(f"the store failed a write and is now read-only: {exc}") from exc
+
+    def check_writable(self) -> None:
+        if self.failsafe:
+            raise StoreDamaged(f"the mount is read-only: {self.failsafe}")
+
+    def refuse(self, path: str, exc: ContextFSError, data: bytes | None = None) -> Refusal:
+        """Record a refusal for `.status`; keep the refused bytes in the data dir."""
+        kept = None
+        if data:
+            folder = self.data_dir / "refused"
+            folder.mkdir(parents=True, exist_ok=True)
+            stamp = dt.datetime.now(dt.UTC).strftime("%Y%m%dT%H%M%S")
+            self.refusal_count += 1
+            base = re.sub(r"[^A-Za-z0-9._-]", "_", path.rsplit("/", 1)[-1])[:80] or "file"
+            target = folder / f"{stamp}-{self.refusal_count:04d}-{base}"
+            target.write_bytes(data)
+            kept = str(target)
+        else:
+            self.refusal_count += 1
+        r = Refusal(self.clock(), path, exc.errno, exc.reason, kept)
+        self.refusals.append(r)
+        log.info("refused %s: %s", path, exc.reason)
+        return r
+
+    # ---- owners and nodes ---------------------------------------------------------------
+
+    def create_owner(self, kind: str, owner_id: str) -> None:
+        if kind not in OWNER_KINDS:
+            raise InvalidInput(f"owners live under user/ or agent/, not {kind!r}")
+        if not _SAFE_ID.match(owner_id):
+            raise InvalidInput(
+                f"owner id {owner_id!r} must start with a letter or digit and use only "
+                "letters, digits and . _ @ + -"
+            )
+        if (kind, owner_id) in self.owners:
+            raise Exists(f"{kind}/{owner_id} already exists")
+        self._write(lambda: self.store.add_owner(kind, owner_id))
+        self.owners.add((kind, owner_id))
+
+    def _new_node(self, owner: tuple[str, str], ctype: ContextType, name: str) -> Node:
+        now = self.clock()
+        return Node(
+            id=self.store.new_id(), owner_kind=owner[0], owner_id=owner[1], type=ctype.name,
+            name=name, version=0, l0="", l1="", l2="", l0_pinned=False, l1_pinned=False,
+            content_hash=content_hash(""), created=now, updated=now,
+        )
+
+    def _check_name(self, ctype: ContextType, name: str) -> None:
+        if ctype.singleton:
+            if name:
+                raise InvalidInput(f"{ctype.name} is a single node per owner")
+            return
+        if not ctype.matches_node_name(name):
+            raise InvalidInput(
+                f"{name!r} does not fit the {ctype.name} template {ctype.directory!r}"
+            )
+
+    def create_node(self, owner: tuple[str, str], ctype: ContextType, name: str) -> Node:
+        self._check_name(ctype, name)
+        if self.live_node(owner, ctype, name) is not None:
+            raise Exists(f"{ctype.type_dir}/{name} already exists")
+        n = self._new_node(owner, ctype, name)
+
+        def tx() -> None:
+            self.generation = self.store.insert_node(n)
+
+        self._write(tx)
+        self.nodes[n.id] = n
+        self.live[(owner[0], owner[1], ctype.name, name)] = n.id
+        return n
+
+    def validate_l2(self, ctype: ContextType, text: str) -> Document:
+        doc = parse_document(text)
+        if doc.fields:
+            ctype.coerce_fields(doc.fields, where="front matter")
+        return doc
+
+    def save_l2(self, n: Node, text: str, reason: str = "write") -> bool:
+        """Commit text as n's L2: a new version when it differs. Returns whether it did."""
+        if len(text.encode("utf-8")) > self.max_tier_size:
+            raise TooBig(f"L2.md is limited to {self.max_tier_size} bytes")
+        ctype = self.type_named(n.type)
+        self.validate_l2(ctype, text)
+        h = content_hash(text)
+        if h == n.content_hash and n.version > 0:
+            return False
+        l0, l1 = summarize(ctype, text) if text.strip() else ("", "")
+        now = max(self.clock(), n.updated)
+        prev = (n.version, n.l0, n.l1, n.l2, n.l0_pinned, n.l1_pinned, n.content_hash, n.updated)
+        n.version += 1
+        n.l0, n.l1, n.l2 = l0, l1, text
+        n.l0_pinned = n.l1_pinned = False
+        n.content_hash, n.updated = h, now
+
+        def tx() -> None:
+            self.generation = self.store.update_node(n, new_version_reason=reason)
+
+        try:
+            self._write(tx)
+        except BaseException:
+            (n.version, n.l0, n.l1, n.l2, n.l0_pinned, n.l1_pinned, n.content_hash,
+             n.updated) = prev
+            raise
+        n.history.append((n.version, now, len(text.encode("utf-8"))))
+        return True
+
+    def save_pinned(self, n: Node, tier: str, text: str) -> bool:
+        """A hand-written L0 or L1: kept as written until L2 changes."""
+        ctype = self.type_named(n.type)
+        limit = ctype.l0_max_chars if tier == "L0" else ctype.l1_max_chars
+        if len(text) > limit * 4:
+            raise TooBig(f"{tier}.md is limited to about {limit} characters (hard cap {limit * 4})")
+        old = n.l0 if tier == "L0" else n.l1
+        pinned = n.l0_pinned if tier == "L0" else n.l1_pinned
+        if old == text and pinned:
+            return False
+        prev = (n.l0, n.l1, n.l0_pinned, n.l1_pinned, n.updated)
+        if tier == "L0":
+            n.l0, n.l0_pinned = text, True
+        else:
+            n.l1, n.l1_pinned = text, True
+        n.updated = max(self.clock(), n.updated)
+
+        def tx() -> None:
+            self.generation = self.store.update_node(n)
+
+        try:
+            self._write(tx)
+        except BaseException:
+            n.l0, n.l1, n.l0_pinned, n.l1_pinned, n.updated = prev
+            raise
+        return True
+
+    def rename_node(
+        self, n: Node, owner: tuple[str, str], ctype: ContextType, name: str
+    ) -> None:
+        """mv of a node directory: a new name, owner or type (validated)."""
+        self._check_name(ctype, name)
+        if ctype.scope != owner[0]:
+            raise InvalidInput(f"{ctype.name} nodes belong under {ctype.scope}/, not {owner[0]}/")
+        other = self.live_node(owner, ctype, name)
+        if other is not None and other is not n:
+            raise Exists(f"{ctype.type_dir}/{name} already exists")
+        if n.l2.strip():
+            doc = self.validate_l2(ctype, n.l2)
+            missing = ctype.missing_required({**doc.fields, **self._keys_from_name(ctype, name)})
+            if missing and ctype.name != n.type:
+                raise InvalidInput(
+                    f"cannot re-type to {ctype.name}: missing required field(s) "
+                    + ", ".join(missing)
+                )
+        old_key = (n.owner_kind, n.owner_id, n.type, n.name)
+        prev = (n.owner_kind, n.owner_id, n.type, n.name, n.deleted_at, n.updated)
+        was_deleted = n.deleted_at is not None
+        n.owner_kind, n.owner_id, n.type, n.name = owner[0], owner[1], ctype.name, name
+        n.deleted_at = None
+        n.updated = max(self.clock(), n.updated)
+
+        def tx() -> None:
+            self.generation = self.store.update_node(n)
+            if was_deleted:
+                self._restore_attachments(n, prev[4])
+
+        try:
+            self._write(tx)
+        except BaseException:
+            (n.owner_kind, n.owner_id, n.type, n.name, n.deleted_at, n.updated) = prev
+            raise
+        if not was_deleted:
+            self.live.pop(old_key, None)
+        self.live[(n.owner_kind, n.owner_id, n.type, n.name)] = n.id
+
+    def _keys_from_name(self, ctype: ContextType, name: str) -> dict[str, object]:
+        return {}
+
+    # Attachments removed in this window before their node's rmdir are part of `rm -r`
+    # and come back when the node is restored.
+    RESTORE_WINDOW = 120.0
+
+    def delete_node(self, n: Node) -> None:
+        """Soft delete: the node leaves the tree, its rows stay restorable."""
+        prev = (n.deleted_at, n.updated)
+        n.deleted_at = self.clock()
+        n.updated = max(n.deleted_at, n.updated)
+
+        def tx() -> None:
+            self.generation = self.store.update_node(n)
+            for a in self.attachments.values():
+                if a.node_id == n.id and a.deleted_at is None:
+                    a.deleted_at = n.deleted_at
+                    self.store.update_attachment(a)
+
+        try:
+            self._write(tx)
+        except BaseException:
+            n.deleted_at, n.updated = prev
+            raise
+        self.live.pop((n.owner_kind, n.owner_id, n.type, n.name), None)
+
+    def _restore_attachments(self, n: Node, deleted_at: float | None) -> None:
+        if deleted_at is None:
+            return
+        for a in self.attachments.values():
+            if (
+                a.node_id == n.id
+                and a.deleted_at is not None
+                and deleted_at - self.RESTORE_WINDOW <= a.deleted_at <= deleted_at
+            ):
+                a.deleted_at = None
+                self.store.update_attachment(a)
+
+    def deleted_nodes(self, owner: tuple[str, str]) -> list[Node]:
+        return [
+            n for n in self.nodes.values()
+            if n.deleted_at is not None and n.owner == owner
+        ]
+
+    def history_text(self, n: Node, version: int) -> str:
+        if version == n.version:
+            return n.l2
+        return self.store.version_text(n.id, version)
+
+    # ---- routed writes (SPEC §5, first bullet) ------------------------------------------
+
+    def route(self, owner: tuple[str, str], ctype: ContextType, filename: str,
+              data: bytes) -> RouteResult:
+        """A file written into a type directory becomes memory by the type's mode."""
+        if len(data) > self.max_tier_size:
+            raise TooBig(f"a memory file is limited to {self.max_tier_size} bytes")
+        text = decode_text(data, filename)
+        doc = parse_document(text)
+        fields = ctype.coerce_fields(doc.fields, where="front matter") if doc.fields else {}
+        incoming = Document(fields, doc.body)
+        stem = _slug_stem(filename)
+        reason = f"route:{filename}"
+        if ctype.singleton:
+            target = self.live_node(owner, ctype, "")
+            return self._route_into(owner, ctype, "", target, incoming, reason)
+        explicit = all(k in fields for k in ctype.key_fields)
+        values = dict(fields)
+        for k in ctype.key_fields:
+            if k in values:
+                continue
+            f = ctype.field(k)
+            if f is not None and f.type == "date":
+                values[k] = dt.datetime.fromtimestamp(self.clock(), dt.UTC).date().isoformat()
+            elif stem and not stem.startswith("."):
+                values[k] = stem
+                stem = ""
+            else:
+                words = " ".join(doc.body.split()[:6])
+                if not words:
+                    raise InvalidInput(f"missing key field {k!r} for {ctype.name}")
+                values[k] = words
+        fields = {**fields, **{k: v for k, v in values.items() if k in ctype.key_fields}}
+        fields = ctype.coerce_fields(fields, where="front matter")
+        incoming = Document(fields, doc.body)
+        name = ctype.node_name(values)
+        if ctype.mode == "append":
+            base, i = name, 2
+            while self.live_node(owner, ctype, name) is not None:
+                name = f"{base}-{i}"
+                i += 1
+            return self._route_into(owner, ctype, name, None, incoming, reason)
+        target = self.live_node(owner, ctype, name)
+        if target is None and ctype.mode == "aggregate" and not explicit:
+            target = self._similar_node(owner, ctype, doc.body)
+            if target is not None:
+                name = target.name
+                incoming = Document(
+                    {k: v for k, v in fields.items() if k not in ctype.key_fields}, doc.body
+                )
+        return self._route_into(owner, ctype, name, target, incoming, reason)
+
+    def _similar_node(self, owner: tuple[str, str], ctype: ContextType, body: str) -> Node | None:
+        """The topic node whose items share most words with body, if close enough."""
+        new = _tokens(body)
+        if len(new) < 3:
+            return None
+        best, best_score = None, 0.0
+        for nid in self.live.values():
+            n = self.nodes[nid]
+            if n.type != ctype.name or n.owner != owner:
+                continue
+            for item in body_items(parse_document(n.l2).body):
+                old = _tokens(item)
+                if not old:
+                    continue
+                score = len(new & old) / len(new | old)
+                if score > best_score:
+                    best, best_score = n, score
+        return best if best_score >= 0.5 else None
+
+    def _route_into(self, owner: tuple[str, str], ctype: ContextType, name: str,
+                    target: Node | None, incoming: Document, reason: str) -> RouteResult:
+        folded = 0
+        if target is None:
+            merged = incoming
+            if ctype.mode == "aggregate" and incoming.body.strip():
+                merged, folded = aggregate_documents(ctype, Document({}, ""), incoming)
+        else:
+            old = parse_document(target.l2)
+            if ctype.mode == "aggregate":
+                merged, folded = aggregate_documents(ctype, old, incoming)
+            else:
+                merged = merge_documents(ctype, old, incoming)
+        missing = ctype.missing_required(merged.fields)
+        if missing:
+            raise InvalidInput(f"{ctype.name} needs field(s): " + ", ".join(missing))
+        text = render_document(ctype, merged)
+        created = target is None
+        if created:
+            target = self._new_node(owner, ctype, name)
+        n = target
+        with_tx_node = n
+
+        def tx() -> None:
+            if created:
+                self.generation = self.store.insert_node(with_tx_node)
+            changed_box.append(self.save_l2(with_tx_node, text, reason))
+
+        changed_box: list[bool] = []
+        if created:
+            # insert + first version in one transaction
+            try:
+                self._write(tx)
+            except BaseException:
+                self.live.pop((owner[0], owner[1], ctype.name, name), None)
+                raise
+            self.nodes[n.id] = n
+            self.live[(owner[0], owner[1], ctype.name, name)] = n.id
+        else:
+            changed_box.append(self.save_l2(n, text, reason))
+        if reason not in n.sources and len(n.sources) < 100:
+            n.sources.append(reason.removeprefix("route:"))
+        return RouteResult(n, created, bool(changed_box and changed_box[0]), folded)
+
+    # ---- attachments --------------------------------------------------------------------
+
+    def add_attachment(self, node: Node, parent_id: int | None, name: str, kind: str,
+                       mode: int, *, target: bytes | None = None,
+                       data: bytes | None = None) -> Attachment:
+        a = Attachment(self.store.new_id(), node.id, parent_id, name, kind, mode & 0o7777,
+                       self.clock(), target)
+        if kind == "file" and data is None:
+            data = b""
+        self._write(lambda: self.store.insert_attachment(a, data))
+        a.size = len(data or b"")
+        self.attachments[a.id] = a
+        return a
+
+    def write_attachment(self, a: Attachment, data: bytes, mtime: float) -> None:
+        if len(data) > self.max_file_size:
+            raise TooBig(f"attachments are limited to {self.max_file_size} bytes")
+        self._write(lambda: self.store.write_attachment_data(a.id, data, mtime))
+        a.mtime, a.size = mtime, len(data)
+
+    def update_attachment(self, a: Attachment) -> None:
+        self._write(lambda: self.store.update_attachment(a))
+
+    def remove_attachment(self, a: Attachment) -> None:
+        """Unlink/rmdir: soft until the retention purge, so `rm -r` of a node can be undone."""
+        a.deleted_at = self.clock()
+        self._write(lambda: self.store.update_attachment(a))
+
+    def attachment_data(self, a: Attachment) -> bytes:
+        return self.store.attachment_data(a.id)
+
+    # ---- drops --------------------------------------------------------------------------
+
+    def persist_drop(self, drop_id: int, owner: tuple[str, str], ctype: ContextType,
+                     filename: str, data: bytes) -> None:
+        self._write(lambda: self.store.add_pending_drop(drop_id, owner, ctype.name, filename,
+                                                        data))
+
+    def forget_drop(self, drop_id: int) -> None:
+        self._write(lambda: self.store.remove_pending_drop(drop_id))
+
+    def new_id(self) -> int:
+        return self.store.new_id()
+
+    def recover_drops(self) -> list[tuple[str, RouteResult | Refusal]]:
+        """Route files that were fsync()ed into a type directory before a crash."""
+        done: list[tuple[str, RouteResult | Refusal]] = []
+        for drop_id, kind, oid, tname, filename, data in self.store.pending_drops():
+            path = f"{kind}/{oid}/{tname}/{filename}"
+            try:
+                ctype = self.type_named(tname)
+                res: RouteResult | Refusal = self.route((kind, oid), ctype, filename, data)
+            except ContextFSError as exc:
+                res = self.refuse(path, exc, data)
+            self.forget_drop(drop_id)
+            done.append((path, res))
+            log.info("recovered pending drop %s", path)
+        return done
+
+    # ---- facts --------------------------------------------------------------------------
+
+    def meta_yaml(self, n: Node) -> str:
+        lines = [
+            f"id: {n.id}",
+            f"type: {n.type}",
+            f"owner: {n.owner_kind}/{n.owner_id}",
+            f"path: {json.dumps(self.node_path(n))}",
+            f"version: {n.version}",
+            f"indexed_version: {n.indexed_version}",
+            f"created: {_iso(n.created)}",
+            f"updated: {_iso(n.updated)}",
+            f"content_hash: {n.content_hash}",
+            f"l0_pinned: {str(n.l0_pinned).lower()}",
+            f"l1_pinned: {str(n.l1_pinned).lower()}",
+            f"importance: {n.importance:.3f}",
+            f"access_count: {n.access_count}",
+            f"sources: {json.dumps(n.sources)}",
+            f"tags: {json.dumps(n.tags)}",
+        ]
+        if n.deleted_at is not None:
+            lines.append(f"deleted_at: {_iso(n.deleted_at)}")
+        return "\n".join(lines) + "\n"
+
+    def counts(self) -> dict[str, int]:
+        live = len(self.live)
+        return {
+            "owners": len(self.owners),
+            "nodes": live,
+            "deleted_nodes": len(self.nodes) - live,
+            "versions": sum(len(n.history) for n in self.nodes.values()),
+            "attachments": sum(1 for a in self.attachments.values() if a.deleted_at is None),
+        }
+
+
+def not_found(what: str) -> NotFound:
+    return NotFound(f"{what} does not exist")

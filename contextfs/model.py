@@ -1,0 +1,58 @@
+"""Plain records shared by the store, the memory service and the tree. No behaviour."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+TIERS = ("L0", "L1", "L2")
+
+
+@dataclass(slots=True)
+class Node:
+    """In-memory mirror of a `nodes` row (see store/schema.py for the meaning of columns)."""
+
+    id: int
+    owner_kind: str
+    owner_id: str
+    type: str
+    name: str
+    version: int
+    l0: str
+    l1: str
+    l2: str
+    l0_pinned: bool
+    l1_pinned: bool
+    content_hash: str
+    sources: list[str] = field(default_factory=list)
+    tags: list[str] = field(default_factory=list)
+    importance: float = 0.5
+    access_count: int = 0
+    created: float = 0.0
+    updated: float = 0.0
+    deleted_at: float | None = None
+    # Not stored in `nodes`: (version, created, size) of every saved version, oldest first.
+    history: list[tuple[int, float, int]] = field(default_factory=list)
+    indexed_version: int = 0
+
+    @property
+    def owner(self) -> tuple[str, str]:
+        return (self.owner_kind, self.owner_id)
+
+    def tier(self, name: str) -> str:
+        return {"L0": self.l0, "L1": self.l1, "L2": self.l2}[name]
+
+
+@dataclass(slots=True)
+class Attachment:
+    """In-memory mirror of an `attachments` row, without its data."""
+
+    id: int
+    node_id: int
+    parent_id: int | None
+    name: str
+    kind: str  # 'file' | 'dir' | 'symlink'
+    mode: int
+    mtime: float
+    target: bytes | None = None
+    deleted_at: float | None = None
+    size: int = 0

@@ -1,0 +1,231 @@
+"""Store: every read and write of the canonical DuckDB file.
+
+All writes that change a node happen in one transaction together with their outbox row.
+A DuckDB connection is not thread-safe: the Store is used from one thread at a time (the
+daemon's trio thread), which is also what keeps DuckDB's one-writer rule.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+import duckdb
+
+from contextfs.errors import ContextFSError, StoreDamaged
+from contextfs.model import Attachment, Node
+from contextfs.store.schema import create_tables, migrate
+
+log = logging.getLogger(__name__)
+
+_NODE_COLS = (
+    "id, owner_kind, owner_id, type, name, version, l0, l1, l2, l0_pinned, l1_pinned, "
+    "content_hash, sources, tags, importance, access_count, created, updated, deleted_at"
+)
+
+
+def _node_from_row(row: tuple) -> Node:
+    n = Node(*row[:12])
+    n.sources = json.loads(row[12])
+    n.tags = json.loads(row[13])
+    n.importance, n.access_count, n.created, n.updated, n.deleted_at = row[14:19]
+    return n
+
+
+class StoreLocked(ContextFSError):
+    exit_code = 4
+
+
+class Store:
+    def __init__(self, path: Path, *, read_only: bool = False) -> None:
+        self.path = Path(path)
+        try:
+            self.con = duckdb.connect(str(self.path), read_only=read_only)
+        except duckdb.IOException as exc:
+            if "lock" in str(exc).lower():
+                raise StoreLocked(
+                    f"{self.path} is in use by another process (is it mounted?)"
+                ) from exc
+            raise StoreDamaged(f"cannot open {self.path}: {exc}") from exc
+        self._depth = 0
+        if not read_only:
+            with self.transaction():
+                create_tables(self.con)
+                migrate(self.con)
+                self.con.execute(
+                    "INSERT INTO store_meta VALUES ('created', ?) ON CONFLICT DO NOTHING",
+                    [str(time.time())],
+                )
+
+    def close(self) -> None:
+        self.con.close()
+
+    @contextmanager
+    def transaction(self) -> Iterator[None]:
+        """One DuckDB transaction; nested uses join the outer one."""
+        if self._depth:
+            self._depth += 1
+            try:
+                yield
+            finally:
+                self._depth -= 1
+            return
+        self.con.execute("BEGIN TRANSACTION")
+        self._depth = 1
+        try:
+            yield
+        except BaseException:
+            self._depth = 0
+            self.con.execute("ROLLBACK")
+            raise
+        self._depth = 0
+        try:
+            self.con.execute("COMMIT")
+        except duckdb.Error as exc:
+            raise StoreDamaged(f"commit failed: {exc}") from exc
+
+    def new_id(self) -> int:
+        return self.con.execute("SELECT nextval('object_ids')").fetchone()[0]
+
+    def _outbox(self, node_id: int, version: int, op: str) -> int:
+        seq = self.con.execute("SELECT nextval('generations')").fetchone()[0]
+        self.con.execute(
+            "INSERT INTO outbox VALUES (?, ?, ?, ?, ?)", [seq, node_id, version, op, time.time()]
+        )
+        return seq
+
+    # ---- reading everything at mount time -------------------------------------------
+
+    def generation(self) -> int:
+        row = self.con.execute("SELECT max(seq) FROM outbox").fetchone()
+        return row[0] or 0
+
+    def owners(self) -> list[tuple[str, str]]:
+        return [tuple(r) for r in self.con.execute("SELECT kind, id FROM owners ORDER BY 1, 2").fetchall()]
+
+    def nodes(self) -> list[Node]:
+        rows = self.con.execute(f"SELECT {_NODE_COLS} FROM nodes ORDER BY id").fetchall()
+        nodes = [_node_from_row(r) for r in rows]
+        by_id = {n.id: n for n in nodes}
+        hist = self.con.execute(
+            "SELECT node_id, version, created, strlen(l2) FROM versions ORDER BY node_id, version"
+        ).fetchall()
+        for node_id, version, created, size in hist:
+            if node_id in by_id:
+                by_id[node_id].history.append((version, created, size))
+        return nodes
+
+    def attachments(self) -> list[Attachment]:
+        rows = self.con.execute(
+            "SELECT id, node_id, parent_id, name, kind, mode, mtime, target, deleted_at, "
+            "coalesce(octet_length(data), 0) FROM attachments ORDER BY id"
+        ).fetchall()
+        return [Attachment(*r[:8], deleted_at=r[8], size=r[9]) for r in rows]
+
+    def attachment_data(self, att_id: int) -> bytes:
+        row = self.con.execute("SELECT data FROM attachments WHERE id = ?", [att_id]).fetchone()
+        return bytes(row[0]) if row and row[0] is not None else b""
+
+    def all_attachment_data(self) -> dict[int, bytes]:
+        rows = self.con.execute(
+            "SELECT id, data FROM attachments WHERE kind = 'file' AND deleted_at IS NULL"
+        ).fetchall()
+        return {i: bytes(d or b"") for i, d in rows}
+
+    def version_text(self, node_id: int, version: int) -> str:
+        row = self.con.execute(
+            "SELECT l2 FROM versions WHERE node_id = ? AND version = ?", [node_id, version]
+        ).fetchone()
+        return row[0] if row else ""
+
+    def pending_drops(self) -> list[tuple[int, str, str, str, str, bytes]]:
+        rows = self.con.execute(
+            "SELECT id, owner_kind, owner_id, type, filename, data FROM pending_drops ORDER BY id"
+        ).fetchall()
+        return [(*r[:5], bytes(r[5])) for r in rows]
+
+    def outbox_depth(self) -> int:
+        return self.con.execute("SELECT count(*) FROM outbox").fetchone()[0]
+
+    # ---- writing ----------------------------------------------------------------------
+
+    def add_owner(self, kind: str, owner_id: str) -> None:
+        self.con.execute(
+            "INSERT INTO owners VALUES (?, ?, ?) ON CONFLICT DO NOTHING",
+            [kind, owner_id, time.time()],
+        )
+
+    def insert_node(self, n: Node) -> int:
+        """Insert a new node row; returns the generation of the change."""
+        self.con.execute(
+            f"INSERT INTO nodes ({_NODE_COLS}) VALUES "
+            "(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            [
+                n.id, n.owner_kind, n.owner_id, n.type, n.name, n.version, n.l0, n.l1, n.l2,
+                n.l0_pinned, n.l1_pinned, n.content_hash, json.dumps(n.sources),
+                json.dumps(n.tags), n.importance, n.access_count, n.created, n.updated,
+                n.deleted_at,
+            ],
+        )
+        return self._outbox(n.id, n.version, "upsert")
+
+    def update_node(self, n: Node, *, new_version_reason: str | None = None) -> int:
+        """Write every mutable column of n; with a reason, also record n.l2 as n.version."""
+        self.con.execute(
+            "UPDATE nodes SET owner_kind=?, owner_id=?, type=?, name=?, version=?, l0=?, l1=?, "
+            "l2=?, l0_pinned=?, l1_pinned=?, content_hash=?, sources=?, tags=?, importance=?, "
+            "access_count=?, updated=?, deleted_at=? WHERE id=?",
+            [
+                n.owner_kind, n.owner_id, n.type, n.name, n.version, n.l0, n.l1, n.l2,
+                n.l0_pinned, n.l1_pinned, n.content_hash, json.dumps(n.sources),
+                json.dumps(n.tags), n.importance, n.access_count, n.updated, n.deleted_at, n.id,
+            ],
+        )
+        if new_version_reason is not None:
+            self.con.execute(
+                "INSERT INTO versions VALUES (?, ?, ?, ?, ?, ?)",
+                [n.id, n.version, n.l2, n.content_hash, n.updated, new_version_reason],
+            )
+        op = "delete" if n.deleted_at is not None else "upsert"
+        return self._outbox(n.id, n.version, op)
+
+    def set_access_count(self, node_id: int, count: int) -> None:
+        self.con.execute("UPDATE nodes SET access_count = ? WHERE id = ?", [count, node_id])
+
+    def insert_attachment(self, a: Attachment, data: bytes | None) -> None:
+        self.con.execute(
+            "INSERT INTO attachments VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            [a.id, a.node_id, a.parent_id, a.name, a.kind, a.mode, a.mtime, data, a.target,
+             a.deleted_at],
+        )
+
+    def update_attachment(self, a: Attachment) -> None:
+        self.con.execute(
+            "UPDATE attachments SET node_id=?, parent_id=?, name=?, mode=?, mtime=?, "
+            "deleted_at=? WHERE id=?",
+            [a.node_id, a.parent_id, a.name, a.mode, a.mtime, a.deleted_at, a.id],
+        )
+
+    def write_attachment_data(self, att_id: int, data: bytes, mtime: float) -> None:
+        self.con.execute(
+            "UPDATE attachments SET data = ?, mtime = ? WHERE id = ?", [data, mtime, att_id]
+        )
+
+    def purge_attachment(self, att_id: int) -> None:
+        self.con.execute("DELETE FROM attachments WHERE id = ?", [att_id])
+
+    def add_pending_drop(
+        self, drop_id: int, owner: tuple[str, str], type_name: str, filename: str, data: bytes
+    ) -> None:
+        self.con.execute("DELETE FROM pending_drops WHERE id = ?", [drop_id])
+        self.con.execute(
+            "INSERT INTO pending_drops VALUES (?, ?, ?, ?, ?, ?, ?)",
+            [drop_id, owner[0], owner[1], type_name, filename, data, time.time()],
+        )
+
+    def remove_pending_drop(self, drop_id: int) -> None:
+        self.con.execute("DELETE FROM pending_drops WHERE id = ?", [drop_id])

@@ -1,0 +1,128 @@
+"""fsck: the store's invariants, one small check each (S3QL's fsck idea).
+
+Every check returns a list of problems (empty = fine). The tests reuse `check_store` as an
+oracle after filesystem operations; `contextfs fsck DATA_DIR` prints it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+
+import xxhash
+
+from contextfs.store.db import Store
+from contextfs.store.schema import SCHEMA_VERSION
+
+Check = Callable[[Store], list[str]]
+
+
+def _rows(store: Store, sql: str) -> list[tuple]:
+    return store.con.execute(sql).fetchall()
+
+
+def schema_version(store: Store) -> list[str]:
+    row = store.con.execute("SELECT value FROM store_meta WHERE key='schema_version'").fetchone()
+    if row is None or int(row[0]) != SCHEMA_VERSION:
+        return [f"schema version is {row and row[0]}, expected {SCHEMA_VERSION}"]
+    return []
+
+
+def unique_live_nodes(store: Store) -> list[str]:
+    return [
+        f"{k}/{o}/{t}/{n or '(singleton)'}: {c} live nodes share one path"
+        for k, o, t, n, c in _rows(store, """
+            SELECT owner_kind, owner_id, type, name, count(*) FROM nodes
+            WHERE deleted_at IS NULL GROUP BY ALL HAVING count(*) > 1""")
+    ]
+
+
+def node_owners_exist(store: Store) -> list[str]:
+    return [
+        f"node {i} belongs to missing owner {k}/{o}"
+        for i, k, o in _rows(store, """
+            SELECT n.id, n.owner_kind, n.owner_id FROM nodes n
+            ANTI JOIN owners w ON w.kind = n.owner_kind AND w.id = n.owner_id""")
+    ]
+
+
+def versions_complete(store: Store) -> list[str]:
+    """version = number of version rows, numbered 1..version, and nodes.l2 = the last."""
+    problems = []
+    for i, v, cnt, mx, mn in _rows(store, """
+            SELECT n.id, n.version, count(x.version), coalesce(max(x.version), 0),
+                   coalesce(min(x.version), 1)
+            FROM nodes n LEFT JOIN versions x ON x.node_id = n.id GROUP BY n.id, n.version"""):
+        if v != mx or cnt != mx or mn != 1:
+            problems.append(f"node {i}: version {v} but versions 1..{mx} has {cnt} rows")
+    for i, v in _rows(store, """
+            SELECT n.id, n.version FROM nodes n JOIN versions x
+              ON x.node_id = n.id AND x.version = n.version WHERE x.l2 <> n.l2"""):
+        problems.append(f"node {i}: current L2 differs from its version {v}")
+    for (i,) in _rows(store, "SELECT node_id FROM versions ANTI JOIN nodes ON id = node_id"):
+        problems.append(f"versions of missing node {i}")
+    return problems
+
+
+def content_hashes(store: Store) -> list[str]:
+    problems = []
+    for i, l2, h in _rows(store, "SELECT id, l2, content_hash FROM nodes"):
+        if xxhash.xxh64_hexdigest(l2.encode("utf-8")) != h:
+            problems.append(f"node {i}: content hash does not match its L2")
+    for i, v, l2, h in _rows(store, "SELECT node_id, version, l2, content_hash FROM versions"):
+        if xxhash.xxh64_hexdigest(l2.encode("utf-8")) != h:
+            problems.append(f"node {i} version {v}: content hash does not match")
+    return problems
+
+
+def attachments_consistent(store: Store) -> list[str]:
+    problems = [
+        f"attachment {i} belongs to missing node {n}"
+        for i, n in _rows(store, "SELECT id, node_id FROM attachments a ANTI JOIN nodes "
+                                 "ON nodes.id = a.node_id")
+    ]
+    problems += [
+        f"attachment {i}: parent {p} is not a directory of node {n}"
+        for i, p, n in _rows(store, """
+            SELECT a.id, a.parent_id, a.node_id FROM attachments a
+            LEFT JOIN attachments p ON p.id = a.parent_id
+            WHERE a.parent_id IS NOT NULL
+              AND (p.id IS NULL OR p.kind <> 'dir' OR p.node_id <> a.node_id)""")
+    ]
+    problems += [
+        f"node {n}: {c} live attachments named {name!r} in one folder"
+        for n, p, name, c in _rows(store, """
+            SELECT node_id, parent_id, name, count(*) FROM attachments
+            WHERE deleted_at IS NULL GROUP BY ALL HAVING count(*) > 1""")
+    ]
+    problems += [
+        f"attachment {i}: kind {k} with data={d} target={t}"
+        for i, k, d, t in _rows(store, """
+            SELECT id, kind, data IS NOT NULL, target IS NOT NULL FROM attachments
+            WHERE (kind = 'file') <> (data IS NOT NULL)
+               OR (kind = 'symlink') <> (target IS NOT NULL)""")
+    ]
+    return problems
+
+
+def outbox_covers_nodes(store: Store) -> list[str]:
+    """Every node's current state has an outbox row, so derived indexes can catch up."""
+    return [
+        f"node {i}: version {v} has no outbox row (newest is {o})"
+        for i, v, o in _rows(store, """
+            SELECT n.id, n.version, max(o.version) FROM nodes n
+            LEFT JOIN outbox o ON o.node_id = n.id GROUP BY n.id, n.version
+            HAVING max(o.version) IS NULL OR max(o.version) < n.version""")
+    ]
+
+
+CHECKS: tuple[Check, ...] = (
+    schema_version, unique_live_nodes, node_owners_exist, versions_complete, content_hashes,
+    attachments_consistent, outbox_covers_nodes,
+)
+
+
+def check_store(store: Store, checks: Iterable[Check] = CHECKS) -> list[str]:
+    problems: list[str] = []
+    for check in checks:
+        problems += [f"{check.__name__}: {p}" for p in check(store)]
+    return problems

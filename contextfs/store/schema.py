@@ -1,0 +1,136 @@
+"""The one canonical DuckDB schema, with every column's meaning and invariants.
+
+Bump SCHEMA_VERSION and add a step to MIGRATIONS for every change; `create_tables()`
+always builds the newest schema, `migrate()` brings an older file up to it.
+"""
+
+from __future__ import annotations
+
+import duckdb
+
+SCHEMA_VERSION = 1
+
+SCHEMA = """
+-- Key/value facts about the store itself. Keys: 'schema_version', 'created'.
+CREATE TABLE IF NOT EXISTS store_meta (
+    key   TEXT PRIMARY KEY,
+    value TEXT NOT NULL
+);
+
+-- Every id in nodes, attachments, pending_drops comes from this sequence, so ids are
+-- never reused, even after a delete, and can serve as stable inode seeds.
+CREATE SEQUENCE IF NOT EXISTS object_ids START 1000;
+
+-- The commit log position: every change to a node takes the next value and writes it to
+-- the outbox in the same transaction. Its last value is the store generation.
+CREATE SEQUENCE IF NOT EXISTS generations START 1;
+
+-- Owners: user/<id> and agent/<id>. kind is 'user' or 'agent'.
+CREATE TABLE IF NOT EXISTS owners (
+    kind    TEXT   NOT NULL,
+    id      TEXT   NOT NULL,
+    created DOUBLE NOT NULL,           -- unix time
+    PRIMARY KEY (kind, id)
+);
+
+-- Memory nodes. Invariants (checked by fsck):
+--  * at most one live row (deleted_at IS NULL) per (owner_kind, owner_id, type, name);
+--  * version = max(versions.version) for the node, or 0 when it has no L2 yet;
+--  * content_hash = xxh64 hex of l2 (utf-8);
+--  * name = '' exactly when the type is a singleton.
+CREATE TABLE IF NOT EXISTS nodes (
+    id           BIGINT  PRIMARY KEY,
+    owner_kind   TEXT    NOT NULL,
+    owner_id     TEXT    NOT NULL,
+    type         TEXT    NOT NULL,     -- context type name (not its directory)
+    name         TEXT    NOT NULL,     -- node directory name under the type directory
+    version      INTEGER NOT NULL,     -- current L2 version; 0 = created, nothing saved yet
+    l0           TEXT    NOT NULL,     -- one-line abstract (derived unless l0_pinned)
+    l1           TEXT    NOT NULL,     -- overview (derived unless l1_pinned)
+    l2           TEXT    NOT NULL,     -- canonical content
+    l0_pinned    BOOLEAN NOT NULL,     -- hand-written L0 kept until L2 changes
+    l1_pinned    BOOLEAN NOT NULL,
+    content_hash TEXT    NOT NULL,
+    sources      TEXT    NOT NULL,     -- JSON list of provenance strings
+    tags         TEXT    NOT NULL,     -- JSON list of strings
+    importance   DOUBLE  NOT NULL,     -- 0..1, consolidation input
+    access_count BIGINT  NOT NULL,     -- reads through the mount
+    created      DOUBLE  NOT NULL,
+    updated      DOUBLE  NOT NULL,
+    deleted_at   DOUBLE                -- NULL = live; else soft-deleted at this unix time
+);
+
+-- Every saved L2, one row per version (1-based). The current one is also in nodes.l2.
+CREATE TABLE IF NOT EXISTS versions (
+    node_id      BIGINT  NOT NULL,
+    version      INTEGER NOT NULL,
+    l2           TEXT    NOT NULL,
+    content_hash TEXT    NOT NULL,
+    created      DOUBLE  NOT NULL,
+    reason       TEXT    NOT NULL,     -- 'write', 'route:<file>', 'rename-over', ...
+    PRIMARY KEY (node_id, version)
+);
+
+-- Files, folders and symlinks a user keeps inside a node directory. parent_id is NULL for
+-- the node directory itself, else the id of a 'dir' attachment of the same node.
+-- Invariants: at most one live row per (node_id, parent_id, name); data is NULL unless
+-- kind = 'file'; target is NULL unless kind = 'symlink'.
+CREATE TABLE IF NOT EXISTS attachments (
+    id         BIGINT PRIMARY KEY,
+    node_id    BIGINT NOT NULL,
+    parent_id  BIGINT,
+    name       TEXT   NOT NULL,
+    kind       TEXT   NOT NULL,        -- 'file' | 'dir' | 'symlink'
+    mode       INTEGER NOT NULL,       -- permission bits only
+    mtime      DOUBLE NOT NULL,
+    data       BLOB,
+    target     BLOB,
+    deleted_at DOUBLE                  -- NULL = live; soft-deleted, restorable with its node
+);
+
+-- Files written into a type directory and fsync()ed but not yet routed (routing happens at
+-- close). A daemon that dies in between routes them on the next start.
+CREATE TABLE IF NOT EXISTS pending_drops (
+    id         BIGINT PRIMARY KEY,
+    owner_kind TEXT   NOT NULL,
+    owner_id   TEXT   NOT NULL,
+    type       TEXT   NOT NULL,
+    filename   TEXT   NOT NULL,
+    data       BLOB   NOT NULL,
+    created    DOUBLE NOT NULL
+);
+
+-- One row per committed node change, written in the same transaction as the change.
+-- The indexer (derived state) consumes it in seq order. op: 'upsert' | 'delete'.
+CREATE TABLE IF NOT EXISTS outbox (
+    seq      BIGINT  PRIMARY KEY,      -- from the generations sequence
+    node_id  BIGINT  NOT NULL,
+    version  INTEGER NOT NULL,
+    op       TEXT    NOT NULL,
+    created  DOUBLE  NOT NULL
+);
+"""
+
+# MIGRATIONS[n] upgrades a store at schema version n to n + 1.
+MIGRATIONS: dict[int, str] = {}
+
+
+def create_tables(con: duckdb.DuckDBPyConnection) -> None:
+    con.execute(SCHEMA)
+    con.execute(
+        "INSERT INTO store_meta VALUES ('schema_version', ?) ON CONFLICT DO NOTHING",
+        [str(SCHEMA_VERSION)],
+    )
+
+
+def migrate(con: duckdb.DuckDBPyConnection) -> int:
+    """Bring the store to SCHEMA_VERSION; return the version it was at."""
+    row = con.execute("SELECT value FROM store_meta WHERE key = 'schema_version'").fetchone()
+    found = int(row[0])
+    for v in range(found, SCHEMA_VERSION):
+        con.execute(MIGRATIONS[v])
+    if found != SCHEMA_VERSION:
+        con.execute(
+            "UPDATE store_meta SET value = ? WHERE key = 'schema_version'", [str(SCHEMA_VERSION)]
+        )
+    return found
