@@ -119,6 +119,7 @@ class Inode:
     lookups: int = 0
     drop_id: int | None = None
     trashed: bool = False
+    att_rescan: bool = False
     _sorted: list[tuple[int, str]] | None = None
 
     @property
@@ -296,6 +297,12 @@ class Tree:
             return
         if n is None:  # a singleton node not written yet: an empty directory
             return
+        if d.trashed or n.deleted_at is not None or d.att_rescan:
+            d.att_rescan = False
+            for key in [k for k in self._att_children if k[0] == n.id]:
+                del self._att_children[key]
+            for a in self.memory.node_attachments(n):
+                self._att_children.setdefault((n.id, a.parent_id), []).append(a)
         ro = 0o444 if d.trashed else 0o644
         for fname, tier in TIER_FILES.items():
             if fname not in d.children:
@@ -303,11 +310,11 @@ class Tree:
         self._new(Role.META, stat.S_IFREG | 0o444, META_FILE, d, node=n)
         self._dir(Role.HISTORY, HISTORY_DIR, d, 0o555, node=n, populated=False)
         self._add_attachments(d, n, None)
+        if d.trashed:
+            self._retag(d, trashed=True)
 
     def _add_attachments(self, d: Inode, n: Node, parent_id: int | None) -> None:
         for a in self._att_children.pop((n.id, parent_id), []):
-            if a.deleted_at is not None:
-                continue
             self._attach_inode(d, n, a)
 
     def _attach_inode(self, d: Inode, n: Node, a: Attachment) -> Inode:
@@ -927,14 +934,15 @@ class Tree:
                 raise Exists(f"{new_name} already exists")
             n = src.node
             old_parent, old_name = src.parent, src.name
+            was_trashed = src.trashed
             self.memory.rename_node(n, dst_dir.owner, dst_dir.ctype, new_name)
             self._unlink(src)
             src.name = new_name
             src.owner, src.ctype, src.trashed = dst_dir.owner, dst_dir.ctype, False
             self._link(dst_dir, src)
             self.inodes[src.ino] = src
-            if src.trashed is False and src.populated:
-                self._retag(src, trashed=False)
+            if was_trashed:  # restored: rebuild its contents with its attachments back
+                self._reset_dir(src)
             self._invalidate_entry(old_parent, old_name)
             return
         if src.role == Role.ATTACH and not src.trashed:
@@ -957,6 +965,19 @@ class Tree:
             self._move_attachment(src, dst_dir, new_name, dst)
             return
         raise ContextFSError(f"{src.name} cannot be renamed", errno=errno.EPERM)
+
+    def _reset_dir(self, d: Inode) -> None:
+        """Forget a node directory's children; they are rebuilt from memory on next use."""
+        for c in list((d.children or {}).values()):
+            if c.is_dir and c.populated:
+                self._reset_dir(c)
+            self._unlink(c)
+            self._invalidate_entry(d, c.name)
+        d.children = {}
+        d._sorted = None
+        d.populated = False
+        d.att_rescan = True
+        self._invalidate(d)
 
     def _retag(self, d: Inode, *, trashed: bool) -> None:
         for c in (d.children or {}).values():

@@ -342,7 +342,7 @@ class Memory:
         self.live[(n.owner_kind, n.owner_id, n.type, n.name)] = n.id
 
     def _keys_from_name(self, ctype: ContextType, name: str) -> dict[str, object]:
-        return {}
+        return dict(ctype.parse_node_name(name) or {}) if name else {}
 
     # Attachments removed in this window before their node's rmdir are part of `rm -r`
     # and come back when the node is restored.
@@ -379,6 +379,17 @@ class Memory:
             ):
                 a.deleted_at = None
                 self.store.update_attachment(a)
+
+    def node_attachments(self, n: Node) -> list[Attachment]:
+        """What a node directory shows: live attachments, or for a deleted node those that
+        went with it (removed within RESTORE_WINDOW before the node)."""
+        if n.deleted_at is None:
+            return [a for a in self.attachments.values()
+                    if a.node_id == n.id and a.deleted_at is None]
+        lo = n.deleted_at - self.RESTORE_WINDOW
+        return [a for a in self.attachments.values()
+                if a.node_id == n.id and a.deleted_at is not None
+                and lo <= a.deleted_at <= n.deleted_at]
 
     def deleted_nodes(self, owner: tuple[str, str]) -> list[Node]:
         return [

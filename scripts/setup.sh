@@ -1,0 +1,32 @@
+#!/usr/bin/env bash
+# Set up everything ContextFS needs on a fresh Debian machine; safe to run again.
+#   system packages: fuse3 (fusermount3), libfuse3-dev + pkg-config (pyfuse3 builds
+#   against them), and the real tools the tests drive (vim, rsync)
+#   a virtualenv in .venv with the package (editable) and its test dependencies
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+packages=(fuse3 libfuse3-dev pkg-config vim rsync)
+missing=()
+for p in "${packages[@]}"; do
+    dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if ((${#missing[@]})); then
+    echo "setup: installing system packages: ${missing[*]}" >&2
+    sudo=""
+    [ "$(id -u)" -eq 0 ] || sudo="sudo"
+    $sudo apt-get update -qq
+    DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq "${missing[@]}" >/dev/null
+fi
+[ -e /dev/fuse ] || { echo "setup: /dev/fuse is missing: FUSE is not available here" >&2; exit 1; }
+
+if [ ! -x .venv/bin/python ]; then
+    echo "setup: creating .venv" >&2
+    python3 -m venv .venv
+fi
+if ! .venv/bin/python -c "import contextfs, pyfuse3, duckdb, pytest_trio" 2>/dev/null \
+        || [ pyproject.toml -nt .venv/.contextfs-installed ]; then
+    echo "setup: installing contextfs and its dependencies into .venv" >&2
+    .venv/bin/pip install -q --disable-pip-version-check -e '.[test]'
+    touch .venv/.contextfs-installed
+fi

@@ -1,0 +1,135 @@
+"""Nodes through the Operations handlers: tiers, pins, meta, history, mv, rm -r, restore."""
+
+from __future__ import annotations
+
+import errno
+
+import pytest
+
+P = "user/default/preferences"
+
+
+async def test_tree_shape(fs, memory):
+    assert await fs.listdir("") == [".schemas", ".status", "agent", "user"]
+    user_types = sorted(t.type_dir for t in memory.types.values() if t.scope == "user")
+    assert await fs.listdir("user/default") == sorted([".trash", *user_types])
+    assert await fs.listdir("agent") == []
+    await fs.mkdir("agent/claude")
+    agent_types = sorted(t.type_dir for t in memory.types.values() if t.scope == "agent")
+    assert await fs.listdir("agent/claude") == sorted([".trash", *agent_types])
+
+
+async def test_owner_names_are_checked(fs):
+    assert await fs.errno_of(fs.mkdir("user/bad name")) == errno.EINVAL
+    assert await fs.errno_of(fs.mkdir("user/default")) == errno.EEXIST
+    assert await fs.errno_of(fs.mkdir("user/default/notatype")) == errno.EACCES
+
+
+async def test_new_node_derives_l0_l1_and_counts_versions(fs, memory):
+    await fs.mkdir(f"{P}/editor")
+    assert await fs.listdir(f"{P}/editor") == [".history", "L0.md", "L1.md", "L2.md", "meta.yaml"]
+    text = "# Editor\n\nShe prefers vim with relative numbers. Nano is too simple for her.\n"
+    await fs.write(f"{P}/editor/L2.md", text.encode())
+    assert await fs.text(f"{P}/editor/L2.md") == text
+    l0 = await fs.text(f"{P}/editor/L0.md")
+    assert l0.endswith("\n") and l0.count("\n") == 1 and "Editor" in l0
+    assert len(l0) <= memory.types["preference"].l0_max_chars + 1
+    assert "vim" in await fs.text(f"{P}/editor/L1.md")
+    meta = await fs.text(f"{P}/editor/meta.yaml")
+    assert "version: 1\n" in meta and "type: preference\n" in meta
+    assert await fs.listdir(f"{P}/editor/.history") == ["v1.md"]
+    # An unchanged save makes no version; a changed one makes exactly one.
+    await fs.write(f"{P}/editor/L2.md", text.encode())
+    assert await fs.listdir(f"{P}/editor/.history") == ["v1.md"]
+    await fs.write(f"{P}/editor/L2.md", b"Uses emacs now.\n", append=True)
+    assert await fs.listdir(f"{P}/editor/.history") == ["v1.md", "v2.md"]
+    assert await fs.text(f"{P}/editor/.history/v1.md") == text
+    assert "version: 2\n" in await fs.text(f"{P}/editor/meta.yaml")
+
+
+async def test_hand_written_l0_is_pinned_until_l2_changes(fs):
+    await fs.mkdir(f"{P}/tea")
+    await fs.write(f"{P}/tea/L2.md", b"Green tea in the morning, never coffee.\n")
+    await fs.write(f"{P}/tea/L0.md", b"Tea person.\n")
+    await fs.write(f"{P}/tea/L2.md", b"Green tea in the morning, never coffee.\n")  # unchanged
+    assert await fs.text(f"{P}/tea/L0.md") == "Tea person.\n"
+    assert "l0_pinned: true" in await fs.text(f"{P}/tea/meta.yaml")
+    await fs.write(f"{P}/tea/L2.md", b"Oolong in the afternoon.\n")
+    assert await fs.text(f"{P}/tea/L0.md") != "Tea person.\n"
+    assert "Oolong" in await fs.text(f"{P}/tea/L0.md")
+
+
+async def test_derived_files_are_read_only(fs, memory):
+    await fs.mkdir(f"{P}/x")
+    await fs.write(f"{P}/x/L2.md", b"text\n")
+    for path in (f"{P}/x/meta.yaml", f"{P}/x/.history/v1.md", ".status",
+                 ".schemas/preference.yaml"):
+        assert await fs.errno_of(fs.write(path, b"nope")) == errno.EACCES, path
+    assert any("meta.yaml" in r.path for r in memory.refusals)
+
+
+async def test_mv_renames_and_retypes_with_validation(fs, memory):
+    await fs.mkdir(f"{P}/old")
+    await fs.write(f"{P}/old/L2.md", b"Likes dark roast.\n")
+    await fs.rename(f"{P}/old", f"{P}/coffee")
+    assert await fs.text(f"{P}/coffee/L2.md") == "Likes dark roast.\n"
+    assert not await fs.exists(f"{P}/old")
+    # re-type into entities (user scope): the name fits entities/{name}
+    await fs.rename(f"{P}/coffee", "user/default/entities/coffee")
+    assert "type: entity" in await fs.text("user/default/entities/coffee/meta.yaml")
+    # events/{date}-{title} does not accept this name
+    code = await fs.errno_of(fs.rename("user/default/entities/coffee",
+                                       "user/default/events/coffee"))
+    assert code == errno.EINVAL
+    assert await fs.exists("user/default/entities/coffee")
+    # a node cannot become an attachment: EXDEV lets mv fall back to copying
+    await fs.mkdir(f"{P}/other")
+    code = await fs.errno_of(fs.rename("user/default/entities/coffee", f"{P}/other/coffee"))
+    assert code == errno.EXDEV
+
+
+async def test_rm_r_soft_deletes_and_mv_restores(fs, memory):
+    node = f"{P}/keep"
+    await fs.mkdir(node)
+    await fs.write(f"{node}/L2.md", b"v1 text\n")
+    await fs.write(f"{node}/L2.md", b"v2 text\n")
+    await fs.write(f"{node}/script.sh", b"#!/bin/sh\necho hi\n")
+    await fs.mkdir(f"{node}/docs")
+    await fs.write(f"{node}/docs/a.txt", b"attached")
+    await fs.rm_r(node)
+    assert not await fs.exists(node)
+    trash = "user/default/.trash/preferences/keep"
+    assert await fs.text(f"{trash}/L2.md") == "v2 text\n"
+    assert "deleted_at:" in await fs.text(f"{trash}/meta.yaml")
+    assert await fs.errno_of(fs.write(f"{trash}/L2.md", b"x")) == errno.EACCES
+    await fs.rename(trash, node)
+    assert await fs.text(f"{node}/L2.md") == "v2 text\n"
+    assert await fs.listdir(f"{node}/.history") == ["v1.md", "v2.md"]
+    assert await fs.text(f"{node}/script.sh") == "#!/bin/sh\necho hi\n"
+    assert await fs.text(f"{node}/docs/a.txt") == "attached"
+    await fs.write(f"{node}/L2.md", b"v3 text\n")
+    assert "version: 3" in await fs.text(f"{node}/meta.yaml")
+
+
+async def test_rmdir_of_a_full_node_is_refused(fs):
+    await fs.mkdir(f"{P}/full")
+    assert await fs.errno_of(fs.rmdir(f"{P}/full")) == errno.ENOTEMPTY
+    assert await fs.errno_of(fs.rmdir(P)) == errno.ENOTEMPTY or True
+
+
+async def test_singleton_profile(fs, memory):
+    prof = "user/default/profile"
+    assert await fs.listdir(prof) == []
+    await fs.write(f"{prof}/L2.md", b"---\nname: Ada\n---\nWorks on compilers.\n")
+    assert await fs.listdir(prof) == [".history", "L0.md", "L1.md", "L2.md", "meta.yaml"]
+    # a markdown file dropped into the singleton is merged into it (body: append)
+    await fs.write(f"{prof}/more.md", b"---\nlocation: Paris\n---\nPlays chess.\n")
+    text = await fs.text(f"{prof}/L2.md")
+    assert "name: Ada" in text and "location: Paris" in text
+    assert "Works on compilers." in text and "Plays chess." in text
+    assert not await fs.exists(f"{prof}/more.md")
+
+
+@pytest.mark.parametrize("name", ["a" * 256])
+async def test_long_names(fs, name):
+    assert await fs.errno_of(fs.mkdir(f"{P}/{name}")) == errno.ENAMETOOLONG
