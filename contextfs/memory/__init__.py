@@ -1,0 +1,1 @@
+"""The memory service: documents, merge strategies, summaries and routing of writes."""
