@@ -53,30 +53,38 @@ def cmd_mount(args: argparse.Namespace) -> int:
         _setup_logging(cfg.log_level, cfg.log_path)
         return daemon.run(cfg, mnt, opts)
     # Background: start ourselves in the foreground in a new session, return once mounted.
+    if _answers(mnt):
+        raise UsageError(f"{mnt} is already a mount point")
     cfg.data_dir.mkdir(parents=True, exist_ok=True)
     cmd = [sys.executable, "-m", "contextfs", "mount", str(mnt), "--foreground",
            "--data-dir", str(cfg.data_dir)]
     for o in opts:
         cmd += ["-o", o]
-    with open(os.devnull, "rb") as devnull, open(os.devnull, "wb") as out:
-        proc = subprocess.Popen(cmd, stdin=devnull, stdout=out, stderr=subprocess.PIPE,
+    # The daemon's own stderr goes to a file: it outlives this command.
+    out_path = cfg.data_dir / "daemon.out"
+    with open(os.devnull, "rb") as devnull, open(out_path, "wb") as out:
+        proc = subprocess.Popen(cmd, stdin=devnull, stdout=out, stderr=out,
                                 start_new_session=True)
     deadline = time.monotonic() + args.timeout
     while time.monotonic() < deadline:
-        if os.path.ismount(mnt):
-            proc.stderr.close()
+        if _answers(mnt):
             print(f"mounted {mnt.absolute()} (data dir {cfg.data_dir}, pid {proc.pid}, "
                   f"log {cfg.log_path})")
             return 0
         if proc.poll() is not None:
-            err = proc.stderr.read().decode(errors="replace").strip().splitlines()
-            tail = "\n".join(line for line in err[-5:])
+            err = out_path.read_text(errors="replace").strip().splitlines()
+            tail = "\n".join(err[-5:])
             print(f"contextfs: mount failed (exit {proc.returncode}):\n{tail}", file=sys.stderr)
             return proc.returncode or 1
         time.sleep(0.05)
     print(f"contextfs: {mnt} not mounted after {args.timeout}s; see {cfg.log_path}",
           file=sys.stderr)
     return 1
+
+
+def _answers(mnt: Path) -> bool:
+    """A live mount: a dead one (after kill -9) also passes ismount but cannot be read."""
+    return os.path.ismount(mnt) and os.path.exists(mnt / ".status")
 
 
 def cmd_umount(args: argparse.Namespace) -> int:

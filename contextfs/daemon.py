@@ -14,6 +14,7 @@ import json
 import logging
 import os
 import signal
+import subprocess
 import time
 from pathlib import Path
 
@@ -100,19 +101,22 @@ async def _watch_signals(nursery: trio.Nursery) -> None:
 
 
 def _clear_stale_mount(mountpoint: Path) -> None:
-    """A daemon killed with SIGKILL leaves 'Transport endpoint is not connected'."""
+    """A daemon killed with SIGKILL leaves 'Transport endpoint is not connected'.
+
+    The dead mount still looks like a mount point (its root's attributes are cached),
+    so ask for a listing, which needs a live daemon."""
     try:
-        os.stat(mountpoint)
+        os.listdir(mountpoint)
     except OSError as exc:
-        if exc.errno == errno.ENOTCONN:
-            log.warning("%s is a dead mount from an earlier run; detaching it", mountpoint)
-            os.system(f"fusermount3 -u -z '{mountpoint}' >/dev/null 2>&1")
-        else:
+        if exc.errno != errno.ENOTCONN:
             raise UsageError(f"mountpoint {mountpoint}: {exc.strerror}") from None
+        log.warning("%s is a dead mount from an earlier run; detaching it", mountpoint)
+        subprocess.run(["fusermount3", "-u", "-z", str(mountpoint)], capture_output=True)
+    else:
+        if os.path.ismount(mountpoint):
+            raise UsageError(f"{mountpoint} is already a mount point")
     if not mountpoint.is_dir():
         raise UsageError(f"mountpoint {mountpoint} is not a directory")
-    if os.path.ismount(mountpoint):
-        raise UsageError(f"{mountpoint} is already a mount point")
 
 
 def run(cfg: Config, mountpoint: Path, options: list[str]) -> int:

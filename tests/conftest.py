@@ -109,7 +109,8 @@ class Mount:
             self.proc.wait(timeout=60)
             return self.proc
         deadline = time.monotonic() + 60
-        while not os.path.ismount(self.path):
+        # a dead mount left by kill -9 also looks like a mount point: wait for an answer
+        while not (os.path.ismount(self.path) and os.path.exists(self.path / ".status")):
             if self.proc.poll() is not None:
                 out = self.proc.stdout.read().decode(errors="replace")
                 raise AssertionError(f"daemon exited {self.proc.returncode}:\n{out}")

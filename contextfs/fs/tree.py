@@ -29,7 +29,7 @@ import stat
 import time
 from bisect import bisect_right
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 from contextfs.ctxtypes import ContextType
 from contextfs.errors import (
@@ -538,13 +538,18 @@ class Tree:
         return self.memory.max_file_size
 
     def flush(self, fh: int) -> None:
-        """close(): the commit point for writes, and routing for dropped files.
+        """close(): the commit point for written bytes, and routing for dropped files.
 
-        flush comes for every close() of every descriptor (also the one a shell closes
-        after dup2, before anything is written), so a drop is routed only once it holds
-        bytes written since it was last routed.
+        flush comes for every close() of every descriptor, also for the one a shell
+        closes right after dup2 of a freshly truncated file, before anything is written.
+        So flush commits only what this handle wrote; a truncation alone is committed at
+        release (or fsync), which keeps "one save, one version" for `> file`.
         """
-        inode = self.handle(fh).inode
+        h = self.handle(fh)
+        inode = h.inode
+        if not h.wrote:
+            return
+        h.wrote = False
         if inode.role == Role.DROP:
             if inode.dirty and inode.data:
                 self._route_drop(inode)

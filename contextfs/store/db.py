@@ -105,7 +105,8 @@ class Store:
         return row[0] or 0
 
     def owners(self) -> list[tuple[str, str]]:
-        return [tuple(r) for r in self.con.execute("SELECT kind, id FROM owners ORDER BY 1, 2").fetchall()]
+        rows = self.con.execute("SELECT kind, id FROM owners ORDER BY 1, 2").fetchall()
+        return [tuple(r) for r in rows]
 
     def nodes(self) -> list[Node]:
         rows = self.con.execute(f"SELECT {_NODE_COLS} FROM nodes ORDER BY id").fetchall()

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import errno
 import os
+from pathlib import Path
 
 U = "user/default"
 
@@ -87,7 +88,8 @@ async def test_bad_front_matter_is_refused_and_kept(fs, memory):
     assert code == errno.EINVAL
     assert await fs.listdir(f"{U}/preferences") == []
     r = memory.refusals[-1]
-    assert "front matter line 3" in r.reason and r.kept_at and open(r.kept_at, "rb").read() == bad
+    assert "front matter line 3" in r.reason and r.kept_at
+    assert Path(r.kept_at).read_bytes() == bad
     code = await fs.errno_of(fs.write(f"{U}/preferences/x.md", b"---\nnope: 1\n---\nb\n"))
     assert code == errno.EINVAL and "nope" in memory.refusals[-1].reason
     code = await fs.errno_of(fs.write(f"{U}/preferences/y.md", b"\xff\xfe binary"))

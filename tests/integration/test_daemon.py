@@ -1,0 +1,158 @@
+"""The commands a user runs: mount (daemonised), umount, fsck, schema check, and user types."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import Mount
+
+CLI = [sys.executable, "-m", "contextfs"]
+
+RECIPE = """\
+name: recipe
+description: A dish the owner cooks, one node per dish.
+scope: user
+directory: recipes/{dish}
+mode: merge
+fields:
+  dish: {type: string, required: true, merge: immutable, description: The dish.}
+  servings: {type: int, merge: replace, description: How many it feeds.}
+body:
+  merge: replace
+summary:
+  l0_max_chars: 100
+  l1_max_chars: 800
+extraction: |
+  Recipes the user cooks.
+retention:
+  half_life_days: 365
+  min_importance: 0.1
+"""
+
+
+def run(*args: str, **kw) -> subprocess.CompletedProcess:
+    return subprocess.run([*CLI, *args], capture_output=True, text=True, timeout=120, **kw)
+
+
+def test_mount_daemonises_returns_ready_and_umount_waits(tmp_path):
+    mnt, data = tmp_path / "mnt", tmp_path / "data"
+    mnt.mkdir()
+    r = run("mount", str(mnt), "--data-dir", str(data))
+    assert r.returncode == 0, r.stderr
+    try:
+        assert os.path.ismount(mnt), "ready when the command returns"
+        assert (mnt / "user/default/preferences").is_dir()
+        (mnt / "user/default/preferences/x").mkdir()
+        (mnt / "user/default/preferences/x/L2.md").write_text("hello\n")
+        pid = int(r.stdout.split("pid ")[1].split(",")[0])
+        again = run("mount", str(mnt), "--data-dir", str(data))
+        assert again.returncode != 0 and "already" in again.stderr
+    finally:
+        u = run("umount", str(mnt))
+    assert u.returncode == 0, u.stderr
+    assert not os.path.ismount(mnt)
+    with pytest.raises(ProcessLookupError):
+        os.kill(pid, 0)  # the daemon is gone: the store is closed
+    f = run("fsck", str(data))
+    assert f.returncode == 0 and "0 problem(s)" in f.stdout, f.stdout + f.stderr
+    s = run("status", str(data))
+    assert "nodes=1" in s.stdout
+
+
+def test_sigterm_unmounts_cleanly(tmp_path):
+    mnt = tmp_path / "mnt"
+    mnt.mkdir()
+    m = Mount(mnt, tmp_path / "data")
+    proc = m.start()
+    proc.send_signal(signal.SIGTERM)
+    assert proc.wait(timeout=30) == 0
+    assert not os.path.ismount(mnt)
+
+
+def test_next_mount_recovers_a_dead_mount_after_kill_9(tmp_path):
+    mnt = tmp_path / "mnt"
+    mnt.mkdir()
+    m = Mount(mnt, tmp_path / "data")
+    proc = m.start()
+    (mnt / "user/default/preferences/a").mkdir()
+    proc.send_signal(signal.SIGKILL)
+    proc.wait()
+    with pytest.raises(OSError):
+        os.listdir(mnt)  # "Transport endpoint is not connected"
+    m.proc = None
+    m.start()
+    try:
+        assert (mnt / "user/default/preferences/a").is_dir()
+    finally:
+        m.stop()
+
+
+def test_user_type_appears_on_next_mount_without_code_change(tmp_path):
+    data = tmp_path / "data"
+    (data / "schemas").mkdir(parents=True)
+    (data / "schemas/recipe.yaml").write_text(RECIPE)
+    mnt = tmp_path / "mnt"
+    mnt.mkdir()
+    m = Mount(mnt, data)
+    m.start()
+    try:
+        assert (mnt / ".schemas/recipe.yaml").read_text() == RECIPE
+        (mnt / "user/default/recipes/ratatouille.md").write_text(
+            "---\nservings: 4\n---\nSlow-cooked summer vegetables.\n")
+        l2 = (mnt / "user/default/recipes/ratatouille/L2.md").read_text()
+        assert "dish: ratatouille" in l2 and "servings: 4" in l2
+        assert "recipe (user/recipes, merge)" in m.status()
+    finally:
+        m.stop()
+
+
+def test_broken_schema_stops_the_mount_with_file_and_line(tmp_path):
+    data = tmp_path / "data"
+    (data / "schemas").mkdir(parents=True)
+    bad = RECIPE.replace("mode: merge", "mode: mingle")
+    path = data / "schemas/recipe.yaml"
+    path.write_text(bad)
+    line = bad.splitlines().index("mode: mingle") + 1
+    mnt = tmp_path / "mnt"
+    mnt.mkdir()
+    m = Mount(mnt, data)
+    proc = m.start(expect_fail=True)
+    out = proc.stdout.read().decode()
+    assert proc.returncode == 3
+    assert f"{path}:{line}:" in out and "mingle" in out
+    assert not os.path.ismount(mnt)
+    # the same check without mounting
+    r = run("schema", "check", str(data / "schemas"))
+    assert r.returncode == 3 and f"{path}:{line}:" in r.stderr
+    path.write_text(RECIPE)
+    r = run("schema", "check", "--with-builtins", str(data / "schemas"))
+    assert r.returncode == 0 and "ok recipe" in r.stdout and "ok preference" in r.stdout
+
+
+def test_mount_is_usable_within_about_a_second(tmp_path):
+    """SPEC §9: not a timing assertion on CI speed, a guard against eager heavy work:
+    the daemon must answer a stat before it could possibly have loaded a model."""
+    mnt = tmp_path / "mnt"
+    mnt.mkdir()
+    m = Mount(mnt, tmp_path / "data")
+    t0 = time.monotonic()
+    m.start()
+    try:
+        assert (mnt / ".status").stat().st_mode
+        assert time.monotonic() - t0 < 20
+    finally:
+        m.stop()
+
+
+def test_readme_documents_the_two_commands():
+    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text()
+    ci = (Path(__file__).resolve().parents[2] / ".ci/run").read_text()
+    test_cmd = [ln for ln in ci.splitlines() if ln and not ln.startswith(("#", "set ", "cd "))]
+    assert test_cmd and test_cmd[-1] in readme, "CI runs exactly the README's test command"

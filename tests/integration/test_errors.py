@@ -1,0 +1,118 @@
+"""SPEC §8 on a real mount: every refusal is an errno the shell shows plus a line in
+.status, a refused write's bytes are kept, and a damaged store turns the mount read-only."""
+
+from __future__ import annotations
+
+import errno
+import os
+import re
+import subprocess
+from pathlib import Path
+
+import duckdb
+import pytest
+import xxhash
+
+
+def _errno(fn, *args) -> int:
+    try:
+        fn(*args)
+    except OSError as exc:
+        return exc.errno
+    return 0
+
+
+def _write(path: Path, data: bytes) -> None:
+    with open(path, "wb") as f:
+        f.write(data)
+
+
+def test_shell_sees_errnos_and_status_says_why(mount):
+    u = mount.path / "user/default"
+    node = u / "preferences/editor"
+    node.mkdir()
+    (node / "L2.md").write_text("vim\n")
+    cases = [
+        (errno.EACCES, _write, node / "meta.yaml", b"x"),
+        (errno.EACCES, _write, node / ".history/v1.md", b"x"),
+        (errno.EACCES, _write, mount.path / ".status", b"x"),
+        (errno.ENAMETOOLONG, os.mkdir, u / ("n" * 256)),
+        (errno.EINVAL, os.mkdir, mount.path / "user/has space"),
+        (errno.EINVAL, os.mkdir, u / "events/not-a-dated-name"),
+        (errno.EPERM, os.link, node / "L2.md", node / "hard"),
+        (errno.EPERM, os.mkfifo, node / "fifo"),
+        (errno.EINVAL, _write, u / "preferences/bad.md", b"---\nnope: 1\n---\nbody\n"),
+        (errno.EINVAL, _write, node / "L2.md", b"\xff\xfe\x00binary"),
+        (errno.EACCES, _write, u / "stray.txt", b"x"),
+    ]
+    for expected, fn, *args in cases:
+        assert _errno(fn, *args) == expected, (fn.__name__, args)
+    status = mount.status()
+    for reason in ("meta.yaml", "limited to 255 bytes", "has space",
+                   "does not fit the event template", "hard links", "FIFOs",
+                   "unknown field 'nope'", "UTF-8"):
+        assert reason in status, reason
+    # the shell shows the errno too
+    r = subprocess.run(["bash", "-c", f"echo x > '{node}/meta.yaml'"], capture_output=True,
+                       text=True)
+    assert r.returncode != 0 and "Permission denied" in r.stderr
+    # a refused L2 leaves the stored text in place
+    assert (node / "L2.md").read_text() == "vim\n"
+
+
+def test_refused_bytes_are_kept_where_status_says(mount):
+    drop = mount.path / "user/default/preferences/broken.md"
+    data = b"---\ntopic: [oops\n---\nMy precious notes.\n"
+    assert _errno(_write, drop, data) == errno.EINVAL
+    m = re.search(r"bytes kept at (\S+?)\)", mount.status())
+    assert m, mount.status()
+    assert Path(m.group(1)).read_bytes() == data
+    assert not drop.exists()
+
+
+def test_file_size_limit_is_efbig(tmp_path):
+    from tests.conftest import Mount
+
+    data_dir = tmp_path / "data"
+    data_dir.mkdir()
+    (data_dir / "config.yaml").write_text("max_file_size: 1048576\nmax_tier_size: 65536\n")
+    mnt = tmp_path / "mnt"
+    mnt.mkdir()
+    m = Mount(mnt, data_dir)
+    m.start()
+    try:
+        node = mnt / "user/default/preferences/big"
+        node.mkdir()
+        assert _errno(_write, node / "blob.bin", b"x" * (2 << 20)) == errno.EFBIG
+        assert _errno(_write, node / "L2.md", b"y" * 100_000) == errno.EFBIG
+        assert _errno(os.truncate, node / "L2.md", 1 << 30) == errno.EFBIG
+        (node / "ok.bin").write_bytes(b"z" * 1000)
+        assert "EFBIG" in m.status()
+    finally:
+        m.stop()
+    assert m.fsck() == []
+
+
+@pytest.mark.allow_warnings
+def test_damaged_store_mounts_read_only(mount):
+    node = mount.path / "user/default/preferences/keep"
+    node.mkdir()
+    (node / "L2.md").write_text("precious\n")
+    mount.stop()
+    con = duckdb.connect(str(mount.data_dir / "contextfs.duckdb"))
+    con.execute("UPDATE nodes SET content_hash = 'deadbeef'")
+    con.close()
+    mount.expect_log.append("store failed its checks")
+    mount.start()
+    assert (node / "L2.md").read_text() == "precious\n", "reading still works"
+    assert "state: read-only" in mount.status()
+    assert _errno(_write, node / "L2.md", b"new\n") == errno.EROFS
+    assert _errno(os.mkdir, mount.path / "user/default/preferences/new") == errno.EROFS
+    mount.stop()
+    # repaired (the real hash back), the next mount is writable again
+    con = duckdb.connect(str(mount.data_dir / "contextfs.duckdb"))
+    con.execute("UPDATE nodes SET content_hash = ?", [xxhash.xxh64_hexdigest(b"precious\n")])
+    con.close()
+    mount.start()
+    assert "state: read-write" in mount.status()
+    (node / "L2.md").write_text("new\n")
