@@ -78,7 +78,11 @@ def load_config(data_dir: Path | None) -> Config:
     if unknown:
         raise UsageError(f"{path}: unknown setting(s) {', '.join(unknown)}; known: "
                          + ", ".join(sorted(known)))
-    try:
-        return replace(cfg, **raw)
-    except TypeError as exc:
-        raise UsageError(f"{path}: {exc}") from None
+    for key, value in raw.items():
+        want = type(getattr(cfg, key))
+        ok = isinstance(value, want) and not (want is int and isinstance(value, bool))
+        if want is float and isinstance(value, int) and not isinstance(value, bool):
+            ok, raw[key] = True, float(value)
+        if not ok:
+            raise UsageError(f"{path}: {key} must be {want.__name__}, not {value!r}")
+    return replace(cfg, **raw)

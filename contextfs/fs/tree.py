@@ -928,10 +928,15 @@ class Tree:
             self._rename_file(src, dst_dir, new_name, dst)
 
     def _rename_dir(self, src: Inode, dst_dir: Inode, new_name: str, dst: Inode | None) -> None:
+        if (src.role == Role.NODE and src.trashed and src.ctype.singleton and dst is not None
+                and dst.role == Role.NODE and dst.ctype is src.ctype and dst.node is None
+                and dst.owner == src.owner):
+            self._restore_singleton(src, dst)
+            return
         if src.role == Role.NODE and src.node is not None and not src.ctype.singleton:
             if dst_dir.role != Role.TYPEDIR:
-                raise ContextFSError("a node can only move into a type directory",
-                                     errno=errno.EXDEV)
+                raise InvalidInput("a node moves only into a type directory (to rename, "
+                                   "re-type or restore it)")
             if dst is not None:
                 self._ensure(dst)
                 if dst.children:
@@ -970,6 +975,19 @@ class Tree:
             self._move_attachment(src, dst_dir, new_name, dst)
             return
         raise ContextFSError(f"{src.name} cannot be renamed", errno=errno.EPERM)
+
+    def _restore_singleton(self, src: Inode, dst: Inode) -> None:
+        """mv .trash/profile/profile profile: the singleton comes back in place."""
+        self._ensure(dst)
+        if any(c.role not in (Role.SCRATCH,) for c in dst.children.values()):
+            raise NotEmpty(f"{dst.name} is not empty")
+        n = src.node
+        self.memory.rename_node(n, dst.owner, dst.ctype, "")
+        old_parent, old_name = src.parent, src.name
+        self._unlink(src)
+        self._invalidate_entry(old_parent, old_name)
+        dst.node = n
+        self._reset_dir(dst)
 
     def _reset_dir(self, d: Inode) -> None:
         """Forget a node directory's children; they are rebuilt from memory on next use."""

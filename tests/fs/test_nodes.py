@@ -82,10 +82,10 @@ async def test_mv_renames_and_retypes_with_validation(fs, memory):
                                        "user/default/events/coffee"))
     assert code == errno.EINVAL
     assert await fs.exists("user/default/entities/coffee")
-    # a node cannot become an attachment: EXDEV lets mv fall back to copying
+    # a node cannot become an attachment of another node
     await fs.mkdir(f"{P}/other")
     code = await fs.errno_of(fs.rename("user/default/entities/coffee", f"{P}/other/coffee"))
-    assert code == errno.EXDEV
+    assert code == errno.EINVAL
 
 
 async def test_rm_r_soft_deletes_and_mv_restores(fs, memory):
@@ -133,3 +133,34 @@ async def test_singleton_profile(fs, memory):
 @pytest.mark.parametrize("name", ["a" * 256])
 async def test_long_names(fs, name):
     assert await fs.errno_of(fs.mkdir(f"{P}/{name}")) == errno.ENAMETOOLONG
+
+
+async def test_deleted_singleton_is_restored_with_mv(fs):
+    prof = "user/default/profile"
+    await fs.write(f"{prof}/L2.md", b"---\nname: Ada\n---\nMe.\n")
+    await fs.rm_r(prof)
+    assert await fs.listdir(prof) == []
+    assert await fs.listdir("user/default/.trash/profile") == ["profile"]
+    await fs.rename("user/default/.trash/profile/profile", prof)
+    assert "name: Ada" in await fs.text(f"{prof}/L2.md")
+    assert await fs.listdir("user/default/.trash/profile") == []
+
+
+async def test_a_node_moves_only_into_a_type_directory(fs):
+    await fs.mkdir(f"{P}/a")
+    await fs.mkdir(f"{P}/b")
+    assert await fs.errno_of(fs.rename(f"{P}/a", f"{P}/b/a")) == errno.EINVAL
+    assert await fs.errno_of(fs.rename(f"{P}/a", "user/a")) == errno.EINVAL
+    assert await fs.exists(f"{P}/a")
+
+
+@pytest.mark.allow_warnings
+async def test_a_store_fault_turns_the_mount_read_only_without_killing_it(fs, memory):
+    await fs.mkdir(f"{P}/x")
+    await fs.write(f"{P}/x/L2.md", b"kept\n")
+    memory.store.con.close()  # the database goes away under the daemon
+    code = await fs.errno_of(fs.write(f"{P}/x/L2.md", b"lost?\n"))
+    assert code == errno.EROFS
+    assert memory.failsafe and "read-only" in memory.refusals[-1].reason
+    assert await fs.text(f"{P}/x/L2.md") == "kept\n", "reads still work"
+    assert await fs.errno_of(fs.mkdir(f"{P}/y")) == errno.EROFS
