@@ -28,7 +28,7 @@ import re
 import stat
 import time
 from bisect import bisect_right
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
 from contextfs.ctxtypes import ContextType
@@ -452,8 +452,10 @@ class Tree:
         inode.lookups -= n
         self._maybe_free(inode)
 
-    def listdir(self, ino: int, off: int) -> list[tuple[str, Inode, int]]:
-        """Entries after offset `off`; offsets are inode numbers, stable across changes."""
+    def listdir(self, ino: int, off: int) -> Iterator[tuple[str, Inode, int]]:
+        """Entries after offset `off`; offsets are inode numbers, stable across changes.
+
+        A generator: readdir stops as soon as the kernel's buffer is full."""
         d = self.get(ino)
         if not d.is_dir:
             raise ContextFSError("not a directory", errno=errno.ENOTDIR)
@@ -462,8 +464,12 @@ class Tree:
             d._sorted = sorted((c.ino, name) for name, c in d.children.items())
         entries = d._sorted
         start = bisect_right(entries, (off, "\U0010ffff")) if off else 0
-        return [(name, d.children[name], ino) for ino, name in entries[start:]
-                if name in d.children]
+        children = d.children
+        for i in range(start, len(entries)):
+            ino, name = entries[i]
+            child = children.get(name)
+            if child is not None and child.ino == ino:
+                yield name, child, ino
 
     def readlink(self, ino: int) -> bytes:
         inode = self.get(ino)
@@ -1139,6 +1145,8 @@ class Tree:
                 uid: int | None = None, gid: int | None = None, atime_ns: int | None = None,
                 mtime_ns: int | None = None, fh: int | None = None) -> Inode:
         inode = self.get(ino)
+        if size is not None and fh is not None and fh in self.handles:
+            self.handles[fh].wrote = True  # ftruncate: committed at this handle's close
         if size is not None:
             if inode.is_dir:
                 raise ContextFSError("is a directory", errno=errno.EISDIR)
