@@ -1,12 +1,12 @@
 #!/usr/bin/env bash
 # Set up everything ContextFS needs on a fresh Debian machine; safe to run again.
 #   system packages: fuse3 (fusermount3), libfuse3-dev + pkg-config (pyfuse3 builds
-#   against them), and the real tools the tests drive (vim, rsync)
+#   against them), and the real tools the tests drive (vim, rsync, fio, stress-ng, dbench)
 #   a virtualenv in .venv with the package (editable) and its test dependencies
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-packages=(fuse3 libfuse3-dev pkg-config vim rsync)
+packages=(fuse3 libfuse3-dev pkg-config vim rsync fio stress-ng dbench)
 missing=()
 for p in "${packages[@]}"; do
     dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
