@@ -145,7 +145,11 @@ def run(cfg: Config, mountpoint: Path, options: list[str]) -> int:
         clean = True
     finally:
         pyfuse3.close(unmount=clean)
-        memory.store.close()
+        try:
+            if not memory.failsafe:
+                memory.persist_pending()  # empty nodes made by mkdir survive a remount
+        finally:
+            memory.store.close()
         record.unlink(missing_ok=True)
         log.info("unmounted %s", mountpoint)
     return 0

@@ -33,6 +33,10 @@ class Node:
     # Not stored in `nodes`: (version, created, size) of every saved version, oldest first.
     history: list[tuple[int, float, int]] = field(default_factory=list)
     indexed_version: int = 0
+    # False for a node made by mkdir and not written to yet: it reaches the store with its
+    # first commit (or fsync of its type directory, or unmount), like a POSIX directory
+    # entry that is durable only once its parent is fsync()ed.
+    persisted: bool = True
 
     @property
     def owner(self) -> tuple[str, str]:

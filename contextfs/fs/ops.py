@@ -260,8 +260,9 @@ class Operations(pyfuse3.Operations):
     def release(self, fh):
         self.tree.release(fh)
 
-    async def fsyncdir(self, fh, datasync):
-        return None
+    @_handler
+    def fsyncdir(self, fh, datasync):
+        self.tree.fsyncdir(fh)
 
     async def statfs(self, ctx):
         s = pyfuse3.StatvfsData()

@@ -88,7 +88,7 @@ class Role(enum.Enum):
 
 
 # Roles whose content is generated on open (read-only, may change between opens).
-_GENERATED = {Role.META, Role.STATUS}
+_GENERATED = {Role.STATUS}
 _READ_ONLY_FILES = {Role.META, Role.VERSION, Role.SCHEMA_FILE, Role.STATUS}
 
 
@@ -120,6 +120,7 @@ class Inode:
     drop_id: int | None = None
     trashed: bool = False
     att_rescan: bool = False
+    ndirs: int = 0  # child directories, for st_nlink
     _sorted: list[tuple[int, str]] | None = None
 
     @property
@@ -183,6 +184,7 @@ class Tree:
         self.invalidations: list[Invalidation] = []
         self._att_children: dict[tuple[int, int | None], list[Attachment]] = {}
         self._file_cache: dict[int, bytes] = {}
+        self._meta_cache: dict[int, tuple[tuple, bytes]] = {}
         self._build()
 
     # ---- building -----------------------------------------------------------------------
@@ -203,9 +205,14 @@ class Tree:
 
     def _link(self, parent: Inode, child: Inode) -> None:
         assert parent.children is not None
+        old = parent.children.get(child.name)
+        if old is not None and old.is_dir:
+            parent.ndirs -= 1
         parent.children[child.name] = child
         child.parent = parent
         parent._sorted = None
+        if child.is_dir:
+            parent.ndirs += 1
 
     def _unlink(self, child: Inode) -> None:
         parent = child.parent
@@ -213,6 +220,8 @@ class Tree:
             if parent.children.get(child.name) is child:
                 del parent.children[child.name]
                 parent._sorted = None
+                if child.is_dir:
+                    parent.ndirs -= 1
             parent.mtime_ns = time.time_ns()
         child.parent = None
         self._maybe_free(child)
@@ -277,6 +286,7 @@ class Tree:
                 d.children = {k: v for k, v in d.children.items()
                               if v.role in (Role.DROP, Role.SCRATCH)}
                 d._sorted = None
+                d.ndirs = 0
             return d
         td = od.children.get(ctype.type_dir)
         if td is None:
@@ -386,7 +396,7 @@ class Tree:
             inode.data = bytearray(self.memory.attachment_data(inode.att))
             return inode.data
         if role == Role.META:
-            return self.memory.meta_yaml(inode.node).encode("utf-8")
+            return self._meta_bytes(inode.node)
         if role == Role.VERSION:
             cached = self._file_cache.get(inode.ino)
             if cached is None:
@@ -398,6 +408,18 @@ class Tree:
         if role == Role.STATUS:
             return self.status_text().encode("utf-8")
         return b""
+
+    def _meta_bytes(self, n: Node) -> bytes:
+        """meta.yaml, rendered again only when a fact it shows has changed."""
+        key = (n.version, n.updated, n.indexed_version, n.access_count, n.l0_pinned,
+               n.l1_pinned, n.deleted_at, n.name, n.type, n.owner_kind, n.owner_id,
+               len(n.sources), n.importance, n.content_hash)
+        hit = self._meta_cache.get(n.id)
+        if hit is not None and hit[0] == key:
+            return hit[1]
+        data = self.memory.meta_yaml(n).encode("utf-8")
+        self._meta_cache[n.id] = (key, data)
+        return data
 
     def _size(self, inode: Inode) -> int:
         if stat.S_ISLNK(inode.mode):
@@ -419,9 +441,7 @@ class Tree:
         mtime = inode.mtime_ns
         if inode.role in (Role.TIER, Role.META) and inode.data is None and inode.node:
             mtime = _ns(inode.node.updated)
-        nlink = 1
-        if inode.is_dir:
-            nlink = 2 + sum(1 for c in (inode.children or {}).values() if c.is_dir)
+        nlink = 2 + inode.ndirs if inode.is_dir else 1
         return Attr(inode.ino, inode.mode, nlink, inode.uid, inode.gid, self._size(inode),
                     inode.atime_ns or mtime, mtime, max(inode.ctime_ns, mtime),
                     inode.role in _GENERATED)
@@ -770,7 +790,7 @@ class Tree:
         if role == Role.TIER:
             n = d.node
             if n is None:  # first L2.md of a singleton
-                n = self.memory.create_node(d.owner, d.ctype, "")
+                n = self.memory.create_node(d.owner, d.ctype, "", persist=False)
                 d.node = n
                 d.populated = False
                 self._populate(d)
@@ -808,7 +828,7 @@ class Tree:
         if d.role == Role.TYPEDIR:
             if is_editor_scratch(name) or name.startswith("."):
                 raise InvalidInput(f"{name!r} is not a node name")
-            n = self.memory.create_node(d.owner, d.ctype, name)
+            n = self.memory.create_node(d.owner, d.ctype, name, persist=False)
             return self._place_node(n)
         if d.role in (Role.NODE, Role.ATTACH) and d.node is not None and not d.trashed:
             if d.role == Role.NODE and name in RESERVED_IN_NODE:
@@ -959,6 +979,8 @@ class Tree:
             self.inodes[src.ino] = src
             if was_trashed:  # restored: rebuild its contents with its attachments back
                 self._reset_dir(src)
+            else:
+                self._node_changed(n)  # meta.yaml shows the new path
             self._invalidate_entry(old_parent, old_name)
             return
         if src.role == Role.ATTACH and not src.trashed:
@@ -1062,7 +1084,7 @@ class Tree:
                 raise InvalidInput("a symbolic link cannot become a memory tier")
             n = dst_dir.node
             if n is None:
-                n = self.memory.create_node(dst_dir.owner, dst_dir.ctype, "")
+                n = self.memory.create_node(dst_dir.owner, dst_dir.ctype, "", persist=False)
                 dst_dir.node = n
             tier = TIER_FILES[new_name]
             try:
@@ -1190,6 +1212,11 @@ class Tree:
             inode.att.mtime = inode.mtime_ns / 1e9
             self.memory.update_attachment(inode.att)
         return inode
+
+    def fsyncdir(self, ino: int) -> None:
+        """fsync of a directory makes the nodes made in it by mkdir durable."""
+        d = self.get(ino)
+        self.memory.persist_pending(d.owner)
 
     def link(self) -> None:
         raise NotSupported("hard links are not supported (EPERM); copy the file instead")

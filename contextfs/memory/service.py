@@ -134,6 +134,7 @@ class Memory:
                 self.live[(n.owner_kind, n.owner_id, n.type, n.name)] = n.id
         self.attachments: dict[int, Attachment] = {a.id: a for a in store.attachments()}
         self.generation = store.generation()
+        self._persisting: list[Node] = []
 
     # ---- small helpers ------------------------------------------------------------------
 
@@ -160,15 +161,28 @@ class Memory:
         """Run fn in one transaction; a database fault turns the mount read-only."""
         if self.failsafe:
             raise StoreDamaged(f"the mount is read-only: {self.failsafe}")
+        outer = self.store._depth == 0
         try:
             with self.store.transaction():
                 fn()
         except ContextFSError:
+            if outer:
+                self._persisting.clear()
             raise
         except duckdb.Error as exc:
+            if outer:
+                self._persisting.clear()
             self.failsafe = f"store error: {exc}"
             log.error("store write failed, switching to read-only: %s", exc)
             raise StoreDamaged(f"the store failed a write and is now read-only: {exc}") from exc
+        except BaseException:
+            if outer:
+                self._persisting.clear()
+            raise
+        if outer:
+            for n in self._persisting:
+                n.persisted = True
+            self._persisting.clear()
 
     def check_writable(self) -> None:
         if self.failsafe:
@@ -213,7 +227,7 @@ class Memory:
         return Node(
             id=self.store.new_id(), owner_kind=owner[0], owner_id=owner[1], type=ctype.name,
             name=name, version=0, l0="", l1="", l2="", l0_pinned=False, l1_pinned=False,
-            content_hash=content_hash(""), created=now, updated=now,
+            content_hash=content_hash(""), created=now, updated=now, persisted=False,
         )
 
     def _check_name(self, ctype: ContextType, name: str) -> None:
@@ -226,19 +240,37 @@ class Memory:
                 f"{name!r} does not fit the {ctype.name} template {ctype.directory!r}"
             )
 
-    def create_node(self, owner: tuple[str, str], ctype: ContextType, name: str) -> Node:
+    def create_node(self, owner: tuple[str, str], ctype: ContextType, name: str, *,
+                    persist: bool = True) -> Node:
+        """A new, empty node. With persist=False (mkdir) it is stored with its first
+        commit instead: one transaction per new node, not two."""
         self._check_name(ctype, name)
+        self.check_writable()
         if self.live_node(owner, ctype, name) is not None:
             raise Exists(f"{ctype.type_dir}/{name} already exists")
         n = self._new_node(owner, ctype, name)
-
-        def tx() -> None:
-            self.generation = self.store.insert_node(n)
-
-        self._write(tx)
+        if persist:
+            self._write(lambda: self._store_node(n))
         self.nodes[n.id] = n
         self.live[(owner[0], owner[1], ctype.name, name)] = n.id
         return n
+
+    def _store_node(self, n: Node, reason: str | None = None) -> None:
+        """Inside a transaction: write n (insert on its first commit), with a new version
+        row when reason is given. `_write` marks it persisted once the commit succeeds."""
+        if n.persisted:
+            self.generation = self.store.update_node(n, new_version_reason=reason)
+        else:
+            self.generation = self.store.insert_node(n, new_version_reason=reason)
+            self._persisting.append(n)
+
+    def persist_pending(self, owner: tuple[str, str] | None = None) -> int:
+        """Store nodes made by mkdir and never written (fsync of a type dir, unmount)."""
+        pending = [n for n in self.nodes.values()
+                   if not n.persisted and (owner is None or n.owner == owner)]
+        if pending:
+            self._write(lambda: [self._store_node(n) for n in pending])
+        return len(pending)
 
     def validate_l2(self, ctype: ContextType, text: str) -> Document:
         doc = parse_document(text)
@@ -264,7 +296,7 @@ class Memory:
         n.content_hash, n.updated = h, now
 
         def tx() -> None:
-            self.generation = self.store.update_node(n, new_version_reason=reason)
+            self._store_node(n, reason)
 
         try:
             self._write(tx)
@@ -293,7 +325,7 @@ class Memory:
         n.updated = max(self.clock(), n.updated)
 
         def tx() -> None:
-            self.generation = self.store.update_node(n)
+            self._store_node(n)
 
         try:
             self._write(tx)
@@ -328,7 +360,7 @@ class Memory:
         n.updated = max(self.clock(), n.updated)
 
         def tx() -> None:
-            self.generation = self.store.update_node(n)
+            self._store_node(n)
             if was_deleted:
                 self._restore_attachments(n, prev[4])
 
@@ -355,7 +387,7 @@ class Memory:
         n.updated = max(n.deleted_at, n.updated)
 
         def tx() -> None:
-            self.generation = self.store.update_node(n)
+            self._store_node(n)
             for a in self.attachments.values():
                 if a.node_id == n.id and a.deleted_at is None:
                     a.deleted_at = n.deleted_at
@@ -491,31 +523,21 @@ class Memory:
             raise InvalidInput(f"{ctype.name} needs field(s): " + ", ".join(missing))
         text = render_document(ctype, merged)
         created = target is None
+        n = self._new_node(owner, ctype, name) if created else target
+        source = reason.removeprefix("route:")
+        added_source = source not in n.sources and len(n.sources) < 100
+        if added_source:
+            n.sources.append(source)  # provenance, stored with this version
+        try:
+            changed = self.save_l2(n, text, reason)  # a new node: inserted with version 1
+        except BaseException:
+            if added_source:
+                n.sources.remove(source)
+            raise
         if created:
-            target = self._new_node(owner, ctype, name)
-        n = target
-        with_tx_node = n
-
-        def tx() -> None:
-            if created:
-                self.generation = self.store.insert_node(with_tx_node)
-            changed_box.append(self.save_l2(with_tx_node, text, reason))
-
-        changed_box: list[bool] = []
-        if created:
-            # insert + first version in one transaction
-            try:
-                self._write(tx)
-            except BaseException:
-                self.live.pop((owner[0], owner[1], ctype.name, name), None)
-                raise
             self.nodes[n.id] = n
             self.live[(owner[0], owner[1], ctype.name, name)] = n.id
-        else:
-            changed_box.append(self.save_l2(n, text, reason))
-        if reason not in n.sources and len(n.sources) < 100:
-            n.sources.append(reason.removeprefix("route:"))
-        return RouteResult(n, created, bool(changed_box and changed_box[0]), folded)
+        return RouteResult(n, created, changed, folded)
 
     # ---- attachments --------------------------------------------------------------------
 
@@ -526,7 +548,12 @@ class Memory:
                        self.clock(), target)
         if kind == "file" and data is None:
             data = b""
-        self._write(lambda: self.store.insert_attachment(a, data))
+        def tx() -> None:
+            if not node.persisted:
+                self._store_node(node)
+            self.store.insert_attachment(a, data)
+
+        self._write(tx)
         a.size = len(data or b"")
         self.attachments[a.id] = a
         return a

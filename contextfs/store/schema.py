@@ -21,10 +21,6 @@ CREATE TABLE IF NOT EXISTS store_meta (
 -- never reused, even after a delete, and can serve as stable inode seeds.
 CREATE SEQUENCE IF NOT EXISTS object_ids START 1000;
 
--- The commit log position: every change to a node takes the next value and writes it to
--- the outbox in the same transaction. Its last value is the store generation.
-CREATE SEQUENCE IF NOT EXISTS generations START 1;
-
 -- Owners: user/<id> and agent/<id>. kind is 'user' or 'agent'.
 CREATE TABLE IF NOT EXISTS owners (
     kind    TEXT   NOT NULL,
@@ -103,7 +99,7 @@ CREATE TABLE IF NOT EXISTS pending_drops (
 -- One row per committed node change, written in the same transaction as the change.
 -- The indexer (derived state) consumes it in seq order. op: 'upsert' | 'delete'.
 CREATE TABLE IF NOT EXISTS outbox (
-    seq      BIGINT  PRIMARY KEY,      -- from the generations sequence
+    seq      BIGINT  PRIMARY KEY,      -- 1, 2, 3, ...: max(seq) is the store generation
     node_id  BIGINT  NOT NULL,
     version  INTEGER NOT NULL,
     op       TEXT    NOT NULL,

@@ -82,6 +82,9 @@ def test_next_mount_recovers_a_dead_mount_after_kill_9(tmp_path):
     m = Mount(mnt, tmp_path / "data")
     proc = m.start()
     (mnt / "user/default/preferences/a").mkdir()
+    fd = os.open(mnt / "user/default/preferences", os.O_RDONLY | os.O_DIRECTORY)
+    os.fsync(fd)  # POSIX: a new directory entry is durable once its parent is fsync()ed
+    os.close(fd)
     proc.send_signal(signal.SIGKILL)
     proc.wait()
     with pytest.raises(OSError):

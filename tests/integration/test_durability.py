@@ -94,6 +94,7 @@ def test_remount_shows_everything(mount):
     os.symlink("sub/f.txt", u / "preferences/a/link")
     (u / "profile/L2.md").write_text("---\nname: Ada\n---\nMe.\n")
     (mount.path / "agent/bot").mkdir()
+    (u / "events/2026-01-02-empty").mkdir()  # never written: stored at unmount
     before = sorted(str(p.relative_to(mount.path)) for p in mount.path.rglob("*")
                     if ".status" not in str(p))
     mount.remount()

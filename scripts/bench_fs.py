@@ -1,0 +1,613 @@
+"""Benchmark a ContextFS mount against the same tree as plain files on the local disk.
+
+What it measures, for each tree size N (default 1,000 and 10,000 nodes):
+
+1. Builds N memory nodes THROUGH a fresh ContextFS mount (temp mountpoint, temp data dir):
+   `mkdir` of `user/u<k>/<type>/topic-NNNNN` (4 owners, `preferences` and `entities`) and a
+   write of `L2.md` with 1-6 KB of markdown prose from a seeded RNG; ContextFS derives `L0.md`
+   and `L1.md` itself. Then mirrors everything visible under the mount's `user/` (tiers,
+   `meta.yaml`, `.history/`, empty type dirs) into a temp dir on the local disk, so both
+   trees hold the same names and the same bytes.
+2. Measures, warm (one unmeasured run, then the median of 3; native and ContextFS alternate
+   within the same run, ABBA order): `find DIR | wc -l`, `ls -lR DIR > /dev/null`,
+   `xargs -0 cat` of every `L0.md` and of every `L2.md` (file lists precomputed, `.history`
+   excluded, output piped to `wc -c` to check both trees return the same bytes), and
+   `os.stat` of every tier file and `meta.yaml`.
+3. Creates 1,000 new nodes in each tree, alternating: per node, the time of
+   `mkdir` + open/write `L2.md` + `os.fsync` + close; reports p50/p99/mean.
+4. Reads the daemon's VmRSS/VmHWM from /proc after the run, then unmounts (always, in a
+   `finally`) and scans the data dir's `contextfs.log` for warnings and errors.
+
+It prints a markdown table (operation | N | native s | contextfs s | ratio | target |
+pass/fail) and writes every number to JSON. The targets are stated for warm caches at 10k
+nodes: `cat` of every file <= 10x native, `ls -lR` <= 3x native, create + fsync of a node
+<= 10 ms p50. Missed targets are listed, but the exit status stays 0 (this is a report);
+it is non-zero only when the benchmark itself fails (mount error, wrong bytes, a hang).
+
+Run from the repository root:
+
+    .venv/bin/python scripts/bench_fs.py                  # 1k and 10k nodes, a few minutes
+    .venv/bin/python scripts/bench_fs.py --quick          # CI smoke: 200 nodes, 1 repetition
+    .venv/bin/python scripts/bench_fs.py --sizes 5000 --json /tmp/b.json --keep
+
+Temp dirs come from `tempfile` (set TMPDIR to choose the disk for the native tree).
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import datetime as dt
+import json
+import os
+import platform
+import random
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+OWNERS = ("u0", "u1", "u2", "u3")
+TYPE_DIRS = ("preferences", "entities")
+TIERS = ("L0.md", "L1.md", "L2.md", "meta.yaml")
+SEED = 20261130
+CMD_TIMEOUT = 900.0  # seconds; a hung FUSE call fails the benchmark instead of the CI run
+
+TARGET_CAT_RATIO = 10.0
+TARGET_LS_RATIO = 3.0
+TARGET_CREATE_P50 = 0.010
+TARGET_N = 10_000
+MISMATCHES: list[str] = []  # operations whose output differed between the trees
+
+# --------------------------------------------------------------------------------------
+# Deterministic, varied markdown prose
+
+_WORD_TEXT = """
+the a an this that our their my your its each every some most few many several
+agent user project team meeting release deadline budget editor terminal keyboard coffee tea
+morning evening weekend schedule calendar reminder note summary draft report review design
+database index query cache latency throughput memory storage backup server client network
+python rust typescript shell script test suite benchmark profile trace log metric alert
+prefers likes avoids uses needs expects asks writes reads keeps moves sends checks runs
+quickly carefully usually rarely always never often sometimes early late again together
+small large short long quiet noisy simple detailed formal casual remote local shared private
+because although while when before after since unless until whereas so and but or
+dark mode light theme tabs spaces vim emacs markdown plain text email chat call video
+Berlin Lisbon Tokyo Oslo Nairobi Lima Montreal Kyoto Alice Bob Chen Dana Emeka Farah Goran
+"""
+_WORDS = tuple(_WORD_TEXT.split())
+
+_HEADINGS = (
+    "Context", "Details", "Background", "Notes", "Decisions", "Open questions", "History",
+    "Preferences", "Constraints", "Examples", "Follow-ups", "Sources", "Observations",
+)
+
+
+def _sentence(rng: random.Random) -> str:
+    words = [rng.choice(_WORDS) for _ in range(rng.randint(7, 22))]
+    if rng.random() < 0.15:
+        words.insert(rng.randrange(len(words)), f"`{rng.choice(_WORDS)}_{rng.randint(1, 99)}`")
+    if rng.random() < 0.1:
+        words.insert(rng.randrange(len(words)), f"{rng.randint(1, 31)} {rng.choice(_WORDS)}")
+    text = " ".join(words)
+    return text[0].upper() + text[1:] + rng.choice(".....!?")
+
+
+def prose(rng: random.Random, title: str) -> str:
+    """Markdown of 1-6 KB: a title, paragraphs, sub-headings and bullet lists."""
+    target = rng.randint(1024, 6 * 1024)
+    parts = [f"# {title}\n", " ".join(_sentence(rng) for _ in range(rng.randint(1, 3))) + "\n"]
+    size = sum(len(p) + 1 for p in parts)
+    while size < target:
+        r = rng.random()
+        if r < 0.2:
+            block = f"## {rng.choice(_HEADINGS)}\n"
+        elif r < 0.45:
+            block = "\n".join(f"- {_sentence(rng)}" for _ in range(rng.randint(2, 6))) + "\n"
+        else:
+            block = " ".join(_sentence(rng) for _ in range(rng.randint(2, 6))) + "\n"
+        parts.append(block)
+        size += len(block) + 1
+    text = "\n".join(parts)
+    return text[: 6 * 1024 - 1].rstrip() + "\n"
+
+
+def node_rel(i: int, prefix: str = "topic") -> str:
+    owner = OWNERS[i % len(OWNERS)]
+    typedir = TYPE_DIRS[(i // len(OWNERS)) % len(TYPE_DIRS)]
+    return f"user/{owner}/{typedir}/{prefix}-{i:05d}"
+
+
+# --------------------------------------------------------------------------------------
+# Helpers
+
+
+class Progress:
+    """A `\\r` counter on stderr when it is a terminal; silent otherwise."""
+
+    def __init__(self, label: str, total: int) -> None:
+        self.label, self.total = label, total
+        self.tty = sys.stderr.isatty()
+        self.t0 = time.perf_counter()
+        self.last = 0.0
+
+    def update(self, done: int) -> None:
+        now = time.perf_counter()
+        if self.tty and (now - self.last > 0.2 or done == self.total):
+            self.last = now
+            rate = done / max(now - self.t0, 1e-9)
+            sys.stderr.write(f"\r  {self.label}: {done}/{self.total} ({rate:.0f}/s)   ")
+            sys.stderr.flush()
+
+    def done(self) -> float:
+        elapsed = time.perf_counter() - self.t0
+        if self.tty:
+            sys.stderr.write("\n")
+        say(f"  {self.label}: {self.total} in {elapsed:.1f}s "
+            f"({self.total / max(elapsed, 1e-9):.0f}/s)")
+        return elapsed
+
+
+def say(msg: str) -> None:
+    print(msg, file=sys.stderr, flush=True)
+
+
+def sh(cmd: str) -> tuple[float, str]:
+    """Run `cmd` in bash; return (wall seconds, stdout). Raises on failure or timeout."""
+    env = dict(os.environ, LC_ALL="C")
+    t0 = time.perf_counter()
+    res = subprocess.run(["bash", "-o", "pipefail", "-c", cmd], capture_output=True,
+                         text=True, env=env, timeout=CMD_TIMEOUT)
+    elapsed = time.perf_counter() - t0
+    if res.returncode != 0:
+        raise RuntimeError(f"`{cmd}` exited {res.returncode}: {res.stderr.strip()[:500]}")
+    return elapsed, res.stdout.strip()
+
+
+def q(p: Path | str) -> str:
+    return "'" + str(p).replace("'", "'\\''") + "'"
+
+
+def percentile(values: list[float], pct: float) -> float:
+    s = sorted(values)
+    k = (len(s) - 1) * pct / 100
+    lo = int(k)
+    hi = min(lo + 1, len(s) - 1)
+    return s[lo] + (s[hi] - s[lo]) * (k - lo)
+
+
+def proc_status(pid: int) -> dict[str, int]:
+    """VmRSS / VmHWM of `pid` in bytes."""
+    out: dict[str, int] = {}
+    with open(f"/proc/{pid}/status") as f:
+        for line in f:
+            key, _, rest = line.partition(":")
+            if key in ("VmRSS", "VmHWM"):
+                out[key] = int(rest.split()[0]) * 1024
+    return out
+
+
+def contextfs_cmd(*args: str) -> list[str]:
+    return [sys.executable, "-m", "contextfs", *args]
+
+
+def daemon_pid(mnt: Path) -> int | None:
+    """The daemon's pid from its mount record, falling back to pgrep."""
+    try:
+        from contextfs.config import mount_record
+
+        rec = json.loads(mount_record(mnt).read_text())
+        pid = int(rec["pid"])
+        os.kill(pid, 0)
+        return pid
+    except (ImportError, OSError, ValueError, KeyError):
+        pass
+    res = subprocess.run(["pgrep", "-f", f"contextfs mount {mnt} "], capture_output=True,
+                         text=True)
+    pids = [int(p) for p in res.stdout.split()]
+    return pids[0] if pids else None
+
+
+# --------------------------------------------------------------------------------------
+# Results
+
+
+@dataclass
+class Row:
+    operation: str
+    n: int
+    native: float
+    contextfs: float
+    target: str = ""
+    passed: bool | None = None
+    native_runs: list[float] = field(default_factory=list)
+    contextfs_runs: list[float] = field(default_factory=list)
+
+    @property
+    def ratio(self) -> float:
+        return self.contextfs / self.native if self.native > 0 else float("inf")
+
+
+def fmt_s(x: float) -> str:
+    return f"{x:.3g}" if x >= 0.001 else f"{x:.2e}"
+
+
+def table(rows: list[Row]) -> str:
+    lines = ["| operation | N | native s | contextfs s | ratio | target | pass/fail |",
+             "|---|---:|---:|---:|---:|---|---|"]
+    for r in rows:
+        verdict = "" if r.passed is None else ("pass" if r.passed else "**FAIL**")
+        op = r.operation.replace("|", "\\|")
+        lines.append(f"| {op} | {r.n:,} | {fmt_s(r.native)} | {fmt_s(r.contextfs)} | "
+                     f"{r.ratio:.2f}x | {r.target or '-'} | {verdict or '-'} |")
+    return "\n".join(lines)
+
+
+# --------------------------------------------------------------------------------------
+# Building the trees
+
+
+def build_contextfs(mnt: Path, n: int) -> float:
+    for owner in OWNERS:
+        p = mnt / "user" / owner
+        if not p.exists():
+            p.mkdir()
+    prog = Progress(f"build contextfs N={n}", n)
+    for i in range(n):
+        rel = node_rel(i)
+        node = mnt / rel
+        node.mkdir()
+        rng = random.Random(SEED * 1_000_003 + i)
+        with open(node / "L2.md", "w") as f:
+            f.write(prose(rng, rel.rsplit("/", 1)[1].replace("-", " ").title()))
+        prog.update(i + 1)
+    return prog.done()
+
+
+def mirror(src: Path, dst: Path, n_hint: int) -> float:
+    """Copy every dir and file under `src` (the mount's user/) to `dst` on the local disk."""
+    prog = Progress(f"mirror to native N={n_hint}", n_hint)
+    nodes = 0
+    for dirpath, dirnames, filenames in os.walk(src):
+        rel = os.path.relpath(dirpath, src)
+        out = dst / rel
+        out.mkdir(parents=True, exist_ok=True)
+        for name in filenames:
+            with open(os.path.join(dirpath, name), "rb") as f:
+                data = f.read()
+            with open(out / name, "wb") as f:
+                f.write(data)
+        if "L2.md" in filenames:
+            nodes += 1
+            prog.update(min(nodes, n_hint))
+        dirnames.sort()
+    return prog.done()
+
+
+def file_lists(root: Path, n: int, listdir: Path) -> dict[str, Path]:
+    """NUL-separated lists of L0/L2 paths, and the in-memory list of every tier file."""
+    lists: dict[str, Path] = {}
+    for tier in ("L0.md", "L2.md"):
+        p = listdir / f"{root.name}-{tier}.list"
+        p.write_bytes(b"".join(str(root / node_rel(i) / tier).encode() + b"\0"
+                               for i in range(n)))
+        lists[tier] = p
+    return lists
+
+
+# --------------------------------------------------------------------------------------
+# Measurements
+
+
+def measure_pair(name: str, n: int, reps: int, fns: dict[str, Callable[[], tuple[float, str]]],
+                 target: str = "", limit: float | None = None) -> Row:
+    """Warm both trees once, then run `reps` times alternating (ABBA); take medians."""
+    outputs: dict[str, str] = {}
+    for which in ("native", "contextfs"):
+        _, outputs[which] = fns[which]()
+    if outputs["native"] != outputs["contextfs"]:
+        MISMATCHES.append(f"{name} N={n}: native {outputs['native']!r}, "
+                          f"contextfs {outputs['contextfs']!r}")
+        say(f"  WARNING outputs differ: {MISMATCHES[-1]}")
+    runs: dict[str, list[float]] = {"native": [], "contextfs": []}
+    for rep in range(reps):
+        order = ("native", "contextfs") if rep % 2 == 0 else ("contextfs", "native")
+        for which in order:
+            t, out = fns[which]()
+            runs[which].append(t)
+    row = Row(name, n, statistics.median(runs["native"]), statistics.median(runs["contextfs"]),
+              target=target, native_runs=runs["native"], contextfs_runs=runs["contextfs"])
+    if limit is not None:
+        row.passed = row.ratio <= limit
+    say(f"  {name}: native {fmt_s(row.native)}s, contextfs {fmt_s(row.contextfs)}s, "
+        f"{row.ratio:.2f}x  (output {outputs['contextfs']})")
+    return row
+
+
+def stat_all(root: Path, n: int) -> Callable[[], tuple[float, str]]:
+    paths = [str(root / node_rel(i) / t) for i in range(n) for t in TIERS]
+
+    def run() -> tuple[float, str]:
+        total = 0
+        t0 = time.perf_counter()
+        for p in paths:
+            total += os.stat(p).st_size
+        return time.perf_counter() - t0, f"{len(paths)} files, {total} bytes"
+
+    return run
+
+
+@dataclass
+class CreateStats:
+    per_node: list[float] = field(default_factory=list)
+    phases: dict[str, list[float]] = field(default_factory=dict)
+
+    def add(self, phases: dict[str, float]) -> None:
+        self.per_node.append(sum(phases.values()))
+        for k, v in phases.items():
+            self.phases.setdefault(k, []).append(v)
+
+    def summary(self) -> dict[str, object]:
+        v = self.per_node
+        return {
+            "count": len(v), "total": sum(v), "p50": statistics.median(v),
+            "p99": percentile(v, 99), "mean": statistics.fmean(v), "max": max(v),
+            "phase_p50": {k: statistics.median(x) for k, x in self.phases.items()},
+        }
+
+
+def create_node(root: Path, rel: str, body: bytes) -> dict[str, float]:
+    node = root / rel
+    t0 = time.perf_counter()
+    os.mkdir(node)
+    t1 = time.perf_counter()
+    fd = os.open(node / "L2.md", os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+    t2 = time.perf_counter()
+    try:
+        os.write(fd, body)
+        t3 = time.perf_counter()
+        os.fsync(fd)
+        t4 = time.perf_counter()
+    finally:
+        os.close(fd)
+    t5 = time.perf_counter()
+    return {"mkdir": t1 - t0, "open": t2 - t1, "write": t3 - t2, "fsync": t4 - t3,
+            "close": t5 - t4}
+
+
+def measure_create(roots: dict[str, Path], n: int, count: int) -> tuple[list[Row], dict]:
+    stats = {k: CreateStats() for k in roots}
+    prog = Progress(f"create+fsync N={n}", count)
+    for i in range(count):
+        rel = node_rel(i, prefix="new")
+        body = prose(random.Random(SEED * 7 + i), f"New {i}").encode()
+        order = ("native", "contextfs") if i % 2 == 0 else ("contextfs", "native")
+        for which in order:
+            stats[which].add(create_node(roots[which], rel, body))
+        prog.update(i + 1)
+    prog.done()
+    s = {k: v.summary() for k, v in stats.items()}
+    rows = [
+        Row(f"create+fsync {count:,} nodes, total", n, s["native"]["total"],
+            s["contextfs"]["total"]),
+        Row("create+fsync per node, p50", n, s["native"]["p50"], s["contextfs"]["p50"],
+            target=f"<= {TARGET_CREATE_P50 * 1000:.0f} ms",
+            passed=s["contextfs"]["p50"] <= TARGET_CREATE_P50),
+        Row("create+fsync per node, p99", n, s["native"]["p99"], s["contextfs"]["p99"]),
+        Row("create+fsync per node, mean", n, s["native"]["mean"], s["contextfs"]["mean"]),
+    ]
+    for which in ("native", "contextfs"):
+        ph = s[which]["phase_p50"]
+        say(f"  {which} phase p50 (ms): "
+            + ", ".join(f"{k} {v * 1000:.3f}" for k, v in ph.items()))
+    return rows, s
+
+
+# --------------------------------------------------------------------------------------
+# One size, end to end
+
+
+def mount(mnt: Path, data: Path) -> None:
+    res = subprocess.run(contextfs_cmd("mount", str(mnt), "--data-dir", str(data)),
+                         capture_output=True, text=True, timeout=120)
+    if res.returncode != 0 or not os.path.ismount(mnt):
+        raise RuntimeError(f"contextfs mount failed ({res.returncode}): "
+                           f"{res.stderr.strip() or res.stdout.strip()}")
+
+
+def umount(mnt: Path) -> str | None:
+    """Unmount and wait for the daemon; fall back to a lazy unmount. Returns an error."""
+    if not os.path.ismount(mnt):
+        return None
+    try:
+        res = subprocess.run(contextfs_cmd("umount", str(mnt), "--timeout", "120"),
+                             capture_output=True, text=True, timeout=180)
+        if res.returncode == 0:
+            return None
+        err = f"contextfs umount exited {res.returncode}: {res.stderr.strip()}"
+    except subprocess.TimeoutExpired:
+        err = "contextfs umount timed out"
+    subprocess.run(["fusermount3", "-u", "-z", str(mnt)], capture_output=True)
+    return err
+
+
+def log_problems(log: Path) -> list[str]:
+    if not log.exists():
+        return [f"{log} missing"]
+    return [line.rstrip() for line in log.read_text(errors="replace").splitlines()
+            if " WARNING " in line or " ERROR " in line or " CRITICAL " in line
+            or line.startswith("Traceback")]
+
+
+def run_size(n: int, reps: int, create_count: int, keep: bool) -> dict:
+    base = Path(tempfile.mkdtemp(prefix=f"bench_fs-{n}-"))
+    mnt, data, native = base / "mnt", base / "data", base / "native"
+    mnt.mkdir()
+    native.mkdir()
+    result: dict = {"n": n, "tmp": str(base)}
+    rows: list[Row] = []
+    try:
+        say(f"N={n}: mounting {mnt} (data dir {data})")
+        mount(mnt, data)
+        pid = daemon_pid(mnt)
+        result["daemon_pid"] = pid
+        result["rss_after_mount"] = proc_status(pid) if pid else None
+        result["build_contextfs_s"] = build_contextfs(mnt, n)
+        result["mirror_s"] = mirror(mnt / "user", native / "user", n)
+        result["rss_after_build"] = proc_status(pid) if pid else None
+
+        roots = {"native": native, "contextfs": mnt}
+        lists = {k: file_lists(v, n, base) for k, v in roots.items()}
+        user = {k: v / "user" for k, v in roots.items()}
+        cat_target = f"<= {TARGET_CAT_RATIO:g}x"
+
+        def pair(make: Callable[[str], Callable[[], tuple[float, str]]]) -> dict:
+            return {k: make(k) for k in roots}
+
+        say(f"N={n}: measuring (warm run + median of {reps})")
+        rows.append(measure_pair("find DIR | wc -l", n, reps, pair(
+            lambda k: lambda: sh(f"find {q(user[k])} | wc -l"))))
+        rows.append(measure_pair("ls -lR DIR", n, reps, pair(
+            lambda k: lambda: sh(f"ls -lR {q(user[k])} > /dev/null")),
+            target=f"<= {TARGET_LS_RATIO:g}x", limit=TARGET_LS_RATIO))
+        for tier in ("L0.md", "L2.md"):
+            rows.append(measure_pair(f"cat every {tier}", n, reps, pair(
+                lambda k, t=tier: lambda: sh(f"xargs -0 cat < {q(lists[k][t])} | wc -c")),
+                target=cat_target, limit=TARGET_CAT_RATIO))
+        rows.append(measure_pair("stat every file (L0-L2, meta)", n, reps, pair(
+            lambda k: stat_all(roots[k], n))))
+
+        create_rows, create_stats = measure_create(roots, n, create_count)
+        rows += create_rows
+        result["create"] = create_stats
+        if pid:
+            result["rss_after_run"] = proc_status(pid)
+            rss = result["rss_after_run"]
+            say(f"N={n}: daemon pid {pid} VmRSS {rss.get('VmRSS', 0) / 2**20:.1f} MiB, "
+                f"VmHWM {rss.get('VmHWM', 0) / 2**20:.1f} MiB")
+        status = mnt / ".status"
+        if status.exists():
+            result["status"] = status.read_text()
+    finally:
+        err = umount(mnt)
+        if err:
+            say(f"N={n}: unmount problem: {err}")
+            result["umount_error"] = err
+        result["log_problems"] = log_problems(data / "contextfs.log")
+        if not keep and not os.path.ismount(mnt):
+            shutil.rmtree(base, ignore_errors=True)
+        elif keep:
+            say(f"N={n}: kept {base}")
+    result["rows"] = [asdict(r) | {"ratio": r.ratio} for r in rows]
+    result["_rows"] = rows
+    return result
+
+
+# --------------------------------------------------------------------------------------
+
+
+def machine_info() -> dict[str, object]:
+    info: dict[str, object] = {
+        "date": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
+        "host": platform.node(), "kernel": platform.release(), "python": platform.python_version(),
+        "cpus": os.cpu_count(), "tmpdir": tempfile.gettempdir(),
+    }
+    try:
+        from contextfs import __version__
+
+        info["contextfs"] = __version__
+    except ImportError:
+        pass
+    with contextlib.suppress(OSError):
+        info["git"] = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True,
+                                     text=True, cwd=Path(__file__).parent).stdout.strip()
+    try:
+        with open("/proc/cpuinfo") as f:
+            info["cpu"] = next((ln.split(":", 1)[1].strip() for ln in f
+                                if ln.startswith("model name")), "")
+        info["loadavg_start"] = os.getloadavg()
+    except OSError:
+        pass
+    return info
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--sizes", default="1000,10000", help="comma separated node counts")
+    p.add_argument("--quick", action="store_true",
+                   help="CI smoke check: 200 nodes, 1 repetition, 100 created nodes")
+    p.add_argument("--reps", type=int, default=3, help="measured runs per operation")
+    p.add_argument("--create", type=int, default=1000, help="nodes to create with fsync")
+    p.add_argument("--json", default="bench-results/bench_fs.json", help="where to write JSON")
+    p.add_argument("--keep", action="store_true", help="keep the temp dirs (mount is undone)")
+    args = p.parse_args(argv)
+    if args.quick:
+        sizes, reps, create = [200], 1, 100
+    else:
+        sizes = [int(s.replace("_", "")) for s in args.sizes.split(",") if s.strip()]
+        reps, create = args.reps, args.create
+
+    info = machine_info()
+    say(f"bench_fs: sizes {sizes}, {reps} rep(s), {create} creates; {info.get('cpus')} cpus, "
+        f"load {info.get('loadavg_start')}")
+    results = []
+    all_rows: list[Row] = []
+    failed = None
+    for n in sizes:
+        try:
+            r = run_size(n, reps, create, args.keep)
+        except Exception as exc:  # report what failed, keep the JSON of what ran
+            failed = f"N={n}: {type(exc).__name__}: {exc}"
+            say(f"bench_fs: FAILED {failed}")
+            break
+        all_rows += r.pop("_rows")
+        results.append(r)
+
+    print()
+    print(table(all_rows))
+    print()
+    for r in results:
+        rss = r.get("rss_after_run") or {}
+        print(f"N={r['n']:,}: daemon RSS {rss.get('VmRSS', 0) / 2**20:.1f} MiB "
+              f"(peak {rss.get('VmHWM', 0) / 2**20:.1f} MiB); build through the mount "
+              f"{r['n'] / r['build_contextfs_s']:.0f} nodes/s; "
+              f"{len(r['log_problems'])} warning/error line(s) in contextfs.log")
+        for line in r["log_problems"][:5]:
+            print(f"    {line}")
+    missed = [r for r in all_rows if r.passed is False]
+    if missed:
+        print("\nMissed targets (stated for 10k nodes, warm cache):")
+        for r in missed:
+            print(f"  - {r.operation} at N={r.n:,}: {fmt_s(r.contextfs)}s, "
+                  f"{r.ratio:.2f}x native (target {r.target})")
+    elif all_rows:
+        print("\nAll targets met.")
+
+    info["loadavg_end"] = os.getloadavg()
+    out = {"machine": info, "sizes": sizes, "reps": reps, "create_count": create,
+           "targets": {"cat_ratio": TARGET_CAT_RATIO, "ls_ratio": TARGET_LS_RATIO,
+                       "create_p50_s": TARGET_CREATE_P50, "at_n": TARGET_N},
+           "results": results,
+           "missed": [f"{r.operation} N={r.n}" for r in missed], "error": failed,
+           "mismatches": MISMATCHES}
+    path = Path(args.json)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(out, indent=2, default=str) + "\n")
+    print(f"\nJSON written to {path}")
+    if failed:
+        print(f"benchmark failed: {failed}", file=sys.stderr)
+        return 1
+    if MISMATCHES:
+        print("benchmark failed: the trees returned different output:\n  "
+              + "\n  ".join(MISMATCHES), file=sys.stderr)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
