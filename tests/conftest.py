@@ -87,9 +87,15 @@ def _unmount(mnt: Path) -> None:
 class Mount:
     """A running daemon on `path` over `data_dir`; remount() and kill() for crash tests."""
 
-    def __init__(self, path: Path, data_dir: Path) -> None:
+    def __init__(self, path: Path, data_dir: Path, *, search: bool = False) -> None:
         self.path = path
         self.data_dir = data_dir
+        # Search loads the embedding model (5-13 s, 0.5 GB): only the search tests turn it
+        # on; everything else runs the same daemon with `search: false` in config.yaml.
+        data_dir.mkdir(parents=True, exist_ok=True)
+        cfg = data_dir / "config.yaml"
+        if not cfg.exists():
+            cfg.write_text(f"search: {'true' if search else 'false'}\n")
         self.proc: subprocess.Popen | None = None
         self.log_offset = 0
         self.expect_log: list[str] = []

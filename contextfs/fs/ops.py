@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import errno
 import functools
+import inspect
 import logging
 import math
 import os
@@ -20,7 +21,9 @@ import pyfuse3
 import trio
 
 from contextfs.errors import ContextFSError
-from contextfs.fs.tree import Attr, Inode, Invalidation, Tree
+from contextfs.fs.tree import Attr, Inode, Invalidation, QueryPending, Tree
+from contextfs.memory.indexer import Indexer
+from contextfs.memory.search import QueryOptions, Searcher, pack_context, results_json
 
 log = logging.getLogger(__name__)
 
@@ -35,7 +38,10 @@ def _handler(fn: Callable[..., Any]) -> Callable[..., Any]:
     @functools.wraps(fn)
     async def wrapper(self: Operations, *args: Any) -> Any:
         try:
-            return fn(self, *args)
+            result = fn(self, *args)
+            if inspect.isawaitable(result):
+                result = await result
+            return result
         except pyfuse3.FUSEError:
             raise
         except ContextFSError as exc:
@@ -51,6 +57,10 @@ def _handler(fn: Callable[..., Any]) -> Callable[..., Any]:
             raise pyfuse3.FUSEError(errno.EIO) from None
         finally:
             self._flush_invalidations()
+            if self.tree.memory.generation != self._seen_generation:
+                self._seen_generation = self.tree.memory.generation
+                if self.indexer is not None:
+                    self.indexer.wake()  # something was committed: index it
 
     return wrapper
 
@@ -60,9 +70,16 @@ class Operations(pyfuse3.Operations):
     enable_acl = False
 
     def __init__(self, tree: Tree, *, entry_timeout: float = 60.0,
-                 attr_timeout: float = 60.0) -> None:
+                 attr_timeout: float = 60.0, indexer: Indexer | None = None,
+                 searcher: Searcher | None = None, xattrs: bool = False,
+                 fsync_barrier_timeout: float = 30.0) -> None:
         super().__init__()
         self.tree = tree
+        self.indexer = indexer
+        self.searcher = searcher
+        self.xattrs = xattrs
+        self.fsync_barrier_timeout = fsync_barrier_timeout
+        self._seen_generation = tree.memory.generation
         self.entry_timeout = entry_timeout
         self.attr_timeout = attr_timeout
         self._send, self._recv = trio.open_memory_channel[Invalidation](math.inf)
@@ -88,6 +105,10 @@ class Operations(pyfuse3.Operations):
         except Exception:  # noqa: BLE001 - describing a path must never fail a request
             pass
         return op
+
+    def flush_invalidations(self) -> None:
+        """Send what the tree wants the kernel to forget (after background changes)."""
+        self._flush_invalidations()
 
     def _flush_invalidations(self) -> None:
         if self.tree.invalidations:
@@ -126,9 +147,9 @@ class Operations(pyfuse3.Operations):
         e.st_atime_ns = a.atime_ns
         e.st_mtime_ns = a.mtime_ns
         e.st_ctime_ns = a.ctime_ns
-        timeout = 0 if a.generated else self.attr_timeout
+        timeout = 0 if a.generated or a.volatile else self.attr_timeout
         e.attr_timeout = timeout
-        e.entry_timeout = self.entry_timeout
+        e.entry_timeout = 0 if a.volatile else self.entry_timeout
         return e
 
     def _entry(self, inode: Inode, *, ref: bool = True) -> pyfuse3.EntryAttributes:
@@ -139,8 +160,32 @@ class Operations(pyfuse3.Operations):
     # ---- handlers -----------------------------------------------------------------------
 
     @_handler
-    def lookup(self, parent_inode, name, ctx=None):
-        return self._entry(self.tree.lookup(parent_inode, os.fsdecode(name)))
+    async def lookup(self, parent_inode, name, ctx=None):
+        try:
+            inode = self.tree.lookup(parent_inode, os.fsdecode(name))
+        except QueryPending as q:
+            inode = await self._run_query(q)
+        return self._entry(inode)
+
+    async def _run_query(self, q: QueryPending) -> Inode:
+        """Search off the event loop, then show the results as a directory."""
+        if self.searcher is None or self.indexer is None:
+            raise ContextFSError("search is not available in this mount", errno=errno.ENOENT)
+        generation = self.indexer.generation
+        opts = q.options or QueryOptions()
+        searcher = self.searcher
+
+        def work() -> tuple[list, dict[str, bytes]]:
+            hits = searcher.search(q.question, q.scope, opts)
+            files = {
+                "_context.md": pack_context(q.question, q.scope, hits, opts.budget).encode(),
+                "_results.json": results_json(q.question, q.scope, hits).encode(),
+            }
+            links = [(h.path, h.path.rsplit("/", 1)[-1]) for h in hits]
+            return links, files
+
+        links, files = await trio.to_thread.run_sync(work)
+        return self.tree.install_query(q, generation, links, files)
 
     async def forget(self, inode_list):
         try:
@@ -253,8 +298,12 @@ class Operations(pyfuse3.Operations):
         self.tree.flush(fh)
 
     @_handler
-    def fsync(self, fh, datasync):
-        self.tree.fsync(fh)
+    async def fsync(self, fh, datasync):
+        if self.tree.fsync(fh) and self.indexer is not None and self.indexer.error is None:
+            # fsync is an index barrier (SPEC §3): searchable when it returns
+            self.indexer.wake()
+            await self.indexer.barrier(self.tree.memory.generation,
+                                       self.fsync_barrier_timeout)
 
     @_handler
     def release(self, fh):
@@ -275,12 +324,32 @@ class Operations(pyfuse3.Operations):
         return s
 
     # Extended attributes are off by default (SPEC §3): ENOSYS makes the kernel stop asking,
-    # so `ls -l` costs no round trip per file.
+    # so `ls -l` costs no round trip per file. With `-o ctx_xattr` a node's directory and
+    # its files answer user.ctx.* with the facts of meta.yaml.
+    def _xattrs(self, inode: int) -> dict[bytes, bytes]:
+        node = self.tree.get(inode).node
+        if node is None:
+            return {}
+        facts = {"id": node.id, "type": node.type, "version": node.version,
+                 "indexed_version": node.indexed_version,
+                 "path": self.tree.memory.node_path(node)}
+        return {f"user.ctx.{k}".encode(): str(v).encode() for k, v in facts.items()}
+
     async def getxattr(self, inode, name, ctx):
-        raise pyfuse3.FUSEError(errno.ENOSYS)
+        if not self.xattrs:
+            raise pyfuse3.FUSEError(errno.ENOSYS)
+        try:
+            return self._xattrs(inode)[name]
+        except (KeyError, ContextFSError):
+            raise pyfuse3.FUSEError(pyfuse3.ENOATTR) from None
 
     async def listxattr(self, inode, ctx):
-        raise pyfuse3.FUSEError(errno.ENOSYS)
+        if not self.xattrs:
+            raise pyfuse3.FUSEError(errno.ENOSYS)
+        try:
+            return list(self._xattrs(inode))
+        except ContextFSError:
+            return []
 
     async def setxattr(self, inode, name, value, ctx):
         raise pyfuse3.FUSEError(errno.ENOSYS)

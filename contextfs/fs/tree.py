@@ -27,6 +27,7 @@ import os
 import re
 import stat
 import time
+import urllib.parse
 from bisect import bisect_right
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -85,11 +86,32 @@ class Role(enum.Enum):
     STATUS = "status"
     TRASH = "trash"
     TRASH_TYPE = "trash_type"
+    QUERYROOT = "queryroot"  # <dir>/.query
+    QUERYOPTS = "queryopts"  # <dir>/.query/@k=5,...
+    QUERY = "query"  # <dir>/.query/[@opts/]<question>
+    QLINK = "qlink"  # 01_<name> -> the node
+    QFILE = "qfile"  # _context.md, _results.json
 
 
 # Roles whose content is generated on open (read-only, may change between opens).
 _GENERATED = {Role.STATUS}
-_READ_ONLY_FILES = {Role.META, Role.VERSION, Role.SCHEMA_FILE, Role.STATUS}
+_READ_ONLY_FILES = {Role.META, Role.VERSION, Role.SCHEMA_FILE, Role.STATUS, Role.QFILE}
+QUERY_DIR = ".query"
+_QUERY_ROLES = {Role.QUERYROOT, Role.QUERYOPTS, Role.QUERY, Role.QLINK, Role.QFILE}
+
+
+class QueryPending(Exception):  # noqa: N818 - a signal to the adapter, not an error
+    """A lookup that needs a search: the adapter runs it off the event loop and calls
+    `Tree.install_query` with the results."""
+
+    def __init__(self, parent: Inode, name: str, scope: str, options: object,
+                 question: str) -> None:
+        super().__init__(question)
+        self.parent = parent
+        self.name = name
+        self.scope = scope
+        self.options = options
+        self.question = question
 
 
 @dataclass(eq=False, slots=True)
@@ -122,6 +144,9 @@ class Inode:
     att_rescan: bool = False
     ndirs: int = 0  # child directories, for st_nlink
     _sorted: list[tuple[int, str]] | None = None
+    scope: str | None = None  # query roles: the searched subtree ('' = everything)
+    qopts: object | None = None  # query roles: the QueryOptions
+    qgen: int = -1  # QUERY: the index generation its results reflect
 
     @property
     def is_dir(self) -> bool:
@@ -153,6 +178,7 @@ class Attr:
     mtime_ns: int
     ctime_ns: int
     generated: bool = False  # content computed per open: the kernel must not cache it
+    volatile: bool = False  # a query result: the kernel must ask again on every lookup
 
 
 @dataclass(slots=True)
@@ -171,7 +197,8 @@ class Tree:
 
     def __init__(self, memory: Memory, *, uid: int | None = None, gid: int | None = None,
                  status: Callable[[], str] | None = None, schema_files: dict[str, bytes]
-                 | None = None) -> None:
+                 | None = None, search_generation: Callable[[], int] | None = None,
+                 parse_options: Callable[[str], object] | None = None) -> None:
         self.memory = memory
         self.uid = os.getuid() if uid is None else uid
         self.gid = os.getgid() if gid is None else gid
@@ -183,6 +210,9 @@ class Tree:
         self._next_fh = 1
         self.invalidations: list[Invalidation] = []
         self._att_children: dict[tuple[int, int | None], list[Attachment]] = {}
+        self.search_generation = search_generation
+        self.parse_options = parse_options or (lambda seg: None)
+        self.query_roots: dict[int, Inode] = {}
         self._file_cache: dict[int, bytes] = {}
         self._meta_cache: dict[int, tuple[tuple, bytes]] = {}
         self._build()
@@ -244,6 +274,8 @@ class Tree:
         for fname in sorted(self.schema_files):
             self._new(Role.SCHEMA_FILE, stat.S_IFREG | 0o444, fname, schemas)
         self._new(Role.STATUS, stat.S_IFREG | 0o444, ".status", self.root)
+        if self.search_generation is not None:
+            self._query_root(self.root)
         self.owner_dirs: dict[tuple[str, str], Inode] = {}
         for owner in sorted(m.owners):
             self._add_owner(owner)
@@ -444,7 +476,7 @@ class Tree:
         nlink = 2 + inode.ndirs if inode.is_dir else 1
         return Attr(inode.ino, inode.mode, nlink, inode.uid, inode.gid, self._size(inode),
                     inode.atime_ns or mtime, mtime, max(inode.ctime_ns, mtime),
-                    inode.role in _GENERATED)
+                    inode.role in _GENERATED, inode.role in _QUERY_ROLES)
 
     # ---- lookups and listing ------------------------------------------------------------
 
@@ -456,6 +488,10 @@ class Tree:
             return parent
         if name == "..":
             return parent.parent or parent
+        if parent.role in (Role.QUERYROOT, Role.QUERYOPTS):
+            return self._query_lookup(parent, name)
+        if name == QUERY_DIR and parent.role not in _QUERY_ROLES:
+            return self._query_root(parent)
         self._ensure(parent)
         child = parent.children.get(name)
         if child is None:
@@ -479,6 +515,8 @@ class Tree:
         d = self.get(ino)
         if not d.is_dir:
             raise ContextFSError("not a directory", errno=errno.ENOTDIR)
+        if d.role in (Role.QUERYROOT, Role.QUERYOPTS):
+            return  # questions are asked by name, never listed
         self._ensure(d)
         if d._sorted is None:
             d._sorted = sorted((c.ino, name) for name, c in d.children.items())
@@ -490,6 +528,70 @@ class Tree:
             child = children.get(name)
             if child is not None and child.ino == ino:
                 yield name, child, ino
+
+    # ---- query directories (SPEC §4) ------------------------------------------------------
+
+    def _query_root(self, d: Inode) -> Inode:
+        """`.query` exists in every directory; only the root lists it (so `find` and
+        `ls -R` never wander into the others)."""
+        root = self.query_roots.get(d.ino)
+        if root is None:
+            listed = d is self.root
+            root = self._new(Role.QUERYROOT, stat.S_IFDIR | 0o555, QUERY_DIR,
+                             d if listed else None, scope="" if listed else self.path(d))
+            root.parent = d  # a virtual child: its path is d's path + /.query
+            self.query_roots[d.ino] = root
+        return root
+
+    def _query_lookup(self, d: Inode, name: str) -> Inode:
+        if self.search_generation is None:
+            raise ContextFSError("search is not available in this mount", errno=errno.ENOENT)
+        if d.role == Role.QUERYROOT and name.startswith("@"):
+            opts = d.children.get(name)
+            if opts is None:
+                parsed = self.parse_options(name)
+                opts = self._new(Role.QUERYOPTS, stat.S_IFDIR | 0o555, name, d,
+                                 scope=d.scope, qopts=parsed)
+            return opts
+        cached = d.children.get(name)
+        if cached is not None and cached.qgen == self.search_generation():
+            return cached
+        question = urllib.parse.unquote(name)
+        raise QueryPending(d, name, d.scope, d.qopts, question)
+
+    def install_query(self, q: QueryPending, generation: int,
+                      hits: list[tuple[str, str]], files: dict[str, bytes]) -> Inode:
+        """Make the directory for a computed query: hits are (node path, node dir name)."""
+        d = q.parent
+        old = d.children.get(q.name)
+        if old is not None:
+            if old.qgen == generation:
+                return old
+            self._drop_query(old)
+        qd = self._new(Role.QUERY, stat.S_IFDIR | 0o555, q.name, d, scope=q.scope,
+                       qopts=q.options, qgen=generation)
+        depth = self.path(qd).count("/") + 1
+        for i, (node_path, dirname) in enumerate(hits):
+            target = ("../" * depth + node_path).encode()
+            self._new(Role.QLINK, stat.S_IFLNK | 0o777, f"{i + 1:02d}_{dirname}", qd,
+                      target=target)
+        for fname, data in files.items():
+            self._new(Role.QFILE, stat.S_IFREG | 0o444, fname, qd, data=bytearray(data))
+        return qd
+
+    def nodes_indexed(self, node_ids: list[int]) -> None:
+        """The indexer caught up with these nodes: their meta.yaml shows it."""
+        for nid in node_ids:
+            n = self.memory.nodes.get(nid)
+            d = self._node_inode(n) if n is not None else None
+            meta = d.children.get(META_FILE) if d is not None and d.populated else None
+            if meta is not None:
+                self._invalidate(meta)
+
+    def _drop_query(self, qd: Inode) -> None:
+        for c in list(qd.children.values()):
+            self._unlink(c)
+        self._unlink(qd)
 
     def readlink(self, ino: int) -> bytes:
         inode = self.get(ino)
@@ -582,7 +684,9 @@ class Tree:
         elif inode.dirty:
             self._commit(inode)
 
-    def fsync(self, fh: int) -> None:
+    def fsync(self, fh: int) -> bool:
+        """Returns whether a node's text was committed (the adapter then waits for the
+        index: fsync is a search barrier)."""
         h = self.handle(fh)
         inode = h.inode
         if inode.role == Role.DROP:
@@ -591,9 +695,10 @@ class Tree:
                     inode.drop_id = self.memory.new_id()
                 self.memory.persist_drop(inode.drop_id, inode.owner, inode.ctype, inode.name,
                                          bytes(inode.data))
-            return
+            return False
         if inode.dirty:
             self._commit(inode)
+        return inode.role == Role.TIER
 
     def release(self, fh: int) -> None:
         h = self.handles.pop(fh, None)

@@ -169,6 +169,12 @@ class Store:
         ).fetchall()
         return [(*r[:5], bytes(r[5])) for r in rows]
 
+    def outbox_since(self, seq: int, limit: int) -> list[tuple[int, int, int, str]]:
+        """Outbox rows after seq, oldest first: (seq, node_id, version, op)."""
+        return [tuple(r) for r in self.con.execute(
+            "SELECT seq, node_id, version, op FROM outbox WHERE seq > ? ORDER BY seq LIMIT ?",
+            [seq, limit]).fetchall()]
+
     def outbox_depth(self) -> int:
         return self.con.execute("SELECT count(*) FROM outbox").fetchone()[0]
 

@@ -75,7 +75,8 @@ def test_file_size_limit_is_efbig(tmp_path):
 
     data_dir = tmp_path / "data"
     data_dir.mkdir()
-    (data_dir / "config.yaml").write_text("max_file_size: 1048576\nmax_tier_size: 65536\n")
+    (data_dir / "config.yaml").write_text(
+        "search: false\nmax_file_size: 1048576\nmax_tier_size: 65536\n")
     mnt = tmp_path / "mnt"
     mnt.mkdir()
     m = Mount(mnt, data_dir)

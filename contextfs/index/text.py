@@ -1,0 +1,292 @@
+"""Full-text BM25 search over units (tantivy); derived, rebuildable.
+
+One tantivy document per unit. The user's question is free text, so it never goes through
+tantivy's query parser: it is cut into terms by the same analyzer as the `text` field
+(tantivy's "en_stem": simple tokenizer, long-token removal, lowercase, English stemmer) and
+the terms are OR-ed. Any string is a valid query; none raises.
+
+tantivy allows one writer per index, across processes. The writer is created on the first
+write and held until `close()`; every write commits and reloads so the next search sees it.
+The caller serialises calls; tantivy's own merge threads are its business.
+"""
+
+from __future__ import annotations
+
+import errno
+import logging
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import tantivy
+
+from contextfs.errors import ContextFSError
+from contextfs.index.units import Unit
+from contextfs.index.vectors import IndexCorrupt
+
+log = logging.getLogger(__name__)
+
+SNIPPET_CHARS = 160
+# A question longer than this many distinct terms is cut: BM25 over hundreds of terms is slow
+# and no better.
+MAX_QUERY_TERMS = 64
+_WRITER_HEAP = 32_000_000
+
+
+class IndexBusy(ContextFSError):
+    """Another writer (in this process or another) holds the index's lock."""
+
+    errno = errno.EBUSY
+
+
+@dataclass(frozen=True, slots=True)
+class TextHit:
+    node_id: int
+    tier: str
+    chunk: int
+    score: float
+    snippet: str
+
+
+def _schema() -> tantivy.Schema:
+    sb = tantivy.SchemaBuilder()
+    # Ids and paths use the "raw" tokenizer: one term per value, so term lookups
+    # (delete, prefix filters) match exactly. A tokenized id silently deletes nothing.
+    sb.add_text_field("key", stored=True, tokenizer_name="raw")
+    sb.add_integer_field("node_id", stored=True, indexed=True, fast=True)
+    sb.add_text_field("tier", stored=True, tokenizer_name="raw")
+    sb.add_integer_field("chunk", stored=True)
+    sb.add_text_field("owner", tokenizer_name="raw")
+    sb.add_text_field("type", tokenizer_name="raw")
+    sb.add_text_field("path", stored=True, tokenizer_name="raw")
+    sb.add_text_field("text", stored=True, tokenizer_name="en_stem")
+    return sb.build()
+
+
+def _query_analyzer() -> tantivy.TextAnalyzer:
+    """The pipeline tantivy registers as "en_stem", rebuilt to analyze questions."""
+    return (
+        tantivy.TextAnalyzerBuilder(tantivy.Tokenizer.simple())
+        .filter(tantivy.Filter.remove_long(40))
+        .filter(tantivy.Filter.lowercase())
+        .filter(tantivy.Filter.stemmer("english"))
+        .build()
+    )
+
+
+def _is_failure(e: BaseException) -> bool:
+    """An error from tantivy: a Python exception, or a Rust panic (pyo3 raises those as
+    PanicException, a BaseException), but never KeyboardInterrupt and friends."""
+    return isinstance(e, Exception) or type(e).__name__ == "PanicException"
+
+
+class TextIndex:
+    """A tantivy index of units, on disk at `path` or in memory when `path` is None."""
+
+    def __init__(self, path: Path | None) -> None:
+        self.path = Path(path) if path is not None else None
+        self._schema = _schema()
+        self._analyzer = _query_analyzer()
+        self._writer: Any = None
+        try:
+            if self.path is None:
+                self._index = tantivy.Index(self._schema)
+            else:
+                self.path.mkdir(parents=True, exist_ok=True)
+                self._index = tantivy.Index(self._schema, str(self.path), reuse=True)
+            # Open every segment now, so that damage shows here and not in a search.
+            self._index.reload()
+            searcher = self._index.searcher()
+            hits = searcher.search(tantivy.Query.all_query(), 1).hits
+            for _, address in hits:
+                searcher.doc(address)
+        except BaseException as e:
+            if not _is_failure(e):
+                raise
+            raise IndexCorrupt(f"text index {self.path} is unreadable: {e}") from e
+        log.debug("opened text index at %s (%d docs)", self.path or "<memory>", self.count())
+
+    # ---- writes --------------------------------------------------------------------------
+
+    def _get_writer(self) -> Any:
+        if self._index is None:
+            raise ValueError("text index is closed")
+        if self._writer is None:
+            try:
+                self._writer = self._index.writer(heap_size=_WRITER_HEAP, num_threads=1)
+            except ValueError as e:
+                if "LockBusy" in str(e):
+                    raise IndexBusy(f"text index {self.path} is in use by another writer") from e
+                raise
+        return self._writer
+
+    def _commit(self) -> None:
+        writer = self._writer
+        try:
+            writer.commit()
+        except BaseException:
+            # A failed commit may leave the writer consumed: drop it, recreate on next use.
+            self._writer = None
+            raise
+        self._index.reload()
+
+    def upsert(self, units: Sequence[Unit], meta: Mapping[int, tuple[str, str, str]]) -> None:
+        """Replace every document of the nodes in `units` by `units`.
+
+        `meta` maps node_id to (owner, type name, node path), e.g.
+        ("user/alice", "preference", "user/alice/preferences/editor").
+        """
+        node_ids = sorted({u.node_id for u in units})
+        missing = [n for n in node_ids if n not in meta]
+        if missing:
+            raise ValueError(f"no meta for node(s) {missing}")
+        writer = self._get_writer()
+        try:
+            for node_id in node_ids:
+                writer.delete_documents_by_term("node_id", node_id)
+            for u in units:
+                owner, type_name, path = meta[u.node_id]
+                writer.add_document(tantivy.Document(
+                    key=u.key, node_id=u.node_id, tier=u.tier, chunk=u.chunk,
+                    owner=owner, type=type_name, path=path, text=u.text,
+                ))
+        except BaseException:
+            self._rollback()
+            raise
+        self._commit()
+
+    def delete_nodes(self, node_ids: Iterable[int]) -> None:
+        """Remove every document of these nodes; unknown ids are ignored."""
+        writer = self._get_writer()
+        try:
+            for node_id in {int(n) for n in node_ids}:
+                writer.delete_documents_by_term("node_id", node_id)
+        except BaseException:
+            self._rollback()
+            raise
+        self._commit()
+
+    def clear(self) -> None:
+        """Remove every document (before a full rebuild)."""
+        writer = self._get_writer()
+        writer.delete_all_documents()
+        self._commit()
+
+    def _rollback(self) -> None:
+        try:
+            self._writer.rollback()
+        except Exception:
+            self._writer = None
+
+    # ---- reads ---------------------------------------------------------------------------
+
+    def count(self) -> int:
+        if self._index is None:
+            raise ValueError("text index is closed")
+        return self._index.searcher().num_docs
+
+    def query_terms(self, query: str) -> list[str]:
+        """The distinct index terms of a free-text question, in order of appearance."""
+        terms = self._analyzer.analyze(_valid_utf8(query))
+        return list(dict.fromkeys(terms))[:MAX_QUERY_TERMS]
+
+    def search(self, query: str, k: int, *, path_prefix: str | None = None) -> list[TextHit]:
+        """The k best units for a free-text question by BM25, best first.
+
+        `path_prefix` keeps only units whose node path starts with it (plain string prefix:
+        "user/alice/" for an owner, "user/alice/preferences/editor" for one node).
+        """
+        if self._index is None:
+            raise ValueError("text index is closed")
+        terms = self.query_terms(query)
+        if k <= 0 or not terms:
+            return []
+        if path_prefix:
+            path_prefix = _valid_utf8(path_prefix)
+        try:
+            return self._search(terms, k, path_prefix)
+        except BaseException as e:
+            if not _is_failure(e):
+                raise
+            raise IndexCorrupt(f"text index {self.path} failed a search: {e}") from e
+
+    def _search(self, terms: list[str], k: int, path_prefix: str | None) -> list[TextHit]:
+        Q, Occur = tantivy.Query, tantivy.Occur
+        searcher = self._index.searcher()
+        text_query = Q.boolean_query(
+            [(Occur.Should, Q.term_query(self._schema, "text", t)) for t in terms]
+        )
+        query = text_query
+        if path_prefix:
+            # The filter scores 0, leaving BM25 as it was.
+            in_paths = Q.const_score_query(self._prefix_query(searcher, path_prefix), 0.0)
+            query = Q.boolean_query([(Occur.Must, text_query), (Occur.Must, in_paths)])
+        hits = searcher.search(query, k).hits
+        if not hits:
+            return []
+        snippets = tantivy.SnippetGenerator.create(searcher, text_query, self._schema, "text")
+        snippets.set_max_num_chars(SNIPPET_CHARS)
+        out = []
+        for score, address in hits:
+            doc = searcher.doc(address)
+            text = doc.get_first("text") or ""
+            snippet = snippets.snippet_from_doc(doc).fragment() or _head(text)
+            out.append(TextHit(
+                node_id=int(doc.get_first("node_id")),
+                tier=str(doc.get_first("tier")),
+                chunk=int(doc.get_first("chunk")),
+                score=float(score),
+                snippet=snippet,
+            ))
+        return out
+
+    def _prefix_query(self, searcher: Any, prefix: str) -> tantivy.Query:
+        """Paths starting with `prefix`, taken literally."""
+        try:
+            # An anchored regex over the term dictionary: 4x faster than listing the
+            # matching terms when thousands of paths match.
+            return tantivy.Query.regex_query(
+                self._schema, "path", _regex_escape(prefix) + "(?s:.*)"
+            )
+        except ValueError as e:  # say, a prefix too long for the regex automaton
+            log.debug("path prefix as a regex failed (%s); listing terms instead", e)
+            paths = [t for t, _ in searcher.terms_with_prefix("path", prefix)]
+            return tantivy.Query.term_set_query(self._schema, "path", paths)
+
+    def close(self) -> None:
+        """Let merges finish and release the writer's lock. Idempotent."""
+        writer, self._writer = self._writer, None
+        if writer is not None:
+            try:
+                writer.wait_merging_threads()
+            except Exception as e:  # a consumed writer has nothing left to wait for
+                log.debug("closing text index writer: %s", e)
+        self._index = None
+
+    def __enter__(self) -> TextIndex:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+# The characters Rust's regex-syntax treats as meta (its `escape` escapes exactly these);
+# every other character, unicode included, stands for itself.
+_REGEX_META = frozenset("\\.+*?()|[]{}^$#&-~")
+
+
+def _regex_escape(text: str) -> str:
+    return "".join("\\" + c if c in _REGEX_META else c for c in text)
+
+
+def _valid_utf8(text: str) -> str:
+    """`text` less lone surrogates, which cannot cross into Rust."""
+    return text.encode("utf-8", "ignore").decode("utf-8")
+
+
+def _head(text: str) -> str:
+    if len(text) <= SNIPPET_CHARS:
+        return text
+    cut = text.rfind(" ", 0, SNIPPET_CHARS)
+    return text[: cut if cut > SNIPPET_CHARS // 2 else SNIPPET_CHARS] + "…"

@@ -1,0 +1,363 @@
+"""The indexer: drains the store's outbox into the derived indexes (hnswlib + tantivy).
+
+This is where the canonical store and the derived indexes meet (STYLE: `store/` and
+`index/` never import each other). A background service in the daemon's trio nursery:
+woken by every commit, it reads outbox rows after the generation the indexes reflect,
+turns the nodes they name into units (L0, L1, L2 chunks), embeds only units whose text
+changed (xxhash digests), and applies upserts and deletions. Embedding, hnswlib and
+tantivy calls run in a worker thread under one lock, which searches share.
+
+On disk (DATA_DIR/index/): `snap-*/vectors.bin` (hnswlib) and `snap-*/digests.json` (unit
+digests) of the last checkpoint, `text/` (tantivy), and `index.json` {model, dim,
+generation, snapshot}, replaced atomically after the snapshot is whole. A crash re-applies
+the outbox rows after the checkpoint's generation; applying a row twice is harmless. Files that do
+not load, or that were built with another model or dimension, are rebuilt, never trusted.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import math
+import os
+import shutil
+import threading
+import time
+from collections.abc import Callable, Sequence
+from pathlib import Path
+
+import trio
+
+from contextfs.index.embed import Embedder
+from contextfs.index.text import TextIndex
+from contextfs.index.units import Unit, node_units
+from contextfs.index.vectors import IndexCorrupt, VectorIndex
+from contextfs.memory.service import Memory
+from contextfs.model import Node
+
+log = logging.getLogger(__name__)
+
+SLOTS = 8192  # label = node_id * SLOTS + slot; slot 0 = L0, 1 = L1, 2 + c = L2 chunk c
+_TIER_SLOT = {"L0": 0, "L1": 1}
+
+
+def unit_label(u: Unit) -> int:
+    slot = _TIER_SLOT.get(u.tier, 2 + min(u.chunk, SLOTS - 3))
+    return u.node_id * SLOTS + slot
+
+
+def label_node(label: int) -> int:
+    return label // SLOTS
+
+
+def label_tier(label: int) -> str:
+    slot = label % SLOTS
+    return "L0" if slot == 0 else "L1" if slot == 1 else "L2"
+
+
+def unit_prefix(memory: Memory, n: Node) -> str:
+    """Each unit carries its type and name: it helps both BM25 and the vectors."""
+    name = (n.name or n.type).replace("-", " ")
+    return f"{n.type} {name}: "
+
+
+class Indexer:
+    """Keeps hnswlib and tantivy caught up with the outbox. run() in the nursery."""
+
+    CHECKPOINT_SECONDS = 20.0
+
+    def __init__(self, memory: Memory, index_dir: Path,
+                 embedder_factory: Callable[[], Embedder], *, model_name: str,
+                 batch: int = 256, on_indexed: Callable[[list[int]], None] | None = None,
+                 ) -> None:
+        self.memory = memory
+        self.dir = Path(index_dir)
+        self.embedder_factory = embedder_factory
+        self.model_name = model_name
+        self.batch = batch
+        self.on_indexed = on_indexed
+        self.lock = threading.Lock()  # hnswlib and tantivy: one user at a time
+        self.embedder: Embedder | None = None
+        self.vectors: VectorIndex | None = None
+        self.text: TextIndex | None = None
+        self.digests: dict[int, str] = {}  # label -> digest of the unit's text
+        self.node_labels: dict[int, set[int]] = {}
+        self.generation = 0  # everything up to this outbox seq is indexed
+        self.saved_generation = 0
+        self.state = "loading the embedding model"
+        self.error: str | None = None
+        self.last_batch_seconds = 0.0
+        self.indexed_units = 0
+        self._wake = trio.Event()
+        self._progress = trio.Event()
+        self._stopping = False
+
+    # ---- lifecycle ----------------------------------------------------------------------
+
+    @property
+    def ready(self) -> bool:
+        return self.vectors is not None and self.text is not None and self.embedder is not None
+
+    def wake(self) -> None:
+        self._wake.set()
+
+    def stop(self) -> None:
+        self._stopping = True
+        self._wake.set()
+
+    async def run(self) -> None:
+        try:
+            self.embedder = await trio.to_thread.run_sync(self.embedder_factory)
+            self.state = "opening indexes"
+            await trio.to_thread.run_sync(self._open)
+            if self.generation == 0 and self.memory.generation > 0:
+                await self._rebuild()
+            self.state = "ready"
+            log.info("indexer ready (%s, generation %d of %d)", self.embedder.name,
+                     self.generation, self.memory.generation)
+        except Exception as exc:  # noqa: BLE001 - a broken model must not kill the mount
+            self.state = f"failed: {exc}"
+            self.error = str(exc)
+            log.error("indexer cannot start: %s", exc)
+            self._progress.set()
+            return
+        last_save = time.monotonic()
+        try:
+            while not self._stopping:
+                self._wake = trio.Event()  # fresh before looking: a wake meanwhile counts
+                worked = await self.drain_once()
+                if worked:
+                    continue
+                if self.generation != self.saved_generation and (
+                        time.monotonic() - last_save > self.CHECKPOINT_SECONDS):
+                    await trio.to_thread.run_sync(self._save)
+                    last_save = time.monotonic()
+                with trio.move_on_after(self.CHECKPOINT_SECONDS / 2):
+                    await self._wake.wait()
+        finally:
+            with trio.CancelScope(shield=True):
+                if self.ready and self.generation != self.saved_generation:
+                    await trio.to_thread.run_sync(self._save)
+
+    async def barrier(self, generation: int, timeout: float) -> bool:
+        """Wait until everything up to `generation` is searchable (fsync is a barrier)."""
+        with trio.move_on_after(timeout):
+            while self.generation < generation and self.error is None:
+                self._wake.set()
+                ev = self._progress
+                await ev.wait()
+            return self.generation >= generation
+        return False
+
+    # ---- opening, rebuilding, saving ---------------------------------------------------
+
+    def _meta_path(self) -> Path:
+        return self.dir / "index.json"
+
+    def _open(self) -> None:
+        """Load the indexes if they are whole and match the model, else start empty."""
+        emb = self.embedder
+        self.dir.mkdir(parents=True, exist_ok=True)
+        try:
+            meta = json.loads(self._meta_path().read_text())
+            if meta.get("model") != self.model_name or meta.get("dim") != emb.dim:
+                raise IndexCorrupt(f"index built with {meta.get('model')}/{meta.get('dim')}, "
+                                   f"now {self.model_name}/{emb.dim}: rebuilding")
+            if meta.get("generation", 0) > self.memory.generation:
+                raise IndexCorrupt("index is ahead of the store: rebuilding")
+            snap = self.dir / meta["snapshot"]
+            vectors = VectorIndex.load(snap / "vectors.bin", emb.dim)
+            digests = {int(k): v for k, v in
+                       json.loads((snap / "digests.json").read_text()).items()}
+            text = TextIndex(self.dir / "text")
+            self.vectors, self.text, self.digests = vectors, text, digests
+            self.generation = self.saved_generation = int(meta["generation"])
+        except FileNotFoundError:
+            self._fresh("no index yet")
+        except (IndexCorrupt, ValueError, KeyError, OSError) as exc:
+            log.warning("index files not usable (%s); rebuilding from the store", exc)
+            self._fresh(str(exc))
+        self.node_labels = {}
+        for label in self.digests:
+            self.node_labels.setdefault(label_node(label), set()).add(label)
+
+    def _fresh(self, why: str) -> None:
+        self._meta_path().unlink(missing_ok=True)
+        for old in self.dir.glob("snap-*"):
+            shutil.rmtree(old, ignore_errors=True)
+        shutil.rmtree(self.dir / "text", ignore_errors=True)
+        self.vectors = VectorIndex(self.embedder.dim)
+        self.text = TextIndex(self.dir / "text")
+        self.digests = {}
+        self.generation = self.saved_generation = 0
+
+    def _save(self) -> None:
+        """Checkpoint: vectors and digests go to a new snapshot folder, then index.json
+        names it (one atomic rename), then older snapshots go. tantivy commits itself."""
+        with self.lock:
+            generation = self.generation
+            snap = self.dir / f"snap-{generation}-{time.time_ns()}"
+            snap.mkdir()
+            self.vectors.save(snap / "vectors.bin")
+            (snap / "digests.json").write_text(
+                json.dumps({str(k): v for k, v in self.digests.items()}))
+        tmp = self.dir / "index.json.tmp"
+        tmp.write_text(json.dumps({"model": self.model_name, "dim": self.embedder.dim,
+                                   "generation": generation, "snapshot": snap.name,
+                                   "saved": time.time()}))
+        os.replace(tmp, self._meta_path())
+        for old in self.dir.glob("snap-*"):
+            if old.name != snap.name:
+                shutil.rmtree(old, ignore_errors=True)
+        self.saved_generation = generation
+
+    # ---- draining the outbox -----------------------------------------------------------
+
+    async def drain_once(self) -> bool:
+        """Index one batch of outbox rows; returns whether there was anything to do."""
+        if not self.ready:
+            return False
+        rows = self.memory.store.outbox_since(self.generation, self.batch)
+        if not rows:
+            self._progress.set()
+            self._progress = trio.Event()
+            return False
+        t0 = time.monotonic()
+        last_seq = rows[-1][0]
+        node_ids = list(dict.fromkeys(r[1] for r in rows))
+        live, gone = self._snapshot(node_ids)
+        await trio.to_thread.run_sync(self._apply, live, gone)
+        self.generation = last_seq
+        done = []
+        for nid, (n, version, _units, _meta) in live.items():
+            if n.indexed_version != version:
+                n.indexed_version = version
+                done.append(nid)
+        self.last_batch_seconds = time.monotonic() - t0
+        if self.on_indexed is not None and done:
+            self.on_indexed(done)
+        self._progress.set()
+        self._progress = trio.Event()
+        return True
+
+    def _snapshot(self, node_ids: Sequence[int]):
+        """Read the nodes in the trio thread (their texts are immutable strings)."""
+        live: dict[int, tuple[Node, int, list[Unit], tuple[str, str, str]]] = {}
+        gone: list[int] = []
+        for nid in node_ids:
+            n = self.memory.nodes.get(nid)
+            if n is None or n.deleted_at is not None:
+                gone.append(nid)
+                continue
+            # Vectors see the text as written; BM25 also sees the type and node name.
+            units = _distinct(node_units(n.id, n.l0, n.l1, n.l2))
+            text_units = _distinct(node_units(n.id, n.l0, n.l1, n.l2,
+                                              prefix=unit_prefix(self.memory, n)))
+            meta = (f"{n.owner_kind}/{n.owner_id}", n.type, self.memory.node_path(n))
+            live[nid] = (n, n.version, units, (meta, text_units))
+        return live, gone
+
+    def _apply(self, live, gone: list[int]) -> None:
+        """Worker thread: embed what changed, then update both indexes under the lock."""
+        to_embed: list[Unit] = []
+        labels_by_node: dict[int, dict[int, Unit]] = {}
+        for nid, (_n, _v, units, _m) in live.items():
+            lab = {unit_label(u): u for u in units}
+            labels_by_node[nid] = lab
+            for label, u in lab.items():
+                if self.digests.get(label) != u.digest:
+                    to_embed.append(u)
+        vectors = self.embedder.embed([u.text for u in to_embed]) if to_embed else None
+        with self.lock:
+            stale: list[int] = []
+            for nid in gone:
+                stale += self.node_labels.pop(nid, set())
+            for nid, lab in labels_by_node.items():
+                old = self.node_labels.get(nid, set())
+                stale += [x for x in old if x not in lab]
+                self.node_labels[nid] = set(lab)
+            if stale:
+                self.vectors.delete(stale)
+                for x in stale:
+                    self.digests.pop(x, None)
+            if to_embed:
+                labels = [unit_label(u) for u in to_embed]
+                self.vectors.upsert(labels, vectors)
+                for label, u in zip(labels, to_embed, strict=True):
+                    self.digests[label] = u.digest
+            if gone:
+                self.text.delete_nodes(gone)
+            if live:
+                units = [u for _n, _v, _us, (_m, tus) in live.values() for u in tus]
+                self.text.upsert(units, {nid: m for nid, (_n, _v, _u, (m, _t)) in live.items()})
+            self.indexed_units += len(to_embed)
+
+    async def _rebuild(self) -> None:
+        """Index every live node (cheaper than replaying the whole outbox)."""
+        target = self.memory.generation
+        ids = [n.id for n in self.memory.nodes.values() if n.deleted_at is None]
+        log.info("indexing %d nodes from scratch", len(ids))
+        for i in range(0, len(ids), 64):
+            self.state = f"rebuilding ({i}/{len(ids)} nodes)"
+            live, gone = self._snapshot(ids[i:i + 64])
+            await trio.to_thread.run_sync(self._apply, live, gone)
+            for n, version, _u, _m in live.values():
+                n.indexed_version = version
+        self.generation = target
+        await trio.to_thread.run_sync(self._save)
+
+    # ---- offline rebuild (contextfs reindex) -------------------------------------------
+
+    def rebuild_sync(self, progress: Callable[[int, int], None] | None = None) -> int:
+        """Rebuild every derived index from the store, without trio (CLI)."""
+        self.dir.mkdir(parents=True, exist_ok=True)
+        self.embedder = self.embedder or self.embedder_factory()
+        self._fresh("reindex")
+        self.node_labels = {}
+        target = self.memory.generation
+        nodes = [n.id for n in self.memory.nodes.values() if n.deleted_at is None]
+        total = len(nodes)
+        step = max(1, min(self.batch, 64))
+        for i in range(0, total, step):
+            live, gone = self._snapshot(nodes[i:i + step])
+            self._apply(live, gone)
+            for n, version, _u, _m in live.values():
+                n.indexed_version = version
+            if progress:
+                progress(min(i + step, total), total)
+        self.generation = target
+        self._save()
+        if progress and total == 0:
+            progress(0, 0)
+        return total
+
+    def status_lines(self) -> list[str]:
+        committed = self.memory.generation
+        lag = max(0, committed - self.generation)
+        name = self.embedder.name if self.embedder else self.model_name
+        lines = [
+            f"index: {self.state}",
+            f"index_generation: {self.generation} (committed {committed}, queue {lag})",
+            f"embedding_model: {name}" + (f" ({self.embedder.dim}-d)" if self.embedder else ""),
+            f"indexed_units: {len(self.digests)}",
+        ]
+        if self.error:
+            lines.append(f"index_error: {self.error}")
+        return lines
+
+
+def _distinct(units: list[Unit]) -> list[Unit]:
+    """Short nodes have L0 = L1 = L2: index such a text once (as its first tier)."""
+    seen: set[str] = set()
+    out = []
+    for u in units:
+        body = u.text.strip()
+        if body and body not in seen:
+            seen.add(body)
+            out.append(u)
+    return out
+
+
+def estimate_tokens(text: str) -> int:
+    """The token estimator used for budgets: one token per four characters, rounded up."""
+    return math.ceil(len(text) / 4)

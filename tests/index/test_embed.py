@@ -1,0 +1,199 @@
+"""Embedders: the real MiniLM model, and the OpenAI client against a local fake endpoint."""
+
+from __future__ import annotations
+
+import base64
+import json
+import threading
+from collections.abc import Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+import numpy as np
+import pytest
+import xxhash
+
+from contextfs.index.embed import (
+    Embedder,
+    EmbedderUnavailable,
+    LocalEmbedder,
+    OpenAIEmbedder,
+    local_model_path,
+)
+
+# ---- the local model -----------------------------------------------------------------------
+
+
+def test_local_model_path_is_the_packaged_model():
+    path = local_model_path()
+    assert path.name == "model"
+    assert (path / "config.json").is_file()
+    assert (path.parent / "__init__.py").is_file()
+
+
+@pytest.mark.model
+def test_local_embeddings_are_384_d_unit_vectors(embedder: LocalEmbedder):
+    assert isinstance(embedder, Embedder)
+    assert (embedder.name, embedder.dim) == ("all-MiniLM-L6-v2", 384)
+    rows = embedder.embed(["I prefer vim over emacs.", "The meeting is on Tuesday.", "ß 日本語 🙂"])
+    assert rows.dtype == np.float32
+    assert rows.shape == (3, 384)
+    np.testing.assert_allclose(np.linalg.norm(rows, axis=1), 1.0, atol=1e-5)
+
+
+@pytest.mark.model
+def test_local_embeddings_are_semantically_sensible(embedder: LocalEmbedder):
+    anchor, paraphrase, unrelated = embedder.embed([
+        "The user prefers dark mode in their code editor.",
+        "In the editor, they like a dark colour theme.",
+        "The quarterly tax return is due at the end of April.",
+    ])
+    assert anchor @ paraphrase > anchor @ unrelated + 0.2
+
+
+@pytest.mark.model
+def test_local_embed_is_batch_independent_and_handles_empty(embedder: LocalEmbedder):
+    texts = [f"note number {i} about gardening and tomatoes" for i in range(40)]
+    together = embedder.embed(texts)
+    alone = embedder.embed(texts[7:8])
+    np.testing.assert_allclose(together[7], alone[0], atol=1e-5)
+    empty = embedder.embed([])
+    assert empty.shape == (0, 384)
+    assert empty.dtype == np.float32
+
+
+def test_local_embedder_with_a_bad_model_path_is_a_clear_error(tmp_path):
+    with pytest.raises(EmbedderUnavailable):
+        LocalEmbedder(model_path=str(tmp_path / "nowhere"))
+
+
+# ---- an OpenAI-compatible endpoint -----------------------------------------------------------
+
+FAKE_DIM = 8
+
+
+def fake_vector(text: str) -> list[float]:
+    """Deterministic, deliberately not unit length (the client must normalise)."""
+    rng = np.random.default_rng(xxhash.xxh64_intdigest(text.encode()))
+    return (rng.normal(size=FAKE_DIM) * 3.0).tolist()
+
+
+class _Handler(BaseHTTPRequestHandler):
+    server: _FakeServer
+
+    def do_POST(self) -> None:  # noqa: N802 (http.server's naming)
+        body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+        self.server.requests.append((self.path, self.headers.get("Authorization"), body))
+        if self.path != "/v1/embeddings" or self.server.fail:
+            self._reply(500, {"error": {"message": "boom", "type": "server_error"}})
+            return
+        texts = body["input"] if isinstance(body["input"], list) else [body["input"]]
+        data = []
+        for i, text in enumerate(texts):
+            vec = fake_vector(text)
+            if body.get("encoding_format") == "base64":
+                emb = base64.b64encode(np.asarray(vec, dtype="<f4").tobytes()).decode()
+            else:
+                emb = vec
+            data.append({"object": "embedding", "index": i, "embedding": emb})
+        data.reverse()  # servers may answer out of order; `index` says where each goes
+        self._reply(200, {"object": "list", "data": data, "model": body["model"],
+                          "usage": {"prompt_tokens": 1, "total_tokens": 1}})
+
+    def _reply(self, status: int, payload: dict) -> None:
+        raw = json.dumps(payload).encode()
+        self.send_response(status)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(raw)))
+        self.end_headers()
+        self.wfile.write(raw)
+
+    def log_message(self, format: str, *args: object) -> None:
+        pass
+
+
+class _FakeServer(ThreadingHTTPServer):
+    requests: list
+    fail: bool = False
+
+
+@pytest.fixture
+def endpoint(monkeypatch) -> Iterator[_FakeServer]:
+    server = _FakeServer(("127.0.0.1", 0), _Handler)
+    server.requests = []
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    monkeypatch.setenv("CONTEXTFS_TEST_KEY", "sk-test")
+    try:
+        yield server
+    finally:
+        server.shutdown()
+        server.server_close()
+        thread.join()
+
+
+def _base_url(server: _FakeServer) -> str:
+    return f"http://127.0.0.1:{server.server_address[1]}/v1"
+
+
+def test_openai_embedder_normalises_and_learns_dim(endpoint: _FakeServer):
+    emb = OpenAIEmbedder(base_url=_base_url(endpoint), model="fake-embed",
+                         api_key_env="CONTEXTFS_TEST_KEY", batch_size=3)
+    texts = [f"text {i}" for i in range(7)]
+    rows = emb.embed(texts)
+    assert emb.dim == FAKE_DIM
+    assert emb.name == "fake-embed"
+    assert rows.shape == (7, FAKE_DIM)
+    assert rows.dtype == np.float32
+    np.testing.assert_allclose(np.linalg.norm(rows, axis=1), 1.0, atol=1e-6)
+    # the rows come back in input order even though the server reversed them
+    for text, row in zip(texts, rows, strict=True):
+        want = np.asarray(fake_vector(text), dtype=np.float32)
+        np.testing.assert_allclose(row, want / np.linalg.norm(want), atol=1e-6)
+    # batches of 3: 3 + 3 + 1
+    assert [len(body["input"]) for _, _, body in endpoint.requests] == [3, 3, 1]
+    assert isinstance(emb, Embedder)  # after the counting: on 3.11 this reads `dim`
+    path, auth, body = endpoint.requests[0]
+    assert path == "/v1/embeddings"
+    assert auth == "Bearer sk-test"
+    assert body["model"] == "fake-embed"
+
+
+def test_openai_embedder_probes_dim_when_asked_first(endpoint: _FakeServer):
+    emb = OpenAIEmbedder(base_url=_base_url(endpoint), model="m", api_key_env="CONTEXTFS_TEST_KEY")
+    assert emb.dim == FAKE_DIM
+    assert len(endpoint.requests) == 1
+    assert emb.embed([]).shape == (0, FAKE_DIM)
+
+
+def test_openai_embedder_rejects_a_dim_mismatch(endpoint: _FakeServer):
+    emb = OpenAIEmbedder(base_url=_base_url(endpoint), model="m",
+                         api_key_env="CONTEXTFS_TEST_KEY", dim=16)
+    assert emb.dim == 16
+    with pytest.raises(EmbedderUnavailable, match="8-d"):
+        emb.embed(["x"])
+
+
+def test_openai_embedder_server_error_is_embedder_unavailable(endpoint: _FakeServer):
+    endpoint.fail = True
+    emb = OpenAIEmbedder(base_url=_base_url(endpoint), model="m",
+                         api_key_env="CONTEXTFS_TEST_KEY", max_retries=0, timeout=5)
+    with pytest.raises(EmbedderUnavailable, match="failed"):
+        emb.embed(["x"])
+
+
+def test_openai_embedder_unreachable_is_embedder_unavailable(monkeypatch):
+    monkeypatch.setenv("CONTEXTFS_TEST_KEY", "sk-test")
+    server = ThreadingHTTPServer(("127.0.0.1", 0), _Handler)
+    port = server.server_address[1]
+    server.server_close()  # nothing listens there now
+    emb = OpenAIEmbedder(base_url=f"http://127.0.0.1:{port}/v1", model="m",
+                         api_key_env="CONTEXTFS_TEST_KEY", max_retries=0, timeout=2)
+    with pytest.raises(EmbedderUnavailable):
+        emb.embed(["x"])
+
+
+def test_openai_embedder_needs_its_key(monkeypatch):
+    monkeypatch.delenv("CONTEXTFS_NO_SUCH_KEY", raising=False)
+    with pytest.raises(EmbedderUnavailable, match="CONTEXTFS_NO_SUCH_KEY"):
+        OpenAIEmbedder(base_url="http://127.0.0.1:9/v1", model="m",
+                       api_key_env="CONTEXTFS_NO_SUCH_KEY")

@@ -1,0 +1,240 @@
+"""TextIndex over real tantivy: stemming, replace, delete, free-text queries, scoping."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from contextfs.errors import ContextFSError
+from contextfs.index.text import IndexBusy, TextHit, TextIndex
+from contextfs.index.units import Unit, node_units
+from contextfs.index.vectors import IndexCorrupt
+
+META = {
+    1: ("user/alice", "preference", "user/alice/preferences/editor"),
+    2: ("user/alice", "preference", "user/alice/preferences/editor-font"),
+    3: ("user/alice", "fact", "user/alice/facts/birthday"),
+    4: ("user/bob", "preference", "user/bob/preferences/editor"),
+}
+
+
+def fill(index: TextIndex) -> None:
+    index.upsert(node_units(1, "Editor", "Alice would prefer vim with relative line numbers.",
+                            ""), META)
+    index.upsert(node_units(2, "Font", "She likes a large monospace font in editors.", ""),
+                 META)
+    index.upsert(node_units(3, "Birthday", "Alice was born on the fourth of July.", ""), META)
+    index.upsert(node_units(4, "Editor", "Bob prefers emacs, and org-mode for notes.", ""),
+                 META)
+
+
+@pytest.fixture
+def index() -> TextIndex:
+    ix = TextIndex(None)
+    fill(ix)
+    yield ix
+    ix.close()
+
+
+def nodes(hits: list[TextHit]) -> list[int]:
+    return [h.node_id for h in hits]
+
+
+def test_stemming_finds_other_forms(index: TextIndex):
+    hits = index.search("preferences", 10)
+    assert set(nodes(hits)) == {1, 4}  # "prefer" and "prefers"
+    assert all(h.tier == "L1" and h.chunk == 0 for h in hits)
+    assert set(nodes(index.search("EDITORS", 10))) == {1, 2, 4}  # "Editor", "editors"
+
+
+def test_hits_are_ranked_with_scores_and_snippets(index: TextIndex):
+    hits = index.search("alice vim", 10)
+    assert hits[0].node_id == 1
+    assert [h.score for h in hits] == sorted((h.score for h in hits), reverse=True)
+    assert all(h.score > 0 for h in hits)
+    assert "vim" in hits[0].snippet
+    assert len(hits[0].snippet) <= 200
+    assert len(index.search("alice", 1)) == 1
+
+
+def test_snippet_of_a_long_text_is_short():
+    ix = TextIndex(None)
+    long = ("Filler sentence about nothing in particular. " * 40
+            + "The secret word is aardvark. " + "More filler text follows here. " * 40)
+    ix.upsert([Unit(9, "L2", 0, long)], {9: ("user/x", "note", "user/x/notes/n")})
+    (hit,) = ix.search("aardvark", 5)
+    assert "aardvark" in hit.snippet
+    assert len(hit.snippet) <= 200
+
+
+def test_upsert_replaces_a_nodes_documents(index: TextIndex):
+    before = index.count()
+    index.upsert(node_units(1, "Editor", "Alice now uses helix.", ""), META)
+    assert index.count() == before
+    assert 1 not in nodes(index.search("vim", 10))
+    assert nodes(index.search("helix", 10)) == [1]
+    # a node that shrinks from many chunks to one loses the extra chunks
+    many = [Unit(1, "L2", i, f"chunk {i} of the zebra story") for i in range(5)]
+    index.upsert(many, META)
+    assert index.count() == before - 2 + 5
+    index.upsert([Unit(1, "L0", 0, "zebra")], META)
+    assert index.count() == before - 2 + 1
+    assert len(index.search("zebra", 10)) == 1
+
+
+def test_delete_nodes_really_deletes(index: TextIndex):
+    index.delete_nodes([1, 3, 12345])
+    assert index.count() == 4
+    assert nodes(index.search("vim alice birthday", 10)) == []
+    assert set(nodes(index.search("editor", 10))) == {2, 4}
+    index.delete_nodes([])
+    assert index.count() == 4
+
+
+def test_upsert_needs_meta_for_every_node(index: TextIndex):
+    with pytest.raises(ValueError):
+        index.upsert([Unit(77, "L0", 0, "x")], META)
+    assert index.count() == 8  # nothing half-written
+
+
+@pytest.mark.parametrize("query", [
+    '"unbalanced', "a:b", "text:vim", "(vim", "vim)", "-vim", "+vim", "*", "vim*", "?", "~2",
+    "^3", "vim^", "[a TO b]", "{x}", "AND", "OR vim", "NOT", "vim AND", "a && b || !c",
+    "\\", "/regex/", "'", "ünïcödé 日本語 🙂", "", "   ", "\x00\udc80", "IN [a b]",
+    "node_id:1", "path:user/alice", "é" * 100, "x" * 10_000, "vim " * 500,
+])
+def test_free_text_queries_never_raise(index: TextIndex, query: str):
+    hits = index.search(query, 5)
+    assert isinstance(hits, list)
+
+
+def test_special_characters_still_match_words(index: TextIndex):
+    assert nodes(index.search('"vim":(relative) -numbers*', 10))[0] == 1
+    assert nodes(index.search("org-mode?", 10)) == [4]
+
+
+def test_path_prefix_scopes_hits(index: TextIndex):
+    assert set(nodes(index.search("editor", 10, path_prefix="user/alice/"))) == {1, 2}
+    assert nodes(index.search("editor", 10, path_prefix="user/bob/")) == [4]
+    # a node path as prefix also matches its siblings that extend the name...
+    assert set(nodes(index.search("editor", 10,
+                                  path_prefix="user/alice/preferences/editor"))) == {1, 2}
+    # ...and one ending in "/" does not match the node itself
+    assert nodes(index.search("editor", 10, path_prefix="user/carol/")) == []
+    assert nodes(index.search("alice", 10, path_prefix="user/alice/facts/")) == [3]
+    # prefixes with regex or query syntax in them are plain strings
+    assert index.search("editor", 10, path_prefix="user/.*") == []
+    assert index.search("editor", 10, path_prefix='user/(a"*') == []
+    assert len(index.search("editor", 10, path_prefix="")) == 3
+
+
+@pytest.mark.parametrize("prefix,expected", [
+    ("user/a.b (x)/", {10, 11}),
+    ("user/a.b (x)/[n]*", {10}),
+    ("user/a.b (x)/[n]", {10}),
+    ("user/a.b (x)/[", {10}),
+    ("user/a.b (x)/ü", {11}),
+    ("user/a.b (x)/üñ\\", {11}),
+    ("user/a.b", {10, 11}),
+    ("user/a.b (x)/\udc80", {10, 11}),
+    ("user/a", {10, 11}),
+    ("user/a.", {10, 11}),
+    ("user/aXb", set()),
+    ("user/a.b (x)/[n]*.md", {10}),
+    ("user/a.b (x)/[n]*.mdx", set()),
+    ("user/a.b (x)/[n]X", set()),
+])
+def test_path_prefix_is_literal(prefix: str, expected: set[int]):
+    ix = TextIndex(None)
+    ix.upsert([Unit(10, "L0", 0, "kiwi"), Unit(11, "L0", 0, "kiwi"), Unit(12, "L0", 0, "kiwi")],
+              {10: ("user/a", "t", "user/a.b (x)/[n]*.md"),
+               11: ("user/a", "t", "user/a.b (x)/üñ\\$^|{1}"),
+               12: ("user/q", "t", "user/q\nline/x")})
+    assert set(nodes(ix.search("kiwi", 10, path_prefix=prefix))) == expected
+    assert set(nodes(ix.search("kiwi", 10, path_prefix="user/q\nl"))) == {12}
+
+
+def test_scoped_scores_equal_unscoped_scores(index: TextIndex):
+    everywhere = {h.node_id: h.score for h in index.search("editor", 10)}
+    scoped = index.search("editor", 10, path_prefix="user/bob/")
+    assert scoped[0].score == pytest.approx(everywhere[4])
+
+
+def test_persistence_across_reopen(tmp_path: Path):
+    path = tmp_path / "text"
+    ix = TextIndex(path)
+    fill(ix)
+    ix.delete_nodes([3])
+    ix.close()
+    ix.close()  # idempotent
+    again = TextIndex(path)
+    try:
+        assert again.count() == 6
+        assert set(nodes(again.search("prefer", 10))) == {1, 4}
+        again.upsert(node_units(5, "New", "A new note about kayaks.", ""),
+                     {5: ("user/alice", "note", "user/alice/notes/kayak")})
+        assert nodes(again.search("kayak", 10)) == [5]
+    finally:
+        again.close()
+
+
+def test_one_writer_per_index(tmp_path: Path):
+    path = tmp_path / "text"
+    first = TextIndex(path)
+    first.upsert([Unit(1, "L0", 0, "hello")], {1: META[1]})
+    second = TextIndex(path)  # readers are fine
+    try:
+        assert second.count() == 1
+        with pytest.raises(IndexBusy):
+            second.delete_nodes([1])
+    finally:
+        second.close()
+        first.close()
+
+
+def _damage_meta(path: Path) -> None:
+    (path / "meta.json").write_text("garbage{")
+
+
+def _damage_segments(path: Path) -> None:
+    for f in path.iterdir():
+        if f.suffix in (".store", ".term", ".idx"):
+            with open(f, "r+b") as fh:
+                fh.truncate(3)
+
+
+def _damage_schema(path: Path) -> None:
+    import tantivy
+
+    path.joinpath("meta.json").unlink()
+    for f in path.iterdir():
+        f.unlink()
+    sb = tantivy.SchemaBuilder()
+    sb.add_text_field("something_else", stored=True)
+    other = tantivy.Index(sb.build(), str(path))
+    w = other.writer(15_000_000, 1)
+    w.add_document(tantivy.Document(something_else="x"))
+    w.commit()
+    w.wait_merging_threads()
+
+
+@pytest.mark.parametrize("damage", [_damage_meta, _damage_segments, _damage_schema])
+def test_unreadable_dir_is_index_corrupt(tmp_path: Path, damage):
+    path = tmp_path / "text"
+    ix = TextIndex(path)
+    fill(ix)
+    ix.close()
+    damage(path)
+    with pytest.raises(IndexCorrupt) as info:
+        TextIndex(path)
+    assert isinstance(info.value, ContextFSError)
+
+
+def test_fresh_dir_and_in_memory_start_empty(tmp_path: Path):
+    on_disk = TextIndex(tmp_path / "new" / "text")
+    assert on_disk.count() == 0
+    assert on_disk.search("anything", 5) == []
+    on_disk.close()
+    with TextIndex(None) as mem:
+        assert mem.count() == 0

@@ -1,0 +1,220 @@
+"""Search is reading (SPEC §4) on a real mount with the real model and real indexes."""
+
+from __future__ import annotations
+
+import errno
+import json
+import os
+import subprocess
+import sys
+import time
+import urllib.parse
+from pathlib import Path
+
+import pytest
+
+from contextfs.memory.indexer import estimate_tokens
+from tests.conftest import Mount
+from tests.search_corpus import SCOPED, TARGETS, filler
+
+pytestmark = pytest.mark.timeout(600)
+
+
+def write_node(root: Path, rel: str, text: str, *, fsync: bool = False) -> None:
+    node = root / rel
+    node.mkdir(exist_ok=True)
+    fd = os.open(node / "L2.md", os.O_WRONLY | os.O_TRUNC)
+    try:
+        os.write(fd, text.encode())
+        if fsync:
+            os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def qdir(root: Path, question: str, scope: str = "", opts: str = "") -> Path:
+    base = root / scope / ".query" if scope else root / ".query"
+    if opts:
+        base = base / opts
+    return base / urllib.parse.quote(question, safe=" ?',")
+
+
+def results(root: Path, question: str, scope: str = "", opts: str = "") -> list[dict]:
+    return json.loads((qdir(root, question, scope, opts) / "_results.json").read_text())["hits"]
+
+
+def wait_indexed(m: Mount, timeout: float = 120) -> str:
+    """Until .status says the index caught up with every commit."""
+    deadline = time.monotonic() + timeout
+    while True:
+        status = m.status()
+        line = next((ln for ln in status.splitlines() if ln.startswith("index_generation")), "")
+        if "index: ready" in status and line.endswith("queue 0)"):
+            return status
+        assert time.monotonic() < deadline, status
+        time.sleep(0.2)
+
+
+@pytest.fixture(scope="module")
+def corpus(tmp_path_factory) -> Mount:
+    base = tmp_path_factory.mktemp("search")
+    (base / "mnt").mkdir()
+    m = Mount(base / "mnt", base / "data", search=True)
+    m.start()
+    root = m.path
+    for owner in ("user/alice", "user/bob", "agent/helper"):
+        (root / owner).mkdir()
+    for rel, text in filler():
+        write_node(root, rel, text)
+    for t in TARGETS:
+        write_node(root, t.path, t.text + "\n")
+    write_node(root, "user/alice/preferences/last", "The last note.\n", fsync=True)
+    yield m
+    if m.proc is not None:
+        m.stop()
+    assert m.fsck() == []
+
+
+def test_questions_phrased_differently_find_their_node(corpus):
+    misses = []
+    for t in TARGETS:
+        hits = results(corpus.path, t.question, t.scope)
+        top = hits[0]["path"] if hits else None
+        if top != t.path:
+            misses.append(f"{t.question!r}: expected {t.path}, got {[h['path'] for h in hits[:3]]}")
+    assert len(TARGETS) >= 20
+    assert misses == []
+
+
+def test_scope_isolates_owners(corpus):
+    for scope, question, expected in SCOPED:
+        hits = results(corpus.path, question, scope)
+        assert hits[0]["path"] == expected
+        assert all(h["path"].startswith(scope + "/") for h in hits), hits
+    # a node or type directory can be a scope too
+    hits = results(corpus.path, "dog", "user/alice/entities")
+    assert hits and all(h["path"].startswith("user/alice/entities/") for h in hits)
+
+
+def test_ls_shows_ranked_links_and_files(corpus):
+    d = qdir(corpus.path, "what kind of dog does she own")
+    names = sorted(os.listdir(d))
+    assert names[-2:] == ["_context.md", "_results.json"]
+    links = names[:-2]
+    assert links[0] == "01_rex" and links[1].startswith("02_")
+    assert os.readlink(d / links[0]).endswith("user/alice/entities/rex")
+    assert not os.readlink(d / links[0]).startswith("/"), "relative symlinks"
+    assert "golden retriever" in (d / links[0] / "L2.md").read_text()
+    hit = results(corpus.path, "what kind of dog does she own")[0]
+    assert set(hit) >= {"path", "score", "tiers", "snippet"} and hit["tiers"]
+
+
+def test_context_is_a_pyramid_within_budget(corpus):
+    q = "which text editor does she use for programming"
+    for budget in (60, 200, 800, 3000):
+        text = (qdir(corpus.path, q, opts=f"@budget={budget}") / "_context.md").read_text()
+        assert estimate_tokens(text) <= budget, (budget, estimate_tokens(text))
+    text = (qdir(corpus.path, q, opts="@budget=3000") / "_context.md").read_text()
+    assert "user/alice/preferences/editor" in text and "Neovim" in text
+    assert "(L2," in text and "(L0," in text  # the best in full, the rest as abstracts
+    default = (qdir(corpus.path, q) / "_context.md").read_text()
+    assert estimate_tokens(default) <= 2000
+
+
+def test_options_and_their_errors(corpus):
+    hits = results(corpus.path, "alice", opts="@k=3")
+    assert len(hits) == 3
+    events = results(corpus.path, "what happened", opts="@type=event,k=5")
+    assert events and all("/events/" in h["path"] for h in events)
+    for bad in ("@k=0", "@k=abc", "@colour=red", "@type=nosuchtype", "@budget"):
+        with pytest.raises(OSError) as err:
+            os.listdir(corpus.path / ".query" / bad / "anything")
+        assert err.value.errno == errno.EINVAL, bad
+    status = corpus.status()
+    assert "unknown query option 'colour'" in status and "nosuchtype" in status
+
+
+def test_percent_encoded_slash_and_percent(corpus):
+    write_node(corpus.path, "user/alice/preferences/ratio",
+               "Her ideal work/life balance is 80% focus time and 20% meetings.\n", fsync=True)
+    d = corpus.path / ".query" / "work%2Flife balance 80%25 focus"
+    hits = json.loads((d / "_results.json").read_text())
+    assert hits["question"] == "work/life balance 80% focus"
+    assert hits["hits"][0]["path"] == "user/alice/preferences/ratio"
+
+
+def test_query_is_listed_only_at_the_root(corpus):
+    assert ".query" in os.listdir(corpus.path)
+    assert ".query" not in os.listdir(corpus.path / "user/alice")
+    assert os.listdir(corpus.path / ".query") == []
+    found = subprocess.run(["find", str(corpus.path / "user")], capture_output=True,
+                           text=True, check=True).stdout
+    assert "/.query" not in found
+    assert (corpus.path / "user/alice/.query").is_dir()
+
+
+def test_fsync_is_a_search_barrier(corpus):
+    write_node(corpus.path, "user/alice/preferences/kite",
+               "She flies a red zephyrkite on windy Sunday afternoons.\n", fsync=True)
+    assert results(corpus.path, "zephyrkite")[0]["path"] == "user/alice/preferences/kite"
+    meta = (corpus.path / "user/alice/preferences/kite/meta.yaml").read_text()
+    assert "version: 1\n" in meta and "indexed_version: 1\n" in meta
+    write_node(corpus.path, "user/alice/preferences/kite",
+               "She gave up kites for a blue quokkaboard.\n", fsync=True)
+    assert results(corpus.path, "quokkaboard")[0]["path"] == "user/alice/preferences/kite"
+    status = corpus.status()
+    assert "embedding_model: all-MiniLM-L6-v2 (384-d)" in status
+    assert "index_generation:" in status
+
+
+def test_search_command_prints_hits(corpus):
+    r = subprocess.run([sys.executable, "-m", "contextfs", "search", str(corpus.path),
+                        "what vehicle does she drive"], capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.splitlines()[0].split()[-2] == "user/alice/entities/car"
+
+
+def test_deleted_nodes_leave_the_results(corpus):
+    write_node(corpus.path, "user/bob/preferences/gone",
+               "Bob collects vintage xylobanjos.\n", fsync=True)
+    assert results(corpus.path, "xylobanjos")[0]["path"] == "user/bob/preferences/gone"
+    subprocess.run(["rm", "-r", str(corpus.path / "user/bob/preferences/gone")], check=True)
+    write_node(corpus.path, "user/bob/preferences/other", "Unrelated.\n", fsync=True)
+    assert all(h["path"] != "user/bob/preferences/gone"
+               for h in results(corpus.path, "xylobanjos"))
+
+
+@pytest.mark.allow_warnings
+def test_kill_9_then_indexes_catch_up_and_corrupt_ones_are_rebuilt(corpus):
+    m = corpus
+    write_node(m.path, "user/alice/preferences/late", "She adores quinceflumble pie.\n")
+    m.kill()  # closed but not fsync()ed: committed, maybe not indexed
+    m.start()
+    wait_indexed(m)
+    assert results(m.path, "quinceflumble")[0]["path"] == "user/alice/preferences/late"
+    m.stop()
+    index = m.data_dir / "index"
+    for snap in index.glob("snap-*"):
+        (snap / "vectors.bin").write_bytes(b"garbage")
+    m.expect_log.append("index files not usable")
+    m.start()
+    status = wait_indexed(m)
+    assert "index: ready" in status
+    assert results(m.path, "what kind of dog does she own")[0]["path"] == "user/alice/entities/rex"
+
+
+def test_reindex_rebuilds_from_the_store(corpus):
+    m = corpus
+    m.stop()
+    r = subprocess.run([sys.executable, "-m", "contextfs", "reindex", str(m.data_dir)],
+                       capture_output=True, text=True, timeout=600)
+    assert r.returncode == 0, r.stderr
+    assert "reindexed" in r.stderr and "nodes" in r.stderr
+    meta = json.loads((m.data_dir / "index/index.json").read_text())
+    m.new_log()
+    m.start()
+    status = wait_indexed(m)
+    assert f"index_generation: {meta['generation']} " in status
+    assert "from scratch" not in m.new_log(), "the rebuilt index is used as it is"
+    assert results(m.path, "root cause of the database outage")[0]["path"] == \
+        "agent/helper/cases/disk-full"
