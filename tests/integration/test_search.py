@@ -218,3 +218,91 @@ def test_reindex_rebuilds_from_the_store(corpus):
     assert "from scratch" not in m.new_log(), "the rebuilt index is used as it is"
     assert results(m.path, "root cause of the database outage")[0]["path"] == \
         "agent/helper/cases/disk-full"
+
+
+class _FakeEmbeddings:
+    """A small local OpenAI-compatible /v1/embeddings server (the paid service's stand-in):
+    bag-of-words vectors, so equal words make similar vectors."""
+
+    DIM = 64
+
+    def __init__(self) -> None:
+        import hashlib
+        import http.server
+        import threading
+
+        import numpy as np
+
+        dim = self.DIM
+        self.calls = 0
+        outer = self
+
+        def vec(text: str) -> list[float]:
+            v = np.zeros(dim)
+            for w in text.lower().split():
+                v[int(hashlib.md5(w.strip(".,?").encode()).hexdigest(), 16) % dim] += 1
+            n = np.linalg.norm(v) or 1.0
+            return (v / n).tolist()
+
+        class Handler(http.server.BaseHTTPRequestHandler):
+            def do_POST(self):  # noqa: N802
+                body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+                outer.calls += 1
+                inputs = body["input"] if isinstance(body["input"], list) else [body["input"]]
+                data = [{"object": "embedding", "index": i, "embedding": vec(t)}
+                        for i, t in enumerate(inputs)]
+                out = json.dumps({"object": "list", "data": data, "model": body["model"],
+                                  "usage": {"prompt_tokens": 1, "total_tokens": 1}}).encode()
+                self.send_response(200)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(out)))
+                self.end_headers()
+                self.wfile.write(out)
+
+            def log_message(self, *args):
+                pass
+
+        self.server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.url = f"http://127.0.0.1:{self.server.server_port}/v1"
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+
+    def close(self) -> None:
+        self.server.shutdown()
+
+
+@pytest.mark.allow_warnings
+def test_openai_compatible_embedder_and_model_change_rebuilds(tmp_path, monkeypatch):
+    fake = _FakeEmbeddings()
+    monkeypatch.setenv("FAKE_EMBED_KEY", "sk-test")
+    data = tmp_path / "data"
+    data.mkdir()
+    (data / "config.yaml").write_text(
+        f"embedder: openai\nembed_base_url: {fake.url}\nembed_model: fake-embed\n"
+        "embed_api_key_env: FAKE_EMBED_KEY\n")
+    (tmp_path / "mnt").mkdir()
+    m = Mount(tmp_path / "mnt", data)
+    m.start()
+    try:
+        write_node(m.path, "user/default/preferences/tea",
+                   "Green tea with jasmine every afternoon.\n", fsync=True)
+        write_node(m.path, "user/default/preferences/bikes",
+                   "Rides a steel touring bicycle to work.\n", fsync=True)
+        assert results(m.path, "jasmine tea")[0]["path"] == "user/default/preferences/tea"
+        assert "embedding_model: fake-embed (64-d)" in m.status()
+        assert fake.calls > 0, "the real openai client talked to the endpoint"
+        m.stop()
+        # the same store with the local model: the 64-d index is rebuilt, never mixed
+        (data / "config.yaml").write_text("embedder: local\n")
+        m.expect_log.append("index files not usable")
+        m.start()
+        status = wait_indexed(m)
+        assert "all-MiniLM-L6-v2 (384-d)" in status
+        meta = json.loads((data / "index/index.json").read_text())
+        assert meta["model"] == "all-MiniLM-L6-v2" and meta["dim"] == 384
+        assert results(m.path, "what does she cycle on")[0]["path"] == \
+            "user/default/preferences/bikes"
+    finally:
+        if m.proc is not None:
+            m.stop()
+        fake.close()
+    assert m.fsck() == []
