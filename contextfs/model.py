@@ -30,6 +30,7 @@ class Node:
     created: float = 0.0
     updated: float = 0.0
     deleted_at: float | None = None
+    archived_at: float | None = None
     # Not stored in `nodes`: (version, created, size) of every saved version, oldest first.
     history: list[tuple[int, float, int]] = field(default_factory=list)
     indexed_version: int = 0

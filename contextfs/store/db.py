@@ -24,7 +24,8 @@ log = logging.getLogger(__name__)
 
 _NODE_COLS = (
     "id, owner_kind, owner_id, type, name, version, l0, l1, l2, l0_pinned, l1_pinned, "
-    "content_hash, sources, tags, importance, access_count, created, updated, deleted_at"
+    "content_hash, sources, tags, importance, access_count, created, updated, deleted_at, "
+    "archived_at"
 )
 
 
@@ -32,7 +33,7 @@ def _node_from_row(row: tuple) -> Node:
     n = Node(*row[:12])
     n.sources = json.loads(row[12])
     n.tags = json.loads(row[13])
-    n.importance, n.access_count, n.created, n.updated, n.deleted_at = row[14:19]
+    n.importance, n.access_count, n.created, n.updated, n.deleted_at, n.archived_at = row[14:20]
     return n
 
 
@@ -191,12 +192,12 @@ class Store:
         generation of the change."""
         self.con.execute(
             f"INSERT INTO nodes ({_NODE_COLS}) VALUES "
-            "(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            "(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
             [
                 n.id, n.owner_kind, n.owner_id, n.type, n.name, n.version, n.l0, n.l1, n.l2,
                 n.l0_pinned, n.l1_pinned, n.content_hash, json.dumps(n.sources),
                 json.dumps(n.tags), n.importance, n.access_count, n.created, n.updated,
-                n.deleted_at,
+                n.deleted_at, n.archived_at,
             ],
         )
         if new_version_reason is not None:
@@ -214,11 +215,12 @@ class Store:
         self.con.execute(
             "UPDATE nodes SET owner_kind=?, owner_id=?, type=?, name=?, version=?, l0=?, l1=?, "
             "l2=?, l0_pinned=?, l1_pinned=?, content_hash=?, sources=?, tags=?, importance=?, "
-            "access_count=?, updated=?, deleted_at=? WHERE id=?",
+            "access_count=?, updated=?, deleted_at=?, archived_at=? WHERE id=?",
             [
                 n.owner_kind, n.owner_id, n.type, n.name, n.version, n.l0, n.l1, n.l2,
                 n.l0_pinned, n.l1_pinned, n.content_hash, json.dumps(n.sources),
-                json.dumps(n.tags), n.importance, n.access_count, n.updated, n.deleted_at, n.id,
+                json.dumps(n.tags), n.importance, n.access_count, n.updated, n.deleted_at,
+                n.archived_at, n.id,
             ],
         )
         if new_version_reason is not None:

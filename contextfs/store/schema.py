@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import duckdb
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
 
 SCHEMA = """
 -- Key/value facts about the store itself. Keys: 'schema_version', 'created'.
@@ -53,7 +53,8 @@ CREATE TABLE IF NOT EXISTS nodes (
     access_count BIGINT  NOT NULL,     -- reads through the mount
     created      DOUBLE  NOT NULL,
     updated      DOUBLE  NOT NULL,
-    deleted_at   DOUBLE                -- NULL = live; else soft-deleted at this unix time
+    deleted_at   DOUBLE,               -- NULL = live; else soft-deleted at this unix time
+    archived_at  DOUBLE                -- (v2) NULL = active; else archived by consolidation
 );
 
 -- Every saved L2, one row per version (1-based). The current one is also in nodes.l2.
@@ -107,12 +108,66 @@ CREATE TABLE IF NOT EXISTS outbox (
 );
 """
 
+SCHEMA_V2 = """
+-- (v2) Files dropped into an .inbox: the raw bytes (secrets already redacted), kept as
+-- the record of what was handed in, and what processing them did.
+CREATE TABLE IF NOT EXISTS inbox_items (
+    id         BIGINT PRIMARY KEY,
+    owner_kind TEXT   NOT NULL,
+    owner_id   TEXT   NOT NULL,
+    filename   TEXT   NOT NULL,
+    data       BLOB   NOT NULL,
+    created    DOUBLE NOT NULL,
+    state      TEXT   NOT NULL,        -- 'pending' | 'done' | 'refused'
+    report     TEXT   NOT NULL         -- what it did (markdown), or why it was refused
+);
+
+-- (v2) Live sessions (SPEC §6). Ended sessions become nodes of type 'session'.
+CREATE TABLE IF NOT EXISTS sessions (
+    owner_kind TEXT    NOT NULL,
+    owner_id   TEXT    NOT NULL,
+    id         TEXT    NOT NULL,
+    created    DOUBLE  NOT NULL,
+    transcript TEXT    NOT NULL,       -- the JSONL turns recorded so far (redacted)
+    processed  INTEGER NOT NULL,       -- turns already extracted
+    summary    TEXT    NOT NULL,       -- compacted earlier turns
+    PRIMARY KEY (owner_kind, owner_id, id)
+);
+
+-- (v2) Where a secret was redacted and what kind: never the secret itself.
+CREATE TABLE IF NOT EXISTS redactions (
+    ts    DOUBLE NOT NULL,
+    path  TEXT   NOT NULL,
+    kind  TEXT   NOT NULL,
+    count INTEGER NOT NULL
+);
+
+-- (v2) Every consolidation run and what it did.
+CREATE TABLE IF NOT EXISTS consolidation_runs (
+    ts       DOUBLE  NOT NULL,
+    decayed  INTEGER NOT NULL,
+    merged   INTEGER NOT NULL,
+    archived INTEGER NOT NULL,
+    summary  TEXT    NOT NULL
+);
+"""
+
 # MIGRATIONS[n] upgrades a store at schema version n to n + 1.
-MIGRATIONS: dict[int, str] = {}
+MIGRATIONS: dict[int, str] = {
+    1: "ALTER TABLE nodes ADD COLUMN archived_at DOUBLE",
+}
 
 
 def create_tables(con: duckdb.DuckDBPyConnection) -> None:
+    """The newest schema on a new store; on an older one, the tables it lacks (its
+    changed tables are brought up to date by `migrate`)."""
+    fresh = con.execute(
+        "SELECT count(*) FROM information_schema.tables WHERE table_name = 'nodes'"
+    ).fetchone()[0] == 0
     con.execute(SCHEMA)
+    con.execute(SCHEMA_V2)
+    if not fresh:
+        return
     con.execute(
         "INSERT INTO store_meta VALUES ('schema_version', ?) ON CONFLICT DO NOTHING",
         [str(SCHEMA_VERSION)],
