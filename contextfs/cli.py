@@ -102,14 +102,21 @@ def cmd_umount(args: argparse.Namespace) -> int:
     if pid is not None:  # wait for the daemon to close the store
         deadline = time.monotonic() + args.timeout
         while time.monotonic() < deadline:
-            try:
-                os.kill(pid, 0)
-            except ProcessLookupError:
-                break
+            if not record.exists() or not _alive(pid):
+                break  # the daemon removes its record once the store is closed
             time.sleep(0.05)
         else:
             raise ContextFSError(f"daemon {pid} still running {args.timeout}s after unmount")
     return 0
+
+
+def _alive(pid: int) -> bool:
+    """A running process; an exited one not yet reaped by its parent (a zombie) is not."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except (FileNotFoundError, ProcessLookupError, IndexError):
+        return False
 
 
 def cmd_status(args: argparse.Namespace) -> int:

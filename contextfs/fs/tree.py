@@ -98,6 +98,10 @@ _GENERATED = {Role.STATUS}
 _READ_ONLY_FILES = {Role.META, Role.VERSION, Role.SCHEMA_FILE, Role.STATUS, Role.QFILE}
 QUERY_DIR = ".query"
 _QUERY_ROLES = {Role.QUERYROOT, Role.QUERYOPTS, Role.QUERY, Role.QLINK, Role.QFILE}
+# Never cached by the kernel, so the daemon never has to invalidate their names (a name
+# invalidation from a thread can hang a daemon being killed): query results, and files
+# that vanish once routed.
+_VOLATILE = _QUERY_ROLES | {Role.DROP, Role.SCRATCH}
 
 
 class QueryPending(Exception):  # noqa: N818 - a signal to the adapter, not an error
@@ -160,6 +164,7 @@ class Handle:
     flags: int
     snapshot: bytes | None = None
     wrote: bool = False
+    failed: bool = False  # a write on it was refused: later writes are refused too
 
     @property
     def writable(self) -> bool:
@@ -400,9 +405,6 @@ class Tree:
             self._file_cache.pop(inode.ino, None)
             self.invalidations.append(Invalidation(inode.ino, attr_only=attr_only))
 
-    def _invalidate_entry(self, parent: Inode, name: str) -> None:
-        self.invalidations.append(Invalidation(parent.ino, name))
-
     @staticmethod
     def _check_name(name: str) -> None:
         if len(os.fsencode(name)) > NAME_MAX:
@@ -469,14 +471,37 @@ class Tree:
             return inode.att.size
         return len(self._file_bytes(inode))
 
+    def _unloaded_ndirs(self, d: Inode) -> int:
+        """Subdirectories of a directory whose children are not built yet (st_nlink is
+        2 + that; `find` relies on it), counted without building them."""
+        n = d.node
+        if n is None or d.role == Role.HISTORY:
+            return 0
+        if d.att_rescan or d.trashed:
+            self._ensure(d)
+            return d.ndirs
+        parent_id = d.att.id if d.role == Role.ATTACH and d.att else None
+        dirs = sum(1 for a in self._att_children.get((n.id, parent_id), ()) if a.kind == "dir")
+        return dirs + (1 if d.role == Role.NODE else 0)  # a node also holds .history
+
+    def _touch_dir(self, d: Inode) -> None:
+        """An entry was added to or removed from d: its mtime and ctime move (POSIX), and
+        an attachment folder keeps the new mtime across remounts."""
+        now = time.time_ns()
+        d.mtime_ns = d.ctime_ns = now
+        if d.role == Role.ATTACH and d.att is not None and not d.trashed:
+            d.att.mtime = now / 1e9
+            self.memory.update_attachment(d.att)
+
     def attr(self, inode: Inode) -> Attr:
         mtime = inode.mtime_ns
         if inode.role in (Role.TIER, Role.META) and inode.data is None and inode.node:
             mtime = _ns(inode.node.updated)
-        nlink = 2 + inode.ndirs if inode.is_dir else 1
+        nlink = 2 + (inode.ndirs if inode.populated else self._unloaded_ndirs(inode)) \
+            if inode.is_dir else 1
         return Attr(inode.ino, inode.mode, nlink, inode.uid, inode.gid, self._size(inode),
                     inode.atime_ns or mtime, mtime, max(inode.ctime_ns, mtime),
-                    inode.role in _GENERATED, inode.role in _QUERY_ROLES)
+                    inode.role in _GENERATED, inode.role in _VOLATILE)
 
     # ---- lookups and listing ------------------------------------------------------------
 
@@ -618,10 +643,10 @@ class Tree:
             self._writable_file(inode)
             if inode.data is None:
                 inode.data = bytearray(self._file_bytes(inode))
-            if flags & os.O_TRUNC and len(inode.data):
+            if flags & os.O_TRUNC:  # POSIX: the mtime moves even if it was empty
                 inode.data = bytearray()
                 inode.dirty = True
-                inode.mtime_ns = time.time_ns()
+                inode.mtime_ns = inode.ctime_ns = time.time_ns()
         if inode.role in _GENERATED:
             h.snapshot = bytes(self._file_bytes(inode))
         self.handles[h.fh] = h
@@ -649,8 +674,13 @@ class Tree:
         if h.flags & os.O_APPEND:
             off = len(inode.data)
         limit = self._limit(inode)
-        if off + len(buf) > limit:
-            raise TooBig(f"{inode.name} would exceed the {limit}-byte limit")
+        if h.failed or off + len(buf) > limit:
+            exc = TooBig(f"{inode.name} would exceed the {limit}-byte limit; the write was "
+                         "refused and the stored content is unchanged")
+            if not h.failed:
+                h.failed = True
+                self._abandon_write(inode, exc)
+            raise exc
         data = inode.data
         if off > len(data):
             data.extend(b"\x00" * (off - len(data)))
@@ -659,6 +689,19 @@ class Tree:
         h.wrote = True
         inode.mtime_ns = time.time_ns()
         return len(buf)
+
+    def _abandon_write(self, inode: Inode, exc: ContextFSError) -> None:
+        """A write was refused midway: drop what this save wrote so far, so the stored
+        content stays as it was (nothing half-written is ever committed)."""
+        self._refuse(inode, exc, None)
+        inode.dirty = False
+        if inode.role in (Role.TIER, Role.ATTACH):
+            inode.data = None
+            self._invalidate(inode)
+        elif inode.role == Role.DROP:
+            inode.data = bytearray()
+            if inode.parent is not None:
+                self._unlink(inode)
 
     def _limit(self, inode: Inode) -> int:
         if inode.role in (Role.TIER, Role.DROP):
@@ -713,9 +756,7 @@ class Tree:
                     if inode.dirty and inode.data:
                         self._route_drop(inode)
                     elif inode.parent is not None and not inode.data:
-                        parent = inode.parent  # an empty drop (touch) is not a memory
-                        self._unlink(inode)
-                        self._invalidate_entry(parent, inode.name)
+                        self._unlink(inode)  # an empty drop (touch) is not a memory
                 elif inode.dirty and inode.parent is not None:
                     self._commit(inode)
             except ContextFSError:
@@ -745,7 +786,11 @@ class Tree:
             if role == Role.TIER:
                 self._save_tier(inode, inode.node, inode.tier, data)
             elif role == Role.ATTACH and inode.att is not None:
-                self.memory.write_attachment(inode.att, data, inode.mtime_ns / 1e9)
+                stored = self.memory.write_attachment(inode.att, data, inode.mtime_ns / 1e9,
+                                                      self.path(inode))
+                if stored != data:  # a secret was redacted: show what is stored
+                    inode.data = bytearray(stored)
+                    self._invalidate(inode)
         except ContextFSError as exc:
             self._refuse(inode, exc, data)
             inode.dirty = False
@@ -764,6 +809,10 @@ class Tree:
             changed = self.memory.save_pinned(n, tier, text)
         if changed:
             self._node_changed(n, writer=inode)
+            stored = n.tier(tier).encode("utf-8")
+            if stored != data:  # a secret was redacted: the file shows what is stored
+                inode.data = bytearray(stored) if inode.opened > 0 else None
+                self._invalidate(inode)
         return changed
 
     def _node_inode(self, n: Node) -> Inode | None:
@@ -829,15 +878,13 @@ class Tree:
                 self.memory.forget_drop(inode.drop_id)
                 inode.drop_id = None
             if parent is not None:
+                # drops are never cached by the kernel (volatile): no invalidation needed
                 self._unlink(inode)
-                self._invalidate_entry(parent, name)
         self.node_routed(res.node, res.created)
 
     def node_routed(self, n: Node, created: bool) -> None:
         if created:
-            d = self._place_node(n)
-            if d is not None and d.parent is not None:
-                self._invalidate_entry(d.parent, d.name)
+            self._place_node(n)  # ENOENT answers are not cached: nothing to invalidate
         else:
             self._node_changed(n)
 
@@ -912,7 +959,7 @@ class Tree:
         else:
             inode = self._new(role, stat.S_IFREG | perm, name, d, node=d.node,
                               owner=d.owner, ctype=d.ctype, data=bytearray(), uid=uid, gid=gid)
-        d.mtime_ns = time.time_ns()
+        self._touch_dir(d)
         h = Handle(self._next_fh, inode, flags)
         self._next_fh += 1
         self.handles[h.fh] = h
@@ -943,7 +990,7 @@ class Tree:
             inode = self._attach_inode(d, d.node, a)
             inode.populated = True
             inode.uid, inode.gid = uid, gid
-            d.mtime_ns = time.time_ns()
+            self._touch_dir(d)
             return inode
         if d.trashed:
             raise ReadOnly("a deleted node is read-only; restore it with mv first")
@@ -963,7 +1010,7 @@ class Tree:
                                        0o777, target=target)
         inode = self._attach_inode(d, d.node, a)
         inode.uid, inode.gid = uid, gid
-        d.mtime_ns = time.time_ns()
+        self._touch_dir(d)
         return inode
 
     # ---- removing -----------------------------------------------------------------------
@@ -987,11 +1034,13 @@ class Tree:
                 raise ReadOnly("a deleted node is read-only; restore it with mv first")
             self.memory.remove_attachment(inode.att)
             self._unlink(inode)
+            self._touch_dir(d)
             return
         if role in (Role.SCRATCH, Role.DROP):
             if inode.drop_id is not None:
                 self.memory.forget_drop(inode.drop_id)
             self._unlink(inode)
+            self._touch_dir(d)
             return
         raise ContextFSError(f"{name} cannot be removed", errno=errno.EACCES)
 
@@ -1016,6 +1065,7 @@ class Tree:
                 raise ReadOnly("a deleted node is read-only; restore it with mv first")
             self.memory.remove_attachment(inode.att)
             self._unlink(inode)
+            self._touch_dir(d)
             return
         if inode.role == Role.NODE and inode.node is not None and not inode.trashed:
             n = inode.node
@@ -1057,6 +1107,10 @@ class Tree:
             self._rename_dir(src, dst_dir, new_name, dst)
         else:
             self._rename_file(src, dst_dir, new_name, dst)
+        src.ctime_ns = time.time_ns()
+        for d in {src_dir, dst_dir}:
+            if d.role in (Role.ATTACH, Role.NODE, Role.TYPEDIR):
+                self._touch_dir(d)
 
     def _rename_dir(self, src: Inode, dst_dir: Inode, new_name: str, dst: Inode | None) -> None:
         if (src.role == Role.NODE and src.trashed and src.ctype.singleton and dst is not None
@@ -1074,7 +1128,6 @@ class Tree:
                     raise NotEmpty(f"{new_name} already exists and is not empty")
                 raise Exists(f"{new_name} already exists")
             n = src.node
-            old_parent, old_name = src.parent, src.name
             was_trashed = src.trashed
             self.memory.rename_node(n, dst_dir.owner, dst_dir.ctype, new_name)
             self._unlink(src)
@@ -1082,11 +1135,11 @@ class Tree:
             src.owner, src.ctype, src.trashed = dst_dir.owner, dst_dir.ctype, False
             self._link(dst_dir, src)
             self.inodes[src.ino] = src
-            if was_trashed:  # restored: rebuild its contents with its attachments back
-                self._reset_dir(src)
-            else:
-                self._node_changed(n)  # meta.yaml shows the new path
-            self._invalidate_entry(old_parent, old_name)
+            if was_trashed and src.populated:
+                # restored: the trash view already shows what comes back (its tiers and
+                # the attachments removed with it); the same inodes become writable again
+                self._retag(src, trashed=False)
+            self._node_changed(n)  # meta.yaml shows the new path (and no deleted_at)
             return
         if src.role == Role.ATTACH and not src.trashed:
             if dst_dir.role not in (Role.NODE, Role.ATTACH) or dst_dir.node is None \
@@ -1110,30 +1163,22 @@ class Tree:
         raise ContextFSError(f"{src.name} cannot be renamed", errno=errno.EPERM)
 
     def _restore_singleton(self, src: Inode, dst: Inode) -> None:
-        """mv .trash/profile/profile profile: the singleton comes back in place."""
+        """mv .trash/profile/profile profile: the deleted node's directory takes the place
+        of the empty one, as the kernel expects after a rename over an empty directory."""
         self._ensure(dst)
-        if any(c.role not in (Role.SCRATCH,) for c in dst.children.values()):
+        if any(c.role != Role.SCRATCH for c in dst.children.values()):
             raise NotEmpty(f"{dst.name} is not empty")
         n = src.node
         self.memory.rename_node(n, dst.owner, dst.ctype, "")
-        old_parent, old_name = src.parent, src.name
+        owner_dir = dst.parent
         self._unlink(src)
-        self._invalidate_entry(old_parent, old_name)
-        dst.node = n
-        self._reset_dir(dst)
-
-    def _reset_dir(self, d: Inode) -> None:
-        """Forget a node directory's children; they are rebuilt from memory on next use."""
-        for c in list((d.children or {}).values()):
-            if c.is_dir and c.populated:
-                self._reset_dir(c)
-            self._unlink(c)
-            self._invalidate_entry(d, c.name)
-        d.children = {}
-        d._sorted = None
-        d.populated = False
-        d.att_rescan = True
-        self._invalidate(d)
+        self._unlink(dst)
+        src.name, src.trashed = dst.name, False
+        self._link(owner_dir, src)
+        self.inodes[src.ino] = src
+        if src.populated:
+            self._retag(src, trashed=False)
+        self._node_changed(n)
 
     def _retag(self, d: Inode, *, trashed: bool) -> None:
         for c in (d.children or {}).values():

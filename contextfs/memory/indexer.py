@@ -107,9 +107,11 @@ class Indexer:
 
     async def run(self) -> None:
         try:
-            self.embedder = await trio.to_thread.run_sync(self.embedder_factory)
+            # abandon_on_cancel: an unmount while the model still loads must not wait for it
+            self.embedder = await trio.to_thread.run_sync(self.embedder_factory,
+                                                          abandon_on_cancel=True)
             self.state = "opening indexes"
-            await trio.to_thread.run_sync(self._open)
+            await trio.to_thread.run_sync(self._open, abandon_on_cancel=True)
             if self.generation == 0 and self.memory.generation > 0:
                 await self._rebuild()
             self.state = "ready"
@@ -138,6 +140,8 @@ class Indexer:
             with trio.CancelScope(shield=True):
                 if self.ready and self.generation != self.saved_generation:
                     await trio.to_thread.run_sync(self._save)
+                if self.text is not None:
+                    self.text.close()  # release tantivy's writer lock
 
     async def barrier(self, generation: int, timeout: float) -> bool:
         """Wait until everything up to `generation` is searchable (fsync is a barrier)."""

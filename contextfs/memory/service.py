@@ -16,6 +16,7 @@ from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import duckdb
 import xxhash
@@ -41,6 +42,9 @@ from contextfs.memory.document import (
 from contextfs.memory.summarize import summarize
 from contextfs.model import Attachment, Node
 from contextfs.store import Store
+
+if TYPE_CHECKING:
+    from contextfs.memory.redact import Redactor
 
 log = logging.getLogger(__name__)
 
@@ -112,6 +116,7 @@ class Memory:
         max_file_size: int = DEFAULT_MAX_FILE_SIZE,
         max_tier_size: int = DEFAULT_MAX_TIER_SIZE,
         clock: Callable[[], float] = time.time,
+        redactor: Redactor | None = None,
     ) -> None:
         self.store = store
         self.types = types
@@ -135,6 +140,9 @@ class Memory:
         self.attachments: dict[int, Attachment] = {a.id: a for a in store.attachments()}
         self.generation = store.generation()
         self._persisting: list[Node] = []
+        self.redactor = redactor
+        self.redaction_count = 0
+        self.pending_redactions: list[tuple[float, str, str, int]] = []
 
     # ---- small helpers ------------------------------------------------------------------
 
@@ -165,6 +173,8 @@ class Memory:
         try:
             with self.store.transaction():
                 fn()
+                if outer and self.pending_redactions:
+                    self._flush_redaction_log()
         except ContextFSError:
             if outer:
                 self._persisting.clear()
@@ -184,6 +194,44 @@ class Memory:
                 n.persisted = True
             self._persisting.clear()
 
+    def _owner_path(self, owner: tuple[str, str], ctype: ContextType | None, name: str) -> str:
+        base = f"{owner[0]}/{owner[1]}"
+        return f"{base}/{ctype.type_dir}/{name}" if ctype else f"{base}/{name}"
+
+    def redact(self, text: str, path: str) -> str:
+        """Secrets out before anything is stored, versioned or indexed (SPEC §5)."""
+        if self.redactor is None:
+            return text
+        res = self.redactor.redact(text)
+        if res.redactions:
+            self._log_redactions(path, res.summary())
+        return res.text
+
+    def redact_bytes(self, data: bytes, path: str) -> bytes:
+        if self.redactor is None:
+            return data
+        out, found = self.redactor.redact_bytes(data)
+        if found:
+            counts: dict[str, int] = {}
+            for r in found:
+                counts[r.kind] = counts.get(r.kind, 0) + 1
+            self._log_redactions(path, counts)
+        return out
+
+    def _log_redactions(self, path: str, counts: dict[str, int]) -> None:
+        now = self.clock()
+        for kind, count in counts.items():
+            self.redaction_count += count
+            self.pending_redactions.append((now, path, kind, count))
+        log.info("redacted %s in %s", ", ".join(f"{c} {k}" for k, c in counts.items()), path)
+
+    def _flush_redaction_log(self) -> None:
+        """Inside a transaction: the redaction log rows wait for the next commit, so the
+        log never names a change that was not stored."""
+        for row in self.pending_redactions:
+            self.store.add_redaction(*row)
+        self.pending_redactions.clear()
+
     def check_writable(self) -> None:
         if self.failsafe:
             raise StoreDamaged(f"the mount is read-only: {self.failsafe}")
@@ -192,6 +240,7 @@ class Memory:
         """Record a refusal for `.status`; keep the refused bytes in the data dir."""
         kept = None
         if data:
+            data = self.redact_bytes(data, path)  # kept, but never with a secret in it
             folder = self.data_dir / "refused"
             folder.mkdir(parents=True, exist_ok=True)
             stamp = dt.datetime.now(dt.UTC).strftime("%Y%m%dT%H%M%S")
@@ -283,6 +332,7 @@ class Memory:
         if len(text.encode("utf-8")) > self.max_tier_size:
             raise TooBig(f"L2.md is limited to {self.max_tier_size} bytes")
         ctype = self.type_named(n.type)
+        text = self.redact(text, self.node_path(n) + "/L2.md")
         self.validate_l2(ctype, text)
         h = content_hash(text)
         if h == n.content_hash and n.version > 0:
@@ -313,6 +363,7 @@ class Memory:
         limit = ctype.l0_max_chars if tier == "L0" else ctype.l1_max_chars
         if len(text) > limit * 4:
             raise TooBig(f"{tier}.md is limited to about {limit} characters (hard cap {limit * 4})")
+        text = self.redact(text, f"{self.node_path(n)}/{tier}.md")
         old = n.l0 if tier == "L0" else n.l1
         pinned = n.l0_pinned if tier == "L0" else n.l1_pinned
         if old == text and pinned:
@@ -441,12 +492,19 @@ class Memory:
         """A file written into a type directory becomes memory by the type's mode."""
         if len(data) > self.max_tier_size:
             raise TooBig(f"a memory file is limited to {self.max_tier_size} bytes")
-        text = decode_text(data, filename)
+        text = self.redact(decode_text(data, filename), self._owner_path(owner, ctype, filename))
         doc = parse_document(text)
+        return self.route_document(owner, ctype, doc, filename, source=filename)
+
+    def route_document(self, owner: tuple[str, str], ctype: ContextType, doc: Document,
+                       filename: str = "", *, source: str = "") -> RouteResult:
+        """Route fields + body (a dropped file, or an extracted candidate) by the type's
+        mode. `filename` may give a key; `source` is recorded as provenance."""
+        self.check_writable()
         fields = ctype.coerce_fields(doc.fields, where="front matter") if doc.fields else {}
         incoming = Document(fields, doc.body)
         stem = _slug_stem(filename)
-        reason = f"route:{filename}"
+        reason = f"route:{source or filename}"
         if ctype.singleton:
             target = self.live_node(owner, ctype, "")
             return self._route_into(owner, ctype, "", target, incoming, reason)
@@ -558,11 +616,15 @@ class Memory:
         self.attachments[a.id] = a
         return a
 
-    def write_attachment(self, a: Attachment, data: bytes, mtime: float) -> None:
+    def write_attachment(self, a: Attachment, data: bytes, mtime: float,
+                         path: str = "") -> bytes:
+        """Store an attachment's bytes (secrets redacted); returns what was stored."""
         if len(data) > self.max_file_size:
             raise TooBig(f"attachments are limited to {self.max_file_size} bytes")
+        data = self.redact_bytes(data, path or a.name)
         self._write(lambda: self.store.write_attachment_data(a.id, data, mtime))
         a.mtime, a.size = mtime, len(data)
+        return data
 
     def update_attachment(self, a: Attachment) -> None:
         self._write(lambda: self.store.update_attachment(a))
@@ -579,6 +641,7 @@ class Memory:
 
     def persist_drop(self, drop_id: int, owner: tuple[str, str], ctype: ContextType,
                      filename: str, data: bytes) -> None:
+        data = self.redact_bytes(data, self._owner_path(owner, ctype, filename))
         self._write(lambda: self.store.add_pending_drop(drop_id, owner, ctype.name, filename,
                                                         data))
 

@@ -262,5 +262,11 @@ class Store:
             [drop_id, owner[0], owner[1], type_name, filename, data, time.time()],
         )
 
+    def add_redaction(self, ts: float, path: str, kind: str, count: int) -> None:
+        self.con.execute("INSERT INTO redactions VALUES (?, ?, ?, ?)", [ts, path, kind, count])
+
+    def redaction_total(self) -> int:
+        return self.con.execute("SELECT coalesce(sum(count), 0) FROM redactions").fetchone()[0]
+
     def remove_pending_drop(self, drop_id: int) -> None:
         self.con.execute("DELETE FROM pending_drops WHERE id = ?", [drop_id])

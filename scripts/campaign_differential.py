@@ -1,0 +1,130 @@
+"""A long differential POSIX campaign: ContextFS attachments against a native directory.
+
+Runs the state machine of tests/differential_machine.py (the one the CI test runs with a
+small budget) against a fresh mount, in batches with fresh random seeds, so that a failure
+found and shrunk in one batch does not end the campaign. Prints the examples and steps run
+and every failure found (shrunk steps included), and writes bench-results/differential.json:
+
+    {examples, steps, remounts, failures, distinct_failures, seconds, excluded: [{op, reason}],
+     tolerated_known_bugs, outcomes: {"op result": count}, failure_details: [{batch, message}]}
+
+    .venv/bin/python scripts/campaign_differential.py --examples 300 --steps 50
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO))
+
+from hypothesis import HealthCheck, settings  # noqa: E402
+from hypothesis.stateful import run_state_machine_as_test  # noqa: E402
+
+from tests.conftest import Mount  # noqa: E402
+from tests.differential_machine import EXCLUDED, KNOWN_BUGS, STATS, machine_for  # noqa: E402
+
+
+def _signature(message: str) -> str:
+    """What differed, without the steps: groups repeats of one bug."""
+    lines = message.strip().splitlines() or [message]
+    head = " ".join(lines[:2]) if lines[0].endswith("trees differ:") else lines[0]
+    return head[:300]
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--examples", type=int, default=300, help="examples (sequences) to run")
+    ap.add_argument("--steps", type=int, default=50, help="steps per example")
+    ap.add_argument("--batch", type=int, default=25, help="examples per hypothesis run")
+    ap.add_argument("--remounts", type=int, default=2, help="most remounts per example")
+    ap.add_argument("--max-seconds", type=float, default=None,
+                    help="start no new batch after this many seconds (results are kept)")
+    ap.add_argument("--tolerate", action="append", default=[], choices=sorted(KNOWN_BUGS),
+                    help="leave a known ContextFS bug out of the comparison, to look for "
+                         "others (repeatable; recorded in the JSON)")
+    ap.add_argument("--out", type=Path, default=REPO / "bench-results/differential.json")
+    args = ap.parse_args()
+
+    failures: list[dict] = []
+    start = time.monotonic()
+    with tempfile.TemporaryDirectory(prefix="ctxfs-diff-") as tmp:
+        tmp_path = Path(tmp)
+        mnt = tmp_path / "mnt"
+        mnt.mkdir()
+        mount = Mount(mnt, tmp_path / "data")
+        mount.start()
+        try:
+            machine = machine_for(mount, tmp_path / "native", max_remounts=args.remounts,
+                                  tolerate=frozenset(args.tolerate))
+            batch = 0
+            while STATS.examples < args.examples:
+                if args.max_seconds and time.monotonic() - start > args.max_seconds:
+                    print("time budget spent: stopping", flush=True)
+                    break
+                batch += 1
+                budget = min(args.batch, args.examples - STATS.examples)
+                before = STATS.examples
+                conf = settings(max_examples=budget, stateful_step_count=args.steps,
+                                deadline=None, database=None,
+                                suppress_health_check=list(HealthCheck), print_blob=False)
+                try:
+                    run_state_machine_as_test(machine, settings=conf)
+                except KeyboardInterrupt:  # Ctrl-C / SIGINT: keep what was found so far
+                    print("interrupted: stopping", flush=True)
+                    break
+                except Exception as exc:  # noqa: BLE001 - a failure is a finding, go on
+                    msg = f"{type(exc).__name__}: {exc}"
+                    notes = "\n".join(getattr(exc, "__notes__", []))
+                    failures.append({"batch": batch, "message": msg, "steps": notes})
+                    print(f"\n=== failure in batch {batch} ===\n{msg}\n{notes}\n", flush=True)
+                    if not mount.path.joinpath(".status").exists():
+                        mount.remount()  # keep going even if a failure took the mount down
+                print(f"batch {batch}: examples {STATS.examples} steps {STATS.steps} "
+                      f"failures {len(failures)} ({time.monotonic() - start:.0f} s)",
+                      flush=True)
+                if STATS.examples == before:  # hypothesis ran nothing new: avoid a spin
+                    break
+        finally:
+            mount.stop()
+            problems = mount.fsck()
+            log = mount.log.read_text(errors="replace") if mount.log.exists() else ""
+    seconds = round(time.monotonic() - start, 1)
+    bad_log = [line for line in log.splitlines()
+               if " ERROR " in line or " WARNING " in line or "Traceback" in line]
+    distinct = sorted({_signature(f["message"]) for f in failures})
+    result = {
+        "examples": STATS.examples,
+        "steps": STATS.steps,
+        "remounts": STATS.remounts,
+        "failures": len(failures),
+        "distinct_failures": distinct,
+        "seconds": seconds,
+        "fsck_problems": problems,
+        "daemon_log_problems": bad_log[:50],
+        "excluded": EXCLUDED,
+        "tolerated_known_bugs": [{"bug": b, "what": KNOWN_BUGS[b]} for b in args.tolerate],
+        "outcomes": {f"{op} {res}": n for (op, res), n in sorted(STATS.outcomes.items())},
+        "failure_details": failures,
+    }
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    args.out.write_text(json.dumps(result, indent=2) + "\n")
+    print(f"\nexamples run: {STATS.examples}  steps run: {STATS.steps}  "
+          f"remounts: {STATS.remounts}  failures found: {len(failures)} "
+          f"({len(distinct)} distinct)  seconds: {seconds}")
+    for d in distinct:
+        print(f"  - {d}")
+    if args.tolerate:
+        print(f"tolerated known bugs: {', '.join(args.tolerate)}")
+    print(f"fsck problems: {len(problems)}  daemon log problems: {len(bad_log)}")
+    print(f"wrote {args.out}")
+    return 1 if failures or problems else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
