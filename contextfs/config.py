@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import hashlib
 import os
-from dataclasses import dataclass, fields, replace
+from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 
 import yaml
@@ -55,6 +55,14 @@ class Config:
     embed_model: str = ""                  # openai: the model name to ask for
     embed_api_key_env: str = "OPENAI_API_KEY"  # openai: the environment variable with the key
     fsync_barrier_timeout: float = 30.0    # how long fsync waits for the index at most
+    # Conversations (SPEC §5, §6)
+    default_agent: str = "default"         # agent/<id> that agent-scope memories go to
+    llm_base_url: str = ""                 # an OpenAI-compatible chat endpoint: LLM extraction
+    llm_model: str = ""
+    llm_api_key_env: str = "OPENAI_API_KEY"
+    session_extract_every: int = 10        # extract once this many turns are pending
+    session_context_budget: int = 2000     # tokens (4 characters each) of a session's context.md
+    redact_patterns: dict = field(default_factory=dict)  # extra secrets: name -> regex
 
     @property
     def index_dir(self) -> Path:

@@ -29,7 +29,10 @@ from contextfs.errors import ContextFSError, UsageError
 from contextfs.fs.ops import Operations
 from contextfs.fs.tree import Tree
 from contextfs.index.embed import Embedder, LocalEmbedder, OpenAIEmbedder
+from contextfs.memory.extract import Extractor, LLMExtractor, RuleExtractor
 from contextfs.memory.indexer import Indexer
+from contextfs.memory.intake import Intake, IntakeService
+from contextfs.memory.redact import Redactor
 from contextfs.memory.search import Searcher, parse_options
 from contextfs.memory.service import Memory
 from contextfs.store import Store
@@ -52,9 +55,11 @@ def schema_files(types: dict[str, ContextType]) -> dict[str, bytes]:
 
 def open_memory(cfg: Config, types: dict[str, ContextType]) -> Memory:
     cfg.data_dir.mkdir(parents=True, exist_ok=True)
+    redactor = Redactor(cfg.redact_patterns)  # bad user patterns refuse the mount
     store = Store(cfg.db_path)
     memory = Memory(store, types, data_dir=cfg.data_dir, max_file_size=cfg.max_file_size,
-                    max_tier_size=cfg.max_tier_size)
+                    max_tier_size=cfg.max_tier_size, redactor=redactor,
+                    default_owner=cfg.default_owner)
     problems = check_store(store)
     if problems:
         memory.failsafe = f"fsck found {len(problems)} problem(s): {problems[0]}"
@@ -72,8 +77,16 @@ def _ts(t: float) -> str:
     return dt.datetime.fromtimestamp(t, dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
+def extractor(cfg: Config) -> Extractor:
+    """An LLM extracts when an endpoint is configured; rules otherwise (offline)."""
+    if cfg.llm_base_url and cfg.llm_model:
+        return LLMExtractor(base_url=cfg.llm_base_url, model=cfg.llm_model,
+                            api_key_env=cfg.llm_api_key_env)
+    return RuleExtractor()
+
+
 def render_status(memory: Memory, cfg: Config, mountpoint: Path, started: float,
-                  indexer: Indexer | None = None) -> str:
+                  indexer: Indexer | None = None, intake: Intake | None = None) -> str:
     c = memory.counts()
     state = "read-only: " + memory.failsafe if memory.failsafe else "read-write"
     lines = [
@@ -93,6 +106,11 @@ def render_status(memory: Memory, cfg: Config, mountpoint: Path, started: float,
         lines += indexer.status_lines()
     else:
         lines.append("index: off (search: false in config.yaml)")
+    if intake is not None:
+        lines += intake.status_lines()
+    lines.append(f"redactions: {memory.redaction_count} this run, "
+                 f"{memory.store.redaction_total()} in all (kinds and places in the store's "
+                 "redaction log; never the secrets)")
     lines.append(f"refusals: {memory.refusal_count} (newest first)")
     for r in reversed(memory.refusals):
         name = errno.errorcode.get(r.errno, str(r.errno))
@@ -154,13 +172,22 @@ def run(cfg: Config, mountpoint: Path, options: list[str]) -> int:
         indexer = Indexer(memory, cfg.index_dir, embedder_factory(cfg),
                           model_name=cfg.model_name)
         searcher = Searcher(memory, indexer)
-    status = lambda: render_status(memory, cfg, mountpoint, started, indexer)  # noqa: E731
+    intake = Intake(memory, extractor=extractor(cfg), default_agent=cfg.default_agent,
+                    extract_every=cfg.session_extract_every)
+    status = lambda: render_status(memory, cfg, mountpoint, started, indexer,  # noqa: E731
+                                   intake)
     tree = Tree(memory, status=status, schema_files=schema_files(types),
                 search_generation=(lambda: indexer.generation) if indexer else None,
-                parse_options=lambda seg: parse_options(seg, set(types)))
+                parse_options=lambda seg: parse_options(seg, set(types)), intake=intake)
+    intake_service = IntakeService(intake, on_change=lambda: (tree.inbox_changed(),
+                                                              ops.flush_invalidations()))
+    intake.node_changed = tree.node_routed
+    intake.owner_created = tree._add_owner
     ops = Operations(tree, entry_timeout=cfg.entry_timeout, attr_timeout=cfg.attr_timeout,
                      indexer=indexer, searcher=searcher, xattrs="ctx_xattr" in options,
-                     fsync_barrier_timeout=cfg.fsync_barrier_timeout)
+                     fsync_barrier_timeout=cfg.fsync_barrier_timeout, intake=intake,
+                     intake_service=intake_service,
+                     session_budget=cfg.session_context_budget)
 
     def indexed(node_ids: list[int]) -> None:
         tree.nodes_indexed(node_ids)
@@ -179,7 +206,7 @@ def run(cfg: Config, mountpoint: Path, options: list[str]) -> int:
                                   "mountpoint": str(mountpoint)}))
     clean = False
     try:
-        trio.run(_serve, ops, indexer)
+        trio.run(_serve, ops, indexer, intake_service)
         clean = True
     finally:
         pyfuse3.close(unmount=clean)
@@ -193,10 +220,12 @@ def run(cfg: Config, mountpoint: Path, options: list[str]) -> int:
     return 0
 
 
-async def _serve(ops: Operations, indexer: Indexer | None) -> None:
+async def _serve(ops: Operations, indexer: Indexer | None,
+                 intake_service: IntakeService) -> None:
     async with trio.open_nursery() as nursery:
         nursery.start_soon(ops.run_invalidator)
         nursery.start_soon(_watch_signals, nursery)
+        nursery.start_soon(intake_service.run)
         if indexer is not None:
             nursery.start_soon(indexer.run)
         await pyfuse3.main()

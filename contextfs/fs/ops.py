@@ -21,8 +21,9 @@ import pyfuse3
 import trio
 
 from contextfs.errors import ContextFSError
-from contextfs.fs.tree import Attr, Inode, Invalidation, QueryPending, Tree
+from contextfs.fs.tree import Attr, Inode, Invalidation, QueryPending, Role, SessionAction, Tree
 from contextfs.memory.indexer import Indexer
+from contextfs.memory.intake import Intake, IntakeService
 from contextfs.memory.search import QueryOptions, Searcher, pack_context, results_json
 
 log = logging.getLogger(__name__)
@@ -72,9 +73,14 @@ class Operations(pyfuse3.Operations):
     def __init__(self, tree: Tree, *, entry_timeout: float = 60.0,
                  attr_timeout: float = 60.0, indexer: Indexer | None = None,
                  searcher: Searcher | None = None, xattrs: bool = False,
-                 fsync_barrier_timeout: float = 30.0) -> None:
+                 fsync_barrier_timeout: float = 30.0, intake: Intake | None = None,
+                 intake_service: IntakeService | None = None,
+                 session_budget: int = 2000) -> None:
         super().__init__()
         self.tree = tree
+        self.intake = intake
+        self.intake_service = intake_service
+        self.session_budget = session_budget
         self.indexer = indexer
         self.searcher = searcher
         self.xattrs = xattrs
@@ -245,8 +251,11 @@ class Operations(pyfuse3.Operations):
                                            ctx.gid))
 
     @_handler
-    def rmdir(self, parent_inode, name, ctx):
-        self.tree.rmdir(parent_inode, os.fsdecode(name))
+    async def rmdir(self, parent_inode, name, ctx):
+        try:
+            self.tree.rmdir(parent_inode, os.fsdecode(name))
+        except SessionAction as act:
+            await self._session_action(act)
 
     @_handler
     def unlink(self, parent_inode, name, ctx):
@@ -277,8 +286,17 @@ class Operations(pyfuse3.Operations):
         return pyfuse3.FileInfo(fh=h.fh, direct_io=generated, keep_cache=not generated)
 
     @_handler
-    def open(self, inode, flags, ctx):
-        return self._info(self.tree.open(inode, flags))
+    async def open(self, inode, flags, ctx):
+        h = self.tree.open(inode, flags)
+        if h.inode.role == Role.SESSION_CONTEXT and self.intake is not None:
+            search = None
+            if self.searcher is not None:
+                searcher = self.searcher
+                search = lambda q, scope: searcher.search(q, scope, QueryOptions(k=8))  # noqa: E731
+            sess, budget = h.inode.qopts, self.session_budget
+            text = await trio.to_thread.run_sync(self.intake.context_for, sess, budget, search)
+            h.snapshot = text.encode()
+        return self._info(h)
 
     @_handler
     def create(self, parent_inode, name, mode, flags, ctx):
@@ -294,8 +312,23 @@ class Operations(pyfuse3.Operations):
         return self.tree.write(fh, off, buf)
 
     @_handler
-    def flush(self, fh):
-        self.tree.flush(fh)
+    async def flush(self, fh):
+        try:
+            self.tree.flush(fh)
+        except SessionAction as act:
+            await self._session_action(act)
+
+    async def _session_action(self, act: SessionAction) -> None:
+        """compact / end: extract what is pending (off the event loop), then act."""
+        sess = act.session
+        if self.intake_service is not None:
+            await self.intake_service.extract(sess)
+        if act.command == "compact":
+            self.intake.compact(sess)
+        else:
+            self.intake.end_session(sess)
+            if act.inode is not None:
+                self.tree.session_ended(act.inode)
 
     @_handler
     async def fsync(self, fh, datasync):

@@ -91,17 +91,40 @@ class Role(enum.Enum):
     QUERY = "query"  # <dir>/.query/[@opts/]<question>
     QLINK = "qlink"  # 01_<name> -> the node
     QFILE = "qfile"  # _context.md, _results.json
+    INBOX = "inbox"  # <owner>/.inbox (and the root's, for the default owner)
+    INBOX_NEW = "inbox_new"  # a file being written into an inbox
+    INBOX_ITEM = "inbox_item"  # what was handed in (read-only)
+    INBOX_REPORT = "inbox_report"  # <name>.report.md: what processing it did
+    SESSIONS = "sessions"  # <owner>/.sessions
+    SESSION = "session"  # .sessions/<id>
+    SESSION_CONTEXT = "session_context"  # context.md
+    SESSION_TRANSCRIPT = "session_transcript"  # transcript.jsonl (append-only)
+    SESSION_CONTROL = "session_control"  # control: write compact | end
 
 
 # Roles whose content is generated on open (read-only, may change between opens).
 _GENERATED = {Role.STATUS}
-_READ_ONLY_FILES = {Role.META, Role.VERSION, Role.SCHEMA_FILE, Role.STATUS, Role.QFILE}
+_READ_ONLY_FILES = {Role.META, Role.VERSION, Role.SCHEMA_FILE, Role.STATUS, Role.QFILE,
+                    Role.INBOX_ITEM, Role.INBOX_REPORT, Role.SESSION_CONTEXT}
+INBOX_DIR, SESSIONS_DIR = ".inbox", ".sessions"
 QUERY_DIR = ".query"
 _QUERY_ROLES = {Role.QUERYROOT, Role.QUERYOPTS, Role.QUERY, Role.QLINK, Role.QFILE}
 # Never cached by the kernel, so the daemon never has to invalidate their names (a name
 # invalidation from a thread can hang a daemon being killed): query results, and files
 # that vanish once routed.
-_VOLATILE = _QUERY_ROLES | {Role.DROP, Role.SCRATCH}
+_VOLATILE = _QUERY_ROLES | {Role.DROP, Role.SCRATCH, Role.INBOX_NEW, Role.INBOX_REPORT,
+                            Role.SESSION_CONTEXT}
+_GENERATED |= {Role.INBOX_REPORT, Role.SESSION_CONTEXT}
+
+
+class SessionAction(Exception):  # noqa: N818 - a signal to the adapter, not an error
+    """`compact` / `end` of a session: the adapter extracts off the event loop first."""
+
+    def __init__(self, session: object, command: str, inode: Inode | None = None) -> None:
+        super().__init__(command)
+        self.session = session
+        self.command = command
+        self.inode = inode
 
 
 class QueryPending(Exception):  # noqa: N818 - a signal to the adapter, not an error
@@ -203,7 +226,8 @@ class Tree:
     def __init__(self, memory: Memory, *, uid: int | None = None, gid: int | None = None,
                  status: Callable[[], str] | None = None, schema_files: dict[str, bytes]
                  | None = None, search_generation: Callable[[], int] | None = None,
-                 parse_options: Callable[[str], object] | None = None) -> None:
+                 parse_options: Callable[[str], object] | None = None,
+                 intake: object | None = None) -> None:
         self.memory = memory
         self.uid = os.getuid() if uid is None else uid
         self.gid = os.getgid() if gid is None else gid
@@ -217,6 +241,7 @@ class Tree:
         self._att_children: dict[tuple[int, int | None], list[Attachment]] = {}
         self.search_generation = search_generation
         self.parse_options = parse_options or (lambda seg: None)
+        self.intake = intake  # contextfs.memory.intake.Intake, when the inbox is on
         self.query_roots: dict[int, Inode] = {}
         self._file_cache: dict[int, bytes] = {}
         self._meta_cache: dict[int, tuple[tuple, bytes]] = {}
@@ -281,6 +306,7 @@ class Tree:
         self._new(Role.STATUS, stat.S_IFREG | 0o444, ".status", self.root)
         if self.search_generation is not None:
             self._query_root(self.root)
+        self._add_intake_dirs(self.root, ("user", self.memory.default_owner))
         self.owner_dirs: dict[tuple[str, str], Inode] = {}
         for owner in sorted(m.owners):
             self._add_owner(owner)
@@ -296,6 +322,7 @@ class Tree:
             else:
                 self._dir(Role.TYPEDIR, t.type_dir, od, owner=owner, ctype=t)
         self._dir(Role.TRASH, TRASH_DIR, od, 0o755, owner=owner)
+        self._add_intake_dirs(od, owner)
         return od
 
     def _place_node(self, n: Node) -> Inode | None:
@@ -374,7 +401,9 @@ class Tree:
 
     def _ensure(self, d: Inode) -> None:
         if not d.populated:
-            if d.role == Role.ATTACH:
+            if d.role in (Role.INBOX, Role.SESSIONS):
+                self._populate_intake(d)
+            elif d.role == Role.ATTACH:
                 d.populated = True
                 self._add_attachments(d, d.node, d.att.id)
             else:
@@ -441,6 +470,8 @@ class Tree:
             return self.schema_files.get(inode.name, b"")
         if role == Role.STATUS:
             return self.status_text().encode("utf-8")
+        if role in (Role.INBOX_ITEM, Role.INBOX_REPORT, Role.SESSION_TRANSCRIPT):
+            return self._intake_bytes(inode)
         return b""
 
     def _meta_bytes(self, n: Node) -> bytes:
@@ -469,6 +500,10 @@ class Tree:
             return 0
         if inode.role == Role.ATTACH and inode.att is not None:
             return inode.att.size
+        if inode.role == Role.INBOX_ITEM:
+            return inode.qopts.size
+        if inode.role in (Role.SESSION_CONTEXT, Role.SESSION_CONTROL):
+            return 0
         return len(self._file_bytes(inode))
 
     def _unloaded_ndirs(self, d: Inode) -> int:
@@ -553,6 +588,66 @@ class Tree:
             child = children.get(name)
             if child is not None and child.ino == ino:
                 yield name, child, ino
+
+    # ---- inbox and sessions (SPEC §5, §6) ---------------------------------------------------
+
+    def _add_intake_dirs(self, d: Inode, owner: tuple[str, str]) -> None:
+        if self.intake is None:
+            return
+        self._dir(Role.INBOX, INBOX_DIR, d, 0o755, owner=owner, populated=False)
+        self._dir(Role.SESSIONS, SESSIONS_DIR, d, 0o755, owner=owner, populated=False)
+
+    def _populate_intake(self, d: Inode) -> None:
+        d.populated = True
+        if d.role == Role.INBOX:
+            for item in self.intake.items.values():
+                if item.owner == d.owner:
+                    self._show_item(d, item)
+        elif d.role == Role.SESSIONS:
+            for (kind, oid, _sid), sess in self.intake.sessions.items():
+                if (kind, oid) == d.owner:
+                    self._show_session(d, sess)
+
+    def _show_item(self, d: Inode, item) -> Inode:
+        name = item.filename
+        if name in d.children:
+            stem, dot, ext = name.rpartition(".")
+            name = f"{stem}-{item.id}.{ext}" if dot and stem else f"{name}-{item.id}"
+        inode = self._new(Role.INBOX_ITEM, stat.S_IFREG | 0o444, name, d, owner=d.owner,
+                          mtime_ns=_ns(item.created))
+        inode.qopts = item  # the item this file shows
+        report = self._new(Role.INBOX_REPORT, stat.S_IFREG | 0o444, name + ".report.md", d,
+                           owner=d.owner, mtime_ns=_ns(item.created))
+        report.qopts = item
+        return inode
+
+    def _show_session(self, d: Inode, sess) -> Inode:
+        sd = self._dir(Role.SESSION, sess.id, d, 0o755, owner=d.owner, mtime_ns=_ns(
+            sess.created))
+        sd.qopts = sess
+        for name, role, mode in (("context.md", Role.SESSION_CONTEXT, 0o444),
+                                 ("transcript.jsonl", Role.SESSION_TRANSCRIPT, 0o644),
+                                 ("control", Role.SESSION_CONTROL, 0o644)):
+            f = self._new(role, stat.S_IFREG | mode, name, sd, owner=d.owner)
+            f.qopts = sess
+        return sd
+
+    def _intake_bytes(self, inode: Inode) -> bytes:
+        if inode.role == Role.INBOX_ITEM:
+            return self.intake.item_data(inode.qopts)
+        if inode.role == Role.INBOX_REPORT:
+            item = inode.qopts
+            return (item.report or f"# {item.filename}\n\nstate: {item.state} (waiting to be "
+                    "processed)\n").encode()
+        if inode.role == Role.SESSION_TRANSCRIPT:
+            return inode.qopts.transcript.encode()
+        return b""
+
+    def inbox_changed(self) -> None:
+        """Processing moved on: reports and new nodes show the new state."""
+        for inode in list(self.inodes.values()):
+            if inode.role == Role.INBOX_REPORT:
+                self._invalidate(inode)
 
     # ---- query directories (SPEC §4) ------------------------------------------------------
 
@@ -721,17 +816,62 @@ class Tree:
         if not h.wrote:
             return
         h.wrote = False
+        if inode.role in (Role.INBOX_NEW, Role.SESSION_TRANSCRIPT, Role.SESSION_CONTROL):
+            self._commit_intake(inode)
+            return
         if inode.role == Role.DROP:
             if inode.dirty and inode.data:
                 self._route_drop(inode)
         elif inode.dirty:
             self._commit(inode)
 
+    def _commit_intake(self, inode: Inode) -> None:
+        data = bytes(inode.data or b"")
+        if inode.role == Role.INBOX_NEW:
+            if not data or inode.parent is None:
+                return
+            parent = inode.parent
+            item = self.intake.submit(parent.owner, inode.name, data)
+            self._unlink(inode)  # the stored item (redacted) takes its place
+            self._show_item(parent, item)
+            inode.dirty = False
+        elif inode.role == Role.SESSION_TRANSCRIPT:
+            sess = inode.qopts
+            old = sess.transcript.encode()
+            if not data.startswith(old):
+                inode.data, inode.dirty = None, False
+                self._invalidate(inode)
+                exc = InvalidInput("transcript.jsonl is append-only: add lines with >>")
+                self._refuse(inode, exc, data[len(old):] or data)
+                raise exc
+            self.intake.record(sess, data[len(old):])
+            inode.data, inode.dirty = None, False
+            self._invalidate(inode, attr_only=True)
+        elif inode.role == Role.SESSION_CONTROL:
+            command = data.decode(errors="replace").strip().lower()
+            inode.data, inode.dirty = None, False
+            if command not in ("compact", "end", ""):
+                raise InvalidInput(f"unknown session command {command!r}: use compact or end")
+            if command:
+                raise SessionAction(inode.qopts, command, inode.parent)
+
+    def session_ended(self, sd: Inode) -> None:
+        """After `end` (or rmdir): the session directory is gone."""
+        if sd.parent is not None:
+            for c in list(sd.children.values()):
+                self._unlink(c)
+            self._unlink(sd)
+
     def fsync(self, fh: int) -> bool:
         """Returns whether a node's text was committed (the adapter then waits for the
         index: fsync is a search barrier)."""
         h = self.handle(fh)
         inode = h.inode
+        if inode.role in (Role.INBOX_NEW, Role.SESSION_TRANSCRIPT):
+            if inode.dirty:
+                h.wrote = False
+                self._commit_intake(inode)
+            return False
         if inode.role == Role.DROP:
             if inode.dirty and inode.data:
                 if inode.drop_id is None:
@@ -891,6 +1031,9 @@ class Tree:
     # ---- creating -----------------------------------------------------------------------
 
     def _new_file_role(self, d: Inode, name: str) -> Role:
+        if d.role == Role.INBOX:
+            return Role.SCRATCH if is_editor_scratch(name) or _TYPE_DIR_TEMP.search(name) \
+                else Role.INBOX_NEW
         if d.role == Role.TYPEDIR:
             return Role.SCRATCH if (is_editor_scratch(name) or _TYPE_DIR_TEMP.search(name)) \
                 else Role.DROP
@@ -977,6 +1120,9 @@ class Tree:
         if d.role == Role.KIND:
             self.memory.create_owner(d.name, name)
             return self._add_owner((d.name, name))
+        if d.role == Role.SESSIONS:
+            sess = self.intake.start_session(d.owner, name)
+            return self._show_session(d, sess)
         if d.role == Role.TYPEDIR:
             if is_editor_scratch(name) or name.startswith("."):
                 raise InvalidInput(f"{name!r} is not a node name")
@@ -1052,6 +1198,8 @@ class Tree:
             raise NotFound(f"{self._child_path(d, name)} does not exist")
         if not inode.is_dir:
             raise ContextFSError("not a directory", errno=errno.ENOTDIR)
+        if inode.role == Role.SESSION:
+            raise SessionAction(inode.qopts, "end", inode)
         self._ensure(inode)
         if inode.role == Role.HISTORY:
             if inode.children:

@@ -117,6 +117,7 @@ class Memory:
         max_tier_size: int = DEFAULT_MAX_TIER_SIZE,
         clock: Callable[[], float] = time.time,
         redactor: Redactor | None = None,
+        default_owner: str = "default",
     ) -> None:
         self.store = store
         self.types = types
@@ -141,6 +142,7 @@ class Memory:
         self.generation = store.generation()
         self._persisting: list[Node] = []
         self.redactor = redactor
+        self.default_owner = default_owner
         self.redaction_count = 0
         self.pending_redactions: list[tuple[float, str, str, int]] = []
 

@@ -262,6 +262,42 @@ class Store:
             [drop_id, owner[0], owner[1], type_name, filename, data, time.time()],
         )
 
+    # ---- inbox and sessions (v2) -------------------------------------------------------
+
+    def inbox_items(self) -> list[tuple]:
+        """(id, owner_kind, owner_id, filename, created, state, report, size), oldest first."""
+        return self.con.execute(
+            "SELECT id, owner_kind, owner_id, filename, created, state, report, "
+            "octet_length(data) FROM inbox_items ORDER BY id").fetchall()
+
+    def add_inbox_item(self, item_id: int, owner: tuple[str, str], filename: str,
+                       data: bytes, created: float, state: str, report: str) -> None:
+        self.con.execute("INSERT INTO inbox_items VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+                         [item_id, owner[0], owner[1], filename, data, created, state, report])
+
+    def inbox_data(self, item_id: int) -> bytes:
+        row = self.con.execute("SELECT data FROM inbox_items WHERE id = ?", [item_id]).fetchone()
+        return bytes(row[0]) if row else b""
+
+    def set_inbox_state(self, item_id: int, state: str, report: str) -> None:
+        self.con.execute("UPDATE inbox_items SET state = ?, report = ? WHERE id = ?",
+                         [state, report, item_id])
+
+    def sessions(self) -> list[tuple]:
+        return self.con.execute(
+            "SELECT owner_kind, owner_id, id, created, transcript, processed, summary "
+            "FROM sessions ORDER BY created").fetchall()
+
+    def put_session(self, owner: tuple[str, str], sid: str, created: float, transcript: str,
+                    processed: int, summary: str) -> None:
+        self.con.execute(
+            "INSERT OR REPLACE INTO sessions VALUES (?, ?, ?, ?, ?, ?, ?)",
+            [owner[0], owner[1], sid, created, transcript, processed, summary])
+
+    def delete_session(self, owner: tuple[str, str], sid: str) -> None:
+        self.con.execute("DELETE FROM sessions WHERE owner_kind = ? AND owner_id = ? AND id = ?",
+                         [owner[0], owner[1], sid])
+
     def add_redaction(self, ts: float, path: str, kind: str, count: int) -> None:
         self.con.execute("INSERT INTO redactions VALUES (?, ?, ?, ?)", [ts, path, kind, count])
 

@@ -1,0 +1,1404 @@
+"""Extraction: conversation turns in, candidate memories (typed, validated) out.
+
+Two `Extractor`s. `RuleExtractor` works offline from a handful of conservative patterns
+(first-person preferences and profile facts, dated events, named relations, decisions,
+tool traces); it prefers missing a memory to inventing one. `LLMExtractor` asks any
+OpenAI-compatible chat endpoint, with each context type's description, fields and
+`extraction` instructions, and keeps only the items that validate against their type.
+`LLMSummarizer` writes L0/L1 through the same endpoint. `score_candidates` measures an
+extractor against expected memories (the corpus under `tests/corpus/transcripts/`).
+
+Candidates are values: every one carries fields already coerced for its type, including
+the key fields, so routing them (the memory service's job, not this module's) cannot fail
+on a field. Nothing here touches the store, the tree or FUSE.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import json
+import logging
+import os
+import re
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+from contextfs.ctxtypes import ContextType, slugify
+from contextfs.errors import ContextFSError, InvalidInput
+from contextfs.memory.transcript import Turn, tool_content
+
+log = logging.getLogger(__name__)
+
+AGENT_TYPES = ("case", "pattern", "skill", "tool")
+
+
+class LLMUnavailable(ContextFSError):
+    """The chat endpoint cannot be used (no key, unreachable, an HTTP error, no answer)."""
+
+
+@dataclass(frozen=True, slots=True)
+class Candidate:
+    """A memory an extractor proposes; fields are valid for `type`, keys included."""
+
+    type: str
+    fields: dict[str, object]
+    body: str
+    turns: tuple[str, ...]  # Turn.ref of the evidence
+    confidence: float  # 0..1
+
+
+class Extractor(Protocol):
+    def extract(
+        self,
+        turns: Sequence[Turn],
+        types: Mapping[str, ContextType],
+        *,
+        owner_kind: str = "user",
+        today: str | None = None,
+    ) -> list[Candidate]: ...
+
+
+def allowed_types(types: Mapping[str, ContextType], owner_kind: str) -> dict[str, ContextType]:
+    """Types an extraction for this owner may produce.
+
+    A user owner gets user-scope types and agent-scope ones (the caller routes the latter
+    to the agent owner); an agent owner gets agent-scope types only.
+    """
+    if owner_kind == "agent":
+        return {n: t for n, t in types.items() if t.scope == "agent"}
+    return dict(types)
+
+
+def validate_candidate(
+    ctype: ContextType, fields: Mapping[str, object], *, where: str = ""
+) -> dict[str, object]:
+    """Fields coerced for the type, or `InvalidInput` (unknown/ill-typed/missing/bad key)."""
+    coerced = ctype.coerce_fields(fields, where=where)
+    missing = ctype.missing_required(coerced)
+    if missing:
+        raise InvalidInput(f"{where + ': ' if where else ''}missing {', '.join(missing)}")
+    missing_keys = [k for k in ctype.key_fields if k not in coerced]
+    if missing_keys:
+        raise InvalidInput(
+            f"{where + ': ' if where else ''}missing key field {', '.join(missing_keys)}"
+        )
+    ctype.node_name(coerced)  # raises on a key without letters or digits
+    return coerced
+
+
+# --- text helpers -----------------------------------------------------------------------
+
+_SENT_SPLIT_RE = re.compile(r"(?<=[.!?])[\"'”’)]*\s+|\n+")
+_QUOTED_RE = re.compile(r"\"[^\"\n]*\"|“[^”\n]*”|(?<![A-Za-z])'[^'\n]{3,}'(?![A-Za-z])")
+_HYPOTHETICAL_RE = re.compile(
+    r"\b(?:if|unless|whether|suppose|supposing|imagine|hypothetically|pretend|wonder|"
+    r"would|could|might|maybe|perhaps|should i|what if|let's say|in theory|"
+    r"used to|wish)\b",
+    re.I,
+)
+_CODE_RE = re.compile(r"```.*?```|`[^`\n]*`", re.S)
+_WORD_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9+#.'-]*")
+
+
+def _sentences(text: str) -> list[str]:
+    text = _CODE_RE.sub(" ", text)
+    out = []
+    for s in _SENT_SPLIT_RE.split(text):
+        s = s.strip().lstrip("-*>•").strip()
+        if s:
+            out.append(s)
+    return out
+
+
+def _assertion(sentence: str) -> str | None:
+    """The sentence without quotes if it is a plain assertion, None for questions etc."""
+    if sentence.rstrip().endswith("?"):
+        return None
+    bare = _QUOTED_RE.sub(" ", sentence)
+    if _HYPOTHETICAL_RE.search(bare):
+        return None
+    return bare
+
+
+def _clean_phrase(text: str, max_words: int) -> str | None:
+    """A short noun phrase: cut at the first clause break, None if too long or empty."""
+    text = re.split(
+        r"\s*(?:[,;:()!?]|\.(?:\s|$)| - | — | but | because | since | so that | so | "
+        r"and i | and we | when | although | though | which | who | as long as )",
+        " " + text + " ",
+        maxsplit=1,
+        flags=re.I,
+    )[0]
+    text = text.strip().strip(".").strip()
+    text = re.sub(r"^(?:the|a|an|my|our|some)\s+", "", text, flags=re.I)
+    words = text.split()
+    if not words or len(words) > max_words:
+        return None
+    return " ".join(words)
+
+
+def _reason(sentence: str) -> str | None:
+    m = re.search(r"\b(?:because|since|as it|as they)\s+(.+?)[.!]?$", sentence, re.I)
+    if not m:
+        return None
+    return m.group(1).strip() or None
+
+
+_PRONOUNS = {
+    "it", "this", "that", "these", "those", "you", "your", "them", "him", "her", "how",
+    "what", "when", "where", "why", "which", "who", "to", "being", "having", "doing",
+    "there", "here", "one", "ones", "something", "anything", "everything", "nothing",
+    "the", "a", "an", "whatever", "myself", "me", "us", "we", "they", "he", "she", "all",
+    "both", "either", "neither", "more", "less", "most", "much", "very", "so", "too",
+}  # fmt: skip
+
+
+# --- lexicons ---------------------------------------------------------------------------
+
+# A preferred option names its topic when the owner did not ("I prefer vim" -> editor).
+_TOPIC_OF = {
+    "editor": ("vim", "neovim", "emacs", "vs code", "vscode", "visual studio code", "sublime",
+               "sublime text", "helix", "nano", "intellij", "pycharm", "zed"),
+    "indentation": ("tabs", "spaces", "two spaces", "four spaces", "2 spaces", "4 spaces"),
+    "theme": ("dark mode", "light mode", "dark theme", "light theme"),
+    "shell": ("bash", "zsh", "fish"),
+    "test runner": ("pytest", "unittest", "jest", "vitest", "mocha"),
+    "package manager": ("uv", "poetry", "pip", "pnpm", "yarn", "npm", "conda"),
+    "hot drink": ("tea", "coffee", "green tea", "black coffee"),
+    "operating system": ("linux", "macos", "windows"),
+    "reply length": ("short answers", "short replies", "concise answers", "brief answers",
+                     "long answers", "detailed answers"),
+    "seat": ("window seats", "aisle seats", "a window seat", "an aisle seat", "window seat",
+             "aisle seat"),
+    "units": ("metric units", "imperial units", "metric", "imperial"),
+    "date format": ("iso dates", "iso 8601 dates", "iso 8601"),
+}  # fmt: skip
+_OPTION_TOPIC = {opt: topic for topic, opts in _TOPIC_OF.items() for opt in opts}
+
+_LANGUAGES = {
+    "english", "french", "german", "spanish", "italian", "portuguese", "dutch", "polish",
+    "russian", "ukrainian", "czech", "swedish", "norwegian", "danish", "finnish", "greek",
+    "turkish", "arabic", "hebrew", "hindi", "bengali", "urdu", "tamil", "mandarin",
+    "cantonese", "chinese", "japanese", "korean", "vietnamese", "thai", "indonesian",
+    "malay", "swahili", "persian", "farsi", "romanian", "hungarian", "catalan", "basque",
+    "welsh", "irish", "tagalog", "punjabi", "marathi", "telugu", "serbian", "croatian",
+}  # fmt: skip
+
+_JOB_WORDS = {
+    "engineer", "developer", "programmer", "designer", "manager", "scientist", "teacher",
+    "nurse", "doctor", "physician", "lawyer", "researcher", "analyst", "student", "writer",
+    "consultant", "architect", "accountant", "founder", "co-founder", "cto", "ceo", "cfo",
+    "editor", "journalist", "professor", "chef", "pharmacist", "administrator", "sre",
+    "intern", "lead", "director", "photographer", "artist", "musician", "translator",
+    "paramedic", "electrician", "librarian", "economist", "statistician", "mechanic",
+    "veterinarian", "vet", "dentist", "surgeon", "therapist", "recruiter", "marketer",
+    "technician", "officer", "specialist", "coordinator", "owner", "freelancer",
+    "postdoc", "phd student", "tester", "maintainer", "illustrator", "producer",
+}  # fmt: skip
+
+_RELATIONS = {
+    # relation word -> entity kind
+    "dog": "animal", "cat": "animal", "puppy": "animal", "kitten": "animal", "pet": "animal",
+    "horse": "animal", "parrot": "animal", "rabbit": "animal",
+    "sister": "person", "brother": "person", "mother": "person", "mom": "person",
+    "mum": "person", "father": "person", "dad": "person", "wife": "person",
+    "husband": "person", "partner": "person", "son": "person", "daughter": "person",
+    "friend": "person", "colleague": "person", "coworker": "person", "co-worker": "person",
+    "manager": "person", "boss": "person", "cousin": "person", "aunt": "person",
+    "uncle": "person", "grandmother": "person", "grandma": "person",
+    "grandfather": "person", "grandpa": "person", "niece": "person", "nephew": "person",
+    "roommate": "person", "flatmate": "person", "neighbor": "person", "neighbour": "person",
+    "teammate": "person", "mentor": "person", "girlfriend": "person",
+    "boyfriend": "person", "fiance": "person", "fiancee": "person", "client": "person",
+    "landlord": "person", "tech lead": "person", "report": "person",
+}  # fmt: skip
+_REL_ALT = "|".join(sorted((re.escape(r) for r in _RELATIONS), key=len, reverse=True))
+_NAME = r"[A-Z][a-zà-ÿ'-]+(?: [A-Z][a-zà-ÿ'-]+)?"
+_NOT_NAMES = {
+    "I", "The", "A", "An", "He", "She", "They", "We", "It", "This", "That", "My", "Our",
+    "Monday", "Tuesday", "Wednesday", "Thursday", "Friday", "Saturday", "Sunday",
+    "Today", "Yesterday", "Tomorrow", "And", "But", "So", "Also", "Then",
+}  # fmt: skip
+
+_WEEKDAYS = ("monday", "tuesday", "wednesday", "thursday", "friday", "saturday", "sunday")
+_MONTHS = ("january", "february", "march", "april", "may", "june", "july", "august",
+           "september", "october", "november", "december")  # fmt: skip
+_MONTH_ALT = "|".join(m for m in _MONTHS) + "|jan|feb|mar|apr|jun|jul|aug|sep|sept|oct|nov|dec"
+
+_PAST_IRREGULAR = {
+    "had", "went", "met", "got", "gave", "took", "made", "saw", "flew", "drove", "ran",
+    "began", "did", "held", "won", "lost", "left", "came", "bought", "sold", "wrote",
+    "spent", "found", "broke", "fell", "ate", "caught", "built", "sent", "kept", "paid",
+    "threw", "rode", "swam", "sang", "brought", "taught", "heard", "hit", "cut", "quit",
+    "shut", "set", "put", "became", "chose", "drank", "forgot", "froze", "hid", "led",
+    "sat", "slept", "spoke", "stood", "told", "understood", "woke", "wore",
+}  # fmt: skip
+_NOT_VERBS_ED = {"red", "bed", "need", "feed", "seed", "speed", "shed", "bred", "wed"}
+
+
+# --- the rule extractor -----------------------------------------------------------------
+
+_LEAD = r"(?:^|[,;:]\s+|\b(?:and|but|so|also|actually|honestly|personally|oh|btw|fyi)\s+)"
+_ADV = (
+    r"(?:(?:really|absolutely|just|generally|usually|definitely|totally|much|strongly|"
+    r"genuinely|honestly|still|also|always|truly|kind of|sort of)\s+)*"
+)
+
+_PREF_RES: list[tuple[re.Pattern[str], str]] = [
+    (
+        re.compile(
+            rf"{_LEAD}my\s+(?:absolute\s+)?favou?rite\s+(?P<topic>[a-z][\w -]{{1,40}}?)"
+            r"\s+(?:is|are)\s+(?P<value>.+)",
+            re.I,
+        ),
+        "favourite",
+    ),
+    (
+        re.compile(
+            r"^(?P<value>[A-Z][\w .+#-]{0,40}?)\s+(?:is|are)\s+my\s+(?:absolute\s+)?"
+            r"favou?rite\s+(?P<topic>[a-z][\w -]{1,40})",
+            re.I,
+        ),
+        "favourite",
+    ),
+    (re.compile(rf"{_LEAD}I\s+{_ADV}prefer\s+(?P<value>.+)", re.I), "prefer"),
+    (
+        re.compile(rf"{_LEAD}I\s+{_ADV}(?:can't|cannot|can not)\s+stand\s+(?P<value>.+)", re.I),
+        "dislikes",
+    ),
+    (
+        re.compile(rf"{_LEAD}I\s+{_ADV}(?:hate|dislike|detest|loathe)\s+(?P<value>.+)", re.I),
+        "dislikes",
+    ),
+    (
+        re.compile(
+            rf"{_LEAD}I\s+(?:really\s+)?(?:don't|do not)\s+(?:really\s+)?like\s+"
+            r"(?P<value>.+)",
+            re.I,
+        ),
+        "dislikes",
+    ),
+    (re.compile(rf"{_LEAD}I\s+{_ADV}(?:love|adore)\s+(?P<value>.+)", re.I), "loves"),
+    (re.compile(rf"{_LEAD}I\s+{_ADV}(?:like|enjoy)\s+(?P<value>.+)", re.I), "likes"),
+    (
+        re.compile(
+            rf"{_LEAD}I\s+(?:always|only|usually|normally)\s+"
+            r"(?:use|take|choose|pick|book|order|drink)\s+(?P<value>.+)",
+            re.I,
+        ),
+        "use",
+    ),
+    (
+        re.compile(rf"{_LEAD}I\s+use\s+(?P<value>[\w .+#-]+?)\s+for\s+(?P<topic>[\w -]+)", re.I),
+        "use",
+    ),
+]
+_STANDING_RES: list[tuple[re.Pattern[str], str, str]] = [
+    (
+        re.compile(
+            r"\b(?:keep|make)\s+(?:your\s+|the\s+)?(?:answers|replies|responses)\s+"
+            r"(?P<v>short|brief|concise|detailed|long)\b",
+            re.I,
+        ),
+        "reply length",
+        "{v}",
+    ),
+    (
+        re.compile(
+            r"\b(?:always|please)\s+(?:reply|answer|respond|write)\s+(?:to me\s+)?in\s+"
+            r"(?P<v>[A-Z][a-z]+)\b"
+        ),
+        "reply language",
+        "{v}",
+    ),
+    (re.compile(r"\bnever\s+use\s+(?P<v>tabs|spaces|emojis?|semicolons)\b", re.I), "{v}", "never"),
+]
+
+_PROFILE_RES: list[tuple[re.Pattern[str], str]] = [
+    (re.compile(rf"{_LEAD}my\s+name\s+is\s+(?P<v>{_NAME})", re.I), "name"),
+    (re.compile(rf"{_LEAD}(?:please\s+)?call\s+me\s+(?P<v>{_NAME})\b"), "name"),
+    (re.compile(rf"{_LEAD}I\s+go\s+by\s+(?P<v>{_NAME})\b"), "name"),
+    (
+        re.compile(
+            rf"{_LEAD}I\s+(?:work|am working)\s+as\s+(?:an?\s+|the\s+)?(?P<v>[\w -]+)", re.I
+        ),
+        "role",
+    ),
+    (re.compile(rf"{_LEAD}I(?:'m| am)\s+(?:an?|the)\s+(?P<v>[\w -]+)", re.I), "role?"),
+    (
+        re.compile(rf"{_LEAD}I\s+(?:live|reside)\s+in\s+(?P<v>[A-Z][\w'-]+(?:[ ,]+[A-Z][\w'-]+)*)"),
+        "location",
+    ),
+    (
+        re.compile(
+            rf"{_LEAD}I(?:'m| am)\s+(?:based|located)\s+in\s+"
+            r"(?P<v>[A-Z][\w'-]+(?:[ ,]+[A-Z][\w'-]+)*)"
+        ),
+        "location",
+    ),
+    (
+        re.compile(
+            rf"{_LEAD}I\s+(?:just\s+)?moved\s+to\s+(?P<v>[A-Z][\w'-]+(?:[ ,]+[A-Z][\w'-]+)*)"
+        ),
+        "location",
+    ),
+    (re.compile(rf"{_LEAD}I\s+{_ADV}speak\s+(?P<v>[A-Za-z ,]+)", re.I), "languages"),
+    (
+        re.compile(rf"{_LEAD}I(?:'m| am)\s+(?:fluent|native)\s+in\s+(?P<v>[A-Za-z ,]+)", re.I),
+        "languages",
+    ),
+    (
+        re.compile(
+            rf"{_LEAD}my\s+(?:native|first|mother)\s+(?:language|tongue)\s+is\s+"
+            r"(?P<v>[A-Za-z]+)",
+            re.I,
+        ),
+        "languages",
+    ),
+    (
+        re.compile(
+            r"\b[Mm]y\s+time\s?zone\s+is\s+(?P<v>[A-Z][A-Za-z]+/[A-Za-z_]+(?:/[A-Za-z_]+)?)"
+        ),
+        "timezone",
+    ),
+    (
+        re.compile(
+            rf"{_LEAD}I\s+(?:work|am working)\s+(?:at|for)\s+"
+            r"(?P<v>[A-Z][\w&.-]*(?: [A-Z][\w&.-]*){0,3})"
+        ),
+        "employer",
+    ),
+]
+
+_DECISION_RE = re.compile(
+    r"\b(?:we(?:'ve| have)?\s+decided\s+to\s+(?:use|go with|switch to|adopt|stick with)|"
+    r"let's\s+(?:go with|use|switch to|stick with)|let us\s+(?:go with|use)|"
+    r"we(?:'ll| will)\s+(?:use|go with|switch to|stick with)|"
+    r"(?:the\s+)?decision\s+is\s+to\s+(?:use|go with))\s+"
+    r"(?P<x>[\w .+#/-]+?)\s+(?:for|as)\s+(?:the\s+|our\s+|all\s+)?(?P<y>[\w -]+)",
+    re.I,
+)
+_STANDING_MARK_RE = re.compile(
+    r"\b(?:from now on|going forward|by default|as a rule|always|every time|in general|"
+    r"convention)\b",
+    re.I,
+)
+_CONVENTION_RE = re.compile(
+    r"\b(?:in this (?:repo|repository|codebase|project)|our convention is|"
+    r"the convention (?:here )?is)\b[, ]*(?:we\s+)?(?P<s>.+)",
+    re.I,
+)
+_TROUBLE_RE = re.compile(
+    r"\b(?:error|errors|fails?|failing|failed|broken|crash(?:es|ed|ing)?|exception|"
+    r"traceback|doesn't work|does not work|isn't working|not working|won't|can't|cannot|"
+    r"times? out|timing out|timeout|hangs?|stuck|segfault|[A-Z]\w+(?:Error|Exception))\b",
+    re.I,
+)
+_FIXED_RE = re.compile(
+    r"\b(?:that (?:fixed|solved|did) it|fixed it|works now|it works|working now|"
+    r"that worked|problem solved|all green|passes now|passing now|tests pass|"
+    r"that did the trick|resolved it|solved it)\b",
+    re.I,
+)
+_NEGATIVE_RE = re.compile(
+    r"\b(?:still (?:fails|failing|broken|doesn't|does not|not)|didn't work|did not work|"
+    r"doesn't work|no luck|same error|wrong|undo|revert)\b",
+    re.I,
+)
+_TASK_VERBS = (
+    "deploy", "release", "publish", "set up", "setup", "install", "configure", "build",
+    "run", "fix", "debug", "migrate", "create", "update", "upgrade", "rotate", "back up",
+    "backup", "restore", "rename", "clean up", "generate", "bump", "tag", "add", "remove",
+    "provision", "rebuild", "ship", "roll back", "rollback", "renew", "archive", "export",
+    "import", "sync", "merge", "cut", "prepare", "find",
+)  # fmt: skip
+_TASK_RE = re.compile(
+    r"^(?:(?:hi|hey|hello|ok|okay|so)[,!. ]+)?(?:(?:can|could|would) you\s+|please\s+|"
+    r"i need you to\s+|i need to\s+|i want to\s+|help me\s+|let's\s+|go ahead and\s+)*"
+    rf"(?:please\s+)?(?P<task>(?:{'|'.join(re.escape(v) for v in _TASK_VERBS)})\b"
+    r"(?:[^?.!\n]|\.(?=\S))*)",
+    re.I,
+)
+_DONE_RE = re.compile(
+    r"\b(?:done|deployed|released|published|finished|completed|succeeded|successful(?:ly)?|"
+    r"is live|is up|all set|is out|are out|went out|installed|configured)\b",
+    re.I,
+)
+
+
+@dataclass
+class _Collector:
+    types: Mapping[str, ContextType]
+    out: dict[tuple[str, str], Candidate] = field(default_factory=dict)
+
+    def add(
+        self,
+        type_name: str,
+        fields: dict[str, object],
+        body: str,
+        turns: Iterable[str],
+        confidence: float,
+    ) -> None:
+        ctype = self.types.get(type_name)
+        if ctype is None:
+            return
+        try:
+            coerced = validate_candidate(ctype, fields, where=f"rule {type_name}")
+        except InvalidInput as e:
+            log.debug("rule candidate dropped: %s", e.reason)
+            return
+        key = ctype.node_name(coerced)
+        if ctype.singleton:
+            # One profile candidate per field: each fact stands or falls on its own.
+            key = ",".join(sorted(coerced))
+        refs = tuple(dict.fromkeys(turns))
+        prev = self.out.get((type_name, key))
+        if prev is not None:
+            merged = dict(prev.fields)
+            for name, value in coerced.items():
+                if isinstance(value, list) and isinstance(merged.get(name), list):
+                    merged[name] = list(dict.fromkeys([*merged[name], *value]))
+                elif isinstance(value, dict) and isinstance(merged.get(name), dict):
+                    merged[name] = {**merged[name], **value}
+                else:
+                    merged[name] = value
+            text = prev.body if body in prev.body else f"{prev.body}\n\n{body}".strip()
+            refs = tuple(dict.fromkeys([*prev.turns, *refs]))
+            coerced, body = merged, text
+            confidence = max(confidence, prev.confidence)
+        self.out[(type_name, key)] = Candidate(
+            type=type_name, fields=coerced, body=body, turns=refs,
+            confidence=round(min(1.0, max(0.0, confidence)), 3),
+        )  # fmt: skip
+
+
+class RuleExtractor:
+    """Offline extraction by conservative patterns: precision over recall.
+
+    User-scope memories (preference, profile, event, entity) come only from the user's
+    own assertions in `user` turns: questions, hypotheticals ("if", "would", "maybe"),
+    quoted speech and code are skipped. Agent-scope memories (case, pattern, skill, tool)
+    come from the whole exchange: decisions, confirmed fixes and tool traces.
+    """
+
+    def extract(
+        self,
+        turns: Sequence[Turn],
+        types: Mapping[str, ContextType],
+        *,
+        owner_kind: str = "user",
+        today: str | None = None,
+    ) -> list[Candidate]:
+        col = _Collector(allowed_types(types, owner_kind))
+        if owner_kind != "agent":
+            for turn in turns:
+                if turn.role != "user":
+                    continue
+                ref_day = _reference_day(today, turn.timestamp)
+                for sentence in _sentences(turn.content):
+                    bare = _assertion(sentence)
+                    if bare is None:
+                        continue
+                    self._preferences(col, turn, sentence, bare)
+                    self._profile(col, turn, sentence, bare)
+                    self._entities(col, turn, sentence, bare)
+                    self._event(col, turn, sentence, bare, ref_day)
+        self._decisions(col, turns)
+        self._case(col, turns)
+        self._tools(col, turns)
+        return list(col.out.values())
+
+    # user scope
+
+    def _preferences(self, col: _Collector, turn: Turn, sentence: str, bare: str) -> None:
+        for rx, kind in _PREF_RES:
+            m = rx.search(bare)
+            if not m:
+                continue
+            raw_value = m.group("value")
+            if kind == "prefer":
+                head = raw_value.split()[0].lower() if raw_value.split() else ""
+                if head in ("to", "not", "that", "it", "this", "when", "if", "you"):
+                    continue
+            if kind == "prefer":
+                raw_value = re.split(r"\s+(?:over|to|rather than|instead of)\s+", raw_value,
+                                     maxsplit=1)[0]  # fmt: skip
+            value = _clean_phrase(raw_value, 5)
+            if value is None or value.split()[0].lower() in _PRONOUNS:
+                continue
+            if kind in ("likes", "loves") and re.match(r"(?:to|the idea|how|that)\b", raw_value):
+                continue
+            topic: str | None = None
+            if "topic" in m.groupdict() and m.group("topic"):
+                topic = _clean_phrase(m.group("topic"), 4)
+            if topic is None:
+                m_for = re.search(
+                    r"\b(?:for|as my|as the|when it comes to)\s+(?:my\s+|the\s+)?"
+                    r"(?P<t>[a-z][\w -]+)",
+                    raw_value,
+                    re.I,
+                )
+                if m_for and kind in ("prefer", "use"):
+                    topic = _clean_phrase(m_for.group("t"), 3)
+                    value = _clean_phrase(raw_value[: m_for.start()], 5) or value
+            m_my = re.match(r"my\s+(?P<t>[a-z]+)\s+(?P<v>[a-z][\w -]*)", raw_value, re.I)
+            if topic is None and kind in ("likes", "loves") and m_my:
+                topic, value = m_my.group("t"), _clean_phrase(m_my.group("v"), 3)
+                if value is None:
+                    continue
+            elif topic is None and kind in ("prefer", "use"):
+                topic = _OPTION_TOPIC.get(value.lower())
+                if topic is None:
+                    if kind == "use":
+                        continue  # "I always use X" says nothing about which topic
+                    topic = value
+            elif topic is None:
+                topic, value = value, kind  # "I hate cilantro": topic cilantro, dislikes
+            if not topic or topic.split()[0].lower() in _PRONOUNS:
+                continue
+            fields: dict[str, object] = {"topic": topic.lower(), "value": value}
+            reason = _reason(sentence)
+            if reason:
+                fields["reason"] = reason
+            col.add("preference", fields, sentence, [turn.ref], 0.8)
+        for rx, topic_t, value_t in _STANDING_RES:
+            m = rx.search(bare)
+            if m:
+                v = m.group("v")
+                col.add("preference",
+                        {"topic": topic_t.format(v=v.lower()), "value": value_t.format(v=v)},
+                        sentence, [turn.ref], 0.75)  # fmt: skip
+
+    def _profile(self, col: _Collector, turn: Turn, sentence: str, bare: str) -> None:
+        for rx, what in _PROFILE_RES:
+            m = rx.search(bare)
+            if not m:
+                continue
+            raw = m.group("v").strip()
+            if what == "name":
+                if raw.split()[0] in _NOT_NAMES:
+                    continue
+                col.add("profile", {"name": raw}, sentence, [turn.ref], 0.9)
+            elif what in ("role", "role?"):
+                role = _clean_phrase(re.split(r"\s+(?:at|for|in|with|on)\s+", raw)[0], 4)
+                if role is None:
+                    continue
+                head = role.lower().split()[-1]
+                if what == "role?" and head not in _JOB_WORDS and role.lower() not in _JOB_WORDS:
+                    continue
+                if what == "role" and role.split()[0].lower() in _PRONOUNS:
+                    continue
+                col.add("profile", {"role": role}, sentence, [turn.ref], 0.8)
+                m_org = re.search(
+                    r"\s(?:at|for)\s+(?P<o>[A-Z][\w&.-]*(?: [A-Z][\w&.-]*){0,3})", raw
+                )
+                if m_org and m_org.group("o").split()[0] not in _NOT_NAMES:
+                    org = m_org.group("o")
+                    col.add("profile", {"facts": {"employer": org}}, sentence, [turn.ref], 0.8)
+                    col.add("entity", {"name": org, "kind": "organisation"},
+                            f"{org} is where the owner works.", [turn.ref], 0.7)  # fmt: skip
+            elif what == "location":
+                place = _clean_phrase(raw, 4) if "," not in raw else raw.split(",")[0].strip()
+                if not place or place.split()[0] in _NOT_NAMES:
+                    continue
+                col.add("profile", {"location": place}, sentence, [turn.ref], 0.85)
+            elif what == "languages":
+                words = re.findall(r"[A-Za-z]+", raw)
+                langs = []
+                for w in words:
+                    if w.lower() in _LANGUAGES:
+                        langs.append(w.capitalize())
+                    elif w.lower() not in (
+                        "and",
+                        "or",
+                        "some",
+                        "a",
+                        "little",
+                        "bit",
+                        "fluent",
+                        "also",
+                        "both",
+                        "well",
+                        "basic",
+                        "native",
+                    ):
+                        break
+                if langs:
+                    col.add("profile", {"languages": langs}, sentence, [turn.ref], 0.85)
+            elif what == "timezone":
+                col.add("profile", {"timezone": raw}, sentence, [turn.ref], 0.9)
+            elif what == "employer":
+                org = raw.rstrip(".")
+                if org.split()[0] in _NOT_NAMES:
+                    continue
+                col.add("profile", {"facts": {"employer": org}}, sentence, [turn.ref], 0.8)
+                col.add("entity", {"name": org, "kind": "organisation"},
+                        f"{org} is where the owner works.", [turn.ref], 0.7)  # fmt: skip
+
+    def _entities(self, col: _Collector, turn: Turn, sentence: str, bare: str) -> None:
+        found: list[tuple[str, str]] = []
+        for m in re.finditer(
+            rf"\b[Mm]y\s+(?:(?:older|younger|little|big|new|old|best)\s+)?"
+            rf"(?P<rel>{_REL_ALT})\s*,?\s+(?P<name>{_NAME})\b",
+            bare,
+        ):
+            found.append((m.group("name"), m.group("rel").lower()))
+        for m in re.finditer(
+            rf"(?:^|[,;]\s+|\band\s+)(?P<name>{_NAME})(?:,)?\s+(?:is|was)\s+"
+            rf"my\s+(?:(?:older|younger|little|big|new|old|best)\s+)?"
+            rf"(?P<rel>{_REL_ALT})\b",
+            bare,
+        ):
+            found.append((m.group("name"), m.group("rel").lower()))
+        for name, rel in found:
+            if name.split()[0] in _NOT_NAMES:
+                continue
+            # "my manager Priya Patel" keeps both words; "my dog Rex Today" would not.
+            if " " in name and name.split()[1] in _NOT_NAMES:
+                name = name.split()[0]
+            kind = _RELATIONS[rel]
+            body = f"{name} is the owner's {rel}."
+            if len(sentence.split()) > 5:
+                body += f"\n\n{sentence}"
+            col.add("entity", {"name": name, "kind": kind, "attributes": {"relation": rel}},
+                    body, [turn.ref], 0.8)  # fmt: skip
+        for m in re.finditer(r"\b(?:project|app|startup|company|library|band|team|podcast)\s+"
+                             r"(?:called|named)\s+(?P<name>[A-Z][\w.-]*(?: [A-Z][\w.-]*)?)",
+                             bare):  # fmt: skip
+            name = m.group("name").rstrip(".")
+            word = m.group(0).split()[0].lower()
+            kind = {"company": "organisation", "startup": "organisation", "team": "organisation",
+                    "band": "organisation", "app": "product", "library": "product",
+                    "podcast": "product"}.get(word, "project")  # fmt: skip
+            col.add("entity", {"name": name, "kind": kind}, sentence, [turn.ref], 0.75)
+
+    def _event(
+        self, col: _Collector, turn: Turn, sentence: str, bare: str, ref_day: _dt.date | None
+    ) -> None:
+        found = _find_date(bare, ref_day)
+        if found is None:
+            return
+        day, span, tense = found
+        rest = (bare[: span[0]] + " " + bare[span[1] :]).strip()
+        rest = re.sub(r"\s+", " ", rest).strip(" ,.!")
+        m = re.search(r"(?:^|[,;]\s*|\b(?:and|so|then|on|in)\s+)(?P<subj>I|[Ww]e)"
+                      r"(?P<rest>(?:'m|'re|'ll|'ve)?\s+.+)", rest)  # fmt: skip
+        if not m:
+            return
+        text = m.group("rest")
+        for short, full in (("'m", " am"), ("'re", " are"), ("'ll", " will"), ("'ve", " have")):
+            if text.startswith(short):
+                text = full + text[len(short) :]
+        words = text.split()
+        if not words:
+            return
+        verb = words[0].lower().strip(",")
+        going = re.match(r"(?:are|am)\s+going\s+to\s+", text.strip()) is not None
+        progressive = (verb in ("am", "are") and len(words) > 1 and words[1].endswith("ing")
+                       and not going)  # fmt: skip
+        future = verb == "will" or going or progressive
+        past = verb in _PAST_IRREGULAR or (verb.endswith("ed") and verb not in _NOT_VERBS_ED)
+        has = verb in ("have", "has") and tense != "past"
+        if not (past or future or has):
+            return
+        title_text = re.sub(r"^(?:will|are going to|am going to|am|are)\s+", "", " ".join(words))
+        participants = []
+        m_with = re.search(rf"\bwith\s+(?P<p>{_NAME}(?:(?:,\s*|\s+and\s+){_NAME})*)", title_text)
+        if m_with:
+            participants = [p for p in re.split(r",\s*|\s+and\s+", m_with.group("p"))
+                            if p.split()[0] not in _NOT_NAMES]  # fmt: skip
+        location = None
+        m_at = re.search(r"\b(?:at|in)\s+(?:the\s+)?(?P<l>[A-Z][\w'-]+(?: [A-Z][\w'-]+){0,2})",
+                         title_text)  # fmt: skip
+        if m_at and m_at.group("l").split()[0] not in _NOT_NAMES:
+            location = m_at.group("l")
+        title = re.split(r"\s+(?:with|at|in|because|since|after|before|and then|so|but|to "
+                         r"discuss|where|which)\s+|[,;:]", title_text, maxsplit=1)[0]  # fmt: skip
+        title = re.sub(r"^(?:had|have|has)\s+(?:a|an|the|our|my)\s+", "", title, flags=re.I)
+        title_list = [w for w in title.split() if w.lower() not in ("a", "an", "the", "our", "my")]
+        title_list = title_list[:8]
+        if len(title_list) < 2:
+            return
+        fields: dict[str, object] = {"date": day.isoformat(), "title": " ".join(title_list)}
+        if participants:
+            fields["participants"] = participants
+        if location:
+            fields["location"] = location
+        col.add("event", fields, sentence, [turn.ref], 0.7)
+
+    # agent scope
+
+    def _decisions(self, col: _Collector, turns: Sequence[Turn]) -> None:
+        for turn in turns:
+            if turn.role not in ("user", "assistant"):
+                continue
+            for sentence in _sentences(turn.content):
+                bare = _assertion(sentence)
+                if bare is None:
+                    continue
+                m = _DECISION_RE.search(bare)
+                if m:
+                    what = _clean_phrase(m.group("x"), 5)
+                    about = _clean_phrase(m.group("y"), 5)
+                    if not what or not about or what.split()[0].lower() in _PRONOUNS:
+                        continue
+                    if _STANDING_MARK_RE.search(bare):
+                        col.add("pattern", {"topic": about.lower(), "statement": sentence},
+                                f"- {sentence}", [turn.ref], 0.6)  # fmt: skip
+                    else:
+                        col.add("case", {"title": f"choosing {about.lower()}",
+                                         "solution": sentence, "outcome": "decided"},
+                                f"- {sentence}", [turn.ref], 0.6)  # fmt: skip
+                    continue
+                m = _CONVENTION_RE.search(bare)
+                if m:
+                    statement = m.group("s").strip().rstrip(".")
+                    topic = _convention_topic(statement)
+                    if topic:
+                        col.add("pattern", {"topic": topic, "statement": sentence},
+                                f"- {sentence}", [turn.ref], 0.6)  # fmt: skip
+
+    def _case(self, col: _Collector, turns: Sequence[Turn]) -> None:
+        """A problem the user reported that a later user turn confirms fixed."""
+        problem: Turn | None = None
+        problem_sentence = ""
+        attempts: list[Turn] = []
+        for turn in turns:
+            if turn.role == "user":
+                sentences = [s for s in _sentences(turn.content) if not s.endswith("?")]
+                if (
+                    problem is not None
+                    and any(_FIXED_RE.search(s) for s in sentences)
+                    and not any(_NEGATIVE_RE.search(s) for s in sentences)
+                ):
+                    self._emit_case(col, problem, problem_sentence, attempts, turn)
+                    problem, attempts = None, []
+                    continue
+                if problem is None:
+                    for s in _sentences(turn.content):
+                        if _TROUBLE_RE.search(s) and not _HYPOTHETICAL_RE.search(s):
+                            problem, problem_sentence = turn, s
+                            break
+            elif problem is not None and turn.role in ("assistant", "tool"):
+                attempts.append(turn)
+
+    def _emit_case(
+        self, col: _Collector, problem: Turn, sentence: str, attempts: list[Turn], confirm: Turn
+    ) -> None:
+        title = _case_title(sentence)
+        if title is None:
+            return
+        fix = next((t for t in reversed(attempts) if t.role == "assistant" and t.content.strip()),
+                   None)  # fmt: skip
+        fields: dict[str, object] = {"title": title, "problem": problem.content.strip(),
+                                     "outcome": "solved"}  # fmt: skip
+        bullets = [f"- Problem: {sentence}"]
+        if fix is not None:
+            solution = " ".join(_sentences(fix.content)[:3])
+            fields["solution"] = solution
+            bullets.append(f"- Fix: {solution}")
+        tools = [t.name for t in attempts if t.role == "tool" and t.name]
+        if tools:
+            fields["tags"] = list(dict.fromkeys(tools))
+        refs = [problem.ref, *(t.ref for t in attempts), confirm.ref]
+        col.add("case", fields, "\n".join(bullets), refs, 0.65)
+
+    def _tools(self, col: _Collector, turns: Sequence[Turn]) -> None:
+        stats: dict[str, dict[str, Any]] = {}
+        for turn in turns:
+            if turn.role != "tool" or not turn.name:
+                continue
+            st = stats.setdefault(turn.name, {"ok": 0, "fail": 0, "last": None,
+                                              "notes": [], "refs": [], "usage": []})  # fmt: skip
+            ok = _succeeded(turn)
+            st["ok" if ok else "fail"] += 1
+            st["refs"].append(turn.ref)
+            if turn.timestamp:
+                st["last"] = turn.timestamp
+            if ok and turn.tool_input is not None:
+                call = f"{turn.name} {_short_text(_compact(turn.tool_input), 200)}"
+                if call not in st["usage"] and len(st["usage"]) < 3:
+                    st["usage"].append(call)
+            if not ok:
+                st["notes"].append(f"Failed: {_short_text(_compact(turn.tool_output), 200)}")
+        for name, st in stats.items():
+            fields: dict[str, object] = {"name": name, "success_count": st["ok"],
+                                         "failure_count": st["fail"]}  # fmt: skip
+            if st["usage"]:
+                fields["usage"] = "\n".join(st["usage"])
+            if st["last"] and _is_datetime(st["last"]):
+                fields["last_used"] = st["last"]
+            if st["notes"]:
+                fields["notes"] = "\n".join(dict.fromkeys(st["notes"]))
+            body = f"Called {st['ok'] + st['fail']} time(s): {st['ok']} ok, {st['fail']} failed."
+            col.add("tool", fields, body, st["refs"], 0.9)
+        self._skills(col, turns)
+
+    def _skills(self, col: _Collector, turns: Sequence[Turn]) -> None:
+        """A user task followed by successful tool calls and no complaint: a procedure."""
+        i = 0
+        while i < len(turns):
+            turn = turns[i]
+            m = _TASK_RE.match(turn.content.strip()) if turn.role == "user" else None
+            if not m:
+                i += 1
+                continue
+            calls: list[Turn] = []
+            said: list[Turn] = []
+            j = i + 1
+            while j < len(turns) and turns[j].role != "user":
+                if turns[j].role == "tool":
+                    calls.append(turns[j])
+                elif turns[j].role == "assistant":
+                    said.append(turns[j])
+                j += 1
+            follow = turns[j] if j < len(turns) else None
+            good = [c for c in calls if _succeeded(c)]
+            complaint = follow is not None and _NEGATIVE_RE.search(follow.content) is not None
+            finished = calls and _succeeded(calls[-1]) and (
+                any(_DONE_RE.search(t.content) for t in said[-1:])
+                or (follow is not None and _FIXED_RE.search(follow.content) is not None)
+                or (follow is not None and re.search(r"\b(?:thanks|thank you|great|perfect)\b",
+                                                     follow.content, re.I) is not None)
+            )  # fmt: skip
+            if len(good) >= 2 and finished and not complaint:
+                task = _clean_phrase(_skill_name(m.group("task")), 8)
+                if task:
+                    steps = "\n".join(
+                        f"{k}. `{c.name}` {_short_text(_compact(c.tool_input), 160)}".rstrip()
+                        for k, c in enumerate(good, start=1)
+                    )
+                    col.add("skill", {
+                        "name": task.lower(), "purpose": turn.content.strip().splitlines()[0],
+                        "steps": steps, "prerequisites": list(dict.fromkeys(c.name for c in good
+                                                                           if c.name)),
+                    }, steps, [turn.ref, *(c.ref for c in calls)], 0.6)  # fmt: skip
+            i = j
+
+
+def _succeeded(turn: Turn) -> bool:
+    if turn.ok is not None:
+        return turn.ok
+    out = turn.tool_output
+    if isinstance(out, dict):
+        code = out.get("exit_code", out.get("returncode"))
+        if isinstance(code, int) and not isinstance(code, bool):
+            return code == 0
+        return not out.get("error")
+    if isinstance(out, str):
+        return re.match(r"\s*(?:error|fatal|traceback|exception)\b", out, re.I) is None
+    return True
+
+
+def _compact(value: object) -> str:
+    if value is None:
+        return ""
+    if isinstance(value, str):
+        return value
+    return json.dumps(value, ensure_ascii=False)
+
+
+def _short_text(text: str, limit: int) -> str:
+    text = " ".join(text.split())
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def _is_datetime(text: str) -> bool:
+    try:
+        _dt.datetime.fromisoformat(text)
+    except ValueError:
+        return False
+    return True
+
+
+_TITLE_FILLERS = {
+    "the", "a", "an", "my", "our", "has", "have", "had", "been", "is", "was", "are", "were",
+    "keeps", "keep", "i", "i'm", "we", "we're", "getting", "get", "seeing", "see", "hi",
+    "hey", "hello", "so", "ok", "okay", "help", "ugh", "still", "now", "suddenly", "again",
+    "it", "this", "that", "there", "there's", "just", "when", "and", "but", "with",
+}  # fmt: skip
+
+
+def _case_title(sentence: str) -> str | None:
+    """ "<subject> <trouble>: <error>", e.g. "pytest fails: ModuleNotFoundError"."""
+    m = _TROUBLE_RE.search(sentence)
+    if m is None:
+        return None
+    subject = [w for w in _WORD_RE.findall(sentence[: m.start()])
+               if w.lower() not in _TITLE_FILLERS][-4:]  # fmt: skip
+    trouble = m.group(0)
+    exc = re.search(r"\b([A-Z]\w+(?:Error|Exception))\b", sentence)
+    quoted = re.search(r"'([^'\n]{3,60})'|\"([^\"\n]{3,60})\"", sentence)
+    error = None
+    if exc and exc.group(1) != trouble:
+        error = exc.group(1)
+    elif quoted:
+        error = quoted.group(1) or quoted.group(2)
+    words = [*subject, trouble]
+    if len(words) < 2 and error is None:
+        return None
+    title = " ".join(words)
+    if error:
+        title += f": {error}"
+    return title
+
+
+def _skill_name(task: str) -> str:
+    """A task as a reusable name: versions, articles and "for me" dropped."""
+    task = re.sub(r"\b(?:version\s+)?v?\d+(?:\.\d+)+\S*", " ", task, flags=re.I)
+    task = re.sub(r"\b(?:for me|please|now|today|again)\b", " ", task, flags=re.I)
+    task = re.sub(r"\b(?:of\s+)?(?:the|a|an|our|my)\b", " ", task, flags=re.I)
+    return " ".join(task.split())
+
+
+def _convention_topic(statement: str) -> str | None:
+    words = [w.lower() for w in _WORD_RE.findall(statement)]
+    words = [w for w in words if w not in _PRONOUNS and w not in ("always", "never", "we")]
+    if not words:
+        return None
+    return " ".join(words[:3])
+
+
+# --- dates ------------------------------------------------------------------------------
+
+
+def _reference_day(today: str | None, timestamp: str | None) -> _dt.date | None:
+    for raw in (today, timestamp):
+        if not raw:
+            continue
+        try:
+            return _dt.date.fromisoformat(raw[:10])
+        except ValueError:
+            continue
+    return None
+
+
+_ISO_DATE_RE = re.compile(r"\b(?:on\s+)?(\d{4})-(\d{2})-(\d{2})\b", re.I)
+_MONTH_DAY_RE = re.compile(
+    rf"\b(?:on\s+)?(?P<m>{_MONTH_ALT})\.?\s+(?P<d>\d{{1,2}})(?:st|nd|rd|th)?"
+    r"(?:,?\s+(?P<y>\d{4}))?\b",
+    re.I,
+)
+_DAY_MONTH_RE = re.compile(
+    rf"\b(?:on\s+)?(?:the\s+)?(?P<d>\d{{1,2}})(?:st|nd|rd|th)?\s+(?:of\s+)?(?P<m>{_MONTH_ALT})"
+    r"\b\.?(?:,?\s+(?P<y>\d{4}))?",
+    re.I,
+)
+_RELATIVE_RE = re.compile(
+    r"\b(?P<w>yesterday|today|tomorrow|this morning|this afternoon|this evening|tonight|"
+    r"(?P<dir>last|next|this past)\s+(?P<wd>monday|tuesday|wednesday|thursday|friday|"
+    r"saturday|sunday))\b",
+    re.I,
+)
+
+
+def _month_number(word: str) -> int:
+    w = word.lower().rstrip(".")
+    for i, name in enumerate(_MONTHS, start=1):
+        if name.startswith(w[:3]):
+            return i
+    raise ValueError(word)
+
+
+def _find_date(text: str, ref: _dt.date | None) -> tuple[_dt.date, tuple[int, int], str] | None:
+    """(day, span of the date phrase, "past" | "future" | "") for the first date found."""
+    m = _ISO_DATE_RE.search(text)
+    if m:
+        try:
+            return _dt.date(int(m[1]), int(m[2]), int(m[3])), m.span(), ""
+        except ValueError:
+            return None
+    for rx in (_MONTH_DAY_RE, _DAY_MONTH_RE):
+        m = rx.search(text)
+        if m:
+            year = int(m["y"]) if m["y"] else (ref.year if ref else None)
+            if year is None:
+                return None
+            try:
+                return _dt.date(year, _month_number(m["m"]), int(m["d"])), m.span(), ""
+            except ValueError:
+                return None
+    m = _RELATIVE_RE.search(text)
+    if m is None or ref is None:
+        return None
+    word = m["w"].lower()
+    if word == "yesterday":
+        return ref - _dt.timedelta(days=1), m.span(), "past"
+    if word == "tomorrow":
+        return ref + _dt.timedelta(days=1), m.span(), "future"
+    if m["wd"] is None:
+        return ref, m.span(), ""
+    target = _WEEKDAYS.index(m["wd"].lower())
+    if m["dir"].lower() in ("last", "this past"):
+        delta = (ref.weekday() - target) % 7 or 7
+        return ref - _dt.timedelta(days=delta), m.span(), "past"
+    delta = (target - ref.weekday()) % 7 or 7
+    return ref + _dt.timedelta(days=delta), m.span(), "future"
+
+
+# --- the LLM extractor ------------------------------------------------------------------
+
+_SYSTEM_PROMPT = """\
+You extract long-term memories from a conversation between a user and an AI agent.
+Return only a JSON object {"memories": [...]}; each item is
+{"type": <type name>, "fields": {<field>: <value>}, "body": <markdown>,
+ "turns": [<turn refs in square brackets that support it>], "confidence": <0..1>}.
+Rules:
+- Use only the types below and only their declared fields; always give the key fields.
+- User-scope types hold facts about the user, taken only from what the user said
+  (never from what the assistant or a tool said). Agent-scope types hold what the
+  agent learned while working (problems solved, patterns, procedures, tools used).
+- Skip questions, hypotheticals, jokes and small talk. Prefer fewer, certain memories.
+- Dates are YYYY-MM-DD; resolve relative dates against the turn timestamps{today}.
+- If nothing is worth remembering, return {"memories": []}.
+
+Types:
+"""
+
+
+def _describe_types(types: Mapping[str, ContextType]) -> str:
+    out = []
+    for ctype in types.values():
+        keys = ", ".join(ctype.key_fields) or "none (one node per owner)"
+        lines = [f"## {ctype.name} (scope {ctype.scope}, key fields: {keys})",
+                 ctype.description.strip()]  # fmt: skip
+        for spec in ctype.fields:
+            req = ", required" if spec.required or spec.name in ctype.key_fields else ""
+            lines.append(f"- {spec.name} ({spec.type}{req}): {spec.description}".rstrip(": "))
+        if ctype.extraction.strip():
+            lines.append("Instructions: " + " ".join(ctype.extraction.split()))
+        out.append("\n".join(lines))
+    return "\n\n".join(out)
+
+
+def _turn_line(turn: Turn, limit: int = 4000) -> str:
+    who = turn.role + (f" ({turn.name})" if turn.name else "")
+    when = f" @ {turn.timestamp}" if turn.timestamp else ""
+    text = turn.content
+    if turn.role == "tool" and (turn.tool_input is not None or turn.tool_output is not None):
+        text = tool_content(turn.name, turn.tool_input, turn.tool_output)
+        if turn.ok is False:
+            text += " [failed]"
+    if len(text) > limit:
+        text = text[:limit] + " […]"
+    return f"[{turn.ref}] {who}{when}: {text}"
+
+
+class _Endpoint:
+    """An `openai.OpenAI` client for one base URL and model; errors become LLMUnavailable."""
+
+    def __init__(
+        self, *, base_url: str, model: str, api_key_env: str, timeout: float, max_retries: int
+    ) -> None:
+        try:
+            from openai import OpenAI
+        except ImportError as e:  # pragma: no cover - openai is a dependency
+            raise LLMUnavailable(f"the openai client is not installed: {e}") from e
+        key = os.environ.get(api_key_env)
+        if not key:
+            raise LLMUnavailable(f"no API key for the chat endpoint: set ${api_key_env}")
+        self.base_url = base_url
+        self.model = model
+        self._client = OpenAI(base_url=base_url, api_key=key, timeout=timeout,
+                              max_retries=max_retries)  # fmt: skip
+
+    def ask_json(self, system: str, user: str) -> str:
+        """The answer's text (may be anything: the callers validate it)."""
+        import openai
+
+        try:
+            response: Any = self._client.chat.completions.create(
+                model=self.model,
+                messages=[{"role": "system", "content": system},
+                          {"role": "user", "content": user}],
+                response_format={"type": "json_object"},
+                temperature=0,
+            )  # fmt: skip
+        except openai.OpenAIError as e:
+            raise LLMUnavailable(f"chat endpoint {self.base_url} failed: {e}") from e
+        try:
+            return response.choices[0].message.content or ""
+        except (AttributeError, IndexError, TypeError):
+            return ""
+
+
+def _json_object(text: str) -> dict | None:
+    """The JSON object in a model answer (bare, or inside a ``` fence or prose)."""
+    text = text.strip()
+    candidates = [text]
+    fence = re.search(r"```(?:json)?\s*(.*?)```", text, re.S)
+    if fence:
+        candidates.append(fence.group(1))
+    start, end = text.find("{"), text.rfind("}")
+    if 0 <= start < end:
+        candidates.append(text[start : end + 1])
+    for c in candidates:
+        try:
+            obj = json.loads(c)
+        except ValueError:
+            continue
+        if isinstance(obj, dict):
+            return obj
+    return None
+
+
+class LLMExtractor:
+    """Extraction by an OpenAI-compatible chat model, one request per transcript.
+
+    Every item of the answer is checked against its type: an unknown type, an unknown or
+    ill-typed field, a missing key or required field drops the item and records why in
+    `last_dropped`. A malformed answer yields no candidates (and a reason); only a
+    transport failure raises (`LLMUnavailable`), so the caller can fall back to rules.
+    """
+
+    def __init__(
+        self,
+        *,
+        base_url: str,
+        model: str,
+        api_key_env: str = "OPENAI_API_KEY",
+        timeout: float = 60.0,
+        max_retries: int = 2,
+    ) -> None:
+        self._endpoint = _Endpoint(base_url=base_url, model=model, api_key_env=api_key_env,
+                                   timeout=timeout, max_retries=max_retries)  # fmt: skip
+        self.last_dropped: list[str] = []
+
+    def extract(
+        self,
+        turns: Sequence[Turn],
+        types: Mapping[str, ContextType],
+        *,
+        owner_kind: str = "user",
+        today: str | None = None,
+    ) -> list[Candidate]:
+        self.last_dropped = []
+        allowed = allowed_types(types, owner_kind)
+        if not turns or not allowed:
+            return []
+        system = _SYSTEM_PROMPT.replace("{today}", f" (today is {today})" if today else "")
+        system += _describe_types(allowed)
+        user = "Conversation:\n\n" + "\n".join(_turn_line(t) for t in turns)
+        answer = self._endpoint.ask_json(system, user)
+        obj = _json_object(answer)
+        if obj is None or not isinstance(obj.get("memories"), list):
+            self.last_dropped.append(f"answer: not a JSON object with a 'memories' list: "
+                                     f"{_short_text(answer, 80)!r}")  # fmt: skip
+            log.info("LLM extraction answer unusable: %s", self.last_dropped[-1])
+            return []
+        refs = {t.ref for t in turns}
+        out: list[Candidate] = []
+        for i, item in enumerate(obj["memories"]):
+            cand = self._candidate(i, item, allowed, refs)
+            if isinstance(cand, str):
+                self.last_dropped.append(cand)
+            else:
+                out.append(cand)
+        if self.last_dropped:
+            log.info("LLM extraction dropped %d item(s): %s", len(self.last_dropped),
+                     "; ".join(self.last_dropped))  # fmt: skip
+        return out
+
+    @staticmethod
+    def _candidate(
+        i: int, item: object, types: Mapping[str, ContextType], refs: set[str]
+    ) -> Candidate | str:
+        where = f"item {i}"
+        if not isinstance(item, dict):
+            return f"{where}: not an object"
+        name = item.get("type")
+        ctype = types.get(name) if isinstance(name, str) else None
+        if ctype is None:
+            return f"{where}: unknown type {name!r}"
+        fields = item.get("fields", {})
+        if not isinstance(fields, dict):
+            return f"{where}: 'fields' is not an object"
+        try:
+            coerced = validate_candidate(ctype, fields, where=f"{where} ({ctype.name})")
+        except InvalidInput as e:
+            return e.reason
+        body = item.get("body", "")
+        if body is None:
+            body = ""
+        if not isinstance(body, str):
+            return f"{where} ({ctype.name}): 'body' is not text"
+        raw_turns = item.get("turns", [])
+        if not isinstance(raw_turns, list):
+            raw_turns = [raw_turns]
+        cited = tuple(dict.fromkeys(
+            str(r).strip().strip("[]") for r in raw_turns if str(r).strip().strip("[]") in refs
+        ))  # fmt: skip
+        conf = item.get("confidence", 0.5)
+        if isinstance(conf, bool) or not isinstance(conf, int | float):
+            try:
+                conf = float(str(conf))
+            except ValueError:
+                conf = 0.5
+        if conf != conf:  # NaN
+            conf = 0.5
+        return Candidate(type=ctype.name, fields=coerced, body=body.strip(), turns=cited,
+                         confidence=min(1.0, max(0.0, float(conf))))  # fmt: skip
+
+
+class LLMSummarizer:
+    """L0/L1 of an L2 document by the chat model, held to the type's limits.
+
+    Same shape as the extractive `summarize`: L0 is one line ending in a newline, both
+    limits count the newline; an overlong answer is cut at a word boundary with '…'. An
+    unusable answer or transport failure raises `LLMUnavailable` (fall back to extractive).
+    """
+
+    def __init__(
+        self,
+        *,
+        base_url: str,
+        model: str,
+        api_key_env: str = "OPENAI_API_KEY",
+        timeout: float = 60.0,
+        max_retries: int = 2,
+    ) -> None:
+        self._endpoint = _Endpoint(base_url=base_url, model=model, api_key_env=api_key_env,
+                                   timeout=timeout, max_retries=max_retries)  # fmt: skip
+
+    def summarize(self, ctype: ContextType, l2: str) -> tuple[str, str]:
+        l0_max, l1_max = ctype.l0_max_chars, ctype.l1_max_chars
+        system = (
+            "You summarise one memory node for an agent's long-term memory. Return only a "
+            'JSON object {"l0": ..., "l1": ...}. l0: one line, at most '
+            f"{l0_max - 1} characters, saying what the memory is (where to look). l1: at "
+            f"most {l1_max - 1} characters of markdown: what it contains and the key facts, "
+            "enough to decide whether to read the full text. Do not invent facts.\n"
+            f"The memory is of type {ctype.name}: {ctype.description}"
+        )
+        answer = self._endpoint.ask_json(system, l2)
+        obj = _json_object(answer)
+        if obj is None or not isinstance(obj.get("l0"), str) or not obj["l0"].strip():
+            raise LLMUnavailable(
+                f"chat endpoint {self._endpoint.base_url} gave no usable summary: "
+                f"{_short_text(answer, 80)!r}"
+            )
+        l0_text = _cut(" ".join(obj["l0"].split()), l0_max - 1)
+        l1_raw = obj.get("l1") if isinstance(obj.get("l1"), str) else ""
+        l1_text = "\n".join(ln.rstrip() for ln in l1_raw.strip().splitlines())
+        if not l1_text:
+            l1_text = l0_text
+        l1_text = _cut_lines(l1_text, l1_max - 1)
+        return l0_text + "\n", l1_text + "\n"
+
+
+def _cut(text: str, limit: int) -> str:
+    """At most `limit` characters, cut at a word boundary and marked with '…' if shortened."""
+    if len(text) <= limit:
+        return text
+    head = text[: limit - 1]
+    space = head.rfind(" ")
+    if space >= limit // 2:
+        head = head[:space]
+    return head.rstrip(" ,;:-") + "…"
+
+
+def _cut_lines(text: str, limit: int) -> str:
+    """At most `limit` characters, preferably at a line boundary."""
+    if len(text) <= limit:
+        return text
+    head = text[:limit]
+    nl = head.rfind("\n")
+    if nl >= limit // 2:
+        return head[:nl]
+    return _cut(text.replace("\n", " "), limit)
+
+
+# --- scoring ----------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class Expected:
+    """A memory a transcript should yield: type, key values and a phrase in its fields."""
+
+    type: str
+    keys: dict[str, object]
+    phrase: str = ""
+
+
+def _words(value: object) -> list[str]:
+    return [w for w in slugify(str(value)).split("-") if w]
+
+
+def key_matches(expected: object, got: object) -> bool:
+    """Same slug, or every expected word in the candidate's key with at most 4 more words.
+
+    Free-text keys (an event title, a case title, a skill name) are worded differently by
+    every extractor; the expected words are the ones any good title would contain.
+    """
+    want, have = _words(expected), _words(got)
+    if want == have:
+        return True
+    return bool(want) and set(want) <= set(have) and len(have) <= len(want) + 4
+
+
+def _field_text(fields: Mapping[str, object]) -> str:
+    parts = []
+    for value in fields.values():
+        if isinstance(value, dict):
+            parts.extend(f"{k}: {v}" for k, v in value.items())
+        elif isinstance(value, list):
+            parts.extend(str(v) for v in value)
+        else:
+            parts.append(str(value))
+    return "\n".join(parts).lower()
+
+
+def candidate_matches(cand: Candidate, exp: Expected) -> bool:
+    if cand.type != exp.type:
+        return False
+    for key, value in exp.keys.items():
+        if key not in cand.fields or not key_matches(value, cand.fields[key]):
+            return False
+    return not exp.phrase or exp.phrase.lower() in _field_text(cand.fields)
+
+
+@dataclass
+class Score:
+    tp: int = 0
+    fp: int = 0
+    fn: int = 0
+
+    @property
+    def precision(self) -> float:
+        return self.tp / (self.tp + self.fp) if self.tp + self.fp else 1.0
+
+    @property
+    def recall(self) -> float:
+        return self.tp / (self.tp + self.fn) if self.tp + self.fn else 1.0
+
+
+def score_candidates(
+    results: Iterable[tuple[Sequence[Candidate], Sequence[Expected]]],
+) -> tuple[dict[str, Score], Score, list[str]]:
+    """(per-type scores, overall, mismatch notes) over (candidates, expected) per transcript.
+
+    Matching is one-to-one and greedy in candidate order: a second candidate for an
+    already matched memory is a false positive, as is any candidate nothing expected.
+    """
+    per: dict[str, Score] = {}
+    total = Score()
+    notes: list[str] = []
+    for k, (cands, expected) in enumerate(results):
+        left = list(expected)
+        for cand in cands:
+            hit = next((e for e in left if candidate_matches(cand, e)), None)
+            s = per.setdefault(cand.type, Score())
+            if hit is not None:
+                left.remove(hit)
+                s.tp += 1
+                total.tp += 1
+            else:
+                s.fp += 1
+                total.fp += 1
+                notes.append(f"#{k} false positive {cand.type} {cand.fields}")
+        for e in left:
+            per.setdefault(e.type, Score()).fn += 1
+            total.fn += 1
+            notes.append(f"#{k} missed {e.type} {e.keys} {e.phrase!r}")
+    return per, total, notes

@@ -1,0 +1,414 @@
+"""Memory from conversations: the inbox and live sessions (SPEC §5 second bullet, §6).
+
+A file dropped into an `.inbox/` is stored as it arrived (secrets redacted) the moment it
+is closed, then processed in the background: a transcript is archived whole as a
+`session` node (every turn, with its timestamp and id), and extraction (an LLM when one is
+configured, rules otherwise) turns it into candidate memories, each routed by its type's
+strategy with provenance. What a file did, or why it was refused, is kept with it.
+
+A session (`mkdir .sessions/<id>`) records turns appended to its `transcript.jsonl`,
+extracts in the background once enough turns are pending, compacts on request, and when
+it ends is archived as a `session` node with its summary.
+
+No FUSE here: the tree calls these methods; the daemon runs `IntakeService`.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import logging
+import re
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+
+import trio
+
+from contextfs.errors import ContextFSError, InvalidInput
+from contextfs.memory.document import Document
+from contextfs.memory.extract import Candidate, Extractor, RuleExtractor, validate_candidate
+from contextfs.memory.redact import secret_filename_reason
+from contextfs.memory.service import Memory, decode_text
+from contextfs.memory.summarize import summarize
+from contextfs.memory.transcript import Transcript, Turn, parse_transcript, render_turns
+from contextfs.model import Node
+
+log = logging.getLogger(__name__)
+
+TEXT_SUFFIXES = (".jsonl", ".json", ".md", ".markdown", ".txt", "")
+MEDIA_SUFFIXES = (".png", ".jpg", ".jpeg", ".gif", ".webp", ".wav", ".mp3", ".ogg", ".flac",
+                  ".m4a")
+
+
+@dataclass(slots=True)
+class InboxItem:
+    id: int
+    owner: tuple[str, str]
+    filename: str
+    created: float
+    state: str  # 'pending' | 'done' | 'refused'
+    report: str
+    size: int = 0
+
+
+@dataclass(slots=True)
+class Session:
+    owner: tuple[str, str]
+    id: str
+    created: float
+    transcript: str = ""  # JSONL as recorded (redacted)
+    processed: int = 0  # turns already extracted
+    summary: str = ""  # compacted earlier turns
+    extracting: bool = False
+    touched: list[str] = field(default_factory=list)  # node paths extraction changed
+
+
+def _suffix(name: str) -> str:
+    m = re.search(r"(\.[A-Za-z0-9]+)$", name)
+    return m.group(1).lower() if m else ""
+
+
+def _title(name: str) -> str:
+    stem = re.sub(r"\.[A-Za-z0-9]+$", "", name)
+    return stem or "conversation"
+
+
+class Intake:
+    """Inbox items and sessions over a Memory. Methods run in the daemon's trio thread,
+    except `analyse`, which is pure and runs in a worker thread."""
+
+    def __init__(self, memory: Memory, *, extractor: Extractor | None = None,
+                 default_agent: str = "default", extract_every: int = 10,
+                 clock: Callable[[], float] | None = None) -> None:
+        self.memory = memory
+        self.extractor: Extractor = extractor or RuleExtractor()
+        self.rules = RuleExtractor()
+        self.default_agent = default_agent
+        self.extract_every = extract_every
+        self.clock = clock or memory.clock
+        self.items: dict[int, InboxItem] = {}
+        for row in memory.store.inbox_items():
+            item = InboxItem(row[0], (row[1], row[2]), row[3], row[4], row[5], row[6], row[7])
+            self.items[item.id] = item
+        self.sessions: dict[tuple[str, str, str], Session] = {}
+        for kind, oid, sid, created, transcript, processed, summary in memory.store.sessions():
+            self.sessions[(kind, oid, sid)] = Session((kind, oid), sid, created, transcript,
+                                                      processed, summary)
+        self.wake: Callable[[], None] = lambda: None
+
+    # ---- the inbox ------------------------------------------------------------------------
+
+    def submit(self, owner: tuple[str, str], filename: str, data: bytes) -> InboxItem:
+        """close() of a file in an .inbox: store it (redacted) now, process it later."""
+        self.memory.check_writable()
+        item = InboxItem(self.memory.new_id(), owner, filename, self.clock(), "pending", "",
+                         len(data))
+        reason = secret_filename_reason(filename)
+        suffix = _suffix(filename)
+        if reason:
+            data = b""  # a secret store is not kept at all
+            item.state, item.report = "refused", f"refused: {reason}\n"
+        elif suffix in MEDIA_SUFFIXES:
+            item.state = "refused"
+            item.report = ("refused: images and audio are not accepted yet (the media gates "
+                           "arrive in a later version); the file is kept as it was\n")
+        elif suffix not in TEXT_SUFFIXES:
+            item.state = "refused"
+            item.report = (f"refused: {suffix} files are not understood; the inbox takes "
+                           "markdown, text and JSONL transcripts\n")
+        path = f"{owner[0]}/{owner[1]}/.inbox/{filename}"
+        if data:
+            data = self.memory.redact_bytes(data, path)
+        item.size = len(data)
+        self.memory._write(lambda: self.memory.store.add_inbox_item(
+            item.id, owner, filename, data, item.created, item.state, item.report))
+        self.items[item.id] = item
+        if item.state == "pending":
+            self.wake()
+        else:
+            log.info("inbox refused %s: %s", path, item.report.strip())
+        return item
+
+    def item_data(self, item: InboxItem) -> bytes:
+        return self.memory.store.inbox_data(item.id)
+
+    def pending(self) -> list[InboxItem]:
+        return [i for i in self.items.values() if i.state == "pending"]
+
+    def analyse(self, text: str, filename: str, owner_kind: str,
+                today: str) -> tuple[Transcript, list[Candidate], str]:
+        """Worker thread: parse and extract (the LLM may take seconds)."""
+        transcript = parse_transcript(text, filename)
+        # sessions are archived by ContextFS itself, never extracted
+        types = {k: t for k, t in self.memory.types.items() if k != "session"}
+        how = "rules"
+        try:
+            candidates = self.extractor.extract(transcript.turns, types,
+                                                owner_kind=owner_kind, today=today)
+            how = type(self.extractor).__name__
+        except ContextFSError as exc:  # the LLM endpoint failed: rules instead
+            log.warning("extraction by %s failed (%s); using rules",
+                        type(self.extractor).__name__, exc)
+            candidates = self.rules.extract(transcript.turns, types,
+                                            owner_kind=owner_kind, today=today)
+            how = f"rules (the LLM failed: {exc})"
+        return transcript, candidates, how
+
+    def finish_item(self, item: InboxItem, transcript: Transcript,
+                    candidates: Sequence[Candidate], how: str) -> None:
+        """Trio thread: archive the transcript, route the candidates, write the report."""
+        lines = [f"# {item.filename}", "", f"state: done ({transcript.kind}, "
+                 f"{len(transcript.turns)} turns, extraction: {how})", ""]
+        if transcript.errors:
+            lines.append("## Lines not understood (the other lines still count)")
+            lines += [f"- line {n}: {why}" for n, why in transcript.errors] + [""]
+        try:
+            archived = self.archive(item.owner, transcript.turns, _title(item.filename),
+                                    source=f"inbox:{item.filename}", when=item.created)
+            lines += ["## Archived", f"- {self.memory.node_path(archived)}", ""]
+        except ContextFSError as exc:
+            lines += ["## Archived", f"- not archived: {exc.reason}", ""]
+        changed, refused = self.route_candidates(item.owner, candidates,
+                                                 f"inbox:{item.filename}")
+        lines.append("## Memories")
+        lines += [f"- {c}" for c in changed] or ["- none found"]
+        if refused:
+            lines += ["", "## Candidates refused"] + [f"- {r}" for r in refused]
+        item.state, item.report = "done", "\n".join(lines) + "\n"
+        self.memory._write(lambda: self.memory.store.set_inbox_state(item.id, item.state,
+                                                                     item.report))
+
+    def fail_item(self, item: InboxItem, reason: str) -> None:
+        item.state, item.report = "refused", f"refused: {reason}\n"
+        self.memory._write(lambda: self.memory.store.set_inbox_state(item.id, item.state,
+                                                                     item.report))
+
+    # ---- shared by both -------------------------------------------------------------------
+
+    def archive(self, owner: tuple[str, str], turns: Sequence[Turn], title: str, *,
+                source: str, when: float, summary: str = "") -> Node:
+        """The raw record: every turn in L2, as a `session` node."""
+        ctype = self.memory.types.get("session")
+        if ctype is None:
+            raise InvalidInput("no 'session' context type is loaded")
+        if owner[0] != ctype.scope:  # agents' conversations are kept under the default user
+            owner = ("user", self.memory.default_owner)
+        day = dt.datetime.fromtimestamp(when, dt.UTC).date().isoformat()
+        fields = {"date": day, "title": title, "source": source, "turns": len(turns)}
+        if summary:
+            fields["summary"] = summary
+        res = self.memory.route_document(owner, ctype, Document(fields, render_turns(turns)),
+                                         source=source)
+        self.node_changed(res.node, res.created)
+        return res.node
+
+    def route_candidates(self, owner: tuple[str, str], candidates: Sequence[Candidate],
+                         source: str) -> tuple[list[str], list[str]]:
+        changed, refused = [], []
+        for c in candidates:
+            ctype = self.memory.types.get(c.type)
+            if ctype is None:
+                refused.append(f"{c.type}: unknown type")
+                continue
+            target = owner if ctype.scope == owner[0] else (
+                ("agent", self.default_agent) if ctype.scope == "agent"
+                else ("user", self.memory.default_owner))
+            try:
+                if target not in self.memory.owners:
+                    self.memory.create_owner(*target)
+                    self.owner_created(target)
+                fields = validate_candidate(ctype, c.fields, where=c.type)
+                res = self.memory.route_document(
+                    target, ctype, Document(dict(fields), c.body),
+                    source=f"{source}#{','.join(c.turns)}" if c.turns else source)
+            except ContextFSError as exc:
+                refused.append(f"{c.type} {c.fields}: {exc.reason}")
+                continue
+            path = self.memory.node_path(res.node)
+            verb = "created" if res.created else ("changed" if res.changed else "unchanged")
+            changed.append(f"{verb} {path}")
+            self.node_changed(res.node, res.created)
+        return changed, refused
+
+    # hooks the tree sets, so new nodes and owners show up in the mount
+    def node_changed(self, n: Node, created: bool) -> None:
+        pass
+
+    def owner_created(self, owner: tuple[str, str]) -> None:
+        pass
+
+    # ---- sessions (SPEC §6) ---------------------------------------------------------------
+
+    def start_session(self, owner: tuple[str, str], sid: str) -> Session:
+        key = (owner[0], owner[1], sid)
+        if key in self.sessions:
+            raise ContextFSError(f"session {sid} exists", errno=17)
+        if not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9._-]{0,127}", sid):
+            raise InvalidInput("a session id uses letters, digits and . _ - (start with a "
+                               "letter or digit)")
+        s = Session(owner, sid, self.clock())
+        self.memory._write(lambda: self.memory.store.put_session(
+            owner, sid, s.created, "", 0, ""))
+        self.sessions[key] = s
+        return s
+
+    def record(self, s: Session, appended: bytes) -> int:
+        """Bytes appended to transcript.jsonl: stored (redacted); returns pending turns."""
+        text = decode_text(appended, "transcript.jsonl")
+        text = self.memory.redact(text, f"{s.owner[0]}/{s.owner[1]}/.sessions/{s.id}")
+        s.transcript += text
+        self.memory._write(lambda: self.memory.store.put_session(
+            s.owner, s.id, s.created, s.transcript, s.processed, s.summary))
+        pending = len(parse_transcript(s.transcript, "t.jsonl").turns) - s.processed
+        if pending >= self.extract_every:
+            self.wake()
+        return pending
+
+    def session_turns(self, s: Session) -> tuple[Turn, ...]:
+        return parse_transcript(s.transcript, "t.jsonl").turns
+
+    def extract_session(self, s: Session, candidates: Sequence[Candidate],
+                        upto: int) -> list[str]:
+        changed, _refused = self.route_candidates(s.owner, candidates, f"session:{s.id}")
+        s.processed = max(s.processed, upto)
+        s.touched += changed
+        self.memory._write(lambda: self.memory.store.put_session(
+            s.owner, s.id, s.created, s.transcript, s.processed, s.summary))
+        return changed
+
+    def compact(self, s: Session) -> None:
+        """Shorten the live transcript into a summary (after extracting what is pending)."""
+        turns = self.session_turns(s)
+        if not turns:
+            return
+        text = render_turns(turns)
+        l0, l1 = summarize(self.memory.types.get("session"), text)
+        s.summary = (s.summary + "\n" + l1).strip() if s.summary else l1.strip()
+        s.transcript, s.processed = "", 0
+        self.memory._write(lambda: self.memory.store.put_session(
+            s.owner, s.id, s.created, s.transcript, s.processed, s.summary))
+
+    def end_session(self, s: Session) -> Node | None:
+        """rmdir / `end`: archive the session (summary + remaining turns) as memory."""
+        turns = self.session_turns(s)
+        node = None
+        if turns or s.summary:
+            summary = s.summary
+            if turns:
+                l1 = summarize(self.memory.types.get("session"), render_turns(turns))[1]
+                summary = (summary + "\n" + l1).strip() if summary else l1.strip()
+            node = self.archive(s.owner, turns, s.id, source=f"session:{s.id}",
+                                when=s.created, summary=summary)
+        self.memory._write(lambda: self.memory.store.delete_session(s.owner, s.id))
+        self.sessions.pop((s.owner[0], s.owner[1], s.id), None)
+        return node
+
+    def context_for(self, s: Session, budget: int,
+                    search: Callable[[str, str], list] | None) -> str:
+        """context.md: profile, recent session summaries, then memories relevant to the
+        latest turns, highest priority first, within `budget` tokens (4 chars each)."""
+        from contextfs.memory.indexer import estimate_tokens
+
+        owner = s.owner
+        parts: list[str] = [f"# Context for session {s.id}\n"]
+        profile = self.memory.live_node(owner, self.memory.types["profile"], "") \
+            if "profile" in self.memory.types and owner[0] == "user" else None
+        if profile is not None and profile.l2.strip():
+            parts.append("## Profile\n\n" + (profile.l1 or profile.l0).strip() + "\n")
+        recent = sorted((n for n in self.memory.nodes.values()
+                         if n.type == "session" and n.owner == owner and n.deleted_at is None),
+                        key=lambda n: n.created, reverse=True)[:5]
+        if recent:
+            parts.append("## Recent sessions\n\n" + "".join(
+                f"- {self.memory.node_path(n)}: {n.l0.strip()}\n" for n in recent))
+        turns = self.session_turns(s)
+        latest = " ".join(t.content for t in turns[-3:] if t.role == "user")[-500:]
+        if latest and search is not None:
+            hits = search(latest, f"{owner[0]}/{owner[1]}")
+            if hits:
+                parts.append("## Relevant memories\n\n" + "".join(
+                    f"- {h.path}: {h.node.l0.strip()}\n" for h in hits
+                    if h.node.type != "session"))
+        out = ""
+        for p in parts:  # highest priority first; stop before the budget is crossed
+            if estimate_tokens(out + p + "\n") > budget:
+                break
+            out += p + "\n"
+        return out or parts[0][: budget * 4]
+
+    def status_lines(self) -> list[str]:
+        states: dict[str, int] = {}
+        for i in self.items.values():
+            states[i.state] = states.get(i.state, 0) + 1
+        return [
+            "inbox: " + (", ".join(f"{k}={v}" for k, v in sorted(states.items())) or "empty"),
+            f"sessions: {len(self.sessions)} live",
+        ]
+
+
+class IntakeService:
+    """Processes pending inbox items and session extractions in the background."""
+
+    def __init__(self, intake: Intake, *, on_change: Callable[[], None]) -> None:
+        self.intake = intake
+        self.on_change = on_change
+        self._wake = trio.Event()
+        intake.wake = self.wake
+
+    def wake(self) -> None:
+        self._wake.set()
+
+    async def run(self) -> None:
+        while True:
+            self._wake = trio.Event()
+            try:
+                worked = await self.step()
+            except Exception:  # noqa: BLE001 - one bad item must not stop the service
+                log.exception("intake step failed")
+                worked = False
+            if not worked:
+                with trio.move_on_after(30):
+                    await self._wake.wait()
+
+    async def step(self) -> bool:
+        intake = self.intake
+        for item in intake.pending():
+            data = intake.item_data(item)
+            try:
+                text = decode_text(data, item.filename)
+            except ContextFSError as exc:
+                intake.fail_item(item, exc.reason)
+                self.on_change()
+                return True
+            today = dt.datetime.fromtimestamp(item.created, dt.UTC).date().isoformat()
+            transcript, candidates, how = await trio.to_thread.run_sync(
+                intake.analyse, text, item.filename, item.owner[0], today)
+            intake.finish_item(item, transcript, candidates, how)
+            self.on_change()
+            return True
+        for s in list(intake.sessions.values()):
+            turns = intake.session_turns(s)
+            if len(turns) - s.processed >= intake.extract_every and not s.extracting:
+                await self.extract(s)
+                return True
+        return False
+
+    async def extract(self, s: Session) -> list[str]:
+        intake = self.intake
+        turns = intake.session_turns(s)
+        new = turns[s.processed:]
+        if not new:
+            return []
+        s.extracting = True
+        try:
+            today = dt.datetime.fromtimestamp(intake.clock(), dt.UTC).date().isoformat()
+            _t, candidates, _how = await trio.to_thread.run_sync(
+                intake.analyse, "\n".join(json.dumps(
+                    {"role": t.role, "content": t.content, "id": t.ref,
+                     **({"timestamp": t.timestamp} if t.timestamp else {})})
+                    for t in new), "session.jsonl", s.owner[0], today)
+            changed = intake.extract_session(s, candidates, len(turns))
+        finally:
+            s.extracting = False
+        self.on_change()
+        return changed

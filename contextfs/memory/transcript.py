@@ -1,0 +1,402 @@
+"""Chat transcripts: JSONL, markdown or plain text in, a tuple of `Turn`s out, and back.
+
+`parse_transcript` reads what `.inbox/` and `.sessions/<id>/transcript.jsonl` receive: JSON
+lines (`role`, `content`, optional `name`, `timestamp`, `id`; tool events as `role: tool`
+with `name`, `input`, `output`), a markdown or plain-text dialogue, or any other text (one
+user turn). A malformed line is reported with its number and skipped; the good lines still
+count. `render_turns` is the inverse direction for archiving a session: one readable
+markdown block per turn, keeping every word, timestamp, id and tool payload.
+
+Pure: no I/O, no store, no FUSE. The extractors (`contextfs.memory.extract`) consume `Turn`s.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+KNOWN_ROLES = ("user", "assistant", "system", "tool")
+
+# Speaker labels that mean a role in hand-written dialogues ("Me: ...", "AI: ...").
+_ROLE_WORDS = {
+    "user": "user", "human": "user", "me": "user", "customer": "user",
+    "assistant": "assistant", "ai": "assistant", "bot": "assistant", "agent": "assistant",
+    "model": "assistant", "chatgpt": "assistant", "gpt": "assistant", "claude": "assistant",
+    "system": "system", "tool": "tool",
+}  # fmt: skip
+
+_SPEAKER = r"[A-Za-z][A-Za-z0-9_.'-]*(?: [A-Za-z][A-Za-z0-9_.'-]*){0,2}"
+# "Speaker: text", "**Speaker:** text", "**Speaker**: text"
+_LABEL_RE = re.compile(
+    rf"^[ \t]*(?:\*\*(?P<b>{_SPEAKER})(?::\*\*|\*\*:)|(?P<p>{_SPEAKER}):)(?:[ \t]+(?P<text>.*))?$"
+)
+# "## User", "### Assistant (planner)"
+_HEADING_RE = re.compile(rf"^[ \t]{{0,3}}#{{1,6}}[ \t]+(?P<h>{_SPEAKER})[ \t]*#*[ \t]*$")
+# The header line `render_turns` writes: "**user** (Ana) · 2026-05-01T10:00:00Z · id m1"
+_RENDERED_RE = re.compile(
+    r"^\*\*(?P<role>[A-Za-z][\w.-]*)\*\*(?: \((?P<name>[^)\n]*)\))?"
+    r"(?P<meta>(?: · [^\n]*)?)[ \t]*$"
+)
+_TITLE_RE = re.compile(r"^[ \t]{0,3}#{1,6}[ \t]+\S")
+
+
+@dataclass(frozen=True, slots=True)
+class Turn:
+    """One message or tool event of a conversation."""
+
+    line: int  # 1-based line in the file (0 for non-JSONL inputs)
+    role: str  # "user" | "assistant" | "system" | "tool" (others kept as given)
+    content: str
+    name: str | None = None  # speaker or tool name
+    timestamp: str | None = None
+    id: str | None = None
+    tool_input: object | None = None  # role tool: input
+    tool_output: object | None = None  # role tool: output
+    ok: bool | None = None  # role tool: False when the event says the call failed
+
+    @property
+    def ref(self) -> str:
+        """How extracted memories cite this turn: its id, else "L<line>"."""
+        return self.id if self.id else f"L{self.line}"
+
+
+@dataclass(frozen=True, slots=True)
+class Transcript:
+    turns: tuple[Turn, ...]
+    errors: tuple[tuple[int, str], ...]  # (line, reason) for malformed lines
+    kind: str  # "jsonl" | "markdown" | "text"
+
+
+def parse_transcript(text: str, filename: str = "") -> Transcript:
+    """Turns of a transcript; the format comes from the file name, else from the text.
+
+    `.jsonl`/`.ndjson` files, and text whose first non-empty line is a JSON object and
+    most of whose non-empty lines are, are JSON lines. `.md`/`.markdown`/`.txt` files and
+    everything else are a dialogue when they clearly are one, otherwise one user turn.
+    """
+    text = text.removeprefix("\ufeff")
+    lower = filename.lower()
+    if lower.endswith((".jsonl", ".ndjson")) or (
+        not lower.endswith((".md", ".markdown", ".txt")) and _looks_like_jsonl(text)
+    ):
+        return _parse_jsonl(text)
+    kind = "markdown" if lower.endswith((".md", ".markdown")) else "text"
+    turns, markdown = _parse_dialogue(text)
+    if markdown:
+        kind = "markdown"
+    if turns is None:
+        stripped = text.strip()
+        turns = (Turn(line=0, role="user", content=stripped),) if stripped else ()
+    return Transcript(turns=turns, errors=(), kind=kind)
+
+
+# --- JSON lines -------------------------------------------------------------------------
+
+
+def _looks_like_jsonl(text: str) -> bool:
+    lines = [ln.strip() for ln in text.splitlines() if ln.strip()]
+    if not lines or not lines[0].startswith("{"):
+        return False
+    good = sum(isinstance(_try_json(ln), dict) for ln in lines)
+    return good * 2 > len(lines) and isinstance(_try_json(lines[0]), dict)
+
+
+def _try_json(line: str) -> object:
+    try:
+        return json.loads(line)
+    except ValueError:
+        return None
+
+
+def _parse_jsonl(text: str) -> Transcript:
+    turns: list[Turn] = []
+    errors: list[tuple[int, str]] = []
+    for number, raw in enumerate(text.splitlines(), start=1):
+        line = raw.strip()
+        if not line:
+            continue
+        try:
+            obj = json.loads(line)
+        except ValueError as e:
+            errors.append((number, f"not JSON: {e}"))
+            continue
+        if not isinstance(obj, dict):
+            errors.append((number, f"not a JSON object but {type(obj).__name__}"))
+            continue
+        turn = _turn_from_object(number, obj)
+        if isinstance(turn, str):
+            errors.append((number, turn))
+        else:
+            turns.append(turn)
+    return Transcript(turns=tuple(turns), errors=tuple(errors), kind="jsonl")
+
+
+def _turn_from_object(number: int, obj: dict) -> Turn | str:
+    """A Turn, or the reason the object is not one."""
+    role = obj.get("role")
+    if not isinstance(role, str) or not role.strip():
+        return "no 'role'" if role is None else "'role' is not a non-empty string"
+    role = role.strip()
+    if role.lower() in KNOWN_ROLES:
+        role = role.lower()
+    name = _opt_text(obj.get("name"))
+    tool_input = obj.get("input")
+    tool_output = obj.get("output")
+    raw_content = obj.get("content")
+    if raw_content is None:
+        if role != "tool":
+            return "no 'content'"
+        if name is None and tool_input is None and tool_output is None:
+            return "tool event without 'content', 'name', 'input' or 'output'"
+        content = tool_content(name, tool_input, tool_output)
+    else:
+        content_or_error = _content_text(raw_content)
+        if content_or_error is None:
+            return f"'content' is neither text nor a list of text parts: {_short(raw_content)}"
+        content = content_or_error
+    return Turn(
+        line=number,
+        role=role,
+        content=content,
+        name=name,
+        timestamp=_opt_text(obj.get("timestamp")),
+        id=_opt_text(obj.get("id")),
+        tool_input=tool_input,
+        tool_output=tool_output,
+        ok=_tool_ok(obj) if role == "tool" else None,
+    )
+
+
+def _opt_text(value: object) -> str | None:
+    if value is None or isinstance(value, bool):
+        return None
+    if isinstance(value, str):
+        return value.strip() or None
+    if isinstance(value, int | float):
+        return str(value)
+    return None
+
+
+def _content_text(value: object) -> str | None:
+    """Text of a `content` value: a string, or a list of parts ({type: text, text} or str)."""
+    if isinstance(value, str):
+        return value
+    if isinstance(value, dict) and isinstance(value.get("text"), str):
+        return value["text"]
+    if not isinstance(value, list):
+        return None
+    parts: list[str] = []
+    for part in value:
+        if isinstance(part, str):
+            parts.append(part)
+        elif isinstance(part, dict) and isinstance(part.get("text"), str):
+            parts.append(part["text"])
+        elif isinstance(part, dict):
+            # An image or other non-text part: say that it was there rather than drop it.
+            parts.append(f"[{part.get('type', 'part')}]")
+        else:
+            return None
+    return "\n".join(p for p in parts if p)
+
+
+def _tool_ok(obj: dict) -> bool | None:
+    """Did the tool call succeed, by the event's own markers (None when it does not say)."""
+    for key in ("ok", "success"):
+        if isinstance(obj.get(key), bool):
+            return obj[key]
+    if obj.get("is_error") is True or obj.get("error") not in (None, "", False):
+        return False
+    status = obj.get("status")
+    if isinstance(status, str):
+        s = status.strip().lower()
+        if s in ("ok", "success", "succeeded", "done", "completed"):
+            return True
+        if s in ("error", "failed", "failure", "timeout", "cancelled"):
+            return False
+    out = obj.get("output")
+    if isinstance(out, dict):
+        code = out.get("exit_code", out.get("returncode"))
+        if isinstance(code, int) and not isinstance(code, bool):
+            return code == 0
+        if out.get("error") not in (None, "", False):
+            return False
+    return None
+
+
+def tool_content(name: str | None, tool_input: object, tool_output: object) -> str:
+    """The text a tool event stands for when it has no `content` of its own."""
+    head = f"called {name}" if name else "tool call"
+    parts = [head]
+    if tool_input is not None:
+        parts.append(f"input: {_compact(tool_input)}")
+    if tool_output is not None:
+        parts.append(f"output: {_compact(tool_output)}")
+    return "; ".join(parts)
+
+
+def _compact(value: object) -> str:
+    if isinstance(value, str):
+        return value
+    return json.dumps(value, ensure_ascii=False, sort_keys=False)
+
+
+def _short(value: object) -> str:
+    shown = repr(value)
+    return shown if len(shown) <= 60 else shown[:57] + "..."
+
+
+# --- markdown and plain-text dialogues --------------------------------------------------
+
+
+def _speaker_role(label: str) -> str | None:
+    return _ROLE_WORDS.get(label.strip().lower())
+
+
+def _parse_dialogue(text: str) -> tuple[tuple[Turn, ...] | None, bool]:
+    """(turns, markdown?) when the text clearly is a dialogue, else (None, markdown?)."""
+    lines = text.splitlines()
+    # Which lines open a turn, and in which style: rendered headers, headings or labels.
+    rendered = [(i, m) for i, ln in enumerate(lines) if (m := _RENDERED_RE.match(ln))]
+    rendered = [(i, m) for i, m in rendered if m.group("meta") or _speaker_role(m.group("role"))]
+    headings = [(i, m) for i, ln in enumerate(lines) if (m := _HEADING_RE.match(ln))]
+    labels = [(i, m) for i, ln in enumerate(lines) if (m := _LABEL_RE.match(ln))]
+    markdown = bool(rendered or headings) or any(m.group("b") for _, m in labels)
+
+    for style, opens in (("rendered", rendered), ("heading", headings), ("label", labels)):
+        speakers = [_label_of(style, m) for _, m in opens]
+        # Headings are a dialogue only when they name roles ("## User"), not topics.
+        if style == "heading" and not all(_speaker_role(s) for s in speakers):
+            continue
+        if len(opens) < 2 or len({s.lower() for s in speakers}) < 2:
+            continue
+        if style == "label" and not _labels_are_dialogue(lines, opens, speakers):
+            continue
+        preamble = lines[: opens[0][0]]
+        if any(ln.strip() and not _TITLE_RE.match(ln) for ln in preamble):
+            continue  # prose before the first speaker: not clearly a dialogue
+        return _build_turns(lines, opens, style, speakers), True
+    return None, markdown
+
+
+def _label_of(style: str, m: re.Match[str]) -> str:
+    if style == "rendered":
+        return m.group("role")
+    if style == "heading":
+        return m.group("h")
+    return m.group("b") or m.group("p")
+
+
+def _labels_are_dialogue(lines: list[str], opens: list, speakers: list[str]) -> bool:
+    """ "Speaker: text" lines are a dialogue when speakers alternate and most are names.
+
+    A note like "Note: buy milk\\nTODO: call Ana" has labels too; requiring a known role
+    or capitalised speaker names that recur keeps such notes one turn.
+    """
+    known = sum(1 for s in speakers if _speaker_role(s))
+    capitalised = all(s[:1].isupper() or _speaker_role(s) for s in speakers)
+    recurring = len(speakers) - len(set(s.lower() for s in speakers)) >= 1
+    if not capitalised:
+        return False
+    return known * 2 >= len(speakers) or recurring
+
+
+def _build_turns(lines: list[str], opens: list, style: str, speakers: list[str]) -> tuple:
+    # A dialogue between one person and assistants: that person is the user.
+    others = {s for s in speakers if _speaker_role(s) is None}
+    roles_present = {_speaker_role(s) for s in speakers}
+    lone_user = next(iter(others)) if len(others) == 1 and "user" not in roles_present else None
+    turns: list[Turn] = []
+    bounds = [i for i, _ in opens] + [len(lines)]
+    for k, (start, m) in enumerate(opens):
+        speaker = speakers[k]
+        body_lines = lines[start + 1 : bounds[k + 1]]
+        timestamp = ident = None
+        name: str | None = None
+        if style == "rendered":
+            name = m.group("name") or None
+            timestamp, ident = _parse_meta(m.group("meta"))
+            role = speaker if speaker.lower() not in KNOWN_ROLES else speaker.lower()
+        else:
+            role_word = _speaker_role(speaker)
+            if role_word is not None:
+                role = role_word
+                if speaker.lower() not in KNOWN_ROLES:
+                    name = speaker
+            elif speaker == lone_user:
+                role, name = "user", speaker
+            else:
+                role, name = speaker, speaker
+            if style == "label" and m.group("text"):
+                body_lines = [m.group("text"), *body_lines]
+        content = "\n".join(body_lines).strip("\n")
+        turns.append(
+            Turn(line=0, role=role, content=content.strip(), name=name,
+                 timestamp=timestamp, id=ident)
+        )  # fmt: skip
+    return tuple(turns)
+
+
+def _parse_meta(meta: str) -> tuple[str | None, str | None]:
+    timestamp = ident = None
+    for part in meta.split(" · "):
+        part = part.strip()
+        if not part:
+            continue
+        if part.startswith("id "):
+            ident = part[3:].strip() or None
+        elif part in ("ok", "failed"):
+            continue
+        elif timestamp is None:
+            timestamp = part
+    return timestamp, ident
+
+
+# --- rendering --------------------------------------------------------------------------
+
+
+def render_turns(turns: Iterable[Turn]) -> str:
+    """Readable markdown of a session: one block per turn, nothing said left out.
+
+    Each block starts with a header line `**role** (name) · timestamp · id X`, then the
+    text. Tool turns add their input and output as fenced JSON (fenced text for a string
+    output with several lines); their synthesised content is not repeated. Blocks are
+    separated by a blank line and the header format is read back by `parse_transcript`.
+    """
+    blocks: list[str] = []
+    for turn in turns:
+        header = f"**{turn.role}**"
+        if turn.name:
+            header += f" ({turn.name})"
+        if turn.timestamp:
+            header += f" · {turn.timestamp}"
+        if turn.id:
+            header += f" · id {turn.id}"
+        if turn.role == "tool" and turn.ok is not None:
+            header += " · ok" if turn.ok else " · failed"
+        parts = [header]
+        content = turn.content.strip("\n")
+        is_tool = turn.tool_input is not None or turn.tool_output is not None
+        synthesised = is_tool and content == tool_content(
+            turn.name, turn.tool_input, turn.tool_output
+        )
+        if content and not synthesised:
+            parts.append(content)
+        if turn.tool_input is not None:
+            parts.append("Input:\n" + _fenced(turn.tool_input))
+        if turn.tool_output is not None:
+            parts.append("Output:\n" + _fenced(turn.tool_output))
+        blocks.append("\n\n".join(parts) + "\n")
+    return "\n".join(blocks)
+
+
+def _fenced(value: object) -> str:
+    if isinstance(value, str) and "\n" in value:
+        lang, text = "text", value.rstrip("\n")
+    else:
+        lang, text = "json", json.dumps(value, ensure_ascii=False, indent=2)
+    fence = "```"
+    while fence in text:
+        fence += "`"
+    return f"{fence}{lang}\n{text}\n{fence}"

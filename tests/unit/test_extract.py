@@ -1,0 +1,463 @@
+"""Extraction: the rule extractor per rule (and its refusals), the LLM extractor and
+summarizer against a local OpenAI-compatible server, and the corpus quality bar."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import threading
+from collections.abc import Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+
+import pytest
+
+from contextfs.ctxtypes import builtin_schema_dir, load_types
+from contextfs.errors import ContextFSError
+from contextfs.memory.extract import (
+    Candidate,
+    Expected,
+    LLMExtractor,
+    LLMSummarizer,
+    LLMUnavailable,
+    RuleExtractor,
+    candidate_matches,
+    key_matches,
+)
+from contextfs.memory.transcript import Turn
+
+REPO = Path(__file__).resolve().parents[2]
+TYPES = load_types([builtin_schema_dir()])
+
+
+def user(text: str, i: int = 1, ts: str | None = "2026-05-08T10:00:00Z") -> Turn:
+    return Turn(line=i, role="user", content=text, timestamp=ts)
+
+
+def extract(*turns: Turn, today: str | None = None, owner_kind: str = "user") -> list[Candidate]:
+    cands = RuleExtractor().extract(list(turns), TYPES, owner_kind=owner_kind, today=today)
+    for c in cands:  # every candidate is valid for the real built-in type, keys included
+        ctype = TYPES[c.type]
+        assert ctype.coerce_fields(c.fields) == c.fields
+        assert ctype.missing_required(c.fields) == []
+        ctype.node_name(c.fields)
+        assert 0.0 <= c.confidence <= 1.0
+        assert c.turns
+    return cands
+
+
+def of(cands: list[Candidate], type_name: str) -> list[dict]:
+    return [c.fields for c in cands if c.type == type_name]
+
+
+# --- rules: preferences ------------------------------------------------------------------
+
+
+def test_preference_prefer_with_a_known_option_names_the_topic():
+    cands = extract(user("I prefer vim over emacs because the keybindings stick."))
+    assert of(cands, "preference") == [
+        {"topic": "editor", "value": "vim", "reason": "the keybindings stick"}
+    ]
+    assert cands[0].turns == ("L1",)
+
+
+def test_preference_likes_dislikes_and_favourites():
+    cands = extract(user("I hate cilantro. I love Thai food, and my favourite dessert is "
+                         "mango sticky rice. I can't stand mushrooms."))  # fmt: skip
+    got = {f["topic"]: f["value"] for f in of(cands, "preference")}
+    assert got == {"cilantro": "dislikes", "thai food": "loves", "dessert": "mango sticky rice",
+                   "mushrooms": "dislikes"}  # fmt: skip
+
+
+def test_preference_for_topic_and_standing_instructions():
+    cands = extract(user("I prefer tabs for indentation and I use pytest for tests. "
+                         "Please keep your answers short."))  # fmt: skip
+    got = {f["topic"]: f["value"] for f in of(cands, "preference")}
+    assert got == {"indentation": "tabs", "tests": "pytest", "reply length": "short"}
+
+
+@pytest.mark.parametrize("text", [
+    "Do you prefer tabs or spaces?",
+    "If I liked Go, I would use it everywhere.",
+    "Maybe I'd enjoy skiing.",
+    "I wonder whether I prefer the city.",
+    "I used to love jazz.",
+    'My brother keeps saying "I love Rust".',
+    "My team lead prefers Go.",
+    "I like it.",
+    "I'd like to book a table.",
+    "I like how you explained that.",
+])  # fmt: skip
+def test_questions_hypotheticals_and_others_statements_are_not_preferences(text):
+    assert of(extract(user(text)), "preference") == []
+
+
+def test_assistant_statements_are_not_user_preferences_or_facts():
+    turn = Turn(line=1, role="assistant", content="I prefer vim. My name is Ada. I live in Rome.")
+    assert extract(turn) == []
+
+
+# --- rules: profile, entities, events -----------------------------------------------------
+
+
+def test_profile_facts():
+    cands = extract(user("My name is Dana Whitfield and I work as a data engineer at Northwind. "
+                         "I live in Lyon, France. My time zone is Europe/Paris. "
+                         "I speak French, English and a little German."))  # fmt: skip
+    profile = of(cands, "profile")
+    assert {"name": "Dana Whitfield"} in profile
+    assert {"role": "data engineer"} in profile
+    assert {"location": "Lyon"} in profile
+    assert {"timezone": "Europe/Paris"} in profile
+    assert {"languages": ["French", "English", "German"]} in profile
+    assert {"facts": {"employer": "Northwind"}} in profile
+    assert {"name": "Northwind", "kind": "organisation"} in of(cands, "entity")
+
+
+@pytest.mark.parametrize("text", [
+    "I'm a bit tired today.",
+    "I'm a huge fan of jazz.",
+    "I speak at conferences sometimes.",
+    "If I lived in Berlin I'd cycle.",
+    "Suppose my name was Alex.",
+])  # fmt: skip
+def test_profile_negatives(text):
+    assert of(extract(user(text)), "profile") == []
+
+
+def test_entities_from_relations_both_ways():
+    cands = extract(user("My sister Emma lives in Porto. Priya Raman is my manager. "
+                         "My dog Rex loves the beach."))  # fmt: skip
+    got = {f["name"]: (f["kind"], f["attributes"]["relation"]) for f in of(cands, "entity")}
+    assert got == {"Emma": ("person", "sister"), "Priya Raman": ("person", "manager"),
+                   "Rex": ("animal", "dog")}  # fmt: skip
+    emma = next(c for c in cands if c.type == "entity" and c.fields["name"] == "Emma")
+    assert "Emma is the owner's sister." in emma.body and "Porto" in emma.body
+
+
+def test_events_resolve_relative_dates_against_today_or_the_timestamp():
+    # 2026-05-08 is a Friday
+    cands = extract(
+        user("Yesterday we shipped version 2.3 of the billing service.", 1),
+        user("Last Monday we held the quarterly planning meeting with Priya and Jonas.", 2),
+        user("Next Tuesday I will present the migration plan to the board.", 3),
+        user("On 2026-06-05 we celebrated Tom's farewell at the Canal Street office.", 4),
+    )
+    got = {f["date"]: f for f in of(cands, "event")}
+    assert set(got) == {"2026-05-07", "2026-05-04", "2026-05-12", "2026-06-05"}
+    assert got["2026-05-04"]["participants"] == ["Priya", "Jonas"]
+    assert "quarterly planning meeting" in got["2026-05-04"]["title"]
+    assert got["2026-06-05"]["location"] == "Canal Street"
+    later = extract(user("Yesterday we shipped the app.", ts=None), today="2026-01-01")
+    assert of(later, "event")[0]["date"] == "2025-12-31"
+
+
+@pytest.mark.parametrize("text", [
+    "What would happen if we shipped on 2026-05-01?",
+    "If we ship on Friday we might regret it.",
+    "Yesterday was rainy.",
+    "My brother shipped it yesterday.",
+])  # fmt: skip
+def test_event_negatives(text):
+    assert of(extract(user(text)), "event") == []
+
+
+def test_relative_dates_need_a_reference():
+    assert of(extract(user("Yesterday we shipped the app.", ts=None)), "event") == []
+
+
+# --- rules: agent scope -------------------------------------------------------------------
+
+
+def test_decision_is_a_case_and_a_standing_decision_a_pattern():
+    cands = extract(
+        user("Let's go with Postgres for the job queue."),
+        Turn(line=2, role="assistant", content="From now on we'll use ruff for linting."),
+    )
+    assert of(cands, "case")[0]["title"] == "choosing job queue"
+    assert "Postgres" in of(cands, "case")[0]["solution"]
+    assert of(cands, "pattern")[0]["topic"] == "linting"
+
+
+def test_confirmed_fix_is_a_case():
+    cands = extract(
+        user("pytest fails with ModuleNotFoundError: No module named 'billing'.", 1),
+        Turn(line=2, role="assistant", content="Add pythonpath = ['src'] to the pytest config."),
+        Turn(
+            line=3,
+            role="tool",
+            content="",
+            name="bash",
+            tool_input={"command": "pytest"},
+            tool_output={"exit_code": 0},
+        ),  # fmt: skip
+        user("That fixed it, thanks!", 4),
+    )
+    (case,) = of(cands, "case")
+    assert case["title"] == "pytest fails: ModuleNotFoundError"
+    assert case["outcome"] == "solved" and "pythonpath" in case["solution"]
+
+
+def test_unconfirmed_problem_is_not_a_case():
+    cands = extract(
+        user("The build fails with a linker error.", 1),
+        Turn(line=2, role="assistant", content="Try a clean build."),
+        user("Still failing, same error.", 3),
+    )
+    assert of(cands, "case") == []
+
+
+def _tool(i: int, name: str, inp: object, out: object, ok: bool | None = None) -> Turn:
+    return Turn(line=i, role="tool", content="", name=name, tool_input=inp, tool_output=out,
+                timestamp=f"2026-04-20T14:0{i}:00Z", ok=ok)  # fmt: skip
+
+
+def test_tool_trace_gives_tool_counts_and_a_skill():
+    turns = [
+        user("Can you deploy the api service to staging?", 0),
+        _tool(1, "bash", {"command": "make test"}, {"exit_code": 0}),
+        _tool(2, "docker_push", {"image": "api:1"}, {"error": "denied"}, ok=False),
+        _tool(3, "docker_push", {"image": "api:1"}, {"digest": "sha256:9"}, ok=True),
+        _tool(4, "kubectl", {"args": ["rollout", "status"]}, {"exit_code": 0}),
+        Turn(line=5, role="assistant", content="Done: the api is deployed to staging."),
+    ]
+    cands = extract(*turns)
+    tools = {f["name"]: f for f in of(cands, "tool")}
+    assert (tools["docker_push"]["success_count"], tools["docker_push"]["failure_count"]) == (1, 1)
+    assert "denied" in tools["docker_push"]["notes"]
+    assert tools["kubectl"]["last_used"] == "2026-04-20T14:04:00+00:00"
+    (skill,) = of(cands, "skill")
+    assert skill["name"] == "deploy api service to staging"
+    assert skill["steps"].splitlines()[0].startswith("1. `bash`")
+    assert len(skill["steps"].splitlines()) == 3  # the failed call is not a step
+    assert skill["prerequisites"] == ["bash", "docker_push", "kubectl"]
+
+
+def test_no_skill_when_the_user_complains_or_a_single_call():
+    complained = [user("Please deploy the docs.", 0), _tool(1, "bash", "a", {"exit_code": 0}),
+                  _tool(2, "bash", "b", {"exit_code": 0}),
+                  Turn(line=3, role="assistant", content="Deployed."),
+                  user("That didn't work, the page is blank.", 4)]  # fmt: skip
+    assert of(extract(*complained), "skill") == []
+    single = [user("Please deploy the docs.", 0), _tool(1, "bash", "a", {"exit_code": 0}),
+              Turn(line=2, role="assistant", content="Deployed.")]  # fmt: skip
+    assert of(extract(*single), "skill") == []
+
+
+def test_only_types_given_and_owner_scope_are_emitted():
+    turns = [user("I prefer vim. My sister Emma is great."), _tool(2, "bash", "x", "ok")]
+    only = {"preference": TYPES["preference"]}
+    assert {c.type for c in RuleExtractor().extract(turns, only)} == {"preference"}
+    agent = extract(*turns, owner_kind="agent")
+    assert {c.type for c in agent} == {"tool"}
+
+
+# --- scoring ------------------------------------------------------------------------------
+
+
+def test_key_matching_rules():
+    assert key_matches("Thai food", "thai-food")
+    assert key_matches("present migration plan", "present migration plan to architecture board")
+    assert not key_matches("present migration plan", "present the migration plan to the board now")
+    assert not key_matches("editor", "theme")
+    c = Candidate("preference", {"topic": "editor", "value": "vim"}, "I prefer vim", ("L1",), 0.8)
+    assert candidate_matches(c, Expected("preference", {"topic": "editor"}, "VIM"))
+    assert not candidate_matches(c, Expected("preference", {"topic": "editor"}, "prefer"))
+
+
+def _load_script():
+    spec = importlib.util.spec_from_file_location(
+        "extraction_quality", REPO / "scripts" / "extraction_quality.py"
+    )
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_corpus_precision_is_at_least_0_8():
+    report = _load_script().run_corpus()
+    assert report["transcripts"] >= 12
+    assert report["overall"]["precision"] >= 0.8, report["notes"]
+    assert report["per_split"]["heldout"]["precision"] >= 0.8, report["notes"]
+
+
+# --- the LLM extractor and summarizer against a local OpenAI-compatible server -------------
+
+
+class _Handler(BaseHTTPRequestHandler):
+    server: _FakeServer
+
+    def do_POST(self) -> None:  # noqa: N802 (http.server's naming)
+        body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+        self.server.requests.append((self.path, body))
+        if self.path != "/v1/chat/completions" or self.server.fail:
+            self._reply(500, {"error": {"message": "boom", "type": "server_error"}})
+            return
+        message = {"role": "assistant", "content": self.server.answer}
+        self._reply(200, {
+            "id": "chatcmpl-1", "object": "chat.completion", "created": 0,
+            "model": body["model"],
+            "choices": [{"index": 0, "message": message, "finish_reason": "stop"}],
+            "usage": {"prompt_tokens": 1, "completion_tokens": 1, "total_tokens": 2},
+        })  # fmt: skip
+
+    def _reply(self, status: int, payload: dict) -> None:
+        raw = json.dumps(payload).encode()
+        self.send_response(status)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(raw)))
+        self.end_headers()
+        self.wfile.write(raw)
+
+    def log_message(self, format: str, *args: object) -> None:
+        pass
+
+
+class _FakeServer(ThreadingHTTPServer):
+    requests: list
+    answer: str = ""
+    fail: bool = False
+
+
+CANNED = {"memories": [
+    {"type": "preference", "fields": {"topic": "editor", "value": "vim"},
+     "body": "Uses vim daily.", "turns": ["m1", "nope"], "confidence": 0.9},
+    {"type": "event", "fields": {"date": "2026-05-07", "title": "Billing 2.3 release"},
+     "body": "Shipped.", "turns": ["m2"], "confidence": "0.7"},
+    {"type": "preference", "fields": {"value": "tabs"}, "body": "", "turns": ["m1"]},
+    {"type": "recipe", "fields": {"title": "soup"}},
+    {"type": "event", "fields": {"date": "yesterday", "title": "x"}},
+    {"type": "tool", "fields": {"name": "bash", "success_count": 2}, "confidence": 7},
+    "not an object",
+]}  # fmt: skip
+
+
+@pytest.fixture
+def endpoint(monkeypatch) -> Iterator[_FakeServer]:
+    server = _FakeServer(("127.0.0.1", 0), _Handler)
+    server.requests = []
+    server.answer = json.dumps(CANNED)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    monkeypatch.setenv("CONTEXTFS_TEST_KEY", "sk-test")
+    try:
+        yield server
+    finally:
+        server.shutdown()
+        server.server_close()
+        thread.join()
+
+
+def _url(server: _FakeServer) -> str:
+    return f"http://127.0.0.1:{server.server_address[1]}/v1"
+
+
+TURNS = [
+    Turn(line=1, role="user", content="I use vim every day.", id="m1",
+         timestamp="2026-05-08T10:00:00Z"),
+    Turn(line=2, role="user", content="Yesterday we shipped billing 2.3.", id="m2"),
+]  # fmt: skip
+
+
+def test_llm_extractor_keeps_valid_items_and_drops_invalid_ones(endpoint: _FakeServer):
+    ex = LLMExtractor(base_url=_url(endpoint), model="fake-chat", api_key_env="CONTEXTFS_TEST_KEY")
+    cands = ex.extract(TURNS, TYPES, today="2026-05-08")
+    assert [(c.type, c.fields) for c in cands] == [
+        ("preference", {"topic": "editor", "value": "vim"}),
+        ("event", {"date": "2026-05-07", "title": "Billing 2.3 release"}),
+        ("tool", {"name": "bash", "success_count": 2}),
+    ]
+    assert cands[0].turns == ("m1",)  # a ref the transcript does not have is dropped
+    assert cands[0].body == "Uses vim daily."
+    assert cands[1].confidence == 0.7 and cands[2].confidence == 1.0
+    reasons = ex.last_dropped
+    assert len(reasons) == 4
+    assert "missing topic" in reasons[0]
+    assert "unknown type 'recipe'" in reasons[1]
+    assert "date" in reasons[2]
+    assert "not an object" in reasons[3]
+    # the request: one call, JSON mode, every type's fields and extraction instructions
+    ((path, body),) = endpoint.requests
+    assert path == "/v1/chat/completions"
+    assert body["model"] == "fake-chat"
+    assert body["response_format"] == {"type": "json_object"}
+    system, prompt = body["messages"][0]["content"], body["messages"][1]["content"]
+    for ctype in TYPES.values():
+        assert f"## {ctype.name} (scope {ctype.scope}" in system
+        assert " ".join(ctype.extraction.split())[:60] in system
+    assert "- topic (string, required)" in system
+    assert "today is 2026-05-08" in system
+    assert "[m1] user @ 2026-05-08T10:00:00Z: I use vim every day." in prompt
+
+
+def test_llm_extractor_for_an_agent_owner_offers_agent_types_only(endpoint: _FakeServer):
+    ex = LLMExtractor(base_url=_url(endpoint), model="m", api_key_env="CONTEXTFS_TEST_KEY")
+    cands = ex.extract(TURNS, TYPES, owner_kind="agent")
+    assert [c.type for c in cands] == ["tool"]
+    system = endpoint.requests[0][1]["messages"][0]["content"]
+    assert "## preference" not in system and "## skill" in system
+
+
+@pytest.mark.parametrize("answer", ["", "sorry, I cannot do that", '{"memories": 3}', "[1, 2]"])
+def test_llm_extractor_survives_a_bad_answer(endpoint: _FakeServer, answer: str):
+    endpoint.answer = answer
+    ex = LLMExtractor(base_url=_url(endpoint), model="m", api_key_env="CONTEXTFS_TEST_KEY")
+    assert ex.extract(TURNS, TYPES) == []
+    assert len(ex.last_dropped) == 1 and "answer" in ex.last_dropped[0]
+
+
+def test_llm_extractor_reads_json_inside_a_fence(endpoint: _FakeServer):
+    endpoint.answer = (
+        "Here you go:\n```json\n" + json.dumps({"memories": CANNED["memories"][:1]}) + "\n```"
+    )
+    ex = LLMExtractor(base_url=_url(endpoint), model="m", api_key_env="CONTEXTFS_TEST_KEY")
+    assert [c.fields["topic"] for c in ex.extract(TURNS, TYPES)] == ["editor"]
+
+
+def test_llm_transport_failure_raises(endpoint: _FakeServer):
+    endpoint.fail = True
+    ex = LLMExtractor(base_url=_url(endpoint), model="m", api_key_env="CONTEXTFS_TEST_KEY",
+                      timeout=5, max_retries=0)  # fmt: skip
+    with pytest.raises(LLMUnavailable, match="failed") as info:
+        ex.extract(TURNS, TYPES)
+    assert isinstance(info.value, ContextFSError)
+    server = ThreadingHTTPServer(("127.0.0.1", 0), _Handler)
+    port = server.server_address[1]
+    server.server_close()  # nothing listens there now
+    gone = LLMExtractor(base_url=f"http://127.0.0.1:{port}/v1", model="m",
+                        api_key_env="CONTEXTFS_TEST_KEY", timeout=2, max_retries=0)  # fmt: skip
+    with pytest.raises(LLMUnavailable):
+        gone.extract(TURNS, TYPES)
+
+
+def test_llm_needs_its_key(monkeypatch):
+    monkeypatch.delenv("CONTEXTFS_NO_SUCH_KEY", raising=False)
+    with pytest.raises(LLMUnavailable, match="CONTEXTFS_NO_SUCH_KEY"):
+        LLMExtractor(base_url="http://127.0.0.1:9/v1", model="m",
+                     api_key_env="CONTEXTFS_NO_SUCH_KEY")  # fmt: skip
+
+
+def test_llm_summarizer_holds_the_type_limits(endpoint: _FakeServer):
+    ctype = TYPES["preference"]
+    endpoint.answer = json.dumps({"l0": "Editor:\nvim " + "very " * 60, "l1": "- x\n" * 1000})
+    s = LLMSummarizer(base_url=_url(endpoint), model="m", api_key_env="CONTEXTFS_TEST_KEY")
+    l0, l1 = s.summarize(ctype, "---\ntopic: editor\nvalue: vim\n---\nUses vim.\n")
+    assert l0.endswith("…\n") and l0.count("\n") == 1 and len(l0) <= ctype.l0_max_chars
+    assert l0.startswith("Editor: vim very")
+    assert len(l1) <= ctype.l1_max_chars and l1.endswith("- x\n")
+    system = endpoint.requests[0][1]["messages"][0]["content"]
+    assert f"at most {ctype.l0_max_chars - 1} characters" in system
+    endpoint.answer = json.dumps({"l0": "Prefers vim.", "l1": "Prefers vim for editing."})
+    assert s.summarize(ctype, "x") == ("Prefers vim.\n", "Prefers vim for editing.\n")
+
+
+def test_llm_summarizer_bad_answer_or_failure_raises(endpoint: _FakeServer):
+    s = LLMSummarizer(base_url=_url(endpoint), model="m", api_key_env="CONTEXTFS_TEST_KEY",
+                      max_retries=0, timeout=5)  # fmt: skip
+    endpoint.answer = "no json here"
+    with pytest.raises(LLMUnavailable, match="no usable summary"):
+        s.summarize(TYPES["profile"], "x")
+    endpoint.fail = True
+    with pytest.raises(LLMUnavailable, match="failed"):
+        s.summarize(TYPES["profile"], "x")

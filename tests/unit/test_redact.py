@@ -1,0 +1,765 @@
+"""Secret redaction: every kind caught in context, nothing else touched, idempotent, fast.
+
+The fake secrets are assembled from pieces so that this file does not itself look like a
+leaked credential to a repository scanner.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from contextfs.errors import InvalidInput
+from contextfs.memory.redact import (
+    BUILTIN_KINDS,
+    Redaction,
+    Redactor,
+    RedactResult,
+    marker,
+    secret_filename_reason,
+)
+
+R = Redactor()
+
+# Format-valid fakes, one per kind.
+OPENAI_LEGACY = "sk-" + "Ab3dE5fG7hJ9kL1mN3pQ" + "T3BlbkFJ" + "xY3zA5bC7dE9fG1hJ3kL"
+OPENAI_PROJ = "sk-" + "proj-" + "Ab3dE5fG7hJ9kL1mN3pQ5rS7tU9vW1xY3zA5bC7dE9fG1hJ_3kL-5mN7pQ9rS1tU3v"
+OPENAI_SVC = "sk-" + "svcacct-" + "Zq8Wx7Ec6Rv5Tb4Yn3Um2Ik1Ol0Pa9Sd8Fg7Hj6Kl5Zx4Cv3Bn2"
+ANTHROPIC = (
+    "sk-"
+    + "ant-api03-"
+    + "Xy7_Ab3dE5fG7hJ9kL1mN3pQ5rS7tU9vW1xY3zA5bC7dE9fG1hJ3kL5mN7-pQ9rS1tU3vW5"
+    + "AA"
+)
+AWS_ID = "AKIA" + "Z7QX4N2M8P5R3T6W"
+AWS_STS_ID = "ASIA" + "Q2W3E4R5T6Y7U8I9"
+AWS_SECRET = "wJalrXUtnFEMI/K7MDENG/" + "bPxRfiCYzq8Wx7Ec6R"
+GITHUB_CLASSIC = "ghp" + "_" + "A1b2C3d4E5f6G7h8I9j0K1l2M3n4O5p6Q7r8"
+GITHUB_OAUTH = "gho" + "_" + "Z9y8X7w6V5u4T3s2R1q0P9o8N7m6L5k4J3i2"
+GITHUB_FINE = (
+    "github"
+    + "_pat_"
+    + "11ABCDEFG0123456789abc_"
+    + "Xy7Ab3dE5fG7hJ9kL1mN3pQ5rS7tU9vW1xY3zA5bC7dE9fG1hJ3kL5mN7pQ9"
+)
+GITLAB = "glpat" + "-" + "Xy7Ab3dE5fG7hJ9kL1mN"
+SLACK_BOT = "xoxb" + "-" + "123456789012-1234567890123-AbCdEfGhIjKlMnOpQrStUvWx"
+SLACK_USER = (
+    "xoxp" + "-" + "123456789012-123456789012-123456789012-0123456789abcdef0123456789abcdef"
+)
+SLACK_HOOK_PATH = "T01ABCDEF" + "/B02GHIJKL/" + "Xy7Ab3dE5fG7hJ9kL1mN3pQ5"
+SLACK_HOOK = "https://hooks.slack.com/services/" + SLACK_HOOK_PATH
+STRIPE_LIVE = "sk" + "_live_" + "51HxYzAbCdEfGhIjKlMnOpQrStUv"
+STRIPE_RESTRICTED = "rk" + "_test_" + "4eC39HqLyjWDarjtT1zdp7dc"
+GOOGLE = "AIza" + "SyD-" + "Xy7Ab3dE5fG7hJ9kL1mN3pQ5rS7tU9v"
+JWT = (
+    "eyJ"
+    + "hbGciOiJIUzI1NiIsInR5cCI6IkpXVCJ9"
+    + ".eyJzdWIiOiIxMjM0NTY3ODkwIiwibmFtZSI6IkpvaG4gRG9lIiwiaWF0IjoxNTE2MjM5MDIyfQ"
+    + ".SflKxwRJSMeKKF2QT4fwpMeJf36POk6yJV_adQssw5c"
+)
+PEM = (
+    "-----BEGIN RSA " + "PRIVATE KEY-----\n"
+    "MIIEowIBAAKCAQEAx7Ab3dE5fG7hJ9kL1mN3pQ5rS7tU9vW1xY3zA5bC7dE9fG1h\n"
+    "J3kL5mN7pQ9rS1tU3vW5xY7zA9bC1dE3fG5hJ7kL9mN1pQ3rS5tU7vW9xY1zA3bC\n"
+    "-----END RSA " + "PRIVATE KEY-----"
+)
+OPENSSH = (
+    "-----BEGIN OPENSSH " + "PRIVATE KEY-----\n"
+    "b3BlbnNzaC1rZXktdjEAAAAABG5vbmUAAAAEbm9uZQAAAAAAAAABAAAAMwAAAAtzc2gtZW\n"
+    "QyNTUxOQAAACBxY3zA5bC7dE9fG1hJ3kL5mN7pQ9rS1tU3vW5xY7zA9bAAAAJgAAAAA\n"
+    "-----END OPENSSH " + "PRIVATE KEY-----"
+)
+
+TOKENS = [
+    ("openai_key", OPENAI_LEGACY),
+    ("openai_key", OPENAI_PROJ),
+    ("openai_key", OPENAI_SVC),
+    ("anthropic_key", ANTHROPIC),
+    ("aws_access_key", AWS_ID),
+    ("aws_access_key", AWS_STS_ID),
+    ("github_token", GITHUB_CLASSIC),
+    ("github_token", GITHUB_OAUTH),
+    ("github_token", GITHUB_FINE),
+    ("gitlab_token", GITLAB),
+    ("slack_token", SLACK_BOT),
+    ("slack_token", SLACK_USER),
+    ("stripe_key", STRIPE_LIVE),
+    ("stripe_key", STRIPE_RESTRICTED),
+    ("google_api_key", GOOGLE),
+    ("jwt", JWT),
+]
+
+TOKEN_IDS = [f"{kind}-{i}" for i, (kind, _) in enumerate(TOKENS)]
+
+# Where a bare token shows up: `{s}` is the secret, everything else must survive.
+TOKEN_CONTEXTS = {
+    "prose": "Here is the key I used yesterday: {s} — rotate it after the demo.\n",
+    "json": '{{"name": "prod", "credential": "{s}", "enabled": true}}',
+    "yaml": "service:\n  region: eu-west-1\n  credential: {s}\n  retries: 3\n",
+    "env": "APP_ENV=production\nSERVICE_CREDENTIAL={s}\nDEBUG=false\n",
+    "shell": "  512  curl -s https://api.example.com/v1/models -H 'X-Auth: {s}' | jq .\n",
+    "python": 'client = Client(credential="{s}", timeout=30)\n',
+    "markdown": "Set it:\n\n```bash\nexport SERVICE_CREDENTIAL={s}\n```\n\nThen run it.\n",
+    "transcript": '{{"role": "user", "content": "my key is {s}, why 401?", "id": "m1"}}\n',
+    "bearer": "curl -H 'Authorization: Bearer {s}' https://api.example.com\n",
+    "url_query": "GET https://api.example.com/v1/things?key={s}&page=2 HTTP/1.1\n",
+}
+
+
+def redact_one(text: str, secret: str, kind: str) -> RedactResult:
+    """Redact `text`, which holds `secret` once, and check the result precisely."""
+    res = R.redact(text)
+    start = text.index(secret)
+    assert res.text == text.replace(secret, marker(kind)), res.text
+    assert res.redactions == (
+        Redaction(kind, start, start + len(secret), text.count("\n", 0, start) + 1),
+    )
+    assert secret not in res.text
+    return res
+
+
+@pytest.mark.parametrize("context", sorted(TOKEN_CONTEXTS))
+@pytest.mark.parametrize(("kind", "secret"), TOKENS, ids=TOKEN_IDS)
+def test_token_caught_in_context(kind: str, secret: str, context: str) -> None:
+    redact_one(TOKEN_CONTEXTS[context].format(s=secret), secret, kind)
+
+
+@pytest.mark.parametrize(("kind", "secret"), TOKENS, ids=TOKEN_IDS)
+def test_token_in_assignment_keeps_specific_kind(kind: str, secret: str) -> None:
+    # The provider detector wins over the generic `api_key=` one.
+    for text in (
+        f'api_key = "{secret}"\n',
+        f"OPENAI_API_KEY={secret}\n",
+        f'{{"access_token": "{secret}"}}',
+        f"token: {secret}\n",
+        f"--token {secret}\n",
+    ):
+        redact_one(text, secret, kind)
+
+
+def test_transcript_line_round_trips_as_json() -> None:
+    line = json.dumps(
+        {"role": "tool", "name": "bash", "input": f"echo {GITHUB_CLASSIC}", "output": JWT}
+    )
+    res = R.redact(line)
+    assert res.summary() == {"github_token": 1, "jwt": 1}
+    event = json.loads(res.text)
+    assert event["input"] == "echo [REDACTED:github_token]"
+    assert event["output"] == "[REDACTED:jwt]"
+
+
+@pytest.mark.parametrize(
+    "template",
+    [
+        "[default]\naws_access_key_id = AKIAZ7QX4N2M8P5R3T6W\naws_secret_access_key = {s}\n",
+        "AWS_SECRET_ACCESS_KEY={s}\n",
+        'export AWS_SECRET_ACCESS_KEY="{s}"\n',
+        '{{"Credentials": {{"AccessKeyId": "ASIA", "SecretAccessKey": "{s}"}}}}',
+        "aws_secret_access_key: {s}\n",
+        "boto3.client('s3', aws_secret_access_key='{s}')\n",
+        "$ aws configure set aws_secret_access_key {s}\n",
+    ],
+)
+def test_aws_secret_key_next_to_its_name(template: str) -> None:
+    text = template.format(s=AWS_SECRET)
+    res = R.redact(text)
+    assert AWS_SECRET not in res.text
+    assert "aws_secret_key" in res.summary()
+    start = text.index(AWS_SECRET)
+    assert Redaction("aws_secret_key", start, start + 40, text.count("\n", 0, start) + 1) in (
+        res.redactions
+    )
+
+
+def test_aws_secret_shaped_string_alone_is_left() -> None:
+    # 40 base64-ish characters are only a secret next to the name that says so.
+    text = f"checksum {AWS_SECRET} ok\n"
+    assert R.redact(text).text == text
+
+
+@pytest.mark.parametrize("block", [PEM, OPENSSH])
+@pytest.mark.parametrize(
+    "template",
+    [
+        "{s}\n",
+        "My deploy key, keep it secret:\n\n```\n{s}\n```\n\nAnd that is it.\n",
+        "prefix text {s} suffix text",
+    ],
+)
+def test_private_key_block_replaced_whole(block: str, template: str) -> None:
+    redact_one(template.format(s=block), block, "private_key")
+
+
+def test_private_key_in_json_with_escaped_newlines() -> None:
+    service_account = {
+        "type": "service_account",
+        "private_key_id": "1234",
+        "private_key": PEM + "\n",
+        "client_email": "bot@example.iam.gserviceaccount.com",
+    }
+    text = json.dumps(service_account, indent=2)
+    res = R.redact(text)
+    assert res.summary() == {"private_key": 1}
+    loaded = json.loads(res.text)
+    assert loaded["private_key"] == "[REDACTED:private_key]\n"
+    assert loaded["client_email"] == service_account["client_email"]
+
+
+def test_private_key_in_yaml_block_scalar() -> None:
+    indented = "\n".join("    " + line for line in PEM.splitlines())
+    text = f"tls:\n  key: |\n{indented}\n  cert: cert.pem\n"
+    res = R.redact(text)
+    assert res.text == "tls:\n  key: |\n    [REDACTED:private_key]\n  cert: cert.pem\n"
+
+
+def test_truncated_private_key_is_still_removed() -> None:
+    cut = "\n".join(PEM.splitlines()[:2])
+    text = f"the log says:\n{cut}"
+    res = R.redact(text)
+    assert res.text == "the log says:\n[REDACTED:private_key]"
+
+
+def test_public_key_block_is_left() -> None:
+    text = "-----BEGIN PUBLIC KEY-----\nMIIBIjANBgkqhkiG9w0BAQEFAAOC\n-----END PUBLIC KEY-----\n"
+    cert = "-----BEGIN CERTIFICATE-----\nMIIDdzCCAl+gAwIBAgIEAgAAuTAN\n-----END CERTIFICATE-----\n"
+    assert R.redact(text + cert).text == text + cert
+
+
+@pytest.mark.parametrize(
+    ("text", "secret"),
+    [
+        ("DATABASE_URL=postgres://app:Zq8-Wx7Ec@db.internal:5432/app\n", "Zq8-Wx7Ec"),
+        ("https://bob:s3cret@example.com", "s3cret"),
+        ("git remote add origin https://alice:tok3n9XyZ@github.com/alice/repo.git", "tok3n9XyZ"),
+        ('{"broker": "amqp://guest:Gu3st!pw@rabbit:5672/"}', "Gu3st!pw"),
+        ("redis_url = 'redis://:r3d1s@cache:6379/0'\n", "r3d1s"),
+        ("connect with mongodb+srv://admin:p@ss:w0rd@cluster0.example.net/db today", "p@ss:w0rd"),
+        ("```\nmysql://root:r00tpw@127.0.0.1/\n```\n", "r00tpw"),
+    ],
+)
+def test_url_password(text: str, secret: str) -> None:
+    res = redact_one(text, secret, "url_password")
+    assert "@" in res.text  # user and host stay
+
+
+def test_url_password_exact_example() -> None:
+    assert (
+        R.redact("https://bob:s3cret@example.com").text
+        == "https://bob:[REDACTED:url_password]@example.com"
+    )
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "postgres://user:${DB_PASSWORD}@localhost/db",
+        "postgres://user:<password>@localhost/db",
+        "https://user:****@example.com",
+        "https://user:password@example.com",
+        "ssh://git@github.com:22/owner/repo.git",
+        "http://localhost:8080/path?x=1",
+        "git@github.com:owner/repo.git",
+        "http://[::1]:8000/",
+    ],
+)
+def test_url_without_real_password_is_left(text: str) -> None:
+    assert R.redact(text).text == text
+
+
+def test_slack_webhook_keeps_host() -> None:
+    for text in (
+        f"SLACK_WEBHOOK_URL={SLACK_HOOK}\n",
+        f'requests.post("{SLACK_HOOK}", json=payload)\n',
+        f"posting to {SLACK_HOOK} now",
+    ):
+        res = redact_one(text, SLACK_HOOK_PATH, "slack_webhook")
+        assert "https://hooks.slack.com/services/[REDACTED:slack_webhook]" in res.text
+
+
+PW = "hunter2-Xy9"
+
+
+@pytest.mark.parametrize(
+    "template",
+    [
+        "password={v}",
+        "DB_PASSWORD={v}\nDB_USER=app\n",
+        "export MYSQL_ROOT_PASSWORD='{v}'\n",
+        "database:\n  user: app\n  password: {v}\n  host: db\n",
+        "passwd: {v}  # rotated monthly\n",
+        '{{"username": "bob", "password": "{v}"}}',
+        '{{"username":"bob","Password":"{v}"}}',
+        "conn = psycopg.connect(host='db', password='{v}', dbname='app')\n",
+        'pwd = "{v}"\n',
+        "[client]\nuser = root\npassword = {v}\n",
+        "$ mysql -u root --password {v} -h db\n",
+        "$ mysql -u root --password={v} -h db\n",
+        "$ PGPASSWORD={v} psql -h db -U app\n",
+        "GET /login?user=bob&password={v}&next=/ HTTP/1.1\n",
+        "secret: {v}\n",
+        "client_secret={v}\n",
+        "api_key={v}\n",
+        "apikey: {v}\n",
+        "access_token: {v}\n",
+        "token={v}\n",
+        "X-Api-Key: {v}\n",
+        "const config = {{ apiKey: '{v}', region: 'eu' }};\n",
+        "SECRET_KEY = '{v}'\n",
+        "$config = ['password' => '{v}'];\n",
+        "My password: {v}\n",
+        '{{"role": "user", "content": "my .env has PASSWORD={v}\\nDEBUG=1"}}',
+        '{{"role": "tool", "input": "{{\\"password\\": \\"{v}\\"}}"}}',
+        "```ini\n[smtp]\npassword = {v}\n```\n",
+    ],
+)
+def test_password_assignment(template: str) -> None:
+    text = template.format(v=PW)
+    res = redact_one(text, PW, "password_assignment")
+    assert res.text.count("[REDACTED:password_assignment]") == 1
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("My password: hunter2.", "My password: [REDACTED:password_assignment]."),
+        ("**Password:** hunter2\n", "**Password:** [REDACTED:password_assignment]\n"),
+        (
+            "my password: hunter2, and my user: bob",
+            "my password: [REDACTED:password_assignment], and my user: bob",
+        ),
+        (
+            "curl -u admin:s3cret https://x",
+            "curl -u admin:[REDACTED:password_assignment] https://x",
+        ),
+        ("Authorization: Basic dXNlcjpwYXNzd29yZA==", "Authorization: Basic [REDACTED:basic_auth]"),
+        (
+            "-H 'Authorization: Bearer 0a1b2c3d4e5f6a7b8c9d'",
+            "-H 'Authorization: Bearer [REDACTED:bearer_token]'",
+        ),
+        (
+            "database:\n  password: hunter\n",
+            "database:\n  password: [REDACTED:password_assignment]\n",
+        ),
+    ],
+)
+def test_assignment_edge_forms(text: str, expected: str) -> None:
+    assert R.redact(text).text == expected
+
+
+def test_password_assignment_exact_example() -> None:
+    assert R.redact("password=hunter2").text == "password=[REDACTED:password_assignment]"
+
+
+def test_multiline_password_offsets_and_lines() -> None:
+    text = "# config\nuser=bob\n\npassword=hunter2\nkey: " + GOOGLE + "\n"
+    res = R.redact(text)
+    assert res.text == (
+        "# config\nuser=bob\n\npassword=[REDACTED:password_assignment]\n"
+        "key: [REDACTED:google_api_key]\n"
+    )
+    pw, goog = res.redactions
+    assert (pw.kind, pw.line, text[pw.start : pw.end]) == ("password_assignment", 4, "hunter2")
+    assert (goog.kind, goog.line, text[goog.start : goog.end]) == ("google_api_key", 5, GOOGLE)
+    assert res.changed
+    assert res.summary() == {"password_assignment": 1, "google_api_key": 1}
+
+
+def test_many_secrets_in_one_document() -> None:
+    text = "\n".join(f"{i}: {s}" for i, (_, s) in enumerate(TOKENS)) + "\n" + PEM
+    res = R.redact(text)
+    for _, secret in TOKENS:
+        assert secret not in res.text
+    assert res.summary()["private_key"] == 1
+    assert len(res.redactions) == len(TOKENS) + 1
+    starts = [r.start for r in res.redactions]
+    assert starts == sorted(starts)
+    for r, line in zip(res.redactions, range(1, len(TOKENS) + 2), strict=True):
+        assert r.line == line
+
+
+# Ordinary prose and code, including near misses: none of it may change.
+ORDINARY = r'''
+# Meeting notes, 2024-03-14
+
+We talked about the password reset flow. The password is never stored in clear; we keep a
+salted hash. Reset your password: we send a link that expires after an hour. The token
+in that link is single-use. Passwords must be at least 12 characters. Passwordless login
+via passkeys is on the roadmap. Keep your secret santa gifts under $20. The API key page is
+at Settings > API keys, and tokens: see the docs. Password: (see 1Password vault "Infra")
+Nobody should ever paste an API key into chat.
+
+TODO list: update the task-list component, finish the risk-assessment doc, and ask about
+the desk-booking tool. We use sk-learn... I mean scikit-learn. The AKIA prefix is what an
+AWS access key id starts with; OAKIAN is not a word. ASIAN markets opened higher.
+
+Commit a94a8fe5ccb19ba61c4c0873d391e987982fbbd3 fixed it (short: a94a8fe). Request id
+123e4567-e89b-12d3-a456-426614174000, trace 4bf92f3577b34da6a3ce929d0e0e4736, hex ff00ff.
+Build sha256:9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08.
+See https://example.com/docs/auth#tokens and http://localhost:8080/health?verbose=true,
+git@github.com:owner/repo.git, ssh://deploy@host:2222/srv, mailto:bob@example.com.
+![logo](data:image/png;base64,iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mNk+M9QDwADhgGAWjR9awAAAABJRU5ErkJggg==)
+The bearer of bad news arrived. Authorization: see below.
+
+```python
+import getpass
+import os
+
+from settings import SECRET_KEY_PATH
+
+
+def login(user: str, password: str, token: str | None = None) -> bool:
+    """Log in.
+
+    Args:
+        password: The user's password, never logged.
+        token: An optional session token from a previous login.
+    """
+    if password == "":
+        raise ValueError("empty password")
+    if token != previous_token:
+        pass
+    password = getpass.getpass()
+    password = input("Password: ")
+    api_key = os.environ["OPENAI_API_KEY"]
+    api_key = os.getenv("OPENAI_API_KEY")
+    secret = None
+    token = None
+    token = tokens[i]
+    token = next(tokens)
+    token = tok
+    password = password.strip()
+    secret_key = settings.SECRET_KEY
+    access_token = response.json()["access_token"]
+    max_tokens = 4096
+    num_tokens: int = 0
+    token_count = len(tokens)
+    is_secret = False
+    compass = "north"
+    bypass = True
+    passwordless = True
+    client = OpenAI(api_key=api_key)
+    session = connect(password=password, token=token)
+    headers = {"Authorization": f"Bearer {token}"}
+    token = f"{prefix}-{suffix}"
+    password = ""
+    password = ''
+    secret = secrets.token_hex(32)
+    return check(user, password=pw, api_key=key)
+```
+
+```typescript
+interface Credentials { password: string; token?: string; apiKey: string | null }
+const password = req.body.password;
+const token = await getToken();
+let secret = "";
+const { password, ...rest } = user;
+const opts = { token: token, password: password };
+if (token === undefined) throw new Error("no token");
+```
+
+```yaml
+kind: Secret
+metadata:
+  name: db-credentials
+spec:
+  secretName: db-tls
+  passwordSecretRef: pg-password
+env:
+  - name: DB_PASSWORD
+    valueFrom:
+      secretKeyRef: {name: db, key: password}
+  token: ${{ secrets.GITHUB_TOKEN }}
+  password: "{{ vault_db_password }}"
+  api_key: !vault |
+```
+
+```bash
+export GITHUB_TOKEN=$(gh auth token)
+export PASSWORD="${DB_PASSWORD}"
+PWD=/home/alice/project
+OLDPWD=/home/alice
+password=<your password>
+password=$DB_PASS
+api_key=your-api-key-here
+OPENAI_API_KEY=sk-...
+docker login --password-stdin < token.txt
+docker run -u 1000:1000 -e TOKEN="$TOKEN" image
+git push -u origin main
+git commit -m "rotate token" --no-verify
+cat /etc/passwd: it is world readable
+```
+
+```sql
+CREATE TABLE users (id INTEGER, password_hash TEXT NOT NULL, password VARCHAR(255));
+SELECT * FROM tokens WHERE token = ? AND expires > now();
+```
+
+```ini
+[auth]
+password =
+token = ""
+secret = changeme
+api_key = <api key>
+```
+
+<input type="password" name="password" placeholder="Password">
+{"type": "password", "label": "Password:", "hint": "at least 12 characters"}
+{"max_tokens": 256, "tokens": 1532, "token_type": "bearer", "secret_name": "prod"}
+Already redacted: password=[REDACTED:password_assignment] and [REDACTED:openai_key].
+'''
+
+
+def test_no_false_positives_on_ordinary_text_and_code() -> None:
+    res = R.redact(ORDINARY)
+    found = [(r.kind, ORDINARY[r.start : r.end], r.line) for r in res.redactions]
+    assert found == []
+    assert res.text == ORDINARY
+    assert not res.changed
+    assert res.summary() == {}
+
+
+def test_no_false_positives_on_own_source() -> None:
+    import contextfs.memory.service as service
+
+    source = Path(service.__file__).read_text(encoding="utf-8")
+    assert R.redact(source).redactions == ()
+
+
+# -------------------------------------------------------------------------- user patterns
+
+
+def test_user_pattern_whole_match_and_group() -> None:
+    r = Redactor({"employee_id": r"\bEMP-\d{6}\b", "acme_pin": r"pin:\s*(?P<secret>\d{4})"})
+    res = r.redact("badge EMP-123456 and pin: 9876 and EMP-12 stays")
+    assert res.text == (
+        "badge [REDACTED:employee_id] and pin: [REDACTED:acme_pin] and EMP-12 stays"
+    )
+    assert [(x.kind, x.start, x.end) for x in res.redactions] == [
+        ("employee_id", 6, 16),
+        ("acme_pin", 26, 30),
+    ]
+    # The built-ins still run next to user patterns.
+    assert r.redact(f"k={GITLAB}").text == "k=[REDACTED:gitlab_token]"
+
+
+@pytest.mark.parametrize(
+    ("patterns", "needle"),
+    [
+        ({"bad_regex": "(unclosed"}, "bad_regex"),
+        ({"Bad-Name": r"\d+"}, "Bad-Name"),
+        ({"": r"\d+"}, "''"),
+        ({"empty_ok": r"\d*"}, "empty_ok"),
+        ({"blank": ""}, "blank"),
+        ({"jwt": r"tok\d+"}, "jwt"),
+    ],
+)
+def test_user_pattern_validation(patterns: dict[str, str], needle: str) -> None:
+    with pytest.raises(InvalidInput) as info:
+        Redactor(patterns)
+    assert needle in str(info.value)
+
+
+def test_user_pattern_cannot_eat_markers() -> None:
+    r = Redactor({"shouty": r"[A-Z]{5,}"})
+    once = r.redact(f"DANGER zone, key {GOOGLE}")
+    assert once.text == "[REDACTED:shouty] zone, key [REDACTED:google_api_key]"
+    assert r.redact(once.text).text == once.text
+
+
+def test_rescan_maps_offsets_back_to_the_original() -> None:
+    # This user pattern only matches once a marker has been written (it needs a `]`):
+    # the rescan finds it, and its offsets still point into the original text.
+    r = Redactor({"bang": r"(?<=\])!"})
+    text = f"a {JWT}! b"
+    res = r.redact(text)
+    assert res.text == "a [REDACTED:jwt][REDACTED:bang] b"
+    assert [(x.kind, x.start, x.end) for x in res.redactions] == [
+        ("jwt", 2, 2 + len(JWT)),
+        ("bang", 2 + len(JWT), 3 + len(JWT)),
+    ]
+    assert r.redact(res.text).text == res.text
+
+
+def test_marker_and_result_helpers() -> None:
+    assert marker("jwt") == "[REDACTED:jwt]"
+    res = R.redact("nothing here")
+    assert res == RedactResult("nothing here", ())
+    assert not res.changed
+    assert {"openai_key", "password_assignment", "private_key", "jwt"} <= BUILTIN_KINDS
+
+
+# ---------------------------------------------------------------------------- idempotence
+
+FRAGMENTS = [s for _, s in TOKENS] + [
+    PEM,
+    AWS_SECRET,
+    SLACK_HOOK,
+    "https://bob:s3cret@example.com",
+    "password=",
+    "password: ",
+    "--password ",
+    '"password": "',
+    "aws_secret_access_key = ",
+    "Bearer ",
+    "token=",
+    "[REDACTED:jwt]",
+    "[REDACTED:",
+    "]",
+    "hunter2",
+    "sk-",
+    "AKIA",
+    "eyJ",
+    "://",
+    "@",
+    ":",
+    "=",
+    '"',
+    "'",
+    "\\",
+    "\n",
+    " ",
+    "-",
+    "_",
+    "x",
+    "Z9",
+]
+
+
+@settings(max_examples=300, suppress_health_check=[HealthCheck.too_slow], deadline=None)
+@given(st.lists(st.one_of(st.sampled_from(FRAGMENTS), st.text(max_size=8)), max_size=12))
+def test_idempotent_on_secret_soup(parts: list[str]) -> None:
+    check_idempotent("".join(parts))
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.text(max_size=300))
+def test_idempotent_on_any_text(text: str) -> None:
+    check_idempotent(text)
+
+
+def check_idempotent(text: str) -> None:
+    once = R.redact(text)
+    twice = R.redact(once.text)
+    assert twice.text == once.text
+    assert twice.redactions == ()
+    # The log is consistent with the text: replaying it on the original gives the output.
+    rebuilt, pos = [], 0
+    for r in once.redactions:
+        assert pos <= r.start < r.end <= len(text)
+        assert r.line == text.count("\n", 0, r.start) + 1
+        rebuilt += [text[pos : r.start], marker(r.kind)]
+        pos = r.end
+    assert "".join(rebuilt) + text[pos:] == once.text
+
+
+# ------------------------------------------------------------------------------ bytes
+
+
+def test_redact_bytes_utf8_uses_byte_offsets() -> None:
+    data = f"naïve café → {GITHUB_CLASSIC}\n".encode()
+    out, reds = R.redact_bytes(data)
+    assert out == "naïve café → [REDACTED:github_token]\n".encode()
+    (r,) = reds
+    assert data[r.start : r.end] == GITHUB_CLASSIC.encode()
+    assert r.kind == "github_token"
+
+
+def test_redact_bytes_binary_keeps_other_bytes() -> None:
+    head = b"\x89PNG\r\n\x1a\n\x00\x00\x00\rIHDR\xff\xfe\x80"
+    tail = b"\x00\x01\xfa\xfbpassword=h\xe9llo\x00 " + PEM.encode() + b"\xff"
+    data = head + b"key=" + AWS_ID.encode() + b"\x00" + tail
+    out, reds = R.redact_bytes(data)
+    kinds = [r.kind for r in reds]
+    assert "aws_access_key" in kinds and "private_key" in kinds
+    assert out.startswith(head + b"key=[REDACTED:aws_access_key]\x00\x00\x01\xfa\xfb")
+    assert out.endswith(b"[REDACTED:private_key]\xff")
+    # The non-ASCII 'password' value is not an ASCII secret: its bytes stay as they were.
+    assert b"password=h\xe9llo\x00" in out
+    for r in reds:
+        assert data[r.start : r.end].isascii()
+
+
+def test_redact_bytes_without_secrets_is_identity() -> None:
+    data = bytes(range(256)) * 4
+    assert R.redact_bytes(data) == (data, ())
+
+
+# ---------------------------------------------------------------------------- file names
+
+
+@pytest.mark.parametrize(
+    "name",
+    [
+        ".env",
+        ".env.local",
+        ".env.production",
+        "prod.env",
+        "id_rsa",
+        "id_dsa",
+        "id_ecdsa",
+        "id_ed25519",
+        "ID_RSA",
+        "home/bob/.ssh/id_ed25519",
+        "server.pem",
+        "tls.key",
+        "cert.p12",
+        "cert.pfx",
+        "keystore.jks",
+        ".netrc",
+        ".pgpass",
+        ".npmrc",
+        ".pypirc",
+        ".git-credentials",
+        "credentials.json",
+        "client_secret_1234.apps.googleusercontent.com.json",
+        "passwords.kdbx",
+        "putty.ppk",
+    ],
+)
+def test_secret_filenames_refused_with_reason(name: str) -> None:
+    reason = secret_filename_reason(name)
+    assert reason is not None
+    assert name.rsplit("/", 1)[-1] in reason
+
+
+@pytest.mark.parametrize(
+    "name",
+    [
+        "id_rsa.pub",
+        "id_ed25519.pub",
+        "notes.md",
+        "environment.md",
+        "env.py",
+        "keyboard-shortcuts.md",
+        "keys.md",
+        "monkey.txt",
+        "transcript.jsonl",
+        "password-policy.md",
+        "README",
+        "photo.png",
+        "pem.txt",
+        "",
+    ],
+)
+def test_ordinary_filenames_pass(name: str) -> None:
+    assert secret_filename_reason(name) is None
+
+
+# ----------------------------------------------------------------------------- speed
+
+
+def test_one_megabyte_of_ordinary_text_is_fast() -> None:
+    text = (ORDINARY * (1_000_000 // len(ORDINARY) + 1))[:1_000_000]
+    R.redact(text[:10_000])  # warm the regex caches
+    # CPU time, not wall time: a guard against a regex blow-up, not against a busy machine.
+    t0 = time.process_time()
+    res = R.redact(text)
+    elapsed = time.process_time() - t0
+    assert elapsed < 0.5, f"{elapsed:.3f}s for 1 MB"
+    assert res.redactions == ()

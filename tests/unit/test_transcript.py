@@ -1,0 +1,166 @@
+"""Transcript parsing (JSONL, markdown, plain text) and the archived rendering."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from contextfs.memory.transcript import Turn, parse_transcript, render_turns
+
+CORPUS = Path(__file__).resolve().parents[1] / "corpus" / "transcripts"
+
+
+def _jsonl(*objs: object) -> str:
+    return "\n".join(o if isinstance(o, str) else json.dumps(o) for o in objs) + "\n"
+
+
+def test_jsonl_good_lines_keep_every_field():
+    text = _jsonl(
+        {"role": "user", "content": "hi", "name": "dana", "timestamp": "2026-05-01T10:00:00Z",
+         "id": "m1"},
+        {"role": "Assistant", "content": "hello"},
+    )  # fmt: skip
+    t = parse_transcript(text, "s.jsonl")
+    assert t.kind == "jsonl"
+    assert t.errors == ()
+    assert t.turns[0] == Turn(line=1, role="user", content="hi", name="dana",
+                              timestamp="2026-05-01T10:00:00Z", id="m1")  # fmt: skip
+    assert t.turns[1].role == "assistant"  # known roles are case-folded
+    assert t.turns[1].line == 2
+    assert [x.ref for x in t.turns] == ["m1", "L2"]
+
+
+def test_jsonl_malformed_lines_are_reported_by_number_and_skipped():
+    text = _jsonl(
+        {"role": "user", "content": "one"},
+        "not json",
+        "[1, 2]",
+        {"content": "no role"},
+        {"role": "user"},
+        {"role": "user", "content": {"nested": True}},
+        "",
+        {"role": "assistant", "content": "two"},
+    )
+    t = parse_transcript(text, "x.jsonl")
+    assert [x.content for x in t.turns] == ["one", "two"]
+    assert [x.line for x in t.turns] == [1, 8]
+    assert [line for line, _ in t.errors] == [2, 3, 4, 5, 6]
+    reasons = dict(t.errors)
+    assert "not JSON" in reasons[2]
+    assert "not a JSON object" in reasons[3]
+    assert "role" in reasons[4]
+    assert "content" in reasons[5]
+    assert "content" in reasons[6]
+
+
+def test_jsonl_content_parts_are_joined():
+    text = _jsonl({"role": "user", "content": [
+        {"type": "text", "text": "first"}, {"type": "image_url", "image_url": {"url": "x"}},
+        {"type": "text", "text": "second"}]})  # fmt: skip
+    (turn,) = parse_transcript(text, "p.jsonl").turns
+    assert turn.content == "first\n[image_url]\nsecond"
+
+
+def test_jsonl_tool_events_without_content_are_rendered_from_name_input_output():
+    text = _jsonl(
+        {"role": "tool", "name": "bash", "input": {"cmd": "ls"}, "output": {"exit_code": 0},
+         "id": "t1"},
+        {"role": "tool", "name": "push", "input": {"x": 1}, "output": "denied", "status": "error"},
+        {"role": "tool", "name": "grep", "content": "3 matches", "input": "foo"},
+        {"role": "tool"},
+    )  # fmt: skip
+    t = parse_transcript(text, "t.jsonl")
+    first, second, third = t.turns
+    assert first.tool_input == {"cmd": "ls"} and first.tool_output == {"exit_code": 0}
+    assert first.name == "bash" and "bash" in first.content and "ls" in first.content
+    assert first.ok is True  # exit_code 0
+    assert second.ok is False  # status: error
+    assert third.content == "3 matches" and third.tool_input == "foo" and third.ok is None
+    assert [line for line, _ in t.errors] == [4]
+
+
+def test_jsonl_is_recognised_without_the_extension():
+    text = _jsonl({"role": "user", "content": "a"}, {"role": "assistant", "content": "b"})
+    assert parse_transcript(text).kind == "jsonl"
+    assert parse_transcript(text, "notes.md").kind != "jsonl"  # the extension wins
+
+
+def test_markdown_bold_dialogue_maps_the_lone_person_to_user():
+    text = "# Trip\n\n**Sam:** I like trains.\n\n**Assistant:** Noted.\n\n**Sam:** Thanks\n"
+    t = parse_transcript(text, "trip.md")
+    assert t.kind == "markdown"
+    assert [(x.role, x.name, x.content) for x in t.turns] == [
+        ("user", "Sam", "I like trains."), ("assistant", None, "Noted."),
+        ("user", "Sam", "Thanks"),
+    ]  # fmt: skip
+    assert all(x.line == 0 for x in t.turns)
+
+
+def test_markdown_role_headings_split_multi_paragraph_turns():
+    text = "## User\n\nFirst para.\n\nSecond para.\n\n## Assistant\n\nAnswer.\n"
+    t = parse_transcript(text, "c.md")
+    assert [(x.role, x.content) for x in t.turns] == [
+        ("user", "First para.\n\nSecond para."), ("assistant", "Answer."),
+    ]  # fmt: skip
+
+
+def test_plain_speaker_lines_are_a_dialogue():
+    t = parse_transcript("User: hi there\nAI: hello\nUser: bye\n", "c.txt")
+    assert [(x.role, x.content) for x in t.turns] == [
+        ("user", "hi there"), ("assistant", "hello"), ("user", "bye"),
+    ]  # fmt: skip
+
+
+def test_text_that_is_not_clearly_a_dialogue_is_one_user_turn():
+    for text in (
+        "Note: buy milk\nTODO: call Ana\n",
+        "Meeting went fine. Ana: happy with it.\nBob: not so much.",
+        "## Groceries\n\n- milk\n\n## Chores\n\n- laundry\n",
+        "Just a thought about the weekend.",
+    ):
+        t = parse_transcript(text, "n.md")
+        assert len(t.turns) == 1, text
+        assert t.turns[0].role == "user"
+        assert t.turns[0].content == text.strip()
+    assert parse_transcript("   \n", "e.txt").turns == ()
+
+
+def test_render_turns_keeps_every_turns_text_timestamp_and_id():
+    turns = parse_transcript(_jsonl(
+        {"role": "user", "content": "hello\n\nsecond line", "timestamp": "2026-05-01T10:00:00Z",
+         "id": "m1"},
+        {"role": "assistant", "content": "hi", "name": "planner", "id": "m2"},
+        {"role": "tool", "name": "bash", "input": {"cmd": "ls -la"},
+         "output": "a\nb\n```fence```", "timestamp": "2026-05-01T10:00:05Z", "id": "t1"},
+    ), "s.jsonl").turns  # fmt: skip
+    md = render_turns(turns)
+    assert md.startswith("**user** · 2026-05-01T10:00:00Z · id m1\n\nhello\n\nsecond line\n")
+    assert "**assistant** (planner) · id m2\n\nhi\n" in md
+    assert "**tool** (bash) · 2026-05-01T10:00:05Z · id t1" in md
+    assert '```json\n{\n  "cmd": "ls -la"\n}\n```' in md
+    assert "````text\na\nb\n```fence```\n````" in md  # a longer fence around a fence
+    assert "called bash" not in md  # synthesised tool content is not repeated
+    # read back: roles, names, timestamps, ids and text survive for message turns
+    back = parse_transcript(md, "L2.md").turns
+    assert [(x.role, x.name, x.timestamp, x.id) for x in back] == [
+        (x.role, x.name, x.timestamp, x.id) for x in turns
+    ]
+    assert [x.content for x in back[:2]] == ["hello\n\nsecond line", "hi"]
+
+
+def test_render_turns_keeps_explicit_tool_content_and_failures():
+    turn = Turn(line=3, role="tool", content="pushed nothing", name="push",
+                tool_input={"ref": "main"}, tool_output={"error": "denied"}, ok=False)  # fmt: skip
+    md = render_turns([turn])
+    assert md.startswith("**tool** (push) · failed\n\npushed nothing\n")
+    assert '"error": "denied"' in md
+
+
+def test_corpus_transcripts_parse_with_the_malformed_lines_reported():
+    expected_errors = {"onboarding_profile.jsonl": [7], "release_pypi.jsonl": [5, 9, 11]}
+    for path in sorted(CORPUS.iterdir()):
+        if path.name.endswith(".expected.yaml"):
+            continue
+        t = parse_transcript(path.read_text(), path.name)
+        assert t.turns, path.name
+        assert [line for line, _ in t.errors] == expected_errors.get(path.name, []), path.name
