@@ -44,6 +44,7 @@ from contextfs.errors import (
     ReadOnly,
     TooBig,
 )
+from contextfs.memory.redact import secret_filename_reason
 from contextfs.memory.service import Memory, decode_text
 from contextfs.model import Attachment, Node
 
@@ -436,10 +437,15 @@ class Tree:
 
     @staticmethod
     def _check_name(name: str) -> None:
-        if len(os.fsencode(name)) > NAME_MAX:
+        raw = os.fsencode(name)
+        if len(raw) > NAME_MAX:
             raise NameTooLong(f"a name is limited to {NAME_MAX} bytes")
         if "\x00" in name:
             raise InvalidInput("names cannot contain NUL")
+        try:
+            raw.decode("utf-8")
+        except UnicodeDecodeError:
+            raise InvalidInput("names must be UTF-8 (the store keeps text names)") from None
 
     def _node_of(self, d: Inode) -> Node | None:
         return d.node
@@ -1032,6 +1038,8 @@ class Tree:
 
     def _new_file_role(self, d: Inode, name: str) -> Role:
         if d.role == Role.INBOX:
+            if secret_filename_reason(name):
+                return Role.INBOX_NEW  # refused when closed, with the reason
             return Role.SCRATCH if is_editor_scratch(name) or _TYPE_DIR_TEMP.search(name) \
                 else Role.INBOX_NEW
         if d.role == Role.TYPEDIR:
@@ -1411,6 +1419,15 @@ class Tree:
             self._node_changed(n, writer=src)
             return
         role = self._new_file_role(dst_dir, new_name)
+        if role == Role.INBOX_NEW:  # an atomic writer's temp file renamed into an inbox
+            if dst is not None:
+                raise Exists(f"{new_name} is already in the inbox")
+            if src.role == Role.ATTACH:
+                self.memory.remove_attachment(src.att)
+            self._unlink(src)
+            item = self.intake.submit(dst_dir.owner, new_name, data)
+            self._show_item(dst_dir, item)
+            return
         if role == Role.DROP:
             # Renamed into a type directory under a memory name: route it now.
             if src.role == Role.ATTACH:

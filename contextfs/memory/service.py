@@ -181,6 +181,10 @@ class Memory:
             if outer:
                 self._persisting.clear()
             raise
+        except (duckdb.InvalidInputException, duckdb.ConversionException) as exc:
+            if outer:
+                self._persisting.clear()
+            raise InvalidInput(f"the store refused a value: {exc}") from exc
         except duckdb.Error as exc:
             if outer:
                 self._persisting.clear()
@@ -253,6 +257,7 @@ class Memory:
             kept = str(target)
         else:
             self.refusal_count += 1
+        path = path.encode("utf-8", "backslashreplace").decode()  # names may not be UTF-8
         r = Refusal(self.clock(), path, exc.errno, exc.reason, kept)
         self.refusals.append(r)
         log.info("refused %s: %s", path, exc.reason)

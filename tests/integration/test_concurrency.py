@@ -1,0 +1,32 @@
+"""Concurrent writers on overlapping nodes lose nothing (scripts/concurrency.py, CI size).
+
+8 writer threads x 50 writes: aggregate drops into 4 shared pattern topics, `>>` appends to
+4 shared L2.md files, event drops (one node per write), while 2 readers run `ls -R` and
+`cat`. Every item, line and event must be there, live and after a remount; the daemon log
+must be clean and fsck must find nothing.
+"""
+
+from __future__ import annotations
+
+import sys
+
+import pytest
+
+from tests.conftest import REPO
+
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(180)]
+
+sys.path.insert(0, str(REPO / "scripts"))
+import concurrency  # noqa: E402
+
+
+def test_concurrent_writers_lose_nothing():
+    res = concurrency.run(writers=8, writes=50, readers=2)
+    report = concurrency.table(res)
+    assert sum(res.writes.values()) == 8 * 50, (res.write_errors[:5], report)
+    assert res.write_errors == [], report
+    assert res.read_errors == [], report
+    assert {k: v for k, v in res.lost.items() if v} == {}, report
+    assert res.event_nodes == res.writes["event"], report
+    assert res.daemon_errors == [], report
+    assert res.fsck == [], report

@@ -1,0 +1,275 @@
+"""Memory from conversations (SPEC §5, §6) on a real mount: inbox, sessions, extraction
+(rules offline; an LLM through a local OpenAI-compatible server), redaction everywhere."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import Mount
+
+CHAT = [
+    {"role": "user", "content": "Hi, my name is Ada Lovelace and I live in London.",
+     "timestamp": "2026-11-20T10:00:00Z", "id": "m1"},
+    {"role": "assistant", "content": "Nice to meet you, Ada.",
+     "timestamp": "2026-11-20T10:00:05Z", "id": "m2"},
+    {"role": "user", "content": "I prefer tea over coffee. My dog Rex is a golden retriever.",
+     "timestamp": "2026-11-20T10:01:00Z", "id": "m3"},
+    {"role": "tool", "name": "calendar", "input": {"q": "next week"},
+     "output": {"events": 2}, "timestamp": "2026-11-20T10:02:00Z", "id": "m4"},
+]
+
+
+def jsonl(turns: list[dict]) -> str:
+    return "".join(json.dumps(t) + "\n" for t in turns)
+
+
+def wait_for(fn, timeout: float = 60.0):
+    deadline = time.monotonic() + timeout
+    while True:
+        value = fn()
+        if value:
+            return value
+        assert time.monotonic() < deadline, "timed out"
+        time.sleep(0.1)
+
+
+def report(inbox: Path, name: str) -> str:
+    def done():
+        text = (inbox / f"{name}.report.md").read_text()
+        return text if "state: done" in text or "refused" in text else None
+    return wait_for(done)
+
+
+def make_mount(tmp_path: Path, config: str) -> Mount:
+    data = tmp_path / "data"
+    data.mkdir()
+    (data / "config.yaml").write_text(config)
+    (tmp_path / "mnt").mkdir()
+    m = Mount(tmp_path / "mnt", data)
+    m.start()
+    return m
+
+
+@pytest.fixture
+def convo(tmp_path):
+    m = make_mount(tmp_path, "search: false\nsession_extract_every: 3\n")
+    yield m
+    if m.proc is not None:
+        m.stop()
+    assert m.fsck() == []
+
+
+def test_inbox_transcript_is_archived_and_extracted(convo):
+    inbox = convo.path / ".inbox"
+    text = jsonl(CHAT[:2]) + "this line is not json\n" + jsonl(CHAT[2:])
+    (inbox / "chat.jsonl").write_text(text)
+    rep = report(inbox, "chat.jsonl")
+    assert "state: done (jsonl, 4 turns" in rep
+    assert "line 3: not JSON" in rep, "malformed lines are reported by number"
+    u = convo.path / "user/default"
+    assert "created user/default/entities/rex" in rep
+    # the raw record: every turn with its timestamp and id
+    [session] = list((u / "sessions").iterdir())
+    l2 = (session / "L2.md").read_text()
+    for t in CHAT:
+        assert t["id"] in l2 and t["timestamp"] in l2
+    assert "golden retriever" in l2 and '"events": 2' in l2
+    # extracted memories, with provenance
+    assert "London" in (u / "profile/L2.md").read_text()
+    rex = u / "entities/rex"
+    assert "golden retriever" in (rex / "L2.md").read_text()
+    assert "inbox:chat.jsonl#m3" in (rex / "meta.yaml").read_text()
+    prefs = [p.name for p in (u / "preferences").iterdir()]
+    assert prefs and any("tea" in (u / "preferences" / p / "L2.md").read_text() for p in prefs)
+    # what was handed in stays readable, and the inbox survives a remount
+    assert (inbox / "chat.jsonl").read_text() == text
+    convo.remount()
+    assert "state: done" in (inbox / "chat.jsonl.report.md").read_text()
+
+
+def test_inbox_per_owner_and_other_formats(convo):
+    (convo.path / "user/bob").mkdir()
+    inbox = convo.path / "user/bob/.inbox"
+    (inbox / "notes.md").write_text("**User:** I live in Oslo.\n\n**Assistant:** Noted.\n")
+    rep = report(inbox, "notes.md")
+    assert "state: done (markdown" in rep
+    assert "Oslo" in (convo.path / "user/bob/profile/L2.md").read_text()
+    (inbox / "plain.txt").write_text("I prefer dark chocolate over milk chocolate.\n")
+    assert "state: done (text" in report(inbox, "plain.txt")
+
+
+def test_secret_files_and_unknown_kinds_are_refused_with_reason(convo):
+    inbox = convo.path / ".inbox"
+    (inbox / ".env").write_text("OPENAI_API_KEY=sk-proj-0123456789abcdefghijklmnopqrstuvwxyzAB\n")
+    assert "refused" in report(inbox, ".env") and "environment" in report(inbox, ".env")
+    assert (inbox / ".env").read_bytes() == b"", "a secret store is not kept"
+    (inbox / "id_rsa").write_text("-----BEGIN OPENSSH PRIVATE KEY-----\nabc\n")
+    assert "refused" in report(inbox, "id_rsa")
+    (inbox / "data.bin").write_bytes(b"\x00\x01")
+    assert "refused" in report(inbox, "data.bin")
+    assert "inbox: " in convo.status() and "refused=3" in convo.status()
+
+
+def test_session_lifecycle(convo):
+    u = convo.path / "user/default"
+    (u / "profile/L2.md").write_text("---\nname: Ada\n---\nWorks on the analytical engine.\n")
+    (u / "preferences/drink").mkdir()
+    (u / "preferences/drink/L2.md").write_text("Prefers green tea in the afternoon.\n")
+    s = convo.path / ".sessions/s1"
+    s.mkdir()
+    assert sorted(os.listdir(s)) == ["context.md", "control", "transcript.jsonl"]
+    context = (s / "context.md").read_text()
+    assert "## Profile" in context and "analytical engine" in context
+    turns = [{"role": "user", "content": f"I live in Paris. Note {i}.", "id": f"t{i}"}
+             for i in range(3)]
+    with open(s / "transcript.jsonl", "a") as f:
+        for t in turns:
+            f.write(json.dumps(t) + "\n")
+            f.flush()
+    assert (s / "transcript.jsonl").read_text() == jsonl(turns)
+    # three pending turns: extraction runs in the background
+    wait_for(lambda: "Paris" in (u / "profile/L2.md").read_text())
+    # rewriting history is refused: the transcript is append-only
+    with pytest.raises(OSError):
+        (s / "transcript.jsonl").write_text("{}\n")
+    (s / "control").write_text("compact\n")
+    assert (s / "transcript.jsonl").read_text() == ""
+    with open(s / "transcript.jsonl", "a") as f:
+        f.write(json.dumps({"role": "user", "content": "My sister Emma lives in Seville.",
+                            "id": "t9"}) + "\n")
+    subprocess.run(["rmdir", str(s)], check=True)
+    assert not s.exists()
+    [archived] = [p for p in (u / "sessions").iterdir() if p.name.endswith("-s1")]
+    l2 = (archived / "L2.md").read_text()
+    assert "summary:" in l2 and "Paris" in l2 and "t9" in l2
+    assert (u / "entities/emma").is_dir(), "ending extracts what was pending"
+    convo.remount()
+    assert archived.is_dir() and not s.exists()
+
+
+class FakeLLM:
+    """A small local OpenAI-compatible /v1/chat/completions server (the paid service's
+    stand-in), answering with canned memories; one is invalid on purpose."""
+
+    def __init__(self) -> None:
+        import http.server
+
+        self.requests: list[dict] = []
+        outer = self
+
+        class Handler(http.server.BaseHTTPRequestHandler):
+            def do_POST(self):  # noqa: N802
+                body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+                outer.requests.append(body)
+                memories = {"memories": [
+                    {"type": "preference", "fields": {"topic": "editor", "value": "helix"},
+                     "body": "Uses the helix editor.", "turns": ["m1"], "confidence": 0.9},
+                    {"type": "nonsense", "fields": {}, "body": "x"},
+                ]}
+                out = json.dumps({
+                    "id": "c1", "object": "chat.completion", "created": 0,
+                    "model": body["model"],
+                    "choices": [{"index": 0, "finish_reason": "stop", "message": {
+                        "role": "assistant", "content": json.dumps(memories)}}],
+                    "usage": {"prompt_tokens": 1, "completion_tokens": 1, "total_tokens": 2},
+                }).encode()
+                self.send_response(200)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(out)))
+                self.end_headers()
+                self.wfile.write(out)
+
+            def log_message(self, *args):
+                pass
+
+        self.server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.url = f"http://127.0.0.1:{self.server.server_port}/v1"
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+
+
+@pytest.mark.allow_warnings
+def test_llm_extraction_through_an_openai_compatible_endpoint(tmp_path, monkeypatch):
+    llm = FakeLLM()
+    monkeypatch.setenv("FAKE_LLM_KEY", "sk-test")
+    m = make_mount(tmp_path, f"search: false\nllm_base_url: {llm.url}\nllm_model: tiny\n"
+                             "llm_api_key_env: FAKE_LLM_KEY\n")
+    try:
+        inbox = m.path / ".inbox"
+        (inbox / "c.jsonl").write_text(jsonl([{"role": "user", "content": "I use helix.",
+                                               "id": "m1"}]))
+        rep = report(inbox, "c.jsonl")
+        assert "extraction: LLMExtractor" in rep
+        assert "helix" in (m.path / "user/default/preferences/editor/L2.md").read_text()
+        assert llm.requests and "preference" in json.dumps(llm.requests[0]["messages"])
+        llm.server.shutdown()  # the endpoint goes away: rules take over
+        llm.server.server_close()
+        m.expect_log.append("using rules")
+        (inbox / "d.jsonl").write_text(jsonl([{"role": "user",
+                                               "content": "My name is Grace Hopper."}]))
+        rep = report(inbox, "d.jsonl")
+        assert "extraction: rules (the LLM failed" in rep
+        assert "Grace Hopper" in (m.path / "user/default/profile/L2.md").read_text()
+    finally:
+        m.stop()
+    assert m.fsck() == []
+
+
+SECRETS = {
+    "openai": "sk-proj-Zq81mVw0xR4tYp2LkJh7Gf6DsA3Qw9EeRr5TtYy1UuIi",
+    "anthropic": "sk-ant-api03-Xy7wVb5nM3kL1jH9gF7dS5aQ3wE1rT9yU7iO5pA3sD1fG9hJ7kL5zX3cV1bN",
+    "aws": "AKIAQWERTYUIOPASDFGH",
+    "github": "ghp_Ab3De5Fg7Hi9Jk1Lm3No5Pq7Rs9Tu1Vw3Xy5Z",
+    "stripe": "sk_live_51Hq2Lm3No4Pq5Rs6Tu7Vw8Xy9Za",
+    "password": "Tr0ub4dor&3xyz",
+}
+
+
+def test_no_planted_secret_reaches_the_data_dir(tmp_path):
+    """Every writer: L2, a routed file, an attachment, a pending drop, a refused write,
+    the inbox and a session. Then grep everything on disk: DuckDB, WAL, index files."""
+    m = make_mount(tmp_path, "search: true\nsession_extract_every: 1\n")
+    u = m.path / "user/default"
+    try:
+        (u / "preferences/keys").mkdir()
+        (u / "preferences/keys/L2.md").write_text(f"Our key is {SECRETS['openai']} for now.\n")
+        (u / "preferences/cloud.md").write_text(
+            f"---\nvalue: aws\n---\nUse {SECRETS['aws']} in staging.\n")
+        (u / "preferences/keys/config.env.txt").write_text(
+            f"GITHUB_TOKEN={SECRETS['github']}\npassword={SECRETS['password']}\n")
+        fd = os.open(u / "preferences/pending.md", os.O_WRONLY | os.O_CREAT)
+        os.write(fd, f"Stripe: {SECRETS['stripe']}\n".encode())
+        os.fsync(fd)  # stored as a pending drop before it is routed
+        os.close(fd)
+        with pytest.raises(OSError):  # refused (bad front matter): its bytes are kept
+            (u / "preferences/bad.md").write_text(
+                f"---\nnope: [\n---\n{SECRETS['anthropic']}\n")
+        (m.path / ".inbox/chat.jsonl").write_text(jsonl([
+            {"role": "user", "content": f"my password={SECRETS['password']} ok", "id": "a"}]))
+        report(m.path / ".inbox", "chat.jsonl")
+        (m.path / ".sessions/s").mkdir()
+        with open(m.path / ".sessions/s/transcript.jsonl", "a") as f:
+            f.write(json.dumps({"role": "user", "content": f"key {SECRETS['github']}"}) + "\n")
+        # what a reader sees is redacted too
+        assert SECRETS["openai"] not in (u / "preferences/keys/L2.md").read_text()
+        assert "[REDACTED:openai_key]" in (u / "preferences/keys/L2.md").read_text()
+        assert SECRETS["github"] not in (u / "preferences/keys/config.env.txt").read_text()
+        subprocess.run(["rmdir", str(m.path / ".sessions/s")], check=True)
+        status = m.status()
+        assert "redactions:" in status and "redactions: 0 this run" not in status
+    finally:
+        m.stop()
+    found = []
+    for path in m.data_dir.rglob("*"):
+        if path.is_file():
+            blob = path.read_bytes()
+            found += [f"{name} in {path}" for name, secret in SECRETS.items()
+                      if secret.encode() in blob]
+    assert found == []
+    assert m.fsck() == []
