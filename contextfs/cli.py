@@ -224,6 +224,37 @@ def cmd_reindex(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_consolidate(args: argparse.Namespace) -> int:
+    """Decay, merge and archive now (offline; a mount runs it every consolidate_every)."""
+    import datetime as dt
+
+    from contextfs.daemon import load_all_types
+    from contextfs.memory.consolidate import consolidate
+    from contextfs.memory.service import Memory
+    from contextfs.store import Store
+
+    cfg = load_config(args.data_dir)
+    if not cfg.db_path.exists():
+        raise UsageError(f"no store at {cfg.db_path}")
+    now = None
+    if args.now:
+        try:
+            now = dt.datetime.fromisoformat(args.now).replace(tzinfo=dt.UTC).timestamp()
+        except ValueError:
+            raise UsageError(f"--now {args.now!r} is not an ISO date") from None
+    store = Store(cfg.db_path)
+    try:
+        memory = Memory(store, load_all_types(cfg), data_dir=cfg.data_dir,
+                        default_owner=cfg.default_owner)
+        report = consolidate(memory, now=now)
+    finally:
+        store.close()
+    for line in report.details:
+        print(line)
+    print(f"consolidated {cfg.data_dir}: {report.summary()}")
+    return 0
+
+
 def _progress_bar(label: str, t0: float):
     def show(done: int, total: int) -> None:
         width = 30
@@ -293,6 +324,11 @@ def build_parser() -> argparse.ArgumentParser:
     r = sub.add_parser("reindex", help="rebuild the search indexes from the store")
     r.add_argument("data_dir", type=Path)
     r.set_defaults(func=cmd_reindex)
+
+    c = sub.add_parser("consolidate", help="decay, merge and archive now (not while mounted)")
+    c.add_argument("data_dir", type=Path)
+    c.add_argument("--now", default=None, help="pretend it is this date (ISO), for a preview")
+    c.set_defaults(func=cmd_consolidate)
 
     sc = sub.add_parser("schema", help="context-type tools")
     scs = sc.add_subparsers(dest="schema_command", required=True)

@@ -63,6 +63,7 @@ class Config:
     session_extract_every: int = 10        # extract once this many turns are pending
     session_context_budget: int = 2000     # tokens (4 characters each) of a session's context.md
     redact_patterns: dict = field(default_factory=dict)  # extra secrets: name -> regex
+    consolidate_every: float = 86400.0     # seconds between consolidation runs (SPEC §7)
 
     @property
     def index_dir(self) -> Path:

@@ -29,6 +29,7 @@ from contextfs.errors import ContextFSError, UsageError
 from contextfs.fs.ops import Operations
 from contextfs.fs.tree import Tree
 from contextfs.index.embed import Embedder, LocalEmbedder, OpenAIEmbedder
+from contextfs.memory.consolidate import ConsolidationService
 from contextfs.memory.extract import Extractor, LLMExtractor, RuleExtractor
 from contextfs.memory.indexer import Indexer
 from contextfs.memory.intake import Intake, IntakeService
@@ -108,6 +109,12 @@ def render_status(memory: Memory, cfg: Config, mountpoint: Path, started: float,
         lines.append("index: off (search: false in config.yaml)")
     if intake is not None:
         lines += intake.status_lines()
+    last = memory.store.last_consolidation()
+    if last is None:
+        lines.append(f"consolidation: never run (every {cfg.consolidate_every:g}s)")
+    else:
+        lines.append(f"consolidation: {last[5]} run(s); last {_ts(last[0])}: "
+                     + last[4].splitlines()[0])
     lines.append(f"redactions: {memory.redaction_count} this run, "
                  f"{memory.store.redaction_total()} in all (kinds and places in the store's "
                  "redaction log; never the secrets)")
@@ -181,6 +188,13 @@ def run(cfg: Config, mountpoint: Path, options: list[str]) -> int:
                 parse_options=lambda seg: parse_options(seg, set(types)), intake=intake)
     intake_service = IntakeService(intake, on_change=lambda: (tree.inbox_changed(),
                                                               ops.flush_invalidations()))
+    def consolidated(report) -> None:
+        tree.refresh_nodes(report.touched)
+        ops.flush_invalidations()
+        if indexer is not None:
+            indexer.wake()
+
+    consolidation = ConsolidationService(memory, cfg.consolidate_every, consolidated)
     intake.node_changed = tree.node_routed
     intake.owner_created = tree._add_owner
     ops = Operations(tree, entry_timeout=cfg.entry_timeout, attr_timeout=cfg.attr_timeout,
@@ -206,13 +220,14 @@ def run(cfg: Config, mountpoint: Path, options: list[str]) -> int:
                                   "mountpoint": str(mountpoint)}))
     clean = False
     try:
-        trio.run(_serve, ops, indexer, intake_service)
+        trio.run(_serve, ops, indexer, intake_service, consolidation)
         clean = True
     finally:
         pyfuse3.close(unmount=clean)
         try:
             if not memory.failsafe:
                 memory.persist_pending()  # empty nodes made by mkdir survive a remount
+                memory.flush_access_counts()
         finally:
             memory.store.close()
         record.unlink(missing_ok=True)
@@ -221,11 +236,13 @@ def run(cfg: Config, mountpoint: Path, options: list[str]) -> int:
 
 
 async def _serve(ops: Operations, indexer: Indexer | None,
-                 intake_service: IntakeService) -> None:
+                 intake_service: IntakeService,
+                 consolidation: ConsolidationService) -> None:
     async with trio.open_nursery() as nursery:
         nursery.start_soon(ops.run_invalidator)
         nursery.start_soon(_watch_signals, nursery)
         nursery.start_soon(intake_service.run)
+        nursery.start_soon(consolidation.run)
         if indexer is not None:
             nursery.start_soon(indexer.run)
         await pyfuse3.main()

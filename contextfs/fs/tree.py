@@ -55,6 +55,7 @@ TIER_FILES = {"L0.md": "L0", "L1.md": "L1", "L2.md": "L2"}
 META_FILE = "meta.yaml"
 HISTORY_DIR = ".history"
 TRASH_DIR = ".trash"
+ARCHIVE_DIR = ".archive"  # consolidation puts nodes below their minimum importance here
 RESERVED_IN_NODE = set(TIER_FILES) | {META_FILE, HISTORY_DIR}
 
 # Editor scratch files (SPEC §3): accepted anywhere a file may be created, never memory.
@@ -323,6 +324,7 @@ class Tree:
             else:
                 self._dir(Role.TYPEDIR, t.type_dir, od, owner=owner, ctype=t)
         self._dir(Role.TRASH, TRASH_DIR, od, 0o755, owner=owner)
+        self._dir(Role.TRASH, ARCHIVE_DIR, od, 0o755, owner=owner)
         self._add_intake_dirs(od, owner)
         return od
 
@@ -332,8 +334,8 @@ class Tree:
         ctype = self.memory.types.get(n.type)
         if od is None or ctype is None:
             return None
-        if n.deleted_at is not None:
-            trash = od.children[TRASH_DIR]
+        if n.deleted_at is not None or n.archived_at is not None:
+            trash = od.children[TRASH_DIR if n.deleted_at is not None else ARCHIVE_DIR]
             tt = trash.children.get(ctype.type_dir)
             if tt is None:
                 tt = self._dir(Role.TRASH_TYPE, ctype.type_dir, trash, owner=n.owner,
@@ -705,6 +707,27 @@ class Tree:
             self._new(Role.QFILE, stat.S_IFREG | 0o444, fname, qd, data=bytearray(data))
         return qd
 
+    def refresh_nodes(self, nodes: list[Node]) -> None:
+        """Nodes changed outside a request (consolidation): show each where it now is."""
+        for n in nodes:
+            od = self.owner_dirs.get(n.owner)
+            ctype = self.memory.types.get(n.type)
+            if od is None or ctype is None:
+                continue
+            td = od.children.get(ctype.type_dir)
+            shown = td if ctype.singleton else (td.children.get(n.name) if td else None)
+            if shown is not None and shown.node is n and not self.memory.is_live(n):
+                if ctype.singleton:
+                    shown.node, shown.children, shown.populated, shown.ndirs = None, {}, \
+                        True, 0
+                    shown._sorted = None
+                    self._invalidate(shown)
+                else:
+                    self._unlink(shown)
+                self._place_node(n)
+            else:
+                self._node_changed(n)
+
     def nodes_indexed(self, node_ids: list[int]) -> None:
         """The indexer caught up with these nodes: their meta.yaml shows it."""
         for nid in node_ids:
@@ -750,6 +773,8 @@ class Tree:
                 inode.mtime_ns = inode.ctime_ns = time.time_ns()
         if inode.role in _GENERATED:
             h.snapshot = bytes(self._file_bytes(inode))
+        elif inode.role == Role.TIER and not h.writable and inode.node is not None:
+            self.memory.record_access(inode.node)  # reads through the mount count (SPEC §7)
         self.handles[h.fh] = h
         inode.opened += 1
         return h
@@ -966,8 +991,9 @@ class Tree:
         ctype = self.memory.types.get(n.type)
         if od is None or ctype is None:
             return None
-        if n.deleted_at is not None:
-            tt = od.children[TRASH_DIR].children.get(ctype.type_dir)
+        if n.deleted_at is not None or n.archived_at is not None:
+            box = TRASH_DIR if n.deleted_at is not None else ARCHIVE_DIR
+            tt = od.children[box].children.get(ctype.type_dir)
             if tt is None:
                 return None
             for c in tt.children.values():

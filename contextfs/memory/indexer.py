@@ -250,7 +250,7 @@ class Indexer:
         gone: list[int] = []
         for nid in node_ids:
             n = self.memory.nodes.get(nid)
-            if n is None or n.deleted_at is not None:
+            if n is None or not self.memory.is_live(n):
                 gone.append(nid)
                 continue
             # Vectors see the text as written; BM25 also sees the type and node name.
@@ -299,7 +299,7 @@ class Indexer:
     async def _rebuild(self) -> None:
         """Index every live node (cheaper than replaying the whole outbox)."""
         target = self.memory.generation
-        ids = [n.id for n in self.memory.nodes.values() if n.deleted_at is None]
+        ids = [n.id for n in self.memory.nodes.values() if self.memory.is_live(n)]
         log.info("indexing %d nodes from scratch", len(ids))
         for i in range(0, len(ids), 64):
             self.state = f"rebuilding ({i}/{len(ids)} nodes)"
@@ -319,7 +319,7 @@ class Indexer:
         self._fresh("reindex")
         self.node_labels = {}
         target = self.memory.generation
-        nodes = [n.id for n in self.memory.nodes.values() if n.deleted_at is None]
+        nodes = [n.id for n in self.memory.nodes.values() if self.memory.is_live(n)]
         total = len(nodes)
         step = max(1, min(self.batch, 64))
         for i in range(0, total, step):

@@ -316,7 +316,7 @@ class Intake:
         if profile is not None and profile.l2.strip():
             parts.append("## Profile\n\n" + (profile.l1 or profile.l0).strip() + "\n")
         recent = sorted((n for n in self.memory.nodes.values()
-                         if n.type == "session" and n.owner == owner and n.deleted_at is None),
+                         if n.type == "session" and n.owner == owner and self.memory.is_live(n)),
                         key=lambda n: n.created, reverse=True)[:5]
         if recent:
             parts.append("## Recent sessions\n\n" + "".join(

@@ -111,7 +111,7 @@ class Searcher:
         nodes = memory.nodes
 
         def allowed(n: Node | None) -> bool:
-            return (n is not None and n.deleted_at is None
+            return (n is not None and memory.is_live(n)
                     and (opts.type is None or n.type == opts.type)
                     and _in_scope(memory.node_path(n), scope))
 

@@ -136,11 +136,12 @@ class Memory:
         self.live: dict[tuple[str, str, str, str], int] = {}
         for n in store.nodes():
             self.nodes[n.id] = n
-            if n.deleted_at is None:
+            if n.deleted_at is None and n.archived_at is None:
                 self.live[(n.owner_kind, n.owner_id, n.type, n.name)] = n.id
         self.attachments: dict[int, Attachment] = {a.id: a for a in store.attachments()}
         self.generation = store.generation()
         self._persisting: list[Node] = []
+        self._access_dirty: set[int] = set()
         self.redactor = redactor
         self.default_owner = default_owner
         self.redaction_count = 0
@@ -412,9 +413,11 @@ class Memory:
                 )
         old_key = (n.owner_kind, n.owner_id, n.type, n.name)
         prev = (n.owner_kind, n.owner_id, n.type, n.name, n.deleted_at, n.updated)
-        was_deleted = n.deleted_at is not None
+        was_deleted = n.deleted_at is not None or n.archived_at is not None
+        prev_archived = n.archived_at
         n.owner_kind, n.owner_id, n.type, n.name = owner[0], owner[1], ctype.name, name
         n.deleted_at = None
+        n.archived_at = None
         n.updated = max(self.clock(), n.updated)
 
         def tx() -> None:
@@ -426,6 +429,7 @@ class Memory:
             self._write(tx)
         except BaseException:
             (n.owner_kind, n.owner_id, n.type, n.name, n.deleted_at, n.updated) = prev
+            n.archived_at = prev_archived
             raise
         if not was_deleted:
             self.live.pop(old_key, None)
@@ -458,6 +462,43 @@ class Memory:
             raise
         self.live.pop((n.owner_kind, n.owner_id, n.type, n.name), None)
 
+    def archive_node(self, n: Node) -> None:
+        """Consolidation: a node below its type's minimum importance leaves the type
+        directory for the owner's .archive (visible, restorable with mv, not searched)."""
+        prev = n.archived_at
+        n.archived_at = self.clock()
+        try:
+            self._write(lambda: self._store_node(n))
+        except BaseException:
+            n.archived_at = prev
+            raise
+        self.live.pop((n.owner_kind, n.owner_id, n.type, n.name), None)
+
+    def set_importance(self, changes: dict[int, float]) -> None:
+        """Importance and access counts in one transaction (no new versions)."""
+        def tx() -> None:
+            for nid, value in changes.items():
+                n = self.nodes[nid]
+                n.importance = value
+                self.store.set_importance(nid, value, n.access_count)
+            for nid in self._access_dirty:
+                n = self.nodes.get(nid)
+                if n is not None and nid not in changes:
+                    self.store.set_importance(nid, n.importance, n.access_count)
+
+        self._write(tx)
+        self._access_dirty.clear()
+
+    def record_access(self, n: Node) -> None:
+        """A read through the mount: counted in memory, stored with the next consolidation
+        or at unmount (a read must not cost a transaction)."""
+        n.access_count += 1
+        self._access_dirty.add(n.id)
+
+    def flush_access_counts(self) -> None:
+        if self._access_dirty and not self.failsafe:
+            self.set_importance({})
+
     def _restore_attachments(self, n: Node, deleted_at: float | None) -> None:
         if deleted_at is None:
             return
@@ -480,6 +521,9 @@ class Memory:
         return [a for a in self.attachments.values()
                 if a.node_id == n.id and a.deleted_at is not None
                 and lo <= a.deleted_at <= n.deleted_at]
+
+    def is_live(self, n: Node) -> bool:
+        return n.deleted_at is None and n.archived_at is None
 
     def deleted_nodes(self, owner: tuple[str, str]) -> list[Node]:
         return [

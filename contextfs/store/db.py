@@ -225,11 +225,22 @@ class Store:
         )
         if new_version_reason is not None:
             self._insert_version(n, new_version_reason)
-        op = "delete" if n.deleted_at is not None else "upsert"
+        op = "delete" if n.deleted_at is not None or n.archived_at is not None else "upsert"
         return self._outbox(n.id, n.version, op)
 
-    def set_access_count(self, node_id: int, count: int) -> None:
-        self.con.execute("UPDATE nodes SET access_count = ? WHERE id = ?", [count, node_id])
+    def set_importance(self, node_id: int, importance: float, access_count: int) -> None:
+        self.con.execute("UPDATE nodes SET importance = ?, access_count = ? WHERE id = ?",
+                         [importance, access_count, node_id])
+
+    def add_consolidation_run(self, ts: float, decayed: int, merged: int, archived: int,
+                              summary: str) -> None:
+        self.con.execute("INSERT INTO consolidation_runs VALUES (?, ?, ?, ?, ?)",
+                         [ts, decayed, merged, archived, summary])
+
+    def last_consolidation(self) -> tuple | None:
+        return self.con.execute(
+            "SELECT ts, decayed, merged, archived, summary, (SELECT count(*) FROM "
+            "consolidation_runs) FROM consolidation_runs ORDER BY ts DESC LIMIT 1").fetchone()
 
     def insert_attachment(self, a: Attachment, data: bytes | None) -> None:
         self.con.execute(
