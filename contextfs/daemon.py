@@ -30,9 +30,9 @@ from contextfs.fs.ops import Operations
 from contextfs.fs.tree import Tree
 from contextfs.index.embed import Embedder, LocalEmbedder, OpenAIEmbedder
 from contextfs.memory.consolidate import ConsolidationService
-from contextfs.memory.extract import Extractor, LLMExtractor, RuleExtractor
+from contextfs.memory.extract import Extractor, LLMExtractor, LLMSummarizer, RuleExtractor
 from contextfs.memory.indexer import Indexer
-from contextfs.memory.intake import Intake, IntakeService
+from contextfs.memory.intake import Intake, IntakeService, SummaryService
 from contextfs.memory.redact import Redactor
 from contextfs.memory.search import Searcher, parse_options
 from contextfs.memory.service import Memory
@@ -195,6 +195,15 @@ def run(cfg: Config, mountpoint: Path, options: list[str]) -> int:
             indexer.wake()
 
     consolidation = ConsolidationService(memory, cfg.consolidate_every, consolidated)
+    summaries = None
+    if cfg.llm_base_url and cfg.llm_model:
+        def summarised(n) -> None:
+            tree.refresh_nodes([n])
+            ops.flush_invalidations()
+
+        summaries = SummaryService(
+            memory, LLMSummarizer(base_url=cfg.llm_base_url, model=cfg.llm_model,
+                                  api_key_env=cfg.llm_api_key_env), on_change=summarised)
     intake.node_changed = tree.node_routed
     intake.owner_created = tree._add_owner
     ops = Operations(tree, entry_timeout=cfg.entry_timeout, attr_timeout=cfg.attr_timeout,
@@ -220,7 +229,7 @@ def run(cfg: Config, mountpoint: Path, options: list[str]) -> int:
                                   "mountpoint": str(mountpoint)}))
     clean = False
     try:
-        trio.run(_serve, ops, indexer, intake_service, consolidation)
+        trio.run(_serve, ops, indexer, intake_service, consolidation, summaries)
         clean = True
     finally:
         pyfuse3.close(unmount=clean)
@@ -236,13 +245,16 @@ def run(cfg: Config, mountpoint: Path, options: list[str]) -> int:
 
 
 async def _serve(ops: Operations, indexer: Indexer | None,
-                 intake_service: IntakeService,
-                 consolidation: ConsolidationService) -> None:
+                 intake_service: IntakeService, consolidation: ConsolidationService,
+                 summaries: SummaryService | None) -> None:
     async with trio.open_nursery() as nursery:
         nursery.start_soon(ops.run_invalidator)
         nursery.start_soon(_watch_signals, nursery)
         nursery.start_soon(intake_service.run)
         nursery.start_soon(consolidation.run)
+        if summaries is not None:
+            ops.summaries = summaries
+            nursery.start_soon(summaries.run)
         if indexer is not None:
             nursery.start_soon(indexer.run)
         await pyfuse3.main()

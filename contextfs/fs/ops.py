@@ -62,6 +62,8 @@ def _handler(fn: Callable[..., Any]) -> Callable[..., Any]:
                 self._seen_generation = self.tree.memory.generation
                 if self.indexer is not None:
                     self.indexer.wake()  # something was committed: index it
+                if self.summaries is not None:
+                    self.summaries.wake()
 
     return wrapper
 
@@ -80,6 +82,7 @@ class Operations(pyfuse3.Operations):
         self.tree = tree
         self.intake = intake
         self.intake_service = intake_service
+        self.summaries = None  # the LLM summary service, when one runs
         self.session_budget = session_budget
         self.indexer = indexer
         self.searcher = searcher

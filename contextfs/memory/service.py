@@ -462,6 +462,22 @@ class Memory:
             raise
         self.live.pop((n.owner_kind, n.owner_id, n.type, n.name), None)
 
+    def set_summaries(self, n: Node, l0: str, l1: str, version: int) -> bool:
+        """L0/L1 written by the LLM for version `version` of n's L2 (no new version).
+        Skipped when L2 moved on meanwhile or a hand-written L0/L1 is pinned."""
+        if n.version != version or n.l0_pinned or n.l1_pinned or not self.is_live(n):
+            return False
+        if (n.l0, n.l1) == (l0, l1):
+            return False
+        prev = (n.l0, n.l1)
+        n.l0, n.l1 = self.redact(l0, self.node_path(n)), self.redact(l1, self.node_path(n))
+        try:
+            self._write(lambda: self._store_node(n))
+        except BaseException:
+            n.l0, n.l1 = prev
+            raise
+        return True
+
     def archive_node(self, n: Node) -> None:
         """Consolidation: a node below its type's minimum importance leaves the type
         directory for the owner's .archive (visible, restorable with mv, not searched)."""

@@ -168,11 +168,16 @@ class FakeLLM:
             def do_POST(self):  # noqa: N802
                 body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
                 outer.requests.append(body)
-                memories = {"memories": [
+                system = body["messages"][0]["content"]
+                if '"l0"' in system:  # a summary request
+                    memories = {"l0": "LLM abstract: a preference about editors",
+                                "l1": "LLM overview\n- editor: helix"}
+                else:
+                    memories = {"memories": [
                     {"type": "preference", "fields": {"topic": "editor", "value": "helix"},
                      "body": "Uses the helix editor.", "turns": ["m1"], "confidence": 0.9},
                     {"type": "nonsense", "fields": {}, "body": "x"},
-                ]}
+                    ]}
                 out = json.dumps({
                     "id": "c1", "object": "chat.completion", "created": 0,
                     "model": body["model"],
@@ -208,6 +213,11 @@ def test_llm_extraction_through_an_openai_compatible_endpoint(tmp_path, monkeypa
         assert "extraction: LLMExtractor" in rep
         assert "helix" in (m.path / "user/default/preferences/editor/L2.md").read_text()
         assert llm.requests and "preference" in json.dumps(llm.requests[0]["messages"])
+        # the LLM also writes L0/L1 in the background
+        l0 = m.path / "user/default/preferences/editor/L0.md"
+        wait_for(lambda: "LLM abstract" in l0.read_text())
+        assert "LLM overview" in (l0.parent / "L1.md").read_text()
+        assert "l0_pinned: false" in (l0.parent / "meta.yaml").read_text()
         llm.server.shutdown()  # the endpoint goes away: rules take over
         llm.server.server_close()
         m.expect_log.append("using rules")
