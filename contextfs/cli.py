@@ -224,6 +224,48 @@ def cmd_reindex(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_ingest(args: argparse.Namespace) -> int:
+    """Hand files to a mount's inbox, with progress; wait until each is processed."""
+    import shutil
+
+    mnt = Path(args.mountpoint)
+    if not _answers(mnt):
+        raise UsageError(f"{mnt} is not a live ContextFS mount")
+    inbox = (mnt / args.owner / ".inbox") if args.owner else mnt / ".inbox"
+    if not inbox.is_dir():
+        raise UsageError(f"{inbox} does not exist (is {args.owner!r} an owner?)")
+    files = [Path(f) for f in args.files]
+    for f in files:
+        if not f.is_file():
+            raise UsageError(f"{f} is not a file")
+    t0 = time.monotonic()
+    show = _progress_bar("ingest", t0, unit="files")
+    names = []
+    for i, f in enumerate(files, 1):
+        name = f.name
+        while (inbox / name).exists():
+            name = f"{f.stem}-{int(time.time() * 1000) % 100000}{f.suffix}"
+        shutil.copyfile(f, inbox / name)
+        names.append(name)
+        show(i, len(files))
+    sys.stderr.write("\n")
+    if not args.wait:
+        return 0
+    refused = 0
+    for i, name in enumerate(names, 1):
+        report = inbox / f"{name}.report.md"
+        while True:
+            text = report.read_text() if report.exists() else ""
+            if "state: done" in text or "refused" in text:
+                break
+            time.sleep(0.1)
+        refused += "refused" in text
+        show(i, len(names))
+    sys.stderr.write("\n")
+    print(f"ingested {len(names) - refused} file(s), refused {refused}; reports in {inbox}")
+    return 1 if refused else 0
+
+
 def cmd_consolidate(args: argparse.Namespace) -> int:
     """Decay, merge and archive now (offline; a mount runs it every consolidate_every)."""
     import datetime as dt
@@ -255,13 +297,13 @@ def cmd_consolidate(args: argparse.Namespace) -> int:
     return 0
 
 
-def _progress_bar(label: str, t0: float):
+def _progress_bar(label: str, t0: float, unit: str = "nodes"):
     def show(done: int, total: int) -> None:
         width = 30
         frac = done / total if total else 1.0
         bar = "#" * int(frac * width) + "-" * (width - int(frac * width))
         rate = done / max(time.monotonic() - t0, 1e-9)
-        sys.stderr.write(f"\r{label} [{bar}] {done}/{total} nodes  {rate:.0f}/s")
+        sys.stderr.write(f"\r{label} [{bar}] {done}/{total} {unit}  {rate:.1f}/s")
         sys.stderr.flush()
 
     return show
@@ -324,6 +366,13 @@ def build_parser() -> argparse.ArgumentParser:
     r = sub.add_parser("reindex", help="rebuild the search indexes from the store")
     r.add_argument("data_dir", type=Path)
     r.set_defaults(func=cmd_reindex)
+
+    i = sub.add_parser("ingest", help="hand files to a mount's inbox (progress, --wait)")
+    i.add_argument("mountpoint")
+    i.add_argument("files", nargs="+")
+    i.add_argument("--owner", default="", help="e.g. user/alice (default: the root inbox)")
+    i.add_argument("--wait", action="store_true", help="wait until each is processed")
+    i.set_defaults(func=cmd_ingest)
 
     c = sub.add_parser("consolidate", help="decay, merge and archive now (not while mounted)")
     c.add_argument("data_dir", type=Path)

@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import os
 import subprocess
+import sys
 import threading
 import time
 from pathlib import Path
@@ -283,3 +284,18 @@ def test_no_planted_secret_reaches_the_data_dir(tmp_path):
                       if secret.encode() in blob]
     assert found == []
     assert m.fsck() == []
+
+
+def test_contextfs_ingest_command_shows_progress_and_waits(convo, tmp_path):
+    files = []
+    for i in range(3):
+        f = tmp_path / f"t{i}.jsonl"
+        f.write_text(jsonl([{"role": "user", "content": f"My colleague Priya{i} is great."}]))
+        files.append(str(f))
+    r = subprocess.run([sys.executable, "-m", "contextfs", "ingest", str(convo.path), *files,
+                        "--wait"], capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, r.stderr
+    assert "ingest [" in r.stderr and "3/3 files" in r.stderr
+    assert "ingested 3 file(s), refused 0" in r.stdout
+    for i in range(3):
+        assert "state: done" in (convo.path / f".inbox/t{i}.jsonl.report.md").read_text()
