@@ -237,6 +237,7 @@ def run(cfg: Config, mountpoint: Path, options: list[str]) -> int:
             if not memory.failsafe:
                 memory.persist_pending()  # empty nodes made by mkdir survive a remount
                 memory.flush_access_counts()
+                memory.flush_touched()
         finally:
             memory.store.close()
         record.unlink(missing_ok=True)

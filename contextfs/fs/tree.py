@@ -534,7 +534,7 @@ class Tree:
         d.mtime_ns = d.ctime_ns = now
         if d.role == Role.ATTACH and d.att is not None and not d.trashed:
             d.att.mtime = now / 1e9
-            self.memory.update_attachment(d.att)
+            self.memory.touch_attachment(d.att)
 
     def attr(self, inode: Inode) -> Attr:
         mtime = inode.mtime_ns
@@ -1555,9 +1555,11 @@ class Tree:
         return inode
 
     def fsyncdir(self, ino: int) -> None:
-        """fsync of a directory makes the nodes made in it by mkdir durable."""
+        """fsync of a directory makes the nodes made in it by mkdir, and its entries'
+        times, durable."""
         d = self.get(ino)
         self.memory.persist_pending(d.owner)
+        self.memory.flush_touched()
 
     def link(self) -> None:
         raise NotSupported("hard links are not supported (EPERM); copy the file instead")

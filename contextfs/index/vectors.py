@@ -121,6 +121,24 @@ class VectorIndex:
     def __contains__(self, label: object) -> bool:
         return label in self._labels and label not in self._deleted
 
+    def search_among(self, vector: np.ndarray, labels: Sequence[int],
+                     k: int) -> list[tuple[int, float]]:
+        """Exact nearest among the given live labels (a small scope): no graph walk, no
+        per-candidate callback. Unknown or deleted labels are skipped."""
+        wanted = [x for x in labels if x in self._labels and x not in self._deleted]
+        if not wanted or k <= 0:
+            return []
+        query = np.asarray(vector, dtype=np.float32).reshape(-1)
+        items = np.asarray(self._index.get_items(wanted), dtype=np.float32)
+        if self.space == "l2":
+            sims = -np.sum((items - query) ** 2, axis=1)
+        else:
+            norms = np.linalg.norm(items, axis=1) if self.space == "cosine" else 1.0
+            sims = (items @ query) / np.where(norms == 0, 1.0, norms) \
+                if self.space == "cosine" else items @ query
+        order = np.argsort(-sims)[:k]
+        return [(int(wanted[i]), float(sims[i])) for i in order]
+
     def search(
         self,
         vector: np.ndarray,

@@ -102,6 +102,24 @@ class Searcher:
         self.memory = memory
         self.indexer = indexer
 
+    def _scoped_labels(self, scope: str) -> list[int] | None:
+        """The vector labels of a scope under one owner, when few enough to compare them
+        all exactly (an hnswlib filter callback per candidate is slow for small scopes)."""
+        owner = _owner_of(scope)
+        if owner is None:
+            return None
+        ids = self.memory.live.by_owner.get(owner, set())
+        for _ in range(5):  # the event loop may add or drop a node while we copy
+            try:
+                ids = list(ids)
+                break
+            except RuntimeError:
+                continue
+        else:
+            return None
+        labels = [x for nid in ids for x in self.indexer.node_labels.get(nid, ())]
+        return labels if len(labels) <= SCOPED_EXACT_MAX else None
+
     def search(self, question: str, scope: str, opts: QueryOptions) -> list[Hit]:
         """Worker thread. Scope is a mount-relative path ('' = everything)."""
         ix = self.indexer
@@ -117,9 +135,15 @@ class Searcher:
 
         qvec = ix.embedder.embed([question])[0]
         depth = max(50, opts.k * 8)
-        with ix.lock:
-            vec_hits = ix.vectors.search(
-                qvec, depth, allow=lambda label: allowed(nodes.get(label_node(label))))
+        with ix.lock:  # node_labels belongs to the indexer's lock too
+            scoped = self._scoped_labels(scope) if scope else None
+            if scoped is not None:  # a small subtree: exact, no graph walk with a filter
+                vec_hits = ix.vectors.search_among(
+                    qvec, [x for x in scoped if allowed(nodes.get(label_node(x)))], depth)
+            else:
+                vec_hits = ix.vectors.search(
+                    qvec, depth, allow=None if not scope and opts.type is None else
+                    lambda label: allowed(nodes.get(label_node(label))))
             text_hits = ix.text.search(keywords(question), depth * 2,
                                        path_prefix=scope or None)
         # Each ranker ranks nodes by their best unit (an L0 or L1 hit stands for its node);
@@ -142,7 +166,10 @@ class Searcher:
         for ranking in (vec_rank, text_rank):
             for nid, rank in ranking.items():
                 scores[nid] = scores.get(nid, 0.0) + 1.0 / (RRF_K + rank + 1)
-        best = sorted(scores.items(), key=lambda kv: (-kv[1], kv[0]))[: opts.k]
+        # ties (one ranker each): the exact word match goes first, then the newer node
+        far = len(scores) + 1
+        best = sorted(scores.items(), key=lambda kv: (
+            -kv[1], text_rank.get(kv[0], far), -kv[0]))[: opts.k]
         hits = []
         for nid, score in best:
             n = nodes.get(nid)
@@ -152,6 +179,14 @@ class Searcher:
             hits.append(Hit(n, memory.node_path(n), round(score, 6),
                             sorted(tiers.get(nid, ())), snippet[:300]))
         return hits
+
+
+SCOPED_EXACT_MAX = 20_000  # units; above this a filtered graph search is cheaper
+
+
+def _owner_of(scope: str) -> tuple[str, str] | None:
+    parts = scope.split("/")
+    return (parts[0], parts[1]) if len(parts) >= 2 and parts[0] in ("user", "agent") else None
 
 
 def results_json(question: str, scope: str, hits: list[Hit]) -> str:

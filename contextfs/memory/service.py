@@ -87,6 +87,25 @@ def _tokens(text: str) -> set[str]:
     return set(normalize_item(text).split())
 
 
+class LiveNodes(dict):
+    """(owner kind, owner id, type, name) -> node id of every live node, with the node ids
+    of each owner kept alongside (scoped searches start from them)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.by_owner: dict[tuple[str, str], set[int]] = {}
+
+    def __setitem__(self, key: tuple[str, str, str, str], nid: int) -> None:
+        super().__setitem__(key, nid)
+        self.by_owner.setdefault(key[:2], set()).add(nid)
+
+    def pop(self, key, default=None):
+        nid = super().pop(key, default)
+        if nid is not None and nid is not default:
+            self.by_owner.get(key[:2], set()).discard(nid)
+        return nid
+
+
 @dataclass(frozen=True, slots=True)
 class Refusal:
     when: float
@@ -133,7 +152,7 @@ class Memory:
         self.failsafe: str | None = None  # reason, when the store turned read-only
         self.owners: set[tuple[str, str]] = set(store.owners())
         self.nodes: dict[int, Node] = {}
-        self.live: dict[tuple[str, str, str, str], int] = {}
+        self.live = LiveNodes()
         for n in store.nodes():
             self.nodes[n.id] = n
             if n.deleted_at is None and n.archived_at is None:
@@ -142,6 +161,7 @@ class Memory:
         self.generation = store.generation()
         self._persisting: list[Node] = []
         self._access_dirty: set[int] = set()
+        self._dirty_atts: dict[int, Attachment] = {}  # folder mtimes to store
         self.redactor = redactor
         self.default_owner = default_owner
         self.redaction_count = 0
@@ -178,6 +198,10 @@ class Memory:
                 fn()
                 if outer and self.pending_redactions:
                     self._flush_redaction_log()
+                if outer and self._dirty_atts:
+                    for a in self._dirty_atts.values():
+                        self.store.update_attachment(a)
+                    self._dirty_atts.clear()
         except ContextFSError:
             if outer:
                 self._persisting.clear()
@@ -315,7 +339,7 @@ class Memory:
     def _store_node(self, n: Node, reason: str | None = None) -> None:
         """Inside a transaction: write n (insert on its first commit), with a new version
         row when reason is given. `_write` marks it persisted once the commit succeeds."""
-        if n.persisted:
+        if n.persisted or any(p is n for p in self._persisting):
             self.generation = self.store.update_node(n, new_version_reason=reason)
         else:
             self.generation = self.store.insert_node(n, new_version_reason=reason)
@@ -695,6 +719,15 @@ class Memory:
 
     def update_attachment(self, a: Attachment) -> None:
         self._write(lambda: self.store.update_attachment(a))
+
+    def touch_attachment(self, a: Attachment) -> None:
+        """A folder's mtime moved: stored with the next transaction (or at unmount), so a
+        create in a folder costs one transaction, not two."""
+        self._dirty_atts[a.id] = a
+
+    def flush_touched(self) -> None:
+        if self._dirty_atts and not self.failsafe:
+            self._write(lambda: None)
 
     def remove_attachment(self, a: Attachment) -> None:
         """Unlink/rmdir: soft until the retention purge, so `rm -r` of a node can be undone."""

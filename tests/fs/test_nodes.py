@@ -12,11 +12,11 @@ P = "user/default/preferences"
 async def test_tree_shape(fs, memory):
     assert await fs.listdir("") == [".schemas", ".status", "agent", "user"]
     user_types = sorted(t.type_dir for t in memory.types.values() if t.scope == "user")
-    assert await fs.listdir("user/default") == sorted([".trash", *user_types])
+    assert await fs.listdir("user/default") == sorted([".archive", ".trash", *user_types])
     assert await fs.listdir("agent") == []
     await fs.mkdir("agent/claude")
     agent_types = sorted(t.type_dir for t in memory.types.values() if t.scope == "agent")
-    assert await fs.listdir("agent/claude") == sorted([".trash", *agent_types])
+    assert await fs.listdir("agent/claude") == sorted([".archive", ".trash", *agent_types])
 
 
 async def test_owner_names_are_checked(fs):
