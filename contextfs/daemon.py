@@ -191,8 +191,6 @@ def run(cfg: Config, mountpoint: Path, options: list[str]) -> int:
     def consolidated(report) -> None:
         tree.refresh_nodes(report.touched)
         ops.flush_invalidations()
-        if indexer is not None:
-            indexer.wake()
 
     consolidation = ConsolidationService(memory, cfg.consolidate_every, consolidated)
     summaries = None

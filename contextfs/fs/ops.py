@@ -58,12 +58,7 @@ def _handler(fn: Callable[..., Any]) -> Callable[..., Any]:
             raise pyfuse3.FUSEError(errno.EIO) from None
         finally:
             self._flush_invalidations()
-            if self.tree.memory.generation != self._seen_generation:
-                self._seen_generation = self.tree.memory.generation
-                if self.indexer is not None:
-                    self.indexer.wake()  # something was committed: index it
-                if self.summaries is not None:
-                    self.summaries.wake()
+            self._committed()
 
     return wrapper
 
@@ -116,8 +111,18 @@ class Operations(pyfuse3.Operations):
         return op
 
     def flush_invalidations(self) -> None:
-        """Send what the tree wants the kernel to forget (after background changes)."""
+        """After a background change (inbox, consolidation, summaries, the indexer): send
+        what the tree wants the kernel to forget, and wake whoever follows commits."""
         self._flush_invalidations()
+        self._committed()
+
+    def _committed(self) -> None:
+        if self.tree.memory.generation != self._seen_generation:
+            self._seen_generation = self.tree.memory.generation
+            if self.indexer is not None:
+                self.indexer.wake()  # something was committed: index it
+            if self.summaries is not None:
+                self.summaries.wake()
 
     def _flush_invalidations(self) -> None:
         if self.tree.invalidations:

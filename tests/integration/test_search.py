@@ -184,6 +184,16 @@ def test_deleted_nodes_leave_the_results(corpus):
                for h in results(corpus.path, "xylobanjos"))
 
 
+def test_inbox_memories_become_searchable_without_other_requests(corpus):
+    inbox = corpus.path / ".inbox"
+    (inbox / "late.jsonl").write_text(json.dumps(
+        {"role": "user", "content": "Also, I prefer the zorblaxquin notebook over the usual "
+                                    "ones.", "id": "m1"}) + "\n")
+    time.sleep(8)  # touch nothing: processing must wake the indexer by itself
+    hits = results(corpus.path, "zorblaxquin")
+    assert hits and "zorblaxquin" in (corpus.path / hits[0]["path"] / "L2.md").read_text()
+
+
 @pytest.mark.allow_warnings
 def test_kill_9_then_indexes_catch_up_and_corrupt_ones_are_rebuilt(corpus):
     m = corpus
