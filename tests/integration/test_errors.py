@@ -117,3 +117,29 @@ def test_damaged_store_mounts_read_only(mount):
     mount.start()
     assert "state: read-write" in mount.status()
     (node / "L2.md").write_text("new\n")
+
+
+def test_ctx_xattr_mount_option(tmp_path):
+    from tests.conftest import Mount
+
+    (tmp_path / "mnt").mkdir()
+    m = Mount(tmp_path / "mnt", tmp_path / "data")
+    m.start("-o", "ctx_xattr")
+    try:
+        node = m.path / "user/default/preferences/tea"
+        node.mkdir()
+        (node / "L2.md").write_text("green\n")
+        (node / "L2.md").write_text("oolong\n")
+        assert os.getxattr(node, "user.ctx.type") == b"preference"
+        assert os.getxattr(node / "L2.md", "user.ctx.version") == b"2"
+        assert os.getxattr(node, "user.ctx.indexed_version") == b"0"  # search is off here
+        assert "user.ctx.path" in os.listxattr(node)
+    finally:
+        m.stop()
+    m.start()  # off by default: the kernel stops asking (ENOSYS), ls -l stays cheap
+    try:
+        with pytest.raises(OSError) as err:
+            os.getxattr(m.path / "user/default/preferences/tea", "user.ctx.type")
+        assert err.value.errno in (errno.ENOTSUP, errno.EOPNOTSUPP)
+    finally:
+        m.stop()
