@@ -412,7 +412,17 @@ def measure_create(roots: dict[str, Path], n: int, count: int) -> tuple[list[Row
 # One size, end to end
 
 
+SEARCH = False  # --search: measure with indexing on (fsync then waits for the index)
+
+
 def mount(mnt: Path, data: Path) -> None:
+    # The filesystem is measured as the issue defines it, without the search indexes:
+    # with search on, fsync is also a search barrier (scripts/bench_search.py measures
+    # fsync-to-searchable) and the embedding model competes for the two cores.
+    data.mkdir(parents=True, exist_ok=True)
+    cfg = data / "config.yaml"
+    if not cfg.exists():
+        cfg.write_text(f"search: {'true' if SEARCH else 'false'}\n")
     res = subprocess.run(contextfs_cmd("mount", str(mnt), "--data-dir", str(data)),
                          capture_output=True, text=True, timeout=120)
     if res.returncode != 0 or not os.path.ismount(mnt):
@@ -545,7 +555,11 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--create", type=int, default=1000, help="nodes to create with fsync")
     p.add_argument("--json", default="bench-results/bench_fs.json", help="where to write JSON")
     p.add_argument("--keep", action="store_true", help="keep the temp dirs (mount is undone)")
+    p.add_argument("--search", action="store_true",
+                   help="keep search on (fsync then includes the index barrier)")
     args = p.parse_args(argv)
+    global SEARCH
+    SEARCH = args.search
     if args.quick:
         sizes, reps, create = [200], 1, 100
     else:
