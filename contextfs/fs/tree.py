@@ -1116,6 +1116,8 @@ class Tree:
         self.memory.check_writable()
         role = self._new_file_role(d, name)
         perm = stat.S_IMODE(mode)
+        if d.mode & stat.S_ISGID:  # a new file takes a setgid directory's group
+            gid = d.gid
         if role == Role.TIER:
             n = d.node
             if n is None:  # first L2.md of a singleton
@@ -1165,6 +1167,9 @@ class Tree:
         if d.role in (Role.NODE, Role.ATTACH) and d.node is not None and not d.trashed:
             if d.role == Role.NODE and name in RESERVED_IN_NODE:
                 raise ReadOnly(f"{name} is reserved in a node")
+            if d.mode & stat.S_ISGID:  # POSIX: a setgid directory passes on its bit and group
+                perm |= stat.S_ISGID
+                gid = d.gid
             a = self.memory.add_attachment(d.node, d.att.id if d.att else None, name, "dir",
                                            perm)
             inode = self._attach_inode(d, d.node, a)

@@ -92,3 +92,13 @@ def test_rename_into_a_directory_marks_its_mtime(d):
     d.populate(dirs=("d",), files=("a",))
     d.utime(path="d", atime_ns=0, mtime_ns=0, follow=False)
     d.rename(src="a", dst="d/a")
+
+
+def test_a_setgid_directory_passes_its_bit_to_new_subdirectories(d):
+    # Bug (final campaign): mkdir inside a directory with S_ISGID set must inherit the bit
+    # (and the directory's group), as on native filesystems.
+    d.mkdir(path="d", mode=0o755)
+    d.chmod(path="d", mode=0o2775)
+    d.mkdir(path="d/b", mode=0o755)
+    d.remount()
+    d.stat("d/b")
