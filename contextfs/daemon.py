@@ -139,6 +139,9 @@ def _clear_stale_mount(mountpoint: Path) -> None:
 
     The dead mount still looks like a mount point (its root's attributes are cached),
     so ask for a listing, which needs a live daemon."""
+    if not os.path.lexists(mountpoint):
+        mountpoint.mkdir(parents=True)  # `contextfs mount ~/memory` on a fresh machine
+        log.info("created the mount point %s", mountpoint)
     try:
         os.listdir(mountpoint)
     except OSError as exc:

@@ -163,3 +163,14 @@ def test_readme_documents_the_two_commands():
     ci = (Path(__file__).resolve().parents[2] / ".ci/run").read_text()
     test_cmd = [ln for ln in ci.splitlines() if ln and not ln.startswith(("#", "set ", "cd "))]
     assert test_cmd and test_cmd[-1] in readme, "CI runs exactly the README's test command"
+
+
+def test_mount_creates_a_missing_mount_point(tmp_path):
+    """The README's first command mounts on ~/memory, which a new user does not have."""
+    mnt = tmp_path / "new" / "memory"
+    r = run("mount", str(mnt), "--data-dir", str(tmp_path / "data"))
+    assert r.returncode == 0, r.stderr
+    try:
+        assert (mnt / ".status").exists() and (mnt / "user/default").is_dir()
+    finally:
+        assert run("umount", str(mnt)).returncode == 0
