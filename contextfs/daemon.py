@@ -17,6 +17,7 @@ import signal
 import subprocess
 import time
 from collections.abc import Callable
+from importlib import metadata
 from pathlib import Path
 
 import pyfuse3
@@ -26,7 +27,7 @@ from contextfs import __version__
 from contextfs.config import Config, mount_record
 from contextfs.ctxtypes import ContextType, builtin_schema_dir, load_types
 from contextfs.errors import ContextFSError, UsageError
-from contextfs.fs.ops import Operations
+from contextfs.fs.ops import DIR_HANDLE_IS_INODE, Operations
 from contextfs.fs.tree import Tree
 from contextfs.index.embed import Embedder, LocalEmbedder, OpenAIEmbedder
 from contextfs.memory.consolidate import ConsolidationService
@@ -87,7 +88,8 @@ def extractor(cfg: Config) -> Extractor:
 
 
 def render_status(memory: Memory, cfg: Config, mountpoint: Path, started: float,
-                  indexer: Indexer | None = None, intake: Intake | None = None) -> str:
+                  indexer: Indexer | None = None, intake: Intake | None = None,
+                  dir_cache: str = "") -> str:
     c = memory.counts()
     state = "read-only: " + memory.failsafe if memory.failsafe else "read-write"
     lines = [
@@ -103,6 +105,8 @@ def render_status(memory: Memory, cfg: Config, mountpoint: Path, started: float,
             f"{t.name} ({t.scope}/{t.type_dir}, {t.mode})"
             for t in sorted(memory.types.values(), key=lambda t: t.name)),
     ]
+    if dir_cache:
+        lines.append(f"directory listings: {dir_cache}")
     if indexer is not None:
         lines += indexer.status_lines()
     else:
@@ -139,9 +143,13 @@ def _clear_stale_mount(mountpoint: Path) -> None:
 
     The dead mount still looks like a mount point (its root's attributes are cached),
     so ask for a listing, which needs a live daemon."""
-    if not os.path.lexists(mountpoint):
+    try:
+        os.lstat(mountpoint)
+    except FileNotFoundError:
         mountpoint.mkdir(parents=True)  # `contextfs mount ~/memory` on a fresh machine
         log.info("created the mount point %s", mountpoint)
+    except OSError:
+        pass  # a dead mount answers ENOTCONN even to lstat: detached below
     try:
         os.listdir(mountpoint)
     except OSError as exc:
@@ -184,8 +192,17 @@ def run(cfg: Config, mountpoint: Path, options: list[str]) -> int:
         searcher = Searcher(memory, indexer)
     intake = Intake(memory, extractor=extractor(cfg), default_agent=cfg.default_agent,
                     extract_every=cfg.session_extract_every)
+    cache_dirs = cfg.dir_cache and DIR_HANDLE_IS_INODE
+    if cache_dirs:
+        dir_cache = "kept by the kernel until they change (no opendir)"
+    elif cfg.dir_cache:
+        dir_cache = (f"asked on every read: pyfuse3 {metadata.version('pyfuse3')} is not the "
+                     "build from scripts/build_pyfuse3.py")
+        log.info("directory listings are not cached: %s", dir_cache)
+    else:
+        dir_cache = "asked on every read (dir_cache: false in config.yaml)"
     status = lambda: render_status(memory, cfg, mountpoint, started, indexer,  # noqa: E731
-                                   intake)
+                                   intake, dir_cache)
     tree = Tree(memory, status=status, schema_files=schema_files(types),
                 search_generation=(lambda: indexer.generation) if indexer else None,
                 parse_options=lambda seg: parse_options(seg, set(types)), intake=intake)
@@ -211,7 +228,7 @@ def run(cfg: Config, mountpoint: Path, options: list[str]) -> int:
                      indexer=indexer, searcher=searcher, xattrs="ctx_xattr" in options,
                      fsync_barrier_timeout=cfg.fsync_barrier_timeout, intake=intake,
                      intake_service=intake_service,
-                     session_budget=cfg.session_context_budget)
+                     session_budget=cfg.session_context_budget, cache_dirs=cache_dirs)
 
     def indexed(node_ids: list[int]) -> None:
         tree.nodes_indexed(node_ids)

@@ -336,8 +336,12 @@ def stat_all(root: Path, n: int) -> Callable[[], tuple[float, str]]:
         total = 0
         t0 = time.perf_counter()
         for p in paths:
-            total += os.stat(p).st_size
-        return time.perf_counter() - t0, f"{len(paths)} files, {total} bytes"
+            size = os.stat(p).st_size
+            # meta.yaml shows the access count, which the measured reads themselves raise:
+            # the native copy is a snapshot, so only the tiers' sizes must agree
+            if not p.endswith("meta.yaml"):
+                total += size
+        return time.perf_counter() - t0, f"{len(paths)} files, {total} bytes in L0-L2"
 
     return run
 

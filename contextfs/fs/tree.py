@@ -173,6 +173,9 @@ class Inode:
     att_rescan: bool = False
     ndirs: int = 0  # child directories, for st_nlink
     _sorted: list[tuple[int, str]] | None = None
+    # the kernel may cache what this shows (a directory: its listing, since it was last
+    # listed; meta.yaml: its size and pages): a change made by the daemon must invalidate
+    listed: bool = False
     scope: str | None = None  # query roles: the searched subtree ('' = everything)
     qopts: object | None = None  # query roles: the QueryOptions
     qgen: int = -1  # QUERY: the index generation its results reflect
@@ -216,6 +219,7 @@ class Invalidation:
     ino: int
     name: str | None = None  # set: forget the entry name in directory ino
     attr_only: bool = False
+    listing: bool = False  # a directory's entries changed: drop the kernel's cached listing
 
 
 def _ns(ts: float) -> int:
@@ -272,7 +276,7 @@ class Tree:
             parent.ndirs -= 1
         parent.children[child.name] = child
         child.parent = parent
-        parent._sorted = None
+        self._listing_changed(parent)
         if child.is_dir:
             parent.ndirs += 1
 
@@ -281,7 +285,7 @@ class Tree:
         if parent is not None and parent.children is not None:
             if parent.children.get(child.name) is child:
                 del parent.children[child.name]
-                parent._sorted = None
+                self._listing_changed(parent)
                 if child.is_dir:
                     parent.ndirs -= 1
             parent.mtime_ns = time.time_ns()
@@ -352,7 +356,7 @@ class Tree:
                 d.populated = False
                 d.children = {k: v for k, v in d.children.items()
                               if v.role in (Role.DROP, Role.SCRATCH)}
-                d._sorted = None
+                self._listing_changed(d)
                 d.ndirs = 0
             return d
         td = od.children.get(ctype.type_dir)
@@ -431,6 +435,17 @@ class Tree:
     def _child_path(self, parent: Inode, name: str) -> str:
         p = self.path(parent)
         return name if p == "/" else f"{p}/{name}"
+
+    def _listing_changed(self, d: Inode) -> None:
+        """d's entries changed: drop the sorted view, and the kernel's cached listing
+        if it may hold one (see docs/architecture.md, "Directory listings")."""
+        d._sorted = None
+        if d.listed:
+            d.listed = False
+            # a new mtime resets the kernel's cache even where dropping pages cannot (an
+            # empty listing has none), and POSIX moves a directory's mtime on a change
+            d.mtime_ns = max(time.time_ns(), d.mtime_ns + 1)
+            self.invalidations.append(Invalidation(d.ino, listing=True))
 
     def _invalidate(self, inode: Inode | None, *, attr_only: bool = False) -> None:
         if inode is not None:
@@ -540,6 +555,8 @@ class Tree:
         mtime = inode.mtime_ns
         if inode.role in (Role.TIER, Role.META) and inode.data is None and inode.node:
             mtime = _ns(inode.node.updated)
+        if inode.role == Role.META:
+            inode.listed = True  # the kernel now caches its size: see _count_read
         nlink = 2 + (inode.ndirs if inode.populated else self._unloaded_ndirs(inode)) \
             if inode.is_dir else 1
         return Attr(inode.ino, inode.mode, nlink, inode.uid, inode.gid, self._size(inode),
@@ -586,6 +603,7 @@ class Tree:
         if d.role in (Role.QUERYROOT, Role.QUERYOPTS):
             return  # questions are asked by name, never listed
         self._ensure(d)
+        d.listed = True
         if d._sorted is None:
             d._sorted = sorted((c.ino, name) for name, c in d.children.items())
         entries = d._sorted
@@ -720,7 +738,7 @@ class Tree:
                 if ctype.singleton:
                     shown.node, shown.children, shown.populated, shown.ndirs = None, {}, \
                         True, 0
-                    shown._sorted = None
+                    self._listing_changed(shown)
                     self._invalidate(shown)
                 else:
                     self._unlink(shown)
@@ -774,10 +792,21 @@ class Tree:
         if inode.role in _GENERATED:
             h.snapshot = bytes(self._file_bytes(inode))
         elif inode.role == Role.TIER and not h.writable and inode.node is not None:
-            self.memory.record_access(inode.node)  # reads through the mount count (SPEC §7)
+            self._count_read(inode)
+        if inode.role == Role.META:
+            inode.listed = True
         self.handles[h.fh] = h
         inode.opened += 1
         return h
+
+    def _count_read(self, tier: Inode) -> None:
+        """Reads through the mount count (SPEC §7), and meta.yaml shows the count: forget
+        what the kernel cached of meta.yaml, once until it is looked at again."""
+        self.memory.record_access(tier.node)
+        meta = tier.parent.children.get(META_FILE) if tier.parent is not None else None
+        if meta is not None and meta.listed:
+            meta.listed = False
+            self._invalidate(meta)
 
     def handle(self, fh: int) -> Handle:
         try:
@@ -1260,6 +1289,7 @@ class Tree:
             if inode.ctype.singleton:
                 inode.node = None
                 inode.populated = True
+                self._listing_changed(inode)
                 self._invalidate(inode, attr_only=True)
             else:
                 self._unlink(inode)
