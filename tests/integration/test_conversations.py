@@ -7,13 +7,13 @@ import json
 import os
 import subprocess
 import sys
-import threading
 import time
 from pathlib import Path
 
 import pytest
 
 from tests.conftest import Mount
+from tests.fake_openai import FakeOpenAI
 
 CHAT = [
     {"role": "user", "content": "Hi, my name is Ada Lovelace and I live in London.",
@@ -155,54 +155,31 @@ def test_session_lifecycle(convo):
     assert archived.is_dir() and not s.exists()
 
 
-class FakeLLM:
-    """A small local OpenAI-compatible /v1/chat/completions server (the paid service's
-    stand-in), answering with canned memories; one is invalid on purpose."""
+def fake_llm() -> FakeOpenAI:
+    """/v1/chat/completions answering with canned memories; one is invalid on purpose."""
 
-    def __init__(self) -> None:
-        import http.server
+    def respond(path: str, body: dict) -> dict:
+        system = body["messages"][0]["content"]
+        if '"l0"' in system:  # a summary request
+            memories = {"l0": "LLM abstract: a preference about editors",
+                        "l1": "LLM overview\n- editor: helix"}
+        else:
+            memories = {"memories": [
+                {"type": "preference", "fields": {"topic": "editor", "value": "helix"},
+                 "body": "Uses the helix editor.", "turns": ["m1"], "confidence": 0.9},
+                {"type": "nonsense", "fields": {}, "body": "x"},
+            ]}
+        return {"id": "c1", "object": "chat.completion", "created": 0, "model": body["model"],
+                "choices": [{"index": 0, "finish_reason": "stop", "message": {
+                    "role": "assistant", "content": json.dumps(memories)}}],
+                "usage": {"prompt_tokens": 1, "completion_tokens": 1, "total_tokens": 2}}
 
-        self.requests: list[dict] = []
-        outer = self
-
-        class Handler(http.server.BaseHTTPRequestHandler):
-            def do_POST(self):  # noqa: N802
-                body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
-                outer.requests.append(body)
-                system = body["messages"][0]["content"]
-                if '"l0"' in system:  # a summary request
-                    memories = {"l0": "LLM abstract: a preference about editors",
-                                "l1": "LLM overview\n- editor: helix"}
-                else:
-                    memories = {"memories": [
-                    {"type": "preference", "fields": {"topic": "editor", "value": "helix"},
-                     "body": "Uses the helix editor.", "turns": ["m1"], "confidence": 0.9},
-                    {"type": "nonsense", "fields": {}, "body": "x"},
-                    ]}
-                out = json.dumps({
-                    "id": "c1", "object": "chat.completion", "created": 0,
-                    "model": body["model"],
-                    "choices": [{"index": 0, "finish_reason": "stop", "message": {
-                        "role": "assistant", "content": json.dumps(memories)}}],
-                    "usage": {"prompt_tokens": 1, "completion_tokens": 1, "total_tokens": 2},
-                }).encode()
-                self.send_response(200)
-                self.send_header("Content-Type", "application/json")
-                self.send_header("Content-Length", str(len(out)))
-                self.end_headers()
-                self.wfile.write(out)
-
-            def log_message(self, *args):
-                pass
-
-        self.server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.url = f"http://127.0.0.1:{self.server.server_port}/v1"
-        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+    return FakeOpenAI(respond)
 
 
 @pytest.mark.allow_warnings
 def test_llm_extraction_through_an_openai_compatible_endpoint(tmp_path, monkeypatch):
-    llm = FakeLLM()
+    llm = fake_llm()
     monkeypatch.setenv("FAKE_LLM_KEY", "sk-test")
     m = make_mount(tmp_path, f"search: false\nllm_base_url: {llm.url}\nllm_model: tiny\n"
                              "llm_api_key_env: FAKE_LLM_KEY\n")
@@ -219,7 +196,7 @@ def test_llm_extraction_through_an_openai_compatible_endpoint(tmp_path, monkeypa
         wait_for(lambda: "LLM abstract" in l0.read_text())
         assert "LLM overview" in (l0.parent / "L1.md").read_text()
         assert "l0_pinned: false" in (l0.parent / "meta.yaml").read_text()
-        llm.server.shutdown()  # the endpoint goes away: rules take over
+        llm.close()  # the endpoint goes away: rules take over
         llm.server.server_close()
         m.expect_log.append("using rules")
         (inbox / "d.jsonl").write_text(jsonl([{"role": "user",

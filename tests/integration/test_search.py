@@ -15,6 +15,7 @@ import pytest
 
 from contextfs.memory.indexer import estimate_tokens
 from tests.conftest import Mount
+from tests.fake_openai import FakeOpenAI
 from tests.search_corpus import SCOPED, TARGETS, filler
 
 pytestmark = pytest.mark.timeout(600)
@@ -230,59 +231,32 @@ def test_reindex_rebuilds_from_the_store(corpus):
         "agent/helper/cases/disk-full"
 
 
-class _FakeEmbeddings:
-    """A small local OpenAI-compatible /v1/embeddings server (the paid service's stand-in):
-    bag-of-words vectors, so equal words make similar vectors."""
+def fake_embeddings(dim: int = 64) -> FakeOpenAI:
+    """/v1/embeddings with bag-of-words vectors, so equal words make similar vectors."""
+    import hashlib
 
-    DIM = 64
+    import numpy as np
 
-    def __init__(self) -> None:
-        import hashlib
-        import http.server
-        import threading
+    def vec(text: str) -> list[float]:
+        v = np.zeros(dim)
+        for w in text.lower().split():
+            v[int(hashlib.md5(w.strip(".,?").encode()).hexdigest(), 16) % dim] += 1
+        n = np.linalg.norm(v) or 1.0
+        return (v / n).tolist()
 
-        import numpy as np
+    def respond(path: str, body: dict) -> dict:
+        inputs = body["input"] if isinstance(body["input"], list) else [body["input"]]
+        data = [{"object": "embedding", "index": i, "embedding": vec(t)}
+                for i, t in enumerate(inputs)]
+        return {"object": "list", "data": data, "model": body["model"],
+                "usage": {"prompt_tokens": 1, "total_tokens": 1}}
 
-        dim = self.DIM
-        self.calls = 0
-        outer = self
-
-        def vec(text: str) -> list[float]:
-            v = np.zeros(dim)
-            for w in text.lower().split():
-                v[int(hashlib.md5(w.strip(".,?").encode()).hexdigest(), 16) % dim] += 1
-            n = np.linalg.norm(v) or 1.0
-            return (v / n).tolist()
-
-        class Handler(http.server.BaseHTTPRequestHandler):
-            def do_POST(self):  # noqa: N802
-                body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
-                outer.calls += 1
-                inputs = body["input"] if isinstance(body["input"], list) else [body["input"]]
-                data = [{"object": "embedding", "index": i, "embedding": vec(t)}
-                        for i, t in enumerate(inputs)]
-                out = json.dumps({"object": "list", "data": data, "model": body["model"],
-                                  "usage": {"prompt_tokens": 1, "total_tokens": 1}}).encode()
-                self.send_response(200)
-                self.send_header("Content-Type", "application/json")
-                self.send_header("Content-Length", str(len(out)))
-                self.end_headers()
-                self.wfile.write(out)
-
-            def log_message(self, *args):
-                pass
-
-        self.server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.url = f"http://127.0.0.1:{self.server.server_port}/v1"
-        threading.Thread(target=self.server.serve_forever, daemon=True).start()
-
-    def close(self) -> None:
-        self.server.shutdown()
+    return FakeOpenAI(respond)
 
 
 @pytest.mark.allow_warnings
 def test_openai_compatible_embedder_and_model_change_rebuilds(tmp_path, monkeypatch):
-    fake = _FakeEmbeddings()
+    fake = fake_embeddings()
     monkeypatch.setenv("FAKE_EMBED_KEY", "sk-test")
     data = tmp_path / "data"
     data.mkdir()
