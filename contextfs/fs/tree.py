@@ -45,7 +45,7 @@ from contextfs.errors import (
     TooBig,
 )
 from contextfs.memory.redact import secret_filename_reason
-from contextfs.memory.service import Memory, decode_text
+from contextfs.memory.service import ATTACHMENT_CHUNK, Memory, decode_text
 from contextfs.model import Attachment, Node
 
 log = logging.getLogger(__name__)
@@ -179,10 +179,51 @@ class Inode:
     scope: str | None = None  # query roles: the searched subtree ('' = everything)
     qopts: object | None = None  # query roles: the QueryOptions
     qgen: int = -1  # QUERY: the index generation its results reflect
+    # ATTACH: which bytes of `data` differ from what is stored (None: unknown, all of it)
+    changed: ChangedBytes | None = None
 
     @property
     def is_dir(self) -> bool:
         return stat.S_ISDIR(self.mode)
+
+
+class ChangedBytes:
+    """The bytes of an attachment's buffer written since it was last stored or loaded.
+
+    Kept per store chunk (one span [lo, hi) per chunk, widened to cover each write), so
+    marking a write costs O(chunks it touches) however many writes come before a commit,
+    and a commit learns which chunks to store and which bytes to scan for secrets. An
+    empty span marks where the file was cut short. It describes `buffer` only: a commit
+    of any other buffer (the inode's data was replaced) stores everything.
+    """
+
+    __slots__ = ("buffer", "_spans")
+
+    def __init__(self, buffer: bytearray) -> None:
+        self.buffer = buffer
+        self._spans: dict[int, list[int]] = {}
+
+    def add(self, start: int, end: int) -> None:
+        first = start // ATTACHMENT_CHUNK
+        for i in range(first, max(first, (end - 1) // ATTACHMENT_CHUNK) + 1):
+            lo = max(start, i * ATTACHMENT_CHUNK)
+            hi = min(end, (i + 1) * ATTACHMENT_CHUNK) if end > start else lo
+            span = self._spans.get(i)
+            if span is None:
+                self._spans[i] = [lo, hi]
+            else:
+                span[0], span[1] = min(span[0], lo), max(span[1], hi)
+
+    def runs(self) -> list[tuple[int, int]]:
+        """The changed ranges, adjacent ones merged, in order."""
+        out: list[tuple[int, int]] = []
+        for i in sorted(self._spans):
+            lo, hi = self._spans[i]
+            if out and out[-1][1] >= lo:
+                out[-1] = (out[-1][0], max(out[-1][1], hi))
+            else:
+                out.append((lo, hi))
+        return out
 
 
 @dataclass(slots=True)
@@ -479,7 +520,8 @@ class Tree:
                 self._file_cache[inode.ino] = cached
             return cached
         if role == Role.ATTACH:
-            inode.data = bytearray(self.memory.attachment_data(inode.att))
+            inode.data = self.memory.attachment_data(inode.att)
+            inode.changed = ChangedBytes(inode.data)
             return inode.data
         if role == Role.META:
             return self._meta_bytes(inode.node)
@@ -783,10 +825,16 @@ class Tree:
         self._next_fh += 1
         if h.writable or flags & os.O_TRUNC:
             self._writable_file(inode)
-            if inode.data is None:
-                inode.data = bytearray(self._file_bytes(inode))
+            if flags & os.O_TRUNC and inode.role == Role.ATTACH:
+                if inode.data is None:  # no need to load what is cut away
+                    inode.data = bytearray()
+                    inode.changed = ChangedBytes(inode.data)
+                self._resize(inode, 0)
+            elif inode.data is None:
+                self._load_buffer(inode)
             if flags & os.O_TRUNC:  # POSIX: the mtime moves even if it was empty
-                inode.data = bytearray()
+                if inode.role != Role.ATTACH:
+                    inode.data = bytearray()
                 inode.dirty = True
                 inode.mtime_ns = inode.ctime_ns = time.time_ns()
         if inode.role in _GENERATED:
@@ -825,7 +873,7 @@ class Tree:
         if not h.writable:
             raise ContextFSError("file not open for writing", errno=errno.EBADF)
         if inode.data is None:
-            inode.data = bytearray(self._file_bytes(inode))
+            self._load_buffer(inode)
         if h.flags & os.O_APPEND:
             off = len(inode.data)
         limit = self._limit(inode)
@@ -837,9 +885,11 @@ class Tree:
                 self._abandon_write(inode, exc)
             raise exc
         data = inode.data
-        if off > len(data):
-            data.extend(b"\x00" * (off - len(data)))
+        old_size = len(data)
+        if off > old_size:
+            data.extend(bytes(off - old_size))
         data[off:off + len(buf)] = buf
+        self._mark_changed(inode, min(off, old_size), off + len(buf))
         inode.dirty = True
         h.wrote = True
         inode.mtime_ns = time.time_ns()
@@ -851,12 +901,35 @@ class Tree:
         self._refuse(inode, exc, None)
         inode.dirty = False
         if inode.role in (Role.TIER, Role.ATTACH):
-            inode.data = None
+            inode.data, inode.changed = None, None
             self._invalidate(inode)
         elif inode.role == Role.DROP:
             inode.data = bytearray()
             if inode.parent is not None:
                 self._unlink(inode)
+
+    def _load_buffer(self, inode: Inode) -> bytearray:
+        """inode.data, loaded for writing (an attachment's buffer is loaded only once)."""
+        data = self._file_bytes(inode)
+        if inode.data is None:
+            inode.data = bytearray(data)
+        return inode.data
+
+    def _mark_changed(self, inode: Inode, start: int, end: int) -> None:
+        """Bytes [start, end) of an attachment's buffer were written (start == end: the
+        file ends there now); the next commit stores the chunks they touch."""
+        if inode.changed is not None and inode.changed.buffer is inode.data:
+            inode.changed.add(start, end)
+
+    def _resize(self, inode: Inode, size: int) -> None:
+        """ftruncate of a loaded buffer: cut, or extend with zeros (a hole)."""
+        data = inode.data
+        old = len(data)
+        if size < old:
+            del data[size:]
+        elif size > old:
+            data.extend(bytes(size - old))
+        self._mark_changed(inode, min(old, size), size)
 
     def _limit(self, inode: Inode) -> int:
         if inode.role in (Role.TIER, Role.DROP):
@@ -964,6 +1037,7 @@ class Tree:
             if not inode.dirty and (inode.role == Role.TIER or (
                     inode.role == Role.ATTACH and len(inode.data or b"") > 256 * 1024)):
                 inode.data = None  # served from the node / reloaded on demand
+                inode.changed = None
         self._maybe_free(inode)
 
     # ---- commits ------------------------------------------------------------------------
@@ -981,18 +1055,13 @@ class Tree:
         if role == Role.SCRATCH or inode.data is None:
             inode.dirty = False
             return
-        data = bytes(inode.data)
         try:
             if role == Role.TIER:
-                self._save_tier(inode, inode.node, inode.tier, data)
+                self._save_tier(inode, inode.node, inode.tier, bytes(inode.data))
             elif role == Role.ATTACH and inode.att is not None:
-                stored = self.memory.write_attachment(inode.att, data, inode.mtime_ns / 1e9,
-                                                      self.path(inode))
-                if stored != data:  # a secret was redacted: show what is stored
-                    inode.data = bytearray(stored)
-                    self._invalidate(inode)
+                self._commit_attachment(inode)
         except ContextFSError as exc:
-            self._refuse(inode, exc, data)
+            self._refuse(inode, exc, bytes(inode.data))
             inode.dirty = False
             if role == Role.TIER:
                 inode.data = None if inode.opened <= 0 else bytearray(
@@ -1000,6 +1069,28 @@ class Tree:
                 self._invalidate(inode)
             raise
         inode.dirty = False
+
+    def _commit_attachment(self, inode: Inode) -> None:
+        """Store the chunks an attachment's writes touched (all of them when that is not
+        known); a refused commit keeps the marks, so the next one still stores them.
+
+        A file unlinked while open is not stored any more (as at its last release): no
+        name can show its bytes again (link() is refused), POSIX drops them at the last
+        close, and its soft-deleted row keeps the file as it was when it was removed,
+        which is what restoring its node brings back. Scratch files that are opened and
+        unlinked at once (stress-ng's iomix does so, with O_SYNC) cost no store writes.
+        """
+        if inode.parent is None:
+            return
+        changed = inode.changed
+        runs = changed.runs() if changed is not None and changed.buffer is inode.data \
+            else None
+        stored = self.memory.commit_attachment(inode.att, inode.data, inode.mtime_ns / 1e9,
+                                               self.path(inode), runs)
+        if stored is not None:  # a secret was redacted: show what is stored
+            inode.data = bytearray(stored)
+            self._invalidate(inode)
+        inode.changed = ChangedBytes(inode.data)
 
     def _save_tier(self, inode: Inode, n: Node, tier: str, data: bytes) -> bool:
         text = decode_text(data, f"{tier}.md")
@@ -1164,6 +1255,7 @@ class Tree:
                                            perm)
             inode = self._new(Role.ATTACH, stat.S_IFREG | perm, name, d, node=d.node, att=a,
                               data=bytearray(), uid=uid, gid=gid)
+            inode.changed = ChangedBytes(inode.data)
         else:
             inode = self._new(role, stat.S_IFREG | perm, name, d, node=d.node,
                               owner=d.owner, ctype=d.ctype, data=bytearray(), uid=uid, gid=gid)
@@ -1525,6 +1617,7 @@ class Tree:
             self._unlink(src)
             src.name, src.role, src.att, src.node = new_name, Role.ATTACH, a, dst_dir.node
             src.data = bytearray(data) if kind == "file" else None
+            src.changed = ChangedBytes(src.data) if src.data is not None else None
             src.dirty, src.tier, src.drop_id = False, None, None
         else:  # SCRATCH
             if src.role == Role.ATTACH:
@@ -1551,13 +1644,17 @@ class Tree:
             self._writable_file(inode)
             if size > self._limit(inode):
                 raise TooBig(f"{inode.name} would exceed the {self._limit(inode)}-byte limit")
-            if inode.data is None:
-                inode.data = bytearray(self._file_bytes(inode))
+            if inode.data is None and size == 0 and inode.role == Role.ATTACH and \
+                    inode.att is not None and inode.att.size:
+                inode.data = bytearray()  # `truncate -s 0`: no need to load it first
+                inode.changed = ChangedBytes(inode.data)
+                inode.changed.add(0, 0)
+                inode.dirty = True
+                inode.mtime_ns = time.time_ns()
+            elif inode.data is None:
+                self._load_buffer(inode)
             if size != len(inode.data):
-                if size < len(inode.data):
-                    del inode.data[size:]
-                else:
-                    inode.data.extend(b"\x00" * (size - len(inode.data)))
+                self._resize(inode, size)
                 inode.dirty = True
                 inode.mtime_ns = time.time_ns()
             if inode.opened <= 0 and inode.dirty:

@@ -42,9 +42,10 @@ from contextfs.memory.document import (
 from contextfs.memory.summarize import summarize
 from contextfs.model import Attachment, Node
 from contextfs.store import Store
+from contextfs.store.schema import CHUNK_SIZE
 
 if TYPE_CHECKING:
-    from contextfs.memory.redact import Redactor
+    from contextfs.memory.redact import Redaction, Redactor
 
 log = logging.getLogger(__name__)
 
@@ -52,6 +53,13 @@ OWNER_KINDS = ("user", "agent")
 _SAFE_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._@+-]{0,127}$")
 DEFAULT_MAX_FILE_SIZE = 64 * 1024 * 1024
 DEFAULT_MAX_TIER_SIZE = 4 * 1024 * 1024
+# Bytes scanned for secrets on each side of a changed range of an attachment (see
+# `Memory._secret_near`): the longest secret an offset write is sure to be checked for.
+# 8 KiB is 30 times the longest bounded built-in pattern and the usual limit of an HTTP
+# header (so of any bearer token or JWT that was ever sent in one); each fsync of a small
+# write scans about 2 * 8 KiB more than it wrote (~0.4 ms here).
+REDACT_MARGIN = 8 * 1024
+ATTACHMENT_CHUNK = CHUNK_SIZE  # for fs.tree, which sees the store only through Memory
 
 
 def content_hash(text: str) -> str:
@@ -242,12 +250,15 @@ class Memory:
         if self.redactor is None:
             return data
         out, found = self.redactor.redact_bytes(data)
+        self._log_found(path, found)
+        return out
+
+    def _log_found(self, path: str, found: tuple[Redaction, ...]) -> None:
         if found:
             counts: dict[str, int] = {}
             for r in found:
                 counts[r.kind] = counts.get(r.kind, 0) + 1
             self._log_redactions(path, counts)
-        return out
 
     def _log_redactions(self, path: str, counts: dict[str, int]) -> None:
         now = self.clock()
@@ -707,15 +718,80 @@ class Memory:
         self.attachments[a.id] = a
         return a
 
-    def write_attachment(self, a: Attachment, data: bytes, mtime: float,
-                         path: str = "") -> bytes:
-        """Store an attachment's bytes (secrets redacted); returns what was stored."""
-        if len(data) > self.max_file_size:
+    def commit_attachment(self, a: Attachment, data: bytes | bytearray, mtime: float,
+                          path: str = "", changed: list[tuple[int, int]] | None = None
+                          ) -> bytes | None:
+        """Store `data` as the new content of file attachment a, secrets redacted.
+
+        `changed` lists the byte ranges [lo, hi) of data that may differ from what is
+        stored (an empty range marks where the file was cut short); only the chunks they
+        touch are written, and only they (widened, see `_secret_near`) are scanned for
+        secrets. None means anything may have changed: every chunk is written and the
+        whole file is scanned. Returns the stored content when redaction changed it (the
+        caller must show that instead), else None. Never copies data as a whole unless a
+        secret was found.
+        """
+        size = len(data)
+        if size > self.max_file_size:
             raise TooBig(f"attachments are limited to {self.max_file_size} bytes")
-        data = self.redact_bytes(data, path or a.name)
-        self._write(lambda: self.store.write_attachment_data(a.id, data, mtime))
-        a.mtime, a.size = mtime, len(data)
-        return data
+        path = path or a.name
+        with memoryview(data) as view:
+            if changed is None:
+                chunks = set(range(-(-size // CHUNK_SIZE)))
+                scan_all = True
+            else:
+                chunks = {i for lo, hi in changed
+                          for i in range(lo // CHUNK_SIZE, max(lo, hi - 1) // CHUNK_SIZE + 1)}
+                scan_all = self._secret_near(view, changed)
+            redacted: bytes | None = None
+            if scan_all and self.redactor is not None:
+                out, found = self.redactor.redact_bytes(bytes(view))
+                if found:
+                    self._log_found(path, found)
+                    # a marker is not as long as the secret: every later byte moves
+                    first = min(r.start for r in found)
+                    chunks.update(range(first // CHUNK_SIZE, -(-len(out) // CHUNK_SIZE)))
+                    redacted = out
+            stored = view if redacted is None else redacted
+            self._write(lambda: self.store.write_attachment_chunks(
+                a.id, stored, sorted(chunks), mtime))
+            a.mtime, a.size = mtime, len(stored)
+        return redacted
+
+    def _secret_near(self, view: memoryview, changed: list[tuple[int, int]]) -> bool:
+        """Does the redactor report anything in the changed ranges, each widened by
+        REDACT_MARGIN bytes on both sides?
+
+        Why this is enough: what is stored is already clean (every commit redacts), so
+        a new secret must overlap a changed byte, or have one in the context a detector
+        looks at (the byte before or after it; the blanks after a `password:` value). A
+        secret of up to REDACT_MARGIN bytes that does so lies wholly inside its window.
+        The longest bounded built-in pattern is a GitHub token (262 bytes). A PEM private
+        key may be longer (its body is allowed 64 KiB), but its BEGIN line alone is
+        already reported and a new key has a new BEGIN line, so its window reports.
+        Open-ended tokens (JWT, `sk-…`, bearer) longer than the margin are found when
+        their start lies within the margin of the change. For the built-in detectors a
+        window edge can only add a report (a lookbehind or lookahead that sees no byte
+        there, a `$`, a token cut short), not hide one that fits, and an added report
+        only costs a full scan. Windows are cut at UTF-8 character boundaries, so a
+        window decodes as UTF-8 whenever the whole file does. User patterns from
+        config.yaml are assumed to match less than REDACT_MARGIN bytes; a pattern added
+        later applies to bytes written after it, and to stored bytes near a change.
+        """
+        if self.redactor is None:
+            return False
+        size = len(view)
+        windows: list[tuple[int, int]] = []
+        for lo, hi in sorted(changed):
+            lo, hi = min(lo, size), min(max(lo, hi), size)
+            lo = _char_start(view, max(0, lo - REDACT_MARGIN), -1)
+            hi = _char_start(view, min(size, hi + REDACT_MARGIN), 1)
+            if windows and lo <= windows[-1][1]:
+                windows[-1] = (windows[-1][0], max(hi, windows[-1][1]))
+            else:
+                windows.append((lo, hi))
+        return any(self.redactor.redact_bytes(bytes(view[lo:hi]))[1] for lo, hi in windows
+                   if lo < hi)
 
     def update_attachment(self, a: Attachment) -> None:
         self._write(lambda: self.store.update_attachment(a))
@@ -734,7 +810,7 @@ class Memory:
         a.deleted_at = self.clock()
         self._write(lambda: self.store.update_attachment(a))
 
-    def attachment_data(self, a: Attachment) -> bytes:
+    def attachment_data(self, a: Attachment) -> bytearray:
         return self.store.attachment_data(a.id)
 
     # ---- drops --------------------------------------------------------------------------
@@ -803,3 +879,12 @@ class Memory:
 
 def not_found(what: str) -> NotFound:
     return NotFound(f"{what} does not exist")
+
+
+def _char_start(data: memoryview, i: int, step: int) -> int:
+    """i, moved by `step` (-1: back, 1: on) past UTF-8 continuation bytes (at most
+    three), so that a window cut at i splits no character."""
+    for _ in range(3):
+        if 0 < i < len(data) and 0x80 <= data[i] < 0xC0:
+            i += step
+    return i

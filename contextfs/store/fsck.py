@@ -11,7 +11,7 @@ from collections.abc import Callable, Iterable
 import xxhash
 
 from contextfs.store.db import Store
-from contextfs.store.schema import SCHEMA_VERSION
+from contextfs.store.schema import CHUNK_SIZE, SCHEMA_VERSION
 
 Check = Callable[[Store], list[str]]
 
@@ -95,11 +95,57 @@ def attachments_consistent(store: Store) -> list[str]:
             WHERE deleted_at IS NULL GROUP BY ALL HAVING count(*) > 1""")
     ]
     problems += [
-        f"attachment {i}: kind {k} with data={d} target={t}"
-        for i, k, d, t in _rows(store, """
-            SELECT id, kind, data IS NOT NULL, target IS NOT NULL FROM attachments
-            WHERE (kind = 'file') <> (data IS NOT NULL)
+        f"attachment {i}: kind {k} with size={s} target={t}"
+        for i, k, s, t in _rows(store, """
+            SELECT id, kind, size, target IS NOT NULL FROM attachments
+            WHERE kind NOT IN ('file', 'dir', 'symlink') OR size < 0
+               OR (kind <> 'file' AND size <> 0)
                OR (kind = 'symlink') <> (target IS NOT NULL)""")
+    ]
+    return problems
+
+
+def chunks_belong_to_files(store: Store) -> list[str]:
+    """Chunks only of existing file attachments (a purge removes them with the row)."""
+    return [
+        f"attachment {i} ({k or 'missing'}) has {c} chunk(s)"
+        for i, k, c in _rows(store, """
+            SELECT c.att_id, a.kind, count(*) FROM attachment_chunks c
+            LEFT JOIN attachments a ON a.id = c.att_id
+            WHERE a.id IS NULL OR a.kind <> 'file' GROUP BY c.att_id, a.kind""")
+    ]
+
+
+def chunks_contiguous(store: Store) -> list[str]:
+    """A file's chunks are numbered 0, 1, ... without a gap."""
+    return [
+        f"attachment {i}: chunks numbered {lo}..{hi} but {c} present"
+        for i, lo, hi, c in _rows(store, """
+            SELECT att_id, min(idx), max(idx), count(*) FROM attachment_chunks
+            GROUP BY att_id HAVING min(idx) <> 0 OR max(idx) <> count(*) - 1""")
+    ]
+
+
+def chunk_sizes(store: Store) -> list[str]:
+    """Every chunk but the last is CHUNK_SIZE bytes, the last 1..CHUNK_SIZE, and their
+    lengths add up to attachments.size (an empty file has no chunk)."""
+    problems = [
+        f"attachment {i}: chunk {x} of {c} holds {n} bytes"
+        for i, x, c, n in _rows(store, f"""
+            SELECT att_id, idx, count(*) OVER (PARTITION BY att_id), octet_length(data)
+            FROM attachment_chunks
+            QUALIFY octet_length(data) > {CHUNK_SIZE} OR octet_length(data) = 0
+                 OR (octet_length(data) < {CHUNK_SIZE}
+                     AND idx <> max(idx) OVER (PARTITION BY att_id))
+            ORDER BY att_id, idx""")
+    ]
+    problems += [
+        f"attachment {i}: size {s} but its chunks hold {t} bytes"
+        for i, s, t in _rows(store, """
+            SELECT a.id, a.size, coalesce(sum(octet_length(c.data)), 0) FROM attachments a
+            LEFT JOIN attachment_chunks c ON c.att_id = a.id
+            WHERE a.kind = 'file' GROUP BY a.id, a.size
+            HAVING coalesce(sum(octet_length(c.data)), 0) <> a.size""")
     ]
     return problems
 
@@ -117,7 +163,8 @@ def outbox_covers_nodes(store: Store) -> list[str]:
 
 CHECKS: tuple[Check, ...] = (
     schema_version, unique_live_nodes, node_owners_exist, versions_complete, content_hashes,
-    attachments_consistent, outbox_covers_nodes,
+    attachments_consistent, chunks_belong_to_files, chunks_contiguous, chunk_sizes,
+    outbox_covers_nodes,
 )
 
 

@@ -2,11 +2,45 @@
 
 from __future__ import annotations
 
+import hashlib
+import os
+
 import duckdb
 
 from contextfs.store import Store
 from contextfs.store.fsck import check_store
-from contextfs.store.schema import SCHEMA_VERSION
+from contextfs.store.schema import CHUNK_SIZE, SCHEMA_VERSION
+
+# The attachments table of schema v2, as v2 created it: a file's bytes in one BLOB.
+V2_ATTACHMENTS = """
+CREATE TABLE attachments (
+    id         BIGINT PRIMARY KEY,
+    node_id    BIGINT NOT NULL,
+    parent_id  BIGINT,
+    name       TEXT   NOT NULL,
+    kind       TEXT   NOT NULL,
+    mode       INTEGER NOT NULL,
+    mtime      DOUBLE NOT NULL,
+    data       BLOB,
+    target     BLOB,
+    deleted_at DOUBLE
+)"""
+
+
+def make_v2(con: duckdb.DuckDBPyConnection) -> None:
+    """Turn a current store into what v2 wrote: file bytes back in attachments.data."""
+    files = {i: b"".join(bytes(d) for (d,) in con.execute(
+        "SELECT data FROM attachment_chunks WHERE att_id = ? ORDER BY idx", [i]).fetchall())
+        for (i,) in con.execute("SELECT id FROM attachments WHERE kind = 'file'").fetchall()}
+    con.execute("ALTER TABLE attachments RENAME TO attachments_v3")
+    con.execute(V2_ATTACHMENTS)
+    con.execute("INSERT INTO attachments SELECT id, node_id, parent_id, name, kind, mode, "
+                "mtime, NULL, target, deleted_at FROM attachments_v3")
+    for i, data in files.items():
+        con.execute("UPDATE attachments SET data = ? WHERE id = ?", [data, i])
+    con.execute("DROP TABLE attachments_v3")
+    con.execute("DROP TABLE attachment_chunks")
+    con.execute("UPDATE store_meta SET value = '2' WHERE key = 'schema_version'")
 
 
 def test_a_version_1_store_is_migrated_on_open(tmp_path, types):
@@ -20,6 +54,7 @@ def test_a_version_1_store_is_migrated_on_open(tmp_path, types):
     memory.save_l2(n, "Green tea.\n")
     memory.store.close()
     con = duckdb.connect(str(db))  # make it look like a v1 store
+    make_v2(con)
     con.execute("ALTER TABLE nodes DROP COLUMN archived_at")
     con.execute("DROP TABLE inbox_items")
     con.execute("UPDATE store_meta SET value = '1' WHERE key = 'schema_version'")
@@ -55,3 +90,104 @@ def test_fsck_finds_a_broken_invariant(tmp_path, memory, types):
     memory.store.con.execute("UPDATE versions SET content_hash = ? WHERE version = 1",
                              [__import__("xxhash").xxh64_hexdigest(b"one\n")])
     assert check_store(memory.store) == []
+
+
+async def test_a_version_2_store_with_attachments_opens_with_the_same_bytes(tmp_path, types):
+    """v2 kept a file in one BLOB; v3 keeps 64 KiB chunks. Every file, folder, symlink and
+    soft-deleted file comes back as it was, and the migrated file takes offset writes."""
+    from contextfs.fs.ops import Operations
+    from contextfs.fs.tree import Tree
+    from contextfs.memory.service import Memory
+    from tests.fs.conftest import FS
+
+    db = tmp_path / "contextfs.duckdb"
+    node = "user/default/preferences/files"
+    files = {"big.bin": os.urandom(3 * CHUNK_SIZE + 17), "chunk.bin": os.urandom(CHUNK_SIZE),
+             "small.txt": b"a small note\n", "empty": b"", "sub/inner.bin": os.urandom(5000)}
+
+    def fs_over(memory: Memory) -> FS:
+        return FS(Operations(Tree(memory, status=lambda: "")))
+
+    memory = Memory(Store(db), types, data_dir=tmp_path)
+    memory.create_owner("user", "default")
+    fs = fs_over(memory)
+    await fs.mkdir(node)
+    await fs.write(f"{node}/L2.md", b"Files next to a memory.\n")
+    await fs.mkdir(f"{node}/sub")
+    for name, data in files.items():
+        await fs.write(f"{node}/{name}", data)
+    await fs.write(f"{node}/gone.bin", b"removed before the upgrade")
+    await fs.unlink(f"{node}/gone.bin")
+    p, _ = await fs.parent(f"{node}/link")
+    await fs.ops.symlink(p, b"link", b"sub/inner.bin", fs.ctx)
+    memory.store.close()
+    con = duckdb.connect(str(db))
+    make_v2(con)
+    assert con.execute("SELECT octet_length(data) FROM attachments WHERE name = 'big.bin'"
+                       ).fetchone()[0] == 3 * CHUNK_SIZE + 17
+    con.close()
+
+    store = Store(db)  # migrates
+    assert store.con.execute("SELECT value FROM store_meta WHERE key = 'schema_version'"
+                             ).fetchone()[0] == str(SCHEMA_VERSION) == "3"
+    assert check_store(store) == []
+    columns = [r[0] for r in store.con.execute(
+        "SELECT column_name FROM information_schema.columns WHERE table_name = 'attachments' "
+        "ORDER BY ordinal_position").fetchall()]
+    assert "data" not in columns and "size" in columns
+    assert not store.con.execute("SELECT count(*) FROM information_schema.tables "
+                                 "WHERE table_name = 'attachments_v2'").fetchone()[0]
+    sizes = dict(store.con.execute("SELECT name, size FROM attachments").fetchall())
+    assert sizes["big.bin"] == 3 * CHUNK_SIZE + 17 and sizes["link"] == 0
+    assert sizes["sub"] == 0 and sizes["gone.bin"] == 26
+    memory = Memory(store, types, data_dir=tmp_path)
+    fs = fs_over(memory)
+    for name, data in files.items():
+        got = await fs.read(f"{node}/{name}")
+        assert hashlib.sha256(got).hexdigest() == hashlib.sha256(data).hexdigest(), name
+    assert await fs.ops.readlink(await fs.ino(f"{node}/link"), fs.ctx) == b"sub/inner.bin"
+    assert not await fs.exists(f"{node}/gone.bin")
+    gone = next(a for a in memory.attachments.values() if a.name == "gone.bin")
+    assert memory.attachment_data(gone) == b"removed before the upgrade"  # restorable
+
+    ino = await fs.ino(f"{node}/big.bin")
+    fi = await fs.ops.open(ino, os.O_RDWR, fs.ctx)
+    await fs.ops.write(fi.fh, CHUNK_SIZE + 10, b"PATCH")
+    await fs.ops.flush(fi.fh)
+    await fs.ops.release(fi.fh)
+    expected = files["big.bin"]
+    expected = expected[:CHUNK_SIZE + 10] + b"PATCH" + expected[CHUNK_SIZE + 15:]
+    assert await fs.read(f"{node}/big.bin") == expected
+    assert check_store(store) == []
+    store.close()
+
+
+def test_fsck_finds_broken_chunks(tmp_path, memory, types):
+    """Each chunk invariant is its own check, and each one can fail."""
+    n = memory.create_node(("user", "default"), types["preference"], "tea")
+    f = memory.add_attachment(n, None, "f.bin", "file", 0o644, data=os.urandom(3 * CHUNK_SIZE))
+    d = memory.add_attachment(n, None, "d", "dir", 0o755)
+    con = memory.store.con
+    assert check_store(memory.store) == []
+
+    def problems() -> list[str]:
+        return sorted({p.split(":")[0] for p in check_store(memory.store)})
+
+    con.execute("UPDATE attachment_chunks SET data = data[1:100] WHERE att_id = ? AND idx = 1",
+                [f.id])
+    assert problems() == ["chunk_sizes"]  # a short chunk that is not the last
+    con.execute("DELETE FROM attachment_chunks WHERE att_id = ? AND idx = 1", [f.id])
+    assert problems() == ["chunk_sizes", "chunks_contiguous"]  # a gap, bytes missing
+    con.execute("INSERT INTO attachment_chunks VALUES (?, 1, ?)", [f.id, bytes(CHUNK_SIZE)])
+    assert problems() == []
+    con.execute("UPDATE attachments SET size = size + 1 WHERE id = ?", [f.id])
+    assert problems() == ["chunk_sizes"]
+    con.execute("UPDATE attachments SET size = size - 1 WHERE id = ?", [f.id])
+    con.execute("INSERT INTO attachment_chunks VALUES (?, 0, 'x'::BLOB)", [d.id])
+    assert problems() == ["chunks_belong_to_files"]  # a folder has no bytes
+    con.execute("DELETE FROM attachment_chunks WHERE att_id = ?", [d.id])
+    con.execute("INSERT INTO attachment_chunks VALUES (?, 0, 'x'::BLOB)", [12345678])
+    assert problems() == ["chunks_belong_to_files"]  # a purged attachment left its bytes
+    con.execute("DELETE FROM attachment_chunks WHERE att_id = ?", [12345678])
+    memory.store.purge_attachment(f.id)
+    assert problems() == []
