@@ -83,7 +83,8 @@ STRESSORS: list[tuple[str, list[str]]] = [
     ("fallocate", ["--fallocate-bytes", "8m"]),
     ("link", []),
 ]
-QUICK_STRESSORS = {"dir", "rename", "filename", "hdd", "symlink", "chmod", "fallocate", "link"}
+QUICK_STRESSORS = {"dir", "rename", "filename", "iomix", "hdd", "symlink", "chmod", "fallocate",
+                   "link"}
 # Failures that are ContextFS's documented answer, not a defect (docs/operations.md).
 BY_DESIGN = {
     "link": ("errno=1 ", "Operation not permitted", "EPERM", "link calls not allowed"),
