@@ -35,53 +35,20 @@ import statistics
 import subprocess
 import sys
 import tempfile
-import threading
 import time
 from pathlib import Path
 
 import yaml
 
 REPO = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(REPO))
-
-from tests.conftest import Mount  # noqa: E402
+sys.path[:0] = [str(REPO), str(REPO / "scripts")]
+from stress import DrainedMount  # noqa: E402
 
 FILE_SIZE = 32 << 20
 BLOCK = 4096
 SEED = 20261130
 BAD_LOG = re.compile(r" ERROR |Traceback|--- Logging error ---| CRITICAL ")
 _NG_PROBLEM = re.compile(r"\b(fail|error):|verif|skipping|not allowed|not supported")
-
-
-class QuietMount(Mount):
-    """tests.conftest.Mount with the daemon's output drained continuously (a full pipe
-    would block the daemon in write(), which looks like a hung filesystem)."""
-
-    def __init__(self, path: Path, data_dir: Path) -> None:
-        super().__init__(path, data_dir)
-        self.output: list[str] = []
-
-    def start(self, *extra: str, expect_fail: bool = False) -> subprocess.Popen:
-        proc = super().start(*extra, expect_fail=expect_fail)
-        threading.Thread(target=self._drain, args=(proc,), daemon=True).start()
-        return proc
-
-    def _drain(self, proc: subprocess.Popen) -> None:
-        for raw in iter(proc.stdout.readline, b""):
-            self.output.append(raw.decode("utf-8", "replace"))
-
-    def stop(self) -> str:
-        subprocess.run(["fusermount3", "-u", str(self.path)], capture_output=True)
-        assert self.proc is not None
-        self.proc.wait(timeout=120)
-        rc, self.proc = self.proc.returncode, None
-        if rc != 0:
-            raise RuntimeError(f"daemon exit {rc}")
-        return "".join(self.output)
-
-    def problems(self) -> list[str]:
-        log = self.log.read_text(errors="replace") if self.log.exists() else ""
-        return [ln for ln in log.splitlines() + self.output if BAD_LOG.search(ln)]
 
 
 def pct(values: list[float], q: float) -> float:
@@ -182,7 +149,7 @@ def main(argv: list[str] | None = None) -> int:
     native = tmp / "native"
     native.mkdir()
     (tmp / "mnt").mkdir()
-    m = QuietMount(tmp / "mnt", tmp / "data")
+    m = DrainedMount(tmp / "mnt", tmp / "data")
     out: dict = {"quick": args.quick, "file_bytes": FILE_SIZE, "write_bytes": BLOCK,
                  "host": platform.node(), "cpus": os.cpu_count(),
                  "when": time.strftime("%Y-%m-%dT%H:%M:%S")}
