@@ -1608,6 +1608,11 @@ class Tree:
                 self._move_attachment(src, dst_dir, new_name, None)
                 return
             kind = "symlink" if stat.S_ISLNK(src.mode) else "file"
+            if kind == "file":  # a scratch file or a drop becomes stored bytes: redact
+                stored = self.memory.redact_bytes(data, self._child_path(dst_dir, new_name))
+                if stored != data:
+                    data = stored
+                    self._invalidate(src)  # the kernel may hold the unredacted pages
             a = self.memory.add_attachment(
                 dst_dir.node, dst_dir.att.id if dst_dir.att else None, new_name, kind,
                 stat.S_IMODE(src.mode), target=src.target,

@@ -127,3 +127,19 @@ def test_a_secret_written_at_an_offset_is_redacted_on_the_mount(mount):
     assert stored.endswith(base[504_096:])
     assert "1 in all" in next(ln for ln in mount.status().splitlines()
                               if ln.startswith("redactions:"))
+
+
+def test_a_secret_saved_by_rename_over_an_attachment_is_redacted(mount):
+    """Editors save by writing a scratch file and renaming it over the original: the
+    renamed bytes cross the write boundary too."""
+    node = node_dir(mount)
+    f = node / "notes.txt"
+    f.write_bytes(b"first draft\n")
+    tmp = node / ".notes.txt.swp"  # a scratch name: never memory until it is renamed
+    tmp.write_bytes(b"second draft, key " + AWS_KEY + b" inside\n")
+    os.rename(tmp, f)
+    shown = f.read_bytes()
+    assert AWS_KEY not in shown and b"[REDACTED:aws_access_key]" in shown
+    mount.remount()
+    stored = f.read_bytes()
+    assert stored == shown and stored.startswith(b"second draft, key ")
