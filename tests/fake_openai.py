@@ -1,8 +1,9 @@
 """A small local OpenAI-compatible HTTP server: the one stand-in the tests allow, for a paid
-external service. The real `openai` client in the daemon talks to it over HTTP.
+external service. The real `openai` client in our code talks to it over HTTP.
 
-`respond(path, body)` returns the JSON answer for a POST to `path` (`/v1/embeddings`,
-`/v1/chat/completions`); every request body is kept in `requests`.
+`respond(body)` returns the JSON answer for a POST to `path` (`/v1/embeddings`,
+`/v1/chat/completions`). A POST elsewhere, or any POST while `fail` is set, gets a 500
+error. Every request is kept in `requests` as (path, Authorization header, body).
 """
 
 from __future__ import annotations
@@ -12,18 +13,27 @@ import json
 import threading
 from collections.abc import Callable
 
+ERROR = {"error": {"message": "boom", "type": "server_error"}}
+
 
 class FakeOpenAI:
-    def __init__(self, respond: Callable[[str, dict], dict]) -> None:
-        self.requests: list[dict] = []
+    def __init__(self, path: str, respond: Callable[[dict], dict]) -> None:
+        self.requests: list[tuple[str, str | None, dict]] = []
+        self.fail = False
         outer = self
 
         class Handler(http.server.BaseHTTPRequestHandler):
             def do_POST(self):  # noqa: N802
                 body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
-                outer.requests.append(body)
-                out = json.dumps(respond(self.path, body)).encode()
-                self.send_response(200)
+                outer.requests.append((self.path, self.headers.get("Authorization"), body))
+                if self.path != path or outer.fail:
+                    self._reply(500, ERROR)
+                else:
+                    self._reply(200, respond(body))
+
+            def _reply(self, status: int, payload: dict) -> None:
+                out = json.dumps(payload).encode()
+                self.send_response(status)
                 self.send_header("Content-Type", "application/json")
                 self.send_header("Content-Length", str(len(out)))
                 self.end_headers()
@@ -34,12 +44,26 @@ class FakeOpenAI:
 
         self.server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
         self.url = f"http://127.0.0.1:{self.server.server_port}/v1"
-        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+        self._thread = threading.Thread(target=self.server.serve_forever, daemon=True)
+        self._thread.start()
 
     @property
     def calls(self) -> int:
         return len(self.requests)
 
+    @property
+    def bodies(self) -> list[dict]:
+        return [body for _path, _auth, body in self.requests]
+
     def close(self) -> None:
+        """Stop answering: afterwards nothing listens at `url`."""
         self.server.shutdown()
         self.server.server_close()
+        self._thread.join()
+
+
+def dead_url() -> str:
+    """An address where nothing listens."""
+    fake = FakeOpenAI("/v1/none", lambda body: {})
+    fake.close()
+    return fake.url

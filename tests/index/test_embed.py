@@ -3,10 +3,7 @@
 from __future__ import annotations
 
 import base64
-import json
-import threading
 from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import numpy as np
 import pytest
@@ -19,6 +16,7 @@ from contextfs.index.embed import (
     OpenAIEmbedder,
     local_model_path,
 )
+from tests.fake_openai import FakeOpenAI, dead_url
 
 # ---- the local model -----------------------------------------------------------------------
 
@@ -77,15 +75,11 @@ def fake_vector(text: str) -> list[float]:
     return (rng.normal(size=FAKE_DIM) * 3.0).tolist()
 
 
-class _Handler(BaseHTTPRequestHandler):
-    server: _FakeServer
-
-    def do_POST(self) -> None:  # noqa: N802 (http.server's naming)
-        body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
-        self.server.requests.append((self.path, self.headers.get("Authorization"), body))
-        if self.path != "/v1/embeddings" or self.server.fail:
-            self._reply(500, {"error": {"message": "boom", "type": "server_error"}})
-            return
+@pytest.fixture
+def endpoint(monkeypatch) -> Iterator[FakeOpenAI]:
+    """/v1/embeddings with fake_vector()s, as floats or base64, in reverse order (servers
+    may answer out of order; `index` says where each goes)."""
+    def respond(body: dict) -> dict:
         texts = body["input"] if isinstance(body["input"], list) else [body["input"]]
         data = []
         for i, text in enumerate(texts):
@@ -95,47 +89,23 @@ class _Handler(BaseHTTPRequestHandler):
             else:
                 emb = vec
             data.append({"object": "embedding", "index": i, "embedding": emb})
-        data.reverse()  # servers may answer out of order; `index` says where each goes
-        self._reply(200, {"object": "list", "data": data, "model": body["model"],
-                          "usage": {"prompt_tokens": 1, "total_tokens": 1}})
+        data.reverse()
+        return {"object": "list", "data": data, "model": body["model"],
+                "usage": {"prompt_tokens": 1, "total_tokens": 1}}
 
-    def _reply(self, status: int, payload: dict) -> None:
-        raw = json.dumps(payload).encode()
-        self.send_response(status)
-        self.send_header("Content-Type", "application/json")
-        self.send_header("Content-Length", str(len(raw)))
-        self.end_headers()
-        self.wfile.write(raw)
-
-    def log_message(self, format: str, *args: object) -> None:
-        pass
-
-
-class _FakeServer(ThreadingHTTPServer):
-    requests: list
-    fail: bool = False
-
-
-@pytest.fixture
-def endpoint(monkeypatch) -> Iterator[_FakeServer]:
-    server = _FakeServer(("127.0.0.1", 0), _Handler)
-    server.requests = []
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
+    fake = FakeOpenAI("/v1/embeddings", respond)
     monkeypatch.setenv("CONTEXTFS_TEST_KEY", "sk-test")
     try:
-        yield server
+        yield fake
     finally:
-        server.shutdown()
-        server.server_close()
-        thread.join()
+        fake.close()
 
 
-def _base_url(server: _FakeServer) -> str:
-    return f"http://127.0.0.1:{server.server_address[1]}/v1"
+def _base_url(server: FakeOpenAI) -> str:
+    return server.url
 
 
-def test_openai_embedder_normalises_and_learns_dim(endpoint: _FakeServer):
+def test_openai_embedder_normalises_and_learns_dim(endpoint: FakeOpenAI):
     emb = OpenAIEmbedder(base_url=_base_url(endpoint), model="fake-embed",
                          api_key_env="CONTEXTFS_TEST_KEY", batch_size=3)
     texts = [f"text {i}" for i in range(7)]
@@ -158,14 +128,14 @@ def test_openai_embedder_normalises_and_learns_dim(endpoint: _FakeServer):
     assert body["model"] == "fake-embed"
 
 
-def test_openai_embedder_probes_dim_when_asked_first(endpoint: _FakeServer):
+def test_openai_embedder_probes_dim_when_asked_first(endpoint: FakeOpenAI):
     emb = OpenAIEmbedder(base_url=_base_url(endpoint), model="m", api_key_env="CONTEXTFS_TEST_KEY")
     assert emb.dim == FAKE_DIM
     assert len(endpoint.requests) == 1
     assert emb.embed([]).shape == (0, FAKE_DIM)
 
 
-def test_openai_embedder_rejects_a_dim_mismatch(endpoint: _FakeServer):
+def test_openai_embedder_rejects_a_dim_mismatch(endpoint: FakeOpenAI):
     emb = OpenAIEmbedder(base_url=_base_url(endpoint), model="m",
                          api_key_env="CONTEXTFS_TEST_KEY", dim=16)
     assert emb.dim == 16
@@ -173,7 +143,7 @@ def test_openai_embedder_rejects_a_dim_mismatch(endpoint: _FakeServer):
         emb.embed(["x"])
 
 
-def test_openai_embedder_server_error_is_embedder_unavailable(endpoint: _FakeServer):
+def test_openai_embedder_server_error_is_embedder_unavailable(endpoint: FakeOpenAI):
     endpoint.fail = True
     emb = OpenAIEmbedder(base_url=_base_url(endpoint), model="m",
                          api_key_env="CONTEXTFS_TEST_KEY", max_retries=0, timeout=5)
@@ -183,10 +153,7 @@ def test_openai_embedder_server_error_is_embedder_unavailable(endpoint: _FakeSer
 
 def test_openai_embedder_unreachable_is_embedder_unavailable(monkeypatch):
     monkeypatch.setenv("CONTEXTFS_TEST_KEY", "sk-test")
-    server = ThreadingHTTPServer(("127.0.0.1", 0), _Handler)
-    port = server.server_address[1]
-    server.server_close()  # nothing listens there now
-    emb = OpenAIEmbedder(base_url=f"http://127.0.0.1:{port}/v1", model="m",
+    emb = OpenAIEmbedder(base_url=dead_url(), model="m",
                          api_key_env="CONTEXTFS_TEST_KEY", max_retries=0, timeout=2)
     with pytest.raises(EmbedderUnavailable):
         emb.embed(["x"])

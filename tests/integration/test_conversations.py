@@ -158,7 +158,7 @@ def test_session_lifecycle(convo):
 def fake_llm() -> FakeOpenAI:
     """/v1/chat/completions answering with canned memories; one is invalid on purpose."""
 
-    def respond(path: str, body: dict) -> dict:
+    def respond(body: dict) -> dict:
         system = body["messages"][0]["content"]
         if '"l0"' in system:  # a summary request
             memories = {"l0": "LLM abstract: a preference about editors",
@@ -174,7 +174,7 @@ def fake_llm() -> FakeOpenAI:
                     "role": "assistant", "content": json.dumps(memories)}}],
                 "usage": {"prompt_tokens": 1, "completion_tokens": 1, "total_tokens": 2}}
 
-    return FakeOpenAI(respond)
+    return FakeOpenAI("/v1/chat/completions", respond)
 
 
 @pytest.mark.allow_warnings
@@ -190,7 +190,7 @@ def test_llm_extraction_through_an_openai_compatible_endpoint(tmp_path, monkeypa
         rep = report(inbox, "c.jsonl")
         assert "extraction: LLMExtractor" in rep
         assert "helix" in (m.path / "user/default/preferences/editor/L2.md").read_text()
-        assert llm.requests and "preference" in json.dumps(llm.requests[0]["messages"])
+        assert llm.bodies and "preference" in json.dumps(llm.bodies[0]["messages"])
         # the LLM also writes L0/L1 in the background
         l0 = m.path / "user/default/preferences/editor/L0.md"
         wait_for(lambda: "LLM abstract" in l0.read_text())

@@ -244,14 +244,14 @@ def fake_embeddings(dim: int = 64) -> FakeOpenAI:
         n = np.linalg.norm(v) or 1.0
         return (v / n).tolist()
 
-    def respond(path: str, body: dict) -> dict:
+    def respond(body: dict) -> dict:
         inputs = body["input"] if isinstance(body["input"], list) else [body["input"]]
         data = [{"object": "embedding", "index": i, "embedding": vec(t)}
                 for i, t in enumerate(inputs)]
         return {"object": "list", "data": data, "model": body["model"],
                 "usage": {"prompt_tokens": 1, "total_tokens": 1}}
 
-    return FakeOpenAI(respond)
+    return FakeOpenAI("/v1/embeddings", respond)
 
 
 @pytest.mark.allow_warnings

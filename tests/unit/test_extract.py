@@ -5,9 +5,7 @@ from __future__ import annotations
 
 import importlib.util
 import json
-import threading
 from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import pytest
@@ -25,6 +23,7 @@ from contextfs.memory.extract import (
     key_matches,
 )
 from contextfs.memory.transcript import Turn
+from tests.fake_openai import FakeOpenAI, dead_url
 
 REPO = Path(__file__).resolve().parents[2]
 TYPES = load_types([builtin_schema_dir()])
@@ -285,41 +284,6 @@ def test_corpus_precision_is_at_least_0_8():
 # --- the LLM extractor and summarizer against a local OpenAI-compatible server -------------
 
 
-class _Handler(BaseHTTPRequestHandler):
-    server: _FakeServer
-
-    def do_POST(self) -> None:  # noqa: N802 (http.server's naming)
-        body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
-        self.server.requests.append((self.path, body))
-        if self.path != "/v1/chat/completions" or self.server.fail:
-            self._reply(500, {"error": {"message": "boom", "type": "server_error"}})
-            return
-        message = {"role": "assistant", "content": self.server.answer}
-        self._reply(200, {
-            "id": "chatcmpl-1", "object": "chat.completion", "created": 0,
-            "model": body["model"],
-            "choices": [{"index": 0, "message": message, "finish_reason": "stop"}],
-            "usage": {"prompt_tokens": 1, "completion_tokens": 1, "total_tokens": 2},
-        })  # fmt: skip
-
-    def _reply(self, status: int, payload: dict) -> None:
-        raw = json.dumps(payload).encode()
-        self.send_response(status)
-        self.send_header("Content-Type", "application/json")
-        self.send_header("Content-Length", str(len(raw)))
-        self.end_headers()
-        self.wfile.write(raw)
-
-    def log_message(self, format: str, *args: object) -> None:
-        pass
-
-
-class _FakeServer(ThreadingHTTPServer):
-    requests: list
-    answer: str = ""
-    fail: bool = False
-
-
 CANNED = {"memories": [
     {"type": "preference", "fields": {"topic": "editor", "value": "vim"},
      "body": "Uses vim daily.", "turns": ["m1", "nope"], "confidence": 0.9},
@@ -334,23 +298,28 @@ CANNED = {"memories": [
 
 
 @pytest.fixture
-def endpoint(monkeypatch) -> Iterator[_FakeServer]:
-    server = _FakeServer(("127.0.0.1", 0), _Handler)
-    server.requests = []
-    server.answer = json.dumps(CANNED)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
+def endpoint(monkeypatch) -> Iterator[FakeOpenAI]:
+    """/v1/chat/completions answering `endpoint.answer` as the assistant's message."""
+    def respond(body: dict) -> dict:
+        message = {"role": "assistant", "content": fake.answer}
+        return {
+            "id": "chatcmpl-1", "object": "chat.completion", "created": 0,
+            "model": body["model"],
+            "choices": [{"index": 0, "message": message, "finish_reason": "stop"}],
+            "usage": {"prompt_tokens": 1, "completion_tokens": 1, "total_tokens": 2},
+        }  # fmt: skip
+
+    fake = FakeOpenAI("/v1/chat/completions", respond)
+    fake.answer = json.dumps(CANNED)
     monkeypatch.setenv("CONTEXTFS_TEST_KEY", "sk-test")
     try:
-        yield server
+        yield fake
     finally:
-        server.shutdown()
-        server.server_close()
-        thread.join()
+        fake.close()
 
 
-def _url(server: _FakeServer) -> str:
-    return f"http://127.0.0.1:{server.server_address[1]}/v1"
+def _url(server: FakeOpenAI) -> str:
+    return server.url
 
 
 TURNS = [
@@ -360,7 +329,7 @@ TURNS = [
 ]  # fmt: skip
 
 
-def test_llm_extractor_keeps_valid_items_and_drops_invalid_ones(endpoint: _FakeServer):
+def test_llm_extractor_keeps_valid_items_and_drops_invalid_ones(endpoint: FakeOpenAI):
     ex = LLMExtractor(base_url=_url(endpoint), model="fake-chat", api_key_env="CONTEXTFS_TEST_KEY")
     cands = ex.extract(TURNS, TYPES, today="2026-05-08")
     assert [(c.type, c.fields) for c in cands] == [
@@ -378,7 +347,7 @@ def test_llm_extractor_keeps_valid_items_and_drops_invalid_ones(endpoint: _FakeS
     assert "date" in reasons[2]
     assert "not an object" in reasons[3]
     # the request: one call, JSON mode, every type's fields and extraction instructions
-    ((path, body),) = endpoint.requests
+    ((path, _auth, body),) = endpoint.requests
     assert path == "/v1/chat/completions"
     assert body["model"] == "fake-chat"
     assert body["response_format"] == {"type": "json_object"}
@@ -391,23 +360,23 @@ def test_llm_extractor_keeps_valid_items_and_drops_invalid_ones(endpoint: _FakeS
     assert "[m1] user @ 2026-05-08T10:00:00Z: I use vim every day." in prompt
 
 
-def test_llm_extractor_for_an_agent_owner_offers_agent_types_only(endpoint: _FakeServer):
+def test_llm_extractor_for_an_agent_owner_offers_agent_types_only(endpoint: FakeOpenAI):
     ex = LLMExtractor(base_url=_url(endpoint), model="m", api_key_env="CONTEXTFS_TEST_KEY")
     cands = ex.extract(TURNS, TYPES, owner_kind="agent")
     assert [c.type for c in cands] == ["tool"]
-    system = endpoint.requests[0][1]["messages"][0]["content"]
+    system = endpoint.bodies[0]["messages"][0]["content"]
     assert "## preference" not in system and "## skill" in system
 
 
 @pytest.mark.parametrize("answer", ["", "sorry, I cannot do that", '{"memories": 3}', "[1, 2]"])
-def test_llm_extractor_survives_a_bad_answer(endpoint: _FakeServer, answer: str):
+def test_llm_extractor_survives_a_bad_answer(endpoint: FakeOpenAI, answer: str):
     endpoint.answer = answer
     ex = LLMExtractor(base_url=_url(endpoint), model="m", api_key_env="CONTEXTFS_TEST_KEY")
     assert ex.extract(TURNS, TYPES) == []
     assert len(ex.last_dropped) == 1 and "answer" in ex.last_dropped[0]
 
 
-def test_llm_extractor_reads_json_inside_a_fence(endpoint: _FakeServer):
+def test_llm_extractor_reads_json_inside_a_fence(endpoint: FakeOpenAI):
     endpoint.answer = (
         "Here you go:\n```json\n" + json.dumps({"memories": CANNED["memories"][:1]}) + "\n```"
     )
@@ -415,17 +384,14 @@ def test_llm_extractor_reads_json_inside_a_fence(endpoint: _FakeServer):
     assert [c.fields["topic"] for c in ex.extract(TURNS, TYPES)] == ["editor"]
 
 
-def test_llm_transport_failure_raises(endpoint: _FakeServer):
+def test_llm_transport_failure_raises(endpoint: FakeOpenAI):
     endpoint.fail = True
     ex = LLMExtractor(base_url=_url(endpoint), model="m", api_key_env="CONTEXTFS_TEST_KEY",
                       timeout=5, max_retries=0)  # fmt: skip
     with pytest.raises(LLMUnavailable, match="failed") as info:
         ex.extract(TURNS, TYPES)
     assert isinstance(info.value, ContextFSError)
-    server = ThreadingHTTPServer(("127.0.0.1", 0), _Handler)
-    port = server.server_address[1]
-    server.server_close()  # nothing listens there now
-    gone = LLMExtractor(base_url=f"http://127.0.0.1:{port}/v1", model="m",
+    gone = LLMExtractor(base_url=dead_url(), model="m",
                         api_key_env="CONTEXTFS_TEST_KEY", timeout=2, max_retries=0)  # fmt: skip
     with pytest.raises(LLMUnavailable):
         gone.extract(TURNS, TYPES)
@@ -438,7 +404,7 @@ def test_llm_needs_its_key(monkeypatch):
                      api_key_env="CONTEXTFS_NO_SUCH_KEY")  # fmt: skip
 
 
-def test_llm_summarizer_holds_the_type_limits(endpoint: _FakeServer):
+def test_llm_summarizer_holds_the_type_limits(endpoint: FakeOpenAI):
     ctype = TYPES["preference"]
     endpoint.answer = json.dumps({"l0": "Editor:\nvim " + "very " * 60, "l1": "- x\n" * 1000})
     s = LLMSummarizer(base_url=_url(endpoint), model="m", api_key_env="CONTEXTFS_TEST_KEY")
@@ -446,13 +412,13 @@ def test_llm_summarizer_holds_the_type_limits(endpoint: _FakeServer):
     assert l0.endswith("…\n") and l0.count("\n") == 1 and len(l0) <= ctype.l0_max_chars
     assert l0.startswith("Editor: vim very")
     assert len(l1) <= ctype.l1_max_chars and l1.endswith("- x\n")
-    system = endpoint.requests[0][1]["messages"][0]["content"]
+    system = endpoint.bodies[0]["messages"][0]["content"]
     assert f"at most {ctype.l0_max_chars - 1} characters" in system
     endpoint.answer = json.dumps({"l0": "Prefers vim.", "l1": "Prefers vim for editing."})
     assert s.summarize(ctype, "x") == ("Prefers vim.\n", "Prefers vim for editing.\n")
 
 
-def test_llm_summarizer_bad_answer_or_failure_raises(endpoint: _FakeServer):
+def test_llm_summarizer_bad_answer_or_failure_raises(endpoint: FakeOpenAI):
     s = LLMSummarizer(base_url=_url(endpoint), model="m", api_key_env="CONTEXTFS_TEST_KEY",
                       max_retries=0, timeout=5)  # fmt: skip
     endpoint.answer = "no json here"
