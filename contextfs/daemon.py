@@ -89,7 +89,7 @@ def extractor(cfg: Config) -> Extractor:
 
 def render_status(memory: Memory, cfg: Config, mountpoint: Path, started: float,
                   indexer: Indexer | None = None, intake: Intake | None = None,
-                  dir_cache: str = "") -> str:
+                  dir_cache: str = "", unsettled: Callable[[], int] | None = None) -> str:
     c = memory.counts()
     state = "read-only: " + memory.failsafe if memory.failsafe else "read-write"
     lines = [
@@ -107,6 +107,8 @@ def render_status(memory: Memory, cfg: Config, mountpoint: Path, started: float,
     ]
     if dir_cache:
         lines.append(f"directory listings: {dir_cache}")
+    if unsettled is not None:
+        lines.append(f"kernel cache invalidations pending: {unsettled()}")
     if indexer is not None:
         lines += indexer.status_lines()
     else:
@@ -202,7 +204,7 @@ def run(cfg: Config, mountpoint: Path, options: list[str]) -> int:
     else:
         dir_cache = "asked on every read (dir_cache: false in config.yaml)"
     status = lambda: render_status(memory, cfg, mountpoint, started, indexer,  # noqa: E731
-                                   intake, dir_cache)
+                                   intake, dir_cache, lambda: ops.unsettled)
     tree = Tree(memory, status=status, schema_files=schema_files(types),
                 search_generation=(lambda: indexer.generation) if indexer else None,
                 parse_options=lambda seg: parse_options(seg, set(types)), intake=intake)

@@ -164,13 +164,13 @@ class Operations(pyfuse3.Operations):
         pages can be locked by a read that waits for this very daemon, so never inline.
         Whatever queued up meanwhile goes in one thread hop."""
         async for first in self._recv:
-            batch = {(first.ino, first.name, first.attr_only): first}
-            while len(batch) < 512:
+            received = [first]
+            while len(received) < 512:
                 try:
-                    inv = self._recv.receive_nowait()
+                    received.append(self._recv.receive_nowait())
                 except trio.WouldBlock:
                     break
-                batch.setdefault((inv.ino, inv.name, inv.attr_only), inv)
+            batch = {(inv.ino, inv.name, inv.attr_only): inv for inv in received}
             inodes = []
             for inv in batch.values():
                 if inv.name is not None:
@@ -179,7 +179,7 @@ class Operations(pyfuse3.Operations):
                     inodes.append(inv)
             if inodes:
                 await trio.to_thread.run_sync(self._invalidate_inodes, inodes)
-            for inv in batch.values():
+            for inv in received:  # every queued one is sent now, duplicates included
                 if inv.name is None:
                     self._settled(inv.ino)
 
@@ -199,6 +199,11 @@ class Operations(pyfuse3.Operations):
                 log.warning("invalidation of inode %d failed: %s", inv.ino, exc)
         except Exception:  # noqa: BLE001 - the invalidator must outlive odd failures
             log.exception("invalidation failed")
+
+    @property
+    def unsettled(self) -> int:
+        """Files the daemon changed whose invalidation has not reached the kernel yet."""
+        return len(self._unsettled)
 
     def _settled(self, ino: int) -> None:
         left = self._unsettled.get(ino, 0) - 1

@@ -14,6 +14,7 @@ from __future__ import annotations
 import json
 import os
 import subprocess
+import threading
 import time
 from pathlib import Path
 
@@ -127,3 +128,29 @@ def test_dir_cache_can_be_turned_off(tmp_path: Path, off: str):
     finally:
         m.stop()
     assert m.fsck() == []
+
+
+def test_every_queued_invalidation_reaches_the_kernel(mount: Mount):
+    """A burst of daemon-side changes to one file (the same aggregate node over and over)
+    queues several invalidations of it; once they are sent, opens use the page cache
+    again (an unsettled file is read past it), and .status shows nothing pending."""
+    prefs = mount.path / U / "preferences"
+    (prefs / "drinks.md").write_text("---\ntopic: drinks\n---\nTea.\n")
+
+    def writer(w: int) -> None:
+        for i in range(15):
+            (prefs / f"drinks-{w}.md").write_text(
+                f"---\ntopic: drinks\n---\nTea number {w}.{i}.\n")
+            (prefs / "drinks/L2.md").read_text()
+            (prefs / "drinks/meta.yaml").read_text()
+
+    threads = [threading.Thread(target=writer, args=(w,)) for w in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert ls(prefs) == ["drinks"]
+    deadline = time.monotonic() + 10
+    while "kernel cache invalidations pending: 0" not in (mount.path / ".status").read_text():
+        assert time.monotonic() < deadline, (mount.path / ".status").read_text()
+        time.sleep(0.05)
