@@ -200,8 +200,8 @@ def cmd_search(args: argparse.Namespace) -> int:
 def cmd_reindex(args: argparse.Namespace) -> int:
     """Rebuild every derived index from DuckDB, with a progress bar."""
     from contextfs.daemon import embedder_factory, load_all_types
-    from contextfs.memory.indexer import Indexer
     from contextfs.memory.service import Memory
+    from contextfs.search.indexer import Indexer
     from contextfs.store import Store
 
     cfg = load_config(args.data_dir)

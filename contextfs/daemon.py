@@ -25,18 +25,20 @@ import trio
 
 from contextfs import __version__
 from contextfs.config import Config, mount_record
+from contextfs.conversations.extract import Extractor, RuleExtractor
+from contextfs.conversations.inbox import Intake, IntakeService
+from contextfs.conversations.llm import LLMExtractor, LLMSummarizer
 from contextfs.ctxtypes import ContextType, builtin_schema_dir, load_types
 from contextfs.errors import ContextFSError, UsageError
 from contextfs.fs.ops import DIR_HANDLE_IS_INODE, Operations
 from contextfs.fs.tree import Tree
 from contextfs.index.embed import Embedder, LocalEmbedder, OpenAIEmbedder
 from contextfs.memory.consolidate import ConsolidationService
-from contextfs.memory.extract import Extractor, LLMExtractor, LLMSummarizer, RuleExtractor
-from contextfs.memory.indexer import Indexer
-from contextfs.memory.intake import Intake, IntakeService, SummaryService
 from contextfs.memory.redact import Redactor
-from contextfs.memory.search import Searcher, parse_options
 from contextfs.memory.service import Memory
+from contextfs.memory.summaries import SummaryService
+from contextfs.search.indexer import Indexer
+from contextfs.search.retrieval import Searcher, parse_options
 from contextfs.store import Store
 from contextfs.store.fsck import check_store
 

@@ -77,6 +77,10 @@ class SchemaError(InvalidInput):
         self.line = line
 
 
+class LLMUnavailable(ContextFSError):
+    """The chat endpoint cannot be used (no key, unreachable, an HTTP error, no answer)."""
+
+
 class UsageError(ContextFSError):
     """Bad command-line usage."""
 

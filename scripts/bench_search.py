@@ -80,14 +80,14 @@ from contextfs.config import load_config  # noqa: E402
 from contextfs.daemon import load_all_types  # noqa: E402
 from contextfs.index.embed import LocalEmbedder  # noqa: E402
 from contextfs.index.units import node_units  # noqa: E402
-from contextfs.memory.indexer import Indexer, _distinct  # noqa: E402
-from contextfs.memory.search import (  # noqa: E402
+from contextfs.memory.service import Memory  # noqa: E402
+from contextfs.search.indexer import Indexer, _distinct  # noqa: E402
+from contextfs.search.retrieval import (  # noqa: E402
     QueryOptions,
     Searcher,
     keywords,
     pack_context,
 )
-from contextfs.memory.service import Memory  # noqa: E402
 from contextfs.store import Store  # noqa: E402
 from tests.search_corpus import TARGETS, filler  # noqa: E402
 

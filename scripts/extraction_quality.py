@@ -9,7 +9,7 @@ Each transcript under tests/corpus/transcripts/ (any file but *.expected.yaml) h
 
 A candidate matches an expected memory when the type is the same, every listed key field
 matches (same slug, or all expected words present with at most 4 extra: see
-`contextfs.memory.extract.key_matches`) and the phrase occurs in the candidate's field
+`contextfs.conversations.scoring.key_matches`) and the phrase occurs in the candidate's field
 values (case-insensitive). Matching is one-to-one. Prints a table per type, overall and per
 split, and writes bench-results/extraction_quality.json. `split: heldout` marks transcripts
 written after the rules were last tuned (never tuned on); the rest ("tuned") were used
@@ -30,15 +30,10 @@ import yaml
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
+from contextfs.conversations.extract import Candidate, RuleExtractor  # noqa: E402
+from contextfs.conversations.scoring import Expected, Score, score_candidates  # noqa: E402
+from contextfs.conversations.transcript import parse_transcript  # noqa: E402
 from contextfs.ctxtypes import builtin_schema_dir, load_types  # noqa: E402
-from contextfs.memory.extract import (  # noqa: E402
-    Candidate,
-    Expected,
-    RuleExtractor,
-    Score,
-    score_candidates,
-)
-from contextfs.memory.transcript import parse_transcript  # noqa: E402
 
 CORPUS = REPO / "tests" / "corpus" / "transcripts"
 OUT = REPO / "bench-results" / "extraction_quality.json"

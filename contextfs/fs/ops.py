@@ -21,11 +21,11 @@ from typing import Any
 import pyfuse3
 import trio
 
+from contextfs.conversations.inbox import Intake, IntakeService
 from contextfs.errors import ContextFSError
 from contextfs.fs.tree import Attr, Inode, Invalidation, QueryPending, Role, SessionAction, Tree
-from contextfs.memory.indexer import Indexer
-from contextfs.memory.intake import Intake, IntakeService
-from contextfs.memory.search import QueryOptions, Searcher, pack_context, results_json
+from contextfs.search.indexer import Indexer
+from contextfs.search.retrieval import QueryOptions, Searcher, pack_context, results_json
 
 log = logging.getLogger(__name__)
 

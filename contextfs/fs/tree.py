@@ -288,7 +288,7 @@ class Tree:
         self._att_children: dict[tuple[int, int | None], list[Attachment]] = {}
         self.search_generation = search_generation
         self.parse_options = parse_options or (lambda seg: None)
-        self.intake = intake  # contextfs.memory.intake.Intake, when the inbox is on
+        self.intake = intake  # contextfs.conversations.inbox.Intake, when the inbox is on
         self.query_roots: dict[int, Inode] = {}
         self._file_cache: dict[int, bytes] = {}
         self._meta_cache: dict[int, tuple[tuple, bytes]] = {}

@@ -1,1 +1,2 @@
-"""The memory service: documents, merge strategies, summaries and routing of writes."""
+"""The domain: nodes and their versions, documents, write strategies and routing, summaries,
+tokens, redaction at the write boundary, and consolidation. Add a write strategy here."""

@@ -7,13 +7,14 @@ the database on the metadata path. It knows nothing of inodes or FUSE.
 
 from __future__ import annotations
 
+import contextlib
 import datetime as dt
 import json
 import logging
 import re
 import time
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -196,14 +197,20 @@ class Memory:
         nid = self.live.get((owner[0], owner[1], ctype.name, name))
         return self.nodes[nid] if nid is not None else None
 
-    def _write(self, fn: Callable[[], None]) -> None:
-        """Run fn in one transaction; a database fault turns the mount read-only."""
+    @contextlib.contextmanager
+    def transaction(self) -> Iterator[None]:
+        """One store transaction around any number of changes; the only transaction boundary.
+
+        Nested uses join the outermost one. When the outermost commits, nodes stored in it
+        are marked persisted, pending redaction-log rows and folder mtimes are written with
+        it; a database fault turns the mount read-only.
+        """
         if self.failsafe:
             raise StoreDamaged(f"the mount is read-only: {self.failsafe}")
         outer = self.store._depth == 0
         try:
             with self.store.transaction():
-                fn()
+                yield
                 if outer and self.pending_redactions:
                     self._flush_redaction_log()
                 if outer and self._dirty_atts:
@@ -232,6 +239,11 @@ class Memory:
             for n in self._persisting:
                 n.persisted = True
             self._persisting.clear()
+
+    def _write(self, fn: Callable[[], None]) -> None:
+        """Run fn in one transaction (see `transaction`)."""
+        with self.transaction():
+            fn()
 
     def _owner_path(self, owner: tuple[str, str], ctype: ContextType | None, name: str) -> str:
         base = f"{owner[0]}/{owner[1]}"

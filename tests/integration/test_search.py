@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from contextfs.memory.indexer import estimate_tokens
+from contextfs.memory.tokens import estimate_tokens
 from tests.conftest import Mount
 from tests.fake_openai import FakeOpenAI
 from tests.search_corpus import SCOPED, TARGETS, filler

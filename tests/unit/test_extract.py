@@ -10,19 +10,12 @@ from pathlib import Path
 
 import pytest
 
+from contextfs.conversations.extract import Candidate, RuleExtractor
+from contextfs.conversations.llm import LLMExtractor, LLMSummarizer
+from contextfs.conversations.scoring import Expected, candidate_matches, key_matches
+from contextfs.conversations.transcript import Turn
 from contextfs.ctxtypes import builtin_schema_dir, load_types
-from contextfs.errors import ContextFSError
-from contextfs.memory.extract import (
-    Candidate,
-    Expected,
-    LLMExtractor,
-    LLMSummarizer,
-    LLMUnavailable,
-    RuleExtractor,
-    candidate_matches,
-    key_matches,
-)
-from contextfs.memory.transcript import Turn
+from contextfs.errors import ContextFSError, LLMUnavailable
 from tests.fake_openai import FakeOpenAI, dead_url
 
 REPO = Path(__file__).resolve().parents[2]

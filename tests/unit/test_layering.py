@@ -16,11 +16,13 @@ RANKS = {
     "contextfs.index": 1,
     "contextfs.ctxtypes": 1,
     "contextfs.memory": 2,
-    "contextfs.fs.tree": 3,
-    "contextfs.fs.ops": 4,
-    "contextfs.config": 5,
-    "contextfs.daemon": 5,
-    "contextfs.cli": 6,
+    "contextfs.search": 3,
+    "contextfs.conversations": 3,
+    "contextfs.fs.tree": 4,
+    "contextfs.fs.ops": 5,
+    "contextfs.config": 6,
+    "contextfs.daemon": 6,
+    "contextfs.cli": 7,
 }
 
 

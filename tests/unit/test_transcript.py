@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from contextfs.memory.transcript import Turn, parse_transcript, render_turns
+from contextfs.conversations.transcript import Turn, parse_transcript, render_turns
 
 CORPUS = Path(__file__).resolve().parents[1] / "corpus" / "transcripts"
 

@@ -7,7 +7,7 @@ user turn). A malformed line is reported with its number and skipped; the good l
 count. `render_turns` is the inverse direction for archiving a session: one readable
 markdown block per turn, keeping every word, timestamp, id and tool payload.
 
-Pure: no I/O, no store, no FUSE. The extractors (`contextfs.memory.extract`) consume `Turn`s.
+Pure: no I/O, no store, no FUSE. The extractors (`contextfs.conversations.extract`) consume `Turn`s.
 """
 
 from __future__ import annotations

@@ -24,13 +24,19 @@ from dataclasses import dataclass, field
 
 import trio
 
+from contextfs.conversations.extract import (
+    Candidate,
+    Extractor,
+    RuleExtractor,
+    validate_candidate,
+)
+from contextfs.conversations.transcript import Transcript, Turn, parse_transcript, render_turns
 from contextfs.errors import ContextFSError, InvalidInput
 from contextfs.memory.document import Document
-from contextfs.memory.extract import Candidate, Extractor, RuleExtractor, validate_candidate
 from contextfs.memory.redact import secret_filename_reason
 from contextfs.memory.service import Memory, decode_text
 from contextfs.memory.summarize import summarize
-from contextfs.memory.transcript import Transcript, Turn, parse_transcript, render_turns
+from contextfs.memory.tokens import estimate_tokens
 from contextfs.model import Node
 
 log = logging.getLogger(__name__)
@@ -307,8 +313,6 @@ class Intake:
                     search: Callable[[str, str], list] | None) -> str:
         """context.md: profile, recent session summaries, then memories relevant to the
         latest turns, highest priority first, within `budget` tokens (4 chars each)."""
-        from contextfs.memory.indexer import estimate_tokens
-
         owner = s.owner
         parts: list[str] = [f"# Context for session {s.id}\n"]
         profile = self.memory.live_node(owner, self.memory.types["profile"], "") \
@@ -412,46 +416,3 @@ class IntakeService:
             s.extracting = False
         self.on_change()
         return changed
-
-
-class SummaryService:
-    """With an LLM configured, writes L0/L1 of every node whose L2 changed (SPEC §5): the
-    extractive ones stand in until the model's answer arrives; a failed call leaves them."""
-
-    def __init__(self, memory: Memory, summarizer, *, on_change: Callable[[Node], None]) -> None:
-        self.memory = memory
-        self.summarizer = summarizer
-        self.on_change = on_change
-        self.seq = memory.generation  # nodes that change from now on
-        self.done: dict[int, int] = {}  # node id -> version summarised
-        self.failures = 0
-        self._wake = trio.Event()
-
-    def wake(self) -> None:
-        self._wake.set()
-
-    async def run(self) -> None:
-        while True:
-            self._wake = trio.Event()
-            rows = self.memory.store.outbox_since(self.seq, 64)
-            if not rows:
-                with trio.move_on_after(30):
-                    await self._wake.wait()
-                continue
-            self.seq = rows[-1][0]
-            for nid in dict.fromkeys(r[1] for r in rows):
-                n = self.memory.nodes.get(nid)
-                if n is None or not self.memory.is_live(n) or not n.l2.strip() \
-                        or self.done.get(nid) == n.version or n.l0_pinned or n.l1_pinned:
-                    continue
-                ctype = self.memory.types.get(n.type)
-                version, l2 = n.version, n.l2
-                self.done[nid] = version
-                try:
-                    l0, l1 = await trio.to_thread.run_sync(self.summarizer.summarize, ctype, l2)
-                    if self.memory.set_summaries(n, l0, l1, version):
-                        self.done[nid] = n.version
-                        self.on_change(n)
-                except ContextFSError as exc:
-                    self.failures += 1
-                    log.warning("LLM summary of %s failed: %s", self.memory.node_path(n), exc)

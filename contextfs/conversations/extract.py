@@ -1,12 +1,12 @@
 """Extraction: conversation turns in, candidate memories (typed, validated) out.
 
-Two `Extractor`s. `RuleExtractor` works offline from a handful of conservative patterns
+Two `Extractor`s: `RuleExtractor` (here) works offline from a handful of conservative patterns
 (first-person preferences and profile facts, dated events, named relations, decisions,
-tool traces); it prefers missing a memory to inventing one. `LLMExtractor` asks any
+tool traces); it prefers missing a memory to inventing one. `LLMExtractor` (`llm.py`) asks any
 OpenAI-compatible chat endpoint, with each context type's description, fields and
 `extraction` instructions, and keeps only the items that validate against their type.
-`LLMSummarizer` writes L0/L1 through the same endpoint. `score_candidates` measures an
-extractor against expected memories (the corpus under `tests/corpus/transcripts/`).
+The LLM side lives in `llm.py` (which also writes L0/L1); `scoring.py` measures an extractor
+against expected memories (the corpus under `tests/corpus/transcripts/`).
 
 Candidates are values: every one carries fields already coerced for its type, including
 the key fields, so routing them (the memory service's job, not this module's) cannot fail
@@ -18,24 +18,16 @@ from __future__ import annotations
 import datetime as _dt
 import json
 import logging
-import os
 import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from contextfs.ctxtypes import ContextType, slugify
-from contextfs.errors import ContextFSError, InvalidInput
-from contextfs.memory.transcript import Turn, tool_content
+from contextfs.conversations.transcript import Turn
+from contextfs.ctxtypes import ContextType
+from contextfs.errors import InvalidInput
 
 log = logging.getLogger(__name__)
-
-AGENT_TYPES = ("case", "pattern", "skill", "tool")
-
-
-class LLMUnavailable(ContextFSError):
-    """The chat endpoint cannot be used (no key, unreachable, an HTTP error, no answer)."""
-
 
 @dataclass(frozen=True, slots=True)
 class Candidate:
@@ -817,11 +809,11 @@ class RuleExtractor:
             if turn.timestamp:
                 st["last"] = turn.timestamp
             if ok and turn.tool_input is not None:
-                call = f"{turn.name} {_short_text(_compact(turn.tool_input), 200)}"
+                call = f"{turn.name} {short_text(_compact(turn.tool_input), 200)}"
                 if call not in st["usage"] and len(st["usage"]) < 3:
                     st["usage"].append(call)
             if not ok:
-                st["notes"].append(f"Failed: {_short_text(_compact(turn.tool_output), 200)}")
+                st["notes"].append(f"Failed: {short_text(_compact(turn.tool_output), 200)}")
         for name, st in stats.items():
             fields: dict[str, object] = {"name": name, "success_count": st["ok"],
                                          "failure_count": st["fail"]}  # fmt: skip
@@ -866,7 +858,7 @@ class RuleExtractor:
                 task = _clean_phrase(_skill_name(m.group("task")), 8)
                 if task:
                     steps = "\n".join(
-                        f"{k}. `{c.name}` {_short_text(_compact(c.tool_input), 160)}".rstrip()
+                        f"{k}. `{c.name}` {short_text(_compact(c.tool_input), 160)}".rstrip()
                         for k, c in enumerate(good, start=1)
                     )
                     col.add("skill", {
@@ -899,7 +891,7 @@ def _compact(value: object) -> str:
     return json.dumps(value, ensure_ascii=False)
 
 
-def _short_text(text: str, limit: int) -> str:
+def short_text(text: str, limit: int) -> str:
     text = " ".join(text.split())
     return text if len(text) <= limit else text[: limit - 1] + "…"
 
@@ -1035,370 +1027,3 @@ def _find_date(text: str, ref: _dt.date | None) -> tuple[_dt.date, tuple[int, in
         return ref - _dt.timedelta(days=delta), m.span(), "past"
     delta = (target - ref.weekday()) % 7 or 7
     return ref + _dt.timedelta(days=delta), m.span(), "future"
-
-
-# --- the LLM extractor ------------------------------------------------------------------
-
-_SYSTEM_PROMPT = """\
-You extract long-term memories from a conversation between a user and an AI agent.
-Return only a JSON object {"memories": [...]}; each item is
-{"type": <type name>, "fields": {<field>: <value>}, "body": <markdown>,
- "turns": [<turn refs in square brackets that support it>], "confidence": <0..1>}.
-Rules:
-- Use only the types below and only their declared fields; always give the key fields.
-- User-scope types hold facts about the user, taken only from what the user said
-  (never from what the assistant or a tool said). Agent-scope types hold what the
-  agent learned while working (problems solved, patterns, procedures, tools used).
-- Skip questions, hypotheticals, jokes and small talk. Prefer fewer, certain memories.
-- Dates are YYYY-MM-DD; resolve relative dates against the turn timestamps{today}.
-- If nothing is worth remembering, return {"memories": []}.
-
-Types:
-"""
-
-
-def _describe_types(types: Mapping[str, ContextType]) -> str:
-    out = []
-    for ctype in types.values():
-        keys = ", ".join(ctype.key_fields) or "none (one node per owner)"
-        lines = [f"## {ctype.name} (scope {ctype.scope}, key fields: {keys})",
-                 ctype.description.strip()]  # fmt: skip
-        for spec in ctype.fields:
-            req = ", required" if spec.required or spec.name in ctype.key_fields else ""
-            lines.append(f"- {spec.name} ({spec.type}{req}): {spec.description}".rstrip(": "))
-        if ctype.extraction.strip():
-            lines.append("Instructions: " + " ".join(ctype.extraction.split()))
-        out.append("\n".join(lines))
-    return "\n\n".join(out)
-
-
-def _turn_line(turn: Turn, limit: int = 4000) -> str:
-    who = turn.role + (f" ({turn.name})" if turn.name else "")
-    when = f" @ {turn.timestamp}" if turn.timestamp else ""
-    text = turn.content
-    if turn.role == "tool" and (turn.tool_input is not None or turn.tool_output is not None):
-        text = tool_content(turn.name, turn.tool_input, turn.tool_output)
-        if turn.ok is False:
-            text += " [failed]"
-    if len(text) > limit:
-        text = text[:limit] + " […]"
-    return f"[{turn.ref}] {who}{when}: {text}"
-
-
-class _Endpoint:
-    """An `openai.OpenAI` client for one base URL and model; errors become LLMUnavailable."""
-
-    def __init__(
-        self, *, base_url: str, model: str, api_key_env: str, timeout: float, max_retries: int
-    ) -> None:
-        try:
-            from openai import OpenAI
-        except ImportError as e:  # pragma: no cover - openai is a dependency
-            raise LLMUnavailable(f"the openai client is not installed: {e}") from e
-        key = os.environ.get(api_key_env)
-        if not key:
-            raise LLMUnavailable(f"no API key for the chat endpoint: set ${api_key_env}")
-        self.base_url = base_url
-        self.model = model
-        self._client = OpenAI(base_url=base_url, api_key=key, timeout=timeout,
-                              max_retries=max_retries)  # fmt: skip
-
-    def ask_json(self, system: str, user: str) -> str:
-        """The answer's text (may be anything: the callers validate it)."""
-        import openai
-
-        try:
-            response: Any = self._client.chat.completions.create(
-                model=self.model,
-                messages=[{"role": "system", "content": system},
-                          {"role": "user", "content": user}],
-                response_format={"type": "json_object"},
-                temperature=0,
-            )  # fmt: skip
-        except openai.OpenAIError as e:
-            raise LLMUnavailable(f"chat endpoint {self.base_url} failed: {e}") from e
-        try:
-            return response.choices[0].message.content or ""
-        except (AttributeError, IndexError, TypeError):
-            return ""
-
-
-def _json_object(text: str) -> dict | None:
-    """The JSON object in a model answer (bare, or inside a ``` fence or prose)."""
-    text = text.strip()
-    candidates = [text]
-    fence = re.search(r"```(?:json)?\s*(.*?)```", text, re.S)
-    if fence:
-        candidates.append(fence.group(1))
-    start, end = text.find("{"), text.rfind("}")
-    if 0 <= start < end:
-        candidates.append(text[start : end + 1])
-    for c in candidates:
-        try:
-            obj = json.loads(c)
-        except ValueError:
-            continue
-        if isinstance(obj, dict):
-            return obj
-    return None
-
-
-class LLMExtractor:
-    """Extraction by an OpenAI-compatible chat model, one request per transcript.
-
-    Every item of the answer is checked against its type: an unknown type, an unknown or
-    ill-typed field, a missing key or required field drops the item and records why in
-    `last_dropped`. A malformed answer yields no candidates (and a reason); only a
-    transport failure raises (`LLMUnavailable`), so the caller can fall back to rules.
-    """
-
-    def __init__(
-        self,
-        *,
-        base_url: str,
-        model: str,
-        api_key_env: str = "OPENAI_API_KEY",
-        timeout: float = 60.0,
-        max_retries: int = 2,
-    ) -> None:
-        self._endpoint = _Endpoint(base_url=base_url, model=model, api_key_env=api_key_env,
-                                   timeout=timeout, max_retries=max_retries)  # fmt: skip
-        self.last_dropped: list[str] = []
-
-    def extract(
-        self,
-        turns: Sequence[Turn],
-        types: Mapping[str, ContextType],
-        *,
-        owner_kind: str = "user",
-        today: str | None = None,
-    ) -> list[Candidate]:
-        self.last_dropped = []
-        allowed = allowed_types(types, owner_kind)
-        if not turns or not allowed:
-            return []
-        system = _SYSTEM_PROMPT.replace("{today}", f" (today is {today})" if today else "")
-        system += _describe_types(allowed)
-        user = "Conversation:\n\n" + "\n".join(_turn_line(t) for t in turns)
-        answer = self._endpoint.ask_json(system, user)
-        obj = _json_object(answer)
-        if obj is None or not isinstance(obj.get("memories"), list):
-            self.last_dropped.append(f"answer: not a JSON object with a 'memories' list: "
-                                     f"{_short_text(answer, 80)!r}")  # fmt: skip
-            log.info("LLM extraction answer unusable: %s", self.last_dropped[-1])
-            return []
-        refs = {t.ref for t in turns}
-        out: list[Candidate] = []
-        for i, item in enumerate(obj["memories"]):
-            cand = self._candidate(i, item, allowed, refs)
-            if isinstance(cand, str):
-                self.last_dropped.append(cand)
-            else:
-                out.append(cand)
-        if self.last_dropped:
-            log.info("LLM extraction dropped %d item(s): %s", len(self.last_dropped),
-                     "; ".join(self.last_dropped))  # fmt: skip
-        return out
-
-    @staticmethod
-    def _candidate(
-        i: int, item: object, types: Mapping[str, ContextType], refs: set[str]
-    ) -> Candidate | str:
-        where = f"item {i}"
-        if not isinstance(item, dict):
-            return f"{where}: not an object"
-        name = item.get("type")
-        ctype = types.get(name) if isinstance(name, str) else None
-        if ctype is None:
-            return f"{where}: unknown type {name!r}"
-        fields = item.get("fields", {})
-        if not isinstance(fields, dict):
-            return f"{where}: 'fields' is not an object"
-        try:
-            coerced = validate_candidate(ctype, fields, where=f"{where} ({ctype.name})")
-        except InvalidInput as e:
-            return e.reason
-        body = item.get("body", "")
-        if body is None:
-            body = ""
-        if not isinstance(body, str):
-            return f"{where} ({ctype.name}): 'body' is not text"
-        raw_turns = item.get("turns", [])
-        if not isinstance(raw_turns, list):
-            raw_turns = [raw_turns]
-        cited = tuple(dict.fromkeys(
-            str(r).strip().strip("[]") for r in raw_turns if str(r).strip().strip("[]") in refs
-        ))  # fmt: skip
-        conf = item.get("confidence", 0.5)
-        if isinstance(conf, bool) or not isinstance(conf, int | float):
-            try:
-                conf = float(str(conf))
-            except ValueError:
-                conf = 0.5
-        if conf != conf:  # NaN
-            conf = 0.5
-        return Candidate(type=ctype.name, fields=coerced, body=body.strip(), turns=cited,
-                         confidence=min(1.0, max(0.0, float(conf))))  # fmt: skip
-
-
-class LLMSummarizer:
-    """L0/L1 of an L2 document by the chat model, held to the type's limits.
-
-    Same shape as the extractive `summarize`: L0 is one line ending in a newline, both
-    limits count the newline; an overlong answer is cut at a word boundary with '…'. An
-    unusable answer or transport failure raises `LLMUnavailable` (fall back to extractive).
-    """
-
-    def __init__(
-        self,
-        *,
-        base_url: str,
-        model: str,
-        api_key_env: str = "OPENAI_API_KEY",
-        timeout: float = 60.0,
-        max_retries: int = 2,
-    ) -> None:
-        self._endpoint = _Endpoint(base_url=base_url, model=model, api_key_env=api_key_env,
-                                   timeout=timeout, max_retries=max_retries)  # fmt: skip
-
-    def summarize(self, ctype: ContextType, l2: str) -> tuple[str, str]:
-        l0_max, l1_max = ctype.l0_max_chars, ctype.l1_max_chars
-        system = (
-            "You summarise one memory node for an agent's long-term memory. Return only a "
-            'JSON object {"l0": ..., "l1": ...}. l0: one line, at most '
-            f"{l0_max - 1} characters, saying what the memory is (where to look). l1: at "
-            f"most {l1_max - 1} characters of markdown: what it contains and the key facts, "
-            "enough to decide whether to read the full text. Do not invent facts.\n"
-            f"The memory is of type {ctype.name}: {ctype.description}"
-        )
-        answer = self._endpoint.ask_json(system, l2)
-        obj = _json_object(answer)
-        if obj is None or not isinstance(obj.get("l0"), str) or not obj["l0"].strip():
-            raise LLMUnavailable(
-                f"chat endpoint {self._endpoint.base_url} gave no usable summary: "
-                f"{_short_text(answer, 80)!r}"
-            )
-        l0_text = _cut(" ".join(obj["l0"].split()), l0_max - 1)
-        l1_raw = obj.get("l1") if isinstance(obj.get("l1"), str) else ""
-        l1_text = "\n".join(ln.rstrip() for ln in l1_raw.strip().splitlines())
-        if not l1_text:
-            l1_text = l0_text
-        l1_text = _cut_lines(l1_text, l1_max - 1)
-        return l0_text + "\n", l1_text + "\n"
-
-
-def _cut(text: str, limit: int) -> str:
-    """At most `limit` characters, cut at a word boundary and marked with '…' if shortened."""
-    if len(text) <= limit:
-        return text
-    head = text[: limit - 1]
-    space = head.rfind(" ")
-    if space >= limit // 2:
-        head = head[:space]
-    return head.rstrip(" ,;:-") + "…"
-
-
-def _cut_lines(text: str, limit: int) -> str:
-    """At most `limit` characters, preferably at a line boundary."""
-    if len(text) <= limit:
-        return text
-    head = text[:limit]
-    nl = head.rfind("\n")
-    if nl >= limit // 2:
-        return head[:nl]
-    return _cut(text.replace("\n", " "), limit)
-
-
-# --- scoring ----------------------------------------------------------------------------
-
-
-@dataclass(frozen=True, slots=True)
-class Expected:
-    """A memory a transcript should yield: type, key values and a phrase in its fields."""
-
-    type: str
-    keys: dict[str, object]
-    phrase: str = ""
-
-
-def _words(value: object) -> list[str]:
-    return [w for w in slugify(str(value)).split("-") if w]
-
-
-def key_matches(expected: object, got: object) -> bool:
-    """Same slug, or every expected word in the candidate's key with at most 4 more words.
-
-    Free-text keys (an event title, a case title, a skill name) are worded differently by
-    every extractor; the expected words are the ones any good title would contain.
-    """
-    want, have = _words(expected), _words(got)
-    if want == have:
-        return True
-    return bool(want) and set(want) <= set(have) and len(have) <= len(want) + 4
-
-
-def _field_text(fields: Mapping[str, object]) -> str:
-    parts = []
-    for value in fields.values():
-        if isinstance(value, dict):
-            parts.extend(f"{k}: {v}" for k, v in value.items())
-        elif isinstance(value, list):
-            parts.extend(str(v) for v in value)
-        else:
-            parts.append(str(value))
-    return "\n".join(parts).lower()
-
-
-def candidate_matches(cand: Candidate, exp: Expected) -> bool:
-    if cand.type != exp.type:
-        return False
-    for key, value in exp.keys.items():
-        if key not in cand.fields or not key_matches(value, cand.fields[key]):
-            return False
-    return not exp.phrase or exp.phrase.lower() in _field_text(cand.fields)
-
-
-@dataclass
-class Score:
-    tp: int = 0
-    fp: int = 0
-    fn: int = 0
-
-    @property
-    def precision(self) -> float:
-        return self.tp / (self.tp + self.fp) if self.tp + self.fp else 1.0
-
-    @property
-    def recall(self) -> float:
-        return self.tp / (self.tp + self.fn) if self.tp + self.fn else 1.0
-
-
-def score_candidates(
-    results: Iterable[tuple[Sequence[Candidate], Sequence[Expected]]],
-) -> tuple[dict[str, Score], Score, list[str]]:
-    """(per-type scores, overall, mismatch notes) over (candidates, expected) per transcript.
-
-    Matching is one-to-one and greedy in candidate order: a second candidate for an
-    already matched memory is a false positive, as is any candidate nothing expected.
-    """
-    per: dict[str, Score] = {}
-    total = Score()
-    notes: list[str] = []
-    for k, (cands, expected) in enumerate(results):
-        left = list(expected)
-        for cand in cands:
-            hit = next((e for e in left if candidate_matches(cand, e)), None)
-            s = per.setdefault(cand.type, Score())
-            if hit is not None:
-                left.remove(hit)
-                s.tp += 1
-                total.tp += 1
-            else:
-                s.fp += 1
-                total.fp += 1
-                notes.append(f"#{k} false positive {cand.type} {cand.fields}")
-        for e in left:
-            per.setdefault(e.type, Score()).fn += 1
-            total.fn += 1
-            notes.append(f"#{k} missed {e.type} {e.keys} {e.phrase!r}")
-    return per, total, notes

@@ -15,9 +15,10 @@ import json
 from dataclasses import dataclass, field
 
 from contextfs.errors import InvalidInput
-from contextfs.memory.indexer import Indexer, estimate_tokens, label_node, label_tier
 from contextfs.memory.service import Memory
+from contextfs.memory.tokens import estimate_tokens
 from contextfs.model import Node
+from contextfs.search.indexer import Indexer, label_node, label_tier
 
 RRF_K = 60  # the usual reciprocal-rank-fusion constant
 DEFAULT_K = 10

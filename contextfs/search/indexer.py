@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import json
 import logging
-import math
 import os
 import shutil
 import threading
@@ -360,8 +359,3 @@ def _distinct(units: list[Unit]) -> list[Unit]:
             seen.add(body)
             out.append(u)
     return out
-
-
-def estimate_tokens(text: str) -> int:
-    """The token estimator used for budgets: one token per four characters, rounded up."""
-    return math.ceil(len(text) / 4)

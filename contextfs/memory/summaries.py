@@ -1,0 +1,63 @@
+"""L0/L1 by a language model in the background (SPEC §3: derived from L2 whenever it changes).
+
+The extractive summaries (`summarize.py`) are written with every save and stand in until the
+model's answer arrives; a failed call leaves them. The summarizer is any object with
+`summarize(ctype, l2) -> (l0, l1)` that raises `ContextFSError` when it cannot answer
+(`conversations.llm.LLMSummarizer` is the one the daemon wires in).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+
+import trio
+
+from contextfs.errors import ContextFSError
+from contextfs.memory.service import Memory
+from contextfs.model import Node
+
+log = logging.getLogger(__name__)
+
+
+class SummaryService:
+    """With an LLM configured, writes L0/L1 of every node whose L2 changed (SPEC §5): the
+    extractive ones stand in until the model's answer arrives; a failed call leaves them."""
+
+    def __init__(self, memory: Memory, summarizer, *, on_change: Callable[[Node], None]) -> None:
+        self.memory = memory
+        self.summarizer = summarizer
+        self.on_change = on_change
+        self.seq = memory.generation  # nodes that change from now on
+        self.done: dict[int, int] = {}  # node id -> version summarised
+        self.failures = 0
+        self._wake = trio.Event()
+
+    def wake(self) -> None:
+        self._wake.set()
+
+    async def run(self) -> None:
+        while True:
+            self._wake = trio.Event()
+            rows = self.memory.store.outbox_since(self.seq, 64)
+            if not rows:
+                with trio.move_on_after(30):
+                    await self._wake.wait()
+                continue
+            self.seq = rows[-1][0]
+            for nid in dict.fromkeys(r[1] for r in rows):
+                n = self.memory.nodes.get(nid)
+                if n is None or not self.memory.is_live(n) or not n.l2.strip() \
+                        or self.done.get(nid) == n.version or n.l0_pinned or n.l1_pinned:
+                    continue
+                ctype = self.memory.types.get(n.type)
+                version, l2 = n.version, n.l2
+                self.done[nid] = version
+                try:
+                    l0, l1 = await trio.to_thread.run_sync(self.summarizer.summarize, ctype, l2)
+                    if self.memory.set_summaries(n, l0, l1, version):
+                        self.done[nid] = n.version
+                        self.on_change(n)
+                except ContextFSError as exc:
+                    self.failures += 1
+                    log.warning("LLM summary of %s failed: %s", self.memory.node_path(n), exc)
