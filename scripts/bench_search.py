@@ -79,14 +79,14 @@ from bench_fs import Progress, daemon_pid, log_problems, percentile, proc_status
 from contextfs.config import load_config  # noqa: E402
 from contextfs.daemon import load_all_types  # noqa: E402
 from contextfs.index.embed import LocalEmbedder  # noqa: E402
-from contextfs.index.units import node_units  # noqa: E402
 from contextfs.memory.service import Memory  # noqa: E402
-from contextfs.search.indexer import Indexer, _distinct  # noqa: E402
+from contextfs.search.bundle import pack_context  # noqa: E402
+from contextfs.search.indexer import Indexer, _distinct, units_of  # noqa: E402
 from contextfs.search.retrieval import (  # noqa: E402
+    UNIT_DEPTH,
     QueryOptions,
     Searcher,
     keywords,
-    pack_context,
 )
 from contextfs.store import Store  # noqa: E402
 from tests.search_corpus import TARGETS, filler  # noqa: E402
@@ -295,7 +295,7 @@ def build_store(data: Path, n: int, prose: bool) -> dict:
 
 def node_unit_texts(memory: Memory) -> list[list[str]]:
     """The vector units of every live node, as the indexer makes them, in its order."""
-    return [[u.text for u in _distinct(node_units(nd.id, nd.l0, nd.l1, nd.l2))]
+    return [[u.text for u in _distinct(units_of(nd))]
             for nd in memory.nodes.values() if nd.deleted_at is None]
 
 
@@ -376,17 +376,17 @@ class InProcess:
     def raw_floor(self, question: str, scope: str, k: int) -> float:
         """Query embedding + hnswlib + tantivy at Searcher's depths; no fusion or packing."""
         ix = self.indexer
-        depth = max(50, k * 8)
+        depth = max(UNIT_DEPTH, k * 8)
         t0 = time.perf_counter()
         qvec = self.embedder.embed([question])[0]
         ix.vectors.search(qvec, depth)
-        ix.text.search(keywords(question), depth * 2, path_prefix=scope or None)
+        ix.text.search(keywords(question), depth, path_prefix=scope or None)
         return time.perf_counter() - t0
 
     def full(self, question: str, scope: str, opts: QueryOptions) -> tuple[float, str]:
         t0 = time.perf_counter()
-        hits = self.searcher.search(question, scope, opts)
-        text = pack_context(question, scope, hits, opts.budget)
+        res = self.searcher.search(question, scope, opts)
+        text = pack_context(question, scope, res, opts.budget)
         return time.perf_counter() - t0, text
 
     def close(self) -> None:
@@ -428,7 +428,7 @@ def qdir(mnt: Path, question: str, scope: str, opts: str) -> Path:
     return base / opts / qname(question)
 
 
-_FIRST_HIT = re.compile(r"^## 1\. (\S+) \(", re.M)
+_FIRST_HIT = re.compile(r"^## (\S+) · ", re.M)
 
 
 def first_hit(context_md: str) -> str | None:

@@ -400,3 +400,40 @@ def _fenced(value: object) -> str:
     while fence in text:
         fence += "`"
     return f"{fence}{lang}\n{text}\n{fence}"
+
+
+# --- reading a rendered archive back, with positions ------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class TurnBlock:
+    """One turn of a text written by `render_turns`, with where it sits in that text."""
+
+    start: int  # offset of the header line
+    end: int  # offset after the turn's last character
+    role: str
+    name: str | None
+    timestamp: str | None
+    id: str | None
+    content: str  # the turn's text (tool input/output included as rendered)
+
+
+def turn_blocks(text: str) -> list[TurnBlock]:
+    """The turns of a session archive's body (the format `render_turns` writes), in order.
+
+    Only header lines of the rendered form open a turn; everything up to the next header
+    is the turn's content. A text with no such header has no blocks.
+    """
+    heads = [m for m in re.finditer(r"(?m)^\*\*[^\n]*$", text)
+             if _RENDERED_RE.match(m.group(0))]
+    blocks: list[TurnBlock] = []
+    for i, m in enumerate(heads):
+        h = _RENDERED_RE.match(m.group(0))
+        assert h is not None
+        end = heads[i + 1].start() if i + 1 < len(heads) else len(text)
+        content = text[m.end():end].strip()
+        timestamp, ident = _parse_meta(h.group("meta"))
+        blocks.append(TurnBlock(m.start(), m.start() + len(text[m.start():end].rstrip()),
+                                h.group("role"), h.group("name") or None, timestamp, ident,
+                                content))
+    return blocks

@@ -24,8 +24,9 @@ import trio
 from contextfs.conversations.inbox import Intake, IntakeService
 from contextfs.errors import ContextFSError
 from contextfs.fs.tree import Attr, Inode, Invalidation, QueryPending, Role, SessionAction, Tree
+from contextfs.search.bundle import pack_context, results_json
 from contextfs.search.indexer import Indexer
-from contextfs.search.retrieval import QueryOptions, Searcher, pack_context, results_json
+from contextfs.search.retrieval import QueryOptions, Searcher
 
 log = logging.getLogger(__name__)
 
@@ -256,12 +257,12 @@ class Operations(pyfuse3.Operations):
         searcher = self.searcher
 
         def work() -> tuple[list, dict[str, bytes]]:
-            hits = searcher.search(q.question, q.scope, opts)
+            res = searcher.search(q.question, q.scope, opts)
             files = {
-                "_context.md": pack_context(q.question, q.scope, hits, opts.budget).encode(),
-                "_results.json": results_json(q.question, q.scope, hits).encode(),
+                "_context.md": pack_context(q.question, q.scope, res, opts.budget).encode(),
+                "_results.json": results_json(q.question, q.scope, res).encode(),
             }
-            links = [(h.path, h.path.rsplit("/", 1)[-1]) for h in hits]
+            links = [(h.path, h.path.rsplit("/", 1)[-1]) for h in res.hits]
             return links, files
 
         links, files = await trio.to_thread.run_sync(work)
@@ -372,7 +373,7 @@ class Operations(pyfuse3.Operations):
             search = None
             if self.searcher is not None:
                 searcher = self.searcher
-                search = lambda q, scope: searcher.search(q, scope, QueryOptions(k=8))  # noqa: E731
+                search = lambda q, scope: searcher.search(q, scope, QueryOptions(k=8)).hits  # noqa: E731
             sess, budget = h.inode.qopts, self.session_budget
             text = await trio.to_thread.run_sync(self.intake.context_for, sess, budget, search)
             h.snapshot = text.encode()

@@ -54,7 +54,7 @@ def _last_break(text: str, start: int, limit: int, pattern: re.Pattern[str]) -> 
     return best
 
 
-def _chunk_spans(text: str, max_chars: int, overlap: int) -> list[tuple[int, int, int]]:
+def chunk_spans(text: str, max_chars: int, overlap: int) -> list[tuple[int, int, int]]:
     """(overlap start, body start, end) per chunk; the bodies tile `text` exactly."""
     overlap = max(0, min(overlap, max_chars // 2))
     budget = max_chars - overlap
@@ -98,7 +98,7 @@ def chunk_text(text: str, max_chars: int = 1000, overlap: int = 100) -> list[str
     if len(text) <= max_chars:
         return [text]
     chunks = []
-    for ov, start, end in _chunk_spans(text, max_chars, overlap):
+    for ov, start, end in chunk_spans(text, max_chars, overlap):
         if not text[start:end].strip():
             continue
         chunks.append(text[ov:end].strip())

@@ -29,10 +29,11 @@ import trio
 
 from contextfs.index.embed import Embedder
 from contextfs.index.text import TextIndex
-from contextfs.index.units import Unit, node_units
+from contextfs.index.units import Unit
 from contextfs.index.vectors import IndexCorrupt, VectorIndex
 from contextfs.memory.service import Memory
 from contextfs.model import Node
+from contextfs.search.passages import SESSION_TYPE, node_passages
 
 log = logging.getLogger(__name__)
 
@@ -49,15 +50,32 @@ def label_node(label: int) -> int:
     return label // SLOTS
 
 
+def label_chunk(label: int) -> int:
+    """The passage number of an L2 unit's label (0 for L0/L1)."""
+    return max(0, label % SLOTS - 2)
+
+
 def label_tier(label: int) -> str:
     slot = label % SLOTS
     return "L0" if slot == 0 else "L1" if slot == 1 else "L2"
 
 
-def unit_prefix(memory: Memory, n: Node) -> str:
-    """Each unit carries its type and name: it helps both BM25 and the vectors."""
+def unit_prefix(n: Node) -> str:
+    """BM25 units carry their node's type and name ("preference editor: "); a session
+    archive's turns carry their speaker and date instead (see `passages`)."""
+    if n.type == SESSION_TYPE:
+        return ""
     name = (n.name or n.type).replace("-", " ")
     return f"{n.type} {name}: "
+
+
+def units_of(n: Node, *, prefix: str = "") -> list[Unit]:
+    """The units of a node: L0, L1 and one per passage of L2 (a turn of a session archive,
+    a chunk of any other L2), skipping empty tiers."""
+    units = [Unit(n.id, tier, 0, prefix + body.strip())
+             for tier, body in (("L0", n.l0), ("L1", n.l1)) if body.strip()]
+    units += [Unit(n.id, "L2", p.index, prefix + p.index_text()) for p in node_passages(n)]
+    return units
 
 
 class Indexer:
@@ -253,9 +271,8 @@ class Indexer:
                 gone.append(nid)
                 continue
             # Vectors see the text as written; BM25 also sees the type and node name.
-            units = _distinct(node_units(n.id, n.l0, n.l1, n.l2))
-            text_units = _distinct(node_units(n.id, n.l0, n.l1, n.l2,
-                                              prefix=unit_prefix(self.memory, n)))
+            units = _distinct(units_of(n))
+            text_units = _distinct(units_of(n, prefix=unit_prefix(n)))
             meta = (f"{n.owner_kind}/{n.owner_id}", n.type, self.memory.node_path(n))
             live[nid] = (n, n.version, units, (meta, text_units))
         return live, gone

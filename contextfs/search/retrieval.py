@@ -1,9 +1,9 @@
-"""Hybrid retrieval and the answer bundle: what a `.query/<question>/` directory shows.
+"""Hybrid retrieval: what a question matches, as nodes and as passages.
 
-One query embedding; vector search over every unit (L0, L1, L2 chunks) plus BM25 over the
-same units; reciprocal-rank fusion; hits grouped per node (an L0 or L1 hit leads to its
-node, hence to its L2); scoped by path. Then `_context.md` packs the hits into a token
-budget as a pyramid: L0 for every hit, L1 for the best, L2 for the best few.
+One query embedding; vector search over every unit (L0, L1, and the passages of L2: a turn
+of a session archive, a chunk of any other L2) plus BM25 over the same units; reciprocal-rank
+fusion per unit; nodes rank by their best unit (an L0 or L1 hit leads to its node); scoped by
+path and type. `bundle.py` turns the result into `_context.md` and `_results.json`.
 
 Runs in a worker thread (embedding, hnswlib, tantivy); the indexes are shared with the
 indexer under its lock.
@@ -11,20 +11,17 @@ indexer under its lock.
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass, field
 
 from contextfs.errors import InvalidInput
 from contextfs.memory.service import Memory
-from contextfs.memory.tokens import estimate_tokens
 from contextfs.model import Node
-from contextfs.search.indexer import Indexer, label_node, label_tier
+from contextfs.search.indexer import Indexer, label_chunk, label_node, label_tier
+from contextfs.search.passages import Passage, node_passages
 
 RRF_K = 60  # the usual reciprocal-rank-fusion constant
 DEFAULT_K = 10
 DEFAULT_BUDGET = 2000  # tokens (estimate_tokens: one per four characters)
-L1_HITS = 3  # how many of the best hits show L1
-L2_HITS = 2  # how many of the best hits show L2
 
 
 @dataclass(frozen=True, slots=True)
@@ -66,13 +63,37 @@ def parse_options(segment: str, known_types: set[str]) -> QueryOptions:
     return QueryOptions(**values)
 
 
+@dataclass(frozen=True, slots=True)
+class PassageHit:
+    """A matched passage: a turn of a session archive or a chunk of an L2."""
+
+    node: Node
+    path: str
+    passage: Passage
+    score: float
+
+
 @dataclass(slots=True)
 class Hit:
+    """A matched node: the links of a query directory, best first."""
+
     node: Node
     path: str
     score: float
     tiers: list[str] = field(default_factory=list)
     snippet: str = ""
+    passages: list[PassageHit] = field(default_factory=list)  # its matched passages
+
+
+@dataclass(slots=True)
+class Results:
+    """What one question found: nodes (k of them), every matched passage, and which
+    rankers answered (BM25 from the first second of a mount, vectors once the model is in)."""
+
+    hits: list[Hit]
+    passages: list[PassageHit]
+    sides: tuple[str, ...]
+    note: str = ""  # why a side is missing, when one is
 
 
 # Words that carry no topic: dropped from the BM25 side of a question (the vector side
@@ -121,11 +142,13 @@ class Searcher:
         labels = [x for nid in ids for x in self.indexer.node_labels.get(nid, ())]
         return labels if len(labels) <= SCOPED_EXACT_MAX else None
 
-    def search(self, question: str, scope: str, opts: QueryOptions) -> list[Hit]:
+    def search(self, question: str, scope: str, opts: QueryOptions) -> Results:
         """Worker thread. Scope is a mount-relative path ('' = everything)."""
         ix = self.indexer
-        if not ix.ready or not question.strip():
-            return []
+        if ix.text is None:
+            return Results([], [], (), note=f"the search index is not open yet ({ix.state})")
+        if not question.strip():
+            return Results([], [], ())
         memory = self.memory
         nodes = memory.nodes
 
@@ -134,111 +157,86 @@ class Searcher:
                     and (opts.type is None or n.type == opts.type)
                     and _in_scope(memory.node_path(n), scope))
 
-        qvec = ix.embedder.embed([question])[0]
-        depth = max(50, opts.k * 8)
+        vectors_on = ix.ready
+        qvec = ix.embedder.embed([question])[0] if vectors_on else None
+        depth = max(UNIT_DEPTH, opts.k * 8)
+        vec_hits: list[tuple[int, float]] = []
         with ix.lock:  # node_labels belongs to the indexer's lock too
-            scoped = self._scoped_labels(scope) if scope else None
-            if scoped is not None:  # a small subtree: exact, no graph walk with a filter
-                vec_hits = ix.vectors.search_among(
-                    qvec, [x for x in scoped if allowed(nodes.get(label_node(x)))], depth)
-            else:
-                vec_hits = ix.vectors.search(
-                    qvec, depth, allow=None if not scope and opts.type is None else
-                    lambda label: allowed(nodes.get(label_node(label))))
-            text_hits = ix.text.search(keywords(question), depth * 2,
-                                       path_prefix=scope or None)
-        # Each ranker ranks nodes by their best unit (an L0 or L1 hit stands for its node);
-        # reciprocal-rank fusion then adds the two rankings.
-        tiers: dict[int, set[str]] = {}
-        snippets: dict[int, str] = {}
-        vec_rank: dict[int, int] = {}
-        for label, _sim in vec_hits:
-            nid = label_node(label)
-            vec_rank.setdefault(nid, len(vec_rank))
-            tiers.setdefault(nid, set()).add(label_tier(label))
+            if qvec is not None:
+                scoped = self._scoped_labels(scope) if scope else None
+                if scoped is not None:  # a small subtree: exact, no graph walk with a filter
+                    vec_hits = ix.vectors.search_among(
+                        qvec, [x for x in scoped if allowed(nodes.get(label_node(x)))], depth)
+                else:
+                    vec_hits = ix.vectors.search(
+                        qvec, depth, allow=None if not scope and opts.type is None else
+                        lambda label: allowed(nodes.get(label_node(label))))
+            text_hits = ix.text.search(keywords(question), depth, path_prefix=scope or None)
+        # Reciprocal-rank fusion twice. Nodes: each ranker ranks nodes by their best unit
+        # (an L0 or L1 hit stands for its node), as for the links. Passages: each ranker's
+        # own unit ranks, so the bundle shows the turn or chunk that matched.
+        unit_score: dict[tuple[int, str, int], float] = {}
+        node_rank: tuple[dict[int, int], dict[int, int]] = ({}, {})
         text_rank: dict[int, int] = {}
+        snippets: dict[int, str] = {}
+        tiers: dict[int, set[str]] = {}
+        units = [((label_node(label), label_tier(label), label_chunk(label)), 0)
+                 for label, _sim in vec_hits]
+        units += [((h.node_id, h.tier, h.chunk), 1) for h in text_hits
+                  if allowed(nodes.get(h.node_id))]
+        seen = [0, 0]
+        for key, side in units:
+            rank = seen[side]
+            seen[side] += 1
+            unit_score[key] = unit_score.get(key, 0.0) + 1.0 / (RRF_K + rank + 1)
+            node_rank[side].setdefault(key[0], len(node_rank[side]))
+            tiers.setdefault(key[0], set()).add(key[1])
         for h in text_hits:
-            if not allowed(nodes.get(h.node_id)):
-                continue
-            text_rank.setdefault(h.node_id, len(text_rank))
-            tiers.setdefault(h.node_id, set()).add(h.tier)
             snippets.setdefault(h.node_id, h.snippet)
-        scores: dict[int, float] = {}
-        for ranking in (vec_rank, text_rank):
+        text_rank = node_rank[1]
+        node_score: dict[int, float] = {}
+        for ranking in node_rank:
             for nid, rank in ranking.items():
-                scores[nid] = scores.get(nid, 0.0) + 1.0 / (RRF_K + rank + 1)
+                node_score[nid] = node_score.get(nid, 0.0) + 1.0 / (RRF_K + rank + 1)
         # ties (one ranker each): the exact word match goes first, then the newer node
-        far = len(scores) + 1
-        best = sorted(scores.items(), key=lambda kv: (
-            -kv[1], text_rank.get(kv[0], far), -kv[0]))[: opts.k]
-        hits = []
+        far = len(node_score) + 1
+        best = sorted(node_score.items(), key=lambda kv: (
+            -kv[1], text_rank.get(kv[0], far), -kv[0]))
+        by_node: dict[int, Hit] = {}
         for nid, score in best:
             n = nodes.get(nid)
-            if not allowed(n):
+            if allowed(n):
+                by_node[nid] = Hit(n, memory.node_path(n), round(score, 6),
+                                   sorted(tiers.get(nid, ())),
+                                   (snippets.get(nid) or n.l0.strip())[:300])
+        passages: list[PassageHit] = []
+        for (nid, tier, chunk), score in unit_score.items():
+            hit = by_node.get(nid)
+            if hit is None:
                 continue
-            snippet = snippets.get(nid) or n.l0.strip()
-            hits.append(Hit(n, memory.node_path(n), round(score, 6),
-                            sorted(tiers.get(nid, ())), snippet[:300]))
-        return hits
+            ps = node_passages(hit.node)
+            if len(ps) == 1:  # a short node: any of its tiers stands for its one passage
+                p, score = ps[0], max(score, node_score[nid])
+            elif tier == "L2" and chunk < len(ps):
+                p = ps[chunk]
+            else:
+                continue
+            if any(x.passage.index == p.index for x in hit.passages):
+                continue
+            ph = PassageHit(hit.node, hit.path, p, round(score, 6))
+            hit.passages.append(ph)
+            passages.append(ph)
+        passages.sort(key=lambda ph: (-ph.score, text_rank.get(ph.node.id, far), -ph.node.id))
+        hits = list(by_node.values())[: opts.k]
+        sides = ("bm25", "vectors") if vectors_on else ("bm25",)
+        note = "" if vectors_on else f"vectors not used yet: {ix.state}"
+        return Results(hits, passages, sides, note)
 
 
+UNIT_DEPTH = 300  # units asked of each ranker: enough passages to fill a 4,000-token budget
 SCOPED_EXACT_MAX = 20_000  # units; above this a filtered graph search is cheaper
 
 
 def _owner_of(scope: str) -> tuple[str, str] | None:
     parts = scope.split("/")
     return (parts[0], parts[1]) if len(parts) >= 2 and parts[0] in ("user", "agent") else None
-
-
-def results_json(question: str, scope: str, hits: list[Hit]) -> str:
-    return json.dumps({
-        "question": question,
-        "scope": scope or "/",
-        "hits": [{"rank": i + 1, "path": h.path, "score": h.score, "type": h.node.type,
-                  "version": h.node.version, "tiers": h.tiers, "snippet": h.snippet}
-                 for i, h in enumerate(hits)],
-    }, indent=2) + "\n"
-
-
-def pack_context(question: str, scope: str, hits: list[Hit], budget: int) -> str:
-    """The pyramid: L0 of every hit that fits, then L1 for the best, L2 for the best few,
-    each under its node path; never over `budget` tokens (estimate_tokens)."""
-    header = (f"# Context for: {question}\n\n"
-              f"Scope: {scope or '/'} · {len(hits)} hit(s) · budget {budget} tokens "
-              "(1 token ≈ 4 characters)\n")
-    if not hits:
-        header += "\nNo memory matches this question yet.\n"
-    levels = [0] * len(hits)  # 0 = L0, 1 = L1, 2 = L2; -1 = left out
-
-    def section(i: int, level: int) -> str:
-        h = hits[i]
-        body = {0: h.node.l0, 1: h.node.l1 or h.node.l0, 2: h.node.l2}[level].strip()
-        tier = ("L0", "L1", "L2")[level]
-        return f"\n## {i + 1}. {h.path} ({tier}, score {h.score:g})\n\n{body}\n"
-
-    def render() -> str:
-        return header + "".join(section(i, lv) for i, lv in enumerate(levels) if lv >= 0)
-
-    if estimate_tokens(header) > budget:
-        return header[: budget * 4]
-    used = estimate_tokens(header)
-    for i in range(len(hits)):  # L0 of every hit, best first, while it fits
-        cost = estimate_tokens(section(i, 0))
-        if used + cost > budget:
-            levels[i:] = [-1] * (len(hits) - i)
-            break
-        used += cost
-    for level, count in ((1, L1_HITS), (2, L2_HITS)):  # upgrade the best ones
-        for i in range(min(count, len(hits))):
-            if levels[i] < 0 or levels[i] >= level:
-                continue
-            delta = estimate_tokens(section(i, level)) - estimate_tokens(section(i, levels[i]))
-            if used + delta <= budget:
-                used += delta
-                levels[i] = level
-    text = render()
-    while estimate_tokens(text) > budget and any(lv >= 0 for lv in levels):
-        last = max(i for i, lv in enumerate(levels) if lv >= 0)
-        levels[last] = levels[last] - 1 if levels[last] > 0 else -1
-        text = render()
-    return text

@@ -110,14 +110,20 @@ def test_ls_shows_ranked_links_and_files(corpus):
     assert set(hit) >= {"path", "score", "tiers", "snippet"} and hit["tiers"]
 
 
-def test_context_is_a_pyramid_within_budget(corpus):
+def test_context_holds_the_matched_passages_within_budget(corpus):
     q = "which text editor does she use for programming"
     for budget in (60, 200, 800, 3000):
         text = (qdir(corpus.path, q, opts=f"@budget={budget}") / "_context.md").read_text()
         assert estimate_tokens(text) <= budget, (budget, estimate_tokens(text))
-    text = (qdir(corpus.path, q, opts="@budget=3000") / "_context.md").read_text()
-    assert "user/alice/preferences/editor" in text and "Neovim" in text
-    assert "(L2," in text and "(L0," in text  # the best in full, the rest as abstracts
+    d = qdir(corpus.path, q, opts="@budget=200")
+    text = (d / "_context.md").read_text()
+    # the best hit's matched text comes first, under its path, type and date
+    best = os.readlink(d / sorted(os.listdir(d))[0])  # ../../../user/...
+    first = text.index("\n## ")
+    assert text[first:].startswith(f"\n## {best.lstrip('./')}")
+    assert "searched by BM25 + vectors" in text
+    text = (qdir(corpus.path, q, opts="@budget=800") / "_context.md").read_text()
+    assert "user/alice/preferences/editor · preference · " in text and "Neovim" in text
     default = (qdir(corpus.path, q) / "_context.md").read_text()
     assert estimate_tokens(default) <= 2000
 

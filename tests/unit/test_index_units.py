@@ -8,7 +8,7 @@ import re
 import pytest
 import xxhash
 
-from contextfs.index.units import Unit, _chunk_spans, chunk_text, node_units
+from contextfs.index.units import Unit, chunk_spans, chunk_text, node_units
 
 
 def sample_text(n_paragraphs: int, seed: int = 0) -> str:
@@ -56,7 +56,7 @@ def test_chunks_respect_limits_and_lose_nothing(max_chars: int, overlap: int, se
     assert all(c == c.strip() for c in chunks)
     # every chunk is a piece of the text, and the bodies tile it exactly
     assert all(c in text for c in chunks)
-    spans = _chunk_spans(text, max_chars, overlap)
+    spans = chunk_spans(text, max_chars, overlap)
     assert "".join(text[start:end] for _, start, end in spans) == text
     assert [text[ov:end].strip() for ov, _, end in spans] == chunks
     # the words come back in order once the overlaps are dropped
@@ -87,7 +87,7 @@ def test_text_without_spaces_is_cut_hard():
     text = "x" * 2500
     chunks = chunk_text(text, 1000, 100)
     assert all(len(c) <= 1000 for c in chunks)
-    assert "".join(text[s:e] for _, s, e in _chunk_spans(text, 1000, 100)) == text
+    assert "".join(text[s:e] for _, s, e in chunk_spans(text, 1000, 100)) == text
 
 
 def test_bad_max_chars():

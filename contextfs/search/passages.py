@@ -1,0 +1,119 @@
+"""Passages: the pieces of a node that are indexed on their own and shown in a bundle.
+
+A session archive (type `session`) is cut at its turns: each turn is one passage carrying its
+speaker, its date and its turn id, so a question finds the turn that holds the evidence and
+the bundle can show that turn and not the whole session. Any other node's L2 is cut into
+chunks (`index.units.chunk_text` spans); a short L2 is one passage. Passage `i` of a node is
+the unit `(node, "L2", i)` in both indexes, so a hit names its passage directly.
+
+Pure: a node's passages are a function of its L2 text (cached by node id and version).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from functools import lru_cache
+
+from contextfs.conversations.timeparse import format_date, parse_timestamp
+from contextfs.conversations.transcript import turn_blocks
+from contextfs.index.units import chunk_spans
+from contextfs.model import Node
+
+SESSION_TYPE = "session"
+CHUNK_CHARS = 1000  # MiniLM reads about 1,000 characters of English
+# An archive with more turns than a node has unit slots is cut into windows of turns.
+MAX_PASSAGES = 8000
+
+
+@dataclass(frozen=True, slots=True)
+class Passage:
+    """One indexed and showable piece of a node's L2."""
+
+    index: int  # the unit's chunk number
+    start: int  # character span in L2
+    end: int
+    text: str  # what a bundle shows
+    turn_ids: tuple[str, ...] = ()
+    speaker: str | None = None
+    date: str | None = None  # "14 March 2023", when known
+
+    @property
+    def label(self) -> str:
+        """How a bundle cites it: turn ids, else a character span."""
+        if self.turn_ids:
+            return ", ".join(self.turn_ids) if len(self.turn_ids) <= 2 else \
+                f"{self.turn_ids[0]}–{self.turn_ids[-1]}"
+        return f"chars {self.start}–{self.end}"
+
+    def index_text(self) -> str:
+        """What the indexes see: speaker and date lead a turn (it helps BM25 and vectors)."""
+        if self.turn_ids or self.speaker:
+            lead = " · ".join(x for x in (self.speaker, self.date) if x)
+            return f"{lead}: {self.text}"
+        return self.text
+
+
+def _when(timestamp: str | None) -> str | None:
+    if not timestamp:
+        return None
+    ts = parse_timestamp(timestamp)
+    return format_date(ts.date()) if ts is not None else timestamp
+
+
+def _turn_passages(l2: str) -> list[Passage]:
+    blocks = [b for b in turn_blocks(l2) if b.content]
+    if not blocks:
+        return []
+    per = -(-len(blocks) // MAX_PASSAGES)  # turns per passage: 1 unless the archive is huge
+    out = []
+    for i in range(0, len(blocks), per):
+        group = blocks[i:i + per]
+        first = group[0]
+        speaker = first.name or first.role
+        if per == 1:
+            text = first.content
+        else:
+            text = "\n".join(f"{b.name or b.role}: {b.content}" for b in group)
+        out.append(Passage(len(out), first.start, group[-1].end, text,
+                           tuple(b.id for b in group if b.id),
+                           speaker if per == 1 else None, _when(first.timestamp)))
+    return out
+
+
+def _chunk_passages(l2: str, date: str | None) -> list[Passage]:
+    out = []
+    for ov, start, end in chunk_spans(l2, CHUNK_CHARS, CHUNK_CHARS // 10):
+        text = l2[ov:end].strip()
+        if text and l2[start:end].strip():
+            out.append(Passage(len(out), ov, end, text, date=date))
+    return out
+
+
+@lru_cache(maxsize=4096)
+def _passages(node_id: int, version: int, type_name: str, l2: str,
+              date: str | None) -> tuple[Passage, ...]:
+    if type_name == SESSION_TYPE:
+        turns = _turn_passages(l2)
+        if turns:
+            return tuple(turns)
+    return tuple(_chunk_passages(l2, date))
+
+
+def node_passages(n: Node) -> tuple[Passage, ...]:
+    """The passages of a node's current L2 (cached per node version)."""
+    return _passages(n.id, n.version, n.type, n.l2, _node_date(n))
+
+
+def _node_date(n: Node) -> str | None:
+    """A node's own date, for passages that carry none: a `date:` field in its front
+    matter (events, archives), else none (the bundle shows the update time instead)."""
+    head = n.l2[:400]
+    if head.startswith("---"):
+        for line in head.splitlines()[1:]:
+            if line.startswith("---"):
+                break
+            if line.startswith("date:"):
+                ts = parse_timestamp(line[5:].strip().strip("'\""))
+                if ts is not None:
+                    return format_date(ts.date())
+    return None
