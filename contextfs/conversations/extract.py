@@ -23,6 +23,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
+from contextfs.conversations.timeparse import parse_timestamp, resolve_relative
 from contextfs.conversations.transcript import Turn
 from contextfs.ctxtypes import ContextType
 from contextfs.errors import InvalidInput
@@ -203,7 +204,7 @@ _RELATIONS = {
     "roommate": "person", "flatmate": "person", "neighbor": "person", "neighbour": "person",
     "teammate": "person", "mentor": "person", "girlfriend": "person",
     "boyfriend": "person", "fiance": "person", "fiancee": "person", "client": "person",
-    "landlord": "person", "tech lead": "person", "report": "person",
+    "landlord": "person", "tech lead": "person", "report": "person", "child": "person",
 }  # fmt: skip
 _REL_ALT = "|".join(sorted((re.escape(r) for r in _RELATIONS), key=len, reverse=True))
 _NAME = r"[A-Z][a-zà-ÿ'-]+(?: [A-Z][a-zà-ÿ'-]+)?"
@@ -318,6 +319,18 @@ _PROFILE_RES: list[tuple[re.Pattern[str], str]] = [
         "role",
     ),
     (re.compile(rf"{_LEAD}I(?:'m| am)\s+(?:an?|the)\s+(?P<v>[\w -]+)", re.I), "role?"),
+    # "I'm Cy, a data engineer living in Oslo": a name, then the role and place clauses
+    (re.compile(rf"(?:^|[.!]\s+)I(?:'m| am)\s+(?P<v>{_NAME})\s*,\s+(?:an?|the)\s"), "name"),
+    (re.compile(rf"(?:^|[.!]\s+)I(?:'m| am)\s+{_NAME}\s*,\s+(?:an?|the)\s+(?P<v>[\w -]+)"),
+     "role?"),
+    (re.compile(r",?\s+(?:living|based)\s+in\s+(?P<v>[A-Z][\w'-]+(?:[ ,]+[A-Z][\w'-]+)*)"),
+     "location"),
+    (re.compile(rf"{_LEAD}I(?:'ve| have)\s+been\s+working\s+as\s+"
+                r"(?:an?\s+|the\s+)?(?P<v>[\w -]+)", re.I), "role"),
+    (re.compile(rf"{_LEAD}I\s+(?:just\s+|recently\s+)?(?:started|began)\s+(?:a\s+)?(?:new\s+)?"
+                r"(?:job|work|position)\s+(?:at|with)\s+"
+                r"(?P<v>[A-Z][\w&.-]*(?: [A-Z][\w&.-]*){0,3})"),
+     "employer"),
     (
         re.compile(rf"{_LEAD}I\s+(?:live|reside)\s+in\s+(?P<v>[A-Z][\w'-]+(?:[ ,]+[A-Z][\w'-]+)*)"),
         "location",
@@ -573,7 +586,8 @@ class RuleExtractor:
                     continue
                 col.add("profile", {"name": raw}, sentence, [turn.ref], 0.9)
             elif what in ("role", "role?"):
-                role = _clean_phrase(re.split(r"\s+(?:at|for|in|with|on)\s+", raw)[0], 4)
+                role = _clean_phrase(
+                    re.split(r"\s+(?:at|for|in|with|on|living|based|who|and)\s+", raw)[0], 4)
                 if role is None:
                     continue
                 head = role.lower().split()[-1]
@@ -630,6 +644,20 @@ class RuleExtractor:
 
     def _entities(self, col: _Collector, turn: Turn, sentence: str, bare: str) -> None:
         found: list[tuple[str, str]] = []
+        # "my mother's cat Max" / "Max is my mother's cat": Max is the cat, never the mother
+        possessors: set[str] = set()
+        for m in re.finditer(
+            rf"\b[Mm]y\s+(?P<own>{_REL_ALT})['’]s\s+(?P<rel>{_REL_ALT})(?:\s*,?\s+(?P<name>{_NAME}))?",
+            bare,
+        ):
+            possessors.add(m.group("own").lower())
+            name = m.group("name")
+            if name is None:
+                before = re.search(rf"(?P<name>{_NAME})(?:,)?\s+(?:is|was)\s+$",
+                                   bare[: m.start()])
+                name = before.group("name") if before else None
+            if name:
+                found.append((name, f"{m.group('own').lower()}'s {m.group('rel').lower()}"))
         for m in re.finditer(
             rf"\b[Mm]y\s+(?:(?:older|younger|little|big|new|old|best)\s+)?"
             rf"(?P<rel>{_REL_ALT})\s*,?\s+(?P<name>{_NAME})\b",
@@ -643,13 +671,24 @@ class RuleExtractor:
             bare,
         ):
             found.append((m.group("name"), m.group("rel").lower()))
+        # "my kids are Elsie and Sam", "our two daughters, Ada and Mo"
+        for m in re.finditer(
+            rf"\b(?:[Mm]y|[Oo]ur)\s+(?:\w+\s+)?(?P<rel>kids|children|sons|daughters)\s*"
+            rf"(?:,|are|:)?\s+(?P<names>{_NAME}(?:(?:,\s*|\s+and\s+){_NAME})+)",
+            bare,
+        ):
+            rel = {"kids": "child", "children": "child", "sons": "son",
+                   "daughters": "daughter"}[m.group("rel")]
+            for name in re.split(r",\s*|\s+and\s+", m.group("names")):
+                found.append((name, rel))
+        found = [(n, r) for n, r in found if r not in possessors]
         for name, rel in found:
             if name.split()[0] in _NOT_NAMES:
                 continue
             # "my manager Priya Patel" keeps both words; "my dog Rex Today" would not.
             if " " in name and name.split()[1] in _NOT_NAMES:
                 name = name.split()[0]
-            kind = _RELATIONS[rel]
+            kind = _RELATIONS[rel.split("'s ")[-1]]
             body = f"{name} is the owner's {rel}."
             if len(sentence.split()) > 5:
                 body += f"\n\n{sentence}"
@@ -956,74 +995,27 @@ def _convention_topic(statement: str) -> str | None:
 
 
 def _reference_day(today: str | None, timestamp: str | None) -> _dt.date | None:
-    for raw in (today, timestamp):
-        if not raw:
-            continue
-        try:
-            return _dt.date.fromisoformat(raw[:10])
-        except ValueError:
-            continue
+    """The day a turn's relative dates count from: the turn's own time, else `today`."""
+    for raw in (timestamp, today):
+        if raw:
+            ts = parse_timestamp(raw)
+            if ts is not None:
+                return ts.date()
     return None
 
 
-_ISO_DATE_RE = re.compile(r"\b(?:on\s+)?(\d{4})-(\d{2})-(\d{2})\b", re.I)
-_MONTH_DAY_RE = re.compile(
-    rf"\b(?:on\s+)?(?P<m>{_MONTH_ALT})\.?\s+(?P<d>\d{{1,2}})(?:st|nd|rd|th)?"
-    r"(?:,?\s+(?P<y>\d{4}))?\b",
-    re.I,
-)
-_DAY_MONTH_RE = re.compile(
-    rf"\b(?:on\s+)?(?:the\s+)?(?P<d>\d{{1,2}})(?:st|nd|rd|th)?\s+(?:of\s+)?(?P<m>{_MONTH_ALT})"
-    r"\b\.?(?:,?\s+(?P<y>\d{4}))?",
-    re.I,
-)
-_RELATIVE_RE = re.compile(
-    r"\b(?P<w>yesterday|today|tomorrow|this morning|this afternoon|this evening|tonight|"
-    r"(?P<dir>last|next|this past)\s+(?P<wd>monday|tuesday|wednesday|thursday|friday|"
-    r"saturday|sunday))\b",
-    re.I,
-)
-
-
-def _month_number(word: str) -> int:
-    w = word.lower().rstrip(".")
-    for i, name in enumerate(_MONTHS, start=1):
-        if name.startswith(w[:3]):
-            return i
-    raise ValueError(word)
-
-
 def _find_date(text: str, ref: _dt.date | None) -> tuple[_dt.date, tuple[int, int], str] | None:
-    """(day, span of the date phrase, "past" | "future" | "") for the first date found."""
-    m = _ISO_DATE_RE.search(text)
-    if m:
-        try:
-            return _dt.date(int(m[1]), int(m[2]), int(m[3])), m.span(), ""
-        except ValueError:
-            return None
-    for rx in (_MONTH_DAY_RE, _DAY_MONTH_RE):
-        m = rx.search(text)
-        if m:
-            year = int(m["y"]) if m["y"] else (ref.year if ref else None)
-            if year is None:
-                return None
-            try:
-                return _dt.date(year, _month_number(m["m"]), int(m["d"])), m.span(), ""
-            except ValueError:
-                return None
-    m = _RELATIVE_RE.search(text)
-    if m is None or ref is None:
-        return None
-    word = m["w"].lower()
-    if word == "yesterday":
-        return ref - _dt.timedelta(days=1), m.span(), "past"
-    if word == "tomorrow":
-        return ref + _dt.timedelta(days=1), m.span(), "future"
-    if m["wd"] is None:
-        return ref, m.span(), ""
-    target = _WEEKDAYS.index(m["wd"].lower())
-    if m["dir"].lower() in ("last", "this past"):
-        delta = (ref.weekday() - target) % 7 or 7
-        return ref - _dt.timedelta(days=delta), m.span(), "past"
-    delta = (target - ref.weekday()) % 7 or 7
-    return ref + _dt.timedelta(days=delta), m.span(), "future"
+    """(day, span of the date phrase, "past" | "future" | "") for the first day found."""
+    if ref is None:
+        # only absolute dates can be read without a reference day
+        mentions = [m for m in resolve_relative(text, _dt.date(1970, 1, 1)) if not m.relative]
+    else:
+        mentions = resolve_relative(text, ref)
+    for m in mentions:
+        if m.start != m.end:
+            continue  # a range ("last week") is not the day of an event
+        if not m.relative or ref is None:
+            return m.start, m.span, ""
+        tense = "past" if m.start < ref else "future" if m.start > ref else ""
+        return m.start, m.span, tense
+    return None

@@ -24,6 +24,7 @@ from dataclasses import dataclass, field
 
 import trio
 
+from contextfs.conversations import episodes
 from contextfs.conversations.extract import (
     Candidate,
     Extractor,
@@ -199,12 +200,14 @@ class Intake:
             raise InvalidInput("no 'session' context type is loaded")
         if owner[0] != ctype.scope:  # agents' conversations are kept under the default user
             owner = ("user", self.memory.default_owner)
-        day = dt.datetime.fromtimestamp(when, dt.UTC).date().isoformat()
-        fields = {"date": day, "title": title, "source": source, "turns": len(turns)}
-        if summary:
-            fields["summary"] = summary
-        res = self.memory.route_document(owner, ctype, Document(fields, render_turns(turns)),
-                                         source=source)
+        # named and dated by when the conversation happened, else by when it arrived
+        happened = episodes.started(turns)
+        day = (happened.date() if happened is not None
+               else dt.datetime.fromtimestamp(when, dt.UTC).date()).isoformat()
+        fields = {"date": day, "title": title, "source": source, "turns": len(turns),
+                  "summary": (summary + "\n" if summary else "") + episodes.summary(turns)}
+        body = f"# {episodes.heading(turns)}\n\n{render_turns(turns)}" if turns else ""
+        res = self.memory.route_document(owner, ctype, Document(fields, body), source=source)
         self.node_changed(res.node, res.created)
         return res.node
 

@@ -1,0 +1,111 @@
+"""A conversation as an episode: who spoke, when it happened, what was named (rules, offline).
+
+A session archive's L0/L1 come from this: a heading line "Efua and Theo · 14 March 2023 ·
+Fernhill Studio, Toffee, Edinburgh" and a summary of the named things and the dates the turns
+mention (resolved against each turn's own time). Pure: turns in, text out. With an LLM endpoint
+configured, the background summaries replace L0/L1 as for any node.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import re
+from collections import Counter
+from collections.abc import Sequence
+
+from contextfs.conversations.timeparse import format_date, parse_timestamp, resolve_relative
+from contextfs.conversations.transcript import Turn
+
+# Capitalised words that are not names of things.
+_COMMON = frozenset("""
+i i'm i've i'll i'd im ive ill id a an the and but or so oh ah ha haha yes yeah no not ok okay
+hi hey hello thanks thank sorry well wow what when where who why how which this that these
+those there here it it's its my your our their his her we you they he she me us them is are
+was were be been do did does don't can can't could would should will won't just also then
+now today tomorrow yesterday tonight mr mrs ms dr monday tuesday wednesday thursday friday
+saturday sunday january february march april may june july august september october november
+december lol omg good great nice sure right love happy congratulations guess wait same
+anyway honestly also maybe still very really if as at by for from in into of on to up with
+year week month day morning night weekend
+""".split())  # noqa: SIM905 - a word list reads better as prose
+_NAME_RE = re.compile(r"(?<![\w'])([A-Z][a-zA-Z'’-]+(?:\s+[A-Z][a-zA-Z'’-]+){0,2})")
+MAX_NAMED = 8
+
+
+def speakers(turns: Sequence[Turn]) -> list[str]:
+    """The speakers in order of first appearance (name, else role; tools left out)."""
+    seen: dict[str, None] = {}
+    for t in turns:
+        if t.role != "tool":
+            seen.setdefault(t.name or t.role, None)
+    return list(seen)
+
+
+def started(turns: Sequence[Turn]) -> dt.datetime | None:
+    """When the conversation happened: its earliest readable turn time."""
+    times = [ts for t in turns if t.timestamp and (ts := parse_timestamp(t.timestamp))]
+    if not times:
+        return None
+    naive = [t.replace(tzinfo=None) if t.tzinfo is None else
+             t.astimezone(dt.UTC).replace(tzinfo=None) for t in times]
+    return min(naive)
+
+
+def named_things(turns: Sequence[Turn], exclude: Sequence[str] = ()) -> list[str]:
+    """Names that come up (people, pets, places, projects), most mentioned first."""
+    skip = {e.lower() for e in exclude}
+    counts: Counter[str] = Counter()
+    for t in turns:
+        for sentence in re.split(r"(?<=[.!?])\s+|\n+", t.content):
+            for i, m in enumerate(_NAME_RE.finditer(sentence)):
+                name = m.group(1).strip("'’-")
+                words = name.split()
+                if i == 0 and m.start() == 0 and len(words) == 1:
+                    continue  # a capital that only starts the sentence
+                while words and words[0].lower() in _COMMON:
+                    words = words[1:]
+                if not words or " ".join(words).lower() in skip:
+                    continue
+                if len(words) == 1 and (words[0].lower() in _COMMON or len(words[0]) < 3):
+                    continue
+                counts[" ".join(words)] += 1
+    return [name for name, _ in counts.most_common(MAX_NAMED)]
+
+
+def mentioned_dates(turns: Sequence[Turn]) -> list[str]:
+    """Days and periods the turns speak of, resolved against each turn's own time."""
+    out: dict[str, None] = {}
+    for t in turns:
+        ts = parse_timestamp(t.timestamp) if t.timestamp else None
+        if ts is None:
+            continue
+        for m in resolve_relative(t.content, ts.date()):
+            out.setdefault(f"{m.text.strip()} → {m.label}", None)
+    return list(out)[:12]
+
+
+def heading(turns: Sequence[Turn]) -> str:
+    """One line: who, when, what was named."""
+    who = speakers(turns)
+    people = " and ".join(who[:2]) if len(who) <= 2 else ", ".join(who[:3])
+    when = started(turns)
+    parts = [people or "conversation"]
+    if when is not None:
+        parts.append(format_date(when.date()))
+    named = named_things(turns, who)
+    if named:
+        parts.append(", ".join(named[:5]))
+    return " · ".join(parts)
+
+
+def summary(turns: Sequence[Turn]) -> str:
+    """A few lines for L1: speakers, time span, named things, dates spoken of."""
+    who = speakers(turns)
+    lines = [f"{len(turns)} turns between {', '.join(who) or 'unknown speakers'}."]
+    named = named_things(turns, who)
+    if named:
+        lines.append("Named: " + ", ".join(named) + ".")
+    dates = mentioned_dates(turns)
+    if dates:
+        lines.append("Dates spoken of: " + "; ".join(dates) + ".")
+    return " ".join(lines)

@@ -1,0 +1,93 @@
+"""Conversations as episodes: speakers apart, facts on their subject, dates from each turn,
+session archives split into passages by turn (issue: context that holds the evidence)."""
+
+from __future__ import annotations
+
+import pytest
+
+from contextfs.conversations import episodes
+from contextfs.conversations.extract import RuleExtractor
+from contextfs.conversations.transcript import Turn, render_turns, turn_blocks
+from contextfs.ctxtypes import builtin_schema_dir, load_types
+from contextfs.model import Node
+from contextfs.search.passages import node_passages
+
+
+@pytest.fixture(scope="module")
+def types():
+    return load_types([builtin_schema_dir()])
+
+
+def _extract(types, text: str, when: str = "2023-05-08T13:56:00"):
+    turn = Turn(1, "user", text, name="Cy", timestamp=when, id="D1:1")
+    return [(c.type, c.fields) for c in RuleExtractor().extract([turn], types)]
+
+
+def test_a_self_description_fills_the_profile(types):
+    got = _extract(types, "I'm Cy, a data engineer living in Oslo.")
+    assert ("profile", {"name": "Cy"}) in got
+    assert ("profile", {"role": "data engineer"}) in got
+    assert ("profile", {"location": "Oslo"}) in got
+    assert ("profile", {"role": "nurse"}) in _extract(types, "I've been working as a nurse.")
+
+
+def test_a_possessive_relation_is_not_inverted(types):
+    got = _extract(types, "Max is my mother's cat.")
+    assert got == [("entity", {"name": "Max", "kind": "animal",
+                               "attributes": {"relation": "mother's cat"}})]
+    got = _extract(types, "We looked after my sister's dog Biscuit all week.")
+    assert ("entity", {"name": "Biscuit", "kind": "animal",
+                       "attributes": {"relation": "sister's dog"}}) in got
+    assert not any(f.get("attributes", {}).get("relation") == "sister" for _t, f in got)
+
+
+def test_children_become_entities(types):
+    names = {f["name"] for t, f in _extract(types, "My kids are Elsie and Sam.") if t == "entity"}
+    assert names == {"Elsie", "Sam"}
+
+
+def test_relative_dates_count_from_the_turns_own_time(types):
+    got = _extract(types, "I won a chess tournament yesterday.", when="2022-08-20T09:00:00")
+    assert ("event", {"date": "2022-08-19", "title": "won chess tournament"}) in got
+    got = _extract(types, "I ran a half marathon yesterday.", when="1:56 pm on 8 May, 2023")
+    assert any(t == "event" and f["date"] == "2023-05-07" for t, f in got)
+
+
+def _turns() -> list[Turn]:
+    return [
+        Turn(0, "user", "Guess what, I adopted a cat called Miso from the Leeds shelter!",
+             name="Efua", timestamp="2023-03-14T18:05:00", id="S1:1"),
+        Turn(0, "user", "Miso! Perfect. Ruth will want photos.", name="Theo",
+             timestamp="2023-03-14T18:06:00", id="S1:2"),
+        Turn(0, "user", "We picked her up last Saturday.", name="Efua",
+             timestamp="2023-03-14T18:07:00", id="S1:3"),
+    ]
+
+
+def test_an_episode_says_who_when_and_what():
+    turns = _turns()
+    head = episodes.heading(turns)
+    assert head.startswith("Efua and Theo · 14 March 2023 · ")
+    assert "Miso" in head and "Leeds" in head
+    summary = episodes.summary(turns)
+    assert "last Saturday → 11 March 2023" in summary
+    assert episodes.started(turns).isoformat() == "2023-03-14T18:05:00"
+
+
+def test_an_archive_splits_into_turn_passages_with_speaker_date_and_id():
+    l2 = "---\ndate: '2023-03-14'\n---\n# Efua and Theo\n\n" + render_turns(_turns())
+    blocks = turn_blocks(l2)
+    assert [b.id for b in blocks] == ["S1:1", "S1:2", "S1:3"]
+    assert l2[blocks[1].start:blocks[1].end].endswith("Ruth will want photos.")
+    n = Node(id=7, owner_kind="user", owner_id="x", type="session", name="2023-03-14-s1",
+             version=1, l0="", l1="", l2=l2, l0_pinned=False, l1_pinned=False,
+             content_hash="")
+    ps = node_passages(n)
+    assert [(p.turn_ids, p.speaker, p.date) for p in ps] == [
+        (("S1:1",), "Efua", "14 March 2023"), (("S1:2",), "Theo", "14 March 2023"),
+        (("S1:3",), "Efua", "14 March 2023")]
+    assert ps[2].index_text() == "Efua · 14 March 2023: We picked her up last Saturday."
+    other = Node(id=8, owner_kind="user", owner_id="x", type="preference", name="tea",
+                 version=1, l0="", l1="", l2="Green tea, no sugar.", l0_pinned=False,
+                 l1_pinned=False, content_hash="")
+    assert [p.text for p in node_passages(other)] == ["Green tea, no sugar."]
