@@ -32,7 +32,7 @@ def _heading(ph: PassageHit) -> str:
     n = ph.node
     when = ph.passage.date or dt.datetime.fromtimestamp(n.updated, dt.UTC).strftime(
         "%-d %B %Y")
-    return f"\n## {ph.path} · {n.type} · {when}\n\n"
+    return f"\n## {ph.path} · {when}\n"
 
 
 def _line(ph: PassageHit, heading_date: str | None) -> str:
@@ -43,15 +43,14 @@ def _line(ph: PassageHit, heading_date: str | None) -> str:
         date = f" ({p.date})" if p.date and p.date != heading_date else ""
         return f"- [{p.label}]{date} {who}{text}\n"
     if len(ph.node.l2.strip()) <= len(text) + 1:  # the whole L2: no span to cite
-        return text + "\n\n"
-    return f"[{p.label}]\n{text}\n\n"
+        return text + "\n"
+    return f"[{p.label}] {text}\n"
 
 
 def _header(question: str, scope: str, res: Results, budget: int) -> str:
     sides = " + ".join(SIDE_NAMES[s] for s in res.sides) or "nothing"
-    head = (f"# Context for: {question}\n\n"
-            f"Scope: {scope or '/'} · {len(res.hits)} hit(s) · searched by {sides} · "
-            f"budget {budget} tokens (1 token ≈ 4 characters)\n")
+    head = (f"# Context for: {question}\n"
+            f"{scope or '/'} · {len(res.hits)} hits · searched by {sides} · {budget} tokens\n")
     if res.note:
         head += f"Note: {res.note}\n"
     if not res.hits:

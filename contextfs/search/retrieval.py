@@ -17,7 +17,7 @@ from contextfs.errors import InvalidInput
 from contextfs.memory.service import Memory
 from contextfs.model import Node
 from contextfs.search.indexer import Indexer, label_chunk, label_node, label_tier
-from contextfs.search.passages import Passage, node_passages
+from contextfs.search.passages import SESSION_TYPE, Passage, node_passages
 
 RRF_K = 60  # the usual reciprocal-rank-fusion constant
 DEFAULT_K = 10
@@ -186,9 +186,11 @@ class Searcher:
                   if allowed(nodes.get(h.node_id))]
         seen = [0, 0]
         for key, side in units:
-            rank = seen[side]
-            seen[side] += 1
-            unit_score[key] = unit_score.get(key, 0.0) + 1.0 / (RRF_K + rank + 1)
+            # passages rank among passages: summaries above them do not push them down
+            if key[1] == "L2":
+                rank = seen[side]
+                seen[side] += 1
+                unit_score[key] = unit_score.get(key, 0.0) + 1.0 / (RRF_K + rank + 1)
             node_rank[side].setdefault(key[0], len(node_rank[side]))
             tiers.setdefault(key[0], set()).add(key[1])
         for h in text_hits:
@@ -216,7 +218,7 @@ class Searcher:
                 continue
             ps = node_passages(hit.node)
             if len(ps) == 1:  # a short node: any of its tiers stands for its one passage
-                p, score = ps[0], max(score, node_score[nid])
+                p = ps[0]
             elif tier == "L2" and chunk < len(ps):
                 p = ps[chunk]
             else:
