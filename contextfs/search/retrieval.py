@@ -17,7 +17,7 @@ from contextfs.errors import InvalidInput
 from contextfs.memory.service import Memory
 from contextfs.model import Node
 from contextfs.search.indexer import Indexer, label_chunk, label_node, label_tier
-from contextfs.search.passages import SESSION_TYPE, Passage, node_passages
+from contextfs.search.passages import Passage, node_passages
 
 RRF_K = 60  # the usual reciprocal-rank-fusion constant
 DEFAULT_K = 10
@@ -186,8 +186,10 @@ class Searcher:
                   if allowed(nodes.get(h.node_id))]
         seen = [0, 0]
         for key, side in units:
-            # passages rank among passages: summaries above them do not push them down
-            if key[1] == "L2":
+            # passages rank among passages: summaries of long nodes do not push them down
+            # (a short node's one unit is its L0, which stands for its one passage)
+            n = nodes.get(key[0])
+            if key[1] == "L2" or (n is not None and len(node_passages(n)) == 1):
                 rank = seen[side]
                 seen[side] += 1
                 unit_score[key] = unit_score.get(key, 0.0) + 1.0 / (RRF_K + rank + 1)

@@ -117,13 +117,13 @@ def test_context_holds_the_matched_passages_within_budget(corpus):
         assert estimate_tokens(text) <= budget, (budget, estimate_tokens(text))
     d = qdir(corpus.path, q, opts="@budget=200")
     text = (d / "_context.md").read_text()
-    # the best hit's matched text comes first, under its path, type and date
+    # the best hit's matched text comes first, under its path and date
     best = os.readlink(d / sorted(os.listdir(d))[0])  # ../../../user/...
     first = text.index("\n## ")
     assert text[first:].startswith(f"\n## {best.lstrip('./')}")
     assert "searched by BM25 + vectors" in text
     text = (qdir(corpus.path, q, opts="@budget=800") / "_context.md").read_text()
-    assert "user/alice/preferences/editor · preference · " in text and "Neovim" in text
+    assert "user/alice/preferences/editor · " in text and "Neovim" in text
     default = (qdir(corpus.path, q) / "_context.md").read_text()
     assert estimate_tokens(default) <= 2000
 
