@@ -274,10 +274,6 @@ class Memory:
             log.error("store write failed, switching to read-only: %s", exc)
             raise StoreDamaged(f"the store failed a write and is now read-only: {exc}") from exc
 
-    @property
-    def in_transaction(self) -> bool:
-        return self._tx is not None
-
     # ---- the journal: undo on rollback, changes on commit ---------------------------------
 
     def _touch(self, n: Node) -> None:

@@ -70,10 +70,6 @@ class Store:
     def close(self) -> None:
         self.con.close()
 
-    @property
-    def in_transaction(self) -> bool:
-        return self._depth > 0
-
     def transaction(self) -> AbstractContextManager[None]:
         """The owning Memory's transaction (`Memory.transaction`), so that code still
         opening one here keeps the in-memory mirrors right; a bare `atomic()` before a
