@@ -81,6 +81,12 @@ class LLMUnavailable(ContextFSError):
     """The chat endpoint cannot be used (no key, unreachable, an HTTP error, no answer)."""
 
 
+class StoreLocked(ContextFSError):
+    """The store file is open in another process (another mount, or a CLI command)."""
+
+    exit_code = 4
+
+
 class UsageError(ContextFSError):
     """Bad command-line usage."""
 

@@ -3,8 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-
-TIERS = ("L0", "L1", "L2")
+from typing import Literal
 
 
 @dataclass(slots=True)
@@ -61,3 +60,26 @@ class Attachment:
     target: bytes | None = None
     deleted_at: float | None = None
     size: int = 0
+
+
+ChangeKind = Literal["node", "owner", "attachment", "inbox", "session"]
+ChangeOp = Literal["created", "updated", "deleted", "moved"]
+
+
+@dataclass(frozen=True, slots=True)
+class Change:
+    """One thing a committed transaction changed, as `Memory.subscribe` callbacks see it.
+
+    `node_id` is the node (for an attachment: its node; None for owners, inbox items and
+    sessions); `id` is the attachment or inbox item id; `path` is where it shows in the
+    mount, relative to the root (for a move: the new path, `old_path` the one before);
+    `generation` is the store generation (outbox seq) once the change committed.
+    """
+
+    kind: ChangeKind
+    op: ChangeOp
+    path: str
+    generation: int
+    node_id: int | None = None
+    id: int | None = None
+    old_path: str | None = None

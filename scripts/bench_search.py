@@ -284,7 +284,8 @@ def build_store(data: Path, n: int, prose: bool) -> dict:
                     node = memory.create_node((kind, owner), ctype, name, persist=False)
                     memory.save_l2(node, text)
                     chars += len(text)
-            memory._write(tx)  # the service's own transaction wrapper, many nodes per commit
+            with memory.transaction():  # the service's transaction, many nodes per commit
+                tx()
             prog.update(min(start + TX_NODES, n))
         elapsed = prog.done()
         return {"nodes": len(memory.live), "seconds": elapsed, "nodes_per_s": n / elapsed,

@@ -10,7 +10,9 @@ A session (`mkdir .sessions/<id>`) records turns appended to its `transcript.jso
 extracts in the background once enough turns are pending, compacts on request, and when
 it ends is archived as a `session` node with its summary.
 
-No FUSE here: the tree calls these methods; the daemon runs `IntakeService`.
+No FUSE here: the tree calls these methods; the daemon runs `IntakeService`. Every row
+is written through the memory service (`Memory.add_inbox_item`, `put_session`, …), so it
+commits with whatever else the caller's transaction holds and reaches the change feed.
 """
 
 from __future__ import annotations
@@ -32,13 +34,14 @@ from contextfs.conversations.extract import (
     validate_candidate,
 )
 from contextfs.conversations.transcript import Transcript, Turn, parse_transcript, render_turns
-from contextfs.errors import ContextFSError, InvalidInput
+from contextfs.errors import ContextFSError, Exists, InvalidInput
+from contextfs.memory.background import Service
 from contextfs.memory.document import Document
 from contextfs.memory.redact import secret_filename_reason
 from contextfs.memory.service import Memory, decode_text
 from contextfs.memory.summarize import summarize
 from contextfs.memory.tokens import estimate_tokens
-from contextfs.model import Node
+from contextfs.model import Change, Node
 
 log = logging.getLogger(__name__)
 
@@ -94,13 +97,14 @@ class Intake:
         self.extract_every = extract_every
         self.clock = clock or memory.clock
         self.items: dict[int, InboxItem] = {}
-        for row in memory.store.inbox_items():
+        for row in memory.inbox_items():
             item = InboxItem(row[0], (row[1], row[2]), row[3], row[4], row[5], row[6], row[7])
             self.items[item.id] = item
         self.sessions: dict[tuple[str, str, str], Session] = {}
-        for kind, oid, sid, created, transcript, processed, summary in memory.store.sessions():
+        for kind, oid, sid, created, transcript, processed, summary in memory.sessions():
             self.sessions[(kind, oid, sid)] = Session((kind, oid), sid, created, transcript,
                                                       processed, summary)
+        # set by IntakeService: a session has enough new turns to extract
         self.wake: Callable[[], None] = lambda: None
 
     # ---- the inbox ------------------------------------------------------------------------
@@ -127,17 +131,16 @@ class Intake:
         if data:
             data = self.memory.redact_bytes(data, path)
         item.size = len(data)
-        self.memory._write(lambda: self.memory.store.add_inbox_item(
-            item.id, owner, filename, data, item.created, item.state, item.report))
+        # the change feed wakes IntakeService for a pending item
+        self.memory.add_inbox_item(item.id, owner, filename, data, item.created, item.state,
+                                   item.report)
         self.items[item.id] = item
-        if item.state == "pending":
-            self.wake()
-        else:
+        if item.state != "pending":
             log.info("inbox refused %s: %s", path, item.report.strip())
         return item
 
     def item_data(self, item: InboxItem) -> bytes:
-        return self.memory.store.inbox_data(item.id)
+        return self.memory.inbox_data(item.id)
 
     def pending(self) -> list[InboxItem]:
         return [i for i in self.items.values() if i.state == "pending"]
@@ -181,14 +184,14 @@ class Intake:
         lines += [f"- {c}" for c in changed] or ["- none found"]
         if refused:
             lines += ["", "## Candidates refused"] + [f"- {r}" for r in refused]
-        item.state, item.report = "done", "\n".join(lines) + "\n"
-        self.memory._write(lambda: self.memory.store.set_inbox_state(item.id, item.state,
-                                                                     item.report))
+        self._set_state(item, "done", "\n".join(lines) + "\n")
 
     def fail_item(self, item: InboxItem, reason: str) -> None:
-        item.state, item.report = "refused", f"refused: {reason}\n"
-        self.memory._write(lambda: self.memory.store.set_inbox_state(item.id, item.state,
-                                                                     item.report))
+        self._set_state(item, "refused", f"refused: {reason}\n")
+
+    def _set_state(self, item: InboxItem, state: str, report: str) -> None:
+        self.memory.set_inbox_state(item.id, item.owner, item.filename, state, report)
+        item.state, item.report = state, report
 
     # ---- shared by both -------------------------------------------------------------------
 
@@ -251,13 +254,12 @@ class Intake:
     def start_session(self, owner: tuple[str, str], sid: str) -> Session:
         key = (owner[0], owner[1], sid)
         if key in self.sessions:
-            raise ContextFSError(f"session {sid} exists", errno=17)
+            raise Exists(f"session {sid} exists")
         if not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9._-]{0,127}", sid):
             raise InvalidInput("a session id uses letters, digits and . _ - (start with a "
                                "letter or digit)")
         s = Session(owner, sid, self.clock())
-        self.memory._write(lambda: self.memory.store.put_session(
-            owner, sid, s.created, "", 0, ""))
+        self.memory.put_session(owner, sid, s.created, "", 0, "", created_now=True)
         self.sessions[key] = s
         return s
 
@@ -265,9 +267,7 @@ class Intake:
         """Bytes appended to transcript.jsonl: stored (redacted); returns pending turns."""
         text = decode_text(appended, "transcript.jsonl")
         text = self.memory.redact(text, f"{s.owner[0]}/{s.owner[1]}/.sessions/{s.id}")
-        s.transcript += text
-        self.memory._write(lambda: self.memory.store.put_session(
-            s.owner, s.id, s.created, s.transcript, s.processed, s.summary))
+        self._put(s, transcript=s.transcript + text)
         pending = len(parse_transcript(s.transcript, "t.jsonl").turns) - s.processed
         if pending >= self.extract_every:
             self.wake()
@@ -279,10 +279,8 @@ class Intake:
     def extract_session(self, s: Session, candidates: Sequence[Candidate],
                         upto: int) -> list[str]:
         changed, _refused = self.route_candidates(s.owner, candidates, f"session:{s.id}")
-        s.processed = max(s.processed, upto)
         s.touched += changed
-        self.memory._write(lambda: self.memory.store.put_session(
-            s.owner, s.id, s.created, s.transcript, s.processed, s.summary))
+        self._put(s, processed=max(s.processed, upto))
         return changed
 
     def compact(self, s: Session) -> None:
@@ -292,10 +290,17 @@ class Intake:
             return
         text = render_turns(turns)
         l0, l1 = summarize(self.memory.types.get("session"), text)
-        s.summary = (s.summary + "\n" + l1).strip() if s.summary else l1.strip()
-        s.transcript, s.processed = "", 0
-        self.memory._write(lambda: self.memory.store.put_session(
-            s.owner, s.id, s.created, s.transcript, s.processed, s.summary))
+        summary = (s.summary + "\n" + l1).strip() if s.summary else l1.strip()
+        self._put(s, transcript="", processed=0, summary=summary)
+
+    def _put(self, s: Session, *, transcript: str | None = None, processed: int | None = None,
+             summary: str | None = None) -> None:
+        """Store the session with these values; the object follows once it is stored."""
+        transcript = s.transcript if transcript is None else transcript
+        processed = s.processed if processed is None else processed
+        summary = s.summary if summary is None else summary
+        self.memory.put_session(s.owner, s.id, s.created, transcript, processed, summary)
+        s.transcript, s.processed, s.summary = transcript, processed, summary
 
     def end_session(self, s: Session) -> Node | None:
         """rmdir / `end`: archive the session (summary + remaining turns) as memory."""
@@ -308,7 +313,7 @@ class Intake:
                 summary = (summary + "\n" + l1).strip() if summary else l1.strip()
             node = self.archive(s.owner, turns, s.id, source=f"session:{s.id}",
                                 when=s.created, summary=summary)
-        self.memory._write(lambda: self.memory.store.delete_session(s.owner, s.id))
+        self.memory.delete_session(s.owner, s.id)
         self.sessions.pop((s.owner[0], s.owner[1], s.id), None)
         return node
 
@@ -322,7 +327,9 @@ class Intake:
             if "profile" in self.memory.types and owner[0] == "user" else None
         if profile is not None and profile.l2.strip():
             parts.append("## Profile\n\n" + (profile.l1 or profile.l0).strip() + "\n")
-        recent = sorted((n for n in self.memory.nodes.values()
+        # a worker thread (the open of context.md) while the trio thread may add nodes:
+        # never iterate `memory.nodes` itself here
+        recent = sorted((n for n in self.memory.node_list()
                          if n.type == "session" and n.owner == owner and self.memory.is_live(n)),
                         key=lambda n: n.created, reverse=True)[:5]
         if recent:
@@ -353,29 +360,38 @@ class Intake:
         ]
 
 
-class IntakeService:
-    """Processes pending inbox items and session extractions in the background."""
+class IntakeService(Service):
+    """Processes pending inbox items and session extractions in the background.
 
-    def __init__(self, intake: Intake, *, on_change: Callable[[], None]) -> None:
+    Woken by the change feed when an inbox item is stored, and by `Intake.record` when a
+    session has enough new turns. `on_change()` (optional) runs after each item or
+    extraction it finished; what they stored is published by the change feed as well."""
+
+    def __init__(self, intake: Intake, *, on_change: Callable[[], None] | None = None) -> None:
+        super().__init__()
         self.intake = intake
         self.on_change = on_change
-        self._wake = trio.Event()
         intake.wake = self.wake
+        self.unsubscribe = intake.memory.subscribe(self._committed)
 
-    def wake(self) -> None:
-        self._wake.set()
+    def _committed(self, changes: Sequence[Change]) -> None:
+        if any(c.kind == "inbox" and c.op == "created" for c in changes):
+            self.wake()
+
+    def _changed(self) -> None:
+        if self.on_change is not None:
+            self.on_change()
 
     async def run(self) -> None:
-        while True:
-            self._wake = trio.Event()
+        while not self.stopping:
+            self._rearm()
             try:
                 worked = await self.step()
             except Exception:  # noqa: BLE001 - one bad item must not stop the service
                 log.exception("intake step failed")
                 worked = False
             if not worked:
-                with trio.move_on_after(30):
-                    await self._wake.wait()
+                await self._idle(30)
 
     async def step(self) -> bool:
         intake = self.intake
@@ -385,13 +401,13 @@ class IntakeService:
                 text = decode_text(data, item.filename)
             except ContextFSError as exc:
                 intake.fail_item(item, exc.reason)
-                self.on_change()
+                self._changed()
                 return True
             today = dt.datetime.fromtimestamp(item.created, dt.UTC).date().isoformat()
             transcript, candidates, how = await trio.to_thread.run_sync(
                 intake.analyse, text, item.filename, item.owner[0], today)
             intake.finish_item(item, transcript, candidates, how)
-            self.on_change()
+            self._changed()
             return True
         for s in list(intake.sessions.values()):
             turns = intake.session_turns(s)
@@ -417,5 +433,5 @@ class IntakeService:
             changed = intake.extract_session(s, candidates, len(turns))
         finally:
             s.extracting = False
-        self.on_change()
+        self._changed()
         return changed

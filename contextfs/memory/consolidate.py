@@ -4,9 +4,10 @@
   node's tiers through the mount): importance = 0.5 · 0.5^(age / half-life) + boost, with
   boost = min(0.5, 0.1 · log2(1 + reads)), age counted from the last change. A type
   without a half-life (profile) never decays.
-- Near-duplicate nodes of one type and owner are merged by the type's strategy into the
-  older one (merge: fields by op; aggregate: items folded); the newer one goes to the
-  trash with a provenance note, so it can be restored.
+- Near-duplicate nodes of one type and owner are merged by the type's write strategy
+  (`strategies.STRATEGIES`, the same entry routing uses: merge: fields by op; aggregate:
+  items folded) into the older one; the newer one goes to the trash with a provenance
+  note, so it can be restored. Modes whose strategy says so (append) are never merged.
 - Nodes whose importance falls below the type's `min_importance` move to the owner's
   `.archive/` (not searched; `mv` back into the type directory restores them).
 
@@ -22,17 +23,12 @@ from collections import defaultdict
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-import trio
-
+from contextfs.ctxtypes import ContextType
 from contextfs.errors import ContextFSError
-from contextfs.memory.document import (
-    aggregate_documents,
-    is_near_duplicate,
-    merge_documents,
-    parse_document,
-    render_document,
-)
+from contextfs.memory.background import Service
+from contextfs.memory.document import Document, is_near_duplicate, parse_document, render_document
 from contextfs.memory.service import Memory
+from contextfs.memory.strategies import strategy_for
 from contextfs.model import Node
 
 log = logging.getLogger(__name__)
@@ -75,7 +71,7 @@ def consolidate(memory: Memory, *, now: float | None = None) -> Report:
     groups: dict[tuple, list[Node]] = defaultdict(list)
     for n in live:
         ctype = memory.types.get(n.type)
-        if ctype is not None and not ctype.singleton and ctype.mode != "append" \
+        if ctype is not None and not ctype.singleton and strategy_for(ctype).consolidate \
                 and n.l2.strip():
             groups[(n.owner, n.type)].append(n)
     gone: set[int] = set()
@@ -125,45 +121,50 @@ def consolidate(memory: Memory, *, now: float | None = None) -> Report:
             report.touched.append(n)
             report.details.append(f"archived {path} (importance {n.importance:.3f} < "
                                   f"{ctype.min_importance})")
-    memory._write(lambda: memory.store.add_consolidation_run(
+    memory.record_consolidation(
         now, report.decayed, report.merged, report.archived,
-        report.summary() + ("\n" + "\n".join(report.details) if report.details else "")))
+        report.summary() + ("\n" + "\n".join(report.details) if report.details else ""))
     log.info("consolidation: %s", report.summary())
     return report
 
 
-def _merge(memory: Memory, ctype, keep: Node, other: Node) -> None:
+def _merge(memory: Memory, ctype: ContextType, keep: Node, other: Node) -> None:
     old, new = parse_document(keep.l2), parse_document(other.l2)
     new_fields = {k: v for k, v in new.fields.items() if k not in ctype.key_fields}
-    new = type(new)(new_fields, new.body)
-    if ctype.mode == "aggregate":
-        merged, _folded = aggregate_documents(ctype, old, new)
-    else:
-        merged = merge_documents(ctype, old, new)
-    with memory.store.transaction():
+    merged, _folded = strategy_for(ctype).combine(ctype, old, Document(new_fields, new.body))
+    with memory.transaction():
         note = f"merged:{memory.node_path(other)}"
         if note not in keep.sources:
-            keep.sources.append(note)
+            memory.add_source(keep, note)
         memory.save_l2(keep, render_document(ctype, merged), f"consolidate:{note}")
-        other.sources.append(f"merged into {memory.node_path(keep)}")
+        memory.add_source(other, f"merged into {memory.node_path(keep)}")
         memory.delete_node(other)
 
 
-class ConsolidationService:
-    """Runs consolidate() every `every` seconds in the daemon's nursery."""
+class ConsolidationService(Service):
+    """Runs consolidate() every `every` seconds in the daemon's nursery.
+
+    What a run merged or archived is published by the memory's change feed like any
+    commit; `on_done(report)` is optional."""
 
     def __init__(self, memory: Memory, every: float,
-                 on_done: Callable[[Report], None]) -> None:
+                 on_done: Callable[[Report], None] | None = None) -> None:
+        super().__init__()
         self.memory = memory
         self.every = every
         self.on_done = on_done
 
     async def run(self) -> None:
-        while True:
-            await trio.sleep(self.every)
+        while not self.stopping:
+            self._rearm()
+            await self._idle(self.every)
+            if self.stopping:
+                return
             if self.memory.failsafe:
                 continue
             try:
-                self.on_done(consolidate(self.memory))
+                report = consolidate(self.memory)
+                if self.on_done is not None:
+                    self.on_done(report)
             except Exception:  # noqa: BLE001 - a failed run must not stop the daemon
                 log.exception("consolidation failed")

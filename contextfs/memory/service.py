@@ -14,8 +14,8 @@ import logging
 import re
 import time
 from collections import deque
-from collections.abc import Callable, Iterator
-from dataclasses import dataclass
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -27,21 +27,19 @@ from contextfs.errors import (
     ContextFSError,
     Exists,
     InvalidInput,
-    NotFound,
     StoreDamaged,
     TooBig,
 )
 from contextfs.memory.document import (
     Document,
-    aggregate_documents,
     body_items,
-    merge_documents,
     normalize_item,
     parse_document,
     render_document,
 )
+from contextfs.memory.strategies import strategy_for
 from contextfs.memory.summarize import summarize
-from contextfs.model import Attachment, Node
+from contextfs.model import Attachment, Change, Node
 from contextfs.store import Store
 from contextfs.store.schema import CHUNK_SIZE
 
@@ -115,6 +113,30 @@ class LiveNodes(dict):
         return nid
 
 
+# Restored on rollback: every field but `indexed_version`, which the indexer moves
+# outside transactions.
+_RESTORED_NODE_FIELDS = tuple(f.name for f in fields(Node) if f.name != "indexed_version")
+_ATTACHMENT_FIELDS = tuple(f.name for f in fields(Attachment))
+
+
+@dataclass(slots=True)
+class _Journal:
+    """What the open outermost transaction changed in memory: enough to undo it on
+    rollback and to tell subscribers what committed."""
+
+    generation: int  # the store generation before it
+    redactions: int  # len(pending_redactions) before it
+    nodes: dict[int, tuple[Node, Node]] = field(default_factory=dict)  # id: (node, copy)
+    new_nodes: list[int] = field(default_factory=list)  # added to Memory.nodes
+    live: dict[tuple[str, str, str, str], int | None] = field(default_factory=dict)
+    owners: list[tuple[str, str]] = field(default_factory=list)
+    # id: (attachment, copy before its first change, or None: reload from the store)
+    atts: dict[int, tuple[Attachment, Attachment | None]] = field(default_factory=dict)
+    new_atts: list[int] = field(default_factory=list)
+    stored: dict[int, int] = field(default_factory=dict)  # node id: generation of its row
+    other: list[Change] = field(default_factory=list)  # inbox items, sessions
+
+
 @dataclass(frozen=True, slots=True)
 class Refusal:
     when: float
@@ -149,6 +171,8 @@ class Memory:
     ) -> None:
         self.store = store
         self.types = types
+        for t in types.values():
+            strategy_for(t)  # a mode without a write strategy is refused at the start
         self.types_by_dir: dict[tuple[str, str], ContextType] = {
             (t.scope, t.type_dir): t for t in types.values()
         }
@@ -168,13 +192,16 @@ class Memory:
                 self.live[(n.owner_kind, n.owner_id, n.type, n.name)] = n.id
         self.attachments: dict[int, Attachment] = {a.id: a for a in store.attachments()}
         self.generation = store.generation()
-        self._persisting: list[Node] = []
+        self._tx: _Journal | None = None
+        self._subscribers: list[Callable[[Sequence[Change]], None]] = []
         self._access_dirty: set[int] = set()
         self._dirty_atts: dict[int, Attachment] = {}  # folder mtimes to store
         self.redactor = redactor
         self.default_owner = default_owner
         self.redaction_count = 0
         self.pending_redactions: list[tuple[float, str, str, int]] = []
+        # `Memory.transaction` is the boundary, even for code that still asks the store
+        store.boundary = self.transaction
 
     # ---- small helpers ------------------------------------------------------------------
 
@@ -201,49 +228,179 @@ class Memory:
     def transaction(self) -> Iterator[None]:
         """One store transaction around any number of changes; the only transaction boundary.
 
-        Nested uses join the outermost one. When the outermost commits, nodes stored in it
-        are marked persisted, pending redaction-log rows and folder mtimes are written with
-        it; a database fault turns the mount read-only.
+        Nested uses join the outermost one. Every change to the in-memory mirrors made
+        inside it (nodes, the live map, owners, attachments) is journaled: when the
+        outermost rolls back — an exception from anywhere inside the `with`, the caller's
+        own code included — memory is put back as it was, and nothing is published. When
+        it commits, pending redaction-log rows and folder mtimes are written with it, and
+        subscribers get what committed (`subscribe`). A database fault turns the mount
+        read-only.
         """
         if self.failsafe:
             raise StoreDamaged(f"the mount is read-only: {self.failsafe}")
-        outer = self.store._depth == 0
-        try:
-            with self.store.transaction():
+        if self._tx is not None:
+            with self._store_errors():
                 yield
-                if outer and self.pending_redactions:
-                    self._flush_redaction_log()
-                if outer and self._dirty_atts:
-                    for a in self._dirty_atts.values():
-                        self.store.update_attachment(a)
-                    self._dirty_atts.clear()
-        except ContextFSError:
-            if outer:
-                self._persisting.clear()
+            return
+        tx = _Journal(self.generation, len(self.pending_redactions))
+        self._tx = tx
+        try:
+            with self._store_errors(), self.store.atomic():
+                yield
+                # the log never names a change that was not stored, nor misses one that was
+                for row in self.pending_redactions:
+                    self.store.add_redaction(*row)
+                for a in self._dirty_atts.values():
+                    self.store.update_attachment(a)
+        except BaseException:
+            self._tx = None
+            self._undo(tx)
             raise
+        self._tx = None
+        self.pending_redactions.clear()
+        self._dirty_atts.clear()
+        self._publish(self._changes(tx))
+
+    @contextlib.contextmanager
+    def _store_errors(self) -> Iterator[None]:
+        """DuckDB errors as the project's: a refused value is EINVAL, anything else a
+        fault that turns the mount read-only."""
+        try:
+            yield
         except (duckdb.InvalidInputException, duckdb.ConversionException) as exc:
-            if outer:
-                self._persisting.clear()
             raise InvalidInput(f"the store refused a value: {exc}") from exc
         except duckdb.Error as exc:
-            if outer:
-                self._persisting.clear()
             self.failsafe = f"store error: {exc}"
             log.error("store write failed, switching to read-only: %s", exc)
             raise StoreDamaged(f"the store failed a write and is now read-only: {exc}") from exc
-        except BaseException:
-            if outer:
-                self._persisting.clear()
-            raise
-        if outer:
-            for n in self._persisting:
-                n.persisted = True
-            self._persisting.clear()
 
-    def _write(self, fn: Callable[[], None]) -> None:
-        """Run fn in one transaction (see `transaction`)."""
-        with self.transaction():
-            fn()
+    # ---- the journal: undo on rollback, changes on commit ---------------------------------
+
+    def _touch(self, n: Node) -> None:
+        """Before n's first change in a transaction: keep a copy to restore on rollback."""
+        tx = self._tx
+        if tx is not None and n.id not in tx.nodes:
+            tx.nodes[n.id] = (n, replace(n, sources=list(n.sources), tags=list(n.tags),
+                                         history=list(n.history)))
+
+    def _touch_att(self, a: Attachment) -> None:
+        tx = self._tx
+        if tx is not None and a.id not in tx.atts:
+            tx.atts[a.id] = (a, replace(a))
+
+    def _add_node(self, n: Node) -> None:
+        if self._tx is not None and n.id not in self.nodes:
+            self._tx.new_nodes.append(n.id)
+        self.nodes[n.id] = n
+
+    def _set_live(self, key: tuple[str, str, str, str], nid: int | None) -> None:
+        """live[key] = nid (None: remove the key), journaled."""
+        tx = self._tx
+        if tx is not None and key not in tx.live:
+            tx.live[key] = self.live.get(key)
+        if nid is None:
+            self.live.pop(key, None)
+        else:
+            self.live[key] = nid
+
+    def _undo(self, tx: _Journal) -> None:
+        """The outermost transaction rolled back: memory as it was before it began."""
+        for key in tx.live:
+            self.live.pop(key, None)
+        for key, nid in tx.live.items():
+            if nid is not None:
+                self.live[key] = nid
+        for nid in tx.new_nodes:
+            self.nodes.pop(nid, None)
+        for n, before in tx.nodes.values():
+            for name in _RESTORED_NODE_FIELDS:
+                setattr(n, name, getattr(before, name))
+        for aid in tx.new_atts:
+            self.attachments.pop(aid, None)
+        for a, before in tx.atts.values():
+            if before is None:  # changed by the caller before update_attachment: reload
+                try:
+                    before = self.store.attachment(a.id)
+                except duckdb.Error as exc:
+                    log.error("cannot reload attachment %d after a rollback: %s", a.id, exc)
+                    continue
+                if before is None:
+                    continue
+            for name in _ATTACHMENT_FIELDS:
+                setattr(a, name, getattr(before, name))
+        for owner in tx.owners:
+            self.owners.discard(owner)
+        del self.pending_redactions[tx.redactions:]
+        self.generation = tx.generation
+
+    def _changes(self, tx: _Journal) -> tuple[Change, ...]:
+        """What the committed transaction changed, for subscribers."""
+        out: list[Change] = []
+        gen = self.generation
+        for owner in tx.owners:
+            out.append(Change("owner", "created", f"{owner[0]}/{owner[1]}", gen))
+        for nid, ngen in tx.stored.items():
+            n, before = tx.nodes[nid]
+            path = self.node_path(n)
+            old_path = None
+            if not before.persisted:
+                op = "created"
+            elif not self.is_live(n):
+                op = "deleted" if self.is_live(before) else "updated"
+            else:
+                old_path = self.node_path(before)
+                op = "moved" if old_path != path or not self.is_live(before) else "updated"
+                if op == "updated":
+                    old_path = None
+            out.append(Change("node", op, path, ngen, node_id=nid, old_path=old_path))
+        for aid, (a, before) in tx.atts.items():
+            if aid in tx.new_atts:
+                op = "created"
+            elif a.deleted_at is not None and (before is None or before.deleted_at is None):
+                op = "deleted"
+            elif before is not None and (before.node_id, before.parent_id, before.name) != (
+                    a.node_id, a.parent_id, a.name):
+                op = "moved"
+            else:
+                op = "updated"
+            out.append(Change("attachment", op, self.attachment_path(a), gen,
+                              node_id=a.node_id, id=aid))
+        out += [replace(c, generation=gen) for c in tx.other]
+        return tuple(out)
+
+    def attachment_path(self, a: Attachment) -> str:
+        parts = [a.name]
+        seen = {a.id}
+        parent = self.attachments.get(a.parent_id) if a.parent_id is not None else None
+        while parent is not None and parent.id not in seen:  # a cycle would be a bug
+            seen.add(parent.id)
+            parts.append(parent.name)
+            parent = (self.attachments.get(parent.parent_id)
+                      if parent.parent_id is not None else None)
+        n = self.nodes.get(a.node_id)
+        base = self.node_path(n) if n is not None else f"node-{a.node_id}"
+        return "/".join([base, *reversed(parts)])
+
+    def subscribe(self, callback: Callable[[Sequence[Change]], None]) -> Callable[[], None]:
+        """Call callback(changes) after every outermost transaction that committed a
+        change (never for a rollback), in the thread that wrote. A callback that raises
+        is logged; the write stands. Returns a function that unsubscribes."""
+        self._subscribers.append(callback)
+
+        def unsubscribe() -> None:
+            with contextlib.suppress(ValueError):
+                self._subscribers.remove(callback)
+
+        return unsubscribe
+
+    def _publish(self, changes: tuple[Change, ...]) -> None:
+        if not changes:
+            return
+        for callback in list(self._subscribers):
+            try:
+                callback(changes)
+            except Exception:  # noqa: BLE001 - a subscriber must not fail a committed write
+                log.exception("a change subscriber failed")
 
     def _owner_path(self, owner: tuple[str, str], ctype: ContextType | None, name: str) -> str:
         base = f"{owner[0]}/{owner[1]}"
@@ -278,13 +435,6 @@ class Memory:
             self.redaction_count += count
             self.pending_redactions.append((now, path, kind, count))
         log.info("redacted %s in %s", ", ".join(f"{c} {k}" for k, c in counts.items()), path)
-
-    def _flush_redaction_log(self) -> None:
-        """Inside a transaction: the redaction log rows wait for the next commit, so the
-        log never names a change that was not stored."""
-        for row in self.pending_redactions:
-            self.store.add_redaction(*row)
-        self.pending_redactions.clear()
 
     def check_writable(self) -> None:
         if self.failsafe:
@@ -323,8 +473,10 @@ class Memory:
             )
         if (kind, owner_id) in self.owners:
             raise Exists(f"{kind}/{owner_id} already exists")
-        self._write(lambda: self.store.add_owner(kind, owner_id))
-        self.owners.add((kind, owner_id))
+        with self.transaction():
+            self.store.add_owner(kind, owner_id)
+            self.owners.add((kind, owner_id))
+            self._tx.owners.append((kind, owner_id))
 
     def _new_node(self, owner: tuple[str, str], ctype: ContextType, name: str) -> Node:
         now = self.clock()
@@ -354,27 +506,41 @@ class Memory:
             raise Exists(f"{ctype.type_dir}/{name} already exists")
         n = self._new_node(owner, ctype, name)
         if persist:
-            self._write(lambda: self._store_node(n))
-        self.nodes[n.id] = n
-        self.live[(owner[0], owner[1], ctype.name, name)] = n.id
+            with self.transaction():
+                self._store_node(n)
+                self._add_node(n)
+                self._set_live((owner[0], owner[1], ctype.name, name), n.id)
+        else:  # nothing stored: journaled only when a caller's transaction is open
+            self._add_node(n)
+            self._set_live((owner[0], owner[1], ctype.name, name), n.id)
         return n
 
     def _store_node(self, n: Node, reason: str | None = None) -> None:
         """Inside a transaction: write n (insert on its first commit), with a new version
-        row when reason is given. `_write` marks it persisted once the commit succeeds."""
-        if n.persisted or any(p is n for p in self._persisting):
+        row when reason is given. A rollback puts `persisted` back with the rest of n."""
+        assert self._tx is not None, "a node is stored inside Memory.transaction()"
+        self._touch(n)
+        if n.persisted:
             self.generation = self.store.update_node(n, new_version_reason=reason)
         else:
             self.generation = self.store.insert_node(n, new_version_reason=reason)
-            self._persisting.append(n)
+            n.persisted = True
+        self._tx.stored[n.id] = self.generation
 
     def persist_pending(self, owner: tuple[str, str] | None = None) -> int:
         """Store nodes made by mkdir and never written (fsync of a type dir, unmount)."""
         pending = [n for n in self.nodes.values()
                    if not n.persisted and (owner is None or n.owner == owner)]
         if pending:
-            self._write(lambda: [self._store_node(n) for n in pending])
+            with self.transaction():
+                for n in pending:
+                    self._store_node(n)
         return len(pending)
+
+    def add_source(self, n: Node, source: str) -> None:
+        """Provenance for n, stored with its next write in this transaction."""
+        self._touch(n)
+        n.sources.append(source)
 
     def validate_l2(self, ctype: ContextType, text: str) -> Document:
         doc = parse_document(text)
@@ -394,22 +560,14 @@ class Memory:
             return False
         l0, l1 = summarize(ctype, text) if text.strip() else ("", "")
         now = max(self.clock(), n.updated)
-        prev = (n.version, n.l0, n.l1, n.l2, n.l0_pinned, n.l1_pinned, n.content_hash, n.updated)
-        n.version += 1
-        n.l0, n.l1, n.l2 = l0, l1, text
-        n.l0_pinned = n.l1_pinned = False
-        n.content_hash, n.updated = h, now
-
-        def tx() -> None:
+        with self.transaction():
+            self._touch(n)
+            n.version += 1
+            n.l0, n.l1, n.l2 = l0, l1, text
+            n.l0_pinned = n.l1_pinned = False
+            n.content_hash, n.updated = h, now
             self._store_node(n, reason)
-
-        try:
-            self._write(tx)
-        except BaseException:
-            (n.version, n.l0, n.l1, n.l2, n.l0_pinned, n.l1_pinned, n.content_hash,
-             n.updated) = prev
-            raise
-        n.history.append((n.version, now, len(text.encode("utf-8"))))
+            n.history.append((n.version, now, len(text.encode("utf-8"))))
         return True
 
     def save_pinned(self, n: Node, tier: str, text: str) -> bool:
@@ -423,21 +581,14 @@ class Memory:
         pinned = n.l0_pinned if tier == "L0" else n.l1_pinned
         if old == text and pinned:
             return False
-        prev = (n.l0, n.l1, n.l0_pinned, n.l1_pinned, n.updated)
-        if tier == "L0":
-            n.l0, n.l0_pinned = text, True
-        else:
-            n.l1, n.l1_pinned = text, True
-        n.updated = max(self.clock(), n.updated)
-
-        def tx() -> None:
+        with self.transaction():
+            self._touch(n)
+            if tier == "L0":
+                n.l0, n.l0_pinned = text, True
+            else:
+                n.l1, n.l1_pinned = text, True
+            n.updated = max(self.clock(), n.updated)
             self._store_node(n)
-
-        try:
-            self._write(tx)
-        except BaseException:
-            n.l0, n.l1, n.l0_pinned, n.l1_pinned, n.updated = prev
-            raise
         return True
 
     def rename_node(
@@ -459,28 +610,20 @@ class Memory:
                     + ", ".join(missing)
                 )
         old_key = (n.owner_kind, n.owner_id, n.type, n.name)
-        prev = (n.owner_kind, n.owner_id, n.type, n.name, n.deleted_at, n.updated)
         was_deleted = n.deleted_at is not None or n.archived_at is not None
-        prev_archived = n.archived_at
-        n.owner_kind, n.owner_id, n.type, n.name = owner[0], owner[1], ctype.name, name
-        n.deleted_at = None
-        n.archived_at = None
-        n.updated = max(self.clock(), n.updated)
-
-        def tx() -> None:
+        deleted_at = n.deleted_at
+        with self.transaction():
+            self._touch(n)
+            n.owner_kind, n.owner_id, n.type, n.name = owner[0], owner[1], ctype.name, name
+            n.deleted_at = None
+            n.archived_at = None
+            n.updated = max(self.clock(), n.updated)
             self._store_node(n)
             if was_deleted:
-                self._restore_attachments(n, prev[4])
-
-        try:
-            self._write(tx)
-        except BaseException:
-            (n.owner_kind, n.owner_id, n.type, n.name, n.deleted_at, n.updated) = prev
-            n.archived_at = prev_archived
-            raise
-        if not was_deleted:
-            self.live.pop(old_key, None)
-        self.live[(n.owner_kind, n.owner_id, n.type, n.name)] = n.id
+                self._restore_attachments(n, deleted_at)
+            else:
+                self._set_live(old_key, None)
+            self._set_live((n.owner_kind, n.owner_id, n.type, n.name), n.id)
 
     def _keys_from_name(self, ctype: ContextType, name: str) -> dict[str, object]:
         return dict(ctype.parse_node_name(name) or {}) if name else {}
@@ -491,23 +634,17 @@ class Memory:
 
     def delete_node(self, n: Node) -> None:
         """Soft delete: the node leaves the tree, its rows stay restorable."""
-        prev = (n.deleted_at, n.updated)
-        n.deleted_at = self.clock()
-        n.updated = max(n.deleted_at, n.updated)
-
-        def tx() -> None:
+        with self.transaction():
+            self._touch(n)
+            n.deleted_at = self.clock()
+            n.updated = max(n.deleted_at, n.updated)
             self._store_node(n)
             for a in self.attachments.values():
                 if a.node_id == n.id and a.deleted_at is None:
+                    self._touch_att(a)
                     a.deleted_at = n.deleted_at
                     self.store.update_attachment(a)
-
-        try:
-            self._write(tx)
-        except BaseException:
-            n.deleted_at, n.updated = prev
-            raise
-        self.live.pop((n.owner_kind, n.owner_id, n.type, n.name), None)
+            self._set_live((n.owner_kind, n.owner_id, n.type, n.name), None)
 
     def set_summaries(self, n: Node, l0: str, l1: str, version: int) -> bool:
         """L0/L1 written by the LLM for version `version` of n's L2 (no new version).
@@ -516,40 +653,34 @@ class Memory:
             return False
         if (n.l0, n.l1) == (l0, l1):
             return False
-        prev = (n.l0, n.l1)
-        n.l0, n.l1 = self.redact(l0, self.node_path(n)), self.redact(l1, self.node_path(n))
-        try:
-            self._write(lambda: self._store_node(n))
-        except BaseException:
-            n.l0, n.l1 = prev
-            raise
+        with self.transaction():
+            self._touch(n)
+            n.l0 = self.redact(l0, self.node_path(n))
+            n.l1 = self.redact(l1, self.node_path(n))
+            self._store_node(n)
         return True
 
     def archive_node(self, n: Node) -> None:
         """Consolidation: a node below its type's minimum importance leaves the type
         directory for the owner's .archive (visible, restorable with mv, not searched)."""
-        prev = n.archived_at
-        n.archived_at = self.clock()
-        try:
-            self._write(lambda: self._store_node(n))
-        except BaseException:
-            n.archived_at = prev
-            raise
-        self.live.pop((n.owner_kind, n.owner_id, n.type, n.name), None)
+        with self.transaction():
+            self._touch(n)
+            n.archived_at = self.clock()
+            self._store_node(n)
+            self._set_live((n.owner_kind, n.owner_id, n.type, n.name), None)
 
     def set_importance(self, changes: dict[int, float]) -> None:
         """Importance and access counts in one transaction (no new versions)."""
-        def tx() -> None:
+        with self.transaction():
             for nid, value in changes.items():
                 n = self.nodes[nid]
+                self._touch(n)
                 n.importance = value
                 self.store.set_importance(nid, value, n.access_count)
             for nid in self._access_dirty:
                 n = self.nodes.get(nid)
                 if n is not None and nid not in changes:
                     self.store.set_importance(nid, n.importance, n.access_count)
-
-        self._write(tx)
         self._access_dirty.clear()
 
     def record_access(self, n: Node) -> None:
@@ -571,6 +702,7 @@ class Memory:
                 and a.deleted_at is not None
                 and deleted_at - self.RESTORE_WINDOW <= a.deleted_at <= deleted_at
             ):
+                self._touch_att(a)
                 a.deleted_at = None
                 self.store.update_attachment(a)
 
@@ -588,11 +720,12 @@ class Memory:
     def is_live(self, n: Node) -> bool:
         return n.deleted_at is None and n.archived_at is None
 
-    def deleted_nodes(self, owner: tuple[str, str]) -> list[Node]:
-        return [
-            n for n in self.nodes.values()
-            if n.deleted_at is not None and n.owner == owner
-        ]
+    def node_list(self) -> list[Node]:
+        """Every node (live, deleted, archived), safe to call from a worker thread while
+        the trio thread adds nodes: the copy is one C-level loop under the GIL that runs
+        no Python code, so no insertion can interleave with it (iterating `nodes` itself
+        there raises "dictionary changed size during iteration")."""
+        return list(self.nodes.values())
 
     def history_text(self, n: Node, version: int) -> str:
         if version == n.version:
@@ -606,15 +739,19 @@ class Memory:
         """A file written into a type directory becomes memory by the type's mode."""
         if len(data) > self.max_tier_size:
             raise TooBig(f"a memory file is limited to {self.max_tier_size} bytes")
-        text = self.redact(decode_text(data, filename), self._owner_path(owner, ctype, filename))
-        doc = parse_document(text)
-        return self.route_document(owner, ctype, doc, filename, source=filename)
+        text = decode_text(data, filename)
+        with self.transaction():  # the redaction is logged only if the write is stored
+            text = self.redact(text, self._owner_path(owner, ctype, filename))
+            doc = parse_document(text)
+            return self.route_document(owner, ctype, doc, filename, source=filename)
 
     def route_document(self, owner: tuple[str, str], ctype: ContextType, doc: Document,
                        filename: str = "", *, source: str = "") -> RouteResult:
         """Route fields + body (a dropped file, or an extracted candidate) by the type's
-        mode. `filename` may give a key; `source` is recorded as provenance."""
+        mode (its entry in `strategies.STRATEGIES`). `filename` may give a key; `source`
+        is recorded as provenance."""
         self.check_writable()
+        strategy = strategy_for(ctype)
         fields = ctype.coerce_fields(doc.fields, where="front matter") if doc.fields else {}
         incoming = Document(fields, doc.body)
         stem = _slug_stem(filename)
@@ -642,14 +779,14 @@ class Memory:
         fields = ctype.coerce_fields(fields, where="front matter")
         incoming = Document(fields, doc.body)
         name = ctype.node_name(values)
-        if ctype.mode == "append":
+        if strategy.new_node_each_write:
             base, i = name, 2
             while self.live_node(owner, ctype, name) is not None:
                 name = f"{base}-{i}"
                 i += 1
             return self._route_into(owner, ctype, name, None, incoming, reason)
         target = self.live_node(owner, ctype, name)
-        if target is None and ctype.mode == "aggregate" and not explicit:
+        if target is None and strategy.match_similar and not explicit:
             target = self._similar_node(owner, ctype, doc.body)
             if target is not None:
                 name = target.name
@@ -679,17 +816,11 @@ class Memory:
 
     def _route_into(self, owner: tuple[str, str], ctype: ContextType, name: str,
                     target: Node | None, incoming: Document, reason: str) -> RouteResult:
-        folded = 0
+        strategy = strategy_for(ctype)
         if target is None:
-            merged = incoming
-            if ctype.mode == "aggregate" and incoming.body.strip():
-                merged, folded = aggregate_documents(ctype, Document({}, ""), incoming)
+            merged, folded = strategy.start(ctype, incoming)
         else:
-            old = parse_document(target.l2)
-            if ctype.mode == "aggregate":
-                merged, folded = aggregate_documents(ctype, old, incoming)
-            else:
-                merged = merge_documents(ctype, old, incoming)
+            merged, folded = strategy.combine(ctype, parse_document(target.l2), incoming)
         missing = ctype.missing_required(merged.fields)
         if missing:
             raise InvalidInput(f"{ctype.name} needs field(s): " + ", ".join(missing))
@@ -697,18 +828,13 @@ class Memory:
         created = target is None
         n = self._new_node(owner, ctype, name) if created else target
         source = reason.removeprefix("route:")
-        added_source = source not in n.sources and len(n.sources) < 100
-        if added_source:
-            n.sources.append(source)  # provenance, stored with this version
-        try:
+        with self.transaction():
+            if source not in n.sources and len(n.sources) < 100:
+                self.add_source(n, source)  # provenance, stored with this version
             changed = self.save_l2(n, text, reason)  # a new node: inserted with version 1
-        except BaseException:
-            if added_source:
-                n.sources.remove(source)
-            raise
-        if created:
-            self.nodes[n.id] = n
-            self.live[(owner[0], owner[1], ctype.name, name)] = n.id
+            if created:
+                self._add_node(n)
+                self._set_live((owner[0], owner[1], ctype.name, name), n.id)
         return RouteResult(n, created, changed, folded)
 
     # ---- attachments --------------------------------------------------------------------
@@ -720,14 +846,14 @@ class Memory:
                        self.clock(), target)
         if kind == "file" and data is None:
             data = b""
-        def tx() -> None:
+        with self.transaction():
             if not node.persisted:
                 self._store_node(node)
             self.store.insert_attachment(a, data)
-
-        self._write(tx)
-        a.size = len(data or b"")
-        self.attachments[a.id] = a
+            a.size = len(data or b"")
+            self.attachments[a.id] = a
+            self._tx.new_atts.append(a.id)
+            self._tx.atts[a.id] = (a, replace(a))
         return a
 
     def commit_attachment(self, a: Attachment, data: bytes | bytearray, mtime: float,
@@ -765,9 +891,10 @@ class Memory:
                     chunks.update(range(first // CHUNK_SIZE, -(-len(out) // CHUNK_SIZE)))
                     redacted = out
             stored = view if redacted is None else redacted
-            self._write(lambda: self.store.write_attachment_chunks(
-                a.id, stored, sorted(chunks), mtime))
-            a.mtime, a.size = mtime, len(stored)
+            with self.transaction():
+                self.store.write_attachment_chunks(a.id, stored, sorted(chunks), mtime)
+                self._touch_att(a)
+                a.mtime, a.size = mtime, len(stored)
         return redacted
 
     def _secret_near(self, view: memoryview, changed: list[tuple[int, int]]) -> bool:
@@ -806,7 +933,13 @@ class Memory:
                    if lo < hi)
 
     def update_attachment(self, a: Attachment) -> None:
-        self._write(lambda: self.store.update_attachment(a))
+        """Store a's record, which the caller has changed already (a rollback reloads it
+        from the store, unless this transaction kept a copy of it first)."""
+        with self.transaction():
+            tx = self._tx
+            if a.id not in tx.atts:
+                tx.atts[a.id] = (a, None)
+            self.store.update_attachment(a)
 
     def touch_attachment(self, a: Attachment) -> None:
         """A folder's mtime moved: stored with the next transaction (or at unmount), so a
@@ -815,12 +948,15 @@ class Memory:
 
     def flush_touched(self) -> None:
         if self._dirty_atts and not self.failsafe:
-            self._write(lambda: None)
+            with self.transaction():
+                pass  # the folder mtimes are written with every commit
 
     def remove_attachment(self, a: Attachment) -> None:
         """Unlink/rmdir: soft until the retention purge, so `rm -r` of a node can be undone."""
-        a.deleted_at = self.clock()
-        self._write(lambda: self.store.update_attachment(a))
+        with self.transaction():
+            self._touch_att(a)
+            a.deleted_at = self.clock()
+            self.store.update_attachment(a)
 
     def attachment_data(self, a: Attachment) -> bytearray:
         return self.store.attachment_data(a.id)
@@ -829,12 +965,13 @@ class Memory:
 
     def persist_drop(self, drop_id: int, owner: tuple[str, str], ctype: ContextType,
                      filename: str, data: bytes) -> None:
-        data = self.redact_bytes(data, self._owner_path(owner, ctype, filename))
-        self._write(lambda: self.store.add_pending_drop(drop_id, owner, ctype.name, filename,
-                                                        data))
+        with self.transaction():
+            data = self.redact_bytes(data, self._owner_path(owner, ctype, filename))
+            self.store.add_pending_drop(drop_id, owner, ctype.name, filename, data)
 
     def forget_drop(self, drop_id: int) -> None:
-        self._write(lambda: self.store.remove_pending_drop(drop_id))
+        with self.transaction():
+            self.store.remove_pending_drop(drop_id)
 
     def new_id(self) -> int:
         return self.store.new_id()
@@ -853,6 +990,50 @@ class Memory:
             done.append((path, res))
             log.info("recovered pending drop %s", path)
         return done
+
+    # ---- conversations and consolidation (their rows, written through here) ---------------
+
+    def inbox_items(self) -> list[tuple]:
+        return self.store.inbox_items()
+
+    def inbox_data(self, item_id: int) -> bytes:
+        return self.store.inbox_data(item_id)
+
+    def add_inbox_item(self, item_id: int, owner: tuple[str, str], filename: str,
+                       data: bytes, created: float, state: str, report: str) -> None:
+        """A file closed in an `.inbox/`: stored as it arrived (already redacted)."""
+        with self.transaction():
+            self.store.add_inbox_item(item_id, owner, filename, data, created, state, report)
+            self._tx.other.append(Change("inbox", "created", _inbox_path(owner, filename),
+                                         self.generation, id=item_id))
+
+    def set_inbox_state(self, item_id: int, owner: tuple[str, str], filename: str,
+                        state: str, report: str) -> None:
+        with self.transaction():
+            self.store.set_inbox_state(item_id, state, report)
+            self._tx.other.append(Change("inbox", "updated", _inbox_path(owner, filename),
+                                         self.generation, id=item_id))
+
+    def sessions(self) -> list[tuple]:
+        return self.store.sessions()
+
+    def put_session(self, owner: tuple[str, str], sid: str, created: float, transcript: str,
+                    processed: int, summary: str, *, created_now: bool = False) -> None:
+        with self.transaction():
+            self.store.put_session(owner, sid, created, transcript, processed, summary)
+            self._tx.other.append(Change("session", "created" if created_now else "updated",
+                                         _session_path(owner, sid), self.generation))
+
+    def delete_session(self, owner: tuple[str, str], sid: str) -> None:
+        with self.transaction():
+            self.store.delete_session(owner, sid)
+            self._tx.other.append(Change("session", "deleted", _session_path(owner, sid),
+                                         self.generation))
+
+    def record_consolidation(self, ts: float, decayed: int, merged: int, archived: int,
+                             summary: str) -> None:
+        with self.transaction():
+            self.store.add_consolidation_run(ts, decayed, merged, archived, summary)
 
     # ---- facts --------------------------------------------------------------------------
 
@@ -889,8 +1070,12 @@ class Memory:
         }
 
 
-def not_found(what: str) -> NotFound:
-    return NotFound(f"{what} does not exist")
+def _inbox_path(owner: tuple[str, str], filename: str) -> str:
+    return f"{owner[0]}/{owner[1]}/.inbox/{filename}"
+
+
+def _session_path(owner: tuple[str, str], sid: str) -> str:
+    return f"{owner[0]}/{owner[1]}/.sessions/{sid}"
 
 
 def _char_start(data: memoryview, i: int, step: int) -> int:

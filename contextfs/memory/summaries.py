@@ -9,43 +9,51 @@ model's answer arrives; a failed call leaves them. The summarizer is any object 
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 
 import trio
 
 from contextfs.errors import ContextFSError
+from contextfs.memory.background import Service
 from contextfs.memory.service import Memory
-from contextfs.model import Node
+from contextfs.model import Change, Node
 
 log = logging.getLogger(__name__)
 
 
-class SummaryService:
+class SummaryService(Service):
     """With an LLM configured, writes L0/L1 of every node whose L2 changed (SPEC §5): the
-    extractive ones stand in until the model's answer arrives; a failed call leaves them."""
+    extractive ones stand in until the model's answer arrives; a failed call leaves them.
 
-    def __init__(self, memory: Memory, summarizer, *, on_change: Callable[[Node], None]) -> None:
+    Woken by every commit that changed a node (`Memory.subscribe`); the summaries it
+    writes are commits too, published like any other. `on_change(node)` is optional."""
+
+    def __init__(self, memory: Memory, summarizer, *,
+                 on_change: Callable[[Node], None] | None = None) -> None:
+        super().__init__()
         self.memory = memory
         self.summarizer = summarizer
         self.on_change = on_change
         self.seq = memory.generation  # nodes that change from now on
         self.done: dict[int, int] = {}  # node id -> version summarised
         self.failures = 0
-        self._wake = trio.Event()
+        self.unsubscribe = memory.subscribe(self._committed)
 
-    def wake(self) -> None:
-        self._wake.set()
+    def _committed(self, changes: Sequence[Change]) -> None:
+        if any(c.kind == "node" for c in changes):
+            self.wake()
 
     async def run(self) -> None:
-        while True:
-            self._wake = trio.Event()
+        while not self.stopping:
+            self._rearm()
             rows = self.memory.store.outbox_since(self.seq, 64)
             if not rows:
-                with trio.move_on_after(30):
-                    await self._wake.wait()
+                await self._idle(30)
                 continue
             self.seq = rows[-1][0]
             for nid in dict.fromkeys(r[1] for r in rows):
+                if self.stopping:
+                    return
                 n = self.memory.nodes.get(nid)
                 if n is None or not self.memory.is_live(n) or not n.l2.strip() \
                         or self.done.get(nid) == n.version or n.l0_pinned or n.l1_pinned:
@@ -57,7 +65,8 @@ class SummaryService:
                     l0, l1 = await trio.to_thread.run_sync(self.summarizer.summarize, ctype, l2)
                     if self.memory.set_summaries(n, l0, l1, version):
                         self.done[nid] = n.version
-                        self.on_change(n)
+                        if self.on_change is not None:
+                            self.on_change(n)
                 except ContextFSError as exc:
                     self.failures += 1
                     log.warning("LLM summary of %s failed: %s", self.memory.node_path(n), exc)

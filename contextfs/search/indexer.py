@@ -31,8 +31,9 @@ from contextfs.index.embed import Embedder
 from contextfs.index.text import TextIndex
 from contextfs.index.units import Unit
 from contextfs.index.vectors import IndexCorrupt, VectorIndex
+from contextfs.memory.background import Service
 from contextfs.memory.service import Memory
-from contextfs.model import Node
+from contextfs.model import Change, Node
 from contextfs.search.passages import SESSION_TYPE, node_passages
 
 log = logging.getLogger(__name__)
@@ -78,8 +79,9 @@ def units_of(n: Node, *, prefix: str = "") -> list[Unit]:
     return units
 
 
-class Indexer:
-    """Keeps hnswlib and tantivy caught up with the outbox. run() in the nursery."""
+class Indexer(Service):
+    """Keeps hnswlib and tantivy caught up with the outbox. run() in the nursery, until
+    stop(); woken by every commit that changed a node (`Memory.subscribe`)."""
 
     CHECKPOINT_SECONDS = 20.0
 
@@ -87,6 +89,7 @@ class Indexer:
                  embedder_factory: Callable[[], Embedder], *, model_name: str,
                  batch: int = 256, on_indexed: Callable[[list[int]], None] | None = None,
                  ) -> None:
+        super().__init__()
         self.memory = memory
         self.dir = Path(index_dir)
         self.embedder_factory = embedder_factory
@@ -105,9 +108,8 @@ class Indexer:
         self.error: str | None = None
         self.last_batch_seconds = 0.0
         self.indexed_units = 0
-        self._wake = trio.Event()
         self._progress = trio.Event()
-        self._stopping = False
+        self.unsubscribe = memory.subscribe(self._committed)
 
     # ---- lifecycle ----------------------------------------------------------------------
 
@@ -115,12 +117,9 @@ class Indexer:
     def ready(self) -> bool:
         return self.vectors is not None and self.text is not None and self.embedder is not None
 
-    def wake(self) -> None:
-        self._wake.set()
-
-    def stop(self) -> None:
-        self._stopping = True
-        self._wake.set()
+    def _committed(self, changes: Sequence[Change]) -> None:
+        if any(c.kind == "node" for c in changes):
+            self.wake()
 
     async def run(self) -> None:
         try:
@@ -142,8 +141,8 @@ class Indexer:
             return
         last_save = time.monotonic()
         try:
-            while not self._stopping:
-                self._wake = trio.Event()  # fresh before looking: a wake meanwhile counts
+            while not self.stopping:
+                self._rearm()  # fresh before looking: a wake meanwhile counts
                 worked = await self.drain_once()
                 if worked:
                     continue
@@ -151,8 +150,7 @@ class Indexer:
                         time.monotonic() - last_save > self.CHECKPOINT_SECONDS):
                     await trio.to_thread.run_sync(self._save)
                     last_save = time.monotonic()
-                with trio.move_on_after(self.CHECKPOINT_SECONDS / 2):
-                    await self._wake.wait()
+                await self._idle(self.CHECKPOINT_SECONDS / 2)
         finally:
             with trio.CancelScope(shield=True):
                 if self.ready and self.generation != self.saved_generation:
@@ -163,8 +161,8 @@ class Indexer:
     async def barrier(self, generation: int, timeout: float) -> bool:
         """Wait until everything up to `generation` is searchable (fsync is a barrier)."""
         with trio.move_on_after(timeout):
-            while self.generation < generation and self.error is None:
-                self._wake.set()
+            while self.generation < generation and self.error is None and not self.stopping:
+                self.wake()
                 ev = self._progress
                 await ev.wait()
             return self.generation >= generation

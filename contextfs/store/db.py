@@ -3,6 +3,10 @@
 All writes that change a node happen in one transaction together with their outbox row.
 A DuckDB connection is not thread-safe: the Store is used from one thread at a time (the
 daemon's trio thread), which is also what keeps DuckDB's one-writer rule.
+
+Transactions belong to the memory service (`Memory.transaction`), which keeps its
+in-memory mirrors in step with what commits; `Store.atomic` is the bare DuckDB transaction
+it is built on.
 """
 
 from __future__ import annotations
@@ -10,13 +14,13 @@ from __future__ import annotations
 import json
 import logging
 import time
-from collections.abc import Iterator
-from contextlib import contextmanager
+from collections.abc import Callable, Iterator
+from contextlib import AbstractContextManager, contextmanager
 from pathlib import Path
 
 import duckdb
 
-from contextfs.errors import ContextFSError, StoreDamaged
+from contextfs.errors import StoreDamaged, StoreLocked
 from contextfs.model import Attachment, Node
 from contextfs.store.schema import CHUNK_SIZE, create_tables, insert_chunks, migrate
 
@@ -37,10 +41,6 @@ def _node_from_row(row: tuple) -> Node:
     return n
 
 
-class StoreLocked(ContextFSError):
-    exit_code = 4
-
-
 class Store:
     def __init__(self, path: Path, *, read_only: bool = False) -> None:
         self.path = Path(path)
@@ -55,8 +55,10 @@ class Store:
         self._depth = 0
         self._ids: list[int] = []
         self._seq = 0
+        # Set by the Memory that owns this store: `transaction()` is then its transaction.
+        self.boundary: Callable[[], AbstractContextManager[None]] | None = None
         if not read_only:
-            with self.transaction():
+            with self.atomic():
                 create_tables(self.con)
                 migrate(self.con)
                 self.con.execute(
@@ -68,9 +70,18 @@ class Store:
     def close(self) -> None:
         self.con.close()
 
+    def transaction(self) -> AbstractContextManager[None]:
+        """The owning Memory's transaction (`Memory.transaction`), so that code still
+        opening one here keeps the in-memory mirrors right; a bare `atomic()` before a
+        Memory owns the store. New code uses `Memory.transaction`."""
+        if self.boundary is not None:
+            return self.boundary()
+        return self.atomic()
+
     @contextmanager
-    def transaction(self) -> Iterator[None]:
-        """One DuckDB transaction; nested uses join the outer one."""
+    def atomic(self) -> Iterator[None]:
+        """One DuckDB transaction; nested uses join the outer one. No bookkeeping: this is
+        what `Memory.transaction` is built on."""
         if self._depth:
             self._depth += 1
             try:
@@ -147,6 +158,13 @@ class Store:
             "size FROM attachments ORDER BY id"
         ).fetchall()
         return [Attachment(*r[:8], deleted_at=r[8], size=r[9]) for r in rows]
+
+    def attachment(self, att_id: int) -> Attachment | None:
+        """One attachment record as stored (a rollback reloads what it had changed)."""
+        row = self.con.execute(
+            "SELECT id, node_id, parent_id, name, kind, mode, mtime, target, deleted_at, "
+            "size FROM attachments WHERE id = ?", [att_id]).fetchone()
+        return Attachment(*row[:8], deleted_at=row[8], size=row[9]) if row else None
 
     def attachment_data(self, att_id: int) -> bytearray:
         """A file attachment's bytes: its chunks in order (empty for no chunks)."""

@@ -1,0 +1,39 @@
+"""The shape every background service shares (indexer, intake, summaries, consolidation).
+
+A service's `run()` runs in the daemon's trio nursery until `stop()`; between rounds of
+work it sleeps until `wake()` (usually called from a `Memory.subscribe` callback when a
+commit concerns it) or a timeout. `stop()` sets a flag and wakes it, so `run()` returns
+at its next check instead of at the end of a sleep.
+"""
+
+from __future__ import annotations
+
+import trio
+
+
+class Service:
+    def __init__(self) -> None:
+        self._wake = trio.Event()
+        self._stopping = False
+
+    @property
+    def stopping(self) -> bool:
+        return self._stopping
+
+    def wake(self) -> None:
+        self._wake.set()
+
+    def stop(self) -> None:
+        self._stopping = True
+        self._wake.set()
+
+    def _rearm(self) -> None:
+        """Before looking for work: a wake from then on ends the next `_idle`."""
+        self._wake = trio.Event()
+
+    async def _idle(self, timeout: float) -> None:
+        """Sleep until woken, stopped, or `timeout` seconds passed."""
+        if self._stopping:
+            return
+        with trio.move_on_after(timeout):
+            await self._wake.wait()

@@ -1,0 +1,62 @@
+"""Every background service has the same shape: run() until stop(), woken by the feed."""
+
+from __future__ import annotations
+
+import trio
+
+from contextfs.conversations.inbox import Intake, IntakeService
+from contextfs.memory.consolidate import ConsolidationService
+from contextfs.memory.service import Memory
+from contextfs.memory.summaries import SummaryService
+
+OWNER = ("user", "default")
+
+
+class Summarizer:
+    def __init__(self) -> None:
+        self.calls = 0
+
+    def summarize(self, ctype, l2: str) -> tuple[str, str]:
+        self.calls += 1
+        return "short", "longer"
+
+
+async def test_stop_makes_every_service_return_promptly(memory: Memory) -> None:
+    services = [ConsolidationService(memory, 3600), IntakeService(Intake(memory)),
+                SummaryService(memory, Summarizer())]
+    with trio.fail_after(5):
+        async with trio.open_nursery() as nursery:
+            for s in services:
+                nursery.start_soon(s.run)
+            await trio.sleep(0.05)
+            for s in services:
+                s.stop()
+
+
+async def test_the_feed_wakes_the_summaries(memory: Memory) -> None:
+    summarizer = Summarizer()
+    service = SummaryService(memory, summarizer)
+    with trio.fail_after(5):
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(service.run)
+            await trio.sleep(0.05)
+            n = memory.create_node(OWNER, memory.types["entity"], "x")
+            memory.save_l2(n, "A node the model summarises.\n")
+            while n.l0 != "short":  # far sooner than the 30 s the service sleeps
+                await trio.sleep(0.01)
+            service.stop()
+    assert summarizer.calls == 1 and n.l1 == "longer"
+
+
+async def test_the_feed_wakes_the_intake(memory: Memory) -> None:
+    intake = Intake(memory)
+    service = IntakeService(intake)
+    with trio.fail_after(10):
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(service.run)
+            await trio.sleep(0.05)
+            item = intake.submit(OWNER, "notes.md", b"# Notes\n\nI prefer green tea.\n")
+            while item.state == "pending":
+                await trio.sleep(0.01)
+            service.stop()
+    assert item.state == "done"
