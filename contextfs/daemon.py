@@ -14,16 +14,21 @@ for `contextfs mount`.
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import faulthandler
+import inspect
 import json
 import logging
 import os
 import signal
 import subprocess
 import time
+from collections.abc import Callable, Iterator
 from importlib import metadata
 from pathlib import Path
+from types import TracebackType
+from typing import ParamSpec
 
 import pyfuse3
 import trio
@@ -43,6 +48,7 @@ from contextfs.errors import ContextFSError, UsageError
 from contextfs.fs.ops import DIR_HANDLE_IS_INODE, Operations
 from contextfs.fs.tree import Tree
 from contextfs.memory.consolidate import ConsolidationService
+from contextfs.memory.service import Memory
 from contextfs.memory.summaries import SummaryService
 from contextfs.search.indexer import Indexer
 from contextfs.search.retrieval import Searcher, parse_options
@@ -84,6 +90,33 @@ def _clear_stale_mount(mountpoint: Path) -> None:
         raise UsageError(f"mountpoint {mountpoint} is not a directory")
 
 
+P = ParamSpec("P")
+
+
+def then_flush(refresh: Callable[P, object], flush: Callable[[], object]) -> Callable[P, None]:
+    """The `on_change` of a background service: show the change in the tree, then flush.
+
+    A service changes the memory outside any FUSE handler, so nothing else would send the
+    invalidations the tree queued (or wake the indexer) until the next kernel request.
+    `flush` is called late (`lambda: ops.flush_invalidations()`): the adapter is built after
+    the services it is given."""
+    def changed(*args: P.args, **kwargs: P.kwargs) -> None:
+        refresh(*args, **kwargs)
+        flush()
+
+    return changed
+
+
+# TODO(merge): the four copies of "refresh the tree, then ops.flush_invalidations()" in
+# `_mount` (the IntakeService lambda, consolidated, summarised, indexed) become
+#     flush = lambda: ops.flush_invalidations()  # noqa: E731
+#     on_change=then_flush(tree.inbox_changed, flush)                          # intake
+#     then_flush(lambda report: tree.refresh_nodes(report.touched), flush)    # consolidation
+#     on_change=then_flush(lambda n: tree.refresh_nodes([n]), flush)          # summaries
+#     indexer.on_indexed = then_flush(tree.nodes_indexed, flush)
+# once the branches that change those constructors are merged (that block is theirs now).
+
+
 # Mount options that are ours, not the kernel's: they are removed before pyfuse3.init.
 OWN_OPTIONS = {"ctx_xattr"}
 
@@ -93,8 +126,23 @@ def run(cfg: Config, mountpoint: Path, options: list[str]) -> int:
     faulthandler.register(signal.SIGUSR1, all_threads=True)
     mountpoint = mountpoint.absolute()
     _clear_stale_mount(mountpoint)
+    with contextlib.ExitStack() as teardown:
+        _mount(cfg, mountpoint, options, teardown)
+    return 0
+
+
+def _mount(cfg: Config, mountpoint: Path, options: list[str],
+           teardown: contextlib.ExitStack) -> None:
+    """Build the object graph in constructor order, mount, and serve until unmounted.
+
+    Whatever must be undone is pushed on `teardown` as it is made, so it unwinds in reverse:
+    the kernel mount goes first, then each service's stop() (`_run_services`), the memory's
+    last writes, the store, and the mount record last (`contextfs umount` waits for it as
+    the sign that the store is closed)."""
+    announce = teardown.enter_context(_mount_record(mountpoint, cfg))
     types = load_all_types(cfg)
     memory = open_memory(cfg, types)
+    teardown.callback(memory.store.close)
     started = time.time()
     indexer = searcher = None
     if cfg.search:
@@ -150,28 +198,78 @@ def run(cfg: Config, mountpoint: Path, options: list[str]) -> int:
     fuse_options = set(pyfuse3.default_options)
     fuse_options |= {"fsname=contextfs", "subtype=contextfs"}
     fuse_options |= set(options) - OWN_OPTIONS
-    record = mount_record(mountpoint)
     log.info("mounting %s (data dir %s, %d nodes)", mountpoint, cfg.data_dir,
              len(memory.live))
+    teardown.callback(_last_writes, memory)  # registered before the mount: runs after it goes
     pyfuse3.init(ops, str(mountpoint), fuse_options)
-    record.write_text(json.dumps({"pid": os.getpid(), "data_dir": str(cfg.data_dir),
-                                  "mountpoint": str(mountpoint)}))
-    clean = False
+    teardown.push(_close_fuse)
+    announce()
+    trio.run(_run_services, ops, indexer, intake_service, consolidation, summaries)
+
+
+@contextlib.contextmanager
+def _mount_record(mountpoint: Path, cfg: Config) -> Iterator[Callable[[], None]]:
+    """Yields `announce()`, which writes the record that a daemon serves `mountpoint`; the
+    record is removed on the way out, only if it was written."""
+    record = mount_record(mountpoint)
+    written = False
+
+    def announce() -> None:
+        nonlocal written
+        record.write_text(json.dumps({"pid": os.getpid(), "data_dir": str(cfg.data_dir),
+                                      "mountpoint": str(mountpoint)}))
+        written = True
+
     try:
-        trio.run(_serve, ops, indexer, intake_service, consolidation, summaries)
-        clean = True
+        yield announce
     finally:
-        pyfuse3.close(unmount=clean)
-        try:
-            if not memory.failsafe:
-                memory.persist_pending()  # empty nodes made by mkdir survive a remount
-                memory.flush_access_counts()
-                memory.flush_touched()
-        finally:
-            memory.store.close()
-        record.unlink(missing_ok=True)
-        log.info("unmounted %s", mountpoint)
-    return 0
+        if written:
+            record.unlink(missing_ok=True)
+            log.info("unmounted %s", mountpoint)
+
+
+def _last_writes(memory: Memory) -> None:
+    """What the memory keeps only in the daemon until the end, written before the store
+    closes (not in failsafe mode: a store that failed fsck is not written to)."""
+    if not memory.failsafe:
+        memory.persist_pending()  # empty nodes made by mkdir survive a remount
+        memory.flush_access_counts()
+        memory.flush_touched()
+
+
+def _close_fuse(exc_type: type[BaseException] | None, exc: BaseException | None,
+                tb: TracebackType | None) -> bool:
+    """Let go of /dev/fuse; unmount only after a clean end of `pyfuse3.main()` (after a
+    crash the kernel mount stays, answering ENOTCONN, until the next start detaches it)."""
+    pyfuse3.close(unmount=exc_type is None)
+    return False  # never swallow the exception
+
+
+async def _run_services(ops: Operations, indexer: Indexer | None,
+                        intake_service: IntakeService, consolidation: ConsolidationService,
+                        summaries: SummaryService | None) -> None:
+    """`_serve`, then every background service's `stop()`, also when serving failed.
+
+    In reverse order of registration: the services that commit changes first, the indexer
+    that consumes them last."""
+    async with contextlib.AsyncExitStack() as services:
+        for service in (indexer, intake_service, consolidation, summaries):
+            if service is not None:
+                services.push_async_callback(_stop, service)
+        await _serve(ops, indexer, intake_service, consolidation, summaries)
+
+
+async def _stop(service: object) -> None:
+    # TODO(merge): `service.stop()` directly (awaited if the merged stop() is async) once
+    # Indexer, IntakeService, SummaryService and ConsolidationService all have stop() (the
+    # memory-service branch adds it); today only Indexer has one. If the merged `_serve`
+    # calls stop() itself before cancelling its nursery, drop `_run_services` instead.
+    stop = getattr(service, "stop", None)
+    if stop is None:
+        return
+    result = stop()
+    if inspect.isawaitable(result):
+        await result
 
 
 async def _serve(ops: Operations, indexer: Indexer | None,
