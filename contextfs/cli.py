@@ -3,6 +3,12 @@
 A composition root like `daemon`: it reads configuration and turns `ContextFSError` into
 a message and an exit code at the top level. Exit codes: 0 ok, 1 error, 2 usage,
 3 schema error, 4 store busy (mounted elsewhere), 5 fsck found problems.
+
+Every command imports what it needs inside its function, so each pays only for its own
+imports. The offline ones (`fsck`, `reindex`, `consolidate`, `schema check`, `status` of a
+data dir, `search`) take their building blocks from `contextfs.app` and never import
+pyfuse3, `contextfs.fs` or `contextfs.daemon`; only `mount --foreground` imports the daemon
+(tests/unit/test_offline.py holds both to it).
 """
 
 from __future__ import annotations
@@ -125,7 +131,7 @@ def cmd_status(args: argparse.Namespace) -> int:
     if os.path.ismount(target) and status.exists():
         sys.stdout.write(status.read_text())
         return 0
-    from contextfs.daemon import load_all_types
+    from contextfs.app import load_all_types
     from contextfs.memory.service import Memory
     from contextfs.store import Store
 
@@ -199,7 +205,7 @@ def cmd_search(args: argparse.Namespace) -> int:
 
 def cmd_reindex(args: argparse.Namespace) -> int:
     """Rebuild every derived index from DuckDB, with a progress bar."""
-    from contextfs.daemon import embedder_factory, load_all_types
+    from contextfs.app import embedder_factory, load_all_types
     from contextfs.memory.service import Memory
     from contextfs.search.indexer import Indexer
     from contextfs.store import Store
@@ -270,7 +276,7 @@ def cmd_consolidate(args: argparse.Namespace) -> int:
     """Decay, merge and archive now (offline; a mount runs it every consolidate_every)."""
     import datetime as dt
 
-    from contextfs.daemon import load_all_types
+    from contextfs.app import load_all_types
     from contextfs.memory.consolidate import consolidate
     from contextfs.memory.service import Memory
     from contextfs.store import Store

@@ -1,137 +1,59 @@
-"""The composition root: open the store, load the types, build the tree, run pyfuse3.
+"""The composition root of a mount: build the object graph, run pyfuse3 and the services.
 
-The only module (with `cli`) that reads configuration. Background services start in one
-trio nursery next to `pyfuse3.main()` (S3QL's `mount.py` shape). Later services (the
-indexer, inbox, sessions, consolidation) are started here too.
+Role: `run()` builds every object of a mount in constructor order (types, store and memory,
+indexes and searcher, intake, then the tree, the background services and the FUSE adapter),
+mounts, serves `pyfuse3.main()` and the background services in one trio nursery (S3QL's
+`mount.py` shape), and takes everything down in reverse through one exit stack: the mount,
+each service's `stop()`, the memory's last writes, the store, the mount record.
+
+Boundary: the only module (with `cli`) that reads configuration, and with `fs.ops` the only
+one that imports pyfuse3. What the offline commands share with a mount (types, opening the
+store, embedders, `.status`) lives in `contextfs.app`, so `cli` imports this module only
+for `contextfs mount`.
 """
 
 from __future__ import annotations
 
-import datetime as dt
+import contextlib
 import errno
 import faulthandler
+import inspect
 import json
 import logging
 import os
 import signal
 import subprocess
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from importlib import metadata
 from pathlib import Path
+from types import TracebackType
+from typing import ParamSpec
 
 import pyfuse3
 import trio
 
-from contextfs import __version__
+from contextfs.app import (
+    embedder_factory,
+    extractor,
+    load_all_types,
+    open_memory,
+    render_status,
+    schema_files,
+)
 from contextfs.config import Config, mount_record
-from contextfs.conversations.extract import Extractor, RuleExtractor
 from contextfs.conversations.inbox import Intake, IntakeService
-from contextfs.conversations.llm import LLMExtractor, LLMSummarizer
-from contextfs.ctxtypes import ContextType, builtin_schema_dir, load_types
+from contextfs.conversations.llm import LLMSummarizer
 from contextfs.errors import ContextFSError, UsageError
 from contextfs.fs.ops import DIR_HANDLE_IS_INODE, Operations
 from contextfs.fs.tree import Tree
-from contextfs.index.embed import Embedder, LocalEmbedder, OpenAIEmbedder
 from contextfs.memory.consolidate import ConsolidationService
-from contextfs.memory.redact import Redactor
 from contextfs.memory.service import Memory
 from contextfs.memory.summaries import SummaryService
 from contextfs.search.indexer import Indexer
 from contextfs.search.retrieval import Searcher, parse_options
-from contextfs.store import Store
-from contextfs.store.fsck import check_store
 
 log = logging.getLogger(__name__)
-
-
-def load_all_types(cfg: Config) -> dict[str, ContextType]:
-    """Built-in types, then the data dir's `schemas/` (which may add or override)."""
-    dirs = [builtin_schema_dir()]
-    if cfg.user_schema_dir.is_dir():
-        dirs.append(cfg.user_schema_dir)
-    return load_types(dirs)
-
-
-def schema_files(types: dict[str, ContextType]) -> dict[str, bytes]:
-    return {f"{t.name}.yaml": Path(t.source).read_bytes() for t in types.values()}
-
-
-def open_memory(cfg: Config, types: dict[str, ContextType]) -> Memory:
-    cfg.data_dir.mkdir(parents=True, exist_ok=True)
-    redactor = Redactor(cfg.redact_patterns)  # bad user patterns refuse the mount
-    store = Store(cfg.db_path)
-    memory = Memory(store, types, data_dir=cfg.data_dir, max_file_size=cfg.max_file_size,
-                    max_tier_size=cfg.max_tier_size, redactor=redactor,
-                    default_owner=cfg.default_owner)
-    problems = check_store(store)
-    if problems:
-        memory.failsafe = f"fsck found {len(problems)} problem(s): {problems[0]}"
-        log.error("store failed its checks, mounting read-only: %s", "; ".join(problems))
-    owner = ("user", cfg.default_owner)
-    if owner not in memory.owners and not memory.failsafe:
-        memory.create_owner(*owner)
-    if not memory.failsafe:
-        for path, res in memory.recover_drops():
-            log.info("routed a file left pending by the last run: %s -> %s", path, res)
-    return memory
-
-
-def _ts(t: float) -> str:
-    return dt.datetime.fromtimestamp(t, dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
-
-
-def extractor(cfg: Config) -> Extractor:
-    """An LLM extracts when an endpoint is configured; rules otherwise (offline)."""
-    if cfg.llm_base_url and cfg.llm_model:
-        return LLMExtractor(base_url=cfg.llm_base_url, model=cfg.llm_model,
-                            api_key_env=cfg.llm_api_key_env)
-    return RuleExtractor()
-
-
-def render_status(memory: Memory, cfg: Config, mountpoint: Path, started: float,
-                  indexer: Indexer | None = None, intake: Intake | None = None,
-                  dir_cache: str = "", unsettled: Callable[[], int] | None = None) -> str:
-    c = memory.counts()
-    state = "read-only: " + memory.failsafe if memory.failsafe else "read-write"
-    lines = [
-        f"contextfs {__version__}",
-        f"mountpoint: {mountpoint}",
-        f"data_dir: {cfg.data_dir}",
-        f"started: {_ts(started)}",
-        f"state: {state}",
-        f"generation: {memory.generation}",
-        f"outbox_rows: {memory.store.outbox_depth()}",
-        "counts: " + ", ".join(f"{k}={v}" for k, v in c.items()),
-        "types: " + ", ".join(
-            f"{t.name} ({t.scope}/{t.type_dir}, {t.mode})"
-            for t in sorted(memory.types.values(), key=lambda t: t.name)),
-    ]
-    if dir_cache:
-        lines.append(f"directory listings: {dir_cache}")
-    if unsettled is not None:
-        lines.append(f"kernel cache invalidations pending: {unsettled()}")
-    if indexer is not None:
-        lines += indexer.status_lines()
-    else:
-        lines.append("index: off (search: false in config.yaml)")
-    if intake is not None:
-        lines += intake.status_lines()
-    last = memory.store.last_consolidation()
-    if last is None:
-        lines.append(f"consolidation: never run (every {cfg.consolidate_every:g}s)")
-    else:
-        lines.append(f"consolidation: {last[5]} run(s); last {_ts(last[0])}: "
-                     + last[4].splitlines()[0])
-    lines.append(f"redactions: {memory.redaction_count} this run, "
-                 f"{memory.store.redaction_total()} in all (kinds and places in the store's "
-                 "redaction log; never the secrets)")
-    lines.append(f"refusals: {memory.refusal_count} (newest first)")
-    for r in reversed(memory.refusals):
-        name = errno.errorcode.get(r.errno, str(r.errno))
-        kept = f" (bytes kept at {r.kept_at})" if r.kept_at and r.kept_at not in r.reason else ""
-        lines.append(f"  {_ts(r.when)} {name} {r.path}: {r.reason}{kept}")
-    return "\n".join(lines) + "\n"
 
 
 async def _watch_signals(nursery: trio.Nursery) -> None:
@@ -168,13 +90,31 @@ def _clear_stale_mount(mountpoint: Path) -> None:
         raise UsageError(f"mountpoint {mountpoint} is not a directory")
 
 
-def embedder_factory(cfg: Config) -> Callable[[], Embedder]:
-    """The embedder the configuration asks for, built lazily (the local model takes
-    5-13 s to import: the mount is usable before it is ready)."""
-    if cfg.embedder == "openai":
-        return lambda: OpenAIEmbedder(base_url=cfg.embed_base_url, model=cfg.embed_model,
-                                      api_key_env=cfg.embed_api_key_env)
-    return lambda: LocalEmbedder(threads=cfg.embed_threads)
+P = ParamSpec("P")
+
+
+def then_flush(refresh: Callable[P, object], flush: Callable[[], object]) -> Callable[P, None]:
+    """The `on_change` of a background service: show the change in the tree, then flush.
+
+    A service changes the memory outside any FUSE handler, so nothing else would send the
+    invalidations the tree queued (or wake the indexer) until the next kernel request.
+    `flush` is called late (`lambda: ops.flush_invalidations()`): the adapter is built after
+    the services it is given."""
+    def changed(*args: P.args, **kwargs: P.kwargs) -> None:
+        refresh(*args, **kwargs)
+        flush()
+
+    return changed
+
+
+# TODO(merge): the four copies of "refresh the tree, then ops.flush_invalidations()" in
+# `_mount` (the IntakeService lambda, consolidated, summarised, indexed) become
+#     flush = lambda: ops.flush_invalidations()  # noqa: E731
+#     on_change=then_flush(tree.inbox_changed, flush)                          # intake
+#     then_flush(lambda report: tree.refresh_nodes(report.touched), flush)    # consolidation
+#     on_change=then_flush(lambda n: tree.refresh_nodes([n]), flush)          # summaries
+#     indexer.on_indexed = then_flush(tree.nodes_indexed, flush)
+# once the branches that change those constructors are merged (that block is theirs now).
 
 
 # Mount options that are ours, not the kernel's: they are removed before pyfuse3.init.
@@ -186,8 +126,23 @@ def run(cfg: Config, mountpoint: Path, options: list[str]) -> int:
     faulthandler.register(signal.SIGUSR1, all_threads=True)
     mountpoint = mountpoint.absolute()
     _clear_stale_mount(mountpoint)
+    with contextlib.ExitStack() as teardown:
+        _mount(cfg, mountpoint, options, teardown)
+    return 0
+
+
+def _mount(cfg: Config, mountpoint: Path, options: list[str],
+           teardown: contextlib.ExitStack) -> None:
+    """Build the object graph in constructor order, mount, and serve until unmounted.
+
+    Whatever must be undone is pushed on `teardown` as it is made, so it unwinds in reverse:
+    the kernel mount goes first, then each service's stop() (`_run_services`), the memory's
+    last writes, the store, and the mount record last (`contextfs umount` waits for it as
+    the sign that the store is closed)."""
+    announce = teardown.enter_context(_mount_record(mountpoint, cfg))
     types = load_all_types(cfg)
     memory = open_memory(cfg, types)
+    teardown.callback(memory.store.close)
     started = time.time()
     indexer = searcher = None
     if cfg.search:
@@ -243,28 +198,78 @@ def run(cfg: Config, mountpoint: Path, options: list[str]) -> int:
     fuse_options = set(pyfuse3.default_options)
     fuse_options |= {"fsname=contextfs", "subtype=contextfs"}
     fuse_options |= set(options) - OWN_OPTIONS
-    record = mount_record(mountpoint)
     log.info("mounting %s (data dir %s, %d nodes)", mountpoint, cfg.data_dir,
              len(memory.live))
+    teardown.callback(_last_writes, memory)  # registered before the mount: runs after it goes
     pyfuse3.init(ops, str(mountpoint), fuse_options)
-    record.write_text(json.dumps({"pid": os.getpid(), "data_dir": str(cfg.data_dir),
-                                  "mountpoint": str(mountpoint)}))
-    clean = False
+    teardown.push(_close_fuse)
+    announce()
+    trio.run(_run_services, ops, indexer, intake_service, consolidation, summaries)
+
+
+@contextlib.contextmanager
+def _mount_record(mountpoint: Path, cfg: Config) -> Iterator[Callable[[], None]]:
+    """Yields `announce()`, which writes the record that a daemon serves `mountpoint`; the
+    record is removed on the way out, only if it was written."""
+    record = mount_record(mountpoint)
+    written = False
+
+    def announce() -> None:
+        nonlocal written
+        record.write_text(json.dumps({"pid": os.getpid(), "data_dir": str(cfg.data_dir),
+                                      "mountpoint": str(mountpoint)}))
+        written = True
+
     try:
-        trio.run(_serve, ops, indexer, intake_service, consolidation, summaries)
-        clean = True
+        yield announce
     finally:
-        pyfuse3.close(unmount=clean)
-        try:
-            if not memory.failsafe:
-                memory.persist_pending()  # empty nodes made by mkdir survive a remount
-                memory.flush_access_counts()
-                memory.flush_touched()
-        finally:
-            memory.store.close()
-        record.unlink(missing_ok=True)
-        log.info("unmounted %s", mountpoint)
-    return 0
+        if written:
+            record.unlink(missing_ok=True)
+            log.info("unmounted %s", mountpoint)
+
+
+def _last_writes(memory: Memory) -> None:
+    """What the memory keeps only in the daemon until the end, written before the store
+    closes (not in failsafe mode: a store that failed fsck is not written to)."""
+    if not memory.failsafe:
+        memory.persist_pending()  # empty nodes made by mkdir survive a remount
+        memory.flush_access_counts()
+        memory.flush_touched()
+
+
+def _close_fuse(exc_type: type[BaseException] | None, exc: BaseException | None,
+                tb: TracebackType | None) -> bool:
+    """Let go of /dev/fuse; unmount only after a clean end of `pyfuse3.main()` (after a
+    crash the kernel mount stays, answering ENOTCONN, until the next start detaches it)."""
+    pyfuse3.close(unmount=exc_type is None)
+    return False  # never swallow the exception
+
+
+async def _run_services(ops: Operations, indexer: Indexer | None,
+                        intake_service: IntakeService, consolidation: ConsolidationService,
+                        summaries: SummaryService | None) -> None:
+    """`_serve`, then every background service's `stop()`, also when serving failed.
+
+    In reverse order of registration: the services that commit changes first, the indexer
+    that consumes them last."""
+    async with contextlib.AsyncExitStack() as services:
+        for service in (indexer, intake_service, consolidation, summaries):
+            if service is not None:
+                services.push_async_callback(_stop, service)
+        await _serve(ops, indexer, intake_service, consolidation, summaries)
+
+
+async def _stop(service: object) -> None:
+    # TODO(merge): `service.stop()` directly (awaited if the merged stop() is async) once
+    # Indexer, IntakeService, SummaryService and ConsolidationService all have stop() (the
+    # memory-service branch adds it); today only Indexer has one. If the merged `_serve`
+    # calls stop() itself before cancelling its nursery, drop `_run_services` instead.
+    stop = getattr(service, "stop", None)
+    if stop is None:
+        return
+    result = stop()
+    if inspect.isawaitable(result):
+        await result
 
 
 async def _serve(ops: Operations, indexer: Indexer | None,
@@ -284,4 +289,4 @@ async def _serve(ops: Operations, indexer: Indexer | None,
         nursery.cancel_scope.cancel()
 
 
-__all__ = ["run", "open_memory", "load_all_types", "ContextFSError"]
+__all__ = ["run", "ContextFSError"]

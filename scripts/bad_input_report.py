@@ -6,12 +6,13 @@
 
 from __future__ import annotations
 
-import json
 import subprocess
 import sys
 import tempfile
 import xml.etree.ElementTree as ET
 from pathlib import Path
+
+from contextfs.testing import write_json
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -32,9 +33,7 @@ def main() -> int:
             failed.append({"case": tc.get("name"),
                            "message": (bad.get("message") or "").splitlines()[0][:300]})
     out = {"cases": cases, "passed": cases - len(failed), "failed": failed}
-    dest = REPO / "bench-results/bad_input.json"
-    dest.parent.mkdir(parents=True, exist_ok=True)
-    dest.write_text(json.dumps(out, indent=2) + "\n")
+    write_json(REPO / "bench-results/bad_input.json", out)
     print(f"{out['passed']}/{cases} passed; failed: {[f['case'] for f in failed]}")
     return 1 if failed else 0
 

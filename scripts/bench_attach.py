@@ -25,7 +25,6 @@ from __future__ import annotations
 
 import argparse
 import hashlib
-import json
 import os
 import platform
 import random
@@ -40,20 +39,12 @@ from pathlib import Path
 
 import yaml
 
-REPO = Path(__file__).resolve().parent.parent
-sys.path[:0] = [str(REPO), str(REPO / "scripts")]
-from stress import DrainedMount  # noqa: E402
+from contextfs.testing import DrainedMount, rank_percentile, write_json
 
 FILE_SIZE = 32 << 20
 BLOCK = 4096
 SEED = 20261130
-BAD_LOG = re.compile(r" ERROR |Traceback|--- Logging error ---| CRITICAL ")
 _NG_PROBLEM = re.compile(r"\b(fail|error):|verif|skipping|not allowed|not supported")
-
-
-def pct(values: list[float], q: float) -> float:
-    s = sorted(values)
-    return s[min(len(s) - 1, int(q * len(s)))]
 
 
 def sha(path: Path) -> str:
@@ -99,8 +90,10 @@ def random_writes(path: Path, n: int) -> dict:
     wall = time.perf_counter() - t0
     return {
         "ops": n, "seconds": wall, "ops_per_s": n / wall,
-        "fsync_p50_ms": pct(fsyncs, 0.5) * 1e3, "fsync_p90_ms": pct(fsyncs, 0.9) * 1e3,
-        "fsync_p99_ms": pct(fsyncs, 0.99) * 1e3, "op_p50_ms": pct(totals, 0.5) * 1e3,
+        "fsync_p50_ms": rank_percentile(fsyncs, 0.5) * 1e3,
+        "fsync_p90_ms": rank_percentile(fsyncs, 0.9) * 1e3,
+        "fsync_p99_ms": rank_percentile(fsyncs, 0.99) * 1e3,
+        "op_p50_ms": rank_percentile(totals, 0.5) * 1e3,
         "op_mean_ms": statistics.mean(totals) * 1e3,
     }
 
@@ -224,9 +217,7 @@ def main(argv: list[str] | None = None) -> int:
                   + (f", problems: {r['fails']}" if r["fails"] else ""))
     if out["daemon_problems"]:
         print("daemon problems:\n  " + "\n  ".join(out["daemon_problems"]))
-    path = Path(args.json)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps(out, indent=2, default=str) + "\n")
+    path = write_json(args.json, out)
     print(f"\nJSON: {path}  ({'PASS' if ok else 'FAIL'})")
     return 0 if ok else 1
 

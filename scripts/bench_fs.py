@@ -36,11 +36,7 @@ Temp dirs come from `tempfile` (set TMPDIR to choose the disk for the native tre
 from __future__ import annotations
 
 import argparse
-import contextlib
-import datetime as dt
-import json
 import os
-import platform
 import random
 import shutil
 import statistics
@@ -51,6 +47,20 @@ import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
+
+from contextfs.testing import (
+    Progress,
+    cli_mount,
+    cli_umount,
+    daemon_pid,
+    log_problems,
+    machine_info,
+    percentile,
+    proc_status,
+    say,
+    write_json,
+)
+from contextfs.testing.prose import prose
 
 OWNERS = ("u0", "u1", "u2", "u3")
 TYPE_DIRS = ("preferences", "entities")
@@ -64,58 +74,6 @@ TARGET_CREATE_P50 = 0.010
 TARGET_N = 10_000
 MISMATCHES: list[str] = []  # operations whose output differed between the trees
 
-# --------------------------------------------------------------------------------------
-# Deterministic, varied markdown prose
-
-_WORD_TEXT = """
-the a an this that our their my your its each every some most few many several
-agent user project team meeting release deadline budget editor terminal keyboard coffee tea
-morning evening weekend schedule calendar reminder note summary draft report review design
-database index query cache latency throughput memory storage backup server client network
-python rust typescript shell script test suite benchmark profile trace log metric alert
-prefers likes avoids uses needs expects asks writes reads keeps moves sends checks runs
-quickly carefully usually rarely always never often sometimes early late again together
-small large short long quiet noisy simple detailed formal casual remote local shared private
-because although while when before after since unless until whereas so and but or
-dark mode light theme tabs spaces vim emacs markdown plain text email chat call video
-Berlin Lisbon Tokyo Oslo Nairobi Lima Montreal Kyoto Alice Bob Chen Dana Emeka Farah Goran
-"""
-_WORDS = tuple(_WORD_TEXT.split())
-
-_HEADINGS = (
-    "Context", "Details", "Background", "Notes", "Decisions", "Open questions", "History",
-    "Preferences", "Constraints", "Examples", "Follow-ups", "Sources", "Observations",
-)
-
-
-def _sentence(rng: random.Random) -> str:
-    words = [rng.choice(_WORDS) for _ in range(rng.randint(7, 22))]
-    if rng.random() < 0.15:
-        words.insert(rng.randrange(len(words)), f"`{rng.choice(_WORDS)}_{rng.randint(1, 99)}`")
-    if rng.random() < 0.1:
-        words.insert(rng.randrange(len(words)), f"{rng.randint(1, 31)} {rng.choice(_WORDS)}")
-    text = " ".join(words)
-    return text[0].upper() + text[1:] + rng.choice(".....!?")
-
-
-def prose(rng: random.Random, title: str) -> str:
-    """Markdown of 1-6 KB: a title, paragraphs, sub-headings and bullet lists."""
-    target = rng.randint(1024, 6 * 1024)
-    parts = [f"# {title}\n", " ".join(_sentence(rng) for _ in range(rng.randint(1, 3))) + "\n"]
-    size = sum(len(p) + 1 for p in parts)
-    while size < target:
-        r = rng.random()
-        if r < 0.2:
-            block = f"## {rng.choice(_HEADINGS)}\n"
-        elif r < 0.45:
-            block = "\n".join(f"- {_sentence(rng)}" for _ in range(rng.randint(2, 6))) + "\n"
-        else:
-            block = " ".join(_sentence(rng) for _ in range(rng.randint(2, 6))) + "\n"
-        parts.append(block)
-        size += len(block) + 1
-    text = "\n".join(parts)
-    return text[: 6 * 1024 - 1].rstrip() + "\n"
-
 
 def node_rel(i: int, prefix: str = "topic") -> str:
     owner = OWNERS[i % len(OWNERS)]
@@ -125,36 +83,6 @@ def node_rel(i: int, prefix: str = "topic") -> str:
 
 # --------------------------------------------------------------------------------------
 # Helpers
-
-
-class Progress:
-    """A `\\r` counter on stderr when it is a terminal; silent otherwise."""
-
-    def __init__(self, label: str, total: int) -> None:
-        self.label, self.total = label, total
-        self.tty = sys.stderr.isatty()
-        self.t0 = time.perf_counter()
-        self.last = 0.0
-
-    def update(self, done: int) -> None:
-        now = time.perf_counter()
-        if self.tty and (now - self.last > 0.2 or done == self.total):
-            self.last = now
-            rate = done / max(now - self.t0, 1e-9)
-            sys.stderr.write(f"\r  {self.label}: {done}/{self.total} ({rate:.0f}/s)   ")
-            sys.stderr.flush()
-
-    def done(self) -> float:
-        elapsed = time.perf_counter() - self.t0
-        if self.tty:
-            sys.stderr.write("\n")
-        say(f"  {self.label}: {self.total} in {elapsed:.1f}s "
-            f"({self.total / max(elapsed, 1e-9):.0f}/s)")
-        return elapsed
-
-
-def say(msg: str) -> None:
-    print(msg, file=sys.stderr, flush=True)
 
 
 def sh(cmd: str) -> tuple[float, str]:
@@ -171,46 +99,6 @@ def sh(cmd: str) -> tuple[float, str]:
 
 def q(p: Path | str) -> str:
     return "'" + str(p).replace("'", "'\\''") + "'"
-
-
-def percentile(values: list[float], pct: float) -> float:
-    s = sorted(values)
-    k = (len(s) - 1) * pct / 100
-    lo = int(k)
-    hi = min(lo + 1, len(s) - 1)
-    return s[lo] + (s[hi] - s[lo]) * (k - lo)
-
-
-def proc_status(pid: int) -> dict[str, int]:
-    """VmRSS / VmHWM of `pid` in bytes."""
-    out: dict[str, int] = {}
-    with open(f"/proc/{pid}/status") as f:
-        for line in f:
-            key, _, rest = line.partition(":")
-            if key in ("VmRSS", "VmHWM"):
-                out[key] = int(rest.split()[0]) * 1024
-    return out
-
-
-def contextfs_cmd(*args: str) -> list[str]:
-    return [sys.executable, "-m", "contextfs", *args]
-
-
-def daemon_pid(mnt: Path) -> int | None:
-    """The daemon's pid from its mount record, falling back to pgrep."""
-    try:
-        from contextfs.config import mount_record
-
-        rec = json.loads(mount_record(mnt).read_text())
-        pid = int(rec["pid"])
-        os.kill(pid, 0)
-        return pid
-    except (ImportError, OSError, ValueError, KeyError):
-        pass
-    res = subprocess.run(["pgrep", "-f", f"contextfs mount {mnt} "], capture_output=True,
-                         text=True)
-    pids = [int(p) for p in res.stdout.split()]
-    return pids[0] if pids else None
 
 
 # --------------------------------------------------------------------------------------
@@ -423,39 +311,7 @@ def mount(mnt: Path, data: Path) -> None:
     # The filesystem is measured as the issue defines it, without the search indexes:
     # with search on, fsync is also a search barrier (scripts/bench_search.py measures
     # fsync-to-searchable) and the embedding model competes for the two cores.
-    data.mkdir(parents=True, exist_ok=True)
-    cfg = data / "config.yaml"
-    if not cfg.exists():
-        cfg.write_text(f"search: {'true' if SEARCH else 'false'}\n")
-    res = subprocess.run(contextfs_cmd("mount", str(mnt), "--data-dir", str(data)),
-                         capture_output=True, text=True, timeout=120)
-    if res.returncode != 0 or not os.path.ismount(mnt):
-        raise RuntimeError(f"contextfs mount failed ({res.returncode}): "
-                           f"{res.stderr.strip() or res.stdout.strip()}")
-
-
-def umount(mnt: Path) -> str | None:
-    """Unmount and wait for the daemon; fall back to a lazy unmount. Returns an error."""
-    if not os.path.ismount(mnt):
-        return None
-    try:
-        res = subprocess.run(contextfs_cmd("umount", str(mnt), "--timeout", "120"),
-                             capture_output=True, text=True, timeout=180)
-        if res.returncode == 0:
-            return None
-        err = f"contextfs umount exited {res.returncode}: {res.stderr.strip()}"
-    except subprocess.TimeoutExpired:
-        err = "contextfs umount timed out"
-    subprocess.run(["fusermount3", "-u", "-z", str(mnt)], capture_output=True)
-    return err
-
-
-def log_problems(log: Path) -> list[str]:
-    if not log.exists():
-        return [f"{log} missing"]
-    return [line.rstrip() for line in log.read_text(errors="replace").splitlines()
-            if " WARNING " in line or " ERROR " in line or " CRITICAL " in line
-            or line.startswith("Traceback")]
+    cli_mount(mnt, data, search=SEARCH)
 
 
 def run_size(n: int, reps: int, create_count: int, keep: bool) -> dict:
@@ -508,7 +364,7 @@ def run_size(n: int, reps: int, create_count: int, keep: bool) -> dict:
         if status.exists():
             result["status"] = status.read_text()
     finally:
-        err = umount(mnt)
+        err = cli_umount(mnt)
         if err:
             say(f"N={n}: unmount problem: {err}")
             result["umount_error"] = err
@@ -523,31 +379,6 @@ def run_size(n: int, reps: int, create_count: int, keep: bool) -> dict:
 
 
 # --------------------------------------------------------------------------------------
-
-
-def machine_info() -> dict[str, object]:
-    info: dict[str, object] = {
-        "date": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
-        "host": platform.node(), "kernel": platform.release(), "python": platform.python_version(),
-        "cpus": os.cpu_count(), "tmpdir": tempfile.gettempdir(),
-    }
-    try:
-        from contextfs import __version__
-
-        info["contextfs"] = __version__
-    except ImportError:
-        pass
-    with contextlib.suppress(OSError):
-        info["git"] = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True,
-                                     text=True, cwd=Path(__file__).parent).stdout.strip()
-    try:
-        with open("/proc/cpuinfo") as f:
-            info["cpu"] = next((ln.split(":", 1)[1].strip() for ln in f
-                                if ln.startswith("model name")), "")
-        info["loadavg_start"] = os.getloadavg()
-    except OSError:
-        pass
-    return info
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -570,7 +401,7 @@ def main(argv: list[str] | None = None) -> int:
         sizes = [int(s.replace("_", "")) for s in args.sizes.split(",") if s.strip()]
         reps, create = args.reps, args.create
 
-    info = machine_info()
+    info = machine_info(Path(__file__).parent)
     say(f"bench_fs: sizes {sizes}, {reps} rep(s), {create} creates; {info.get('cpus')} cpus, "
         f"load {info.get('loadavg_start')}")
     results = []
@@ -613,9 +444,7 @@ def main(argv: list[str] | None = None) -> int:
            "results": results,
            "missed": [f"{r.operation} N={r.n}" for r in missed], "error": failed,
            "mismatches": MISMATCHES}
-    path = Path(args.json)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps(out, indent=2, default=str) + "\n")
+    path = write_json(args.json, out)
     print(f"\nJSON written to {path}")
     if failed:
         print(f"benchmark failed: {failed}", file=sys.stderr)

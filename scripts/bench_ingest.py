@@ -58,20 +58,27 @@ import os
 import random
 import re
 import shutil
-import statistics
 import sys
 import tempfile
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from contextfs.testing import (
+    Progress,
+    cli_mount,
+    cli_umount,
+    daemon_pid,
+    log_problems,
+    machine_info,
+    proc_status,
+    say,
+    stats,
+    wait_index_ready,
+    write_json,
+)
+
 ROOT = Path(__file__).resolve().parent.parent
-sys.path[:0] = [str(ROOT), str(ROOT / "scripts")]
-
-import bench_fs  # noqa: E402 - shared helpers: progress, percentiles, RSS, unmount, log scan
-from bench_fs import Progress, daemon_pid, log_problems, percentile, proc_status, say  # noqa: E402
-from bench_search import mount, wait_ready  # noqa: E402
-
 SEED = 20261201
 CORPUS = ROOT / "tests" / "corpus" / "transcripts"
 READY_TIMEOUT = 900.0  # seconds for the daemon to load the model and open the indexes
@@ -422,14 +429,6 @@ def recheck_late(mnt: Path, items: list[Transcript]) -> None:
 # Results
 
 
-def stats(values: list[float]) -> dict[str, float] | None:
-    if not values:
-        return None
-    return {"count": len(values), "p50": statistics.median(values),
-            "p99": percentile(values, 99), "mean": statistics.fmean(values),
-            "min": min(values), "max": max(values)}
-
-
 def latencies(items: list[Transcript]) -> dict:
     done = [t for t in items if t.done is not None]
     return {
@@ -544,8 +543,8 @@ def run(args: argparse.Namespace) -> dict:
     try:
         say(f"mounting {mnt} (data dir {data}, embedded defaults)")
         t0 = time.monotonic()
-        mount(mnt, data)
-        wait_ready(mnt, READY_TIMEOUT)
+        cli_mount(mnt, data, timeout=600)
+        wait_index_ready(mnt, READY_TIMEOUT)
         result["mount_to_ready_s"] = time.monotonic() - t0
         pid = daemon_pid(mnt)
         result["daemon_pid"] = pid
@@ -574,7 +573,7 @@ def run(args: argparse.Namespace) -> dict:
             result["rss_after"] = proc_status(pid)
         result["status"] = (mnt / ".status").read_text()
     finally:
-        err = bench_fs.umount(mnt)
+        err = cli_umount(mnt)
         if err:
             say(f"unmount problem: {err}")
             result["umount_error"] = err
@@ -638,7 +637,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.quick:
         args.transcripts, args.turns, args.paced = 5, 10, 3
 
-    info = bench_fs.machine_info()
+    info = machine_info(Path(__file__).parent)
     say(f"bench_ingest: {args.transcripts} transcripts x {args.turns} turns + {args.paced} paced; "
         f"poll {args.poll * 1000:.0f} ms, cap {args.cap:.0f}s; {info.get('cpus')} cpus, "
         f"load {info.get('loadavg_start')}")
@@ -685,9 +684,7 @@ def main(argv: list[str] | None = None) -> int:
            "error": failed}
     if result.get("facts"):
         out["rows"] = [{"metric": m, "value": v, "notes": n} for m, v, n in build_rows(result)]
-    path = Path(args.json)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps(out, indent=2, default=str) + "\n")
+    path = write_json(args.json, out)
     print(f"\nJSON written to {path}")
     return 1 if problems else 0
 

@@ -4,12 +4,12 @@ What it measures, for each store size N (default 1,000, 10,000 and 100,000 nodes
 
 1. Builds a store of N nodes IN-PROCESS with the real `Memory` API (`create_node` +
    `save_l2`, 2,000 nodes per transaction; building through the mount runs at about
-   60 nodes/s): the known-answer corpus of `tests/search_corpus.py` (22 targets, 240 filler
-   notes) plus generated nodes `user/u0..u3/{preferences,entities}/topic-NNNNNN`. Sizes up to
-   `--prose-max` get prose L2s (400-1,500 characters: L0, L1 and one or two L2 chunks);
+   60 nodes/s): the known-answer corpus of `contextfs/testing/search_corpus.py` (22 targets,
+   240 filler notes) plus generated nodes `user/u0..u3/{preferences,entities}/topic-NNNNNN`.
+   Sizes up to `--prose-max` get prose L2s (400-1,500 characters: L0, L1 and one or two L2 chunks);
    larger sizes get one-sentence L2s, for which L0 = L1 = L2 and the indexer keeps one unit.
 2. Indexing throughput: `Indexer.rebuild_sync` (what `contextfs reindex` runs) over the N
-   nodes, against raw `LocalEmbedder.embed` of exactly the same unit texts (`node_units`
+   nodes, against raw `LocalEmbedder.embed` of exactly the same unit texts (`units_of`
    after the indexer's de-duplication), in the same process: half of the raw pass before
    the rebuild and half after it, so load changes on the machine hit both. Units/s and ratio.
    Above `--synthetic-above` nodes the model is too slow for the time a run can take (100k
@@ -58,7 +58,6 @@ import re
 import secrets
 import shutil
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
@@ -70,26 +69,34 @@ from pathlib import Path
 import numpy as np
 import xxhash
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path[:0] = [str(ROOT), str(ROOT / "scripts")]
-
-import bench_fs  # noqa: E402 - shared helpers: progress, percentiles, RSS, unmount, log scan
-from bench_fs import Progress, daemon_pid, log_problems, percentile, proc_status, say  # noqa: E402
-
-from contextfs.config import load_config  # noqa: E402
-from contextfs.daemon import load_all_types  # noqa: E402
-from contextfs.index.embed import LocalEmbedder  # noqa: E402
-from contextfs.memory.service import Memory  # noqa: E402
-from contextfs.search.bundle import pack_context  # noqa: E402
-from contextfs.search.indexer import Indexer, _distinct, units_of  # noqa: E402
-from contextfs.search.retrieval import (  # noqa: E402
+from contextfs.app import load_all_types
+from contextfs.config import load_config
+from contextfs.index.embed import LocalEmbedder
+from contextfs.memory.service import Memory
+from contextfs.search.bundle import pack_context
+from contextfs.search.indexer import Indexer, _distinct, units_of
+from contextfs.search.retrieval import (
     UNIT_DEPTH,
     QueryOptions,
     Searcher,
     keywords,
 )
-from contextfs.store import Store  # noqa: E402
-from tests.search_corpus import TARGETS, filler  # noqa: E402
+from contextfs.store import Store
+from contextfs.testing import (
+    Progress,
+    cli_mount,
+    cli_umount,
+    daemon_pid,
+    log_problems,
+    machine_info,
+    proc_status,
+    say,
+    stats,
+    wait_index_ready,
+    write_json,
+)
+from contextfs.testing.prose import WORDS, sentence
+from contextfs.testing.search_corpus import TARGETS, filler
 
 SEED = 20261130
 MODEL = "all-MiniLM-L6-v2"
@@ -124,8 +131,8 @@ EXTRA_QUESTIONS = [
 def short_text(rng: random.Random, i: int) -> str:
     """One plain sentence under 120 characters (the L0 limit): L0 = L1 = L2, one unit.
     No markup (the summariser strips it, which would make L0 differ from L2)."""
-    words = [rng.choice(bench_fs._WORDS) for _ in range(rng.randint(8, 14))]
-    words.insert(rng.randrange(len(words)), f"{i % 97} {rng.choice(bench_fs._WORDS)}")
+    words = [rng.choice(WORDS) for _ in range(rng.randint(8, 14))]
+    words.insert(rng.randrange(len(words)), f"{i % 97} {rng.choice(WORDS)}")
     text = " ".join(words)[:112].rsplit(" ", 1)[0]
     return text[0].upper() + text[1:] + ".\n"
 
@@ -136,7 +143,7 @@ def prose_text(rng: random.Random, i: int) -> str:
     paras: list[str] = []
     size = 0
     while size < target:
-        para = " ".join(bench_fs._sentence(rng) for _ in range(rng.randint(2, 5)))
+        para = " ".join(sentence(rng) for _ in range(rng.randint(2, 5)))
         paras.append(para)
         size += len(para) + 2
     return "\n\n".join(paras)[:1500].rstrip() + "\n"
@@ -243,12 +250,6 @@ def table(rows: list[Row]) -> str:
         lines.append(f"| {name} | {r.n:,} | {fmt(r.raw, r.unit)} | {fmt(r.contextfs, r.unit)} "
                      f"| {ratio} | {r.target or '-'} | {verdict} |")
     return "\n".join(lines)
-
-
-def stats(values: list[float]) -> dict[str, float]:
-    return {"count": len(values), "p50": statistics.median(values),
-            "p99": percentile(values, 99), "mean": statistics.fmean(values),
-            "min": min(values), "max": max(values)}
 
 
 # --------------------------------------------------------------------------------------
@@ -397,27 +398,6 @@ class InProcess:
 
 # --------------------------------------------------------------------------------------
 # Through the mount
-
-
-def mount(mnt: Path, data: Path) -> None:
-    res = subprocess.run(bench_fs.contextfs_cmd("mount", str(mnt), "--data-dir", str(data),
-                                                "--timeout", "600"),
-                         capture_output=True, text=True, timeout=660)
-    if res.returncode != 0 or not os.path.ismount(mnt):
-        raise RuntimeError(f"contextfs mount failed ({res.returncode}): "
-                           f"{res.stderr.strip() or res.stdout.strip()}")
-
-
-def wait_ready(mnt: Path, timeout: float) -> tuple[float, str]:
-    t0 = time.monotonic()
-    while True:
-        status = (mnt / ".status").read_text()
-        line = next((ln for ln in status.splitlines() if ln.startswith("index_generation")), "")
-        if "index: ready" in status and line.endswith("queue 0)"):
-            return time.monotonic() - t0, status
-        if "index: failed" in status or time.monotonic() - t0 > timeout:
-            raise RuntimeError(f"index not ready after {time.monotonic() - t0:.0f}s:\n{status}")
-        time.sleep(0.2)
 
 
 def qname(question: str) -> str:
@@ -571,8 +551,8 @@ def run_size(n: int, args: argparse.Namespace, embedder: LocalEmbedder) -> tuple
         shutil.copytree(data, copy)
         say(f"N={n}: mounting {mnt} (data dir {data})")
         t0 = time.monotonic()
-        mount(mnt, data)
-        ready_s, status = wait_ready(mnt, READY_TIMEOUT)
+        cli_mount(mnt, data, timeout=600)
+        ready_s, status = wait_index_ready(mnt, READY_TIMEOUT)
         result["mount_to_ready_s"] = time.monotonic() - t0
         pid = daemon_pid(mnt)
         result["daemon_pid"] = pid
@@ -588,7 +568,7 @@ def run_size(n: int, args: argparse.Namespace, embedder: LocalEmbedder) -> tuple
     finally:
         if inproc is not None:
             inproc.close()
-        err = bench_fs.umount(mnt)
+        err = cli_umount(mnt)
         if err:
             say(f"N={n}: unmount problem: {err}")
             result["umount_error"] = err
@@ -665,7 +645,7 @@ def main(argv: list[str] | None = None) -> int:
     else:
         sizes = [int(s.replace("_", "")) for s in args.sizes.split(",") if s.strip()]
 
-    info = bench_fs.machine_info()
+    info = machine_info(Path(__file__).parent)
     say(f"bench_search: sizes {sizes}, {args.rounds} round(s) of {args.questions} questions, "
         f"{args.fsync_trials} fsync trials; {info.get('cpus')} cpus, "
         f"load {info.get('loadavg_start')}")
@@ -738,9 +718,7 @@ def main(argv: list[str] | None = None) -> int:
            "rows": [asdict(r) | {"ratio": r.ratio} for r in all_rows],
            "results": results, "missed": [f"{r.metric} N={r.n}" for r in missed],
            "error": failed}
-    path = Path(args.json)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps(out, indent=2, default=str) + "\n")
+    path = write_json(args.json, out)
     print(f"\nJSON written to {path}")
     if failed:
         print(f"benchmark failed: {failed}", file=sys.stderr)

@@ -1,6 +1,6 @@
 """A long differential POSIX campaign: ContextFS attachments against a native directory.
 
-Runs the state machine of tests/differential_machine.py (the one the CI test runs with a
+Runs the state machine of contextfs/testing/differential.py (the one the CI test runs with a
 small budget) against a fresh mount, in batches with fresh random seeds, so that a failure
 found and shrunk in one batch does not end the campaign. Prints the examples and steps run
 and every failure found (shrunk steps included), and writes bench-results/differential.json:
@@ -14,20 +14,18 @@ and every failure found (shrunk steps included), and writes bench-results/differ
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 import tempfile
 import time
 from pathlib import Path
 
+from hypothesis import HealthCheck, settings
+from hypothesis.stateful import run_state_machine_as_test
+
+from contextfs.testing import Mount, write_json
+from contextfs.testing.differential import EXCLUDED, KNOWN_BUGS, STATS, machine_for
+
 REPO = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(REPO))
-
-from hypothesis import HealthCheck, settings  # noqa: E402
-from hypothesis.stateful import run_state_machine_as_test  # noqa: E402
-
-from tests.conftest import Mount  # noqa: E402
-from tests.differential_machine import EXCLUDED, KNOWN_BUGS, STATS, machine_for  # noqa: E402
 
 
 def _signature(message: str) -> str:
@@ -112,8 +110,7 @@ def main() -> int:
         "outcomes": {f"{op} {res}": n for (op, res), n in sorted(STATS.outcomes.items())},
         "failure_details": failures,
     }
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(json.dumps(result, indent=2) + "\n")
+    write_json(args.out, result)
     print(f"\nexamples run: {STATS.examples}  steps run: {STATS.steps}  "
           f"remounts: {STATS.remounts}  failures found: {len(failures)} "
           f"({len(distinct)} distinct)  seconds: {seconds}")

@@ -30,7 +30,6 @@ Exit status 0 when nothing was lost and the daemon was clean, 1 otherwise.
 from __future__ import annotations
 
 import argparse
-import json
 import random
 import shutil
 import subprocess
@@ -42,8 +41,7 @@ import uuid
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from stress import DrainedMount  # noqa: E402
+from contextfs.testing import DrainedMount, rank_percentile, write_json
 
 TOPICS = 4
 SHARED = 4
@@ -73,14 +71,14 @@ class Result:
 
 
 def percentiles(xs: list[float]) -> dict[str, float]:
+    """Nearest-rank p50/p90/p99 and the maximum, in milliseconds."""
     if not xs:
         return {"n": 0}
-    s = sorted(xs)
 
     def p(q: float) -> float:
-        return s[min(len(s) - 1, int(q * len(s)))] * 1000
+        return rank_percentile(xs, q) * 1000
 
-    return {"n": len(s), "p50": p(0.50), "p90": p(0.90), "p99": p(0.99), "max": s[-1] * 1000}
+    return {"n": len(xs), "p50": p(0.50), "p90": p(0.90), "p99": p(0.99), "max": max(xs) * 1000}
 
 
 class Load:
@@ -262,11 +260,10 @@ def main(argv: list[str] | None = None) -> int:
     print(f"fsck: {res.fsck or 'clean'}")
     print("PASS" if res.ok else "FAIL")
     if args.json:
-        args.json.parent.mkdir(parents=True, exist_ok=True)
         doc = asdict(res)
         doc["ok"] = res.ok
         doc["lost_total"] = sum(len(v) for v in res.lost.values())
-        args.json.write_text(json.dumps(doc, indent=2) + "\n")
+        write_json(args.json, doc)
     return 0 if res.ok else 1
 
 

@@ -43,6 +43,8 @@ import tempfile
 import time
 from pathlib import Path
 
+from contextfs.testing import write_json
+
 REPO = Path(__file__).resolve().parent.parent
 PY = sys.executable
 OWNER = "user/default"
@@ -858,8 +860,7 @@ def main() -> int:
     else:
         pc = out.get("power_cut") or {"run": False, "reason": "not run yet: use --power-cut"}
         out = {**res, "power_cut": pc}
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(json.dumps(out, indent=2) + "\n")
+    write_json(args.out, out)
     bad = res["lost"] or res["fsck_errors"] or res["derived_mismatches"] or res["hangs"] \
         or res["daemon_log_errors"] or res["errors_before_kill"] or \
         res["unclean_daemon_exits"]

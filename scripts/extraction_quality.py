@@ -21,19 +21,17 @@ while writing the rules, so their numbers are optimistic.
 from __future__ import annotations
 
 import argparse
-import json
-import sys
 from pathlib import Path
 
 import yaml
 
-REPO = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(REPO))
+from contextfs.conversations.extract import Candidate, RuleExtractor
+from contextfs.conversations.scoring import Expected, Score, score_candidates
+from contextfs.conversations.transcript import parse_transcript
+from contextfs.ctxtypes import builtin_schema_dir, load_types
+from contextfs.testing import write_json
 
-from contextfs.conversations.extract import Candidate, RuleExtractor  # noqa: E402
-from contextfs.conversations.scoring import Expected, Score, score_candidates  # noqa: E402
-from contextfs.conversations.transcript import parse_transcript  # noqa: E402
-from contextfs.ctxtypes import builtin_schema_dir, load_types  # noqa: E402
+REPO = Path(__file__).resolve().parent.parent
 
 CORPUS = REPO / "tests" / "corpus" / "transcripts"
 OUT = REPO / "bench-results" / "extraction_quality.json"
@@ -123,8 +121,7 @@ def main() -> int:
         print()
         for note in report["notes"]:
             print(note)
-    OUT.parent.mkdir(parents=True, exist_ok=True)
-    OUT.write_text(json.dumps(report, indent=2) + "\n")
+    write_json(OUT, report)
     print(f"wrote {OUT.relative_to(REPO)}")
     return 0
 

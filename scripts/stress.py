@@ -44,26 +44,20 @@ import json
 import os
 import re
 import shutil
-import signal
 import subprocess
 import sys
 import tempfile
-import threading
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 import yaml
 
-REPO = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(REPO))
-
-from tests.conftest import Mount  # noqa: E402
+from contextfs.testing import DrainedMount, write_json
 
 OWNER_DIR = "user/default/preferences"
 L2_PATTERN = '"ContextFS L2 fio pattern 0123456789. "'
 DBENCH_LOADFILE = "/usr/share/dbench/client.txt"
-BAD_LOG = re.compile(r" ERROR |Traceback|--- Logging error ---| CRITICAL ")
 
 # stress-ng stressors that apply to attachments, with the options that make them verify.
 STRESSORS: list[tuple[str, list[str]]] = [
@@ -138,70 +132,6 @@ class Report:
     fsck: list[str] = field(default_factory=list)
     probes: list[dict] = field(default_factory=list)
     seconds: float = 0.0
-
-
-# ---- a mount whose output is drained ------------------------------------------------------
-
-class DrainedMount(Mount):
-    """tests.conftest.Mount, with the daemon's stdout/stderr read continuously.
-
-    Mount reads the daemon's pipe only at stop(); under a long load the daemon's log output
-    (and any traceback) fills the 64 KiB pipe and the daemon blocks in write(), which looks
-    exactly like a hung filesystem.
-    """
-
-    def __init__(self, path: Path, data_dir: Path) -> None:
-        super().__init__(path, data_dir)
-        self.output: list[str] = []
-        self._reader: threading.Thread | None = None
-
-    def start(self, *extra: str, expect_fail: bool = False) -> subprocess.Popen:
-        proc = super().start(*extra, expect_fail=expect_fail)
-        self._reader = threading.Thread(target=self._drain, args=(proc,), daemon=True)
-        self._reader.start()
-        return proc
-
-    def _drain(self, proc: subprocess.Popen) -> None:
-        for raw in iter(proc.stdout.readline, b""):
-            self.output.append(raw.decode("utf-8", "replace"))
-
-    def stop(self) -> str:
-        subprocess.run(["fusermount3", "-u", str(self.path)], capture_output=True)
-        proc = self.proc
-        assert proc is not None
-        try:
-            proc.wait(timeout=60)
-        except subprocess.TimeoutExpired:
-            self.abort()
-            raise RuntimeError("daemon did not exit after unmount") from None
-        if self._reader:
-            self._reader.join(timeout=10)
-        self.proc = None
-        if proc.returncode != 0:
-            raise RuntimeError(f"daemon exit {proc.returncode}")
-        return "".join(self.output)
-
-    def abort(self) -> None:
-        """A hung mount: detach it lazily and kill the daemon (ours, by pid)."""
-        subprocess.run(["fusermount3", "-u", "-z", str(self.path)], capture_output=True)
-        if self.proc is not None and self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGUSR1)  # stacks to the log first
-            time.sleep(0.5)
-            self.proc.kill()
-            self.proc.wait(timeout=30)
-        self.proc = None
-
-    def problems(self) -> list[str]:
-        log = self.log.read_text(errors="replace") if self.log.exists() else ""
-        lines = [ln for ln in log.splitlines() if BAD_LOG.search(ln)]
-        lines += [f"[stderr] {ln.rstrip()}" for ln in self.output if BAD_LOG.search(ln)]
-        return lines
-
-    def refusals(self) -> tuple[int, list[str]]:
-        text = (self.path / ".status").read_text(errors="replace")
-        m = re.search(r"^refusals: (\d+)", text, re.M)
-        lines = [ln.strip() for ln in text.splitlines() if ln.startswith("  ")]
-        return (int(m.group(1)) if m else 0), lines
 
 
 # ---- running a tool -----------------------------------------------------------------------
@@ -572,12 +502,11 @@ def main(argv: list[str] | None = None) -> int:
     print(f"verify errors: {s['verify_errors']}; failed: {s['failed'] or 'none'}; "
           f"{rep.seconds:.0f} s")
     if args.json:
-        args.json.parent.mkdir(parents=True, exist_ok=True)
         doc = asdict(rep)
         doc["summary"] = s
         for r, d in zip(rep.rows, doc["rows"], strict=True):
             d["ratio"] = r.ratio
-        args.json.write_text(json.dumps(doc, indent=2, ensure_ascii=False) + "\n")
+        write_json(args.json, doc, ensure_ascii=False)
     ok = not s["failed"] and not s["verify_errors"] and not s["daemon_errors"] and s["fsck_clean"]
     return 0 if ok else 1
 

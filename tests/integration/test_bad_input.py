@@ -29,7 +29,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import Mount
+from contextfs.testing import Mount
 
 pytestmark = pytest.mark.slow
 

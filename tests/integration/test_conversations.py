@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import Mount
+from contextfs.testing import Mount
 from tests.fake_openai import FakeOpenAI
 
 CHAT = [

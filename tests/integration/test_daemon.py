@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import Mount
+from contextfs.testing import Mount
 
 CLI = [sys.executable, "-m", "contextfs"]
 

@@ -3,7 +3,7 @@ mount and on a native directory must give identical results (issue 3, deliverabl
 
 A bounded run for CI; `scripts/campaign_differential.py` runs the same machine for long.
 The operations, the comparison and what is left out (and why) are in
-tests/differential_machine.py; shrunk failures are replayed as plain functions in
+contextfs/testing/differential.py; shrunk failures are replayed as plain functions in
 test_differential_regressions.py.
 """
 
@@ -13,7 +13,7 @@ import pytest
 from hypothesis import HealthCheck, settings
 from hypothesis.stateful import run_state_machine_as_test
 
-from tests.differential_machine import machine_for
+from contextfs.testing.differential import machine_for
 
 CI_SETTINGS = settings(max_examples=25, stateful_step_count=30, deadline=None,
                        suppress_health_check=list(HealthCheck), database=None,

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import pytest
 
-from tests.differential_machine import Differ, new_differ
+from contextfs.testing.differential import Differ, new_differ
 
 
 @pytest.fixture

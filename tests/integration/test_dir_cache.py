@@ -20,7 +20,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import Mount
+from contextfs.testing import Mount
 
 U = "user/default"
 

@@ -71,7 +71,7 @@ def test_refused_bytes_are_kept_where_status_says(mount):
 
 
 def test_file_size_limit_is_efbig(tmp_path):
-    from tests.conftest import Mount
+    from contextfs.testing import Mount
 
     data_dir = tmp_path / "data"
     data_dir.mkdir()
@@ -120,7 +120,7 @@ def test_damaged_store_mounts_read_only(mount):
 
 
 def test_ctx_xattr_mount_option(tmp_path):
-    from tests.conftest import Mount
+    from contextfs.testing import Mount
 
     (tmp_path / "mnt").mkdir()
     m = Mount(tmp_path / "mnt", tmp_path / "data")

@@ -14,9 +14,9 @@ from pathlib import Path
 import pytest
 
 from contextfs.memory.tokens import estimate_tokens
-from tests.conftest import Mount
+from contextfs.testing import Mount
+from contextfs.testing.search_corpus import SCOPED, TARGETS, filler
 from tests.fake_openai import FakeOpenAI
-from tests.search_corpus import SCOPED, TARGETS, filler
 
 pytestmark = pytest.mark.timeout(600)
 

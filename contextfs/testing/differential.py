@@ -9,7 +9,8 @@ shrunk failure is replayed as plain calls (tests/integration/test_differential_r
 `DifferentialMachine` drives a `Differ` with hypothesis' stateful testing; its rules have the
 names and arguments of the `Differ` methods, so a printed failing run
 (`state.rename(src='a', dst='d/a')`) becomes a regression test by replacing `state.` with
-`d.`. Both the CI test and `scripts/campaign_differential.py` use `machine_for()`.
+`d.`. Both the CI test and `scripts/campaign_differential.py` use `machine_for()`, the
+only place that imports hypothesis (a test dependency, not the package's).
 
 Kept out of the comparison, by design or because the two sides legitimately differ; listed
 in EXCLUDED (the campaign writes them to its JSON):

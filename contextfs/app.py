@@ -1,0 +1,138 @@
+"""Building blocks of the composition roots: what `cli` and `daemon` both assemble.
+
+Role: turn a `Config` into the objects a command needs (the context types, an opened and
+checked `Memory`, the `.schemas/` files, the embedder and extractor the configuration asks
+for) and render the `.status` text. The offline commands (`fsck`, `reindex`,
+`consolidate`, `schema check`, `status`, `search`) take their pieces from here, so they
+run on a machine without FUSE and never pay for importing it.
+
+Boundary: no pyfuse3, no `contextfs.fs`, no `contextfs.daemon`, and no trio task of its
+own (tests/unit/test_offline.py walks the import graph). Reading configuration stays with
+the roots: everything here receives a `Config`, nothing loads one.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import errno
+import logging
+from collections.abc import Callable
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from contextfs import __version__
+from contextfs.config import Config
+from contextfs.conversations.extract import Extractor, RuleExtractor
+from contextfs.conversations.llm import LLMExtractor
+from contextfs.ctxtypes import ContextType, builtin_schema_dir, load_types
+from contextfs.index.embed import Embedder, LocalEmbedder, OpenAIEmbedder
+from contextfs.memory.redact import Redactor
+from contextfs.memory.service import Memory
+from contextfs.store import Store
+from contextfs.store.fsck import check_store
+
+if TYPE_CHECKING:  # annotations only: render_status never needs the classes themselves
+    from contextfs.conversations.inbox import Intake
+    from contextfs.search.indexer import Indexer
+
+log = logging.getLogger("contextfs.daemon")  # the name these lines always had in the log
+
+
+def load_all_types(cfg: Config) -> dict[str, ContextType]:
+    """Built-in types, then the data dir's `schemas/` (which may add or override)."""
+    dirs = [builtin_schema_dir()]
+    if cfg.user_schema_dir.is_dir():
+        dirs.append(cfg.user_schema_dir)
+    return load_types(dirs)
+
+
+def schema_files(types: dict[str, ContextType]) -> dict[str, bytes]:
+    return {f"{t.name}.yaml": Path(t.source).read_bytes() for t in types.values()}
+
+
+def open_memory(cfg: Config, types: dict[str, ContextType]) -> Memory:
+    """The store of a mount, opened read-write and checked; failsafe when fsck objects."""
+    cfg.data_dir.mkdir(parents=True, exist_ok=True)
+    redactor = Redactor(cfg.redact_patterns)  # bad user patterns refuse the mount
+    store = Store(cfg.db_path)
+    memory = Memory(store, types, data_dir=cfg.data_dir, max_file_size=cfg.max_file_size,
+                    max_tier_size=cfg.max_tier_size, redactor=redactor,
+                    default_owner=cfg.default_owner)
+    problems = check_store(store)
+    if problems:
+        memory.failsafe = f"fsck found {len(problems)} problem(s): {problems[0]}"
+        log.error("store failed its checks, mounting read-only: %s", "; ".join(problems))
+    owner = ("user", cfg.default_owner)
+    if owner not in memory.owners and not memory.failsafe:
+        memory.create_owner(*owner)
+    if not memory.failsafe:
+        for path, res in memory.recover_drops():
+            log.info("routed a file left pending by the last run: %s -> %s", path, res)
+    return memory
+
+
+def extractor(cfg: Config) -> Extractor:
+    """An LLM extracts when an endpoint is configured; rules otherwise (offline)."""
+    if cfg.llm_base_url and cfg.llm_model:
+        return LLMExtractor(base_url=cfg.llm_base_url, model=cfg.llm_model,
+                            api_key_env=cfg.llm_api_key_env)
+    return RuleExtractor()
+
+
+def embedder_factory(cfg: Config) -> Callable[[], Embedder]:
+    """The embedder the configuration asks for, built lazily (the local model takes
+    5-13 s to import: the mount is usable before it is ready)."""
+    if cfg.embedder == "openai":
+        return lambda: OpenAIEmbedder(base_url=cfg.embed_base_url, model=cfg.embed_model,
+                                      api_key_env=cfg.embed_api_key_env)
+    return lambda: LocalEmbedder(threads=cfg.embed_threads)
+
+
+def _ts(t: float) -> str:
+    return dt.datetime.fromtimestamp(t, dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def render_status(memory: Memory, cfg: Config, mountpoint: Path, started: float,
+                  indexer: Indexer | None = None, intake: Intake | None = None,
+                  dir_cache: str = "", unsettled: Callable[[], int] | None = None) -> str:
+    """The text of a mount's `.status` (docs/operations.md describes every line)."""
+    c = memory.counts()
+    state = "read-only: " + memory.failsafe if memory.failsafe else "read-write"
+    lines = [
+        f"contextfs {__version__}",
+        f"mountpoint: {mountpoint}",
+        f"data_dir: {cfg.data_dir}",
+        f"started: {_ts(started)}",
+        f"state: {state}",
+        f"generation: {memory.generation}",
+        f"outbox_rows: {memory.store.outbox_depth()}",
+        "counts: " + ", ".join(f"{k}={v}" for k, v in c.items()),
+        "types: " + ", ".join(
+            f"{t.name} ({t.scope}/{t.type_dir}, {t.mode})"
+            for t in sorted(memory.types.values(), key=lambda t: t.name)),
+    ]
+    if dir_cache:
+        lines.append(f"directory listings: {dir_cache}")
+    if unsettled is not None:
+        lines.append(f"kernel cache invalidations pending: {unsettled()}")
+    if indexer is not None:
+        lines += indexer.status_lines()
+    else:
+        lines.append("index: off (search: false in config.yaml)")
+    if intake is not None:
+        lines += intake.status_lines()
+    last = memory.store.last_consolidation()
+    if last is None:
+        lines.append(f"consolidation: never run (every {cfg.consolidate_every:g}s)")
+    else:
+        lines.append(f"consolidation: {last[5]} run(s); last {_ts(last[0])}: "
+                     + last[4].splitlines()[0])
+    lines.append(f"redactions: {memory.redaction_count} this run, "
+                 f"{memory.store.redaction_total()} in all (kinds and places in the store's "
+                 "redaction log; never the secrets)")
+    lines.append(f"refusals: {memory.refusal_count} (newest first)")
+    for r in reversed(memory.refusals):
+        name = errno.errorcode.get(r.errno, str(r.errno))
+        kept = f" (bytes kept at {r.kept_at})" if r.kept_at and r.kept_at not in r.reason else ""
+        lines.append(f"  {_ts(r.when)} {name} {r.path}: {r.reason}{kept}")
+    return "\n".join(lines) + "\n"

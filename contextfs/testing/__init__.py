@@ -1,0 +1,50 @@
+"""The test and benchmark harness of ContextFS (like `trio.testing`): for tests/ and
+scripts/, never for the filesystem itself (nothing in `contextfs` imports it).
+
+- `contextfs.testing.mount`: a real mount in a subprocess (`Mount`, `DrainedMount`), the
+  daemonising `cli_mount`/`cli_umount`, `fsck_store`, the daemon's pid and log problems;
+- `contextfs.testing.report`: progress lines, percentiles and `stats`, `machine_info`,
+  `write_json` of a result document;
+- data for the checks, imported by name when wanted: `search_corpus` (known-answer search
+  corpus), `prose` (seeded markdown), `differential` (the differential POSIX machine; its
+  `machine_for` needs hypothesis, a test dependency).
+
+Importing it loads no FUSE code: the daemon only ever runs in a subprocess, so a test or a
+script never serves kernel requests from its own loop (tests/unit/test_offline.py checks).
+Scripts import it as an installed package (`scripts/setup.sh` installs this checkout in
+editable mode), with no `sys.path` edits.
+"""
+
+from __future__ import annotations
+
+from contextfs.testing.mount import (
+    BAD_LOG,
+    BENIGN_LOG,
+    DrainedMount,
+    Mount,
+    cli_mount,
+    cli_umount,
+    contextfs_cmd,
+    daemon_pid,
+    fsck_store,
+    log_problems,
+    unmount,
+    wait_index_ready,
+)
+from contextfs.testing.report import (
+    Progress,
+    machine_info,
+    percentile,
+    proc_status,
+    rank_percentile,
+    say,
+    stats,
+    write_json,
+)
+
+__all__ = [
+    "BAD_LOG", "BENIGN_LOG", "DrainedMount", "Mount", "Progress", "cli_mount", "cli_umount",
+    "contextfs_cmd", "daemon_pid", "fsck_store", "log_problems", "machine_info", "percentile",
+    "proc_status", "rank_percentile", "say", "stats", "unmount", "wait_index_ready",
+    "write_json",
+]
