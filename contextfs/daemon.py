@@ -30,15 +30,15 @@ from contextfs.conversations.inbox import Intake, IntakeService
 from contextfs.conversations.llm import LLMExtractor, LLMSummarizer
 from contextfs.ctxtypes import ContextType, builtin_schema_dir, load_types
 from contextfs.errors import ContextFSError, UsageError
+from contextfs.fs.build import FsOptions, build_operations
 from contextfs.fs.ops import DIR_HANDLE_IS_INODE, Operations
-from contextfs.fs.tree import Tree
 from contextfs.index.embed import Embedder, LocalEmbedder, OpenAIEmbedder
 from contextfs.memory.consolidate import ConsolidationService
 from contextfs.memory.redact import Redactor
 from contextfs.memory.service import Memory
 from contextfs.memory.summaries import SummaryService
 from contextfs.search.indexer import Indexer
-from contextfs.search.retrieval import Searcher, parse_options
+from contextfs.search.retrieval import Searcher
 from contextfs.store import Store
 from contextfs.store.fsck import check_store
 
@@ -207,17 +207,28 @@ def run(cfg: Config, mountpoint: Path, options: list[str]) -> int:
         dir_cache = "asked on every read (dir_cache: false in config.yaml)"
     status = lambda: render_status(memory, cfg, mountpoint, started, indexer,  # noqa: E731
                                    intake, dir_cache, lambda: ops.unsettled)
-    tree = Tree(memory, status=status, schema_files=schema_files(types),
-                search_generation=(lambda: indexer.generation) if indexer else None,
-                parse_options=lambda seg: parse_options(seg, set(types)), intake=intake)
-    intake_service = IntakeService(intake, on_change=lambda: (tree.inbox_changed(),
-                                                              ops.flush_invalidations()))
+    summaries: SummaryService | None = None
+
+    def committed() -> None:  # something was stored: index it, summarise it
+        if indexer is not None:
+            indexer.wake()
+        if summaries is not None:
+            summaries.wake()
+
+    ops, intake_service = build_operations(
+        memory, FsOptions(entry_timeout=cfg.entry_timeout, attr_timeout=cfg.attr_timeout,
+                          xattrs="ctx_xattr" in options, cache_dirs=cache_dirs,
+                          fsync_barrier_timeout=cfg.fsync_barrier_timeout,
+                          session_budget=cfg.session_context_budget),
+        status=status, schema_files=schema_files(types), intake=intake, indexer=indexer,
+        searcher=searcher, on_commit=committed)
+    tree = ops.tree
+
     def consolidated(report) -> None:
         tree.refresh_nodes(report.touched)
         ops.flush_invalidations()
 
     consolidation = ConsolidationService(memory, cfg.consolidate_every, consolidated)
-    summaries = None
     if cfg.llm_base_url and cfg.llm_model:
         def summarised(n) -> None:
             tree.refresh_nodes([n])
@@ -226,13 +237,6 @@ def run(cfg: Config, mountpoint: Path, options: list[str]) -> int:
         summaries = SummaryService(
             memory, LLMSummarizer(base_url=cfg.llm_base_url, model=cfg.llm_model,
                                   api_key_env=cfg.llm_api_key_env), on_change=summarised)
-    intake.node_changed = tree.node_routed
-    intake.owner_created = tree._add_owner
-    ops = Operations(tree, entry_timeout=cfg.entry_timeout, attr_timeout=cfg.attr_timeout,
-                     indexer=indexer, searcher=searcher, xattrs="ctx_xattr" in options,
-                     fsync_barrier_timeout=cfg.fsync_barrier_timeout, intake=intake,
-                     intake_service=intake_service,
-                     session_budget=cfg.session_context_budget, cache_dirs=cache_dirs)
 
     def indexed(node_ids: list[int]) -> None:
         tree.nodes_indexed(node_ids)
@@ -276,7 +280,6 @@ async def _serve(ops: Operations, indexer: Indexer | None,
         nursery.start_soon(intake_service.run)
         nursery.start_soon(consolidation.run)
         if summaries is not None:
-            ops.summaries = summaries
             nursery.start_soon(summaries.run)
         if indexer is not None:
             nursery.start_soon(indexer.run)
