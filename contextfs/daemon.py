@@ -17,7 +17,6 @@ from __future__ import annotations
 import contextlib
 import errno
 import faulthandler
-import inspect
 import json
 import logging
 import os
@@ -45,13 +44,14 @@ from contextfs.config import Config, mount_record
 from contextfs.conversations.inbox import Intake, IntakeService
 from contextfs.conversations.llm import LLMSummarizer
 from contextfs.errors import ContextFSError, UsageError
+from contextfs.fs.build import FsOptions, build_operations
 from contextfs.fs.ops import DIR_HANDLE_IS_INODE, Operations
-from contextfs.fs.tree import Tree
+from contextfs.memory.background import Service
 from contextfs.memory.consolidate import ConsolidationService
 from contextfs.memory.service import Memory
 from contextfs.memory.summaries import SummaryService
 from contextfs.search.indexer import Indexer
-from contextfs.search.retrieval import Searcher, parse_options
+from contextfs.search.retrieval import Searcher
 
 log = logging.getLogger(__name__)
 
@@ -107,16 +107,6 @@ def then_flush(refresh: Callable[P, object], flush: Callable[[], object]) -> Cal
     return changed
 
 
-# TODO(merge): the four copies of "refresh the tree, then ops.flush_invalidations()" in
-# `_mount` (the IntakeService lambda, consolidated, summarised, indexed) become
-#     flush = lambda: ops.flush_invalidations()  # noqa: E731
-#     on_change=then_flush(tree.inbox_changed, flush)                          # intake
-#     then_flush(lambda report: tree.refresh_nodes(report.touched), flush)    # consolidation
-#     on_change=then_flush(lambda n: tree.refresh_nodes([n]), flush)          # summaries
-#     indexer.on_indexed = then_flush(tree.nodes_indexed, flush)
-# once the branches that change those constructors are merged (that block is theirs now).
-
-
 # Mount options that are ours, not the kernel's: they are removed before pyfuse3.init.
 OWN_OPTIONS = {"ctx_xattr"}
 
@@ -162,39 +152,34 @@ def _mount(cfg: Config, mountpoint: Path, options: list[str],
         dir_cache = "asked on every read (dir_cache: false in config.yaml)"
     status = lambda: render_status(memory, cfg, mountpoint, started, indexer,  # noqa: E731
                                    intake, dir_cache, lambda: ops.unsettled)
-    tree = Tree(memory, status=status, schema_files=schema_files(types),
-                search_generation=(lambda: indexer.generation) if indexer else None,
-                parse_options=lambda seg: parse_options(seg, set(types)), intake=intake)
-    intake_service = IntakeService(intake, on_change=lambda: (tree.inbox_changed(),
-                                                              ops.flush_invalidations()))
-    def consolidated(report) -> None:
-        tree.refresh_nodes(report.touched)
-        ops.flush_invalidations()
+    summaries: SummaryService | None = None
 
-    consolidation = ConsolidationService(memory, cfg.consolidate_every, consolidated)
-    summaries = None
+    def committed() -> None:  # something was stored: index it, summarise it
+        if indexer is not None:
+            indexer.wake()
+        if summaries is not None:
+            summaries.wake()
+
+    ops, intake_service = build_operations(
+        memory, FsOptions(entry_timeout=cfg.entry_timeout, attr_timeout=cfg.attr_timeout,
+                          xattrs="ctx_xattr" in options, cache_dirs=cache_dirs,
+                          fsync_barrier_timeout=cfg.fsync_barrier_timeout,
+                          session_budget=cfg.session_context_budget),
+        status=status, schema_files=schema_files(types), intake=intake, indexer=indexer,
+        searcher=searcher, on_commit=committed)
+    tree = ops.tree
+
+    flush = ops.flush_invalidations
+    consolidation = ConsolidationService(
+        memory, cfg.consolidate_every,
+        then_flush(lambda report: tree.refresh_nodes(report.touched), flush))
     if cfg.llm_base_url and cfg.llm_model:
-        def summarised(n) -> None:
-            tree.refresh_nodes([n])
-            ops.flush_invalidations()
-
         summaries = SummaryService(
             memory, LLMSummarizer(base_url=cfg.llm_base_url, model=cfg.llm_model,
-                                  api_key_env=cfg.llm_api_key_env), on_change=summarised)
-    intake.node_changed = tree.node_routed
-    intake.owner_created = tree._add_owner
-    ops = Operations(tree, entry_timeout=cfg.entry_timeout, attr_timeout=cfg.attr_timeout,
-                     indexer=indexer, searcher=searcher, xattrs="ctx_xattr" in options,
-                     fsync_barrier_timeout=cfg.fsync_barrier_timeout, intake=intake,
-                     intake_service=intake_service,
-                     session_budget=cfg.session_context_budget, cache_dirs=cache_dirs)
-
-    def indexed(node_ids: list[int]) -> None:
-        tree.nodes_indexed(node_ids)
-        ops.flush_invalidations()
-
+                                  api_key_env=cfg.llm_api_key_env),
+            on_change=then_flush(lambda n: tree.refresh_nodes([n]), flush))
     if indexer is not None:
-        indexer.on_indexed = indexed
+        indexer.on_indexed = then_flush(tree.nodes_indexed, flush)
     fuse_options = set(pyfuse3.default_options)
     fuse_options |= {"fsname=contextfs", "subtype=contextfs"}
     fuse_options |= set(options) - OWN_OPTIONS
@@ -259,17 +244,8 @@ async def _run_services(ops: Operations, indexer: Indexer | None,
         await _serve(ops, indexer, intake_service, consolidation, summaries)
 
 
-async def _stop(service: object) -> None:
-    # TODO(merge): `service.stop()` directly (awaited if the merged stop() is async) once
-    # Indexer, IntakeService, SummaryService and ConsolidationService all have stop() (the
-    # memory-service branch adds it); today only Indexer has one. If the merged `_serve`
-    # calls stop() itself before cancelling its nursery, drop `_run_services` instead.
-    stop = getattr(service, "stop", None)
-    if stop is None:
-        return
-    result = stop()
-    if inspect.isawaitable(result):
-        await result
+async def _stop(service: Service) -> None:
+    service.stop()
 
 
 async def _serve(ops: Operations, indexer: Indexer | None,
@@ -281,7 +257,6 @@ async def _serve(ops: Operations, indexer: Indexer | None,
         nursery.start_soon(intake_service.run)
         nursery.start_soon(consolidation.run)
         if summaries is not None:
-            ops.summaries = summaries
             nursery.start_soon(summaries.run)
         if indexer is not None:
             nursery.start_soon(indexer.run)

@@ -60,6 +60,39 @@ class NotEmpty(ContextFSError):
     errno = _errno.ENOTEMPTY
 
 
+class NotADirectory(ContextFSError):
+    errno = _errno.ENOTDIR
+
+
+class IsADirectory(ContextFSError):
+    errno = _errno.EISDIR
+
+
+class CrossDevice(ContextFSError):
+    """A move the tree cannot do in place (an attachment out of its nodes): `mv` copies."""
+
+    errno = _errno.EXDEV
+
+
+class Forbidden(ContextFSError):
+    """Something this place never holds or gives up (a file in the root, an inbox item)."""
+
+    errno = _errno.EACCES
+
+
+class NotPermitted(ContextFSError):
+    """The fixed structure: owners, type directories and the trash cannot be renamed or
+    removed, and their permissions are fixed."""
+
+    errno = _errno.EPERM
+
+
+class BadHandle(ContextFSError):
+    """A file handle that is unknown, or not open for what was asked of it."""
+
+    errno = _errno.EBADF
+
+
 class StoreDamaged(ContextFSError):
     """The canonical store failed an integrity check; the mount goes read-only."""
 

@@ -1,32 +1,33 @@
 """The pyfuse3 adapter: inode numbers and EntryAttributes in, FUSEError out.
 
-A protocol adapter only (borg's `fuse.py` says the same of itself): every handler calls
-`fs.tree.Tree`, converts `contextfs.errors` into errnos from one table, records refusals
-for `.status`, and turns any unexpected exception into EIO so that nothing escapes a
-handler and kills the mount.
+A protocol adapter only (borg's `fuse.py` says the same of itself): every handler decodes
+names, awaits `fs.tree.Tree`, converts the result to `EntryAttributes`/`FileInfo`, turns a
+`contextfs.errors` exception into its errno (the errno table is the exception classes
+themselves), records refusals for `.status`, and turns any unexpected exception into EIO
+so that nothing escapes a handler and kills the mount. It also tells the kernel what the
+daemon changed (the invalidation task), which is kernel protocol too. No search, no
+sessions, no indexer here: those are the tree's role handlers.
+
+Imports: pyfuse3, trio, the standard library, `contextfs.fs.*` and `contextfs.errors`.
 """
 
 from __future__ import annotations
 
 import errno
 import functools
-import inspect
 import logging
 import math
 import os
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable, Sequence
 from importlib import metadata
-from typing import Any
+from typing import Concatenate, ParamSpec, TypeVar
 
 import pyfuse3
 import trio
 
-from contextfs.conversations.inbox import Intake, IntakeService
 from contextfs.errors import ContextFSError
-from contextfs.fs.tree import Attr, Inode, Invalidation, QueryPending, Role, SessionAction, Tree
-from contextfs.search.bundle import pack_context, results_json
-from contextfs.search.indexer import Indexer
-from contextfs.search.retrieval import QueryOptions, Searcher
+from contextfs.fs.inode import Attr, Handle, Inode, Invalidation
+from contextfs.fs.tree import Tree
 
 log = logging.getLogger(__name__)
 
@@ -40,16 +41,18 @@ _QUIET = {errno.ENOENT, errno.EEXIST, errno.ENOTEMPTY, errno.ENOTDIR, errno.EISD
           errno.ENODATA, errno.ENOSYS}
 
 
-def _handler(fn: Callable[..., Any]) -> Callable[..., Any]:
+P = ParamSpec("P")
+R = TypeVar("R")
+
+
+def _handler(fn: Callable[Concatenate[Operations, P], Awaitable[R]]
+             ) -> Callable[Concatenate[Operations, P], Awaitable[R]]:
     """Run a handler; map domain errors to FUSEError, anything else to EIO."""
 
     @functools.wraps(fn)
-    async def wrapper(self: Operations, *args: Any) -> Any:
+    async def wrapper(self: Operations, *args: P.args, **kwargs: P.kwargs) -> R:
         try:
-            result = fn(self, *args)
-            if inspect.isawaitable(result):
-                result = await result
-            return result
+            return await fn(self, *args, **kwargs)
         except pyfuse3.FUSEError:
             raise
         except ContextFSError as exc:
@@ -65,7 +68,6 @@ def _handler(fn: Callable[..., Any]) -> Callable[..., Any]:
             raise pyfuse3.FUSEError(errno.EIO) from None
         finally:
             self._flush_invalidations()
-            self._committed()
 
     return wrapper
 
@@ -75,25 +77,14 @@ class Operations(pyfuse3.Operations):
     enable_acl = False
 
     def __init__(self, tree: Tree, *, entry_timeout: float = 60.0,
-                 attr_timeout: float = 60.0, indexer: Indexer | None = None,
-                 searcher: Searcher | None = None, xattrs: bool = False,
-                 fsync_barrier_timeout: float = 30.0, intake: Intake | None = None,
-                 intake_service: IntakeService | None = None,
-                 session_budget: int = 2000, cache_dirs: bool = False) -> None:
+                 attr_timeout: float = 60.0, xattrs: bool = False,
+                 cache_dirs: bool = False) -> None:
         super().__init__()
         if cache_dirs and not DIR_HANDLE_IS_INODE:
             raise ValueError("kernel directory caching needs pyfuse3 from build_pyfuse3.py")
         self.cache_dirs = cache_dirs
         self.tree = tree
-        self.intake = intake
-        self.intake_service = intake_service
-        self.summaries = None  # the LLM summary service, when one runs
-        self.session_budget = session_budget
-        self.indexer = indexer
-        self.searcher = searcher
         self.xattrs = xattrs
-        self.fsync_barrier_timeout = fsync_barrier_timeout
-        self._seen_generation = tree.memory.generation
         self.entry_timeout = entry_timeout
         self.attr_timeout = attr_timeout
         self._send, self._recv = trio.open_memory_channel[Invalidation](math.inf)
@@ -101,7 +92,7 @@ class Operations(pyfuse3.Operations):
 
     # ---- plumbing -----------------------------------------------------------------------
 
-    def _where(self, op: str, args: tuple) -> str:
+    def _where(self, op: str, args: Sequence[object]) -> str:
         try:
             if args and isinstance(args[0], int):
                 inode = self.tree.inodes.get(args[0])
@@ -123,17 +114,10 @@ class Operations(pyfuse3.Operations):
 
     def flush_invalidations(self) -> None:
         """After a background change (inbox, consolidation, summaries, the indexer): send
-        what the tree wants the kernel to forget, and wake whoever follows commits."""
+        what the tree wants the kernel to forget (and let the tree tell whoever follows
+        commits)."""
         self._flush_invalidations()
-        self._committed()
-
-    def _committed(self) -> None:
-        if self.tree.memory.generation != self._seen_generation:
-            self._seen_generation = self.tree.memory.generation
-            if self.indexer is not None:
-                self.indexer.wake()  # something was committed: index it
-            if self.summaries is not None:
-                self.summaries.wake()
+        self.tree.notify_commits()
 
     def _flush_invalidations(self) -> None:
         if self.tree.invalidations:
@@ -172,7 +156,7 @@ class Operations(pyfuse3.Operations):
                 except trio.WouldBlock:
                     break
             batch = {(inv.ino, inv.name, inv.attr_only): inv for inv in received}
-            inodes = []
+            inodes: list[Invalidation] = []
             for inv in batch.values():
                 if inv.name is not None:
                     self._invalidate_one(inv)
@@ -241,34 +225,11 @@ class Operations(pyfuse3.Operations):
     # ---- handlers -----------------------------------------------------------------------
 
     @_handler
-    async def lookup(self, parent_inode, name, ctx=None):
-        try:
-            inode = self.tree.lookup(parent_inode, os.fsdecode(name))
-        except QueryPending as q:
-            inode = await self._run_query(q)
-        return self._entry(inode)
+    async def lookup(self, parent_inode: pyfuse3.InodeT, name: pyfuse3.FileNameT,
+                     ctx: pyfuse3.RequestContext | None = None) -> pyfuse3.EntryAttributes:
+        return self._entry(await self.tree.lookup(parent_inode, os.fsdecode(name)))
 
-    async def _run_query(self, q: QueryPending) -> Inode:
-        """Search off the event loop, then show the results as a directory."""
-        if self.searcher is None or self.indexer is None:
-            raise ContextFSError("search is not available in this mount", errno=errno.ENOENT)
-        generation = self.indexer.generation
-        opts = q.options or QueryOptions()
-        searcher = self.searcher
-
-        def work() -> tuple[list, dict[str, bytes]]:
-            res = searcher.search(q.question, q.scope, opts)
-            files = {
-                "_context.md": pack_context(q.question, q.scope, res, opts.budget).encode(),
-                "_results.json": results_json(q.question, q.scope, res).encode(),
-            }
-            links = [(h.path, h.path.rsplit("/", 1)[-1]) for h in res.hits]
-            return links, files
-
-        links, files = await trio.to_thread.run_sync(work)
-        return self.tree.install_query(q, generation, links, files)
-
-    async def forget(self, inode_list):
+    async def forget(self, inode_list: Sequence[tuple[pyfuse3.InodeT, int]]) -> None:
         try:
             for ino, n in inode_list:
                 self.tree.forget(ino, n)
@@ -276,12 +237,15 @@ class Operations(pyfuse3.Operations):
             log.exception("forget failed")
 
     @_handler
-    def getattr(self, inode, ctx=None):
+    async def getattr(self, inode: pyfuse3.InodeT,
+                      ctx: pyfuse3.RequestContext | None = None) -> pyfuse3.EntryAttributes:
         return self._attr(self.tree.attr(self.tree.get(inode)))
 
     @_handler
-    def setattr(self, inode, attr, fields, fh, ctx):
-        self.tree.setattr(
+    async def setattr(self, inode: pyfuse3.InodeT, attr: pyfuse3.EntryAttributes,
+                      fields: pyfuse3.SetattrFields, fh: pyfuse3.FileHandleT | None,
+                      ctx: pyfuse3.RequestContext) -> pyfuse3.EntryAttributes:
+        changed = self.tree.setattr(
             inode,
             size=attr.st_size if fields.update_size else None,
             mode=attr.st_mode if fields.update_mode else None,
@@ -291,24 +255,26 @@ class Operations(pyfuse3.Operations):
             mtime_ns=attr.st_mtime_ns if fields.update_mtime else None,
             fh=fh,
         )
-        return self._attr(self.tree.attr(self.tree.get(inode)))
+        return self._attr(self.tree.attr(changed))
 
     @_handler
-    def readlink(self, inode, ctx):
-        return self.tree.readlink(inode)
+    async def readlink(self, inode: pyfuse3.InodeT,
+                       ctx: pyfuse3.RequestContext) -> pyfuse3.FileNameT:
+        return pyfuse3.FileNameT(self.tree.readlink(inode))
 
     @_handler
-    def opendir(self, inode, ctx):
+    async def opendir(self, inode: pyfuse3.InodeT,
+                      ctx: pyfuse3.RequestContext) -> pyfuse3.FileHandleT:
         if self.cache_dirs:
             # ENOSYS: from now on the kernel opens directories itself, keeps what it
             # listed, and readdir/fsyncdir receive the inode as their handle
             raise pyfuse3.FUSEError(errno.ENOSYS)
-        inode_ = self.tree.get(inode)
-        if not inode_.is_dir:
-            raise ContextFSError("not a directory", errno=errno.ENOTDIR)
-        return inode
+        if not self.tree.get(inode).is_dir:
+            raise pyfuse3.FUSEError(errno.ENOTDIR)
+        return pyfuse3.FileHandleT(inode)
 
-    async def readdir(self, fh, start_id, token):
+    async def readdir(self, fh: pyfuse3.FileHandleT, start_id: int,
+                      token: pyfuse3.ReaddirToken) -> None:
         try:
             for name, child, off in self.tree.listdir(fh, start_id):
                 attrs = self._attr(self.tree.attr(child))
@@ -321,113 +287,97 @@ class Operations(pyfuse3.Operations):
             log.exception("internal error in readdir")
             raise pyfuse3.FUSEError(errno.EIO) from None
 
-    async def releasedir(self, fh):
+    async def releasedir(self, fh: pyfuse3.FileHandleT) -> None:
         return None
 
     @_handler
-    def mkdir(self, parent_inode, name, mode, ctx):
+    async def mkdir(self, parent_inode: pyfuse3.InodeT, name: pyfuse3.FileNameT, mode: int,
+                    ctx: pyfuse3.RequestContext) -> pyfuse3.EntryAttributes:
         return self._entry(self.tree.mkdir(parent_inode, os.fsdecode(name), mode, ctx.uid,
                                            ctx.gid))
 
     @_handler
-    async def rmdir(self, parent_inode, name, ctx):
-        try:
-            self.tree.rmdir(parent_inode, os.fsdecode(name))
-        except SessionAction as act:
-            await self._session_action(act)
+    async def rmdir(self, parent_inode: pyfuse3.InodeT, name: pyfuse3.FileNameT,
+                    ctx: pyfuse3.RequestContext) -> None:
+        await self.tree.rmdir(parent_inode, os.fsdecode(name))
 
     @_handler
-    def unlink(self, parent_inode, name, ctx):
+    async def unlink(self, parent_inode: pyfuse3.InodeT, name: pyfuse3.FileNameT,
+                     ctx: pyfuse3.RequestContext) -> None:
         self.tree.unlink(parent_inode, os.fsdecode(name))
 
     @_handler
-    def symlink(self, parent_inode, name, target, ctx):
+    async def symlink(self, parent_inode: pyfuse3.InodeT, name: pyfuse3.FileNameT,
+                      target: pyfuse3.FileNameT,
+                      ctx: pyfuse3.RequestContext) -> pyfuse3.EntryAttributes:
         return self._entry(self.tree.symlink(parent_inode, os.fsdecode(name), target,
                                              ctx.uid, ctx.gid))
 
     @_handler
-    def rename(self, parent_inode_old, name_old, parent_inode_new, name_new, flags, ctx):
+    async def rename(self, parent_inode_old: pyfuse3.InodeT, name_old: pyfuse3.FileNameT,
+                     parent_inode_new: pyfuse3.InodeT, name_new: pyfuse3.FileNameT,
+                     flags: int, ctx: pyfuse3.RequestContext) -> None:
         self.tree.rename(parent_inode_old, os.fsdecode(name_old), parent_inode_new,
                          os.fsdecode(name_new), flags)
 
     @_handler
-    def link(self, inode, new_parent_inode, new_name, ctx):
+    async def link(self, inode: pyfuse3.InodeT, new_parent_inode: pyfuse3.InodeT,
+                   new_name: pyfuse3.FileNameT,
+                   ctx: pyfuse3.RequestContext) -> pyfuse3.EntryAttributes:
         self.tree.link()
+        raise AssertionError("unreachable: hard links are refused")
 
     @_handler
-    def mknod(self, parent_inode, name, mode, rdev, ctx):
-        h = self.tree.mknod(parent_inode, os.fsdecode(name), mode, ctx.uid, ctx.gid)
-        self.tree.release(h.fh)
-        return self._entry(h.inode)
+    async def mknod(self, parent_inode: pyfuse3.InodeT, name: pyfuse3.FileNameT, mode: int,
+                    rdev: int, ctx: pyfuse3.RequestContext) -> pyfuse3.EntryAttributes:
+        return self._entry(await self.tree.mknod(parent_inode, os.fsdecode(name), mode,
+                                                 ctx.uid, ctx.gid))
 
-    def _info(self, h) -> pyfuse3.FileInfo:
+    def _info(self, h: Handle) -> pyfuse3.FileInfo:
         # generated per open, or changed by the daemon and the kernel's copy not yet
         # dropped: read from the daemon, past the page cache and the cached size
         uncached = h.snapshot is not None or h.inode.ino in self._unsettled
-        return pyfuse3.FileInfo(fh=h.fh, direct_io=uncached, keep_cache=not uncached)
+        return pyfuse3.FileInfo(fh=pyfuse3.FileHandleT(h.fh), direct_io=uncached,
+                                keep_cache=not uncached)
 
     @_handler
-    async def open(self, inode, flags, ctx):
-        h = self.tree.open(inode, flags)
-        if h.inode.role == Role.SESSION_CONTEXT and self.intake is not None:
-            search = None
-            if self.searcher is not None:
-                searcher = self.searcher
-                search = lambda q, scope: searcher.search(q, scope, QueryOptions(k=8)).hits  # noqa: E731
-            sess, budget = h.inode.qopts, self.session_budget
-            text = await trio.to_thread.run_sync(self.intake.context_for, sess, budget, search)
-            h.snapshot = text.encode()
-        return self._info(h)
+    async def open(self, inode: pyfuse3.InodeT, flags: int,
+                   ctx: pyfuse3.RequestContext) -> pyfuse3.FileInfo:
+        return self._info(await self.tree.open(inode, flags))
 
     @_handler
-    def create(self, parent_inode, name, mode, flags, ctx):
-        h = self.tree.create(parent_inode, os.fsdecode(name), mode, flags, ctx.uid, ctx.gid)
+    async def create(self, parent_inode: pyfuse3.InodeT, name: pyfuse3.FileNameT, mode: int,
+                     flags: int, ctx: pyfuse3.RequestContext
+                     ) -> tuple[pyfuse3.FileInfo, pyfuse3.EntryAttributes]:
+        h = await self.tree.create(parent_inode, os.fsdecode(name), mode, flags, ctx.uid,
+                                   ctx.gid)
         return self._info(h), self._entry(h.inode)
 
     @_handler
-    def read(self, fh, off, size):
+    async def read(self, fh: pyfuse3.FileHandleT, off: int, size: int) -> bytes:
         return self.tree.read(fh, off, size)
 
     @_handler
-    def write(self, fh, off, buf):
+    async def write(self, fh: pyfuse3.FileHandleT, off: int, buf: bytes) -> int:
         return self.tree.write(fh, off, buf)
 
     @_handler
-    async def flush(self, fh):
-        try:
-            self.tree.flush(fh)
-        except SessionAction as act:
-            await self._session_action(act)
-
-    async def _session_action(self, act: SessionAction) -> None:
-        """compact / end: extract what is pending (off the event loop), then act."""
-        sess = act.session
-        if self.intake_service is not None:
-            await self.intake_service.extract(sess)
-        if act.command == "compact":
-            self.intake.compact(sess)
-        else:
-            self.intake.end_session(sess)
-            if act.inode is not None:
-                self.tree.session_ended(act.inode)
+    async def flush(self, fh: pyfuse3.FileHandleT) -> None:
+        await self.tree.flush(fh)
 
     @_handler
-    async def fsync(self, fh, datasync):
-        if self.tree.fsync(fh) and self.indexer is not None and self.indexer.error is None:
-            # fsync is an index barrier (SPEC §3): searchable when it returns
-            self.indexer.wake()
-            await self.indexer.barrier(self.tree.memory.generation,
-                                       self.fsync_barrier_timeout)
+    async def fsync(self, fh: pyfuse3.FileHandleT, datasync: bool) -> None:
+        await self.tree.fsync(fh)
 
     @_handler
-    def release(self, fh):
+    async def release(self, fh: pyfuse3.FileHandleT) -> None:
         self.tree.release(fh)
 
     @_handler
-    def fsyncdir(self, fh, datasync):
+    async def fsyncdir(self, fh: pyfuse3.FileHandleT, datasync: bool) -> None:
         self.tree.fsyncdir(fh)
 
-    async def statfs(self, ctx):
+    async def statfs(self, ctx: pyfuse3.RequestContext) -> pyfuse3.StatvfsData:
         s = pyfuse3.StatvfsData()
         s.f_bsize = s.f_frsize = 4096
         s.f_blocks = 1 << 28
@@ -449,7 +399,8 @@ class Operations(pyfuse3.Operations):
                  "path": self.tree.memory.node_path(node)}
         return {f"user.ctx.{k}".encode(): str(v).encode() for k, v in facts.items()}
 
-    async def getxattr(self, inode, name, ctx):
+    async def getxattr(self, inode: pyfuse3.InodeT, name: pyfuse3.XAttrNameT,
+                       ctx: pyfuse3.RequestContext) -> bytes:
         if not self.xattrs:
             raise pyfuse3.FUSEError(errno.ENOSYS)
         try:
@@ -457,16 +408,19 @@ class Operations(pyfuse3.Operations):
         except (KeyError, ContextFSError):
             raise pyfuse3.FUSEError(pyfuse3.ENOATTR) from None
 
-    async def listxattr(self, inode, ctx):
+    async def listxattr(self, inode: pyfuse3.InodeT,
+                        ctx: pyfuse3.RequestContext) -> Sequence[pyfuse3.XAttrNameT]:
         if not self.xattrs:
             raise pyfuse3.FUSEError(errno.ENOSYS)
         try:
-            return list(self._xattrs(inode))
+            return [pyfuse3.XAttrNameT(n) for n in self._xattrs(inode)]
         except ContextFSError:
             return []
 
-    async def setxattr(self, inode, name, value, ctx):
+    async def setxattr(self, inode: pyfuse3.InodeT, name: pyfuse3.XAttrNameT, value: bytes,
+                       ctx: pyfuse3.RequestContext) -> None:
         raise pyfuse3.FUSEError(errno.ENOSYS)
 
-    async def removexattr(self, inode, name, ctx):
+    async def removexattr(self, inode: pyfuse3.InodeT, name: pyfuse3.XAttrNameT,
+                          ctx: pyfuse3.RequestContext) -> None:
         raise pyfuse3.FUSEError(errno.ENOSYS)

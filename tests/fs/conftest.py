@@ -93,7 +93,7 @@ class FS:
         ino = await self.ino(path)
         inode = self.ops.tree.get(ino)
         for name in self.ls(ino):
-            child = self.ops.tree.lookup(ino, name)
+            child = self.ops.tree.child(inode, name)
             if child.is_dir:
                 await self.rm_r(f"{path}/{name}")
             else:

@@ -18,8 +18,9 @@ RANKS = {
     "contextfs.memory": 2,
     "contextfs.search": 3,
     "contextfs.conversations": 3,
-    "contextfs.fs.tree": 4,
-    "contextfs.fs.ops": 5,
+    "contextfs.fs": 4,  # the tree and its role handlers
+    "contextfs.fs.ops": 5,  # the pyfuse3 adapter
+    "contextfs.fs.build": 5,  # assembles the tree and the adapter for the daemon
     "contextfs.config": 6,
     "contextfs.daemon": 6,
     "contextfs.cli": 7,
@@ -75,6 +76,18 @@ def test_only_the_adapter_imports_pyfuse3():
         if any(n == "pyfuse3" for n in _raw_imports(p))
     )
     assert users == ["contextfs.daemon", "contextfs.fs.ops"]
+
+
+def test_the_adapter_is_protocol_only():
+    """fs.ops translates: no search, no sessions, no indexer, no memory service."""
+    path = PKG / "fs" / "ops.py"
+    ours = [m for m in _imports(path)
+            if not (m.startswith("contextfs.fs.") or m == "contextfs.errors")]
+    assert ours == []
+    import sys
+    third = {n for n in _raw_imports(path)
+             if n not in sys.stdlib_module_names and n not in ("contextfs", "__future__")}
+    assert third == {"pyfuse3", "trio"}
 
 
 def test_store_knows_nothing_of_types_or_fuse():

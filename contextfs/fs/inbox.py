@@ -1,0 +1,134 @@
+"""Inboxes (SPEC §5): `<owner>/.inbox/` and the root's, for the default owner.
+
+A file written into an inbox is handed to `Intake.submit` when it is closed (or renamed
+in by an atomic writer) and then shows as the stored item (read-only, redacted) next to
+`<name>.report.md`, which says what processing did or why it was refused. Processing runs
+in `IntakeService`; `changed()` makes the reports show its progress. Editors' and atomic
+writers' temporary names stay scratch files.
+"""
+
+from __future__ import annotations
+
+import stat
+from typing import TYPE_CHECKING
+
+from contextfs.conversations.inbox import InboxItem, Intake
+from contextfs.fs.handler import RoleBase
+from contextfs.fs.inode import (
+    INBOX_DIR,
+    Handle,
+    InboxEntry,
+    Inode,
+    Role,
+    is_temp_name,
+    ns,
+)
+from contextfs.memory.redact import secret_filename_reason
+
+if TYPE_CHECKING:
+    from contextfs.fs.tree import Tree
+
+
+class Inbox(RoleBase):
+    roles = frozenset({Role.INBOX, Role.INBOX_NEW, Role.INBOX_ITEM, Role.INBOX_REPORT})
+
+    def __init__(self, tree: Tree, intake: Intake | None) -> None:
+        super().__init__(tree)
+        self.intake = intake
+
+    def add_dirs(self, d: Inode, owner: tuple[str, str]) -> None:
+        """The intake directories of an owner (or the root): `.inbox` and `.sessions`."""
+        if self.intake is None:
+            return
+        self.tree.new_dir(Role.INBOX, INBOX_DIR, d, 0o755, owner=owner, populated=False)
+        self.tree.sessions.add_dir(d, owner)
+
+    def populate(self, d: Inode) -> None:
+        d.populated = True
+        assert self.intake is not None
+        for item in self.intake.items.values():
+            if item.owner == d.owner:
+                self._show(d, item)
+
+    def _show(self, d: Inode, item: InboxItem) -> Inode:
+        assert d.children is not None
+        name = item.filename
+        if name in d.children:
+            stem, dot, ext = name.rpartition(".")
+            name = f"{stem}-{item.id}.{ext}" if dot and stem else f"{name}-{item.id}"
+        entry = InboxEntry(item)
+        inode = self.tree.new(Role.INBOX_ITEM, stat.S_IFREG | 0o444, name, d, owner=d.owner,
+                              mtime_ns=ns(item.created), payload=entry)
+        self.tree.new(Role.INBOX_REPORT, stat.S_IFREG | 0o444, name + ".report.md", d,
+                      owner=d.owner, mtime_ns=ns(item.created), payload=entry)
+        return inode
+
+    def submit(self, d: Inode, name: str, data: bytes) -> Inode:
+        """Hand bytes in: stored now (redacted), processed in the background."""
+        assert self.intake is not None and d.owner is not None
+        item = self.intake.submit(d.owner, name, data)
+        return self._show(d, item)
+
+    def changed(self) -> None:
+        """Processing moved on: every report shows the new state."""
+        for inode in list(self.tree.inodes.values()):
+            if inode.role == Role.INBOX_REPORT:
+                self.tree.invalidate(inode)
+
+    # ---- new files -----------------------------------------------------------------------
+
+    def new_file_role(self, d: Inode, name: str) -> Role:
+        if d.role != Role.INBOX:
+            raise self.no_files_here(d)
+        if secret_filename_reason(name):
+            return Role.INBOX_NEW  # refused when closed, with the reason
+        return Role.SCRATCH if is_temp_name(name) else Role.INBOX_NEW
+
+    def create(self, d: Inode, name: str, mode: int, flags: int, uid: int,
+               gid: int) -> Handle:
+        role = self.new_file_role(d, name)
+        inode = self.tree.new(role, stat.S_IFREG | stat.S_IMODE(mode), name, d,
+                              owner=d.owner, data=bytearray(), uid=uid, gid=gid)
+        return self.tree.new_handle(inode, flags)
+
+    # ---- files ---------------------------------------------------------------------------
+
+    def content(self, inode: Inode) -> bytes:
+        assert self.intake is not None
+        if inode.role == Role.INBOX_ITEM:
+            return self.intake.item_data(inode.inbox_item)
+        if inode.role == Role.INBOX_REPORT:
+            item = inode.inbox_item
+            return (item.report or f"# {item.filename}\n\nstate: {item.state} (waiting to be "
+                    "processed)\n").encode()
+        return b""
+
+    def size(self, inode: Inode) -> int:
+        if inode.role == Role.INBOX_ITEM:
+            return inode.inbox_item.size
+        return super().size(inode)
+
+    async def flush(self, h: Handle) -> None:
+        self._commit(h.inode)
+
+    async def fsync(self, h: Handle) -> None:
+        if h.inode.dirty:
+            h.wrote = False
+            self._commit(h.inode)
+
+    def release(self, h: Handle) -> None:
+        h.inode.dirty = False  # only a close after a write hands a file in
+
+    def _commit(self, inode: Inode) -> None:
+        """close() of a new inbox file: the stored (redacted) item takes its place."""
+        if inode.role != Role.INBOX_NEW:
+            return
+        data = bytes(inode.data or b"")
+        parent = inode.parent
+        if not data or parent is None:
+            return
+        assert self.intake is not None and parent.owner is not None
+        item = self.intake.submit(parent.owner, inode.name, data)
+        self.tree.unlink_inode(inode)  # the stored item (redacted) takes its place
+        self._show(parent, item)
+        inode.dirty = False

@@ -1,0 +1,271 @@
+"""The values the tree is made of: roles, inodes, open handles, attributes, invalidations.
+
+Plain data with no behaviour beyond small properties; `fs.tree` owns the table of these
+and the role handlers (`fs.nodes`, `fs.attachments`, `fs.trash`, `fs.query`, `fs.inbox`,
+`fs.sessions`, `fs.static`) decide what each role shows. Nothing here imports pyfuse3.
+
+Roles of inodes:
+
+    ROOT ─ KIND (user/, agent/) ─ OWNER ─ TYPEDIR ─ NODE ─ TIER (L0.md, L1.md, L2.md)
+                                    │        │        ├── META (meta.yaml), HISTORY ─ VERSION
+                                    │        │        └── ATTACH (any other file, dir, symlink)
+                                    │        └── DROP (a file to route), SCRATCH (editor files)
+                                    ├─ TRASH ─ TRASH_TYPE ─ NODE (soft-deleted, read-only view)
+                                    ├─ INBOX ─ INBOX_NEW, INBOX_ITEM, INBOX_REPORT
+                                    └─ SESSIONS ─ SESSION ─ SESSION_CONTEXT, _TRANSCRIPT, _CONTROL
+    ROOT ─ SCHEMAS ─ SCHEMA_FILE;  ROOT ─ STATUS;  <any dir> ─ QUERYROOT ─ [QUERYOPTS ─] QUERY
+
+For a singleton type (e.g. profile) the type directory is itself the NODE.
+"""
+
+from __future__ import annotations
+
+import enum
+import os
+import re
+import stat
+from dataclasses import dataclass
+
+from contextfs.conversations.inbox import InboxItem, Session
+from contextfs.ctxtypes import ContextType
+from contextfs.memory.service import ATTACHMENT_CHUNK
+from contextfs.model import Attachment, Node
+from contextfs.search.retrieval import QueryOptions
+
+NAME_MAX = 255
+TIER_FILES = {"L0.md": "L0", "L1.md": "L1", "L2.md": "L2"}
+META_FILE = "meta.yaml"
+HISTORY_DIR = ".history"
+TRASH_DIR = ".trash"
+ARCHIVE_DIR = ".archive"  # consolidation puts nodes below their minimum importance here
+RESERVED_IN_NODE = set(TIER_FILES) | {META_FILE, HISTORY_DIR}
+INBOX_DIR, SESSIONS_DIR = ".inbox", ".sessions"
+QUERY_DIR = ".query"
+
+# Editor scratch files (SPEC §3): accepted anywhere a file may be created, never memory.
+_EDITOR_SCRATCH = re.compile(r"(\.sw[a-p]$|~$|^4913$|^\.#|^#.*#$)")
+# In a type directory, also the temporary names of atomic writers (rsync, sed -i,
+# Python's tempfile, *.tmp) and hidden files: they are routed only once renamed.
+TYPE_DIR_TEMP = re.compile(r"(^\.|^tmp[a-z0-9_]{6,}$|^sed[A-Za-z0-9]{6}$|\.tmp$|^[0-9]+$)")
+ROUTABLE_IN_SINGLETON = re.compile(r"\.(md|markdown|txt)$")
+
+
+def is_editor_scratch(name: str) -> bool:
+    return bool(_EDITOR_SCRATCH.search(name))
+
+
+def is_temp_name(name: str) -> bool:
+    """An editor's or an atomic writer's temporary name: never memory until renamed."""
+    return is_editor_scratch(name) or bool(TYPE_DIR_TEMP.search(name))
+
+
+class Role(enum.Enum):
+    ROOT = "root"
+    KIND = "kind"
+    OWNER = "owner"
+    TYPEDIR = "typedir"
+    NODE = "node"
+    TIER = "tier"
+    META = "meta"
+    HISTORY = "history"
+    VERSION = "version"
+    ATTACH = "attach"
+    SCRATCH = "scratch"
+    DROP = "drop"
+    SCHEMAS = "schemas"
+    SCHEMA_FILE = "schema_file"
+    STATUS = "status"
+    TRASH = "trash"
+    TRASH_TYPE = "trash_type"
+    QUERYROOT = "queryroot"  # <dir>/.query
+    QUERYOPTS = "queryopts"  # <dir>/.query/@k=5,...
+    QUERY = "query"  # <dir>/.query/[@opts/]<question>
+    QLINK = "qlink"  # 01_<name> -> the node
+    QFILE = "qfile"  # _context.md, _results.json
+    INBOX = "inbox"  # <owner>/.inbox (and the root's, for the default owner)
+    INBOX_NEW = "inbox_new"  # a file being written into an inbox
+    INBOX_ITEM = "inbox_item"  # what was handed in (read-only)
+    INBOX_REPORT = "inbox_report"  # <name>.report.md: what processing it did
+    SESSIONS = "sessions"  # <owner>/.sessions
+    SESSION = "session"  # .sessions/<id>
+    SESSION_CONTEXT = "session_context"  # context.md
+    SESSION_TRANSCRIPT = "session_transcript"  # transcript.jsonl (append-only)
+    SESSION_CONTROL = "session_control"  # control: write compact | end
+
+
+QUERY_ROLES = frozenset({Role.QUERYROOT, Role.QUERYOPTS, Role.QUERY, Role.QLINK, Role.QFILE})
+# Content generated on open (read-only, may change between opens): never cached.
+GENERATED = frozenset({Role.STATUS, Role.INBOX_REPORT, Role.SESSION_CONTEXT})
+READ_ONLY_FILES = frozenset({Role.META, Role.VERSION, Role.SCHEMA_FILE, Role.STATUS,
+                             Role.QFILE, Role.INBOX_ITEM, Role.INBOX_REPORT,
+                             Role.SESSION_CONTEXT})
+# Never cached by the kernel, so the daemon never has to invalidate their names (a name
+# invalidation from a thread can hang a daemon being killed): query results, and files
+# that vanish once routed.
+VOLATILE = QUERY_ROLES | {Role.DROP, Role.SCRATCH, Role.INBOX_NEW, Role.INBOX_REPORT,
+                          Role.SESSION_CONTEXT}
+
+
+# ---- per-role payloads: what only some inodes carry ----------------------------------------
+
+@dataclass(frozen=True, slots=True)
+class QueryDir:
+    """A `.query` directory, an options segment or a question's results."""
+
+    scope: str  # the searched subtree ('' = everything)
+    options: QueryOptions | None = None
+    generation: int = -1  # a question's results: the index generation they reflect
+
+
+@dataclass(frozen=True, slots=True)
+class InboxEntry:
+    """An inbox item's file or its report: the item it shows."""
+
+    item: InboxItem
+
+
+@dataclass(frozen=True, slots=True)
+class SessionDir:
+    """A live session's directory or one of its files."""
+
+    session: Session
+
+
+Payload = QueryDir | InboxEntry | SessionDir
+
+
+@dataclass(eq=False, slots=True)
+class Inode:
+    ino: int
+    role: Role
+    mode: int
+    name: str
+    parent: Inode | None
+    uid: int
+    gid: int
+    mtime_ns: int
+    atime_ns: int = 0
+    ctime_ns: int = 0
+    children: dict[str, Inode] | None = None
+    populated: bool = True
+    data: bytearray | None = None  # a written (or generated) file's bytes
+    target: bytes | None = None  # a symlink's
+    node: Node | None = None
+    att: Attachment | None = None
+    owner: tuple[str, str] | None = None
+    ctype: ContextType | None = None
+    tier: str | None = None  # TIER: "L0" | "L1" | "L2"
+    version: int = 0  # VERSION: which one
+    dirty: bool = False
+    opened: int = 0
+    lookups: int = 0
+    drop_id: int | None = None  # DROP: its pending-drop row, once fsync stored one
+    trashed: bool = False
+    att_rescan: bool = False
+    ndirs: int = 0  # child directories, for st_nlink
+    sorted_names: list[tuple[int, str]] | None = None
+    # the kernel may cache what this shows (a directory: its listing, since it was last
+    # listed; meta.yaml: its size and pages): a change made by the daemon must invalidate
+    listed: bool = False
+    payload: Payload | None = None  # the query, inbox or session role's value
+    # ATTACH: which bytes of `data` differ from what is stored (None: unknown, all of it)
+    changed: ChangedBytes | None = None
+
+    @property
+    def is_dir(self) -> bool:
+        return stat.S_ISDIR(self.mode)
+
+    @property
+    def query(self) -> QueryDir:
+        assert isinstance(self.payload, QueryDir), self.role
+        return self.payload
+
+    @property
+    def inbox_item(self) -> InboxItem:
+        assert isinstance(self.payload, InboxEntry), self.role
+        return self.payload.item
+
+    @property
+    def session(self) -> Session:
+        assert isinstance(self.payload, SessionDir), self.role
+        return self.payload.session
+
+
+class ChangedBytes:
+    """The bytes of an attachment's buffer written since it was last stored or loaded.
+
+    Kept per store chunk (one span [lo, hi) per chunk, widened to cover each write), so
+    marking a write costs O(chunks it touches) however many writes come before a commit,
+    and a commit learns which chunks to store and which bytes to scan for secrets. An
+    empty span marks where the file was cut short. It describes `buffer` only: a commit
+    of any other buffer (the inode's data was replaced) stores everything.
+    """
+
+    __slots__ = ("buffer", "_spans")
+
+    def __init__(self, buffer: bytearray) -> None:
+        self.buffer = buffer
+        self._spans: dict[int, list[int]] = {}
+
+    def add(self, start: int, end: int) -> None:
+        first = start // ATTACHMENT_CHUNK
+        for i in range(first, max(first, (end - 1) // ATTACHMENT_CHUNK) + 1):
+            lo = max(start, i * ATTACHMENT_CHUNK)
+            hi = min(end, (i + 1) * ATTACHMENT_CHUNK) if end > start else lo
+            span = self._spans.get(i)
+            if span is None:
+                self._spans[i] = [lo, hi]
+            else:
+                span[0], span[1] = min(span[0], lo), max(span[1], hi)
+
+    def runs(self) -> list[tuple[int, int]]:
+        """The changed ranges, adjacent ones merged, in order."""
+        out: list[tuple[int, int]] = []
+        for i in sorted(self._spans):
+            lo, hi = self._spans[i]
+            if out and out[-1][1] >= lo:
+                out[-1] = (out[-1][0], max(out[-1][1], hi))
+            else:
+                out.append((lo, hi))
+        return out
+
+
+@dataclass(slots=True)
+class Handle:
+    fh: int
+    inode: Inode
+    flags: int
+    snapshot: bytes | None = None  # generated content, taken at open
+    wrote: bool = False
+    failed: bool = False  # a write on it was refused: later writes are refused too
+
+    @property
+    def writable(self) -> bool:
+        return (self.flags & os.O_ACCMODE) != os.O_RDONLY
+
+
+@dataclass(frozen=True, slots=True)
+class Attr:
+    ino: int
+    mode: int
+    nlink: int
+    uid: int
+    gid: int
+    size: int
+    atime_ns: int
+    mtime_ns: int
+    ctime_ns: int
+    generated: bool = False  # content computed per open: the kernel must not cache it
+    volatile: bool = False  # a query result: the kernel must ask again on every lookup
+
+
+@dataclass(frozen=True, slots=True)
+class Invalidation:
+    ino: int
+    name: str | None = None  # set: forget the entry name in directory ino
+    attr_only: bool = False
+    listing: bool = False  # a directory's entries changed: drop the kernel's cached listing
+
+
+def ns(ts: float) -> int:
+    return int(ts * 1e9)

@@ -1,0 +1,325 @@
+"""The memory's directories: kinds, owners, type directories, node directories, .history.
+
+Decides what `user/`, `agent/`, an owner, a type directory and a node directory contain:
+where a node's directory is placed (its type directory, or the trash for a deleted or
+archived one, via `fs.trash`), how a node directory is populated on first use (tiers,
+meta.yaml, .history, attachments), what a new name in one of them becomes (a tier, a
+routed drop, an editor's scratch file, an attachment), and how the tree follows a node the
+daemon changed (a save, a routed drop, consolidation, the indexer).
+
+The files themselves (tiers, meta.yaml, versions, drops, scratch) are `fs.tiers`;
+attachments are `fs.attachments`.
+"""
+
+from __future__ import annotations
+
+import os
+import stat
+from typing import TYPE_CHECKING
+
+from contextfs.errors import InvalidInput, NotEmpty, NotPermitted, ReadOnly
+from contextfs.fs.handler import RoleBase
+from contextfs.fs.inode import (
+    ARCHIVE_DIR,
+    HISTORY_DIR,
+    META_FILE,
+    RESERVED_IN_NODE,
+    ROUTABLE_IN_SINGLETON,
+    TIER_FILES,
+    TRASH_DIR,
+    Handle,
+    Inode,
+    Role,
+    is_editor_scratch,
+    is_temp_name,
+    ns,
+)
+from contextfs.model import Node
+
+if TYPE_CHECKING:
+    from contextfs.fs.tree import Tree
+
+
+class Nodes(RoleBase):
+    roles = frozenset({Role.KIND, Role.OWNER, Role.TYPEDIR, Role.NODE, Role.HISTORY})
+
+    def __init__(self, tree: Tree) -> None:
+        super().__init__(tree)
+        self.memory = tree.memory
+        self.owner_dirs: dict[tuple[str, str], Inode] = {}
+
+    # ---- building ------------------------------------------------------------------------
+
+    def build(self) -> None:
+        self.tree.attachments.load_index()
+        for owner in sorted(self.memory.owners):
+            self.tree.add_owner(owner)
+        for n in self.memory.nodes.values():
+            self.place(n)
+
+    def add_owner(self, owner: tuple[str, str]) -> Inode:
+        t = self.tree
+        od = t.new_dir(Role.OWNER, owner[1], t.kinds[owner[0]], owner=owner)
+        self.owner_dirs[owner] = od
+        for ct in self.memory.types_for(owner[0]):
+            if ct.singleton:
+                t.new_dir(Role.NODE, ct.type_dir, od, owner=owner, ctype=ct, populated=False)
+            else:
+                t.new_dir(Role.TYPEDIR, ct.type_dir, od, owner=owner, ctype=ct)
+        t.new_dir(Role.TRASH, TRASH_DIR, od, 0o755, owner=owner)
+        t.new_dir(Role.TRASH, ARCHIVE_DIR, od, 0o755, owner=owner)
+        return od
+
+    def place(self, n: Node) -> Inode | None:
+        """Put a node's directory where it belongs (its type dir, or the owner's trash)."""
+        od = self.owner_dirs.get(n.owner)
+        ctype = self.memory.types.get(n.type)
+        if od is None or ctype is None:
+            return None
+        if n.deleted_at is not None or n.archived_at is not None:
+            return self.tree.trash.place(od, ctype, n)
+        assert od.children is not None
+        if ctype.singleton:
+            d = od.children.get(ctype.type_dir)
+            if d is not None:
+                assert d.children is not None
+                d.node = n
+                d.populated = False
+                d.children = {k: v for k, v in d.children.items()
+                              if v.role in (Role.DROP, Role.SCRATCH)}
+                self.tree.listing_changed(d)
+                d.ndirs = 0
+            return d
+        td = od.children.get(ctype.type_dir)
+        if td is None:
+            return None
+        return self.tree.new_dir(Role.NODE, n.name, td, owner=n.owner, ctype=ctype, node=n,
+                                 populated=False, mtime_ns=ns(n.updated))
+
+    def populate(self, d: Inode) -> None:
+        """Create a node directory's children on first use (cheap start for big stores)."""
+        if d.populated:
+            return
+        d.populated = True
+        t = self.tree
+        n = d.node
+        if d.role == Role.HISTORY:
+            assert n is not None
+            for version, created, _size in n.history:
+                t.new(Role.VERSION, stat.S_IFREG | 0o444, f"v{version}.md", d, node=n,
+                      version=version, mtime_ns=ns(created))
+            return
+        if n is None:  # a singleton node not written yet: an empty directory
+            return
+        if d.trashed or n.deleted_at is not None or d.att_rescan:
+            d.att_rescan = False
+            t.attachments.rescan(n)
+        assert d.children is not None
+        ro = 0o444 if d.trashed else 0o644
+        for fname, tier in TIER_FILES.items():
+            if fname not in d.children:
+                t.new(Role.TIER, stat.S_IFREG | ro, fname, d, node=n, tier=tier)
+        t.new(Role.META, stat.S_IFREG | 0o444, META_FILE, d, node=n)
+        t.new_dir(Role.HISTORY, HISTORY_DIR, d, 0o555, node=n, populated=False)
+        t.attachments.add_inodes(d, n, None)
+        if d.trashed:
+            t.trash.retag(d, trashed=True)
+
+    def unloaded_ndirs(self, d: Inode) -> int:
+        """Subdirectories of a directory whose children are not built yet (st_nlink is
+        2 + that; `find` relies on it), counted without building them."""
+        n = d.node
+        if n is None or d.role == Role.HISTORY:
+            return 0
+        if d.att_rescan or d.trashed:
+            self.tree.ensure(d)
+            return d.ndirs
+        dirs = self.tree.attachments.unloaded_dirs(d, n)
+        return dirs + (1 if d.role == Role.NODE else 0)  # a node also holds .history
+
+    # ---- new names -----------------------------------------------------------------------
+
+    def new_file_role(self, d: Inode, name: str) -> Role:
+        """What a new file `name` in d becomes."""
+        if d.role == Role.TYPEDIR:
+            return Role.SCRATCH if is_temp_name(name) else Role.DROP
+        if d.role == Role.NODE and d.node is None and d.ctype is not None:
+            # a singleton that has never been written: only L2.md (or routed drops) make it
+            if name in TIER_FILES:
+                return Role.TIER
+            return Role.SCRATCH if is_temp_name(name) else Role.DROP
+        if d.role == Role.NODE:
+            if d.trashed:
+                raise ReadOnly("a deleted node is read-only; restore it with mv first")
+            if is_editor_scratch(name):
+                return Role.SCRATCH
+            if name in TIER_FILES:
+                return Role.TIER
+            if name in RESERVED_IN_NODE:
+                raise ReadOnly(f"{name} is derived and read-only")
+            if d.ctype is not None and d.ctype.singleton and ROUTABLE_IN_SINGLETON.search(name):
+                return Role.DROP
+            return Role.ATTACH
+        raise self.no_files_here(d)
+
+    def create(self, d: Inode, name: str, mode: int, flags: int, uid: int,
+               gid: int) -> Handle:
+        t = self.tree
+        role = self.new_file_role(d, name)
+        if role == Role.ATTACH:
+            return t.attachments.create_file(d, name, mode, flags, uid, gid)
+        if role == Role.TIER:
+            n = d.node
+            if n is None:  # first L2.md of a singleton
+                assert d.ctype is not None and d.owner is not None
+                d.node = self.memory.create_node(d.owner, d.ctype, "", persist=False)
+                d.populated = False
+                self.populate(d)
+                return t.open_file(t.child(d, name), flags | os.O_TRUNC)
+            inode = t.new(Role.TIER, stat.S_IFREG | 0o644, name, d, node=n,
+                          tier=TIER_FILES[name], data=bytearray(), dirty=True,
+                          uid=uid, gid=gid)
+        else:  # a drop or a scratch file
+            inode = t.new(role, stat.S_IFREG | stat.S_IMODE(mode), name, d, node=d.node,
+                          owner=d.owner, ctype=d.ctype, data=bytearray(), uid=uid, gid=gid)
+        t.touch_dir(d)
+        return t.new_handle(inode, flags)
+
+    def mkdir(self, d: Inode, name: str, mode: int, uid: int, gid: int) -> Inode:
+        if d.role == Role.KIND:
+            self.memory.create_owner(d.name, name)
+            return self.tree.add_owner((d.name, name))
+        if d.role == Role.TYPEDIR:
+            if is_editor_scratch(name) or name.startswith("."):
+                raise InvalidInput(f"{name!r} is not a node name")
+            assert d.owner is not None and d.ctype is not None
+            n = self.memory.create_node(d.owner, d.ctype, name, persist=False)
+            placed = self.place(n)
+            assert placed is not None
+            return placed
+        if d.role == Role.NODE and d.node is not None and not d.trashed:
+            if name in RESERVED_IN_NODE:
+                raise ReadOnly(f"{name} is reserved in a node")
+            return self.tree.attachments.mkdir(d, name, mode, uid, gid)
+        if d.trashed:
+            raise ReadOnly("a deleted node is read-only; restore it with mv first")
+        raise self.no_files_here(d)
+
+    # ---- removing ------------------------------------------------------------------------
+
+    async def rmdir(self, d: Inode, child: Inode) -> None:
+        t = self.tree
+        t.ensure(child)
+        if child.role == Role.HISTORY:
+            if child.children:
+                raise NotEmpty(".history is not empty")
+            t.unlink_inode(child)
+            return
+        if child.children:
+            raise NotEmpty(f"{t.child_path(d, child.name)} is not empty")
+        if child.role == Role.NODE and child.node is not None and not child.trashed:
+            n = child.node
+            self.memory.delete_node(n)
+            assert child.ctype is not None
+            if child.ctype.singleton:
+                child.node = None
+                child.populated = True
+                t.listing_changed(child)
+                t.invalidate(child, attr_only=True)
+            else:
+                t.unlink_inode(child)
+            self.place(n)
+            return
+        if child.role == Role.NODE and child.node is None:
+            raise NotPermitted(f"{child.name} is a type directory")
+        await super().rmdir(d, child)
+
+    # ---- following nodes the daemon changed ----------------------------------------------
+
+    def node_inode(self, n: Node) -> Inode | None:
+        od = self.owner_dirs.get(n.owner)
+        ctype = self.memory.types.get(n.type)
+        if od is None or ctype is None:
+            return None
+        assert od.children is not None
+        if n.deleted_at is not None or n.archived_at is not None:
+            return self.tree.trash.find(od, ctype, n)
+        td = od.children.get(ctype.type_dir)
+        if td is None or ctype.singleton:
+            return td
+        assert td.children is not None
+        return td.children.get(n.name)
+
+    def changed(self, n: Node, writer: Inode | None = None) -> None:
+        """The daemon changed a node: refresh what the kernel may have cached about it."""
+        t = self.tree
+        d = self.node_inode(n)
+        if d is None:
+            return
+        d.mtime_ns = ns(n.updated)
+        if not d.populated:
+            return
+        assert d.children is not None
+        for name in (*TIER_FILES, META_FILE):
+            c = d.children.get(name)
+            if c is None or c.node is not n:
+                continue
+            if c is writer:
+                t.file_cache.pop(c.ino, None)
+                t.invalidate(c, attr_only=True)
+            elif c.data is None or not c.dirty:
+                if c.opened <= 0:
+                    c.data = None
+                else:
+                    c.data = bytearray(n.tier(c.tier).encode()) if c.tier else None
+                t.invalidate(c)
+        hist = d.children.get(HISTORY_DIR)
+        if hist is not None and hist.populated:
+            assert hist.children is not None
+            have = {c.version for c in hist.children.values()}
+            for version, created, _size in n.history:
+                if version not in have:
+                    t.new(Role.VERSION, stat.S_IFREG | 0o444, f"v{version}.md", hist,
+                          node=n, version=version, mtime_ns=ns(created))
+
+    def routed(self, n: Node, created: bool) -> None:
+        if created:
+            self.place(n)  # ENOENT answers are not cached: nothing to invalidate
+        else:
+            self.changed(n)
+
+    def refresh(self, nodes: list[Node]) -> None:
+        """Nodes changed outside a request (consolidation): show each where it now is."""
+        t = self.tree
+        for n in nodes:
+            od = self.owner_dirs.get(n.owner)
+            ctype = self.memory.types.get(n.type)
+            if od is None or ctype is None:
+                continue
+            assert od.children is not None
+            td = od.children.get(ctype.type_dir)
+            shown = td if ctype.singleton else (
+                td.children.get(n.name) if td is not None and td.children is not None
+                else None)
+            if shown is not None and shown.node is n and not self.memory.is_live(n):
+                if ctype.singleton:
+                    shown.node, shown.children, shown.populated, shown.ndirs = None, {}, \
+                        True, 0
+                    t.listing_changed(shown)
+                    t.invalidate(shown)
+                else:
+                    t.unlink_inode(shown)
+                self.place(n)
+            else:
+                self.changed(n)
+
+    def indexed(self, node_ids: list[int]) -> None:
+        """The indexer caught up with these nodes: their meta.yaml shows it."""
+        for nid in node_ids:
+            n = self.memory.nodes.get(nid)
+            d = self.node_inode(n) if n is not None else None
+            meta = d.children.get(META_FILE) if d is not None and d.populated and \
+                d.children is not None else None
+            if meta is not None:
+                self.tree.invalidate(meta)
+

@@ -1,0 +1,172 @@
+"""Live sessions (SPEC §6): `<owner>/.sessions/<id>/` with three files.
+
+`mkdir .sessions/<id>` starts a session; `transcript.jsonl` is append-only (each close
+records the appended turns, redacted); `context.md` is built at every open, off the event
+loop, from the profile, recent sessions and the memories relevant to the latest turns,
+within the configured token budget; writing `compact` or `end` to `control` (or rmdir of
+the session) first awaits extraction of the pending turns, then compacts the transcript
+into a summary or archives the session as a `session` node and removes its directory.
+"""
+
+from __future__ import annotations
+
+import stat
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+import trio
+
+from contextfs.conversations.inbox import Intake, IntakeService, Session
+from contextfs.errors import InvalidInput
+from contextfs.fs.handler import RoleBase
+from contextfs.fs.inode import SESSIONS_DIR, Handle, Inode, Role, SessionDir, ns
+from contextfs.fs.query import SearchPort
+from contextfs.search.retrieval import Hit, QueryOptions
+
+if TYPE_CHECKING:
+    from contextfs.fs.tree import Tree
+
+# How many memories a session's context.md asks the search for (the token budget then
+# decides how many of them fit). A default for `SessionsConfig.k`, not a rule.
+SESSION_CONTEXT_K = 8
+# context.md's token budget unless configured (`session_context_budget` in config.yaml).
+SESSION_CONTEXT_BUDGET = 2000
+
+COMMANDS = ("compact", "end")
+
+
+@dataclass(frozen=True, slots=True)
+class SessionsConfig:
+    """What the sessions handler needs beyond the intake: its context budget and k, and the
+    service that extracts pending turns before a compact or an end (none in tests that
+    drive extraction themselves)."""
+
+    budget: int = SESSION_CONTEXT_BUDGET
+    k: int = SESSION_CONTEXT_K
+    service: IntakeService | None = None
+
+
+class Sessions(RoleBase):
+    roles = frozenset({Role.SESSIONS, Role.SESSION, Role.SESSION_CONTEXT,
+                       Role.SESSION_TRANSCRIPT, Role.SESSION_CONTROL})
+
+    def __init__(self, tree: Tree, intake: Intake | None, search: SearchPort | None,
+                 config: SessionsConfig | None) -> None:
+        super().__init__(tree)
+        self.intake = intake
+        self.search = search
+        self.config = config or SessionsConfig()
+
+    def add_dir(self, d: Inode, owner: tuple[str, str]) -> None:
+        self.tree.new_dir(Role.SESSIONS, SESSIONS_DIR, d, 0o755, owner=owner, populated=False)
+
+    def populate(self, d: Inode) -> None:
+        d.populated = True
+        assert self.intake is not None
+        for (kind, oid, _sid), sess in self.intake.sessions.items():
+            if (kind, oid) == d.owner:
+                self._show(d, sess)
+
+    def _show(self, d: Inode, sess: Session) -> Inode:
+        t = self.tree
+        payload = SessionDir(sess)
+        sd = t.new_dir(Role.SESSION, sess.id, d, 0o755, owner=d.owner,
+                       mtime_ns=ns(sess.created), payload=payload)
+        for name, role, mode in (("context.md", Role.SESSION_CONTEXT, 0o444),
+                                 ("transcript.jsonl", Role.SESSION_TRANSCRIPT, 0o644),
+                                 ("control", Role.SESSION_CONTROL, 0o644)):
+            t.new(role, stat.S_IFREG | mode, name, sd, owner=d.owner, payload=payload)
+        return sd
+
+    def mkdir(self, d: Inode, name: str, mode: int, uid: int, gid: int) -> Inode:
+        if d.role != Role.SESSIONS:
+            raise self.no_files_here(d)
+        assert self.intake is not None and d.owner is not None
+        return self._show(d, self.intake.start_session(d.owner, name))
+
+    async def rmdir(self, d: Inode, child: Inode) -> None:
+        if child.role == Role.SESSION:
+            await self._act(child, "end")
+        else:
+            await super().rmdir(d, child)
+
+    # ---- files ---------------------------------------------------------------------------
+
+    def content(self, inode: Inode) -> bytes:
+        if inode.role == Role.SESSION_TRANSCRIPT:
+            return inode.session.transcript.encode()
+        return b""  # context.md is built at open; control reads empty
+
+    def size(self, inode: Inode) -> int:
+        if inode.role in (Role.SESSION_CONTEXT, Role.SESSION_CONTROL):
+            return 0
+        return super().size(inode)
+
+    async def opened(self, h: Handle) -> None:
+        if h.inode.role == Role.SESSION_CONTEXT and self.intake is not None:
+            h.snapshot = (await self._context(h.inode.session)).encode()
+
+    async def _context(self, sess: Session) -> str:
+        """context.md, built in a worker thread (it may search)."""
+        intake, search, k = self.intake, self.search, self.config.k
+        assert intake is not None
+
+        def find(question: str, scope: str) -> list[Hit]:
+            assert search is not None
+            return search.search(question, scope, QueryOptions(k=k)).hits
+
+        return await trio.to_thread.run_sync(
+            intake.context_for, sess, self.config.budget, find if search else None)
+
+    async def flush(self, h: Handle) -> None:
+        await self._commit(h.inode)
+
+    async def fsync(self, h: Handle) -> None:
+        if h.inode.role == Role.SESSION_TRANSCRIPT and h.inode.dirty:
+            h.wrote = False
+            await self._commit(h.inode)
+
+    def release(self, h: Handle) -> None:
+        h.inode.dirty = False  # only a close after a write records or commands
+
+    async def _commit(self, inode: Inode) -> None:
+        if inode.role == Role.SESSION_TRANSCRIPT:
+            self._record(inode)
+        elif inode.role == Role.SESSION_CONTROL:
+            command = bytes(inode.data or b"").decode(errors="replace").strip().lower()
+            inode.data, inode.dirty = None, False
+            if command and command not in COMMANDS:
+                raise InvalidInput(f"unknown session command {command!r}: use compact or end")
+            if command and inode.parent is not None:
+                await self._act(inode.parent, command)
+
+    def _record(self, inode: Inode) -> None:
+        """Appended turns are recorded; anything else written is refused."""
+        assert self.intake is not None
+        sess = inode.session
+        data = bytes(inode.data or b"")
+        old = sess.transcript.encode()
+        if not data.startswith(old):
+            inode.data, inode.dirty = None, False
+            self.tree.invalidate(inode)
+            exc = InvalidInput("transcript.jsonl is append-only: add lines with >>")
+            self.tree.refuse(inode, exc, data[len(old):] or data)
+            raise exc
+        self.intake.record(sess, data[len(old):])
+        inode.data, inode.dirty = None, False
+        self.tree.invalidate(inode, attr_only=True)
+
+    async def _act(self, sd: Inode, command: str) -> None:
+        """compact / end: extract what is pending (off the event loop), then act."""
+        assert self.intake is not None
+        sess = sd.session
+        if self.config.service is not None:
+            await self.config.service.extract(sess)
+        if command == "compact":
+            self.intake.compact(sess)
+            return
+        self.intake.end_session(sess)
+        if sd.parent is not None:  # the session directory is gone
+            for c in list((sd.children or {}).values()):
+                self.tree.unlink_inode(c)
+            self.tree.unlink_inode(sd)

@@ -1,0 +1,41 @@
+"""The fixed top of the tree: the root, `.schemas/` and the generated `.status`.
+
+The root holds `user/`, `agent/` and the dot entries only; `.schemas/*.yaml` show the
+loaded context types as they were read; `.status` is rendered on every open by the
+callable the daemon passes in. No other role's content is decided here.
+"""
+
+from __future__ import annotations
+
+import stat
+from collections.abc import Callable
+from typing import TYPE_CHECKING
+
+from contextfs.fs.handler import RoleBase
+from contextfs.fs.inode import Inode, Role
+
+if TYPE_CHECKING:
+    from contextfs.fs.tree import Tree
+
+
+class Static(RoleBase):
+    roles = frozenset({Role.ROOT, Role.SCHEMAS, Role.SCHEMA_FILE, Role.STATUS})
+
+    def __init__(self, tree: Tree, status: Callable[[], str],
+                 schema_files: dict[str, bytes]) -> None:
+        super().__init__(tree)
+        self.status_text = status
+        self.schema_files = schema_files
+
+    def build(self, root: Inode) -> None:
+        schemas = self.tree.new_dir(Role.SCHEMAS, ".schemas", root, 0o555)
+        for fname in sorted(self.schema_files):
+            self.tree.new(Role.SCHEMA_FILE, stat.S_IFREG | 0o444, fname, schemas)
+        self.tree.new(Role.STATUS, stat.S_IFREG | 0o444, ".status", root)
+
+    def content(self, inode: Inode) -> bytes:
+        if inode.role == Role.SCHEMA_FILE:
+            return self.schema_files.get(inode.name, b"")
+        if inode.role == Role.STATUS:
+            return self.status_text().encode("utf-8")
+        return b""

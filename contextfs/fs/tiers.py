@@ -1,0 +1,199 @@
+"""The files of the memory tree: tiers, meta.yaml, versions, dropped and scratch files.
+
+Decides what those files read as and when what is written to them is committed: a tier's
+close saves a version (L2) or pins it (L0/L1) and its fsync also waits until the index has
+caught up (fsync is a search barrier, SPEC §3); a file dropped into a type directory is
+routed by its type's strategy at close (or kept as a pending drop at fsync); editors'
+scratch files are accepted and never stored. A refused commit is recorded in `.status`,
+keeps the refused bytes, and shows the stored text again.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from contextfs.errors import ContextFSError
+from contextfs.fs.handler import RoleBase
+from contextfs.fs.inode import META_FILE, Handle, Inode, Role
+from contextfs.fs.query import SearchPort
+from contextfs.memory.service import decode_text
+from contextfs.model import Node
+
+if TYPE_CHECKING:
+    from contextfs.fs.tree import Tree
+
+
+class Tiers(RoleBase):
+    roles = frozenset({Role.TIER, Role.META, Role.VERSION, Role.DROP, Role.SCRATCH})
+
+    def __init__(self, tree: Tree, search: SearchPort | None) -> None:
+        super().__init__(tree)
+        self.memory = tree.memory
+        self.search = search
+        self._meta_cache: dict[int, tuple[tuple[object, ...], bytes]] = {}
+
+    # ---- reading -------------------------------------------------------------------------
+
+    def content(self, inode: Inode) -> bytes:
+        cache = self.tree.file_cache
+        n = inode.node
+        if inode.role == Role.TIER and n is not None and inode.tier is not None:
+            cached = cache.get(inode.ino)
+            if cached is None:
+                cached = cache[inode.ino] = n.tier(inode.tier).encode("utf-8")
+            return cached
+        if inode.role == Role.META and n is not None:
+            return self._meta_bytes(n)
+        if inode.role == Role.VERSION and n is not None:
+            cached = cache.get(inode.ino)
+            if cached is None:
+                cached = cache[inode.ino] = \
+                    self.memory.history_text(n, inode.version).encode("utf-8")
+            return cached
+        return b""
+
+    def size(self, inode: Inode) -> int:
+        if inode.role == Role.VERSION and inode.node is not None:
+            for v, _c, size in inode.node.history:
+                if v == inode.version:
+                    return size
+            return 0
+        return super().size(inode)
+
+    def _meta_bytes(self, n: Node) -> bytes:
+        """meta.yaml, rendered again only when a fact it shows has changed."""
+        key = (n.version, n.updated, n.indexed_version, n.access_count, n.l0_pinned,
+               n.l1_pinned, n.deleted_at, n.name, n.type, n.owner_kind, n.owner_id,
+               len(n.sources), n.importance, n.content_hash)
+        hit = self._meta_cache.get(n.id)
+        if hit is not None and hit[0] == key:
+            return hit[1]
+        data = self.memory.meta_yaml(n).encode("utf-8")
+        self._meta_cache[n.id] = (key, data)
+        return data
+
+    async def opened(self, h: Handle) -> None:
+        inode = h.inode
+        if inode.role == Role.TIER and not h.writable and inode.node is not None:
+            self._count_read(inode)
+        if inode.role == Role.META:
+            inode.listed = True
+
+    def _count_read(self, tier: Inode) -> None:
+        """Reads through the mount count (SPEC §7), and meta.yaml shows the count: forget
+        what the kernel cached of meta.yaml, once until it is looked at again."""
+        assert tier.node is not None
+        self.memory.record_access(tier.node)
+        parent = tier.parent
+        meta = parent.children.get(META_FILE) if parent is not None and parent.children \
+            else None
+        if meta is not None and meta.listed:
+            meta.listed = False
+            self.tree.invalidate(meta)
+
+    # ---- commit points -------------------------------------------------------------------
+
+    async def flush(self, h: Handle) -> None:
+        inode = h.inode
+        if inode.role == Role.DROP:
+            if inode.dirty and inode.data:
+                self.route_drop(inode)
+        elif inode.dirty:
+            self.commit(inode)
+
+    async def fsync(self, h: Handle) -> None:
+        inode = h.inode
+        if inode.role == Role.DROP:
+            if inode.dirty and inode.data:
+                if inode.drop_id is None:
+                    inode.drop_id = self.memory.new_id()
+                assert inode.owner is not None and inode.ctype is not None
+                self.memory.persist_drop(inode.drop_id, inode.owner, inode.ctype, inode.name,
+                                         bytes(inode.data))
+            return
+        if inode.dirty:
+            self.commit(inode)
+        if inode.role == Role.TIER and self.search is not None:
+            # fsync is an index barrier (SPEC §3): searchable when it returns
+            await self.search.barrier(self.memory.generation)
+
+    def release(self, h: Handle) -> None:
+        inode = h.inode
+        if inode.role == Role.DROP:
+            if inode.dirty and inode.data:
+                self.route_drop(inode)
+            elif inode.parent is not None and not inode.data:
+                self.tree.unlink_inode(inode)  # an empty drop (touch) is not a memory
+        elif inode.dirty and inode.parent is not None:
+            self.commit(inode)
+
+    def commit(self, inode: Inode) -> None:
+        """Make an inode's written bytes durable according to its role (a truncate of a
+        file that is not open comes here for attachments too)."""
+        role = inode.role
+        if role == Role.SCRATCH or inode.data is None:
+            inode.dirty = False
+            return
+        try:
+            if role == Role.TIER:
+                assert inode.node is not None and inode.tier is not None
+                self.save_tier(inode, inode.node, inode.tier, bytes(inode.data))
+            elif role == Role.ATTACH and inode.att is not None:
+                self.tree.attachments.commit(inode)
+        except ContextFSError as exc:
+            self.tree.refuse(inode, exc, bytes(inode.data))
+            inode.dirty = False
+            if role == Role.TIER:
+                assert inode.node is not None and inode.tier is not None
+                inode.data = None if inode.opened <= 0 else bytearray(
+                    inode.node.tier(inode.tier).encode("utf-8"))
+                self.tree.invalidate(inode)
+            raise
+        inode.dirty = False
+
+    def save_tier(self, inode: Inode, n: Node, tier: str, data: bytes) -> bool:
+        text = decode_text(data, f"{tier}.md")
+        if tier == "L2":
+            changed = self.memory.save_l2(n, text)
+        else:
+            changed = self.memory.save_pinned(n, tier, text)
+        if changed:
+            self.tree.nodes.changed(n, writer=inode)
+            stored = n.tier(tier).encode("utf-8")
+            if stored != data:  # a secret was redacted: the file shows what is stored
+                inode.data = bytearray(stored) if inode.opened > 0 else None
+                self.tree.invalidate(inode)
+        return changed
+
+    def route_drop(self, inode: Inode) -> None:
+        """A file written into a type directory becomes memory, then leaves the tree."""
+        parent = inode.parent
+        data = bytes(inode.data or b"")
+        inode.dirty = False
+        assert inode.owner is not None and inode.ctype is not None
+        try:
+            res = self.memory.route(inode.owner, inode.ctype, inode.name, data)
+        except ContextFSError as exc:
+            self.tree.refuse(inode, exc, data)
+            raise
+        finally:
+            if inode.drop_id is not None:
+                self.memory.forget_drop(inode.drop_id)
+                inode.drop_id = None
+            if parent is not None:
+                # drops are never cached by the kernel (volatile): no invalidation needed
+                self.tree.unlink_inode(inode)
+        self.tree.nodes.routed(res.node, res.created)
+
+    # ---- removing ------------------------------------------------------------------------
+
+    def unlink(self, d: Inode, child: Inode) -> None:
+        if child.role in (Role.TIER, Role.META, Role.VERSION):
+            # Hidden, not changed: editors and `mv` remove the name before writing a new
+            # file, and `rm -r` removes it before rmdir. The stored text stays.
+            self.tree.unlink_inode(child)
+            return
+        if child.drop_id is not None:  # a drop or a scratch file
+            self.memory.forget_drop(child.drop_id)
+        self.tree.unlink_inode(child)
+        self.tree.touch_dir(d)

@@ -1,0 +1,88 @@
+"""The trash and the archive: `<owner>/.trash/<type>/<node>` and `.archive/...`.
+
+`rm -r` of a node soft-deletes it and its directory reappears here, read-only;
+consolidation puts nodes below their type's minimum importance in `.archive`. `mv` back
+into a type directory restores either (`fs.rename`); a deleted singleton (the profile) is
+restored by renaming it over the empty type directory. Nothing here writes the store
+except that restore.
+"""
+
+from __future__ import annotations
+
+import stat
+from typing import TYPE_CHECKING
+
+from contextfs.ctxtypes import ContextType
+from contextfs.errors import NotEmpty
+from contextfs.fs.handler import RoleBase
+from contextfs.fs.inode import ARCHIVE_DIR, TRASH_DIR, Inode, Role, ns
+from contextfs.model import Node
+
+if TYPE_CHECKING:
+    from contextfs.fs.tree import Tree
+
+
+class Trash(RoleBase):
+    roles = frozenset({Role.TRASH, Role.TRASH_TYPE})
+
+    def __init__(self, tree: Tree) -> None:
+        super().__init__(tree)
+        self.memory = tree.memory
+
+    @staticmethod
+    def _box(od: Inode, n: Node) -> Inode:
+        assert od.children is not None
+        return od.children[TRASH_DIR if n.deleted_at is not None else ARCHIVE_DIR]
+
+    def place(self, od: Inode, ctype: ContextType, n: Node) -> Inode:
+        """The directory of a deleted or archived node, under its type in the box."""
+        box = self._box(od, n)
+        assert box.children is not None
+        tt = box.children.get(ctype.type_dir)
+        if tt is None:
+            tt = self.tree.new_dir(Role.TRASH_TYPE, ctype.type_dir, box, owner=n.owner,
+                                   ctype=ctype)
+        assert tt.children is not None
+        name = n.name or ctype.type_dir
+        if name in tt.children:
+            name = f"{name}.{n.id}"
+        return self.tree.new_dir(Role.NODE, name, tt, owner=n.owner, ctype=ctype, node=n,
+                                 populated=False, trashed=True, mtime_ns=ns(n.updated))
+
+    def find(self, od: Inode, ctype: ContextType, n: Node) -> Inode | None:
+        tt = (self._box(od, n).children or {}).get(ctype.type_dir)
+        if tt is None:
+            return None
+        for c in (tt.children or {}).values():
+            if c.node is n:
+                return c
+        return None
+
+    def retag(self, d: Inode, *, trashed: bool) -> None:
+        """A node directory moved into or out of the trash: its files follow."""
+        for c in (d.children or {}).values():
+            c.trashed = trashed
+            if c.role == Role.TIER:
+                c.mode = stat.S_IFREG | (0o444 if trashed else 0o644)
+            if c.is_dir:
+                self.retag(c, trashed=trashed)
+
+    def restore_singleton(self, src: Inode, dst: Inode) -> None:
+        """mv .trash/profile/profile profile: the deleted node's directory takes the place
+        of the empty one, as the kernel expects after a rename over an empty directory."""
+        t = self.tree
+        t.ensure(dst)
+        if any(c.role != Role.SCRATCH for c in (dst.children or {}).values()):
+            raise NotEmpty(f"{dst.name} is not empty")
+        n = src.node
+        assert n is not None and dst.owner is not None and dst.ctype is not None
+        self.memory.rename_node(n, dst.owner, dst.ctype, "")
+        owner_dir = dst.parent
+        assert owner_dir is not None
+        t.unlink_inode(src)
+        t.unlink_inode(dst)
+        src.name, src.trashed = dst.name, False
+        t.link_inode(owner_dir, src)
+        if src.populated:
+            self.retag(src, trashed=False)
+        t.nodes.changed(n)

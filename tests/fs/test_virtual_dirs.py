@@ -1,0 +1,210 @@
+"""The virtual directories' handlers, through the real Operations, without a kernel:
+`.query` (a real Indexer and Searcher over a small deterministic embedder), `.inbox` and
+`.sessions` (the real Intake and IntakeService, rule extraction). The store is checked
+with fsck by the `memory` fixture."""
+
+from __future__ import annotations
+
+import errno
+import hashlib
+import json
+import os
+import re
+from collections.abc import Sequence
+from pathlib import Path
+
+import numpy as np
+import pyfuse3
+import pytest
+import trio
+
+from contextfs.conversations.inbox import Intake
+from contextfs.fs.build import FsOptions, build_operations
+from contextfs.memory.service import Memory
+from contextfs.search.indexer import Indexer
+from contextfs.search.retrieval import Searcher
+from tests.fs.conftest import FS
+
+CORPUS = Path(__file__).resolve().parents[1] / "corpus" / "transcripts"
+
+
+class WordEmbedder:
+    """Bag of hashed words: deterministic, instant, and good enough to rank by topic."""
+
+    name = "test-words"
+    dim = 64
+
+    def embed(self, texts: Sequence[str]) -> np.ndarray:
+        rows = np.zeros((len(texts), self.dim), dtype=np.float32)
+        for i, text in enumerate(texts):
+            for w in re.findall(r"[a-z]+", text.lower()):
+                rows[i, int(hashlib.md5(w.encode()).hexdigest(), 16) % self.dim] += 1.0
+            rows[i, 0] += 1e-3  # never an all-zero row
+        return rows / np.linalg.norm(rows, axis=1, keepdims=True)
+
+
+class Mount:
+    def __init__(self, memory: Memory, tmp_path: Path, *, search: bool) -> None:
+        self.indexer = Indexer(memory, tmp_path / "index", WordEmbedder,
+                               model_name="test-words") if search else None
+        searcher = Searcher(memory, self.indexer) if self.indexer else None
+        self.intake = Intake(memory, extract_every=1000)
+        woken: list[int] = []
+        self.ops, self.service = build_operations(
+            memory, FsOptions(fsync_barrier_timeout=20.0), status=lambda: "status\n",
+            schema_files={}, intake=self.intake, indexer=self.indexer, searcher=searcher,
+            on_commit=lambda: (woken.append(memory.generation),
+                               self.indexer.wake() if self.indexer else None))
+        self.woken = woken
+        self.fs = FS(self.ops)
+
+
+@pytest.fixture
+async def searching(memory: Memory, tmp_path: Path, nursery: trio.Nursery) -> Mount:
+    m = Mount(memory, tmp_path, search=True)
+    assert m.indexer is not None
+    nursery.start_soon(m.indexer.run)
+    return m
+
+
+@pytest.fixture
+def plain(memory: Memory, tmp_path: Path) -> Mount:
+    return Mount(memory, tmp_path, search=False)
+
+
+# ---- .query ----------------------------------------------------------------------------------
+
+async def test_query_lists_numbered_links_and_the_answer_files(searching: Mount) -> None:
+    fs = searching.fs
+    for name, text in (("editor", "She prefers vim with relative line numbers."),
+                       ("tea", "Green tea in the morning, never coffee.")):
+        await fs.mkdir(f"user/default/preferences/{name}")
+        # fsync of a tier is a search barrier: searchable once it returns
+        await fs.write(f"user/default/preferences/{name}/L2.md", text.encode(), fsync=True)
+    assert searching.woken, "the commits ran the on_commit hook"
+    assert searching.indexer is not None
+    assert searching.indexer.generation == fs.ops.tree.memory.generation
+
+    q = ".query/which editor does she use with vim"
+    names = await fs.listdir(q)
+    assert names[0] == "01_editor"
+    assert {"_context.md", "_results.json"} <= set(names)
+    link = await fs.ino(f"{q}/01_editor")
+    target = await fs.ops.readlink(link, fs.ctx)
+    assert target == b"../../user/default/preferences/editor"
+    context = await fs.text(f"{q}/_context.md")
+    assert "user/default/preferences/editor" in context and "vim" in context
+    results = json.loads(await fs.text(f"{q}/_results.json"))
+    assert results["hits"][0]["path"] == "user/default/preferences/editor"
+    # questions are asked by name, never listed; .query is listed only at the root
+    assert await fs.listdir(".query") == []
+    assert ".query" in await fs.listdir("")
+    assert ".query" not in await fs.listdir("user/default")
+    # scoped: .query in a directory searches that subtree only
+    scoped = await fs.listdir("user/default/preferences/.query/green tea")
+    assert scoped[0] == "01_tea"
+    # options segment; bad options are EINVAL
+    assert len([n for n in await fs.listdir(".query/@k=1/tea or vim") if n[0].isdigit()]) == 1
+    assert await fs.errno_of(fs.ino(".query/@k=zero/x")) == errno.EINVAL
+
+
+async def test_query_without_search_is_enoent(plain: Mount) -> None:
+    fs = plain.fs
+    assert ".query" not in await fs.listdir("")
+    assert await fs.errno_of(fs.ino(".query/anything")) == errno.ENOENT
+
+
+# ---- .inbox ----------------------------------------------------------------------------------
+
+async def test_inbox_file_is_stored_at_close_and_reported_after_processing(plain: Mount,
+                                                                           memory: Memory
+                                                                           ) -> None:
+    fs = plain.fs
+    await fs.write(".inbox/chat.jsonl", (CORPUS / "architecture.jsonl").read_bytes())
+    assert await fs.listdir(".inbox") == ["chat.jsonl", "chat.jsonl.report.md"]
+    assert "waiting to be processed" in await fs.text(".inbox/chat.jsonl.report.md")
+    assert await fs.errno_of(fs.write(".inbox/chat.jsonl", b"x")) == errno.EACCES
+    assert await fs.errno_of(fs.unlink(".inbox/chat.jsonl")) == errno.EACCES
+
+    assert await plain.service.step() is True  # the background service processes it
+    report = await fs.text(".inbox/chat.jsonl.report.md")
+    assert "state: done" in report and "## Archived" in report
+    archived = [n for n in memory.nodes.values() if n.type == "session"]
+    assert len(archived) == 1 and "Postgres" in archived[0].l2
+    assert any(n.type == "case" for n in memory.nodes.values()), report
+    assert memory.node_path(archived[0]).split("/")[-1] in \
+        await fs.listdir("user/default/sessions")
+
+
+async def test_inbox_editor_temp_names_stay_scratch(plain: Mount) -> None:
+    fs = plain.fs
+    await fs.write(".inbox/.chat.md.swp", b"scratch")
+    assert await fs.listdir(".inbox") == [".chat.md.swp"]
+    await fs.rename(".inbox/.chat.md.swp", ".inbox/note.md")  # an atomic writer's rename
+    assert await fs.listdir(".inbox") == ["note.md", "note.md.report.md"]
+
+
+# ---- .sessions -------------------------------------------------------------------------------
+
+def _turn(role: str, content: str, ref: str) -> bytes:
+    return (json.dumps({"role": role, "content": content, "id": ref}) + "\n").encode()
+
+
+async def test_session_records_turns_builds_context_and_ends_as_a_node(plain: Mount,
+                                                                        memory: Memory
+                                                                        ) -> None:
+    fs = plain.fs
+    await fs.write("user/default/profile/L2.md", b"---\nname: Ada\n---\nAda writes Rust.\n")
+    await fs.mkdir(".sessions/s1")
+    assert await fs.listdir(".sessions/s1") == ["context.md", "control", "transcript.jsonl"]
+    await fs.write(".sessions/s1/transcript.jsonl",
+                   _turn("user", "We should use Postgres for the job queue.", "t1"),
+                   append=True)
+    await fs.write(".sessions/s1/transcript.jsonl",
+                   _turn("assistant", "Agreed, Postgres it is.", "t2"), append=True)
+    assert (await fs.text(".sessions/s1/transcript.jsonl")).count("\n") == 2
+    context = await fs.text(".sessions/s1/context.md")
+    assert context.startswith("# Context for session s1") and "## Profile" in context
+    # append-only; unknown commands are refused
+    assert await fs.errno_of(fs.write(".sessions/s1/transcript.jsonl", b"{}\n")) == \
+        errno.EINVAL
+    assert await fs.errno_of(fs.write(".sessions/s1/control", b"pause\n")) == errno.EINVAL
+
+    await fs.write(".sessions/s1/control", b"end\n")
+    assert await fs.listdir(".sessions") == []
+    assert not plain.intake.sessions
+    (node,) = [n for n in memory.nodes.values() if n.type == "session"]
+    assert "Postgres" in node.l2 and node.persisted
+
+
+async def test_session_compact_and_rmdir(plain: Mount, memory: Memory) -> None:
+    fs = plain.fs
+    await fs.mkdir(".sessions/s2")
+    await fs.write(".sessions/s2/transcript.jsonl",
+                   _turn("user", "I always indent with tabs.", "a"), append=True)
+    await fs.write(".sessions/s2/control", b"compact")
+    assert await fs.text(".sessions/s2/transcript.jsonl") == ""
+    assert plain.intake.sessions[("user", "default", "s2")].summary
+    await fs.rmdir(".sessions/s2")  # rmdir ends it too
+    assert await fs.listdir(".sessions") == []
+    assert [n.type for n in memory.nodes.values()] == ["session"]
+    assert await fs.errno_of(fs.ino(".sessions/s2")) == errno.ENOENT
+
+
+async def test_session_context_uses_search_when_there_is_one(searching: Mount) -> None:
+    fs = searching.fs
+    await fs.mkdir("user/default/preferences/editor")
+    await fs.write("user/default/preferences/editor/L2.md",
+                   b"She prefers vim with relative line numbers.", fsync=True)
+    await fs.mkdir(".sessions/s3")
+    await fs.write(".sessions/s3/transcript.jsonl",
+                   _turn("user", "Which editor should I configure, vim?", "q"), append=True)
+    context = await fs.text(".sessions/s3/context.md")
+    assert "## Relevant memories" in context
+    assert "user/default/preferences/editor" in context
+    # the sessions handler takes its k from configuration (default documented there)
+    assert fs.ops.tree.sessions.config.k == 8
+    fi = await fs.ops.open(await fs.ino(".sessions/s3/context.md"), os.O_RDONLY, fs.ctx)
+    assert fi.direct_io, "generated per open: never from the page cache"
+    await fs.ops.release(fi.fh)
+    assert isinstance(fi, pyfuse3.FileInfo)
