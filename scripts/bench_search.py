@@ -368,8 +368,7 @@ class InProcess:
         self.store = Store(cfg.db_path)
         self.memory = Memory(self.store, load_all_types(cfg), data_dir=data)
         self.indexer = Indexer(self.memory, cfg.index_dir, lambda: embedder, model_name=MODEL)
-        self.indexer.embedder = embedder
-        self.indexer._open()  # loads the snapshot the rebuild wrote; never rebuilds here
+        self.indexer.open_sync(embedder)  # the snapshot the rebuild wrote; never rebuilds
         if self.indexer.generation != self.memory.generation:
             raise RuntimeError("the copied index does not match the copied store")
         self.searcher = Searcher(self.memory, self.indexer)

@@ -48,10 +48,10 @@ class SearchPort:
         return self.searcher.search(question, scope, opts)
 
     async def barrier(self, generation: int) -> None:
-        """Wait until `generation` is searchable (unless the indexer has failed)."""
-        if self.indexer.error is None:
-            self.indexer.wake()
-            await self.indexer.barrier(generation, self.barrier_timeout)
+        """Wait until `generation` is searchable by what is loaded (BM25 alone while the
+        model loads; the indexer never makes this wait for the model)."""
+        self.indexer.wake()
+        await self.indexer.barrier(generation, self.barrier_timeout)
 
 
 @dataclass(frozen=True, slots=True)

@@ -104,8 +104,10 @@ class Indexer(Service):
         self.node_labels: dict[int, set[int]] = {}
         self.generation = 0  # everything up to this outbox seq is indexed
         self.saved_generation = 0
-        self.state = "loading the embedding model"
+        self.state = "opening the text index"
         self.error: str | None = None
+        self.dead = False  # the text index could not open: nothing will ever answer
+        self.text_generation = 0  # everything up to this outbox seq is in the BM25 index
         self.last_batch_seconds = 0.0
         self.indexed_units = 0
         self._progress = trio.Event()
@@ -115,42 +117,46 @@ class Indexer(Service):
 
     @property
     def ready(self) -> bool:
+        """Both sides answer: the model is loaded and both indexes are open."""
         return self.vectors is not None and self.text is not None and self.embedder is not None
+
+    @property
+    def searchable_generation(self) -> int:
+        """Every commit up to this outbox seq is found by what is loaded: both sides once
+        the model is in, BM25 alone before."""
+        return self.generation if self.ready else self.text_generation
 
     def _committed(self, changes: Sequence[Change]) -> None:
         if any(c.kind == "node" for c in changes):
             self.wake()
 
     async def run(self) -> None:
+        """BM25 first: the text index opens (and catches up) at once, while the embedding
+        model loads in the background; the vectors join when it is in. A model that does
+        not load leaves BM25 working (`error` says why)."""
         try:
-            # abandon_on_cancel: an unmount while the model still loads must not wait for it
-            self.embedder = await trio.to_thread.run_sync(self.embedder_factory,
-                                                          abandon_on_cancel=True)
-            self.state = "opening indexes"
-            await trio.to_thread.run_sync(self._open, abandon_on_cancel=True)
-            if self.generation == 0 and self.memory.generation > 0:
-                await self._rebuild()
-            self.state = "ready"
-            log.info("indexer ready (%s, generation %d of %d)", self.embedder.name,
-                     self.generation, self.memory.generation)
-        except Exception as exc:  # noqa: BLE001 - a broken model must not kill the mount
-            self.state = f"failed: {exc}"
-            self.error = str(exc)
-            log.error("indexer cannot start: %s", exc)
-            self._progress.set()
+            await trio.to_thread.run_sync(self._open_text, abandon_on_cancel=True)
+        except Exception as exc:  # noqa: BLE001 - a broken index must not kill the mount
+            self.dead = True
+            self._failed(f"failed: {exc}", exc)
             return
+        self._progress.set()
+        self._progress = trio.Event()
         last_save = time.monotonic()
         try:
-            while not self.stopping:
-                self._rearm()  # fresh before looking: a wake meanwhile counts
-                worked = await self.drain_once()
-                if worked:
-                    continue
-                if self.generation != self.saved_generation and (
-                        time.monotonic() - last_save > self.CHECKPOINT_SECONDS):
-                    await trio.to_thread.run_sync(self._save)
-                    last_save = time.monotonic()
-                await self._idle(self.CHECKPOINT_SECONDS / 2)
+            async with trio.open_nursery() as nursery:
+                nursery.start_soon(self._load_model)
+                while not self.stopping:
+                    self._rearm()  # fresh before looking: a wake meanwhile counts
+                    worked = await (self.drain_once() if self.ready else self._drain_text())
+                    if worked:
+                        continue
+                    if self.ready and self.generation != self.saved_generation and (
+                            time.monotonic() - last_save > self.CHECKPOINT_SECONDS):
+                        await trio.to_thread.run_sync(self._save)
+                        last_save = time.monotonic()
+                    await self._idle(self.CHECKPOINT_SECONDS / 2)
+                nursery.cancel_scope.cancel()
         finally:
             with trio.CancelScope(shield=True):
                 if self.ready and self.generation != self.saved_generation:
@@ -158,14 +164,41 @@ class Indexer(Service):
                 if self.text is not None:
                     self.text.close()  # release tantivy's writer lock
 
+    async def _load_model(self) -> None:
+        try:
+            # abandon_on_cancel: an unmount while the model still loads must not wait for it
+            embedder = await trio.to_thread.run_sync(self.embedder_factory,
+                                                     abandon_on_cancel=True)
+            self.state = "opening the vector index"
+            await trio.to_thread.run_sync(self._open_vectors, embedder, abandon_on_cancel=True)
+            self.embedder = embedder
+            if self.generation == 0 and self.memory.generation > 0:
+                await self._rebuild()
+            self.state = "ready"
+            log.info("indexer ready (%s, generation %d of %d)", embedder.name,
+                     self.generation, self.memory.generation)
+        except Exception as exc:  # noqa: BLE001 - a broken model must not kill the mount
+            self.embedder = self.vectors = None
+            self._failed(f"vectors failed: {exc}; BM25 answers alone", exc)
+        self.wake()
+
+    def _failed(self, state: str, exc: Exception) -> None:
+        self.state = state
+        self.error = str(exc)
+        log.error("indexer: %s", state)
+        self._progress.set()
+        self._progress = trio.Event()
+
     async def barrier(self, generation: int, timeout: float) -> bool:
-        """Wait until everything up to `generation` is searchable (fsync is a barrier)."""
+        """Wait until everything up to `generation` is searchable by what is loaded (fsync
+        is a barrier); never waits for the model to load."""
         with trio.move_on_after(timeout):
-            while self.generation < generation and self.error is None and not self.stopping:
+            while self.searchable_generation < generation and not self.dead \
+                    and not self.stopping:
                 self.wake()
                 ev = self._progress
                 await ev.wait()
-            return self.generation >= generation
+            return self.searchable_generation >= generation
         return False
 
     # ---- opening, rebuilding, saving ---------------------------------------------------
@@ -173,12 +206,60 @@ class Indexer(Service):
     def _meta_path(self) -> Path:
         return self.dir / "index.json"
 
-    def _open(self) -> None:
-        """Load the indexes if they are whole and match the model, else start empty."""
-        emb = self.embedder
-        self.dir.mkdir(parents=True, exist_ok=True)
+    def _read_meta(self) -> dict:
         try:
             meta = json.loads(self._meta_path().read_text())
+        except FileNotFoundError:
+            return {}
+        except (ValueError, OSError) as exc:
+            log.warning("index.json not usable (%s); rebuilding", exc)
+            return {}
+        return meta if isinstance(meta, dict) else {}
+
+    def _open_text(self) -> None:
+        """Worker thread, at start: the BM25 index, caught up with the store if it was
+        missing or unusable (it needs no model, so this takes seconds, not minutes)."""
+        self.dir.mkdir(parents=True, exist_ok=True)
+        meta = self._read_meta()
+        generation = int(meta.get("text_generation", meta.get("generation", 0)) or 0)
+        try:
+            self.text = TextIndex(self.dir / "text")
+        except (IndexCorrupt, ValueError, OSError) as exc:
+            log.warning("text index not usable (%s); rebuilding it", exc)
+            shutil.rmtree(self.dir / "text", ignore_errors=True)
+            self.text = TextIndex(self.dir / "text")
+            generation = 0
+        if generation > self.memory.generation:
+            generation = 0  # ahead of the store: not this store's index
+        if generation == 0 and self.memory.generation > 0:
+            self.state = "rebuilding the text index"
+            ids = [n.id for n in self.memory.node_list() if self.memory.is_live(n)]
+            target = self.memory.generation
+            with self.lock:
+                self.text.clear()
+            for i in range(0, len(ids), 256):
+                live, gone = self._snapshot(ids[i:i + 256])
+                self._apply_text(live, gone)
+            generation = target
+        self.text_generation = generation
+        self.state = "loading the embedding model (BM25 answers meanwhile)"
+
+    def open_sync(self, embedder: Embedder) -> None:
+        """Open both indexes in the calling thread, without trio (scripts, offline use);
+        the text index catches up if it must, the vectors are used as they are."""
+        self._open_text()
+        self._open_vectors(embedder)
+        self.embedder = embedder
+        self.state = "ready"
+
+    def _open_vectors(self, emb: Embedder) -> None:
+        """Worker thread, once the model is in: the vector snapshot if it is whole and was
+        built with this model, else an empty index (rebuilt by `run`)."""
+        meta = self._read_meta()
+        vectors, digests, generation = VectorIndex(emb.dim), {}, 0
+        try:
+            if not meta:
+                raise FileNotFoundError("no index yet")
             if meta.get("model") != self.model_name or meta.get("dim") != emb.dim:
                 raise IndexCorrupt(f"index built with {meta.get('model')}/{meta.get('dim')}, "
                                    f"now {self.model_name}/{emb.dim}: rebuilding")
@@ -188,17 +269,18 @@ class Indexer(Service):
             vectors = VectorIndex.load(snap / "vectors.bin", emb.dim)
             digests = {int(k): v for k, v in
                        json.loads((snap / "digests.json").read_text()).items()}
-            text = TextIndex(self.dir / "text")
-            self.vectors, self.text, self.digests = vectors, text, digests
-            self.generation = self.saved_generation = int(meta["generation"])
+            generation = int(meta["generation"])
         except FileNotFoundError:
-            self._fresh("no index yet")
+            pass
         except (IndexCorrupt, ValueError, KeyError, OSError) as exc:
-            log.warning("index files not usable (%s); rebuilding from the store", exc)
-            self._fresh(str(exc))
-        self.node_labels = {}
-        for label in self.digests:
-            self.node_labels.setdefault(label_node(label), set()).add(label)
+            log.warning("index files not usable (%s); rebuilding the vectors", exc)
+            vectors, digests, generation = VectorIndex(emb.dim), {}, 0
+        with self.lock:
+            self.vectors, self.digests = vectors, digests
+            self.generation = self.saved_generation = generation
+            self.node_labels = {}
+            for label in self.digests:
+                self.node_labels.setdefault(label_node(label), set()).add(label)
 
     def _fresh(self, why: str) -> None:
         self._meta_path().unlink(missing_ok=True)
@@ -208,7 +290,7 @@ class Indexer(Service):
         self.vectors = VectorIndex(self.embedder.dim)
         self.text = TextIndex(self.dir / "text")
         self.digests = {}
-        self.generation = self.saved_generation = 0
+        self.generation = self.saved_generation = self.text_generation = 0
 
     def _save(self) -> None:
         """Checkpoint: vectors and digests go to a new snapshot folder, then index.json
@@ -223,6 +305,7 @@ class Indexer(Service):
         tmp = self.dir / "index.json.tmp"
         tmp.write_text(json.dumps({"model": self.model_name, "dim": self.embedder.dim,
                                    "generation": generation, "snapshot": snap.name,
+                                   "text_generation": max(generation, self.text_generation),
                                    "saved": time.time()}))
         os.replace(tmp, self._meta_path())
         for old in self.dir.glob("snap-*"):
@@ -247,6 +330,7 @@ class Indexer(Service):
         live, gone = self._snapshot(node_ids)
         await trio.to_thread.run_sync(self._apply, live, gone)
         self.generation = last_seq
+        self.text_generation = max(self.text_generation, last_seq)
         done = []
         for nid, (n, version, _units, _meta) in live.items():
             if n.indexed_version != version:
@@ -258,6 +342,31 @@ class Indexer(Service):
         self._progress.set()
         self._progress = trio.Event()
         return True
+
+    async def _drain_text(self) -> bool:
+        """BM25 only, while the model loads (or after it failed): one batch of rows."""
+        if self.text is None:
+            return False
+        rows = self.memory.store.outbox_since(self.text_generation, self.batch)
+        if not rows:
+            self._progress.set()
+            self._progress = trio.Event()
+            return False
+        live, gone = self._snapshot(list(dict.fromkeys(r[1] for r in rows)))
+        await trio.to_thread.run_sync(self._apply_text, live, gone)
+        self.text_generation = rows[-1][0]
+        self._progress.set()
+        self._progress = trio.Event()
+        return True
+
+    def _apply_text(self, live, gone: list[int]) -> None:
+        """Worker thread: the BM25 side of `_apply`."""
+        with self.lock:
+            if gone:
+                self.text.delete_nodes(gone)
+            if live:
+                units = [u for _n, _v, _us, (_m, tus) in live.values() for u in tus]
+                self.text.upsert(units, {nid: m for nid, (_n, _v, _u, (m, _t)) in live.items()})
 
     def _snapshot(self, node_ids: Sequence[int]):
         """Read the nodes in the trio thread (their texts are immutable strings)."""
@@ -356,6 +465,7 @@ class Indexer(Service):
         lines = [
             f"index: {self.state}",
             f"index_generation: {self.generation} (committed {committed}, queue {lag})",
+            f"text_index_generation: {self.text_generation} (BM25 answers from the start)",
             f"embedding_model: {name}" + (f" ({self.embedder.dim}-d)" if self.embedder else ""),
             f"indexed_units: {len(self.digests)}",
         ]

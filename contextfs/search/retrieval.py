@@ -157,12 +157,13 @@ class Searcher:
                     and (opts.type is None or n.type == opts.type)
                     and _in_scope(memory.node_path(n), scope))
 
-        vectors_on = ix.ready
-        qvec = ix.embedder.embed([question])[0] if vectors_on else None
+        emb = ix.embedder  # once: the model may fail and be dropped meanwhile
+        vectors_on = ix.ready and emb is not None
+        qvec = emb.embed([question])[0] if vectors_on else None
         depth = max(UNIT_DEPTH, opts.k * 8)
         vec_hits: list[tuple[int, float]] = []
         with ix.lock:  # node_labels belongs to the indexer's lock too
-            if qvec is not None:
+            if qvec is not None and ix.vectors is not None:
                 scoped = self._scoped_labels(scope) if scope else None
                 if scoped is not None:  # a small subtree: exact, no graph walk with a filter
                     vec_hits = ix.vectors.search_among(

@@ -7,6 +7,7 @@ import json
 import os
 import subprocess
 import sys
+import threading
 import time
 import urllib.parse
 from pathlib import Path
@@ -237,8 +238,9 @@ def test_reindex_rebuilds_from_the_store(corpus):
         "agent/helper/cases/disk-full"
 
 
-def fake_embeddings(dim: int = 64) -> FakeOpenAI:
-    """/v1/embeddings with bag-of-words vectors, so equal words make similar vectors."""
+def fake_embeddings(dim: int = 64, gate: threading.Event | None = None) -> FakeOpenAI:
+    """/v1/embeddings with bag-of-words vectors, so equal words make similar vectors;
+    with `gate`, every answer waits until it is set (a model that takes long to load)."""
     import hashlib
 
     import numpy as np
@@ -251,6 +253,8 @@ def fake_embeddings(dim: int = 64) -> FakeOpenAI:
         return (v / n).tolist()
 
     def respond(body: dict) -> dict:
+        if gate is not None:
+            gate.wait(120)
         inputs = body["input"] if isinstance(body["input"], list) else [body["input"]]
         data = [{"object": "embedding", "index": i, "embedding": vec(t)}
                 for i, t in enumerate(inputs)]
@@ -278,6 +282,7 @@ def test_openai_compatible_embedder_and_model_change_rebuilds(tmp_path, monkeypa
         write_node(m.path, "user/default/preferences/bikes",
                    "Rides a steel touring bicycle to work.\n", fsync=True)
         assert results(m.path, "jasmine tea")[0]["path"] == "user/default/preferences/tea"
+        wait_indexed(m)  # fsync waits for what is loaded, not for the model
         assert "embedding_model: fake-embed (64-d)" in m.status()
         assert fake.calls > 0, "the real openai client talked to the endpoint"
         m.stop()
@@ -292,6 +297,40 @@ def test_openai_compatible_embedder_and_model_change_rebuilds(tmp_path, monkeypa
         assert results(m.path, "what does she cycle on")[0]["path"] == \
             "user/default/preferences/bikes"
     finally:
+        if m.proc is not None:
+            m.stop()
+        fake.close()
+    assert m.fsck() == []
+
+
+def test_bm25_answers_from_the_first_second(tmp_path, monkeypatch):
+    """While the embedding model loads, fsync returns and BM25 finds the write; the bundle
+    says which side answered; vectors join once the model is in."""
+    gate = threading.Event()
+    fake = fake_embeddings(gate=gate)
+    monkeypatch.setenv("FAKE_EMBED_KEY", "sk-test")
+    data = tmp_path / "data"
+    data.mkdir()
+    (data / "config.yaml").write_text(
+        f"embedder: openai\nembed_base_url: {fake.url}\nembed_model: fake-embed\n"
+        "embed_api_key_env: FAKE_EMBED_KEY\n")
+    (tmp_path / "mnt").mkdir()
+    m = Mount(tmp_path / "mnt", data)
+    m.start()
+    try:
+        write_node(m.path, "user/default/preferences/tea",
+                   "Green tea with jasmine every afternoon.\n", fsync=True)
+        status = m.status()
+        assert "BM25 answers meanwhile" in status, status
+        text = (qdir(m.path, "jasmine tea") / "_context.md").read_text()
+        assert "user/default/preferences/tea" in text and "jasmine" in text
+        assert "searched by BM25 ·" in text and "vectors not used yet" in text
+        gate.set()
+        wait_indexed(m)
+        text = (qdir(m.path, "which tea with jasmine") / "_context.md").read_text()
+        assert "searched by BM25 + vectors" in text and "user/default/preferences/tea" in text
+    finally:
+        gate.set()
         if m.proc is not None:
             m.stop()
         fake.close()
