@@ -217,6 +217,14 @@ def date_answer(d: dt.date) -> str:
     return f"{long_date(d)} ({d.isoformat()})"
 
 
+_A_BEFORE_VOWEL = re.compile(r"\b([Aa]) (?=(?!uni|use|one|eu|Uni|Use|One|Eu)[aeiouAEIOU])")
+
+
+def articles(text: str) -> str:
+    """'a' before a vowel sound made 'an' (templates say "a {job}": "an electrician")."""
+    return _A_BEFORE_VOWEL.sub(r"\1n ", text)
+
+
 def ordinal(n: int) -> str:
     return ORDINALS.get(n, f"{n}th")
 
@@ -1018,7 +1026,7 @@ class Conversation:
             f"Another all-hands at {org1} today. Could have been an email.",
             f"The coffee machine at {org1} is broken again. Morale is low."))
         self.echo(p, k_start + 1, self.n - 1, (
-            f"{org2} had a summer party on a boat. I won a hamper in the raffle.",
+            f"{org2} had a team party on a boat. I won a hamper in the raffle.",
             f"Busy week at {org2}, we had a big deadline on Thursday."))
         self.echo(p, k_name + 1, self.n - 1, (
             f"{name} is asleep on my feet again, so I can't move.",
@@ -1214,14 +1222,16 @@ class Conversation:
                     if t.key in self.fact_turns:
                         raise AssertionError(f"{self.cid}: fact {t.key} stated twice")
                     self.fact_turns[t.key] = tid
-                out_turns.append({"id": tid, "speaker": self.names[t.who], "text": t.text})
+                out_turns.append({"id": tid, "speaker": self.names[t.who],
+                                  "text": articles(t.text)})
             sessions.append({"id": sid, "date": plan.date.isoformat(timespec="seconds"),
                              "turns": out_turns})
         questions = []
         allq = list(self.questions)
         allq += [Question("unanswerable", q, "not mentioned", []) for q, _ in self.unanswerable]
         for i, q in enumerate(allq):
-            questions.append({"id": f"Q{i + 1}", "question": q.question, "answer": q.answer,
+            questions.append({"id": f"Q{i + 1}", "question": articles(q.question),
+                              "answer": articles(q.answer),
                               "evidence": [self.fact_turns[k] for k in q.keys],
                               "kind": q.kind})
         return {"id": self.cid, "speakers": list(self.names), "sessions": sessions,
