@@ -27,6 +27,8 @@ per 1,000 turns (embedding them, batch 32). conv_a1 is the dev set, conv_b1 held
 
 Candidates come from the registry `EMBEDDERS` / `RERANKERS` below (each names the pip
 package and where its files sit inside the installed package) or from the command line:
+a bare importable package name (its first sentence-transformers model directory, or for a
+reranker its first *ForSequenceClassification model, is found inside it),
 `--embedder st:MODULE/SUBDIR` (a sentence-transformers model directory inside an importable
 package), `--reranker ce:MODULE/SUBDIR` (a sentence-transformers CrossEncoder directory), or
 `--reranker embed:NAME` (re-score the top 50 with embedder NAME, embedding the 50 texts per
@@ -501,8 +503,38 @@ RERANKERS: dict[str, Candidate] = {
 }
 
 
+def find_model_dir(module: str, *, cross: bool) -> Path:
+    """The first directory inside importable package `module` that holds a
+    sentence-transformers model (modules.json), or for `cross` a sequence-classification
+    model (a CrossEncoder: config.json naming a *ForSequenceClassification class)."""
+    base = module_dir(module)
+    for config in sorted(base.rglob("config.json"), key=lambda p: len(p.parts)):
+        d = config.parent
+        if cross:
+            try:
+                archs = json.loads(config.read_text()).get("architectures") or []
+            except (OSError, ValueError):
+                continue
+            if any(str(a).endswith("ForSequenceClassification") for a in archs):
+                return d
+        elif (d / "modules.json").is_file():
+            return d
+    raise Unavailable(f"no {'cross-encoder' if cross else 'sentence-transformers'} model "
+                      f"inside {base}")
+
+
 def _cli_candidate(spec: str, rerank: bool) -> tuple[str, Candidate]:
     kind, _, rest = spec.partition(":")
+    if not rest and kind.isidentifier():  # a bare importable package name
+        module = kind
+        if rerank:
+            return module, Candidate(
+                module.replace("_", "-"),
+                lambda a: CrossEncoderReranker(find_model_dir(module, cross=True)),
+                f"CrossEncoder found inside {module}")
+        return module, Candidate(module.replace("_", "-"),
+                                 lambda a: STEmbedder(find_model_dir(module, cross=False)),
+                                 f"sentence-transformers model found inside {module}")
     module, _, sub = rest.partition("/")
     if kind == "embed" and rerank:
         return f"{rest}-rescore", Candidate(rest, lambda a: EmbedReranker(_embedder(a, rest)),
@@ -515,8 +547,9 @@ def _cli_candidate(spec: str, rerank: bool) -> tuple[str, Candidate]:
         return module, Candidate(module.replace("_", "-"),
                                  lambda a: CrossEncoderReranker(module_dir(module) / sub),
                                  f"CrossEncoder in {module}/{sub}")
-    raise SystemExit(f"cannot read candidate {spec!r} (st:MODULE/SUBDIR for --embedder, "
-                     "ce:MODULE/SUBDIR or embed:NAME for --reranker)")
+    raise SystemExit(f"cannot read candidate {spec!r}: a registry name, an importable "
+                     "package name, st:MODULE/SUBDIR (embedder), ce:MODULE/SUBDIR or "
+                     "embed:NAME (reranker)")
 
 
 # ---- ranking and metrics -----------------------------------------------------------------
