@@ -46,10 +46,9 @@ class Passage:
         return f"chars {self.start}–{self.end}"
 
     def index_text(self) -> str:
-        """What the indexes see: speaker and date lead a turn (it helps BM25 and vectors)."""
-        if self.turn_ids or self.speaker:
-            lead = " · ".join(x for x in (self.speaker, self.date) if x)
-            return f"{lead}: {self.text}"
+        """What the indexes see: the passage's own words. Speaker and date are shown in the
+        bundle but not indexed: with the speaker's name in every turn, a question naming a
+        person matched their shortest small talk first (scripts/bench_recall.py, dev half)."""
         return self.text
 
 

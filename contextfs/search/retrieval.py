@@ -11,13 +11,14 @@ indexer under its lock.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from contextfs.errors import InvalidInput
 from contextfs.memory.service import Memory
 from contextfs.model import Node
 from contextfs.search.indexer import Indexer, label_chunk, label_node, label_tier
-from contextfs.search.passages import Passage, node_passages
+from contextfs.search.passages import SESSION_TYPE, Passage, node_passages
 
 RRF_K = 60  # the usual reciprocal-rank-fusion constant
 DEFAULT_K = 10
@@ -123,6 +124,8 @@ class Searcher:
     def __init__(self, memory: Memory, indexer: Indexer) -> None:
         self.memory = memory
         self.indexer = indexer
+        self._archives: dict[tuple[str, str, str], Node] = {}  # (kind, owner, source)
+        self._archives_at = -1  # the store generation the table reflects
 
     def _scoped_labels(self, scope: str) -> list[int] | None:
         """The vector labels of a scope under one owner, when few enough to compare them
@@ -193,7 +196,7 @@ class Searcher:
             if key[1] == "L2" or (n is not None and len(node_passages(n)) == 1):
                 rank = seen[side]
                 seen[side] += 1
-                unit_score[key] = unit_score.get(key, 0.0) + 1.0 / (RRF_K + rank + 1)
+                unit_score[key] = unit_score.get(key, 0.0) + SIDE_WEIGHT[side] / (RRF_K + rank + 1)
             node_rank[side].setdefault(key[0], len(node_rank[side]))
             tiers.setdefault(key[0], set()).add(key[1])
         for h in text_hits:
@@ -231,14 +234,62 @@ class Searcher:
             ph = PassageHit(hit.node, hit.path, p, round(score, 6))
             hit.passages.append(ph)
             passages.append(ph)
+        self._add_linked_turns(passages, by_node, allowed)
         passages.sort(key=lambda ph: (-ph.score, text_rank.get(ph.node.id, far), -ph.node.id))
         hits = list(by_node.values())[: opts.k]
         sides = ("bm25", "vectors") if vectors_on else ("bm25",)
         note = "" if vectors_on else f"vectors not used yet: {ix.state}"
         return Results(hits, passages, sides, note)
 
+    def _add_linked_turns(self, passages: list[PassageHit], by_node: dict[int, Hit],
+                          allowed: Callable[[Node | None], bool]) -> None:
+        """A memory extracted from a conversation leads to the turns it came from (its
+        sources name the inbox file and the turn ids): they join the passages at a share of
+        its score. An entity gathered over several sessions so brings each of them."""
+        have = {(ph.node.id, ph.passage.index) for ph in passages}
+        extra: list[PassageHit] = []
+        for ph in passages:
+            n = ph.node
+            if n.type == SESSION_TYPE or len(extra) > LINKED_MAX:
+                continue
+            for src in n.sources:
+                base, _, refs = src.partition("#")
+                archive = self._archive(n.owner_kind, n.owner_id, base) if refs else None
+                if archive is None or not allowed(archive):
+                    continue
+                turns = {tid: p for p in node_passages(archive) for tid in p.turn_ids}
+                for ref in refs.split(","):
+                    p = turns.get(ref.strip())
+                    if p is None or (archive.id, p.index) in have:
+                        continue
+                    have.add((archive.id, p.index))
+                    path = self.memory.node_path(archive)
+                    linked = PassageHit(archive, path, p, round(ph.score * LINK_SHARE, 6))
+                    extra.append(linked)
+                    hit = by_node.get(archive.id)
+                    if hit is not None:
+                        hit.passages.append(linked)
+        passages.extend(extra)
+
+    def _archive(self, kind: str, owner: str, source: str) -> Node | None:
+        """The session archive made from an inbox file or session (`inbox:<file>`)."""
+        generation = self.memory.generation
+        if self._archives_at != generation:
+            table: dict[tuple[str, str, str], Node] = {}
+            for n in self.memory.node_list():
+                if n.type == SESSION_TYPE and self.memory.is_live(n):
+                    for src in n.sources:
+                        table.setdefault((n.owner_kind, n.owner_id, src), n)
+            self._archives, self._archives_at = table, generation
+        return self._archives.get((kind, owner, source))
+
 
 UNIT_DEPTH = 300  # units asked of each ranker: enough passages to fill a 4,000-token budget
+# Passage fusion weights (vectors, BM25): BM25 at 0.7 ranked evidence turns a little better
+# on the development conversations of scripts/recall_data (never tuned on the held-out half).
+SIDE_WEIGHT = (1.0, 0.7)
+LINK_SHARE = 0.9  # a linked turn's score, as a share of the memory that links to it
+LINKED_MAX = 200  # passages: enough to fill the largest budget many times over
 SCOPED_EXACT_MAX = 20_000  # units; above this a filtered graph search is cheaper
 
 

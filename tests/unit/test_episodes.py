@@ -86,7 +86,7 @@ def test_an_archive_splits_into_turn_passages_with_speaker_date_and_id():
     assert [(p.turn_ids, p.speaker, p.date) for p in ps] == [
         (("S1:1",), "Efua", "14 March 2023"), (("S1:2",), "Theo", "14 March 2023"),
         (("S1:3",), "Efua", "14 March 2023")]
-    assert ps[2].index_text() == "Efua · 14 March 2023: We picked her up last Saturday."
+    assert ps[2].index_text() == "We picked her up last Saturday."  # speaker shown, not indexed
     other = Node(id=8, owner_kind="user", owner_id="x", type="preference", name="tea",
                  version=1, l0="", l1="", l2="Green tea, no sugar.", l0_pinned=False,
                  l1_pinned=False, content_hash="")
