@@ -77,23 +77,15 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
 
+from contextfs.index.embed import LocalEmbedder
+from contextfs.index.text import TextIndex
+from contextfs.index.units import Unit
+from contextfs.index.vectors import VectorIndex
+from contextfs.memory.tokens import estimate_tokens
+from contextfs.search.retrieval import keywords  # the question as BM25 sees it in ContextFS
+from contextfs.testing import Mount, machine_info
+
 ROOT = Path(__file__).resolve().parent.parent
-sys.path[:0] = [str(ROOT), str(ROOT / "scripts")]
-
-from bench_fs import machine_info  # noqa: E402 - shared: machine facts for the JSON
-
-from contextfs.index.embed import LocalEmbedder  # noqa: E402
-from contextfs.index.text import TextIndex  # noqa: E402
-from contextfs.index.units import Unit  # noqa: E402
-from contextfs.index.vectors import VectorIndex  # noqa: E402
-from contextfs.memory.tokens import estimate_tokens  # noqa: E402
-from tests.conftest import Mount  # noqa: E402 - to be replaced by a shared harness module
-
-try:  # the question without stopwords on the BM25 side, as ContextFS searches
-    from contextfs.search.retrieval import keywords  # noqa: E402
-except ImportError:  # pragma: no cover - moved by a refactoring: search the whole question
-    def keywords(question: str) -> str:
-        return question
 
 DATA = ROOT / "scripts" / "recall_data"
 BUDGETS = (500, 1000, 2000, 4000)
@@ -362,7 +354,7 @@ class Baseline:
 
 
 class RecallMount(Mount):
-    """tests.conftest.Mount with search on and the daemon's output drained continuously
+    """contextfs.testing.Mount with search on and the daemon's output drained continuously
     into `daemon.out` (Mount reads its pipe only at stop(); a long run fills the pipe and
     blocks the daemon)."""
 
