@@ -27,10 +27,11 @@ from pathlib import Path
 
 import trio
 
+from contextfs.errors import IndexCorrupt
 from contextfs.index.embed import Embedder
 from contextfs.index.text import TextIndex
 from contextfs.index.units import Unit
-from contextfs.index.vectors import IndexCorrupt, VectorIndex
+from contextfs.index.vectors import VectorIndex
 from contextfs.memory.background import Service
 from contextfs.memory.service import Memory
 from contextfs.model import Change, Node
