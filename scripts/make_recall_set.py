@@ -41,7 +41,6 @@ SEED = 20261210
 WEEKDAYS = ("Monday", "Tuesday", "Wednesday", "Thursday", "Friday", "Saturday", "Sunday")
 NUM_WORDS = {1: "one", 2: "two", 3: "three", 4: "four", 5: "five", 6: "six", 7: "seven",
              8: "eight", 9: "nine", 10: "ten", 11: "eleven", 12: "twelve", 13: "thirteen"}
-ORDINALS = {1: "1st", 2: "2nd", 3: "3rd", 21: "21st", 22: "22nd", 23: "23rd", 31: "31st"}
 
 # --------------------------------------------------------------------------------------
 # The conversations: id, speakers (name, gender), relation, start date
@@ -215,10 +214,6 @@ def long_date(d: dt.date) -> str:
 def date_answer(d: dt.date) -> str:
     """A temporal answer: the long form and the ISO form the evidence resolves to."""
     return f"{long_date(d)} ({d.isoformat()})"
-
-
-def ordinal(n: int) -> str:
-    return ORDINALS.get(n, f"{n}th")
 
 
 def past_expr(rng: random.Random, today: dt.date, lo: int = 1, hi: int = 6,
