@@ -114,6 +114,20 @@ class LLMUnavailable(ContextFSError):
     """The chat endpoint cannot be used (no key, unreachable, an HTTP error, no answer)."""
 
 
+class EmbedderUnavailable(ContextFSError):
+    """The embedding model or endpoint cannot be used (missing package, key, or answer)."""
+
+
+class IndexCorrupt(ContextFSError):
+    """A derived index that cannot be read: the caller deletes it and rebuilds."""
+
+
+class IndexBusy(ContextFSError):
+    """Another writer (in this process or another) holds a search index's lock."""
+
+    errno = _errno.EBUSY
+
+
 class StoreLocked(ContextFSError):
     """The store file is open in another process (another mount, or a CLI command)."""
 

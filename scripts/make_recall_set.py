@@ -41,7 +41,6 @@ SEED = 20261210
 WEEKDAYS = ("Monday", "Tuesday", "Wednesday", "Thursday", "Friday", "Saturday", "Sunday")
 NUM_WORDS = {1: "one", 2: "two", 3: "three", 4: "four", 5: "five", 6: "six", 7: "seven",
              8: "eight", 9: "nine", 10: "ten", 11: "eleven", 12: "twelve", 13: "thirteen"}
-ORDINALS = {1: "1st", 2: "2nd", 3: "3rd", 21: "21st", 22: "22nd", 23: "23rd", 31: "31st"}
 
 # --------------------------------------------------------------------------------------
 # The conversations: id, speakers (name, gender), relation, start date
@@ -223,10 +222,6 @@ _A_BEFORE_VOWEL = re.compile(r"\b([Aa]) (?=(?!uni|use|one|eu|Uni|Use|One|Eu)[aei
 def articles(text: str) -> str:
     """'a' before a vowel sound made 'an' (templates say "a {job}": "an electrician")."""
     return _A_BEFORE_VOWEL.sub(r"\1n ", text)
-
-
-def ordinal(n: int) -> str:
-    return ORDINALS.get(n, f"{n}th")
 
 
 def past_expr(rng: random.Random, today: dt.date, lo: int = 1, hi: int = 6,

@@ -36,9 +36,9 @@ from contextfs.conversations.extract import (
 from contextfs.conversations.transcript import Transcript, Turn, parse_transcript, render_turns
 from contextfs.errors import ContextFSError, Exists, InvalidInput
 from contextfs.memory.background import Service
-from contextfs.memory.document import Document
+from contextfs.memory.document import Document, decode_text
 from contextfs.memory.redact import secret_filename_reason
-from contextfs.memory.service import Memory, decode_text
+from contextfs.memory.service import Memory
 from contextfs.memory.summarize import summarize
 from contextfs.memory.tokens import estimate_tokens
 from contextfs.model import Change, Node

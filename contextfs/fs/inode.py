@@ -28,7 +28,7 @@ from dataclasses import dataclass
 
 from contextfs.conversations.inbox import InboxItem, Session
 from contextfs.ctxtypes import ContextType
-from contextfs.memory.service import ATTACHMENT_CHUNK
+from contextfs.memory.attachments import ATTACHMENT_CHUNK
 from contextfs.model import Attachment, Node
 from contextfs.search.retrieval import QueryOptions
 

@@ -27,7 +27,7 @@ from contextfs.errors import (
 )
 from contextfs.fs.handler import RoleBase, missing
 from contextfs.fs.inode import READ_ONLY_FILES, TIER_FILES, ChangedBytes, Inode, Role
-from contextfs.memory.service import decode_text
+from contextfs.memory.document import decode_text
 
 if TYPE_CHECKING:
     from contextfs.fs.tree import Tree

@@ -16,7 +16,7 @@ from contextfs.errors import ContextFSError
 from contextfs.fs.handler import RoleBase
 from contextfs.fs.inode import META_FILE, Handle, Inode, Role
 from contextfs.fs.query import SearchPort
-from contextfs.memory.service import decode_text
+from contextfs.memory.document import decode_text
 from contextfs.model import Node
 
 if TYPE_CHECKING:

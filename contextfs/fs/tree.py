@@ -3,11 +3,12 @@
 Pure Python with no pyfuse3 import (borg's `vfs.py` idea): every method takes and returns
 plain values and raises `contextfs.errors` exceptions; `fs.ops` is the only adapter to the
 kernel protocol. `Tree` owns what every inode needs (numbers, names, parents, lookup
-counts, open handles, buffers, the invalidations the kernel must hear about) and hands
-every operation to the `RoleHandler` of the role it concerns (`fs.handler`): the memory
+counts, open handles, the invalidations the kernel must hear about) and hands every
+operation to the `RoleHandler` of the role it concerns (`fs.handler`): the memory
 tree (`fs.nodes`, `fs.tiers`, `fs.attachments`, `fs.trash`), the virtual directories
 (`fs.query`, `fs.inbox`, `fs.sessions`) and the generated files (`fs.static`). Renames,
-which cross roles, are `fs.rename`.
+which cross roles, are `fs.rename`; what writes, truncates and setattr do to a file's
+buffer before its commit is `fs.buffers`.
 
 The tree lives in memory and writes through to the memory service at the durability
 points (close, fsync, rename, truncate without an open file), so lookup, getattr and
@@ -38,21 +39,17 @@ from contextfs.errors import (
     NameTooLong,
     NotADirectory,
     NotFound,
-    NotPermitted,
     NotSupported,
-    ReadOnly,
-    TooBig,
 )
 from contextfs.fs.attachments import Attachments
+from contextfs.fs.buffers import Buffers
 from contextfs.fs.handler import RoleHandler, missing
 from contextfs.fs.inbox import Inbox
 from contextfs.fs.inode import (
     GENERATED,
     NAME_MAX,
-    READ_ONLY_FILES,
     VOLATILE,
     Attr,
-    ChangedBytes,
     Handle,
     Inode,
     Invalidation,
@@ -120,6 +117,7 @@ class Tree:
         self.file_cache: dict[int, bytes] = {}  # tier and version bytes, by inode
         self.on_commit = on_commit
         self._seen_generation = memory.generation
+        self.buffers = Buffers(self)  # file bytes and attributes between open and commit
         # the role handlers; the tree knows them by role and nothing else about them
         self.static = Static(self, status or (lambda: ""), schema_files or {})
         self.attachments = Attachments(self)
@@ -305,42 +303,6 @@ class Tree:
             if self.on_commit is not None:
                 self.on_commit()
 
-    def writable_file(self, inode: Inode) -> None:
-        if inode.role in READ_ONLY_FILES or inode.trashed:
-            what = "a deleted node (restore it with mv first)" if inode.trashed else \
-                f"{inode.name} (derived, read-only)"
-            raise ReadOnly(f"cannot write {what}")
-        self.memory.check_writable()
-
-    def load_buffer(self, inode: Inode) -> bytearray:
-        """inode.data, loaded for writing (an attachment's buffer is loaded only once)."""
-        data = self.file_bytes(inode)
-        if inode.data is None:
-            inode.data = bytearray(data)
-        return inode.data
-
-    def resize(self, inode: Inode, size: int) -> None:
-        """ftruncate of a loaded buffer: cut, or extend with zeros (a hole)."""
-        assert inode.data is not None
-        data = inode.data
-        old = len(data)
-        if size < old:
-            del data[size:]
-        elif size > old:
-            data.extend(bytes(size - old))
-        self._mark_changed(inode, min(old, size), size)
-
-    def _mark_changed(self, inode: Inode, start: int, end: int) -> None:
-        """Bytes [start, end) of an attachment's buffer were written (start == end: the
-        file ends there now); the next commit stores the chunks they touch."""
-        if inode.changed is not None and inode.changed.buffer is inode.data:
-            inode.changed.add(start, end)
-
-    def limit(self, inode: Inode) -> int:
-        if inode.role in (Role.TIER, Role.DROP):
-            return self.memory.max_tier_size
-        return self.memory.max_file_size
-
     # ---- attributes ----------------------------------------------------------------------
 
     def attr(self, inode: Inode) -> Attr:
@@ -368,52 +330,10 @@ class Tree:
         if size is not None and fh is not None and fh in self.handles:
             self.handles[fh].wrote = True  # ftruncate: committed at this handle's close
         if size is not None:
-            self._truncate(inode, size)
-        changed_meta = False
-        if mode is not None and not stat.S_ISLNK(inode.mode):
-            if inode.role in READ_ONLY_FILES or inode.role in (Role.ROOT, Role.KIND,
-                                                               Role.SCHEMAS, Role.HISTORY):
-                raise NotPermitted(f"{inode.name or '/'} has fixed permissions")
-            inode.mode = stat.S_IFMT(inode.mode) | stat.S_IMODE(mode)
-            changed_meta = True
-        if uid is not None:
-            inode.uid = uid
-        if gid is not None:
-            inode.gid = gid
-        if atime_ns is not None:
-            inode.atime_ns = atime_ns
-        if mtime_ns is not None:
-            inode.mtime_ns = mtime_ns
-            changed_meta = True
-        inode.ctime_ns = time.time_ns()
-        if changed_meta and inode.att is not None and inode.role == Role.ATTACH:
-            inode.att.mode = stat.S_IMODE(inode.mode)
-            inode.att.mtime = inode.mtime_ns / 1e9
-            self.memory.update_attachment(inode.att)
+            self.buffers.truncate(inode, size)
+        self.buffers.set_attributes(inode, mode=mode, uid=uid, gid=gid, atime_ns=atime_ns,
+                                    mtime_ns=mtime_ns)
         return inode
-
-    def _truncate(self, inode: Inode, size: int) -> None:
-        if inode.is_dir:
-            raise IsADirectory("is a directory")
-        self.writable_file(inode)
-        if size > self.limit(inode):
-            raise TooBig(f"{inode.name} would exceed the {self.limit(inode)}-byte limit")
-        if inode.data is None and size == 0 and inode.role == Role.ATTACH and \
-                inode.att is not None and inode.att.size:
-            inode.data = bytearray()  # `truncate -s 0`: no need to load it first
-            inode.changed = ChangedBytes(inode.data)
-            inode.changed.add(0, 0)
-            inode.dirty = True
-            inode.mtime_ns = time.time_ns()
-        elif inode.data is None:
-            self.load_buffer(inode)
-        assert inode.data is not None
-        if size != len(inode.data):
-            self.resize(inode, size)
-            inode.dirty = True
-            inode.mtime_ns = time.time_ns()
-        if inode.opened <= 0 and inode.dirty and inode.role != Role.DROP:  # drops: at close
-            self.tiers.commit(inode)
 
     # ---- lookups and listing -------------------------------------------------------------
 
@@ -487,19 +407,7 @@ class Tree:
             raise IsADirectory("is a directory")
         writing = (flags & os.O_ACCMODE) != os.O_RDONLY
         if writing or flags & os.O_TRUNC:
-            self.writable_file(inode)
-            if flags & os.O_TRUNC and inode.role == Role.ATTACH:
-                if inode.data is None:  # no need to load what is cut away
-                    inode.data = bytearray()
-                    inode.changed = ChangedBytes(inode.data)
-                self.resize(inode, 0)
-            elif inode.data is None:
-                self.load_buffer(inode)
-            if flags & os.O_TRUNC:  # POSIX: the mtime moves even if it was empty
-                if inode.role != Role.ATTACH:
-                    inode.data = bytearray()
-                inode.dirty = True
-                inode.mtime_ns = inode.ctime_ns = time.time_ns()
+            self.buffers.open_for_writing(inode, flags)
         h = self.new_handle(inode, flags)
         if inode.role in GENERATED:
             h.snapshot = bytes(self.file_bytes(inode))
@@ -517,43 +425,7 @@ class Tree:
         return bytes(data[off:off + size])
 
     def write(self, fh: int, off: int, buf: bytes) -> int:
-        h = self.handle(fh)
-        inode = h.inode
-        if not h.writable:
-            raise BadHandle("file not open for writing")
-        data = inode.data if inode.data is not None else self.load_buffer(inode)
-        if h.flags & os.O_APPEND:
-            off = len(data)
-        limit = self.limit(inode)
-        if h.failed or off + len(buf) > limit:
-            exc = TooBig(f"{inode.name} would exceed the {limit}-byte limit; the write was "
-                         "refused and the stored content is unchanged")
-            if not h.failed:
-                h.failed = True
-                self._abandon_write(inode, exc)
-            raise exc
-        old_size = len(data)
-        if off > old_size:
-            data.extend(bytes(off - old_size))
-        data[off:off + len(buf)] = buf
-        self._mark_changed(inode, min(off, old_size), off + len(buf))
-        inode.dirty = True
-        h.wrote = True
-        inode.mtime_ns = time.time_ns()
-        return len(buf)
-
-    def _abandon_write(self, inode: Inode, exc: ContextFSError) -> None:
-        """A write was refused midway: drop what this save wrote so far, so the stored
-        content stays as it was (nothing half-written is ever committed)."""
-        self.refuse(inode, exc, None)
-        inode.dirty = False
-        if inode.role in (Role.TIER, Role.ATTACH):
-            inode.data, inode.changed = None, None
-            self.invalidate(inode)
-        elif inode.role == Role.DROP:
-            inode.data = bytearray()
-            if inode.parent is not None:
-                self.unlink_inode(inode)
+        return self.buffers.write(self.handle(fh), off, buf)
 
     @_commits_async
     async def flush(self, fh: int) -> None:
@@ -588,10 +460,7 @@ class Tree:
             # a refused commit is already recorded in .status; release has no reply
             with contextlib.suppress(ContextFSError):
                 self.handler(inode).release(h)
-            if not inode.dirty and (inode.role == Role.TIER or (
-                    inode.role == Role.ATTACH and len(inode.data or b"") > 256 * 1024)):
-                inode.data = None  # served from the node / reloaded on demand
-                inode.changed = None
+            self.buffers.unload_clean(inode)
         self._maybe_free(inode)
 
     # ---- creating and removing -----------------------------------------------------------

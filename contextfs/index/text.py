@@ -12,7 +12,6 @@ The caller serialises calls; tantivy's own merge threads are its business.
 
 from __future__ import annotations
 
-import errno
 import logging
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
@@ -21,9 +20,8 @@ from typing import Any
 
 import tantivy
 
-from contextfs.errors import ContextFSError
+from contextfs.errors import IndexBusy, IndexCorrupt
 from contextfs.index.units import Unit
-from contextfs.index.vectors import IndexCorrupt
 
 log = logging.getLogger(__name__)
 
@@ -32,12 +30,6 @@ SNIPPET_CHARS = 160
 # and no better.
 MAX_QUERY_TERMS = 64
 _WRITER_HEAP = 32_000_000
-
-
-class IndexBusy(ContextFSError):
-    """Another writer (in this process or another) holds the index's lock."""
-
-    errno = errno.EBUSY
 
 
 @dataclass(frozen=True, slots=True)

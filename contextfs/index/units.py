@@ -3,7 +3,8 @@
 A node has three tiers of text: L0 (a one-line abstract), L1 (an overview) and L2 (the full
 content). L0 and L1 are short and become one unit each; L2 is cut into chunks that fit the
 embedding model's window (MiniLM reads 256 word pieces, about 1000 characters of English).
-Pure functions, no I/O: the indexer decides when to call them and where the units go.
+Pure functions, no I/O: the indexer decides when to call them and where the units go (a
+node's units are `search.indexer.units_of`, its L2 passages `search.passages`).
 """
 
 from __future__ import annotations
@@ -13,16 +14,12 @@ from dataclasses import dataclass
 
 import xxhash
 
-TIERS = ("L0", "L1", "L2")
-
 # Break candidates, best first: a blank line, the end of a sentence, any whitespace.
 _PARAGRAPH = re.compile(r"\n[ \t]*\n\s*")
 _SENTENCE = re.compile(r"(?<=[.!?;:])[\"')\]]*\s+")
 _SPACE = re.compile(r"\s+")
 # A chunk is never cut shorter than this fraction of its budget when a later break exists.
 _MIN_FILL = 0.5
-# node_units never shrinks the chunk budget below this, however long the prefix.
-_MIN_BUDGET = 200
 
 
 @dataclass(frozen=True, slots=True)
@@ -84,6 +81,9 @@ def chunk_spans(text: str, max_chars: int, overlap: int) -> list[tuple[int, int,
 def chunk_text(text: str, max_chars: int = 1000, overlap: int = 100) -> list[str]:
     """Cut `text` on paragraph, then sentence, then word boundaries into chunks.
 
+    The text view of `chunk_spans`, which is what the indexer reads (through
+    `search.passages`); kept as the form the chunking tests state their properties in.
+
     Every chunk is at most `max_chars` long and non-empty; consecutive chunks share up to
     `overlap` characters (capped at half of `max_chars`) so that a sentence cut by a chunk
     border is still whole in one of them. A text of at most `max_chars` is one chunk.
@@ -103,22 +103,3 @@ def chunk_text(text: str, max_chars: int = 1000, overlap: int = 100) -> list[str
             continue
         chunks.append(text[ov:end].strip())
     return chunks
-
-
-def node_units(
-    node_id: int, l0: str, l1: str, l2: str, *, prefix: str = "", max_chars: int = 1000
-) -> list[Unit]:
-    """The units of one node: L0, L1 and the L2 chunks, skipping empty tiers.
-
-    `prefix` (say "preference editor: ") is prepended to every unit's text; the L2 chunk
-    budget shrinks by its length so a prefixed chunk still fits the model's window.
-    """
-    units = []
-    for tier, body in (("L0", l0), ("L1", l1)):
-        body = body.strip()
-        if body:
-            units.append(Unit(node_id, tier, 0, prefix + body))
-    budget = max(max_chars - len(prefix), _MIN_BUDGET)
-    for i, chunk in enumerate(chunk_text(l2, budget, overlap=budget // 10)):
-        units.append(Unit(node_id, "L2", i, prefix + chunk))
-    return units

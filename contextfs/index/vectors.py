@@ -24,7 +24,7 @@ import hnswlib
 import numpy as np
 import xxhash
 
-from contextfs.errors import ContextFSError
+from contextfs.errors import IndexCorrupt
 
 log = logging.getLogger(__name__)
 
@@ -35,10 +35,6 @@ _MAGIC = b"CFSHNSW1"
 # payload xxh64
 _HEADER = struct.Struct("<8sIBIIQQQ")
 _CHUNK = 1 << 20
-
-
-class IndexCorrupt(ContextFSError):
-    """A derived index that cannot be read: the caller deletes it and rebuilds."""
 
 
 class VectorIndex:

@@ -27,6 +27,18 @@ _BOOL_TAG = "tag:yaml.org,2002:bool"
 _MERGE_TAG = "tag:yaml.org,2002:merge"
 
 
+def decode_text(data: bytes, what: str) -> str:
+    """The bytes of a memory file as text: they must be UTF-8 (binaries are attachments)."""
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise InvalidInput(
+            f"{what} must be UTF-8 text (invalid byte at offset {exc.start}); "
+            "keep binary files as attachments inside a node"
+        ) from None
+
+
+
 class _FrontMatterLoader(_Loader):  # type: ignore[misc, valid-type]
     """Safe YAML with YAML 1.2 booleans and refused duplicate keys.
 

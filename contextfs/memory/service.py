@@ -2,46 +2,39 @@
 
 This is where context types, documents and the canonical store meet. It keeps every live
 node and attachment in memory (write-through to DuckDB) so the filesystem never queries
-the database on the metadata path. It knows nothing of inodes or FUSE.
+the database on the metadata path. It knows nothing of inodes or FUSE. `Memory` is the
+one façade: this module holds its state, owners, nodes and versions, refusals, the
+redaction log and the rows of conversations; its other parts are mixins in their own
+modules: `memory.transactions` (the transaction boundary, journal and change feed),
+`memory.attachments` (attachment records and chunked bytes) and `memory.routing`
+(dropped files and extracted documents into nodes).
 """
 
 from __future__ import annotations
 
-import contextlib
 import datetime as dt
 import json
 import logging
 import re
 import time
 from collections import deque
-from collections.abc import Callable, Iterator, Sequence
-from dataclasses import dataclass, field, fields, replace
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-import duckdb
 import xxhash
 
 from contextfs.ctxtypes import ContextType
-from contextfs.errors import (
-    ContextFSError,
-    Exists,
-    InvalidInput,
-    StoreDamaged,
-    TooBig,
-)
-from contextfs.memory.document import (
-    Document,
-    body_items,
-    normalize_item,
-    parse_document,
-    render_document,
-)
+from contextfs.errors import ContextFSError, Exists, InvalidInput, StoreDamaged, TooBig
+from contextfs.memory.attachments import AttachmentStore
+from contextfs.memory.document import Document, parse_document
+from contextfs.memory.routing import Routing
 from contextfs.memory.strategies import strategy_for
 from contextfs.memory.summarize import summarize
+from contextfs.memory.transactions import Journal, Transactions
 from contextfs.model import Attachment, Change, Node
 from contextfs.store import Store
-from contextfs.store.schema import CHUNK_SIZE
 
 if TYPE_CHECKING:
     from contextfs.memory.redact import Redaction, Redactor
@@ -52,46 +45,16 @@ OWNER_KINDS = ("user", "agent")
 _SAFE_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._@+-]{0,127}$")
 DEFAULT_MAX_FILE_SIZE = 64 * 1024 * 1024
 DEFAULT_MAX_TIER_SIZE = 4 * 1024 * 1024
-# Bytes scanned for secrets on each side of a changed range of an attachment (see
-# `Memory._secret_near`): the longest secret an offset write is sure to be checked for.
-# 8 KiB is 30 times the longest bounded built-in pattern and the usual limit of an HTTP
-# header (so of any bearer token or JWT that was ever sent in one); each fsync of a small
-# write scans about 2 * 8 KiB more than it wrote (~0.4 ms here).
-REDACT_MARGIN = 8 * 1024
-ATTACHMENT_CHUNK = CHUNK_SIZE  # for fs.tree, which sees the store only through Memory
 
 
 def content_hash(text: str) -> str:
     return xxhash.xxh64_hexdigest(text.encode("utf-8"))
 
 
-def decode_text(data: bytes, what: str) -> str:
-    try:
-        return data.decode("utf-8")
-    except UnicodeDecodeError as exc:
-        raise InvalidInput(
-            f"{what} must be UTF-8 text (invalid byte at offset {exc.start}); "
-            "keep binary files as attachments inside a node"
-        ) from None
-
-
 def _iso(ts: float | None) -> str:
     if ts is None:
         return "null"
     return dt.datetime.fromtimestamp(ts, dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
-
-
-def _slug_stem(filename: str) -> str:
-    stem = filename
-    for ext in (".markdown", ".md", ".txt", ".yaml", ".yml"):
-        if stem.lower().endswith(ext):
-            stem = stem[: -len(ext)]
-            break
-    return stem
-
-
-def _tokens(text: str) -> set[str]:
-    return set(normalize_item(text).split())
 
 
 class LiveNodes(dict):
@@ -113,32 +76,10 @@ class LiveNodes(dict):
         return nid
 
 
-# Restored on rollback: every field but `indexed_version`, which the indexer moves
-# outside transactions.
-_RESTORED_NODE_FIELDS = tuple(f.name for f in fields(Node) if f.name != "indexed_version")
-_ATTACHMENT_FIELDS = tuple(f.name for f in fields(Attachment))
-
-
-@dataclass(slots=True)
-class _Journal:
-    """What the open outermost transaction changed in memory: enough to undo it on
-    rollback and to tell subscribers what committed."""
-
-    generation: int  # the store generation before it
-    redactions: int  # len(pending_redactions) before it
-    nodes: dict[int, tuple[Node, Node]] = field(default_factory=dict)  # id: (node, copy)
-    new_nodes: list[int] = field(default_factory=list)  # added to Memory.nodes
-    live: dict[tuple[str, str, str, str], int | None] = field(default_factory=dict)
-    owners: list[tuple[str, str]] = field(default_factory=list)
-    # id: (attachment, copy before its first change, or None: reload from the store)
-    atts: dict[int, tuple[Attachment, Attachment | None]] = field(default_factory=dict)
-    new_atts: list[int] = field(default_factory=list)
-    stored: dict[int, int] = field(default_factory=dict)  # node id: generation of its row
-    other: list[Change] = field(default_factory=list)  # inbox items, sessions
-
-
 @dataclass(frozen=True, slots=True)
 class Refusal:
+    """A commit refused with an errno, as `.status` lists it (and where its bytes are kept)."""
+
     when: float
     path: str
     errno: int
@@ -146,16 +87,13 @@ class Refusal:
     kept_at: str | None
 
 
-@dataclass(frozen=True, slots=True)
-class RouteResult:
-    node: Node
-    created: bool
-    changed: bool
-    folded: int
+class Memory(Transactions, AttachmentStore, Routing):
+    """Typed memory nodes with versions, write-through to the Store.
 
-
-class Memory:
-    """Typed memory nodes with versions, write-through to the Store."""
+    The façade the rest of ContextFS calls: this class holds the state and the nodes,
+    owners, refusals and redaction log; the transaction boundary and change feed
+    (`Transactions`), attachments (`AttachmentStore`) and routing (`Routing`) are its
+    parts in their own modules."""
 
     def __init__(
         self,
@@ -192,7 +130,7 @@ class Memory:
                 self.live[(n.owner_kind, n.owner_id, n.type, n.name)] = n.id
         self.attachments: dict[int, Attachment] = {a.id: a for a in store.attachments()}
         self.generation = store.generation()
-        self._tx: _Journal | None = None
+        self._tx: Journal | None = None
         self._subscribers: list[Callable[[Sequence[Change]], None]] = []
         self._access_dirty: set[int] = set()
         self._dirty_atts: dict[int, Attachment] = {}  # folder mtimes to store
@@ -223,184 +161,6 @@ class Memory:
     def live_node(self, owner: tuple[str, str], ctype: ContextType, name: str) -> Node | None:
         nid = self.live.get((owner[0], owner[1], ctype.name, name))
         return self.nodes[nid] if nid is not None else None
-
-    @contextlib.contextmanager
-    def transaction(self) -> Iterator[None]:
-        """One store transaction around any number of changes; the only transaction boundary.
-
-        Nested uses join the outermost one. Every change to the in-memory mirrors made
-        inside it (nodes, the live map, owners, attachments) is journaled: when the
-        outermost rolls back — an exception from anywhere inside the `with`, the caller's
-        own code included — memory is put back as it was, and nothing is published. When
-        it commits, pending redaction-log rows and folder mtimes are written with it, and
-        subscribers get what committed (`subscribe`). A database fault turns the mount
-        read-only.
-        """
-        if self.failsafe:
-            raise StoreDamaged(f"the mount is read-only: {self.failsafe}")
-        if self._tx is not None:
-            with self._store_errors():
-                yield
-            return
-        tx = _Journal(self.generation, len(self.pending_redactions))
-        self._tx = tx
-        try:
-            with self._store_errors(), self.store.atomic():
-                yield
-                # the log never names a change that was not stored, nor misses one that was
-                for row in self.pending_redactions:
-                    self.store.add_redaction(*row)
-                for a in self._dirty_atts.values():
-                    self.store.update_attachment(a)
-        except BaseException:
-            self._tx = None
-            self._undo(tx)
-            raise
-        self._tx = None
-        self.pending_redactions.clear()
-        self._dirty_atts.clear()
-        self._publish(self._changes(tx))
-
-    @contextlib.contextmanager
-    def _store_errors(self) -> Iterator[None]:
-        """DuckDB errors as the project's: a refused value is EINVAL, anything else a
-        fault that turns the mount read-only."""
-        try:
-            yield
-        except (duckdb.InvalidInputException, duckdb.ConversionException) as exc:
-            raise InvalidInput(f"the store refused a value: {exc}") from exc
-        except duckdb.Error as exc:
-            self.failsafe = f"store error: {exc}"
-            log.error("store write failed, switching to read-only: %s", exc)
-            raise StoreDamaged(f"the store failed a write and is now read-only: {exc}") from exc
-
-    # ---- the journal: undo on rollback, changes on commit ---------------------------------
-
-    def _touch(self, n: Node) -> None:
-        """Before n's first change in a transaction: keep a copy to restore on rollback."""
-        tx = self._tx
-        if tx is not None and n.id not in tx.nodes:
-            tx.nodes[n.id] = (n, replace(n, sources=list(n.sources), tags=list(n.tags),
-                                         history=list(n.history)))
-
-    def _touch_att(self, a: Attachment) -> None:
-        tx = self._tx
-        if tx is not None and a.id not in tx.atts:
-            tx.atts[a.id] = (a, replace(a))
-
-    def _add_node(self, n: Node) -> None:
-        if self._tx is not None and n.id not in self.nodes:
-            self._tx.new_nodes.append(n.id)
-        self.nodes[n.id] = n
-
-    def _set_live(self, key: tuple[str, str, str, str], nid: int | None) -> None:
-        """live[key] = nid (None: remove the key), journaled."""
-        tx = self._tx
-        if tx is not None and key not in tx.live:
-            tx.live[key] = self.live.get(key)
-        if nid is None:
-            self.live.pop(key, None)
-        else:
-            self.live[key] = nid
-
-    def _undo(self, tx: _Journal) -> None:
-        """The outermost transaction rolled back: memory as it was before it began."""
-        for key in tx.live:
-            self.live.pop(key, None)
-        for key, nid in tx.live.items():
-            if nid is not None:
-                self.live[key] = nid
-        for nid in tx.new_nodes:
-            self.nodes.pop(nid, None)
-        for n, before in tx.nodes.values():
-            for name in _RESTORED_NODE_FIELDS:
-                setattr(n, name, getattr(before, name))
-        for aid in tx.new_atts:
-            self.attachments.pop(aid, None)
-        for a, before in tx.atts.values():
-            if before is None:  # changed by the caller before update_attachment: reload
-                try:
-                    before = self.store.attachment(a.id)
-                except duckdb.Error as exc:
-                    log.error("cannot reload attachment %d after a rollback: %s", a.id, exc)
-                    continue
-                if before is None:
-                    continue
-            for name in _ATTACHMENT_FIELDS:
-                setattr(a, name, getattr(before, name))
-        for owner in tx.owners:
-            self.owners.discard(owner)
-        del self.pending_redactions[tx.redactions:]
-        self.generation = tx.generation
-
-    def _changes(self, tx: _Journal) -> tuple[Change, ...]:
-        """What the committed transaction changed, for subscribers."""
-        out: list[Change] = []
-        gen = self.generation
-        for owner in tx.owners:
-            out.append(Change("owner", "created", f"{owner[0]}/{owner[1]}", gen))
-        for nid, ngen in tx.stored.items():
-            n, before = tx.nodes[nid]
-            path = self.node_path(n)
-            old_path = None
-            if not before.persisted:
-                op = "created"
-            elif not self.is_live(n):
-                op = "deleted" if self.is_live(before) else "updated"
-            else:
-                old_path = self.node_path(before)
-                op = "moved" if old_path != path or not self.is_live(before) else "updated"
-                if op == "updated":
-                    old_path = None
-            out.append(Change("node", op, path, ngen, node_id=nid, old_path=old_path))
-        for aid, (a, before) in tx.atts.items():
-            if aid in tx.new_atts:
-                op = "created"
-            elif a.deleted_at is not None and (before is None or before.deleted_at is None):
-                op = "deleted"
-            elif before is not None and (before.node_id, before.parent_id, before.name) != (
-                    a.node_id, a.parent_id, a.name):
-                op = "moved"
-            else:
-                op = "updated"
-            out.append(Change("attachment", op, self.attachment_path(a), gen,
-                              node_id=a.node_id, id=aid))
-        out += [replace(c, generation=gen) for c in tx.other]
-        return tuple(out)
-
-    def attachment_path(self, a: Attachment) -> str:
-        parts = [a.name]
-        seen = {a.id}
-        parent = self.attachments.get(a.parent_id) if a.parent_id is not None else None
-        while parent is not None and parent.id not in seen:  # a cycle would be a bug
-            seen.add(parent.id)
-            parts.append(parent.name)
-            parent = (self.attachments.get(parent.parent_id)
-                      if parent.parent_id is not None else None)
-        n = self.nodes.get(a.node_id)
-        base = self.node_path(n) if n is not None else f"node-{a.node_id}"
-        return "/".join([base, *reversed(parts)])
-
-    def subscribe(self, callback: Callable[[Sequence[Change]], None]) -> Callable[[], None]:
-        """Call callback(changes) after every outermost transaction that committed a
-        change (never for a rollback), in the thread that wrote. A callback that raises
-        is logged; the write stands. Returns a function that unsubscribes."""
-        self._subscribers.append(callback)
-
-        def unsubscribe() -> None:
-            with contextlib.suppress(ValueError):
-                self._subscribers.remove(callback)
-
-        return unsubscribe
-
-    def _publish(self, changes: tuple[Change, ...]) -> None:
-        if not changes:
-            return
-        for callback in list(self._subscribers):
-            try:
-                callback(changes)
-            except Exception:  # noqa: BLE001 - a subscriber must not fail a committed write
-                log.exception("a change subscriber failed")
 
     def _owner_path(self, owner: tuple[str, str], ctype: ContextType | None, name: str) -> str:
         base = f"{owner[0]}/{owner[1]}"
@@ -628,9 +388,6 @@ class Memory:
     def _keys_from_name(self, ctype: ContextType, name: str) -> dict[str, object]:
         return dict(ctype.parse_node_name(name) or {}) if name else {}
 
-    # Attachments removed in this window before their node's rmdir are part of `rm -r`
-    # and come back when the node is restored.
-    RESTORE_WINDOW = 120.0
 
     def delete_node(self, n: Node) -> None:
         """Soft delete: the node leaves the tree, its rows stay restorable."""
@@ -693,30 +450,6 @@ class Memory:
         if self._access_dirty and not self.failsafe:
             self.set_importance({})
 
-    def _restore_attachments(self, n: Node, deleted_at: float | None) -> None:
-        if deleted_at is None:
-            return
-        for a in self.attachments.values():
-            if (
-                a.node_id == n.id
-                and a.deleted_at is not None
-                and deleted_at - self.RESTORE_WINDOW <= a.deleted_at <= deleted_at
-            ):
-                self._touch_att(a)
-                a.deleted_at = None
-                self.store.update_attachment(a)
-
-    def node_attachments(self, n: Node) -> list[Attachment]:
-        """What a node directory shows: live attachments, or for a deleted node those that
-        went with it (removed within RESTORE_WINDOW before the node)."""
-        if n.deleted_at is None:
-            return [a for a in self.attachments.values()
-                    if a.node_id == n.id and a.deleted_at is None]
-        lo = n.deleted_at - self.RESTORE_WINDOW
-        return [a for a in self.attachments.values()
-                if a.node_id == n.id and a.deleted_at is not None
-                and lo <= a.deleted_at <= n.deleted_at]
-
     def is_live(self, n: Node) -> bool:
         return n.deleted_at is None and n.archived_at is None
 
@@ -732,264 +465,8 @@ class Memory:
             return n.l2
         return self.store.version_text(n.id, version)
 
-    # ---- routed writes (SPEC §5, first bullet) ------------------------------------------
-
-    def route(self, owner: tuple[str, str], ctype: ContextType, filename: str,
-              data: bytes) -> RouteResult:
-        """A file written into a type directory becomes memory by the type's mode."""
-        if len(data) > self.max_tier_size:
-            raise TooBig(f"a memory file is limited to {self.max_tier_size} bytes")
-        text = decode_text(data, filename)
-        with self.transaction():  # the redaction is logged only if the write is stored
-            text = self.redact(text, self._owner_path(owner, ctype, filename))
-            doc = parse_document(text)
-            return self.route_document(owner, ctype, doc, filename, source=filename)
-
-    def route_document(self, owner: tuple[str, str], ctype: ContextType, doc: Document,
-                       filename: str = "", *, source: str = "") -> RouteResult:
-        """Route fields + body (a dropped file, or an extracted candidate) by the type's
-        mode (its entry in `strategies.STRATEGIES`). `filename` may give a key; `source`
-        is recorded as provenance."""
-        self.check_writable()
-        strategy = strategy_for(ctype)
-        fields = ctype.coerce_fields(doc.fields, where="front matter") if doc.fields else {}
-        incoming = Document(fields, doc.body)
-        stem = _slug_stem(filename)
-        reason = f"route:{source or filename}"
-        if ctype.singleton:
-            target = self.live_node(owner, ctype, "")
-            return self._route_into(owner, ctype, "", target, incoming, reason)
-        explicit = all(k in fields for k in ctype.key_fields)
-        values = dict(fields)
-        for k in ctype.key_fields:
-            if k in values:
-                continue
-            f = ctype.field(k)
-            if f is not None and f.type == "date":
-                values[k] = dt.datetime.fromtimestamp(self.clock(), dt.UTC).date().isoformat()
-            elif stem and not stem.startswith("."):
-                values[k] = stem
-                stem = ""
-            else:
-                words = " ".join(doc.body.split()[:6])
-                if not words:
-                    raise InvalidInput(f"missing key field {k!r} for {ctype.name}")
-                values[k] = words
-        fields = {**fields, **{k: v for k, v in values.items() if k in ctype.key_fields}}
-        fields = ctype.coerce_fields(fields, where="front matter")
-        incoming = Document(fields, doc.body)
-        name = ctype.node_name(values)
-        if strategy.new_node_each_write:
-            base, i = name, 2
-            while self.live_node(owner, ctype, name) is not None:
-                name = f"{base}-{i}"
-                i += 1
-            return self._route_into(owner, ctype, name, None, incoming, reason)
-        target = self.live_node(owner, ctype, name)
-        if target is None and strategy.match_similar and not explicit:
-            target = self._similar_node(owner, ctype, doc.body)
-            if target is not None:
-                name = target.name
-                incoming = Document(
-                    {k: v for k, v in fields.items() if k not in ctype.key_fields}, doc.body
-                )
-        return self._route_into(owner, ctype, name, target, incoming, reason)
-
-    def _similar_node(self, owner: tuple[str, str], ctype: ContextType, body: str) -> Node | None:
-        """The topic node whose items share most words with body, if close enough."""
-        new = _tokens(body)
-        if len(new) < 3:
-            return None
-        best, best_score = None, 0.0
-        for nid in self.live.values():
-            n = self.nodes[nid]
-            if n.type != ctype.name or n.owner != owner:
-                continue
-            for item in body_items(parse_document(n.l2).body):
-                old = _tokens(item)
-                if not old:
-                    continue
-                score = len(new & old) / len(new | old)
-                if score > best_score:
-                    best, best_score = n, score
-        return best if best_score >= 0.5 else None
-
-    def _route_into(self, owner: tuple[str, str], ctype: ContextType, name: str,
-                    target: Node | None, incoming: Document, reason: str) -> RouteResult:
-        strategy = strategy_for(ctype)
-        if target is None:
-            merged, folded = strategy.start(ctype, incoming)
-        else:
-            merged, folded = strategy.combine(ctype, parse_document(target.l2), incoming)
-        missing = ctype.missing_required(merged.fields)
-        if missing:
-            raise InvalidInput(f"{ctype.name} needs field(s): " + ", ".join(missing))
-        text = render_document(ctype, merged)
-        created = target is None
-        n = self._new_node(owner, ctype, name) if created else target
-        source = reason.removeprefix("route:")
-        with self.transaction():
-            if source not in n.sources and len(n.sources) < 100:
-                self.add_source(n, source)  # provenance, stored with this version
-            changed = self.save_l2(n, text, reason)  # a new node: inserted with version 1
-            if created:
-                self._add_node(n)
-                self._set_live((owner[0], owner[1], ctype.name, name), n.id)
-        return RouteResult(n, created, changed, folded)
-
-    # ---- attachments --------------------------------------------------------------------
-
-    def add_attachment(self, node: Node, parent_id: int | None, name: str, kind: str,
-                       mode: int, *, target: bytes | None = None,
-                       data: bytes | None = None) -> Attachment:
-        a = Attachment(self.store.new_id(), node.id, parent_id, name, kind, mode & 0o7777,
-                       self.clock(), target)
-        if kind == "file" and data is None:
-            data = b""
-        with self.transaction():
-            if not node.persisted:
-                self._store_node(node)
-            self.store.insert_attachment(a, data)
-            a.size = len(data or b"")
-            self.attachments[a.id] = a
-            self._tx.new_atts.append(a.id)
-            self._tx.atts[a.id] = (a, replace(a))
-        return a
-
-    def commit_attachment(self, a: Attachment, data: bytes | bytearray, mtime: float,
-                          path: str = "", changed: list[tuple[int, int]] | None = None
-                          ) -> bytes | None:
-        """Store `data` as the new content of file attachment a, secrets redacted.
-
-        `changed` lists the byte ranges [lo, hi) of data that may differ from what is
-        stored (an empty range marks where the file was cut short); only the chunks they
-        touch are written, and only they (widened, see `_secret_near`) are scanned for
-        secrets. None means anything may have changed: every chunk is written and the
-        whole file is scanned. Returns the stored content when redaction changed it (the
-        caller must show that instead), else None. Never copies data as a whole unless a
-        secret was found.
-        """
-        size = len(data)
-        if size > self.max_file_size:
-            raise TooBig(f"attachments are limited to {self.max_file_size} bytes")
-        path = path or a.name
-        with memoryview(data) as view:
-            if changed is None:
-                chunks = set(range(-(-size // CHUNK_SIZE)))
-                scan_all = True
-            else:
-                chunks = {i for lo, hi in changed
-                          for i in range(lo // CHUNK_SIZE, max(lo, hi - 1) // CHUNK_SIZE + 1)}
-                scan_all = self._secret_near(view, changed)
-            redacted: bytes | None = None
-            if scan_all and self.redactor is not None:
-                out, found = self.redactor.redact_bytes(bytes(view))
-                if found:
-                    self._log_found(path, found)
-                    # a marker is not as long as the secret: every later byte moves
-                    first = min(r.start for r in found)
-                    chunks.update(range(first // CHUNK_SIZE, -(-len(out) // CHUNK_SIZE)))
-                    redacted = out
-            stored = view if redacted is None else redacted
-            with self.transaction():
-                self.store.write_attachment_chunks(a.id, stored, sorted(chunks), mtime)
-                self._touch_att(a)
-                a.mtime, a.size = mtime, len(stored)
-        return redacted
-
-    def _secret_near(self, view: memoryview, changed: list[tuple[int, int]]) -> bool:
-        """Does the redactor report anything in the changed ranges, each widened by
-        REDACT_MARGIN bytes on both sides?
-
-        Why this is enough: what is stored is already clean (every commit redacts), so
-        a new secret must overlap a changed byte, or have one in the context a detector
-        looks at (the byte before or after it; the blanks after a `password:` value). A
-        secret of up to REDACT_MARGIN bytes that does so lies wholly inside its window.
-        The longest bounded built-in pattern is a GitHub token (262 bytes). A PEM private
-        key may be longer (its body is allowed 64 KiB), but its BEGIN line alone is
-        already reported and a new key has a new BEGIN line, so its window reports.
-        Open-ended tokens (JWT, `sk-…`, bearer) longer than the margin are found when
-        their start lies within the margin of the change. For the built-in detectors a
-        window edge can only add a report (a lookbehind or lookahead that sees no byte
-        there, a `$`, a token cut short), not hide one that fits, and an added report
-        only costs a full scan. Windows are cut at UTF-8 character boundaries, so a
-        window decodes as UTF-8 whenever the whole file does. User patterns from
-        config.yaml are assumed to match less than REDACT_MARGIN bytes; a pattern added
-        later applies to bytes written after it, and to stored bytes near a change.
-        """
-        if self.redactor is None:
-            return False
-        size = len(view)
-        windows: list[tuple[int, int]] = []
-        for lo, hi in sorted(changed):
-            lo, hi = min(lo, size), min(max(lo, hi), size)
-            lo = _char_start(view, max(0, lo - REDACT_MARGIN), -1)
-            hi = _char_start(view, min(size, hi + REDACT_MARGIN), 1)
-            if windows and lo <= windows[-1][1]:
-                windows[-1] = (windows[-1][0], max(hi, windows[-1][1]))
-            else:
-                windows.append((lo, hi))
-        return any(self.redactor.redact_bytes(bytes(view[lo:hi]))[1] for lo, hi in windows
-                   if lo < hi)
-
-    def update_attachment(self, a: Attachment) -> None:
-        """Store a's record, which the caller has changed already (a rollback reloads it
-        from the store, unless this transaction kept a copy of it first)."""
-        with self.transaction():
-            tx = self._tx
-            if a.id not in tx.atts:
-                tx.atts[a.id] = (a, None)
-            self.store.update_attachment(a)
-
-    def touch_attachment(self, a: Attachment) -> None:
-        """A folder's mtime moved: stored with the next transaction (or at unmount), so a
-        create in a folder costs one transaction, not two."""
-        self._dirty_atts[a.id] = a
-
-    def flush_touched(self) -> None:
-        if self._dirty_atts and not self.failsafe:
-            with self.transaction():
-                pass  # the folder mtimes are written with every commit
-
-    def remove_attachment(self, a: Attachment) -> None:
-        """Unlink/rmdir: soft until the retention purge, so `rm -r` of a node can be undone."""
-        with self.transaction():
-            self._touch_att(a)
-            a.deleted_at = self.clock()
-            self.store.update_attachment(a)
-
-    def attachment_data(self, a: Attachment) -> bytearray:
-        return self.store.attachment_data(a.id)
-
-    # ---- drops --------------------------------------------------------------------------
-
-    def persist_drop(self, drop_id: int, owner: tuple[str, str], ctype: ContextType,
-                     filename: str, data: bytes) -> None:
-        with self.transaction():
-            data = self.redact_bytes(data, self._owner_path(owner, ctype, filename))
-            self.store.add_pending_drop(drop_id, owner, ctype.name, filename, data)
-
-    def forget_drop(self, drop_id: int) -> None:
-        with self.transaction():
-            self.store.remove_pending_drop(drop_id)
-
     def new_id(self) -> int:
         return self.store.new_id()
-
-    def recover_drops(self) -> list[tuple[str, RouteResult | Refusal]]:
-        """Route files that were fsync()ed into a type directory before a crash."""
-        done: list[tuple[str, RouteResult | Refusal]] = []
-        for drop_id, kind, oid, tname, filename, data in self.store.pending_drops():
-            path = f"{kind}/{oid}/{tname}/{filename}"
-            try:
-                ctype = self.type_named(tname)
-                res: RouteResult | Refusal = self.route((kind, oid), ctype, filename, data)
-            except ContextFSError as exc:
-                res = self.refuse(path, exc, data)
-            self.forget_drop(drop_id)
-            done.append((path, res))
-            log.info("recovered pending drop %s", path)
-        return done
 
     # ---- conversations and consolidation (their rows, written through here) ---------------
 
@@ -1077,11 +554,3 @@ def _inbox_path(owner: tuple[str, str], filename: str) -> str:
 def _session_path(owner: tuple[str, str], sid: str) -> str:
     return f"{owner[0]}/{owner[1]}/.sessions/{sid}"
 
-
-def _char_start(data: memoryview, i: int, step: int) -> int:
-    """i, moved by `step` (-1: back, 1: on) past UTF-8 continuation bytes (at most
-    three), so that a window cut at i splits no character."""
-    for _ in range(3):
-        if 0 < i < len(data) and 0x80 <= data[i] < 0xC0:
-            i += step
-    return i

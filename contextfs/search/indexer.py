@@ -27,10 +27,11 @@ from pathlib import Path
 
 import trio
 
+from contextfs.errors import IndexCorrupt
 from contextfs.index.embed import Embedder
 from contextfs.index.text import TextIndex
 from contextfs.index.units import Unit
-from contextfs.index.vectors import IndexCorrupt, VectorIndex
+from contextfs.index.vectors import VectorIndex
 from contextfs.memory.background import Service
 from contextfs.memory.service import Memory
 from contextfs.model import Change, Node
@@ -108,8 +109,6 @@ class Indexer(Service):
         self.error: str | None = None
         self.dead = False  # the text index could not open: nothing will ever answer
         self.text_generation = 0  # everything up to this outbox seq is in the BM25 index
-        self.last_batch_seconds = 0.0
-        self.indexed_units = 0
         self._progress = trio.Event()
         self.unsubscribe = memory.subscribe(self._committed)
 
@@ -324,7 +323,6 @@ class Indexer(Service):
             self._progress.set()
             self._progress = trio.Event()
             return False
-        t0 = time.monotonic()
         last_seq = rows[-1][0]
         node_ids = list(dict.fromkeys(r[1] for r in rows))
         live, gone = self._snapshot(node_ids)
@@ -336,7 +334,6 @@ class Indexer(Service):
             if n.indexed_version != version:
                 n.indexed_version = version
                 done.append(nid)
-        self.last_batch_seconds = time.monotonic() - t0
         if self.on_indexed is not None and done:
             self.on_indexed(done)
         self._progress.set()
@@ -417,7 +414,6 @@ class Indexer(Service):
             if live:
                 units = [u for _n, _v, _us, (_m, tus) in live.values() for u in tus]
                 self.text.upsert(units, {nid: m for nid, (_n, _v, _u, (m, _t)) in live.items()})
-            self.indexed_units += len(to_embed)
 
     async def _rebuild(self) -> None:
         """Index every live node (cheaper than replaying the whole outbox)."""

@@ -3,7 +3,7 @@
 A session archive (type `session`) is cut at its turns: each turn is one passage carrying its
 speaker, its date and its turn id, so a question finds the turn that holds the evidence and
 the bundle can show that turn and not the whole session. Any other node's L2 is cut into
-chunks (`index.units.chunk_text` spans); a short L2 is one passage. Passage `i` of a node is
+chunks (`index.units.chunk_spans`); a short L2 is one passage. Passage `i` of a node is
 the unit `(node, "L2", i)` in both indexes, so a hit names its passage directly.
 
 Pure: a node's passages are a function of its L2 text (cached by node id and version).

@@ -9,9 +9,9 @@ import numpy as np
 import pytest
 import xxhash
 
+from contextfs.errors import EmbedderUnavailable
 from contextfs.index.embed import (
     Embedder,
-    EmbedderUnavailable,
     LocalEmbedder,
     OpenAIEmbedder,
     local_model_path,

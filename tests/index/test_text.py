@@ -6,10 +6,9 @@ from pathlib import Path
 
 import pytest
 
-from contextfs.errors import ContextFSError
-from contextfs.index.text import IndexBusy, TextHit, TextIndex
-from contextfs.index.units import Unit, node_units
-from contextfs.index.vectors import IndexCorrupt
+from contextfs.errors import ContextFSError, IndexBusy, IndexCorrupt
+from contextfs.index.text import TextHit, TextIndex
+from contextfs.index.units import Unit
 
 META = {
     1: ("user/alice", "preference", "user/alice/preferences/editor"),
@@ -17,6 +16,13 @@ META = {
     3: ("user/alice", "fact", "user/alice/facts/birthday"),
     4: ("user/bob", "preference", "user/bob/preferences/editor"),
 }
+
+
+def node_units(node_id: int, l0: str, l1: str, l2: str) -> list[Unit]:
+    """A node's L0 and L1 units as the indexer makes them (`search.indexer.units_of`)."""
+    assert not l2  # these tests index short tiers only
+    return [Unit(node_id, tier, 0, text.strip()) for tier, text in (("L0", l0), ("L1", l1))
+            if text.strip()]
 
 
 def fill(index: TextIndex) -> None:

@@ -8,8 +8,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from contextfs.errors import ContextFSError
-from contextfs.index.vectors import IndexCorrupt, VectorIndex
+from contextfs.errors import ContextFSError, IndexCorrupt
+from contextfs.index.vectors import VectorIndex
 
 DIM = 16
 

@@ -8,7 +8,9 @@ import re
 import pytest
 import xxhash
 
-from contextfs.index.units import Unit, chunk_spans, chunk_text, node_units
+from contextfs.index.units import Unit, chunk_spans, chunk_text
+from contextfs.model import Node
+from contextfs.search.indexer import units_of
 
 
 def sample_text(n_paragraphs: int, seed: int = 0) -> str:
@@ -95,9 +97,15 @@ def test_bad_max_chars():
         chunk_text("abc", 0)
 
 
-def test_node_units_tiers_and_prefix():
+def _node(l0: str, l1: str, l2: str) -> Node:
+    return Node(id=7, owner_kind="user", owner_id="x", type="preference", name="editor",
+                version=1, l0=l0, l1=l1, l2=l2, l0_pinned=False, l1_pinned=False,
+                content_hash="")
+
+
+def test_units_of_tiers_and_prefix():
     long = sample_text(20, seed=3)
-    units = node_units(7, "Editor choice", "Uses vim.", long, prefix="preference editor: ")
+    units = units_of(_node("Editor choice", "Uses vim.", long), prefix="preference editor: ")
     assert [u.tier for u in units[:2]] == ["L0", "L1"]
     assert units[0] == Unit(7, "L0", 0, "preference editor: Editor choice")
     assert units[1].text == "preference editor: Uses vim."
@@ -106,11 +114,10 @@ def test_node_units_tiers_and_prefix():
     assert [u.chunk for u in l2] == list(range(len(l2)))
     assert all(u.tier == "L2" and u.node_id == 7 for u in l2)
     assert all(u.text.startswith("preference editor: ") for u in units)
-    assert all(len(u.text) <= 1000 for u in units)  # the prefix eats into the chunk budget
     assert len({u.key for u in units}) == len(units)
 
 
-def test_node_units_skips_empty_tiers():
-    assert node_units(1, "", "  ", "") == []
-    assert [u.tier for u in node_units(1, "", "", "body")] == ["L2"]
-    assert [u.tier for u in node_units(1, "abstract", "", "")] == ["L0"]
+def test_units_of_skips_empty_tiers():
+    assert units_of(_node("", "  ", "")) == []
+    assert [u.tier for u in units_of(_node("", "", "body"))] == ["L2"]
+    assert [u.tier for u in units_of(_node("abstract", "", ""))] == ["L0"]

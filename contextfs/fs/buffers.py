@@ -1,0 +1,191 @@
+"""Open-file buffers: what write(2), ftruncate(2), O_TRUNC and setattr(2) do to a file's bytes
+and attributes before a commit.
+
+`Tree` owns one `Buffers` and hands it every change to a regular file's content or
+metadata; the role handlers decide what a commit of the buffer means (`flush`, `fsync`,
+`release`). A buffer is `Inode.data` (a `bytearray` loaded on the first write); for an
+attachment, `Inode.changed` records the byte spans each write touched so its commit
+rewrites only those chunks (`fs.inode.ChangedBytes`). Nothing here touches the store
+except through the tree's handlers (a truncate with no open file commits at once) and
+`Memory.update_attachment` (an attachment's mode and mtime).
+"""
+
+from __future__ import annotations
+
+import os
+import stat
+import time
+from typing import TYPE_CHECKING
+
+from contextfs.errors import BadHandle, ContextFSError, IsADirectory, NotPermitted, ReadOnly, TooBig
+from contextfs.fs.inode import READ_ONLY_FILES, ChangedBytes, Handle, Inode, Role
+
+if TYPE_CHECKING:
+    from contextfs.fs.tree import Tree
+
+# Roles whose permissions are fixed: chmod on them is refused (EPERM).
+_FIXED_MODE = frozenset({Role.ROOT, Role.KIND, Role.SCHEMAS, Role.HISTORY}) | READ_ONLY_FILES
+
+# A clean attachment buffer larger than this is dropped at the last close and reloaded
+# from the store on demand; a smaller one stays cached.
+_KEEP_ATTACHMENT_BUFFER = 256 * 1024
+
+
+class Buffers:
+    """The bytes and attributes of regular files between open and commit."""
+
+    def __init__(self, tree: Tree) -> None:
+        self.tree = tree
+        self.memory = tree.memory
+
+    def writable(self, inode: Inode) -> None:
+        """Refuse a write to a derived file, a deleted node's file, or a read-only mount."""
+        if inode.role in READ_ONLY_FILES or inode.trashed:
+            what = "a deleted node (restore it with mv first)" if inode.trashed else \
+                f"{inode.name} (derived, read-only)"
+            raise ReadOnly(f"cannot write {what}")
+        self.memory.check_writable()
+
+    def load(self, inode: Inode) -> bytearray:
+        """inode.data, loaded for writing (an attachment's buffer is loaded only once)."""
+        data = self.tree.file_bytes(inode)
+        if inode.data is None:
+            inode.data = bytearray(data)
+        return inode.data
+
+    def resize(self, inode: Inode, size: int) -> None:
+        """ftruncate of a loaded buffer: cut, or extend with zeros (a hole)."""
+        assert inode.data is not None
+        data = inode.data
+        old = len(data)
+        if size < old:
+            del data[size:]
+        elif size > old:
+            data.extend(bytes(size - old))
+        self._mark_changed(inode, min(old, size), size)
+
+    def _mark_changed(self, inode: Inode, start: int, end: int) -> None:
+        """Bytes [start, end) of an attachment's buffer were written (start == end: the
+        file ends there now); the next commit stores the chunks they touch."""
+        if inode.changed is not None and inode.changed.buffer is inode.data:
+            inode.changed.add(start, end)
+
+    def limit(self, inode: Inode) -> int:
+        if inode.role in (Role.TIER, Role.DROP):
+            return self.memory.max_tier_size
+        return self.memory.max_file_size
+
+    # ---- setattr ---------------------------------------------------------------------------
+
+    def truncate(self, inode: Inode, size: int) -> None:
+        """truncate(2)/ftruncate(2): resize the buffer; with no open file, commit now."""
+        if inode.is_dir:
+            raise IsADirectory("is a directory")
+        self.writable(inode)
+        if size > self.limit(inode):
+            raise TooBig(f"{inode.name} would exceed the {self.limit(inode)}-byte limit")
+        if inode.data is None and size == 0 and inode.role == Role.ATTACH and \
+                inode.att is not None and inode.att.size:
+            inode.data = bytearray()  # `truncate -s 0`: no need to load it first
+            inode.changed = ChangedBytes(inode.data)
+            inode.changed.add(0, 0)
+            inode.dirty = True
+            inode.mtime_ns = time.time_ns()
+        elif inode.data is None:
+            self.load(inode)
+        assert inode.data is not None
+        if size != len(inode.data):
+            self.resize(inode, size)
+            inode.dirty = True
+            inode.mtime_ns = time.time_ns()
+        if inode.opened <= 0 and inode.dirty and inode.role != Role.DROP:  # drops: at close
+            self.tree.tiers.commit(inode)
+
+    def set_attributes(self, inode: Inode, *, mode: int | None, uid: int | None,
+                       gid: int | None, atime_ns: int | None, mtime_ns: int | None) -> None:
+        """chmod, chown and utimes; an attachment keeps its mode and mtime in the store."""
+        changed_meta = False
+        if mode is not None and not stat.S_ISLNK(inode.mode):
+            if inode.role in _FIXED_MODE:
+                raise NotPermitted(f"{inode.name or '/'} has fixed permissions")
+            inode.mode = stat.S_IFMT(inode.mode) | stat.S_IMODE(mode)
+            changed_meta = True
+        if uid is not None:
+            inode.uid = uid
+        if gid is not None:
+            inode.gid = gid
+        if atime_ns is not None:
+            inode.atime_ns = atime_ns
+        if mtime_ns is not None:
+            inode.mtime_ns = mtime_ns
+            changed_meta = True
+        inode.ctime_ns = time.time_ns()
+        if changed_meta and inode.att is not None and inode.role == Role.ATTACH:
+            inode.att.mode = stat.S_IMODE(inode.mode)
+            inode.att.mtime = inode.mtime_ns / 1e9
+            self.memory.update_attachment(inode.att)
+
+    # ---- open, write, release -------------------------------------------------------------
+
+    def open_for_writing(self, inode: Inode, flags: int) -> None:
+        """An open for writing or with O_TRUNC: the buffer is loaded (or cut) now."""
+        self.writable(inode)
+        if flags & os.O_TRUNC and inode.role == Role.ATTACH:
+            if inode.data is None:  # no need to load what is cut away
+                inode.data = bytearray()
+                inode.changed = ChangedBytes(inode.data)
+            self.resize(inode, 0)
+        elif inode.data is None:
+            self.load(inode)
+        if flags & os.O_TRUNC:  # POSIX: the mtime moves even if it was empty
+            if inode.role != Role.ATTACH:
+                inode.data = bytearray()
+            inode.dirty = True
+            inode.mtime_ns = inode.ctime_ns = time.time_ns()
+
+    def write(self, h: Handle, off: int, buf: bytes) -> int:
+        inode = h.inode
+        if not h.writable:
+            raise BadHandle("file not open for writing")
+        data = inode.data if inode.data is not None else self.load(inode)
+        if h.flags & os.O_APPEND:
+            off = len(data)
+        limit = self.limit(inode)
+        if h.failed or off + len(buf) > limit:
+            exc = TooBig(f"{inode.name} would exceed the {limit}-byte limit; the write was "
+                         "refused and the stored content is unchanged")
+            if not h.failed:
+                h.failed = True
+                self._abandon(inode, exc)
+            raise exc
+        old_size = len(data)
+        if off > old_size:
+            data.extend(bytes(off - old_size))
+        data[off:off + len(buf)] = buf
+        self._mark_changed(inode, min(off, old_size), off + len(buf))
+        inode.dirty = True
+        h.wrote = True
+        inode.mtime_ns = time.time_ns()
+        return len(buf)
+
+    def _abandon(self, inode: Inode, exc: ContextFSError) -> None:
+        """A write was refused midway: drop what this save wrote so far, so the stored
+        content stays as it was (nothing half-written is ever committed)."""
+        self.tree.refuse(inode, exc, None)
+        inode.dirty = False
+        if inode.role in (Role.TIER, Role.ATTACH):
+            inode.data, inode.changed = None, None
+            self.tree.invalidate(inode)
+        elif inode.role == Role.DROP:
+            inode.data = bytearray()
+            if inode.parent is not None:
+                self.tree.unlink_inode(inode)
+
+    def unload_clean(self, inode: Inode) -> None:
+        """The last close of a file with nothing left to commit: a node's tier is served
+        from the node again, and a large attachment is reloaded on demand."""
+        if not inode.dirty and (inode.role == Role.TIER or (
+                inode.role == Role.ATTACH
+                and len(inode.data or b"") > _KEEP_ATTACHMENT_BUFFER)):
+            inode.data = None
+            inode.changed = None

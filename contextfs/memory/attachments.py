@@ -1,0 +1,217 @@
+"""The attachments of nodes: their records, their bytes in 64 KiB chunks, and the secret
+scan of a partial write.
+
+`AttachmentStore` is one part of `Memory` (a mixin whose state `Memory.__init__` sets
+up): it adds, commits, updates, removes and restores attachments through the memory's
+transaction (`memory.transactions`), writes only the chunks a commit changed, and scans
+only the changed ranges for secrets when that is enough (`_secret_near`). It knows the
+nodes only by id and path.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import replace
+from typing import TYPE_CHECKING
+
+from contextfs.errors import TooBig
+from contextfs.model import Attachment, Node
+from contextfs.store.schema import CHUNK_SIZE
+
+if TYPE_CHECKING:
+    from contextfs.memory.redact import Redactor
+    from contextfs.store import Store
+
+# Bytes scanned for secrets on each side of a changed range of an attachment (see
+# `AttachmentStore._secret_near`): the longest secret an offset write is sure to be checked for.
+# 8 KiB is 30 times the longest bounded built-in pattern and the usual limit of an HTTP
+# header (so of any bearer token or JWT that was ever sent in one); each fsync of a small
+# write scans about 2 * 8 KiB more than it wrote (~0.4 ms here).
+REDACT_MARGIN = 8 * 1024
+ATTACHMENT_CHUNK = CHUNK_SIZE  # for fs.inode, which sees the store only through memory
+
+
+class AttachmentStore:
+    """Attachment records and bytes, written through the memory's transaction."""
+
+    # set by Memory.__init__
+    store: Store
+    nodes: dict[int, Node]
+    attachments: dict[int, Attachment]
+    redactor: Redactor | None
+    max_file_size: int
+    clock: Callable[[], float]
+    failsafe: str | None
+    _dirty_atts: dict[int, Attachment]
+
+    def attachment_path(self, a: Attachment) -> str:
+        parts = [a.name]
+        seen = {a.id}
+        parent = self.attachments.get(a.parent_id) if a.parent_id is not None else None
+        while parent is not None and parent.id not in seen:  # a cycle would be a bug
+            seen.add(parent.id)
+            parts.append(parent.name)
+            parent = (self.attachments.get(parent.parent_id)
+                      if parent.parent_id is not None else None)
+        n = self.nodes.get(a.node_id)
+        base = self.node_path(n) if n is not None else f"node-{a.node_id}"
+        return "/".join([base, *reversed(parts)])
+
+    # Attachments removed in this window before their node's rmdir are part of `rm -r`
+    # and come back when the node is restored.
+    RESTORE_WINDOW = 120.0
+
+    def _restore_attachments(self, n: Node, deleted_at: float | None) -> None:
+        if deleted_at is None:
+            return
+        for a in self.attachments.values():
+            if (
+                a.node_id == n.id
+                and a.deleted_at is not None
+                and deleted_at - self.RESTORE_WINDOW <= a.deleted_at <= deleted_at
+            ):
+                self._touch_att(a)
+                a.deleted_at = None
+                self.store.update_attachment(a)
+
+    def node_attachments(self, n: Node) -> list[Attachment]:
+        """What a node directory shows: live attachments, or for a deleted node those that
+        went with it (removed within RESTORE_WINDOW before the node)."""
+        if n.deleted_at is None:
+            return [a for a in self.attachments.values()
+                    if a.node_id == n.id and a.deleted_at is None]
+        lo = n.deleted_at - self.RESTORE_WINDOW
+        return [a for a in self.attachments.values()
+                if a.node_id == n.id and a.deleted_at is not None
+                and lo <= a.deleted_at <= n.deleted_at]
+
+    def add_attachment(self, node: Node, parent_id: int | None, name: str, kind: str,
+                       mode: int, *, target: bytes | None = None,
+                       data: bytes | None = None) -> Attachment:
+        a = Attachment(self.store.new_id(), node.id, parent_id, name, kind, mode & 0o7777,
+                       self.clock(), target)
+        if kind == "file" and data is None:
+            data = b""
+        with self.transaction():
+            if not node.persisted:
+                self._store_node(node)
+            self.store.insert_attachment(a, data)
+            a.size = len(data or b"")
+            self.attachments[a.id] = a
+            self._tx.new_atts.append(a.id)
+            self._tx.atts[a.id] = (a, replace(a))
+        return a
+
+    def commit_attachment(self, a: Attachment, data: bytes | bytearray, mtime: float,
+                          path: str = "", changed: list[tuple[int, int]] | None = None
+                          ) -> bytes | None:
+        """Store `data` as the new content of file attachment a, secrets redacted.
+
+        `changed` lists the byte ranges [lo, hi) of data that may differ from what is
+        stored (an empty range marks where the file was cut short); only the chunks they
+        touch are written, and only they (widened, see `_secret_near`) are scanned for
+        secrets. None means anything may have changed: every chunk is written and the
+        whole file is scanned. Returns the stored content when redaction changed it (the
+        caller must show that instead), else None. Never copies data as a whole unless a
+        secret was found.
+        """
+        size = len(data)
+        if size > self.max_file_size:
+            raise TooBig(f"attachments are limited to {self.max_file_size} bytes")
+        path = path or a.name
+        with memoryview(data) as view:
+            if changed is None:
+                chunks = set(range(-(-size // CHUNK_SIZE)))
+                scan_all = True
+            else:
+                chunks = {i for lo, hi in changed
+                          for i in range(lo // CHUNK_SIZE, max(lo, hi - 1) // CHUNK_SIZE + 1)}
+                scan_all = self._secret_near(view, changed)
+            redacted: bytes | None = None
+            if scan_all and self.redactor is not None:
+                out, found = self.redactor.redact_bytes(bytes(view))
+                if found:
+                    self._log_found(path, found)
+                    # a marker is not as long as the secret: every later byte moves
+                    first = min(r.start for r in found)
+                    chunks.update(range(first // CHUNK_SIZE, -(-len(out) // CHUNK_SIZE)))
+                    redacted = out
+            stored = view if redacted is None else redacted
+            with self.transaction():
+                self.store.write_attachment_chunks(a.id, stored, sorted(chunks), mtime)
+                self._touch_att(a)
+                a.mtime, a.size = mtime, len(stored)
+        return redacted
+
+    def _secret_near(self, view: memoryview, changed: list[tuple[int, int]]) -> bool:
+        """Does the redactor report anything in the changed ranges, each widened by
+        REDACT_MARGIN bytes on both sides?
+
+        Why this is enough: what is stored is already clean (every commit redacts), so
+        a new secret must overlap a changed byte, or have one in the context a detector
+        looks at (the byte before or after it; the blanks after a `password:` value). A
+        secret of up to REDACT_MARGIN bytes that does so lies wholly inside its window.
+        The longest bounded built-in pattern is a GitHub token (262 bytes). A PEM private
+        key may be longer (its body is allowed 64 KiB), but its BEGIN line alone is
+        already reported and a new key has a new BEGIN line, so its window reports.
+        Open-ended tokens (JWT, `sk-…`, bearer) longer than the margin are found when
+        their start lies within the margin of the change. For the built-in detectors a
+        window edge can only add a report (a lookbehind or lookahead that sees no byte
+        there, a `$`, a token cut short), not hide one that fits, and an added report
+        only costs a full scan. Windows are cut at UTF-8 character boundaries, so a
+        window decodes as UTF-8 whenever the whole file does. User patterns from
+        config.yaml are assumed to match less than REDACT_MARGIN bytes; a pattern added
+        later applies to bytes written after it, and to stored bytes near a change.
+        """
+        if self.redactor is None:
+            return False
+        size = len(view)
+        windows: list[tuple[int, int]] = []
+        for lo, hi in sorted(changed):
+            lo, hi = min(lo, size), min(max(lo, hi), size)
+            lo = _char_start(view, max(0, lo - REDACT_MARGIN), -1)
+            hi = _char_start(view, min(size, hi + REDACT_MARGIN), 1)
+            if windows and lo <= windows[-1][1]:
+                windows[-1] = (windows[-1][0], max(hi, windows[-1][1]))
+            else:
+                windows.append((lo, hi))
+        return any(self.redactor.redact_bytes(bytes(view[lo:hi]))[1] for lo, hi in windows
+                   if lo < hi)
+
+    def update_attachment(self, a: Attachment) -> None:
+        """Store a's record, which the caller has changed already (a rollback reloads it
+        from the store, unless this transaction kept a copy of it first)."""
+        with self.transaction():
+            tx = self._tx
+            if a.id not in tx.atts:
+                tx.atts[a.id] = (a, None)
+            self.store.update_attachment(a)
+
+    def touch_attachment(self, a: Attachment) -> None:
+        """A folder's mtime moved: stored with the next transaction (or at unmount), so a
+        create in a folder costs one transaction, not two."""
+        self._dirty_atts[a.id] = a
+
+    def flush_touched(self) -> None:
+        if self._dirty_atts and not self.failsafe:
+            with self.transaction():
+                pass  # the folder mtimes are written with every commit
+
+    def remove_attachment(self, a: Attachment) -> None:
+        """Unlink/rmdir: soft until the retention purge, so `rm -r` of a node can be undone."""
+        with self.transaction():
+            self._touch_att(a)
+            a.deleted_at = self.clock()
+            self.store.update_attachment(a)
+
+    def attachment_data(self, a: Attachment) -> bytearray:
+        return self.store.attachment_data(a.id)
+
+
+def _char_start(data: memoryview, i: int, step: int) -> int:
+    """i, moved by `step` (-1: back, 1: on) past UTF-8 continuation bytes (at most
+    three), so that a window cut at i splits no character."""
+    for _ in range(3):
+        if 0 < i < len(data) and 0x80 <= data[i] < 0xC0:
+            i += step
+    return i

@@ -1,0 +1,204 @@
+"""Routing: a file dropped into a type directory, or a candidate extracted from a
+conversation, becomes memory by its type's mode.
+
+`Routing` is one part of `Memory` (a mixin whose state `Memory.__init__` sets up): it
+finds the node a document goes to (its key fields from front matter, the file name, the
+date or the first words; a similar topic node where the mode matches them), merges it
+with the type's write strategy (`memory.strategies`) and saves it as a new version; and
+it keeps dropped files fsync()ed before a crash (pending drops) to route them at the
+next start. Nodes are saved through `memory.service`.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import logging
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from contextfs.ctxtypes import ContextType
+from contextfs.errors import ContextFSError, InvalidInput, TooBig
+from contextfs.memory.document import (
+    Document,
+    body_items,
+    decode_text,
+    normalize_item,
+    parse_document,
+    render_document,
+)
+from contextfs.memory.strategies import strategy_for
+from contextfs.model import Node
+
+if TYPE_CHECKING:
+    from contextfs.memory.service import LiveNodes, Refusal
+    from contextfs.store import Store
+
+log = logging.getLogger("contextfs.memory.service")  # the name these lines always had
+
+
+def _slug_stem(filename: str) -> str:
+    stem = filename
+    for ext in (".markdown", ".md", ".txt", ".yaml", ".yml"):
+        if stem.lower().endswith(ext):
+            stem = stem[: -len(ext)]
+            break
+    return stem
+
+
+def _tokens(text: str) -> set[str]:
+    return set(normalize_item(text).split())
+
+
+@dataclass(frozen=True, slots=True)
+class RouteResult:
+    """What routing did: the node, whether it was made or changed, and how many items
+    were folded as duplicates."""
+
+    node: Node
+    created: bool
+    changed: bool
+    folded: int
+
+
+class Routing:
+    """Dropped files and extracted documents routed into nodes by their type's mode."""
+
+    # set by Memory.__init__
+    store: Store
+    nodes: dict[int, Node]
+    live: LiveNodes
+    max_tier_size: int
+    clock: Callable[[], float]
+
+    # ---- routed writes (SPEC §5, first bullet) ------------------------------------------
+
+    def route(self, owner: tuple[str, str], ctype: ContextType, filename: str,
+              data: bytes) -> RouteResult:
+        """A file written into a type directory becomes memory by the type's mode."""
+        if len(data) > self.max_tier_size:
+            raise TooBig(f"a memory file is limited to {self.max_tier_size} bytes")
+        text = decode_text(data, filename)
+        with self.transaction():  # the redaction is logged only if the write is stored
+            text = self.redact(text, self._owner_path(owner, ctype, filename))
+            doc = parse_document(text)
+            return self.route_document(owner, ctype, doc, filename, source=filename)
+
+    def route_document(self, owner: tuple[str, str], ctype: ContextType, doc: Document,
+                       filename: str = "", *, source: str = "") -> RouteResult:
+        """Route fields + body (a dropped file, or an extracted candidate) by the type's
+        mode (its entry in `strategies.STRATEGIES`). `filename` may give a key; `source`
+        is recorded as provenance."""
+        self.check_writable()
+        strategy = strategy_for(ctype)
+        fields = ctype.coerce_fields(doc.fields, where="front matter") if doc.fields else {}
+        incoming = Document(fields, doc.body)
+        stem = _slug_stem(filename)
+        reason = f"route:{source or filename}"
+        if ctype.singleton:
+            target = self.live_node(owner, ctype, "")
+            return self._route_into(owner, ctype, "", target, incoming, reason)
+        explicit = all(k in fields for k in ctype.key_fields)
+        values = dict(fields)
+        for k in ctype.key_fields:
+            if k in values:
+                continue
+            f = ctype.field(k)
+            if f is not None and f.type == "date":
+                values[k] = dt.datetime.fromtimestamp(self.clock(), dt.UTC).date().isoformat()
+            elif stem and not stem.startswith("."):
+                values[k] = stem
+                stem = ""
+            else:
+                words = " ".join(doc.body.split()[:6])
+                if not words:
+                    raise InvalidInput(f"missing key field {k!r} for {ctype.name}")
+                values[k] = words
+        fields = {**fields, **{k: v for k, v in values.items() if k in ctype.key_fields}}
+        fields = ctype.coerce_fields(fields, where="front matter")
+        incoming = Document(fields, doc.body)
+        name = ctype.node_name(values)
+        if strategy.new_node_each_write:
+            base, i = name, 2
+            while self.live_node(owner, ctype, name) is not None:
+                name = f"{base}-{i}"
+                i += 1
+            return self._route_into(owner, ctype, name, None, incoming, reason)
+        target = self.live_node(owner, ctype, name)
+        if target is None and strategy.match_similar and not explicit:
+            target = self._similar_node(owner, ctype, doc.body)
+            if target is not None:
+                name = target.name
+                incoming = Document(
+                    {k: v for k, v in fields.items() if k not in ctype.key_fields}, doc.body
+                )
+        return self._route_into(owner, ctype, name, target, incoming, reason)
+
+    def _similar_node(self, owner: tuple[str, str], ctype: ContextType, body: str) -> Node | None:
+        """The topic node whose items share most words with body, if close enough."""
+        new = _tokens(body)
+        if len(new) < 3:
+            return None
+        best, best_score = None, 0.0
+        for nid in self.live.values():
+            n = self.nodes[nid]
+            if n.type != ctype.name or n.owner != owner:
+                continue
+            for item in body_items(parse_document(n.l2).body):
+                old = _tokens(item)
+                if not old:
+                    continue
+                score = len(new & old) / len(new | old)
+                if score > best_score:
+                    best, best_score = n, score
+        return best if best_score >= 0.5 else None
+
+    def _route_into(self, owner: tuple[str, str], ctype: ContextType, name: str,
+                    target: Node | None, incoming: Document, reason: str) -> RouteResult:
+        strategy = strategy_for(ctype)
+        if target is None:
+            merged, folded = strategy.start(ctype, incoming)
+        else:
+            merged, folded = strategy.combine(ctype, parse_document(target.l2), incoming)
+        missing = ctype.missing_required(merged.fields)
+        if missing:
+            raise InvalidInput(f"{ctype.name} needs field(s): " + ", ".join(missing))
+        text = render_document(ctype, merged)
+        created = target is None
+        n = self._new_node(owner, ctype, name) if created else target
+        source = reason.removeprefix("route:")
+        with self.transaction():
+            if source not in n.sources and len(n.sources) < 100:
+                self.add_source(n, source)  # provenance, stored with this version
+            changed = self.save_l2(n, text, reason)  # a new node: inserted with version 1
+            if created:
+                self._add_node(n)
+                self._set_live((owner[0], owner[1], ctype.name, name), n.id)
+        return RouteResult(n, created, changed, folded)
+
+    # ---- drops --------------------------------------------------------------------------
+
+    def persist_drop(self, drop_id: int, owner: tuple[str, str], ctype: ContextType,
+                     filename: str, data: bytes) -> None:
+        with self.transaction():
+            data = self.redact_bytes(data, self._owner_path(owner, ctype, filename))
+            self.store.add_pending_drop(drop_id, owner, ctype.name, filename, data)
+
+    def forget_drop(self, drop_id: int) -> None:
+        with self.transaction():
+            self.store.remove_pending_drop(drop_id)
+
+    def recover_drops(self) -> list[tuple[str, RouteResult | Refusal]]:
+        """Route files that were fsync()ed into a type directory before a crash."""
+        done: list[tuple[str, RouteResult | Refusal]] = []
+        for drop_id, kind, oid, tname, filename, data in self.store.pending_drops():
+            path = f"{kind}/{oid}/{tname}/{filename}"
+            try:
+                ctype = self.type_named(tname)
+                res: RouteResult | Refusal = self.route((kind, oid), ctype, filename, data)
+            except ContextFSError as exc:
+                res = self.refuse(path, exc, data)
+            self.forget_drop(drop_id)
+            done.append((path, res))
+            log.info("recovered pending drop %s", path)
+        return done

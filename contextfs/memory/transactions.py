@@ -1,0 +1,234 @@
+"""The memory's transaction boundary, its journal and its change feed.
+
+`Transactions` is one part of `Memory` (a mixin whose state `Memory.__init__` sets up):
+`transaction()` is the only store transaction boundary. Inside it, every change to the
+in-memory mirrors (nodes, the live map, owners, attachments) is journaled through
+`_touch`, `_touch_att`, `_add_node` and `_set_live`, so a rollback puts memory back as it
+was; a commit tells the subscribers what changed (`subscribe`). A database fault turns
+the mount read-only (`failsafe`). What a change means is decided by the other parts of
+`Memory` (`memory.service`, `memory.attachments`, `memory.routing`).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass, field, fields, replace
+from typing import TYPE_CHECKING
+
+import duckdb
+
+from contextfs.errors import InvalidInput, StoreDamaged
+from contextfs.model import Attachment, Change, Node
+
+if TYPE_CHECKING:
+    from contextfs.memory.service import LiveNodes
+    from contextfs.store import Store
+
+log = logging.getLogger("contextfs.memory.service")  # the name these lines always had
+
+# Restored on rollback: every field but `indexed_version`, which the indexer moves
+# outside transactions.
+_RESTORED_NODE_FIELDS = tuple(f.name for f in fields(Node) if f.name != "indexed_version")
+_ATTACHMENT_FIELDS = tuple(f.name for f in fields(Attachment))
+
+
+@dataclass(slots=True)
+class Journal:
+    """What the open outermost transaction changed in memory: enough to undo it on
+    rollback and to tell subscribers what committed."""
+
+    generation: int  # the store generation before it
+    redactions: int  # len(pending_redactions) before it
+    nodes: dict[int, tuple[Node, Node]] = field(default_factory=dict)  # id: (node, copy)
+    new_nodes: list[int] = field(default_factory=list)  # added to Memory.nodes
+    live: dict[tuple[str, str, str, str], int | None] = field(default_factory=dict)
+    owners: list[tuple[str, str]] = field(default_factory=list)
+    # id: (attachment, copy before its first change, or None: reload from the store)
+    atts: dict[int, tuple[Attachment, Attachment | None]] = field(default_factory=dict)
+    new_atts: list[int] = field(default_factory=list)
+    stored: dict[int, int] = field(default_factory=dict)  # node id: generation of its row
+    other: list[Change] = field(default_factory=list)  # inbox items, sessions
+
+
+class Transactions:
+    """The transaction boundary, the journal that undoes a rollback, and the change feed."""
+
+    # set by Memory.__init__
+    store: Store
+    nodes: dict[int, Node]
+    live: LiveNodes
+    owners: set[tuple[str, str]]
+    attachments: dict[int, Attachment]
+    generation: int
+    failsafe: str | None
+    pending_redactions: list[tuple[float, str, str, int]]
+    _tx: Journal | None
+    _subscribers: list[Callable[[Sequence[Change]], None]]
+    _dirty_atts: dict[int, Attachment]
+
+    @contextlib.contextmanager
+    def transaction(self) -> Iterator[None]:
+        """One store transaction around any number of changes; the only transaction boundary.
+
+        Nested uses join the outermost one. Every change to the in-memory mirrors made
+        inside it (nodes, the live map, owners, attachments) is journaled: when the
+        outermost rolls back — an exception from anywhere inside the `with`, the caller's
+        own code included — memory is put back as it was, and nothing is published. When
+        it commits, pending redaction-log rows and folder mtimes are written with it, and
+        subscribers get what committed (`subscribe`). A database fault turns the mount
+        read-only.
+        """
+        if self.failsafe:
+            raise StoreDamaged(f"the mount is read-only: {self.failsafe}")
+        if self._tx is not None:
+            with self._store_errors():
+                yield
+            return
+        tx = Journal(self.generation, len(self.pending_redactions))
+        self._tx = tx
+        try:
+            with self._store_errors(), self.store.atomic():
+                yield
+                # the log never names a change that was not stored, nor misses one that was
+                for row in self.pending_redactions:
+                    self.store.add_redaction(*row)
+                for a in self._dirty_atts.values():
+                    self.store.update_attachment(a)
+        except BaseException:
+            self._tx = None
+            self._undo(tx)
+            raise
+        self._tx = None
+        self.pending_redactions.clear()
+        self._dirty_atts.clear()
+        self._publish(self._changes(tx))
+
+    @contextlib.contextmanager
+    def _store_errors(self) -> Iterator[None]:
+        """DuckDB errors as the project's: a refused value is EINVAL, anything else a
+        fault that turns the mount read-only."""
+        try:
+            yield
+        except (duckdb.InvalidInputException, duckdb.ConversionException) as exc:
+            raise InvalidInput(f"the store refused a value: {exc}") from exc
+        except duckdb.Error as exc:
+            self.failsafe = f"store error: {exc}"
+            log.error("store write failed, switching to read-only: %s", exc)
+            raise StoreDamaged(f"the store failed a write and is now read-only: {exc}") from exc
+
+    # ---- the journal: undo on rollback, changes on commit ---------------------------------
+
+    def _touch(self, n: Node) -> None:
+        """Before n's first change in a transaction: keep a copy to restore on rollback."""
+        tx = self._tx
+        if tx is not None and n.id not in tx.nodes:
+            tx.nodes[n.id] = (n, replace(n, sources=list(n.sources), tags=list(n.tags),
+                                         history=list(n.history)))
+
+    def _touch_att(self, a: Attachment) -> None:
+        tx = self._tx
+        if tx is not None and a.id not in tx.atts:
+            tx.atts[a.id] = (a, replace(a))
+
+    def _add_node(self, n: Node) -> None:
+        if self._tx is not None and n.id not in self.nodes:
+            self._tx.new_nodes.append(n.id)
+        self.nodes[n.id] = n
+
+    def _set_live(self, key: tuple[str, str, str, str], nid: int | None) -> None:
+        """live[key] = nid (None: remove the key), journaled."""
+        tx = self._tx
+        if tx is not None and key not in tx.live:
+            tx.live[key] = self.live.get(key)
+        if nid is None:
+            self.live.pop(key, None)
+        else:
+            self.live[key] = nid
+
+    def _undo(self, tx: Journal) -> None:
+        """The outermost transaction rolled back: memory as it was before it began."""
+        for key in tx.live:
+            self.live.pop(key, None)
+        for key, nid in tx.live.items():
+            if nid is not None:
+                self.live[key] = nid
+        for nid in tx.new_nodes:
+            self.nodes.pop(nid, None)
+        for n, before in tx.nodes.values():
+            for name in _RESTORED_NODE_FIELDS:
+                setattr(n, name, getattr(before, name))
+        for aid in tx.new_atts:
+            self.attachments.pop(aid, None)
+        for a, before in tx.atts.values():
+            if before is None:  # changed by the caller before update_attachment: reload
+                try:
+                    before = self.store.attachment(a.id)
+                except duckdb.Error as exc:
+                    log.error("cannot reload attachment %d after a rollback: %s", a.id, exc)
+                    continue
+                if before is None:
+                    continue
+            for name in _ATTACHMENT_FIELDS:
+                setattr(a, name, getattr(before, name))
+        for owner in tx.owners:
+            self.owners.discard(owner)
+        del self.pending_redactions[tx.redactions:]
+        self.generation = tx.generation
+
+    def _changes(self, tx: Journal) -> tuple[Change, ...]:
+        """What the committed transaction changed, for subscribers."""
+        out: list[Change] = []
+        gen = self.generation
+        for owner in tx.owners:
+            out.append(Change("owner", "created", f"{owner[0]}/{owner[1]}", gen))
+        for nid, ngen in tx.stored.items():
+            n, before = tx.nodes[nid]
+            path = self.node_path(n)
+            old_path = None
+            if not before.persisted:
+                op = "created"
+            elif not self.is_live(n):
+                op = "deleted" if self.is_live(before) else "updated"
+            else:
+                old_path = self.node_path(before)
+                op = "moved" if old_path != path or not self.is_live(before) else "updated"
+                if op == "updated":
+                    old_path = None
+            out.append(Change("node", op, path, ngen, node_id=nid, old_path=old_path))
+        for aid, (a, before) in tx.atts.items():
+            if aid in tx.new_atts:
+                op = "created"
+            elif a.deleted_at is not None and (before is None or before.deleted_at is None):
+                op = "deleted"
+            elif before is not None and (before.node_id, before.parent_id, before.name) != (
+                    a.node_id, a.parent_id, a.name):
+                op = "moved"
+            else:
+                op = "updated"
+            out.append(Change("attachment", op, self.attachment_path(a), gen,
+                              node_id=a.node_id, id=aid))
+        out += [replace(c, generation=gen) for c in tx.other]
+        return tuple(out)
+
+    def subscribe(self, callback: Callable[[Sequence[Change]], None]) -> Callable[[], None]:
+        """Call callback(changes) after every outermost transaction that committed a
+        change (never for a rollback), in the thread that wrote. A callback that raises
+        is logged; the write stands. Returns a function that unsubscribes."""
+        self._subscribers.append(callback)
+
+        def unsubscribe() -> None:
+            with contextlib.suppress(ValueError):
+                self._subscribers.remove(callback)
+
+        return unsubscribe
+
+    def _publish(self, changes: tuple[Change, ...]) -> None:
+        if not changes:
+            return
+        for callback in list(self._subscribers):
+            try:
+                callback(changes)
+            except Exception:  # noqa: BLE001 - a subscriber must not fail a committed write
+                log.exception("a change subscriber failed")
