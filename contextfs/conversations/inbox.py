@@ -31,12 +31,14 @@ from contextfs.conversations.extract import (
     Candidate,
     Extractor,
     RuleExtractor,
+    attribute_speakers,
+    owner_speaker,
     validate_candidate,
 )
 from contextfs.conversations.transcript import Transcript, Turn, parse_transcript, render_turns
 from contextfs.errors import ContextFSError, Exists, InvalidInput
 from contextfs.memory.background import Service
-from contextfs.memory.document import Document, decode_text
+from contextfs.memory.document import Document, decode_text, parse_document
 from contextfs.memory.redact import secret_filename_reason
 from contextfs.memory.service import Memory
 from contextfs.memory.summarize import summarize
@@ -71,6 +73,15 @@ class Session:
     summary: str = ""  # compacted earlier turns
     extracting: bool = False
     touched: list[str] = field(default_factory=list)  # node paths extraction changed
+
+
+def _profile_name(l2: str) -> str | None:
+    """The `name` field of the owner's profile, if it has one."""
+    try:
+        name = parse_document(l2).fields.get("name")
+    except ContextFSError:
+        return None
+    return str(name) if name else None
 
 
 def _suffix(name: str) -> str:
@@ -145,9 +156,11 @@ class Intake:
     def pending(self) -> list[InboxItem]:
         return [i for i in self.items.values() if i.state == "pending"]
 
-    def analyse(self, text: str, filename: str, owner_kind: str,
-                today: str) -> tuple[Transcript, list[Candidate], str]:
-        """Worker thread: parse and extract (the LLM may take seconds)."""
+    def analyse(self, text: str, filename: str, owner_kind: str, today: str,
+                owner: tuple[str, str] | None = None,
+                ) -> tuple[Transcript, list[Candidate], str]:
+        """Worker thread: parse and extract (the LLM may take seconds); facts other named
+        speakers say about themselves land on their entity, not on the owner."""
         transcript = parse_transcript(text, filename)
         # sessions are archived by ContextFS itself, never extracted
         types = {k: t for k, t in self.memory.types.items() if k != "session"}
@@ -162,6 +175,11 @@ class Intake:
             candidates = self.rules.extract(transcript.turns, types,
                                             owner_kind=owner_kind, today=today)
             how = f"rules (the LLM failed: {exc})"
+        profile = self.memory.types.get("profile")
+        me = self.memory.live_node(owner, profile, "") if profile and owner else None
+        owner_name = _profile_name(me.l2) if me is not None else None
+        candidates = attribute_speakers(
+            candidates, transcript.turns, owner_speaker(transcript.turns, owner_name))
         return transcript, candidates, how
 
     def finish_item(self, item: InboxItem, transcript: Transcript,
@@ -405,7 +423,7 @@ class IntakeService(Service):
                 return True
             today = dt.datetime.fromtimestamp(item.created, dt.UTC).date().isoformat()
             transcript, candidates, how = await trio.to_thread.run_sync(
-                intake.analyse, text, item.filename, item.owner[0], today)
+                intake.analyse, text, item.filename, item.owner[0], today, item.owner)
             intake.finish_item(item, transcript, candidates, how)
             self._changed()
             return True
@@ -429,7 +447,7 @@ class IntakeService(Service):
                 intake.analyse, "\n".join(json.dumps(
                     {"role": t.role, "content": t.content, "id": t.ref,
                      **({"timestamp": t.timestamp} if t.timestamp else {})})
-                    for t in new), "session.jsonl", s.owner[0], today)
+                    for t in new), "session.jsonl", s.owner[0], today, s.owner)
             changed = intake.extract_session(s, candidates, len(turns))
         finally:
             s.extracting = False

@@ -3,6 +3,8 @@ session archives split into passages by turn (issue: context that holds the evid
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
 from contextfs.conversations import episodes
@@ -91,3 +93,26 @@ def test_an_archive_splits_into_turn_passages_with_speaker_date_and_id():
                  version=1, l0="", l1="", l2="Green tea, no sugar.", l0_pinned=False,
                  l1_pinned=False, content_hash="")
     assert [p.text for p in node_passages(other)] == ["Green tea, no sugar."]
+
+
+def test_facts_land_on_their_speaker(memory):
+    """Between two named people, the owner is the first speaker (or the one named like the
+    owner's profile); what the other says about themself goes to their entity node."""
+    from contextfs.conversations.inbox import Intake
+
+    lines = [
+        {"role": "user", "name": "Efua", "content": "I live in Leeds now.", "id": "S1:1"},
+        {"role": "user", "name": "Theo", "content": "I work as a teacher at Hillside School.",
+         "id": "S1:2"},
+        {"role": "user", "name": "Theo", "content": "I love trail running.", "id": "S1:3"},
+    ]
+    text = "\n".join(json.dumps({**x, "timestamp": "2023-03-14T18:05:00"}) for x in lines)
+    _t, cands, _how = Intake(memory).analyse(text, "s1.jsonl", "user", "2026-12-01",
+                                             ("user", "default"))
+    got = [(c.type, c.fields) for c in cands]
+    assert ("profile", {"location": "Leeds"}) in got
+    assert not any(t == "profile" and "role" in f for t, f in got), got
+    theo = [f for t, f in got if t == "entity" and f.get("name") == "Theo"]
+    assert {"role": "teacher"}.items() <= theo[0]["attributes"].items(), theo
+    assert any(f["attributes"].get("trail running") == "loves" for f in theo), theo
+    assert not any(t == "preference" for t, _f in got), got
