@@ -11,6 +11,7 @@ indexer under its lock.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
@@ -126,6 +127,8 @@ class Searcher:
         self.indexer = indexer
         self._archives: dict[tuple[str, str, str], Node] = {}  # (kind, owner, source)
         self._archives_at = -1  # the store generation the table reflects
+        self._entity_table: dict[str, list[Node]] = {}
+        self._entities_at = -1
 
     def _scoped_labels(self, scope: str) -> list[int] | None:
         """The vector labels of a scope under one owner, when few enough to compare them
@@ -234,6 +237,7 @@ class Searcher:
             ph = PassageHit(hit.node, hit.path, p, round(score, 6))
             hit.passages.append(ph)
             passages.append(ph)
+        self._add_named_entities(question, passages, by_node, allowed)
         self._add_linked_turns(passages, by_node, allowed)
         passages.sort(key=lambda ph: (-ph.score, text_rank.get(ph.node.id, far), -ph.node.id))
         hits = list(by_node.values())[: opts.k]
@@ -263,13 +267,54 @@ class Searcher:
                     if p is None or (archive.id, p.index) in have:
                         continue
                     have.add((archive.id, p.index))
-                    path = self.memory.node_path(archive)
-                    linked = PassageHit(archive, path, p, round(ph.score * LINK_SHARE, 6))
-                    extra.append(linked)
+                    score = round(ph.score * LINK_SHARE, 6)
                     hit = by_node.get(archive.id)
-                    if hit is not None:
-                        hit.passages.append(linked)
+                    if hit is None:  # a session only the memory led to: a hit of its own
+                        hit = by_node[archive.id] = Hit(archive, self.memory.node_path(archive),
+                                                        score, [], archive.l0.strip()[:300])
+                    linked = PassageHit(archive, hit.path, p, score)
+                    extra.append(linked)
+                    hit.passages.append(linked)
         passages.extend(extra)
+
+    def _add_named_entities(self, question: str, passages: list[PassageHit],
+                            by_node: dict[int, Hit],
+                            allowed: Callable[[Node | None], bool]) -> None:
+        """An entity named in the question is a hub: its node joins the hits and its
+        passage the candidates (at the best passage's score), so the turns it was gathered
+        from follow (`_add_linked_turns`), from every session that spoke of it."""
+        asked = question.lower()
+        words = set(re.findall(r"[\w'’-]+", asked))
+        top = max((ph.score for ph in passages), default=1.0 / (RRF_K + 1))
+        have = {ph.node.id for ph in passages}
+        for name, nodes in self._entities().items():
+            if not (name in words if " " not in name else name in asked):
+                continue
+            for n in nodes:
+                if n.id in have or not allowed(n):
+                    continue
+                ps = node_passages(n)
+                if not ps:
+                    continue
+                hit = by_node.get(n.id)
+                if hit is None:
+                    hit = by_node[n.id] = Hit(n, self.memory.node_path(n), round(top, 6),
+                                              [], n.l0.strip()[:300])
+                ph = PassageHit(n, hit.path, ps[0], round(top, 6))
+                hit.passages.append(ph)
+                passages.append(ph)
+                have.add(n.id)
+
+    def _entities(self) -> dict[str, list[Node]]:
+        """Live entity nodes by lowercased name (the node name with spaces, e.g. "max")."""
+        generation = self.memory.generation
+        if self._entities_at != generation:
+            table: dict[str, list[Node]] = {}
+            for n in self.memory.node_list():
+                if n.type == "entity" and self.memory.is_live(n) and len(n.name) >= 3:
+                    table.setdefault(n.name.replace("-", " ").lower(), []).append(n)
+            self._entity_table, self._entities_at = table, generation
+        return self._entity_table
 
     def _archive(self, kind: str, owner: str, source: str) -> Node | None:
         """The session archive made from an inbox file or session (`inbox:<file>`)."""

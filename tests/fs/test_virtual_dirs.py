@@ -209,3 +209,37 @@ async def test_session_context_uses_search_when_there_is_one(searching: Mount) -
     assert fi.direct_io, "generated per open: never from the page cache"
     await fs.ops.release(fi.fh)
     assert isinstance(fi, pyfuse3.FileInfo)
+
+
+async def test_conversations_answer_with_turns_and_entity_hubs(searching: Mount,
+                                                               memory: Memory) -> None:
+    """Transcripts in the inbox are searched turn by turn: `_context.md` shows the matched
+    turns with their ids and the conversation's date; an entity named in the question is a
+    hub that brings the turns it was gathered from, in every session that spoke of it."""
+    fs = searching.fs
+    sessions = {
+        "s1.jsonl": ("2023-03-14T18:05:00", ["We spent the morning repainting the fence.",
+                                             "My sister's dog Biscuit chewed the sofa.",
+                                             "The weather was grim all weekend."]),
+        "s2.jsonl": ("2023-05-02T09:00:00", ["Work has been hectic with the audit.",
+                                             "We looked after my sister's dog Biscuit again.",
+                                             "The lunch place by the office closed."]),
+    }
+    for name, (when, texts) in sessions.items():
+        lines = [json.dumps({"role": "user", "name": "Ana", "content": t, "timestamp": when,
+                             "id": f"{name[:2].upper()}:{i + 1}"}) for i, t in enumerate(texts)]
+        await fs.write(f".inbox/{name}", "\n".join(lines).encode())
+        assert await searching.service.step() is True
+    hub = memory.live_node(("user", "default"), memory.types["entity"], "biscuit")
+    assert hub is not None and len(hub.sources) == 2, "one entity gathered over two sessions"
+    await fs.mkdir("user/default/preferences/sync")  # an fsync is an index barrier
+    await fs.write("user/default/preferences/sync/L2.md", b"Nothing.", fsync=True)
+    q = ".query/@budget=300/how is Biscuit doing"
+    text = await fs.text(f"{q}/_context.md")
+    assert "user/default/sessions/2023-03-14-s1 · 14 March 2023" in text, text
+    assert "- [S1:2] Ana: My sister's dog Biscuit chewed the sofa." in text
+    assert "- [S2:2] Ana: We looked after my sister's dog Biscuit again." in text
+    hits = json.loads(await fs.text(f"{q}/_results.json"))["hits"]
+    assert "user/default/entities/biscuit" in [h["path"] for h in hits]
+    turns = {t for h in hits for p in h["passages"] for t in p.get("turns", [])}
+    assert {"S1:2", "S2:2"} <= turns
