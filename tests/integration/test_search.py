@@ -71,6 +71,7 @@ def corpus(tmp_path_factory) -> Mount:
     for t in TARGETS:
         write_node(root, t.path, t.text + "\n")
     write_node(root, "user/alice/preferences/last", "The last note.\n", fsync=True)
+    wait_indexed(m)  # fsync waits for BM25 only; these tests measure both sides
     yield m
     if m.proc is not None:
         m.stop()
