@@ -55,9 +55,15 @@ def open_memory(cfg: Config, types: dict[str, ContextType]) -> Memory:
     cfg.data_dir.mkdir(parents=True, exist_ok=True)
     redactor = Redactor(cfg.redact_patterns)  # bad user patterns refuse the mount
     store = Store(cfg.db_path)
-    memory = Memory(store, types, data_dir=cfg.data_dir, max_file_size=cfg.max_file_size,
-                    max_tier_size=cfg.max_tier_size, redactor=redactor,
-                    default_owner=cfg.default_owner)
+    memory = Memory(
+        store,
+        types,
+        data_dir=cfg.data_dir,
+        max_file_size=cfg.max_file_size,
+        max_tier_size=cfg.max_tier_size,
+        redactor=redactor,
+        default_owner=cfg.default_owner,
+    )
     problems = check_store(store)
     if problems:
         memory.failsafe = f"fsck found {len(problems)} problem(s): {problems[0]}"
@@ -74,8 +80,9 @@ def open_memory(cfg: Config, types: dict[str, ContextType]) -> Memory:
 def extractor(cfg: Config) -> Extractor:
     """An LLM extracts when an endpoint is configured; rules otherwise (offline)."""
     if cfg.llm_base_url and cfg.llm_model:
-        return LLMExtractor(base_url=cfg.llm_base_url, model=cfg.llm_model,
-                            api_key_env=cfg.llm_api_key_env)
+        return LLMExtractor(
+            base_url=cfg.llm_base_url, model=cfg.llm_model, api_key_env=cfg.llm_api_key_env
+        )
     return RuleExtractor()
 
 
@@ -83,8 +90,9 @@ def embedder_factory(cfg: Config) -> Callable[[], Embedder]:
     """The embedder the configuration asks for, built lazily (the local model takes
     5-13 s to import: the mount is usable before it is ready)."""
     if cfg.embedder == "openai":
-        return lambda: OpenAIEmbedder(base_url=cfg.embed_base_url, model=cfg.embed_model,
-                                      api_key_env=cfg.embed_api_key_env)
+        return lambda: OpenAIEmbedder(
+            base_url=cfg.embed_base_url, model=cfg.embed_model, api_key_env=cfg.embed_api_key_env
+        )
     return lambda: LocalEmbedder(threads=cfg.embed_threads)
 
 
@@ -92,9 +100,16 @@ def _ts(t: float) -> str:
     return dt.datetime.fromtimestamp(t, dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
-def render_status(memory: Memory, cfg: Config, mountpoint: Path, started: float,
-                  indexer: Indexer | None = None, intake: Intake | None = None,
-                  dir_cache: str = "", unsettled: Callable[[], int] | None = None) -> str:
+def render_status(
+    memory: Memory,
+    cfg: Config,
+    mountpoint: Path,
+    started: float,
+    indexer: Indexer | None = None,
+    intake: Intake | None = None,
+    dir_cache: str = "",
+    unsettled: Callable[[], int] | None = None,
+) -> str:
     """The text of a mount's `.status` (docs/operations.md describes every line)."""
     c = memory.counts()
     state = "read-only: " + memory.failsafe if memory.failsafe else "read-write"
@@ -107,9 +122,11 @@ def render_status(memory: Memory, cfg: Config, mountpoint: Path, started: float,
         f"generation: {memory.generation}",
         f"outbox_rows: {memory.store.outbox_depth()}",
         "counts: " + ", ".join(f"{k}={v}" for k, v in c.items()),
-        "types: " + ", ".join(
+        "types: "
+        + ", ".join(
             f"{t.name} ({t.scope}/{t.type_dir}, {t.mode})"
-            for t in sorted(memory.types.values(), key=lambda t: t.name)),
+            for t in sorted(memory.types.values(), key=lambda t: t.name)
+        ),
     ]
     if dir_cache:
         lines.append(f"directory listings: {dir_cache}")
@@ -125,11 +142,14 @@ def render_status(memory: Memory, cfg: Config, mountpoint: Path, started: float,
     if last is None:
         lines.append(f"consolidation: never run (every {cfg.consolidate_every:g}s)")
     else:
-        lines.append(f"consolidation: {last[5]} run(s); last {_ts(last[0])}: "
-                     + last[4].splitlines()[0])
-    lines.append(f"redactions: {memory.redaction_count} this run, "
-                 f"{memory.store.redaction_total()} in all (kinds and places in the store's "
-                 "redaction log; never the secrets)")
+        lines.append(
+            f"consolidation: {last[5]} run(s); last {_ts(last[0])}: " + last[4].splitlines()[0]
+        )
+    lines.append(
+        f"redactions: {memory.redaction_count} this run, "
+        f"{memory.store.redaction_total()} in all (kinds and places in the store's "
+        "redaction log; never the secrets)"
+    )
     lines.append(f"refusals: {memory.refusal_count} (newest first)")
     for r in reversed(memory.refusals):
         name = errno.errorcode.get(r.errno, str(r.errno))

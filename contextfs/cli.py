@@ -62,20 +62,29 @@ def cmd_mount(args: argparse.Namespace) -> int:
     if _answers(mnt):
         raise UsageError(f"{mnt} is already a mount point")
     cfg.data_dir.mkdir(parents=True, exist_ok=True)
-    cmd = [sys.executable, "-m", "contextfs", "mount", str(mnt), "--foreground",
-           "--data-dir", str(cfg.data_dir)]
+    cmd = [
+        sys.executable,
+        "-m",
+        "contextfs",
+        "mount",
+        str(mnt),
+        "--foreground",
+        "--data-dir",
+        str(cfg.data_dir),
+    ]
     for o in opts:
         cmd += ["-o", o]
     # The daemon's own stderr goes to a file: it outlives this command.
     out_path = cfg.data_dir / "daemon.out"
     with open(os.devnull, "rb") as devnull, open(out_path, "wb") as out:
-        proc = subprocess.Popen(cmd, stdin=devnull, stdout=out, stderr=out,
-                                start_new_session=True)
+        proc = subprocess.Popen(cmd, stdin=devnull, stdout=out, stderr=out, start_new_session=True)
     deadline = time.monotonic() + args.timeout
     while time.monotonic() < deadline:
         if _answers(mnt):
-            print(f"mounted {mnt.absolute()} (data dir {cfg.data_dir}, pid {proc.pid}, "
-                  f"log {cfg.log_path})")
+            print(
+                f"mounted {mnt.absolute()} (data dir {cfg.data_dir}, pid {proc.pid}, "
+                f"log {cfg.log_path})"
+            )
             return 0
         if proc.poll() is not None:
             err = out_path.read_text(errors="replace").strip().splitlines()
@@ -83,8 +92,9 @@ def cmd_mount(args: argparse.Namespace) -> int:
             print(f"contextfs: mount failed (exit {proc.returncode}):\n{tail}", file=sys.stderr)
             return proc.returncode or 1
         time.sleep(0.05)
-    print(f"contextfs: {mnt} not mounted after {args.timeout}s; see {cfg.log_path}",
-          file=sys.stderr)
+    print(
+        f"contextfs: {mnt} not mounted after {args.timeout}s; see {cfg.log_path}", file=sys.stderr
+    )
     return 1
 
 
@@ -142,8 +152,10 @@ def cmd_status(args: argparse.Namespace) -> int:
     try:
         m = Memory(store, load_all_types(cfg), data_dir=cfg.data_dir)
         c = m.counts()
-        print(f"data_dir: {cfg.data_dir}\ngeneration: {m.generation}\ncounts: "
-              + ", ".join(f"{k}={v}" for k, v in c.items()))
+        print(
+            f"data_dir: {cfg.data_dir}\ngeneration: {m.generation}\ncounts: "
+            + ", ".join(f"{k}={v}" for k, v in c.items())
+        )
     finally:
         store.close()
     return 0
@@ -218,13 +230,14 @@ def cmd_reindex(args: argparse.Namespace) -> int:
     try:
         memory = Memory(store, load_all_types(cfg), data_dir=cfg.data_dir)
         print(f"loading the embedding model ({cfg.model_name}) ...", file=sys.stderr)
-        indexer = Indexer(memory, cfg.index_dir, embedder_factory(cfg),
-                          model_name=cfg.model_name)
+        indexer = Indexer(memory, cfg.index_dir, embedder_factory(cfg), model_name=cfg.model_name)
         t0 = time.monotonic()
         total = indexer.rebuild_sync(progress=_progress_bar("reindex", t0))
-        print(f"\nreindexed {total} nodes ({len(indexer.digests)} units) in "
-              f"{time.monotonic() - t0:.1f}s; generation {indexer.generation}",
-              file=sys.stderr)
+        print(
+            f"\nreindexed {total} nodes ({len(indexer.digests)} units) in "
+            f"{time.monotonic() - t0:.1f}s; generation {indexer.generation}",
+            file=sys.stderr,
+        )
     finally:
         store.close()
     return 0
@@ -292,8 +305,9 @@ def cmd_consolidate(args: argparse.Namespace) -> int:
             raise UsageError(f"--now {args.now!r} is not an ISO date") from None
     store = Store(cfg.db_path)
     try:
-        memory = Memory(store, load_all_types(cfg), data_dir=cfg.data_dir,
-                        default_owner=cfg.default_owner)
+        memory = Memory(
+            store, load_all_types(cfg), data_dir=cfg.data_dir, default_owner=cfg.default_owner
+        )
         report = consolidate(memory, now=now)
     finally:
         store.close()
@@ -325,8 +339,10 @@ def cmd_schema_check(args: argparse.Namespace) -> int:
             raise UsageError(f"{d} is not a directory")
     types = load_types(dirs)
     for t in sorted(types.values(), key=lambda t: t.name):
-        print(f"ok {t.name}: {t.scope}/{t.directory} ({t.mode}, {len(t.fields)} fields) "
-              f"from {t.source}")
+        print(
+            f"ok {t.name}: {t.scope}/{t.directory} ({t.mode}, {len(t.fields)} fields) "
+            f"from {t.source}"
+        )
     return 0
 
 
@@ -337,13 +353,22 @@ def build_parser() -> argparse.ArgumentParser:
 
     m = sub.add_parser("mount", help="mount the memory store")
     m.add_argument("mountpoint")
-    m.add_argument("--data-dir", type=Path, default=None,
-                   help="store location (default: $XDG_DATA_HOME/contextfs)")
+    m.add_argument(
+        "--data-dir",
+        type=Path,
+        default=None,
+        help="store location (default: $XDG_DATA_HOME/contextfs)",
+    )
     m.add_argument("--foreground", "-f", action="store_true", help="do not daemonise")
-    m.add_argument("-o", dest="options", action="append",
-                   help="FUSE mount options, comma separated (e.g. allow_other)")
-    m.add_argument("--timeout", type=float, default=30.0,
-                   help="seconds to wait for the mount to be ready")
+    m.add_argument(
+        "-o",
+        dest="options",
+        action="append",
+        help="FUSE mount options, comma separated (e.g. allow_other)",
+    )
+    m.add_argument(
+        "--timeout", type=float, default=30.0, help="seconds to wait for the mount to be ready"
+    )
     m.set_defaults(func=cmd_mount)
 
     u = sub.add_parser("umount", help="unmount and wait for the daemon to finish")
@@ -389,8 +414,11 @@ def build_parser() -> argparse.ArgumentParser:
     scs = sc.add_subparsers(dest="schema_command", required=True)
     chk = scs.add_parser("check", help="validate context-type YAML files without mounting")
     chk.add_argument("dirs", nargs="+")
-    chk.add_argument("--with-builtins", action="store_true",
-                     help="load the built-in types first, as the mount does")
+    chk.add_argument(
+        "--with-builtins",
+        action="store_true",
+        help="load the built-in types first, as the mount does",
+    )
     chk.set_defaults(func=cmd_schema_check)
     return p
 

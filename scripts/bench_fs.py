@@ -89,8 +89,13 @@ def sh(cmd: str) -> tuple[float, str]:
     """Run `cmd` in bash; return (wall seconds, stdout). Raises on failure or timeout."""
     env = dict(os.environ, LC_ALL="C")
     t0 = time.perf_counter()
-    res = subprocess.run(["bash", "-o", "pipefail", "-c", cmd], capture_output=True,
-                         text=True, env=env, timeout=CMD_TIMEOUT)
+    res = subprocess.run(
+        ["bash", "-o", "pipefail", "-c", cmd],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=CMD_TIMEOUT,
+    )
     elapsed = time.perf_counter() - t0
     if res.returncode != 0:
         raise RuntimeError(f"`{cmd}` exited {res.returncode}: {res.stderr.strip()[:500]}")
@@ -126,13 +131,17 @@ def fmt_s(x: float) -> str:
 
 
 def table(rows: list[Row]) -> str:
-    lines = ["| operation | N | native s | contextfs s | ratio | target | pass/fail |",
-             "|---|---:|---:|---:|---:|---|---|"]
+    lines = [
+        "| operation | N | native s | contextfs s | ratio | target | pass/fail |",
+        "|---|---:|---:|---:|---:|---|---|",
+    ]
     for r in rows:
         verdict = "" if r.passed is None else ("pass" if r.passed else "**FAIL**")
         op = r.operation.replace("|", "\\|")
-        lines.append(f"| {op} | {r.n:,} | {fmt_s(r.native)} | {fmt_s(r.contextfs)} | "
-                     f"{r.ratio:.2f}x | {r.target or '-'} | {verdict or '-'} |")
+        lines.append(
+            f"| {op} | {r.n:,} | {fmt_s(r.native)} | {fmt_s(r.contextfs)} | "
+            f"{r.ratio:.2f}x | {r.target or '-'} | {verdict or '-'} |"
+        )
     return "\n".join(lines)
 
 
@@ -182,8 +191,7 @@ def file_lists(root: Path, n: int, listdir: Path) -> dict[str, Path]:
     lists: dict[str, Path] = {}
     for tier in ("L0.md", "L2.md"):
         p = listdir / f"{root.name}-{tier}.list"
-        p.write_bytes(b"".join(str(root / node_rel(i) / tier).encode() + b"\0"
-                               for i in range(n)))
+        p.write_bytes(b"".join(str(root / node_rel(i) / tier).encode() + b"\0" for i in range(n)))
         lists[tier] = p
     return lists
 
@@ -192,15 +200,22 @@ def file_lists(root: Path, n: int, listdir: Path) -> dict[str, Path]:
 # Measurements
 
 
-def measure_pair(name: str, n: int, reps: int, fns: dict[str, Callable[[], tuple[float, str]]],
-                 target: str = "", limit: float | None = None) -> Row:
+def measure_pair(
+    name: str,
+    n: int,
+    reps: int,
+    fns: dict[str, Callable[[], tuple[float, str]]],
+    target: str = "",
+    limit: float | None = None,
+) -> Row:
     """Warm both trees once, then run `reps` times alternating (ABBA); take medians."""
     outputs: dict[str, str] = {}
     for which in ("native", "contextfs"):
         _, outputs[which] = fns[which]()
     if outputs["native"] != outputs["contextfs"]:
-        MISMATCHES.append(f"{name} N={n}: native {outputs['native']!r}, "
-                          f"contextfs {outputs['contextfs']!r}")
+        MISMATCHES.append(
+            f"{name} N={n}: native {outputs['native']!r}, contextfs {outputs['contextfs']!r}"
+        )
         say(f"  WARNING outputs differ: {MISMATCHES[-1]}")
     runs: dict[str, list[float]] = {"native": [], "contextfs": []}
     for rep in range(reps):
@@ -208,12 +223,21 @@ def measure_pair(name: str, n: int, reps: int, fns: dict[str, Callable[[], tuple
         for which in order:
             t, out = fns[which]()
             runs[which].append(t)
-    row = Row(name, n, statistics.median(runs["native"]), statistics.median(runs["contextfs"]),
-              target=target, native_runs=runs["native"], contextfs_runs=runs["contextfs"])
+    row = Row(
+        name,
+        n,
+        statistics.median(runs["native"]),
+        statistics.median(runs["contextfs"]),
+        target=target,
+        native_runs=runs["native"],
+        contextfs_runs=runs["contextfs"],
+    )
     if limit is not None:
         row.passed = row.ratio <= limit
-    say(f"  {name}: native {fmt_s(row.native)}s, contextfs {fmt_s(row.contextfs)}s, "
-        f"{row.ratio:.2f}x  (output {outputs['contextfs']})")
+    say(
+        f"  {name}: native {fmt_s(row.native)}s, contextfs {fmt_s(row.contextfs)}s, "
+        f"{row.ratio:.2f}x  (output {outputs['contextfs']})"
+    )
     return row
 
 
@@ -247,8 +271,12 @@ class CreateStats:
     def summary(self) -> dict[str, object]:
         v = self.per_node
         return {
-            "count": len(v), "total": sum(v), "p50": statistics.median(v),
-            "p99": percentile(v, 99), "mean": statistics.fmean(v), "max": max(v),
+            "count": len(v),
+            "total": sum(v),
+            "p50": statistics.median(v),
+            "p99": percentile(v, 99),
+            "mean": statistics.fmean(v),
+            "max": max(v),
             "phase_p50": {k: statistics.median(x) for k, x in self.phases.items()},
         }
 
@@ -268,8 +296,7 @@ def create_node(root: Path, rel: str, body: bytes) -> dict[str, float]:
     finally:
         os.close(fd)
     t5 = time.perf_counter()
-    return {"mkdir": t1 - t0, "open": t2 - t1, "write": t3 - t2, "fsync": t4 - t3,
-            "close": t5 - t4}
+    return {"mkdir": t1 - t0, "open": t2 - t1, "write": t3 - t2, "fsync": t4 - t3, "close": t5 - t4}
 
 
 def measure_create(roots: dict[str, Path], n: int, count: int) -> tuple[list[Row], dict]:
@@ -285,18 +312,23 @@ def measure_create(roots: dict[str, Path], n: int, count: int) -> tuple[list[Row
     prog.done()
     s = {k: v.summary() for k, v in stats.items()}
     rows = [
-        Row(f"create+fsync {count:,} nodes, total", n, s["native"]["total"],
-            s["contextfs"]["total"]),
-        Row("create+fsync per node, p50", n, s["native"]["p50"], s["contextfs"]["p50"],
+        Row(
+            f"create+fsync {count:,} nodes, total", n, s["native"]["total"], s["contextfs"]["total"]
+        ),
+        Row(
+            "create+fsync per node, p50",
+            n,
+            s["native"]["p50"],
+            s["contextfs"]["p50"],
             target=f"<= {TARGET_CREATE_P50 * 1000:.0f} ms",
-            passed=s["contextfs"]["p50"] <= TARGET_CREATE_P50),
+            passed=s["contextfs"]["p50"] <= TARGET_CREATE_P50,
+        ),
         Row("create+fsync per node, p99", n, s["native"]["p99"], s["contextfs"]["p99"]),
         Row("create+fsync per node, mean", n, s["native"]["mean"], s["contextfs"]["mean"]),
     ]
     for which in ("native", "contextfs"):
         ph = s[which]["phase_p50"]
-        say(f"  {which} phase p50 (ms): "
-            + ", ".join(f"{k} {v * 1000:.3f}" for k, v in ph.items()))
+        say(f"  {which} phase p50 (ms): " + ", ".join(f"{k} {v * 1000:.3f}" for k, v in ph.items()))
     return rows, s
 
 
@@ -340,17 +372,40 @@ def run_size(n: int, reps: int, create_count: int, keep: bool) -> dict:
             return {k: make(k) for k in roots}
 
         say(f"N={n}: measuring (warm run + median of {reps})")
-        rows.append(measure_pair("find DIR | wc -l", n, reps, pair(
-            lambda k: lambda: sh(f"find {q(user[k])} | wc -l"))))
-        rows.append(measure_pair("ls -lR DIR", n, reps, pair(
-            lambda k: lambda: sh(f"ls -lR {q(user[k])} > /dev/null")),
-            target=f"<= {TARGET_LS_RATIO:g}x", limit=TARGET_LS_RATIO))
+        rows.append(
+            measure_pair(
+                "find DIR | wc -l",
+                n,
+                reps,
+                pair(lambda k: lambda: sh(f"find {q(user[k])} | wc -l")),
+            )
+        )
+        rows.append(
+            measure_pair(
+                "ls -lR DIR",
+                n,
+                reps,
+                pair(lambda k: lambda: sh(f"ls -lR {q(user[k])} > /dev/null")),
+                target=f"<= {TARGET_LS_RATIO:g}x",
+                limit=TARGET_LS_RATIO,
+            )
+        )
         for tier in ("L0.md", "L2.md"):
-            rows.append(measure_pair(f"cat every {tier}", n, reps, pair(
-                lambda k, t=tier: lambda: sh(f"xargs -0 cat < {q(lists[k][t])} | wc -c")),
-                target=cat_target, limit=TARGET_CAT_RATIO))
-        rows.append(measure_pair("stat every file (L0-L2, meta)", n, reps, pair(
-            lambda k: stat_all(roots[k], n))))
+            rows.append(
+                measure_pair(
+                    f"cat every {tier}",
+                    n,
+                    reps,
+                    pair(lambda k, t=tier: lambda: sh(f"xargs -0 cat < {q(lists[k][t])} | wc -c")),
+                    target=cat_target,
+                    limit=TARGET_CAT_RATIO,
+                )
+            )
+        rows.append(
+            measure_pair(
+                "stat every file (L0-L2, meta)", n, reps, pair(lambda k: stat_all(roots[k], n))
+            )
+        )
 
         create_rows, create_stats = measure_create(roots, n, create_count)
         rows += create_rows
@@ -358,8 +413,10 @@ def run_size(n: int, reps: int, create_count: int, keep: bool) -> dict:
         if pid:
             result["rss_after_run"] = proc_status(pid)
             rss = result["rss_after_run"]
-            say(f"N={n}: daemon pid {pid} VmRSS {rss.get('VmRSS', 0) / 2**20:.1f} MiB, "
-                f"VmHWM {rss.get('VmHWM', 0) / 2**20:.1f} MiB")
+            say(
+                f"N={n}: daemon pid {pid} VmRSS {rss.get('VmRSS', 0) / 2**20:.1f} MiB, "
+                f"VmHWM {rss.get('VmHWM', 0) / 2**20:.1f} MiB"
+            )
         status = mnt / ".status"
         if status.exists():
             result["status"] = status.read_text()
@@ -384,14 +441,20 @@ def run_size(n: int, reps: int, create_count: int, keep: bool) -> dict:
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--sizes", default="1000,10000", help="comma separated node counts")
-    p.add_argument("--quick", action="store_true",
-                   help="CI smoke check: 200 nodes, 1 repetition, 100 created nodes")
+    p.add_argument(
+        "--quick",
+        action="store_true",
+        help="CI smoke check: 200 nodes, 1 repetition, 100 created nodes",
+    )
     p.add_argument("--reps", type=int, default=3, help="measured runs per operation")
     p.add_argument("--create", type=int, default=1000, help="nodes to create with fsync")
     p.add_argument("--json", default="bench-results/bench_fs.json", help="where to write JSON")
     p.add_argument("--keep", action="store_true", help="keep the temp dirs (mount is undone)")
-    p.add_argument("--search", action="store_true",
-                   help="keep search on (fsync then includes the index barrier)")
+    p.add_argument(
+        "--search",
+        action="store_true",
+        help="keep search on (fsync then includes the index barrier)",
+    )
     args = p.parse_args(argv)
     global SEARCH
     SEARCH = args.search
@@ -402,8 +465,10 @@ def main(argv: list[str] | None = None) -> int:
         reps, create = args.reps, args.create
 
     info = machine_info(Path(__file__).parent)
-    say(f"bench_fs: sizes {sizes}, {reps} rep(s), {create} creates; {info.get('cpus')} cpus, "
-        f"load {info.get('loadavg_start')}")
+    say(
+        f"bench_fs: sizes {sizes}, {reps} rep(s), {create} creates; {info.get('cpus')} cpus, "
+        f"load {info.get('loadavg_start')}"
+    )
     results = []
     all_rows: list[Row] = []
     failed = None
@@ -422,36 +487,52 @@ def main(argv: list[str] | None = None) -> int:
     print()
     for r in results:
         rss = r.get("rss_after_run") or {}
-        print(f"N={r['n']:,}: daemon RSS {rss.get('VmRSS', 0) / 2**20:.1f} MiB "
-              f"(peak {rss.get('VmHWM', 0) / 2**20:.1f} MiB); build through the mount "
-              f"{r['n'] / r['build_contextfs_s']:.0f} nodes/s; "
-              f"{len(r['log_problems'])} warning/error line(s) in contextfs.log")
+        print(
+            f"N={r['n']:,}: daemon RSS {rss.get('VmRSS', 0) / 2**20:.1f} MiB "
+            f"(peak {rss.get('VmHWM', 0) / 2**20:.1f} MiB); build through the mount "
+            f"{r['n'] / r['build_contextfs_s']:.0f} nodes/s; "
+            f"{len(r['log_problems'])} warning/error line(s) in contextfs.log"
+        )
         for line in r["log_problems"][:5]:
             print(f"    {line}")
     missed = [r for r in all_rows if r.passed is False]
     if missed:
         print("\nMissed targets (stated for 10k nodes, warm cache):")
         for r in missed:
-            print(f"  - {r.operation} at N={r.n:,}: {fmt_s(r.contextfs)}s, "
-                  f"{r.ratio:.2f}x native (target {r.target})")
+            print(
+                f"  - {r.operation} at N={r.n:,}: {fmt_s(r.contextfs)}s, "
+                f"{r.ratio:.2f}x native (target {r.target})"
+            )
     elif all_rows:
         print("\nAll targets met.")
 
     info["loadavg_end"] = os.getloadavg()
-    out = {"machine": info, "sizes": sizes, "reps": reps, "create_count": create,
-           "targets": {"cat_ratio": TARGET_CAT_RATIO, "ls_ratio": TARGET_LS_RATIO,
-                       "create_p50_s": TARGET_CREATE_P50, "at_n": TARGET_N},
-           "results": results,
-           "missed": [f"{r.operation} N={r.n}" for r in missed], "error": failed,
-           "mismatches": MISMATCHES}
+    out = {
+        "machine": info,
+        "sizes": sizes,
+        "reps": reps,
+        "create_count": create,
+        "targets": {
+            "cat_ratio": TARGET_CAT_RATIO,
+            "ls_ratio": TARGET_LS_RATIO,
+            "create_p50_s": TARGET_CREATE_P50,
+            "at_n": TARGET_N,
+        },
+        "results": results,
+        "missed": [f"{r.operation} N={r.n}" for r in missed],
+        "error": failed,
+        "mismatches": MISMATCHES,
+    }
     path = write_json(args.json, out)
     print(f"\nJSON written to {path}")
     if failed:
         print(f"benchmark failed: {failed}", file=sys.stderr)
         return 1
     if MISMATCHES:
-        print("benchmark failed: the trees returned different output:\n  "
-              + "\n  ".join(MISMATCHES), file=sys.stderr)
+        print(
+            "benchmark failed: the trees returned different output:\n  " + "\n  ".join(MISMATCHES),
+            file=sys.stderr,
+        )
         return 1
     return 0
 

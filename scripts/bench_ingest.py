@@ -88,35 +88,152 @@ SETTLE_TIMEOUT = 120.0  # seconds for the index queue to drain at the end
 # --------------------------------------------------------------------------------------
 # Deterministic transcripts
 
-FIRST = ("Ada", "Bruno", "Chen", "Dana", "Emeka", "Farah", "Goran", "Hana", "Ines", "Jonas",
-         "Kofi", "Lena", "Mateo", "Nadia", "Oskar", "Priya", "Quentin", "Rosa", "Sami", "Tara")
-LAST = ("Whitfield", "Okafor", "Lindqvist", "Moreau", "Tanaka", "Haddad", "Novak", "Ferreira",
-        "Kowalski", "Ibrahim", "Schulz", "Castillo", "Andersen", "Rossi", "Mehta")
-CITIES = ("Lyon", "Porto", "Oslo", "Nairobi", "Lima", "Montreal", "Kyoto", "Seville",
-          "Tallinn", "Ghent", "Bologna", "Krakow", "Valparaiso", "Leeds", "Aarhus")
-JOBS = ("data engineer", "product designer", "nurse", "physics teacher", "backend developer",
-        "research scientist", "accountant", "site reliability engineer", "translator", "chef")
-ORGS = ("Northwind Logistics", "Bluefin Analytics", "Harbor Health", "Quillmark Press",
-        "Tessellate Labs", "Granite Bank", "Orbit Foods", "Lumen Schools")
+FIRST = (
+    "Ada",
+    "Bruno",
+    "Chen",
+    "Dana",
+    "Emeka",
+    "Farah",
+    "Goran",
+    "Hana",
+    "Ines",
+    "Jonas",
+    "Kofi",
+    "Lena",
+    "Mateo",
+    "Nadia",
+    "Oskar",
+    "Priya",
+    "Quentin",
+    "Rosa",
+    "Sami",
+    "Tara",
+)
+LAST = (
+    "Whitfield",
+    "Okafor",
+    "Lindqvist",
+    "Moreau",
+    "Tanaka",
+    "Haddad",
+    "Novak",
+    "Ferreira",
+    "Kowalski",
+    "Ibrahim",
+    "Schulz",
+    "Castillo",
+    "Andersen",
+    "Rossi",
+    "Mehta",
+)
+CITIES = (
+    "Lyon",
+    "Porto",
+    "Oslo",
+    "Nairobi",
+    "Lima",
+    "Montreal",
+    "Kyoto",
+    "Seville",
+    "Tallinn",
+    "Ghent",
+    "Bologna",
+    "Krakow",
+    "Valparaiso",
+    "Leeds",
+    "Aarhus",
+)
+JOBS = (
+    "data engineer",
+    "product designer",
+    "nurse",
+    "physics teacher",
+    "backend developer",
+    "research scientist",
+    "accountant",
+    "site reliability engineer",
+    "translator",
+    "chef",
+)
+ORGS = (
+    "Northwind Logistics",
+    "Bluefin Analytics",
+    "Harbor Health",
+    "Quillmark Press",
+    "Tessellate Labs",
+    "Granite Bank",
+    "Orbit Foods",
+    "Lumen Schools",
+)
 RELATIONS = ("sister", "brother", "cousin", "manager", "neighbour", "friend", "colleague")
 PETS = (("dog", ("golden retriever", "beagle", "whippet")), ("cat", ("tabby", "siamese")))
 PET_NAMES = ("Rex", "Biscuit", "Pepper", "Mochi", "Juniper", "Olive", "Tofu", "Ziggy")
-LOVES = ("Thai food", "Ethiopian food", "hiking", "jazz records", "board games", "sea swimming",
-         "Korean food", "bouldering", "crossword puzzles", "gardening")
-DISLIKES = ("cilantro", "mushrooms", "olives", "early meetings", "loud restaurants",
-            "long flights", "spreadsheets with merged cells")
-PREFERS = ("tabs", "spaces", "vim", "emacs", "tea", "coffee", "dark mode", "light mode",
-           "window seats", "aisle seats", "metric units", "short answers")
+LOVES = (
+    "Thai food",
+    "Ethiopian food",
+    "hiking",
+    "jazz records",
+    "board games",
+    "sea swimming",
+    "Korean food",
+    "bouldering",
+    "crossword puzzles",
+    "gardening",
+)
+DISLIKES = (
+    "cilantro",
+    "mushrooms",
+    "olives",
+    "early meetings",
+    "loud restaurants",
+    "long flights",
+    "spreadsheets with merged cells",
+)
+PREFERS = (
+    "tabs",
+    "spaces",
+    "vim",
+    "emacs",
+    "tea",
+    "coffee",
+    "dark mode",
+    "light mode",
+    "window seats",
+    "aisle seats",
+    "metric units",
+    "short answers",
+)
 DESSERTS = ("mango sticky rice", "tiramisu", "pastel de nata", "baklava", "cheesecake")
-EVENTS = ("team offsite", "quarterly planning meeting", "product launch", "farewell lunch",
-          "security review", "hackathon")
+EVENTS = (
+    "team offsite",
+    "quarterly planning meeting",
+    "product launch",
+    "farewell lunch",
+    "security review",
+    "hackathon",
+)
 PLACES = ("Canal Street", "Harbour Road", "Market Square", "Old Mill", "Station Hill")
-SYLLABLES = ("zor", "blax", "quin", "vex", "plo", "trum", "gask", "fid", "wub", "kre", "myr",
-             "dax", "lun", "spro", "thek")
+SYLLABLES = (
+    "zor",
+    "blax",
+    "quin",
+    "vex",
+    "plo",
+    "trum",
+    "gask",
+    "fid",
+    "wub",
+    "kre",
+    "myr",
+    "dax",
+    "lun",
+    "spro",
+    "thek",
+)
 
 USER_FACTS = (
-    "Hi! Quick intro so you stop asking: my name is {first} {last} and I work as a {job} "
-    "at {org}.",
+    "Hi! Quick intro so you stop asking: my name is {first} {last} and I work as a {job} at {org}.",
     "I live in {city}, so my mornings are usually quiet.",
     "My {relation} {other} lives in {city2} and visits every few months.",
     "My {pet} {pet_name} is a {breed}, and {pet_name} hates thunderstorms.",
@@ -158,8 +275,12 @@ def corpus_runs() -> list[list[dict]]:
                 continue
             if not isinstance(t, dict):
                 continue
-            if (t.get("role") in ("user", "assistant") and isinstance(t.get("content"), str)
-                    or t.get("role") == "tool" and "name" in t):
+            if (
+                t.get("role") in ("user", "assistant")
+                and isinstance(t.get("content"), str)
+                or t.get("role") == "tool"
+                and "name" in t
+            ):
                 turns.append(t)
         if turns:
             runs.append(turns)
@@ -197,12 +318,14 @@ class Transcript:
     late: bool = False  # not the top hit within the cap, but once the index settled
 
 
-def make_transcript(i: int, n_turns: int, runs: list[list[dict]], taken: set[str],
-                    prefix: str) -> Transcript:
+def make_transcript(
+    i: int, n_turns: int, runs: list[list[dict]], taken: set[str], prefix: str
+) -> Transcript:
     rng = random.Random(SEED * 1_000_003 + i * 7 + len(prefix))
     word = made_up_word(rng, taken)
-    start = dt.datetime(2026, 5, 1, 9, 0, tzinfo=dt.UTC) + dt.timedelta(days=i, minutes=rng.
-                                                                          randrange(600))
+    start = dt.datetime(2026, 5, 1, 9, 0, tzinfo=dt.UTC) + dt.timedelta(
+        days=i, minutes=rng.randrange(600)
+    )
     # One user wrote every transcript (the inbox's owner): the name stays, the rest varies.
     persona = random.Random(SEED)
     me = {"first": persona.choice(FIRST), "last": persona.choice(LAST)}
@@ -214,24 +337,33 @@ def make_transcript(i: int, n_turns: int, runs: list[list[dict]], taken: set[str
         if rng.random() < 0.35:  # a run of corpus turns, verbatim
             run = rng.choice(runs)
             a = rng.randrange(len(run))
-            for t in run[a:a + rng.randint(2, 5)]:
+            for t in run[a : a + rng.randint(2, 5)]:
                 body.append({key: v for key, v in t.items() if key not in ("id", "timestamp")})
         else:
             pet, breeds = rng.choice(PETS)
             slots = me | {
-                "last2": rng.choice(LAST), "job": rng.choice(JOBS), "org": rng.choice(ORGS),
-                "city": rng.choice(CITIES), "city2": rng.choice(CITIES),
-                "relation": rng.choice(RELATIONS), "other": rng.choice(FIRST), "pet": pet,
-                "pet_name": rng.choice(PET_NAMES), "breed": rng.choice(breeds),
-                "love": rng.choice(LOVES), "dessert": rng.choice(DESSERTS),
-                "dislike": rng.choice(DISLIKES), "prefer": rng.choice(PREFERS),
-                "event": rng.choice(EVENTS), "place": rng.choice(PLACES),
+                "last2": rng.choice(LAST),
+                "job": rng.choice(JOBS),
+                "org": rng.choice(ORGS),
+                "city": rng.choice(CITIES),
+                "city2": rng.choice(CITIES),
+                "relation": rng.choice(RELATIONS),
+                "other": rng.choice(FIRST),
+                "pet": pet,
+                "pet_name": rng.choice(PET_NAMES),
+                "breed": rng.choice(breeds),
+                "love": rng.choice(LOVES),
+                "dessert": rng.choice(DESSERTS),
+                "dislike": rng.choice(DISLIKES),
+                "prefer": rng.choice(PREFERS),
+                "event": rng.choice(EVENTS),
+                "place": rng.choice(PLACES),
                 "date": (start - dt.timedelta(days=rng.randint(1, 60))).date().isoformat(),
             }
             body.append({"role": "user", "content": facts[k % len(facts)].format(**slots)})
             body.append({"role": "assistant", "content": rng.choice(ASSISTANT_REPLIES)})
             k += 1
-    body = body[:n_turns - 1]
+    body = body[: n_turns - 1]
     fact = {"role": "user", "content": rng.choice(UNIQUE_FACT).format(word=word)}
     body.insert(rng.randrange(len(body) + 1), fact)
     lines = []
@@ -246,8 +378,9 @@ def make_transcript(i: int, n_turns: int, runs: list[list[dict]], taken: set[str
     return Transcript(f"{prefix}-{i:04d}.jsonl", word, len(body), "".join(lines).encode())
 
 
-def make_set(count: int, n_turns: int, runs: list[list[dict]], taken: set[str],
-             prefix: str) -> list[Transcript]:
+def make_set(
+    count: int, n_turns: int, runs: list[list[dict]], taken: set[str], prefix: str
+) -> list[Transcript]:
     return [make_transcript(i, n_turns, runs, taken, prefix) for i in range(count)]
 
 
@@ -300,9 +433,16 @@ def check_query(mnt: Path, t: Transcript, generation: int) -> bool:
     return False
 
 
-def poll(mnt: Path, items: list[Transcript], label: str, poll_s: float, cap: float,
-         prog: Progress | None, timeline: list[tuple[float, int, int, int]],
-         t_origin: float) -> None:
+def poll(
+    mnt: Path,
+    items: list[Transcript],
+    label: str,
+    poll_s: float,
+    cap: float,
+    prog: Progress | None,
+    timeline: list[tuple[float, int, int, int]],
+    t_origin: float,
+) -> None:
     """Every `poll_s`: `.status` (index generation, for the timeline), the reports of files
     not done yet, then the query of every done file whose fact is not yet the top hit, until
     each file is settled: searchable, given up after `cap` s from its close, or its fact
@@ -310,8 +450,9 @@ def poll(mnt: Path, items: list[Transcript], label: str, poll_s: float, cap: flo
     wakes its indexer after any request once something was committed (see the docs)."""
     inbox = mnt / ".inbox"
     waiting = [t for t in items if t.done is None]
-    searching = [t for t in items if t.done is not None and t.searchable is None
-                 and t.expected is not None]
+    searching = [
+        t for t in items if t.done is not None and t.searchable is None and t.expected is not None
+    ]
     last_close = max(t.close for t in items)
     while waiting or searching:
         tick = time.perf_counter()
@@ -327,13 +468,17 @@ def poll(mnt: Path, items: list[Transcript], label: str, poll_s: float, cap: flo
             if check_query(mnt, t, gen):
                 searching.remove(t)
             elif time.perf_counter() - t.close > cap:
-                say(f"  {label}: {t.name}: '{t.word}' not the top hit {cap:.0f}s after "
-                    f"close; expected {t.expected}, last hits {t.last_hits}; {index_status(mnt)}")
+                say(
+                    f"  {label}: {t.name}: '{t.word}' not the top hit {cap:.0f}s after "
+                    f"close; expected {t.expected}, last hits {t.last_hits}; {index_status(mnt)}"
+                )
                 searching.remove(t)
         if waiting and time.perf_counter() - last_close > REPORT_TIMEOUT:
-            raise RuntimeError(f"{label}: {len(waiting)} report(s) not done "
-                               f"{REPORT_TIMEOUT:.0f}s after the last close, e.g. "
-                               f"{waiting[0].name}")
+            raise RuntimeError(
+                f"{label}: {len(waiting)} report(s) not done "
+                f"{REPORT_TIMEOUT:.0f}s after the last close, e.g. "
+                f"{waiting[0].name}"
+            )
         if prog is not None:
             prog.update(len(items) - len(waiting) - len(searching))
         rest = poll_s - (time.perf_counter() - tick)
@@ -356,18 +501,24 @@ def stream_phase(mnt: Path, items: list[Transcript], poll_s: float, cap: float) 
     last_done = max(t.done or 0.0 for t in items)
     settled = [t.searchable for t in items if t.searchable is not None]
     # the index caught up with everything the stream committed (timeline is from t0)
-    caught_up = next((at for at, _g, _c, queue in timeline
-                      if queue == 0 and at >= last_done - t0), None)
-    return {"transcripts": len(items), "turns": turns, "bytes": sum(len(t.data) for t in items),
-            "drop_all_s": dropped - t0, "first_write_to_last_done_s": last_done - t0,
-            "turns_per_s": turns / (last_done - t0),
-            "transcripts_per_s": len(items) / (last_done - t0),
-            "first_write_to_last_searchable_s": (max(settled) - t0) if settled else None,
-            "first_write_to_index_caught_up_s": caught_up,
-            "indexed_turns_per_s": turns / caught_up if caught_up else None,
-            "query_reads": sum(t.reads for t in items),
-            "searches": sum(t.searches for t in items),
-            "index_timeline": timeline}
+    caught_up = next(
+        (at for at, _g, _c, queue in timeline if queue == 0 and at >= last_done - t0), None
+    )
+    return {
+        "transcripts": len(items),
+        "turns": turns,
+        "bytes": sum(len(t.data) for t in items),
+        "drop_all_s": dropped - t0,
+        "first_write_to_last_done_s": last_done - t0,
+        "turns_per_s": turns / (last_done - t0),
+        "transcripts_per_s": len(items) / (last_done - t0),
+        "first_write_to_last_searchable_s": (max(settled) - t0) if settled else None,
+        "first_write_to_index_caught_up_s": caught_up,
+        "indexed_turns_per_s": turns / caught_up if caught_up else None,
+        "query_reads": sum(t.reads for t in items),
+        "searches": sum(t.searches for t in items),
+        "index_timeline": timeline,
+    }
 
 
 def paced_phase(mnt: Path, items: list[Transcript], poll_s: float, cap: float) -> dict:
@@ -380,9 +531,13 @@ def paced_phase(mnt: Path, items: list[Transcript], poll_s: float, cap: float) -
         poll(mnt, [t], "paced", poll_s, cap, None, timeline, t0)
         prog.update(k + 1)
     prog.done()
-    return {"transcripts": len(items), "turns": sum(t.turns for t in items),
-            "query_reads": sum(t.reads for t in items),
-            "searches": sum(t.searches for t in items), "index_timeline": timeline}
+    return {
+        "transcripts": len(items),
+        "turns": sum(t.turns for t in items),
+        "query_reads": sum(t.reads for t in items),
+        "searches": sum(t.searches for t in items),
+        "index_timeline": timeline,
+    }
 
 
 def count_nodes(mnt: Path) -> int:
@@ -421,8 +576,10 @@ def recheck_late(mnt: Path, items: list[Transcript]) -> None:
             t.late = bool(hits) and hits[0]["path"] == t.expected
             if t.late and t.first_hit_seen is None:
                 t.first_hit_seen = float("nan")
-            say(f"  after the index settled (generation {gen}): '{t.word}' "
-                f"{'IS' if t.late else 'is NOT'} the top hit ({t.last_hits})")
+            say(
+                f"  after the index settled (generation {gen}): '{t.word}' "
+                f"{'IS' if t.late else 'is NOT'} the top hit ({t.last_hits})"
+            )
 
 
 # --------------------------------------------------------------------------------------
@@ -433,10 +590,16 @@ def latencies(items: list[Transcript]) -> dict:
     done = [t for t in items if t.done is not None]
     return {
         "close_to_done": stats([t.done - t.close for t in done]),
-        "close_to_searchable": stats([t.searchable - t.close for t in items
-                                      if t.searchable is not None]),
-        "done_to_searchable": stats([t.searchable - t.done for t in items
-                                     if t.searchable is not None and t.done is not None]),
+        "close_to_searchable": stats(
+            [t.searchable - t.close for t in items if t.searchable is not None]
+        ),
+        "done_to_searchable": stats(
+            [
+                t.searchable - t.done
+                for t in items
+                if t.searchable is not None and t.done is not None
+            ]
+        ),
         "write_close": stats([t.write_s for t in items]),
         "searches_per_fact": stats([float(t.searches) for t in items if t.expected]),
         "reads_per_fact": stats([float(t.reads) for t in items if t.expected]),
@@ -444,16 +607,25 @@ def latencies(items: list[Transcript]) -> dict:
 
 
 def per_item(t: Transcript) -> dict:
-    return {"name": t.name, "word": t.word, "turns": t.turns, "bytes": len(t.data),
-            "write_s": t.write_s,
-            "close_to_done_s": None if t.done is None else t.done - t.close,
-            "close_to_searchable_s": None if t.searchable is None else t.searchable - t.close,
-            "close_to_in_hits_s": None if t.first_hit_seen is None else
-            t.first_hit_seen - t.close,  # NaN: only seen after the cap
-            "expected": t.expected, "reads": t.reads, "searches": t.searches,
-            "late": t.late, "last_hits": t.last_hits,
-            "created": _REPORT_CREATED.findall(t.report),
-            "report_state": t.report.splitlines()[2] if t.report.count("\n") > 2 else t.report}
+    return {
+        "name": t.name,
+        "word": t.word,
+        "turns": t.turns,
+        "bytes": len(t.data),
+        "write_s": t.write_s,
+        "close_to_done_s": None if t.done is None else t.done - t.close,
+        "close_to_searchable_s": None if t.searchable is None else t.searchable - t.close,
+        "close_to_in_hits_s": None
+        if t.first_hit_seen is None
+        else t.first_hit_seen - t.close,  # NaN: only seen after the cap
+        "expected": t.expected,
+        "reads": t.reads,
+        "searches": t.searches,
+        "late": t.late,
+        "last_hits": t.last_hits,
+        "created": _REPORT_CREATED.findall(t.report),
+        "report_state": t.report.splitlines()[2] if t.report.count("\n") > 2 else t.report,
+    }
 
 
 def ms(x: float | None) -> str:
@@ -469,60 +641,115 @@ def table(rows: list[tuple[str, str, str]]) -> str:
 def build_rows(r: dict) -> list[tuple[str, str, str]]:
     s, ls, lp = r["stream"], r["stream_latency"], r["paced_latency"]
     rows: list[tuple[str, str, str]] = []
-    rows.append(("ingest throughput, end to end", f"{s['turns_per_s']:.1f} turns/s",
-                 f"{s['transcripts']} transcripts, {s['turns']} turns: first write to last "
-                 f"report done {s['first_write_to_last_done_s']:.1f}s "
-                 f"({s['transcripts_per_s']:.2f} transcripts/s)"))
-    rows.append(("stream: drop every file into .inbox/", f"{s['drop_all_s']:.2f} s",
-                 f"open+write+close, p50 / p99 {ms(ls['write_close']['p50'])} / "
-                 f"{ms(ls['write_close']['p99'])} per file"))
+    rows.append(
+        (
+            "ingest throughput, end to end",
+            f"{s['turns_per_s']:.1f} turns/s",
+            f"{s['transcripts']} transcripts, {s['turns']} turns: first write to last "
+            f"report done {s['first_write_to_last_done_s']:.1f}s "
+            f"({s['transcripts_per_s']:.2f} transcripts/s)",
+        )
+    )
+    rows.append(
+        (
+            "stream: drop every file into .inbox/",
+            f"{s['drop_all_s']:.2f} s",
+            f"open+write+close, p50 / p99 {ms(ls['write_close']['p50'])} / "
+            f"{ms(ls['write_close']['p99'])} per file",
+        )
+    )
     n = s["transcripts"]
     for key, name, note in (
-            ("close_to_done", "close -> report done", "queue included"),
-            ("close_to_searchable", "close -> unique fact top hit", "queue included"),
-            ("done_to_searchable", "report done -> fact top hit", "under ingest load")):
+        ("close_to_done", "close -> report done", "queue included"),
+        ("close_to_searchable", "close -> unique fact top hit", "queue included"),
+        ("done_to_searchable", "report done -> fact top hit", "under ingest load"),
+    ):
         st = ls[key]
         if st:
             within = "" if st["count"] == n else f"; only the {st['count']} of {n} within the cap"
-            rows.append((f"stream: {name} p50 / p99", f"{ms(st['p50'])} / {ms(st['p99'])}",
-                         f"{note}; max {ms(st['max'])}{within}"))
+            rows.append(
+                (
+                    f"stream: {name} p50 / p99",
+                    f"{ms(st['p50'])} / {ms(st['p99'])}",
+                    f"{note}; max {ms(st['max'])}{within}",
+                )
+            )
     if s["first_write_to_index_caught_up_s"] is not None:
-        rows.append(("ingest + indexing throughput", f"{s['indexed_turns_per_s']:.1f} turns/s",
-                     f"first write to index queue 0 after the stream: "
-                     f"{s['first_write_to_index_caught_up_s']:.1f}s; {r['outbox_rows']:,} "
-                     f"index rows ({r['outbox_rows'] / s['transcripts']:.1f} per transcript)"))
+        rows.append(
+            (
+                "ingest + indexing throughput",
+                f"{s['indexed_turns_per_s']:.1f} turns/s",
+                f"first write to index queue 0 after the stream: "
+                f"{s['first_write_to_index_caught_up_s']:.1f}s; {r['outbox_rows']:,} "
+                f"index rows ({r['outbox_rows'] / s['transcripts']:.1f} per transcript)",
+            )
+        )
     if s["first_write_to_last_searchable_s"] is not None:
-        rows.append(("stream: first write -> last fact top hit",
-                     f"{s['first_write_to_last_searchable_s']:.1f} s",
-                     f"of those within the cap; {s['query_reads']:,} query reads while "
-                     f"polling, {s['searches']:,} of them new searches"))
-    for key, name in (("close_to_done", "close -> report done"),
-                      ("close_to_searchable", "close -> unique fact top hit"),
-                      ("done_to_searchable", "report done -> fact top hit")):
+        rows.append(
+            (
+                "stream: first write -> last fact top hit",
+                f"{s['first_write_to_last_searchable_s']:.1f} s",
+                f"of those within the cap; {s['query_reads']:,} query reads while "
+                f"polling, {s['searches']:,} of them new searches",
+            )
+        )
+    for key, name in (
+        ("close_to_done", "close -> report done"),
+        ("close_to_searchable", "close -> unique fact top hit"),
+        ("done_to_searchable", "report done -> fact top hit"),
+    ):
         st = lp[key]
         if st:
-            rows.append((f"paced: {name} p50 / p99", f"{ms(st['p50'])} / {ms(st['p99'])}",
-                         f"no queue, {st['count']} of {r['paced']['transcripts']} "
-                         f"transcripts; max {ms(st['max'])}"))
+            rows.append(
+                (
+                    f"paced: {name} p50 / p99",
+                    f"{ms(st['p50'])} / {ms(st['p99'])}",
+                    f"no queue, {st['count']} of {r['paced']['transcripts']} "
+                    f"transcripts; max {ms(st['max'])}",
+                )
+            )
     f = r["facts"]
-    rows.append((f"unique facts top hit within {r['cap']:.0f} s of close",
-                 f"{f['searchable']} / {f['total']}",
-                 f"must be all; {len(f['late'])} more once the index settled; not "
-                 f"extracted {len(f['not_extracted'])}, never first {len(f['never_top'])}"))
-    rows.append(("nodes created (reports)", f"{r['nodes']['created']:,}",
-                 f"{r['nodes']['sessions']} sessions + {r['nodes']['created_memories']} "
-                 f"memories; routes: {r['nodes']['changed']} changed, "
-                 f"{r['nodes']['unchanged']} unchanged"))
-    rows.append(("node directories in the tree", f"{r['nodes']['tree_after']:,}",
-                 f"{r['nodes']['tree_before']} before ingest"))
+    rows.append(
+        (
+            f"unique facts top hit within {r['cap']:.0f} s of close",
+            f"{f['searchable']} / {f['total']}",
+            f"must be all; {len(f['late'])} more once the index settled; not "
+            f"extracted {len(f['not_extracted'])}, never first {len(f['never_top'])}",
+        )
+    )
+    rows.append(
+        (
+            "nodes created (reports)",
+            f"{r['nodes']['created']:,}",
+            f"{r['nodes']['sessions']} sessions + {r['nodes']['created_memories']} "
+            f"memories; routes: {r['nodes']['changed']} changed, "
+            f"{r['nodes']['unchanged']} unchanged",
+        )
+    )
+    rows.append(
+        (
+            "node directories in the tree",
+            f"{r['nodes']['tree_after']:,}",
+            f"{r['nodes']['tree_before']} before ingest",
+        )
+    )
     rss = r.get("rss_after") or {}
     rss0 = r.get("rss_ready") or {}
-    rows.append(("daemon VmRSS after the run",
-                 f"{rss.get('VmRSS', 0) / 2**20:.0f} MiB",
-                 f"{rss0.get('VmRSS', 0) / 2**20:.0f} MiB at index ready; peak (VmHWM) "
-                 f"{rss.get('VmHWM', 0) / 2**20:.0f} MiB"))
-    rows.append(("index settle after the last phase", f"{r['settle_s']:.1f} s",
-                 "until .status shows queue 0"))
+    rows.append(
+        (
+            "daemon VmRSS after the run",
+            f"{rss.get('VmRSS', 0) / 2**20:.0f} MiB",
+            f"{rss0.get('VmRSS', 0) / 2**20:.0f} MiB at index ready; peak (VmHWM) "
+            f"{rss.get('VmHWM', 0) / 2**20:.0f} MiB",
+        )
+    )
+    rows.append(
+        (
+            "index settle after the last phase",
+            f"{r['settle_s']:.1f} s",
+            "until .status shows queue 0",
+        )
+    )
     rows.append(("mount -> index ready", f"{r['mount_to_ready_s']:.1f} s", "not timed as ingest"))
     rows.append(("warnings/errors in contextfs.log", str(len(r["log_problems"])), "must be 0"))
     return rows
@@ -562,8 +789,9 @@ def run(args: argparse.Namespace) -> dict:
         t0 = time.monotonic()
         while index_state(mnt)[2] != 0:
             if time.monotonic() - t0 > SETTLE_TIMEOUT:
-                raise RuntimeError(f"index queue not empty after {SETTLE_TIMEOUT:.0f}s: "
-                                   f"{index_status(mnt)}")
+                raise RuntimeError(
+                    f"index queue not empty after {SETTLE_TIMEOUT:.0f}s: {index_status(mnt)}"
+                )
             time.sleep(0.2)
         result["settle_s"] = time.monotonic() - t0
         result["index_after"] = index_status(mnt)
@@ -586,14 +814,17 @@ def run(args: argparse.Namespace) -> dict:
     everything = stream_items + paced_items
     reports = [t.report for t in everything]
     created = [p for rep in reports for p in _REPORT_CREATED.findall(rep)]
-    sessions = sum(len(re.findall(r"^## Archived\n- (?!not archived)", rep, re.M))
-                   for rep in reports)
+    sessions = sum(
+        len(re.findall(r"^## Archived\n- (?!not archived)", rep, re.M)) for rep in reports
+    )
     result["nodes"] = {
-        "created": len(created) + sessions, "sessions": sessions,
+        "created": len(created) + sessions,
+        "sessions": sessions,
         "created_memories": len(created),
         "changed": sum(rep.count("\n- changed ") for rep in reports),
         "unchanged": sum(rep.count("\n- unchanged ") for rep in reports),
-        "tree_before": tree_before, "tree_after": tree_after,
+        "tree_before": tree_before,
+        "tree_after": tree_after,
         "created_by_type": _by_type(created),
     }
     result["facts"] = {
@@ -601,8 +832,9 @@ def run(args: argparse.Namespace) -> dict:
         "searchable": sum(t.searchable is not None for t in everything),
         "not_extracted": [t.name for t in everything if t.done and t.expected is None],
         "late": [t.name for t in everything if t.late],
-        "never_top": [t.name for t in everything
-                      if t.expected and t.searchable is None and not t.late],
+        "never_top": [
+            t.name for t in everything if t.expected and t.searchable is None and not t.late
+        ],
         "not_found": [t.name for t in everything if t.expected and t.first_hit_seen is None],
     }
     result["stream_latency"] = latencies(stream_items)
@@ -622,15 +854,21 @@ def _by_type(paths: list[str]) -> dict[str, int]:
 
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--quick", action="store_true",
-                   help="CI smoke check: 5 transcripts of 10 turns, 3 paced")
+    p.add_argument(
+        "--quick", action="store_true", help="CI smoke check: 5 transcripts of 10 turns, 3 paced"
+    )
     p.add_argument("--transcripts", type=int, default=50, help="transcripts in the stream")
     p.add_argument("--turns", type=int, default=20, help="turns per transcript")
-    p.add_argument("--paced", type=int, default=10,
-                   help="transcripts dropped one at a time after the stream")
+    p.add_argument(
+        "--paced", type=int, default=10, help="transcripts dropped one at a time after the stream"
+    )
     p.add_argument("--poll", type=float, default=0.05, help="polling interval, seconds")
-    p.add_argument("--cap", type=float, default=60.0,
-                   help="seconds after a report is done to wait for its fact's top hit")
+    p.add_argument(
+        "--cap",
+        type=float,
+        default=60.0,
+        help="seconds after a report is done to wait for its fact's top hit",
+    )
     p.add_argument("--json", default="bench-results/bench_ingest.json", help="where to write JSON")
     p.add_argument("--keep", action="store_true", help="keep the temp dir (mount is undone)")
     args = p.parse_args(argv)
@@ -638,9 +876,11 @@ def main(argv: list[str] | None = None) -> int:
         args.transcripts, args.turns, args.paced = 5, 10, 3
 
     info = machine_info(Path(__file__).parent)
-    say(f"bench_ingest: {args.transcripts} transcripts x {args.turns} turns + {args.paced} paced; "
+    say(
+        f"bench_ingest: {args.transcripts} transcripts x {args.turns} turns + {args.paced} paced; "
         f"poll {args.poll * 1000:.0f} ms, cap {args.cap:.0f}s; {info.get('cpus')} cpus, "
-        f"load {info.get('loadavg_start')}")
+        f"load {info.get('loadavg_start')}"
+    )
     result: dict = {}
     failed = None
     try:
@@ -655,16 +895,25 @@ def main(argv: list[str] | None = None) -> int:
         print(table(build_rows(result)))
         print()
         f = result["facts"]
-        for key, what in (("not_extracted", "unique fact not extracted"),
-                          ("late", f"unique fact not the top hit within {args.cap:.0f}s of "
-                                   "close (it was once the index settled)"),
-                          ("never_top", "unique fact never the top hit")):
+        for key, what in (
+            ("not_extracted", "unique fact not extracted"),
+            (
+                "late",
+                f"unique fact not the top hit within {args.cap:.0f}s of "
+                "close (it was once the index settled)",
+            ),
+            ("never_top", "unique fact never the top hit"),
+        ):
             for name in f[key]:
                 item = next(i for i in result["items"] if i["name"] == name)
-                problems.append(f"{what}: {name} ('{item['word']}', expected "
-                                f"{item['expected']}, last hits {item['last_hits']})")
-        print("created by type: " + ", ".join(
-            f"{k} {v}" for k, v in sorted(result["nodes"]["created_by_type"].items())))
+                problems.append(
+                    f"{what}: {name} ('{item['word']}', expected "
+                    f"{item['expected']}, last hits {item['last_hits']})"
+                )
+        print(
+            "created by type: "
+            + ", ".join(f"{k} {v}" for k, v in sorted(result["nodes"]["created_by_type"].items()))
+        )
         print(f"index at the end: {result.get('index_after')}")
     for line in result.get("log_problems", []):
         problems.append(f"contextfs.log: {line}")
@@ -680,8 +929,13 @@ def main(argv: list[str] | None = None) -> int:
         print("\nEvery report done, every unique fact searchable, no warnings in the log.")
 
     info["loadavg_end"] = os.getloadavg()
-    out = {"machine": info, "args": vars(args), "result": result, "problems": problems,
-           "error": failed}
+    out = {
+        "machine": info,
+        "args": vars(args),
+        "result": result,
+        "problems": problems,
+        "error": failed,
+    }
     if result.get("facts"):
         out["rows"] = [{"metric": m, "value": v, "notes": n} for m, v, n in build_rows(result)]
     path = write_json(args.json, out)

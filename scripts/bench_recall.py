@@ -106,8 +106,17 @@ QUICK_QUESTIONS = 10
 # Matching: what counts as "in the bundle"
 
 _MD_PUNCT = re.compile(r"[*_`#>\[\]|~]")
-_QUOTES = str.maketrans({"\u2018": "'", "\u2019": "'", "\u201c": '"', "\u201d": '"',
-                         "\u2013": "-", "\u2014": "-", "\u00a0": " "})
+_QUOTES = str.maketrans(
+    {
+        "\u2018": "'",
+        "\u2019": "'",
+        "\u201c": '"',
+        "\u201d": '"',
+        "\u2013": "-",
+        "\u2014": "-",
+        "\u00a0": " ",
+    }
+)
 _SENTENCE_END = re.compile(r"(?<=[.!?])\s+")
 _ISO_DATE = re.compile(r"\b\d{4}-\d{2}-\d{2}\b")
 _ANSWER_HEAD = re.compile(r"\s+\(|;\s|:\s|\.\s")
@@ -181,8 +190,10 @@ class Conversation:
 def load_split() -> dict[str, dict[str, str]]:
     """{set: {conversation id: split}} from SPLIT.json."""
     raw = json.loads((DATA / "SPLIT.json").read_text())
-    return {name: {cid: split for split, ids in sets.items() for cid in ids}
-            for name, sets in raw["sets"].items()}
+    return {
+        name: {cid: split for split, ids in sets.items() for cid in ids}
+        for name, sets in raw["sets"].items()
+    }
 
 
 def kind_balanced(questions: list[dict], n: int) -> list[dict]:
@@ -213,16 +224,20 @@ def load(args: argparse.Namespace) -> list[Conversation]:
                 continue
             if args.conversations and data["id"] not in args.conversations:
                 continue
-            convs.append(Conversation(name, split, data["id"], data["speakers"],
-                                      data["sessions"], data["questions"]))
+            convs.append(
+                Conversation(
+                    name, split, data["id"], data["speakers"], data["sessions"], data["questions"]
+                )
+            )
     if args.quick:  # one small conversation: the first sessions of the first dev one
         c = next(c for c in convs if c.split == "dev")
         sessions = c.sessions[:QUICK_SESSIONS]
         ids = {t["id"] for s in sessions for t in s["turns"]}
         qs = [q for q in c.questions if q["evidence"] and set(q["evidence"]) <= ids]
         qs += [q for q in c.questions if q["kind"] == "unanswerable"][:2]
-        c = Conversation(c.set, c.split, c.id, c.speakers, sessions,
-                         kind_balanced(qs, QUICK_QUESTIONS))
+        c = Conversation(
+            c.set, c.split, c.id, c.speakers, sessions, kind_balanced(qs, QUICK_QUESTIONS)
+        )
         convs = [c]
     elif args.limit_questions:
         for c in convs:
@@ -239,9 +254,18 @@ def session_jsonl(session: dict) -> bytes:
     lines = []
     for t in session["turns"]:
         role = "assistant" if t["speaker"] == "Assistant" else "user"
-        lines.append(json.dumps({"role": role, "name": t["speaker"], "content": t["text"],
-                                 "timestamp": session["date"], "id": t["id"]},
-                                ensure_ascii=False))
+        lines.append(
+            json.dumps(
+                {
+                    "role": role,
+                    "name": t["speaker"],
+                    "content": t["text"],
+                    "timestamp": session["date"],
+                    "id": t["id"],
+                },
+                ensure_ascii=False,
+            )
+        )
     return ("\n".join(lines) + "\n").encode()
 
 
@@ -314,8 +338,10 @@ class Baseline:
         seen = self.units if indexed == "prefixed" else texts
         self.text = TextIndex(None)
         path = f"baseline/{conv.id}"
-        self.text.upsert([Unit(i, "L2", 0, u) for i, u in enumerate(seen)],
-                         {i: ("user/baseline", "turn", path) for i in range(len(seen))})
+        self.text.upsert(
+            [Unit(i, "L2", 0, u) for i, u in enumerate(seen)],
+            {i: ("user/baseline", "turn", path) for i in range(len(seen))},
+        )
         vecs = embedder.embed(seen)
         self.vectors = VectorIndex(embedder.dim, capacity=len(seen))
         self.vectors.upsert(list(range(len(seen))), vecs)
@@ -407,8 +433,9 @@ def status(mnt: Path) -> str:
 
 def index_caught_up(text: str) -> bool:
     m = _INDEX_LINE.search(text)
-    return ("index: ready" in text and m is not None and m.group(1) == m.group(2)
-            and m.group(3) == "0")
+    return (
+        "index: ready" in text and m is not None and m.group(1) == m.group(2) and m.group(3) == "0"
+    )
 
 
 def wait_index(mnt: Path, timeout: float) -> float:
@@ -418,8 +445,9 @@ def wait_index(mnt: Path, timeout: float) -> float:
         if index_caught_up(text):
             return time.perf_counter() - t0
         if "index: failed" in text or time.perf_counter() - t0 > timeout:
-            raise RuntimeError(f"index not caught up after {time.perf_counter() - t0:.0f}s:\n"
-                               f"{text}")
+            raise RuntimeError(
+                f"index not caught up after {time.perf_counter() - t0:.0f}s:\n{text}"
+            )
         time.sleep(0.1)
 
 
@@ -442,8 +470,9 @@ def ingest(mnt: Path, conv: Conversation) -> dict:
     owner.mkdir()
     inbox = owner / ".inbox"
     n_turns = sum(len(s["turns"]) for s in conv.sessions)
-    prog = Progress(f"ingest {conv.id} ({len(conv.sessions)} sessions, {n_turns} turns)",
-                    len(conv.sessions))
+    prog = Progress(
+        f"ingest {conv.id} ({len(conv.sessions)} sessions, {n_turns} turns)", len(conv.sessions)
+    )
     t0 = time.perf_counter()
     for s in conv.sessions:
         fd = os.open(inbox / f"{s['id']}.jsonl", os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
@@ -472,12 +501,21 @@ def ingest(mnt: Path, conv: Conversation) -> dict:
         by_type[key] = by_type.get(key, 0) + 1
     if not_done:
         raise RuntimeError(f"{conv.id}: inbox items not done: {not_done[:3]}")
-    return {"conversation": conv.id, "set": conv.set, "split": conv.split,
-            "sessions": len(conv.sessions), "turns": n_turns, "write_s": round(write_s, 3),
-            "reports_done_s": round(reports_s, 3), "index_wait_s": round(index_wait, 3),
-            "total_s": round(total_s, 3), "turns_per_s": round(n_turns / total_s, 1),
-            "files_with_lines_not_understood": not_understood,
-            "memories_created": len(created), "memories_by_type": by_type}
+    return {
+        "conversation": conv.id,
+        "set": conv.set,
+        "split": conv.split,
+        "sessions": len(conv.sessions),
+        "turns": n_turns,
+        "write_s": round(write_s, 3),
+        "reports_done_s": round(reports_s, 3),
+        "index_wait_s": round(index_wait, 3),
+        "total_s": round(total_s, 3),
+        "turns_per_s": round(n_turns / total_s, 1),
+        "files_with_lines_not_understood": not_understood,
+        "memories_created": len(created),
+        "memories_by_type": by_type,
+    }
 
 
 def query_path(mnt: Path, owner: str, question: str, budget: int) -> Path:
@@ -508,9 +546,12 @@ def score(conv: Conversation, q: dict, bundle: str) -> tuple[float | None, bool 
     return coverage, answer_in(q["answer"], norm)
 
 
-def run_queries(mnt: Path, convs: list[Conversation],
-                baselines: dict[str, dict[str, Baseline]],
-                budgets: list[int]) -> tuple[list[dict], list[dict], list[str]]:
+def run_queries(
+    mnt: Path,
+    convs: list[Conversation],
+    baselines: dict[str, dict[str, Baseline]],
+    budgets: list[int],
+) -> tuple[list[dict], list[dict], list[str]]:
     """Every question at every budget: the mount's bundle, then each baseline's. A baseline
     ranks once per question (the ranking does not depend on the budget) and packs per
     budget; its time for one (question, budget) is the ranking's plus that packing's."""
@@ -545,19 +586,38 @@ def run_queries(mnt: Path, convs: list[Conversation],
                     bundles[name] = (raw, rank_s + time.perf_counter() - t0)
                 for system, (bundle, secs) in bundles.items():
                     cov, ans = score(c, q, bundle)
-                    records.append({
-                        "set": c.set, "split": c.split, "conversation": c.id, "id": q["id"],
-                        "kind": q["kind"], "budget": b, "system": system,
-                        "coverage": cov, "answer_in": ans, "tokens": estimate_tokens(bundle),
-                        "seconds": round(secs, 6), "error": err if system == "contextfs"
-                        else None})
+                    records.append(
+                        {
+                            "set": c.set,
+                            "split": c.split,
+                            "conversation": c.id,
+                            "id": q["id"],
+                            "kind": q["kind"],
+                            "budget": b,
+                            "system": system,
+                            "coverage": cov,
+                            "answer_in": ans,
+                            "tokens": estimate_tokens(bundle),
+                            "seconds": round(secs, 6),
+                            "error": err if system == "contextfs" else None,
+                        }
+                    )
                 if b == example_budget and q["kind"] not in seen_kinds:
                     seen_kinds.add(q["kind"])
-                    examples.append({"conversation": c.id, "id": q["id"], "kind": q["kind"],
-                                     "question": q["question"], "answer": q["answer"],
-                                     "evidence": {t: c.turns[t]["text"] for t in q["evidence"]
-                                                  if t in c.turns},
-                                     "budget": b} | {k: v[0][:6000] for k, v in bundles.items()})
+                    examples.append(
+                        {
+                            "conversation": c.id,
+                            "id": q["id"],
+                            "kind": q["kind"],
+                            "question": q["question"],
+                            "answer": q["answer"],
+                            "evidence": {
+                                t: c.turns[t]["text"] for t in q["evidence"] if t in c.turns
+                            },
+                            "budget": b,
+                        }
+                        | {k: v[0][:6000] for k, v in bundles.items()}
+                    )
                 done += 1
                 prog.update(done)
     prog.done()
@@ -574,35 +634,50 @@ def summarise(records: list[dict], budgets: list[int]) -> list[dict]:
     for r in records:
         kinds = [r["kind"]] + (["all answerable"] if r["kind"] != "unanswerable" else [])
         for kind in kinds:
-            groups.setdefault((r["set"], r["split"], kind, r["budget"], r["system"]),
-                              []).append(r)
+            groups.setdefault((r["set"], r["split"], kind, r["budget"], r["system"]), []).append(r)
     rows = []
     for (set_, split, kind, budget, system), rs in sorted(groups.items()):
-        rows.append({
-            "set": set_, "split": split, "kind": kind, "budget": budget, "system": system,
-            "n": len(rs),
-            "coverage": _mean([r["coverage"] for r in rs if r["coverage"] is not None]),
-            "full_coverage": _mean([float(r["coverage"] == 1.0) for r in rs
-                                    if r["coverage"] is not None]),
-            "answer_in": _mean([float(r["answer_in"]) for r in rs
-                                if r["answer_in"] is not None]),
-            "tokens": _mean([float(r["tokens"]) for r in rs]),
-        })
+        rows.append(
+            {
+                "set": set_,
+                "split": split,
+                "kind": kind,
+                "budget": budget,
+                "system": system,
+                "n": len(rs),
+                "coverage": _mean([r["coverage"] for r in rs if r["coverage"] is not None]),
+                "full_coverage": _mean(
+                    [float(r["coverage"] == 1.0) for r in rs if r["coverage"] is not None]
+                ),
+                "answer_in": _mean(
+                    [float(r["answer_in"]) for r in rs if r["answer_in"] is not None]
+                ),
+                "tokens": _mean([float(r["tokens"]) for r in rs]),
+            }
+        )
     return rows
 
 
 def latency(records: list[dict], budgets: list[int]) -> list[dict]:
     out = []
     for b in [*budgets, None]:
+
         def secs(system: str, b: int | None = b) -> list[float]:
-            return [r["seconds"] for r in records if r["system"] == system
-                    and (b is None or r["budget"] == b) and not r.get("error")]
+            return [
+                r["seconds"]
+                for r in records
+                if r["system"] == system and (b is None or r["budget"] == b) and not r.get("error")
+            ]
+
         cfs, raw = secs("contextfs"), secs("raw")
-        row = {"budget": b if b is not None else "all", "n": len(cfs),
-               "contextfs_p50_ms": percentile(cfs, 50) * 1000,
-               "contextfs_p99_ms": percentile(cfs, 99) * 1000,
-               "raw_p50_ms": percentile(raw, 50) * 1000,
-               "raw_p99_ms": percentile(raw, 99) * 1000}
+        row = {
+            "budget": b if b is not None else "all",
+            "n": len(cfs),
+            "contextfs_p50_ms": percentile(cfs, 50) * 1000,
+            "contextfs_p99_ms": percentile(cfs, 99) * 1000,
+            "raw_p50_ms": percentile(raw, 50) * 1000,
+            "raw_p99_ms": percentile(raw, 99) * 1000,
+        }
         row["ratio_p50"] = row["contextfs_p50_ms"] / row["raw_p50_ms"] if raw else None
         out.append({k: round(v, 3) if isinstance(v, float) else v for k, v in row.items()})
     return out
@@ -625,19 +700,28 @@ def _cell(rows: dict, key: tuple, metric: str) -> str:
 def tables(summary: list[dict], budgets: list[int], convs: list[Conversation]) -> str:
     rows = {(r["set"], r["split"], r["kind"], r["budget"], r["system"]): r for r in summary}
     out = []
-    groups = sorted({(r["set"], r["split"]) for r in summary},
-                    key=lambda g: (g[0] != "generated", g[1] != "dev"))
+    groups = sorted(
+        {(r["set"], r["split"]) for r in summary},
+        key=lambda g: (g[0] != "generated", g[1] != "dev"),
+    )
     head = "| kind | n | " + " | ".join(f"@{b}" for b in budgets) + " |"
     rule = "|---|---:|" + "---:|" * len(budgets)
     for set_, split in groups:
         members = [c for c in convs if c.set == set_ and c.split == split]
         nq = sum(len(c.questions) for c in members)
-        out.append(f"### {set_} · {split} ({len(members)} conversation(s): "
-                   f"{', '.join(c.id for c in members)}; {nq} questions)\n")
+        out.append(
+            f"### {set_} · {split} ({len(members)} conversation(s): "
+            f"{', '.join(c.id for c in members)}; {nq} questions)\n"
+        )
         kinds = [k for k in KINDS if k != "unanswerable"] + ["all answerable"]
-        for metric, title in (("coverage", "Evidence coverage (mean share of a question's "
-                                           f"evidence turns in the bundle), {LEGEND}"),
-                              ("answer_in", f"Answer in bundle (share of questions), {LEGEND}")):
+        for metric, title in (
+            (
+                "coverage",
+                "Evidence coverage (mean share of a question's "
+                f"evidence turns in the bundle), {LEGEND}",
+            ),
+            ("answer_in", f"Answer in bundle (share of questions), {LEGEND}"),
+        ):
             out += [f"{title}\n", head, rule]
             for kind in kinds:
                 some = rows.get((set_, split, kind, budgets[0], "contextfs"))
@@ -649,38 +733,54 @@ def tables(summary: list[dict], budgets: list[int], convs: list[Conversation]) -
             if metric == "answer_in":
                 some = rows.get((set_, split, "unanswerable", budgets[0], "contextfs"))
                 if some:
-                    cells = [_cell(rows, (set_, split, "unanswerable", b), "tokens")
-                             for b in budgets]
-                    out.append(f"| unanswerable: mean bundle tokens | {some['n']} | "
-                               + " | ".join(cells) + " |")
+                    cells = [
+                        _cell(rows, (set_, split, "unanswerable", b), "tokens") for b in budgets
+                    ]
+                    out.append(
+                        f"| unanswerable: mean bundle tokens | {some['n']} | "
+                        + " | ".join(cells)
+                        + " |"
+                    )
             out.append("")
     return "\n".join(out)
 
 
 def latency_table(lat: list[dict]) -> str:
-    out = ["| budget | queries | ContextFS p50 ms | ContextFS p99 ms | raw floor p50 ms | "
-           "raw floor p99 ms | p50 ratio |", "|---|---:|---:|---:|---:|---:|---:|"]
+    out = [
+        "| budget | queries | ContextFS p50 ms | ContextFS p99 ms | raw floor p50 ms | "
+        "raw floor p99 ms | p50 ratio |",
+        "|---|---:|---:|---:|---:|---:|---:|",
+    ]
     for r in lat:
         ratio = f"{r['ratio_p50']:.1f}x" if r["ratio_p50"] else "–"
-        out.append(f"| {r['budget']} | {r['n']} | {r['contextfs_p50_ms']:.1f} | "
-                   f"{r['contextfs_p99_ms']:.1f} | {r['raw_p50_ms']:.1f} | "
-                   f"{r['raw_p99_ms']:.1f} | {ratio} |")
+        out.append(
+            f"| {r['budget']} | {r['n']} | {r['contextfs_p50_ms']:.1f} | "
+            f"{r['contextfs_p99_ms']:.1f} | {r['raw_p50_ms']:.1f} | "
+            f"{r['raw_p99_ms']:.1f} | {ratio} |"
+        )
     return "\n".join(out)
 
 
 def ingest_table(rows: list[dict]) -> str:
-    out = ["| conversation | set · split | sessions | turns | reports done s | indexed s | "
-           "turns/s | memories created |", "|---|---|---:|---:|---:|---:|---:|---:|"]
+    out = [
+        "| conversation | set · split | sessions | turns | reports done s | indexed s | "
+        "turns/s | memories created |",
+        "|---|---|---:|---:|---:|---:|---:|---:|",
+    ]
     for r in rows:
-        out.append(f"| {r['conversation']} | {r['set']} · {r['split']} | {r['sessions']} | "
-                   f"{r['turns']} | {r['reports_done_s']:.1f} | {r['total_s']:.1f} | "
-                   f"{r['turns_per_s']:.0f} | {r['memories_created']} |")
+        out.append(
+            f"| {r['conversation']} | {r['set']} · {r['split']} | {r['sessions']} | "
+            f"{r['turns']} | {r['reports_done_s']:.1f} | {r['total_s']:.1f} | "
+            f"{r['turns_per_s']:.0f} | {r['memories_created']} |"
+        )
     if rows:
         turns = sum(r["turns"] for r in rows)
         secs = sum(r["total_s"] for r in rows)
-        out.append(f"| **all** | | {sum(r['sessions'] for r in rows)} | {turns} | "
-                   f"{sum(r['reports_done_s'] for r in rows):.1f} | {secs:.1f} | "
-                   f"{turns / secs:.0f} | {sum(r['memories_created'] for r in rows)} |")
+        out.append(
+            f"| **all** | | {sum(r['sessions'] for r in rows)} | {turns} | "
+            f"{sum(r['reports_done_s'] for r in rows):.1f} | {secs:.1f} | "
+            f"{turns / secs:.0f} | {sum(r['memories_created'] for r in rows)} |"
+        )
     return "\n".join(out)
 
 
@@ -695,8 +795,10 @@ def run(args: argparse.Namespace, convs: list[Conversation], result: dict) -> No
     baselines: dict[str, dict[str, Baseline]] = {}
     prog = Progress("baseline indexes (raw turns)", len(convs))
     for i, c in enumerate(convs):
-        baselines[c.id] = {"raw": Baseline(c, embedder, "prefixed"),
-                           "raw-text": Baseline(c, embedder, "text")}
+        baselines[c.id] = {
+            "raw": Baseline(c, embedder, "prefixed"),
+            "raw-text": Baseline(c, embedder, "text"),
+        }
         prog.update(i + 1)
     result["baseline_build_s"] = round(prog.done(), 2)
 
@@ -724,8 +826,10 @@ def run(args: argparse.Namespace, convs: list[Conversation], result: dict) -> No
             for bl in pair.values():
                 bl.close()
         if args.keep:
-            say(f"kept: mount {mnt} (daemon pid {m.proc.pid if m.proc else '?'}; unmount "
-                f"with `fusermount3 -u {mnt}`), data {data}")
+            say(
+                f"kept: mount {mnt} (daemon pid {m.proc.pid if m.proc else '?'}; unmount "
+                f"with `fusermount3 -u {mnt}`), data {data}"
+            )
         else:
             try:
                 m.stop()
@@ -734,8 +838,11 @@ def run(args: argparse.Namespace, convs: list[Conversation], result: dict) -> No
                 say(f"unmount problem: {e}")
             log = data / "contextfs.log"
             if log.exists():
-                result["log_problems"] = [ln for ln in log.read_text(errors="replace")
-                                          .splitlines() if " ERROR " in ln or "Traceback" in ln]
+                result["log_problems"] = [
+                    ln
+                    for ln in log.read_text(errors="replace").splitlines()
+                    if " ERROR " in ln or "Traceback" in ln
+                ]
             if not os.path.ismount(mnt):
                 shutil.rmtree(base, ignore_errors=True)
     result["elapsed_s"] = round(time.perf_counter() - t0, 1)
@@ -743,21 +850,36 @@ def run(args: argparse.Namespace, convs: list[Conversation], result: dict) -> No
 
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--quick", action="store_true",
-                   help=f"CI smoke: the first {QUICK_SESSIONS} sessions of one dev "
-                        f"conversation, {QUICK_QUESTIONS} questions, budget 1000")
+    p.add_argument(
+        "--quick",
+        action="store_true",
+        help=f"CI smoke: the first {QUICK_SESSIONS} sessions of one dev "
+        f"conversation, {QUICK_QUESTIONS} questions, budget 1000",
+    )
     p.add_argument("--set", choices=("generated", "handwritten", "both"), default="both")
     p.add_argument("--split", choices=("dev", "held-out", "both"), default="both")
-    p.add_argument("--budgets", default=",".join(map(str, BUDGETS)),
-                   help="comma-separated token budgets")
-    p.add_argument("--limit-questions", type=int, default=0,
-                   help="at most N questions per conversation (kinds taken in turn)")
-    p.add_argument("--conversations", default="",
-                   help="comma-separated conversation ids (default: all of the set/split)")
-    p.add_argument("--json", default="bench-results/bench_recall.json",
-                   help="where to write the JSON")
-    p.add_argument("--keep", action="store_true",
-                   help="leave the mount and its temp dir in place for debugging")
+    p.add_argument(
+        "--budgets", default=",".join(map(str, BUDGETS)), help="comma-separated token budgets"
+    )
+    p.add_argument(
+        "--limit-questions",
+        type=int,
+        default=0,
+        help="at most N questions per conversation (kinds taken in turn)",
+    )
+    p.add_argument(
+        "--conversations",
+        default="",
+        help="comma-separated conversation ids (default: all of the set/split)",
+    )
+    p.add_argument(
+        "--json", default="bench-results/bench_recall.json", help="where to write the JSON"
+    )
+    p.add_argument(
+        "--keep",
+        action="store_true",
+        help="leave the mount and its temp dir in place for debugging",
+    )
     args = p.parse_args(argv)
     args.budgets = [int(b) for b in str(args.budgets).split(",") if b.strip()]
     args.conversations = [c for c in args.conversations.split(",") if c]
@@ -772,8 +894,10 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     info = machine_info()
     nq = sum(len(c.questions) for c in convs)
-    say(f"bench_recall: {len(convs)} conversation(s), {nq} questions x budgets {args.budgets}; "
-        f"{info.get('cpus')} cpus, load {info.get('loadavg_start')}")
+    say(
+        f"bench_recall: {len(convs)} conversation(s), {nq} questions x budgets {args.budgets}; "
+        f"{info.get('cpus')} cpus, load {info.get('loadavg_start')}"
+    )
     result: dict = {}
     failed = None
     try:
@@ -792,8 +916,10 @@ def main(argv: list[str] | None = None) -> int:
     if records:
         print("## Recall\n")
         print(tables(summary, args.budgets, convs))
-        print("## Query latency (ContextFS: read of _context.md through the mount; raw floor: "
-              "the baseline in-process)\n")
+        print(
+            "## Query latency (ContextFS: read of _context.md through the mount; raw floor: "
+            "the baseline in-process)\n"
+        )
         print(latency_table(lat))
         print()
     problems = list(result.get("query_errors", []))[:20]
@@ -807,13 +933,26 @@ def main(argv: list[str] | None = None) -> int:
         for line in problems:
             print(f"  - {line}")
     info["loadavg_end"] = os.getloadavg()
-    out = {"machine": info, "args": vars(args),
-           "conversations": [{"id": c.id, "set": c.set, "split": c.split,
-                              "sessions": len(c.sessions),
-                              "turns": sum(len(s["turns"]) for s in c.sessions),
-                              "questions": len(c.questions)} for c in convs],
-           "systems": list(SYSTEMS), "summary": summary, "latency": lat,
-           "problems": problems, "error": failed} | result
+    out = {
+        "machine": info,
+        "args": vars(args),
+        "conversations": [
+            {
+                "id": c.id,
+                "set": c.set,
+                "split": c.split,
+                "sessions": len(c.sessions),
+                "turns": sum(len(s["turns"]) for s in c.sessions),
+                "questions": len(c.questions),
+            }
+            for c in convs
+        ],
+        "systems": list(SYSTEMS),
+        "summary": summary,
+        "latency": lat,
+        "problems": problems,
+        "error": failed,
+    } | result
     path = Path(args.json)
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(json.dumps(out, indent=1, default=str, ensure_ascii=False) + "\n")

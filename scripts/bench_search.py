@@ -191,8 +191,9 @@ class BenchEmbedder:
             parts.append(rows)
         rest = texts[n_real:]
         if rest:
-            base = np.stack([self.bank[xxhash.xxh64_intdigest(t.encode()) % len(self.bank)]
-                             for t in rest])
+            base = np.stack(
+                [self.bank[xxhash.xxh64_intdigest(t.encode()) % len(self.bank)] for t in rest]
+            )
             noise = self.rng.standard_normal(base.shape).astype(np.float32)
             rows = base + noise * (0.5 / np.sqrt(self.dim))
             rows /= np.linalg.norm(rows, axis=1, keepdims=True)
@@ -241,14 +242,18 @@ def fmt(x: float | None, unit: str) -> str:
 
 
 def table(rows: list[Row]) -> str:
-    lines = ["| metric | N | raw | contextfs | ratio | target | pass/fail |",
-             "|---|---:|---:|---:|---:|---|---|"]
+    lines = [
+        "| metric | N | raw | contextfs | ratio | target | pass/fail |",
+        "|---|---:|---:|---:|---:|---|---|",
+    ]
     for r in rows:
         verdict = "-" if r.passed is None else ("pass" if r.passed else "**FAIL**")
         ratio = "-" if r.ratio is None else f"{r.ratio:.2f}x"
         name = r.metric + (f" ({r.unit})" if r.unit else "") + (f" [{r.note}]" if r.note else "")
-        lines.append(f"| {name} | {r.n:,} | {fmt(r.raw, r.unit)} | {fmt(r.contextfs, r.unit)} "
-                     f"| {ratio} | {r.target or '-'} | {verdict} |")
+        lines.append(
+            f"| {name} | {r.n:,} | {fmt(r.raw, r.unit)} | {fmt(r.contextfs, r.unit)} "
+            f"| {ratio} | {r.target or '-'} | {verdict} |"
+        )
     return "\n".join(lines)
 
 
@@ -270,6 +275,7 @@ def build_store(data: Path, n: int, prose: bool) -> dict:
         prog = Progress(f"build store N={n} ({'prose' if prose else 'one-sentence'} L2s)", n)
         chars = 0
         for start in range(0, n, TX_NODES):
+
             def tx(start: int = start) -> None:
                 nonlocal chars
                 for i in range(start, min(start + TX_NODES, n)):
@@ -285,24 +291,32 @@ def build_store(data: Path, n: int, prose: bool) -> dict:
                     node = memory.create_node((kind, owner), ctype, name, persist=False)
                     memory.save_l2(node, text)
                     chars += len(text)
+
             with memory.transaction():  # the service's transaction, many nodes per commit
                 tx()
             prog.update(min(start + TX_NODES, n))
         elapsed = prog.done()
-        return {"nodes": len(memory.live), "seconds": elapsed, "nodes_per_s": n / elapsed,
-                "generation": memory.generation, "mean_l2_chars": chars / max(n, 1)}
+        return {
+            "nodes": len(memory.live),
+            "seconds": elapsed,
+            "nodes_per_s": n / elapsed,
+            "generation": memory.generation,
+            "mean_l2_chars": chars / max(n, 1),
+        }
     finally:
         store.close()
 
 
 def node_unit_texts(memory: Memory) -> list[list[str]]:
     """The vector units of every live node, as the indexer makes them, in its order."""
-    return [[u.text for u in _distinct(units_of(nd))]
-            for nd in memory.nodes.values() if nd.deleted_at is None]
+    return [
+        [u.text for u in _distinct(units_of(nd))]
+        for nd in memory.nodes.values()
+        if nd.deleted_at is None
+    ]
 
 
-def build_indexes(data: Path, embedder: LocalEmbedder, synthetic: bool,
-                  real_vectors: int) -> dict:
+def build_indexes(data: Path, embedder: LocalEmbedder, synthetic: bool, real_vectors: int) -> dict:
     """Indexer.rebuild_sync over the store. Raw embedding of the same texts is interleaved:
     after each step of the rebuild (64 nodes), the raw pass embeds those nodes' units, so a
     change of load on the machine hits both sides alike."""
@@ -315,8 +329,9 @@ def build_indexes(data: Path, embedder: LocalEmbedder, synthetic: bool,
         n_units = sum(len(t) for t in per_node)
         bench = BenchEmbedder(embedder, real_vectors if synthetic else None)
         indexer = Indexer(memory, cfg.index_dir, lambda: bench, model_name=MODEL)
-        label = f"Indexer.rebuild_sync N={n}" + (" (synthetic vectors)" if synthetic
-                                                 else " + raw MiniLM on the same units")
+        label = f"Indexer.rebuild_sync N={n}" + (
+            " (synthetic vectors)" if synthetic else " + raw MiniLM on the same units"
+        )
         prog = Progress(label, n)
         raw_s = 0.0
         done_nodes = 0
@@ -337,13 +352,19 @@ def build_indexes(data: Path, embedder: LocalEmbedder, synthetic: bool,
         indexer.text.close()  # release tantivy's writer lock before the daemon opens it
         units = len(indexer.digests)
         if units != n_units:
-            raise RuntimeError(f"the indexer made {units} vector units, the raw pass has "
-                               f"{n_units}: they must be the same texts")
+            raise RuntimeError(
+                f"the indexer made {units} vector units, the raw pass has "
+                f"{n_units}: they must be the same texts"
+            )
         out: dict = {
-            "nodes": n, "units": units, "synthetic": synthetic,
-            "indexed_nodes": total, "rebuild_s": rebuild_s,
+            "nodes": n,
+            "units": units,
+            "synthetic": synthetic,
+            "indexed_nodes": total,
+            "rebuild_s": rebuild_s,
             "rebuild_units_per_s": units / rebuild_s,
-            "model_s_in_rebuild": bench.model_seconds, "model_texts_in_rebuild": bench.model_texts,
+            "model_s_in_rebuild": bench.model_seconds,
+            "model_texts_in_rebuild": bench.model_texts,
             "synthetic_texts": bench.synthetic_texts,
             "pipeline_s_excl_model": rebuild_s - bench.model_seconds,
             "generation": indexer.generation,
@@ -423,8 +444,9 @@ def questions(limit: int) -> list[tuple[str, str, str | None]]:
     return qs[:limit]
 
 
-def measure_queries(mnt: Path, inproc: InProcess, qs: list[tuple[str, str, str | None]],
-                    rounds: int) -> dict:
+def measure_queries(
+    mnt: Path, inproc: InProcess, qs: list[tuple[str, str, str | None]], rounds: int
+) -> dict:
     k, budget0 = 10, 2000
     mount_first: list[float] = []
     mount_cached: list[float] = []
@@ -453,8 +475,9 @@ def measure_queries(mnt: Path, inproc: InProcess, qs: list[tuple[str, str, str |
                     raise RuntimeError(f"cached re-read of {path} differs")
                 return data.decode()
 
-            def in_process(question: str = question, scope: str = scope,
-                           opts: QueryOptions = opts) -> str:
+            def in_process(
+                question: str = question, scope: str = scope, opts: QueryOptions = opts
+            ) -> str:
                 raw.append(inproc.raw_floor(question, scope, k))
                 t, text = inproc.full(question, scope, opts)
                 full.append(t)
@@ -473,19 +496,31 @@ def measure_queries(mnt: Path, inproc: InProcess, qs: list[tuple[str, str, str |
                 correct_inproc += top_i == want
             prog.update(r * len(qs) + j + 1)
     prog.done()
-    return {"questions": len(qs), "rounds": rounds,
-            "mount_first": stats(mount_first), "mount_cached": stats(mount_cached),
-            "raw_floor": stats(raw), "inproc_full": stats(full),
-            "top1_expected": expected, "top1_correct_mount": correct_mount,
-            "top1_correct_inproc": correct_inproc, "top1_agree": agree,
-            "samples": {"mount_first": mount_first, "mount_cached": mount_cached,
-                        "raw_floor": raw, "inproc_full": full}}
+    return {
+        "questions": len(qs),
+        "rounds": rounds,
+        "mount_first": stats(mount_first),
+        "mount_cached": stats(mount_cached),
+        "raw_floor": stats(raw),
+        "inproc_full": stats(full),
+        "top1_expected": expected,
+        "top1_correct_mount": correct_mount,
+        "top1_correct_inproc": correct_inproc,
+        "top1_agree": agree,
+        "samples": {
+            "mount_first": mount_first,
+            "mount_cached": mount_cached,
+            "raw_floor": raw,
+            "inproc_full": full,
+        },
+    }
 
 
 def nonsense_word(rng: random.Random) -> str:
     syll = ("zor", "blax", "quin", "vex", "plo", "trum", "gask", "fid", "wub", "kre", "myr")
     return "".join(rng.choice(syll) for _ in range(4)) + secrets.token_hex(2).translate(
-        str.maketrans("0123456789", "ghijklmnop"))
+        str.maketrans("0123456789", "ghijklmnop")
+    )
 
 
 def measure_fsync(mnt: Path, trials: int) -> dict:
@@ -518,12 +553,19 @@ def measure_fsync(mnt: Path, trials: int) -> dict:
         ranks.append(rank)
         if rank != 1:
             (misses if rank is None else not_top).append(
-                f"{word}: expected {rel}, got {[h['path'] for h in hits[:3]]}")
+                f"{word}: expected {rel}, got {[h['path'] for h in hits[:3]]}"
+            )
         prog.update(i + 1)
     prog.done()
-    return {"trials": trials, "total": stats(times),
-            "phase_p50": {k: statistics.median(v) for k, v in phases.items()},
-            "misses": misses, "not_top": not_top, "ranks": ranks, "samples": times}
+    return {
+        "trials": trials,
+        "total": stats(times),
+        "phase_p50": {k: statistics.median(v) for k, v in phases.items()},
+        "misses": misses,
+        "not_top": not_top,
+        "ranks": ranks,
+        "samples": times,
+    }
 
 
 # --------------------------------------------------------------------------------------
@@ -536,17 +578,23 @@ def run_size(n: int, args: argparse.Namespace, embedder: LocalEmbedder) -> tuple
     base = Path(tempfile.mkdtemp(prefix=f"bench_search-{n}-"))
     data, copy, mnt = base / "data", base / "data-copy", base / "mnt"
     mnt.mkdir()
-    result: dict = {"n": n, "tmp": str(base), "l2": "prose" if prose else "one sentence",
-                    "synthetic_vectors": synthetic}
+    result: dict = {
+        "n": n,
+        "tmp": str(base),
+        "l2": "prose" if prose else "one sentence",
+        "synthetic_vectors": synthetic,
+    }
     rows: list[Row] = []
     inproc: InProcess | None = None
     try:
         result["build"] = build_store(data, n, prose)
         ix = build_indexes(data, embedder, synthetic, args.real_vectors)
         result["index"] = ix
-        say(f"N={n}: {ix['units']} units ({ix['units'] / n:.2f}/node); rebuild "
+        say(
+            f"N={n}: {ix['units']} units ({ix['units'] / n:.2f}/node); rebuild "
             f"{ix['rebuild_units_per_s']:.0f} units/s (model {ix['model_s_in_rebuild']:.1f}s of "
-            f"{ix['rebuild_s']:.1f}s), raw MiniLM {ix['raw_units_per_s']:.0f} units/s")
+            f"{ix['rebuild_s']:.1f}s), raw MiniLM {ix['raw_units_per_s']:.0f} units/s"
+        )
         shutil.copytree(data, copy)
         say(f"N={n}: mounting {mnt} (data dir {data})")
         t0 = time.monotonic()
@@ -584,34 +632,113 @@ def run_size(n: int, args: argparse.Namespace, embedder: LocalEmbedder) -> tuple
 
     q, f, ix = result["queries"], result["fsync"], result["index"]
     p50_target = f"<= {TARGET_P50_RATIO:g}x raw"
-    rows.append(Row("_context.md read p50, computed", n, q["raw_floor"]["p50"],
-                    q["mount_first"]["p50"], "ms", p50_target,
-                    q["mount_first"]["p50"] <= TARGET_P50_RATIO * q["raw_floor"]["p50"]))
-    rows.append(Row("_context.md read p99, computed", n, q["raw_floor"]["p99"],
-                    q["mount_first"]["p99"], "ms", f"<= {TARGET_P99_S * 1000:.0f} ms",
-                    q["mount_first"]["p99"] <= TARGET_P99_S))
-    rows.append(Row("_context.md re-read p50, cached", n, q["raw_floor"]["p50"],
-                    q["mount_cached"]["p50"], "ms"))
-    rows.append(Row("in-process search+pack p50 (no FUSE)", n, q["raw_floor"]["p50"],
-                    q["inproc_full"]["p50"], "ms"))
-    rows.append(Row("in-process search+pack p99 (no FUSE)", n, q["raw_floor"]["p99"],
-                    q["inproc_full"]["p99"], "ms"))
+    rows.append(
+        Row(
+            "_context.md read p50, computed",
+            n,
+            q["raw_floor"]["p50"],
+            q["mount_first"]["p50"],
+            "ms",
+            p50_target,
+            q["mount_first"]["p50"] <= TARGET_P50_RATIO * q["raw_floor"]["p50"],
+        )
+    )
+    rows.append(
+        Row(
+            "_context.md read p99, computed",
+            n,
+            q["raw_floor"]["p99"],
+            q["mount_first"]["p99"],
+            "ms",
+            f"<= {TARGET_P99_S * 1000:.0f} ms",
+            q["mount_first"]["p99"] <= TARGET_P99_S,
+        )
+    )
+    rows.append(
+        Row(
+            "_context.md re-read p50, cached",
+            n,
+            q["raw_floor"]["p50"],
+            q["mount_cached"]["p50"],
+            "ms",
+        )
+    )
+    rows.append(
+        Row(
+            "in-process search+pack p50 (no FUSE)",
+            n,
+            q["raw_floor"]["p50"],
+            q["inproc_full"]["p50"],
+            "ms",
+        )
+    )
+    rows.append(
+        Row(
+            "in-process search+pack p99 (no FUSE)",
+            n,
+            q["raw_floor"]["p99"],
+            q["inproc_full"]["p99"],
+            "ms",
+        )
+    )
     fs = f["total"]
-    rows.append(Row("fsync-to-searchable p50", n, None, fs["p50"], "ms",
-                    f"<= {TARGET_FSYNC_P50_S * 1000:.0f} ms", fs["p50"] <= TARGET_FSYNC_P50_S))
+    rows.append(
+        Row(
+            "fsync-to-searchable p50",
+            n,
+            None,
+            fs["p50"],
+            "ms",
+            f"<= {TARGET_FSYNC_P50_S * 1000:.0f} ms",
+            fs["p50"] <= TARGET_FSYNC_P50_S,
+        )
+    )
     rows.append(Row("fsync-to-searchable p99", n, None, fs["p99"], "ms"))
-    rows.append(Row("fsync-to-searchable: new node not top hit", n, None,
-                    float(len(f["misses"]) + len(f["not_top"])), "", "0",
-                    not f["misses"] and not f["not_top"]))
-    rows.append(Row("fsync-to-searchable: new node not found at all", n, None,
-                    float(len(f["misses"])), "", "0", not f["misses"]))
+    rows.append(
+        Row(
+            "fsync-to-searchable: new node not top hit",
+            n,
+            None,
+            float(len(f["misses"]) + len(f["not_top"])),
+            "",
+            "0",
+            not f["misses"] and not f["not_top"],
+        )
+    )
+    rows.append(
+        Row(
+            "fsync-to-searchable: new node not found at all",
+            n,
+            None,
+            float(len(f["misses"])),
+            "",
+            "0",
+            not f["misses"],
+        )
+    )
     if synthetic:
-        rows.append(Row("index pipeline excl. model", n, None, ix["units"] / max(
-            ix["pipeline_s_excl_model"], 1e-9), "units/s", note="SYNTHETIC vectors"))
+        rows.append(
+            Row(
+                "index pipeline excl. model",
+                n,
+                None,
+                ix["units"] / max(ix["pipeline_s_excl_model"], 1e-9),
+                "units/s",
+                note="SYNTHETIC vectors",
+            )
+        )
     else:
-        rows.append(Row("bulk indexing throughput", n, ix["raw_units_per_s"],
-                        ix["rebuild_units_per_s"], "units/s", f">= {TARGET_INDEX_RATIO:.0%} raw",
-                        ix["rebuild_units_per_s"] >= TARGET_INDEX_RATIO * ix["raw_units_per_s"]))
+        rows.append(
+            Row(
+                "bulk indexing throughput",
+                n,
+                ix["raw_units_per_s"],
+                ix["rebuild_units_per_s"],
+                "units/s",
+                f">= {TARGET_INDEX_RATIO:.0%} raw",
+                ix["rebuild_units_per_s"] >= TARGET_INDEX_RATIO * ix["raw_units_per_s"],
+            )
+        )
     rss = result.get("rss_after") or {}
     rows.append(Row("daemon VmRSS after run", n, None, rss.get("VmRSS"), "MiB"))
     rows.append(Row("daemon VmHWM (peak)", n, None, rss.get("VmHWM"), "MiB"))
@@ -624,17 +751,32 @@ def run_size(n: int, args: argparse.Namespace, embedder: LocalEmbedder) -> tuple
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--sizes", default="1000,10000,100000", help="comma separated node counts")
-    p.add_argument("--quick", action="store_true",
-                   help="CI smoke check: N = 300, 10 questions, 1 round, 10 fsync trials")
+    p.add_argument(
+        "--quick",
+        action="store_true",
+        help="CI smoke check: N = 300, 10 questions, 1 round, 10 fsync trials",
+    )
     p.add_argument("--rounds", type=int, default=3, help="rounds over the questions")
     p.add_argument("--questions", type=int, default=32, help="distinct questions (at most 32)")
     p.add_argument("--fsync-trials", type=int, default=30)
-    p.add_argument("--prose-max", type=int, default=1000,
-                   help="sizes up to this get prose L2s; larger ones one-sentence L2s")
-    p.add_argument("--synthetic-above", type=int, default=10000,
-                   help="sizes above this index synthetic vectors (see the module docstring)")
-    p.add_argument("--real-vectors", type=int, default=2000,
-                   help="with synthetic vectors: how many unit texts are embedded for real")
+    p.add_argument(
+        "--prose-max",
+        type=int,
+        default=1000,
+        help="sizes up to this get prose L2s; larger ones one-sentence L2s",
+    )
+    p.add_argument(
+        "--synthetic-above",
+        type=int,
+        default=10000,
+        help="sizes above this index synthetic vectors (see the module docstring)",
+    )
+    p.add_argument(
+        "--real-vectors",
+        type=int,
+        default=2000,
+        help="with synthetic vectors: how many unit texts are embedded for real",
+    )
     p.add_argument("--json", default="bench-results/bench_search.json", help="where to write JSON")
     p.add_argument("--keep", action="store_true", help="keep the temp dirs (mount is undone)")
     args = p.parse_args(argv)
@@ -645,9 +787,11 @@ def main(argv: list[str] | None = None) -> int:
         sizes = [int(s.replace("_", "")) for s in args.sizes.split(",") if s.strip()]
 
     info = machine_info(Path(__file__).parent)
-    say(f"bench_search: sizes {sizes}, {args.rounds} round(s) of {args.questions} questions, "
+    say(
+        f"bench_search: sizes {sizes}, {args.rounds} round(s) of {args.questions} questions, "
         f"{args.fsync_trials} fsync trials; {info.get('cpus')} cpus, "
-        f"load {info.get('loadavg_start')}")
+        f"load {info.get('loadavg_start')}"
+    )
     t0 = time.perf_counter()
     embedder = LocalEmbedder()  # one thread, as the daemon's default
     info["model_load_s"] = time.perf_counter() - t0
@@ -670,29 +814,37 @@ def main(argv: list[str] | None = None) -> int:
     for r in results:
         ix, q, f = r["index"], r["queries"], r["fsync"]
         rss = r.get("rss_after") or {}
-        print(f"N={r['n']:,}: {r['l2']} L2s, {ix['units']:,} vector units; store built at "
-              f"{r['build']['nodes_per_s']:.0f} nodes/s; index ready {r['mount_to_ready_s']:.1f}s "
-              f"after mount; daemon RSS {rss.get('VmRSS', 0) / 2**20:.0f} MiB "
-              f"(peak {rss.get('VmHWM', 0) / 2**20:.0f} MiB)")
-        print(f"    top-1 on the {q['top1_expected']} corpus targets: mount "
-              f"{q['top1_correct_mount']}, in-process {q['top1_correct_inproc']}; mount and "
-              f"in-process agree on {q['top1_agree']}/{q['questions'] * q['rounds']} top hits; "
-              f"fsync phases p50: write+fsync {f['phase_p50']['write_fsync'] * 1000:.1f} ms, "
-              f"query {f['phase_p50']['query'] * 1000:.1f} ms")
+        print(
+            f"N={r['n']:,}: {r['l2']} L2s, {ix['units']:,} vector units; store built at "
+            f"{r['build']['nodes_per_s']:.0f} nodes/s; index ready {r['mount_to_ready_s']:.1f}s "
+            f"after mount; daemon RSS {rss.get('VmRSS', 0) / 2**20:.0f} MiB "
+            f"(peak {rss.get('VmHWM', 0) / 2**20:.0f} MiB)"
+        )
+        print(
+            f"    top-1 on the {q['top1_expected']} corpus targets: mount "
+            f"{q['top1_correct_mount']}, in-process {q['top1_correct_inproc']}; mount and "
+            f"in-process agree on {q['top1_agree']}/{q['questions'] * q['rounds']} top hits; "
+            f"fsync phases p50: write+fsync {f['phase_p50']['write_fsync'] * 1000:.1f} ms, "
+            f"query {f['phase_p50']['query'] * 1000:.1f} ms"
+        )
         if r["synthetic_vectors"]:
             model_rate = ix["raw_units_per_s"]
             per_unit = ix["pipeline_s_excl_model"] / max(ix["units"], 1)
             projected = (1 / model_rate) / (1 / model_rate + per_unit)
-            print(f"    SYNTHETIC VECTORS: {ix['model_texts_in_rebuild']:,} unit texts embedded "
-                  f"by MiniLM ({model_rate:.0f}/s), the other {ix['synthetic_texts']:,} are "
-                  f"noisy copies of those; the index pipeline without the model ran at "
-                  f"{ix['units'] / max(ix['pipeline_s_excl_model'], 1e-9):.0f} units/s "
-                  f"({per_unit * 1000:.2f} ms/unit): with the real model the projected "
-                  f"indexing ratio is {projected:.0%} (not measured)")
+            print(
+                f"    SYNTHETIC VECTORS: {ix['model_texts_in_rebuild']:,} unit texts embedded "
+                f"by MiniLM ({model_rate:.0f}/s), the other {ix['synthetic_texts']:,} are "
+                f"noisy copies of those; the index pipeline without the model ran at "
+                f"{ix['units'] / max(ix['pipeline_s_excl_model'], 1e-9):.0f} units/s "
+                f"({per_unit * 1000:.2f} ms/unit): with the real model the projected "
+                f"indexing ratio is {projected:.0%} (not measured)"
+            )
         else:
-            print(f"    rebuild: {ix['rebuild_s']:.1f}s of which {ix['model_s_in_rebuild']:.1f}s "
-                  f"in the model; raw MiniLM over the same {ix['units']:,} texts "
-                  f"{ix['raw_s']:.1f}s")
+            print(
+                f"    rebuild: {ix['rebuild_s']:.1f}s of which {ix['model_s_in_rebuild']:.1f}s "
+                f"in the model; raw MiniLM over the same {ix['units']:,} texts "
+                f"{ix['raw_s']:.1f}s"
+            )
         for f_miss in f["misses"][:5]:
             print(f"    fsync miss (not found): {f_miss}")
         for f_miss in f["not_top"][:3]:
@@ -705,18 +857,29 @@ def main(argv: list[str] | None = None) -> int:
         print("\nMissed targets:")
         for r in missed:
             ratio = "" if r.ratio is None else f", {r.ratio:.2f}x raw"
-            print(f"  - {r.metric} at N={r.n:,}: {fmt(r.contextfs, r.unit)} {r.unit}{ratio} "
-                  f"(target {r.target})")
+            print(
+                f"  - {r.metric} at N={r.n:,}: {fmt(r.contextfs, r.unit)} {r.unit}{ratio} "
+                f"(target {r.target})"
+            )
     elif all_rows:
         print("\nAll targets met.")
 
     info["loadavg_end"] = os.getloadavg()
-    out = {"machine": info, "sizes": sizes, "args": vars(args),
-           "targets": {"context_p50_ratio": TARGET_P50_RATIO, "context_p99_s": TARGET_P99_S,
-                       "fsync_p50_s": TARGET_FSYNC_P50_S, "index_ratio": TARGET_INDEX_RATIO},
-           "rows": [asdict(r) | {"ratio": r.ratio} for r in all_rows],
-           "results": results, "missed": [f"{r.metric} N={r.n}" for r in missed],
-           "error": failed}
+    out = {
+        "machine": info,
+        "sizes": sizes,
+        "args": vars(args),
+        "targets": {
+            "context_p50_ratio": TARGET_P50_RATIO,
+            "context_p99_s": TARGET_P99_S,
+            "fsync_p50_s": TARGET_FSYNC_P50_S,
+            "index_ratio": TARGET_INDEX_RATIO,
+        },
+        "rows": [asdict(r) | {"ratio": r.ratio} for r in all_rows],
+        "results": results,
+        "missed": [f"{r.metric} N={r.n}" for r in missed],
+        "error": failed,
+    }
     path = write_json(args.json, out)
     print(f"\nJSON written to {path}")
     if failed:

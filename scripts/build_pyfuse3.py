@@ -32,10 +32,16 @@ LOCAL_VERSION = f"{UPSTREAM}+contextfs.dirino1"
 
 # (handler, the line pyfuse3 has, the line we want); each must occur exactly once.
 PATCHES = [
-    ("cdef void fuse_readdirplus", "    c.fh = fi.fh\n",
-     "    c.fh = fi.fh if fi.fh else ino  # contextfs: no-opendir mode sends handle 0\n"),
-    ("cdef void fuse_fsyncdir", "    c.fh = fi.fh\n",
-     "    c.fh = fi.fh if fi.fh else ino  # contextfs: no-opendir mode sends handle 0\n"),
+    (
+        "cdef void fuse_readdirplus",
+        "    c.fh = fi.fh\n",
+        "    c.fh = fi.fh if fi.fh else ino  # contextfs: no-opendir mode sends handle 0\n",
+    ),
+    (
+        "cdef void fuse_fsyncdir",
+        "    c.fh = fi.fh\n",
+        "    c.fh = fi.fh if fi.fh else ino  # contextfs: no-opendir mode sends handle 0\n",
+    ),
 ]
 
 
@@ -62,8 +68,11 @@ def patch_handlers(path: Path) -> None:
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--check", action="store_true",
-                    help="exit 0 when the patched build is installed, 1 otherwise")
+    ap.add_argument(
+        "--check",
+        action="store_true",
+        help="exit 0 when the patched build is installed, 1 otherwise",
+    )
     args = ap.parse_args()
     if installed_version() == LOCAL_VERSION:
         return 0
@@ -71,8 +80,20 @@ def main() -> int:
         return 1
     pip = [sys.executable, "-m", "pip", "--disable-pip-version-check"]
     with tempfile.TemporaryDirectory(prefix="pyfuse3-build-") as tmp:
-        subprocess.run([*pip, "download", "-q", "--no-deps", "--no-binary", ":all:",
-                        f"pyfuse3=={UPSTREAM}", "-d", tmp], check=True)
+        subprocess.run(
+            [
+                *pip,
+                "download",
+                "-q",
+                "--no-deps",
+                "--no-binary",
+                ":all:",
+                f"pyfuse3=={UPSTREAM}",
+                "-d",
+                tmp,
+            ],
+            check=True,
+        )
         sdist = next(Path(tmp).glob("pyfuse3-*.tar.gz"))
         with tarfile.open(sdist) as tar:
             tar.extractall(tmp, filter="data")
@@ -81,13 +102,14 @@ def main() -> int:
         # the shipped C file predates the change: make the build regenerate it
         (src / "src" / "pyfuse3" / "__init__.c").unlink(missing_ok=True)
         env = dict(os.environ, SETUPTOOLS_SCM_PRETEND_VERSION=LOCAL_VERSION)
-        print(f"build_pyfuse3: building pyfuse3 {LOCAL_VERSION} (about a minute)",
-              file=sys.stderr)
-        subprocess.run([*pip, "install", "-q", "--no-deps", "--force-reinstall", str(src)],
-                       check=True, env=env)
+        print(f"build_pyfuse3: building pyfuse3 {LOCAL_VERSION} (about a minute)", file=sys.stderr)
+        subprocess.run(
+            [*pip, "install", "-q", "--no-deps", "--force-reinstall", str(src)], check=True, env=env
+        )
     if installed_version() != LOCAL_VERSION:
-        sys.exit(f"build_pyfuse3: installed pyfuse3 is {installed_version()}, "
-                 f"expected {LOCAL_VERSION}")
+        sys.exit(
+            f"build_pyfuse3: installed pyfuse3 is {installed_version()}, expected {LOCAL_VERSION}"
+        )
     return 0
 
 

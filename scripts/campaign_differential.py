@@ -41,11 +41,20 @@ def main() -> int:
     ap.add_argument("--steps", type=int, default=50, help="steps per example")
     ap.add_argument("--batch", type=int, default=25, help="examples per hypothesis run")
     ap.add_argument("--remounts", type=int, default=2, help="most remounts per example")
-    ap.add_argument("--max-seconds", type=float, default=None,
-                    help="start no new batch after this many seconds (results are kept)")
-    ap.add_argument("--tolerate", action="append", default=[], choices=sorted(KNOWN_BUGS),
-                    help="leave a known ContextFS bug out of the comparison, to look for "
-                         "others (repeatable; recorded in the JSON)")
+    ap.add_argument(
+        "--max-seconds",
+        type=float,
+        default=None,
+        help="start no new batch after this many seconds (results are kept)",
+    )
+    ap.add_argument(
+        "--tolerate",
+        action="append",
+        default=[],
+        choices=sorted(KNOWN_BUGS),
+        help="leave a known ContextFS bug out of the comparison, to look for "
+        "others (repeatable; recorded in the JSON)",
+    )
     ap.add_argument("--out", type=Path, default=REPO / "bench-results/differential.json")
     args = ap.parse_args()
 
@@ -58,8 +67,12 @@ def main() -> int:
         mount = Mount(mnt, tmp_path / "data")
         mount.start()
         try:
-            machine = machine_for(mount, tmp_path / "native", max_remounts=args.remounts,
-                                  tolerate=frozenset(args.tolerate))
+            machine = machine_for(
+                mount,
+                tmp_path / "native",
+                max_remounts=args.remounts,
+                tolerate=frozenset(args.tolerate),
+            )
             batch = 0
             while STATS.examples < args.examples:
                 if args.max_seconds and time.monotonic() - start > args.max_seconds:
@@ -68,9 +81,14 @@ def main() -> int:
                 batch += 1
                 budget = min(args.batch, args.examples - STATS.examples)
                 before = STATS.examples
-                conf = settings(max_examples=budget, stateful_step_count=args.steps,
-                                deadline=None, database=None,
-                                suppress_health_check=list(HealthCheck), print_blob=False)
+                conf = settings(
+                    max_examples=budget,
+                    stateful_step_count=args.steps,
+                    deadline=None,
+                    database=None,
+                    suppress_health_check=list(HealthCheck),
+                    print_blob=False,
+                )
                 try:
                     run_state_machine_as_test(machine, settings=conf)
                 except KeyboardInterrupt:  # Ctrl-C / SIGINT: keep what was found so far
@@ -83,9 +101,11 @@ def main() -> int:
                     print(f"\n=== failure in batch {batch} ===\n{msg}\n{notes}\n", flush=True)
                     if not mount.path.joinpath(".status").exists():
                         mount.remount()  # keep going even if a failure took the mount down
-                print(f"batch {batch}: examples {STATS.examples} steps {STATS.steps} "
-                      f"failures {len(failures)} ({time.monotonic() - start:.0f} s)",
-                      flush=True)
+                print(
+                    f"batch {batch}: examples {STATS.examples} steps {STATS.steps} "
+                    f"failures {len(failures)} ({time.monotonic() - start:.0f} s)",
+                    flush=True,
+                )
                 if STATS.examples == before:  # hypothesis ran nothing new: avoid a spin
                     break
         finally:
@@ -93,8 +113,11 @@ def main() -> int:
             problems = mount.fsck()
             log = mount.log.read_text(errors="replace") if mount.log.exists() else ""
     seconds = round(time.monotonic() - start, 1)
-    bad_log = [line for line in log.splitlines()
-               if " ERROR " in line or " WARNING " in line or "Traceback" in line]
+    bad_log = [
+        line
+        for line in log.splitlines()
+        if " ERROR " in line or " WARNING " in line or "Traceback" in line
+    ]
     distinct = sorted({_signature(f["message"]) for f in failures})
     result = {
         "examples": STATS.examples,
@@ -111,9 +134,11 @@ def main() -> int:
         "failure_details": failures,
     }
     write_json(args.out, result)
-    print(f"\nexamples run: {STATS.examples}  steps run: {STATS.steps}  "
-          f"remounts: {STATS.remounts}  failures found: {len(failures)} "
-          f"({len(distinct)} distinct)  seconds: {seconds}")
+    print(
+        f"\nexamples run: {STATS.examples}  steps run: {STATS.steps}  "
+        f"remounts: {STATS.remounts}  failures found: {len(failures)} "
+        f"({len(distinct)} distinct)  seconds: {seconds}"
+    )
     for d in distinct:
         print(f"  - {d}")
     if args.tolerate:

@@ -66,8 +66,13 @@ class Result:
 
     @property
     def ok(self) -> bool:
-        return not (self.write_errors or self.read_errors or any(self.lost.values())
-                    or self.daemon_errors or self.fsck)
+        return not (
+            self.write_errors
+            or self.read_errors
+            or any(self.lost.values())
+            or self.daemon_errors
+            or self.fsck
+        )
 
 
 def percentiles(xs: list[float]) -> dict[str, float]:
@@ -136,16 +141,20 @@ class Load:
         roots = [str(self.mnt / "agent/bot"), str(self.mnt / "user/default")]
         while not self.stop_readers.is_set():
             t0 = time.perf_counter()
-            p = subprocess.run(["ls", "-R", *roots], capture_output=True, text=True,
-                               errors="replace", timeout=120)
+            p = subprocess.run(
+                ["ls", "-R", *roots], capture_output=True, text=True, errors="replace", timeout=120
+            )
             dt = time.perf_counter() - t0
             # a name routed away between readdir and stat is fine; anything else is not
             errs = [ln for ln in p.stderr.splitlines() if "No such file" not in ln]
             with self.lock:
                 self.lat["ls -R"].append(dt)
                 self.read_errors += [f"ls -R: {e}" for e in errs[:3]]
-            node = (self.patterns / f"topic-{rnd.randrange(TOPICS)}" if rnd.random() < 0.5
-                    else self.prefs / f"shared-{rnd.randrange(SHARED)}")
+            node = (
+                self.patterns / f"topic-{rnd.randrange(TOPICS)}"
+                if rnd.random() < 0.5
+                else self.prefs / f"shared-{rnd.randrange(SHARED)}"
+            )
             t0 = time.perf_counter()
             try:
                 (node / "L2.md").read_bytes()
@@ -157,10 +166,8 @@ class Load:
                 self.lat["cat"].append(time.perf_counter() - t0)
 
     def run(self) -> float:
-        threads = [threading.Thread(target=self.writer, args=(w,))
-                   for w in range(self.n_writers)]
-        readers = [threading.Thread(target=self.reader, args=(r,))
-                   for r in range(self.n_readers)]
+        threads = [threading.Thread(target=self.writer, args=(w,)) for w in range(self.n_writers)]
+        readers = [threading.Thread(target=self.reader, args=(r,)) for r in range(self.n_readers)]
         t0 = time.monotonic()
         for t in readers + threads:
             t.start()
@@ -176,17 +183,21 @@ class Load:
         lost: dict[str, list[str]] = {}
         texts = {k: (self.patterns / f"topic-{k}" / "L2.md").read_text() for k in range(TOPICS)}
         lost[f"aggregate items ({where})"] = [
-            f"topic-{k} {tag}" for k, tag in self.expected["aggregate"] if tag not in texts[k]]
+            f"topic-{k} {tag}" for k, tag in self.expected["aggregate"] if tag not in texts[k]
+        ]
         texts = {k: (self.prefs / f"shared-{k}" / "L2.md").read_text() for k in range(SHARED)}
         lost[f">> lines ({where})"] = [
-            f"shared-{k} {tag}" for k, tag in self.expected["append"] if tag not in texts[k]]
+            f"shared-{k} {tag}" for k, tag in self.expected["append"] if tag not in texts[k]
+        ]
         events = [d for d in self.events.iterdir() if d.is_dir()]
         bodies = "".join((d / "L2.md").read_text() for d in events)
         lost[f"event nodes ({where})"] = [
-            f"event {tag}" for _k, tag in self.expected["event"] if tag not in bodies]
+            f"event {tag}" for _k, tag in self.expected["event"] if tag not in bodies
+        ]
         if len(events) != len(self.expected["event"]):
             lost[f"event nodes ({where})"].append(
-                f"{len(events)} event nodes for {len(self.expected['event'])} event writes")
+                f"{len(events)} event nodes for {len(self.expected['event'])} event writes"
+            )
         leftovers = [p.name for p in self.patterns.iterdir() if p.is_file()]
         leftovers += [p.name for p in self.events.iterdir() if p.is_file()]
         lost[f"drop files left in type dirs ({where})"] = leftovers
@@ -232,8 +243,10 @@ def table(res: Result) -> str:
     out = ["| operation | count | p50 ms | p90 ms | p99 ms | max ms |", "|---|---|---|---|---|---|"]
     for k, p in res.latency_ms.items():
         if p.get("n"):
-            out.append(f"| {k} | {p['n']} | {p['p50']:.1f} | {p['p90']:.1f} | {p['p99']:.1f} | "
-                       f"{p['max']:.1f} |")
+            out.append(
+                f"| {k} | {p['n']} | {p['p50']:.1f} | {p['p90']:.1f} | {p['p99']:.1f} | "
+                f"{p['max']:.1f} |"
+            )
     out += ["", "| check | missing |", "|---|---|"]
     for k, v in res.lost.items():
         out.append(f"| {k} | {len(v)}{' — ' + ', '.join(v[:3]) if v else ''} |")
@@ -250,9 +263,11 @@ def main(argv: list[str] | None = None) -> int:
     args = ap.parse_args(argv)
     res = run(args.writers, args.writes, args.readers, args.keep)
     total = sum(res.writes.values())
-    print(f"{args.writers} writers x {args.writes} writes ({total} acknowledged: {res.writes}), "
-          f"{args.readers} readers ({res.reads} reads), {res.seconds:.1f} s, "
-          f"{total / res.seconds if res.seconds else 0:.0f} writes/s")
+    print(
+        f"{args.writers} writers x {args.writes} writes ({total} acknowledged: {res.writes}), "
+        f"{args.readers} readers ({res.reads} reads), {res.seconds:.1f} s, "
+        f"{total / res.seconds if res.seconds else 0:.0f} writes/s"
+    )
     print(table(res))
     print(f"\nwrite errors: {len(res.write_errors)} {res.write_errors[:3]}")
     print(f"read errors: {len(res.read_errors)} {res.read_errors[:3]}")

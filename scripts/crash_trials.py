@@ -55,6 +55,7 @@ GONE_ERRNOS = {errno.ENOTCONN, errno.ECONNABORTED, errno.ENOENT, errno.EIO}
 
 # ==== writer process ========================================================================
 
+
 class Writer:
     """Random operations on this writer's own nodes, journalled before and after."""
 
@@ -80,8 +81,10 @@ class Writer:
 
     def text(self, n: str) -> bytes:
         k = self.rng.randrange(1_000_000)
-        words = " ".join(self.rng.choice(["alpha", "beta", "gamma", "delta", "vim", "tabs"])
-                         for _ in range(self.rng.randrange(3, 30)))
+        words = " ".join(
+            self.rng.choice(["alpha", "beta", "gamma", "delta", "vim", "tabs"])
+            for _ in range(self.rng.randrange(3, 30))
+        )
         return f"# Note {n} rev {k}\n\nThe writer says {words}. Done {k}.\n".encode()
 
     # Each op returns (effects, loose): effects map a path (relative to the owner dir)
@@ -92,9 +95,17 @@ class Writer:
         live = sorted(self.nodes)
         choices = ["mkdir"] * 3
         if live:
-            choices += ["rewrite"] * 4 + ["append"] * 3 + ["atomic"] * 2 + ["att_new"] * 3 \
-                + ["att_append"] * 2 + ["att_rename"] * 2 + ["att_unlink"] + ["node_rename"] \
+            choices += (
+                ["rewrite"] * 4
+                + ["append"] * 3
+                + ["atomic"] * 2
+                + ["att_new"] * 3
+                + ["att_append"] * 2
+                + ["att_rename"] * 2
+                + ["att_unlink"]
+                + ["node_rename"]
                 + ["rmr"]
+            )
         op = self.rng.choice(choices)
         if op != "mkdir" and not live:
             op = "mkdir"
@@ -225,14 +236,20 @@ class Writer:
         while time.monotonic() < deadline:
             self.seq += 1
             op, effects, loose, arg = self.plan()
-            self.log({"seq": self.seq, "op": op, "effects": _enc(effects), "loose": loose,
-                      "also": {p: [_enc({p: v})[p] for v in vs] for p, vs in self.also.items()},
-                      "t": time.time()})
+            self.log(
+                {
+                    "seq": self.seq,
+                    "op": op,
+                    "effects": _enc(effects),
+                    "loose": loose,
+                    "also": {p: [_enc({p: v})[p] for v in vs] for p, vs in self.also.items()},
+                    "t": time.time(),
+                }
+            )
             try:
                 self.apply(op, arg)
             except OSError as exc:
-                self.log({"seq": self.seq, "err": exc.errno, "msg": str(exc),
-                          "t": time.time()})
+                self.log({"seq": self.seq, "err": exc.errno, "msg": str(exc), "t": time.time()})
                 return
             self.log({"seq": self.seq, "ack": True, "t": time.time()})
         self.log({"done": True})
@@ -250,6 +267,7 @@ def _dec(v):
 
 # ==== the daemon and the power-cut layer ====================================================
 
+
 class Daemon:
     def __init__(self, mnt: Path, data_dir: Path) -> None:
         self.mnt, self.data_dir = mnt, data_dir
@@ -265,9 +283,21 @@ class Daemon:
             cfg.write_text("search: false\n")
         self.out = open(self.data_dir.parent / "daemon.out", "ab")  # noqa: SIM115
         self.proc = subprocess.Popen(
-            [PY, "-m", "contextfs", "mount", str(self.mnt), "--foreground", "--data-dir",
-             str(self.data_dir)], stdout=self.out, stderr=subprocess.STDOUT, env=env,
-            cwd=REPO)
+            [
+                PY,
+                "-m",
+                "contextfs",
+                "mount",
+                str(self.mnt),
+                "--foreground",
+                "--data-dir",
+                str(self.data_dir),
+            ],
+            stdout=self.out,
+            stderr=subprocess.STDOUT,
+            env=env,
+            cwd=REPO,
+        )
         deadline = time.monotonic() + 60
         while not (os.path.ismount(self.mnt) and os.path.exists(self.mnt / ".status")):
             if self.proc.poll() is not None:
@@ -335,8 +365,9 @@ class Layer:
         self.proc: subprocess.Popen | None = None
 
     def start(self) -> None:
-        self.proc = subprocess.Popen([PY, __file__, "--serve-layer", str(self.backing),
-                                      str(self.mnt)], cwd=REPO)
+        self.proc = subprocess.Popen(
+            [PY, __file__, "--serve-layer", str(self.backing), str(self.mnt)], cwd=REPO
+        )
         deadline = time.monotonic() + 30
         while not os.path.ismount(self.mnt):
             if self.proc.poll() is not None or time.monotonic() > deadline:
@@ -395,8 +426,11 @@ def serve_layer(backing: str, mnt: str) -> None:
             a.st_ino, a.st_mode, a.st_nlink = ino, s.st_mode, s.st_nlink
             a.st_uid, a.st_gid, a.st_rdev = s.st_uid, s.st_gid, s.st_rdev
             a.st_size = len(self.dirty[ino]) if ino in self.dirty else s.st_size
-            a.st_atime_ns, a.st_mtime_ns, a.st_ctime_ns = s.st_atime_ns, s.st_mtime_ns, \
-                s.st_ctime_ns
+            a.st_atime_ns, a.st_mtime_ns, a.st_ctime_ns = (
+                s.st_atime_ns,
+                s.st_mtime_ns,
+                s.st_ctime_ns,
+            )
             a.st_blksize, a.st_blocks = 4096, (a.st_size + 511) // 512
             a.attr_timeout = a.entry_timeout = 0
             return a
@@ -434,17 +468,20 @@ def serve_layer(backing: str, mnt: str) -> None:
                 if fields.update_size:
                     data = self._content(ino)
                     if attr.st_size < len(data):
-                        del data[attr.st_size:]
+                        del data[attr.st_size :]
                     else:
                         data.extend(b"\0" * (attr.st_size - len(data)))
                 if fields.update_mode:
                     os.chmod(path, st.S_IMODE(attr.st_mode))
                 if fields.update_mtime or fields.update_atime:
                     s = os.lstat(path)
-                    os.utime(path, ns=(attr.st_atime_ns if fields.update_atime
-                                       else s.st_atime_ns,
-                                       attr.st_mtime_ns if fields.update_mtime
-                                       else s.st_mtime_ns))
+                    os.utime(
+                        path,
+                        ns=(
+                            attr.st_atime_ns if fields.update_atime else s.st_atime_ns,
+                            attr.st_mtime_ns if fields.update_mtime else s.st_mtime_ns,
+                        ),
+                    )
             except OSError as exc:
                 raise pyfuse3.FUSEError(exc.errno) from None
             return self._attr(path)
@@ -528,7 +565,7 @@ def serve_layer(backing: str, mnt: str) -> None:
 
         async def read(self, fh, off, size):
             if fh in self.dirty:
-                return bytes(self.dirty[fh][off:off + size])
+                return bytes(self.dirty[fh][off : off + size])
             with open(self._path(fh), "rb") as f:
                 f.seek(off)
                 return f.read(size)
@@ -537,7 +574,7 @@ def serve_layer(backing: str, mnt: str) -> None:
             data = self._content(fh)
             if off > len(data):
                 data.extend(b"\0" * (off - len(data)))
-            data[off:off + len(buf)] = buf
+            data[off : off + len(buf)] = buf
             return len(buf)
 
         async def fsync(self, fh, datasync):
@@ -555,8 +592,17 @@ def serve_layer(backing: str, mnt: str) -> None:
         async def statfs(self, ctx):
             s = os.statvfs(backing)
             r = pyfuse3.StatvfsData()
-            for k in ("f_bsize", "f_frsize", "f_blocks", "f_bfree", "f_bavail", "f_files",
-                      "f_ffree", "f_favail", "f_namemax"):
+            for k in (
+                "f_bsize",
+                "f_frsize",
+                "f_blocks",
+                "f_bfree",
+                "f_bavail",
+                "f_files",
+                "f_ffree",
+                "f_favail",
+                "f_namemax",
+            ):
                 setattr(r, k, getattr(s, k))
             return r
 
@@ -571,6 +617,7 @@ def serve_layer(backing: str, mnt: str) -> None:
 
 
 # ==== the checker ===========================================================================
+
 
 def read_state(owner: Path, names: set[str]) -> dict[str, object]:
     """What the mount shows for these nodes: live files and dirs, trash L2s."""
@@ -605,8 +652,11 @@ def derived_problems(owner: Path, names: set[str], summarize, ctype) -> list[str
             problems.append(f"{n}: L0 empty for a non-empty L2")
         if (l0, l1) != (want0, want1):
             problems.append(f"{n}: L0/L1 do not match L2 (L0={l0!r}, expected {want0!r})")
-        meta = dict(line.split(": ", 1) for line in (base / "meta.yaml").read_text()
-                    .splitlines() if ": " in line)
+        meta = dict(
+            line.split(": ", 1)
+            for line in (base / "meta.yaml").read_text().splitlines()
+            if ": " in line
+        )
         hist = sorted(os.listdir(base / ".history"))
         version = int(meta["version"])
         if version != len(hist):
@@ -616,8 +666,7 @@ def derived_problems(owner: Path, names: set[str], summarize, ctype) -> list[str
     return problems
 
 
-def check_trial(journals: list[Path], owner: Path, kill_time: float, summarize, ctype
-                ) -> dict:
+def check_trial(journals: list[Path], owner: Path, kill_time: float, summarize, ctype) -> dict:
     acked = 0
     lost: list[str] = []
     early_errors: list[str] = []
@@ -641,10 +690,12 @@ def check_trial(journals: list[Path], owner: Path, kill_time: float, summarize, 
                 for p, v in begun[r["seq"]]["effects"].items():
                     state[p] = _dec(v)
                 open_op = None
-            elif "err" in r and r["t"] < kill_time and r["err"] not in (
-                    errno.ENOTCONN, errno.ECONNABORTED):
-                early_errors.append(f"{j.name} seq {r['seq']} {begun[r['seq']]['op']}: "
-                                    f"{r['msg']}")
+            elif (
+                "err" in r
+                and r["t"] < kill_time
+                and r["err"] not in (errno.ENOTCONN, errno.ECONNABORTED)
+            ):
+                early_errors.append(f"{j.name} seq {r['seq']} {begun[r['seq']]['op']}: {r['msg']}")
         expected.update(state)
         if open_op is not None:
             for p, v in open_op["effects"].items():
@@ -659,12 +710,19 @@ def check_trial(journals: list[Path], owner: Path, kill_time: float, summarize, 
         if have in ok or p in loose:
             continue
         want = expected.get(p)
-        lost.append(f"{p}: expected {_short(want)}"
-                    + (f" or {', '.join(_short(v) for v in inflight[p])}" if p in inflight
-                       else "") + f", found {_short(have)}")
+        lost.append(
+            f"{p}: expected {_short(want)}"
+            + (f" or {', '.join(_short(v) for v in inflight[p])}" if p in inflight else "")
+            + f", found {_short(have)}"
+        )
     derived = derived_problems(owner, names, summarize, ctype)
-    return {"acked": acked, "lost": lost, "early_errors": early_errors, "derived": derived,
-            "state": actual}
+    return {
+        "acked": acked,
+        "lost": lost,
+        "early_errors": early_errors,
+        "derived": derived,
+        "state": actual,
+    }
 
 
 def _short(v) -> str:
@@ -677,8 +735,9 @@ def _short(v) -> str:
 
 
 def fsck(data_dir: Path) -> tuple[int, str]:
-    r = subprocess.run([PY, "-m", "contextfs", "fsck", str(data_dir)], capture_output=True,
-                       text=True, cwd=REPO)
+    r = subprocess.run(
+        [PY, "-m", "contextfs", "fsck", str(data_dir)], capture_output=True, text=True, cwd=REPO
+    )
     return r.returncode, (r.stdout + r.stderr).strip()
 
 
@@ -686,19 +745,26 @@ def log_problems(log: Path, offset: int) -> tuple[list[str], int]:
     if not log.exists():
         return [], offset
     text = log.read_bytes()[offset:].decode(errors="replace")
-    bad = [line for line in text.splitlines()
-           if "Traceback" in line or " ERROR " in line or " CRITICAL " in line]
+    bad = [
+        line
+        for line in text.splitlines()
+        if "Traceback" in line or " ERROR " in line or " CRITICAL " in line
+    ]
     return bad, offset + len(text.encode())
 
 
 # ==== the campaign ==========================================================================
 
+
 def run(args: argparse.Namespace) -> dict:
     from contextfs.ctxtypes import builtin_schema_dir, load_types
     from contextfs.memory.summarize import summarize
 
-    ctype = next(t for t in load_types([builtin_schema_dir()]).values()
-                 if t.type_dir == TYPE_DIR and t.scope == "user")
+    ctype = next(
+        t
+        for t in load_types([builtin_schema_dir()]).values()
+        if t.type_dir == TYPE_DIR and t.scope == "user"
+    )
     rng = random.Random(args.seed)
     work = Path(tempfile.mkdtemp(prefix="ctxfs-crash-", dir=args.tmp))
     mnt = work / "mnt"
@@ -718,8 +784,17 @@ def run(args: argparse.Namespace) -> dict:
     owner = mnt / OWNER
     log_path = data_dir / "contextfs.log"
     settled: dict[str, object] = {}
-    totals = {"acked": 0, "lost": 0, "fsck_errors": 0, "derived": 0, "early_errors": 0,
-              "log_errors": 0, "settled_checked": 0, "hangs": 0, "daemon_exit": 0}
+    totals = {
+        "acked": 0,
+        "lost": 0,
+        "fsck_errors": 0,
+        "derived": 0,
+        "early_errors": 0,
+        "log_errors": 0,
+        "settled_checked": 0,
+        "hangs": 0,
+        "daemon_exit": 0,
+    }
     defects: list[str] = []
     t0 = time.monotonic()
     daemon.start()
@@ -731,9 +806,24 @@ def run(args: argparse.Namespace) -> dict:
         writers = []
         for w in range(args.writers):
             j = jdir / f"w{w}.jsonl"
-            writers.append((j, subprocess.Popen(
-                [PY, __file__, "--writer", str(owner), f"t{trial}-w{w}",
-                 str(rng.randrange(2**32)), str(j), "30"], cwd=REPO)))
+            writers.append(
+                (
+                    j,
+                    subprocess.Popen(
+                        [
+                            PY,
+                            __file__,
+                            "--writer",
+                            str(owner),
+                            f"t{trial}-w{w}",
+                            str(rng.randrange(2**32)),
+                            str(j),
+                            "30",
+                        ],
+                        cwd=REPO,
+                    ),
+                )
+            )
         delay = rng.uniform(args.min_delay, args.max_delay)
         time.sleep(delay)
         kill_time = time.time()
@@ -741,8 +831,10 @@ def run(args: argparse.Namespace) -> dict:
             layer.cut()  # the power goes: unsynced bytes under the data dir are gone
         if not daemon.kill():
             totals["hangs"] += 1
-            defects.append(f"trial {trial}: the SIGKILLed daemon did not exit within 30 s "
-                           "(FUSE connection aborted through fusectl)")
+            defects.append(
+                f"trial {trial}: the SIGKILLed daemon did not exit within 30 s "
+                "(FUSE connection aborted through fusectl)"
+            )
         for _j, p in writers:
             try:
                 p.wait(timeout=30)
@@ -759,8 +851,7 @@ def run(args: argparse.Namespace) -> dict:
         sample = rng.sample(sorted(settled), min(len(settled), args.sample))
         rotten = []
         if sample:
-            names = {p.split("/")[2] if p.startswith(".trash") else p.split("/")[1]
-                     for p in sample}
+            names = {p.split("/")[2] if p.startswith(".trash") else p.split("/")[1] for p in sample}
             now = read_state(owner, names)
             rotten = [p for p in sample if now.get(p) != settled[p]]
             totals["settled_checked"] += len(sample)
@@ -778,17 +869,23 @@ def run(args: argparse.Namespace) -> dict:
         totals["log_errors"] += len(bad_log)
         if fcode != 0:
             totals["fsck_errors"] += max(1, fout.count("\n"))
-        for what, items in (("lost", res["lost"]), ("settled data changed", rotten),
-                            ("derived", res["derived"]),
-                            ("error before the kill", res["early_errors"]),
-                            ("daemon log", bad_log)):
+        for what, items in (
+            ("lost", res["lost"]),
+            ("settled data changed", rotten),
+            ("derived", res["derived"]),
+            ("error before the kill", res["early_errors"]),
+            ("daemon log", bad_log),
+        ):
             defects += [f"trial {trial}: {what}: {x}" for x in items[:5]]
         if fcode != 0:
             defects.append(f"trial {trial}: fsck exit {fcode}: {fout[:500]}")
-        print(f"trial {trial:3d}/{args.trials}: kill after {delay:4.2f}s, "
-              f"{res['acked']:3d} acked, lost {len(res['lost']) + len(rotten)}, "
-              f"derived {len(res['derived'])}, fsck {'ok' if fcode == 0 else 'FAIL'}, "
-              f"log {len(bad_log)}, {time.monotonic() - tt:4.1f}s", flush=True)
+        print(
+            f"trial {trial:3d}/{args.trials}: kill after {delay:4.2f}s, "
+            f"{res['acked']:3d} acked, lost {len(res['lost']) + len(rotten)}, "
+            f"derived {len(res['derived'])}, fsck {'ok' if fcode == 0 else 'FAIL'}, "
+            f"log {len(bad_log)}, {time.monotonic() - tt:4.1f}s",
+            flush=True,
+        )
         if trial < args.trials:
             daemon.start()
     if layer is not None:
@@ -798,14 +895,23 @@ def run(args: argparse.Namespace) -> dict:
         shutil.rmtree(work, ignore_errors=True)
     else:
         print(f"kept {work}")
-    return {"trials": args.trials, "writers": args.writers, "acknowledged": totals["acked"],
-            "lost": totals["lost"], "fsck_errors": totals["fsck_errors"],
-            "derived_mismatches": totals["derived"], "errors_before_kill":
-            totals["early_errors"], "daemon_log_errors": totals["log_errors"],
-            "settled_paths_rechecked": totals["settled_checked"], "hangs": totals["hangs"],
-            "unclean_daemon_exits": totals["daemon_exit"], "seconds": seconds,
-            "kill_delay_s": [args.min_delay, args.max_delay], "seed": args.seed,
-            "defects": defects[:50]}
+    return {
+        "trials": args.trials,
+        "writers": args.writers,
+        "acknowledged": totals["acked"],
+        "lost": totals["lost"],
+        "fsck_errors": totals["fsck_errors"],
+        "derived_mismatches": totals["derived"],
+        "errors_before_kill": totals["early_errors"],
+        "daemon_log_errors": totals["log_errors"],
+        "settled_paths_rechecked": totals["settled_checked"],
+        "hangs": totals["hangs"],
+        "unclean_daemon_exits": totals["daemon_exit"],
+        "seconds": seconds,
+        "kill_delay_s": [args.min_delay, args.max_delay],
+        "seed": args.seed,
+        "defects": defects[:50],
+    }
 
 
 POWER_CUT_MODEL = (
@@ -813,7 +919,8 @@ POWER_CUT_MODEL = (
     "contents and sizes in memory until fsync/fdatasync of that file and loses them when "
     "SIGKILLed together with the daemon; create/rename/unlink/mkdir reach the backing "
     "directory at once. dm-log-writes/dm-flakey are not available here: no "
-    "/dev/mapper/control, no kernel modules (/lib/modules missing, modprobe absent).")
+    "/dev/mapper/control, no kernel modules (/lib/modules missing, modprobe absent)."
+)
 
 
 def main() -> int:
@@ -825,14 +932,14 @@ def main() -> int:
         serve_layer(sys.argv[2], sys.argv[3])
         return 0
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--trials", type=int, default=None,
-                    help="default 100 (20 with --power-cut)")
+    ap.add_argument("--trials", type=int, default=None, help="default 100 (20 with --power-cut)")
     ap.add_argument("--writers", type=int, default=3)
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--min-delay", type=float, default=0.3)
     ap.add_argument("--max-delay", type=float, default=2.5)
-    ap.add_argument("--sample", type=int, default=200,
-                    help="paths of earlier trials re-read after each kill")
+    ap.add_argument(
+        "--sample", type=int, default=200, help="paths of earlier trials re-read after each kill"
+    )
     ap.add_argument("--power-cut", action="store_true")
     ap.add_argument("--out", type=Path, default=REPO / "bench-results/crash.json")
     ap.add_argument("--tmp", default=None)
@@ -841,11 +948,13 @@ def main() -> int:
     if args.trials is None:
         args.trials = 20 if args.power_cut else 100
     res = run(args)
-    print(f"\n{'power-cut ' if args.power_cut else ''}trials {res['trials']}, writers "
-          f"{res['writers']}, acknowledged ops checked {res['acknowledged']}, lost "
-          f"{res['lost']}, fsck errors {res['fsck_errors']}, derived mismatches "
-          f"{res['derived_mismatches']}, daemon log errors {res['daemon_log_errors']}, "
-          f"{res['seconds']} s")
+    print(
+        f"\n{'power-cut ' if args.power_cut else ''}trials {res['trials']}, writers "
+        f"{res['writers']}, acknowledged ops checked {res['acknowledged']}, lost "
+        f"{res['lost']}, fsck errors {res['fsck_errors']}, derived mismatches "
+        f"{res['derived_mismatches']}, daemon log errors {res['daemon_log_errors']}, "
+        f"{res['seconds']} s"
+    )
     for d in res["defects"]:
         print("  " + d)
     out: dict = {}
@@ -861,9 +970,15 @@ def main() -> int:
         pc = out.get("power_cut") or {"run": False, "reason": "not run yet: use --power-cut"}
         out = {**res, "power_cut": pc}
     write_json(args.out, out)
-    bad = res["lost"] or res["fsck_errors"] or res["derived_mismatches"] or res["hangs"] \
-        or res["daemon_log_errors"] or res["errors_before_kill"] or \
-        res["unclean_daemon_exits"]
+    bad = (
+        res["lost"]
+        or res["fsck_errors"]
+        or res["derived_mismatches"]
+        or res["hangs"]
+        or res["daemon_log_errors"]
+        or res["errors_before_kill"]
+        or res["unclean_daemon_exits"]
+    )
     return 1 if bad else 0
 
 

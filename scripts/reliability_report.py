@@ -57,8 +57,10 @@ def _not_run(name: str, d: dict | None) -> list[str] | None:
 
 
 def summary_table(data: dict[str, dict | None]) -> list[str]:
-    out = ["| campaign | cases or operations run | passed | failed | excluded | status |",
-           "|---|---|---|---|---|---|"]
+    out = [
+        "| campaign | cases or operations run | passed | failed | excluded | status |",
+        "|---|---|---|---|---|---|",
+    ]
     s = data["stress.json"]
     if s and "rows" in s:
         rows = s["rows"]
@@ -66,42 +68,52 @@ def summary_table(data: dict[str, dict | None]) -> list[str]:
         failed = sum(r["status"] in ("FAIL", "HANG") for r in rows)
         excl = sum(r["status"] == "EXCLUDED" for r in rows)
         ok = failed == 0 and not s.get("daemon_errors") and not s.get("fsck")
-        out.append(f"| third-party stress (fio, stress-ng, dbench) | {len(rows)} jobs | {passed} "
-                   f"| {failed} | {excl} | {'pass' if ok else 'FAIL'} |")
+        out.append(
+            f"| third-party stress (fio, stress-ng, dbench) | {len(rows)} jobs | {passed} "
+            f"| {failed} | {excl} | {'pass' if ok else 'FAIL'} |"
+        )
     else:
         out.append("| third-party stress | not run | | | | |")
     c = data["concurrency.json"]
     if c and "writes" in c:
         total = sum(c["writes"].values())
         lost = c.get("lost_total", 0)
-        out.append(f"| concurrency ({c['writers']} writers) | {total} writes | "
-                   f"{total - lost if lost <= total else 0} | {lost} lost | 0 | "
-                   f"{'pass' if c.get('ok') else 'FAIL'} |")
+        out.append(
+            f"| concurrency ({c['writers']} writers) | {total} writes | "
+            f"{total - lost if lost <= total else 0} | {lost} lost | 0 | "
+            f"{'pass' if c.get('ok') else 'FAIL'} |"
+        )
     else:
         out.append("| concurrency | not run | | | | |")
     d = data["differential.json"]
     if d and "examples" in d:
-        out.append(f"| differential (model vs mount) | {d['examples']} examples, {d.get('steps')} "
-                   f"steps | {d['examples'] - _count(d.get('failures'))} | "
-                   f"{_count(d.get('failures'))} | {len(d.get('excluded') or [])} ops | "
-                   f"{'pass' if not _count(d.get('failures')) else 'FAIL'} |")
+        out.append(
+            f"| differential (model vs mount) | {d['examples']} examples, {d.get('steps')} "
+            f"steps | {d['examples'] - _count(d.get('failures'))} | "
+            f"{_count(d.get('failures'))} | {len(d.get('excluded') or [])} ops | "
+            f"{'pass' if not _count(d.get('failures')) else 'FAIL'} |"
+        )
     else:
         out.append("| differential | not run | | | | |")
     k = data["crash.json"]
     if k and "trials" in k:
         bad = (k.get("lost") or 0) + (k.get("fsck_errors") or 0)
-        out.append(f"| crash (kill -9) | {k['trials']} trials, {k.get('acknowledged')} "
-                   f"acknowledged writes | {k['trials'] if not bad else '—'} | {k.get('lost')} "
-                   f"lost, {k.get('fsck_errors')} fsck | power cut: "
-                   f"{'run' if (k.get('power_cut') or {}).get('run') else 'not run'} | "
-                   f"{'pass' if not bad else 'FAIL'} |")
+        out.append(
+            f"| crash (kill -9) | {k['trials']} trials, {k.get('acknowledged')} "
+            f"acknowledged writes | {k['trials'] if not bad else '—'} | {k.get('lost')} "
+            f"lost, {k.get('fsck_errors')} fsck | power cut: "
+            f"{'run' if (k.get('power_cut') or {}).get('run') else 'not run'} | "
+            f"{'pass' if not bad else 'FAIL'} |"
+        )
     else:
         out.append("| crash | not run | | | | |")
     b = data["bad_input.json"]
     if b and "cases" in b:
         nf = _count(b.get("failed"))
-        out.append(f"| bad input | {b['cases']} cases | {b.get('passed')} | {nf} | 0 | "
-                   f"{'pass' if not nf else 'FAIL'} |")
+        out.append(
+            f"| bad input | {b['cases']} cases | {b.get('passed')} | {nf} | 0 | "
+            f"{'pass' if not nf else 'FAIL'} |"
+        )
     else:
         out.append("| bad input | not run | | | | |")
     return out + [""]
@@ -131,9 +143,11 @@ def stress_section(s: dict | None) -> list[str]:
     for r in s.get("rows", []):
         ratio = f"{r['ratio']:.2f}×" if r.get("ratio") is not None else "—"
         status = r["status"] + (f" — {r['note']}" if r.get("note") else "")
-        out.append(f"| {r['tool']} | {_cell(r['job'])} ({r['unit']}) | {_n(r.get('native'))} | "
-                   f"{_n(r.get('contextfs'))} | {ratio} | {r.get('verify_errors', 0)} | "
-                   f"{_cell(status)} |")
+        out.append(
+            f"| {r['tool']} | {_cell(r['job'])} ({r['unit']}) | {_n(r.get('native'))} | "
+            f"{_n(r.get('contextfs'))} | {ratio} | {r.get('verify_errors', 0)} | "
+            f"{_cell(status)} |"
+        )
     out.append("")
     if s.get("excluded"):
         out += ["Excluded (a documented refusal, not a defect):", ""]
@@ -142,12 +156,19 @@ def stress_section(s: dict | None) -> list[str]:
     out.append(f"Refusals listed in `.status` during the run: {s.get('refusal_count', 0)}.")
     for ln in (s.get("refusals") or [])[:5]:
         out.append(f"    {ln[:160]}")
-    out += ["", f"Daemon errors (log and stderr): {len(s.get('daemon_errors') or [])}. "
-            f"fsck after unmount: {'clean' if not s.get('fsck') else s['fsck']}.", ""]
+    out += [
+        "",
+        f"Daemon errors (log and stderr): {len(s.get('daemon_errors') or [])}. "
+        f"fsck after unmount: {'clean' if not s.get('fsck') else s['fsck']}.",
+        "",
+    ]
     for p in s.get("probes") or []:
-        out += [f"Probe `{p.get('job')}` on a mount of its own: state `{_cell(p.get('state'))}`, "
-                f"{len(p.get('daemon_errors') or [])} daemon error lines, "
-                f"fsck {'clean' if not p.get('fsck') else p.get('fsck')}.", ""]
+        out += [
+            f"Probe `{p.get('job')}` on a mount of its own: state `{_cell(p.get('state'))}`, "
+            f"{len(p.get('daemon_errors') or [])} daemon error lines, "
+            f"fsck {'clean' if not p.get('fsck') else p.get('fsck')}.",
+            "",
+        ]
     return out
 
 
@@ -169,16 +190,22 @@ def concurrency_section(c: dict | None) -> list[str]:
     ]
     for k, p in c.get("latency_ms", {}).items():
         if p.get("n"):
-            out.append(f"| {k} | {p['n']} | {p['p50']:.1f} | {p['p90']:.1f} | {p['p99']:.1f} "
-                       f"| {p['max']:.1f} |")
+            out.append(
+                f"| {k} | {p['n']} | {p['p50']:.1f} | {p['p90']:.1f} | {p['p99']:.1f} "
+                f"| {p['max']:.1f} |"
+            )
     out += ["", "| check | missing |", "|---|---|"]
     for k, v in c.get("lost", {}).items():
         out.append(f"| {k} | {len(v)} |")
-    out += ["", f"Write errors: {len(c.get('write_errors') or [])}; read errors: "
-            f"{len(c.get('read_errors') or [])}; daemon errors: "
-            f"{len(c.get('daemon_errors') or [])}; fsck: "
-            f"{'clean' if not c.get('fsck') else c['fsck']}. Result: "
-            f"{'pass' if c.get('ok') else 'FAIL'}.", ""]
+    out += [
+        "",
+        f"Write errors: {len(c.get('write_errors') or [])}; read errors: "
+        f"{len(c.get('read_errors') or [])}; daemon errors: "
+        f"{len(c.get('daemon_errors') or [])}; fsck: "
+        f"{'clean' if not c.get('fsck') else c['fsck']}. Result: "
+        f"{'pass' if c.get('ok') else 'FAIL'}.",
+        "",
+    ]
     return out
 
 
@@ -187,9 +214,13 @@ def differential_section(d: dict | None) -> list[str]:
     nr = _not_run("differential.json", d)
     if nr:
         return out + nr
-    out += ["| examples | steps | failures | seconds |", "|---|---|---|---|",
-            f"| {d.get('examples')} | {d.get('steps')} | {_count(d.get('failures'))} | "
-            f"{_n(d.get('seconds'))} |", ""]
+    out += [
+        "| examples | steps | failures | seconds |",
+        "|---|---|---|---|",
+        f"| {d.get('examples')} | {d.get('steps')} | {_count(d.get('failures'))} | "
+        f"{_n(d.get('seconds'))} |",
+        "",
+    ]
     if isinstance(d.get("failures"), list) and d["failures"]:
         out += ["Failures:", ""] + [f"- {_cell(f)[:300]}" for f in d["failures"][:20]] + [""]
     if d.get("excluded"):
@@ -204,10 +235,13 @@ def crash_section(k: dict | None) -> list[str]:
     nr = _not_run("crash.json", k)
     if nr:
         return out + nr
-    out += ["| trials | writers | acknowledged writes | lost | fsck errors | seconds |",
-            "|---|---|---|---|---|---|",
-            f"| {k.get('trials')} | {k.get('writers')} | {k.get('acknowledged')} | "
-            f"{k.get('lost')} | {k.get('fsck_errors')} | {_n(k.get('seconds'))} |", ""]
+    out += [
+        "| trials | writers | acknowledged writes | lost | fsck errors | seconds |",
+        "|---|---|---|---|---|---|",
+        f"| {k.get('trials')} | {k.get('writers')} | {k.get('acknowledged')} | "
+        f"{k.get('lost')} | {k.get('fsck_errors')} | {_n(k.get('seconds'))} |",
+        "",
+    ]
     if k.get("hangs"):
         out += [f"Hangs: {k['hangs']}.", ""]
     if isinstance(k.get("defects"), list) and k["defects"]:
@@ -227,8 +261,12 @@ def bad_input_section(b: dict | None) -> list[str]:
     if nr:
         return out + nr
     failed = b.get("failed") or []
-    out += ["| cases | passed | failed |", "|---|---|---|",
-            f"| {b.get('cases')} | {b.get('passed')} | {_count(failed)} |", ""]
+    out += [
+        "| cases | passed | failed |",
+        "|---|---|---|",
+        f"| {b.get('cases')} | {b.get('passed')} | {_count(failed)} |",
+        "",
+    ]
     if isinstance(failed, list) and failed:
         out += ["Failed cases:", ""] + [f"- {_cell(f)[:300]}" for f in failed[:30]] + [""]
     return out

@@ -77,8 +77,17 @@ STRESSORS: list[tuple[str, list[str]]] = [
     ("fallocate", ["--fallocate-bytes", "8m"]),
     ("link", []),
 ]
-QUICK_STRESSORS = {"dir", "rename", "filename", "iomix", "hdd", "symlink", "chmod", "fallocate",
-                   "link"}
+QUICK_STRESSORS = {
+    "dir",
+    "rename",
+    "filename",
+    "iomix",
+    "hdd",
+    "symlink",
+    "chmod",
+    "fallocate",
+    "link",
+}
 # Failures that are ContextFS's documented answer, not a defect (docs/operations.md).
 BY_DESIGN = {
     "link": ("errno=1 ", "Operation not permitted", "EPERM", "link calls not allowed"),
@@ -136,14 +145,16 @@ class Report:
 
 # ---- running a tool -----------------------------------------------------------------------
 
+
 class Hang(Exception):
     pass
 
 
 def run(cmd: list[str], timeout: float, cwd: Path | None = None) -> subprocess.CompletedProcess:
     try:
-        return subprocess.run(cmd, capture_output=True, text=True, errors="replace",
-                              timeout=timeout, cwd=cwd)
+        return subprocess.run(
+            cmd, capture_output=True, text=True, errors="replace", timeout=timeout, cwd=cwd
+        )
     except subprocess.TimeoutExpired as exc:
         raise Hang(f"{' '.join(cmd[:3])}… did not finish in {timeout:.0f} s") from exc
 
@@ -166,7 +177,7 @@ def fio(jobfile: str, workdir: Path, timeout: float, verify_only: bool = False) 
     r = run(cmd, timeout, cwd=workdir)
     data = _fio_json(r.stdout)
     jobs = data.get("jobs", [])
-    noise = [ln for ln in (r.stdout[:r.stdout.find("{")] + r.stderr).splitlines() if ln.strip()]
+    noise = [ln for ln in (r.stdout[: r.stdout.find("{")] + r.stderr).splitlines() if ln.strip()]
     verify_errors = sum(1 for ln in noise if _VERIFY_LINE.search(ln))
     verify_errors += sum(int(j.get("total_err", 0) or 0) for j in jobs)
     errors = [j["jobname"] + f": error {j['error']}" for j in jobs if j.get("error")]
@@ -186,16 +197,27 @@ def fio_jobs(quick: bool) -> dict[str, tuple[str, str]]:
     size = "4m" if quick else "16m"
     common = "ioengine=psync\ndirect=1\ncontinue_on_error=verify\n"
     return {
-        "attach seq write 64k x2": ("att", f"[global]\n{common}verify=crc32c\nrw=write\n"
-                                    f"bs=64k\nsize={size}\nnumjobs=2\n[seq]\n"),
-        "attach rand write 4k x2": ("att", f"[global]\n{common}verify=crc32c\nrw=randwrite\n"
-                                    f"bs=4k\nsize={size}\nnumjobs=2\n[rand]\n"),
-        "L2.md seq write 4k, 2 nodes": ("l2", f"[global]\n{common}verify=pattern\n"
-                                        f"verify_pattern={L2_PATTERN}\nrw=write\nbs=4k\n"
-                                        "size=1m\n"),
-        "L2.md rand write 4k, 2 nodes": ("l2", f"[global]\n{common}verify=pattern\n"
-                                         f"verify_pattern={L2_PATTERN}\nrw=randwrite\n"
-                                         "bs=4k\nsize=1m\n"),
+        "attach seq write 64k x2": (
+            "att",
+            f"[global]\n{common}verify=crc32c\nrw=write\nbs=64k\nsize={size}\nnumjobs=2\n[seq]\n",
+        ),
+        "attach rand write 4k x2": (
+            "att",
+            f"[global]\n{common}verify=crc32c\nrw=randwrite\n"
+            f"bs=4k\nsize={size}\nnumjobs=2\n[rand]\n",
+        ),
+        "L2.md seq write 4k, 2 nodes": (
+            "l2",
+            f"[global]\n{common}verify=pattern\n"
+            f"verify_pattern={L2_PATTERN}\nrw=write\nbs=4k\n"
+            "size=1m\n",
+        ),
+        "L2.md rand write 4k, 2 nodes": (
+            "l2",
+            f"[global]\n{common}verify=pattern\n"
+            f"verify_pattern={L2_PATTERN}\nrw=randwrite\n"
+            "bs=4k\nsize=1m\n",
+        ),
     }
 
 
@@ -211,7 +233,8 @@ def stage_fio(rep: Report, m: DrainedMount, native: Path, quick: bool) -> None:
                 d = node / "data"
                 d.mkdir(exist_ok=True)
                 job = body.replace("[seq]", f"[seq]\ndirectory={d}").replace(
-                    "[rand]", f"[rand]\ndirectory={d}")
+                    "[rand]", f"[rand]\ndirectory={d}"
+                )
             else:
                 job = body
                 for k in range(2):
@@ -225,15 +248,23 @@ def stage_fio(rep: Report, m: DrainedMount, native: Path, quick: bool) -> None:
                 res[side]["job"] = job
             finally:
                 shutil.rmtree(wd, ignore_errors=True)
-        row = Row("fio", name, "write IOPS", res["native"]["iops"], res["contextfs"]["iops"],
-                  res["contextfs"]["verify_errors"] + res["native"]["verify_errors"])
+        row = Row(
+            "fio",
+            name,
+            "write IOPS",
+            res["native"]["iops"],
+            res["contextfs"]["iops"],
+            res["contextfs"]["verify_errors"] + res["native"]["verify_errors"],
+        )
         errs = res["contextfs"]["errors"] + res["native"]["errors"]
         if row.verify_errors or errs or res["contextfs"]["rc"]:
             row.status = "FAIL"
             row.note = "; ".join(errs)[:300]
         else:
-            row.note = (f"bw {res['native']['bw_kib'] / 1024:.1f} vs "
-                        f"{res['contextfs']['bw_kib'] / 1024:.1f} MiB/s")
+            row.note = (
+                f"bw {res['native']['bw_kib'] / 1024:.1f} vs "
+                f"{res['contextfs']['bw_kib'] / 1024:.1f} MiB/s"
+            )
         rep.rows.append(row)
 
 
@@ -244,14 +275,21 @@ def stage_fio_reverify(rep: Report, m: DrainedMount, quick: bool) -> None:
             continue
         d = m.path / OWNER_DIR / f"fio-{i}" / "data"
         job = body.replace("[seq]", f"[seq]\ndirectory={d}").replace(
-            "[rand]", f"[rand]\ndirectory={d}")
+            "[rand]", f"[rand]\ndirectory={d}"
+        )
         wd = Path(tempfile.mkdtemp(prefix="fio-"))
         try:
             r = fio(job, wd, timeout=300, verify_only=True)
         finally:
             shutil.rmtree(wd, ignore_errors=True)
-        row = Row("fio", f"{name}: verify after remount", "KiB read", None, r["read_kib"],
-                  r["verify_errors"])
+        row = Row(
+            "fio",
+            f"{name}: verify after remount",
+            "KiB read",
+            None,
+            r["read_kib"],
+            r["verify_errors"],
+        )
         if r["verify_errors"] or r["errors"] or r["rc"] or not r["read_kib"]:
             row.status = "FAIL"
             row.note = "; ".join(r["errors"])[:300] or f"rc {r['rc']}"
@@ -259,15 +297,28 @@ def stage_fio_reverify(rep: Report, m: DrainedMount, quick: bool) -> None:
 
 
 _NG_PROBLEM = re.compile(
-    r"\b(fail|error):|verif|skipping|not allowed|not supported|not implemented")
+    r"\b(fail|error):|verif|skipping|not allowed|not supported|not implemented"
+)
 
 
 def stress_ng(name: str, opts: list[str], where: Path, seconds: int, workers: int) -> dict:
     where.mkdir(parents=True, exist_ok=True)
     fd, ypath = tempfile.mkstemp(suffix=".yaml")
     os.close(fd)
-    cmd = ["stress-ng", f"--{name}", str(workers), *opts, "--timeout", f"{seconds}s",
-           "--verify", "--temp-path", str(where), "--metrics-brief", "--yaml", ypath]
+    cmd = [
+        "stress-ng",
+        f"--{name}",
+        str(workers),
+        *opts,
+        "--timeout",
+        f"{seconds}s",
+        "--verify",
+        "--temp-path",
+        str(where),
+        "--metrics-brief",
+        "--yaml",
+        ypath,
+    ]
     try:
         r = run(cmd, timeout=seconds + 90)
         try:
@@ -276,11 +327,16 @@ def stress_ng(name: str, opts: list[str], where: Path, seconds: int, workers: in
             metrics = []
     finally:
         os.unlink(ypath)
-    ops = next((float(x.get("bogo-ops-per-second-real-time", 0)) for x in metrics
-                if x.get("stressor") == name), None)
+    ops = next(
+        (
+            float(x.get("bogo-ops-per-second-real-time", 0))
+            for x in metrics
+            if x.get("stressor") == name
+        ),
+        None,
+    )
     out = r.stdout + r.stderr
-    fails = [ln.strip() for ln in out.splitlines()
-             if _NG_PROBLEM.search(ln) and "metrc" not in ln]
+    fails = [ln.strip() for ln in out.splitlines() if _NG_PROBLEM.search(ln) and "metrc" not in ln]
     return {"rc": r.returncode, "ops": ops, "fails": fails, "cmd": " ".join(cmd)}
 
 
@@ -301,8 +357,11 @@ def stage_stress_ng(rep: Report, m: DrainedMount, native: Path, quick: bool) -> 
         secs = max(seconds, 10) if name == "filename" else seconds
         c = stress_ng(name, opts, node / name, secs, workers)
         row = Row("stress-ng", job, "bogo ops/s", n["ops"], c["ops"])
-        row.verify_errors = sum(1 for ln in c["fails"] + n["fails"]
-                                if re.search(r"verif", ln, re.I) and "fail" in ln.lower())
+        row.verify_errors = sum(
+            1
+            for ln in c["fails"] + n["fails"]
+            if re.search(r"verif", ln, re.I) and "fail" in ln.lower()
+        )
         if n["rc"] not in (0, 3):  # 3: resource/not-implemented on the native side
             row.note = "native: " + "; ".join(n["fails"])[:200]
         if c["rc"] != 0:
@@ -310,8 +369,7 @@ def stage_stress_ng(rep: Report, m: DrainedMount, native: Path, quick: bool) -> 
             joined = "\n".join(c["fails"])
             if expected and any(e in joined for e in expected) and not row.verify_errors:
                 row.status = "EXCLUDED"
-                reason = next((ln for ln in c["fails"] if any(e in ln for e in expected)),
-                              joined)
+                reason = next((ln for ln in c["fails"] if any(e in ln for e in expected)), joined)
                 row.note = reason[:300]
                 rep.excluded.append({"tool": "stress-ng", "job": job, "reason": reason[:300]})
             else:
@@ -334,12 +392,17 @@ _DBENCH_TP = re.compile(r"Throughput ([0-9.]+) MB/sec")
 
 def dbench(where: Path, seconds: int, clients: int) -> dict:
     where.mkdir(parents=True, exist_ok=True)
-    r = run(["dbench", "-c", DBENCH_LOADFILE, "-D", str(where), "-t", str(seconds),
-             str(clients)], timeout=seconds + 180)
+    r = run(
+        ["dbench", "-c", DBENCH_LOADFILE, "-D", str(where), "-t", str(seconds), str(clients)],
+        timeout=seconds + 180,
+    )
     out = r.stdout + r.stderr
     m = _DBENCH_TP.search(out)
-    errors = [ln.strip() for ln in out.splitlines()
-              if re.search(r"error|failed|unexpected|ERROR", ln, re.I)]
+    errors = [
+        ln.strip()
+        for ln in out.splitlines()
+        if re.search(r"error|failed|unexpected|ERROR", ln, re.I)
+    ]
     return {"rc": r.returncode, "mbs": float(m.group(1)) if m else None, "errors": errors}
 
 
@@ -400,6 +463,7 @@ def probe_filename_bytes(rep: Report, tmp: Path, quick: bool) -> None:
 
 # ---- the run -------------------------------------------------------------------------------
 
+
 def run_all(quick: bool, keep: bool = False) -> Report:
     t0 = time.monotonic()
     rep = Report(quick=quick)
@@ -416,8 +480,15 @@ def run_all(quick: bool, keep: bool = False) -> Report:
             try:
                 stage(rep, m, native, quick)
             except Hang as exc:
-                rep.rows.append(Row(stage.__name__.removeprefix("stage_"), "(stage)", "",
-                                    status="HANG", note=str(exc)))
+                rep.rows.append(
+                    Row(
+                        stage.__name__.removeprefix("stage_"),
+                        "(stage)",
+                        "",
+                        status="HANG",
+                        note=str(exc),
+                    )
+                )
                 m.abort()
                 break
         if m.proc is not None:
@@ -427,8 +498,9 @@ def run_all(quick: bool, keep: bool = False) -> Report:
             try:
                 stage_fio_reverify(rep, m, quick)
             except Hang as exc:
-                rep.rows.append(Row("fio", "verify after remount", "", status="HANG",
-                                    note=str(exc)))
+                rep.rows.append(
+                    Row("fio", "verify after remount", "", status="HANG", note=str(exc))
+                )
                 m.abort()
     finally:
         if m.proc is not None:
@@ -454,14 +526,18 @@ def _fmt(v: float | None) -> str:
 
 
 def table(rep: Report) -> str:
-    out = ["| tool | job | native | contextfs | ratio | verify errors | status |",
-           "|---|---|---|---|---|---|---|"]
+    out = [
+        "| tool | job | native | contextfs | ratio | verify errors | status |",
+        "|---|---|---|---|---|---|---|",
+    ]
     for r in rep.rows:
         ratio = f"{r.ratio:.2f}×" if r.ratio is not None else "—"
         status = r.status + (f" — {r.note}" if r.note else "")
-        out.append(f"| {r.tool} | {r.job} ({r.unit}) | {_fmt(r.native)} | "
-                   f"{_fmt(r.contextfs)} | {ratio} | {r.verify_errors} | "
-                   f"{status.replace('|', '/')} |")
+        out.append(
+            f"| {r.tool} | {r.job} ({r.unit}) | {_fmt(r.native)} | "
+            f"{_fmt(r.contextfs)} | {ratio} | {r.verify_errors} | "
+            f"{status.replace('|', '/')} |"
+        )
     return "\n".join(out)
 
 
@@ -499,8 +575,9 @@ def main(argv: list[str] | None = None) -> int:
     for ln in rep.daemon_errors[:10]:
         print(f"  {ln[:200]}")
     print(f"fsck: {rep.fsck or 'clean'}")
-    print(f"verify errors: {s['verify_errors']}; failed: {s['failed'] or 'none'}; "
-          f"{rep.seconds:.0f} s")
+    print(
+        f"verify errors: {s['verify_errors']}; failed: {s['failed'] or 'none'}; {rep.seconds:.0f} s"
+    )
     if args.json:
         doc = asdict(rep)
         doc["summary"] = s

@@ -25,6 +25,7 @@ REPO = Path(__file__).resolve().parent.parent
 
 # ---- fail a test that logs a warning it did not expect (S3QL's pytest_checklogs) ---------
 
+
 def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line("markers", "allow_warnings: the test expects logged warnings")
 
@@ -41,6 +42,7 @@ def _no_unexpected_warnings(request: pytest.FixtureRequest, caplog: pytest.LogCa
 
 
 # ---- in-process store, memory and tree ---------------------------------------------------
+
 
 @pytest.fixture
 def types():
@@ -64,6 +66,7 @@ def tree(memory: Memory) -> Tree:
 
 # ---- a real mount (contextfs.testing.Mount: the daemon in a subprocess) -----------------
 
+
 @pytest.fixture
 def mount(tmp_path: Path, request: pytest.FixtureRequest) -> Iterator[Mount]:
     """A real ContextFS mount on the embedded defaults (data dir in tmp_path)."""
@@ -79,9 +82,12 @@ def mount(tmp_path: Path, request: pytest.FixtureRequest) -> Iterator[Mount]:
         else:
             unmount(mnt)
     log = m.log.read_text(errors="replace") if m.log.exists() else ""
-    bad = [line for line in log.splitlines()
-           if (" ERROR " in line or " WARNING " in line or "Traceback" in line)
-           and not any(p in line for p in m.expect_log + BENIGN_LOG)]
+    bad = [
+        line
+        for line in log.splitlines()
+        if (" ERROR " in line or " WARNING " in line or "Traceback" in line)
+        and not any(p in line for p in m.expect_log + BENIGN_LOG)
+    ]
     if not request.node.get_closest_marker("allow_warnings"):
         assert not bad, "daemon logged problems:\n" + "\n".join(bad)
     assert m.fsck() == []

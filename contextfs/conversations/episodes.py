@@ -17,7 +17,7 @@ from contextfs.conversations.timeparse import format_date, parse_timestamp, reso
 from contextfs.conversations.transcript import Turn
 
 # Capitalised words that are not names of things.
-_COMMON = frozenset("""
+_COMMON_WORDS = """
 i i'm i've i'll i'd im ive ill id a an the and but or so oh ah ha haha yes yeah no not ok okay
 hi hey hello thanks thank sorry well wow what when where who why how which this that these
 those there here it it's its my your our their his her we you they he she me us them is are
@@ -27,7 +27,8 @@ saturday sunday january february march april may june july august september octo
 december lol omg good great nice sure right love happy congratulations guess wait same
 anyway honestly also maybe still very really if as at by for from in into of on to up with
 year week month day morning night weekend
-""".split())  # noqa: SIM905 - a word list reads better as prose
+"""
+_COMMON = frozenset(_COMMON_WORDS.split())
 _NAME_RE = re.compile(r"(?<![\w'])([A-Z][a-zA-Z'’-]+(?:\s+[A-Z][a-zA-Z'’-]+){0,2})")
 MAX_NAMED = 8
 
@@ -46,8 +47,10 @@ def started(turns: Sequence[Turn]) -> dt.datetime | None:
     times = [ts for t in turns if t.timestamp and (ts := parse_timestamp(t.timestamp))]
     if not times:
         return None
-    naive = [t.replace(tzinfo=None) if t.tzinfo is None else
-             t.astimezone(dt.UTC).replace(tzinfo=None) for t in times]
+    naive = [
+        t.replace(tzinfo=None) if t.tzinfo is None else t.astimezone(dt.UTC).replace(tzinfo=None)
+        for t in times
+    ]
     return min(naive)
 
 

@@ -30,6 +30,7 @@ from contextfs.errors import InvalidInput
 
 log = logging.getLogger(__name__)
 
+
 @dataclass(frozen=True, slots=True)
 class Candidate:
     """A memory an extractor proposes; fields are valid for `type`, keys included."""
@@ -321,16 +322,30 @@ _PROFILE_RES: list[tuple[re.Pattern[str], str]] = [
     (re.compile(rf"{_LEAD}I(?:'m| am)\s+(?:an?|the)\s+(?P<v>[\w -]+)", re.I), "role?"),
     # "I'm Cy, a data engineer living in Oslo": a name, then the role and place clauses
     (re.compile(rf"(?:^|[.!]\s+)I(?:'m| am)\s+(?P<v>{_NAME})\s*,\s+(?:an?|the)\s"), "name"),
-    (re.compile(rf"(?:^|[.!]\s+)I(?:'m| am)\s+{_NAME}\s*,\s+(?:an?|the)\s+(?P<v>[\w -]+)"),
-     "role?"),
-    (re.compile(r",?\s+(?:living|based)\s+in\s+(?P<v>[A-Z][\w'-]+(?:[ ,]+[A-Z][\w'-]+)*)"),
-     "location"),
-    (re.compile(rf"{_LEAD}I(?:'ve| have)\s+been\s+working\s+as\s+"
-                r"(?:an?\s+|the\s+)?(?P<v>[\w -]+)", re.I), "role"),
-    (re.compile(rf"{_LEAD}I\s+(?:just\s+|recently\s+)?(?:started|began)\s+(?:a\s+)?(?:new\s+)?"
-                r"(?:job|work|position)\s+(?:at|with)\s+"
-                r"(?P<v>[A-Z][\w&.-]*(?: [A-Z][\w&.-]*){0,3})"),
-     "employer"),
+    (
+        re.compile(rf"(?:^|[.!]\s+)I(?:'m| am)\s+{_NAME}\s*,\s+(?:an?|the)\s+(?P<v>[\w -]+)"),
+        "role?",
+    ),
+    (
+        re.compile(r",?\s+(?:living|based)\s+in\s+(?P<v>[A-Z][\w'-]+(?:[ ,]+[A-Z][\w'-]+)*)"),
+        "location",
+    ),
+    (
+        re.compile(
+            rf"{_LEAD}I(?:'ve| have)\s+been\s+working\s+as\s+"
+            r"(?:an?\s+|the\s+)?(?P<v>[\w -]+)",
+            re.I,
+        ),
+        "role",
+    ),
+    (
+        re.compile(
+            rf"{_LEAD}I\s+(?:just\s+|recently\s+)?(?:started|began)\s+(?:a\s+)?(?:new\s+)?"
+            r"(?:job|work|position)\s+(?:at|with)\s+"
+            r"(?P<v>[A-Z][\w&.-]*(?: [A-Z][\w&.-]*){0,3})"
+        ),
+        "employer",
+    ),
     (
         re.compile(rf"{_LEAD}I\s+(?:live|reside)\s+in\s+(?P<v>[A-Z][\w'-]+(?:[ ,]+[A-Z][\w'-]+)*)"),
         "location",
@@ -492,8 +507,9 @@ def owner_speaker(turns: Sequence[Turn], owner_name: str | None = None) -> str |
     return names[0]
 
 
-def attribute_speakers(candidates: Sequence[Candidate], turns: Sequence[Turn],
-                       owner: str | None) -> list[Candidate]:
+def attribute_speakers(
+    candidates: Sequence[Candidate], turns: Sequence[Turn], owner: str | None
+) -> list[Candidate]:
     """People apart: a first-person fact said by another named speaker is about that
     speaker, not the owner. Their profile facts and preferences become attributes of an
     entity node named after them (kind person); everything else stays as it was."""
@@ -508,15 +524,30 @@ def attribute_speakers(candidates: Sequence[Candidate], turns: Sequence[Turn],
             continue
         name = sorted(said_by)[0]
         if c.type == "profile":
-            attrs = {k: (", ".join(map(str, v)) if isinstance(v, list) else
-                         "; ".join(f"{a}: {b}" for a, b in v.items()) if isinstance(v, dict)
-                         else str(v)) for k, v in c.fields.items() if k != "name"}
+            attrs = {
+                k: (
+                    ", ".join(map(str, v))
+                    if isinstance(v, list)
+                    else "; ".join(f"{a}: {b}" for a, b in v.items())
+                    if isinstance(v, dict)
+                    else str(v)
+                )
+                for k, v in c.fields.items()
+                if k != "name"
+            }
         else:
             attrs = {str(c.fields.get("topic", "likes")): str(c.fields.get("value", ""))}
         if not attrs:
             continue
-        out.append(Candidate("entity", {"name": name, "kind": "person", "attributes": attrs},
-                             c.body, c.turns, c.confidence))
+        out.append(
+            Candidate(
+                "entity",
+                {"name": name, "kind": "person", "attributes": attrs},
+                c.body,
+                c.turns,
+                c.confidence,
+            )
+        )
     return out
 
 
@@ -629,7 +660,8 @@ class RuleExtractor:
                 col.add("profile", {"name": raw}, sentence, [turn.ref], 0.9)
             elif what in ("role", "role?"):
                 role = _clean_phrase(
-                    re.split(r"\s+(?:at|for|in|with|on|living|based|who|and)\s+", raw)[0], 4)
+                    re.split(r"\s+(?:at|for|in|with|on|living|based|who|and)\s+", raw)[0], 4
+                )
                 if role is None:
                     continue
                 head = role.lower().split()[-1]
@@ -695,8 +727,7 @@ class RuleExtractor:
             possessors.add(m.group("own").lower())
             name = m.group("name")
             if name is None:
-                before = re.search(rf"(?P<name>{_NAME})(?:,)?\s+(?:is|was)\s+$",
-                                   bare[: m.start()])
+                before = re.search(rf"(?P<name>{_NAME})(?:,)?\s+(?:is|was)\s+$", bare[: m.start()])
                 name = before.group("name") if before else None
             if name:
                 found.append((name, f"{m.group('own').lower()}'s {m.group('rel').lower()}"))
@@ -719,8 +750,9 @@ class RuleExtractor:
             rf"(?:,|are|:)?\s+(?P<names>{_NAME}(?:(?:,\s*|\s+and\s+){_NAME})+)",
             bare,
         ):
-            rel = {"kids": "child", "children": "child", "sons": "son",
-                   "daughters": "daughter"}[m.group("rel")]
+            rel = {"kids": "child", "children": "child", "sons": "son", "daughters": "daughter"}[
+                m.group("rel")
+            ]
             for name in re.split(r",\s*|\s+and\s+", m.group("names")):
                 found.append((name, rel))
         found = [(n, r) for n, r in found if r not in possessors]

@@ -48,8 +48,7 @@ from contextfs.model import Change, Node
 log = logging.getLogger(__name__)
 
 TEXT_SUFFIXES = (".jsonl", ".json", ".md", ".markdown", ".txt", "")
-MEDIA_SUFFIXES = (".png", ".jpg", ".jpeg", ".gif", ".webp", ".wav", ".mp3", ".ogg", ".flac",
-                  ".m4a")
+MEDIA_SUFFIXES = (".png", ".jpg", ".jpeg", ".gif", ".webp", ".wav", ".mp3", ".ogg", ".flac", ".m4a")
 
 
 @dataclass(slots=True)
@@ -98,9 +97,15 @@ class Intake:
     """Inbox items and sessions over a Memory. Methods run in the daemon's trio thread,
     except `analyse`, which is pure and runs in a worker thread."""
 
-    def __init__(self, memory: Memory, *, extractor: Extractor | None = None,
-                 default_agent: str = "default", extract_every: int = 10,
-                 clock: Callable[[], float] | None = None) -> None:
+    def __init__(
+        self,
+        memory: Memory,
+        *,
+        extractor: Extractor | None = None,
+        default_agent: str = "default",
+        extract_every: int = 10,
+        clock: Callable[[], float] | None = None,
+    ) -> None:
         self.memory = memory
         self.extractor: Extractor = extractor or RuleExtractor()
         self.rules = RuleExtractor()
@@ -113,8 +118,9 @@ class Intake:
             self.items[item.id] = item
         self.sessions: dict[tuple[str, str, str], Session] = {}
         for kind, oid, sid, created, transcript, processed, summary in memory.sessions():
-            self.sessions[(kind, oid, sid)] = Session((kind, oid), sid, created, transcript,
-                                                      processed, summary)
+            self.sessions[(kind, oid, sid)] = Session(
+                (kind, oid), sid, created, transcript, processed, summary
+            )
         # set by IntakeService: a session has enough new turns to extract
         self.wake: Callable[[], None] = lambda: None
 
@@ -123,8 +129,9 @@ class Intake:
     def submit(self, owner: tuple[str, str], filename: str, data: bytes) -> InboxItem:
         """close() of a file in an .inbox: store it (redacted) now, process it later."""
         self.memory.check_writable()
-        item = InboxItem(self.memory.new_id(), owner, filename, self.clock(), "pending", "",
-                         len(data))
+        item = InboxItem(
+            self.memory.new_id(), owner, filename, self.clock(), "pending", "", len(data)
+        )
         reason = secret_filename_reason(filename)
         suffix = _suffix(filename)
         if reason:
@@ -132,19 +139,24 @@ class Intake:
             item.state, item.report = "refused", f"refused: {reason}\n"
         elif suffix in MEDIA_SUFFIXES:
             item.state = "refused"
-            item.report = ("refused: images and audio are not accepted yet (the media gates "
-                           "arrive in a later version); the file is kept as it was\n")
+            item.report = (
+                "refused: images and audio are not accepted yet (the media gates "
+                "arrive in a later version); the file is kept as it was\n"
+            )
         elif suffix not in TEXT_SUFFIXES:
             item.state = "refused"
-            item.report = (f"refused: {suffix} files are not understood; the inbox takes "
-                           "markdown, text and JSONL transcripts\n")
+            item.report = (
+                f"refused: {suffix} files are not understood; the inbox takes "
+                "markdown, text and JSONL transcripts\n"
+            )
         path = f"{owner[0]}/{owner[1]}/.inbox/{filename}"
         if data:
             data = self.memory.redact_bytes(data, path)
         item.size = len(data)
         # the change feed wakes IntakeService for a pending item
-        self.memory.add_inbox_item(item.id, owner, filename, data, item.created, item.state,
-                                   item.report)
+        self.memory.add_inbox_item(
+            item.id, owner, filename, data, item.created, item.state, item.report
+        )
         self.items[item.id] = item
         if item.state != "pending":
             log.info("inbox refused %s: %s", path, item.report.strip())
@@ -156,9 +168,14 @@ class Intake:
     def pending(self) -> list[InboxItem]:
         return [i for i in self.items.values() if i.state == "pending"]
 
-    def analyse(self, text: str, filename: str, owner_kind: str, today: str,
-                owner: tuple[str, str] | None = None,
-                ) -> tuple[Transcript, list[Candidate], str]:
+    def analyse(
+        self,
+        text: str,
+        filename: str,
+        owner_kind: str,
+        today: str,
+        owner: tuple[str, str] | None = None,
+    ) -> tuple[Transcript, list[Candidate], str]:
         """Worker thread: parse and extract (the LLM may take seconds); facts other named
         speakers say about themselves land on their entity, not on the owner."""
         transcript = parse_transcript(text, filename)
@@ -166,38 +183,51 @@ class Intake:
         types = {k: t for k, t in self.memory.types.items() if k != "session"}
         how = "rules"
         try:
-            candidates = self.extractor.extract(transcript.turns, types,
-                                                owner_kind=owner_kind, today=today)
+            candidates = self.extractor.extract(
+                transcript.turns, types, owner_kind=owner_kind, today=today
+            )
             how = type(self.extractor).__name__
         except ContextFSError as exc:  # the LLM endpoint failed: rules instead
-            log.warning("extraction by %s failed (%s); using rules",
-                        type(self.extractor).__name__, exc)
-            candidates = self.rules.extract(transcript.turns, types,
-                                            owner_kind=owner_kind, today=today)
+            log.warning(
+                "extraction by %s failed (%s); using rules", type(self.extractor).__name__, exc
+            )
+            candidates = self.rules.extract(
+                transcript.turns, types, owner_kind=owner_kind, today=today
+            )
             how = f"rules (the LLM failed: {exc})"
         profile = self.memory.types.get("profile")
         me = self.memory.live_node(owner, profile, "") if profile and owner else None
         owner_name = _profile_name(me.l2) if me is not None else None
         candidates = attribute_speakers(
-            candidates, transcript.turns, owner_speaker(transcript.turns, owner_name))
+            candidates, transcript.turns, owner_speaker(transcript.turns, owner_name)
+        )
         return transcript, candidates, how
 
-    def finish_item(self, item: InboxItem, transcript: Transcript,
-                    candidates: Sequence[Candidate], how: str) -> None:
+    def finish_item(
+        self, item: InboxItem, transcript: Transcript, candidates: Sequence[Candidate], how: str
+    ) -> None:
         """Trio thread: archive the transcript, route the candidates, write the report."""
-        lines = [f"# {item.filename}", "", f"state: done ({transcript.kind}, "
-                 f"{len(transcript.turns)} turns, extraction: {how})", ""]
+        lines = [
+            f"# {item.filename}",
+            "",
+            f"state: done ({transcript.kind}, {len(transcript.turns)} turns, extraction: {how})",
+            "",
+        ]
         if transcript.errors:
             lines.append("## Lines not understood (the other lines still count)")
             lines += [f"- line {n}: {why}" for n, why in transcript.errors] + [""]
         try:
-            archived = self.archive(item.owner, transcript.turns, _title(item.filename),
-                                    source=f"inbox:{item.filename}", when=item.created)
+            archived = self.archive(
+                item.owner,
+                transcript.turns,
+                _title(item.filename),
+                source=f"inbox:{item.filename}",
+                when=item.created,
+            )
             lines += ["## Archived", f"- {self.memory.node_path(archived)}", ""]
         except ContextFSError as exc:
             lines += ["## Archived", f"- not archived: {exc.reason}", ""]
-        changed, refused = self.route_candidates(item.owner, candidates,
-                                                 f"inbox:{item.filename}")
+        changed, refused = self.route_candidates(item.owner, candidates, f"inbox:{item.filename}")
         lines.append("## Memories")
         lines += [f"- {c}" for c in changed] or ["- none found"]
         if refused:
@@ -213,8 +243,16 @@ class Intake:
 
     # ---- shared by both -------------------------------------------------------------------
 
-    def archive(self, owner: tuple[str, str], turns: Sequence[Turn], title: str, *,
-                source: str, when: float, summary: str = "") -> Node:
+    def archive(
+        self,
+        owner: tuple[str, str],
+        turns: Sequence[Turn],
+        title: str,
+        *,
+        source: str,
+        when: float,
+        summary: str = "",
+    ) -> Node:
         """The raw record: every turn in L2, as a `session` node."""
         ctype = self.memory.types.get("session")
         if ctype is None:
@@ -223,34 +261,52 @@ class Intake:
             owner = ("user", self.memory.default_owner)
         # named and dated by when the conversation happened, else by when it arrived
         happened = episodes.started(turns)
-        day = (happened.date() if happened is not None
-               else dt.datetime.fromtimestamp(when, dt.UTC).date()).isoformat()
-        fields = {"date": day, "title": title, "source": source, "turns": len(turns),
-                  "summary": (summary + "\n" if summary else "") + episodes.summary(turns)}
+        day = (
+            happened.date()
+            if happened is not None
+            else dt.datetime.fromtimestamp(when, dt.UTC).date()
+        ).isoformat()
+        fields = {
+            "date": day,
+            "title": title,
+            "source": source,
+            "turns": len(turns),
+            "summary": (summary + "\n" if summary else "") + episodes.summary(turns),
+        }
         body = f"# {episodes.heading(turns)}\n\n{render_turns(turns)}" if turns else ""
         res = self.memory.route_document(owner, ctype, Document(fields, body), source=source)
         self.node_changed(res.node, res.created)
         return res.node
 
-    def route_candidates(self, owner: tuple[str, str], candidates: Sequence[Candidate],
-                         source: str) -> tuple[list[str], list[str]]:
+    def route_candidates(
+        self, owner: tuple[str, str], candidates: Sequence[Candidate], source: str
+    ) -> tuple[list[str], list[str]]:
         changed, refused = [], []
         for c in candidates:
             ctype = self.memory.types.get(c.type)
             if ctype is None:
                 refused.append(f"{c.type}: unknown type")
                 continue
-            target = owner if ctype.scope == owner[0] else (
-                ("agent", self.default_agent) if ctype.scope == "agent"
-                else ("user", self.memory.default_owner))
+            target = (
+                owner
+                if ctype.scope == owner[0]
+                else (
+                    ("agent", self.default_agent)
+                    if ctype.scope == "agent"
+                    else ("user", self.memory.default_owner)
+                )
+            )
             try:
                 if target not in self.memory.owners:
                     self.memory.create_owner(*target)
                     self.owner_created(target)
                 fields = validate_candidate(ctype, c.fields, where=c.type)
                 res = self.memory.route_document(
-                    target, ctype, Document(dict(fields), c.body),
-                    source=f"{source}#{','.join(c.turns)}" if c.turns else source)
+                    target,
+                    ctype,
+                    Document(dict(fields), c.body),
+                    source=f"{source}#{','.join(c.turns)}" if c.turns else source,
+                )
             except ContextFSError as exc:
                 refused.append(f"{c.type} {c.fields}: {exc.reason}")
                 continue
@@ -274,8 +330,9 @@ class Intake:
         if key in self.sessions:
             raise Exists(f"session {sid} exists")
         if not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9._-]{0,127}", sid):
-            raise InvalidInput("a session id uses letters, digits and . _ - (start with a "
-                               "letter or digit)")
+            raise InvalidInput(
+                "a session id uses letters, digits and . _ - (start with a letter or digit)"
+            )
         s = Session(owner, sid, self.clock())
         self.memory.put_session(owner, sid, s.created, "", 0, "", created_now=True)
         self.sessions[key] = s
@@ -294,8 +351,7 @@ class Intake:
     def session_turns(self, s: Session) -> tuple[Turn, ...]:
         return parse_transcript(s.transcript, "t.jsonl").turns
 
-    def extract_session(self, s: Session, candidates: Sequence[Candidate],
-                        upto: int) -> list[str]:
+    def extract_session(self, s: Session, candidates: Sequence[Candidate], upto: int) -> list[str]:
         changed, _refused = self.route_candidates(s.owner, candidates, f"session:{s.id}")
         s.touched += changed
         self._put(s, processed=max(s.processed, upto))
@@ -311,8 +367,14 @@ class Intake:
         summary = (s.summary + "\n" + l1).strip() if s.summary else l1.strip()
         self._put(s, transcript="", processed=0, summary=summary)
 
-    def _put(self, s: Session, *, transcript: str | None = None, processed: int | None = None,
-             summary: str | None = None) -> None:
+    def _put(
+        self,
+        s: Session,
+        *,
+        transcript: str | None = None,
+        processed: int | None = None,
+        summary: str | None = None,
+    ) -> None:
         """Store the session with these values; the object follows once it is stored."""
         transcript = s.transcript if transcript is None else transcript
         processed = s.processed if processed is None else processed
@@ -329,38 +391,56 @@ class Intake:
             if turns:
                 l1 = summarize(self.memory.types.get("session"), render_turns(turns))[1]
                 summary = (summary + "\n" + l1).strip() if summary else l1.strip()
-            node = self.archive(s.owner, turns, s.id, source=f"session:{s.id}",
-                                when=s.created, summary=summary)
+            node = self.archive(
+                s.owner, turns, s.id, source=f"session:{s.id}", when=s.created, summary=summary
+            )
         self.memory.delete_session(s.owner, s.id)
         self.sessions.pop((s.owner[0], s.owner[1], s.id), None)
         return node
 
-    def context_for(self, s: Session, budget: int,
-                    search: Callable[[str, str], list] | None) -> str:
+    def context_for(
+        self, s: Session, budget: int, search: Callable[[str, str], list] | None
+    ) -> str:
         """context.md: profile, recent session summaries, then memories relevant to the
         latest turns, highest priority first, within `budget` tokens (4 chars each)."""
         owner = s.owner
         parts: list[str] = [f"# Context for session {s.id}\n"]
-        profile = self.memory.live_node(owner, self.memory.types["profile"], "") \
-            if "profile" in self.memory.types and owner[0] == "user" else None
+        profile = (
+            self.memory.live_node(owner, self.memory.types["profile"], "")
+            if "profile" in self.memory.types and owner[0] == "user"
+            else None
+        )
         if profile is not None and profile.l2.strip():
             parts.append("## Profile\n\n" + (profile.l1 or profile.l0).strip() + "\n")
         # a worker thread (the open of context.md) while the trio thread may add nodes:
         # never iterate `memory.nodes` itself here
-        recent = sorted((n for n in self.memory.node_list()
-                         if n.type == "session" and n.owner == owner and self.memory.is_live(n)),
-                        key=lambda n: n.created, reverse=True)[:5]
+        recent = sorted(
+            (
+                n
+                for n in self.memory.node_list()
+                if n.type == "session" and n.owner == owner and self.memory.is_live(n)
+            ),
+            key=lambda n: n.created,
+            reverse=True,
+        )[:5]
         if recent:
-            parts.append("## Recent sessions\n\n" + "".join(
-                f"- {self.memory.node_path(n)}: {n.l0.strip()}\n" for n in recent))
+            parts.append(
+                "## Recent sessions\n\n"
+                + "".join(f"- {self.memory.node_path(n)}: {n.l0.strip()}\n" for n in recent)
+            )
         turns = self.session_turns(s)
         latest = " ".join(t.content for t in turns[-3:] if t.role == "user")[-500:]
         if latest and search is not None:
             hits = search(latest, f"{owner[0]}/{owner[1]}")
             if hits:
-                parts.append("## Relevant memories\n\n" + "".join(
-                    f"- {h.path}: {h.node.l0.strip()}\n" for h in hits
-                    if h.node.type != "session"))
+                parts.append(
+                    "## Relevant memories\n\n"
+                    + "".join(
+                        f"- {h.path}: {h.node.l0.strip()}\n"
+                        for h in hits
+                        if h.node.type != "session"
+                    )
+                )
         out = ""
         for p in parts:  # highest priority first; stop before the budget is crossed
             if estimate_tokens(out + p + "\n") > budget:
@@ -423,7 +503,8 @@ class IntakeService(Service):
                 return True
             today = dt.datetime.fromtimestamp(item.created, dt.UTC).date().isoformat()
             transcript, candidates, how = await trio.to_thread.run_sync(
-                intake.analyse, text, item.filename, item.owner[0], today, item.owner)
+                intake.analyse, text, item.filename, item.owner[0], today, item.owner
+            )
             intake.finish_item(item, transcript, candidates, how)
             self._changed()
             return True
@@ -437,17 +518,30 @@ class IntakeService(Service):
     async def extract(self, s: Session) -> list[str]:
         intake = self.intake
         turns = intake.session_turns(s)
-        new = turns[s.processed:]
+        new = turns[s.processed :]
         if not new:
             return []
         s.extracting = True
         try:
             today = dt.datetime.fromtimestamp(intake.clock(), dt.UTC).date().isoformat()
             _t, candidates, _how = await trio.to_thread.run_sync(
-                intake.analyse, "\n".join(json.dumps(
-                    {"role": t.role, "content": t.content, "id": t.ref,
-                     **({"timestamp": t.timestamp} if t.timestamp else {})})
-                    for t in new), "session.jsonl", s.owner[0], today, s.owner)
+                intake.analyse,
+                "\n".join(
+                    json.dumps(
+                        {
+                            "role": t.role,
+                            "content": t.content,
+                            "id": t.ref,
+                            **({"timestamp": t.timestamp} if t.timestamp else {}),
+                        }
+                    )
+                    for t in new
+                ),
+                "session.jsonl",
+                s.owner[0],
+                today,
+                s.owner,
+            )
             changed = intake.extract_session(s, candidates, len(turns))
         finally:
             s.extracting = False

@@ -295,4 +295,3 @@ def _cut_lines(text: str, limit: int) -> str:
     if nl >= limit // 2:
         return head[:nl]
     return _cut(text.replace("\n", " "), limit)
-

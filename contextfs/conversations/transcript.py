@@ -424,16 +424,23 @@ def turn_blocks(text: str) -> list[TurnBlock]:
     Only header lines of the rendered form open a turn; everything up to the next header
     is the turn's content. A text with no such header has no blocks.
     """
-    heads = [m for m in re.finditer(r"(?m)^\*\*[^\n]*$", text)
-             if _RENDERED_RE.match(m.group(0))]
+    heads = [m for m in re.finditer(r"(?m)^\*\*[^\n]*$", text) if _RENDERED_RE.match(m.group(0))]
     blocks: list[TurnBlock] = []
     for i, m in enumerate(heads):
         h = _RENDERED_RE.match(m.group(0))
         assert h is not None
         end = heads[i + 1].start() if i + 1 < len(heads) else len(text)
-        content = text[m.end():end].strip()
+        content = text[m.end() : end].strip()
         timestamp, ident = _parse_meta(h.group("meta"))
-        blocks.append(TurnBlock(m.start(), m.start() + len(text[m.start():end].rstrip()),
-                                h.group("role"), h.group("name") or None, timestamp, ident,
-                                content))
+        blocks.append(
+            TurnBlock(
+                m.start(),
+                m.start() + len(text[m.start() : end].rstrip()),
+                h.group("role"),
+                h.group("name") or None,
+                timestamp,
+                ident,
+                content,
+            )
+        )
     return blocks

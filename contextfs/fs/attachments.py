@@ -59,8 +59,17 @@ class Attachments(RoleBase):
             self.inode_for(d, n, a)
 
     def inode_for(self, d: Inode, n: Node, a: Attachment) -> Inode:
-        inode = self.tree.new(Role.ATTACH, _KINDS[a.kind] | a.mode, a.name, d, node=n, att=a,
-                              target=a.target, mtime_ns=ns(a.mtime), trashed=d.trashed)
+        inode = self.tree.new(
+            Role.ATTACH,
+            _KINDS[a.kind] | a.mode,
+            a.name,
+            d,
+            node=n,
+            att=a,
+            target=a.target,
+            mtime_ns=ns(a.mtime),
+            trashed=d.trashed,
+        )
         if a.kind == "dir":
             inode.populated = False
         return inode
@@ -97,24 +106,40 @@ class Attachments(RoleBase):
         self._writable_dir(d)
         return Role.SCRATCH if is_editor_scratch(name) else Role.ATTACH
 
-    def create(self, d: Inode, name: str, mode: int, flags: int, uid: int,
-               gid: int) -> Handle:
+    def create(self, d: Inode, name: str, mode: int, flags: int, uid: int, gid: int) -> Handle:
         if self.new_file_role(d, name) == Role.SCRATCH:
             t = self.tree
-            inode = t.new(Role.SCRATCH, stat.S_IFREG | stat.S_IMODE(mode), name, d,
-                          node=d.node, owner=d.owner, ctype=d.ctype, data=bytearray(),
-                          uid=uid, gid=gid)
+            inode = t.new(
+                Role.SCRATCH,
+                stat.S_IFREG | stat.S_IMODE(mode),
+                name,
+                d,
+                node=d.node,
+                owner=d.owner,
+                ctype=d.ctype,
+                data=bytearray(),
+                uid=uid,
+                gid=gid,
+            )
             t.touch_dir(d)
             return t.new_handle(inode, flags)
         return self.create_file(d, name, mode, flags, uid, gid)
 
-    def create_file(self, d: Inode, name: str, mode: int, flags: int, uid: int,
-                    gid: int) -> Handle:
+    def create_file(self, d: Inode, name: str, mode: int, flags: int, uid: int, gid: int) -> Handle:
         perm = stat.S_IMODE(mode)
         assert d.node is not None
         a = self.memory.add_attachment(d.node, d.att.id if d.att else None, name, "file", perm)
-        inode = self.tree.new(Role.ATTACH, stat.S_IFREG | perm, name, d, node=d.node, att=a,
-                              data=bytearray(), uid=uid, gid=gid)
+        inode = self.tree.new(
+            Role.ATTACH,
+            stat.S_IFREG | perm,
+            name,
+            d,
+            node=d.node,
+            att=a,
+            data=bytearray(),
+            uid=uid,
+            gid=gid,
+        )
         inode.changed = ChangedBytes(inode.data)  # type: ignore[arg-type]
         self.tree.touch_dir(d)
         return self.tree.new_handle(inode, flags)
@@ -138,8 +163,9 @@ class Attachments(RoleBase):
             raise NotSupported("symbolic links can only be made inside a node")
         if d.role == Role.NODE and name in RESERVED_IN_NODE:
             raise ReadOnly(f"{name} is reserved in a node")
-        a = self.memory.add_attachment(d.node, d.att.id if d.att else None, name, "symlink",
-                                       0o777, target=target)
+        a = self.memory.add_attachment(
+            d.node, d.att.id if d.att else None, name, "symlink", 0o777, target=target
+        )
         inode = self.inode_for(d, d.node, a)
         inode.uid, inode.gid = uid, gid
         self.tree.touch_dir(d)
@@ -188,10 +214,10 @@ class Attachments(RoleBase):
             return
         assert inode.att is not None and inode.data is not None
         changed = inode.changed
-        runs = changed.runs() if changed is not None and changed.buffer is inode.data \
-            else None
-        stored = self.memory.commit_attachment(inode.att, inode.data, inode.mtime_ns / 1e9,
-                                               self.tree.path(inode), runs)
+        runs = changed.runs() if changed is not None and changed.buffer is inode.data else None
+        stored = self.memory.commit_attachment(
+            inode.att, inode.data, inode.mtime_ns / 1e9, self.tree.path(inode), runs
+        )
         if stored is not None:  # a secret was redacted: show what is stored
             inode.data = bytearray(stored)
             self.tree.invalidate(inode)

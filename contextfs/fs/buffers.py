@@ -41,8 +41,11 @@ class Buffers:
     def writable(self, inode: Inode) -> None:
         """Refuse a write to a derived file, a deleted node's file, or a read-only mount."""
         if inode.role in READ_ONLY_FILES or inode.trashed:
-            what = "a deleted node (restore it with mv first)" if inode.trashed else \
-                f"{inode.name} (derived, read-only)"
+            what = (
+                "a deleted node (restore it with mv first)"
+                if inode.trashed
+                else f"{inode.name} (derived, read-only)"
+            )
             raise ReadOnly(f"cannot write {what}")
         self.memory.check_writable()
 
@@ -84,8 +87,13 @@ class Buffers:
         self.writable(inode)
         if size > self.limit(inode):
             raise TooBig(f"{inode.name} would exceed the {self.limit(inode)}-byte limit")
-        if inode.data is None and size == 0 and inode.role == Role.ATTACH and \
-                inode.att is not None and inode.att.size:
+        if (
+            inode.data is None
+            and size == 0
+            and inode.role == Role.ATTACH
+            and inode.att is not None
+            and inode.att.size
+        ):
             inode.data = bytearray()  # `truncate -s 0`: no need to load it first
             inode.changed = ChangedBytes(inode.data)
             inode.changed.add(0, 0)
@@ -101,8 +109,16 @@ class Buffers:
         if inode.opened <= 0 and inode.dirty and inode.role != Role.DROP:  # drops: at close
             self.tree.tiers.commit(inode)
 
-    def set_attributes(self, inode: Inode, *, mode: int | None, uid: int | None,
-                       gid: int | None, atime_ns: int | None, mtime_ns: int | None) -> None:
+    def set_attributes(
+        self,
+        inode: Inode,
+        *,
+        mode: int | None,
+        uid: int | None,
+        gid: int | None,
+        atime_ns: int | None,
+        mtime_ns: int | None,
+    ) -> None:
         """chmod, chown and utimes; an attachment keeps its mode and mtime in the store."""
         changed_meta = False
         if mode is not None and not stat.S_ISLNK(inode.mode):
@@ -152,8 +168,10 @@ class Buffers:
             off = len(data)
         limit = self.limit(inode)
         if h.failed or off + len(buf) > limit:
-            exc = TooBig(f"{inode.name} would exceed the {limit}-byte limit; the write was "
-                         "refused and the stored content is unchanged")
+            exc = TooBig(
+                f"{inode.name} would exceed the {limit}-byte limit; the write was "
+                "refused and the stored content is unchanged"
+            )
             if not h.failed:
                 h.failed = True
                 self._abandon(inode, exc)
@@ -161,7 +179,7 @@ class Buffers:
         old_size = len(data)
         if off > old_size:
             data.extend(bytes(off - old_size))
-        data[off:off + len(buf)] = buf
+        data[off : off + len(buf)] = buf
         self._mark_changed(inode, min(off, old_size), off + len(buf))
         inode.dirty = True
         h.wrote = True
@@ -184,8 +202,9 @@ class Buffers:
     def unload_clean(self, inode: Inode) -> None:
         """The last close of a file with nothing left to commit: a node's tier is served
         from the node again, and a large attachment is reloaded on demand."""
-        if not inode.dirty and (inode.role == Role.TIER or (
-                inode.role == Role.ATTACH
-                and len(inode.data or b"") > _KEEP_ATTACHMENT_BUFFER)):
+        if not inode.dirty and (
+            inode.role == Role.TIER
+            or (inode.role == Role.ATTACH and len(inode.data or b"") > _KEEP_ATTACHMENT_BUFFER)
+        ):
             inode.data = None
             inode.changed = None

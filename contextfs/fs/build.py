@@ -34,32 +34,48 @@ class FsOptions:
     session_k: int = SESSION_CONTEXT_K
 
 
-def build_operations(memory: Memory, options: FsOptions, *, status: Callable[[], str],
-                     schema_files: dict[str, bytes], intake: Intake,
-                     indexer: Indexer | None = None, searcher: Searcher | None = None,
-                     on_commit: Callable[[], None] | None = None,
-                     ) -> tuple[Operations, IntakeService]:
+def build_operations(
+    memory: Memory,
+    options: FsOptions,
+    *,
+    status: Callable[[], str],
+    schema_files: dict[str, bytes],
+    intake: Intake,
+    indexer: Indexer | None = None,
+    searcher: Searcher | None = None,
+    on_commit: Callable[[], None] | None = None,
+) -> tuple[Operations, IntakeService]:
     """The adapter over a tree over `memory`, and the intake service to run.
 
     `on_commit` runs after a request (or a background change) committed something: the
     daemon wakes the indexer and the summary service with it."""
     search = None
     if indexer is not None and searcher is not None:
-        search = SearchPort(searcher, indexer, frozenset(memory.types),
-                            options.fsync_barrier_timeout)
+        search = SearchPort(
+            searcher, indexer, frozenset(memory.types), options.fsync_barrier_timeout
+        )
 
     def intake_changed() -> None:
         tree.inbox_changed()
         ops.flush_invalidations()
 
     service = IntakeService(intake, on_change=intake_changed)
-    tree = Tree(memory, status=status, schema_files=schema_files, search=search,
-                intake=intake, on_commit=on_commit,
-                sessions_config=SessionsConfig(options.session_budget, options.session_k,
-                                               service))
+    tree = Tree(
+        memory,
+        status=status,
+        schema_files=schema_files,
+        search=search,
+        intake=intake,
+        on_commit=on_commit,
+        sessions_config=SessionsConfig(options.session_budget, options.session_k, service),
+    )
     intake.node_changed = tree.node_routed  # type: ignore[method-assign]
     intake.owner_created = tree.add_owner  # type: ignore[method-assign,assignment]
-    ops = Operations(tree, entry_timeout=options.entry_timeout,
-                     attr_timeout=options.attr_timeout, xattrs=options.xattrs,
-                     cache_dirs=options.cache_dirs)
+    ops = Operations(
+        tree,
+        entry_timeout=options.entry_timeout,
+        attr_timeout=options.attr_timeout,
+        xattrs=options.xattrs,
+        cache_dirs=options.cache_dirs,
+    )
     return ops, service

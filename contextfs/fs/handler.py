@@ -37,8 +37,7 @@ class RoleHandler(Protocol):
     def listable(self, d: Inode) -> bool:
         """Whether a listing of d shows its children (queries are asked, never listed)."""
 
-    def create(self, d: Inode, name: str, mode: int, flags: int, uid: int,
-               gid: int) -> Handle:
+    def create(self, d: Inode, name: str, mode: int, flags: int, uid: int, gid: int) -> Handle:
         """A new file `name` in d, opened."""
 
     def mkdir(self, d: Inode, name: str, mode: int, uid: int, gid: int) -> Inode:
@@ -86,8 +85,7 @@ class RoleBase:
     def listable(self, d: Inode) -> bool:
         return True
 
-    def create(self, d: Inode, name: str, mode: int, flags: int, uid: int,
-               gid: int) -> Handle:
+    def create(self, d: Inode, name: str, mode: int, flags: int, uid: int, gid: int) -> Handle:
         raise self.no_files_here(d)
 
     def mkdir(self, d: Inode, name: str, mode: int, uid: int, gid: int) -> Inode:
@@ -97,8 +95,10 @@ class RoleBase:
         raise Forbidden(f"{child.name} cannot be removed")
 
     async def rmdir(self, d: Inode, child: Inode) -> None:
-        raise NotPermitted(f"{self.tree.child_path(d, child.name)} cannot be removed "
-                           "(owners, type directories and the trash are fixed)")
+        raise NotPermitted(
+            f"{self.tree.child_path(d, child.name)} cannot be removed "
+            "(owners, type directories and the trash are fixed)"
+        )
 
     def content(self, inode: Inode) -> bytes | bytearray:
         return b""

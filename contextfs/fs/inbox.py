@@ -57,10 +57,24 @@ class Inbox(RoleBase):
             stem, dot, ext = name.rpartition(".")
             name = f"{stem}-{item.id}.{ext}" if dot and stem else f"{name}-{item.id}"
         entry = InboxEntry(item)
-        inode = self.tree.new(Role.INBOX_ITEM, stat.S_IFREG | 0o444, name, d, owner=d.owner,
-                              mtime_ns=ns(item.created), payload=entry)
-        self.tree.new(Role.INBOX_REPORT, stat.S_IFREG | 0o444, name + ".report.md", d,
-                      owner=d.owner, mtime_ns=ns(item.created), payload=entry)
+        inode = self.tree.new(
+            Role.INBOX_ITEM,
+            stat.S_IFREG | 0o444,
+            name,
+            d,
+            owner=d.owner,
+            mtime_ns=ns(item.created),
+            payload=entry,
+        )
+        self.tree.new(
+            Role.INBOX_REPORT,
+            stat.S_IFREG | 0o444,
+            name + ".report.md",
+            d,
+            owner=d.owner,
+            mtime_ns=ns(item.created),
+            payload=entry,
+        )
         return inode
 
     def submit(self, d: Inode, name: str, data: bytes) -> Inode:
@@ -84,11 +98,18 @@ class Inbox(RoleBase):
             return Role.INBOX_NEW  # refused when closed, with the reason
         return Role.SCRATCH if is_temp_name(name) else Role.INBOX_NEW
 
-    def create(self, d: Inode, name: str, mode: int, flags: int, uid: int,
-               gid: int) -> Handle:
+    def create(self, d: Inode, name: str, mode: int, flags: int, uid: int, gid: int) -> Handle:
         role = self.new_file_role(d, name)
-        inode = self.tree.new(role, stat.S_IFREG | stat.S_IMODE(mode), name, d,
-                              owner=d.owner, data=bytearray(), uid=uid, gid=gid)
+        inode = self.tree.new(
+            role,
+            stat.S_IFREG | stat.S_IMODE(mode),
+            name,
+            d,
+            owner=d.owner,
+            data=bytearray(),
+            uid=uid,
+            gid=gid,
+        )
         return self.tree.new_handle(inode, flags)
 
     # ---- files ---------------------------------------------------------------------------
@@ -99,8 +120,10 @@ class Inbox(RoleBase):
             return self.intake.item_data(inode.inbox_item)
         if inode.role == Role.INBOX_REPORT:
             item = inode.inbox_item
-            return (item.report or f"# {item.filename}\n\nstate: {item.state} (waiting to be "
-                    "processed)\n").encode()
+            return (
+                item.report
+                or f"# {item.filename}\n\nstate: {item.state} (waiting to be processed)\n"
+            ).encode()
         return b""
 
     def size(self, inode: Inode) -> int:

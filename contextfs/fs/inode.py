@@ -96,17 +96,32 @@ class Role(enum.Enum):
 QUERY_ROLES = frozenset({Role.QUERYROOT, Role.QUERYOPTS, Role.QUERY, Role.QLINK, Role.QFILE})
 # Content generated on open (read-only, may change between opens): never cached.
 GENERATED = frozenset({Role.STATUS, Role.INBOX_REPORT, Role.SESSION_CONTEXT})
-READ_ONLY_FILES = frozenset({Role.META, Role.VERSION, Role.SCHEMA_FILE, Role.STATUS,
-                             Role.QFILE, Role.INBOX_ITEM, Role.INBOX_REPORT,
-                             Role.SESSION_CONTEXT})
+READ_ONLY_FILES = frozenset(
+    {
+        Role.META,
+        Role.VERSION,
+        Role.SCHEMA_FILE,
+        Role.STATUS,
+        Role.QFILE,
+        Role.INBOX_ITEM,
+        Role.INBOX_REPORT,
+        Role.SESSION_CONTEXT,
+    }
+)
 # Never cached by the kernel, so the daemon never has to invalidate their names (a name
 # invalidation from a thread can hang a daemon being killed): query results, and files
 # that vanish once routed.
-VOLATILE = QUERY_ROLES | {Role.DROP, Role.SCRATCH, Role.INBOX_NEW, Role.INBOX_REPORT,
-                          Role.SESSION_CONTEXT}
+VOLATILE = QUERY_ROLES | {
+    Role.DROP,
+    Role.SCRATCH,
+    Role.INBOX_NEW,
+    Role.INBOX_REPORT,
+    Role.SESSION_CONTEXT,
+}
 
 
 # ---- per-role payloads: what only some inodes carry ----------------------------------------
+
 
 @dataclass(frozen=True, slots=True)
 class QueryDir:

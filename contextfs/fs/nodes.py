@@ -85,16 +85,25 @@ class Nodes(RoleBase):
                 assert d.children is not None
                 d.node = n
                 d.populated = False
-                d.children = {k: v for k, v in d.children.items()
-                              if v.role in (Role.DROP, Role.SCRATCH)}
+                d.children = {
+                    k: v for k, v in d.children.items() if v.role in (Role.DROP, Role.SCRATCH)
+                }
                 self.tree.listing_changed(d)
                 d.ndirs = 0
             return d
         td = od.children.get(ctype.type_dir)
         if td is None:
             return None
-        return self.tree.new_dir(Role.NODE, n.name, td, owner=n.owner, ctype=ctype, node=n,
-                                 populated=False, mtime_ns=ns(n.updated))
+        return self.tree.new_dir(
+            Role.NODE,
+            n.name,
+            td,
+            owner=n.owner,
+            ctype=ctype,
+            node=n,
+            populated=False,
+            mtime_ns=ns(n.updated),
+        )
 
     def populate(self, d: Inode) -> None:
         """Create a node directory's children on first use (cheap start for big stores)."""
@@ -106,8 +115,15 @@ class Nodes(RoleBase):
         if d.role == Role.HISTORY:
             assert n is not None
             for version, created, _size in n.history:
-                t.new(Role.VERSION, stat.S_IFREG | 0o444, f"v{version}.md", d, node=n,
-                      version=version, mtime_ns=ns(created))
+                t.new(
+                    Role.VERSION,
+                    stat.S_IFREG | 0o444,
+                    f"v{version}.md",
+                    d,
+                    node=n,
+                    version=version,
+                    mtime_ns=ns(created),
+                )
             return
         if n is None:  # a singleton node not written yet: an empty directory
             return
@@ -162,8 +178,7 @@ class Nodes(RoleBase):
             return Role.ATTACH
         raise self.no_files_here(d)
 
-    def create(self, d: Inode, name: str, mode: int, flags: int, uid: int,
-               gid: int) -> Handle:
+    def create(self, d: Inode, name: str, mode: int, flags: int, uid: int, gid: int) -> Handle:
         t = self.tree
         role = self.new_file_role(d, name)
         if role == Role.ATTACH:
@@ -176,12 +191,31 @@ class Nodes(RoleBase):
                 d.populated = False
                 self.populate(d)
                 return t.open_file(t.child(d, name), flags | os.O_TRUNC)
-            inode = t.new(Role.TIER, stat.S_IFREG | 0o644, name, d, node=n,
-                          tier=TIER_FILES[name], data=bytearray(), dirty=True,
-                          uid=uid, gid=gid)
+            inode = t.new(
+                Role.TIER,
+                stat.S_IFREG | 0o644,
+                name,
+                d,
+                node=n,
+                tier=TIER_FILES[name],
+                data=bytearray(),
+                dirty=True,
+                uid=uid,
+                gid=gid,
+            )
         else:  # a drop or a scratch file
-            inode = t.new(role, stat.S_IFREG | stat.S_IMODE(mode), name, d, node=d.node,
-                          owner=d.owner, ctype=d.ctype, data=bytearray(), uid=uid, gid=gid)
+            inode = t.new(
+                role,
+                stat.S_IFREG | stat.S_IMODE(mode),
+                name,
+                d,
+                node=d.node,
+                owner=d.owner,
+                ctype=d.ctype,
+                data=bytearray(),
+                uid=uid,
+                gid=gid,
+            )
         t.touch_dir(d)
         return t.new_handle(inode, flags)
 
@@ -279,8 +313,15 @@ class Nodes(RoleBase):
             have = {c.version for c in hist.children.values()}
             for version, created, _size in n.history:
                 if version not in have:
-                    t.new(Role.VERSION, stat.S_IFREG | 0o444, f"v{version}.md", hist,
-                          node=n, version=version, mtime_ns=ns(created))
+                    t.new(
+                        Role.VERSION,
+                        stat.S_IFREG | 0o444,
+                        f"v{version}.md",
+                        hist,
+                        node=n,
+                        version=version,
+                        mtime_ns=ns(created),
+                    )
 
     def routed(self, n: Node, created: bool) -> None:
         if created:
@@ -298,13 +339,16 @@ class Nodes(RoleBase):
                 continue
             assert od.children is not None
             td = od.children.get(ctype.type_dir)
-            shown = td if ctype.singleton else (
-                td.children.get(n.name) if td is not None and td.children is not None
-                else None)
+            shown = (
+                td
+                if ctype.singleton
+                else (
+                    td.children.get(n.name) if td is not None and td.children is not None else None
+                )
+            )
             if shown is not None and shown.node is n and not self.memory.is_live(n):
                 if ctype.singleton:
-                    shown.node, shown.children, shown.populated, shown.ndirs = None, {}, \
-                        True, 0
+                    shown.node, shown.children, shown.populated, shown.ndirs = None, {}, True, 0
                     t.listing_changed(shown)
                     t.invalidate(shown)
                 else:
@@ -318,8 +362,10 @@ class Nodes(RoleBase):
         for nid in node_ids:
             n = self.memory.nodes.get(nid)
             d = self.node_inode(n) if n is not None else None
-            meta = d.children.get(META_FILE) if d is not None and d.populated and \
-                d.children is not None else None
+            meta = (
+                d.children.get(META_FILE)
+                if d is not None and d.populated and d.children is not None
+                else None
+            )
             if meta is not None:
                 self.tree.invalidate(meta)
-

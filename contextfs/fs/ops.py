@@ -37,16 +37,24 @@ log = logging.getLogger(__name__)
 DIR_HANDLE_IS_INODE = "+contextfs.dirino" in metadata.version("pyfuse3")
 
 # errnos that are answers, not refusals: they are not recorded in .status.
-_QUIET = {errno.ENOENT, errno.EEXIST, errno.ENOTEMPTY, errno.ENOTDIR, errno.EISDIR,
-          errno.ENODATA, errno.ENOSYS}
+_QUIET = {
+    errno.ENOENT,
+    errno.EEXIST,
+    errno.ENOTEMPTY,
+    errno.ENOTDIR,
+    errno.EISDIR,
+    errno.ENODATA,
+    errno.ENOSYS,
+}
 
 
 P = ParamSpec("P")
 R = TypeVar("R")
 
 
-def _handler(fn: Callable[Concatenate[Operations, P], Awaitable[R]]
-             ) -> Callable[Concatenate[Operations, P], Awaitable[R]]:
+def _handler(
+    fn: Callable[Concatenate[Operations, P], Awaitable[R]],
+) -> Callable[Concatenate[Operations, P], Awaitable[R]]:
     """Run a handler; map domain errors to FUSEError, anything else to EIO."""
 
     @functools.wraps(fn)
@@ -76,9 +84,15 @@ class Operations(pyfuse3.Operations):
     enable_writeback_cache = False
     enable_acl = False
 
-    def __init__(self, tree: Tree, *, entry_timeout: float = 60.0,
-                 attr_timeout: float = 60.0, xattrs: bool = False,
-                 cache_dirs: bool = False) -> None:
+    def __init__(
+        self,
+        tree: Tree,
+        *,
+        entry_timeout: float = 60.0,
+        attr_timeout: float = 60.0,
+        xattrs: bool = False,
+        cache_dirs: bool = False,
+    ) -> None:
         super().__init__()
         if cache_dirs and not DIR_HANDLE_IS_INODE:
             raise ValueError("kernel directory caching needs pyfuse3 from build_pyfuse3.py")
@@ -96,8 +110,16 @@ class Operations(pyfuse3.Operations):
         try:
             if args and isinstance(args[0], int):
                 inode = self.tree.inodes.get(args[0])
-                if inode is not None and op in ("lookup", "mkdir", "create", "unlink",
-                                                "rmdir", "symlink", "mknod", "rename"):
+                if inode is not None and op in (
+                    "lookup",
+                    "mkdir",
+                    "create",
+                    "unlink",
+                    "rmdir",
+                    "symlink",
+                    "mknod",
+                    "rename",
+                ):
                     name = args[1] if len(args) > 1 and isinstance(args[1], bytes) else b""
                     base = self.tree.path(inode)
                     name_s = os.fsdecode(name)
@@ -175,8 +197,7 @@ class Operations(pyfuse3.Operations):
     def _invalidate_one(self, inv: Invalidation) -> None:
         try:
             if inv.name is not None:
-                pyfuse3.invalidate_entry_async(inv.ino, os.fsencode(inv.name),
-                                               ignore_enoent=True)
+                pyfuse3.invalidate_entry_async(inv.ino, os.fsencode(inv.name), ignore_enoent=True)
             else:
                 pyfuse3.invalidate_inode(inv.ino, inv.attr_only)
         except OSError as exc:
@@ -225,8 +246,12 @@ class Operations(pyfuse3.Operations):
     # ---- handlers -----------------------------------------------------------------------
 
     @_handler
-    async def lookup(self, parent_inode: pyfuse3.InodeT, name: pyfuse3.FileNameT,
-                     ctx: pyfuse3.RequestContext | None = None) -> pyfuse3.EntryAttributes:
+    async def lookup(
+        self,
+        parent_inode: pyfuse3.InodeT,
+        name: pyfuse3.FileNameT,
+        ctx: pyfuse3.RequestContext | None = None,
+    ) -> pyfuse3.EntryAttributes:
         return self._entry(await self.tree.lookup(parent_inode, os.fsdecode(name)))
 
     async def forget(self, inode_list: Sequence[tuple[pyfuse3.InodeT, int]]) -> None:
@@ -237,14 +262,20 @@ class Operations(pyfuse3.Operations):
             log.exception("forget failed")
 
     @_handler
-    async def getattr(self, inode: pyfuse3.InodeT,
-                      ctx: pyfuse3.RequestContext | None = None) -> pyfuse3.EntryAttributes:
+    async def getattr(
+        self, inode: pyfuse3.InodeT, ctx: pyfuse3.RequestContext | None = None
+    ) -> pyfuse3.EntryAttributes:
         return self._attr(self.tree.attr(self.tree.get(inode)))
 
     @_handler
-    async def setattr(self, inode: pyfuse3.InodeT, attr: pyfuse3.EntryAttributes,
-                      fields: pyfuse3.SetattrFields, fh: pyfuse3.FileHandleT | None,
-                      ctx: pyfuse3.RequestContext) -> pyfuse3.EntryAttributes:
+    async def setattr(
+        self,
+        inode: pyfuse3.InodeT,
+        attr: pyfuse3.EntryAttributes,
+        fields: pyfuse3.SetattrFields,
+        fh: pyfuse3.FileHandleT | None,
+        ctx: pyfuse3.RequestContext,
+    ) -> pyfuse3.EntryAttributes:
         changed = self.tree.setattr(
             inode,
             size=attr.st_size if fields.update_size else None,
@@ -258,13 +289,15 @@ class Operations(pyfuse3.Operations):
         return self._attr(self.tree.attr(changed))
 
     @_handler
-    async def readlink(self, inode: pyfuse3.InodeT,
-                       ctx: pyfuse3.RequestContext) -> pyfuse3.FileNameT:
+    async def readlink(
+        self, inode: pyfuse3.InodeT, ctx: pyfuse3.RequestContext
+    ) -> pyfuse3.FileNameT:
         return pyfuse3.FileNameT(self.tree.readlink(inode))
 
     @_handler
-    async def opendir(self, inode: pyfuse3.InodeT,
-                      ctx: pyfuse3.RequestContext) -> pyfuse3.FileHandleT:
+    async def opendir(
+        self, inode: pyfuse3.InodeT, ctx: pyfuse3.RequestContext
+    ) -> pyfuse3.FileHandleT:
         if self.cache_dirs:
             # ENOSYS: from now on the kernel opens directories itself, keeps what it
             # listed, and readdir/fsyncdir receive the inode as their handle
@@ -273,8 +306,9 @@ class Operations(pyfuse3.Operations):
             raise pyfuse3.FUSEError(errno.ENOTDIR)
         return pyfuse3.FileHandleT(inode)
 
-    async def readdir(self, fh: pyfuse3.FileHandleT, start_id: int,
-                      token: pyfuse3.ReaddirToken) -> None:
+    async def readdir(
+        self, fh: pyfuse3.FileHandleT, start_id: int, token: pyfuse3.ReaddirToken
+    ) -> None:
         try:
             for name, child, off in self.tree.listdir(fh, start_id):
                 attrs = self._attr(self.tree.attr(child))
@@ -291,66 +325,101 @@ class Operations(pyfuse3.Operations):
         return None
 
     @_handler
-    async def mkdir(self, parent_inode: pyfuse3.InodeT, name: pyfuse3.FileNameT, mode: int,
-                    ctx: pyfuse3.RequestContext) -> pyfuse3.EntryAttributes:
-        return self._entry(self.tree.mkdir(parent_inode, os.fsdecode(name), mode, ctx.uid,
-                                           ctx.gid))
+    async def mkdir(
+        self,
+        parent_inode: pyfuse3.InodeT,
+        name: pyfuse3.FileNameT,
+        mode: int,
+        ctx: pyfuse3.RequestContext,
+    ) -> pyfuse3.EntryAttributes:
+        return self._entry(self.tree.mkdir(parent_inode, os.fsdecode(name), mode, ctx.uid, ctx.gid))
 
     @_handler
-    async def rmdir(self, parent_inode: pyfuse3.InodeT, name: pyfuse3.FileNameT,
-                    ctx: pyfuse3.RequestContext) -> None:
+    async def rmdir(
+        self, parent_inode: pyfuse3.InodeT, name: pyfuse3.FileNameT, ctx: pyfuse3.RequestContext
+    ) -> None:
         await self.tree.rmdir(parent_inode, os.fsdecode(name))
 
     @_handler
-    async def unlink(self, parent_inode: pyfuse3.InodeT, name: pyfuse3.FileNameT,
-                     ctx: pyfuse3.RequestContext) -> None:
+    async def unlink(
+        self, parent_inode: pyfuse3.InodeT, name: pyfuse3.FileNameT, ctx: pyfuse3.RequestContext
+    ) -> None:
         self.tree.unlink(parent_inode, os.fsdecode(name))
 
     @_handler
-    async def symlink(self, parent_inode: pyfuse3.InodeT, name: pyfuse3.FileNameT,
-                      target: pyfuse3.FileNameT,
-                      ctx: pyfuse3.RequestContext) -> pyfuse3.EntryAttributes:
-        return self._entry(self.tree.symlink(parent_inode, os.fsdecode(name), target,
-                                             ctx.uid, ctx.gid))
+    async def symlink(
+        self,
+        parent_inode: pyfuse3.InodeT,
+        name: pyfuse3.FileNameT,
+        target: pyfuse3.FileNameT,
+        ctx: pyfuse3.RequestContext,
+    ) -> pyfuse3.EntryAttributes:
+        return self._entry(
+            self.tree.symlink(parent_inode, os.fsdecode(name), target, ctx.uid, ctx.gid)
+        )
 
     @_handler
-    async def rename(self, parent_inode_old: pyfuse3.InodeT, name_old: pyfuse3.FileNameT,
-                     parent_inode_new: pyfuse3.InodeT, name_new: pyfuse3.FileNameT,
-                     flags: int, ctx: pyfuse3.RequestContext) -> None:
-        self.tree.rename(parent_inode_old, os.fsdecode(name_old), parent_inode_new,
-                         os.fsdecode(name_new), flags)
+    async def rename(
+        self,
+        parent_inode_old: pyfuse3.InodeT,
+        name_old: pyfuse3.FileNameT,
+        parent_inode_new: pyfuse3.InodeT,
+        name_new: pyfuse3.FileNameT,
+        flags: int,
+        ctx: pyfuse3.RequestContext,
+    ) -> None:
+        self.tree.rename(
+            parent_inode_old, os.fsdecode(name_old), parent_inode_new, os.fsdecode(name_new), flags
+        )
 
     @_handler
-    async def link(self, inode: pyfuse3.InodeT, new_parent_inode: pyfuse3.InodeT,
-                   new_name: pyfuse3.FileNameT,
-                   ctx: pyfuse3.RequestContext) -> pyfuse3.EntryAttributes:
+    async def link(
+        self,
+        inode: pyfuse3.InodeT,
+        new_parent_inode: pyfuse3.InodeT,
+        new_name: pyfuse3.FileNameT,
+        ctx: pyfuse3.RequestContext,
+    ) -> pyfuse3.EntryAttributes:
         self.tree.link()
         raise AssertionError("unreachable: hard links are refused")
 
     @_handler
-    async def mknod(self, parent_inode: pyfuse3.InodeT, name: pyfuse3.FileNameT, mode: int,
-                    rdev: int, ctx: pyfuse3.RequestContext) -> pyfuse3.EntryAttributes:
-        return self._entry(await self.tree.mknod(parent_inode, os.fsdecode(name), mode,
-                                                 ctx.uid, ctx.gid))
+    async def mknod(
+        self,
+        parent_inode: pyfuse3.InodeT,
+        name: pyfuse3.FileNameT,
+        mode: int,
+        rdev: int,
+        ctx: pyfuse3.RequestContext,
+    ) -> pyfuse3.EntryAttributes:
+        return self._entry(
+            await self.tree.mknod(parent_inode, os.fsdecode(name), mode, ctx.uid, ctx.gid)
+        )
 
     def _info(self, h: Handle) -> pyfuse3.FileInfo:
         # generated per open, or changed by the daemon and the kernel's copy not yet
         # dropped: read from the daemon, past the page cache and the cached size
         uncached = h.snapshot is not None or h.inode.ino in self._unsettled
-        return pyfuse3.FileInfo(fh=pyfuse3.FileHandleT(h.fh), direct_io=uncached,
-                                keep_cache=not uncached)
+        return pyfuse3.FileInfo(
+            fh=pyfuse3.FileHandleT(h.fh), direct_io=uncached, keep_cache=not uncached
+        )
 
     @_handler
-    async def open(self, inode: pyfuse3.InodeT, flags: int,
-                   ctx: pyfuse3.RequestContext) -> pyfuse3.FileInfo:
+    async def open(
+        self, inode: pyfuse3.InodeT, flags: int, ctx: pyfuse3.RequestContext
+    ) -> pyfuse3.FileInfo:
         return self._info(await self.tree.open(inode, flags))
 
     @_handler
-    async def create(self, parent_inode: pyfuse3.InodeT, name: pyfuse3.FileNameT, mode: int,
-                     flags: int, ctx: pyfuse3.RequestContext
-                     ) -> tuple[pyfuse3.FileInfo, pyfuse3.EntryAttributes]:
-        h = await self.tree.create(parent_inode, os.fsdecode(name), mode, flags, ctx.uid,
-                                   ctx.gid)
+    async def create(
+        self,
+        parent_inode: pyfuse3.InodeT,
+        name: pyfuse3.FileNameT,
+        mode: int,
+        flags: int,
+        ctx: pyfuse3.RequestContext,
+    ) -> tuple[pyfuse3.FileInfo, pyfuse3.EntryAttributes]:
+        h = await self.tree.create(parent_inode, os.fsdecode(name), mode, flags, ctx.uid, ctx.gid)
         return self._info(h), self._entry(h.inode)
 
     @_handler
@@ -394,13 +463,18 @@ class Operations(pyfuse3.Operations):
         node = self.tree.get(inode).node
         if node is None:
             return {}
-        facts = {"id": node.id, "type": node.type, "version": node.version,
-                 "indexed_version": node.indexed_version,
-                 "path": self.tree.memory.node_path(node)}
+        facts = {
+            "id": node.id,
+            "type": node.type,
+            "version": node.version,
+            "indexed_version": node.indexed_version,
+            "path": self.tree.memory.node_path(node),
+        }
         return {f"user.ctx.{k}".encode(): str(v).encode() for k, v in facts.items()}
 
-    async def getxattr(self, inode: pyfuse3.InodeT, name: pyfuse3.XAttrNameT,
-                       ctx: pyfuse3.RequestContext) -> bytes:
+    async def getxattr(
+        self, inode: pyfuse3.InodeT, name: pyfuse3.XAttrNameT, ctx: pyfuse3.RequestContext
+    ) -> bytes:
         if not self.xattrs:
             raise pyfuse3.FUSEError(errno.ENOSYS)
         try:
@@ -408,8 +482,9 @@ class Operations(pyfuse3.Operations):
         except (KeyError, ContextFSError):
             raise pyfuse3.FUSEError(pyfuse3.ENOATTR) from None
 
-    async def listxattr(self, inode: pyfuse3.InodeT,
-                        ctx: pyfuse3.RequestContext) -> Sequence[pyfuse3.XAttrNameT]:
+    async def listxattr(
+        self, inode: pyfuse3.InodeT, ctx: pyfuse3.RequestContext
+    ) -> Sequence[pyfuse3.XAttrNameT]:
         if not self.xattrs:
             raise pyfuse3.FUSEError(errno.ENOSYS)
         try:
@@ -417,10 +492,16 @@ class Operations(pyfuse3.Operations):
         except ContextFSError:
             return []
 
-    async def setxattr(self, inode: pyfuse3.InodeT, name: pyfuse3.XAttrNameT, value: bytes,
-                       ctx: pyfuse3.RequestContext) -> None:
+    async def setxattr(
+        self,
+        inode: pyfuse3.InodeT,
+        name: pyfuse3.XAttrNameT,
+        value: bytes,
+        ctx: pyfuse3.RequestContext,
+    ) -> None:
         raise pyfuse3.FUSEError(errno.ENOSYS)
 
-    async def removexattr(self, inode: pyfuse3.InodeT, name: pyfuse3.XAttrNameT,
-                          ctx: pyfuse3.RequestContext) -> None:
+    async def removexattr(
+        self, inode: pyfuse3.InodeT, name: pyfuse3.XAttrNameT, ctx: pyfuse3.RequestContext
+    ) -> None:
         raise pyfuse3.FUSEError(errno.ENOSYS)

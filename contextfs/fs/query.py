@@ -83,9 +83,13 @@ class QueryDirs(RoleBase):
         root = self._roots.get(d.ino)
         if root is None:
             listed = d is self.tree.root
-            root = self.tree.new(Role.QUERYROOT, stat.S_IFDIR | 0o555, QUERY_DIR,
-                                 d if listed else None,
-                                 payload=QueryDir("" if listed else self.tree.path(d)))
+            root = self.tree.new(
+                Role.QUERYROOT,
+                stat.S_IFDIR | 0o555,
+                QUERY_DIR,
+                d if listed else None,
+                payload=QueryDir("" if listed else self.tree.path(d)),
+            )
             root.parent = d  # its path is d's path + /.query
             self._roots[d.ino] = root
         return root
@@ -104,15 +108,17 @@ class QueryDirs(RoleBase):
         cached = d.children.get(name)
         if cached is not None and cached.query.generation == self.search.generation:
             return cached
-        answer = await self._ask(d.query.scope, d.query.options or QueryOptions(),
-                                 urllib.parse.unquote(name))
+        answer = await self._ask(
+            d.query.scope, d.query.options or QueryOptions(), urllib.parse.unquote(name)
+        )
         return self._install(d, name, answer)
 
     def _options_dir(self, d: Inode, name: str) -> Inode:
         assert self.search is not None
         opts = parse_options(name, set(self.search.known_types))
-        return self.tree.new(Role.QUERYOPTS, stat.S_IFDIR | 0o555, name, d,
-                             payload=QueryDir(d.query.scope, opts))
+        return self.tree.new(
+            Role.QUERYOPTS, stat.S_IFDIR | 0o555, name, d, payload=QueryDir(d.query.scope, opts)
+        )
 
     async def _ask(self, scope: str, opts: QueryOptions, question: str) -> Answer:
         """Search off the event loop; the files are rendered there too."""
@@ -143,13 +149,17 @@ class QueryDirs(RoleBase):
             for c in list((old.children or {}).values()):
                 t.unlink_inode(c)
             t.unlink_inode(old)
-        qd = t.new(Role.QUERY, stat.S_IFDIR | 0o555, name, d,
-                   payload=QueryDir(d.query.scope, d.query.options, answer.generation))
+        qd = t.new(
+            Role.QUERY,
+            stat.S_IFDIR | 0o555,
+            name,
+            d,
+            payload=QueryDir(d.query.scope, d.query.options, answer.generation),
+        )
         depth = t.path(qd).count("/") + 1
         for i, (node_path, dirname) in enumerate(answer.links):
             target = ("../" * depth + node_path).encode()
-            t.new(Role.QLINK, stat.S_IFLNK | 0o777, f"{i + 1:02d}_{dirname}", qd,
-                  target=target)
+            t.new(Role.QLINK, stat.S_IFLNK | 0o777, f"{i + 1:02d}_{dirname}", qd, target=target)
         for fname, data in answer.files.items():
             t.new(Role.QFILE, stat.S_IFREG | 0o444, fname, qd, data=bytearray(data))
         return qd

@@ -35,8 +35,9 @@ if TYPE_CHECKING:
 RENAME_NOREPLACE, RENAME_EXCHANGE = 1, 2
 
 
-def rename(t: Tree, src_dir: Inode, old_name: str, dst_dir: Inode, new_name: str,
-           flags: int) -> None:
+def rename(
+    t: Tree, src_dir: Inode, old_name: str, dst_dir: Inode, new_name: str, flags: int
+) -> None:
     t.check_name(new_name)
     t.ensure(src_dir)
     t.ensure(dst_dir)
@@ -64,12 +65,17 @@ def rename(t: Tree, src_dir: Inode, old_name: str, dst_dir: Inode, new_name: str
 
 # ---- directories -----------------------------------------------------------------------------
 
+
 def _rename_dir(t: Tree, src: Inode, dst_dir: Inode, new_name: str, dst: Inode | None) -> None:
     if _is_singleton_restore(src, dst):
         assert dst is not None
         t.trash.restore_singleton(src, dst)
-    elif src.role == Role.NODE and src.node is not None and src.ctype is not None \
-            and not src.ctype.singleton:
+    elif (
+        src.role == Role.NODE
+        and src.node is not None
+        and src.ctype is not None
+        and not src.ctype.singleton
+    ):
         _move_node(t, src, dst_dir, new_name, dst)
     elif src.role == Role.ATTACH and not src.trashed:
         _move_attachment_dir(t, src, dst_dir, new_name, dst)
@@ -78,16 +84,25 @@ def _rename_dir(t: Tree, src: Inode, dst_dir: Inode, new_name: str, dst: Inode |
 
 
 def _is_singleton_restore(src: Inode, dst: Inode | None) -> bool:
-    return (src.role == Role.NODE and src.trashed and src.ctype is not None
-            and src.ctype.singleton and dst is not None and dst.role == Role.NODE
-            and dst.ctype is src.ctype and dst.node is None and dst.owner == src.owner)
+    return (
+        src.role == Role.NODE
+        and src.trashed
+        and src.ctype is not None
+        and src.ctype.singleton
+        and dst is not None
+        and dst.role == Role.NODE
+        and dst.ctype is src.ctype
+        and dst.node is None
+        and dst.owner == src.owner
+    )
 
 
 def _move_node(t: Tree, src: Inode, dst_dir: Inode, new_name: str, dst: Inode | None) -> None:
     """Rename, re-type or restore a node: only into a type directory, never over one."""
     if dst_dir.role != Role.TYPEDIR:
-        raise InvalidInput("a node moves only into a type directory (to rename, "
-                           "re-type or restore it)")
+        raise InvalidInput(
+            "a node moves only into a type directory (to rename, re-type or restore it)"
+        )
     if dst is not None:
         t.ensure(dst)
         if dst.children:
@@ -108,10 +123,10 @@ def _move_node(t: Tree, src: Inode, dst_dir: Inode, new_name: str, dst: Inode | 
     t.nodes.changed(n)  # meta.yaml shows the new path (and no deleted_at)
 
 
-def _move_attachment_dir(t: Tree, src: Inode, dst_dir: Inode, new_name: str,
-                         dst: Inode | None) -> None:
-    if dst_dir.role not in (Role.NODE, Role.ATTACH) or dst_dir.node is None \
-            or dst_dir.trashed:
+def _move_attachment_dir(
+    t: Tree, src: Inode, dst_dir: Inode, new_name: str, dst: Inode | None
+) -> None:
+    if dst_dir.role not in (Role.NODE, Role.ATTACH) or dst_dir.node is None or dst_dir.trashed:
         raise CrossDevice("attachments move between nodes only")
     if dst is not None:
         if not dst.is_dir:
@@ -131,8 +146,8 @@ def _move_attachment_dir(t: Tree, src: Inode, dst_dir: Inode, new_name: str,
 
 # ---- files ------------------------------------------------------------------------------------
 
-def _rename_file(t: Tree, src: Inode, dst_dir: Inode, new_name: str,
-                 dst: Inode | None) -> None:
+
+def _rename_file(t: Tree, src: Inode, dst_dir: Inode, new_name: str, dst: Inode | None) -> None:
     if src.role in READ_ONLY_FILES or src.trashed:
         raise ReadOnly(f"{src.name} is read-only")
     if dst is not None and dst.is_dir:
@@ -177,8 +192,9 @@ def _drop_source_row(t: Tree, src: Inode) -> None:
         t.memory.forget_drop(src.drop_id)
 
 
-def _save_over_tier(t: Tree, src: Inode, dst_dir: Inode, new_name: str, dst: Inode | None,
-                    data: bytes) -> None:
+def _save_over_tier(
+    t: Tree, src: Inode, dst_dir: Inode, new_name: str, dst: Inode | None, data: bytes
+) -> None:
     """The editor pattern: a temporary file renamed over L2.md is a save (one version).
 
     One memory transaction: a node made by mkdir and first stored here is marked persisted
@@ -213,8 +229,9 @@ def _save_over_tier(t: Tree, src: Inode, dst_dir: Inode, new_name: str, dst: Ino
     t.nodes.changed(n, writer=src)
 
 
-def _submit_to_inbox(t: Tree, src: Inode, dst_dir: Inode, new_name: str, dst: Inode | None,
-                     data: bytes) -> None:
+def _submit_to_inbox(
+    t: Tree, src: Inode, dst_dir: Inode, new_name: str, dst: Inode | None, data: bytes
+) -> None:
     """An atomic writer's temp file renamed into an inbox: handed in."""
     if dst is not None:
         raise Exists(f"{new_name} is already in the inbox")
@@ -224,16 +241,16 @@ def _submit_to_inbox(t: Tree, src: Inode, dst_dir: Inode, new_name: str, dst: In
     t.inbox.submit(dst_dir, new_name, data)
 
 
-def _route_into_typedir(t: Tree, src: Inode, dst_dir: Inode, new_name: str,
-                        dst: Inode | None, data: bytes) -> None:
+def _route_into_typedir(
+    t: Tree, src: Inode, dst_dir: Inode, new_name: str, dst: Inode | None, data: bytes
+) -> None:
     """Renamed into a type directory under a memory name: routed now."""
     if src.role == Role.ATTACH and src.att is not None:
         t.memory.remove_attachment(src.att)
     if dst is not None:
         t.handler(dst).unlink(dst_dir, dst)
     t.unlink_inode(src)
-    src.role, src.owner, src.ctype, src.name = Role.DROP, dst_dir.owner, dst_dir.ctype, \
-        new_name
+    src.role, src.owner, src.ctype, src.name = Role.DROP, dst_dir.owner, dst_dir.ctype, new_name
     src.data = bytearray(data)
     t.link_inode(dst_dir, src)
     t.tiers.route_drop(src)
@@ -249,8 +266,7 @@ def _replace_plain(t: Tree, dst_dir: Inode, new_name: str, dst: Inode | None) ->
         t.handler(dst).unlink(dst_dir, dst)
 
 
-def _become_attachment(t: Tree, src: Inode, dst_dir: Inode, new_name: str,
-                       data: bytes) -> None:
+def _become_attachment(t: Tree, src: Inode, dst_dir: Inode, new_name: str, data: bytes) -> None:
     if src.role == Role.ATTACH:
         t.attachments.move(src, dst_dir, new_name, None)
         return
@@ -262,8 +278,14 @@ def _become_attachment(t: Tree, src: Inode, dst_dir: Inode, new_name: str,
             data = stored
             t.invalidate(src)  # the kernel may hold the unredacted pages
     a = t.memory.add_attachment(
-        dst_dir.node, dst_dir.att.id if dst_dir.att else None, new_name, kind,
-        stat.S_IMODE(src.mode), target=src.target, data=None if kind == "symlink" else data)
+        dst_dir.node,
+        dst_dir.att.id if dst_dir.att else None,
+        new_name,
+        kind,
+        stat.S_IMODE(src.mode),
+        target=src.target,
+        data=None if kind == "symlink" else data,
+    )
     if src.drop_id is not None:
         t.memory.forget_drop(src.drop_id)
     t.unlink_inode(src)

@@ -47,11 +47,23 @@ class SessionsConfig:
 
 
 class Sessions(RoleBase):
-    roles = frozenset({Role.SESSIONS, Role.SESSION, Role.SESSION_CONTEXT,
-                       Role.SESSION_TRANSCRIPT, Role.SESSION_CONTROL})
+    roles = frozenset(
+        {
+            Role.SESSIONS,
+            Role.SESSION,
+            Role.SESSION_CONTEXT,
+            Role.SESSION_TRANSCRIPT,
+            Role.SESSION_CONTROL,
+        }
+    )
 
-    def __init__(self, tree: Tree, intake: Intake | None, search: SearchPort | None,
-                 config: SessionsConfig | None) -> None:
+    def __init__(
+        self,
+        tree: Tree,
+        intake: Intake | None,
+        search: SearchPort | None,
+        config: SessionsConfig | None,
+    ) -> None:
         super().__init__(tree)
         self.intake = intake
         self.search = search
@@ -70,11 +82,20 @@ class Sessions(RoleBase):
     def _show(self, d: Inode, sess: Session) -> Inode:
         t = self.tree
         payload = SessionDir(sess)
-        sd = t.new_dir(Role.SESSION, sess.id, d, 0o755, owner=d.owner,
-                       mtime_ns=ns(sess.created), payload=payload)
-        for name, role, mode in (("context.md", Role.SESSION_CONTEXT, 0o444),
-                                 ("transcript.jsonl", Role.SESSION_TRANSCRIPT, 0o644),
-                                 ("control", Role.SESSION_CONTROL, 0o644)):
+        sd = t.new_dir(
+            Role.SESSION,
+            sess.id,
+            d,
+            0o755,
+            owner=d.owner,
+            mtime_ns=ns(sess.created),
+            payload=payload,
+        )
+        for name, role, mode in (
+            ("context.md", Role.SESSION_CONTEXT, 0o444),
+            ("transcript.jsonl", Role.SESSION_TRANSCRIPT, 0o644),
+            ("control", Role.SESSION_CONTROL, 0o644),
+        ):
             t.new(role, stat.S_IFREG | mode, name, sd, owner=d.owner, payload=payload)
         return sd
 
@@ -116,7 +137,8 @@ class Sessions(RoleBase):
             return search.search(question, scope, QueryOptions(k=k)).hits
 
         return await trio.to_thread.run_sync(
-            intake.context_for, sess, self.config.budget, find if search else None)
+            intake.context_for, sess, self.config.budget, find if search else None
+        )
 
     async def flush(self, h: Handle) -> None:
         await self._commit(h.inode)
@@ -150,9 +172,9 @@ class Sessions(RoleBase):
             inode.data, inode.dirty = None, False
             self.tree.invalidate(inode)
             exc = InvalidInput("transcript.jsonl is append-only: add lines with >>")
-            self.tree.refuse(inode, exc, data[len(old):] or data)
+            self.tree.refuse(inode, exc, data[len(old) :] or data)
             raise exc
-        self.intake.record(sess, data[len(old):])
+        self.intake.record(sess, data[len(old) :])
         inode.data, inode.dirty = None, False
         self.tree.invalidate(inode, attr_only=True)
 

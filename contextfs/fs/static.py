@@ -21,8 +21,9 @@ if TYPE_CHECKING:
 class Static(RoleBase):
     roles = frozenset({Role.ROOT, Role.SCHEMAS, Role.SCHEMA_FILE, Role.STATUS})
 
-    def __init__(self, tree: Tree, status: Callable[[], str],
-                 schema_files: dict[str, bytes]) -> None:
+    def __init__(
+        self, tree: Tree, status: Callable[[], str], schema_files: dict[str, bytes]
+    ) -> None:
         super().__init__(tree)
         self.status_text = status
         self.schema_files = schema_files

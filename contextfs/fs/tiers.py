@@ -47,8 +47,9 @@ class Tiers(RoleBase):
         if inode.role == Role.VERSION and n is not None:
             cached = cache.get(inode.ino)
             if cached is None:
-                cached = cache[inode.ino] = \
-                    self.memory.history_text(n, inode.version).encode("utf-8")
+                cached = cache[inode.ino] = self.memory.history_text(n, inode.version).encode(
+                    "utf-8"
+                )
             return cached
         return b""
 
@@ -62,9 +63,22 @@ class Tiers(RoleBase):
 
     def _meta_bytes(self, n: Node) -> bytes:
         """meta.yaml, rendered again only when a fact it shows has changed."""
-        key = (n.version, n.updated, n.indexed_version, n.access_count, n.l0_pinned,
-               n.l1_pinned, n.deleted_at, n.name, n.type, n.owner_kind, n.owner_id,
-               len(n.sources), n.importance, n.content_hash)
+        key = (
+            n.version,
+            n.updated,
+            n.indexed_version,
+            n.access_count,
+            n.l0_pinned,
+            n.l1_pinned,
+            n.deleted_at,
+            n.name,
+            n.type,
+            n.owner_kind,
+            n.owner_id,
+            len(n.sources),
+            n.importance,
+            n.content_hash,
+        )
         hit = self._meta_cache.get(n.id)
         if hit is not None and hit[0] == key:
             return hit[1]
@@ -85,8 +99,7 @@ class Tiers(RoleBase):
         assert tier.node is not None
         self.memory.record_access(tier.node)
         parent = tier.parent
-        meta = parent.children.get(META_FILE) if parent is not None and parent.children \
-            else None
+        meta = parent.children.get(META_FILE) if parent is not None and parent.children else None
         if meta is not None and meta.listed:
             meta.listed = False
             self.tree.invalidate(meta)
@@ -108,8 +121,9 @@ class Tiers(RoleBase):
                 if inode.drop_id is None:
                     inode.drop_id = self.memory.new_id()
                 assert inode.owner is not None and inode.ctype is not None
-                self.memory.persist_drop(inode.drop_id, inode.owner, inode.ctype, inode.name,
-                                         bytes(inode.data))
+                self.memory.persist_drop(
+                    inode.drop_id, inode.owner, inode.ctype, inode.name, bytes(inode.data)
+                )
             return
         if inode.dirty:
             self.commit(inode)
@@ -145,8 +159,11 @@ class Tiers(RoleBase):
             inode.dirty = False
             if role == Role.TIER:
                 assert inode.node is not None and inode.tier is not None
-                inode.data = None if inode.opened <= 0 else bytearray(
-                    inode.node.tier(inode.tier).encode("utf-8"))
+                inode.data = (
+                    None
+                    if inode.opened <= 0
+                    else bytearray(inode.node.tier(inode.tier).encode("utf-8"))
+                )
                 self.tree.invalidate(inode)
             raise
         inode.dirty = False

@@ -40,14 +40,22 @@ class Trash(RoleBase):
         assert box.children is not None
         tt = box.children.get(ctype.type_dir)
         if tt is None:
-            tt = self.tree.new_dir(Role.TRASH_TYPE, ctype.type_dir, box, owner=n.owner,
-                                   ctype=ctype)
+            tt = self.tree.new_dir(Role.TRASH_TYPE, ctype.type_dir, box, owner=n.owner, ctype=ctype)
         assert tt.children is not None
         name = n.name or ctype.type_dir
         if name in tt.children:
             name = f"{name}.{n.id}"
-        return self.tree.new_dir(Role.NODE, name, tt, owner=n.owner, ctype=ctype, node=n,
-                                 populated=False, trashed=True, mtime_ns=ns(n.updated))
+        return self.tree.new_dir(
+            Role.NODE,
+            name,
+            tt,
+            owner=n.owner,
+            ctype=ctype,
+            node=n,
+            populated=False,
+            trashed=True,
+            mtime_ns=ns(n.updated),
+        )
 
     def find(self, od: Inode, ctype: ContextType, n: Node) -> Inode | None:
         tt = (self._box(od, n).children or {}).get(ctype.type_dir)

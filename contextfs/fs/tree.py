@@ -100,12 +100,19 @@ def _commits_async(fn: Callable[P, Awaitable[R]]) -> Callable[P, Awaitable[R]]:
 class Tree:
     """The inode table, and every filesystem operation dispatched to a role handler."""
 
-    def __init__(self, memory: Memory, *, uid: int | None = None, gid: int | None = None,
-                 status: Callable[[], str] | None = None,
-                 schema_files: dict[str, bytes] | None = None,
-                 search: SearchPort | None = None, intake: Intake | None = None,
-                 sessions_config: SessionsConfig | None = None,
-                 on_commit: Callable[[], None] | None = None) -> None:
+    def __init__(
+        self,
+        memory: Memory,
+        *,
+        uid: int | None = None,
+        gid: int | None = None,
+        status: Callable[[], str] | None = None,
+        schema_files: dict[str, bytes] | None = None,
+        search: SearchPort | None = None,
+        intake: Intake | None = None,
+        sessions_config: SessionsConfig | None = None,
+        on_commit: Callable[[], None] | None = None,
+    ) -> None:
         self.memory = memory
         self.uid = os.getuid() if uid is None else uid
         self.gid = os.getgid() if gid is None else gid
@@ -128,8 +135,16 @@ class Tree:
         self.inbox = Inbox(self, intake)
         self.sessions = Sessions(self, intake, search, sessions_config)
         self._handlers: dict[Role, RoleHandler] = {}
-        for h in (self.static, self.attachments, self.nodes, self.tiers, self.trash,
-                  self.query, self.inbox, self.sessions):
+        for h in (
+            self.static,
+            self.attachments,
+            self.nodes,
+            self.tiers,
+            self.trash,
+            self.query,
+            self.inbox,
+            self.sessions,
+        ):
             for role in h.roles:
                 assert role not in self._handlers, role
                 self._handlers[role] = h
@@ -141,15 +156,23 @@ class Tree:
 
     # ---- the table ------------------------------------------------------------------------
 
-    def new(self, role: Role, mode: int, name: str, parent: Inode | None, **kw: object
-            ) -> Inode:
+    def new(self, role: Role, mode: int, name: str, parent: Inode | None, **kw: object) -> Inode:
         ino = self._next_ino
         self._next_ino += 1
         now = time.time_ns()
-        inode = Inode(ino=ino, role=role, mode=mode, name=name, parent=parent,
-                      uid=kw.pop("uid", self.uid), gid=kw.pop("gid", self.gid),  # type: ignore[arg-type]
-                      mtime_ns=kw.pop("mtime_ns", now), atime_ns=now, ctime_ns=now,  # type: ignore[arg-type]
-                      **kw)  # type: ignore[arg-type]
+        inode = Inode(
+            ino=ino,
+            role=role,
+            mode=mode,
+            name=name,
+            parent=parent,
+            uid=kw.pop("uid", self.uid),
+            gid=kw.pop("gid", self.gid),  # type: ignore[arg-type]
+            mtime_ns=kw.pop("mtime_ns", now),
+            atime_ns=now,
+            ctime_ns=now,  # type: ignore[arg-type]
+            **kw,
+        )  # type: ignore[arg-type]
         if stat.S_ISDIR(mode) and inode.children is None:
             inode.children = {}
         self.inodes[ino] = inode
@@ -157,8 +180,9 @@ class Tree:
             self.link_inode(parent, inode)
         return inode
 
-    def new_dir(self, role: Role, name: str, parent: Inode | None, mode: int = 0o755,
-                **kw: object) -> Inode:
+    def new_dir(
+        self, role: Role, name: str, parent: Inode | None, mode: int = 0o755, **kw: object
+    ) -> Inode:
         return self.new(role, stat.S_IFDIR | mode, name, parent, **kw)
 
     def link_inode(self, parent: Inode, child: Inode) -> None:
@@ -316,23 +340,42 @@ class Tree:
             size = 4096
         else:
             nlink = 1
-            size = len(inode.data) if inode.data is not None else \
-                self.handler(inode).size(inode)
-        return Attr(inode.ino, inode.mode, nlink, inode.uid, inode.gid, size,
-                    inode.atime_ns or mtime, mtime, max(inode.ctime_ns, mtime),
-                    inode.role in GENERATED, inode.role in VOLATILE)
+            size = len(inode.data) if inode.data is not None else self.handler(inode).size(inode)
+        return Attr(
+            inode.ino,
+            inode.mode,
+            nlink,
+            inode.uid,
+            inode.gid,
+            size,
+            inode.atime_ns or mtime,
+            mtime,
+            max(inode.ctime_ns, mtime),
+            inode.role in GENERATED,
+            inode.role in VOLATILE,
+        )
 
     @_commits
-    def setattr(self, ino: int, *, size: int | None = None, mode: int | None = None,
-                uid: int | None = None, gid: int | None = None, atime_ns: int | None = None,
-                mtime_ns: int | None = None, fh: int | None = None) -> Inode:
+    def setattr(
+        self,
+        ino: int,
+        *,
+        size: int | None = None,
+        mode: int | None = None,
+        uid: int | None = None,
+        gid: int | None = None,
+        atime_ns: int | None = None,
+        mtime_ns: int | None = None,
+        fh: int | None = None,
+    ) -> Inode:
         inode = self.get(ino)
         if size is not None and fh is not None and fh in self.handles:
             self.handles[fh].wrote = True  # ftruncate: committed at this handle's close
         if size is not None:
             self.buffers.truncate(inode, size)
-        self.buffers.set_attributes(inode, mode=mode, uid=uid, gid=gid, atime_ns=atime_ns,
-                                    mtime_ns=mtime_ns)
+        self.buffers.set_attributes(
+            inode, mode=mode, uid=uid, gid=gid, atime_ns=atime_ns, mtime_ns=mtime_ns
+        )
         return inode
 
     # ---- lookups and listing -------------------------------------------------------------
@@ -422,7 +465,7 @@ class Tree:
     def read(self, fh: int, off: int, size: int) -> bytes:
         h = self.handle(fh)
         data = h.snapshot if h.snapshot is not None else self.file_bytes(h.inode)
-        return bytes(data[off:off + size])
+        return bytes(data[off : off + size])
 
     def write(self, fh: int, off: int, buf: bytes) -> int:
         return self.buffers.write(self.handle(fh), off, buf)
@@ -473,8 +516,9 @@ class Tree:
         return d
 
     @_commits_async
-    async def create(self, parent_ino: int, name: str, mode: int, flags: int,
-                     uid: int, gid: int) -> Handle:
+    async def create(
+        self, parent_ino: int, name: str, mode: int, flags: int, uid: int, gid: int
+    ) -> Handle:
         d = self._new_entry_in(parent_ino, name)
         assert d.children is not None
         existing = d.children.get(name)
@@ -521,8 +565,9 @@ class Tree:
         await self.handler(inode).rmdir(d, inode)
 
     @_commits
-    def rename(self, old_parent: int, old_name: str, new_parent: int, new_name: str,
-               flags: int = 0) -> None:
+    def rename(
+        self, old_parent: int, old_name: str, new_parent: int, new_name: str, flags: int = 0
+    ) -> None:
         rename(self, self.get(old_parent), old_name, self.get(new_parent), new_name, flags)
 
     @_commits
@@ -537,13 +582,13 @@ class Tree:
         raise NotSupported("hard links are not supported (EPERM); copy the file instead")
 
     @_commits_async
-    async def mknod(self, parent_ino: int, name: str, mode: int, uid: int, gid: int
-                    ) -> Inode:
+    async def mknod(self, parent_ino: int, name: str, mode: int, uid: int, gid: int) -> Inode:
         """A regular file made with mknod: created, closed, and returned."""
         if not stat.S_ISREG(mode):
             raise NotSupported("device nodes, FIFOs and sockets are not supported (EPERM)")
-        h = await self.create(parent_ino, name, mode, os.O_WRONLY | os.O_CREAT | os.O_EXCL,
-                              uid, gid)
+        h = await self.create(
+            parent_ino, name, mode, os.O_WRONLY | os.O_CREAT | os.O_EXCL, uid, gid
+        )
         self.release(h.fh)
         return h.inode
 

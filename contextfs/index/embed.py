@@ -138,9 +138,7 @@ class OpenAIEmbedder:
             raise EmbedderUnavailable(f"the openai client is not installed: {e}") from e
         key = os.environ.get(api_key_env)
         if not key:
-            raise EmbedderUnavailable(
-                f"no API key for the embedding endpoint: set ${api_key_env}"
-            )
+            raise EmbedderUnavailable(f"no API key for the embedding endpoint: set ${api_key_env}")
         self.name = model
         self.model = model
         self.base_url = base_url
@@ -161,8 +159,10 @@ class OpenAIEmbedder:
         texts = list(texts)
         if not texts:
             return np.empty((0, self._dim or 0), dtype=np.float32)
-        parts = [self._batch(texts[i:i + self.batch_size])
-                 for i in range(0, len(texts), self.batch_size)]
+        parts = [
+            self._batch(texts[i : i + self.batch_size])
+            for i in range(0, len(texts), self.batch_size)
+        ]
         return np.concatenate(parts, axis=0)
 
     def _batch(self, texts: list[str]) -> np.ndarray:

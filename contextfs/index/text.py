@@ -139,10 +139,18 @@ class TextIndex:
                 writer.delete_documents_by_term("node_id", node_id)
             for u in units:
                 owner, type_name, path = meta[u.node_id]
-                writer.add_document(tantivy.Document(
-                    key=u.key, node_id=u.node_id, tier=u.tier, chunk=u.chunk,
-                    owner=owner, type=type_name, path=path, text=u.text,
-                ))
+                writer.add_document(
+                    tantivy.Document(
+                        key=u.key,
+                        node_id=u.node_id,
+                        tier=u.tier,
+                        chunk=u.chunk,
+                        owner=owner,
+                        type=type_name,
+                        path=path,
+                        text=u.text,
+                    )
+                )
         except BaseException:
             self._rollback()
             raise
@@ -224,13 +232,15 @@ class TextIndex:
             doc = searcher.doc(address)
             text = doc.get_first("text") or ""
             snippet = snippets.snippet_from_doc(doc).fragment() or _head(text)
-            out.append(TextHit(
-                node_id=int(doc.get_first("node_id")),
-                tier=str(doc.get_first("tier")),
-                chunk=int(doc.get_first("chunk")),
-                score=float(score),
-                snippet=snippet,
-            ))
+            out.append(
+                TextHit(
+                    node_id=int(doc.get_first("node_id")),
+                    tier=str(doc.get_first("tier")),
+                    chunk=int(doc.get_first("chunk")),
+                    score=float(score),
+                    snippet=snippet,
+                )
+            )
         return out
 
     def _prefix_query(self, searcher: Any, prefix: str) -> tantivy.Query:

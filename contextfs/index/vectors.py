@@ -51,9 +51,7 @@ class VectorIndex:
         ef_construction: int = 200,
     ) -> None:
         self._setup(dim, space, ef, M, ef_construction)
-        self._index.init_index(
-            max_elements=max(capacity, 1), M=M, ef_construction=ef_construction
-        )
+        self._index.init_index(max_elements=max(capacity, 1), M=M, ef_construction=ef_construction)
         self._index.set_ef(ef)
 
     def _setup(self, dim: int, space: str, ef: int, M: int, ef_construction: int) -> None:
@@ -117,8 +115,9 @@ class VectorIndex:
     def __contains__(self, label: object) -> bool:
         return label in self._labels and label not in self._deleted
 
-    def search_among(self, vector: np.ndarray, labels: Sequence[int],
-                     k: int) -> list[tuple[int, float]]:
+    def search_among(
+        self, vector: np.ndarray, labels: Sequence[int], k: int
+    ) -> list[tuple[int, float]]:
         """Exact nearest among the given live labels (a small scope): no graph walk, no
         per-candidate callback. Unknown or deleted labels are skipped."""
         wanted = [x for x in labels if x in self._labels and x not in self._deleted]
@@ -130,8 +129,11 @@ class VectorIndex:
             sims = -np.sum((items - query) ** 2, axis=1)
         else:
             norms = np.linalg.norm(items, axis=1) if self.space == "cosine" else 1.0
-            sims = (items @ query) / np.where(norms == 0, 1.0, norms) \
-                if self.space == "cosine" else items @ query
+            sims = (
+                (items @ query) / np.where(norms == 0, 1.0, norms)
+                if self.space == "cosine"
+                else items @ query
+            )
         order = np.argsort(-sims)[:k]
         return [(int(wanted[i]), float(sims[i])) for i in order]
 
@@ -196,11 +198,9 @@ class VectorIndex:
         path = Path(path)
         path.parent.mkdir(parents=True, exist_ok=True)
         deleted = np.asarray(sorted(self._deleted), dtype="<i8")
-        raw_fd, raw_name = tempfile.mkstemp(prefix=path.name + ".", suffix=".hnsw",
-                                            dir=path.parent)
+        raw_fd, raw_name = tempfile.mkstemp(prefix=path.name + ".", suffix=".hnsw", dir=path.parent)
         os.close(raw_fd)
-        out_fd, out_name = tempfile.mkstemp(prefix=path.name + ".", suffix=".tmp",
-                                            dir=path.parent)
+        out_fd, out_name = tempfile.mkstemp(prefix=path.name + ".", suffix=".tmp", dir=path.parent)
         try:
             self._index.save_index(raw_name)
             digest = xxhash.xxh64()
@@ -209,8 +209,14 @@ class VectorIndex:
                     digest.update(block)
                 length = raw.tell()
             header = _HEADER.pack(
-                _MAGIC, self.dim, SPACES.index(self.space), self.M, self.ef_construction,
-                len(deleted), length, digest.intdigest(),
+                _MAGIC,
+                self.dim,
+                SPACES.index(self.space),
+                self.M,
+                self.ef_construction,
+                len(deleted),
+                length,
+                digest.intdigest(),
             )
             with os.fdopen(out_fd, "wb") as out, open(raw_name, "rb") as raw:
                 out_fd = -1
@@ -262,8 +268,7 @@ class VectorIndex:
                 raise IndexCorrupt(f"vector index {path} is truncated or has trailing data")
             deleted = np.frombuffer(f.read(8 * n_deleted), dtype="<i8")
             # hnswlib reads only from a path: copy the payload out, checking its hash.
-            fd, raw_name = tempfile.mkstemp(prefix=path.name + ".", suffix=".load",
-                                            dir=path.parent)
+            fd, raw_name = tempfile.mkstemp(prefix=path.name + ".", suffix=".load", dir=path.parent)
             try:
                 digest = xxhash.xxh64()
                 with os.fdopen(fd, "wb") as raw:

@@ -51,8 +51,9 @@ class AttachmentStore:
         while parent is not None and parent.id not in seen:  # a cycle would be a bug
             seen.add(parent.id)
             parts.append(parent.name)
-            parent = (self.attachments.get(parent.parent_id)
-                      if parent.parent_id is not None else None)
+            parent = (
+                self.attachments.get(parent.parent_id) if parent.parent_id is not None else None
+            )
         n = self.nodes.get(a.node_id)
         base = self.node_path(n) if n is not None else f"node-{a.node_id}"
         return "/".join([base, *reversed(parts)])
@@ -78,18 +79,30 @@ class AttachmentStore:
         """What a node directory shows: live attachments, or for a deleted node those that
         went with it (removed within RESTORE_WINDOW before the node)."""
         if n.deleted_at is None:
-            return [a for a in self.attachments.values()
-                    if a.node_id == n.id and a.deleted_at is None]
+            return [
+                a for a in self.attachments.values() if a.node_id == n.id and a.deleted_at is None
+            ]
         lo = n.deleted_at - self.RESTORE_WINDOW
-        return [a for a in self.attachments.values()
-                if a.node_id == n.id and a.deleted_at is not None
-                and lo <= a.deleted_at <= n.deleted_at]
+        return [
+            a
+            for a in self.attachments.values()
+            if a.node_id == n.id and a.deleted_at is not None and lo <= a.deleted_at <= n.deleted_at
+        ]
 
-    def add_attachment(self, node: Node, parent_id: int | None, name: str, kind: str,
-                       mode: int, *, target: bytes | None = None,
-                       data: bytes | None = None) -> Attachment:
-        a = Attachment(self.store.new_id(), node.id, parent_id, name, kind, mode & 0o7777,
-                       self.clock(), target)
+    def add_attachment(
+        self,
+        node: Node,
+        parent_id: int | None,
+        name: str,
+        kind: str,
+        mode: int,
+        *,
+        target: bytes | None = None,
+        data: bytes | None = None,
+    ) -> Attachment:
+        a = Attachment(
+            self.store.new_id(), node.id, parent_id, name, kind, mode & 0o7777, self.clock(), target
+        )
         if kind == "file" and data is None:
             data = b""
         with self.transaction():
@@ -102,9 +115,14 @@ class AttachmentStore:
             self._tx.atts[a.id] = (a, replace(a))
         return a
 
-    def commit_attachment(self, a: Attachment, data: bytes | bytearray, mtime: float,
-                          path: str = "", changed: list[tuple[int, int]] | None = None
-                          ) -> bytes | None:
+    def commit_attachment(
+        self,
+        a: Attachment,
+        data: bytes | bytearray,
+        mtime: float,
+        path: str = "",
+        changed: list[tuple[int, int]] | None = None,
+    ) -> bytes | None:
         """Store `data` as the new content of file attachment a, secrets redacted.
 
         `changed` lists the byte ranges [lo, hi) of data that may differ from what is
@@ -124,8 +142,11 @@ class AttachmentStore:
                 chunks = set(range(-(-size // CHUNK_SIZE)))
                 scan_all = True
             else:
-                chunks = {i for lo, hi in changed
-                          for i in range(lo // CHUNK_SIZE, max(lo, hi - 1) // CHUNK_SIZE + 1)}
+                chunks = {
+                    i
+                    for lo, hi in changed
+                    for i in range(lo // CHUNK_SIZE, max(lo, hi - 1) // CHUNK_SIZE + 1)
+                }
                 scan_all = self._secret_near(view, changed)
             redacted: bytes | None = None
             if scan_all and self.redactor is not None:
@@ -175,8 +196,9 @@ class AttachmentStore:
                 windows[-1] = (windows[-1][0], max(hi, windows[-1][1]))
             else:
                 windows.append((lo, hi))
-        return any(self.redactor.redact_bytes(bytes(view[lo:hi]))[1] for lo, hi in windows
-                   if lo < hi)
+        return any(
+            self.redactor.redact_bytes(bytes(view[lo:hi]))[1] for lo, hi in windows if lo < hi
+        )
 
     def update_attachment(self, a: Attachment) -> None:
         """Store a's record, which the caller has changed already (a rollback reloads it

@@ -71,8 +71,12 @@ def consolidate(memory: Memory, *, now: float | None = None) -> Report:
     groups: dict[tuple, list[Node]] = defaultdict(list)
     for n in live:
         ctype = memory.types.get(n.type)
-        if ctype is not None and not ctype.singleton and strategy_for(ctype).consolidate \
-                and n.l2.strip():
+        if (
+            ctype is not None
+            and not ctype.singleton
+            and strategy_for(ctype).consolidate
+            and n.l2.strip()
+        ):
             groups[(n.owner, n.type)].append(n)
     gone: set[int] = set()
     for (_owner, tname), nodes in groups.items():
@@ -84,9 +88,8 @@ def consolidate(memory: Memory, *, now: float | None = None) -> Report:
         for i, keep in enumerate(nodes):
             if keep.id in gone:
                 continue
-            for other in nodes[i + 1:]:
-                if other.id in gone or not is_near_duplicate(bodies[keep.id],
-                                                             bodies[other.id]):
+            for other in nodes[i + 1 :]:
+                if other.id in gone or not is_near_duplicate(bodies[keep.id], bodies[other.id]):
                     continue
                 try:
                     _merge(memory, ctype, keep, other)
@@ -96,8 +99,9 @@ def consolidate(memory: Memory, *, now: float | None = None) -> Report:
                 gone.add(other.id)
                 report.merged += 1
                 report.touched += [keep, other]
-                report.details.append(f"merged {memory.node_path(other)} into "
-                                      f"{memory.node_path(keep)}")
+                report.details.append(
+                    f"merged {memory.node_path(other)} into {memory.node_path(keep)}"
+                )
                 bodies[keep.id] = _body(keep)
     # 2. decay and access
     changes: dict[int, float] = {}
@@ -119,11 +123,16 @@ def consolidate(memory: Memory, *, now: float | None = None) -> Report:
             memory.archive_node(n)
             report.archived += 1
             report.touched.append(n)
-            report.details.append(f"archived {path} (importance {n.importance:.3f} < "
-                                  f"{ctype.min_importance})")
+            report.details.append(
+                f"archived {path} (importance {n.importance:.3f} < {ctype.min_importance})"
+            )
     memory.record_consolidation(
-        now, report.decayed, report.merged, report.archived,
-        report.summary() + ("\n" + "\n".join(report.details) if report.details else ""))
+        now,
+        report.decayed,
+        report.merged,
+        report.archived,
+        report.summary() + ("\n" + "\n".join(report.details) if report.details else ""),
+    )
     log.info("consolidation: %s", report.summary())
     return report
 
@@ -147,8 +156,9 @@ class ConsolidationService(Service):
     What a run merged or archived is published by the memory's change feed like any
     commit; `on_done(report)` is optional."""
 
-    def __init__(self, memory: Memory, every: float,
-                 on_done: Callable[[Report], None] | None = None) -> None:
+    def __init__(
+        self, memory: Memory, every: float, on_done: Callable[[Report], None] | None = None
+    ) -> None:
         super().__init__()
         self.memory = memory
         self.every = every

@@ -38,7 +38,6 @@ def decode_text(data: bytes, what: str) -> str:
         ) from None
 
 
-
 class _FrontMatterLoader(_Loader):  # type: ignore[misc, valid-type]
     """Safe YAML with YAML 1.2 booleans and refused duplicate keys.
 

@@ -73,8 +73,9 @@ class Routing:
 
     # ---- routed writes (SPEC §5, first bullet) ------------------------------------------
 
-    def route(self, owner: tuple[str, str], ctype: ContextType, filename: str,
-              data: bytes) -> RouteResult:
+    def route(
+        self, owner: tuple[str, str], ctype: ContextType, filename: str, data: bytes
+    ) -> RouteResult:
         """A file written into a type directory becomes memory by the type's mode."""
         if len(data) > self.max_tier_size:
             raise TooBig(f"a memory file is limited to {self.max_tier_size} bytes")
@@ -84,8 +85,15 @@ class Routing:
             doc = parse_document(text)
             return self.route_document(owner, ctype, doc, filename, source=filename)
 
-    def route_document(self, owner: tuple[str, str], ctype: ContextType, doc: Document,
-                       filename: str = "", *, source: str = "") -> RouteResult:
+    def route_document(
+        self,
+        owner: tuple[str, str],
+        ctype: ContextType,
+        doc: Document,
+        filename: str = "",
+        *,
+        source: str = "",
+    ) -> RouteResult:
         """Route fields + body (a dropped file, or an extracted candidate) by the type's
         mode (its entry in `strategies.STRATEGIES`). `filename` may give a key; `source`
         is recorded as provenance."""
@@ -153,8 +161,15 @@ class Routing:
                     best, best_score = n, score
         return best if best_score >= 0.5 else None
 
-    def _route_into(self, owner: tuple[str, str], ctype: ContextType, name: str,
-                    target: Node | None, incoming: Document, reason: str) -> RouteResult:
+    def _route_into(
+        self,
+        owner: tuple[str, str],
+        ctype: ContextType,
+        name: str,
+        target: Node | None,
+        incoming: Document,
+        reason: str,
+    ) -> RouteResult:
         strategy = strategy_for(ctype)
         if target is None:
             merged, folded = strategy.start(ctype, incoming)
@@ -178,8 +193,9 @@ class Routing:
 
     # ---- drops --------------------------------------------------------------------------
 
-    def persist_drop(self, drop_id: int, owner: tuple[str, str], ctype: ContextType,
-                     filename: str, data: bytes) -> None:
+    def persist_drop(
+        self, drop_id: int, owner: tuple[str, str], ctype: ContextType, filename: str, data: bytes
+    ) -> None:
         with self.transaction():
             data = self.redact_bytes(data, self._owner_path(owner, ctype, filename))
             self.store.add_pending_drop(drop_id, owner, ctype.name, filename, data)

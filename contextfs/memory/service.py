@@ -241,9 +241,21 @@ class Memory(Transactions, AttachmentStore, Routing):
     def _new_node(self, owner: tuple[str, str], ctype: ContextType, name: str) -> Node:
         now = self.clock()
         return Node(
-            id=self.store.new_id(), owner_kind=owner[0], owner_id=owner[1], type=ctype.name,
-            name=name, version=0, l0="", l1="", l2="", l0_pinned=False, l1_pinned=False,
-            content_hash=content_hash(""), created=now, updated=now, persisted=False,
+            id=self.store.new_id(),
+            owner_kind=owner[0],
+            owner_id=owner[1],
+            type=ctype.name,
+            name=name,
+            version=0,
+            l0="",
+            l1="",
+            l2="",
+            l0_pinned=False,
+            l1_pinned=False,
+            content_hash=content_hash(""),
+            created=now,
+            updated=now,
+            persisted=False,
         )
 
     def _check_name(self, ctype: ContextType, name: str) -> None:
@@ -256,8 +268,9 @@ class Memory(Transactions, AttachmentStore, Routing):
                 f"{name!r} does not fit the {ctype.name} template {ctype.directory!r}"
             )
 
-    def create_node(self, owner: tuple[str, str], ctype: ContextType, name: str, *,
-                    persist: bool = True) -> Node:
+    def create_node(
+        self, owner: tuple[str, str], ctype: ContextType, name: str, *, persist: bool = True
+    ) -> Node:
         """A new, empty node. With persist=False (mkdir) it is stored with its first
         commit instead: one transaction per new node, not two."""
         self._check_name(ctype, name)
@@ -289,8 +302,11 @@ class Memory(Transactions, AttachmentStore, Routing):
 
     def persist_pending(self, owner: tuple[str, str] | None = None) -> int:
         """Store nodes made by mkdir and never written (fsync of a type dir, unmount)."""
-        pending = [n for n in self.nodes.values()
-                   if not n.persisted and (owner is None or n.owner == owner)]
+        pending = [
+            n
+            for n in self.nodes.values()
+            if not n.persisted and (owner is None or n.owner == owner)
+        ]
         if pending:
             with self.transaction():
                 for n in pending:
@@ -351,9 +367,7 @@ class Memory(Transactions, AttachmentStore, Routing):
             self._store_node(n)
         return True
 
-    def rename_node(
-        self, n: Node, owner: tuple[str, str], ctype: ContextType, name: str
-    ) -> None:
+    def rename_node(self, n: Node, owner: tuple[str, str], ctype: ContextType, name: str) -> None:
         """mv of a node directory: a new name, owner or type (validated)."""
         self._check_name(ctype, name)
         if ctype.scope != owner[0]:
@@ -387,7 +401,6 @@ class Memory(Transactions, AttachmentStore, Routing):
 
     def _keys_from_name(self, ctype: ContextType, name: str) -> dict[str, object]:
         return dict(ctype.parse_node_name(name) or {}) if name else {}
-
 
     def delete_node(self, n: Node) -> None:
         """Soft delete: the node leaves the tree, its rows stay restorable."""
@@ -476,39 +489,71 @@ class Memory(Transactions, AttachmentStore, Routing):
     def inbox_data(self, item_id: int) -> bytes:
         return self.store.inbox_data(item_id)
 
-    def add_inbox_item(self, item_id: int, owner: tuple[str, str], filename: str,
-                       data: bytes, created: float, state: str, report: str) -> None:
+    def add_inbox_item(
+        self,
+        item_id: int,
+        owner: tuple[str, str],
+        filename: str,
+        data: bytes,
+        created: float,
+        state: str,
+        report: str,
+    ) -> None:
         """A file closed in an `.inbox/`: stored as it arrived (already redacted)."""
         with self.transaction():
             self.store.add_inbox_item(item_id, owner, filename, data, created, state, report)
-            self._tx.other.append(Change("inbox", "created", _inbox_path(owner, filename),
-                                         self.generation, id=item_id))
+            self._tx.other.append(
+                Change(
+                    "inbox", "created", _inbox_path(owner, filename), self.generation, id=item_id
+                )
+            )
 
-    def set_inbox_state(self, item_id: int, owner: tuple[str, str], filename: str,
-                        state: str, report: str) -> None:
+    def set_inbox_state(
+        self, item_id: int, owner: tuple[str, str], filename: str, state: str, report: str
+    ) -> None:
         with self.transaction():
             self.store.set_inbox_state(item_id, state, report)
-            self._tx.other.append(Change("inbox", "updated", _inbox_path(owner, filename),
-                                         self.generation, id=item_id))
+            self._tx.other.append(
+                Change(
+                    "inbox", "updated", _inbox_path(owner, filename), self.generation, id=item_id
+                )
+            )
 
     def sessions(self) -> list[tuple]:
         return self.store.sessions()
 
-    def put_session(self, owner: tuple[str, str], sid: str, created: float, transcript: str,
-                    processed: int, summary: str, *, created_now: bool = False) -> None:
+    def put_session(
+        self,
+        owner: tuple[str, str],
+        sid: str,
+        created: float,
+        transcript: str,
+        processed: int,
+        summary: str,
+        *,
+        created_now: bool = False,
+    ) -> None:
         with self.transaction():
             self.store.put_session(owner, sid, created, transcript, processed, summary)
-            self._tx.other.append(Change("session", "created" if created_now else "updated",
-                                         _session_path(owner, sid), self.generation))
+            self._tx.other.append(
+                Change(
+                    "session",
+                    "created" if created_now else "updated",
+                    _session_path(owner, sid),
+                    self.generation,
+                )
+            )
 
     def delete_session(self, owner: tuple[str, str], sid: str) -> None:
         with self.transaction():
             self.store.delete_session(owner, sid)
-            self._tx.other.append(Change("session", "deleted", _session_path(owner, sid),
-                                         self.generation))
+            self._tx.other.append(
+                Change("session", "deleted", _session_path(owner, sid), self.generation)
+            )
 
-    def record_consolidation(self, ts: float, decayed: int, merged: int, archived: int,
-                             summary: str) -> None:
+    def record_consolidation(
+        self, ts: float, decayed: int, merged: int, archived: int, summary: str
+    ) -> None:
         with self.transaction():
             self.store.add_consolidation_run(ts, decayed, merged, archived, summary)
 
@@ -553,4 +598,3 @@ def _inbox_path(owner: tuple[str, str], filename: str) -> str:
 
 def _session_path(owner: tuple[str, str], sid: str) -> str:
     return f"{owner[0]}/{owner[1]}/.sessions/{sid}"
-

@@ -62,15 +62,32 @@ def _aggregate_start(ctype: ContextType, doc: Document) -> tuple[Document, int]:
 
 STRATEGIES: dict[str, Strategy] = {
     # fields combine by their merge ops, the body by the type's body merge
-    "merge": Strategy("merge", new_node_each_write=False, match_similar=False,
-                      start=_as_written, combine=_merge, consolidate=True),
+    "merge": Strategy(
+        "merge",
+        new_node_each_write=False,
+        match_similar=False,
+        start=_as_written,
+        combine=_merge,
+        consolidate=True,
+    ),
     # body items accumulate, near-duplicates folded; a keyless write finds its topic
-    "aggregate": Strategy("aggregate", new_node_each_write=False, match_similar=True,
-                          start=_aggregate_start, combine=aggregate_documents,
-                          consolidate=True),
+    "aggregate": Strategy(
+        "aggregate",
+        new_node_each_write=False,
+        match_similar=True,
+        start=_aggregate_start,
+        combine=aggregate_documents,
+        consolidate=True,
+    ),
     # a log: every write is kept as its own node, never merged
-    "append": Strategy("append", new_node_each_write=True, match_similar=False,
-                       start=_as_written, combine=_merge, consolidate=False),
+    "append": Strategy(
+        "append",
+        new_node_each_write=True,
+        match_similar=False,
+        start=_as_written,
+        combine=_merge,
+        consolidate=False,
+    ),
 }
 
 
@@ -78,5 +95,6 @@ def strategy_for(ctype: ContextType) -> Strategy:
     try:
         return STRATEGIES[ctype.mode]
     except KeyError:
-        raise InvalidInput(f"context type {ctype.name}: no write strategy for mode "
-                           f"{ctype.mode!r}") from None
+        raise InvalidInput(
+            f"context type {ctype.name}: no write strategy for mode {ctype.mode!r}"
+        ) from None

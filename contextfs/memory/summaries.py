@@ -28,8 +28,9 @@ class SummaryService(Service):
     Woken by every commit that changed a node (`Memory.subscribe`); the summaries it
     writes are commits too, published like any other. `on_change(node)` is optional."""
 
-    def __init__(self, memory: Memory, summarizer, *,
-                 on_change: Callable[[Node], None] | None = None) -> None:
+    def __init__(
+        self, memory: Memory, summarizer, *, on_change: Callable[[Node], None] | None = None
+    ) -> None:
         super().__init__()
         self.memory = memory
         self.summarizer = summarizer
@@ -55,8 +56,14 @@ class SummaryService(Service):
                 if self.stopping:
                     return
                 n = self.memory.nodes.get(nid)
-                if n is None or not self.memory.is_live(n) or not n.l2.strip() \
-                        or self.done.get(nid) == n.version or n.l0_pinned or n.l1_pinned:
+                if (
+                    n is None
+                    or not self.memory.is_live(n)
+                    or not n.l2.strip()
+                    or self.done.get(nid) == n.version
+                    or n.l0_pinned
+                    or n.l1_pinned
+                ):
                     continue
                 ctype = self.memory.types.get(n.type)
                 version, l2 = n.version, n.l2

@@ -124,8 +124,10 @@ class Transactions:
         """Before n's first change in a transaction: keep a copy to restore on rollback."""
         tx = self._tx
         if tx is not None and n.id not in tx.nodes:
-            tx.nodes[n.id] = (n, replace(n, sources=list(n.sources), tags=list(n.tags),
-                                         history=list(n.history)))
+            tx.nodes[n.id] = (
+                n,
+                replace(n, sources=list(n.sources), tags=list(n.tags), history=list(n.history)),
+            )
 
     def _touch_att(self, a: Attachment) -> None:
         tx = self._tx
@@ -174,7 +176,7 @@ class Transactions:
                 setattr(a, name, getattr(before, name))
         for owner in tx.owners:
             self.owners.discard(owner)
-        del self.pending_redactions[tx.redactions:]
+        del self.pending_redactions[tx.redactions :]
         self.generation = tx.generation
 
     def _changes(self, tx: Journal) -> tuple[Change, ...]:
@@ -203,12 +205,16 @@ class Transactions:
             elif a.deleted_at is not None and (before is None or before.deleted_at is None):
                 op = "deleted"
             elif before is not None and (before.node_id, before.parent_id, before.name) != (
-                    a.node_id, a.parent_id, a.name):
+                a.node_id,
+                a.parent_id,
+                a.name,
+            ):
                 op = "moved"
             else:
                 op = "updated"
-            out.append(Change("attachment", op, self.attachment_path(a), gen,
-                              node_id=a.node_id, id=aid))
+            out.append(
+                Change("attachment", op, self.attachment_path(a), gen, node_id=a.node_id, id=aid)
+            )
         out += [replace(c, generation=gen) for c in tx.other]
         return tuple(out)
 

@@ -30,8 +30,7 @@ class _Section:
 
 def _heading(ph: PassageHit) -> str:
     n = ph.node
-    when = ph.passage.date or dt.datetime.fromtimestamp(n.updated, dt.UTC).strftime(
-        "%-d %B %Y")
+    when = ph.passage.date or dt.datetime.fromtimestamp(n.updated, dt.UTC).strftime("%-d %B %Y")
     return f"\n## {ph.path} · {when}\n"
 
 
@@ -49,13 +48,18 @@ def _line(ph: PassageHit, heading_date: str | None) -> str:
 
 def _header(question: str, scope: str, res: Results, budget: int) -> str:
     sides = " + ".join(SIDE_NAMES[s] for s in res.sides) or "nothing"
-    head = (f"# Context for: {question}\n"
-            f"{scope or '/'} · {len(res.hits)} hits · searched by {sides} · {budget} tokens\n")
+    head = (
+        f"# Context for: {question}\n"
+        f"{scope or '/'} · {len(res.hits)} hits · searched by {sides} · {budget} tokens\n"
+    )
     if res.note:
         head += f"Note: {res.note}\n"
     if not res.hits:
-        head += ("\nNo memory matches this question.\n" if not res.note else
-                 "\nNothing found by what has answered so far; ask again shortly.\n")
+        head += (
+            "\nNo memory matches this question.\n"
+            if not res.note
+            else "\nNothing found by what has answered so far; ask again shortly.\n"
+        )
     return head
 
 
@@ -103,10 +107,10 @@ def pack_context(question: str, scope: str, res: Results, budget: int) -> str:
 
 def results_json(question: str, scope: str, res: Results) -> str:
     """Machine-readable hits: each node with its score and matched tiers and passages."""
+
     def passage(ph: PassageHit) -> dict:
         p = ph.passage
-        out: dict[str, object] = {"index": p.index, "score": ph.score,
-                                  "chars": [p.start, p.end]}
+        out: dict[str, object] = {"index": p.index, "score": ph.score, "chars": [p.start, p.end]}
         if p.turn_ids:
             out["turns"] = list(p.turn_ids)
         if p.date:
@@ -114,11 +118,27 @@ def results_json(question: str, scope: str, res: Results) -> str:
         return out
 
     def hit(i: int, h: Hit) -> dict:
-        return {"rank": i + 1, "path": h.path, "score": h.score, "type": h.node.type,
-                "version": h.node.version, "tiers": h.tiers, "snippet": h.snippet,
-                "passages": [passage(ph) for ph in h.passages[:20]]}
+        return {
+            "rank": i + 1,
+            "path": h.path,
+            "score": h.score,
+            "type": h.node.type,
+            "version": h.node.version,
+            "tiers": h.tiers,
+            "snippet": h.snippet,
+            "passages": [passage(ph) for ph in h.passages[:20]],
+        }
 
-    return json.dumps({"question": question, "scope": scope or "/",
-                       "searched_by": list(res.sides), "note": res.note,
-                       "hits": [hit(i, h) for i, h in enumerate(res.hits)]},
-                      indent=2) + "\n"
+    return (
+        json.dumps(
+            {
+                "question": question,
+                "scope": scope or "/",
+                "searched_by": list(res.sides),
+                "note": res.note,
+                "hits": [hit(i, h) for i, h in enumerate(res.hits)],
+            },
+            indent=2,
+        )
+        + "\n"
+    )

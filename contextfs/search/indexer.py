@@ -74,8 +74,11 @@ def unit_prefix(n: Node) -> str:
 def units_of(n: Node, *, prefix: str = "") -> list[Unit]:
     """The units of a node: L0, L1 and one per passage of L2 (a turn of a session archive,
     a chunk of any other L2), skipping empty tiers."""
-    units = [Unit(n.id, tier, 0, prefix + body.strip())
-             for tier, body in (("L0", n.l0), ("L1", n.l1)) if body.strip()]
+    units = [
+        Unit(n.id, tier, 0, prefix + body.strip())
+        for tier, body in (("L0", n.l0), ("L1", n.l1))
+        if body.strip()
+    ]
     units += [Unit(n.id, "L2", p.index, prefix + p.index_text()) for p in node_passages(n)]
     return units
 
@@ -86,10 +89,16 @@ class Indexer(Service):
 
     CHECKPOINT_SECONDS = 20.0
 
-    def __init__(self, memory: Memory, index_dir: Path,
-                 embedder_factory: Callable[[], Embedder], *, model_name: str,
-                 batch: int = 256, on_indexed: Callable[[list[int]], None] | None = None,
-                 ) -> None:
+    def __init__(
+        self,
+        memory: Memory,
+        index_dir: Path,
+        embedder_factory: Callable[[], Embedder],
+        *,
+        model_name: str,
+        batch: int = 256,
+        on_indexed: Callable[[list[int]], None] | None = None,
+    ) -> None:
         super().__init__()
         self.memory = memory
         self.dir = Path(index_dir)
@@ -150,8 +159,11 @@ class Indexer(Service):
                     worked = await (self.drain_once() if self.ready else self._drain_text())
                     if worked:
                         continue
-                    if self.ready and self.generation != self.saved_generation and (
-                            time.monotonic() - last_save > self.CHECKPOINT_SECONDS):
+                    if (
+                        self.ready
+                        and self.generation != self.saved_generation
+                        and (time.monotonic() - last_save > self.CHECKPOINT_SECONDS)
+                    ):
                         await trio.to_thread.run_sync(self._save)
                         last_save = time.monotonic()
                     await self._idle(self.CHECKPOINT_SECONDS / 2)
@@ -166,16 +178,19 @@ class Indexer(Service):
     async def _load_model(self) -> None:
         try:
             # abandon_on_cancel: an unmount while the model still loads must not wait for it
-            embedder = await trio.to_thread.run_sync(self.embedder_factory,
-                                                     abandon_on_cancel=True)
+            embedder = await trio.to_thread.run_sync(self.embedder_factory, abandon_on_cancel=True)
             self.state = "opening the vector index"
             await trio.to_thread.run_sync(self._open_vectors, embedder, abandon_on_cancel=True)
             self.embedder = embedder
             if self.generation == 0 and self.memory.generation > 0:
                 await self._rebuild()
             self.state = "ready"
-            log.info("indexer ready (%s, generation %d of %d)", embedder.name,
-                     self.generation, self.memory.generation)
+            log.info(
+                "indexer ready (%s, generation %d of %d)",
+                embedder.name,
+                self.generation,
+                self.memory.generation,
+            )
         except Exception as exc:  # noqa: BLE001 - a broken model must not kill the mount
             self.embedder = self.vectors = None
             self._failed(f"vectors failed: {exc}; BM25 answers alone", exc)
@@ -192,8 +207,7 @@ class Indexer(Service):
         """Wait until everything up to `generation` is searchable by what is loaded (fsync
         is a barrier); never waits for the model to load."""
         with trio.move_on_after(timeout):
-            while self.searchable_generation < generation and not self.dead \
-                    and not self.stopping:
+            while self.searchable_generation < generation and not self.dead and not self.stopping:
                 self.wake()
                 ev = self._progress
                 await ev.wait()
@@ -237,7 +251,7 @@ class Indexer(Service):
             with self.lock:
                 self.text.clear()
             for i in range(0, len(ids), 256):
-                live, gone = self._snapshot(ids[i:i + 256])
+                live, gone = self._snapshot(ids[i : i + 256])
                 self._apply_text(live, gone)
             generation = target
         self.text_generation = generation
@@ -260,14 +274,17 @@ class Indexer(Service):
             if not meta:
                 raise FileNotFoundError("no index yet")
             if meta.get("model") != self.model_name or meta.get("dim") != emb.dim:
-                raise IndexCorrupt(f"index built with {meta.get('model')}/{meta.get('dim')}, "
-                                   f"now {self.model_name}/{emb.dim}: rebuilding")
+                raise IndexCorrupt(
+                    f"index built with {meta.get('model')}/{meta.get('dim')}, "
+                    f"now {self.model_name}/{emb.dim}: rebuilding"
+                )
             if meta.get("generation", 0) > self.memory.generation:
                 raise IndexCorrupt("index is ahead of the store: rebuilding")
             snap = self.dir / meta["snapshot"]
             vectors = VectorIndex.load(snap / "vectors.bin", emb.dim)
-            digests = {int(k): v for k, v in
-                       json.loads((snap / "digests.json").read_text()).items()}
+            digests = {
+                int(k): v for k, v in json.loads((snap / "digests.json").read_text()).items()
+            }
             generation = int(meta["generation"])
         except FileNotFoundError:
             pass
@@ -300,12 +317,21 @@ class Indexer(Service):
             snap.mkdir()
             self.vectors.save(snap / "vectors.bin")
             (snap / "digests.json").write_text(
-                json.dumps({str(k): v for k, v in self.digests.items()}))
+                json.dumps({str(k): v for k, v in self.digests.items()})
+            )
         tmp = self.dir / "index.json.tmp"
-        tmp.write_text(json.dumps({"model": self.model_name, "dim": self.embedder.dim,
-                                   "generation": generation, "snapshot": snap.name,
-                                   "text_generation": max(generation, self.text_generation),
-                                   "saved": time.time()}))
+        tmp.write_text(
+            json.dumps(
+                {
+                    "model": self.model_name,
+                    "dim": self.embedder.dim,
+                    "generation": generation,
+                    "snapshot": snap.name,
+                    "text_generation": max(generation, self.text_generation),
+                    "saved": time.time(),
+                }
+            )
+        )
         os.replace(tmp, self._meta_path())
         for old in self.dir.glob("snap-*"):
             if old.name != snap.name:
@@ -422,7 +448,7 @@ class Indexer(Service):
         log.info("indexing %d nodes from scratch", len(ids))
         for i in range(0, len(ids), 64):
             self.state = f"rebuilding ({i}/{len(ids)} nodes)"
-            live, gone = self._snapshot(ids[i:i + 64])
+            live, gone = self._snapshot(ids[i : i + 64])
             await trio.to_thread.run_sync(self._apply, live, gone)
             for n, version, _u, _m in live.values():
                 n.indexed_version = version
@@ -442,7 +468,7 @@ class Indexer(Service):
         total = len(nodes)
         step = max(1, min(self.batch, 64))
         for i in range(0, total, step):
-            live, gone = self._snapshot(nodes[i:i + step])
+            live, gone = self._snapshot(nodes[i : i + step])
             self._apply(live, gone)
             for n, version, _u, _m in live.values():
                 n.indexed_version = version

@@ -41,8 +41,11 @@ class Passage:
     def label(self) -> str:
         """How a bundle cites it: turn ids, else a character span."""
         if self.turn_ids:
-            return ", ".join(self.turn_ids) if len(self.turn_ids) <= 2 else \
-                f"{self.turn_ids[0]}–{self.turn_ids[-1]}"
+            return (
+                ", ".join(self.turn_ids)
+                if len(self.turn_ids) <= 2
+                else f"{self.turn_ids[0]}–{self.turn_ids[-1]}"
+            )
         return f"chars {self.start}–{self.end}"
 
     def index_text(self) -> str:
@@ -66,16 +69,24 @@ def _turn_passages(l2: str) -> list[Passage]:
     per = -(-len(blocks) // MAX_PASSAGES)  # turns per passage: 1 unless the archive is huge
     out = []
     for i in range(0, len(blocks), per):
-        group = blocks[i:i + per]
+        group = blocks[i : i + per]
         first = group[0]
         speaker = first.name or first.role
         if per == 1:
             text = first.content
         else:
             text = "\n".join(f"{b.name or b.role}: {b.content}" for b in group)
-        out.append(Passage(len(out), first.start, group[-1].end, text,
-                           tuple(b.id for b in group if b.id),
-                           speaker if per == 1 else None, _when(first.timestamp)))
+        out.append(
+            Passage(
+                len(out),
+                first.start,
+                group[-1].end,
+                text,
+                tuple(b.id for b in group if b.id),
+                speaker if per == 1 else None,
+                _when(first.timestamp),
+            )
+        )
     return out
 
 
@@ -89,8 +100,9 @@ def _chunk_passages(l2: str, date: str | None) -> list[Passage]:
 
 
 @lru_cache(maxsize=4096)
-def _passages(node_id: int, version: int, type_name: str, l2: str,
-              date: str | None) -> tuple[Passage, ...]:
+def _passages(
+    node_id: int, version: int, type_name: str, l2: str, date: str | None
+) -> tuple[Passage, ...]:
     if type_name == SESSION_TYPE:
         turns = _turn_passages(l2)
         if turns:

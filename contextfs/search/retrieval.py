@@ -57,8 +57,10 @@ def parse_options(segment: str, known_types: set[str]) -> QueryOptions:
             values[key] = number
         elif key == "type":
             if value not in known_types:
-                raise InvalidInput(f"unknown type {value!r} in query options; known: "
-                                   + ", ".join(sorted(known_types)))
+                raise InvalidInput(
+                    f"unknown type {value!r} in query options; known: "
+                    + ", ".join(sorted(known_types))
+                )
             values[key] = value
         else:
             raise InvalidInput(f"unknown query option {key!r}; known: k, budget, type")
@@ -100,7 +102,7 @@ class Results:
 
 # Words that carry no topic: dropped from the BM25 side of a question (the vector side
 # sees the whole question). Without this, "what does she like" matches every "she".
-STOPWORDS = frozenset("""
+_STOPWORD_TEXT = """
 a about above after again against all am an and any are as at be because been before being
 below between both but by can could did do does doing down during each few for from further
 had has have having he her here hers herself him himself his how i if in into is it its
@@ -108,7 +110,8 @@ itself just me more most my myself no nor not now of off on once only or other o
 over own same she should so some such than that the their theirs them themselves then there
 these they this those through to too under until up very was we were what when where which
 while who whom why will with would you your yours yourself kind sort thing things
-""".split())  # noqa: SIM905 - a word list reads better as prose
+"""
+STOPWORDS = frozenset(_STOPWORD_TEXT.split())
 
 
 def keywords(question: str) -> str:
@@ -159,9 +162,12 @@ class Searcher:
         nodes = memory.nodes
 
         def allowed(n: Node | None) -> bool:
-            return (n is not None and memory.is_live(n)
-                    and (opts.type is None or n.type == opts.type)
-                    and _in_scope(memory.node_path(n), scope))
+            return (
+                n is not None
+                and memory.is_live(n)
+                and (opts.type is None or n.type == opts.type)
+                and _in_scope(memory.node_path(n), scope)
+            )
 
         emb = ix.embedder  # once: the model may fail and be dropped meanwhile
         vectors_on = ix.ready and emb is not None
@@ -173,11 +179,16 @@ class Searcher:
                 scoped = self._scoped_labels(scope) if scope else None
                 if scoped is not None:  # a small subtree: exact, no graph walk with a filter
                     vec_hits = ix.vectors.search_among(
-                        qvec, [x for x in scoped if allowed(nodes.get(label_node(x)))], depth)
+                        qvec, [x for x in scoped if allowed(nodes.get(label_node(x)))], depth
+                    )
                 else:
                     vec_hits = ix.vectors.search(
-                        qvec, depth, allow=None if not scope and opts.type is None else
-                        lambda label: allowed(nodes.get(label_node(label))))
+                        qvec,
+                        depth,
+                        allow=None
+                        if not scope and opts.type is None
+                        else lambda label: allowed(nodes.get(label_node(label))),
+                    )
             text_hits = ix.text.search(keywords(question), depth, path_prefix=scope or None)
         # Reciprocal-rank fusion twice. Nodes: each ranker ranks nodes by their best unit
         # (an L0 or L1 hit stands for its node), as for the links. Passages: each ranker's
@@ -187,10 +198,13 @@ class Searcher:
         text_rank: dict[int, int] = {}
         snippets: dict[int, str] = {}
         tiers: dict[int, set[str]] = {}
-        units = [((label_node(label), label_tier(label), label_chunk(label)), 0)
-                 for label, _sim in vec_hits]
-        units += [((h.node_id, h.tier, h.chunk), 1) for h in text_hits
-                  if allowed(nodes.get(h.node_id))]
+        units = [
+            ((label_node(label), label_tier(label), label_chunk(label)), 0)
+            for label, _sim in vec_hits
+        ]
+        units += [
+            ((h.node_id, h.tier, h.chunk), 1) for h in text_hits if allowed(nodes.get(h.node_id))
+        ]
         seen = [0, 0]
         for key, side in units:
             # passages rank among passages: summaries of long nodes do not push them down
@@ -211,15 +225,20 @@ class Searcher:
                 node_score[nid] = node_score.get(nid, 0.0) + 1.0 / (RRF_K + rank + 1)
         # ties (one ranker each): the exact word match goes first, then the newer node
         far = len(node_score) + 1
-        best = sorted(node_score.items(), key=lambda kv: (
-            -kv[1], text_rank.get(kv[0], far), -kv[0]))
+        best = sorted(
+            node_score.items(), key=lambda kv: (-kv[1], text_rank.get(kv[0], far), -kv[0])
+        )
         by_node: dict[int, Hit] = {}
         for nid, score in best:
             n = nodes.get(nid)
             if allowed(n):
-                by_node[nid] = Hit(n, memory.node_path(n), round(score, 6),
-                                   sorted(tiers.get(nid, ())),
-                                   (snippets.get(nid) or n.l0.strip())[:300])
+                by_node[nid] = Hit(
+                    n,
+                    memory.node_path(n),
+                    round(score, 6),
+                    sorted(tiers.get(nid, ())),
+                    (snippets.get(nid) or n.l0.strip())[:300],
+                )
         passages: list[PassageHit] = []
         for (nid, tier, chunk), score in unit_score.items():
             hit = by_node.get(nid)
@@ -245,8 +264,12 @@ class Searcher:
         note = "" if vectors_on else f"vectors not used yet: {ix.state}"
         return Results(hits, passages, sides, note)
 
-    def _add_linked_turns(self, passages: list[PassageHit], by_node: dict[int, Hit],
-                          allowed: Callable[[Node | None], bool]) -> None:
+    def _add_linked_turns(
+        self,
+        passages: list[PassageHit],
+        by_node: dict[int, Hit],
+        allowed: Callable[[Node | None], bool],
+    ) -> None:
         """A memory extracted from a conversation leads to the turns it came from (its
         sources name the inbox file and the turn ids): they join the passages at a share of
         its score. An entity gathered over several sessions so brings each of them."""
@@ -270,16 +293,25 @@ class Searcher:
                     score = round(ph.score * LINK_SHARE, 6)
                     hit = by_node.get(archive.id)
                     if hit is None:  # a session only the memory led to: a hit of its own
-                        hit = by_node[archive.id] = Hit(archive, self.memory.node_path(archive),
-                                                        score, [], archive.l0.strip()[:300])
+                        hit = by_node[archive.id] = Hit(
+                            archive,
+                            self.memory.node_path(archive),
+                            score,
+                            [],
+                            archive.l0.strip()[:300],
+                        )
                     linked = PassageHit(archive, hit.path, p, score)
                     extra.append(linked)
                     hit.passages.append(linked)
         passages.extend(extra)
 
-    def _add_named_entities(self, question: str, passages: list[PassageHit],
-                            by_node: dict[int, Hit],
-                            allowed: Callable[[Node | None], bool]) -> None:
+    def _add_named_entities(
+        self,
+        question: str,
+        passages: list[PassageHit],
+        by_node: dict[int, Hit],
+        allowed: Callable[[Node | None], bool],
+    ) -> None:
         """An entity named in the question is a hub: its node joins the hits and its
         passage the candidates (at the best passage's score), so the turns it was gathered
         from follow (`_add_linked_turns`), from every session that spoke of it."""
@@ -298,8 +330,9 @@ class Searcher:
                     continue
                 hit = by_node.get(n.id)
                 if hit is None:
-                    hit = by_node[n.id] = Hit(n, self.memory.node_path(n), round(top, 6),
-                                              [], n.l0.strip()[:300])
+                    hit = by_node[n.id] = Hit(
+                        n, self.memory.node_path(n), round(top, 6), [], n.l0.strip()[:300]
+                    )
                 ph = PassageHit(n, hit.path, ps[0], round(top, 6))
                 hit.passages.append(ph)
                 passages.append(ph)

@@ -163,15 +163,17 @@ class Store:
         """One attachment record as stored (a rollback reloads what it had changed)."""
         row = self.con.execute(
             "SELECT id, node_id, parent_id, name, kind, mode, mtime, target, deleted_at, "
-            "size FROM attachments WHERE id = ?", [att_id]).fetchone()
+            "size FROM attachments WHERE id = ?",
+            [att_id],
+        ).fetchone()
         return Attachment(*row[:8], deleted_at=row[8], size=row[9]) if row else None
 
     def attachment_data(self, att_id: int) -> bytearray:
         """A file attachment's bytes: its chunks in order (empty for no chunks)."""
         out = bytearray()
         for (chunk,) in self.con.execute(
-                "SELECT data FROM attachment_chunks WHERE att_id = ? ORDER BY idx",
-                [att_id]).fetchall():
+            "SELECT data FROM attachment_chunks WHERE att_id = ? ORDER BY idx", [att_id]
+        ).fetchall():
             out += chunk
         return out
 
@@ -189,9 +191,13 @@ class Store:
 
     def outbox_since(self, seq: int, limit: int) -> list[tuple[int, int, int, str]]:
         """Outbox rows after seq, oldest first: (seq, node_id, version, op)."""
-        return [tuple(r) for r in self.con.execute(
-            "SELECT seq, node_id, version, op FROM outbox WHERE seq > ? ORDER BY seq LIMIT ?",
-            [seq, limit]).fetchall()]
+        return [
+            tuple(r)
+            for r in self.con.execute(
+                "SELECT seq, node_id, version, op FROM outbox WHERE seq > ? ORDER BY seq LIMIT ?",
+                [seq, limit],
+            ).fetchall()
+        ]
 
     def outbox_depth(self) -> int:
         return self.con.execute("SELECT count(*) FROM outbox").fetchone()[0]
@@ -211,10 +217,26 @@ class Store:
             f"INSERT INTO nodes ({_NODE_COLS}) VALUES "
             "(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
             [
-                n.id, n.owner_kind, n.owner_id, n.type, n.name, n.version, n.l0, n.l1, n.l2,
-                n.l0_pinned, n.l1_pinned, n.content_hash, json.dumps(n.sources),
-                json.dumps(n.tags), n.importance, n.access_count, n.created, n.updated,
-                n.deleted_at, n.archived_at,
+                n.id,
+                n.owner_kind,
+                n.owner_id,
+                n.type,
+                n.name,
+                n.version,
+                n.l0,
+                n.l1,
+                n.l2,
+                n.l0_pinned,
+                n.l1_pinned,
+                n.content_hash,
+                json.dumps(n.sources),
+                json.dumps(n.tags),
+                n.importance,
+                n.access_count,
+                n.created,
+                n.updated,
+                n.deleted_at,
+                n.archived_at,
             ],
         )
         if new_version_reason is not None:
@@ -234,10 +256,25 @@ class Store:
             "l2=?, l0_pinned=?, l1_pinned=?, content_hash=?, sources=?, tags=?, importance=?, "
             "access_count=?, updated=?, deleted_at=?, archived_at=? WHERE id=?",
             [
-                n.owner_kind, n.owner_id, n.type, n.name, n.version, n.l0, n.l1, n.l2,
-                n.l0_pinned, n.l1_pinned, n.content_hash, json.dumps(n.sources),
-                json.dumps(n.tags), n.importance, n.access_count, n.updated, n.deleted_at,
-                n.archived_at, n.id,
+                n.owner_kind,
+                n.owner_id,
+                n.type,
+                n.name,
+                n.version,
+                n.l0,
+                n.l1,
+                n.l2,
+                n.l0_pinned,
+                n.l1_pinned,
+                n.content_hash,
+                json.dumps(n.sources),
+                json.dumps(n.tags),
+                n.importance,
+                n.access_count,
+                n.updated,
+                n.deleted_at,
+                n.archived_at,
+                n.id,
             ],
         )
         if new_version_reason is not None:
@@ -246,18 +283,24 @@ class Store:
         return self._outbox(n.id, n.version, op)
 
     def set_importance(self, node_id: int, importance: float, access_count: int) -> None:
-        self.con.execute("UPDATE nodes SET importance = ?, access_count = ? WHERE id = ?",
-                         [importance, access_count, node_id])
+        self.con.execute(
+            "UPDATE nodes SET importance = ?, access_count = ? WHERE id = ?",
+            [importance, access_count, node_id],
+        )
 
-    def add_consolidation_run(self, ts: float, decayed: int, merged: int, archived: int,
-                              summary: str) -> None:
-        self.con.execute("INSERT INTO consolidation_runs VALUES (?, ?, ?, ?, ?)",
-                         [ts, decayed, merged, archived, summary])
+    def add_consolidation_run(
+        self, ts: float, decayed: int, merged: int, archived: int, summary: str
+    ) -> None:
+        self.con.execute(
+            "INSERT INTO consolidation_runs VALUES (?, ?, ?, ?, ?)",
+            [ts, decayed, merged, archived, summary],
+        )
 
     def last_consolidation(self) -> tuple | None:
         return self.con.execute(
             "SELECT ts, decayed, merged, archived, summary, (SELECT count(*) FROM "
-            "consolidation_runs) FROM consolidation_runs ORDER BY ts DESC LIMIT 1").fetchone()
+            "consolidation_runs) FROM consolidation_runs ORDER BY ts DESC LIMIT 1"
+        ).fetchone()
 
     def insert_attachment(self, a: Attachment, data: bytes | None) -> None:
         """A new attachment row; a file's bytes (data, never None for a file) as chunks."""
@@ -265,8 +308,18 @@ class Store:
         self.con.execute(
             "INSERT INTO attachments (id, node_id, parent_id, name, kind, mode, mtime, size, "
             "target, deleted_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-            [a.id, a.node_id, a.parent_id, a.name, a.kind, a.mode, a.mtime, size, a.target,
-             a.deleted_at],
+            [
+                a.id,
+                a.node_id,
+                a.parent_id,
+                a.name,
+                a.kind,
+                a.mode,
+                a.mtime,
+                size,
+                a.target,
+                a.deleted_at,
+            ],
         )
         if size:
             insert_chunks(self.con, a.id, data, range(-(-size // CHUNK_SIZE)))
@@ -278,8 +331,9 @@ class Store:
             [a.node_id, a.parent_id, a.name, a.mode, a.mtime, a.deleted_at, a.id],
         )
 
-    def write_attachment_chunks(self, att_id: int, data: bytes | bytearray | memoryview,
-                                chunks: list[int], mtime: float) -> None:
+    def write_attachment_chunks(
+        self, att_id: int, data: bytes | bytearray | memoryview, chunks: list[int], mtime: float
+    ) -> None:
         """data is the whole new content of a file attachment; store chunks `chunks` of it
         (every chunk that differs from the stored one, or did not exist), drop the chunks
         past its new end, and set its size and mtime. Call inside a transaction.
@@ -291,10 +345,13 @@ class Store:
         chunks = sorted({i for i in chunks if 0 <= i < count})
         self.con.execute(
             "DELETE FROM attachment_chunks WHERE att_id = ? "
-            "AND (idx >= ? OR list_contains(?::INTEGER[], idx))", [att_id, count, chunks])
+            "AND (idx >= ? OR list_contains(?::INTEGER[], idx))",
+            [att_id, count, chunks],
+        )
         insert_chunks(self.con, att_id, data, chunks)
-        self.con.execute("UPDATE attachments SET size = ?, mtime = ? WHERE id = ?",
-                         [size, mtime, att_id])
+        self.con.execute(
+            "UPDATE attachments SET size = ?, mtime = ? WHERE id = ?", [size, mtime, att_id]
+        )
 
     def purge_attachment(self, att_id: int) -> None:
         self.con.execute("DELETE FROM attachment_chunks WHERE att_id = ?", [att_id])
@@ -315,35 +372,58 @@ class Store:
         """(id, owner_kind, owner_id, filename, created, state, report, size), oldest first."""
         return self.con.execute(
             "SELECT id, owner_kind, owner_id, filename, created, state, report, "
-            "octet_length(data) FROM inbox_items ORDER BY id").fetchall()
+            "octet_length(data) FROM inbox_items ORDER BY id"
+        ).fetchall()
 
-    def add_inbox_item(self, item_id: int, owner: tuple[str, str], filename: str,
-                       data: bytes, created: float, state: str, report: str) -> None:
-        self.con.execute("INSERT INTO inbox_items VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
-                         [item_id, owner[0], owner[1], filename, data, created, state, report])
+    def add_inbox_item(
+        self,
+        item_id: int,
+        owner: tuple[str, str],
+        filename: str,
+        data: bytes,
+        created: float,
+        state: str,
+        report: str,
+    ) -> None:
+        self.con.execute(
+            "INSERT INTO inbox_items VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+            [item_id, owner[0], owner[1], filename, data, created, state, report],
+        )
 
     def inbox_data(self, item_id: int) -> bytes:
         row = self.con.execute("SELECT data FROM inbox_items WHERE id = ?", [item_id]).fetchone()
         return bytes(row[0]) if row else b""
 
     def set_inbox_state(self, item_id: int, state: str, report: str) -> None:
-        self.con.execute("UPDATE inbox_items SET state = ?, report = ? WHERE id = ?",
-                         [state, report, item_id])
+        self.con.execute(
+            "UPDATE inbox_items SET state = ?, report = ? WHERE id = ?", [state, report, item_id]
+        )
 
     def sessions(self) -> list[tuple]:
         return self.con.execute(
             "SELECT owner_kind, owner_id, id, created, transcript, processed, summary "
-            "FROM sessions ORDER BY created").fetchall()
+            "FROM sessions ORDER BY created"
+        ).fetchall()
 
-    def put_session(self, owner: tuple[str, str], sid: str, created: float, transcript: str,
-                    processed: int, summary: str) -> None:
+    def put_session(
+        self,
+        owner: tuple[str, str],
+        sid: str,
+        created: float,
+        transcript: str,
+        processed: int,
+        summary: str,
+    ) -> None:
         self.con.execute(
             "INSERT OR REPLACE INTO sessions VALUES (?, ?, ?, ?, ?, ?, ?)",
-            [owner[0], owner[1], sid, created, transcript, processed, summary])
+            [owner[0], owner[1], sid, created, transcript, processed, summary],
+        )
 
     def delete_session(self, owner: tuple[str, str], sid: str) -> None:
-        self.con.execute("DELETE FROM sessions WHERE owner_kind = ? AND owner_id = ? AND id = ?",
-                         [owner[0], owner[1], sid])
+        self.con.execute(
+            "DELETE FROM sessions WHERE owner_kind = ? AND owner_id = ? AND id = ?",
+            [owner[0], owner[1], sid],
+        )
 
     def add_redaction(self, ts: float, path: str, kind: str, count: int) -> None:
         self.con.execute("INSERT INTO redactions VALUES (?, ?, ?, ?)", [ts, path, kind, count])

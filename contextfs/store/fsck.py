@@ -30,33 +30,45 @@ def schema_version(store: Store) -> list[str]:
 def unique_live_nodes(store: Store) -> list[str]:
     return [
         f"{k}/{o}/{t}/{n or '(singleton)'}: {c} live nodes share one path"
-        for k, o, t, n, c in _rows(store, """
+        for k, o, t, n, c in _rows(
+            store,
+            """
             SELECT owner_kind, owner_id, type, name, count(*) FROM nodes
-            WHERE deleted_at IS NULL GROUP BY ALL HAVING count(*) > 1""")
+            WHERE deleted_at IS NULL GROUP BY ALL HAVING count(*) > 1""",
+        )
     ]
 
 
 def node_owners_exist(store: Store) -> list[str]:
     return [
         f"node {i} belongs to missing owner {k}/{o}"
-        for i, k, o in _rows(store, """
+        for i, k, o in _rows(
+            store,
+            """
             SELECT n.id, n.owner_kind, n.owner_id FROM nodes n
-            ANTI JOIN owners w ON w.kind = n.owner_kind AND w.id = n.owner_id""")
+            ANTI JOIN owners w ON w.kind = n.owner_kind AND w.id = n.owner_id""",
+        )
     ]
 
 
 def versions_complete(store: Store) -> list[str]:
     """version = number of version rows, numbered 1..version, and nodes.l2 = the last."""
     problems = []
-    for i, v, cnt, mx, mn in _rows(store, """
+    for i, v, cnt, mx, mn in _rows(
+        store,
+        """
             SELECT n.id, n.version, count(x.version), coalesce(max(x.version), 0),
                    coalesce(min(x.version), 1)
-            FROM nodes n LEFT JOIN versions x ON x.node_id = n.id GROUP BY n.id, n.version"""):
+            FROM nodes n LEFT JOIN versions x ON x.node_id = n.id GROUP BY n.id, n.version""",
+    ):
         if v != mx or cnt != mx or mn != 1:
             problems.append(f"node {i}: version {v} but versions 1..{mx} has {cnt} rows")
-    for i, v in _rows(store, """
+    for i, v in _rows(
+        store,
+        """
             SELECT n.id, n.version FROM nodes n JOIN versions x
-              ON x.node_id = n.id AND x.version = n.version WHERE x.l2 <> n.l2"""):
+              ON x.node_id = n.id AND x.version = n.version WHERE x.l2 <> n.l2""",
+    ):
         problems.append(f"node {i}: current L2 differs from its version {v}")
     for (i,) in _rows(store, "SELECT node_id FROM versions ANTI JOIN nodes ON id = node_id"):
         problems.append(f"versions of missing node {i}")
@@ -77,30 +89,40 @@ def content_hashes(store: Store) -> list[str]:
 def attachments_consistent(store: Store) -> list[str]:
     problems = [
         f"attachment {i} belongs to missing node {n}"
-        for i, n in _rows(store, "SELECT id, node_id FROM attachments a ANTI JOIN nodes "
-                                 "ON nodes.id = a.node_id")
+        for i, n in _rows(
+            store, "SELECT id, node_id FROM attachments a ANTI JOIN nodes ON nodes.id = a.node_id"
+        )
     ]
     problems += [
         f"attachment {i}: parent {p} is not a directory of node {n}"
-        for i, p, n in _rows(store, """
+        for i, p, n in _rows(
+            store,
+            """
             SELECT a.id, a.parent_id, a.node_id FROM attachments a
             LEFT JOIN attachments p ON p.id = a.parent_id
             WHERE a.parent_id IS NOT NULL
-              AND (p.id IS NULL OR p.kind <> 'dir' OR p.node_id <> a.node_id)""")
+              AND (p.id IS NULL OR p.kind <> 'dir' OR p.node_id <> a.node_id)""",
+        )
     ]
     problems += [
         f"node {n}: {c} live attachments named {name!r} in one folder"
-        for n, p, name, c in _rows(store, """
+        for n, p, name, c in _rows(
+            store,
+            """
             SELECT node_id, parent_id, name, count(*) FROM attachments
-            WHERE deleted_at IS NULL GROUP BY ALL HAVING count(*) > 1""")
+            WHERE deleted_at IS NULL GROUP BY ALL HAVING count(*) > 1""",
+        )
     ]
     problems += [
         f"attachment {i}: kind {k} with size={s} target={t}"
-        for i, k, s, t in _rows(store, """
+        for i, k, s, t in _rows(
+            store,
+            """
             SELECT id, kind, size, target IS NOT NULL FROM attachments
             WHERE kind NOT IN ('file', 'dir', 'symlink') OR size < 0
                OR (kind <> 'file' AND size <> 0)
-               OR (kind = 'symlink') <> (target IS NOT NULL)""")
+               OR (kind = 'symlink') <> (target IS NOT NULL)""",
+        )
     ]
     return problems
 
@@ -109,10 +131,13 @@ def chunks_belong_to_files(store: Store) -> list[str]:
     """Chunks only of existing file attachments (a purge removes them with the row)."""
     return [
         f"attachment {i} ({k or 'missing'}) has {c} chunk(s)"
-        for i, k, c in _rows(store, """
+        for i, k, c in _rows(
+            store,
+            """
             SELECT c.att_id, a.kind, count(*) FROM attachment_chunks c
             LEFT JOIN attachments a ON a.id = c.att_id
-            WHERE a.id IS NULL OR a.kind <> 'file' GROUP BY c.att_id, a.kind""")
+            WHERE a.id IS NULL OR a.kind <> 'file' GROUP BY c.att_id, a.kind""",
+        )
     ]
 
 
@@ -120,9 +145,12 @@ def chunks_contiguous(store: Store) -> list[str]:
     """A file's chunks are numbered 0, 1, ... without a gap."""
     return [
         f"attachment {i}: chunks numbered {lo}..{hi} but {c} present"
-        for i, lo, hi, c in _rows(store, """
+        for i, lo, hi, c in _rows(
+            store,
+            """
             SELECT att_id, min(idx), max(idx), count(*) FROM attachment_chunks
-            GROUP BY att_id HAVING min(idx) <> 0 OR max(idx) <> count(*) - 1""")
+            GROUP BY att_id HAVING min(idx) <> 0 OR max(idx) <> count(*) - 1""",
+        )
     ]
 
 
@@ -131,21 +159,27 @@ def chunk_sizes(store: Store) -> list[str]:
     lengths add up to attachments.size (an empty file has no chunk)."""
     problems = [
         f"attachment {i}: chunk {x} of {c} holds {n} bytes"
-        for i, x, c, n in _rows(store, f"""
+        for i, x, c, n in _rows(
+            store,
+            f"""
             SELECT att_id, idx, count(*) OVER (PARTITION BY att_id), octet_length(data)
             FROM attachment_chunks
             QUALIFY octet_length(data) > {CHUNK_SIZE} OR octet_length(data) = 0
                  OR (octet_length(data) < {CHUNK_SIZE}
                      AND idx <> max(idx) OVER (PARTITION BY att_id))
-            ORDER BY att_id, idx""")
+            ORDER BY att_id, idx""",
+        )
     ]
     problems += [
         f"attachment {i}: size {s} but its chunks hold {t} bytes"
-        for i, s, t in _rows(store, """
+        for i, s, t in _rows(
+            store,
+            """
             SELECT a.id, a.size, coalesce(sum(octet_length(c.data)), 0) FROM attachments a
             LEFT JOIN attachment_chunks c ON c.att_id = a.id
             WHERE a.kind = 'file' GROUP BY a.id, a.size
-            HAVING coalesce(sum(octet_length(c.data)), 0) <> a.size""")
+            HAVING coalesce(sum(octet_length(c.data)), 0) <> a.size""",
+        )
     ]
     return problems
 
@@ -154,16 +188,26 @@ def outbox_covers_nodes(store: Store) -> list[str]:
     """Every node's current state has an outbox row, so derived indexes can catch up."""
     return [
         f"node {i}: version {v} has no outbox row (newest is {o})"
-        for i, v, o in _rows(store, """
+        for i, v, o in _rows(
+            store,
+            """
             SELECT n.id, n.version, max(o.version) FROM nodes n
             LEFT JOIN outbox o ON o.node_id = n.id GROUP BY n.id, n.version
-            HAVING max(o.version) IS NULL OR max(o.version) < n.version""")
+            HAVING max(o.version) IS NULL OR max(o.version) < n.version""",
+        )
     ]
 
 
 CHECKS: tuple[Check, ...] = (
-    schema_version, unique_live_nodes, node_owners_exist, versions_complete, content_hashes,
-    attachments_consistent, chunks_belong_to_files, chunks_contiguous, chunk_sizes,
+    schema_version,
+    unique_live_nodes,
+    node_owners_exist,
+    versions_complete,
+    content_hashes,
+    attachments_consistent,
+    chunks_belong_to_files,
+    chunks_contiguous,
+    chunk_sizes,
     outbox_covers_nodes,
 )
 

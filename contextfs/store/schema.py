@@ -191,27 +191,38 @@ def _chunk_attachments(con: duckdb.DuckDBPyConnection) -> None:
                CASE WHEN kind = 'file' THEN coalesce(octet_length(data), 0) ELSE 0 END,
                target, deleted_at
         FROM attachments_v2""")
-    ids = [r[0] for r in con.execute(
-        "SELECT id FROM attachments_v2 WHERE kind = 'file' AND octet_length(data) > 0 "
-        "ORDER BY id").fetchall()]
+    ids = [
+        r[0]
+        for r in con.execute(
+            "SELECT id FROM attachments_v2 WHERE kind = 'file' AND octet_length(data) > 0 "
+            "ORDER BY id"
+        ).fetchall()
+    ]
     for att_id in ids:  # one file in memory at a time
         data = con.execute("SELECT data FROM attachments_v2 WHERE id = ?", [att_id]).fetchone()[0]
         insert_chunks(con, att_id, memoryview(data), range(-(-len(data) // CHUNK_SIZE)))
     con.execute("DROP TABLE attachments_v2")
 
 
-def insert_chunks(con: duckdb.DuckDBPyConnection, att_id: int, data: bytes | memoryview,
-                  indexes: range | list[int]) -> None:
+def insert_chunks(
+    con: duckdb.DuckDBPyConnection,
+    att_id: int,
+    data: bytes | memoryview,
+    indexes: range | list[int],
+) -> None:
     """Insert chunks `indexes` of `data` (the whole file) for att_id; rows with these keys
     must not exist. Many rows per statement: `executemany` manages ~260 rows/s here."""
     idx = list(indexes)
     for start in range(0, len(idx), _ROWS_PER_INSERT):
-        batch = idx[start:start + _ROWS_PER_INSERT]
+        batch = idx[start : start + _ROWS_PER_INSERT]
         params: list[object] = []
         for i in batch:
-            params += [att_id, i, data[i * CHUNK_SIZE:(i + 1) * CHUNK_SIZE]]
-        con.execute("INSERT INTO attachment_chunks (att_id, idx, data) VALUES "
-                    + ", ".join(["(?, ?, ?)"] * len(batch)), params)
+            params += [att_id, i, data[i * CHUNK_SIZE : (i + 1) * CHUNK_SIZE]]
+        con.execute(
+            "INSERT INTO attachment_chunks (att_id, idx, data) VALUES "
+            + ", ".join(["(?, ?, ?)"] * len(batch)),
+            params,
+        )
 
 
 _ROWS_PER_INSERT = 64
@@ -227,9 +238,12 @@ MIGRATIONS: dict[int, str | Callable[[duckdb.DuckDBPyConnection], None]] = {
 def create_tables(con: duckdb.DuckDBPyConnection) -> None:
     """The newest schema on a new store; on an older one, the tables it lacks (its
     changed tables are brought up to date by `migrate`)."""
-    fresh = con.execute(
-        "SELECT count(*) FROM information_schema.tables WHERE table_name = 'nodes'"
-    ).fetchone()[0] == 0
+    fresh = (
+        con.execute(
+            "SELECT count(*) FROM information_schema.tables WHERE table_name = 'nodes'"
+        ).fetchone()[0]
+        == 0
+    )
     con.execute(SCHEMA)
     con.execute(SCHEMA_V2)
     if not fresh:

@@ -43,8 +43,24 @@ from contextfs.testing.report import (
 )
 
 __all__ = [
-    "BAD_LOG", "BENIGN_LOG", "DrainedMount", "Mount", "Progress", "cli_mount", "cli_umount",
-    "contextfs_cmd", "daemon_pid", "fsck_store", "log_problems", "machine_info", "percentile",
-    "proc_status", "rank_percentile", "say", "stats", "unmount", "wait_index_ready",
+    "BAD_LOG",
+    "BENIGN_LOG",
+    "DrainedMount",
+    "Mount",
+    "Progress",
+    "cli_mount",
+    "cli_umount",
+    "contextfs_cmd",
+    "daemon_pid",
+    "fsck_store",
+    "log_problems",
+    "machine_info",
+    "percentile",
+    "proc_status",
+    "rank_percentile",
+    "say",
+    "stats",
+    "unmount",
+    "wait_index_ready",
     "write_json",
 ]

@@ -44,8 +44,15 @@ SIZES = (0, 1, 3, 7, 20, 4096, 5000)
 OFFSETS = (0, 1, 2, 5, 11, 4095, 4097)
 # Times set by utime lie before SET_LIMIT; mtimes a write or create sets are "now" (after
 # it), so a set mtime is recognisable on both sides and compared to the microsecond.
-TIMES = (0, 1, 999_999_999, 1_000_000_000_123_456_789, 1_500_000_000_000_000_001,
-         1_234_567_890_987_654_321, -1_000_000_000)
+TIMES = (
+    0,
+    1,
+    999_999_999,
+    1_000_000_000_123_456_789,
+    1_500_000_000_000_000_001,
+    1_234_567_890_987_654_321,
+    -1_000_000_000,
+)
 SET_LIMIT = 1_600_000_000 * 10**9
 SLOTS = 3
 
@@ -53,38 +60,63 @@ _ACC = (os.O_RDONLY, os.O_WRONLY, os.O_RDWR)
 OPEN_FLAGS = tuple(
     acc | extra
     for acc in _ACC
-    for extra in (0, os.O_CREAT, os.O_CREAT | os.O_EXCL, os.O_TRUNC, os.O_CREAT | os.O_TRUNC,
-                  os.O_APPEND, os.O_CREAT | os.O_APPEND, os.O_DIRECTORY)
+    for extra in (
+        0,
+        os.O_CREAT,
+        os.O_CREAT | os.O_EXCL,
+        os.O_TRUNC,
+        os.O_CREAT | os.O_TRUNC,
+        os.O_APPEND,
+        os.O_CREAT | os.O_APPEND,
+        os.O_DIRECTORY,
+    )
 )
 
 EXCLUDED = [
     {"op": "link", "reason": "hard links are refused by design (EPERM, SPEC §8); not generated"},
     {"op": "mknod/mkfifo", "reason": "device nodes and FIFOs are refused by design (EPERM)"},
     {"op": "chown", "reason": "accepted and never stored by design (docs/operations.md)"},
-    {"op": "atime", "reason": "reads update atime per the mount's atime policy (relatime on "
-                              "disk, FUSE attr caching); atime is not compared"},
-    {"op": "mtime/ctime after data changes", "reason": "the two sides write at different "
-     "instants; only mtimes set by utime (before 2020-09) are compared"},
-    {"op": "utime", "reason": "mtime compared to the microsecond, not the nanosecond: "
-                              "ContextFS stores attachment mtimes as float seconds"},
-    {"op": "stat of directories", "reason": "st_size of a directory is filesystem-specific "
-                                            "(ext4 4096 vs ContextFS 4096 fixed); not compared"},
-    {"op": "permission denial", "reason": "the tests run as root, which permission bits do "
-                                          "not block; not generated"},
-    {"op": "symlink targets with '..'", "reason": "would resolve outside the node / the "
-     "native directory, which differ by construction; not generated"},
+    {
+        "op": "atime",
+        "reason": "reads update atime per the mount's atime policy (relatime on "
+        "disk, FUSE attr caching); atime is not compared",
+    },
+    {
+        "op": "mtime/ctime after data changes",
+        "reason": "the two sides write at different "
+        "instants; only mtimes set by utime (before 2020-09) are compared",
+    },
+    {
+        "op": "utime",
+        "reason": "mtime compared to the microsecond, not the nanosecond: "
+        "ContextFS stores attachment mtimes as float seconds",
+    },
+    {
+        "op": "stat of directories",
+        "reason": "st_size of a directory is filesystem-specific "
+        "(ext4 4096 vs ContextFS 4096 fixed); not compared",
+    },
+    {
+        "op": "permission denial",
+        "reason": "the tests run as root, which permission bits do not block; not generated",
+    },
+    {
+        "op": "symlink targets with '..'",
+        "reason": "would resolve outside the node / the "
+        "native directory, which differ by construction; not generated",
+    },
     {"op": "st_ino, st_dev, st_blocks, st_uid/gid", "reason": "filesystem-specific"},
 ]
 # Differences found by this test that are ContextFS bugs (see the regression tests). The
 # comparison keeps checking them; `Differ.tolerate` can leave one out for a campaign.
 KNOWN_BUGS = {
     "dir-nlink": "st_nlink of an attachment directory not listed since the mount counts no "
-                 "subdirectories (2 instead of 2 + subdirs)",
+    "subdirectories (2 instead of 2 + subdirs)",
     "dir-mtime": "an attachment directory's mtime: a rename into it does not mark it, and the "
-                 "mark a new or removed entry gives is not stored (after a remount it is back "
-                 "to the stored one, e.g. the one utime set)",
+    "mark a new or removed entry gives is not stored (after a remount it is back "
+    "to the stored one, e.g. the one utime set)",
     "o-trunc-mtime": "open(O_TRUNC) of a file that is already empty does not mark its mtime "
-                     "(not tolerable: listed for the record)",
+    "(not tolerable: listed for the record)",
 }
 
 __doc__ += "".join(f"\n- {e['op']}: {e['reason']}" for e in EXCLUDED) + "\n"
@@ -151,8 +183,9 @@ class Differ:
         self.log.append(f"{what} -> native {n}")
         STATS.outcomes[(what.split("(")[0], n[0] if n[0] == "ok" else n[1])] += 1
         if m != n:
-            raise Mismatch(f"{what}: native {n!r}, contextfs {m!r}\nsteps:\n  "
-                           + "\n  ".join(self.log))
+            raise Mismatch(
+                f"{what}: native {n!r}, contextfs {m!r}\nsteps:\n  " + "\n  ".join(self.log)
+            )
         return n
 
     def _op(self, what: str, fn: Callable[[Path], Any]) -> tuple:
@@ -174,8 +207,9 @@ class Differ:
     # ---- whole-tree comparison ------------------------------------------------------------
 
     def _describe(self, st: os.stat_result) -> tuple:
-        return _describe(st, nlink="dir-nlink" not in self.tolerate,
-                         dir_mtime="dir-mtime" not in self.tolerate)
+        return _describe(
+            st, nlink="dir-nlink" not in self.tolerate, dir_mtime="dir-mtime" not in self.tolerate
+        )
 
     def snapshot(self, root: Path) -> dict[str, Any]:
         out: dict[str, Any] = {}
@@ -205,10 +239,14 @@ class Differ:
     def check(self) -> None:
         m, n = self.snapshot(self.mnt), self.snapshot(self.nat)
         if m != n:
-            diffs = [f"  {k}: native {n.get(k)!r}, contextfs {m.get(k)!r}"
-                     for k in sorted(set(m) | set(n)) if m.get(k) != n.get(k)]
-            raise Mismatch("trees differ:\n" + "\n".join(diffs) + "\nsteps:\n  "
-                           + "\n  ".join(self.log))
+            diffs = [
+                f"  {k}: native {n.get(k)!r}, contextfs {m.get(k)!r}"
+                for k in sorted(set(m) | set(n))
+                if m.get(k) != n.get(k)
+            ]
+            raise Mismatch(
+                "trees differ:\n" + "\n".join(diffs) + "\nsteps:\n  " + "\n  ".join(self.log)
+            )
 
     # ---- descriptors ------------------------------------------------------------------------
 
@@ -225,8 +263,9 @@ class Differ:
             for side in (m, n):
                 if side[0] == "ok":
                     os.close(side[1])
-        self._compare(what, (m[0], None if m[0] == "ok" else m[1]),
-                      (n[0], None if n[0] == "ok" else n[1]))
+        self._compare(
+            what, (m[0], None if m[0] == "ok" else m[1]), (n[0], None if n[0] == "ok" else n[1])
+        )
         self.check()
         return n
 
@@ -248,37 +287,48 @@ class Differ:
         return self.open(slot, path, flags)
 
     def write(self, slot: int, offset: int, data: bytes) -> tuple | None:
-        return self._fd_op(f"write(slot={slot}, offset={offset}, data={data!r})", slot,
-                           lambda fd: os.pwrite(fd, data, offset))
+        return self._fd_op(
+            f"write(slot={slot}, offset={offset}, data={data!r})",
+            slot,
+            lambda fd: os.pwrite(fd, data, offset),
+        )
 
     def append(self, slot: int, data: bytes) -> tuple | None:
         """write() at the descriptor's own position (the end for O_APPEND)."""
-        return self._fd_op(f"append(slot={slot}, data={data!r})", slot,
-                           lambda fd: os.write(fd, data))
+        return self._fd_op(
+            f"append(slot={slot}, data={data!r})", slot, lambda fd: os.write(fd, data)
+        )
 
     def read(self, slot: int, offset: int, size: int) -> tuple | None:
-        return self._fd_op(f"read(slot={slot}, offset={offset}, size={size})", slot,
-                           lambda fd: os.pread(fd, size, offset))
+        return self._fd_op(
+            f"read(slot={slot}, offset={offset}, size={size})",
+            slot,
+            lambda fd: os.pread(fd, size, offset),
+        )
 
     def ftruncate(self, slot: int, size: int) -> tuple | None:
-        return self._fd_op(f"ftruncate(slot={slot}, size={size})", slot,
-                           lambda fd: os.ftruncate(fd, size))
+        return self._fd_op(
+            f"ftruncate(slot={slot}, size={size})", slot, lambda fd: os.ftruncate(fd, size)
+        )
 
     def fsync(self, slot: int) -> tuple | None:
         return self._fd_op(f"fsync(slot={slot})", slot, os.fsync)
 
     def fstat(self, slot: int) -> tuple | None:
-        return self._fd_op(f"fstat(slot={slot})", slot,
-                           lambda fd: _describe(os.fstat(fd), nlink=False))
+        return self._fd_op(
+            f"fstat(slot={slot})", slot, lambda fd: _describe(os.fstat(fd), nlink=False)
+        )
 
     def write_file(self, path: str, data: bytes, mode: int = 0o644) -> tuple:
         """A whole file in one go: open(O_CREAT|O_TRUNC), write, close (`echo > file`)."""
+
         def put(r: Path) -> int:
             fd = os.open(r / path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, mode)
             try:
                 return os.write(fd, data)
             finally:
                 os.close(fd)
+
         return self._op(f"write_file(path={path!r}, data={data!r}, mode={mode:#o})", put)
 
     def populate(self, dirs: tuple[str, ...], files: tuple[str, ...]) -> None:
@@ -303,48 +353,52 @@ class Differ:
     # ---- paths ----------------------------------------------------------------------------
 
     def truncate(self, path: str, size: int) -> tuple:
-        return self._op(f"truncate(path={path!r}, size={size})",
-                        lambda r: os.truncate(r / path, size))
+        return self._op(
+            f"truncate(path={path!r}, size={size})", lambda r: os.truncate(r / path, size)
+        )
 
     def rename(self, src: str, dst: str) -> tuple:
-        return self._op(f"rename(src={src!r}, dst={dst!r})",
-                        lambda r: os.rename(r / src, r / dst))
+        return self._op(f"rename(src={src!r}, dst={dst!r})", lambda r: os.rename(r / src, r / dst))
 
     def unlink(self, path: str) -> tuple:
         return self._op(f"unlink(path={path!r})", lambda r: os.unlink(r / path))
 
     def mkdir(self, path: str, mode: int = 0o755) -> tuple:
-        return self._op(f"mkdir(path={path!r}, mode={mode:#o})",
-                        lambda r: os.mkdir(r / path, mode))
+        return self._op(f"mkdir(path={path!r}, mode={mode:#o})", lambda r: os.mkdir(r / path, mode))
 
     def rmdir(self, path: str) -> tuple:
         return self._op(f"rmdir(path={path!r})", lambda r: os.rmdir(r / path))
 
     def symlink(self, link_target: str, path: str) -> tuple:
-        return self._op(f"symlink(link_target={link_target!r}, path={path!r})",
-                        lambda r: os.symlink(link_target, r / path))
+        return self._op(
+            f"symlink(link_target={link_target!r}, path={path!r})",
+            lambda r: os.symlink(link_target, r / path),
+        )
 
     def readlink(self, path: str) -> tuple:
         return self._op(f"readlink(path={path!r})", lambda r: os.readlink(r / path))
 
     def chmod(self, path: str, mode: int) -> tuple:
-        return self._op(f"chmod(path={path!r}, mode={mode:#o})",
-                        lambda r: os.chmod(r / path, mode))
+        return self._op(f"chmod(path={path!r}, mode={mode:#o})", lambda r: os.chmod(r / path, mode))
 
     def utime(self, path: str, atime_ns: int, mtime_ns: int, follow: bool = True) -> tuple:
         return self._op(
             f"utime(path={path!r}, atime_ns={atime_ns}, mtime_ns={mtime_ns}, follow={follow})",
-            lambda r: os.utime(r / path, ns=(atime_ns, mtime_ns), follow_symlinks=follow))
+            lambda r: os.utime(r / path, ns=(atime_ns, mtime_ns), follow_symlinks=follow),
+        )
 
     def readdir(self, path: str) -> tuple:
         def ls(r: Path) -> list[str]:
             names = sorted(os.listdir(r / path))
             return [x for x in names if x not in NODE_ENTRIES] if path == "" else names
+
         return self._op(f"readdir(path={path!r})", ls)
 
     def stat(self, path: str, follow: bool = True) -> tuple:
-        return self._op(f"stat(path={path!r}, follow={follow})",
-                        lambda r: self._describe(os.stat(r / path, follow_symlinks=follow)))
+        return self._op(
+            f"stat(path={path!r}, follow={follow})",
+            lambda r: self._describe(os.stat(r / path, follow_symlinks=follow)),
+        )
 
     def remount(self) -> None:
         """Unmount and mount again; open descriptors are closed first on both sides."""
@@ -371,8 +425,9 @@ def new_differ(mount: Any, native_root: Path, tolerate: frozenset[str] = frozens
     return Differ(mnt, nat, remount_fn=mount.remount, tolerate=tolerate)
 
 
-def machine_for(mount: Any, native_root: Path, *, max_remounts: int = 2,
-                tolerate: frozenset[str] = frozenset()) -> type:
+def machine_for(
+    mount: Any, native_root: Path, *, max_remounts: int = 2, tolerate: frozenset[str] = frozenset()
+) -> type:
     """A RuleBasedStateMachine class bound to one mount and a native directory."""
     from hypothesis import strategies as st
     from hypothesis.stateful import RuleBasedStateMachine, initialize, precondition, rule
@@ -397,8 +452,10 @@ def machine_for(mount: Any, native_root: Path, *, max_remounts: int = 2,
         def teardown(self) -> None:
             self.d.abandon()
 
-        @initialize(dirs=st.lists(st.sampled_from(DIRS[1:]), unique=True).map(tuple),
-                    files=st.lists(paths, unique=True, max_size=6).map(tuple))
+        @initialize(
+            dirs=st.lists(st.sampled_from(DIRS[1:]), unique=True).map(tuple),
+            files=st.lists(paths, unique=True, max_size=6).map(tuple),
+        )
         def populate(self, dirs, files):
             self._step()
             self.d.populate(dirs, files)

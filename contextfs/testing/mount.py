@@ -76,9 +76,12 @@ class Mount:
     def start(self, *extra: str, expect_fail: bool = False) -> subprocess.Popen:
         env = dict(os.environ, PYTHONUNBUFFERED="1")
         self.proc = subprocess.Popen(
-            contextfs_cmd("mount", str(self.path), "--foreground",
-                          "--data-dir", str(self.data_dir), *extra),
-            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, env=env,
+            contextfs_cmd(
+                "mount", str(self.path), "--foreground", "--data-dir", str(self.data_dir), *extra
+            ),
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            env=env,
         )
         if expect_fail:
             self.proc.wait(timeout=60)
@@ -133,7 +136,7 @@ class Mount:
         if not self.log.exists():
             return ""
         text = self.log.read_text(errors="replace")
-        new, self.log_offset = text[self.log_offset:], len(text)
+        new, self.log_offset = text[self.log_offset :], len(text)
         return new
 
 
@@ -201,8 +204,8 @@ class DrainedMount(Mount):
 
 # ---- through the daemonising command, as a user mounts ------------------------------------
 
-def cli_mount(mnt: Path, data: Path, *, search: bool | None = None,
-              timeout: float = 30.0) -> None:
+
+def cli_mount(mnt: Path, data: Path, *, search: bool | None = None, timeout: float = 30.0) -> None:
     """`contextfs mount MNT --data-dir DATA`, which returns once the mount answers.
 
     `search` writes a config.yaml that turns search on or off, unless the data dir has one.
@@ -212,12 +215,16 @@ def cli_mount(mnt: Path, data: Path, *, search: bool | None = None,
         cfg = data / "config.yaml"
         if not cfg.exists():
             cfg.write_text(f"search: {'true' if search else 'false'}\n")
-    res = subprocess.run(contextfs_cmd("mount", str(mnt), "--data-dir", str(data),
-                                       "--timeout", f"{timeout:g}"),
-                         capture_output=True, text=True, timeout=timeout + 90)
+    res = subprocess.run(
+        contextfs_cmd("mount", str(mnt), "--data-dir", str(data), "--timeout", f"{timeout:g}"),
+        capture_output=True,
+        text=True,
+        timeout=timeout + 90,
+    )
     if res.returncode != 0 or not os.path.ismount(mnt):
-        raise RuntimeError(f"contextfs mount failed ({res.returncode}): "
-                           f"{res.stderr.strip() or res.stdout.strip()}")
+        raise RuntimeError(
+            f"contextfs mount failed ({res.returncode}): {res.stderr.strip() or res.stdout.strip()}"
+        )
 
 
 def cli_umount(mnt: Path) -> str | None:
@@ -225,8 +232,12 @@ def cli_umount(mnt: Path) -> str | None:
     if not os.path.ismount(mnt):
         return None
     try:
-        res = subprocess.run(contextfs_cmd("umount", str(mnt), "--timeout", "120"),
-                             capture_output=True, text=True, timeout=180)
+        res = subprocess.run(
+            contextfs_cmd("umount", str(mnt), "--timeout", "120"),
+            capture_output=True,
+            text=True,
+            timeout=180,
+        )
         if res.returncode == 0:
             return None
         err = f"contextfs umount exited {res.returncode}: {res.stderr.strip()}"
@@ -247,8 +258,7 @@ def daemon_pid(mnt: Path) -> int | None:
         return pid
     except (ImportError, OSError, ValueError, KeyError):
         pass
-    res = subprocess.run(["pgrep", "-f", f"contextfs mount {mnt} "], capture_output=True,
-                         text=True)
+    res = subprocess.run(["pgrep", "-f", f"contextfs mount {mnt} "], capture_output=True, text=True)
     pids = [int(p) for p in res.stdout.split()]
     return pids[0] if pids else None
 
@@ -270,6 +280,11 @@ def log_problems(log: Path) -> list[str]:
     """Warning, error and traceback lines of a daemon log file."""
     if not log.exists():
         return [f"{log} missing"]
-    return [line.rstrip() for line in log.read_text(errors="replace").splitlines()
-            if " WARNING " in line or " ERROR " in line or " CRITICAL " in line
-            or line.startswith("Traceback")]
+    return [
+        line.rstrip()
+        for line in log.read_text(errors="replace").splitlines()
+        if " WARNING " in line
+        or " ERROR " in line
+        or " CRITICAL " in line
+        or line.startswith("Traceback")
+    ]

@@ -23,8 +23,19 @@ Berlin Lisbon Tokyo Oslo Nairobi Lima Montreal Kyoto Alice Bob Chen Dana Emeka F
 WORDS = tuple(WORD_TEXT.split())
 
 HEADINGS = (
-    "Context", "Details", "Background", "Notes", "Decisions", "Open questions", "History",
-    "Preferences", "Constraints", "Examples", "Follow-ups", "Sources", "Observations",
+    "Context",
+    "Details",
+    "Background",
+    "Notes",
+    "Decisions",
+    "Open questions",
+    "History",
+    "Preferences",
+    "Constraints",
+    "Examples",
+    "Follow-ups",
+    "Sources",
+    "Observations",
 )
 
 

@@ -45,8 +45,10 @@ class Progress:
         elapsed = time.perf_counter() - self.t0
         if self.tty:
             sys.stderr.write("\n")
-        say(f"  {self.label}: {self.total} in {elapsed:.1f}s "
-            f"({self.total / max(elapsed, 1e-9):.0f}/s)")
+        say(
+            f"  {self.label}: {self.total} in {elapsed:.1f}s "
+            f"({self.total / max(elapsed, 1e-9):.0f}/s)"
+        )
         return elapsed
 
 
@@ -69,9 +71,14 @@ def stats(values: list[float]) -> dict[str, float] | None:
     """count, p50, p99, mean, min and max of `values`; None when there are none."""
     if not values:
         return None
-    return {"count": len(values), "p50": statistics.median(values),
-            "p99": percentile(values, 99), "mean": statistics.fmean(values),
-            "min": min(values), "max": max(values)}
+    return {
+        "count": len(values),
+        "p50": statistics.median(values),
+        "p99": percentile(values, 99),
+        "mean": statistics.fmean(values),
+        "min": min(values),
+        "max": max(values),
+    }
 
 
 def proc_status(pid: int) -> dict[str, int]:
@@ -90,8 +97,11 @@ def machine_info(repo: Path | None = None) -> dict[str, object]:
     recorded next to every benchmark figure."""
     info: dict[str, object] = {
         "date": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
-        "host": platform.node(), "kernel": platform.release(), "python": platform.python_version(),
-        "cpus": os.cpu_count(), "tmpdir": tempfile.gettempdir(),
+        "host": platform.node(),
+        "kernel": platform.release(),
+        "python": platform.python_version(),
+        "cpus": os.cpu_count(),
+        "tmpdir": tempfile.gettempdir(),
     }
     try:
         from contextfs import __version__
@@ -100,12 +110,17 @@ def machine_info(repo: Path | None = None) -> dict[str, object]:
     except ImportError:
         pass
     with contextlib.suppress(OSError):
-        info["git"] = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True,
-                                     text=True, cwd=repo or Path(__file__).parent).stdout.strip()
+        info["git"] = subprocess.run(
+            ["git", "rev-parse", "--short", "HEAD"],
+            capture_output=True,
+            text=True,
+            cwd=repo or Path(__file__).parent,
+        ).stdout.strip()
     try:
         with open("/proc/cpuinfo") as f:
-            info["cpu"] = next((ln.split(":", 1)[1].strip() for ln in f
-                                if ln.startswith("model name")), "")
+            info["cpu"] = next(
+                (ln.split(":", 1)[1].strip() for ln in f if ln.startswith("model name")), ""
+            )
         info["loadavg_start"] = os.getloadavg()
     except OSError:
         pass

@@ -43,8 +43,9 @@ class FS:
         p, name = await self.parent(path)
         return (await self.ops.mkdir(p, name, 0o755, self.ctx)).st_ino
 
-    async def write(self, path: str, data: bytes, *, append: bool = False,
-                    fsync: bool = False) -> None:
+    async def write(
+        self, path: str, data: bytes, *, append: bool = False, fsync: bool = False
+    ) -> None:
         """open(O_CREAT|O_TRUNC or O_APPEND), write, [fsync], close — like `>`/`>>`."""
         p, name = await self.parent(path)
         flags = os.O_WRONLY | (os.O_APPEND if append else os.O_TRUNC)

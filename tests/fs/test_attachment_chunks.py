@@ -58,8 +58,7 @@ class Mounted:
         self._open()
 
     def _open(self) -> None:
-        memory = Memory(Store(self.db), self.types, data_dir=self.tmp_path,
-                        redactor=Redactor())
+        memory = Memory(Store(self.db), self.types, data_dir=self.tmp_path, redactor=Redactor())
         if ("user", "default") not in memory.owners:
             memory.create_owner("user", "default")
         self.memory = memory
@@ -84,11 +83,17 @@ class Mounted:
 
     def chunks(self, name: str) -> list[tuple[int, int, int]]:
         """(idx, length, rowid) of a stored file's chunks: rowid changes when rewritten."""
-        att = next(a for a in self.memory.attachments.values()
-                   if a.name == name and a.deleted_at is None)
-        return [tuple(r) for r in self.memory.store.con.execute(
-            "SELECT idx, octet_length(data), rowid FROM attachment_chunks WHERE att_id = ? "
-            "ORDER BY idx", [att.id]).fetchall()]
+        att = next(
+            a for a in self.memory.attachments.values() if a.name == name and a.deleted_at is None
+        )
+        return [
+            tuple(r)
+            for r in self.memory.store.con.execute(
+                "SELECT idx, octet_length(data), rowid FROM attachment_chunks WHERE att_id = ? "
+                "ORDER BY idx",
+                [att.id],
+            ).fetchall()
+        ]
 
 
 @pytest.fixture
@@ -144,8 +149,14 @@ class Twin:
         attr = pyfuse3.EntryAttributes()
         attr.st_size = size
         # what the kernel's setattr request carries (pyfuse3 builds it only from C)
-        fields = SimpleNamespace(update_size=True, update_mode=False, update_uid=False,
-                                 update_gid=False, update_atime=False, update_mtime=False)
+        fields = SimpleNamespace(
+            update_size=True,
+            update_mode=False,
+            update_uid=False,
+            update_gid=False,
+            update_atime=False,
+            update_mtime=False,
+        )
         ino = await self.fs.ino(self.path)
         await self.fs.ops.setattr(ino, attr, fields, self.fh, self.fs.ctx)
 
@@ -193,10 +204,12 @@ def twin(m: Mounted, tmp_path: Path):
         native = tmp_path / "native"
         native.mkdir(exist_ok=True)
         return Twin(m, native, f"{NODE}/{name}")
+
     return make
 
 
 # ---- storage: only what changed, identical bytes after a remount ---------------------------
+
 
 async def test_an_fsync_after_an_offset_write_rewrites_only_its_chunk(m, twin):
     t = await twin("big.bin")
@@ -215,8 +228,7 @@ async def test_an_fsync_after_an_offset_write_rewrites_only_its_chunk(m, twin):
     await t.pwrite(CHUNK * 3 - 10, os.urandom(20))  # across the 2/3 boundary
     await t.fsync()
     again = m.chunks("big.bin")
-    assert [i for (i, _n, r0), (_j, _k, r1) in zip(after, again, strict=True) if r0 != r1] \
-        == [2, 3]
+    assert [i for (i, _n, r0), (_j, _k, r1) in zip(after, again, strict=True) if r0 != r1] == [2, 3]
     await t.close()
     await t.same()
     m.remount()
@@ -230,7 +242,7 @@ async def test_holes_truncation_and_appends_match_a_native_file(m, twin):
     await t.pwrite(3 * CHUNK + 5, b"tail")  # a hole over chunks 0..3 reads as zeros
     await t.fsync()
     native, ours = await t.contents()
-    assert ours[4:3 * CHUNK + 5] == bytes(3 * CHUNK + 1)
+    assert ours[4 : 3 * CHUNK + 5] == bytes(3 * CHUNK + 1)
     await t.truncate(CHUNK + 100)  # shrink inside chunk 1: chunks 2 and 3 go
     await t.fsync()
     assert [(i, n) for i, n, _r in m.chunks("sparse.bin")] == [(0, CHUNK), (1, 100)]
@@ -295,8 +307,9 @@ async def test_random_operations_match_a_native_file(m, twin, seed):
     rnd = random.Random(seed)
     t = await twin(f"random-{seed}.bin")
     for _round in range(6):
-        flags = rnd.choice([os.O_RDWR, os.O_RDWR, os.O_WRONLY | os.O_APPEND,
-                            os.O_RDWR | os.O_TRUNC])
+        flags = rnd.choice(
+            [os.O_RDWR, os.O_RDWR, os.O_WRONLY | os.O_APPEND, os.O_RDWR | os.O_TRUNC]
+        )
         await t.open(flags)
         for _op in range(rnd.randint(1, 12)):
             r = rnd.random()
@@ -341,6 +354,7 @@ async def test_renamed_attachment_keeps_its_bytes_and_takes_offset_writes(m, twi
 
 # ---- secrets written by offset writes ---------------------------------------------------------
 
+
 @pytest.mark.parametrize("kind", ["text", "binary"])
 async def test_a_secret_written_into_the_middle_of_a_big_attachment_is_redacted(m, twin, kind):
     t = await twin(f"big-{kind}.dat")
@@ -350,7 +364,7 @@ async def test_a_secret_written_into_the_middle_of_a_big_attachment_is_redacted(
     await t.close()
     patch = bytearray(text_blob(4096, seed=2))
     secrets = b" key " + AWS_KEY + b" openai " + OPENAI_KEY + b" "
-    patch[1000:1000 + len(secrets)] = secrets
+    patch[1000 : 1000 + len(secrets)] = secrets
     await t.open()
     await t.pwrite(500_000, bytes(patch))
     await t.fsync()
@@ -362,16 +376,18 @@ async def test_a_secret_written_into_the_middle_of_a_big_attachment_is_redacted(
         assert AWS_KEY not in data and OPENAI_KEY not in data
         assert b"[REDACTED:aws_access_key]" in data and b"[REDACTED:openai_key]" in data
         assert data[:500_000] == base[:500_000]
-        assert data.endswith(base[500_000 + 4096:])  # the tail moved, unchanged
+        assert data.endswith(base[500_000 + 4096 :])  # the tail moved, unchanged
     assert shown == stored
     path = f"{NODE}/big-{kind}.dat"
-    kinds = {k for p, k in m.memory.store.con.execute(
-        "SELECT path, kind FROM redactions").fetchall() if p == path}
+    kinds = {
+        k
+        for p, k in m.memory.store.con.execute("SELECT path, kind FROM redactions").fetchall()
+        if p == path
+    }
     assert kinds == {"aws_access_key", "openai_key"}
 
 
-@pytest.mark.parametrize("secret,kind", [(AWS_KEY, "aws_access_key"),
-                                         (OPENAI_KEY, "openai_key")])
+@pytest.mark.parametrize("secret,kind", [(AWS_KEY, "aws_access_key"), (OPENAI_KEY, "openai_key")])
 async def test_a_secret_split_across_a_chunk_boundary_is_redacted(m, twin, secret, kind):
     """Two writes on either side of the 64 KiB boundary, each fsynced on its own: the
     first half alone is no secret; the second completes it in the next chunk."""
@@ -392,9 +408,9 @@ async def test_a_secret_split_across_a_chunk_boundary_is_redacted(m, twin, secre
     m.remount()
     _n, stored = await t.contents()
     assert secret not in stored
-    assert stored[:CHUNK - len(head) - 1] == base[:CHUNK - len(head) - 1]
-    assert stored[CHUNK - len(head) - 1:].startswith(f" [REDACTED:{kind}] ".encode())
-    assert stored.endswith(base[CHUNK + len(rest) + 1:])
+    assert stored[: CHUNK - len(head) - 1] == base[: CHUNK - len(head) - 1]
+    assert stored[CHUNK - len(head) - 1 :].startswith(f" [REDACTED:{kind}] ".encode())
+    assert stored.endswith(base[CHUNK + len(rest) + 1 :])
     assert m.memory.store.redaction_total() == 1
 
 
@@ -436,8 +452,7 @@ async def test_a_file_unlinked_while_open_keeps_what_it_held_when_removed(m, twi
     await m.fs.ops.flush(t.fh)
     await m.fs.ops.release(t.fh)
     os.close(t.fd)
-    assert m.memory.store.con.execute("SELECT count(*) FROM attachment_chunks").fetchone() \
-        == before
+    assert m.memory.store.con.execute("SELECT count(*) FROM attachment_chunks").fetchone() == before
     await m.fs.rm_r(NODE)
     await m.fs.rename("user/default/.trash/preferences/files", NODE)
     m.remount()

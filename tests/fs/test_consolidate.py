@@ -46,10 +46,13 @@ async def test_old_unread_nodes_are_archived_and_restored_with_mv(fs, memory):
 
 async def test_near_duplicates_merge_into_the_older_node(fs, memory):
     await fs.mkdir("agent/bot")
-    await fs.write("agent/bot/patterns/testing.md",
-                   b"- Run the unit tests before every push to main.\n")
-    await fs.write("agent/bot/patterns/tests.md",
-                   b"---\ntopic: tests\n---\n- run the unit tests before every push to main!\n")
+    await fs.write(
+        "agent/bot/patterns/testing.md", b"- Run the unit tests before every push to main.\n"
+    )
+    await fs.write(
+        "agent/bot/patterns/tests.md",
+        b"---\ntopic: tests\n---\n- run the unit tests before every push to main!\n",
+    )
     await fs.write("agent/bot/patterns/deploys.md", b"- Deploy on Tuesdays only.\n")
     report = consolidate(memory)
     assert report.merged == 1
@@ -64,8 +67,11 @@ def test_contextfs_consolidate_command(tmp_path, memory, types):
     n = memory.create_node(("user", "default"), types["preference"], "ancient")
     memory.save_l2(n, "Very old.\n")
     memory.store.close()
-    r = subprocess.run([sys.executable, "-m", "contextfs", "consolidate", str(tmp_path),
-                        "--now", "2040-01-01"], capture_output=True, text=True)
+    r = subprocess.run(
+        [sys.executable, "-m", "contextfs", "consolidate", str(tmp_path), "--now", "2040-01-01"],
+        capture_output=True,
+        text=True,
+    )
     assert r.returncode == 0, r.stderr
     assert "archived user/default/preferences/ancient" in r.stdout
     assert "1 archived" in r.stdout  # the fixture then runs fsck on the store

@@ -62,8 +62,12 @@ async def test_hand_written_l0_is_pinned_until_l2_changes(fs):
 async def test_derived_files_are_read_only(fs, memory):
     await fs.mkdir(f"{P}/x")
     await fs.write(f"{P}/x/L2.md", b"text\n")
-    for path in (f"{P}/x/meta.yaml", f"{P}/x/.history/v1.md", ".status",
-                 ".schemas/preference.yaml"):
+    for path in (
+        f"{P}/x/meta.yaml",
+        f"{P}/x/.history/v1.md",
+        ".status",
+        ".schemas/preference.yaml",
+    ):
         assert await fs.errno_of(fs.write(path, b"nope")) == errno.EACCES, path
     assert any("meta.yaml" in r.path for r in memory.refusals)
 
@@ -78,8 +82,9 @@ async def test_mv_renames_and_retypes_with_validation(fs, memory):
     await fs.rename(f"{P}/coffee", "user/default/entities/coffee")
     assert "type: entity" in await fs.text("user/default/entities/coffee/meta.yaml")
     # events/{date}-{title} does not accept this name
-    code = await fs.errno_of(fs.rename("user/default/entities/coffee",
-                                       "user/default/events/coffee"))
+    code = await fs.errno_of(
+        fs.rename("user/default/entities/coffee", "user/default/events/coffee")
+    )
     assert code == errno.EINVAL
     assert await fs.exists("user/default/entities/coffee")
     # a node cannot become an attachment of another node

@@ -31,10 +31,14 @@ async def test_explicit_key_in_front_matter_wins_over_file_name(fs):
 
 async def test_merge_ops_append_patch_and_immutable(fs, memory):
     e = f"{U}/entities"
-    await fs.write(f"{e}/ada.md", b"---\nkind: person\naliases: [Ada L]\n"
-                                  b"attributes: {born: '1815'}\n---\nMathematician.\n")
-    await fs.write(f"{e}/ada.md", b"---\naliases: [Countess]\nattributes: {field: maths}\n"
-                                  b"---\nWrote the first program.\n")
+    await fs.write(
+        f"{e}/ada.md",
+        b"---\nkind: person\naliases: [Ada L]\nattributes: {born: '1815'}\n---\nMathematician.\n",
+    )
+    await fs.write(
+        f"{e}/ada.md",
+        b"---\naliases: [Countess]\nattributes: {field: maths}\n---\nWrote the first program.\n",
+    )
     l2 = await fs.text(f"{e}/ada/L2.md")
     assert "Ada L" in l2 and "Countess" in l2, "list append keeps both"
     assert "born" in l2 and "field: maths" in l2, "map patch keeps both keys"
@@ -65,8 +69,7 @@ async def test_aggregate_accumulates_and_folds_duplicates(fs):
     assert body.lower().count("run the unit tests") == 1
     assert "integration tests under ten minutes" in body
     # no explicit key and an unknown file name: similar items find the topic node
-    await fs.write(f"{p}/misc-note.md",
-                   b"- Keep integration tests under ten minutes, always.\n")
+    await fs.write(f"{p}/misc-note.md", b"- Keep integration tests under ten minutes, always.\n")
     assert await fs.listdir(p) == ["testing"]
 
 
@@ -97,8 +100,7 @@ async def test_bad_front_matter_is_refused_and_kept(fs, memory):
 
 
 async def test_scratch_and_temp_names_are_not_routed(fs):
-    names = [".editor.md.swp", "editor.md~", "4913", ".#editor.md", "tmpab12cd34",
-             ".rsync.tmp"]
+    names = [".editor.md.swp", "editor.md~", "4913", ".#editor.md", "tmpab12cd34", ".rsync.tmp"]
     for name in names:
         await fs.write(f"{U}/preferences/{name}", b"not a memory\n")
     assert await fs.listdir(f"{U}/preferences") == sorted(names), "kept as plain files"

@@ -29,13 +29,21 @@ CREATE TABLE attachments (
 
 def make_v2(con: duckdb.DuckDBPyConnection) -> None:
     """Turn a current store into what v2 wrote: file bytes back in attachments.data."""
-    files = {i: b"".join(bytes(d) for (d,) in con.execute(
-        "SELECT data FROM attachment_chunks WHERE att_id = ? ORDER BY idx", [i]).fetchall())
-        for (i,) in con.execute("SELECT id FROM attachments WHERE kind = 'file'").fetchall()}
+    files = {
+        i: b"".join(
+            bytes(d)
+            for (d,) in con.execute(
+                "SELECT data FROM attachment_chunks WHERE att_id = ? ORDER BY idx", [i]
+            ).fetchall()
+        )
+        for (i,) in con.execute("SELECT id FROM attachments WHERE kind = 'file'").fetchall()
+    }
     con.execute("ALTER TABLE attachments RENAME TO attachments_v3")
     con.execute(V2_ATTACHMENTS)
-    con.execute("INSERT INTO attachments SELECT id, node_id, parent_id, name, kind, mode, "
-                "mtime, NULL, target, deleted_at FROM attachments_v3")
+    con.execute(
+        "INSERT INTO attachments SELECT id, node_id, parent_id, name, kind, mode, "
+        "mtime, NULL, target, deleted_at FROM attachments_v3"
+    )
     for i, data in files.items():
         con.execute("UPDATE attachments SET data = ? WHERE id = ?", [data, i])
     con.execute("DROP TABLE attachments_v3")
@@ -62,8 +70,8 @@ def test_a_version_1_store_is_migrated_on_open(tmp_path, types):
     store = Store(db)
     try:
         assert store.con.execute(
-            "SELECT value FROM store_meta WHERE key = 'schema_version'").fetchone()[0] \
-            == str(SCHEMA_VERSION)
+            "SELECT value FROM store_meta WHERE key = 'schema_version'"
+        ).fetchone()[0] == str(SCHEMA_VERSION)
         [node] = store.nodes()
         assert node.l2 == "Green tea.\n" and node.archived_at is None
         assert store.con.execute("SELECT count(*) FROM inbox_items").fetchone()[0] == 0
@@ -81,14 +89,18 @@ def test_fsck_finds_a_broken_invariant(tmp_path, memory, types):
     assert any("versions_complete" in p for p in problems)
     memory.store.con.execute(
         "INSERT INTO versions SELECT node_id, 1, 'one\n', ?, created, 'write' FROM versions",
-        ["52d4d1cd0d2e2b8f"])
+        ["52d4d1cd0d2e2b8f"],
+    )
     assert any("content_hashes" in p for p in check_store(memory.store))
     memory.store.con.execute("DELETE FROM versions WHERE version = 1")
     memory.store.con.execute(
         "INSERT INTO versions SELECT node_id, 1, 'one\n', "
-        "(SELECT content_hash FROM versions WHERE version = 2), created, 'write' FROM versions")
-    memory.store.con.execute("UPDATE versions SET content_hash = ? WHERE version = 1",
-                             [__import__("xxhash").xxh64_hexdigest(b"one\n")])
+        "(SELECT content_hash FROM versions WHERE version = 2), created, 'write' FROM versions"
+    )
+    memory.store.con.execute(
+        "UPDATE versions SET content_hash = ? WHERE version = 1",
+        [__import__("xxhash").xxh64_hexdigest(b"one\n")],
+    )
     assert check_store(memory.store) == []
 
 
@@ -102,8 +114,13 @@ async def test_a_version_2_store_with_attachments_opens_with_the_same_bytes(tmp_
 
     db = tmp_path / "contextfs.duckdb"
     node = "user/default/preferences/files"
-    files = {"big.bin": os.urandom(3 * CHUNK_SIZE + 17), "chunk.bin": os.urandom(CHUNK_SIZE),
-             "small.txt": b"a small note\n", "empty": b"", "sub/inner.bin": os.urandom(5000)}
+    files = {
+        "big.bin": os.urandom(3 * CHUNK_SIZE + 17),
+        "chunk.bin": os.urandom(CHUNK_SIZE),
+        "small.txt": b"a small note\n",
+        "empty": b"",
+        "sub/inner.bin": os.urandom(5000),
+    }
 
     def fs_over(memory: Memory) -> FS:
         return FS(Operations(Tree(memory, status=lambda: "")))
@@ -123,20 +140,32 @@ async def test_a_version_2_store_with_attachments_opens_with_the_same_bytes(tmp_
     memory.store.close()
     con = duckdb.connect(str(db))
     make_v2(con)
-    assert con.execute("SELECT octet_length(data) FROM attachments WHERE name = 'big.bin'"
-                       ).fetchone()[0] == 3 * CHUNK_SIZE + 17
+    assert (
+        con.execute("SELECT octet_length(data) FROM attachments WHERE name = 'big.bin'").fetchone()[
+            0
+        ]
+        == 3 * CHUNK_SIZE + 17
+    )
     con.close()
 
     store = Store(db)  # migrates
-    assert store.con.execute("SELECT value FROM store_meta WHERE key = 'schema_version'"
-                             ).fetchone()[0] == str(SCHEMA_VERSION) == "3"
+    assert (
+        store.con.execute("SELECT value FROM store_meta WHERE key = 'schema_version'").fetchone()[0]
+        == str(SCHEMA_VERSION)
+        == "3"
+    )
     assert check_store(store) == []
-    columns = [r[0] for r in store.con.execute(
-        "SELECT column_name FROM information_schema.columns WHERE table_name = 'attachments' "
-        "ORDER BY ordinal_position").fetchall()]
+    columns = [
+        r[0]
+        for r in store.con.execute(
+            "SELECT column_name FROM information_schema.columns WHERE table_name = 'attachments' "
+            "ORDER BY ordinal_position"
+        ).fetchall()
+    ]
     assert "data" not in columns and "size" in columns
-    assert not store.con.execute("SELECT count(*) FROM information_schema.tables "
-                                 "WHERE table_name = 'attachments_v2'").fetchone()[0]
+    assert not store.con.execute(
+        "SELECT count(*) FROM information_schema.tables WHERE table_name = 'attachments_v2'"
+    ).fetchone()[0]
     sizes = dict(store.con.execute("SELECT name, size FROM attachments").fetchall())
     assert sizes["big.bin"] == 3 * CHUNK_SIZE + 17 and sizes["link"] == 0
     assert sizes["sub"] == 0 and sizes["gone.bin"] == 26
@@ -156,7 +185,7 @@ async def test_a_version_2_store_with_attachments_opens_with_the_same_bytes(tmp_
     await fs.ops.flush(fi.fh)
     await fs.ops.release(fi.fh)
     expected = files["big.bin"]
-    expected = expected[:CHUNK_SIZE + 10] + b"PATCH" + expected[CHUNK_SIZE + 15:]
+    expected = expected[: CHUNK_SIZE + 10] + b"PATCH" + expected[CHUNK_SIZE + 15 :]
     assert await fs.read(f"{node}/big.bin") == expected
     assert check_store(store) == []
     store.close()
@@ -173,8 +202,9 @@ def test_fsck_finds_broken_chunks(tmp_path, memory, types):
     def problems() -> list[str]:
         return sorted({p.split(":")[0] for p in check_store(memory.store)})
 
-    con.execute("UPDATE attachment_chunks SET data = data[1:100] WHERE att_id = ? AND idx = 1",
-                [f.id])
+    con.execute(
+        "UPDATE attachment_chunks SET data = data[1:100] WHERE att_id = ? AND idx = 1", [f.id]
+    )
     assert problems() == ["chunk_sizes"]  # a short chunk that is not the last
     con.execute("DELETE FROM attachment_chunks WHERE att_id = ? AND idx = 1", [f.id])
     assert problems() == ["chunk_sizes", "chunks_contiguous"]  # a gap, bytes missing

@@ -45,16 +45,27 @@ class WordEmbedder:
 
 class Mount:
     def __init__(self, memory: Memory, tmp_path: Path, *, search: bool) -> None:
-        self.indexer = Indexer(memory, tmp_path / "index", WordEmbedder,
-                               model_name="test-words") if search else None
+        self.indexer = (
+            Indexer(memory, tmp_path / "index", WordEmbedder, model_name="test-words")
+            if search
+            else None
+        )
         searcher = Searcher(memory, self.indexer) if self.indexer else None
         self.intake = Intake(memory, extract_every=1000)
         woken: list[int] = []
         self.ops, self.service = build_operations(
-            memory, FsOptions(fsync_barrier_timeout=20.0), status=lambda: "status\n",
-            schema_files={}, intake=self.intake, indexer=self.indexer, searcher=searcher,
-            on_commit=lambda: (woken.append(memory.generation),
-                               self.indexer.wake() if self.indexer else None))
+            memory,
+            FsOptions(fsync_barrier_timeout=20.0),
+            status=lambda: "status\n",
+            schema_files={},
+            intake=self.intake,
+            indexer=self.indexer,
+            searcher=searcher,
+            on_commit=lambda: (
+                woken.append(memory.generation),
+                self.indexer.wake() if self.indexer else None,
+            ),
+        )
         self.woken = woken
         self.fs = FS(self.ops)
 
@@ -74,10 +85,13 @@ def plain(memory: Memory, tmp_path: Path) -> Mount:
 
 # ---- .query ----------------------------------------------------------------------------------
 
+
 async def test_query_lists_numbered_links_and_the_answer_files(searching: Mount) -> None:
     fs = searching.fs
-    for name, text in (("editor", "She prefers vim with relative line numbers."),
-                       ("tea", "Green tea in the morning, never coffee.")):
+    for name, text in (
+        ("editor", "She prefers vim with relative line numbers."),
+        ("tea", "Green tea in the morning, never coffee."),
+    ):
         await fs.mkdir(f"user/default/preferences/{name}")
         # fsync of a tier is a search barrier: searchable once it returns
         await fs.write(f"user/default/preferences/{name}/L2.md", text.encode(), fsync=True)
@@ -117,9 +131,10 @@ async def test_query_without_search_is_enoent(plain: Mount) -> None:
 
 # ---- .inbox ----------------------------------------------------------------------------------
 
-async def test_inbox_file_is_stored_at_close_and_reported_after_processing(plain: Mount,
-                                                                           memory: Memory
-                                                                           ) -> None:
+
+async def test_inbox_file_is_stored_at_close_and_reported_after_processing(
+    plain: Mount, memory: Memory
+) -> None:
     fs = plain.fs
     await fs.write(".inbox/chat.jsonl", (CORPUS / "architecture.jsonl").read_bytes())
     assert await fs.listdir(".inbox") == ["chat.jsonl", "chat.jsonl.report.md"]
@@ -133,8 +148,7 @@ async def test_inbox_file_is_stored_at_close_and_reported_after_processing(plain
     archived = [n for n in memory.nodes.values() if n.type == "session"]
     assert len(archived) == 1 and "Postgres" in archived[0].l2
     assert any(n.type == "case" for n in memory.nodes.values()), report
-    assert memory.node_path(archived[0]).split("/")[-1] in \
-        await fs.listdir("user/default/sessions")
+    assert memory.node_path(archived[0]).split("/")[-1] in await fs.listdir("user/default/sessions")
 
 
 async def test_inbox_editor_temp_names_stay_scratch(plain: Mount) -> None:
@@ -147,28 +161,33 @@ async def test_inbox_editor_temp_names_stay_scratch(plain: Mount) -> None:
 
 # ---- .sessions -------------------------------------------------------------------------------
 
+
 def _turn(role: str, content: str, ref: str) -> bytes:
     return (json.dumps({"role": role, "content": content, "id": ref}) + "\n").encode()
 
 
-async def test_session_records_turns_builds_context_and_ends_as_a_node(plain: Mount,
-                                                                        memory: Memory
-                                                                        ) -> None:
+async def test_session_records_turns_builds_context_and_ends_as_a_node(
+    plain: Mount, memory: Memory
+) -> None:
     fs = plain.fs
     await fs.write("user/default/profile/L2.md", b"---\nname: Ada\n---\nAda writes Rust.\n")
     await fs.mkdir(".sessions/s1")
     assert await fs.listdir(".sessions/s1") == ["context.md", "control", "transcript.jsonl"]
-    await fs.write(".sessions/s1/transcript.jsonl",
-                   _turn("user", "We should use Postgres for the job queue.", "t1"),
-                   append=True)
-    await fs.write(".sessions/s1/transcript.jsonl",
-                   _turn("assistant", "Agreed, Postgres it is.", "t2"), append=True)
+    await fs.write(
+        ".sessions/s1/transcript.jsonl",
+        _turn("user", "We should use Postgres for the job queue.", "t1"),
+        append=True,
+    )
+    await fs.write(
+        ".sessions/s1/transcript.jsonl",
+        _turn("assistant", "Agreed, Postgres it is.", "t2"),
+        append=True,
+    )
     assert (await fs.text(".sessions/s1/transcript.jsonl")).count("\n") == 2
     context = await fs.text(".sessions/s1/context.md")
     assert context.startswith("# Context for session s1") and "## Profile" in context
     # append-only; unknown commands are refused
-    assert await fs.errno_of(fs.write(".sessions/s1/transcript.jsonl", b"{}\n")) == \
-        errno.EINVAL
+    assert await fs.errno_of(fs.write(".sessions/s1/transcript.jsonl", b"{}\n")) == errno.EINVAL
     assert await fs.errno_of(fs.write(".sessions/s1/control", b"pause\n")) == errno.EINVAL
 
     await fs.write(".sessions/s1/control", b"end\n")
@@ -181,8 +200,11 @@ async def test_session_records_turns_builds_context_and_ends_as_a_node(plain: Mo
 async def test_session_compact_and_rmdir(plain: Mount, memory: Memory) -> None:
     fs = plain.fs
     await fs.mkdir(".sessions/s2")
-    await fs.write(".sessions/s2/transcript.jsonl",
-                   _turn("user", "I always indent with tabs.", "a"), append=True)
+    await fs.write(
+        ".sessions/s2/transcript.jsonl",
+        _turn("user", "I always indent with tabs.", "a"),
+        append=True,
+    )
     await fs.write(".sessions/s2/control", b"compact")
     assert await fs.text(".sessions/s2/transcript.jsonl") == ""
     assert plain.intake.sessions[("user", "default", "s2")].summary
@@ -195,11 +217,17 @@ async def test_session_compact_and_rmdir(plain: Mount, memory: Memory) -> None:
 async def test_session_context_uses_search_when_there_is_one(searching: Mount) -> None:
     fs = searching.fs
     await fs.mkdir("user/default/preferences/editor")
-    await fs.write("user/default/preferences/editor/L2.md",
-                   b"She prefers vim with relative line numbers.", fsync=True)
+    await fs.write(
+        "user/default/preferences/editor/L2.md",
+        b"She prefers vim with relative line numbers.",
+        fsync=True,
+    )
     await fs.mkdir(".sessions/s3")
-    await fs.write(".sessions/s3/transcript.jsonl",
-                   _turn("user", "Which editor should I configure, vim?", "q"), append=True)
+    await fs.write(
+        ".sessions/s3/transcript.jsonl",
+        _turn("user", "Which editor should I configure, vim?", "q"),
+        append=True,
+    )
     context = await fs.text(".sessions/s3/context.md")
     assert "## Relevant memories" in context
     assert "user/default/preferences/editor" in context
@@ -211,23 +239,44 @@ async def test_session_context_uses_search_when_there_is_one(searching: Mount) -
     assert isinstance(fi, pyfuse3.FileInfo)
 
 
-async def test_conversations_answer_with_turns_and_entity_hubs(searching: Mount,
-                                                               memory: Memory) -> None:
+async def test_conversations_answer_with_turns_and_entity_hubs(
+    searching: Mount, memory: Memory
+) -> None:
     """Transcripts in the inbox are searched turn by turn: `_context.md` shows the matched
     turns with their ids and the conversation's date; an entity named in the question is a
     hub that brings the turns it was gathered from, in every session that spoke of it."""
     fs = searching.fs
     sessions = {
-        "s1.jsonl": ("2023-03-14T18:05:00", ["We spent the morning repainting the fence.",
-                                             "My sister's dog Biscuit chewed the sofa.",
-                                             "The weather was grim all weekend."]),
-        "s2.jsonl": ("2023-05-02T09:00:00", ["Work has been hectic with the audit.",
-                                             "We looked after my sister's dog Biscuit again.",
-                                             "The lunch place by the office closed."]),
+        "s1.jsonl": (
+            "2023-03-14T18:05:00",
+            [
+                "We spent the morning repainting the fence.",
+                "My sister's dog Biscuit chewed the sofa.",
+                "The weather was grim all weekend.",
+            ],
+        ),
+        "s2.jsonl": (
+            "2023-05-02T09:00:00",
+            [
+                "Work has been hectic with the audit.",
+                "We looked after my sister's dog Biscuit again.",
+                "The lunch place by the office closed.",
+            ],
+        ),
     }
     for name, (when, texts) in sessions.items():
-        lines = [json.dumps({"role": "user", "name": "Ana", "content": t, "timestamp": when,
-                             "id": f"{name[:2].upper()}:{i + 1}"}) for i, t in enumerate(texts)]
+        lines = [
+            json.dumps(
+                {
+                    "role": "user",
+                    "name": "Ana",
+                    "content": t,
+                    "timestamp": when,
+                    "id": f"{name[:2].upper()}:{i + 1}",
+                }
+            )
+            for i, t in enumerate(texts)
+        ]
         await fs.write(f".inbox/{name}", "\n".join(lines).encode())
         assert await searching.service.step() is True
     hub = memory.live_node(("user", "default"), memory.types["entity"], "biscuit")

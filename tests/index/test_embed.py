@@ -40,11 +40,13 @@ def test_local_embeddings_are_384_d_unit_vectors(embedder: LocalEmbedder):
 
 @pytest.mark.model
 def test_local_embeddings_are_semantically_sensible(embedder: LocalEmbedder):
-    anchor, paraphrase, unrelated = embedder.embed([
-        "The user prefers dark mode in their code editor.",
-        "In the editor, they like a dark colour theme.",
-        "The quarterly tax return is due at the end of April.",
-    ])
+    anchor, paraphrase, unrelated = embedder.embed(
+        [
+            "The user prefers dark mode in their code editor.",
+            "In the editor, they like a dark colour theme.",
+            "The quarterly tax return is due at the end of April.",
+        ]
+    )
     assert anchor @ paraphrase > anchor @ unrelated + 0.2
 
 
@@ -79,6 +81,7 @@ def fake_vector(text: str) -> list[float]:
 def endpoint(monkeypatch) -> Iterator[FakeOpenAI]:
     """/v1/embeddings with fake_vector()s, as floats or base64, in reverse order (servers
     may answer out of order; `index` says where each goes)."""
+
     def respond(body: dict) -> dict:
         texts = body["input"] if isinstance(body["input"], list) else [body["input"]]
         data = []
@@ -90,8 +93,12 @@ def endpoint(monkeypatch) -> Iterator[FakeOpenAI]:
                 emb = vec
             data.append({"object": "embedding", "index": i, "embedding": emb})
         data.reverse()
-        return {"object": "list", "data": data, "model": body["model"],
-                "usage": {"prompt_tokens": 1, "total_tokens": 1}}
+        return {
+            "object": "list",
+            "data": data,
+            "model": body["model"],
+            "usage": {"prompt_tokens": 1, "total_tokens": 1},
+        }
 
     fake = FakeOpenAI("/v1/embeddings", respond)
     monkeypatch.setenv("CONTEXTFS_TEST_KEY", "sk-test")
@@ -106,8 +113,12 @@ def _base_url(server: FakeOpenAI) -> str:
 
 
 def test_openai_embedder_normalises_and_learns_dim(endpoint: FakeOpenAI):
-    emb = OpenAIEmbedder(base_url=_base_url(endpoint), model="fake-embed",
-                         api_key_env="CONTEXTFS_TEST_KEY", batch_size=3)
+    emb = OpenAIEmbedder(
+        base_url=_base_url(endpoint),
+        model="fake-embed",
+        api_key_env="CONTEXTFS_TEST_KEY",
+        batch_size=3,
+    )
     texts = [f"text {i}" for i in range(7)]
     rows = emb.embed(texts)
     assert emb.dim == FAKE_DIM
@@ -136,8 +147,9 @@ def test_openai_embedder_probes_dim_when_asked_first(endpoint: FakeOpenAI):
 
 
 def test_openai_embedder_rejects_a_dim_mismatch(endpoint: FakeOpenAI):
-    emb = OpenAIEmbedder(base_url=_base_url(endpoint), model="m",
-                         api_key_env="CONTEXTFS_TEST_KEY", dim=16)
+    emb = OpenAIEmbedder(
+        base_url=_base_url(endpoint), model="m", api_key_env="CONTEXTFS_TEST_KEY", dim=16
+    )
     assert emb.dim == 16
     with pytest.raises(EmbedderUnavailable, match="8-d"):
         emb.embed(["x"])
@@ -145,16 +157,22 @@ def test_openai_embedder_rejects_a_dim_mismatch(endpoint: FakeOpenAI):
 
 def test_openai_embedder_server_error_is_embedder_unavailable(endpoint: FakeOpenAI):
     endpoint.fail = True
-    emb = OpenAIEmbedder(base_url=_base_url(endpoint), model="m",
-                         api_key_env="CONTEXTFS_TEST_KEY", max_retries=0, timeout=5)
+    emb = OpenAIEmbedder(
+        base_url=_base_url(endpoint),
+        model="m",
+        api_key_env="CONTEXTFS_TEST_KEY",
+        max_retries=0,
+        timeout=5,
+    )
     with pytest.raises(EmbedderUnavailable, match="failed"):
         emb.embed(["x"])
 
 
 def test_openai_embedder_unreachable_is_embedder_unavailable(monkeypatch):
     monkeypatch.setenv("CONTEXTFS_TEST_KEY", "sk-test")
-    emb = OpenAIEmbedder(base_url=dead_url(), model="m",
-                         api_key_env="CONTEXTFS_TEST_KEY", max_retries=0, timeout=2)
+    emb = OpenAIEmbedder(
+        base_url=dead_url(), model="m", api_key_env="CONTEXTFS_TEST_KEY", max_retries=0, timeout=2
+    )
     with pytest.raises(EmbedderUnavailable):
         emb.embed(["x"])
 
@@ -162,5 +180,6 @@ def test_openai_embedder_unreachable_is_embedder_unavailable(monkeypatch):
 def test_openai_embedder_needs_its_key(monkeypatch):
     monkeypatch.delenv("CONTEXTFS_NO_SUCH_KEY", raising=False)
     with pytest.raises(EmbedderUnavailable, match="CONTEXTFS_NO_SUCH_KEY"):
-        OpenAIEmbedder(base_url="http://127.0.0.1:9/v1", model="m",
-                       api_key_env="CONTEXTFS_NO_SUCH_KEY")
+        OpenAIEmbedder(
+            base_url="http://127.0.0.1:9/v1", model="m", api_key_env="CONTEXTFS_NO_SUCH_KEY"
+        )

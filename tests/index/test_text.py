@@ -21,18 +21,20 @@ META = {
 def node_units(node_id: int, l0: str, l1: str, l2: str) -> list[Unit]:
     """A node's L0 and L1 units as the indexer makes them (`search.indexer.units_of`)."""
     assert not l2  # these tests index short tiers only
-    return [Unit(node_id, tier, 0, text.strip()) for tier, text in (("L0", l0), ("L1", l1))
-            if text.strip()]
+    return [
+        Unit(node_id, tier, 0, text.strip())
+        for tier, text in (("L0", l0), ("L1", l1))
+        if text.strip()
+    ]
 
 
 def fill(index: TextIndex) -> None:
-    index.upsert(node_units(1, "Editor", "Alice would prefer vim with relative line numbers.",
-                            ""), META)
-    index.upsert(node_units(2, "Font", "She likes a large monospace font in editors.", ""),
-                 META)
+    index.upsert(
+        node_units(1, "Editor", "Alice would prefer vim with relative line numbers.", ""), META
+    )
+    index.upsert(node_units(2, "Font", "She likes a large monospace font in editors.", ""), META)
     index.upsert(node_units(3, "Birthday", "Alice was born on the fourth of July.", ""), META)
-    index.upsert(node_units(4, "Editor", "Bob prefers emacs, and org-mode for notes.", ""),
-                 META)
+    index.upsert(node_units(4, "Editor", "Bob prefers emacs, and org-mode for notes.", ""), META)
 
 
 @pytest.fixture
@@ -66,8 +68,11 @@ def test_hits_are_ranked_with_scores_and_snippets(index: TextIndex):
 
 def test_snippet_of_a_long_text_is_short():
     ix = TextIndex(None)
-    long = ("Filler sentence about nothing in particular. " * 40
-            + "The secret word is aardvark. " + "More filler text follows here. " * 40)
+    long = (
+        "Filler sentence about nothing in particular. " * 40
+        + "The secret word is aardvark. "
+        + "More filler text follows here. " * 40
+    )
     ix.upsert([Unit(9, "L2", 0, long)], {9: ("user/x", "note", "user/x/notes/n")})
     (hit,) = ix.search("aardvark", 5)
     assert "aardvark" in hit.snippet
@@ -104,12 +109,44 @@ def test_upsert_needs_meta_for_every_node(index: TextIndex):
     assert index.count() == 8  # nothing half-written
 
 
-@pytest.mark.parametrize("query", [
-    '"unbalanced', "a:b", "text:vim", "(vim", "vim)", "-vim", "+vim", "*", "vim*", "?", "~2",
-    "^3", "vim^", "[a TO b]", "{x}", "AND", "OR vim", "NOT", "vim AND", "a && b || !c",
-    "\\", "/regex/", "'", "ünïcödé 日本語 🙂", "", "   ", "\x00\udc80", "IN [a b]",
-    "node_id:1", "path:user/alice", "é" * 100, "x" * 10_000, "vim " * 500,
-])
+@pytest.mark.parametrize(
+    "query",
+    [
+        '"unbalanced',
+        "a:b",
+        "text:vim",
+        "(vim",
+        "vim)",
+        "-vim",
+        "+vim",
+        "*",
+        "vim*",
+        "?",
+        "~2",
+        "^3",
+        "vim^",
+        "[a TO b]",
+        "{x}",
+        "AND",
+        "OR vim",
+        "NOT",
+        "vim AND",
+        "a && b || !c",
+        "\\",
+        "/regex/",
+        "'",
+        "ünïcödé 日本語 🙂",
+        "",
+        "   ",
+        "\x00\udc80",
+        "IN [a b]",
+        "node_id:1",
+        "path:user/alice",
+        "é" * 100,
+        "x" * 10_000,
+        "vim " * 500,
+    ],
+)
 def test_free_text_queries_never_raise(index: TextIndex, query: str):
     hits = index.search(query, 5)
     assert isinstance(hits, list)
@@ -124,8 +161,10 @@ def test_path_prefix_scopes_hits(index: TextIndex):
     assert set(nodes(index.search("editor", 10, path_prefix="user/alice/"))) == {1, 2}
     assert nodes(index.search("editor", 10, path_prefix="user/bob/")) == [4]
     # a node path as prefix also matches its siblings that extend the name...
-    assert set(nodes(index.search("editor", 10,
-                                  path_prefix="user/alice/preferences/editor"))) == {1, 2}
+    assert set(nodes(index.search("editor", 10, path_prefix="user/alice/preferences/editor"))) == {
+        1,
+        2,
+    }
     # ...and one ending in "/" does not match the node itself
     assert nodes(index.search("editor", 10, path_prefix="user/carol/")) == []
     assert nodes(index.search("alice", 10, path_prefix="user/alice/facts/")) == [3]
@@ -135,28 +174,35 @@ def test_path_prefix_scopes_hits(index: TextIndex):
     assert len(index.search("editor", 10, path_prefix="")) == 3
 
 
-@pytest.mark.parametrize("prefix,expected", [
-    ("user/a.b (x)/", {10, 11}),
-    ("user/a.b (x)/[n]*", {10}),
-    ("user/a.b (x)/[n]", {10}),
-    ("user/a.b (x)/[", {10}),
-    ("user/a.b (x)/ü", {11}),
-    ("user/a.b (x)/üñ\\", {11}),
-    ("user/a.b", {10, 11}),
-    ("user/a.b (x)/\udc80", {10, 11}),
-    ("user/a", {10, 11}),
-    ("user/a.", {10, 11}),
-    ("user/aXb", set()),
-    ("user/a.b (x)/[n]*.md", {10}),
-    ("user/a.b (x)/[n]*.mdx", set()),
-    ("user/a.b (x)/[n]X", set()),
-])
+@pytest.mark.parametrize(
+    "prefix,expected",
+    [
+        ("user/a.b (x)/", {10, 11}),
+        ("user/a.b (x)/[n]*", {10}),
+        ("user/a.b (x)/[n]", {10}),
+        ("user/a.b (x)/[", {10}),
+        ("user/a.b (x)/ü", {11}),
+        ("user/a.b (x)/üñ\\", {11}),
+        ("user/a.b", {10, 11}),
+        ("user/a.b (x)/\udc80", {10, 11}),
+        ("user/a", {10, 11}),
+        ("user/a.", {10, 11}),
+        ("user/aXb", set()),
+        ("user/a.b (x)/[n]*.md", {10}),
+        ("user/a.b (x)/[n]*.mdx", set()),
+        ("user/a.b (x)/[n]X", set()),
+    ],
+)
 def test_path_prefix_is_literal(prefix: str, expected: set[int]):
     ix = TextIndex(None)
-    ix.upsert([Unit(10, "L0", 0, "kiwi"), Unit(11, "L0", 0, "kiwi"), Unit(12, "L0", 0, "kiwi")],
-              {10: ("user/a", "t", "user/a.b (x)/[n]*.md"),
-               11: ("user/a", "t", "user/a.b (x)/üñ\\$^|{1}"),
-               12: ("user/q", "t", "user/q\nline/x")})
+    ix.upsert(
+        [Unit(10, "L0", 0, "kiwi"), Unit(11, "L0", 0, "kiwi"), Unit(12, "L0", 0, "kiwi")],
+        {
+            10: ("user/a", "t", "user/a.b (x)/[n]*.md"),
+            11: ("user/a", "t", "user/a.b (x)/üñ\\$^|{1}"),
+            12: ("user/q", "t", "user/q\nline/x"),
+        },
+    )
     assert set(nodes(ix.search("kiwi", 10, path_prefix=prefix))) == expected
     assert set(nodes(ix.search("kiwi", 10, path_prefix="user/q\nl"))) == {12}
 
@@ -178,8 +224,10 @@ def test_persistence_across_reopen(tmp_path: Path):
     try:
         assert again.count() == 6
         assert set(nodes(again.search("prefer", 10))) == {1, 4}
-        again.upsert(node_units(5, "New", "A new note about kayaks.", ""),
-                     {5: ("user/alice", "note", "user/alice/notes/kayak")})
+        again.upsert(
+            node_units(5, "New", "A new note about kayaks.", ""),
+            {5: ("user/alice", "note", "user/alice/notes/kayak")},
+        )
         assert nodes(again.search("kayak", 10)) == [5]
     finally:
         again.close()

@@ -43,8 +43,10 @@ def test_opposite_vector_has_similarity_minus_one():
     index = VectorIndex(DIM)
     v = unit_rows(1)[0]
     index.upsert([1, 2], np.stack([v, -v]))
-    assert index.search(v, 2) == [(1, pytest.approx(1.0, abs=1e-5)),
-                                  (2, pytest.approx(-1.0, abs=1e-5))]
+    assert index.search(v, 2) == [
+        (1, pytest.approx(1.0, abs=1e-5)),
+        (2, pytest.approx(-1.0, abs=1e-5)),
+    ]
 
 
 def test_upsert_replaces_an_existing_label():
@@ -89,7 +91,7 @@ def test_capacity_grows():
     rows = unit_rows(300)
     index = VectorIndex(DIM, capacity=4)
     for start in range(0, 300, 7):
-        index.upsert(range(start, min(start + 7, 300)), rows[start:start + 7])
+        index.upsert(range(start, min(start + 7, 300)), rows[start : start + 7])
     assert len(index) == 300
     assert index.search(rows[250], 1)[0][0] == 250
 
@@ -154,8 +156,9 @@ def test_save_replaces_atomically(tmp_path: Path):
     assert sorted(os.listdir(tmp_path)) == ["v.hnsw"]
 
 
-@pytest.mark.parametrize("damage", ["missing", "empty", "garbage", "truncated", "flipped",
-                                    "trailing", "dim"])
+@pytest.mark.parametrize(
+    "damage", ["missing", "empty", "garbage", "truncated", "flipped", "trailing", "dim"]
+)
 def test_unreadable_file_is_index_corrupt(tmp_path: Path, damage: str):
     path = tmp_path / "v.hnsw"
     index = VectorIndex(DIM)
@@ -174,7 +177,7 @@ def test_unreadable_file_is_index_corrupt(tmp_path: Path, damage: str):
         path.write_bytes(raw[: len(raw) // 2])
     elif damage == "flipped":
         mid = len(raw) // 2
-        path.write_bytes(raw[:mid] + bytes([raw[mid] ^ 0xFF]) + raw[mid + 1:])
+        path.write_bytes(raw[:mid] + bytes([raw[mid] ^ 0xFF]) + raw[mid + 1 :])
     elif damage == "trailing":
         path.write_bytes(raw + b"\0" * 8)
     elif damage == "dim":

@@ -83,10 +83,10 @@ def test_kill_9_after_fsync_keeps_the_offset_writes(mount, tmp_path):
         os.fsync(fd)
         if off > len(expected):
             expected.extend(bytes(off - len(expected)))
-        expected[off:off + len(buf)] = buf
+        expected[off : off + len(buf)] = buf
     os.ftruncate(fd, len(expected) - 3 * CHUNK - 7)
     os.fsync(fd)
-    del expected[len(expected) - 3 * CHUNK - 7:]
+    del expected[len(expected) - 3 * CHUNK - 7 :]
     os.pwrite(fd, b"never synced", 0)
     mount.kill()
     try:
@@ -95,27 +95,27 @@ def test_kill_9_after_fsync_keeps_the_offset_writes(mount, tmp_path):
         assert exc.errno in (errno.ENOTCONN, errno.ECONNABORTED, errno.EIO)
     mount.start()
     assert ours.stat().st_size == len(expected)
-    assert hashlib.sha256(ours.read_bytes()).hexdigest() == \
-        hashlib.sha256(bytes(expected)).hexdigest()
+    assert (
+        hashlib.sha256(ours.read_bytes()).hexdigest() == hashlib.sha256(bytes(expected)).hexdigest()
+    )
 
 
 def test_a_secret_written_at_an_offset_is_redacted_on_the_mount(mount):
     node = node_dir(mount)
     f = node / "log.txt"
     line = b"an ordinary line of a long log file, nothing to hide here\n"
-    base = (line * (1_100_000 // len(line)))[:1 << 20]
+    base = (line * (1_100_000 // len(line)))[: 1 << 20]
     f.write_bytes(base)
     fd = os.open(f, os.O_RDWR)
     try:
         patch = bytearray(b"." * 4096)
-        patch[2000:2000 + len(AWS_KEY) + 2] = b" " + AWS_KEY + b" "
+        patch[2000 : 2000 + len(AWS_KEY) + 2] = b" " + AWS_KEY + b" "
         os.pwrite(fd, bytes(patch), 500_000)
         os.fsync(fd)
         # The writer reads back what is stored: the daemon drops the kernel's copy of the
         # written pages right after the fsync reply (asynchronously, see ops.py).
         deadline = time.monotonic() + 5
-        while AWS_KEY in (shown := os.pread(fd, 8192, 498_000)) and \
-                time.monotonic() < deadline:
+        while AWS_KEY in (shown := os.pread(fd, 8192, 498_000)) and time.monotonic() < deadline:
             time.sleep(0.01)
     finally:
         os.close(fd)
@@ -125,8 +125,9 @@ def test_a_secret_written_at_an_offset_is_redacted_on_the_mount(mount):
     assert AWS_KEY not in stored and stored.count(b"[REDACTED:aws_access_key]") == 1
     assert stored[:500_000] == base[:500_000]
     assert stored.endswith(base[504_096:])
-    assert "1 in all" in next(ln for ln in mount.status().splitlines()
-                              if ln.startswith("redactions:"))
+    assert "1 in all" in next(
+        ln for ln in mount.status().splitlines() if ln.startswith("redactions:")
+    )
 
 
 def test_a_secret_saved_by_rename_over_an_attachment_is_redacted(mount):

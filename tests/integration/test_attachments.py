@@ -31,11 +31,15 @@ def attachments(node: Path) -> set[str]:
 
 
 def version(node: Path) -> str:
-    return next(line for line in (node / "meta.yaml").read_text().splitlines()
-                if line.startswith("version:"))
+    return next(
+        line
+        for line in (node / "meta.yaml").read_text().splitlines()
+        if line.startswith("version:")
+    )
 
 
 # ---- files: create, write at offsets, truncate, append ---------------------------------------
+
 
 def test_write_at_offsets_truncate_and_append(mount):
     node = make_node(mount)
@@ -113,6 +117,7 @@ def test_binary_content_round_trips(mount):
 
 # ---- names: rename, overwrite-by-rename, folders, listing, unlink ----------------------------
 
+
 def test_rename_within_node_into_folder_and_over_a_file(mount):
     node = make_node(mount)
     (node / "a.txt").write_text("A\n")
@@ -173,6 +178,7 @@ def test_mkdir_rmdir_nested_readdir_and_unlink(mount):
 
 # ---- metadata: chmod, utime, symlinks ----------------------------------------------------------
 
+
 def test_chmod_utime_and_symlinks_survive_remount(mount):
     node = make_node(mount)
     script = node / "run.sh"
@@ -203,8 +209,9 @@ def test_chmod_utime_and_symlinks_survive_remount(mount):
         assert (node / "link").read_text() == "#!/bin/sh\necho ran\n"
         assert os.readlink(node / "bin/dangling") == "../../elsewhere/missing"
         assert not (node / "bin/dangling").exists()
-        assert subprocess.run([str(node / "link")], capture_output=True,
-                              check=True).stdout == b"ran\n"
+        assert (
+            subprocess.run([str(node / "link")], capture_output=True, check=True).stdout == b"ran\n"
+        )
 
     check()
     mount.remount()
@@ -212,6 +219,7 @@ def test_chmod_utime_and_symlinks_survive_remount(mount):
 
 
 # ---- refusals --------------------------------------------------------------------------------
+
 
 def test_hard_link_is_refused_with_eperm(mount):
     node = make_node(mount)
@@ -259,6 +267,7 @@ def test_derived_files_are_read_only(mount, name):
 
 # ---- between nodes, and whole trees ------------------------------------------------------------
 
+
 def test_attachment_moved_between_nodes_keeps_content(mount):
     a, b = make_node(mount, "first"), make_node(mount, "second")
     blob = bytes(range(256)) * 4
@@ -299,8 +308,11 @@ def test_rsync_tree_into_node_then_diff(mount, tools, tmp_path):
     subprocess.run(["rsync", "-a", f"{src}/", f"{node}/tree/"], check=True)
 
     def check() -> None:
-        r = subprocess.run(["diff", "-r", "--no-dereference", str(src), str(node / "tree")],
-                           capture_output=True, text=True)
+        r = subprocess.run(
+            ["diff", "-r", "--no-dereference", str(src), str(node / "tree")],
+            capture_output=True,
+            text=True,
+        )
         assert r.returncode == 0, r.stdout + r.stderr
         assert sorted(os.listdir(node / "tree")) == ["link", "readme.md", "run.sh", "sub"]
         assert os.readlink(node / "tree/link") == "sub/data.bin"
@@ -312,8 +324,9 @@ def test_rsync_tree_into_node_then_diff(mount, tools, tmp_path):
 
     check()
     # A second rsync finds nothing to do.
-    out = subprocess.run(["rsync", "-ai", f"{src}/", f"{node}/tree/"], check=True,
-                         capture_output=True, text=True).stdout
+    out = subprocess.run(
+        ["rsync", "-ai", f"{src}/", f"{node}/tree/"], check=True, capture_output=True, text=True
+    ).stdout
     assert out.strip() == "", out
     mount.remount()
     check()
@@ -325,15 +338,27 @@ def test_find_and_grep_see_attachments(mount, tools):
     (node / "docs/deep/howto.txt").write_text("Use the periscope command.\n")
     (node / "notes.txt").write_text("unrelated\n")
     os.symlink("notes.txt", node / "link")
-    found = subprocess.run(f"find '{node}' -type f | sort", shell=True, check=True,
-                           capture_output=True, text=True).stdout.splitlines()
+    found = subprocess.run(
+        f"find '{node}' -type f | sort", shell=True, check=True, capture_output=True, text=True
+    ).stdout.splitlines()
     rel = [os.path.relpath(p, node) for p in found]
-    assert rel == sorted([".history/v1.md", "L0.md", "L1.md", "L2.md", "docs/deep/howto.txt",
-                          "meta.yaml", "notes.txt"])
-    hits = subprocess.run(["grep", "-rl", "periscope", str(node)], check=True,
-                          capture_output=True, text=True).stdout.splitlines()
+    assert rel == sorted(
+        [
+            ".history/v1.md",
+            "L0.md",
+            "L1.md",
+            "L2.md",
+            "docs/deep/howto.txt",
+            "meta.yaml",
+            "notes.txt",
+        ]
+    )
+    hits = subprocess.run(
+        ["grep", "-rl", "periscope", str(node)], check=True, capture_output=True, text=True
+    ).stdout.splitlines()
     assert hits == [str(node / "docs/deep/howto.txt")]
     mount.remount()
-    hits = subprocess.run(["grep", "-r", "periscope", str(node)], check=True,
-                          capture_output=True, text=True).stdout
+    hits = subprocess.run(
+        ["grep", "-r", "periscope", str(node)], check=True, capture_output=True, text=True
+    ).stdout
     assert hits == f"{node}/docs/deep/howto.txt:Use the periscope command.\n"

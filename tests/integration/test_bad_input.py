@@ -54,7 +54,7 @@ def _write(path: Path, data: bytes, flags: int = os.O_TRUNC, fsync: bool = True)
     try:
         view = memoryview(data)
         while view:  # like cp: a short write is followed by another (which gets EFBIG)
-            view = view[os.write(fd, view):]
+            view = view[os.write(fd, view) :]
         if fsync:
             os.fsync(fd)
     finally:
@@ -73,7 +73,8 @@ class Box:
         self.data = tmp / "data"
         self.data.mkdir()
         (self.data / "config.yaml").write_text(
-            f"search: false\nmax_file_size: {MAX_FILE}\nmax_tier_size: {MAX_TIER}\n")
+            f"search: false\nmax_file_size: {MAX_FILE}\nmax_tier_size: {MAX_TIER}\n"
+        )
         mnt = tmp / "mnt"
         mnt.mkdir()
         self.m = Mount(mnt, self.data)
@@ -106,8 +107,11 @@ class Box:
 
     def log_problems(self) -> list[str]:
         log = self.m.log.read_text(errors="replace") if self.m.log.exists() else ""
-        return [line for line in log.splitlines()
-                if "Traceback" in line or " ERROR " in line or " WARNING " in line]
+        return [
+            line
+            for line in log.splitlines()
+            if "Traceback" in line or " ERROR " in line or " WARNING " in line
+        ]
 
 
 @pytest.fixture
@@ -127,8 +131,13 @@ def box(tmp_path: Path) -> Iterator[Box]:
 
 # ---- binary files and invalid UTF-8 --------------------------------------------------------
 
-NOT_UTF8 = ["invalid_start_byte.md", "latin1.md", "overlong_slash.md", "surrogate.md",
-            "truncated_multibyte.md"]
+NOT_UTF8 = [
+    "invalid_start_byte.md",
+    "latin1.md",
+    "overlong_slash.md",
+    "surrogate.md",
+    "truncated_multibyte.md",
+]
 
 
 def test_binary_and_invalid_utf8(box: Box) -> None:
@@ -147,8 +156,7 @@ def test_binary_and_invalid_utf8(box: Box) -> None:
     status = box.m.status()
     assert "must be UTF-8" in status
     kept = [Path(p) for p in re.findall(r"bytes kept at (\S+?)\)", status)]
-    assert {p.read_bytes() for p in kept} >= {(CORPUS / "text" / n).read_bytes()
-                                             for n in NOT_UTF8}
+    assert {p.read_bytes() for p in kept} >= {(CORPUS / "text" / n).read_bytes() for n in NOT_UTF8}
     valid = (CORPUS / "text/valid_utf8.md").read_bytes()
     _write(box.node / "L2.md", valid)
     assert (box.node / "L2.md").read_bytes() == valid
@@ -179,6 +187,7 @@ def test_nul_bytes_in_l2_round_trip_or_are_refused(box: Box) -> None:
 
 # ---- sizes --------------------------------------------------------------------------------
 
+
 def test_size_limits_at_the_boundary(box: Box) -> None:
     att = box.node / "blob.bin"
     _write(att, b"a" * MAX_FILE)  # exactly the limit is fine
@@ -202,6 +211,7 @@ def test_size_limits_at_the_boundary(box: Box) -> None:
 
 # ---- names --------------------------------------------------------------------------------
 
+
 def test_name_lengths_255_ok_256_enametoolong(box: Box) -> None:
     n255, n256 = "x" * 255, "x" * 256
     e254, e256 = "é" * 127, "é" * 128  # 254 and 256 bytes
@@ -210,11 +220,15 @@ def test_name_lengths_255_ok_256_enametoolong(box: Box) -> None:
     os.mkdir(box.node / ("d" * 255))
     os.symlink(n255, box.node / ("s" * 255))
     os.mkdir(box.prefs / ("n" * 255))
-    for fn, args in [(_write, (box.node / n256, b"x")), (_write, (box.node / e256, b"x")),
-                     (os.mkdir, (box.node / n256,)), (os.mkdir, (box.prefs / n256,)),
-                     (os.symlink, ("t", box.node / n256)),
-                     (os.rename, (box.node / n255, box.node / n256)),
-                     (os.rename, (box.prefs / ("n" * 255), box.prefs / n256))]:
+    for fn, args in [
+        (_write, (box.node / n256, b"x")),
+        (_write, (box.node / e256, b"x")),
+        (os.mkdir, (box.node / n256,)),
+        (os.mkdir, (box.prefs / n256,)),
+        (os.symlink, ("t", box.node / n256)),
+        (os.rename, (box.node / n255, box.node / n256)),
+        (os.rename, (box.prefs / ("n" * 255), box.prefs / n256)),
+    ]:
         assert _errno(fn, *args) == errno.ENAMETOOLONG, (fn.__name__, len(str(args[-1])))
     assert "limited to 255 bytes" in box.m.status()
     box.remount()
@@ -244,8 +258,16 @@ def test_control_characters_in_names(box: Box) -> None:
     assert not any(c in name for name in os.listdir(box.prefs) for c in "\n\t\x01")
 
 
-TRAVERSAL = ["%2e%2e", "..%2F", "a%2Fb", "%2e%2e%2f%2e%2e%2fescape", "...", "..\\..",
-             "%252e%252e", "%00"]
+TRAVERSAL = [
+    "%2e%2e",
+    "..%2F",
+    "a%2Fb",
+    "%2e%2e%2f%2e%2e%2fescape",
+    "...",
+    "..\\..",
+    "%252e%252e",
+    "%00",
+]
 
 
 def test_traversal_names_are_literal(box: Box) -> None:
@@ -270,8 +292,9 @@ def test_deep_attachment_dirs(box: Box) -> None:
         d = d / f"level{i:02d}"
     os.makedirs(d)
     (d / "bottom.txt").write_bytes(b"fifty levels down\n")
-    found = subprocess.run(["find", str(box.node), "-name", "bottom.txt"], capture_output=True,
-                           text=True, check=True).stdout.split()
+    found = subprocess.run(
+        ["find", str(box.node), "-name", "bottom.txt"], capture_output=True, text=True, check=True
+    ).stdout.split()
     assert found == [str(d / "bottom.txt")]
     box.remount()
     assert (d / "bottom.txt").read_bytes() == b"fifty levels down\n"
@@ -298,6 +321,7 @@ def test_symlink_loops_give_eloop(box: Box) -> None:
 
 
 # ---- malformed YAML -------------------------------------------------------------------------
+
 
 def test_malformed_front_matter(box: Box) -> None:
     expected = json.loads((CORPUS / "front_matter/EXPECTED.json").read_text())
@@ -343,8 +367,11 @@ def test_malformed_schemas_refuse_the_mount(tmp_path: Path) -> None:
         assert proc.returncode == 3, (name, out)
         assert f"{name}:{line}: " in out and reason in out, (name, out)
         assert not os.path.ismount(b.mnt)
-        r = subprocess.run([sys.executable, "-m", "contextfs", "schema", "check", str(schemas)],
-                           capture_output=True, text=True)
+        r = subprocess.run(
+            [sys.executable, "-m", "contextfs", "schema", "check", str(schemas)],
+            capture_output=True,
+            text=True,
+        )
         assert r.returncode == 3 and f"{name}:{line}: " in r.stderr, (name, r.stderr)
     shutil.rmtree(schemas)
     b.m.start()
@@ -356,6 +383,7 @@ def test_malformed_schemas_refuse_the_mount(tmp_path: Path) -> None:
 
 
 # ---- races --------------------------------------------------------------------------------
+
 
 def _race(seconds: float, *fns) -> list[BaseException]:
     stop = threading.Event()
@@ -404,8 +432,9 @@ def test_truncation_races(box: Box) -> None:
         l2_values.add(text)
         _write(l2, text.encode())
 
-    errors = _race(2.0, write_att, lambda i: os.truncate(att, 0), write_l2,
-                   lambda i: os.truncate(l2, 0))
+    errors = _race(
+        2.0, write_att, lambda i: os.truncate(att, 0), write_l2, lambda i: os.truncate(l2, 0)
+    )
     assert errors == []
     # a write lands at offset 0 over an empty or equal-length file: one of the writes,
     # or empty after the last truncate
@@ -442,8 +471,9 @@ def test_rm_r_while_another_process_writes(box: Box) -> None:
         "            sys.exit(3)\n"
         "        break\n"
     )
-    w = subprocess.Popen([sys.executable, "-c", script, str(victim)], stdout=subprocess.PIPE,
-                         text=True)
+    w = subprocess.Popen(
+        [sys.executable, "-c", script, str(victim)], stdout=subprocess.PIPE, text=True
+    )
     time.sleep(0.3)
     rm = subprocess.run(["rm", "-rf", str(victim)], capture_output=True, text=True)
     out, _ = w.communicate(timeout=60)
@@ -471,15 +501,17 @@ def test_unmount_while_busy(box: Box) -> None:
     os.write(fd, b"written while the unmount was refused\n")
     r = subprocess.run(["fusermount3", "-u", str(box.mnt)], capture_output=True, text=True)
     assert r.returncode != 0 and "busy" in r.stderr.lower(), r.stderr
-    r = subprocess.run([sys.executable, "-m", "contextfs", "umount", str(box.mnt)],
-                       capture_output=True, text=True)
+    r = subprocess.run(
+        [sys.executable, "-m", "contextfs", "umount", str(box.mnt)], capture_output=True, text=True
+    )
     assert r.returncode == 1 and "busy" in r.stderr.lower(), r.stderr
     assert os.path.exists(box.mnt / ".status"), "the mount is still serving"
     os.close(fd)
     proc = box.m.proc
     threading.Thread(target=proc.stdout.read, daemon=True).start()  # never block its log
-    r = subprocess.run([sys.executable, "-m", "contextfs", "umount", str(box.mnt)],
-                       capture_output=True, text=True)
+    r = subprocess.run(
+        [sys.executable, "-m", "contextfs", "umount", str(box.mnt)], capture_output=True, text=True
+    )
     assert r.returncode == 0, r.stderr
     assert proc.wait(timeout=30) == 0
     box.m.proc = None

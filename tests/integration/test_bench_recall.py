@@ -23,7 +23,9 @@ def test_bench_recall_quick(tmp_path):
     out = tmp_path / "bench_recall.json"
     p = subprocess.run(
         [sys.executable, str(REPO / "scripts/bench_recall.py"), "--quick", "--json", str(out)],
-        capture_output=True, text=True, timeout=580,
+        capture_output=True,
+        text=True,
+        timeout=580,
     )
     assert p.returncode == 0, p.stdout[-3000:] + p.stderr[-3000:]
     assert out.exists(), p.stderr[-3000:]
@@ -55,8 +57,9 @@ def test_bench_recall_quick(tmp_path):
     for row in rep["summary"]:
         for key in ("coverage", "full_coverage", "answer_in"):
             assert row[key] is None or 0.0 <= row[key] <= 1.0, row
-    assert any(row["kind"] == "all answerable" and row["system"] == "contextfs"
-               for row in rep["summary"])
+    assert any(
+        row["kind"] == "all answerable" and row["system"] == "contextfs" for row in rep["summary"]
+    )
     lat = {row["budget"]: row for row in rep["latency"]}
     assert lat["all"]["contextfs_p50_ms"] > 0 and lat["all"]["raw_p50_ms"] > 0
     assert "## Recall" in p.stdout

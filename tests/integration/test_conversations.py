@@ -16,14 +16,32 @@ from contextfs.testing import Mount
 from tests.fake_openai import FakeOpenAI
 
 CHAT = [
-    {"role": "user", "content": "Hi, my name is Ada Lovelace and I live in London.",
-     "timestamp": "2026-11-20T10:00:00Z", "id": "m1"},
-    {"role": "assistant", "content": "Nice to meet you, Ada.",
-     "timestamp": "2026-11-20T10:00:05Z", "id": "m2"},
-    {"role": "user", "content": "I prefer tea over coffee. My dog Rex is a golden retriever.",
-     "timestamp": "2026-11-20T10:01:00Z", "id": "m3"},
-    {"role": "tool", "name": "calendar", "input": {"q": "next week"},
-     "output": {"events": 2}, "timestamp": "2026-11-20T10:02:00Z", "id": "m4"},
+    {
+        "role": "user",
+        "content": "Hi, my name is Ada Lovelace and I live in London.",
+        "timestamp": "2026-11-20T10:00:00Z",
+        "id": "m1",
+    },
+    {
+        "role": "assistant",
+        "content": "Nice to meet you, Ada.",
+        "timestamp": "2026-11-20T10:00:05Z",
+        "id": "m2",
+    },
+    {
+        "role": "user",
+        "content": "I prefer tea over coffee. My dog Rex is a golden retriever.",
+        "timestamp": "2026-11-20T10:01:00Z",
+        "id": "m3",
+    },
+    {
+        "role": "tool",
+        "name": "calendar",
+        "input": {"q": "next week"},
+        "output": {"events": 2},
+        "timestamp": "2026-11-20T10:02:00Z",
+        "id": "m4",
+    },
 ]
 
 
@@ -45,6 +63,7 @@ def report(inbox: Path, name: str) -> str:
     def done():
         text = (inbox / f"{name}.report.md").read_text()
         return text if "state: done" in text or "refused" in text else None
+
     return wait_for(done)
 
 
@@ -128,8 +147,9 @@ def test_session_lifecycle(convo):
     assert sorted(os.listdir(s)) == ["context.md", "control", "transcript.jsonl"]
     context = (s / "context.md").read_text()
     assert "## Profile" in context and "analytical engine" in context
-    turns = [{"role": "user", "content": f"I live in Paris. Note {i}.", "id": f"t{i}"}
-             for i in range(3)]
+    turns = [
+        {"role": "user", "content": f"I live in Paris. Note {i}.", "id": f"t{i}"} for i in range(3)
+    ]
     with open(s / "transcript.jsonl", "a") as f:
         for t in turns:
             f.write(json.dumps(t) + "\n")
@@ -143,8 +163,10 @@ def test_session_lifecycle(convo):
     (s / "control").write_text("compact\n")
     assert (s / "transcript.jsonl").read_text() == ""
     with open(s / "transcript.jsonl", "a") as f:
-        f.write(json.dumps({"role": "user", "content": "My sister Emma lives in Seville.",
-                            "id": "t9"}) + "\n")
+        f.write(
+            json.dumps({"role": "user", "content": "My sister Emma lives in Seville.", "id": "t9"})
+            + "\n"
+        )
     subprocess.run(["rmdir", str(s)], check=True)
     assert not s.exists()
     [archived] = [p for p in (u / "sessions").iterdir() if p.name.endswith("-s1")]
@@ -161,18 +183,37 @@ def fake_llm() -> FakeOpenAI:
     def respond(body: dict) -> dict:
         system = body["messages"][0]["content"]
         if '"l0"' in system:  # a summary request
-            memories = {"l0": "LLM abstract: a preference about editors",
-                        "l1": "LLM overview\n- editor: helix"}
+            memories = {
+                "l0": "LLM abstract: a preference about editors",
+                "l1": "LLM overview\n- editor: helix",
+            }
         else:
-            memories = {"memories": [
-                {"type": "preference", "fields": {"topic": "editor", "value": "helix"},
-                 "body": "Uses the helix editor.", "turns": ["m1"], "confidence": 0.9},
-                {"type": "nonsense", "fields": {}, "body": "x"},
-            ]}
-        return {"id": "c1", "object": "chat.completion", "created": 0, "model": body["model"],
-                "choices": [{"index": 0, "finish_reason": "stop", "message": {
-                    "role": "assistant", "content": json.dumps(memories)}}],
-                "usage": {"prompt_tokens": 1, "completion_tokens": 1, "total_tokens": 2}}
+            memories = {
+                "memories": [
+                    {
+                        "type": "preference",
+                        "fields": {"topic": "editor", "value": "helix"},
+                        "body": "Uses the helix editor.",
+                        "turns": ["m1"],
+                        "confidence": 0.9,
+                    },
+                    {"type": "nonsense", "fields": {}, "body": "x"},
+                ]
+            }
+        return {
+            "id": "c1",
+            "object": "chat.completion",
+            "created": 0,
+            "model": body["model"],
+            "choices": [
+                {
+                    "index": 0,
+                    "finish_reason": "stop",
+                    "message": {"role": "assistant", "content": json.dumps(memories)},
+                }
+            ],
+            "usage": {"prompt_tokens": 1, "completion_tokens": 1, "total_tokens": 2},
+        }
 
     return FakeOpenAI("/v1/chat/completions", respond)
 
@@ -181,12 +222,15 @@ def fake_llm() -> FakeOpenAI:
 def test_llm_extraction_through_an_openai_compatible_endpoint(tmp_path, monkeypatch):
     llm = fake_llm()
     monkeypatch.setenv("FAKE_LLM_KEY", "sk-test")
-    m = make_mount(tmp_path, f"search: false\nllm_base_url: {llm.url}\nllm_model: tiny\n"
-                             "llm_api_key_env: FAKE_LLM_KEY\n")
+    m = make_mount(
+        tmp_path,
+        f"search: false\nllm_base_url: {llm.url}\nllm_model: tiny\nllm_api_key_env: FAKE_LLM_KEY\n",
+    )
     try:
         inbox = m.path / ".inbox"
-        (inbox / "c.jsonl").write_text(jsonl([{"role": "user", "content": "I use helix.",
-                                               "id": "m1"}]))
+        (inbox / "c.jsonl").write_text(
+            jsonl([{"role": "user", "content": "I use helix.", "id": "m1"}])
+        )
         rep = report(inbox, "c.jsonl")
         assert "extraction: LLMExtractor" in rep
         assert "helix" in (m.path / "user/default/preferences/editor/L2.md").read_text()
@@ -199,8 +243,9 @@ def test_llm_extraction_through_an_openai_compatible_endpoint(tmp_path, monkeypa
         llm.close()  # the endpoint goes away: rules take over
         llm.server.server_close()
         m.expect_log.append("using rules")
-        (inbox / "d.jsonl").write_text(jsonl([{"role": "user",
-                                               "content": "My name is Grace Hopper."}]))
+        (inbox / "d.jsonl").write_text(
+            jsonl([{"role": "user", "content": "My name is Grace Hopper."}])
+        )
         rep = report(inbox, "d.jsonl")
         assert "extraction: rules (the LLM failed" in rep
         assert "Grace Hopper" in (m.path / "user/default/profile/L2.md").read_text()
@@ -228,18 +273,20 @@ def test_no_planted_secret_reaches_the_data_dir(tmp_path):
         (u / "preferences/keys").mkdir()
         (u / "preferences/keys/L2.md").write_text(f"Our key is {SECRETS['openai']} for now.\n")
         (u / "preferences/cloud.md").write_text(
-            f"---\nvalue: aws\n---\nUse {SECRETS['aws']} in staging.\n")
+            f"---\nvalue: aws\n---\nUse {SECRETS['aws']} in staging.\n"
+        )
         (u / "preferences/keys/config.env.txt").write_text(
-            f"GITHUB_TOKEN={SECRETS['github']}\npassword={SECRETS['password']}\n")
+            f"GITHUB_TOKEN={SECRETS['github']}\npassword={SECRETS['password']}\n"
+        )
         fd = os.open(u / "preferences/pending.md", os.O_WRONLY | os.O_CREAT)
         os.write(fd, f"Stripe: {SECRETS['stripe']}\n".encode())
         os.fsync(fd)  # stored as a pending drop before it is routed
         os.close(fd)
         with pytest.raises(OSError):  # refused (bad front matter): its bytes are kept
-            (u / "preferences/bad.md").write_text(
-                f"---\nnope: [\n---\n{SECRETS['anthropic']}\n")
-        (m.path / ".inbox/chat.jsonl").write_text(jsonl([
-            {"role": "user", "content": f"my password={SECRETS['password']} ok", "id": "a"}]))
+            (u / "preferences/bad.md").write_text(f"---\nnope: [\n---\n{SECRETS['anthropic']}\n")
+        (m.path / ".inbox/chat.jsonl").write_text(
+            jsonl([{"role": "user", "content": f"my password={SECRETS['password']} ok", "id": "a"}])
+        )
         report(m.path / ".inbox", "chat.jsonl")
         (m.path / ".sessions/s").mkdir()
         with open(m.path / ".sessions/s/transcript.jsonl", "a") as f:
@@ -257,8 +304,9 @@ def test_no_planted_secret_reaches_the_data_dir(tmp_path):
     for path in m.data_dir.rglob("*"):
         if path.is_file():
             blob = path.read_bytes()
-            found += [f"{name} in {path}" for name, secret in SECRETS.items()
-                      if secret.encode() in blob]
+            found += [
+                f"{name} in {path}" for name, secret in SECRETS.items() if secret.encode() in blob
+            ]
     assert found == []
     assert m.fsck() == []
 
@@ -269,8 +317,12 @@ def test_contextfs_ingest_command_shows_progress_and_waits(convo, tmp_path):
         f = tmp_path / f"t{i}.jsonl"
         f.write_text(jsonl([{"role": "user", "content": f"My colleague Priya{i} is great."}]))
         files.append(str(f))
-    r = subprocess.run([sys.executable, "-m", "contextfs", "ingest", str(convo.path), *files,
-                        "--wait"], capture_output=True, text=True, timeout=120)
+    r = subprocess.run(
+        [sys.executable, "-m", "contextfs", "ingest", str(convo.path), *files, "--wait"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert r.returncode == 0, r.stderr
     assert "ingest [" in r.stderr and "3/3 files" in r.stderr
     assert "ingested 3 file(s), refused 0" in r.stdout

@@ -21,9 +21,27 @@ pytestmark = pytest.mark.slow
 def test_five_crash_trials_lose_nothing(tmp_path: Path) -> None:
     out = tmp_path / "crash.json"
     r = subprocess.run(
-        [sys.executable, str(REPO / "scripts/crash_trials.py"), "--trials", "5", "--writers",
-         "3", "--seed", "7", "--max-delay", "1.5", "--out", str(out), "--tmp", str(tmp_path)],
-        capture_output=True, text=True, timeout=80, cwd=REPO)
+        [
+            sys.executable,
+            str(REPO / "scripts/crash_trials.py"),
+            "--trials",
+            "5",
+            "--writers",
+            "3",
+            "--seed",
+            "7",
+            "--max-delay",
+            "1.5",
+            "--out",
+            str(out),
+            "--tmp",
+            str(tmp_path),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=80,
+        cwd=REPO,
+    )
     assert out.exists(), r.stdout + r.stderr
     res = json.loads(out.read_text())
     assert res["trials"] == 5 and res["writers"] == 3

@@ -112,7 +112,8 @@ def test_user_type_appears_on_next_mount_without_code_change(tmp_path):
     try:
         assert (mnt / ".schemas/recipe.yaml").read_text() == RECIPE
         (mnt / "user/default/recipes/ratatouille.md").write_text(
-            "---\nservings: 4\n---\nSlow-cooked summer vegetables.\n")
+            "---\nservings: 4\n---\nSlow-cooked summer vegetables.\n"
+        )
         l2 = (mnt / "user/default/recipes/ratatouille/L2.md").read_text()
         assert "dish: ratatouille" in l2 and "servings: 4" in l2
         assert "recipe (user/recipes, merge)" in m.status()

@@ -15,9 +15,14 @@ from hypothesis.stateful import run_state_machine_as_test
 
 from contextfs.testing.differential import machine_for
 
-CI_SETTINGS = settings(max_examples=25, stateful_step_count=30, deadline=None,
-                       suppress_health_check=list(HealthCheck), database=None,
-                       derandomize=True)
+CI_SETTINGS = settings(
+    max_examples=25,
+    stateful_step_count=30,
+    deadline=None,
+    suppress_health_check=list(HealthCheck),
+    database=None,
+    derandomize=True,
+)
 
 
 @pytest.mark.timeout(600)  # a failure is shrunk, which takes longer than a pass

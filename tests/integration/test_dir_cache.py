@@ -83,8 +83,14 @@ def test_background_extraction_shows_in_listed_directories(mount: Mount):
     inbox = mount.path / ".inbox"
     assert ls(owner / "entities") == []
     assert ls(inbox) == []
-    turns = [{"role": "user", "content": "My dog Rex is a golden retriever.",
-              "timestamp": "2026-11-20T10:00:00Z", "id": "m1"}]
+    turns = [
+        {
+            "role": "user",
+            "content": "My dog Rex is a golden retriever.",
+            "timestamp": "2026-11-20T10:00:00Z",
+            "id": "m1",
+        }
+    ]
     (inbox / "chat.jsonl").write_text("".join(json.dumps(t) + "\n" for t in turns))
     deadline = time.monotonic() + 60
     while "rex" not in ls(owner / "entities"):  # each ls answered from the kernel's cache
@@ -120,8 +126,10 @@ def test_dir_cache_can_be_turned_off(tmp_path: Path, off: str):
     m = Mount(tmp_path / "mnt", data)
     m.start()
     try:
-        assert "directory listings: asked on every read (dir_cache: false" in \
-            (m.path / ".status").read_text()
+        assert (
+            "directory listings: asked on every read (dir_cache: false"
+            in (m.path / ".status").read_text()
+        )
         prefs = m.path / U / "preferences"
         (prefs / "drinks.md").write_text("---\ntopic: drinks\n---\nTea.\n")
         assert ls(prefs) == ["drinks"]
@@ -139,8 +147,7 @@ def test_every_queued_invalidation_reaches_the_kernel(mount: Mount):
 
     def writer(w: int) -> None:
         for i in range(15):
-            (prefs / f"drinks-{w}.md").write_text(
-                f"---\ntopic: drinks\n---\nTea number {w}.{i}.\n")
+            (prefs / f"drinks-{w}.md").write_text(f"---\ntopic: drinks\n---\nTea number {w}.{i}.\n")
             (prefs / "drinks/L2.md").read_text()
             (prefs / "drinks/meta.yaml").read_text()
 

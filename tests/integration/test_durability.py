@@ -95,11 +95,13 @@ def test_remount_shows_everything(mount):
     (u / "profile/L2.md").write_text("---\nname: Ada\n---\nMe.\n")
     (mount.path / "agent/bot").mkdir()
     (u / "events/2026-01-02-empty").mkdir()  # never written: stored at unmount
-    before = sorted(str(p.relative_to(mount.path)) for p in mount.path.rglob("*")
-                    if ".status" not in str(p))
+    before = sorted(
+        str(p.relative_to(mount.path)) for p in mount.path.rglob("*") if ".status" not in str(p)
+    )
     mount.remount()
-    after = sorted(str(p.relative_to(mount.path)) for p in mount.path.rglob("*")
-                   if ".status" not in str(p))
+    after = sorted(
+        str(p.relative_to(mount.path)) for p in mount.path.rglob("*") if ".status" not in str(p)
+    )
     assert after == before
     assert os.readlink(u / "preferences/a/link") == "sub/f.txt"
     assert (u / "preferences/a/.history/v1.md").read_text() == "alpha\n"

@@ -48,13 +48,21 @@ def test_shell_sees_errnos_and_status_says_why(mount):
     for expected, fn, *args in cases:
         assert _errno(fn, *args) == expected, (fn.__name__, args)
     status = mount.status()
-    for reason in ("meta.yaml", "limited to 255 bytes", "has space",
-                   "does not fit the event template", "hard links", "FIFOs",
-                   "unknown field 'nope'", "UTF-8"):
+    for reason in (
+        "meta.yaml",
+        "limited to 255 bytes",
+        "has space",
+        "does not fit the event template",
+        "hard links",
+        "FIFOs",
+        "unknown field 'nope'",
+        "UTF-8",
+    ):
         assert reason in status, reason
     # the shell shows the errno too
-    r = subprocess.run(["bash", "-c", f"echo x > '{node}/meta.yaml'"], capture_output=True,
-                       text=True)
+    r = subprocess.run(
+        ["bash", "-c", f"echo x > '{node}/meta.yaml'"], capture_output=True, text=True
+    )
     assert r.returncode != 0 and "Permission denied" in r.stderr
     # a refused L2 leaves the stored text in place
     assert (node / "L2.md").read_text() == "vim\n"
@@ -76,7 +84,8 @@ def test_file_size_limit_is_efbig(tmp_path):
     data_dir = tmp_path / "data"
     data_dir.mkdir()
     (data_dir / "config.yaml").write_text(
-        "search: false\nmax_file_size: 1048576\nmax_tier_size: 65536\n")
+        "search: false\nmax_file_size: 1048576\nmax_tier_size: 65536\n"
+    )
     mnt = tmp_path / "mnt"
     mnt.mkdir()
     m = Mount(mnt, data_dir)

@@ -23,24 +23,34 @@ def test_fstab_helper_mounts_and_contextfs_umount_unmounts(tmp_path):
     mnt.mkdir()
     env = dict(os.environ, CONTEXTFS_BIN=str(CONTEXTFS))
     try:
-        r = subprocess.run([str(HELPER), str(data), str(mnt), "-o", "rw,noauto"], env=env,
-                           capture_output=True, text=True, timeout=90)
+        r = subprocess.run(
+            [str(HELPER), str(data), str(mnt), "-o", "rw,noauto"],
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=90,
+        )
         assert r.returncode == 0, r.stdout + r.stderr
         assert os.path.ismount(mnt)
         assert "user" in os.listdir(mnt)
         assert (mnt / "user" / "default").is_dir()
         assert f"data_dir: {data}" in (mnt / ".status").read_text()
-        r = subprocess.run([str(CONTEXTFS), "umount", str(mnt)], capture_output=True,
-                           text=True, timeout=90)
+        r = subprocess.run(
+            [str(CONTEXTFS), "umount", str(mnt)], capture_output=True, text=True, timeout=90
+        )
         assert r.returncode == 0, r.stderr
         assert not os.path.ismount(mnt)
     finally:
         _force_unmount(mnt)
     assert (data / "contextfs.duckdb").exists()
     log = (data / "contextfs.log").read_text(errors="replace")
-    bad = [line for line in log.splitlines()
-           if " ERROR " in line or " WARNING " in line or "Traceback" in line]
+    bad = [
+        line
+        for line in log.splitlines()
+        if " ERROR " in line or " WARNING " in line or "Traceback" in line
+    ]
     assert not bad, "\n".join(bad)
-    r = subprocess.run([str(CONTEXTFS), "fsck", str(data)], capture_output=True, text=True,
-                       timeout=60)
+    r = subprocess.run(
+        [str(CONTEXTFS), "fsck", str(data)], capture_output=True, text=True, timeout=60
+    )
     assert r.returncode == 0, r.stdout + r.stderr

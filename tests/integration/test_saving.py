@@ -49,19 +49,20 @@ def vim(tmp_path: Path, path: Path, *commands: str) -> None:
     for c in commands:
         args += ["-c", c]
     env = {"HOME": str(tmp_path), "PATH": os.environ["PATH"], "TERM": "dumb"}
-    subprocess.run([*args, str(path)], check=True, env=env, cwd=tmp_path, timeout=30,
-                   stdin=subprocess.DEVNULL)
+    subprocess.run(
+        [*args, str(path)], check=True, env=env, cwd=tmp_path, timeout=30, stdin=subprocess.DEVNULL
+    )
 
 
 def history_of(node: Path) -> str:
     """The versions and their text, for assertion messages."""
     names = sorted(os.listdir(node / ".history"), key=lambda n: int(n[1:-3]))
-    return "versions: " + ", ".join(
-        f"{n}={(node / '.history' / n).read_text()!r}" for n in names)
+    return "versions: " + ", ".join(f"{n}={(node / '.history' / n).read_text()!r}" for n in names)
 
 
-def check_saved(node: Path, expected: str, versions: int, *, new_words: set[str],
-                gone_words: set[str]) -> None:
+def check_saved(
+    node: Path, expected: str, versions: int, *, new_words: set[str], gone_words: set[str]
+) -> None:
     """What a user sees after `versions - 1` saves, the last one leaving `expected`."""
     assert (node / "L2.md").read_bytes() == expected.encode()
     history = sorted(os.listdir(node / ".history"), key=lambda n: int(n[1:-3]))
@@ -82,6 +83,7 @@ def check_saved(node: Path, expected: str, versions: int, *, new_words: set[str]
 
 # ---- the ways of saving ---------------------------------------------------------------------
 
+
 def save_in_place(node: Path, tmp_path: Path) -> str:
     with open(node / "L2.md", "r+b") as f:
         f.seek(OLD.index("tea"))
@@ -99,15 +101,17 @@ NEW = "Alice now drinks coffee at noon.\n"
 
 
 def save_shell_overwrite(node: Path, tmp_path: Path) -> str:
-    subprocess.run(["sh", "-c", 'printf "%s" "$1" > "$2"', "sh", NEW, str(node / "L2.md")],
-                   check=True)
+    subprocess.run(
+        ["sh", "-c", 'printf "%s" "$1" > "$2"', "sh", NEW, str(node / "L2.md")], check=True
+    )
     return NEW
 
 
 def save_shell_append(node: Path, tmp_path: Path) -> str:
     extra = "\nBob brings marmalade.\n"
-    subprocess.run(["sh", "-c", 'printf "%s" "$1" >> "$2"', "sh", extra,
-                    str(node / "L2.md")], check=True)
+    subprocess.run(
+        ["sh", "-c", 'printf "%s" "$1" >> "$2"', "sh", extra, str(node / "L2.md")], check=True
+    )
     return OLD + extra
 
 
@@ -151,6 +155,7 @@ def vim_save(*settings: str) -> Callable[[Path, Path], str]:
     def save(node: Path, tmp_path: Path) -> str:
         vim(tmp_path, node / "L2.md", *settings, "%s/tea/cocoa/", "wq")
         return OLD.replace("tea", "cocoa")
+
     return save
 
 
@@ -198,6 +203,7 @@ def test_two_vim_sessions_are_two_versions(mount, tools, tmp_path):
 
 # ---- saving the same bytes is not a new version --------------------------------------------
 
+
 def same_python(node: Path, tmp_path: Path) -> None:
     (node / "L2.md").write_bytes(OLD.encode())
 
@@ -209,13 +215,13 @@ def same_cp(node: Path, tmp_path: Path) -> None:
 
 
 def same_shell(node: Path, tmp_path: Path) -> None:
-    subprocess.run(["sh", "-c", 'printf "%s" "$1" > "$2"', "sh", OLD, str(node / "L2.md")],
-                   check=True)
+    subprocess.run(
+        ["sh", "-c", 'printf "%s" "$1" > "$2"', "sh", OLD, str(node / "L2.md")], check=True
+    )
 
 
 def same_sed(node: Path, tmp_path: Path) -> None:
-    subprocess.run(["sed", "-i", "s/nothing-matches-this/x/", str(node / "L2.md")],
-                   check=True)
+    subprocess.run(["sed", "-i", "s/nothing-matches-this/x/", str(node / "L2.md")], check=True)
 
 
 def same_vim(node: Path, tmp_path: Path) -> None:
@@ -254,11 +260,15 @@ def test_unchanged_save_makes_no_version(mount, tools, tmp_path, save):
 
 # ---- editor scratch files are accepted and never memory -------------------------------------
 
+
 def test_vim_leaves_nothing_behind(mount, tools, tmp_path):
     """vim's swap file, backup and 4913 probe never reach .history, meta.yaml or attachments."""
     node = make_node(mount)
-    for settings in ("set backup writebackup", "set nocompatible backupcopy=auto backup",
-                     "set backupcopy=no backup"):
+    for settings in (
+        "set backup writebackup",
+        "set nocompatible backupcopy=auto backup",
+        "set backupcopy=no backup",
+    ):
         vim(tmp_path, node / "L2.md", settings, "%s/$/ x/", "wq")
         # With 'backup' set, vim keeps L2.md~ on purpose: it is a scratch file, not memory.
         leftovers = set(os.listdir(node)) - NODE_ENTRIES

@@ -144,8 +144,12 @@ def test_options_and_their_errors(corpus):
 
 
 def test_percent_encoded_slash_and_percent(corpus):
-    write_node(corpus.path, "user/alice/preferences/ratio",
-               "Her ideal work/life balance is 80% focus time and 20% meetings.\n", fsync=True)
+    write_node(
+        corpus.path,
+        "user/alice/preferences/ratio",
+        "Her ideal work/life balance is 80% focus time and 20% meetings.\n",
+        fsync=True,
+    )
     d = corpus.path / ".query" / "work%2Flife balance 80%25 focus"
     hits = json.loads((d / "_results.json").read_text())
     assert hits["question"] == "work/life balance 80% focus"
@@ -156,20 +160,29 @@ def test_query_is_listed_only_at_the_root(corpus):
     assert ".query" in os.listdir(corpus.path)
     assert ".query" not in os.listdir(corpus.path / "user/alice")
     assert os.listdir(corpus.path / ".query") == []
-    found = subprocess.run(["find", str(corpus.path / "user")], capture_output=True,
-                           text=True, check=True).stdout
+    found = subprocess.run(
+        ["find", str(corpus.path / "user")], capture_output=True, text=True, check=True
+    ).stdout
     assert "/.query" not in found
     assert (corpus.path / "user/alice/.query").is_dir()
 
 
 def test_fsync_is_a_search_barrier(corpus):
-    write_node(corpus.path, "user/alice/preferences/kite",
-               "She flies a red zephyrkite on windy Sunday afternoons.\n", fsync=True)
+    write_node(
+        corpus.path,
+        "user/alice/preferences/kite",
+        "She flies a red zephyrkite on windy Sunday afternoons.\n",
+        fsync=True,
+    )
     assert results(corpus.path, "zephyrkite")[0]["path"] == "user/alice/preferences/kite"
     meta = (corpus.path / "user/alice/preferences/kite/meta.yaml").read_text()
     assert "version: 1\n" in meta and "indexed_version: 1\n" in meta
-    write_node(corpus.path, "user/alice/preferences/kite",
-               "She gave up kites for a blue quokkaboard.\n", fsync=True)
+    write_node(
+        corpus.path,
+        "user/alice/preferences/kite",
+        "She gave up kites for a blue quokkaboard.\n",
+        fsync=True,
+    )
     assert results(corpus.path, "quokkaboard")[0]["path"] == "user/alice/preferences/kite"
     status = corpus.status()
     assert "embedding_model: all-MiniLM-L6-v2 (384-d)" in status
@@ -177,27 +190,44 @@ def test_fsync_is_a_search_barrier(corpus):
 
 
 def test_search_command_prints_hits(corpus):
-    r = subprocess.run([sys.executable, "-m", "contextfs", "search", str(corpus.path),
-                        "what vehicle does she drive"], capture_output=True, text=True)
+    r = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "contextfs",
+            "search",
+            str(corpus.path),
+            "what vehicle does she drive",
+        ],
+        capture_output=True,
+        text=True,
+    )
     assert r.returncode == 0, r.stderr
     assert r.stdout.splitlines()[0].split()[-2] == "user/alice/entities/car"
 
 
 def test_deleted_nodes_leave_the_results(corpus):
-    write_node(corpus.path, "user/bob/preferences/gone",
-               "Bob collects vintage xylobanjos.\n", fsync=True)
+    write_node(
+        corpus.path, "user/bob/preferences/gone", "Bob collects vintage xylobanjos.\n", fsync=True
+    )
     assert results(corpus.path, "xylobanjos")[0]["path"] == "user/bob/preferences/gone"
     subprocess.run(["rm", "-r", str(corpus.path / "user/bob/preferences/gone")], check=True)
     write_node(corpus.path, "user/bob/preferences/other", "Unrelated.\n", fsync=True)
-    assert all(h["path"] != "user/bob/preferences/gone"
-               for h in results(corpus.path, "xylobanjos"))
+    assert all(h["path"] != "user/bob/preferences/gone" for h in results(corpus.path, "xylobanjos"))
 
 
 def test_inbox_memories_become_searchable_without_other_requests(corpus):
     inbox = corpus.path / ".inbox"
-    (inbox / "late.jsonl").write_text(json.dumps(
-        {"role": "user", "content": "Also, I prefer the zorblaxquin notebook over the usual "
-                                    "ones.", "id": "m1"}) + "\n")
+    (inbox / "late.jsonl").write_text(
+        json.dumps(
+            {
+                "role": "user",
+                "content": "Also, I prefer the zorblaxquin notebook over the usual ones.",
+                "id": "m1",
+            }
+        )
+        + "\n"
+    )
     time.sleep(8)  # touch nothing: processing must wake the indexer by itself
     hits = results(corpus.path, "zorblaxquin")
     assert hits and "zorblaxquin" in (corpus.path / hits[0]["path"] / "L2.md").read_text()
@@ -225,8 +255,12 @@ def test_kill_9_then_indexes_catch_up_and_corrupt_ones_are_rebuilt(corpus):
 def test_reindex_rebuilds_from_the_store(corpus):
     m = corpus
     m.stop()
-    r = subprocess.run([sys.executable, "-m", "contextfs", "reindex", str(m.data_dir)],
-                       capture_output=True, text=True, timeout=600)
+    r = subprocess.run(
+        [sys.executable, "-m", "contextfs", "reindex", str(m.data_dir)],
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     assert r.returncode == 0, r.stderr
     assert "reindexed" in r.stderr and "nodes" in r.stderr
     meta = json.loads((m.data_dir / "index/index.json").read_text())
@@ -235,8 +269,10 @@ def test_reindex_rebuilds_from_the_store(corpus):
     status = wait_indexed(m)
     assert f"index_generation: {meta['generation']} " in status
     assert "from scratch" not in m.new_log(), "the rebuilt index is used as it is"
-    assert results(m.path, "root cause of the database outage")[0]["path"] == \
-        "agent/helper/cases/disk-full"
+    assert (
+        results(m.path, "root cause of the database outage")[0]["path"]
+        == "agent/helper/cases/disk-full"
+    )
 
 
 def fake_embeddings(dim: int = 64, gate: threading.Event | None = None) -> FakeOpenAI:
@@ -257,10 +293,15 @@ def fake_embeddings(dim: int = 64, gate: threading.Event | None = None) -> FakeO
         if gate is not None:
             gate.wait(120)
         inputs = body["input"] if isinstance(body["input"], list) else [body["input"]]
-        data = [{"object": "embedding", "index": i, "embedding": vec(t)}
-                for i, t in enumerate(inputs)]
-        return {"object": "list", "data": data, "model": body["model"],
-                "usage": {"prompt_tokens": 1, "total_tokens": 1}}
+        data = [
+            {"object": "embedding", "index": i, "embedding": vec(t)} for i, t in enumerate(inputs)
+        ]
+        return {
+            "object": "list",
+            "data": data,
+            "model": body["model"],
+            "usage": {"prompt_tokens": 1, "total_tokens": 1},
+        }
 
     return FakeOpenAI("/v1/embeddings", respond)
 
@@ -273,15 +314,24 @@ def test_openai_compatible_embedder_and_model_change_rebuilds(tmp_path, monkeypa
     data.mkdir()
     (data / "config.yaml").write_text(
         f"embedder: openai\nembed_base_url: {fake.url}\nembed_model: fake-embed\n"
-        "embed_api_key_env: FAKE_EMBED_KEY\n")
+        "embed_api_key_env: FAKE_EMBED_KEY\n"
+    )
     (tmp_path / "mnt").mkdir()
     m = Mount(tmp_path / "mnt", data)
     m.start()
     try:
-        write_node(m.path, "user/default/preferences/tea",
-                   "Green tea with jasmine every afternoon.\n", fsync=True)
-        write_node(m.path, "user/default/preferences/bikes",
-                   "Rides a steel touring bicycle to work.\n", fsync=True)
+        write_node(
+            m.path,
+            "user/default/preferences/tea",
+            "Green tea with jasmine every afternoon.\n",
+            fsync=True,
+        )
+        write_node(
+            m.path,
+            "user/default/preferences/bikes",
+            "Rides a steel touring bicycle to work.\n",
+            fsync=True,
+        )
         assert results(m.path, "jasmine tea")[0]["path"] == "user/default/preferences/tea"
         wait_indexed(m)  # fsync waits for what is loaded, not for the model
         assert "embedding_model: fake-embed (64-d)" in m.status()
@@ -295,8 +345,9 @@ def test_openai_compatible_embedder_and_model_change_rebuilds(tmp_path, monkeypa
         assert "all-MiniLM-L6-v2 (384-d)" in status
         meta = json.loads((data / "index/index.json").read_text())
         assert meta["model"] == "all-MiniLM-L6-v2" and meta["dim"] == 384
-        assert results(m.path, "what does she cycle on")[0]["path"] == \
-            "user/default/preferences/bikes"
+        assert (
+            results(m.path, "what does she cycle on")[0]["path"] == "user/default/preferences/bikes"
+        )
     finally:
         if m.proc is not None:
             m.stop()
@@ -314,13 +365,18 @@ def test_bm25_answers_from_the_first_second(tmp_path, monkeypatch):
     data.mkdir()
     (data / "config.yaml").write_text(
         f"embedder: openai\nembed_base_url: {fake.url}\nembed_model: fake-embed\n"
-        "embed_api_key_env: FAKE_EMBED_KEY\n")
+        "embed_api_key_env: FAKE_EMBED_KEY\n"
+    )
     (tmp_path / "mnt").mkdir()
     m = Mount(tmp_path / "mnt", data)
     m.start()
     try:
-        write_node(m.path, "user/default/preferences/tea",
-                   "Green tea with jasmine every afternoon.\n", fsync=True)
+        write_node(
+            m.path,
+            "user/default/preferences/tea",
+            "Green tea with jasmine every afternoon.\n",
+            fsync=True,
+        )
         status = m.status()
         assert "BM25 answers meanwhile" in status, status
         text = (qdir(m.path, "jasmine tea") / "_context.md").read_text()

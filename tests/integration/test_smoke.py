@@ -6,10 +6,24 @@ from __future__ import annotations
 def test_tree_and_remount(mount):
     root = mount.path
     assert sorted(p.name for p in root.iterdir()) == [
-        ".inbox", ".schemas", ".sessions", ".status", "agent", "user"]  # .query: search off
+        ".inbox",
+        ".schemas",
+        ".sessions",
+        ".status",
+        "agent",
+        "user",
+    ]  # .query: search off
     assert sorted(p.name for p in (root / "user/default").iterdir()) == [
-        ".archive", ".inbox", ".sessions", ".trash", "entities", "events", "preferences",
-        "profile", "sessions"]
+        ".archive",
+        ".inbox",
+        ".sessions",
+        ".trash",
+        "entities",
+        "events",
+        "preferences",
+        "profile",
+        "sessions",
+    ]
     node = root / "user/default/preferences/editor"
     node.mkdir()
     (node / "L2.md").write_text("# Editor\n\nShe prefers vim.\n")

@@ -26,7 +26,9 @@ def test_third_party_stress_quick(tmp_path):
     out = tmp_path / "stress.json"
     p = subprocess.run(
         [sys.executable, str(REPO / "scripts/stress.py"), "--quick", "--json", str(out)],
-        capture_output=True, text=True, timeout=230,
+        capture_output=True,
+        text=True,
+        timeout=230,
     )
     assert out.exists(), p.stdout + p.stderr
     rep = json.loads(out.read_text())

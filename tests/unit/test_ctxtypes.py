@@ -21,8 +21,17 @@ from contextfs.ctxtypes import (
 from contextfs.errors import InvalidInput, SchemaError
 
 # The eight types of SPEC §2, plus session: the archived record of a conversation (§5, §6).
-BUILTINS = ("profile", "preference", "entity", "event", "case", "pattern", "skill", "tool",
-            "session")
+BUILTINS = (
+    "profile",
+    "preference",
+    "entity",
+    "event",
+    "case",
+    "pattern",
+    "skill",
+    "tool",
+    "session",
+)
 
 RECIPE = """\
 name: recipe

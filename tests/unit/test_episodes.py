@@ -35,11 +35,14 @@ def test_a_self_description_fills_the_profile(types):
 
 def test_a_possessive_relation_is_not_inverted(types):
     got = _extract(types, "Max is my mother's cat.")
-    assert got == [("entity", {"name": "Max", "kind": "animal",
-                               "attributes": {"relation": "mother's cat"}})]
+    assert got == [
+        ("entity", {"name": "Max", "kind": "animal", "attributes": {"relation": "mother's cat"}})
+    ]
     got = _extract(types, "We looked after my sister's dog Biscuit all week.")
-    assert ("entity", {"name": "Biscuit", "kind": "animal",
-                       "attributes": {"relation": "sister's dog"}}) in got
+    assert (
+        "entity",
+        {"name": "Biscuit", "kind": "animal", "attributes": {"relation": "sister's dog"}},
+    ) in got
     assert not any(f.get("attributes", {}).get("relation") == "sister" for _t, f in got)
 
 
@@ -57,12 +60,30 @@ def test_relative_dates_count_from_the_turns_own_time(types):
 
 def _turns() -> list[Turn]:
     return [
-        Turn(0, "user", "Guess what, I adopted a cat called Miso from the Leeds shelter!",
-             name="Efua", timestamp="2023-03-14T18:05:00", id="S1:1"),
-        Turn(0, "user", "Miso! Perfect. Ruth will want photos.", name="Theo",
-             timestamp="2023-03-14T18:06:00", id="S1:2"),
-        Turn(0, "user", "We picked her up last Saturday.", name="Efua",
-             timestamp="2023-03-14T18:07:00", id="S1:3"),
+        Turn(
+            0,
+            "user",
+            "Guess what, I adopted a cat called Miso from the Leeds shelter!",
+            name="Efua",
+            timestamp="2023-03-14T18:05:00",
+            id="S1:1",
+        ),
+        Turn(
+            0,
+            "user",
+            "Miso! Perfect. Ruth will want photos.",
+            name="Theo",
+            timestamp="2023-03-14T18:06:00",
+            id="S1:2",
+        ),
+        Turn(
+            0,
+            "user",
+            "We picked her up last Saturday.",
+            name="Efua",
+            timestamp="2023-03-14T18:07:00",
+            id="S1:3",
+        ),
     ]
 
 
@@ -80,18 +101,42 @@ def test_an_archive_splits_into_turn_passages_with_speaker_date_and_id():
     l2 = "---\ndate: '2023-03-14'\n---\n# Efua and Theo\n\n" + render_turns(_turns())
     blocks = turn_blocks(l2)
     assert [b.id for b in blocks] == ["S1:1", "S1:2", "S1:3"]
-    assert l2[blocks[1].start:blocks[1].end].endswith("Ruth will want photos.")
-    n = Node(id=7, owner_kind="user", owner_id="x", type="session", name="2023-03-14-s1",
-             version=1, l0="", l1="", l2=l2, l0_pinned=False, l1_pinned=False,
-             content_hash="")
+    assert l2[blocks[1].start : blocks[1].end].endswith("Ruth will want photos.")
+    n = Node(
+        id=7,
+        owner_kind="user",
+        owner_id="x",
+        type="session",
+        name="2023-03-14-s1",
+        version=1,
+        l0="",
+        l1="",
+        l2=l2,
+        l0_pinned=False,
+        l1_pinned=False,
+        content_hash="",
+    )
     ps = node_passages(n)
     assert [(p.turn_ids, p.speaker, p.date) for p in ps] == [
-        (("S1:1",), "Efua", "14 March 2023"), (("S1:2",), "Theo", "14 March 2023"),
-        (("S1:3",), "Efua", "14 March 2023")]
+        (("S1:1",), "Efua", "14 March 2023"),
+        (("S1:2",), "Theo", "14 March 2023"),
+        (("S1:3",), "Efua", "14 March 2023"),
+    ]
     assert ps[2].index_text() == "We picked her up last Saturday."  # speaker shown, not indexed
-    other = Node(id=8, owner_kind="user", owner_id="x", type="preference", name="tea",
-                 version=1, l0="", l1="", l2="Green tea, no sugar.", l0_pinned=False,
-                 l1_pinned=False, content_hash="")
+    other = Node(
+        id=8,
+        owner_kind="user",
+        owner_id="x",
+        type="preference",
+        name="tea",
+        version=1,
+        l0="",
+        l1="",
+        l2="Green tea, no sugar.",
+        l0_pinned=False,
+        l1_pinned=False,
+        content_hash="",
+    )
     assert [p.text for p in node_passages(other)] == ["Green tea, no sugar."]
 
 
@@ -102,13 +147,18 @@ def test_facts_land_on_their_speaker(memory):
 
     lines = [
         {"role": "user", "name": "Efua", "content": "I live in Leeds now.", "id": "S1:1"},
-        {"role": "user", "name": "Theo", "content": "I work as a teacher at Hillside School.",
-         "id": "S1:2"},
+        {
+            "role": "user",
+            "name": "Theo",
+            "content": "I work as a teacher at Hillside School.",
+            "id": "S1:2",
+        },
         {"role": "user", "name": "Theo", "content": "I love trail running.", "id": "S1:3"},
     ]
     text = "\n".join(json.dumps({**x, "timestamp": "2023-03-14T18:05:00"}) for x in lines)
-    _t, cands, _how = Intake(memory).analyse(text, "s1.jsonl", "user", "2026-12-01",
-                                             ("user", "default"))
+    _t, cands, _how = Intake(memory).analyse(
+        text, "s1.jsonl", "user", "2026-12-01", ("user", "default")
+    )
     got = [(c.type, c.fields) for c in cands]
     assert ("profile", {"location": "Leeds"}) in got
     assert not any(t == "profile" and "role" in f for t, f in got), got

@@ -293,6 +293,7 @@ CANNED = {"memories": [
 @pytest.fixture
 def endpoint(monkeypatch) -> Iterator[FakeOpenAI]:
     """/v1/chat/completions answering `endpoint.answer` as the assistant's message."""
+
     def respond(body: dict) -> dict:
         message = {"role": "assistant", "content": fake.answer}
         return {

@@ -15,8 +15,20 @@ from contextfs.search.indexer import units_of
 
 def sample_text(n_paragraphs: int, seed: int = 0) -> str:
     rng = random.Random(seed)
-    words = ["alpha", "beta", "gamma", "delta", "epsilon", "zeta", "eta", "theta", "iota",
-             "kappa", "lambda", "mu"]
+    words = [
+        "alpha",
+        "beta",
+        "gamma",
+        "delta",
+        "epsilon",
+        "zeta",
+        "eta",
+        "theta",
+        "iota",
+        "kappa",
+        "lambda",
+        "mu",
+    ]
     paragraphs = []
     for _ in range(n_paragraphs):
         sentences = []
@@ -98,9 +110,20 @@ def test_bad_max_chars():
 
 
 def _node(l0: str, l1: str, l2: str) -> Node:
-    return Node(id=7, owner_kind="user", owner_id="x", type="preference", name="editor",
-                version=1, l0=l0, l1=l1, l2=l2, l0_pinned=False, l1_pinned=False,
-                content_hash="")
+    return Node(
+        id=7,
+        owner_kind="user",
+        owner_id="x",
+        type="preference",
+        name="editor",
+        version=1,
+        l0=l0,
+        l1=l1,
+        l2=l2,
+        l0_pinned=False,
+        l1_pinned=False,
+        content_hash="",
+    )
 
 
 def test_units_of_tiers_and_prefix():

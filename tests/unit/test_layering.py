@@ -33,6 +33,7 @@ TABLE_HEADING = "### Module table"
 
 # ---- the table ---------------------------------------------------------------------------
 
+
 @dataclass(frozen=True)
 class Row:
     paths: tuple[str, ...]  # relative to contextfs/, maybe globs
@@ -56,8 +57,7 @@ def parse_table(text: str) -> list[Row]:
     try:
         start = next(i for i, ln in enumerate(lines) if ln.strip() == TABLE_HEADING)
     except StopIteration:
-        raise AssertionError(f"docs/architecture.md has no {TABLE_HEADING!r} section") \
-            from None
+        raise AssertionError(f"docs/architecture.md has no {TABLE_HEADING!r} section") from None
     rows: list[Row] = []
     in_table = False
     for i in range(start + 1, len(lines)):
@@ -71,8 +71,9 @@ def parse_table(text: str) -> list[Row]:
         cells = _cells(ln)
         if not in_table:  # the header, then the separator
             in_table = True
-            assert [c.lower() for c in cells] == ["module", "role", "may import (ours)"], \
+            assert [c.lower() for c in cells] == ["module", "role", "may import (ours)"], (
                 f"architecture.md:{i + 1}: unexpected header {cells}"
+            )
             continue
         if set("".join(cells)) <= set("-: "):
             continue
@@ -102,6 +103,7 @@ def load_rows() -> list[Row]:
 
 
 # ---- the code ----------------------------------------------------------------------------
+
 
 def module_name(path: Path, pkg: Path) -> str:
     parts = list(path.relative_to(pkg.parent).with_suffix("").parts)
@@ -139,8 +141,9 @@ def imports_of(path: Path, pkg: Path) -> list[tuple[int, str]]:
                 source = node.module or ""
             for a in node.names:
                 sub = f"{source}.{a.name}"
-                out.append((node.lineno,
-                            sub if a.name != "*" and module_exists(sub, pkg) else source))
+                out.append(
+                    (node.lineno, sub if a.name != "*" and module_exists(sub, pkg) else source)
+                )
     return [(ln, m) for ln, m in out if m == pkg.name or m.startswith(pkg.name + ".")]
 
 
@@ -151,8 +154,9 @@ def third_party_of(path: Path) -> set[str]:
             names |= {a.name.split(".")[0] for a in node.names}
         elif isinstance(node, ast.ImportFrom) and node.module and not node.level:
             names.add(node.module.split(".")[0])
-    return {n for n in names
-            if n not in sys.stdlib_module_names and n not in (PKG.name, "__future__")}
+    return {
+        n for n in names if n not in sys.stdlib_module_names and n not in (PKG.name, "__future__")
+    }
 
 
 def modules(pkg: Path) -> list[Path]:
@@ -164,6 +168,7 @@ def rel(path: Path, pkg: Path) -> str:
 
 
 # ---- the checker -------------------------------------------------------------------------
+
 
 def row_for(relpath: str, rows: list[Row]) -> Row | None:
     """The row naming the module exactly, else the most specific glob matching it."""
@@ -227,8 +232,10 @@ def dangling(pkg: Path, rows: list[Row]) -> list[str]:
             target = pkg.name if e == pkg.name else f"{pkg.name}.{e.removesuffix('.*')}"
             if not module_exists(target, pkg):
                 problems.append(f"{row}: may import {e}, which does not exist")
-            elif e.endswith(".*") and not (pkg.parent.joinpath(*target.split("."))
-                                           / "__init__.py").is_file():
+            elif (
+                e.endswith(".*")
+                and not (pkg.parent.joinpath(*target.split(".")) / "__init__.py").is_file()
+            ):
                 problems.append(f"{row}: {e} names a module, not a package")
     return problems
 
@@ -240,6 +247,7 @@ def room_of(dotted: str) -> str:
 
 
 # ---- the tests ---------------------------------------------------------------------------
+
 
 def test_the_table_parses():
     rows = load_rows()
@@ -295,8 +303,11 @@ def test_only_the_adapter_and_the_root_import_pyfuse3():
 def test_the_adapter_is_protocol_only():
     """fs.ops translates: no search, no sessions, no indexer, no memory service."""
     path = PKG / "fs" / "ops.py"
-    ours = [m for _ln, m in imports_of(path, PKG)
-            if not (m.startswith("contextfs.fs.") or m == "contextfs.errors")]
+    ours = [
+        m
+        for _ln, m in imports_of(path, PKG)
+        if not (m.startswith("contextfs.fs.") or m == "contextfs.errors")
+    ]
     assert ours == []
     assert third_party_of(path) == {"pyfuse3", "trio"}
 
@@ -304,29 +315,45 @@ def test_the_adapter_is_protocol_only():
 def test_store_and_index_never_import_each_other():
     """...nor anything above them: the store is rows in, rows out; the indexes are
     derived and know nothing of the store (the indexer is where they meet)."""
-    for room, below in (("store", {"contextfs.errors", "contextfs.model"}),
-                        ("index", {"contextfs.errors"})):
+    for room, below in (
+        ("store", {"contextfs.errors", "contextfs.model"}),
+        ("index", {"contextfs.errors"}),
+    ):
         own = f"contextfs.{room}"
         for path in (PKG / room).rglob("*.py"):
             for _ln, imp in imports_of(path, PKG):
-                assert imp in below or imp == own or imp.startswith(own + "."), \
+                assert imp in below or imp == own or imp.startswith(own + "."), (
                     f"{room}/{path.name} imports {imp}"
+                )
 
 
 def test_the_bottom_rooms_run_no_event_loop():
     """store, index, ctxtypes, model, errors and config import neither trio nor pyfuse3."""
-    bottom = [*(PKG / "store").rglob("*.py"), *(PKG / "index").rglob("*.py"),
-              PKG / "ctxtypes.py", PKG / "model.py", PKG / "errors.py", PKG / "config.py"]
+    bottom = [
+        *(PKG / "store").rglob("*.py"),
+        *(PKG / "index").rglob("*.py"),
+        PKG / "ctxtypes.py",
+        PKG / "model.py",
+        PKG / "errors.py",
+        PKG / "config.py",
+    ]
     for path in bottom:
         assert not third_party_of(path) & {"trio", "pyfuse3"}, path
 
 
 # ---- the checker can fail ----------------------------------------------------------------
 
+
 def _fake_package(tmp_path: Path, files: dict[str, str]) -> Path:
     pkg = tmp_path / "contextfs"
-    for name, text in {"__init__.py": "", "errors.py": "", "fs/__init__.py": "",
-                       "search/__init__.py": "", "search/retrieval.py": "", **files}.items():
+    for name, text in {
+        "__init__.py": "",
+        "errors.py": "",
+        "fs/__init__.py": "",
+        "search/__init__.py": "",
+        "search/retrieval.py": "",
+        **files,
+    }.items():
         (pkg / name).parent.mkdir(parents=True, exist_ok=True)
         (pkg / name).write_text(text)
     return pkg
@@ -348,16 +375,20 @@ def test_a_skip_layer_import_is_flagged(tmp_path):
     """The checker itself can fail: the adapter importing search (inside a function, and
     in the `from package import module` form) is flagged; the same import in a module of
     the room that may make it is not."""
-    pkg = _fake_package(tmp_path, {
-        "fs/ops.py": "from contextfs.errors import X\n"
-                     "def f():\n    from contextfs.search import retrieval\n",
-        "fs/query.py": "from contextfs.search.retrieval import Searcher\n",
-    })
+    pkg = _fake_package(
+        tmp_path,
+        {
+            "fs/ops.py": "from contextfs.errors import X\n"
+            "def f():\n    from contextfs.search import retrieval\n",
+            "fs/query.py": "from contextfs.search.retrieval import Searcher\n",
+        },
+    )
     rows = parse_table(FAKE_TABLE)
     assert rows[1].allowed == ("fs.*", "errors")
     assert forbidden_imports(pkg, rows) == [
         "fs/ops.py:3 imports contextfs.search.retrieval, not allowed by "
-        f"row fs/ops.py (architecture.md:{rows[1].line})"]
+        f"row fs/ops.py (architecture.md:{rows[1].line})"
+    ]
     assert uncovered(pkg, rows) == []
     assert dangling(pkg, rows) == []
 

@@ -45,24 +45,54 @@ def mem(tmp_path: Path, db: Path, types) -> Iterator[Memory]:
 
 
 def _rows(store: Store) -> dict[str, list]:
-    return {table: store.con.execute(f"SELECT * FROM {table} ORDER BY ALL").fetchall()
-            for table in ("nodes", "versions", "outbox", "owners", "attachments",
-                          "attachment_chunks", "redactions")}
+    return {
+        table: store.con.execute(f"SELECT * FROM {table} ORDER BY ALL").fetchall()
+        for table in (
+            "nodes",
+            "versions",
+            "outbox",
+            "owners",
+            "attachments",
+            "attachment_chunks",
+            "redactions",
+        )
+    }
 
 
 def _state(m: Memory) -> dict:
     """Everything the in-memory mirrors hold, as plain values."""
     return {
-        "nodes": {nid: (n.owner_kind, n.owner_id, n.type, n.name, n.version, n.l0, n.l1, n.l2,
-                        n.l0_pinned, n.l1_pinned, n.content_hash, list(n.sources),
-                        list(n.tags), n.importance, n.updated, n.deleted_at, n.archived_at,
-                        list(n.history), n.persisted)
-                  for nid, n in m.nodes.items()},
+        "nodes": {
+            nid: (
+                n.owner_kind,
+                n.owner_id,
+                n.type,
+                n.name,
+                n.version,
+                n.l0,
+                n.l1,
+                n.l2,
+                n.l0_pinned,
+                n.l1_pinned,
+                n.content_hash,
+                list(n.sources),
+                list(n.tags),
+                n.importance,
+                n.updated,
+                n.deleted_at,
+                n.archived_at,
+                list(n.history),
+                n.persisted,
+            )
+            for nid, n in m.nodes.items()
+        },
         "live": dict(m.live),
         "by_owner": {k: set(v) for k, v in m.live.by_owner.items() if v},
         "owners": set(m.owners),
-        "attachments": {aid: (a.node_id, a.parent_id, a.name, a.mode, a.mtime, a.deleted_at,
-                              a.size) for aid, a in m.attachments.items()},
+        "attachments": {
+            aid: (a.node_id, a.parent_id, a.name, a.mode, a.mtime, a.deleted_at, a.size)
+            for aid, a in m.attachments.items()
+        },
         "generation": m.generation,
         "pending_redactions": list(m.pending_redactions),
     }
@@ -73,6 +103,7 @@ def _read_only(db: Path) -> Store:
 
 
 # ---- (a) a rollback leaves memory and the store as they were --------------------------------
+
 
 def test_rollback_undoes_every_mirror_and_the_store(mem: Memory) -> None:
     entity = mem.types["entity"]
@@ -124,6 +155,7 @@ def test_a_failing_save_inside_a_transaction_rolls_back_the_earlier_saves(mem: M
 
 # ---- (b) the redaction log commits with the outer transaction --------------------------------
 
+
 def test_redaction_log_row_commits_with_the_outer_transaction(mem: Memory, db: Path) -> None:
     n = mem.create_node(OWNER, mem.types["entity"], "keys")
     with mem.transaction():
@@ -151,9 +183,11 @@ def test_a_rolled_back_write_leaves_no_redaction_log_row(mem: Memory) -> None:
 
 # ---- (c) a node created and saved in one transaction is persisted once ----------------------
 
+
 def _outbox_rows(store: Store, node_id: int, version: int) -> int:
-    return store.con.execute("SELECT count(*) FROM outbox WHERE node_id = ? AND version = ?",
-                             [node_id, version]).fetchone()[0]
+    return store.con.execute(
+        "SELECT count(*) FROM outbox WHERE node_id = ? AND version = ?", [node_id, version]
+    ).fetchone()[0]
 
 
 @pytest.mark.parametrize("persist", [True, False])
@@ -167,6 +201,7 @@ def test_create_and_save_in_one_transaction_is_persisted(mem: Memory, persist: b
 
 
 # ---- (b) and (c) through the tree's own transactions (rename over L2.md) ---------------------
+
 
 @pytest.fixture
 def fs(mem: Memory) -> FS:
@@ -187,8 +222,7 @@ async def _rename_open_drop_over_l2(fs: FS, node_dir: str, data: bytes) -> None:
         await ops.release(fi.fh)
 
 
-async def test_rename_over_l2_commits_its_redaction_log_row(fs: FS, mem: Memory,
-                                                            db: Path) -> None:
+async def test_rename_over_l2_commits_its_redaction_log_row(fs: FS, mem: Memory, db: Path) -> None:
     await fs.mkdir("user/default/entities/keys")
     await _rename_open_drop_over_l2(fs, "user/default/entities/keys", f"key {AWS_KEY}\n".encode())
     assert AWS_KEY not in await fs.text("user/default/entities/keys/L2.md")
@@ -213,6 +247,7 @@ async def test_rename_over_l2_of_a_new_node_persists_it_once(fs: FS, mem: Memory
 
 # ---- (d) the change feed ----------------------------------------------------------------------
 
+
 class Recorder:
     def __init__(self) -> None:
         self.batches: list[tuple[Change, ...]] = []
@@ -235,10 +270,15 @@ def test_one_batch_per_outer_commit_with_what_committed(mem: Memory) -> None:
     assert len(rec.batches) == 1
     changes = {c.node_id: c for c in rec.batches[0]}
     assert set(changes) == {a.id, b.id}
-    assert changes[a.id] == Change("node", "created", "user/default/entities/a",
-                                   mem.store.con.execute(
-                                       "SELECT max(seq) FROM outbox WHERE node_id = ?",
-                                       [a.id]).fetchone()[0], node_id=a.id)
+    assert changes[a.id] == Change(
+        "node",
+        "created",
+        "user/default/entities/a",
+        mem.store.con.execute("SELECT max(seq) FROM outbox WHERE node_id = ?", [a.id]).fetchone()[
+            0
+        ],
+        node_id=a.id,
+    )
     assert changes[b.id].generation == mem.generation
 
     mem.save_l2(a, "one, changed\n")
@@ -276,7 +316,8 @@ def test_nothing_is_published_on_rollback_and_unsubscribe_stops(mem: Memory) -> 
 
 @pytest.mark.allow_warnings
 def test_a_raising_subscriber_does_not_fail_the_write(
-        mem: Memory, caplog: pytest.LogCaptureFixture) -> None:
+    mem: Memory, caplog: pytest.LogCaptureFixture
+) -> None:
     def broken(changes: Sequence[Change]) -> None:
         raise ValueError("subscriber bug")
 
@@ -287,8 +328,9 @@ def test_a_raising_subscriber_does_not_fail_the_write(
     assert mem.save_l2(n, "stored\n")
     assert mem.store.version_text(n.id, 1) == "stored\n"
     assert len(rec.batches) == 2  # the later subscriber still hears of both commits
-    assert any("subscriber failed" in r.getMessage() and r.levelno == logging.ERROR
-               for r in caplog.records)
+    assert any(
+        "subscriber failed" in r.getMessage() and r.levelno == logging.ERROR for r in caplog.records
+    )
 
 
 def test_inbox_and_session_rows_reach_the_feed(mem: Memory) -> None:

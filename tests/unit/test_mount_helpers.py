@@ -31,6 +31,7 @@ exit "${FAKE_EXIT:-0}"
 
 # ---- the fstab helper ----------------------------------------------------------------------
 
+
 @pytest.fixture
 def fake(tmp_path: Path) -> dict[str, str]:
     """Environment with CONTEXTFS_BIN pointing at a script that records its argv."""
@@ -42,8 +43,9 @@ def fake(tmp_path: Path) -> dict[str, str]:
 
 
 def run_helper(env: dict[str, str], *args: str, cwd: Path | None = None):
-    return subprocess.run([str(HELPER), *args], env=env, cwd=cwd, capture_output=True,
-                          text=True, timeout=30)
+    return subprocess.run(
+        [str(HELPER), *args], env=env, cwd=cwd, capture_output=True, text=True, timeout=30
+    )
 
 
 def recorded(env: dict[str, str]) -> list[str]:
@@ -57,21 +59,34 @@ def test_helper_is_executable_python_without_contextfs():
     assert not re.search(r"^\s*(import|from)\s+contextfs", text, re.M)
 
 
-@pytest.mark.parametrize(("options", "expected"), [
-    ("rw,noauto", []),
-    ("defaults", []),
-    ("rw,noauto,allow_other", ["-o", "allow_other"]),
-    ("defaults,user,users,nofail,_netdev,noauto,auto,comment=memory,"
-     "x-systemd.automount,x-systemd.idle-timeout=60,x-gvfs-show", []),
-    ("ro,noexec,nosuid", ["-o", "ro,noexec,nosuid"]),
-    ("allow_other,user=alice,allow_other,default_permissions",
-     ["-o", "allow_other,default_permissions"]),
-])
+@pytest.mark.parametrize(
+    ("options", "expected"),
+    [
+        ("rw,noauto", []),
+        ("defaults", []),
+        ("rw,noauto,allow_other", ["-o", "allow_other"]),
+        (
+            "defaults,user,users,nofail,_netdev,noauto,auto,comment=memory,"
+            "x-systemd.automount,x-systemd.idle-timeout=60,x-gvfs-show",
+            [],
+        ),
+        ("ro,noexec,nosuid", ["-o", "ro,noexec,nosuid"]),
+        (
+            "allow_other,user=alice,allow_other,default_permissions",
+            ["-o", "allow_other,default_permissions"],
+        ),
+    ],
+)
 def test_fstab_options_translate(fake, tmp_path, options, expected):
     r = run_helper(fake, "/var/lib/contextfs", str(tmp_path / "mnt"), "-o", options)
     assert r.returncode == 0, r.stderr
-    assert recorded(fake) == ["mount", str(tmp_path / "mnt"), "--data-dir",
-                              "/var/lib/contextfs", *expected]
+    assert recorded(fake) == [
+        "mount",
+        str(tmp_path / "mnt"),
+        "--data-dir",
+        "/var/lib/contextfs",
+        *expected,
+    ]
     assert r.stdout == "" and r.stderr == ""
 
 
@@ -84,15 +99,21 @@ def test_spec_contextfs_means_the_default_data_dir(fake, tmp_path):
 def test_relative_paths_become_absolute(fake, tmp_path):
     r = run_helper(fake, "data", "mnt", cwd=tmp_path)
     assert r.returncode == 0, r.stderr
-    assert recorded(fake) == ["mount", str(tmp_path / "mnt"), "--data-dir",
-                              str(tmp_path / "data")]
+    assert recorded(fake) == ["mount", str(tmp_path / "mnt"), "--data-dir", str(tmp_path / "data")]
 
 
 def test_fake_prints_and_runs_nothing(fake, tmp_path):
     r = run_helper(fake, "/srv/mem", "/mnt/mem", "-f", "-o", "rw,noauto,allow_other")
     assert r.returncode == 0, r.stderr
-    assert shlex.split(r.stdout) == [fake["CONTEXTFS_BIN"], "mount", "/mnt/mem",
-                                     "--data-dir", "/srv/mem", "-o", "allow_other"]
+    assert shlex.split(r.stdout) == [
+        fake["CONTEXTFS_BIN"],
+        "mount",
+        "/mnt/mem",
+        "--data-dir",
+        "/srv/mem",
+        "-o",
+        "allow_other",
+    ]
     assert not Path(fake["RECORD"]).exists()
 
 
@@ -100,17 +121,22 @@ def test_combined_flags_and_options_in_mount8_order(fake):
     # mount(8): mount.TYPE SPEC DIR [-sfnv] [-N ns] [-o opts] [-t type]
     r = run_helper(fake, "/srv/mem", "/mnt/mem", "-sfnv", "-o", "rw", "-t", "contextfs")
     assert r.returncode == 0, r.stderr
-    assert shlex.split(r.stdout) == [fake["CONTEXTFS_BIN"], "mount", "/mnt/mem",
-                                     "--data-dir", "/srv/mem"]
+    assert shlex.split(r.stdout) == [
+        fake["CONTEXTFS_BIN"],
+        "mount",
+        "/mnt/mem",
+        "--data-dir",
+        "/srv/mem",
+    ]
     assert not Path(fake["RECORD"]).exists()
 
 
 def test_verbose_prints_then_runs(fake):
-    r = run_helper(fake, "-v", "-n", "-s", "/srv/mem", "/mnt/mem", "-o", "noauto",
-                   "-o", "allow_other")
+    r = run_helper(
+        fake, "-v", "-n", "-s", "/srv/mem", "/mnt/mem", "-o", "noauto", "-o", "allow_other"
+    )
     assert r.returncode == 0, r.stderr
-    assert recorded(fake) == ["mount", "/mnt/mem", "--data-dir", "/srv/mem",
-                              "-o", "allow_other"]
+    assert recorded(fake) == ["mount", "/mnt/mem", "--data-dir", "/srv/mem", "-o", "allow_other"]
     assert "mount /mnt/mem --data-dir /srv/mem -o allow_other" in r.stderr
 
 
@@ -119,10 +145,17 @@ def test_exit_status_of_contextfs_is_passed_through(fake):
     assert run_helper(env, "/srv/mem", "/mnt/mem").returncode == 4
 
 
-@pytest.mark.parametrize("args", [
-    [], ["/srv/mem"], ["/srv/mem", "/mnt/mem", "extra"], ["/srv/mem", "/mnt/mem", "-x"],
-    ["/srv/mem", "/mnt/mem", "-N", "1234"], ["", "/mnt/mem"],
-])
+@pytest.mark.parametrize(
+    "args",
+    [
+        [],
+        ["/srv/mem"],
+        ["/srv/mem", "/mnt/mem", "extra"],
+        ["/srv/mem", "/mnt/mem", "-x"],
+        ["/srv/mem", "/mnt/mem", "-N", "1234"],
+        ["", "/mnt/mem"],
+    ],
+)
 def test_bad_invocation_exits_1(fake, args):
     r = run_helper(fake, *args)
     assert r.returncode == 1
@@ -132,10 +165,15 @@ def test_bad_invocation_exits_1(fake, args):
 
 def test_contextfs_bin_may_be_a_command(fake, tmp_path):
     script = tmp_path / "fake.py"
-    script.write_text("import pathlib, os, sys\n"
-                      "pathlib.Path(os.environ['RECORD']).write_text('\\n'.join(sys.argv[1:]))\n")
-    env = dict(fake, CONTEXTFS_BIN=f"{Path(sys.executable).name} {script}",
-               PATH=f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}")
+    script.write_text(
+        "import pathlib, os, sys\n"
+        "pathlib.Path(os.environ['RECORD']).write_text('\\n'.join(sys.argv[1:]))\n"
+    )
+    env = dict(
+        fake,
+        CONTEXTFS_BIN=f"{Path(sys.executable).name} {script}",
+        PATH=f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}",
+    )
     r = run_helper(env, "contextfs", "/mnt/mem")
     assert r.returncode == 0, r.stderr
     assert recorded(env) == ["mount", "/mnt/mem"]
@@ -177,6 +215,7 @@ def test_missing_contextfs_is_reported(fake, tmp_path):
 
 # ---- the systemd user unit -----------------------------------------------------------------
 
+
 def read_unit(path: Path) -> dict[str, list[tuple[str, str]]]:
     """A unit file as {section: [(key, value), ...]}, keeping repeated keys in order."""
     sections: dict[str, list[tuple[str, str]]] = {}
@@ -213,8 +252,11 @@ def systemd_words(command: str, env: dict[str, str], home: str) -> list[str]:
         if re.fullmatch(r"\$[A-Za-z_][A-Za-z0-9_]*", word):
             words += env.get(word[1:], "").split()
             continue
-        words.append(re.sub(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}",
-                            lambda m: env.get(m.group(1), ""), word).replace("$$", "$"))
+        words.append(
+            re.sub(
+                r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}", lambda m: env.get(m.group(1), ""), word
+            ).replace("$$", "$")
+        )
     return words
 
 
@@ -273,8 +315,9 @@ def test_unit_stop_script_runs_umount_only_with_a_main_pid(tmp_path, mainpid):
     env = unit_env(unit, home)
     words = systemd_words(one(unit, "Service", "ExecStop"), env, home)
     record = tmp_path / "argv"
-    r = subprocess.run(words, env={"PATH": "/usr/bin:/bin", "MAINPID": mainpid,
-                                   "RECORD": str(record)}, timeout=30)
+    r = subprocess.run(
+        words, env={"PATH": "/usr/bin:/bin", "MAINPID": mainpid, "RECORD": str(record)}, timeout=30
+    )
     assert r.returncode == 0
     if mainpid:
         assert record.read_text().splitlines() == ["umount", f"{home}/memory"]
@@ -294,9 +337,13 @@ def test_unit_passes_systemd_analyze_verify(tmp_path):
     unit_dir = tmp_path / "units"
     unit_dir.mkdir()
     shutil.copy(UNIT, unit_dir / "contextfs.service")
-    r = subprocess.run([analyze, "--user", "verify", str(unit_dir / "contextfs.service")],
-                       env=dict(os.environ, HOME=str(home), XDG_RUNTIME_DIR=str(runtime)),
-                       capture_output=True, text=True, timeout=60)
+    r = subprocess.run(
+        [analyze, "--user", "verify", str(unit_dir / "contextfs.service")],
+        env=dict(os.environ, HOME=str(home), XDG_RUNTIME_DIR=str(runtime)),
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert r.returncode == 0, r.stderr
     # Unknown keys and bad values are warnings with exit status 0: there must be none.
     assert "contextfs.service" not in r.stderr, r.stderr

@@ -48,13 +48,23 @@ print(json.dumps({"code": code, "loaded": sorted(sys.modules)}))
 @pytest.fixture
 def embeddings(monkeypatch) -> Iterator[FakeOpenAI]:
     """An embedding endpoint, so that `reindex` does not load the local model (5-13 s)."""
+
     def respond(body: dict) -> dict:
         texts = body["input"] if isinstance(body["input"], list) else [body["input"]]
-        data = [{"object": "embedding", "index": i,
-                 "embedding": [float(len(t) % 7 + 1), 1.0, float(i + 1), 0.5]}
-                for i, t in enumerate(texts)]
-        return {"object": "list", "data": data, "model": body["model"],
-                "usage": {"prompt_tokens": 1, "total_tokens": 1}}
+        data = [
+            {
+                "object": "embedding",
+                "index": i,
+                "embedding": [float(len(t) % 7 + 1), 1.0, float(i + 1), 0.5],
+            }
+            for i, t in enumerate(texts)
+        ]
+        return {
+            "object": "list",
+            "data": data,
+            "model": body["model"],
+            "usage": {"prompt_tokens": 1, "total_tokens": 1},
+        }
 
     fake = FakeOpenAI("/v1/embeddings", respond)
     try:
@@ -68,41 +78,56 @@ def data_dir(tmp_path: Path, embeddings: FakeOpenAI) -> Path:
     """A small store: one owner, two memories; search through the fake endpoint."""
     d = tmp_path / "data"
     d.mkdir()
-    (d / "config.yaml").write_text(f"embedder: openai\nembed_base_url: {embeddings.url}\n"
-                                   "embed_model: fake\nembed_api_key_env: CTXFS_TEST_KEY\n")
+    (d / "config.yaml").write_text(
+        f"embedder: openai\nembed_base_url: {embeddings.url}\n"
+        "embed_model: fake\nembed_api_key_env: CTXFS_TEST_KEY\n"
+    )
     store = Store(d / "contextfs.duckdb")
     try:
         m = Memory(store, load_types([builtin_schema_dir()]), data_dir=d)
         m.create_owner("user", "default")
         for name, text in (("editor", "She prefers vim."), ("shell", "Uses zsh.")):
-            m.save_l2(m.create_node(("user", "default"), m.type_named("preference"), name),
-                      text)
+            m.save_l2(m.create_node(("user", "default"), m.type_named("preference"), name), text)
     finally:
         store.close()
     return d
 
 
 def _run(args: list[str], cwd: Path) -> dict:
-    env = {"PATH": "/usr/bin:/bin", "CTXFS_TEST_KEY": "sk-test",
-           "PYTHONPATH": str(PKG.parent), "HOME": str(cwd)}
-    res = subprocess.run([sys.executable, "-c", RUN, *args], capture_output=True, text=True,
-                         cwd=cwd, env=env, timeout=120)
+    env = {
+        "PATH": "/usr/bin:/bin",
+        "CTXFS_TEST_KEY": "sk-test",
+        "PYTHONPATH": str(PKG.parent),
+        "HOME": str(cwd),
+    }
+    res = subprocess.run(
+        [sys.executable, "-c", RUN, *args],
+        capture_output=True,
+        text=True,
+        cwd=cwd,
+        env=env,
+        timeout=120,
+    )
     assert res.returncode == 0, res.stderr
     return json.loads(res.stdout.strip().splitlines()[-1]) | {"stderr": res.stderr}
 
 
-@pytest.mark.parametrize("command, code", [
-    (["fsck", "{data}"], 0),
-    (["status", "{data}"], 0),
-    (["schema", "check", "{schemas}", "--with-builtins"], 0),
-    (["consolidate", "{data}"], 0),
-    (["reindex", "{data}"], 0),
-    (["search", "{tmp}", "what editor"], 2),  # no mount: a usage error, after its imports
-], ids=lambda v: v[0] if isinstance(v, list) else str(v))
-def test_offline_command_imports_no_fuse(command: list[str], code: int, data_dir: Path,
-                                         tmp_path: Path) -> None:
-    args = [a.format(data=data_dir, tmp=tmp_path, schemas=builtin_schema_dir())
-            for a in command]
+@pytest.mark.parametrize(
+    "command, code",
+    [
+        (["fsck", "{data}"], 0),
+        (["status", "{data}"], 0),
+        (["schema", "check", "{schemas}", "--with-builtins"], 0),
+        (["consolidate", "{data}"], 0),
+        (["reindex", "{data}"], 0),
+        (["search", "{tmp}", "what editor"], 2),  # no mount: a usage error, after its imports
+    ],
+    ids=lambda v: v[0] if isinstance(v, list) else str(v),
+)
+def test_offline_command_imports_no_fuse(
+    command: list[str], code: int, data_dir: Path, tmp_path: Path
+) -> None:
+    args = [a.format(data=data_dir, tmp=tmp_path, schemas=builtin_schema_dir()) for a in command]
     out = _run(args, tmp_path)
     assert out["code"] == code, out["stderr"]
     assert [m for m in out["loaded"] if _forbidden(m)] == []
@@ -112,14 +137,19 @@ def test_offline_command_imports_no_fuse(command: list[str], code: int, data_dir
 def test_the_probe_sees_fuse_when_it_is_imported(tmp_path: Path) -> None:
     """The check above can fail: the same probe, after importing the daemon (what
     `mount --foreground` does), lists pyfuse3 and the adapter."""
-    res = subprocess.run([sys.executable, "-c", "import contextfs.daemon\n" + RUN, "fsck",
-                          str(tmp_path)], capture_output=True, text=True, timeout=120,
-                         env={"PATH": "/usr/bin:/bin", "PYTHONPATH": str(PKG.parent)})
+    res = subprocess.run(
+        [sys.executable, "-c", "import contextfs.daemon\n" + RUN, "fsck", str(tmp_path)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={"PATH": "/usr/bin:/bin", "PYTHONPATH": str(PKG.parent)},
+    )
     loaded = json.loads(res.stdout.strip().splitlines()[-1])["loaded"]
     assert "pyfuse3" in loaded and "contextfs.fs.ops" in loaded
 
 
 # ---- the static import graph ------------------------------------------------------------
+
 
 def _module_file(module: str, root: Path) -> Path | None:
     """The source of `module` of the package at `root` (named like it), or None."""
@@ -144,8 +174,11 @@ def _imported(nodes: list[ast.AST], root: Path) -> set[str]:
             if isinstance(node, ast.Import):
                 names = [a.name for a in node.names]
             elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
-                names = [node.module] + [f"{node.module}.{a.name}" for a in node.names
-                                         if node.module.split(".")[0] == pkg]
+                names = [node.module] + [
+                    f"{node.module}.{a.name}"
+                    for a in node.names
+                    if node.module.split(".")[0] == pkg
+                ]
             for name in names:
                 parts = name.split(".")
                 out |= {".".join(parts[:i]) for i in range(1, len(parts) + 1)}
@@ -173,8 +206,7 @@ def offline_roots(cli: Path, root: Path) -> set[str]:
     """What cli.py imports anywhere but in the mount-only functions (cli.py itself is not
     walked again: its mount-only imports are the ones allowed)."""
     tree = ast.parse(cli.read_text())
-    keep = [n for n in tree.body
-            if not (isinstance(n, ast.FunctionDef) and n.name in MOUNT_ONLY)]
+    keep = [n for n in tree.body if not (isinstance(n, ast.FunctionDef) and n.name in MOUNT_ONLY)]
     return _imported(keep, root) - {f"{root.name}.cli"}
 
 
@@ -206,8 +238,10 @@ def test_a_fuse_import_in_the_offline_graph_is_detected(tmp_path: Path) -> None:
     (pkg / "memory" / "__init__.py").write_text("")
     (pkg / "memory" / "deep.py").write_text("def f():\n    import pyfuse3\n")
     (pkg / "app.py").write_text("from contextfs.memory import deep\n")
-    (pkg / "cli.py").write_text("def cmd_fsck():\n    from contextfs.app import x\n\n"
-                                "def cmd_mount():\n    from contextfs import daemon\n")
+    (pkg / "cli.py").write_text(
+        "def cmd_fsck():\n    from contextfs.app import x\n\n"
+        "def cmd_mount():\n    from contextfs import daemon\n"
+    )
     graph = reachable(offline_roots(pkg / "cli.py", pkg), pkg)
     assert "contextfs.daemon" not in graph
     assert _path_to("pyfuse3", graph) == "pyfuse3 <- contextfs.memory.deep <- contextfs.app"

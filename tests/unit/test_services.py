@@ -22,8 +22,11 @@ class Summarizer:
 
 
 async def test_stop_makes_every_service_return_promptly(memory: Memory) -> None:
-    services = [ConsolidationService(memory, 3600), IntakeService(Intake(memory)),
-                SummaryService(memory, Summarizer())]
+    services = [
+        ConsolidationService(memory, 3600),
+        IntakeService(Intake(memory)),
+        SummaryService(memory, Summarizer()),
+    ]
     with trio.fail_after(5):
         async with trio.open_nursery() as nursery:
             for s in services:

@@ -44,11 +44,19 @@ def last_wins(memory: Memory, monkeypatch: pytest.MonkeyPatch) -> list[str]:
         calls.append(ctype.mode)
         return Document({**old.fields, **new.fields}, new.body or old.body), 0
 
-    monkeypatch.setitem(STRATEGIES, "last-wins", Strategy(
-        "last-wins", new_node_each_write=False, match_similar=False,
-        start=lambda ctype, doc: (doc, 0), combine=combine, consolidate=True))
-    monkeypatch.setitem(memory.types, "entity", replace(memory.types["entity"],
-                                                        mode="last-wins"))
+    monkeypatch.setitem(
+        STRATEGIES,
+        "last-wins",
+        Strategy(
+            "last-wins",
+            new_node_each_write=False,
+            match_similar=False,
+            start=lambda ctype, doc: (doc, 0),
+            combine=combine,
+            consolidate=True,
+        ),
+    )
+    monkeypatch.setitem(memory.types, "entity", replace(memory.types["entity"], mode="last-wins"))
     return calls
 
 
@@ -62,8 +70,9 @@ def test_a_new_mode_routes_through_its_entry(memory: Memory, last_wins: list[str
     assert last_wins == ["last-wins"]
 
 
-def test_a_new_mode_consolidates_through_the_same_entry(memory: Memory,
-                                                        last_wins: list[str]) -> None:
+def test_a_new_mode_consolidates_through_the_same_entry(
+    memory: Memory, last_wins: list[str]
+) -> None:
     entity = memory.types["entity"]
     keep = memory.route(OWNER, entity, "a.md", b"The office coffee machine is broken.\n").node
     other = memory.route(OWNER, entity, "b.md", b"The office coffee machine is broken!\n").node
@@ -74,9 +83,9 @@ def test_a_new_mode_consolidates_through_the_same_entry(memory: Memory,
     assert other.deleted_at is not None and keep.deleted_at is None
 
 
-def test_builtin_modes_route_and_consolidate_by_the_table(memory: Memory,
-                                                          monkeypatch: pytest.MonkeyPatch
-                                                          ) -> None:
+def test_builtin_modes_route_and_consolidate_by_the_table(
+    memory: Memory, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """Routing and consolidation both look STRATEGIES up: a spy on the merge entry's
     combine sees both."""
     calls: list[str] = []
