@@ -8,6 +8,10 @@ OpenAI-compatible chat endpoint, with each context type's description, fields an
 The LLM side lives in `llm.py` (which also writes L0/L1); `scoring.py` measures an extractor
 against expected memories (the corpus under `tests/corpus/transcripts/`).
 
+The rules and their helpers stay in one module (about 700 lines) because each rule method
+feeds the same collector and reads the same lexicon (`rule_lexicon.py`); split per type they
+would be read apart from the checks they share.
+
 Candidates are values: every one carries fields already coerced for its type, including
 the key fields, so routing them (the memory service's job, not this module's) cannot fail
 on a field. Nothing here touches the store, the tree or FUSE.
@@ -23,6 +27,35 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
+from contextfs.conversations.rule_lexicon import (
+    _CONVENTION_RE,
+    _DECISION_RE,
+    _DONE_RE,
+    _FIXED_RE,
+    _HYPOTHETICAL_RE,
+    _JOB_WORDS,
+    _LANGUAGES,
+    _NAME,
+    _NEGATIVE_RE,
+    _NOT_NAMES,
+    _NOT_VERBS_ED,
+    _OPTION_TOPIC,
+    _PAST_IRREGULAR,
+    _PREF_RES,
+    _PROFILE_RES,
+    _PRONOUNS,
+    _REL_ALT,
+    _RELATIONS,
+    _STANDING_MARK_RE,
+    _STANDING_RES,
+    _TASK_RE,
+    _TROUBLE_RE,
+    _WORD_RE,
+    _assertion,
+    _clean_phrase,
+    _reason,
+    _sentences,
+)
 from contextfs.conversations.timeparse import parse_timestamp, resolve_relative
 from contextfs.conversations.transcript import Turn
 from contextfs.ctxtypes import ContextType
@@ -81,372 +114,6 @@ def validate_candidate(
     return coerced
 
 
-# --- text helpers -----------------------------------------------------------------------
-
-_SENT_SPLIT_RE = re.compile(r"(?<=[.!?])[\"'”’)]*\s+|\n+")
-_QUOTED_RE = re.compile(r"\"[^\"\n]*\"|“[^”\n]*”|(?<![A-Za-z])'[^'\n]{3,}'(?![A-Za-z])")
-_HYPOTHETICAL_RE = re.compile(
-    r"\b(?:if|unless|whether|suppose|supposing|imagine|hypothetically|pretend|wonder|"
-    r"would|could|might|maybe|perhaps|should i|what if|let's say|in theory|"
-    r"used to|wish)\b",
-    re.I,
-)
-_CODE_RE = re.compile(r"```.*?```|`[^`\n]*`", re.S)
-_WORD_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9+#.'-]*")
-
-
-def _sentences(text: str) -> list[str]:
-    text = _CODE_RE.sub(" ", text)
-    out = []
-    for s in _SENT_SPLIT_RE.split(text):
-        s = s.strip().lstrip("-*>•").strip()
-        if s:
-            out.append(s)
-    return out
-
-
-def _assertion(sentence: str) -> str | None:
-    """The sentence without quotes if it is a plain assertion, None for questions etc."""
-    if sentence.rstrip().endswith("?"):
-        return None
-    bare = _QUOTED_RE.sub(" ", sentence)
-    if _HYPOTHETICAL_RE.search(bare):
-        return None
-    return bare
-
-
-def _clean_phrase(text: str, max_words: int) -> str | None:
-    """A short noun phrase: cut at the first clause break, None if too long or empty."""
-    text = re.split(
-        r"\s*(?:[,;:()!?]|\.(?:\s|$)| - | — | but | because | since | so that | so | "
-        r"and i | and we | when | although | though | which | who | as long as )",
-        " " + text + " ",
-        maxsplit=1,
-        flags=re.I,
-    )[0]
-    text = text.strip().strip(".").strip()
-    text = re.sub(r"^(?:the|a|an|my|our|some)\s+", "", text, flags=re.I)
-    words = text.split()
-    if not words or len(words) > max_words:
-        return None
-    return " ".join(words)
-
-
-def _reason(sentence: str) -> str | None:
-    m = re.search(r"\b(?:because|since|as it|as they)\s+(.+?)[.!]?$", sentence, re.I)
-    if not m:
-        return None
-    return m.group(1).strip() or None
-
-
-_PRONOUNS = {
-    "it", "this", "that", "these", "those", "you", "your", "them", "him", "her", "how",
-    "what", "when", "where", "why", "which", "who", "to", "being", "having", "doing",
-    "there", "here", "one", "ones", "something", "anything", "everything", "nothing",
-    "the", "a", "an", "whatever", "myself", "me", "us", "we", "they", "he", "she", "all",
-    "both", "either", "neither", "more", "less", "most", "much", "very", "so", "too",
-}  # fmt: skip
-
-
-# --- lexicons ---------------------------------------------------------------------------
-
-# A preferred option names its topic when the owner did not ("I prefer vim" -> editor).
-_TOPIC_OF = {
-    "editor": ("vim", "neovim", "emacs", "vs code", "vscode", "visual studio code", "sublime",
-               "sublime text", "helix", "nano", "intellij", "pycharm", "zed"),
-    "indentation": ("tabs", "spaces", "two spaces", "four spaces", "2 spaces", "4 spaces"),
-    "theme": ("dark mode", "light mode", "dark theme", "light theme"),
-    "shell": ("bash", "zsh", "fish"),
-    "test runner": ("pytest", "unittest", "jest", "vitest", "mocha"),
-    "package manager": ("uv", "poetry", "pip", "pnpm", "yarn", "npm", "conda"),
-    "hot drink": ("tea", "coffee", "green tea", "black coffee"),
-    "operating system": ("linux", "macos", "windows"),
-    "reply length": ("short answers", "short replies", "concise answers", "brief answers",
-                     "long answers", "detailed answers"),
-    "seat": ("window seats", "aisle seats", "a window seat", "an aisle seat", "window seat",
-             "aisle seat"),
-    "units": ("metric units", "imperial units", "metric", "imperial"),
-    "date format": ("iso dates", "iso 8601 dates", "iso 8601"),
-}  # fmt: skip
-_OPTION_TOPIC = {opt: topic for topic, opts in _TOPIC_OF.items() for opt in opts}
-
-_LANGUAGES = {
-    "english", "french", "german", "spanish", "italian", "portuguese", "dutch", "polish",
-    "russian", "ukrainian", "czech", "swedish", "norwegian", "danish", "finnish", "greek",
-    "turkish", "arabic", "hebrew", "hindi", "bengali", "urdu", "tamil", "mandarin",
-    "cantonese", "chinese", "japanese", "korean", "vietnamese", "thai", "indonesian",
-    "malay", "swahili", "persian", "farsi", "romanian", "hungarian", "catalan", "basque",
-    "welsh", "irish", "tagalog", "punjabi", "marathi", "telugu", "serbian", "croatian",
-}  # fmt: skip
-
-_JOB_WORDS = {
-    "engineer", "developer", "programmer", "designer", "manager", "scientist", "teacher",
-    "nurse", "doctor", "physician", "lawyer", "researcher", "analyst", "student", "writer",
-    "consultant", "architect", "accountant", "founder", "co-founder", "cto", "ceo", "cfo",
-    "editor", "journalist", "professor", "chef", "pharmacist", "administrator", "sre",
-    "intern", "lead", "director", "photographer", "artist", "musician", "translator",
-    "paramedic", "electrician", "librarian", "economist", "statistician", "mechanic",
-    "veterinarian", "vet", "dentist", "surgeon", "therapist", "recruiter", "marketer",
-    "technician", "officer", "specialist", "coordinator", "owner", "freelancer",
-    "postdoc", "phd student", "tester", "maintainer", "illustrator", "producer",
-}  # fmt: skip
-
-_RELATIONS = {
-    # relation word -> entity kind
-    "dog": "animal", "cat": "animal", "puppy": "animal", "kitten": "animal", "pet": "animal",
-    "horse": "animal", "parrot": "animal", "rabbit": "animal",
-    "sister": "person", "brother": "person", "mother": "person", "mom": "person",
-    "mum": "person", "father": "person", "dad": "person", "wife": "person",
-    "husband": "person", "partner": "person", "son": "person", "daughter": "person",
-    "friend": "person", "colleague": "person", "coworker": "person", "co-worker": "person",
-    "manager": "person", "boss": "person", "cousin": "person", "aunt": "person",
-    "uncle": "person", "grandmother": "person", "grandma": "person",
-    "grandfather": "person", "grandpa": "person", "niece": "person", "nephew": "person",
-    "roommate": "person", "flatmate": "person", "neighbor": "person", "neighbour": "person",
-    "teammate": "person", "mentor": "person", "girlfriend": "person",
-    "boyfriend": "person", "fiance": "person", "fiancee": "person", "client": "person",
-    "landlord": "person", "tech lead": "person", "report": "person", "child": "person",
-}  # fmt: skip
-_REL_ALT = "|".join(sorted((re.escape(r) for r in _RELATIONS), key=len, reverse=True))
-_NAME = r"[A-Z][a-zà-ÿ'-]+(?: [A-Z][a-zà-ÿ'-]+)?"
-_NOT_NAMES = {
-    "I", "The", "A", "An", "He", "She", "They", "We", "It", "This", "That", "My", "Our",
-    "Monday", "Tuesday", "Wednesday", "Thursday", "Friday", "Saturday", "Sunday",
-    "Today", "Yesterday", "Tomorrow", "And", "But", "So", "Also", "Then",
-}  # fmt: skip
-
-_WEEKDAYS = ("monday", "tuesday", "wednesday", "thursday", "friday", "saturday", "sunday")
-_MONTHS = ("january", "february", "march", "april", "may", "june", "july", "august",
-           "september", "october", "november", "december")  # fmt: skip
-_MONTH_ALT = "|".join(m for m in _MONTHS) + "|jan|feb|mar|apr|jun|jul|aug|sep|sept|oct|nov|dec"
-
-_PAST_IRREGULAR = {
-    "had", "went", "met", "got", "gave", "took", "made", "saw", "flew", "drove", "ran",
-    "began", "did", "held", "won", "lost", "left", "came", "bought", "sold", "wrote",
-    "spent", "found", "broke", "fell", "ate", "caught", "built", "sent", "kept", "paid",
-    "threw", "rode", "swam", "sang", "brought", "taught", "heard", "hit", "cut", "quit",
-    "shut", "set", "put", "became", "chose", "drank", "forgot", "froze", "hid", "led",
-    "sat", "slept", "spoke", "stood", "told", "understood", "woke", "wore",
-}  # fmt: skip
-_NOT_VERBS_ED = {"red", "bed", "need", "feed", "seed", "speed", "shed", "bred", "wed"}
-
-
-# --- the rule extractor -----------------------------------------------------------------
-
-_LEAD = r"(?:^|[,;:]\s+|\b(?:and|but|so|also|actually|honestly|personally|oh|btw|fyi)\s+)"
-_ADV = (
-    r"(?:(?:really|absolutely|just|generally|usually|definitely|totally|much|strongly|"
-    r"genuinely|honestly|still|also|always|truly|kind of|sort of)\s+)*"
-)
-
-_PREF_RES: list[tuple[re.Pattern[str], str]] = [
-    (
-        re.compile(
-            rf"{_LEAD}my\s+(?:absolute\s+)?favou?rite\s+(?P<topic>[a-z][\w -]{{1,40}}?)"
-            r"\s+(?:is|are)\s+(?P<value>.+)",
-            re.I,
-        ),
-        "favourite",
-    ),
-    (
-        re.compile(
-            r"^(?P<value>[A-Z][\w .+#-]{0,40}?)\s+(?:is|are)\s+my\s+(?:absolute\s+)?"
-            r"favou?rite\s+(?P<topic>[a-z][\w -]{1,40})",
-            re.I,
-        ),
-        "favourite",
-    ),
-    (re.compile(rf"{_LEAD}I\s+{_ADV}prefer\s+(?P<value>.+)", re.I), "prefer"),
-    (
-        re.compile(rf"{_LEAD}I\s+{_ADV}(?:can't|cannot|can not)\s+stand\s+(?P<value>.+)", re.I),
-        "dislikes",
-    ),
-    (
-        re.compile(rf"{_LEAD}I\s+{_ADV}(?:hate|dislike|detest|loathe)\s+(?P<value>.+)", re.I),
-        "dislikes",
-    ),
-    (
-        re.compile(
-            rf"{_LEAD}I\s+(?:really\s+)?(?:don't|do not)\s+(?:really\s+)?like\s+"
-            r"(?P<value>.+)",
-            re.I,
-        ),
-        "dislikes",
-    ),
-    (re.compile(rf"{_LEAD}I\s+{_ADV}(?:love|adore)\s+(?P<value>.+)", re.I), "loves"),
-    (re.compile(rf"{_LEAD}I\s+{_ADV}(?:like|enjoy)\s+(?P<value>.+)", re.I), "likes"),
-    (
-        re.compile(
-            rf"{_LEAD}I\s+(?:always|only|usually|normally)\s+"
-            r"(?:use|take|choose|pick|book|order|drink)\s+(?P<value>.+)",
-            re.I,
-        ),
-        "use",
-    ),
-    (
-        re.compile(rf"{_LEAD}I\s+use\s+(?P<value>[\w .+#-]+?)\s+for\s+(?P<topic>[\w -]+)", re.I),
-        "use",
-    ),
-]
-_STANDING_RES: list[tuple[re.Pattern[str], str, str]] = [
-    (
-        re.compile(
-            r"\b(?:keep|make)\s+(?:your\s+|the\s+)?(?:answers|replies|responses)\s+"
-            r"(?P<v>short|brief|concise|detailed|long)\b",
-            re.I,
-        ),
-        "reply length",
-        "{v}",
-    ),
-    (
-        re.compile(
-            r"\b(?:always|please)\s+(?:reply|answer|respond|write)\s+(?:to me\s+)?in\s+"
-            r"(?P<v>[A-Z][a-z]+)\b"
-        ),
-        "reply language",
-        "{v}",
-    ),
-    (re.compile(r"\bnever\s+use\s+(?P<v>tabs|spaces|emojis?|semicolons)\b", re.I), "{v}", "never"),
-]
-
-_PROFILE_RES: list[tuple[re.Pattern[str], str]] = [
-    (re.compile(rf"{_LEAD}my\s+name\s+is\s+(?P<v>{_NAME})", re.I), "name"),
-    (re.compile(rf"{_LEAD}(?:please\s+)?call\s+me\s+(?P<v>{_NAME})\b"), "name"),
-    (re.compile(rf"{_LEAD}I\s+go\s+by\s+(?P<v>{_NAME})\b"), "name"),
-    (
-        re.compile(
-            rf"{_LEAD}I\s+(?:work|am working)\s+as\s+(?:an?\s+|the\s+)?(?P<v>[\w -]+)", re.I
-        ),
-        "role",
-    ),
-    (re.compile(rf"{_LEAD}I(?:'m| am)\s+(?:an?|the)\s+(?P<v>[\w -]+)", re.I), "role?"),
-    # "I'm Cy, a data engineer living in Oslo": a name, then the role and place clauses
-    (re.compile(rf"(?:^|[.!]\s+)I(?:'m| am)\s+(?P<v>{_NAME})\s*,\s+(?:an?|the)\s"), "name"),
-    (
-        re.compile(rf"(?:^|[.!]\s+)I(?:'m| am)\s+{_NAME}\s*,\s+(?:an?|the)\s+(?P<v>[\w -]+)"),
-        "role?",
-    ),
-    (
-        re.compile(r",?\s+(?:living|based)\s+in\s+(?P<v>[A-Z][\w'-]+(?:[ ,]+[A-Z][\w'-]+)*)"),
-        "location",
-    ),
-    (
-        re.compile(
-            rf"{_LEAD}I(?:'ve| have)\s+been\s+working\s+as\s+"
-            r"(?:an?\s+|the\s+)?(?P<v>[\w -]+)",
-            re.I,
-        ),
-        "role",
-    ),
-    (
-        re.compile(
-            rf"{_LEAD}I\s+(?:just\s+|recently\s+)?(?:started|began)\s+(?:a\s+)?(?:new\s+)?"
-            r"(?:job|work|position)\s+(?:at|with)\s+"
-            r"(?P<v>[A-Z][\w&.-]*(?: [A-Z][\w&.-]*){0,3})"
-        ),
-        "employer",
-    ),
-    (
-        re.compile(rf"{_LEAD}I\s+(?:live|reside)\s+in\s+(?P<v>[A-Z][\w'-]+(?:[ ,]+[A-Z][\w'-]+)*)"),
-        "location",
-    ),
-    (
-        re.compile(
-            rf"{_LEAD}I(?:'m| am)\s+(?:based|located)\s+in\s+"
-            r"(?P<v>[A-Z][\w'-]+(?:[ ,]+[A-Z][\w'-]+)*)"
-        ),
-        "location",
-    ),
-    (
-        re.compile(
-            rf"{_LEAD}I\s+(?:just\s+)?moved\s+to\s+(?P<v>[A-Z][\w'-]+(?:[ ,]+[A-Z][\w'-]+)*)"
-        ),
-        "location",
-    ),
-    (re.compile(rf"{_LEAD}I\s+{_ADV}speak\s+(?P<v>[A-Za-z ,]+)", re.I), "languages"),
-    (
-        re.compile(rf"{_LEAD}I(?:'m| am)\s+(?:fluent|native)\s+in\s+(?P<v>[A-Za-z ,]+)", re.I),
-        "languages",
-    ),
-    (
-        re.compile(
-            rf"{_LEAD}my\s+(?:native|first|mother)\s+(?:language|tongue)\s+is\s+"
-            r"(?P<v>[A-Za-z]+)",
-            re.I,
-        ),
-        "languages",
-    ),
-    (
-        re.compile(
-            r"\b[Mm]y\s+time\s?zone\s+is\s+(?P<v>[A-Z][A-Za-z]+/[A-Za-z_]+(?:/[A-Za-z_]+)?)"
-        ),
-        "timezone",
-    ),
-    (
-        re.compile(
-            rf"{_LEAD}I\s+(?:work|am working)\s+(?:at|for)\s+"
-            r"(?P<v>[A-Z][\w&.-]*(?: [A-Z][\w&.-]*){0,3})"
-        ),
-        "employer",
-    ),
-]
-
-_DECISION_RE = re.compile(
-    r"\b(?:we(?:'ve| have)?\s+decided\s+to\s+(?:use|go with|switch to|adopt|stick with)|"
-    r"let's\s+(?:go with|use|switch to|stick with)|let us\s+(?:go with|use)|"
-    r"we(?:'ll| will)\s+(?:use|go with|switch to|stick with)|"
-    r"(?:the\s+)?decision\s+is\s+to\s+(?:use|go with))\s+"
-    r"(?P<x>[\w .+#/-]+?)\s+(?:for|as)\s+(?:the\s+|our\s+|all\s+)?(?P<y>[\w -]+)",
-    re.I,
-)
-_STANDING_MARK_RE = re.compile(
-    r"\b(?:from now on|going forward|by default|as a rule|always|every time|in general|"
-    r"convention)\b",
-    re.I,
-)
-_CONVENTION_RE = re.compile(
-    r"\b(?:in this (?:repo|repository|codebase|project)|our convention is|"
-    r"the convention (?:here )?is)\b[, ]*(?:we\s+)?(?P<s>.+)",
-    re.I,
-)
-_TROUBLE_RE = re.compile(
-    r"\b(?:error|errors|fails?|failing|failed|broken|crash(?:es|ed|ing)?|exception|"
-    r"traceback|doesn't work|does not work|isn't working|not working|won't|can't|cannot|"
-    r"times? out|timing out|timeout|hangs?|stuck|segfault|[A-Z]\w+(?:Error|Exception))\b",
-    re.I,
-)
-_FIXED_RE = re.compile(
-    r"\b(?:that (?:fixed|solved|did) it|fixed it|works now|it works|working now|"
-    r"that worked|problem solved|all green|passes now|passing now|tests pass|"
-    r"that did the trick|resolved it|solved it)\b",
-    re.I,
-)
-_NEGATIVE_RE = re.compile(
-    r"\b(?:still (?:fails|failing|broken|doesn't|does not|not)|didn't work|did not work|"
-    r"doesn't work|no luck|same error|wrong|undo|revert)\b",
-    re.I,
-)
-_TASK_VERBS = (
-    "deploy", "release", "publish", "set up", "setup", "install", "configure", "build",
-    "run", "fix", "debug", "migrate", "create", "update", "upgrade", "rotate", "back up",
-    "backup", "restore", "rename", "clean up", "generate", "bump", "tag", "add", "remove",
-    "provision", "rebuild", "ship", "roll back", "rollback", "renew", "archive", "export",
-    "import", "sync", "merge", "cut", "prepare", "find",
-)  # fmt: skip
-_TASK_RE = re.compile(
-    r"^(?:(?:hi|hey|hello|ok|okay|so)[,!. ]+)?(?:(?:can|could|would) you\s+|please\s+|"
-    r"i need you to\s+|i need to\s+|i want to\s+|help me\s+|let's\s+|go ahead and\s+)*"
-    rf"(?:please\s+)?(?P<task>(?:{'|'.join(re.escape(v) for v in _TASK_VERBS)})\b"
-    r"(?:[^?.!\n]|\.(?=\S))*)",
-    re.I,
-)
-_DONE_RE = re.compile(
-    r"\b(?:done|deployed|released|published|finished|completed|succeeded|successful(?:ly)?|"
-    r"is live|is up|all set|is out|are out|went out|installed|configured)\b",
-    re.I,
-)
-
-
 @dataclass
 class _Collector:
     types: Mapping[str, ContextType]
@@ -491,64 +158,6 @@ class _Collector:
             type=type_name, fields=coerced, body=body, turns=refs,
             confidence=round(min(1.0, max(0.0, confidence)), 3),
         )  # fmt: skip
-
-
-def owner_speaker(turns: Sequence[Turn], owner_name: str | None = None) -> str | None:
-    """Which named speaker of a conversation is the owner: the one named like the owner's
-    profile, else the first to speak. None when the user turns carry no names (a plain
-    user/assistant transcript: every user turn is the owner's)."""
-    names = list(dict.fromkeys(t.name for t in turns if t.role == "user" and t.name))
-    if len(names) < 2:
-        return None
-    if owner_name:
-        for n in names:
-            if n.lower() == owner_name.lower() or n.lower().split()[0] == owner_name.lower():
-                return n
-    return names[0]
-
-
-def attribute_speakers(
-    candidates: Sequence[Candidate], turns: Sequence[Turn], owner: str | None
-) -> list[Candidate]:
-    """People apart: a first-person fact said by another named speaker is about that
-    speaker, not the owner. Their profile facts and preferences become attributes of an
-    entity node named after them (kind person); everything else stays as it was."""
-    if owner is None:
-        return list(candidates)
-    speaker = {t.ref: t.name for t in turns}
-    out: list[Candidate] = []
-    for c in candidates:
-        said_by = {speaker.get(ref) for ref in c.turns} - {None}
-        if c.type not in ("profile", "preference") or not said_by or owner in said_by:
-            out.append(c)
-            continue
-        name = sorted(said_by)[0]
-        if c.type == "profile":
-            attrs = {
-                k: (
-                    ", ".join(map(str, v))
-                    if isinstance(v, list)
-                    else "; ".join(f"{a}: {b}" for a, b in v.items())
-                    if isinstance(v, dict)
-                    else str(v)
-                )
-                for k, v in c.fields.items()
-                if k != "name"
-            }
-        else:
-            attrs = {str(c.fields.get("topic", "likes")): str(c.fields.get("value", ""))}
-        if not attrs:
-            continue
-        out.append(
-            Candidate(
-                "entity",
-                {"name": name, "kind": "person", "attributes": attrs},
-                c.body,
-                c.turns,
-                c.confidence,
-            )
-        )
-    return out
 
 
 class RuleExtractor:

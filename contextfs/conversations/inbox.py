@@ -31,10 +31,9 @@ from contextfs.conversations.extract import (
     Candidate,
     Extractor,
     RuleExtractor,
-    attribute_speakers,
-    owner_speaker,
     validate_candidate,
 )
+from contextfs.conversations.people import attribute_speakers, owner_speaker
 from contextfs.conversations.transcript import Transcript, Turn, parse_transcript, render_turns
 from contextfs.errors import ContextFSError, Exists, InvalidInput
 from contextfs.memory.background import Service

@@ -1,0 +1,71 @@
+"""People apart: in a conversation between named people, whose fact is whose.
+
+The owner of the memory is one of the speakers; what another speaker says about themself is
+about them, not the owner. These functions decide the owner speaker and move other
+speakers' self-descriptions from the owner's profile to an entity node per person.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from contextfs.conversations.extract import Candidate
+from contextfs.conversations.transcript import Turn
+
+
+def owner_speaker(turns: Sequence[Turn], owner_name: str | None = None) -> str | None:
+    """Which named speaker of a conversation is the owner: the one named like the owner's
+    profile, else the first to speak. None when the user turns carry no names (a plain
+    user/assistant transcript: every user turn is the owner's)."""
+    names = list(dict.fromkeys(t.name for t in turns if t.role == "user" and t.name))
+    if len(names) < 2:
+        return None
+    if owner_name:
+        for n in names:
+            if n.lower() == owner_name.lower() or n.lower().split()[0] == owner_name.lower():
+                return n
+    return names[0]
+
+
+def attribute_speakers(
+    candidates: Sequence[Candidate], turns: Sequence[Turn], owner: str | None
+) -> list[Candidate]:
+    """People apart: a first-person fact said by another named speaker is about that
+    speaker, not the owner. Their profile facts and preferences become attributes of an
+    entity node named after them (kind person); everything else stays as it was."""
+    if owner is None:
+        return list(candidates)
+    speaker = {t.ref: t.name for t in turns}
+    out: list[Candidate] = []
+    for c in candidates:
+        said_by = {speaker.get(ref) for ref in c.turns} - {None}
+        if c.type not in ("profile", "preference") or not said_by or owner in said_by:
+            out.append(c)
+            continue
+        name = sorted(said_by)[0]
+        if c.type == "profile":
+            attrs = {
+                k: (
+                    ", ".join(map(str, v))
+                    if isinstance(v, list)
+                    else "; ".join(f"{a}: {b}" for a, b in v.items())
+                    if isinstance(v, dict)
+                    else str(v)
+                )
+                for k, v in c.fields.items()
+                if k != "name"
+            }
+        else:
+            attrs = {str(c.fields.get("topic", "likes")): str(c.fields.get("value", ""))}
+        if not attrs:
+            continue
+        out.append(
+            Candidate(
+                "entity",
+                {"name": name, "kind": "person", "attributes": attrs},
+                c.body,
+                c.turns,
+                c.confidence,
+            )
+        )
+    return out
