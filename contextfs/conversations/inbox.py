@@ -197,8 +197,9 @@ class Intake:
         profile = self.memory.types.get("profile")
         me = self.memory.live_node(owner, profile, "") if profile and owner else None
         owner_name = _profile_name(me.l2) if me is not None else None
+        names = (owner_name, owner[1] if owner else None)
         candidates = attribute_speakers(
-            candidates, transcript.turns, owner_speaker(transcript.turns, owner_name)
+            candidates, transcript.turns, owner_speaker(transcript.turns, *names)
         )
         return transcript, candidates, how
 

@@ -13,18 +13,21 @@ from contextfs.conversations.extract import Candidate
 from contextfs.conversations.transcript import Turn
 
 
-def owner_speaker(turns: Sequence[Turn], owner_name: str | None = None) -> str | None:
-    """Which named speaker of a conversation is the owner: the one named like the owner's
-    profile, else the first to speak. None when the user turns carry no names (a plain
-    user/assistant transcript: every user turn is the owner's)."""
+def owner_speaker(turns: Sequence[Turn], *owner_names: str | None) -> str | None:
+    """Which named speaker of a conversation is the owner: the one named like the owner
+    (the profile's `name`, or the owner directory: `user/efua` is Efua). None when no
+    speaker is named so, or when the user turns carry fewer than two names (a plain
+    user/assistant transcript: every user turn is the owner's); the facts then stay with
+    the owner, as a conversation with one user always did."""
     names = list(dict.fromkeys(t.name for t in turns if t.role == "user" and t.name))
     if len(names) < 2:
         return None
-    if owner_name:
+    for owner in (o for o in owner_names if o):
+        want = owner.lower().replace("-", " ")
         for n in names:
-            if n.lower() == owner_name.lower() or n.lower().split()[0] == owner_name.lower():
+            if n.lower() == want or n.lower().split()[0] == want:
                 return n
-    return names[0]
+    return None
 
 
 def attribute_speakers(

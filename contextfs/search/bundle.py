@@ -13,6 +13,8 @@ import datetime as dt
 import json
 from dataclasses import dataclass, field
 
+from contextfs.errors import ContextFSError
+from contextfs.memory.document import parse_document
 from contextfs.memory.tokens import estimate_tokens
 from contextfs.search.retrieval import Hit, PassageHit, Results
 
@@ -28,10 +30,24 @@ class _Section:
     passages: list[PassageHit] = field(default_factory=list)
 
 
-def _heading(ph: PassageHit) -> str:
+def _heading(ph: PassageHit, scope: str) -> str:
+    """`## <path under the scope> · <date>`; the date is left out when the node's name
+    already says that day (a session archive `2023-03-14-s1`)."""
     n = ph.node
-    when = ph.passage.date or dt.datetime.fromtimestamp(n.updated, dt.UTC).strftime("%-d %B %Y")
-    return f"\n## {ph.path} · {when}\n"
+    path = ph.path[len(scope) + 1 :] if scope and ph.path.startswith(scope + "/") else ph.path
+    day = dt.datetime.fromtimestamp(n.updated, dt.UTC)
+    when = ph.passage.date or day.strftime("%-d %B %Y")
+    iso = _iso(when)
+    if iso and iso in n.name:
+        return f"\n## {path}\n"
+    return f"\n## {path} · {when}\n"
+
+
+def _iso(human: str) -> str | None:
+    try:
+        return dt.datetime.strptime(human, "%d %B %Y").date().isoformat()
+    except ValueError:
+        return None
 
 
 def _line(ph: PassageHit, heading_date: str | None) -> str:
@@ -41,9 +57,29 @@ def _line(ph: PassageHit, heading_date: str | None) -> str:
         who = f"{p.speaker}: " if p.speaker else ""
         date = f" ({p.date})" if p.date and p.date != heading_date else ""
         return f"- [{p.label}]{date} {who}{text}\n"
-    if len(ph.node.l2.strip()) <= len(text) + 1:  # the whole L2: no span to cite
-        return text + "\n"
+    if len(ph.node.l2.strip()) <= len(text) + 1:  # the whole L2: fields on one line
+        return _compact_document(text) + "\n"
     return f"[{p.label}] {text}\n"
+
+
+def _compact_document(text: str) -> str:
+    """A short node's L2 with its front matter as one `key: value · …` line (YAML's own
+    layout costs tokens the budget is better spent on)."""
+    try:
+        doc = parse_document(text)
+    except ContextFSError:
+        return text
+    if not doc.fields:
+        return text
+    parts = []
+    for key, value in doc.fields.items():
+        if isinstance(value, dict):
+            value = "; ".join(f"{k}: {v}" for k, v in value.items())
+        elif isinstance(value, list):
+            value = ", ".join(map(str, value))
+        parts.append(f"{key}: {value}")
+    body = doc.body.strip()
+    return " · ".join(parts) + ("\n" + body if body else "")
 
 
 def _header(question: str, scope: str, res: Results, budget: int) -> str:
@@ -72,7 +108,7 @@ def pack_context(question: str, scope: str, res: Results, budget: int) -> str:
     sections: dict[int, _Section] = {}
     for ph in res.passages:
         sec = sections.get(ph.node.id)
-        heading = "" if sec is not None else _heading(ph)
+        heading = "" if sec is not None else _heading(ph, scope)
         cost = estimate_tokens(heading + _line(ph, ph.passage.date))
         if used + cost > budget:
             continue

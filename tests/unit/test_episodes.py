@@ -141,8 +141,9 @@ def test_an_archive_splits_into_turn_passages_with_speaker_date_and_id():
 
 
 def test_facts_land_on_their_speaker(memory):
-    """Between two named people, the owner is the first speaker (or the one named like the
-    owner's profile); what the other says about themself goes to their entity node."""
+    """Between two named people, the owner is the one named like the owner (its directory
+    or its profile's name); what the other says about themself goes to their entity node.
+    When no speaker is named like the owner, nothing is moved."""
     from contextfs.conversations.inbox import Intake
 
     lines = [
@@ -156,9 +157,11 @@ def test_facts_land_on_their_speaker(memory):
         {"role": "user", "name": "Theo", "content": "I love trail running.", "id": "S1:3"},
     ]
     text = "\n".join(json.dumps({**x, "timestamp": "2023-03-14T18:05:00"}) for x in lines)
-    _t, cands, _how = Intake(memory).analyse(
-        text, "s1.jsonl", "user", "2026-12-01", ("user", "default")
-    )
+    intake = Intake(memory)
+    _t, cands, _how = intake.analyse(text, "s1.jsonl", "user", "2026-12-01", ("user", "default"))
+    assert not any(c.fields.get("name") == "Theo" for c in cands), "no owner speaker: unmoved"
+    memory.create_owner("user", "efua")
+    _t, cands, _how = intake.analyse(text, "s1.jsonl", "user", "2026-12-01", ("user", "efua"))
     got = [(c.type, c.fields) for c in cands]
     assert ("profile", {"location": "Leeds"}) in got
     assert not any(t == "profile" and "role" in f for t, f in got), got
