@@ -76,10 +76,10 @@ from contextfs.memory.service import Memory
 from contextfs.search.bundle import pack_context
 from contextfs.search.indexer import Indexer, _distinct, units_of
 from contextfs.search.retrieval import (
-    UNIT_DEPTH,
     QueryOptions,
     Searcher,
     keywords,
+    unit_depth,
 )
 from contextfs.store import Store
 from contextfs.testing import (
@@ -398,7 +398,7 @@ class InProcess:
     def raw_floor(self, question: str, scope: str, k: int) -> float:
         """Query embedding + hnswlib + tantivy at Searcher's depths; no fusion or packing."""
         ix = self.indexer
-        depth = max(UNIT_DEPTH, k * 8)
+        depth = unit_depth(QueryOptions(k=k))
         t0 = time.perf_counter()
         qvec = self.embedder.embed([question])[0]
         ix.vectors.search(qvec, depth)

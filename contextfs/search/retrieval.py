@@ -172,7 +172,7 @@ class Searcher:
         emb = ix.embedder  # once: the model may fail and be dropped meanwhile
         vectors_on = ix.ready and emb is not None
         qvec = emb.embed([question])[0] if vectors_on else None
-        depth = max(UNIT_DEPTH, opts.k * 8)
+        depth = unit_depth(opts)
         vec_hits: list[tuple[int, float]] = []
         with ix.lock:  # node_labels belongs to the indexer's lock too
             if qvec is not None and ix.vectors is not None:
@@ -360,6 +360,12 @@ class Searcher:
                         table.setdefault((n.owner_kind, n.owner_id, src), n)
             self._archives, self._archives_at = table, generation
         return self._archives.get((kind, owner, source))
+
+
+def unit_depth(opts: QueryOptions) -> int:
+    """Units asked of each ranker: enough passages to fill the budget a few times over (a
+    passage is 25 tokens or more), at most UNIT_DEPTH, never fewer than 8 per hit."""
+    return max(opts.k * 8, min(UNIT_DEPTH, opts.budget // 8))
 
 
 UNIT_DEPTH = 300  # units asked of each ranker: enough passages to fill a 4,000-token budget
