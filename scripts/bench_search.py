@@ -429,12 +429,16 @@ def qdir(mnt: Path, question: str, scope: str, opts: str) -> Path:
     return base / opts / qname(question)
 
 
-_FIRST_HIT = re.compile(r"^## (\S+) · ", re.M)
+_FIRST_HIT = re.compile(r"^## (\S+)(?: · |$)", re.M)
 
 
-def first_hit(context_md: str) -> str | None:
+def first_hit(context_md: str, scope: str = "") -> str | None:
+    """The node of the bundle's first passage (headings are paths under the scope)."""
     m = _FIRST_HIT.search(context_md)
-    return m.group(1) if m else None
+    if not m:
+        return None
+    path = m.group(1)
+    return f"{scope}/{path}" if scope and not path.startswith(("user/", "agent/")) else path
 
 
 def questions(limit: int) -> list[tuple[str, str, str | None]]:
@@ -488,7 +492,7 @@ def measure_queries(
             else:
                 got_inproc = in_process()
                 got_mount = through_mount()
-            top_m, top_i = first_hit(got_mount), first_hit(got_inproc)
+            top_m, top_i = first_hit(got_mount, scope), first_hit(got_inproc, scope)
             agree += top_m == top_i
             if want is not None and r == 0:
                 expected += 1
