@@ -533,6 +533,7 @@ class IntakeService(Service):
                             "content": t.content,
                             "id": t.ref,
                             **({"timestamp": t.timestamp} if t.timestamp else {}),
+                            **({"name": t.name} if t.name else {}),
                         }
                     )
                     for t in new
