@@ -10,6 +10,7 @@ spent on a long tier that did not match. The header says which rankers answered.
 from __future__ import annotations
 
 import datetime as dt
+import functools
 import json
 from dataclasses import dataclass, field
 
@@ -62,6 +63,7 @@ def _line(ph: PassageHit, heading_date: str | None) -> str:
     return f"[{p.label}] {text}\n"
 
 
+@functools.lru_cache(maxsize=4096)
 def _compact_document(text: str) -> str:
     """A short node's L2 with its front matter as one `key: value · …` line (YAML's own
     layout costs tokens the budget is better spent on)."""
