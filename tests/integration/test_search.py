@@ -306,9 +306,8 @@ def fake_embeddings(dim: int = 64, gate: threading.Event | None = None) -> FakeO
     return FakeOpenAI("/v1/embeddings", respond)
 
 
-@pytest.mark.allow_warnings
-def test_openai_compatible_embedder_and_model_change_rebuilds(tmp_path, monkeypatch):
-    fake = fake_embeddings()
+def openai_mount(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, fake: FakeOpenAI) -> Mount:
+    """A started mount whose embedder is the OpenAI-compatible endpoint `fake`."""
     monkeypatch.setenv("FAKE_EMBED_KEY", "sk-test")
     data = tmp_path / "data"
     data.mkdir()
@@ -319,6 +318,14 @@ def test_openai_compatible_embedder_and_model_change_rebuilds(tmp_path, monkeypa
     (tmp_path / "mnt").mkdir()
     m = Mount(tmp_path / "mnt", data)
     m.start()
+    return m
+
+
+@pytest.mark.allow_warnings
+def test_openai_compatible_embedder_and_model_change_rebuilds(tmp_path, monkeypatch):
+    fake = fake_embeddings()
+    m = openai_mount(tmp_path, monkeypatch, fake)
+    data = tmp_path / "data"
     try:
         write_node(
             m.path,
@@ -360,16 +367,7 @@ def test_bm25_answers_from_the_first_second(tmp_path, monkeypatch):
     says which side answered; vectors join once the model is in."""
     gate = threading.Event()
     fake = fake_embeddings(gate=gate)
-    monkeypatch.setenv("FAKE_EMBED_KEY", "sk-test")
-    data = tmp_path / "data"
-    data.mkdir()
-    (data / "config.yaml").write_text(
-        f"embedder: openai\nembed_base_url: {fake.url}\nembed_model: fake-embed\n"
-        "embed_api_key_env: FAKE_EMBED_KEY\n"
-    )
-    (tmp_path / "mnt").mkdir()
-    m = Mount(tmp_path / "mnt", data)
-    m.start()
+    m = openai_mount(tmp_path, monkeypatch, fake)
     try:
         write_node(
             m.path,
