@@ -4,6 +4,7 @@ subscribers what committed (nothing on rollback). A real Store in tmp_path throu
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import os
 from collections.abc import Iterator, Sequence
@@ -59,31 +60,15 @@ def _rows(store: Store) -> dict[str, list]:
     }
 
 
+_NOT_JOURNALED = {"indexed_version", "access_count"}
+
+
 def _state(m: Memory) -> dict:
     """Everything the in-memory mirrors hold, as plain values."""
     return {
+        # every field but the two a rollback leaves alone: indexer progress and reads
         "nodes": {
-            nid: (
-                n.owner_kind,
-                n.owner_id,
-                n.type,
-                n.name,
-                n.version,
-                n.l0,
-                n.l1,
-                n.l2,
-                n.l0_pinned,
-                n.l1_pinned,
-                n.content_hash,
-                list(n.sources),
-                list(n.tags),
-                n.importance,
-                n.updated,
-                n.deleted_at,
-                n.archived_at,
-                list(n.history),
-                n.persisted,
-            )
+            nid: {k: v for k, v in dataclasses.asdict(n).items() if k not in _NOT_JOURNALED}
             for nid, n in m.nodes.items()
         },
         "live": dict(m.live),
