@@ -67,9 +67,8 @@ from typing import Any
 import numpy as np
 
 ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
 
-DEFAULT_DATA = ROOT.parent / "shared" / "data" / "conversations"
+DEFAULT_DATA = ROOT / "scripts" / "recall_data" / "handwritten"
 DEFAULT_GENERATED = ROOT / "scripts" / "recall_data" / "generated"
 DEFAULT_SPLIT = ROOT / "scripts" / "recall_data" / "SPLIT.json"
 DEFAULT_JSON = ROOT / "bench-results" / "bench_models.json"
