@@ -38,7 +38,7 @@ class TextHit:
     tier: str
     chunk: int
     score: float
-    snippet: str
+    snippet: str  # for the first (best) unit of each node in a result; "" for the others
 
 
 def _schema() -> tantivy.Schema:
@@ -228,13 +228,20 @@ class TextIndex:
         snippets = tantivy.SnippetGenerator.create(searcher, text_query, self._schema, "text")
         snippets.set_max_num_chars(SNIPPET_CHARS)
         out = []
+        seen: set[int] = set()
         for score, address in hits:
             doc = searcher.doc(address)
-            text = doc.get_first("text") or ""
-            snippet = snippets.snippet_from_doc(doc).fragment() or _head(text)
+            node_id = int(doc.get_first("node_id"))
+            # a snippet for a node's best unit only: it is the one shown, and a snippet
+            # costs ~15 µs, a sizeable part of a deep search
+            snippet = ""
+            if node_id not in seen:
+                seen.add(node_id)
+                text = doc.get_first("text") or ""
+                snippet = snippets.snippet_from_doc(doc).fragment() or _head(text)
             out.append(
                 TextHit(
-                    node_id=int(doc.get_first("node_id")),
+                    node_id=node_id,
                     tier=str(doc.get_first("tier")),
                     chunk=int(doc.get_first("chunk")),
                     score=float(score),

@@ -112,7 +112,21 @@ def _passages(
 
 def node_passages(n: Node) -> tuple[Passage, ...]:
     """The passages of a node's current L2 (cached per node version)."""
-    return _passages(n.id, n.version, n.type, n.l2, _node_date(n))
+    key = (n.id, n.version)
+    hit = _recent.get(key)
+    if hit is not None and (hit[0] is n.l2 or hit[0] == n.l2):
+        return hit[1]
+    ps = _passages(n.id, n.version, n.type, n.l2, _node_date(n))
+    if len(_recent) >= _RECENT_MAX:
+        _recent.clear()  # cheap and rare: the lru below still holds the recent ones
+    _recent[key] = (n.l2, ps)
+    return ps
+
+
+# (node id, version) -> (the L2 they were cut from, passages): a search asks for the same
+# nodes' passages many times, and the date in the lru key below costs a front-matter parse
+_recent: dict[tuple[int, int], tuple[str, tuple[Passage, ...]]] = {}
+_RECENT_MAX = 8192
 
 
 def _node_date(n: Node) -> str | None:

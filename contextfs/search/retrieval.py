@@ -16,6 +16,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from contextfs.errors import InvalidInput
+from contextfs.index.vectors import Snapshot
 from contextfs.memory.service import Memory
 from contextfs.model import Node
 from contextfs.search.indexer import Indexer, label_chunk, label_node, label_tier
@@ -132,6 +133,9 @@ class Searcher:
         self._archives_at = -1  # the store generation the table reflects
         self._entity_table: dict[str, list[Node]] = {}
         self._entities_at = -1
+        # (scope, type, store generation, vector generation) -> that scope's vectors; read
+        # and written under the indexer's lock
+        self._snapshots: dict[tuple[str, str | None, int, int], Snapshot] = {}
 
     def _scoped_labels(self, scope: str) -> list[int] | None:
         """The vector labels of a scope under one owner, when few enough to compare them
@@ -150,6 +154,28 @@ class Searcher:
             return None
         labels = [x for nid in ids for x in self.indexer.node_labels.get(nid, ())]
         return labels if len(labels) <= SCOPED_EXACT_MAX else None
+
+    def _scoped_vectors(
+        self, scope: str, type_name: str | None, allowed: Callable[[Node | None], bool]
+    ) -> Snapshot | None:
+        """The vectors of a small scope, kept while neither the store nor the vector index
+        has moved (an agent asks one owner many questions in a row). Under the indexer's
+        lock."""
+        key = (scope, type_name, self.memory.generation, self.indexer.generation)
+        snap = self._snapshots.get(key)
+        if snap is not None:
+            return snap
+        scoped = self._scoped_labels(scope)
+        if scoped is None or self.indexer.vectors is None:
+            return None
+        nodes = self.memory.nodes
+        snap = self.indexer.vectors.snapshot(
+            [x for x in scoped if allowed(nodes.get(label_node(x)))]
+        )
+        if len(self._snapshots) >= SNAPSHOTS_KEPT:
+            self._snapshots.pop(next(iter(self._snapshots)))
+        self._snapshots[key] = snap
+        return snap
 
     def search(self, question: str, scope: str, opts: QueryOptions) -> Results:
         """Worker thread. Scope is a mount-relative path ('' = everything)."""
@@ -176,11 +202,9 @@ class Searcher:
         vec_hits: list[tuple[int, float]] = []
         with ix.lock:  # node_labels belongs to the indexer's lock too
             if qvec is not None and ix.vectors is not None:
-                scoped = self._scoped_labels(scope) if scope else None
-                if scoped is not None:  # a small subtree: exact, no graph walk with a filter
-                    vec_hits = ix.vectors.search_among(
-                        qvec, [x for x in scoped if allowed(nodes.get(label_node(x)))], depth
-                    )
+                snap = self._scoped_vectors(scope, opts.type, allowed) if scope else None
+                if snap is not None:  # a small subtree: exact, no graph walk with a filter
+                    vec_hits = snap.nearest(qvec, depth)
                 else:
                     vec_hits = ix.vectors.search(
                         qvec,
@@ -374,6 +398,7 @@ UNIT_DEPTH = 300  # units asked of each ranker: enough passages to fill a 4,000-
 SIDE_WEIGHT = (1.0, 0.7)
 LINK_SHARE = 0.9  # a linked turn's score, as a share of the memory that links to it
 LINKED_MAX = 200  # passages: enough to fill the largest budget many times over
+SNAPSHOTS_KEPT = 4  # scopes whose vectors are kept (each at most SCOPED_EXACT_MAX x dim)
 SCOPED_EXACT_MAX = 20_000  # units; above this a filtered graph search is cheaper
 
 

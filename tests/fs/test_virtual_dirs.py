@@ -123,6 +123,27 @@ async def test_query_lists_numbered_links_and_the_answer_files(searching: Mount)
     assert await fs.errno_of(fs.ino(".query/@k=zero/x")) == errno.EINVAL
 
 
+async def test_scoped_vector_search_sees_a_node_written_after_the_last_question(
+    searching: Mount,
+) -> None:
+    """A scope's vectors are kept between questions; a write in between must show. The
+    question shares no word with any node, so only the vector side (where every unit has
+    a small similarity) can list a node: BM25 finds nothing."""
+    fs = searching.fs
+    assert searching.indexer is not None
+    with trio.fail_after(20):
+        while not searching.indexer.ready:  # the embedder loads in the background
+            await trio.sleep(0.01)
+    await fs.mkdir("user/default/preferences/editor")
+    await fs.write("user/default/preferences/editor/L2.md", b"She prefers vim.", fsync=True)
+    question = "user/default/.query/@k=50/zzqx wvvy"
+    assert [n for n in await fs.listdir(question) if n[0].isdigit()] == ["01_editor"]
+    await fs.mkdir("user/default/preferences/tea")
+    await fs.write("user/default/preferences/tea/L2.md", b"Green tea, never coffee.", fsync=True)
+    listed = [n for n in await fs.listdir(f"{question} again") if n[0].isdigit()]
+    assert sorted(n[3:] for n in listed) == ["editor", "tea"]
+
+
 async def test_query_without_search_is_enoent(plain: Mount) -> None:
     fs = plain.fs
     assert ".query" not in await fs.listdir("")

@@ -198,3 +198,21 @@ def test_l2_and_ip_spaces_report_similarity():
         assert sim == pytest.approx(1.0, abs=1e-5)
     with pytest.raises(ValueError):
         VectorIndex(DIM, space="hamming")
+
+
+def test_a_snapshot_of_some_labels_ranks_them_exactly_and_skips_deleted_ones():
+    rows = unit_rows(300, seed=3)
+    index = VectorIndex(DIM)
+    index.upsert(range(300), rows * 2.5)  # not unit length: cosine must not care
+    index.delete([10, 11])
+    wanted = list(range(0, 300, 2)) + [999]  # 999 was never added
+    snap = index.snapshot(wanted)
+    assert 10 not in snap.labels and 999 not in snap.labels and len(snap.labels) == 149
+    query = unit_rows(1, seed=4)[0]
+    live = [x for x in wanted if x in index]
+    exact = sorted(live, key=lambda x: -float(rows[x] @ query))[:7]
+    hits = snap.nearest(query, 7)
+    assert [label for label, _ in hits] == exact
+    assert hits[0][1] == pytest.approx(float(rows[exact[0]] @ query), abs=1e-5)
+    assert len(snap.nearest(query, 1000)) == 149
+    assert index.snapshot([999]).nearest(query, 5) == []
