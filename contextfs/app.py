@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from contextfs import __version__
-from contextfs.config import Config
+from contextfs.config import Config, make_private
 from contextfs.conversations.extract import Extractor, RuleExtractor
 from contextfs.conversations.llm import LLMExtractor
 from contextfs.ctxtypes import ContextType, builtin_schema_dir, load_types
@@ -52,7 +52,7 @@ def schema_files(types: dict[str, ContextType]) -> dict[str, bytes]:
 
 def open_memory(cfg: Config, types: dict[str, ContextType]) -> Memory:
     """The store of a mount, opened read-write and checked; failsafe when fsck objects."""
-    cfg.data_dir.mkdir(parents=True, exist_ok=True)
+    make_private(cfg.data_dir)
     redactor = Redactor(cfg.redact_patterns)  # bad user patterns refuse the mount
     store = Store(cfg.db_path)
     memory = Memory(

@@ -23,7 +23,7 @@ import time
 from pathlib import Path
 
 from contextfs import __version__
-from contextfs.config import load_config, mount_record
+from contextfs.config import load_config, make_private, mount_record
 from contextfs.errors import ContextFSError, UsageError
 
 log = logging.getLogger("contextfs")
@@ -53,6 +53,7 @@ def cmd_mount(args: argparse.Namespace) -> int:
     cfg = load_config(args.data_dir)
     mnt = Path(args.mountpoint)
     opts = _mount_options(args.options)
+    make_private(cfg.data_dir)  # before the log file and the daemon's first file
     if args.foreground:
         from contextfs import daemon
 
@@ -61,7 +62,6 @@ def cmd_mount(args: argparse.Namespace) -> int:
     # Background: start ourselves in the foreground in a new session, return once mounted.
     if _answers(mnt):
         raise UsageError(f"{mnt} is already a mount point")
-    cfg.data_dir.mkdir(parents=True, exist_ok=True)
     cmd = [
         sys.executable,
         "-m",
@@ -225,6 +225,7 @@ def cmd_reindex(args: argparse.Namespace) -> int:
     cfg = load_config(args.data_dir)
     if not cfg.db_path.exists():
         raise UsageError(f"no store at {cfg.db_path}")
+    make_private(cfg.data_dir)
     _setup_logging("WARNING", None)
     store = Store(cfg.db_path)
     try:
@@ -303,6 +304,7 @@ def cmd_consolidate(args: argparse.Namespace) -> int:
             now = dt.datetime.fromisoformat(args.now).replace(tzinfo=dt.UTC).timestamp()
         except ValueError:
             raise UsageError(f"--now {args.now!r} is not an ISO date") from None
+    make_private(cfg.data_dir)
     store = Store(cfg.db_path)
     try:
         memory = Memory(

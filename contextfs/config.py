@@ -24,6 +24,27 @@ def default_data_dir() -> Path:
     return Path(base) / "contextfs"
 
 
+PRIVATE_UMASK = 0o077  # whatever the caller's umask: the data dir is its owner's alone
+
+
+def make_private(data_dir: Path) -> None:
+    """Create the data dir 0700 and make everything already in it owner-only (files 0600,
+    folders 0700), then keep this process's new files so (umask 077). The store, its WAL,
+    the log, the indexes and refused bytes hold memory text: another local user must not
+    read them (`strings contextfs.duckdb` would show a diary). A data dir made by an
+    earlier version (0755, files 0644) is tightened the first time it is opened."""
+    os.umask(PRIVATE_UMASK)
+    data_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
+    for root, dirs, files in os.walk(data_dir):
+        for name, mode in [(d, 0o700) for d in dirs] + [(f, 0o600) for f in files]:
+            path = os.path.join(root, name)
+            st = os.lstat(path)
+            if st.st_mode & 0o077 and not os.path.islink(path):
+                os.chmod(path, (st.st_mode & 0o700) | (mode & 0o100 if mode == 0o700 else 0))
+    if os.stat(data_dir).st_mode & 0o077:
+        os.chmod(data_dir, 0o700)
+
+
 def runtime_dir() -> Path:
     base = os.environ.get("XDG_RUNTIME_DIR") or f"/tmp/contextfs-{os.getuid()}"
     d = Path(base) / "contextfs" if os.environ.get("XDG_RUNTIME_DIR") else Path(base)
