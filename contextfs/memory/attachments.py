@@ -180,9 +180,10 @@ class AttachmentStore:
         their start lies within the margin of the change. For the built-in detectors a
         window edge can only add a report (a lookbehind or lookahead that sees no byte
         there, a `$`, a token cut short), not hide one that fits, and an added report
-        only costs a full scan. The rest of a token appended after its redacted first part
-        is glued to the stored marker, which lies within the margin. Windows are cut at UTF-8 character boundaries, so a
-        window decodes as UTF-8 whenever the whole file does. User patterns from
+        only costs a full scan. The rest of a token appended after its redacted first
+        part is glued to the stored marker, which lies within the margin. Windows are cut
+        at UTF-8 character boundaries, so a window decodes as UTF-8 whenever the whole
+        file does. User patterns from
         config.yaml are assumed to match less than REDACT_MARGIN bytes; a pattern added
         later applies to bytes written after it, and to stored bytes near a change.
         """

@@ -7,8 +7,8 @@ scripts/, never for the filesystem itself (nothing in `contextfs` imports it).
   `write_json` of a result document;
 - data for the checks, imported by name when wanted: `search_corpus` (known-answer search
   corpus), `secret_corpus` (the labelled secret corpus of tests/corpus/secrets and how a
-  detector is scored on it), `prose` (seeded markdown), `differential` (the differential POSIX machine; its
-  `machine_for` needs hypothesis, a test dependency).
+  detector is scored on it), `prose` (seeded markdown), `differential` (the differential
+  POSIX machine; its `machine_for` needs hypothesis, a test dependency).
 
 Importing it loads no FUSE code: the daemon only ever runs in a subprocess, so a test or a
 script never serves kernel requests from its own loop (tests/unit/test_offline.py checks).
