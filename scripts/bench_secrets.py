@@ -202,6 +202,24 @@ def main() -> int:
             f"| {name} | {s.recall:.1%} | {s.caught} / {s.secrets} | {s.partly} | "
             f"{s.false_positives} / {s.negatives} ({s.fp_rate:.1%}) | {s.strays} | {us:.0f} |"
         )
+    print("\nthe corpus the detectors were built with, and the holdout written after them:\n")
+    print(
+        "| detector | recall (built with) | false positives | recall (holdout) | false positives |"
+    )
+    print("|---|---|---|---|---|")
+    for name, _, _, per in rows:
+        parts = [Score(), Score()]
+        for g, v in per.items():
+            p = parts[g == "holdout"]
+            p.secrets, p.caught = p.secrets + v.secrets, p.caught + v.caught
+            p.negatives += v.negatives
+            p.false_positives += v.false_positives
+        a, b = parts
+        print(
+            f"| {name} | {a.caught}/{a.secrets} ({a.recall:.1%}) | {a.false_positives}/"
+            f"{a.negatives} | {b.caught}/{b.secrets} ({b.recall:.1%}) | "
+            f"{b.false_positives}/{b.negatives} |"
+        )
     print("\nrecall (false positives) per corpus file:\n")
     print("| file | " + " | ".join(name for name, *_ in rows) + " |")
     print("|---|" + "---|" * len(rows))
