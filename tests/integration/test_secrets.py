@@ -150,3 +150,22 @@ def test_names_that_carry_a_secret_are_refused_and_never_shown(mount: Mount):
     for secret in secrets:
         assert secret not in out
     assert leaks(mount.data_dir, secrets) == []
+
+
+def test_token_split_across_two_appends_to_a_session_transcript(mount: Mount):
+    s = mount.path / ".sessions/s1"
+    s.mkdir()
+    transcript = s / "transcript.jsonl"
+    append(transcript, '{"role": "user", "content": "hello"}\n')
+    append(transcript, f'{{"role": "user", "content": "deploy token={FIRST}')
+    append(transcript, f'{REST} for staging"}}\n')
+    lines = transcript.read_text().splitlines()
+    assert json.loads(lines[1])["content"] == (
+        "deploy token=[REDACTED:password_assignment] for staging"
+    )
+    os.rmdir(s)  # end: extracted and archived as a session node
+    archived = mount.path / "user/default/sessions"
+    texts = "".join(p.read_text() for p in archived.rglob("L2.md"))
+    assert "[REDACTED:password_assignment]" in texts
+    mount.stop()
+    assert leaks(mount.data_dir, [FIRST, REST]) == []
