@@ -222,6 +222,9 @@ class Memory(Transactions, AttachmentStore, Routing):
 
     def refuse(self, path: str, exc: ContextFSError, data: bytes | None = None) -> Refusal:
         """Record a refusal for `.status`; keep the refused bytes in the data dir."""
+        path = path.encode("utf-8", "backslashreplace").decode()  # names may not be UTF-8
+        # a refused name is shown, logged and names the kept file, never with a secret
+        path, reason = self.clean_name(path), self.clean_name(exc.reason)
         kept = None
         if data:
             data = self.redact_bytes(data, path)  # kept, but never with a secret in it
@@ -235,9 +238,6 @@ class Memory(Transactions, AttachmentStore, Routing):
             kept = str(target)
         else:
             self.refusal_count += 1
-        path = path.encode("utf-8", "backslashreplace").decode()  # names may not be UTF-8
-        # a refused name is shown and logged, never with a secret in it
-        path, reason = self.clean_name(path), self.clean_name(exc.reason)
         r = Refusal(self.clock(), path, exc.errno, reason, kept)
         self.refusals.append(r)
         log.info("refused %s: %s", path, reason)
