@@ -550,6 +550,13 @@ _USE_AS_RE = re.compile(
 )
 
 
+# A superset of what `_prose_span` accepts after a keyword, checked while seeking.
+_LINK_AHEAD = (
+    r"(?=(?:'s|’s)[ \t]|[ \t]*(?::|=|->)|[ \t]+(?:is|was|are|were|to|set|changed|reset"
+    r"|updated|has|had|got|for|of|on|at|in|into|with)(?![a-z0-9])|[ \t]+[^\s]*[0-9])"
+)
+
+
 def _use_as_span(m: re.Match[str]) -> Span | None:
     if m.start() > 0 and m.string[m.start() - 1].isalnum():
         return None
@@ -565,7 +572,8 @@ BUILTIN += [
         9,
         fold=True,
         # a whole keyword at a word start: far fewer tries than its letters anywhere
-        seek=re.compile(rf"\b(?:{_STRONG.lower()}|{_WEAK.lower()})(?![a-z0-9])"),
+        # and only where a link can follow: most keywords in text are just words
+        seek=re.compile(rf"\b(?:{_STRONG.lower()}|{_WEAK.lower()})(?![a-z0-9]){_LINK_AHEAD}"),
     ),
     Detector(
         "keyword_secret",
