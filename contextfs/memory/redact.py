@@ -93,13 +93,6 @@ def marker(kind: str) -> str:
 # the secret the marker replaced. It is removed without a marker of its own, so the text
 # reads as if the whole token had been there at once.
 SPLIT_TOKEN = "split_token"
-_CONTINUATION = Detector(
-    SPLIT_TOKEN,
-    re.compile(r"\[REDACTED:[a-z0-9_]+\](?P<s>[A-Za-z0-9_+/=-][^\s\"'`<>()\[\]{},;]*)"),
-    ("[REDACTED:",),
-    lambda m: _continuation_span(m),
-    0,
-)
 
 
 def _continuation_span(m: re.Match[str]) -> Span | None:
@@ -107,6 +100,15 @@ def _continuation_span(m: re.Match[str]) -> Span | None:
     while end > start and m.string[end - 1] in ".,:;?":
         end -= 1  # the sentence's punctuation after the token
     return (start, end) if end > start else None
+
+
+_CONTINUATION = Detector(
+    SPLIT_TOKEN,
+    re.compile(r"\[REDACTED:[a-z0-9_]+\](?P<s>[A-Za-z0-9_+/=-][^\s\"'`<>()\[\]{},;]*)"),
+    ("[REDACTED:",),
+    _continuation_span,
+    0,
+)
 
 
 def replacement(kind: str) -> str:
