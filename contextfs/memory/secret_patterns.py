@@ -294,6 +294,7 @@ _CODE_TEXT = """
 """
 _CODE_WORDS = frozenset(_CODE_TEXT.split())
 _KEYWORD_PARTS = ("pass", "pwd", "secret", "token", "key", "cred", "auth")
+_SNAKE_RE = re.compile(r"[a-z]+(?:_[a-z]+)+")
 
 
 def _is_placeholder(value: str) -> bool:
@@ -343,7 +344,11 @@ def _assign_span(m: re.Match[str]) -> Span | None:
     if group != "bv":
         if not value.strip() or ("{" in value and "}" in value):
             return None  # blank, or a template: f"{prefix}{n}", "{{ vault_pw }}"
+        if _SNAKE_RE.fullmatch(value) and any(k in value for k in _KEYWORD_PARTS):
+            return None  # a name for one: TOKEN = "split_token", key: "api_key"
         return start, end
+    if text[end : end + 1] in "'’" and text[end + 1 : end + 2].isalpha():
+        return None  # a contraction in prose: "this is secret: I'm going to …"
     if text[end - 1] == "." and end - start > 1:
         end -= 1  # the full stop of a sentence, not part of the password
         value = value[:-1]
