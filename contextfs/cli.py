@@ -29,11 +29,19 @@ from contextfs.errors import ContextFSError, UsageError
 log = logging.getLogger("contextfs")
 
 
-def _setup_logging(level: str, log_file: Path | None) -> None:
+def _setup_logging(level: str, log_file: Path | None, patterns: dict | None = None) -> None:
+    from contextfs.memory.redact import RedactingFilter, Redactor
+
     handlers: list[logging.Handler] = [logging.StreamHandler(sys.stderr)]
     if log_file is not None:
         log_file.parent.mkdir(parents=True, exist_ok=True)
         handlers.append(logging.FileHandler(log_file))
+    try:
+        redactor = Redactor(patterns)
+    except ContextFSError:  # a bad user pattern refuses the mount later, with its reason
+        redactor = Redactor()
+    for h in handlers:  # no log line carries a secret, whatever the code logged
+        h.addFilter(RedactingFilter(redactor))
     logging.basicConfig(
         level=getattr(logging, level.upper(), logging.INFO),
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",
@@ -57,7 +65,7 @@ def cmd_mount(args: argparse.Namespace) -> int:
     if args.foreground:
         from contextfs import daemon
 
-        _setup_logging(cfg.log_level, cfg.log_path)
+        _setup_logging(cfg.log_level, cfg.log_path, cfg.redact_patterns)
         return daemon.run(cfg, mnt, opts)
     # Background: start ourselves in the foreground in a new session, return once mounted.
     if _answers(mnt):

@@ -341,8 +341,14 @@ class Intake:
     def record(self, s: Session, appended: bytes) -> int:
         """Bytes appended to transcript.jsonl: stored (redacted); returns pending turns."""
         text = decode_text(appended, "transcript.jsonl")
-        text = self.memory.redact(text, f"{s.owner[0]}/{s.owner[1]}/.sessions/{s.id}")
-        self._put(s, transcript=s.transcript + text)
+        # A line may come in several appends: its stored start (already redacted) is
+        # redacted again with the new bytes, so a keyword and its value, or the rest of a
+        # token glued to the marker of its first part, are seen together.
+        keep = s.transcript.rfind("\n") + 1
+        text = self.memory.redact(
+            s.transcript[keep:] + text, f"{s.owner[0]}/{s.owner[1]}/.sessions/{s.id}"
+        )
+        self._put(s, transcript=s.transcript[:keep] + text)
         pending = len(parse_transcript(s.transcript, "t.jsonl").turns) - s.processed
         if pending >= self.extract_every:
             self.wake()

@@ -286,8 +286,7 @@ class Tree:
             d.att.mtime = now / 1e9
             self.memory.touch_attachment(d.att)
 
-    @staticmethod
-    def check_name(name: str) -> None:
+    def check_name(self, name: str) -> None:
         raw = os.fsencode(name)
         if len(raw) > NAME_MAX:
             raise NameTooLong(f"a name is limited to {NAME_MAX} bytes")
@@ -297,6 +296,7 @@ class Tree:
             raw.decode("utf-8")
         except UnicodeDecodeError:
             raise InvalidInput("names must be UTF-8 (the store keeps text names)") from None
+        self.memory.check_name(name)
 
     def file_bytes(self, inode: Inode) -> bytes | bytearray:
         """Current content of a regular file (what a read returns)."""
@@ -546,6 +546,7 @@ class Tree:
         assert d.children is not None
         if name in d.children:
             raise Exists(f"{self.child_path(d, name)} exists")
+        self.memory.check_name(os.fsdecode(target), "a symlink target")
         return self.attachments.symlink(d, name, target, uid, gid)
 
     @_commits

@@ -172,15 +172,18 @@ class AttachmentStore:
         a new secret must overlap a changed byte, or have one in the context a detector
         looks at (the byte before or after it; the blanks after a `password:` value). A
         secret of up to REDACT_MARGIN bytes that does so lies wholly inside its window.
-        The longest bounded built-in pattern is a GitHub token (262 bytes). A PEM private
+        The longest bounded built-in pattern is a keyword secret in prose (a keyword, at
+        most three qualifying words, a verb and a value: under 500 bytes). A PEM private
         key may be longer (its body is allowed 64 KiB), but its BEGIN line alone is
         already reported and a new key has a new BEGIN line, so its window reports.
         Open-ended tokens (JWT, `sk-…`, bearer) longer than the margin are found when
         their start lies within the margin of the change. For the built-in detectors a
         window edge can only add a report (a lookbehind or lookahead that sees no byte
         there, a `$`, a token cut short), not hide one that fits, and an added report
-        only costs a full scan. Windows are cut at UTF-8 character boundaries, so a
-        window decodes as UTF-8 whenever the whole file does. User patterns from
+        only costs a full scan. The rest of a token appended after its redacted first
+        part is glued to the stored marker, which lies within the margin. Windows are cut
+        at UTF-8 character boundaries, so a window decodes as UTF-8 whenever the whole
+        file does. User patterns from
         config.yaml are assumed to match less than REDACT_MARGIN bytes; a pattern added
         later applies to bytes written after it, and to stored bytes near a change.
         """

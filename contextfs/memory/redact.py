@@ -6,7 +6,8 @@ value is replaced by `[REDACTED:<kind>]`; the surrounding text stays, and each
 `Redaction` says where and what kind, never the secret itself. `secret_filename_reason`
 refuses files whose *name* says they are a secret store (`.env`, `id_rsa`, `*.pem`, …).
 
-Pure: no I/O, no logging, no store. Imports only the stdlib, `contextfs.errors` and the
+Pure: no I/O, no store; `RedactingFilter` is the one piece of logging (a filter the
+roots attach to their handlers). Imports only the stdlib, `contextfs.errors` and the
 built-in detector table (`memory.secret_patterns`); the memory service decides what to do
 with the result (log it, show it in `.status`).
 
@@ -21,6 +22,7 @@ Design notes (why, not what):
 from __future__ import annotations
 
 import bisect
+import logging
 import re
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
@@ -38,8 +40,10 @@ __all__ = [
     "BUILTIN_KINDS",
     "Redaction",
     "RedactResult",
+    "RedactingFilter",
     "Redactor",
     "marker",
+    "replacement",
     "secret_filename_reason",
 ]
 
@@ -48,6 +52,7 @@ _NAME_RE = re.compile(r"[a-z0-9_]+")
 # A rescan of redacted output finds nothing in practice; the bound only guards a
 # pathological user pattern against looping forever.
 _MAX_PASSES = 4
+_NAME_SEPARATORS = frozenset("-_.+@=~/ ")
 
 
 @dataclass(frozen=True, slots=True)
@@ -83,6 +88,34 @@ def marker(kind: str) -> str:
     return f"[REDACTED:{kind}]"
 
 
+# The rest of a token written after its first part was stored and redacted (two `>>`
+# appends: `token=` + half, then the other half): whatever is glued to a marker continues
+# the secret the marker replaced. It is removed without a marker of its own, so the text
+# reads as if the whole token had been there at once.
+SPLIT_TOKEN = "split_token"
+
+
+def _continuation_span(m: re.Match[str]) -> Span | None:
+    start, end = m.span("s")
+    while end > start and m.string[end - 1] in ".,:;?":
+        end -= 1  # the sentence's punctuation after the token
+    return (start, end) if end > start else None
+
+
+_CONTINUATION = Detector(
+    SPLIT_TOKEN,
+    re.compile(r"\[REDACTED:[a-z0-9_]+\](?P<s>[A-Za-z0-9_+/=-][^\s\"'`<>()\[\]{},;]*)"),
+    ("[REDACTED:",),
+    _continuation_span,
+    0,
+)
+
+
+def replacement(kind: str) -> str:
+    """What a redaction of this kind leaves in the text (nothing for a split token's rest)."""
+    return "" if kind == SPLIT_TOKEN else marker(kind)
+
+
 # --------------------------------------------------------------------------- redactor
 
 
@@ -97,7 +130,7 @@ class Redactor:
     __slots__ = ("_detectors",)
 
     def __init__(self, extra: Mapping[str, str] | None = None) -> None:
-        detectors = list(BUILTIN)
+        detectors = [*BUILTIN, _CONTINUATION]
         for name, source in (extra or {}).items():
             detectors.append(_user_detector(name, source))
         self._detectors: tuple[Detector, ...] = tuple(detectors)
@@ -121,6 +154,29 @@ class Redactor:
         if not result.redactions or text.isascii():
             return result.text.encode("utf-8"), result.redactions
         return result.text.encode("utf-8"), _to_byte_offsets(text, result.redactions)
+
+    def redact_name(self, name: str) -> RedactResult:
+        """Redact a name or a path: a file, folder or node name, a symlink target, an id.
+
+        As `redact`, and also each part after a separator (`-_.+@=~/`, space) is scanned
+        as if it started the text: a token glued to a name's separators
+        (`notes-ghp_…`, `session-xoxb-…`) has no edge of its own there.
+        """
+        first = self._redact(name, ascii_only=False)
+        taken = _Intervals((r.start, r.end) for r in first.redactions)
+        found = [(r.start, r.end, r.kind) for r in first.redactions]
+        for i, ch in enumerate(name[:-1]):
+            if ch in _NAME_SEPARATORS:
+                for s, e, kind in self._scan(name[i + 1 :], False):
+                    if taken.add(s + i + 1, e + i + 1):
+                        found.append((s + i + 1, e + i + 1, kind))
+        if len(found) == len(first.redactions):
+            return first
+        found.sort()
+        redactions = tuple(
+            Redaction(kind, s, e, name.count("\n", 0, s) + 1) for s, e, kind in found
+        )
+        return RedactResult(_apply(name, found), redactions)
 
     # -- internals
 
@@ -226,7 +282,7 @@ def _apply(text: str, done: list[tuple[int, int, str]]) -> str:
     pos = 0
     for s, e, kind in done:
         parts.append(text[pos:s])
-        parts.append(marker(kind))
+        parts.append(replacement(kind))
         pos = e
     parts.append(text[pos:])
     return "".join(parts)
@@ -243,7 +299,7 @@ def _to_original(start: int, end: int, done: list[tuple[int, int, str]]) -> Span
         new_start = s + shift
         if new_start >= start:
             break
-        shift += len(marker(kind)) - (e - s)
+        shift += len(replacement(kind)) - (e - s)
     return start - shift, end - shift
 
 
@@ -275,6 +331,40 @@ def _user_detector(name: str, source: str) -> Detector:
         raise InvalidInput(f"redaction pattern {name!r} matches the empty string")
     group: str | int = "secret" if "secret" in pattern.groupindex else 0
     return Detector(name, pattern, (), group_span(group), 5)
+
+
+# --------------------------------------------------------------------------- logs
+
+
+class RedactingFilter(logging.Filter):
+    """A logging filter that redacts every record's message and traceback.
+
+    The defensive layer under the rule that no log line carries a secret: the code logs
+    paths, kinds and counts, never content, but a name, an id or an exception's repr can
+    still hold one. Attach it to the handlers (a filter on a logger does not see its
+    children's records). A record is changed in place, so every handler sees the
+    redacted text.
+    """
+
+    def __init__(self, redactor: Redactor) -> None:
+        super().__init__()
+        self.redactor = redactor
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        try:
+            message = record.getMessage()
+        except Exception:  # noqa: BLE001 - a bad format is logging's to report, not ours
+            return True
+        clean = self.redactor.redact_name(message)
+        if clean.changed:
+            record.msg, record.args = clean.text, None
+        if record.exc_info and not record.exc_text:
+            record.exc_text = logging.Formatter().formatException(record.exc_info)
+        if record.exc_text:
+            record.exc_text = self.redactor.redact_name(record.exc_text).text
+        if record.stack_info:
+            record.stack_info = self.redactor.redact_name(record.stack_info).text
+        return True
 
 
 # --------------------------------------------------------------------------- file names

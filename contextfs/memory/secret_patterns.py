@@ -175,6 +175,37 @@ BUILTIN: list[Detector] = [
     _tok("huggingface_token", "hf_" + _lb(3) + r"[A-Za-z]{34,}", ("hf_",), _upper_and_lower),
     _tok("npm_token", "npm_" + _lb(4) + r"[A-Za-z0-9]{36}", ("npm_",), _mixed),
     _tok("pypi_token", "pypi-" + _lb(5) + r"AgEIcHlwaS5vcmc[A-Za-z0-9_-]{50,}", ("pypi-",)),
+    # Shapes detect-secrets knows and this table lacked (docs/secrets.md): taken by hand
+    # rather than the library, whose entropy scan costs false positives and 2-9 ms a text.
+    _tok("sendgrid_key", r"SG\." + _lb(3) + r"[A-Za-z0-9_-]{22}\.[A-Za-z0-9_-]{43}", ("SG.",)),
+    Detector(
+        "twilio_key",
+        # an API key sid (SK…); an account sid (AC…) is an identifier, not a secret
+        re.compile("SK" + _lb(2, "A-Za-z0-9") + r"[0-9a-f]{32}(?![A-Za-z0-9])"),
+        ("SK",),
+        group_span(0),
+        1,
+    ),
+    _tok("mailchimp_key", r"[0-9a-f]{32}-us\d{1,2}", ("-us",)),
+    Detector(
+        "discord_token",
+        re.compile(
+            r"(?<![A-Za-z0-9_-])[MNO][A-Za-z0-9]{23,25}\.[A-Za-z0-9_-]{6}\.[A-Za-z0-9_-]{27,38}"
+            + _R
+        ),
+        (".",),
+        group_span(0, _mixed),
+        1,
+    ),
+    Detector(
+        "azure_storage_key",
+        re.compile(r"(?i:accountkey|sharedaccesskey)=(?P<s>[A-Za-z0-9+/]{43,88}={0,2})"),
+        ("key=",),
+        group_span("s", _mixed),
+        1,
+        fold=True,
+        seek=re.compile("(?:accountkey|sharedaccesskey)="),
+    ),
     Detector(
         "url_password",
         # The scheme does not matter; starting at `://` lets `re` scan for a literal.
@@ -213,7 +244,7 @@ BUILTIN: list[Detector] = [
 # A flat alternation of literals lets `re` skip ahead by first character.
 _KEYWORDS = (
     r"passwd|password|passphrase|pass|pwd|secret[_-]?key|secret|token"
-    r"|api[_-]?key|apikey|private[_-]?key|access[_-]?key"
+    r"|api[_ -]?key|apikey|private[_ -]?key|access[_ -]?key"
 )
 _QUOTED = (
     r"\\(?P<eq>[\"'])(?P<ev>[^\"'\\\r\n]*)\\(?P=eq)"
@@ -263,6 +294,7 @@ _CODE_TEXT = """
 """
 _CODE_WORDS = frozenset(_CODE_TEXT.split())
 _KEYWORD_PARTS = ("pass", "pwd", "secret", "token", "key", "cred", "auth")
+_SNAKE_RE = re.compile(r"[a-z]+(?:_[a-z]+)+")
 
 
 def _is_placeholder(value: str) -> bool:
@@ -312,7 +344,11 @@ def _assign_span(m: re.Match[str]) -> Span | None:
     if group != "bv":
         if not value.strip() or ("{" in value and "}" in value):
             return None  # blank, or a template: f"{prefix}{n}", "{{ vault_pw }}"
+        if _SNAKE_RE.fullmatch(value) and any(k in value for k in _KEYWORD_PARTS):
+            return None  # a name for one: TOKEN = "split_token", key: "api_key"
         return start, end
+    if text[end : end + 1] in "'’" and text[end + 1 : end + 2].isalpha():
+        return None  # a contraction in prose: "this is secret: I'm going to …"
     if text[end - 1] == "." and end - start > 1:
         end -= 1  # the full stop of a sentence, not part of the password
         value = value[:-1]
@@ -365,6 +401,27 @@ def _cli_span(m: re.Match[str]) -> Span | None:
     return m.span("bv")
 
 
+# `mysql -pSECRET`, `sshpass -p SECRET`: `-p` is a password only for these commands (for
+# ssh, docker and most others it is a port).
+_GLUED_FLAG_RE = re.compile(
+    r"(?:(?:mysql|mysqldump|mysqladmin|mariadb|mariadb-dump)\b[^\n|;&]{0,200}?[ \t]-p"
+    r"|sshpass[ \t]+-p[ \t]*)"
+    r"(?:'(?P<sv>[^'\r\n]+)'|\"(?P<dv>[^\"\r\n]+)\"|(?P<bv>[^\s\"'`;&|]+))"
+)
+
+
+def _glued_flag_span(m: re.Match[str]) -> Span | None:
+    if m.start() > 0 and m.string[m.start() - 1] not in " \t\n;|&(`$\"'":
+        return None
+    for g in ("sv", "dv", "bv"):
+        if m.start(g) >= 0:
+            value = m.group(g)
+            if _is_placeholder(value) or value.startswith("-"):
+                return None
+            return m.span(g)
+    return None
+
+
 def _user_flag_span(m: re.Match[str]) -> Span | None:
     if m.start() > 0 and not m.string[m.start() - 1].isspace():
         return None
@@ -387,6 +444,152 @@ BUILTIN += [
     ),
     Detector("password_assignment", _CLI_RE, ("--",), _cli_span, 8),
     Detector("password_assignment", _USER_FLAG_RE, ("-u", "--user"), _user_flag_span, 8),
+    Detector("password_assignment", _GLUED_FLAG_RE, ("-p",), _glued_flag_span, 8),
+]
+
+# ---- keyword secrets in prose: "my password is …", "the wifi password is "…"", "my aws
+# secret is …", "use … as the password". A keyword, a linking verb, then a value that
+# looks like a credential. Strong keywords name a credential whatever follows (password,
+# passphrase, passcode, PIN): a value with a digit, a symbol or inner capitals will do,
+# and a dictionary word will not (`the password is required`; `the password is swordfish`
+# is a known miss). Weak keywords (secret, token, key) also name ordinary things (`the
+# secret is patience`, `the token is valid`), so their value must look random.
+
+_STRONG = r"password|passwd|passphrase|passcode|pass[ \t]code|pw|pwd|pin(?:[ \t]code)?"
+_WEAK = (
+    r"secret(?:[ \t_-]?key)?|(?:access|auth|api|bearer|refresh)[ \t_-]?token|token"
+    r"|api[ \t_-]?key|apikey|access[ \t_-]?key|private[ \t_-]?key"
+)
+_PROSE_KW_RE = re.compile(rf"(?:(?P<strong>{_STRONG})|(?P<weak>{_WEAK}))(?![A-Za-z0-9])", re.I)
+# Up to three words of what the credential is for: "the password for the office printer".
+_QUALIFIER_RE = re.compile(r"[ \t]+(?:for|to|of|on|at|in|into|with)(?=[ \t])", re.I)
+_WORD_RE = re.compile(r"[ \t]{1,8}[\w.@'/-]{1,64}")
+_LINK_RE = re.compile(
+    r"(?:'s|’s)[ \t]+"
+    r"|[ \t]+(?:is|was|are|were|=)(?:[ \t]+(?:now|still|currently|just|always|simply))?"
+    r"(?:[ \t]+(?:set|changed|reset|updated)[ \t]+to)?[ \t]*:?[ \t]+"
+    r"|[ \t]+(?:has[ \t]+been[ \t]+|had[ \t]+been[ \t]+|got[ \t]+)?"
+    r"(?:set|changed|reset|updated)[ \t]+to[ \t]+",
+    re.I,
+)
+_QUALIFIED_LINK_RE = re.compile(r"[ \t]*(?::|=|->)[ \t]*")
+_TO_RE = re.compile(r"[ \t]+to[ \t]+", re.I)
+_BARE_LINK_RE = re.compile(r"[ \t]+")
+_PROSE_QUOTED_RE = re.compile(r"([\"'`“‘])([^\"'`“”‘’\r\n]{1,64})([\"'`”’])")
+_PROSE_BARE_RE = re.compile(r"[^\s\"'`<>()\[\]{}]{1,128}")
+_SYMBOLS = set("!@#$%^&*+=?~_|\\/;:")
+
+
+def _credential_like(value: str, strong: bool) -> bool:
+    if _is_placeholder(value) or _DOTTED_RE.fullmatch(value):
+        return False
+    digit = any(c.isdigit() for c in value)
+    alpha = any(c.isalpha() for c in value)
+    if strong:
+        if value.isdigit():
+            return 4 <= len(value) <= 12
+        inner_caps = any(c.isupper() for c in value[1:]) and any(c.islower() for c in value)
+        symbol = alpha and any(c in _SYMBOLS for c in value)
+        return len(value) >= 4 and (digit or symbol or inner_caps)
+    return len(value) >= 8 and digit and alpha
+
+
+def _prose_value(text: str, pos: int, strong: bool, bare_link: bool = False) -> Span | None:
+    q = _PROSE_QUOTED_RE.match(text, pos)
+    if q is not None and not bare_link:
+        value = q.group(2)
+        ok = strong or _credential_like(value, strong)
+        if value.strip() and not _is_placeholder(value) and ok:
+            return q.span(2)
+        return None
+    b = _PROSE_BARE_RE.match(text, pos)
+    if b is None:
+        return None
+    start, end = b.span()
+    while end > start and text[end - 1] in ".,;:?)]}>”’":
+        end -= 1  # a sentence's punctuation, not part of the value; `!` stays (often is)
+    value = text[start:end]
+    if bare_link and not (any(c.isdigit() for c in value) and any(c.isalpha() for c in value)):
+        return None  # "password espresso4life" without a verb: only a mixed value
+    if bare_link and len(value) < 6:
+        return None
+    return (start, end) if _credential_like(value, strong) else None
+
+
+def _prose_span(m: re.Match[str]) -> Span | None:
+    text = m.string
+    if m.start() > 0 and text[m.start() - 1].isalnum():
+        return None  # bypass, spin, OLDPWD: the keyword inside a longer word
+    strong = m.group("strong") is not None
+    pos = m.end()
+    ends = [pos]
+    qual = _QUALIFIER_RE.match(text, pos)
+    if qual is not None:
+        at = qual.end()
+        for _ in range(3):
+            w = _WORD_RE.match(text, at)
+            if w is None:
+                break
+            at = w.end()
+            ends.append(at)
+    for i, at in enumerate(ends):
+        link = _LINK_RE.match(text, at)
+        if link is None and i > 0:
+            link = _QUALIFIED_LINK_RE.match(text, at)
+        if link is None and i == 0 and strong:
+            link = _TO_RE.match(text, at)  # "changed the root password to …"
+        if link is not None:
+            span = _prose_value(text, link.end(), strong)
+            if span is not None:
+                return span
+    if strong:
+        link = _BARE_LINK_RE.match(text, pos)
+        if link is not None:
+            return _prose_value(text, link.end(), strong, bare_link=True)
+    return None
+
+
+_USE_AS_RE = re.compile(
+    r"(?i:use|used|using|try|tried)[ \t]+(?P<q>[\"'`]?)(?P<s>[^\s\"'`]{4,64})(?P=q)[ \t]+"
+    r"(?i:as)[ \t]+(?:(?i:the|my|our|your|a|an|his|her|their)[ \t]+)?(?:[\w-]+[ \t]+)?"
+    rf"(?i:{_STRONG})(?![A-Za-z0-9])"
+)
+
+
+# A superset of what `_prose_span` accepts after a keyword, checked while seeking.
+_LINK_AHEAD = (
+    r"(?=(?:'s|’s)[ \t]|[ \t]*(?::|=|->)|[ \t]+(?:is|was|are|were|to|set|changed|reset"
+    r"|updated|has|had|got|for|of|on|at|in|into|with)(?![a-z0-9])|[ \t]+[^\s]*[0-9])"
+)
+
+
+def _use_as_span(m: re.Match[str]) -> Span | None:
+    if m.start() > 0 and m.string[m.start() - 1].isalnum():
+        return None
+    return m.span("s") if _credential_like(m.group("s"), True) else None
+
+
+BUILTIN += [
+    Detector(
+        "keyword_secret",
+        _PROSE_KW_RE,
+        ("pass", "pw", "pin", "secret", "token", "key"),
+        _prose_span,
+        9,
+        fold=True,
+        # a whole keyword at a word start: far fewer tries than its letters anywhere
+        # and only where a link can follow: most keywords in text are just words
+        seek=re.compile(rf"\b(?:{_STRONG.lower()}|{_WEAK.lower()})(?![a-z0-9]){_LINK_AHEAD}"),
+    ),
+    Detector(
+        "keyword_secret",
+        _USE_AS_RE,
+        (" as ",),
+        _use_as_span,
+        9,
+        fold=True,
+        seek=re.compile(r"(?:use|used|using|try|tried)[ \t]"),
+    ),
 ]
 
 BUILTIN_KINDS: frozenset[str] = frozenset(d.kind for d in BUILTIN)

@@ -175,6 +175,26 @@ class Memory(Transactions, AttachmentStore, Routing):
             self._log_redactions(path, res.summary())
         return res.text
 
+    def clean_name(self, name: str) -> str:
+        """A name or path with any secret in it redacted: for `.status`, reasons, logs."""
+        return self.redactor.redact_name(name).text if self.redactor is not None else name
+
+    def check_name(self, name: str, what: str = "a name") -> None:
+        """Refuse a name (or symlink target, id) that carries a secret (SPEC §10).
+
+        A name is shown by `ls`, stored, indexed and logged as it is; rewriting it would
+        move the file from under the program that made it. So it is refused (`EINVAL`),
+        and the reason shows the name redacted.
+        """
+        if self.redactor is None:
+            return
+        res = self.redactor.redact_name(name)
+        if res.changed:
+            kinds = ", ".join(sorted(res.summary()))
+            raise InvalidInput(
+                f"{what} must not carry a secret ({kinds}): {res.text!r}; choose one without it"
+            )
+
     def redact_bytes(self, data: bytes, path: str) -> bytes:
         if self.redactor is None:
             return data
@@ -202,6 +222,9 @@ class Memory(Transactions, AttachmentStore, Routing):
 
     def refuse(self, path: str, exc: ContextFSError, data: bytes | None = None) -> Refusal:
         """Record a refusal for `.status`; keep the refused bytes in the data dir."""
+        path = path.encode("utf-8", "backslashreplace").decode()  # names may not be UTF-8
+        # a refused name is shown, logged and names the kept file, never with a secret
+        path, reason = self.clean_name(path), self.clean_name(exc.reason)
         kept = None
         if data:
             data = self.redact_bytes(data, path)  # kept, but never with a secret in it
@@ -215,10 +238,9 @@ class Memory(Transactions, AttachmentStore, Routing):
             kept = str(target)
         else:
             self.refusal_count += 1
-        path = path.encode("utf-8", "backslashreplace").decode()  # names may not be UTF-8
-        r = Refusal(self.clock(), path, exc.errno, exc.reason, kept)
+        r = Refusal(self.clock(), path, exc.errno, reason, kept)
         self.refusals.append(r)
-        log.info("refused %s: %s", path, exc.reason)
+        log.info("refused %s: %s", path, reason)
         return r
 
     # ---- owners and nodes ---------------------------------------------------------------

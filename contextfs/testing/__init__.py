@@ -6,8 +6,9 @@ scripts/, never for the filesystem itself (nothing in `contextfs` imports it).
 - `contextfs.testing.report`: progress lines, percentiles and `stats`, `machine_info`,
   `write_json` of a result document;
 - data for the checks, imported by name when wanted: `search_corpus` (known-answer search
-  corpus), `prose` (seeded markdown), `differential` (the differential POSIX machine; its
-  `machine_for` needs hypothesis, a test dependency).
+  corpus), `secret_corpus` (the labelled secret corpus of tests/corpus/secrets and how a
+  detector is scored on it), `prose` (seeded markdown), `differential` (the differential
+  POSIX machine; its `machine_for` needs hypothesis, a test dependency).
 
 Importing it loads no FUSE code: the daemon only ever runs in a subprocess, so a test or a
 script never serves kernel requests from its own loop (tests/unit/test_offline.py checks).

@@ -7,6 +7,7 @@ leaked credential to a repository scanner.
 from __future__ import annotations
 
 import json
+import logging
 import time
 from pathlib import Path
 
@@ -17,10 +18,12 @@ from hypothesis import strategies as st
 from contextfs.errors import InvalidInput
 from contextfs.memory.redact import (
     BUILTIN_KINDS,
+    RedactingFilter,
     Redaction,
     Redactor,
     RedactResult,
     marker,
+    replacement,
     secret_filename_reason,
 )
 
@@ -653,7 +656,7 @@ def check_idempotent(text: str) -> None:
     for r in once.redactions:
         assert pos <= r.start < r.end <= len(text)
         assert r.line == text.count("\n", 0, r.start) + 1
-        rebuilt += [text[pos : r.start], marker(r.kind)]
+        rebuilt += [text[pos : r.start], replacement(r.kind)]
         pos = r.end
     assert "".join(rebuilt) + text[pos:] == once.text
 
@@ -763,3 +766,153 @@ def test_one_megabyte_of_ordinary_text_is_fast() -> None:
     elapsed = time.process_time() - t0
     assert elapsed < 0.5, f"{elapsed:.3f}s for 1 MB"
     assert res.redactions == ()
+
+
+# ----------------------------------------------------------------- keyword secrets in prose
+
+PROSE_PW = "Winter" + "Probe2024!"
+PROSE_WIFI = "Cafe" + "ProbeWifi77"
+PROSE_AWS = "k3Jd8Fh2" + "LmQw9ErTy5UiOp1AsDf6GhJkL7ZxCvBn"
+
+
+@pytest.mark.parametrize(
+    ("text", "secret"),
+    [
+        (f"My password is {PROSE_PW} for the VPN", PROSE_PW),
+        (f'The wifi password is "{PROSE_WIFI}"', PROSE_WIFI),
+        (f"my aws secret is {PROSE_AWS}", PROSE_AWS),
+        ("The password for the office printer is Prnt-4471.", "Prnt-4471"),
+        ("password to the NAS: nas-Pebble-66", "nas-Pebble-66"),
+        ("I changed the root password to Qz7!mLp2Vw yesterday.", "Qz7!mLp2Vw"),
+        ("The database password was set to 'Ledger Stone 9' during setup.", "Ledger Stone 9"),
+        ("Her banking PIN is 8817.", "8817"),
+        ("Use Hunter2Blue! as the password for the staging box.", "Hunter2Blue!"),
+        ("wifi: CafeNet / password espresso4life", "espresso4life"),
+        ("The wifi password’s CafeLatte2023, by the way.", "CafeLatte2023"),
+    ],
+)
+def test_keyword_secret_in_prose(text: str, secret: str) -> None:
+    res = R.redact(text)
+    assert secret not in res.text
+    assert res.text == text.replace(secret, marker("keyword_secret"))
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "The password policy is strict.",
+        "My password is too long to remember.",
+        "The password is stored in 1Password, not here.",
+        "My secret is that I love cake.",
+        "The secret is to let the dough rest overnight.",
+        "The token is valid for 24 hours.",
+        "The key is consistency, not intensity.",
+        "Your password is at least 12 characters long.",
+        "The pin is loose on the left hinge.",
+        "The token bucket refills at 10 per second.",
+        "if token is None: raise ValueError('no token')",
+        "The passcode screen appears after 5 minutes.",
+        "He kept the password a secret.",
+        "Secret Santa this year is on December 18th.",
+    ],
+)
+def test_prose_that_only_mentions_a_secret_is_left(text: str) -> None:
+    assert R.redact(text).text == text
+
+
+def test_dictionary_word_after_password_is_a_known_miss() -> None:
+    # Documented in docs/secrets.md: `the password is required` looks the same.
+    assert R.redact("the password is swordfish").text == "the password is swordfish"
+
+
+# --------------------------------------------------------------- a token split across writes
+
+
+def test_rest_of_a_token_glued_to_a_marker_is_removed() -> None:
+    first, rest = "Zq8Xw7Ec6R", "v5Tb4Yn3Um2Ik1"
+    stored = R.redact(f"deploy token={first}").text
+    assert stored == "deploy token=[REDACTED:password_assignment]"
+    res = R.redact(stored + rest + ".\n")
+    assert res.text == "deploy token=[REDACTED:password_assignment].\n"
+    (r,) = res.redactions
+    assert r.kind == "split_token" and stored[r.start - 1] == "]"
+    assert replacement("split_token") == ""
+    assert R.redact(res.text).redactions == ()
+
+
+def test_text_after_a_marker_with_a_separator_is_kept() -> None:
+    for text in (
+        "postgres://app:[REDACTED:url_password]@db:5432/app",
+        "key [REDACTED:openai_key], then more",
+        "[REDACTED:jwt].",
+        "token=[REDACTED:password_assignment]&page=2",
+    ):
+        assert R.redact(text).text == text
+
+
+# -------------------------------------------------------------------------------- names
+
+
+@pytest.mark.parametrize(
+    ("name", "kind"),
+    [
+        (f"notes-{OPENAI_PROJ}.md", "openai_key"),
+        (f"session-{SLACK_BOT}", "slack_token"),
+        (f"{GITHUB_CLASSIC}.txt", "github_token"),
+        ("token=Zq8Xw7Ec6Rv5Tb4Y", "password_assignment"),
+        (f"my password is {PROSE_PW}", "keyword_secret"),
+        (f"../../{AWS_ID}", "aws_access_key"),
+    ],
+)
+def test_secret_in_a_name(name: str, kind: str) -> None:
+    res = R.redact_name(name)
+    assert kind in res.summary()
+    assert "[REDACTED:" in res.text
+
+
+@pytest.mark.parametrize(
+    "name",
+    [
+        "2026-11-30-standup.md",
+        "password-reset-flow.md",
+        "api-keys-rotation-notes.md",
+        "token_budget.py",
+        "3f9a8b7c6d5e4f3a2b1c0d9e8f7a6b5c4d3e2f1a.png",
+        "123e4567-e89b-12d3-a456-426614174000.json",
+        "user/default/preferences/editor/L2.md",
+        ".L2.md.swp",
+    ],
+)
+def test_ordinary_names_are_left(name: str) -> None:
+    assert R.redact_name(name).redactions == ()
+
+
+# --------------------------------------------------------------------------------- logs
+
+
+def test_log_filter_redacts_message_args_and_traceback() -> None:
+    records: list[str] = []
+
+    class Keep(logging.Handler):
+        def emit(self, record: logging.LogRecord) -> None:
+            records.append(self.format(record))
+
+    handler = Keep()
+    handler.addFilter(RedactingFilter(R))
+    logger = logging.getLogger("contextfs.test_log_filter")
+    logger.addHandler(handler)
+    logger.propagate = False
+    try:
+        logger.warning("refused %s: %s", f"user/default/{GITHUB_CLASSIC}", "bad name")
+        try:
+            raise ValueError(f"no such name {SLACK_BOT}")
+        except ValueError:
+            logger.exception("while looking up %s", "x")
+        logger.info("plain %d line", 3)
+    finally:
+        logger.removeHandler(handler)
+    text = "\n".join(records)
+    assert GITHUB_CLASSIC not in text and SLACK_BOT not in text
+    assert "user/default/[REDACTED:github_token]" in text
+    assert "[REDACTED:slack_token]" in text and "Traceback" in text
+    assert "plain 3 line" in text

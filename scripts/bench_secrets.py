@@ -1,0 +1,288 @@
+"""Benchmark secret redaction on the labelled corpus: recall and false positives.
+
+Scores each detector on `tests/corpus/secrets/` (format and rules in its README.md):
+
+- `contextfs`: the redactor of this checkout (`memory.redact.Redactor`, built-in table);
+- `contextfs@REV`: the redactor of an earlier commit (`--baseline REV`, default the commit
+  before the work on issue 11's secrets item): its `contextfs/` is exported with
+  `git archive` to a temp dir and run in a child process, so "before" is measured by the
+  same corpus and the same scoring;
+- `detect-secrets`: Yelp's detect-secrets with its default plugins and filters, each item
+  scanned as a `.txt` file, when the package is importable (it is not a dependency; to
+  measure it: `pip install --target /tmp/ds detect-secrets` and add `/tmp/ds` to
+  PYTHONPATH);
+- `contextfs + detect-secrets`: the union of both, what adopting the library on top of
+  the table would give.
+
+It prints a markdown table (recall, partly caught, false-positive items, strays, time per
+item), the built-with and holdout parts apart, recall per corpus file, the items each
+detector missed or touched, and the redactions each makes in the prose the project ships
+(docs, conversations, text corpora: none holds a secret), and writes everything to JSON.
+Exit status 0.
+
+    .venv/bin/python scripts/bench_secrets.py                  # all detectors, timed 5x
+    .venv/bin/python scripts/bench_secrets.py --quick          # one pass, no baseline
+    .venv/bin/python scripts/bench_secrets.py --baseline HEAD~3 --json /tmp/s.json
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tarfile
+import tempfile
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+from contextfs.memory.redact import Redactor
+from contextfs.testing import machine_info, write_json
+from contextfs.testing.secret_corpus import Item, Score, Span, load, score
+
+REPO = Path(__file__).resolve().parents[1]
+CORPUS = REPO / "tests" / "corpus" / "secrets"
+BASELINE = "292f209"  # main before the work on "secrets in every field" (issue 11)
+
+Detector = tuple[Callable[[str], list[Span]], Callable[[str], str]]
+
+# Run by the child process of a baseline: texts in on stdin, spans and redacted text out.
+_CHILD = """
+import json, sys
+from contextfs.memory.redact import Redactor
+r = Redactor()
+out = []
+for t in json.load(sys.stdin):
+    res = r.redact(t)
+    out.append([[[x.start, x.end] for x in res.redactions], res.text])
+json.dump(out, sys.stdout)
+"""
+
+
+def ours(names: set[str]) -> Detector:
+    """This checkout's redactor: `redact_name` for the texts of names.txt (as the mount
+    checks a name), `redact` for content."""
+    r = Redactor()
+
+    def run(t: str):
+        return r.redact_name(t) if t in names else r.redact(t)
+
+    return (lambda t: [(x.start, x.end) for x in run(t).redactions]), (lambda t: run(t).text)
+
+
+def _replace(text: str, spans: list[Span]) -> str:
+    out, pos = [], 0
+    for s, e in sorted(spans):
+        if s < pos:
+            s = pos
+        out += [text[pos:s], "[REDACTED]"]
+        pos = max(pos, e)
+    return "".join(out) + text[pos:]
+
+
+def baseline(rev: str, items: list[Item], extra: list[str]) -> Detector:
+    """The redactor of commit `rev`, run in a child process over every text it needs."""
+    tmp = Path(tempfile.mkdtemp(prefix="bench-secrets-"))
+    archive = subprocess.run(
+        ["git", "-C", str(REPO), "archive", rev, "contextfs"], check=True, capture_output=True
+    ).stdout
+    tar = tmp / "src.tar"
+    tar.write_bytes(archive)
+    with tarfile.open(tar) as tf:
+        tf.extractall(tmp, filter="data")
+    env = dict(os.environ, PYTHONPATH=str(tmp))
+
+    def run(texts: list[str]) -> dict[str, tuple[list[Span], str]]:
+        done = subprocess.run(
+            [sys.executable, "-c", _CHILD],
+            input=json.dumps(texts),
+            capture_output=True,
+            text=True,
+            env=env,
+            cwd=tmp,  # not this checkout: `-c` puts the working directory first on sys.path
+            check=True,
+        )
+        return {
+            t: ([tuple(s) for s in spans], red)
+            for t, (spans, red) in zip(texts, json.loads(done.stdout), strict=True)
+        }
+
+    firsts = [it.text[: it.split] for it in items if it.split]
+    seen = run([it.text for it in items] + firsts + extra)
+    second = [seen[it.text[: it.split]][1] + it.text[it.split :] for it in items if it.split]
+    seen.update(run(second))
+    names = {it.text for it in items if it.group == "names"}
+    # Before the work on issue 11 no name was scanned at all: they were stored as given.
+    nothing: tuple[list[Span], str] = ([], "")
+    return (lambda t: (nothing if t in names else seen[t])[0]), (lambda t: seen[t][1])
+
+
+def detect_secrets() -> Detector | None:
+    try:
+        from detect_secrets import SecretsCollection
+        from detect_secrets.settings import default_settings
+    except ImportError:
+        return None
+    folder = Path(tempfile.mkdtemp(prefix="bench-ds-"))
+
+    def spans(text: str) -> list[Span]:
+        path = folder / "item.txt"
+        path.write_text(text + "\n", encoding="utf-8")
+        found: list[Span] = []
+        with default_settings():
+            coll = SecretsCollection()
+            coll.scan_file(str(path))
+            values = {s.secret_value for _, s in coll if s.secret_value}
+        for v in values:
+            start = text.find(v)
+            while start >= 0:
+                found.append((start, start + len(v)))
+                start = text.find(v, start + 1)
+        return found
+
+    return spans, (lambda t: _replace(t, spans(t)))
+
+
+def union(a: Detector, b: Detector) -> Detector:
+    """Both detectors' spans; stored text: `a`'s redaction, then `b`'s on what is left."""
+
+    def spans(t: str) -> list[Span]:
+        return a[0](t) + b[0](t)
+
+    def redact(t: str) -> str:
+        t = a[1](t)
+        return _replace(t, b[0](t))
+
+    return spans, redact
+
+
+# Prose and conversations the project ships, none with a secret: any redaction in them is a
+# false positive on real text (docs/secrets.md names the detectors' own pages apart).
+REPO_TEXT = ("scripts/recall_data", "tests/corpus/text", "tests/corpus/transcripts", "docs")
+REPO_TEXT_SKIP = ("docs/secrets.md",)  # it quotes secrets on purpose
+
+
+def repo_text() -> list[tuple[str, str]]:
+    out = []
+    for top in REPO_TEXT:
+        for p in sorted((REPO / top).rglob("*")):
+            rel = str(p.relative_to(REPO))
+            if p.is_file() and rel not in REPO_TEXT_SKIP:
+                try:
+                    out.append((rel, p.read_text(encoding="utf-8")))
+                except UnicodeDecodeError:
+                    continue  # the corpus keeps some files that are not UTF-8 on purpose
+    return out
+
+
+def measure(det: Detector, items: list[Item], repeat: int) -> tuple[Score, float]:
+    best = float("inf")
+    result = Score()
+    for _ in range(repeat):
+        t = time.perf_counter()
+        result = score(items, det[0], det[1])
+        best = min(best, time.perf_counter() - t)
+    return result, best / max(1, len(items)) * 1e6
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--quick", action="store_true", help="one pass, no baseline")
+    ap.add_argument("--baseline", default=BASELINE, help="commit to compare with ('' = none)")
+    ap.add_argument("--corpus", type=Path, default=CORPUS)
+    ap.add_argument("--json", type=Path, default=REPO / "bench-results" / "bench_secrets.json")
+    args = ap.parse_args()
+    items = load(args.corpus)
+    repeat = 1 if args.quick else 5
+    detectors: list[tuple[str, Detector]] = []
+    if args.baseline and not args.quick:
+        extra = [t for _, t in repo_text()]
+        detectors.append((f"contextfs@{args.baseline}", baseline(args.baseline, items, extra)))
+    names = {it.text for it in items if it.group == "names"}
+    detectors.append(("contextfs", ours(names)))
+    ds = None if args.quick else detect_secrets()
+    if ds is not None:
+        detectors += [
+            ("detect-secrets", ds),
+            ("contextfs + detect-secrets", union(ours(names), ds)),
+        ]
+    groups = sorted({it.group for it in items})
+    rows = []
+    for name, det in detectors:
+        total, us = measure(det, items, repeat)
+        if name.startswith("contextfs@"):
+            us = float("nan")  # answered from the child's results: not a timing
+        per_group = {g: score([i for i in items if i.group == g], *det) for g in groups}
+        rows.append((name, total, us, per_group))
+    pos = sum(1 for it in items if it.positive)
+    print(f"corpus: {len(items)} items ({pos} with secrets, {len(items) - pos} without)\n")
+    print("| detector | recall | caught / secrets | partly | false positives | strays | µs/item |")
+    print("|---|---|---|---|---|---|---|")
+    for name, s, us, _ in rows:
+        print(
+            f"| {name} | {s.recall:.1%} | {s.caught} / {s.secrets} | {s.partly} | "
+            f"{s.false_positives} / {s.negatives} ({s.fp_rate:.1%}) | {s.strays} | {us:.0f} |"
+        )
+    print("\nthe corpus the detectors were built with, and the holdout written after them:\n")
+    print(
+        "| detector | recall (built with) | false positives | recall (holdout) | false positives |"
+    )
+    print("|---|---|---|---|---|")
+    for name, _, _, per in rows:
+        parts = [Score(), Score()]
+        for g, v in per.items():
+            p = parts[g == "holdout"]
+            p.secrets, p.caught = p.secrets + v.secrets, p.caught + v.caught
+            p.negatives += v.negatives
+            p.false_positives += v.false_positives
+        a, b = parts
+        print(
+            f"| {name} | {a.caught}/{a.secrets} ({a.recall:.1%}) | {a.false_positives}/"
+            f"{a.negatives} | {b.caught}/{b.secrets} ({b.recall:.1%}) | "
+            f"{b.false_positives}/{b.negatives} |"
+        )
+    print("\nrecall (false positives) per corpus file:\n")
+    print("| file | " + " | ".join(name for name, *_ in rows) + " |")
+    print("|---|" + "---|" * len(rows))
+    for g in groups:
+        cells = []
+        for *_, per in rows:
+            s = per[g]
+            cell = f"{s.caught}/{s.secrets}" if s.secrets else "–"
+            cells.append(cell + (f" ({s.false_positives}/{s.negatives})" if s.negatives else ""))
+        print(f"| {g} | " + " | ".join(cells) + " |")
+    for name, s, *_ in rows:
+        print(f"\n{name}: missed {', '.join(s.missed) or 'none'}")
+        print(f"{name}: touched {', '.join(s.touched) or 'none'}")
+    texts = repo_text()
+    size = sum(len(t) for _, t in texts)
+    print(f"\nredactions in the project's own prose ({len(texts)} files, {size // 1000} kB):\n")
+    print("| detector | redactions | where |")
+    print("|---|---|---|")
+    repo_hits = {}
+    for name, det in detectors:
+        hits = [(rel, t[s:e]) for rel, t in texts for s, e in det[0](t)]
+        repo_hits[name] = [rel for rel, _ in hits]
+        where = ", ".join(sorted({rel for rel, _ in hits})[:6]) or "–"
+        print(f"| {name} | {len(hits)} | {where} |")
+    doc = {
+        "machine": machine_info(REPO),
+        "corpus": {"items": len(items), "with_secrets": pos},
+        "repo_text": {"files": len(texts), "chars": size, "hits": repo_hits},
+        "detectors": {
+            name: {
+                **s.as_dict(),
+                "us_per_item": round(us, 1),
+                "groups": {g: v.as_dict() for g, v in per.items()},
+            }
+            for name, s, us, per in rows
+        },
+    }
+    print(f"\nwrote {write_json(args.json, doc)}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,171 @@
+"""SPEC §5 and §10 on a real mount: secrets are redacted in every field.
+
+A token written in two `>>` appends, a password told in a sentence, and names, symlink
+targets, inbox file names, session and owner ids that carry a secret: none of it is left
+in L2, `.query`, `.status`, the log, the daemon's output, what was sent to the embedding
+endpoint, or any file of the data dir (the DuckDB store, the indexes, the log).
+
+The fake secrets are assembled from pieces so that this file does not itself look like a
+leaked credential to a repository scanner.
+"""
+
+from __future__ import annotations
+
+import errno
+import json
+import os
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from contextfs.testing import Mount
+from tests.integration.test_search import fake_embeddings, openai_mount
+
+FIRST, REST = "Zq8Xw7Ec6R", "v5Tb4Yn3Um2Ik1"  # one token, written in two appends
+PROSE_PW = "Winter" + "Probe2024!"
+GITHUB = "ghp" + "_" + "Lm3Nq5Rs7Tu9Vw1Xy3Za5Bc7De9Fg1Hi3Jk5"
+SLACK = "xoxb" + "-" + "111122223333-444455556666-AbCdEfGhIjKlMnOpQrStUvWx"
+AWS_ID = "AKIA" + "M2N3B4V5C6X7Z8L9"
+
+
+def append(path: Path, text: str) -> None:
+    """`printf … >> path`, as a shell does it: open(O_APPEND), write, close."""
+    subprocess.run(["sh", "-c", 'printf %s "$1" >> "$2"', "sh", text, str(path)], check=True)
+
+
+def leaks(folder: Path, needles: list[str]) -> list[str]:
+    """Files under folder whose bytes hold any of the needles."""
+    found = []
+    for p in sorted(folder.rglob("*")):
+        if p.is_file():
+            data = p.read_bytes()
+            found += [f"{p}: {n}" for n in needles if n.encode() in data]
+    return found
+
+
+def _errno(fn, *args) -> int:
+    try:
+        fn(*args)
+    except OSError as exc:
+        return exc.errno
+    return 0
+
+
+@pytest.mark.allow_warnings  # the embedder stand-in logs its model the first time
+def test_token_split_across_two_appends_and_prose_password_are_gone(tmp_path, monkeypatch):
+    fake = fake_embeddings()
+    m = openai_mount(tmp_path, monkeypatch, fake)
+    try:
+        node = m.path / "user/default/preferences/deploy"
+        node.mkdir()
+        l2 = node / "L2.md"
+        l2.write_text("Deploy notes for the staging box.\n")
+        append(l2, f"deploy token={FIRST}")
+        append(l2, f"{REST}\n")
+        vpn = m.path / "user/default/preferences/vpn"
+        vpn.mkdir()
+        (vpn / "L2.md").write_text(f"My password is {PROSE_PW} for the VPN\n")
+        for p in (l2, vpn / "L2.md"):
+            with open(p, "ab") as f:
+                os.fsync(f.fileno())  # the index barrier: searchable once it returns
+
+        text = l2.read_text()
+        assert text == (
+            "Deploy notes for the staging box.\ndeploy token=[REDACTED:password_assignment]\n"
+        )
+        assert (
+            vpn / "L2.md"
+        ).read_text() == "My password is [REDACTED:keyword_secret] for the VPN\n"
+        history = "".join(p.read_text() for p in (node / ".history").iterdir())
+        assert FIRST not in history and REST not in history
+
+        for question, path in (
+            ("deploy token staging", "user/default/preferences/deploy"),
+            ("vpn password", "user/default/preferences/vpn"),
+        ):
+            q = m.path / ".query" / question
+            results = json.loads((q / "_results.json").read_text())
+            assert path in [h["path"] for h in results["hits"]]
+            served = (q / "_context.md").read_text() + (q / "_results.json").read_text()
+            assert "[REDACTED:" in served
+            for secret in (FIRST, REST, PROSE_PW):
+                assert secret not in served
+
+        sent = json.dumps([body for _, _, body in fake.requests])
+        assert FIRST not in sent and REST not in sent and PROSE_PW not in sent
+        assert "1 split_token" in m.new_log()
+        out = m.stop()
+        assert FIRST not in out and REST not in out
+    finally:
+        if m.proc is not None:
+            m.stop()
+        fake.close()
+    assert leaks(tmp_path / "data", [FIRST, REST, PROSE_PW]) == []
+    assert m.fsck() == []
+
+
+def test_names_that_carry_a_secret_are_refused_and_never_shown(mount: Mount):
+    u = mount.path / "user/default"
+    node = u / "preferences/editor"
+    node.mkdir()
+    (node / "L2.md").write_text("vim\n")
+    (node / "notes.txt").write_text("ordinary notes\n")
+    cases = [
+        (open, node / f"{GITHUB}.txt", "w"),
+        (os.mkdir, node / f"keys-{GITHUB}"),
+        (os.symlink, f"../../{AWS_ID}", node / "link"),
+        (os.rename, node / "notes.txt", node / f"my password is {PROSE_PW}"),
+        (open, mount.path / ".inbox" / f"chat-{SLACK}.md", "w"),
+        (os.mkdir, mount.path / ".sessions" / f"s-{SLACK}"),
+        (os.mkdir, mount.path / "user" / f"x-{GITHUB}"),
+        (os.mkdir, u / "preferences" / f"token=Zq8Xw7Ec6R{REST}"),
+    ]
+    for fn, *args in cases:
+        assert _errno(fn, *args) == errno.EINVAL, (fn.__name__, args)
+
+    # Ordinary names next to them still work, and nothing refused shows in a listing.
+    (node / "password-reset-flow.md").write_text("steps\n")
+    os.symlink("notes.txt", node / "link-to-notes")
+    assert sorted(os.listdir(node)) == [
+        ".history",
+        "L0.md",
+        "L1.md",
+        "L2.md",
+        "link-to-notes",
+        "meta.yaml",
+        "notes.txt",
+        "password-reset-flow.md",
+    ]
+    assert os.listdir(mount.path / ".sessions") == []
+
+    status = mount.status()
+    for kind in ("github_token", "aws_access_key", "keyword_secret", "slack_token"):
+        assert f"[REDACTED:{kind}]" in status, kind
+    assert status.count("must not carry a secret") >= len(cases) - 1
+    secrets = [GITHUB, SLACK, AWS_ID, PROSE_PW, REST]
+    for secret in secrets:
+        assert secret not in status
+    out = mount.stop()
+    for secret in secrets:
+        assert secret not in out
+    assert leaks(mount.data_dir, secrets) == []
+
+
+def test_token_split_across_two_appends_to_a_session_transcript(mount: Mount):
+    s = mount.path / ".sessions/s1"
+    s.mkdir()
+    transcript = s / "transcript.jsonl"
+    append(transcript, '{"role": "user", "content": "hello"}\n')
+    append(transcript, f'{{"role": "user", "content": "deploy token={FIRST}')
+    append(transcript, f'{REST} for staging"}}\n')
+    lines = transcript.read_text().splitlines()
+    assert json.loads(lines[1])["content"] == (
+        "deploy token=[REDACTED:password_assignment] for staging"
+    )
+    os.rmdir(s)  # end: extracted and archived as a session node
+    archived = mount.path / "user/default/sessions"
+    texts = "".join(p.read_text() for p in archived.rglob("L2.md"))
+    assert "[REDACTED:password_assignment]" in texts
+    mount.stop()
+    assert leaks(mount.data_dir, [FIRST, REST]) == []
