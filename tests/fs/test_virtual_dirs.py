@@ -313,3 +313,124 @@ async def test_conversations_answer_with_turns_and_entity_hubs(
     assert "user/default/entities/biscuit" in [h["path"] for h in hits]
     turns = {t for h in hits for p in h["passages"] for t in p.get("turns", [])}
     assert {"S1:2", "S2:2"} <= turns
+
+
+async def _conversation(
+    searching: Mount, sessions: dict[str, tuple[str, list[tuple[str, str]]]]
+) -> None:
+    """Each session into the inbox as JSONL (speaker, text), processed, then an fsync
+    barrier so everything is searchable."""
+    fs = searching.fs
+    for name, (when, turns) in sessions.items():
+        lines = [
+            json.dumps(
+                {
+                    "role": "user",
+                    "name": who,
+                    "content": text,
+                    "timestamp": when,
+                    "id": f"{name[:2].upper()}:{i + 1}",
+                }
+            )
+            for i, (who, text) in enumerate(turns)
+        ]
+        await fs.write(f".inbox/{name}", "\n".join(lines).encode())
+        assert await searching.service.step() is True
+    assert searching.indexer is not None
+    with trio.fail_after(20):
+        while not searching.indexer.ready:
+            await trio.sleep(0.01)
+    await fs.mkdir("user/default/preferences/sync")
+    await fs.write("user/default/preferences/sync/L2.md", b"Nothing.", fsync=True)
+
+
+async def test_a_question_naming_a_speaker_is_not_answered_by_greetings(
+    searching: Mount,
+) -> None:
+    """A participant's name in a turn is mostly a greeting ("Maya! Long time no chat."):
+    the name is left out of both searches, and what the named person said comes first."""
+    greet = ("Jonah", "Maya! Long time no chat.")
+    await _conversation(
+        searching,
+        {
+            f"s{i}.jsonl": (f"2023-0{i}-10T10:00:00", [greet, ("Maya", f"Busy week {i}.")])
+            for i in range(1, 6)
+        }
+        | {
+            "s6.jsonl": (
+                "2023-06-10T10:00:00",
+                [
+                    ("Jonah", "Any news?"),
+                    ("Maya", "It has rained in Bath all week; ten years I have lived here."),
+                ],
+            )
+        },
+    )
+    results = json.loads(
+        await searching.fs.text(".query/@budget=200/which city does Maya live in/_results.json")
+    )
+    top = [
+        (p["turns"], h["path"]) for h in results["hits"] for p in h["passages"] if p.get("turns")
+    ]
+    assert top and top[0][0] == ["S6:2"], top  # Maya's own answer, not a greeting
+    text = await searching.fs.text(".query/@budget=120/which city does Maya live in/_context.md")
+    assert "ten years I have lived here" in text, text
+    assert "Long time no chat" not in text, text
+
+
+async def test_a_question_about_a_relation_reaches_the_turns_naming_that_entity(
+    searching: Mount, memory: Memory
+) -> None:
+    """Two hops: "my cousin" finds the entity Luca (extracted from one session); the turns
+    of other sessions that name Luca, which the entity was not gathered from, join."""
+    await _conversation(
+        searching,
+        {
+            "s1.jsonl": ("2023-01-10T10:00:00", [("Maya", "My cousin Luca is coming to stay.")]),
+            "s2.jsonl": (
+                "2023-02-10T10:00:00",
+                [
+                    ("Maya", "The bus was late again this morning."),
+                    ("Maya", "Luca passed his final exams, he is officially a vet now!"),
+                ],
+            ),
+            # turns that share some of the question's words: without the hop they come
+            # before the turn that answers (which shares none), and fill a small budget
+            "s3.jsonl": (
+                "2023-03-10T10:00:00",
+                [("Jonah", f"My job is dull, day {i} of the audit.") for i in range(4)]
+                + [("Jonah", f"What a day, {i} of them.") for i in range(8)],
+            ),
+        },
+    )
+    hub = memory.live_node(("user", "default"), memory.types["entity"], "luca")
+    assert hub is not None and not any("S2:2" in s for s in hub.sources), hub.sources
+    text = await searching.fs.text(
+        ".query/@budget=200/what does my cousin do for a job/_context.md"
+    )
+    assert "[S2:2] Maya: Luca passed his final exams, he is officially a vet now!" in text, text
+
+
+async def test_what_a_named_speaker_said_comes_before_what_others_said(
+    searching: Mount,
+) -> None:
+    """ "Does Mateo have a dog?" is answered by what Mateo said, though another speaker's
+    shorter line matches the words better."""
+    await _conversation(
+        searching,
+        {
+            "s1.jsonl": (
+                "2023-04-02T10:00:00",
+                [
+                    ("Efua", "A dog barked."),
+                    ("Mateo", "We adopted a rescue dog in the spring, a collie called Rolo."),
+                ],
+            )
+        },
+    )
+    results = json.loads(await searching.fs.text(".query/does Mateo have a dog/_results.json"))
+    ranked = sorted(
+        ((p["score"], p["turns"]) for h in results["hits"] for p in h["passages"] if "turns" in p),
+        reverse=True,
+    )
+    assert ranked[0][1] == ["S1:2"], ranked
