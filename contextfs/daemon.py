@@ -207,7 +207,9 @@ def _mount(
     if indexer is not None:
         indexer.on_indexed = then_flush(tree.nodes_indexed, flush)
     fuse_options = set(pyfuse3.default_options)
-    fuse_options |= {"fsname=contextfs", "subtype=contextfs"}
+    # the kernel checks every access against the owners and modes the tree reports (the
+    # stored ones: fs/perms.py); without it, under allow_other anyone could open anything
+    fuse_options |= {"fsname=contextfs", "subtype=contextfs", "default_permissions"}
     fuse_options |= set(options) - OWN_OPTIONS
     log.info("mounting %s (data dir %s, %d nodes)", mountpoint, cfg.data_dir, len(memory.live))
     teardown.callback(_last_writes, memory)  # registered before the mount: runs after it goes

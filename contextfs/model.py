@@ -46,6 +46,17 @@ class Node:
         return {"L0": self.l0, "L1": self.l1, "L2": self.l2}[name]
 
 
+@dataclass(frozen=True, slots=True)
+class Access:
+    """POSIX owner, group and permission bits of an owner directory, a node (its
+    directory and the files it covers) or an attachment (see store/schema.py `access`)."""
+
+    uid: int
+    gid: int
+    dir_mode: int
+    file_mode: int
+
+
 @dataclass(slots=True)
 class Attachment:
     """In-memory mirror of an `attachments` row, without its data."""

@@ -57,6 +57,7 @@ from contextfs.fs.inode import (
     ns,
 )
 from contextfs.fs.nodes import Nodes
+from contextfs.fs.perms import Perms
 from contextfs.fs.query import QueryDirs, SearchPort
 from contextfs.fs.rename import rename
 from contextfs.fs.sessions import Sessions, SessionsConfig
@@ -125,6 +126,7 @@ class Tree:
         self.on_commit = on_commit
         self._seen_generation = memory.generation
         self.buffers = Buffers(self)  # file bytes and attributes between open and commit
+        self.perms = Perms(memory, self.uid, self.gid)  # stored owners, groups, modes
         # the role handlers; the tree knows them by role and nothing else about them
         self.static = Static(self, status or (lambda: ""), schema_files or {})
         self.attachments = Attachments(self)
@@ -341,12 +343,13 @@ class Tree:
         else:
             nlink = 1
             size = len(inode.data) if inode.data is not None else self.handler(inode).size(inode)
+        mode, uid, gid = self.perms.attrs(inode)
         return Attr(
             inode.ino,
-            inode.mode,
+            mode,
             nlink,
-            inode.uid,
-            inode.gid,
+            uid,
+            gid,
             size,
             inode.atime_ns or mtime,
             mtime,
@@ -373,6 +376,10 @@ class Tree:
             self.handles[fh].wrote = True  # ftruncate: committed at this handle's close
         if size is not None:
             self.buffers.truncate(inode, size)
+        if (mode is not None or uid is not None or gid is not None) and self.perms.change(
+            inode, mode, uid, gid
+        ):
+            mode = uid = gid = None  # stored as the owner's, node's or attachment's access
         self.buffers.set_attributes(
             inode, mode=mode, uid=uid, gid=gid, atime_ns=atime_ns, mtime_ns=mtime_ns
         )
@@ -527,9 +534,12 @@ class Tree:
                 raise Exists(f"{self.child_path(d, name)} exists")
             return await self.open(existing.ino, flags)
         self.memory.check_writable()
-        if d.mode & stat.S_ISGID:  # a new file takes a setgid directory's group
-            gid = d.gid
-        return self.handler(d).create(d, name, mode, flags, uid, gid)
+        dmode, _, dgid = self.perms.attrs(d)
+        if dmode & stat.S_ISGID:  # a new file takes a setgid directory's group
+            gid = dgid
+        handle = self.handler(d).create(d, name, mode, flags, uid, gid)
+        self.perms.created(handle.inode, mode, uid, gid)
+        return handle
 
     @_commits
     def mkdir(self, parent_ino: int, name: str, mode: int, uid: int, gid: int) -> Inode:
@@ -538,7 +548,9 @@ class Tree:
         if name in d.children:
             raise Exists(f"{self.child_path(d, name)} exists")
         self.memory.check_writable()
-        return self.handler(d).mkdir(d, name, mode, uid, gid)
+        inode = self.handler(d).mkdir(d, name, mode, uid, gid)
+        self.perms.created(inode, mode, uid, gid)
+        return inode
 
     @_commits
     def symlink(self, parent_ino: int, name: str, target: bytes, uid: int, gid: int) -> Inode:
@@ -547,7 +559,9 @@ class Tree:
         if name in d.children:
             raise Exists(f"{self.child_path(d, name)} exists")
         self.memory.check_name(os.fsdecode(target), "a symlink target")
-        return self.attachments.symlink(d, name, target, uid, gid)
+        inode = self.attachments.symlink(d, name, target, uid, gid)
+        self.perms.created(inode, stat.S_IMODE(inode.mode), uid, gid)
+        return inode
 
     @_commits
     def unlink(self, parent_ino: int, name: str) -> None:

@@ -33,7 +33,7 @@ from contextfs.memory.routing import Routing
 from contextfs.memory.strategies import strategy_for
 from contextfs.memory.summarize import summarize
 from contextfs.memory.transactions import Journal, Transactions
-from contextfs.model import Attachment, Change, Node
+from contextfs.model import Access, Attachment, Change, Node
 from contextfs.store import Store
 
 if TYPE_CHECKING:
@@ -122,6 +122,8 @@ class Memory(Transactions, AttachmentStore, Routing):
         self.refusal_count = 0
         self.failsafe: str | None = None  # reason, when the store turned read-only
         self.owners: set[tuple[str, str]] = set(store.owners())
+        # (kind, key) -> stored owner, group and modes; absent = the defaults
+        self.access: dict[tuple[str, str], Access] = store.access()
         self.nodes: dict[int, Node] = {}
         self.live = LiveNodes()
         for n in store.nodes():
@@ -259,6 +261,22 @@ class Memory(Transactions, AttachmentStore, Routing):
             self.store.add_owner(kind, owner_id)
             self.owners.add((kind, owner_id))
             self._tx.owners.append((kind, owner_id))
+
+    def set_access(self, kind: str, key: str, access: Access | None) -> None:
+        """Store who owns an owner directory (`owner`, 'user/alice'), a node (`node`, its
+        id) or an attachment (`attachment`, its id) and its modes; None = the defaults."""
+        if kind not in ("owner", "node", "attachment"):
+            raise InvalidInput(f"no access is kept for {kind!r}")
+        self.check_writable()
+        with self.transaction():
+            tx = self._tx
+            assert tx is not None
+            tx.access.setdefault((kind, key), self.access.get((kind, key)))
+            self.store.set_access(kind, key, access)
+            if access is None:
+                self.access.pop((kind, key), None)
+            else:
+                self.access[(kind, key)] = access
 
     def _new_node(self, owner: tuple[str, str], ctype: ContextType, name: str) -> Node:
         now = self.clock()

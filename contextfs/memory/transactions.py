@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING
 import duckdb
 
 from contextfs.errors import InvalidInput, StoreDamaged
-from contextfs.model import Attachment, Change, Node
+from contextfs.model import Access, Attachment, Change, Node
 
 if TYPE_CHECKING:
     from contextfs.memory.service import LiveNodes
@@ -45,6 +45,7 @@ class Journal:
     new_nodes: list[int] = field(default_factory=list)  # added to Memory.nodes
     live: dict[tuple[str, str, str, str], int | None] = field(default_factory=dict)
     owners: list[tuple[str, str]] = field(default_factory=list)
+    access: dict[tuple[str, str], Access | None] = field(default_factory=dict)  # before
     # id: (attachment, copy before its first change, or None: reload from the store)
     atts: dict[int, tuple[Attachment, Attachment | None]] = field(default_factory=dict)
     new_atts: list[int] = field(default_factory=list)
@@ -60,6 +61,7 @@ class Transactions:
     nodes: dict[int, Node]
     live: LiveNodes
     owners: set[tuple[str, str]]
+    access: dict[tuple[str, str], Access]
     attachments: dict[int, Attachment]
     generation: int
     failsafe: str | None
@@ -176,6 +178,11 @@ class Transactions:
                 setattr(a, name, getattr(before, name))
         for owner in tx.owners:
             self.owners.discard(owner)
+        for key, before in tx.access.items():
+            if before is None:
+                self.access.pop(key, None)
+            else:
+                self.access[key] = before
         del self.pending_redactions[tx.redactions :]
         self.generation = tx.generation
 

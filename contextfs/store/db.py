@@ -21,7 +21,7 @@ from pathlib import Path
 import duckdb
 
 from contextfs.errors import StoreDamaged, StoreLocked
-from contextfs.model import Attachment, Node
+from contextfs.model import Access, Attachment, Node
 from contextfs.store.schema import CHUNK_SIZE, create_tables, insert_chunks, migrate
 
 log = logging.getLogger(__name__)
@@ -140,6 +140,12 @@ class Store:
         rows = self.con.execute("SELECT kind, id FROM owners ORDER BY 1, 2").fetchall()
         return [tuple(r) for r in rows]
 
+    def access(self) -> dict[tuple[str, str], Access]:
+        rows = self.con.execute(
+            "SELECT kind, key, uid, gid, dir_mode, file_mode FROM access"
+        ).fetchall()
+        return {(k, key): Access(uid, gid, dm, fm) for k, key, uid, gid, dm, fm in rows}
+
     def nodes(self) -> list[Node]:
         rows = self.con.execute(f"SELECT {_NODE_COLS} FROM nodes ORDER BY id").fetchall()
         nodes = [_node_from_row(r) for r in rows]
@@ -208,6 +214,18 @@ class Store:
         self.con.execute(
             "INSERT INTO owners VALUES (?, ?, ?) ON CONFLICT DO NOTHING",
             [kind, owner_id, time.time()],
+        )
+
+    def set_access(self, kind: str, key: str, a: Access | None) -> None:
+        """Store (or, with None, forget) the access of an owner, node or attachment."""
+        if a is None:
+            self.con.execute("DELETE FROM access WHERE kind = ? AND key = ?", [kind, key])
+            return
+        self.con.execute(
+            "INSERT INTO access VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT (kind, key) DO UPDATE "
+            "SET uid = excluded.uid, gid = excluded.gid, dir_mode = excluded.dir_mode, "
+            "file_mode = excluded.file_mode",
+            [kind, key, a.uid, a.gid, a.dir_mode, a.file_mode],
         )
 
     def insert_node(self, n: Node, *, new_version_reason: str | None = None) -> int:

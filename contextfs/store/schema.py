@@ -10,7 +10,7 @@ from collections.abc import Callable
 
 import duckdb
 
-SCHEMA_VERSION = 3
+SCHEMA_VERSION = 4
 
 # An attachment's bytes are stored in chunks of this size (v3): a commit rewrites only
 # the chunks it changed, so an fsync of a 4 KiB write into a 32 MiB file stores 64 KiB.
@@ -130,6 +130,21 @@ CREATE TABLE IF NOT EXISTS outbox (
 """
 
 SCHEMA_V2 = """
+
+-- (v4) Who may do what: the POSIX owner, group and permission bits of an owner directory
+-- (kind 'owner', key 'user/alice'), a node (kind 'node', key its id: dir_mode for its
+-- directory, file_mode for L0/L1/L2, and for meta.yaml and .history without the write
+-- bits) or an attachment (kind 'attachment', key its id; its mode is attachments.mode).
+-- No row = the defaults: the daemon's uid and gid, 0755 folders, 0644 files.
+CREATE TABLE IF NOT EXISTS access (
+    kind      TEXT    NOT NULL,       -- 'owner' | 'node' | 'attachment'
+    key       TEXT    NOT NULL,
+    uid       BIGINT  NOT NULL,
+    gid       BIGINT  NOT NULL,
+    dir_mode  INTEGER NOT NULL,       -- permission bits (07777) of the directory
+    file_mode INTEGER NOT NULL,       -- permission bits of the files it covers
+    PRIMARY KEY (kind, key)
+);
 -- (v2) Files dropped into an .inbox: the raw bytes (secrets already redacted), kept as
 -- the record of what was handed in, and what processing them did.
 CREATE TABLE IF NOT EXISTS inbox_items (
@@ -232,6 +247,7 @@ _ROWS_PER_INSERT = 64
 MIGRATIONS: dict[int, str | Callable[[duckdb.DuckDBPyConnection], None]] = {
     1: "ALTER TABLE nodes ADD COLUMN archived_at DOUBLE",
     2: _chunk_attachments,
+    3: "SELECT 1",  # the access table: created by create_tables on any store
 }
 
 

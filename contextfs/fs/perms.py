@@ -1,0 +1,264 @@
+"""Who owns what in the tree, and who may read it: owners, groups and modes of owner
+directories, nodes and attachments, kept in the store (`Memory.access`) so a chmod or a
+chown survives a remount, and the check a query applies for each caller.
+
+The kernel enforces the modes this module reports (the mount always runs with
+`default_permissions`). What it cannot see is what a virtual directory gathers from many
+nodes (`.query`, `.status`): those ask `may_read` for the caller. A node's one mode covers
+all its tiers (L0, L1, L2), and, without the write bits, `meta.yaml` and `.history`:
+hiding L2 while its abstract or an old version stays readable would hide nothing. Type
+directories and an owner's trash follow the owner directory. Pure Python, no pyfuse3.
+"""
+
+from __future__ import annotations
+
+import os
+import stat
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from contextfs.errors import NotPermitted
+from contextfs.fs.inode import Inode, Role
+from contextfs.model import Access, Node
+
+if TYPE_CHECKING:
+    from contextfs.memory.service import Memory
+
+DIR_MODE = 0o755
+FILE_MODE = 0o644
+_NO_WRITE = ~0o222
+# Roles whose owner, group and mode come from the stored access of their owner or node.
+OWNED = frozenset(
+    {
+        Role.OWNER,
+        Role.TYPEDIR,
+        Role.TRASH,
+        Role.TRASH_TYPE,
+        Role.NODE,
+        Role.TIER,
+        Role.META,
+        Role.HISTORY,
+        Role.VERSION,
+        Role.ATTACH,
+    }
+)
+
+
+@dataclass(frozen=True, slots=True)
+class Caller:
+    """Who asks: a uid and every group it is in (the kernel sends only the primary group;
+    the others are read from /proc/<pid>/status)."""
+
+    uid: int
+    groups: frozenset[int]
+
+    @classmethod
+    def of(cls, uid: int, gid: int, pid: int) -> Caller:
+        groups = {gid}
+        try:
+            with open(f"/proc/{pid}/status", encoding="ascii", errors="replace") as f:
+                for line in f:
+                    if line.startswith("Groups:"):
+                        groups.update(int(g) for g in line.split()[1:])
+                        break
+        except OSError:
+            pass  # the process is gone: its primary group only
+        return cls(uid, frozenset(groups))
+
+    @property
+    def key(self) -> str:
+        return f"{self.uid}:{','.join(map(str, sorted(self.groups)))}"
+
+
+def allows(caller: Caller, uid: int, gid: int, mode: int, want: int) -> bool:
+    """POSIX: the owner's bits for the owner, the group's for a member, else the others'.
+    `want` is a combination of os.R_OK, os.W_OK, os.X_OK. Root may do anything."""
+    if caller.uid == 0:
+        return True
+    if caller.uid == uid:
+        bits = mode >> 6
+    elif gid in caller.groups:
+        bits = mode >> 3
+    else:
+        bits = mode
+    return (bits & want) == want
+
+
+class Perms:
+    """Owners, groups and modes of the owned part of the tree, read from and written to
+    `Memory.access`."""
+
+    def __init__(self, memory: Memory, uid: int, gid: int) -> None:
+        self.memory = memory
+        self.uid = uid  # the defaults: the daemon's
+        self.gid = gid
+
+    # ---- reading -------------------------------------------------------------------------
+
+    def owner_access(self, owner: tuple[str, str]) -> Access:
+        found = self.memory.access.get(("owner", f"{owner[0]}/{owner[1]}"))
+        return found or Access(self.uid, self.gid, DIR_MODE, FILE_MODE)
+
+    def node_access(self, n: Node) -> Access:
+        found = self.memory.access.get(("node", str(n.id)))
+        if found is not None:
+            return found
+        o = self.owner_access(n.owner)
+        return Access(o.uid, o.gid, DIR_MODE, FILE_MODE)
+
+    def attrs(self, inode: Inode) -> tuple[int, int, int]:
+        """(st_mode, uid, gid) of an inode."""
+        role = inode.role
+        if role not in OWNED or inode.owner is None and inode.node is None:
+            return inode.mode, inode.uid, inode.gid
+        kind = stat.S_IFMT(inode.mode)
+        n = inode.node
+        if role in (Role.OWNER, Role.TYPEDIR, Role.TRASH, Role.TRASH_TYPE) or (
+            role == Role.NODE and n is None
+        ):
+            assert inode.owner is not None
+            a = self.owner_access(inode.owner)
+            return kind | a.dir_mode, a.uid, a.gid
+        assert n is not None
+        a = self.node_access(n)
+        if role == Role.NODE:
+            return kind | a.dir_mode, a.uid, a.gid
+        if role == Role.HISTORY:
+            return kind | (a.dir_mode & _NO_WRITE), a.uid, a.gid
+        if role == Role.TIER:
+            mode = a.file_mode & _NO_WRITE if inode.trashed else a.file_mode
+            return kind | mode, a.uid, a.gid
+        if role in (Role.META, Role.VERSION):
+            return kind | (a.file_mode & _NO_WRITE), a.uid, a.gid
+        # an attachment: its own mode (attachments.mode), its own owner when it has one
+        att = inode.att
+        found = self.memory.access.get(("attachment", str(att.id))) if att else None
+        return inode.mode, (found or a).uid, (found or a).gid
+
+    def may_read(self, caller: Caller, n: Node) -> bool:
+        """Whether the caller could `cat` the node's L2 through the mount: search the
+        owner directory and the node directory, read the file."""
+        if caller.uid == 0:
+            return True
+        o = self.owner_access(n.owner)
+        if not allows(caller, o.uid, o.gid, o.dir_mode, os.X_OK):
+            return False
+        a = self.node_access(n)
+        return allows(caller, a.uid, a.gid, a.dir_mode, os.X_OK) and allows(
+            caller, a.uid, a.gid, a.file_mode, os.R_OK
+        )
+
+    def may_enter(self, caller: Caller, owner: tuple[str, str]) -> bool:
+        o = self.owner_access(owner)
+        return allows(caller, o.uid, o.gid, o.dir_mode, os.X_OK)
+
+    # ---- writing -------------------------------------------------------------------------
+
+    def change(self, inode: Inode, mode: int | None, uid: int | None, gid: int | None) -> bool:
+        """chmod/chown of an owned inode, stored; False when the role keeps its attributes
+        in the inode (not owned)."""
+        role = inode.role
+        if role not in OWNED or inode.owner is None and inode.node is None:
+            return False
+        if mode is not None:
+            mode = stat.S_IMODE(mode)
+        n = inode.node
+        if role == Role.OWNER or (role == Role.NODE and n is None):
+            assert inode.owner is not None
+            if role == Role.NODE:  # a singleton not written yet: follows its owner
+                return self._same_as_shown(inode, mode, uid, gid)
+            a = self.owner_access(inode.owner)
+            self._store(
+                "owner",
+                f"{inode.owner[0]}/{inode.owner[1]}",
+                a,
+                Access(
+                    a.uid if uid is None else uid,
+                    a.gid if gid is None else gid,
+                    a.dir_mode if mode is None else mode,
+                    a.file_mode,
+                ),
+            )
+            return True
+        if role in (Role.TYPEDIR, Role.TRASH, Role.TRASH_TYPE):
+            return self._same_as_shown(inode, mode, uid, gid)
+        if role == Role.ATTACH:
+            if uid is None and gid is None:
+                return False  # its mode is attachments.mode
+            att = inode.att
+            assert att is not None and n is not None
+            _, cur_uid, cur_gid = self.attrs(inode)
+            self._store(
+                "attachment",
+                str(att.id),
+                Access(cur_uid, cur_gid, stat.S_IMODE(inode.mode), stat.S_IMODE(inode.mode)),
+                Access(
+                    cur_uid if uid is None else uid,
+                    cur_gid if gid is None else gid,
+                    stat.S_IMODE(inode.mode),
+                    stat.S_IMODE(inode.mode),
+                ),
+            )
+            return mode is None  # a mode still goes to attachments.mode
+        assert n is not None
+        if role in (Role.META, Role.VERSION, Role.HISTORY) and mode is not None:
+            if self._same_as_shown(inode, mode, None, None):
+                mode = None  # `cp -a`, `rsync -a` set what they read: fine
+            else:
+                raise NotPermitted(
+                    f"{inode.name} takes the node's mode: chmod the node or its L2.md"
+                )
+        a = self.node_access(n)
+        dir_mode, file_mode = a.dir_mode, a.file_mode
+        if mode is not None:
+            if role == Role.NODE:
+                dir_mode = mode
+            else:
+                file_mode = mode
+        self._store(
+            "node",
+            str(n.id),
+            a,
+            Access(
+                a.uid if uid is None else uid, a.gid if gid is None else gid, dir_mode, file_mode
+            ),
+        )
+        return True
+
+    def created(self, inode: Inode, mode: int, uid: int, gid: int) -> None:
+        """A new owner directory, node or attachment takes its creator's uid, gid and mode
+        (stored only when they differ from what it would show anyway)."""
+        if inode.role not in (Role.OWNER, Role.NODE, Role.ATTACH):
+            return
+        if inode.role != Role.OWNER and (
+            inode.node is None or inode.role == Role.ATTACH and inode.att is None
+        ):
+            return
+        shown_mode, shown_uid, shown_gid = self.attrs(inode)
+        if inode.role == Role.ATTACH:
+            mode = None  # already its attachments.mode
+        elif stat.S_IMODE(mode) == stat.S_IMODE(shown_mode):
+            mode = None
+        if uid == shown_uid and gid == shown_gid and mode is None:
+            return
+        self.change(inode, mode, uid, gid)
+
+    def _store(self, kind: str, key: str, current: Access, new: Access) -> None:
+        if new != current:
+            self.memory.set_access(kind, key, new)
+
+    def _same_as_shown(
+        self, inode: Inode, mode: int | None, uid: int | None, gid: int | None
+    ) -> bool:
+        """A derived directory: a change to what it already shows is accepted (chmod -R,
+        chown -R, cp -a), anything else is refused."""
+        shown_mode, shown_uid, shown_gid = self.attrs(inode)
+        if (
+            (mode is None or mode == stat.S_IMODE(shown_mode))
+            and (uid is None or uid == shown_uid)
+            and (gid is None or gid == shown_gid)
+        ):
+            return True
+        raise NotPermitted(
+            f"{inode.name} follows its owner directory: chmod or chown the owner directory"
+        )
