@@ -380,7 +380,7 @@ class Operations(pyfuse3.Operations):
         new_name: pyfuse3.FileNameT,
         ctx: pyfuse3.RequestContext,
     ) -> pyfuse3.EntryAttributes:
-        self.tree.link()
+        self.tree.link(os.fsdecode(new_name))
         raise AssertionError("unreachable: hard links are refused")
 
     @_handler

@@ -335,11 +335,15 @@ class Tree:
             mtime = ns(inode.node.updated)
         if inode.role == Role.META:
             inode.listed = True  # the kernel now caches its size: see Tiers.count_read
+        # an inode whose last name is gone (unlinked while open, a removed cwd) has
+        # st_nlink 0, as POSIX fstat after unlink shows
+        named = inode.parent is not None or inode.ino == 1
         if inode.is_dir:
             nlink = 2 + (inode.ndirs if inode.populated else self.nodes.unloaded_ndirs(inode))
+            nlink = nlink if named else 0
             size = 4096
         else:
-            nlink = 1
+            nlink = 1 if named else 0
             size = len(inode.data) if inode.data is not None else self.handler(inode).size(inode)
         return Attr(
             inode.ino,
@@ -385,6 +389,10 @@ class Tree:
         parent = self.get(parent_ino)
         if not parent.is_dir:
             raise NotADirectory("not a directory")
+        if len(os.fsencode(name)) > NAME_MAX:
+            # every call that resolves a path (open, stat, unlink, rename, link, mknod…)
+            # looks the name up first: this is where the kernel learns ENAMETOOLONG
+            raise NameTooLong(f"a name is limited to {NAME_MAX} bytes")
         if name == ".":
             return parent
         if name == "..":
@@ -578,12 +586,14 @@ class Tree:
         self.memory.persist_pending(d.owner)
         self.memory.flush_touched()
 
-    def link(self) -> None:
+    def link(self, name: str = "") -> None:
+        self.check_name(name)
         raise NotSupported("hard links are not supported (EPERM); copy the file instead")
 
     @_commits_async
     async def mknod(self, parent_ino: int, name: str, mode: int, uid: int, gid: int) -> Inode:
         """A regular file made with mknod: created, closed, and returned."""
+        self.check_name(name)
         if not stat.S_ISREG(mode):
             raise NotSupported("device nodes, FIFOs and sockets are not supported (EPERM)")
         h = await self.create(

@@ -1,0 +1,51 @@
+"""Robustness and POSIX findings (issue 11), at the handler level over a real store:
+names over 255 bytes on every lookup-based call, st_nlink of a file unlinked while open,
+undecodable question names, bounded query state, statfs, symlinks renamed where memory
+is made, refusals that must reach the shell, many files in one node."""
+
+from __future__ import annotations
+
+import errno
+import os
+
+import pyfuse3
+
+from tests.fs.conftest import FS
+
+LONG = b"n" * 256
+
+
+async def _node(fs: FS) -> int:
+    await fs.mkdir("user/default/preferences/editor")
+    await fs.write("user/default/preferences/editor/L2.md", b"vim\n")
+    return await fs.ino("user/default/preferences/editor")
+
+
+async def test_names_over_255_bytes_are_enametoolong_on_lookup(fs: FS):
+    node = await _node(fs)
+    for parent in (node, pyfuse3.ROOT_INODE, await fs.ino("user/default/preferences")):
+        assert await fs.errno_of(fs.ops.lookup(parent, LONG, fs.ctx)) == errno.ENAMETOOLONG
+    # the calls the kernel sends without a lookup check the name before anything else
+    ino = await fs.ino("user/default/preferences/editor/L2.md")
+    assert await fs.errno_of(fs.ops.link(ino, node, LONG, fs.ctx)) == errno.ENAMETOOLONG
+    fifo = 0o010644
+    assert await fs.errno_of(fs.ops.mknod(node, LONG, fifo, 0, fs.ctx)) == errno.ENAMETOOLONG
+    # 255 bytes is still a name
+    assert await fs.errno_of(fs.ops.lookup(node, b"n" * 255, fs.ctx)) == errno.ENOENT
+
+
+async def test_an_open_file_unlinked_has_nlink_0(fs: FS):
+    node = await _node(fs)
+    fi, entry = await fs.ops.create(node, b"notes.txt", 0o644, os.O_WRONLY | os.O_CREAT, fs.ctx)
+    assert (await fs.ops.getattr(entry.st_ino, fs.ctx)).st_nlink == 1
+    await fs.ops.write(fi.fh, 0, b"abc")
+    await fs.unlink("user/default/preferences/editor/notes.txt")
+    assert (await fs.ops.getattr(entry.st_ino, fs.ctx)).st_nlink == 0  # fstat after unlink
+    await fs.ops.flush(fi.fh)
+    await fs.ops.release(fi.fh)
+    # a removed directory someone still stands in
+    await fs.mkdir("user/default/preferences/editor/sub")
+    sub = await fs.ino("user/default/preferences/editor/sub")
+    await fs.rmdir("user/default/preferences/editor/sub")
+    assert (await fs.ops.getattr(sub, fs.ctx)).st_nlink == 0
+    assert (await fs.ops.getattr(node, fs.ctx)).st_nlink == 3  # ., its name, .history

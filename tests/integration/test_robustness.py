@@ -1,0 +1,55 @@
+"""Robustness and POSIX findings (issue 11) on a real mount: what the shell and libc see."""
+
+from __future__ import annotations
+
+import errno
+import os
+from pathlib import Path
+
+
+def _errno(fn, *args) -> int:
+    try:
+        fn(*args)
+    except OSError as exc:
+        return exc.errno
+    return 0
+
+
+def _node(mount) -> Path:
+    node = mount.path / "user/default/preferences/editor"
+    node.mkdir()
+    (node / "L2.md").write_text("vim\n")
+    return node
+
+
+def test_long_names_and_nlink_after_unlink(mount):
+    node = _node(mount)
+    (node / "f").write_text("x")
+    long = node / ("n" * 256)
+    calls = [
+        (os.stat, long),
+        (os.lstat, long),
+        (os.open, long, os.O_RDONLY),
+        (os.open, long, os.O_WRONLY | os.O_CREAT, 0o644),
+        (os.unlink, long),
+        (os.rmdir, long),
+        (os.mkdir, long),
+        (os.chmod, long, 0o600),
+        (os.truncate, long, 0),
+        (os.rename, long, node / "g"),
+        (os.rename, node / "f", long),
+        (os.link, node / "f", long),
+        (os.symlink, "f", long),
+        (os.mkfifo, long),
+    ]
+    for fn, *args in calls:
+        assert _errno(fn, *args) == errno.ENAMETOOLONG, fn.__name__
+    fd = os.open(node / "open.txt", os.O_RDWR | os.O_CREAT, 0o644)
+    try:
+        os.write(fd, b"abc")
+        assert os.fstat(fd).st_nlink == 1
+        os.unlink(node / "open.txt")
+        assert os.fstat(fd).st_nlink == 0
+    finally:
+        os.close(fd)
+    assert "limited to 255 bytes" in mount.status()
