@@ -29,14 +29,25 @@ from contextfs.errors import ContextFSError, UsageError
 log = logging.getLogger("contextfs")
 
 
+class _EscapingFormatter(logging.Formatter):
+    """Names from the kernel may not be UTF-8 (they arrive as surrogate escapes): a log
+    line quoting one must never fail in its handler (it would be lost, traceback and all),
+    so whatever cannot be encoded is written as a backslash escape."""
+
+    def format(self, record: logging.LogRecord) -> str:
+        return super().format(record).encode("utf-8", "backslashreplace").decode("utf-8")
+
+
 def _setup_logging(level: str, log_file: Path | None) -> None:
     handlers: list[logging.Handler] = [logging.StreamHandler(sys.stderr)]
     if log_file is not None:
         log_file.parent.mkdir(parents=True, exist_ok=True)
-        handlers.append(logging.FileHandler(log_file))
+        handlers.append(logging.FileHandler(log_file, encoding="utf-8", errors="backslashreplace"))
+    formatter = _EscapingFormatter("%(asctime)s %(levelname)s %(name)s: %(message)s")
+    for h in handlers:
+        h.setFormatter(formatter)
     logging.basicConfig(
         level=getattr(logging, level.upper(), logging.INFO),
-        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
         handlers=handlers,
         force=True,
     )

@@ -12,6 +12,7 @@ and its barrier (fsync waits for it, `fs.tiers`), and the options parser.
 
 from __future__ import annotations
 
+import os
 import stat
 import urllib.parse
 from dataclasses import dataclass
@@ -19,7 +20,7 @@ from typing import TYPE_CHECKING
 
 import trio
 
-from contextfs.errors import NotFound
+from contextfs.errors import InvalidInput, NotFound
 from contextfs.fs.handler import RoleBase
 from contextfs.fs.inode import QUERY_DIR, QUERY_ROLES, Inode, QueryDir, Role
 from contextfs.search.bundle import pack_context, results_json
@@ -52,6 +53,21 @@ class SearchPort:
         model loads; the indexer never makes this wait for the model)."""
         self.indexer.wake()
         await self.indexer.barrier(generation, self.barrier_timeout)
+
+
+def _check_utf8(name: str) -> None:
+    """A question is text: bytes that are not UTF-8 cannot be searched (the tokenizers
+    and the bundle are text). EINVAL, as for creating such a name anywhere else; the
+    reason shows the bytes escaped, and how to ask for them."""
+    raw = os.fsencode(name)
+    try:
+        raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        shown = raw.decode("utf-8", "backslashreplace")
+        raise InvalidInput(
+            f"a question must be UTF-8 text (invalid byte at offset {exc.start} of "
+            f"'{shown}'); write other bytes as %XX"
+        ) from None
 
 
 @dataclass(frozen=True, slots=True)
@@ -102,6 +118,7 @@ class QueryDirs(RoleBase):
             return await super().lookup(d, name)  # inside a question's results
         if self.search is None:
             raise NotFound("search is not available in this mount")
+        _check_utf8(name)
         assert d.children is not None
         if d.role == Role.QUERYROOT and name.startswith("@"):
             return d.children.get(name) or self._options_dir(d, name)

@@ -215,10 +215,12 @@ class Memory(Transactions, AttachmentStore, Routing):
             kept = str(target)
         else:
             self.refusal_count += 1
-        path = path.encode("utf-8", "backslashreplace").decode()  # names may not be UTF-8
-        r = Refusal(self.clock(), path, exc.errno, exc.reason, kept)
+        # names (and reasons quoting them) may not be UTF-8: .status and the log are text
+        path = path.encode("utf-8", "backslashreplace").decode()
+        reason = exc.reason.encode("utf-8", "backslashreplace").decode()
+        r = Refusal(self.clock(), path, exc.errno, reason, kept)
         self.refusals.append(r)
-        log.info("refused %s: %s", path, exc.reason)
+        log.info("refused %s: %s", path, reason)
         return r
 
     # ---- owners and nodes ---------------------------------------------------------------

@@ -11,6 +11,7 @@ import os
 import pyfuse3
 
 from tests.fs.conftest import FS
+from tests.fs.test_virtual_dirs import Mount, searching  # noqa: F401 - the fixture
 
 LONG = b"n" * 256
 
@@ -49,3 +50,19 @@ async def test_an_open_file_unlinked_has_nlink_0(fs: FS):
     await fs.rmdir("user/default/preferences/editor/sub")
     assert (await fs.ops.getattr(sub, fs.ctx)).st_nlink == 0
     assert (await fs.ops.getattr(node, fs.ctx)).st_nlink == 3  # ., its name, .history
+
+
+async def test_a_question_that_is_not_utf8_is_einval_with_a_status_line(searching: Mount):
+    fs = searching.fs
+    await _node(fs)
+    qroot = await fs.ino(".query")
+    for name in (b"caf\xe9 au lait", b"@k=2\xff"):
+        assert await fs.errno_of(fs.ops.lookup(qroot, name, fs.ctx)) == errno.EINVAL
+    scoped = await fs.ino("user/default/.query")
+    assert await fs.errno_of(fs.ops.lookup(scoped, b"\xff\xfe", fs.ctx)) == errno.EINVAL
+    last = fs.ops.tree.memory.refusals[-1]
+    assert last.errno == errno.EINVAL
+    assert "must be UTF-8" in last.reason and "\\xff" in last.reason
+    last.path.encode("utf-8")  # .status can show it
+    # the same question percent-encoded is asked
+    assert await fs.exists(".query/caf%E9 au lait/_context.md")

@@ -6,6 +6,8 @@ import errno
 import os
 from pathlib import Path
 
+from tests.integration.test_search import fake_embeddings, openai_mount
+
 
 def _errno(fn, *args) -> int:
     try:
@@ -53,3 +55,19 @@ def test_long_names_and_nlink_after_unlink(mount):
     finally:
         os.close(fd)
     assert "limited to 255 bytes" in mount.status()
+
+
+def test_a_question_that_is_not_utf8_is_einval(tmp_path, monkeypatch):
+    m = openai_mount(tmp_path, monkeypatch, fake_embeddings())
+    try:
+        _node(m)
+        q = os.fsencode(m.path / ".query") + b"/caf\xe9 au lait/_context.md"
+        assert _errno(os.stat, q) == errno.EINVAL
+        assert _errno(os.stat, os.fsencode(m.path) + b"/user/.query/\xff") == errno.EINVAL
+        assert (m.path / ".query/caf%E9 au lait/_context.md").read_text().startswith("#")
+        status = m.status()
+        assert "EINVAL lookup .query/caf\\udce9 au lait: a question must be UTF-8" in status
+    finally:
+        m.stop()
+    log = m.log.read_text(encoding="utf-8")  # the log is UTF-8 whatever the names were
+    assert "internal error" not in log and "Traceback" not in log
