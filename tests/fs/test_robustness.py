@@ -7,13 +7,25 @@ from __future__ import annotations
 
 import errno
 import os
+from pathlib import Path
 
 import pyfuse3
+import pytest
+import trio
 
+from contextfs.memory.service import Memory
 from tests.fs.conftest import FS
-from tests.fs.test_virtual_dirs import Mount, searching  # noqa: F401 - the fixture
+from tests.fs.test_virtual_dirs import Mount
 
 LONG = b"n" * 256
+
+
+@pytest.fixture
+async def searching(memory: Memory, tmp_path: Path, nursery: trio.Nursery) -> Mount:
+    m = Mount(memory, tmp_path, search=True)
+    assert m.indexer is not None
+    nursery.start_soon(m.indexer.run)
+    return m
 
 
 async def _node(fs: FS) -> int:
