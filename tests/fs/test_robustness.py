@@ -78,3 +78,45 @@ async def test_a_question_that_is_not_utf8_is_einval_with_a_status_line(searchin
     last.path.encode("utf-8")  # .status can show it
     # the same question percent-encoded is asked
     assert await fs.exists(".query/caf%E9 au lait/_context.md")
+
+
+async def test_distinct_questions_keep_a_bounded_tree(searching: Mount):
+    fs = searching.fs
+    tree = fs.ops.tree
+    await _node(fs)
+    tree.query.kept = 8
+    qroot = await fs.ino(".query")
+    opened = None
+    before = len(tree.inodes)
+    for i in range(60):
+        parent = qroot if i % 3 else await fs.ino(f".query/@k={1 + i % 5}")
+        q = await fs.ops.lookup(parent, f"which editor {i}".encode(), fs.ctx)
+        ctx = await fs.ops.lookup(q.st_ino, b"_context.md", fs.ctx)
+        if i == 0:
+            opened = await fs.ops.open(ctx.st_ino, os.O_RDONLY, fs.ctx)
+            first = await fs.ops.read(opened.fh, 0, 1 << 20)
+        # the kernel forgets what it no longer caches
+        await fs.ops.forget([(q.st_ino, 1), (ctx.st_ino, 1)])
+    assert len(tree.query._recent) <= 8
+    # what is left beyond the start: the kept directories with their entries, and the open
+    # file of the first question (its directory went, its bytes stay while it is open)
+    assert len(tree.inodes) - before < 8 * 16
+    assert opened is not None
+    assert await fs.ops.read(opened.fh, 0, 1 << 20) == first
+    held = tree.inodes[fs.ops.tree.handles[opened.fh].inode.ino]
+    assert held.parent is None and (await fs.ops.getattr(held.ino, fs.ctx)).st_nlink == 0
+    await fs.ops.release(opened.fh)
+    assert held.ino not in tree.inodes
+    # a question that went is asked again
+    assert b"which editor 0" in await fs.read(".query/which editor 0/_context.md")
+    # without forget (the kernel holds every inode), the answers' bytes still go
+    tree.query.kept = 2
+    held, questions = [], []
+    for i in range(10):
+        q = await fs.ops.lookup(qroot, f"held {i}".encode(), fs.ctx)
+        questions.append(q.st_ino)
+        held.append((await fs.ops.lookup(q.st_ino, b"_results.json", fs.ctx)).st_ino)
+    assert [tree.inodes[ino].data is None for ino in held] == [True] * 8 + [False] * 2
+    # a lookup in a question's directory that went answers ENOENT, as in a removed one
+    lookup = fs.ops.lookup(questions[0], b"_results.json", fs.ctx)
+    assert await fs.errno_of(lookup) == errno.ENOENT
