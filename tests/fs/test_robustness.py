@@ -120,3 +120,17 @@ async def test_distinct_questions_keep_a_bounded_tree(searching: Mount):
     # a lookup in a question's directory that went answers ENOENT, as in a removed one
     lookup = fs.ops.lookup(questions[0], b"_results.json", fs.ctx)
     assert await fs.errno_of(lookup) == errno.ENOENT
+
+
+async def test_statfs_is_the_data_dirs_filesystem(fs: FS, tmp_path: Path):
+    s = await fs.ops.statfs(fs.ctx)
+    v = os.statvfs(tmp_path)  # the memory fixture's data dir
+    assert (s.f_bsize, s.f_frsize, s.f_blocks, s.f_files) == (
+        v.f_bsize,
+        v.f_frsize,
+        v.f_blocks,
+        v.f_files,
+    )
+    assert abs(s.f_bavail - v.f_bavail) < v.f_blocks // 100 + 1024
+    assert abs(s.f_bfree - v.f_bfree) < v.f_blocks // 100 + 1024
+    assert s.f_namemax == 255

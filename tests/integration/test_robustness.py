@@ -71,3 +71,10 @@ def test_a_question_that_is_not_utf8_is_einval(tmp_path, monkeypatch):
         m.stop()
     log = m.log.read_text(encoding="utf-8")  # the log is UTF-8 whatever the names were
     assert "internal error" not in log and "Traceback" not in log
+
+
+def test_df_shows_the_data_dirs_filesystem(mount):
+    s, v = os.statvfs(mount.path), os.statvfs(mount.data_dir)
+    assert (s.f_frsize * s.f_blocks, s.f_files) == (v.f_frsize * v.f_blocks, v.f_files)
+    assert abs(s.f_bavail * s.f_frsize - v.f_bavail * v.f_frsize) < 2**30
+    assert s.f_namemax == 255
