@@ -23,6 +23,7 @@ from contextfs.errors import (
     NotADirectory,
     NotEmpty,
     NotPermitted,
+    NotSupported,
     ReadOnly,
 )
 from contextfs.fs.handler import RoleBase, missing
@@ -159,6 +160,8 @@ def _rename_file(t: Tree, src: Inode, dst_dir: Inode, new_name: str, dst: Inode 
         _save_over_tier(t, src, dst_dir, new_name, dst, data)
         return
     role = _file_role(t, dst_dir, new_name)
+    if stat.S_ISLNK(src.mode) and role in (Role.INBOX_NEW, Role.DROP):
+        raise _no_symlink_memory(new_name)
     if role == Role.INBOX_NEW:
         _submit_to_inbox(t, src, dst_dir, new_name, dst, data)
     elif role == Role.DROP:
@@ -171,6 +174,16 @@ def _rename_file(t: Tree, src: Inode, dst_dir: Inode, new_name: str, dst: Inode 
             _become_attachment(t, src, dst_dir, new_name, data)
         else:
             _become_scratch(t, src, dst_dir, new_name, data)
+
+
+def _no_symlink_memory(name: str) -> NotSupported:
+    """A symlink has no text of its own: renamed where a file becomes memory (an inbox, a
+    type directory, a singleton, a tier) it would be an empty memory. Refused, and the
+    target is not followed (it may lie anywhere)."""
+    return NotSupported(
+        f"a symbolic link cannot become a memory ({name}): copy the file it points to "
+        "instead (cp -L)"
+    )
 
 
 def _file_role(t: Tree, d: Inode, name: str) -> Role:
@@ -200,7 +213,7 @@ def _save_over_tier(
     One memory transaction: a node made by mkdir and first stored here is marked persisted
     when it commits, so it is not stored again by `persist_pending`."""
     if stat.S_ISLNK(src.mode):
-        raise InvalidInput("a symbolic link cannot become a memory tier")
+        raise _no_symlink_memory(new_name)
     n = dst_dir.node
     if n is None:
         assert dst_dir.owner is not None and dst_dir.ctype is not None

@@ -134,3 +134,32 @@ async def test_statfs_is_the_data_dirs_filesystem(fs: FS, tmp_path: Path):
     assert abs(s.f_bavail - v.f_bavail) < v.f_blocks // 100 + 1024
     assert abs(s.f_bfree - v.f_bfree) < v.f_blocks // 100 + 1024
     assert s.f_namemax == 255
+
+
+@pytest.fixture
+def plain(memory: Memory, tmp_path: Path) -> Mount:
+    return Mount(memory, tmp_path, search=False)
+
+
+async def test_a_symlink_never_becomes_an_empty_memory(plain: Mount, memory: Memory):
+    fs = plain.fs
+    node = await _node(fs)
+    await fs.ops.symlink(node, b"link.md", b"L2.md", fs.ctx)
+    nodes, items = len(memory.nodes), len(plain.intake.items)
+    src = "user/default/preferences/editor/link.md"
+    for dst in (
+        ".inbox/link.md",
+        "user/default/.inbox/notes.md",
+        "user/default/preferences/vim.md",
+        "user/default/profile/about.md",
+        "user/default/profile/L2.md",
+        "user/default/preferences/editor/L2.md",
+    ):
+        assert await fs.errno_of(fs.rename(src, dst)) == errno.EPERM, dst
+        assert memory.refusals[-1].errno == errno.EPERM
+        assert "symbolic link cannot become a memory" in memory.refusals[-1].reason
+    assert (len(memory.nodes), len(plain.intake.items)) == (nodes, items)
+    assert await fs.ops.readlink(await fs.ino(src), fs.ctx) == b"L2.md"  # still there
+    # elsewhere in a node it moves as any attachment
+    await fs.rename(src, "user/default/preferences/editor/link2.md")
+    assert await fs.ino("user/default/preferences/editor/link2.md")
