@@ -20,6 +20,7 @@ service); it can later be replaced by a subscription to the memory service's fee
 from __future__ import annotations
 
 import contextlib
+import errno
 import functools
 import logging
 import os
@@ -123,6 +124,9 @@ class Tree:
         self.invalidations: list[Invalidation] = []
         self.file_cache: dict[int, bytes] = {}  # tier and version bytes, by inode
         self.on_commit = on_commit
+        # what a refused commit of invalid input answers: EINVAL, but EPERM inside rename
+        # (fs.rename says why)
+        self.invalid_errno = errno.EINVAL
         self._seen_generation = memory.generation
         self.buffers = Buffers(self)  # file bytes and attributes between open and commit
         # the role handlers; the tree knows them by role and nothing else about them
@@ -308,6 +312,8 @@ class Tree:
         """Record a refused commit in .status (keeping the bytes); the adapter must not
         record it again."""
         path = self.path(inode) if inode.parent is not None else inode.name
+        if isinstance(exc, InvalidInput) and exc.errno == errno.EINVAL:
+            exc.errno = self.invalid_errno
         r = self.memory.refuse(path, exc, data)
         exc.recorded = True  # type: ignore[attr-defined]
         if r.kept_at:

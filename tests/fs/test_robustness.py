@@ -163,3 +163,62 @@ async def test_a_symlink_never_becomes_an_empty_memory(plain: Mount, memory: Mem
     # elsewhere in a node it moves as any attachment
     await fs.rename(src, "user/default/preferences/editor/link2.md")
     assert await fs.ino("user/default/preferences/editor/link2.md")
+
+
+async def _cp(fs: FS, path: str, data: bytes) -> int:
+    """What cp does: create, write, close; the errno close() answers (0 if none)."""
+    p, name = await fs.parent(path)
+    fi, _ = await fs.ops.create(p, name, 0o644, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, fs.ctx)
+    try:
+        await fs.ops.write(fi.fh, 0, data)
+        return await fs.errno_of(fs.ops.flush(fi.fh))
+    finally:
+        await fs.ops.release(fi.fh)
+
+
+async def test_inbox_refusals_reach_close(plain: Mount, memory: Memory):
+    fs = plain.fs
+    secret = b"OPENAI_API_KEY=sk-proj-0123456789abcdefghijklmnopqrstuvwxyzAB\n"
+    assert await _cp(fs, ".inbox/.env", secret) == errno.EACCES
+    assert await _cp(fs, ".inbox/photo.png", b"\x89PNG....") == errno.EOPNOTSUPP
+    assert await _cp(fs, "user/default/.inbox/paper.pdf", b"%PDF-1.4") == errno.EOPNOTSUPP
+    assert await _cp(fs, ".inbox/notes.md", b"I like green tea.\n") == 0
+    reasons = [(r.errno, r.path, r.reason) for r in memory.refusals]
+    assert reasons[0][:2] == (errno.EACCES, ".inbox/.env")
+    assert "see .env.report.md" in reasons[0][2]
+    assert [r[0] for r in reasons] == [errno.EACCES, errno.EOPNOTSUPP, errno.EOPNOTSUPP]
+    # what was refused is still shown with its report; a secret store without its bytes
+    names = await fs.listdir(".inbox")
+    assert {".env", ".env.report.md", "photo.png", "photo.png.report.md"} <= set(names)
+    assert await fs.read(".inbox/.env") == b""
+    assert await fs.read(".inbox/photo.png") == b"\x89PNG...."
+
+
+async def test_refused_renames_answer_errnos_mv_reports_truly(plain: Mount, memory: Memory):
+    fs = plain.fs
+    node = "user/default/preferences/editor"
+    await _node(fs)
+    await fs.write(f"{node}/tmp.txt", b"---\nnope: 1\n---\nbody\n")
+    await fs.write(f"{node}/key.env", b"X=1\n")
+    await fs.write(f"{node}/pic.png", b"\x89PNG")
+    cases = [
+        # invalid content or names: EPERM, never EINVAL ("cannot move … into itself")
+        (f"{node}/tmp.txt", f"{node}/L2.md", errno.EPERM),
+        (f"{node}/tmp.txt", "user/default/preferences/tea.md", errno.EPERM),
+        (node, "user/default/preferences/Bad Name", errno.EPERM),
+        (node, "user/default/events/editor", errno.EPERM),  # not a dated name
+        # the inbox refuses by name before anything moves
+        (f"{node}/key.env", ".inbox/.env", errno.EACCES),
+        (f"{node}/pic.png", ".inbox/pic.png", errno.EOPNOTSUPP),
+    ]
+    for src, dst, expected in cases:
+        n = len(memory.refusals)
+        assert await fs.errno_of(fs.rename(src, dst)) == expected, (src, dst)
+        assert await fs.exists(src), ("the source stays where it was", src, dst)
+        assert memory.refusals[-1].errno == expected and len(memory.refusals) == n + 1
+    assert "unknown field 'nope'" in memory.refusals[0].reason
+    assert await fs.text(f"{node}/L2.md") == "vim\n"
+    # the rename(2) EINVAL that is true stays EINVAL
+    await fs.mkdir(f"{node}/dir")
+    await fs.mkdir(f"{node}/dir/sub")
+    assert await fs.errno_of(fs.rename(f"{node}/dir", f"{node}/dir/sub/x")) == errno.EINVAL

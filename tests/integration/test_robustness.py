@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import errno
 import os
+import subprocess
 from pathlib import Path
 
 from tests.integration.test_search import fake_embeddings, openai_mount
@@ -78,3 +79,39 @@ def test_df_shows_the_data_dirs_filesystem(mount):
     assert (s.f_frsize * s.f_blocks, s.f_files) == (v.f_frsize * v.f_blocks, v.f_files)
     assert abs(s.f_bavail * s.f_frsize - v.f_bavail * v.f_frsize) < 2**30
     assert s.f_namemax == 255
+
+
+def _sh(*cmd: str) -> subprocess.CompletedProcess:
+    return subprocess.run(cmd, capture_output=True, text=True, env={**os.environ, "LC_ALL": "C"})
+
+
+def test_refusals_reach_the_shell_with_true_messages(mount, tmp_path):
+    node = _node(mount)
+    u = mount.path / "user/default"
+    (tmp_path / ".env").write_text(
+        "OPENAI_API_KEY=sk-proj-0123456789abcdefghijklmnopqrstuvwxyzAB\n"
+    )
+    (tmp_path / "a.pdf").write_bytes(b"%PDF-1.4\n")
+    r = _sh("cp", str(tmp_path / ".env"), str(mount.path / ".inbox/"))
+    assert r.returncode == 1 and "Permission denied" in r.stderr, r
+    r = _sh("cp", str(tmp_path / "a.pdf"), str(u / ".inbox/"))
+    assert r.returncode == 1 and "Operation not supported" in r.stderr, r
+    assert "see .env.report.md" in mount.status()
+    # mv onto a name or content ContextFS refuses: EPERM, not "into a subdirectory of itself"
+    (node / "tmp.txt").write_text("---\nnope: 1\n---\nbody\n")
+    os.symlink("L2.md", node / "link.md")
+    for src, dst in [
+        (node, u / "preferences/Bad Name"),
+        (node, u / "events/editor"),
+        (node / "tmp.txt", node / "L2.md"),
+        (node / "tmp.txt", u / "preferences/tea.md"),
+        (node / "link.md", mount.path / ".inbox/link.md"),
+        (node / "link.md", u / "profile/about.md"),
+    ]:
+        r = _sh("mv", str(src), str(dst))
+        assert r.returncode == 1, (src, dst, r)
+        assert "Operation not permitted" in r.stderr and "itself" not in r.stderr, r.stderr
+        assert os.path.lexists(src), src
+    assert (node / "L2.md").read_text() == "vim\n"
+    assert "symbolic link cannot become a memory" in mount.status()
+    assert not (mount.path / ".inbox/link.md").exists()
