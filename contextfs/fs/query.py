@@ -154,8 +154,11 @@ class QueryDirs(RoleBase):
         """qd was looked up: the most recent now; the least recent beyond `kept` go."""
         self._recent[qd.ino] = qd
         self._recent.move_to_end(qd.ino)
-        if qd.parent is not None and qd.parent.role == Role.QUERYOPTS:
-            self._recent.move_to_end(qd.parent.ino)  # never older than its questions
+        opts = qd.parent
+        if opts is not None and opts.role == Role.QUERYOPTS and opts.ino in self._recent:
+            # never older than its questions (an options directory that already went,
+            # looked up through a cwd inside it, is not brought back)
+            self._recent.move_to_end(opts.ino)
         while len(self._recent) > self.kept:
             _ino, old = self._recent.popitem(last=False)
             self._drop(old)
