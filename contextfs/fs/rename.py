@@ -183,7 +183,7 @@ def _rename_file(t: Tree, src: Inode, dst_dir: Inode, new_name: str, dst: Inode 
         _save_over_tier(t, src, dst_dir, new_name, dst, data)
         return
     role = _file_role(t, dst_dir, new_name)
-    if stat.S_ISLNK(src.mode) and role in (Role.INBOX_NEW, Role.DROP):
+    if not stat.S_ISREG(src.mode) and role in (Role.INBOX_NEW, Role.DROP):
         raise _no_symlink_memory(new_name)
     if role == Role.INBOX_NEW:
         _submit_to_inbox(t, src, dst_dir, new_name, dst, data)
@@ -200,12 +200,12 @@ def _rename_file(t: Tree, src: Inode, dst_dir: Inode, new_name: str, dst: Inode 
 
 
 def _no_symlink_memory(name: str) -> NotSupported:
-    """A symlink has no text of its own: renamed where a file becomes memory (an inbox, a
-    type directory, a singleton, a tier) it would be an empty memory. Refused, and the
-    target is not followed (it may lie anywhere)."""
+    """A symlink (or a FIFO, a socket) has no text of its own: renamed where a file becomes
+    memory (an inbox, a type directory, a singleton, a tier) it would be an empty memory.
+    Refused, and a symlink's target is not followed (it may lie anywhere)."""
     return NotSupported(
-        f"a symbolic link cannot become a memory ({name}): copy the file it points to "
-        "instead (cp -L)"
+        f"a symbolic link, FIFO or socket cannot become a memory ({name}): copy the file "
+        "it points to instead (cp -L)"
     )
 
 
@@ -235,7 +235,7 @@ def _save_over_tier(
 
     One memory transaction: a node made by mkdir and first stored here is marked persisted
     when it commits, so it is not stored again by `persist_pending`."""
-    if stat.S_ISLNK(src.mode):
+    if not stat.S_ISREG(src.mode):
         raise _no_symlink_memory(new_name)
     n = dst_dir.node
     if n is None:

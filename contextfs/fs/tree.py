@@ -598,10 +598,20 @@ class Tree:
 
     @_commits_async
     async def mknod(self, parent_ino: int, name: str, mode: int, uid: int, gid: int) -> Inode:
-        """A regular file made with mknod: created, closed, and returned."""
+        """A regular file made with mknod: created, closed, and returned; a FIFO or a
+        socket inside a node: an attachment of that kind; a device node: refused."""
         self.check_name(name)
+        if stat.S_ISFIFO(mode) or stat.S_ISSOCK(mode):
+            d = self._new_entry_in(parent_ino, name)
+            assert d.children is not None
+            if name in d.children:
+                raise Exists(f"{self.child_path(d, name)} exists")
+            self.memory.check_writable()
+            if d.mode & stat.S_ISGID:
+                gid = d.gid
+            return self.attachments.special(d, name, mode, uid, gid)
         if not stat.S_ISREG(mode):
-            raise NotSupported("device nodes, FIFOs and sockets are not supported (EPERM)")
+            raise NotSupported("device nodes are not supported (EPERM)")
         h = await self.create(
             parent_ino, name, mode, os.O_WRONLY | os.O_CREAT | os.O_EXCL, uid, gid
         )

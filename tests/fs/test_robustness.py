@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import errno
 import os
+import stat
 from pathlib import Path
 
 import pyfuse3
@@ -157,7 +158,7 @@ async def test_a_symlink_never_becomes_an_empty_memory(plain: Mount, memory: Mem
     ):
         assert await fs.errno_of(fs.rename(src, dst)) == errno.EPERM, dst
         assert memory.refusals[-1].errno == errno.EPERM
-        assert "symbolic link cannot become a memory" in memory.refusals[-1].reason
+        assert "cannot become a memory" in memory.refusals[-1].reason
     assert (len(memory.nodes), len(plain.intake.items)) == (nodes, items)
     assert await fs.ops.readlink(await fs.ino(src), fs.ctx) == b"L2.md"  # still there
     # elsewhere in a node it moves as any attachment
@@ -222,3 +223,28 @@ async def test_refused_renames_answer_errnos_mv_reports_truly(plain: Mount, memo
     await fs.mkdir(f"{node}/dir")
     await fs.mkdir(f"{node}/dir/sub")
     assert await fs.errno_of(fs.rename(f"{node}/dir", f"{node}/dir/sub/x")) == errno.EINVAL
+
+
+async def test_fifos_and_sockets_are_attachments_devices_are_refused(fs: FS, memory: Memory):
+    node = await _node(fs)
+    ifo, sock, chr_ = 0o010640, 0o140755, 0o020600
+    e = await fs.ops.mknod(node, b"pipe", ifo, 0, fs.ctx)
+    assert stat.S_ISFIFO(e.st_mode) and stat.S_IMODE(e.st_mode) == 0o640 and e.st_size == 0
+    s = await fs.ops.mknod(node, b"sock", sock, 0, fs.ctx)
+    assert stat.S_ISSOCK(s.st_mode)
+    assert await fs.errno_of(fs.ops.mknod(node, b"pipe", ifo, 0, fs.ctx)) == errno.EEXIST
+    assert await fs.errno_of(fs.ops.mknod(node, b"null", chr_, 0, fs.ctx)) == errno.EPERM
+    assert "device nodes" in memory.refusals[-1].reason
+    # not outside a node, and never a memory
+    prefs = await fs.ino("user/default/preferences")
+    assert await fs.errno_of(fs.ops.mknod(prefs, b"p", ifo, 0, fs.ctx)) == errno.EPERM
+    p = "user/default/preferences/editor/pipe"
+    assert await fs.errno_of(fs.rename(p, "user/default/preferences/x.md")) == errno.EPERM
+    # renamed, listed, removed like any attachment; kept in the store
+    await fs.rename(p, "user/default/preferences/editor/fifo")
+    assert {"fifo", "sock"} <= set(await fs.listdir("user/default/preferences/editor"))
+    kinds = sorted(a.kind for a in memory.attachments.values() if a.deleted_at is None)
+    assert kinds == ["fifo", "socket"]
+    await fs.unlink("user/default/preferences/editor/sock")
+    kinds = sorted(a.kind for a in memory.attachments.values() if a.deleted_at is None)
+    assert kinds == ["fifo"]
