@@ -14,6 +14,7 @@ pyfuse3, `contextfs.fs` or `contextfs.daemon`; only `mount --foreground` imports
 from __future__ import annotations
 
 import argparse
+import errno
 import json
 import logging
 import os
@@ -29,22 +30,32 @@ from contextfs.errors import ContextFSError, UsageError
 log = logging.getLogger("contextfs")
 
 
+class _EscapingFormatter(logging.Formatter):
+    """Names from the kernel may not be UTF-8 (they arrive as surrogate escapes): a log
+    line quoting one must never fail in its handler (it would be lost, traceback and all),
+    so whatever cannot be encoded is written as a backslash escape."""
+
+    def format(self, record: logging.LogRecord) -> str:
+        return super().format(record).encode("utf-8", "backslashreplace").decode("utf-8")
+
+
 def _setup_logging(level: str, log_file: Path | None, patterns: dict | None = None) -> None:
     from contextfs.memory.redact import RedactingFilter, Redactor
 
     handlers: list[logging.Handler] = [logging.StreamHandler(sys.stderr)]
     if log_file is not None:
         log_file.parent.mkdir(parents=True, exist_ok=True)
-        handlers.append(logging.FileHandler(log_file))
+        handlers.append(logging.FileHandler(log_file, encoding="utf-8", errors="backslashreplace"))
     try:
         redactor = Redactor(patterns)
     except ContextFSError:  # a bad user pattern refuses the mount later, with its reason
         redactor = Redactor()
+    formatter = _EscapingFormatter("%(asctime)s %(levelname)s %(name)s: %(message)s")
     for h in handlers:  # no log line carries a secret, whatever the code logged
         h.addFilter(RedactingFilter(redactor))
+        h.setFormatter(formatter)
     logging.basicConfig(
         level=getattr(logging, level.upper(), logging.INFO),
-        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
         handlers=handlers,
         force=True,
     )
@@ -273,7 +284,15 @@ def cmd_ingest(args: argparse.Namespace) -> int:
         name = f.name
         while (inbox / name).exists():
             name = f"{f.stem}-{int(time.time() * 1000) % 100000}{f.suffix}"
-        shutil.copyfile(f, inbox / name)
+        try:
+            shutil.copyfile(f, inbox / name)
+        except OSError as exc:
+            # refused at close (a secret store, a kind not understood): the item and its
+            # report are there, and the report says why (counted below)
+            if exc.errno not in (errno.EACCES, errno.EOPNOTSUPP):
+                raise
+            if not (inbox / f"{name}.report.md").exists():
+                raise
         names.append(name)
         show(i, len(files))
     sys.stderr.write("\n")

@@ -48,6 +48,12 @@ class NotSupported(ContextFSError):
     errno = _errno.EPERM
 
 
+class NotAccepted(ContextFSError):
+    """Content this place does not take (yet): media or an unknown format in an inbox."""
+
+    errno = _errno.EOPNOTSUPP
+
+
 class NotFound(ContextFSError):
     errno = _errno.ENOENT
 

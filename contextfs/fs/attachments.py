@@ -28,7 +28,16 @@ from contextfs.model import Attachment, Node
 if TYPE_CHECKING:
     from contextfs.fs.tree import Tree
 
-_KINDS = {"file": stat.S_IFREG, "dir": stat.S_IFDIR, "symlink": stat.S_IFLNK}
+_KINDS = {
+    "file": stat.S_IFREG,
+    "dir": stat.S_IFDIR,
+    "symlink": stat.S_IFLNK,
+    # named pipes and socket files: only the name, mode and times are kept; the kernel
+    # serves what goes through them (an open of a FIFO never reaches the daemon)
+    "fifo": stat.S_IFIFO,
+    "socket": stat.S_IFSOCK,
+}
+SPECIAL_KINDS = {stat.S_IFIFO: "fifo", stat.S_IFSOCK: "socket"}
 
 
 class Attachments(RoleBase):
@@ -85,8 +94,10 @@ class Attachments(RoleBase):
 
     # ---- reading -------------------------------------------------------------------------
 
-    def content(self, inode: Inode) -> bytearray:
+    def content(self, inode: Inode) -> bytes | bytearray:
         assert inode.att is not None
+        if inode.att.kind != "file":
+            return b""
         inode.data = self.memory.attachment_data(inode.att)
         inode.changed = ChangedBytes(inode.data)
         return inode.data
@@ -154,6 +165,23 @@ class Attachments(RoleBase):
         a = self.memory.add_attachment(d.node, d.att.id if d.att else None, name, "dir", perm)
         inode = self.inode_for(d, d.node, a)
         inode.populated = True
+        inode.uid, inode.gid = uid, gid
+        self.tree.touch_dir(d)
+        return inode
+
+    def special(self, d: Inode, name: str, mode: int, uid: int, gid: int) -> Inode:
+        """mkfifo / a socket's bind() inside a node: kept like any attachment (name, mode,
+        times), never any bytes."""
+        kind = SPECIAL_KINDS.get(stat.S_IFMT(mode))
+        if kind is None:
+            raise NotSupported("device nodes are not supported (EPERM)")
+        if d.role not in (Role.NODE, Role.ATTACH) or d.node is None or d.trashed:
+            raise NotSupported("FIFOs and sockets can only be made inside a node (EPERM)")
+        if d.role == Role.NODE and name in RESERVED_IN_NODE:
+            raise ReadOnly(f"{name} is reserved in a node")
+        perm = stat.S_IMODE(mode)
+        a = self.memory.add_attachment(d.node, d.att.id if d.att else None, name, kind, perm)
+        inode = self.inode_for(d, d.node, a)
         inode.uid, inode.gid = uid, gid
         self.tree.touch_dir(d)
         return inode

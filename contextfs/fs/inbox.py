@@ -9,10 +9,12 @@ writers' temporary names stay scratch files.
 
 from __future__ import annotations
 
+import re
 import stat
 from typing import TYPE_CHECKING
 
-from contextfs.conversations.inbox import InboxItem, Intake
+from contextfs.conversations.inbox import MEDIA_SUFFIXES, TEXT_SUFFIXES, InboxItem, Intake
+from contextfs.errors import ContextFSError, Forbidden, NotAccepted
 from contextfs.fs.handler import RoleBase
 from contextfs.fs.inode import (
     INBOX_DIR,
@@ -76,6 +78,21 @@ class Inbox(RoleBase):
             payload=entry,
         )
         return inode
+
+    @staticmethod
+    def refusal(name: str) -> ContextFSError | None:
+        """What an inbox refuses by the name alone, as the errno the shell shows: a secret
+        store EACCES (its bytes are not kept), media and unknown formats EOPNOTSUPP."""
+        reason = secret_filename_reason(name)
+        if reason:
+            return Forbidden(f"refused: {reason}")
+        m = re.search(r"(\.[A-Za-z0-9]+)$", name)  # the suffix, as the intake reads it
+        suffix = m.group(1).lower() if m else ""
+        if suffix in MEDIA_SUFFIXES:
+            return NotAccepted("refused: images and audio are not accepted yet")
+        if suffix not in TEXT_SUFFIXES:
+            return NotAccepted(f"refused: {suffix} files are not understood")
+        return None
 
     def submit(self, d: Inode, name: str, data: bytes) -> Inode:
         """Hand bytes in: stored now (redacted), processed in the background."""
@@ -152,6 +169,15 @@ class Inbox(RoleBase):
             return
         assert self.intake is not None and parent.owner is not None
         item = self.intake.submit(parent.owner, inode.name, data)
+        path = self.tree.path(inode)
         self.tree.unlink_inode(inode)  # the stored item (redacted) takes its place
-        self._show(parent, item)
+        shown = self._show(parent, item)
         inode.dirty = False
+        refused = self.refusal(inode.name) if item.state == "refused" else None
+        if refused is not None:
+            # close() says so (cp exits 1); the item and its report stay (a secret
+            # store without its bytes), and .status points at the report
+            refused.reason += f" (see {shown.name}.report.md)"
+            self.tree.memory.refuse(path, refused)
+            refused.recorded = True  # type: ignore[attr-defined]
+            raise refused

@@ -380,7 +380,7 @@ class Operations(pyfuse3.Operations):
         new_name: pyfuse3.FileNameT,
         ctx: pyfuse3.RequestContext,
     ) -> pyfuse3.EntryAttributes:
-        self.tree.link()
+        self.tree.link(os.fsdecode(new_name))
         raise AssertionError("unreachable: hard links are refused")
 
     @_handler
@@ -447,13 +447,19 @@ class Operations(pyfuse3.Operations):
         self.tree.fsyncdir(fh)
 
     async def statfs(self, ctx: pyfuse3.RequestContext) -> pyfuse3.StatvfsData:
+        """`df` shows the filesystem the data dir is on: everything stored (the DuckDB
+        file, refused bytes, the indexes) takes its space there, so its size, free space
+        and inodes are the mount's."""
+        try:
+            v = os.statvfs(self.tree.memory.data_dir)
+        except OSError as exc:
+            log.warning("statfs of the data dir failed: %s", exc)
+            raise pyfuse3.FUSEError(exc.errno or errno.EIO) from None
         s = pyfuse3.StatvfsData()
-        s.f_bsize = s.f_frsize = 4096
-        s.f_blocks = 1 << 28
-        s.f_bfree = s.f_bavail = 1 << 27
-        s.f_files = 1 << 24
-        s.f_ffree = s.f_favail = (1 << 24) - len(self.tree.inodes)
-        s.f_namemax = 255
+        s.f_bsize, s.f_frsize = v.f_bsize, v.f_frsize
+        s.f_blocks, s.f_bfree, s.f_bavail = v.f_blocks, v.f_bfree, v.f_bavail
+        s.f_files, s.f_ffree, s.f_favail = v.f_files, v.f_ffree, v.f_favail
+        s.f_namemax = 255  # NAME_MAX of the tree, whatever the disk allows
         return s
 
     # Extended attributes are off by default (SPEC §3): ENOSYS makes the kernel stop asking,

@@ -12,16 +12,18 @@ and its barrier (fsync waits for it, `fs.tiers`), and the options parser.
 
 from __future__ import annotations
 
+import os
 import stat
 import urllib.parse
+from collections import OrderedDict
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 import trio
 
-from contextfs.errors import NotFound
+from contextfs.errors import InvalidInput, NotFound
 from contextfs.fs.handler import RoleBase
-from contextfs.fs.inode import QUERY_DIR, QUERY_ROLES, Inode, QueryDir, Role
+from contextfs.fs.inode import QUERY_DIR, QUERY_ROLES, Handle, Inode, QueryDir, Role
 from contextfs.search.bundle import pack_context, results_json
 from contextfs.search.indexer import Indexer
 from contextfs.search.retrieval import QueryOptions, Results, Searcher, parse_options
@@ -54,6 +56,21 @@ class SearchPort:
         await self.indexer.barrier(generation, self.barrier_timeout)
 
 
+def _check_utf8(name: str) -> None:
+    """A question is text: bytes that are not UTF-8 cannot be searched (the tokenizers
+    and the bundle are text). EINVAL, as for creating such a name anywhere else; the
+    reason shows the bytes escaped, and how to ask for them."""
+    raw = os.fsencode(name)
+    try:
+        raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        shown = raw.decode("utf-8", "backslashreplace")
+        raise InvalidInput(
+            f"a question must be UTF-8 text (invalid byte at offset {exc.start} of "
+            f"'{shown}'); write other bytes as %XX"
+        ) from None
+
+
 @dataclass(frozen=True, slots=True)
 class Answer:
     """A computed question: (node path, its directory name) per hit, and the files."""
@@ -63,13 +80,23 @@ class Answer:
     files: dict[str, bytes]
 
 
+# Question and options directories kept in the tree; the least recently looked up goes
+# first. A question asked again after it went is searched again.
+QUERY_DIRS_KEPT = 256
+
+
 class QueryDirs(RoleBase):
     roles = QUERY_ROLES
 
-    def __init__(self, tree: Tree, search: SearchPort | None) -> None:
+    def __init__(
+        self, tree: Tree, search: SearchPort | None, *, kept: int = QUERY_DIRS_KEPT
+    ) -> None:
         super().__init__(tree)
         self.search = search
+        self.kept = kept
         self._roots: dict[int, Inode] = {}  # directory inode -> its .query
+        # question and options directories by inode number, least recently used first
+        self._recent: OrderedDict[int, Inode] = OrderedDict()
 
     def build(self, root: Inode) -> None:
         if self.search is not None:
@@ -102,16 +129,17 @@ class QueryDirs(RoleBase):
             return await super().lookup(d, name)  # inside a question's results
         if self.search is None:
             raise NotFound("search is not available in this mount")
+        _check_utf8(name)
         assert d.children is not None
         if d.role == Role.QUERYROOT and name.startswith("@"):
-            return d.children.get(name) or self._options_dir(d, name)
+            return self._used(d.children.get(name) or self._options_dir(d, name))
         cached = d.children.get(name)
         if cached is not None and cached.query.generation == self.search.generation:
-            return cached
+            return self._used(cached)
         answer = await self._ask(
             d.query.scope, d.query.options or QueryOptions(), urllib.parse.unquote(name)
         )
-        return self._install(d, name, answer)
+        return self._used(self._install(d, name, answer))
 
     def _options_dir(self, d: Inode, name: str) -> Inode:
         assert self.search is not None
@@ -119,6 +147,42 @@ class QueryDirs(RoleBase):
         return self.tree.new(
             Role.QUERYOPTS, stat.S_IFDIR | 0o555, name, d, payload=QueryDir(d.query.scope, opts)
         )
+
+    # ---- bounded: every distinct question would otherwise stay for the life of the mount --
+
+    def _used(self, qd: Inode) -> Inode:
+        """qd was looked up: the most recent now; the least recent beyond `kept` go."""
+        self._recent[qd.ino] = qd
+        self._recent.move_to_end(qd.ino)
+        opts = qd.parent
+        if opts is not None and opts.role == Role.QUERYOPTS and opts.ino in self._recent:
+            # never older than its questions (an options directory that already went,
+            # looked up through a cwd inside it, is not brought back)
+            self._recent.move_to_end(opts.ino)
+        while len(self._recent) > self.kept:
+            _ino, old = self._recent.popitem(last=False)
+            self._drop(old)
+        return qd
+
+    def _drop(self, qd: Inode) -> None:
+        """Take a question's (or an options segment's) directory out of the tree: its
+        names go, and so do the answer's bytes unless a file is open. The inodes the
+        kernel still holds stay in the table until it forgets them (Tree._maybe_free);
+        a lookup through them answers ENOENT, as in a removed directory."""
+        self._recent.pop(qd.ino, None)
+        for c in list((qd.children or {}).values()):
+            if c.role in (Role.QUERY, Role.QUERYOPTS):
+                self._drop(c)
+                continue
+            self.tree.unlink_inode(c)
+            if c.opened <= 0:
+                c.data = None
+        if qd.parent is not None and (qd.parent.children or {}).get(qd.name) is qd:
+            self.tree.unlink_inode(qd)
+
+    def release(self, h: Handle) -> None:
+        if h.inode.parent is None:  # its question went while the file was open
+            h.inode.data = None
 
     async def _ask(self, scope: str, opts: QueryOptions, question: str) -> Answer:
         """Search off the event loop; the files are rendered there too."""
@@ -146,9 +210,7 @@ class QueryDirs(RoleBase):
         if old is not None:
             if old.query.generation == answer.generation:
                 return old
-            for c in list((old.children or {}).values()):
-                t.unlink_inode(c)
-            t.unlink_inode(old)
+            self._drop(old)
         qd = t.new(
             Role.QUERY,
             stat.S_IFDIR | 0o555,

@@ -9,6 +9,7 @@ else in a node an attachment or a scratch file. Each case is one memory transact
 
 from __future__ import annotations
 
+import errno
 import stat
 import time
 from typing import TYPE_CHECKING
@@ -23,6 +24,7 @@ from contextfs.errors import (
     NotADirectory,
     NotEmpty,
     NotPermitted,
+    NotSupported,
     ReadOnly,
 )
 from contextfs.fs.handler import RoleBase, missing
@@ -35,7 +37,29 @@ if TYPE_CHECKING:
 RENAME_NOREPLACE, RENAME_EXCHANGE = 1, 2
 
 
+class _RenameEinval(InvalidInput):
+    """An EINVAL rename(2) itself documents (a directory into itself, a flag not
+    supported): kept as EINVAL, which mv reports truly."""
+
+
 def rename(
+    t: Tree, src_dir: Inode, old_name: str, dst_dir: Inode, new_name: str, flags: int
+) -> None:
+    """Every other refusal that is EINVAL elsewhere answers EPERM here: coreutils mv
+    prints any EINVAL from rename as "cannot move … to a subdirectory of itself" (and
+    with RENAME_NOREPLACE, gnulib retries an EINVAL without it). `.status` says why."""
+    t.invalid_errno = errno.EPERM  # for the refusals recorded on the way (Tree.refuse)
+    try:
+        _rename(t, src_dir, old_name, dst_dir, new_name, flags)
+    except InvalidInput as exc:
+        if not isinstance(exc, _RenameEinval):
+            exc.errno = errno.EPERM
+        raise
+    finally:
+        t.invalid_errno = errno.EINVAL
+
+
+def _rename(
     t: Tree, src_dir: Inode, old_name: str, dst_dir: Inode, new_name: str, flags: int
 ) -> None:
     t.check_name(new_name)
@@ -49,7 +73,7 @@ def rename(
     if flags & RENAME_NOREPLACE and dst is not None:
         raise Exists(f"{t.child_path(dst_dir, new_name)} exists")
     if flags & RENAME_EXCHANGE:
-        raise InvalidInput("exchanging two names is not supported here")
+        raise _RenameEinval("exchanging two names is not supported here")
     if src is dst:
         return
     t.memory.check_writable()
@@ -139,7 +163,7 @@ def _move_attachment_dir(
     cur: Inode | None = dst_dir
     while cur is not None:
         if cur is src:
-            raise InvalidInput("cannot move a directory into itself")
+            raise _RenameEinval("cannot move a directory into itself")
         cur = cur.parent
     t.attachments.move(src, dst_dir, new_name, dst)
 
@@ -159,6 +183,8 @@ def _rename_file(t: Tree, src: Inode, dst_dir: Inode, new_name: str, dst: Inode 
         _save_over_tier(t, src, dst_dir, new_name, dst, data)
         return
     role = _file_role(t, dst_dir, new_name)
+    if not stat.S_ISREG(src.mode) and role in (Role.INBOX_NEW, Role.DROP):
+        raise _no_symlink_memory(new_name)
     if role == Role.INBOX_NEW:
         _submit_to_inbox(t, src, dst_dir, new_name, dst, data)
     elif role == Role.DROP:
@@ -171,6 +197,16 @@ def _rename_file(t: Tree, src: Inode, dst_dir: Inode, new_name: str, dst: Inode 
             _become_attachment(t, src, dst_dir, new_name, data)
         else:
             _become_scratch(t, src, dst_dir, new_name, data)
+
+
+def _no_symlink_memory(name: str) -> NotSupported:
+    """A symlink (or a FIFO, a socket) has no text of its own: renamed where a file becomes
+    memory (an inbox, a type directory, a singleton, a tier) it would be an empty memory.
+    Refused, and a symlink's target is not followed (it may lie anywhere)."""
+    return NotSupported(
+        f"a symbolic link, FIFO or socket cannot become a memory ({name}): copy the file "
+        "it points to instead (cp -L)"
+    )
 
 
 def _file_role(t: Tree, d: Inode, name: str) -> Role:
@@ -199,8 +235,8 @@ def _save_over_tier(
 
     One memory transaction: a node made by mkdir and first stored here is marked persisted
     when it commits, so it is not stored again by `persist_pending`."""
-    if stat.S_ISLNK(src.mode):
-        raise InvalidInput("a symbolic link cannot become a memory tier")
+    if not stat.S_ISREG(src.mode):
+        raise _no_symlink_memory(new_name)
     n = dst_dir.node
     if n is None:
         assert dst_dir.owner is not None and dst_dir.ctype is not None
@@ -232,9 +268,13 @@ def _save_over_tier(
 def _submit_to_inbox(
     t: Tree, src: Inode, dst_dir: Inode, new_name: str, dst: Inode | None, data: bytes
 ) -> None:
-    """An atomic writer's temp file renamed into an inbox: handed in."""
+    """An atomic writer's temp file renamed into an inbox: handed in. A name the inbox
+    refuses is refused before anything moves: the file stays where it was."""
     if dst is not None:
         raise Exists(f"{new_name} is already in the inbox")
+    refused = t.inbox.refusal(new_name)
+    if refused is not None:
+        raise refused
     if src.role == Role.ATTACH and src.att is not None:
         t.memory.remove_attachment(src.att)
     t.unlink_inode(src)
@@ -244,16 +284,21 @@ def _submit_to_inbox(
 def _route_into_typedir(
     t: Tree, src: Inode, dst_dir: Inode, new_name: str, dst: Inode | None, data: bytes
 ) -> None:
-    """Renamed into a type directory under a memory name: routed now."""
-    if src.role == Role.ATTACH and src.att is not None:
-        t.memory.remove_attachment(src.att)
+    """Renamed into a type directory under a memory name: routed now, in one transaction
+    with the source's removal, so a refused one leaves the file where it was (mv says it
+    could not move it; the bytes are also kept in refused/)."""
+    assert dst_dir.owner is not None and dst_dir.ctype is not None
+    try:
+        with t.memory.transaction():
+            res = t.memory.route(dst_dir.owner, dst_dir.ctype, new_name, data)
+            _drop_source_row(t, src)
+    except ContextFSError as exc:
+        t.refuse(src, exc, data)
+        raise
     if dst is not None:
         t.handler(dst).unlink(dst_dir, dst)
     t.unlink_inode(src)
-    src.role, src.owner, src.ctype, src.name = Role.DROP, dst_dir.owner, dst_dir.ctype, new_name
-    src.data = bytearray(data)
-    t.link_inode(dst_dir, src)
-    t.tiers.route_drop(src)
+    t.nodes.routed(res.node, res.created)
 
 
 def _replace_plain(t: Tree, dst_dir: Inode, new_name: str, dst: Inode | None) -> None:

@@ -20,6 +20,7 @@ service); it can later be replaced by a subscription to the memory service's fee
 from __future__ import annotations
 
 import contextlib
+import errno
 import functools
 import logging
 import os
@@ -124,6 +125,9 @@ class Tree:
         self.invalidations: list[Invalidation] = []
         self.file_cache: dict[int, bytes] = {}  # tier and version bytes, by inode
         self.on_commit = on_commit
+        # what a refused commit of invalid input answers: EINVAL, but EPERM inside rename
+        # (fs.rename says why)
+        self.invalid_errno = errno.EINVAL
         self._seen_generation = memory.generation
         self.buffers = Buffers(self)  # file bytes and attributes between open and commit
         self.perms = Perms(memory, self.uid, self.gid)  # stored owners, groups, modes
@@ -310,6 +314,8 @@ class Tree:
         """Record a refused commit in .status (keeping the bytes); the adapter must not
         record it again."""
         path = self.path(inode) if inode.parent is not None else inode.name
+        if isinstance(exc, InvalidInput) and exc.errno == errno.EINVAL:
+            exc.errno = self.invalid_errno
         r = self.memory.refuse(path, exc, data)
         exc.recorded = True  # type: ignore[attr-defined]
         if r.kept_at:
@@ -337,11 +343,15 @@ class Tree:
             mtime = ns(inode.node.updated)
         if inode.role == Role.META:
             inode.listed = True  # the kernel now caches its size: see Tiers.count_read
+        # an inode whose last name is gone (unlinked while open, a removed cwd) has
+        # st_nlink 0, as POSIX fstat after unlink shows
+        named = inode.parent is not None or inode.ino == 1
         if inode.is_dir:
             nlink = 2 + (inode.ndirs if inode.populated else self.nodes.unloaded_ndirs(inode))
+            nlink = nlink if named else 0
             size = 4096
         else:
-            nlink = 1
+            nlink = 1 if named else 0
             size = len(inode.data) if inode.data is not None else self.handler(inode).size(inode)
         mode, uid, gid = self.perms.attrs(inode)
         return Attr(
@@ -392,6 +402,10 @@ class Tree:
         parent = self.get(parent_ino)
         if not parent.is_dir:
             raise NotADirectory("not a directory")
+        if len(os.fsencode(name)) > NAME_MAX:
+            # every call that resolves a path (open, stat, unlink, rename, link, mknod…)
+            # looks the name up first: this is where the kernel learns ENAMETOOLONG
+            raise NameTooLong(f"a name is limited to {NAME_MAX} bytes")
         if name == ".":
             return parent
         if name == "..":
@@ -593,14 +607,26 @@ class Tree:
         self.memory.persist_pending(d.owner)
         self.memory.flush_touched()
 
-    def link(self) -> None:
+    def link(self, name: str = "") -> None:
+        self.check_name(name)
         raise NotSupported("hard links are not supported (EPERM); copy the file instead")
 
     @_commits_async
     async def mknod(self, parent_ino: int, name: str, mode: int, uid: int, gid: int) -> Inode:
-        """A regular file made with mknod: created, closed, and returned."""
+        """A regular file made with mknod: created, closed, and returned; a FIFO or a
+        socket inside a node: an attachment of that kind; a device node: refused."""
+        self.check_name(name)
+        if stat.S_ISFIFO(mode) or stat.S_ISSOCK(mode):
+            d = self._new_entry_in(parent_ino, name)
+            assert d.children is not None
+            if name in d.children:
+                raise Exists(f"{self.child_path(d, name)} exists")
+            self.memory.check_writable()
+            if d.mode & stat.S_ISGID:
+                gid = d.gid
+            return self.attachments.special(d, name, mode, uid, gid)
         if not stat.S_ISREG(mode):
-            raise NotSupported("device nodes, FIFOs and sockets are not supported (EPERM)")
+            raise NotSupported("device nodes are not supported (EPERM)")
         h = await self.create(
             parent_ino, name, mode, os.O_WRONLY | os.O_CREAT | os.O_EXCL, uid, gid
         )

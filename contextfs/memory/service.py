@@ -226,7 +226,8 @@ class Memory(Transactions, AttachmentStore, Routing):
         """Record a refusal for `.status`; keep the refused bytes in the data dir."""
         path = path.encode("utf-8", "backslashreplace").decode()  # names may not be UTF-8
         # a refused name is shown, logged and names the kept file, never with a secret
-        path, reason = self.clean_name(path), self.clean_name(exc.reason)
+        reason = exc.reason.encode("utf-8", "backslashreplace").decode()
+        path, reason = self.clean_name(path), self.clean_name(reason)
         kept = None
         if data:
             data = self.redact_bytes(data, path)  # kept, but never with a secret in it

@@ -119,7 +119,7 @@ def attachments_consistent(store: Store) -> list[str]:
             store,
             """
             SELECT id, kind, size, target IS NOT NULL FROM attachments
-            WHERE kind NOT IN ('file', 'dir', 'symlink') OR size < 0
+            WHERE kind NOT IN ('file', 'dir', 'symlink', 'fifo', 'socket') OR size < 0
                OR (kind <> 'file' AND size <> 0)
                OR (kind = 'symlink') <> (target IS NOT NULL)""",
         )

@@ -74,8 +74,9 @@ CREATE TABLE IF NOT EXISTS versions (
     PRIMARY KEY (node_id, version)
 );
 
--- Files, folders and symlinks a user keeps inside a node directory. parent_id is NULL for
--- the node directory itself, else the id of a 'dir' attachment of the same node.
+-- Files, folders, symlinks, FIFOs and sockets a user keeps inside a node directory.
+-- parent_id is NULL for the node directory itself, else the id of a 'dir' attachment of
+-- the same node.
 -- Invariants (checked by fsck): at most one live row per (node_id, parent_id, name);
 -- size = 0 unless kind = 'file'; target is NULL unless kind = 'symlink'. A file's bytes
 -- are its rows in attachment_chunks (v3; before, a `data` BLOB column of this table).
@@ -84,10 +85,10 @@ CREATE TABLE IF NOT EXISTS attachments (
     node_id    BIGINT NOT NULL,
     parent_id  BIGINT,
     name       TEXT   NOT NULL,
-    kind       TEXT   NOT NULL,        -- 'file' | 'dir' | 'symlink'
+    kind       TEXT   NOT NULL,        -- 'file' | 'dir' | 'symlink' | 'fifo' | 'socket'
     mode       INTEGER NOT NULL,       -- permission bits only
     mtime      DOUBLE NOT NULL,
-    size       BIGINT NOT NULL,        -- (v3) a file's length in bytes; 0 for dir, symlink
+    size       BIGINT NOT NULL,        -- (v3) a file's length in bytes; 0 for any other kind
     target     BLOB,                   -- a symlink's target, as given to symlink(2)
     deleted_at DOUBLE                  -- NULL = live; soft-deleted, restorable with its node
 );

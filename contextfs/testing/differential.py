@@ -74,7 +74,11 @@ OPEN_FLAGS = tuple(
 
 EXCLUDED = [
     {"op": "link", "reason": "hard links are refused by design (EPERM, SPEC §8); not generated"},
-    {"op": "mknod/mkfifo", "reason": "device nodes and FIFOs are refused by design (EPERM)"},
+    {
+        "op": "mknod/mkfifo",
+        "reason": "device nodes are refused by design (EPERM); FIFOs and sockets inside a "
+        "node are kept (tests/integration/test_attachments.py), not generated",
+    },
     {"op": "chown", "reason": "accepted and never stored by design (docs/operations.md)"},
     {
         "op": "atime",

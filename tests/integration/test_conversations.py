@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import errno
 import json
 import os
 import subprocess
@@ -127,12 +128,20 @@ def test_inbox_per_owner_and_other_formats(convo):
 
 def test_secret_files_and_unknown_kinds_are_refused_with_reason(convo):
     inbox = convo.path / ".inbox"
-    (inbox / ".env").write_text("OPENAI_API_KEY=sk-proj-0123456789abcdefghijklmnopqrstuvwxyzAB\n")
+    # close() answers the refusal (EACCES for a secret store, EOPNOTSUPP for an unknown
+    # kind); the item and its report stay
+    with pytest.raises(PermissionError):
+        (inbox / ".env").write_text(
+            "OPENAI_API_KEY=sk-proj-0123456789abcdefghijklmnopqrstuvwxyzAB\n"
+        )
     assert "refused" in report(inbox, ".env") and "environment" in report(inbox, ".env")
     assert (inbox / ".env").read_bytes() == b"", "a secret store is not kept"
-    (inbox / "id_rsa").write_text("-----BEGIN OPENSSH PRIVATE KEY-----\nabc\n")
+    with pytest.raises(PermissionError):
+        (inbox / "id_rsa").write_text("-----BEGIN OPENSSH PRIVATE KEY-----\nabc\n")
     assert "refused" in report(inbox, "id_rsa")
-    (inbox / "data.bin").write_bytes(b"\x00\x01")
+    with pytest.raises(OSError) as err:
+        (inbox / "data.bin").write_bytes(b"\x00\x01")
+    assert err.value.errno == errno.EOPNOTSUPP
     assert "refused" in report(inbox, "data.bin")
     assert "inbox: " in convo.status() and "refused=3" in convo.status()
 
@@ -317,14 +326,16 @@ def test_contextfs_ingest_command_shows_progress_and_waits(convo, tmp_path):
         f = tmp_path / f"t{i}.jsonl"
         f.write_text(jsonl([{"role": "user", "content": f"My colleague Priya{i} is great."}]))
         files.append(str(f))
-    r = subprocess.run(
-        [sys.executable, "-m", "contextfs", "ingest", str(convo.path), *files, "--wait"],
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
+    cmd = [sys.executable, "-m", "contextfs", "ingest", str(convo.path)]
+    r = subprocess.run([*cmd, *files, "--wait"], capture_output=True, text=True, timeout=120)
     assert r.returncode == 0, r.stderr
     assert "ingest [" in r.stderr and "3/3 files" in r.stderr
     assert "ingested 3 file(s), refused 0" in r.stdout
+    # a file the inbox refuses at close is counted, not a crash
+    (tmp_path / "a.pdf").write_bytes(b"%PDF-1.4\n")
+    r = subprocess.run(
+        [*cmd, str(tmp_path / "a.pdf"), "--wait"], capture_output=True, text=True, timeout=120
+    )
+    assert r.returncode == 1 and "ingested 0 file(s), refused 1" in r.stdout, r.stderr
     for i in range(3):
         assert "state: done" in (convo.path / f".inbox/t{i}.jsonl.report.md").read_text()

@@ -40,7 +40,7 @@ def test_shell_sees_errnos_and_status_says_why(mount):
         (errno.EINVAL, os.mkdir, mount.path / "user/has space"),
         (errno.EINVAL, os.mkdir, u / "events/not-a-dated-name"),
         (errno.EPERM, os.link, node / "L2.md", node / "hard"),
-        (errno.EPERM, os.mkfifo, node / "fifo"),
+        (errno.EPERM, os.mkfifo, u / "fifo"),
         (errno.EINVAL, _write, u / "preferences/bad.md", b"---\nnope: 1\n---\nbody\n"),
         (errno.EINVAL, _write, node / "L2.md", b"\xff\xfe\x00binary"),
         (errno.EACCES, _write, u / "stray.txt", b"x"),
@@ -54,7 +54,7 @@ def test_shell_sees_errnos_and_status_says_why(mount):
         "has space",
         "does not fit the event template",
         "hard links",
-        "FIFOs",
+        "FIFOs and sockets can only be made inside a node",
         "unknown field 'nope'",
         "UTF-8",
     ):
