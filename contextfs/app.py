@@ -109,8 +109,10 @@ def render_status(
     intake: Intake | None = None,
     dir_cache: str = "",
     unsettled: Callable[[], int] | None = None,
+    visible: Callable[[str], bool] | None = None,
 ) -> str:
-    """The text of a mount's `.status` (docs/operations.md describes every line)."""
+    """The text of a mount's `.status` (docs/operations.md describes every line).
+    `visible` keeps the refusals whose path the reader may see (None: all)."""
     c = memory.counts()
     state = "read-only: " + memory.failsafe if memory.failsafe else "read-write"
     lines = [
@@ -151,8 +153,14 @@ def render_status(
         "redaction log; never the secrets)"
     )
     lines.append(f"refusals: {memory.refusal_count} (newest first)")
+    hidden = 0
     for r in reversed(memory.refusals):
+        if visible is not None and not visible(r.path):
+            hidden += 1
+            continue
         name = errno.errorcode.get(r.errno, str(r.errno))
         kept = f" (bytes kept at {r.kept_at})" if r.kept_at and r.kept_at not in r.reason else ""
         lines.append(f"  {_ts(r.when)} {name} {r.path}: {r.reason}{kept}")
+    if hidden:
+        lines.append(f"  ({hidden} more in owner directories you cannot open)")
     return "\n".join(lines) + "\n"

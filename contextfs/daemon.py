@@ -158,9 +158,17 @@ def _mount(
     else:
         dir_cache = "asked on every read (dir_cache: false in config.yaml)"
 
-    def status() -> str:
+    def status(visible: Callable[[str], bool] | None = None) -> str:
         return render_status(
-            memory, cfg, mountpoint, started, indexer, intake, dir_cache, lambda: ops.unsettled
+            memory,
+            cfg,
+            mountpoint,
+            started,
+            indexer,
+            intake,
+            dir_cache,
+            lambda: ops.unsettled,
+            visible,
         )
 
     summaries: SummaryService | None = None

@@ -38,7 +38,7 @@ def build_operations(
     memory: Memory,
     options: FsOptions,
     *,
-    status: Callable[[], str],
+    status: Callable[..., str],
     schema_files: dict[str, bytes],
     intake: Intake,
     indexer: Indexer | None = None,

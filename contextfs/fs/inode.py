@@ -25,6 +25,7 @@ import os
 import re
 import stat
 from dataclasses import dataclass
+from typing import Any
 
 from contextfs.conversations.inbox import InboxItem, Session
 from contextfs.ctxtypes import ContextType
@@ -130,6 +131,8 @@ class QueryDir:
     scope: str  # the searched subtree ('' = everything)
     options: QueryOptions | None = None
     generation: int = -1  # a question's results: the index generation they reflect
+    # who asks (a fs.perms.Caller): answers hold only what they may read; None = anyone
+    reader: Any = None
 
 
 @dataclass(frozen=True, slots=True)

@@ -252,7 +252,8 @@ class Operations(pyfuse3.Operations):
         name: pyfuse3.FileNameT,
         ctx: pyfuse3.RequestContext | None = None,
     ) -> pyfuse3.EntryAttributes:
-        return self._entry(await self.tree.lookup(parent_inode, os.fsdecode(name)))
+        caller = (ctx.uid, ctx.gid, ctx.pid) if ctx is not None else None
+        return self._entry(await self.tree.lookup(parent_inode, os.fsdecode(name), caller))
 
     async def forget(self, inode_list: Sequence[tuple[pyfuse3.InodeT, int]]) -> None:
         try:
@@ -408,7 +409,8 @@ class Operations(pyfuse3.Operations):
     async def open(
         self, inode: pyfuse3.InodeT, flags: int, ctx: pyfuse3.RequestContext
     ) -> pyfuse3.FileInfo:
-        return self._info(await self.tree.open(inode, flags))
+        caller = (ctx.uid, ctx.gid, ctx.pid) if ctx is not None else None
+        return self._info(await self.tree.open(inode, flags, caller))
 
     @_handler
     async def create(

@@ -43,6 +43,19 @@ OWNED = frozenset(
     }
 )
 
+# Inside an owner's .inbox and .sessions: the owner directory's user and group, own modes.
+OWNER_USED = frozenset(
+    {
+        Role.INBOX_NEW,
+        Role.INBOX_ITEM,
+        Role.INBOX_REPORT,
+        Role.SESSION,
+        Role.SESSION_CONTEXT,
+        Role.SESSION_TRANSCRIPT,
+        Role.SESSION_CONTROL,
+    }
+)
+
 
 @dataclass(frozen=True, slots=True)
 class Caller:
@@ -109,9 +122,17 @@ class Perms:
     def attrs(self, inode: Inode) -> tuple[int, int, int]:
         """(st_mode, uid, gid) of an inode."""
         role = inode.role
+        kind = stat.S_IFMT(inode.mode)
+        if role in (Role.INBOX, Role.SESSIONS) and inode.owner is not None:
+            # an owner's .inbox and .sessions (the root's are the default owner's) are as
+            # private as the owner directory, and its user's to use
+            a = self.owner_access(inode.owner)
+            return kind | a.dir_mode, a.uid, a.gid
+        if role in OWNER_USED and inode.owner is not None:
+            a = self.owner_access(inode.owner)
+            return inode.mode, a.uid, a.gid
         if role not in OWNED or inode.owner is None and inode.node is None:
             return inode.mode, inode.uid, inode.gid
-        kind = stat.S_IFMT(inode.mode)
         n = inode.node
         if role in (Role.OWNER, Role.TYPEDIR, Role.TRASH, Role.TRASH_TYPE) or (
             role == Role.NODE and n is None

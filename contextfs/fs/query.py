@@ -16,6 +16,7 @@ import os
 import stat
 import urllib.parse
 from collections import OrderedDict
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -24,6 +25,8 @@ import trio
 from contextfs.errors import InvalidInput, NotFound
 from contextfs.fs.handler import RoleBase
 from contextfs.fs.inode import QUERY_DIR, QUERY_ROLES, Handle, Inode, QueryDir, Role
+from contextfs.fs.perms import Caller
+from contextfs.model import Node
 from contextfs.search.bundle import pack_context, results_json
 from contextfs.search.indexer import Indexer
 from contextfs.search.retrieval import QueryOptions, Results, Searcher, parse_options
@@ -45,9 +48,16 @@ class SearchPort:
     def generation(self) -> int:
         return self.indexer.generation
 
-    def search(self, question: str, scope: str, opts: QueryOptions) -> Results:
+    def search(
+        self,
+        question: str,
+        scope: str,
+        opts: QueryOptions,
+        readable: Callable[[Node], bool] | None = None,
+        reader_key: str = "",
+    ) -> Results:
         """Worker thread only (embedding, hnswlib, tantivy)."""
-        return self.searcher.search(question, scope, opts)
+        return self.searcher.search(question, scope, opts, readable, reader_key)
 
     async def barrier(self, generation: int) -> None:
         """Wait until `generation` is searchable by what is loaded (BM25 alone while the
@@ -105,20 +115,24 @@ class QueryDirs(RoleBase):
     def shows_query_root(self, d: Inode, name: str) -> bool:
         return name == QUERY_DIR and d.role not in QUERY_ROLES
 
-    def root_for(self, d: Inode) -> Inode:
-        """`d/.query`: a virtual child of d, linked (listed) only in the root."""
-        root = self._roots.get(d.ino)
+    def root_for(self, d: Inode, reader: Caller | None = None) -> Inode:
+        """`d/.query`: a virtual child of d, linked (listed) only in the root. One per
+        caller who is not root or the daemon's user: its answers hold only what that
+        caller may read (the kernel looks `.query` up again on every path walk: it is
+        never cached, so each caller reaches their own)."""
+        key = (d.ino, reader.key if reader is not None else "")
+        root = self._roots.get(key)
         if root is None:
-            listed = d is self.tree.root
+            listed = d is self.tree.root and reader is None
             root = self.tree.new(
                 Role.QUERYROOT,
                 stat.S_IFDIR | 0o555,
                 QUERY_DIR,
                 d if listed else None,
-                payload=QueryDir("" if listed else self.tree.path(d)),
+                payload=QueryDir("" if d is self.tree.root else self.tree.path(d), reader=reader),
             )
             root.parent = d  # its path is d's path + /.query
-            self._roots[d.ino] = root
+            self._roots[key] = root
         return root
 
     def listable(self, d: Inode) -> bool:
@@ -137,7 +151,10 @@ class QueryDirs(RoleBase):
         if cached is not None and cached.query.generation == self.search.generation:
             return self._used(cached)
         answer = await self._ask(
-            d.query.scope, d.query.options or QueryOptions(), urllib.parse.unquote(name)
+            d.query.scope,
+            d.query.options or QueryOptions(),
+            urllib.parse.unquote(name),
+            d.query.reader,
         )
         return self._used(self._install(d, name, answer))
 
@@ -145,7 +162,11 @@ class QueryDirs(RoleBase):
         assert self.search is not None
         opts = parse_options(name, set(self.search.known_types))
         return self.tree.new(
-            Role.QUERYOPTS, stat.S_IFDIR | 0o555, name, d, payload=QueryDir(d.query.scope, opts)
+            Role.QUERYOPTS,
+            stat.S_IFDIR | 0o555,
+            name,
+            d,
+            payload=QueryDir(d.query.scope, opts, reader=d.query.reader),
         )
 
     # ---- bounded: every distinct question would otherwise stay for the life of the mount --
@@ -184,14 +205,20 @@ class QueryDirs(RoleBase):
         if h.inode.parent is None:  # its question went while the file was open
             h.inode.data = None
 
-    async def _ask(self, scope: str, opts: QueryOptions, question: str) -> Answer:
-        """Search off the event loop; the files are rendered there too."""
+    async def _ask(
+        self, scope: str, opts: QueryOptions, question: str, reader: Caller | None
+    ) -> Answer:
+        """Search off the event loop; the files are rendered there too. A reader sees
+        only the nodes they could read through the mount."""
         search = self.search
         assert search is not None
         generation = search.generation
+        perms = self.tree.perms
+        readable = None if reader is None else (lambda n: perms.may_read(reader, n))
+        reader_key = "" if reader is None else reader.key
 
         def work() -> Answer:
-            res = search.search(question, scope, opts)
+            res = search.search(question, scope, opts, readable, reader_key)
             files = {
                 "_context.md": pack_context(question, scope, res, opts.budget).encode(),
                 "_results.json": results_json(question, scope, res).encode(),
@@ -216,7 +243,7 @@ class QueryDirs(RoleBase):
             stat.S_IFDIR | 0o555,
             name,
             d,
-            payload=QueryDir(d.query.scope, d.query.options, answer.generation),
+            payload=QueryDir(d.query.scope, d.query.options, answer.generation, d.query.reader),
         )
         depth = t.path(qd).count("/") + 1
         for i, (node_path, dirname) in enumerate(answer.links):

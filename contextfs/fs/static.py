@@ -7,22 +7,28 @@ callable the daemon passes in. No other role's content is decided here.
 
 from __future__ import annotations
 
+import re
 import stat
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from contextfs.fs.handler import RoleBase
 from contextfs.fs.inode import Inode, Role
+from contextfs.fs.perms import Caller
 
 if TYPE_CHECKING:
     from contextfs.fs.tree import Tree
+
+
+_OWNER_IN_PATH = re.compile(r"(?:^|\s)(user|agent)/([^/\s]+)")
+_ROOT_OWNED = re.compile(r"(?:^|\s)\.(inbox|sessions)(/|$)")
 
 
 class Static(RoleBase):
     roles = frozenset({Role.ROOT, Role.SCHEMAS, Role.SCHEMA_FILE, Role.STATUS})
 
     def __init__(
-        self, tree: Tree, status: Callable[[], str], schema_files: dict[str, bytes]
+        self, tree: Tree, status: Callable[..., str], schema_files: dict[str, bytes]
     ) -> None:
         super().__init__(tree)
         self.status_text = status
@@ -40,3 +46,20 @@ class Static(RoleBase):
         if inode.role == Role.STATUS:
             return self.status_text().encode("utf-8")
         return b""
+
+    def status_for(self, reader: Caller) -> bytes:
+        """`.status` as a caller who is not root sees it: the refusals in owner
+        directories they cannot open are counted, not shown (their paths name nodes)."""
+        perms = self.tree.perms
+        default = ("user", self.tree.memory.default_owner)
+
+        def visible(path: str) -> bool:
+            # a refusal's path may lead with the operation ("mkdir user/alice/…")
+            m = _OWNER_IN_PATH.search(path)
+            if m is not None:
+                return perms.may_enter(reader, (m.group(1), m.group(2)))
+            if _ROOT_OWNED.search(path):  # the root's .inbox, .sessions: the default owner's
+                return perms.may_enter(reader, default)
+            return True
+
+        return self.status_text(visible).encode("utf-8")

@@ -58,7 +58,7 @@ from contextfs.fs.inode import (
     ns,
 )
 from contextfs.fs.nodes import Nodes
-from contextfs.fs.perms import Perms
+from contextfs.fs.perms import Caller, Perms
 from contextfs.fs.query import QueryDirs, SearchPort
 from contextfs.fs.rename import rename
 from contextfs.fs.sessions import Sessions, SessionsConfig
@@ -108,7 +108,7 @@ class Tree:
         *,
         uid: int | None = None,
         gid: int | None = None,
-        status: Callable[[], str] | None = None,
+        status: Callable[..., str] | None = None,
         schema_files: dict[str, bytes] | None = None,
         search: SearchPort | None = None,
         intake: Intake | None = None,
@@ -132,7 +132,7 @@ class Tree:
         self.buffers = Buffers(self)  # file bytes and attributes between open and commit
         self.perms = Perms(memory, self.uid, self.gid)  # stored owners, groups, modes
         # the role handlers; the tree knows them by role and nothing else about them
-        self.static = Static(self, status or (lambda: ""), schema_files or {})
+        self.static = Static(self, status or (lambda visible=None: ""), schema_files or {})
         self.attachments = Attachments(self)
         self.nodes = Nodes(self)
         self.tiers = Tiers(self, search)
@@ -397,7 +397,9 @@ class Tree:
 
     # ---- lookups and listing -------------------------------------------------------------
 
-    async def lookup(self, parent_ino: int, name: str) -> Inode:
+    async def lookup(
+        self, parent_ino: int, name: str, caller: tuple[int, int, int] | None = None
+    ) -> Inode:
         """The entry `name` of a directory; a question in `.query` runs its search here."""
         parent = self.get(parent_ino)
         if not parent.is_dir:
@@ -411,7 +413,11 @@ class Tree:
         if name == "..":
             return parent.parent or parent
         if self.query.shows_query_root(parent, name):
-            return self.query.root_for(parent)
+            # root and the daemon's own user see everything; anyone else what they may read
+            reader = None
+            if caller is not None and caller[0] not in (0, self.uid):
+                reader = Caller.of(*caller)
+            return self.query.root_for(parent, reader)
         return await self.handler(parent).lookup(parent, name)
 
     def ref(self, inode: Inode, n: int = 1) -> None:
@@ -455,8 +461,12 @@ class Tree:
 
     # ---- opening, reading, writing -------------------------------------------------------
 
-    async def open(self, ino: int, flags: int) -> Handle:
+    async def open(
+        self, ino: int, flags: int, caller: tuple[int, int, int] | None = None
+    ) -> Handle:
         h = self.open_file(self.get(ino), flags)
+        if h.inode.role == Role.STATUS and caller is not None and caller[0] not in (0, self.uid):
+            h.snapshot = self.static.status_for(Caller.of(*caller))
         try:
             await self.handler(h.inode).opened(h)
         except BaseException:

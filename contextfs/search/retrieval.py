@@ -134,9 +134,9 @@ class Searcher:
         self._entity_table: dict[str, list[Node]] = {}
         self._entities_at = -1
         self._participants_at: tuple[object, tuple[str, ...]] = (None, ())
-        # (scope, type, store generation, vector generation) -> that scope's vectors; read
+        # (scope, type, reader, store and vector generations) -> that scope's vectors; read
         # and written under the indexer's lock
-        self._snapshots: dict[tuple[str, str | None, int, int], Snapshot] = {}
+        self._snapshots: dict[tuple[str, str | None, str, int, int], Snapshot] = {}
 
     def _scoped_labels(self, scope: str) -> list[int] | None:
         """The vector labels of a scope under one owner, when few enough to compare them
@@ -157,12 +157,16 @@ class Searcher:
         return labels if len(labels) <= SCOPED_EXACT_MAX else None
 
     def _scoped_vectors(
-        self, scope: str, type_name: str | None, allowed: Callable[[Node | None], bool]
+        self,
+        scope: str,
+        type_name: str | None,
+        allowed: Callable[[Node | None], bool],
+        reader_key: str = "",
     ) -> Snapshot | None:
         """The vectors of a small scope, kept while neither the store nor the vector index
         has moved (an agent asks one owner many questions in a row). Under the indexer's
         lock."""
-        key = (scope, type_name, self.memory.generation, self.indexer.generation)
+        key = (scope, type_name, reader_key, self.memory.generation, self.indexer.generation)
         snap = self._snapshots.get(key)
         if snap is not None:
             return snap
@@ -178,8 +182,17 @@ class Searcher:
         self._snapshots[key] = snap
         return snap
 
-    def search(self, question: str, scope: str, opts: QueryOptions) -> Results:
-        """Worker thread. Scope is a mount-relative path ('' = everything)."""
+    def search(
+        self,
+        question: str,
+        scope: str,
+        opts: QueryOptions,
+        readable: Callable[[Node], bool] | None = None,
+        reader_key: str = "",
+    ) -> Results:
+        """Worker thread. Scope is a mount-relative path ('' = everything). `readable`
+        keeps only the nodes a caller may read (`reader_key` names that caller, for the
+        cached scope vectors)."""
         ix = self.indexer
         if ix.text is None:
             return Results([], [], (), note=f"the search index is not open yet ({ix.state})")
@@ -194,6 +207,7 @@ class Searcher:
                 and memory.is_live(n)
                 and (opts.type is None or n.type == opts.type)
                 and _in_scope(memory.node_path(n), scope)
+                and (readable is None or readable(n))
             )
 
         emb = ix.embedder  # once: the model may fail and be dropped meanwhile
@@ -204,7 +218,9 @@ class Searcher:
         vec_hits: list[tuple[int, float]] = []
         with ix.lock:  # node_labels belongs to the indexer's lock too
             if qvec is not None and ix.vectors is not None:
-                snap = self._scoped_vectors(scope, opts.type, allowed) if scope else None
+                snap = (
+                    self._scoped_vectors(scope, opts.type, allowed, reader_key) if scope else None
+                )
                 if snap is not None:  # a small subtree: exact, no graph walk with a filter
                     vec_hits = snap.nearest(qvec, depth)
                 else:

@@ -1,0 +1,116 @@
+"""Two real local users on one mount under `allow_other`: owners, groups and modes are
+stored and honoured (a node's mode covers its tiers and its history, across a remount),
+and `.query` and `.status` answer each caller only with what they may read."""
+
+from __future__ import annotations
+
+import os
+import pwd
+import shutil
+import subprocess
+import tempfile
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from contextfs.testing import Mount
+
+ALICE, BOB = "cfs_alice", "cfs_bob"
+
+pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="needs root to add users")
+
+
+def _user(name: str) -> pwd.struct_passwd:
+    try:
+        return pwd.getpwnam(name)
+    except KeyError:
+        subprocess.run(["useradd", "-M", "-s", "/usr/sbin/nologin", name], check=True)
+        return pwd.getpwnam(name)
+
+
+def as_user(user: str, script: str) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        ["runuser", "-u", user, "--", "sh", "-c", script],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+
+
+@pytest.fixture
+def shared() -> Iterator[Mount]:
+    """A mount other users can reach (pytest's tmp dirs are 0700), search on, allow_other."""
+    _user(ALICE), _user(BOB)
+    top = Path(tempfile.mkdtemp(prefix="cfs-perm-"))
+    top.chmod(0o755)
+    (top / "mnt").mkdir(mode=0o755)
+    (top / "mnt").chmod(0o755)
+    m = Mount(top / "mnt", top / "data", search=True)
+    m.start("-o", "allow_other")
+    try:
+        yield m
+    finally:
+        if m.proc is not None and m.proc.poll() is None:
+            m.stop()
+        shutil.rmtree(top, ignore_errors=True)
+
+
+def test_two_users_see_only_what_their_modes_allow(shared: Mount) -> None:
+    mnt = shared.path
+    alice = mnt / "user" / "alice"
+    diary = alice / "preferences" / "diary"
+    alice.mkdir()
+    shutil.chown(alice, ALICE, ALICE)
+    alice.chmod(0o700)
+
+    # alice owns her owner directory: she can do everything there
+    done = as_user(
+        ALICE,
+        f"mkdir {diary} && echo 'Dear diary: I am afraid of the dentist.' > {diary}/L2.md"
+        f" && chmod 600 {diary}/L2.md"
+        f" && echo 'Alice loves green tea.' > {alice}/.inbox/notes.md"
+        f" && mkdir {alice}/.sessions/s1 && rmdir {alice}/.sessions/s1"
+        f" && mkdir {alice}/preferences/Bad_Name",
+    )
+    assert "Bad_Name" in done.stderr and "Invalid argument" in done.stderr, done.stderr
+    assert done.stderr.count("\n") == 1, done.stderr  # only the refused name failed
+    st = (diary / "L2.md").stat()
+    assert (st.st_uid, oct(st.st_mode & 0o777)) == (pwd.getpwnam(ALICE).pw_uid, "0o600")
+    # one mode for the node: every tier and the history follow L2
+    for f in ("L0.md", "L1.md", "meta.yaml", ".history/v1.md"):
+        assert (diary / f).stat().st_mode & 0o077 == 0, f
+
+    # bob: nothing of alice's, through files or through search
+    peek = as_user(BOB, f"cat {diary}/L2.md; ls {alice}")
+    assert peek.stdout == "" and peek.stderr.count("Permission denied") == 2, peek.stderr
+    q = mnt / ".query" / "dentist"
+    bob_ls = as_user(BOB, f"ls {q}; cat {q}/_context.md {q}/_results.json")
+    assert bob_ls.returncode == 0, bob_ls.stderr
+    assert "diary" not in bob_ls.stdout and "dentist." not in bob_ls.stdout, bob_ls.stdout
+    assert "afraid" not in bob_ls.stdout
+    bob_status = as_user(BOB, f"cat {mnt}/.status").stdout
+    assert "Bad_Name" not in bob_status and "1 more in owner directories" in bob_status
+    # bob cannot make himself an owner directory either (user/ is root's)
+    assert "Permission denied" in as_user(BOB, f"mkdir {mnt}/user/bob").stderr
+
+    # alice and root see it all
+    alice_ls = as_user(ALICE, f"ls {q}; cat {q}/_context.md; cat {mnt}/.status")
+    assert "01_diary" in alice_ls.stdout and "afraid of the dentist" in alice_ls.stdout
+    assert "Bad_Name" in alice_ls.stdout
+    assert "01_diary" in os.listdir(q)
+
+    # everything holds after a remount
+    shared.remount("-o", "allow_other")
+    st = (diary / "L2.md").stat()
+    assert (st.st_uid, oct(st.st_mode & 0o777)) == (pwd.getpwnam(ALICE).pw_uid, "0o600")
+    assert alice.stat().st_mode & 0o777 == 0o700
+    assert "Permission denied" in as_user(BOB, f"cat {diary}/L2.md").stderr
+    again = as_user(BOB, f"cat {mnt}/.query/afraid/_context.md").stdout
+    assert "dentist" not in again
+
+    # opened up by alice, bob may read it, and so may his search
+    opened = as_user(ALICE, f"chmod 755 {alice} && chmod 644 {diary}/L2.md")
+    assert opened.returncode == 0, opened.stderr
+    got = as_user(BOB, f"cat {diary}/L2.md; cat {mnt}/.query/dentist%20diary/_context.md")
+    assert got.stdout.count("afraid of the dentist") == 2, got.stdout
