@@ -312,6 +312,8 @@ class Intake:
                 continue
             path = self.memory.node_path(res.node)
             verb = "created" if res.created else ("changed" if res.changed else "unchanged")
+            if res.kept_person_text:  # SPEC §5: never silently over a person's text
+                path += " (kept your text; added the extracted facts below it)"
             changed.append(f"{verb} {path}")
             self.node_changed(res.node, res.created)
         return changed, refused

@@ -27,7 +27,11 @@ from contextfs.memory.document import (
     parse_document,
     render_document,
 )
-from contextfs.memory.strategies import strategy_for
+from contextfs.memory.strategies import (
+    combine_keeping_person_text,
+    machine_writer,
+    strategy_for,
+)
 from contextfs.model import Node
 
 if TYPE_CHECKING:
@@ -59,6 +63,8 @@ class RouteResult:
     created: bool
     changed: bool
     folded: int
+    # a machine write changed a node a person wrote, adding below their text (SPEC §5)
+    kept_person_text: bool = False
 
 
 class Routing:
@@ -171,8 +177,15 @@ class Routing:
         reason: str,
     ) -> RouteResult:
         strategy = strategy_for(ctype)
+        source = reason.removeprefix("route:")
+        # a machine write onto a person's text adds below it, never replaces (SPEC §5)
+        protect = target is not None and target.person_wrote and bool(machine_writer(source))
         if target is None:
             merged, folded = strategy.start(ctype, incoming)
+        elif protect:
+            merged, folded = combine_keeping_person_text(
+                ctype, parse_document(target.l2), incoming, source
+            )
         else:
             merged, folded = strategy.combine(ctype, parse_document(target.l2), incoming)
         missing = ctype.missing_required(merged.fields)
@@ -181,7 +194,6 @@ class Routing:
         text = render_document(ctype, merged)
         created = target is None
         n = self._new_node(owner, ctype, name) if created else target
-        source = reason.removeprefix("route:")
         with self.transaction():
             if source not in n.sources and len(n.sources) < 100:
                 self.add_source(n, source)  # provenance, stored with this version
@@ -189,7 +201,7 @@ class Routing:
             if created:
                 self._add_node(n)
                 self._set_live((owner[0], owner[1], ctype.name, name), n.id)
-        return RouteResult(n, created, changed, folded)
+        return RouteResult(n, created, changed, folded, kept_person_text=protect and changed)
 
     # ---- drops --------------------------------------------------------------------------
 

@@ -70,7 +70,8 @@ CREATE TABLE IF NOT EXISTS versions (
     l2           TEXT    NOT NULL,
     content_hash TEXT    NOT NULL,
     created      DOUBLE  NOT NULL,
-    reason       TEXT    NOT NULL,     -- 'write', 'route:<file>', 'rename-over', ...
+    reason       TEXT    NOT NULL,     -- 'write', 'route:<file>', 'rename-over', ...; machine
+                                       -- writes: 'route:inbox:', 'route:session:', 'consolidate:'
     PRIMARY KEY (node_id, version)
 );
 
