@@ -29,6 +29,7 @@ from dataclasses import dataclass
 from contextfs.conversations.inbox import InboxItem, Session
 from contextfs.ctxtypes import ContextType
 from contextfs.memory.attachments import ATTACHMENT_CHUNK
+from contextfs.memory.routing import is_editor_scratch, is_temp_name  # noqa: F401 (re-exported)
 from contextfs.model import Attachment, Node
 from contextfs.search.retrieval import QueryOptions
 
@@ -42,21 +43,7 @@ RESERVED_IN_NODE = set(TIER_FILES) | {META_FILE, HISTORY_DIR}
 INBOX_DIR, SESSIONS_DIR = ".inbox", ".sessions"
 QUERY_DIR = ".query"
 
-# Editor scratch files (SPEC §3): accepted anywhere a file may be created, never memory.
-_EDITOR_SCRATCH = re.compile(r"(\.sw[a-p]$|~$|^4913$|^\.#|^#.*#$)")
-# In a type directory, also the temporary names of atomic writers (rsync, sed -i,
-# Python's tempfile, *.tmp) and hidden files: they are routed only once renamed.
-TYPE_DIR_TEMP = re.compile(r"(^\.|^tmp[a-z0-9_]{6,}$|^sed[A-Za-z0-9]{6}$|\.tmp$|^[0-9]+$)")
 ROUTABLE_IN_SINGLETON = re.compile(r"\.(md|markdown|txt)$")
-
-
-def is_editor_scratch(name: str) -> bool:
-    return bool(_EDITOR_SCRATCH.search(name))
-
-
-def is_temp_name(name: str) -> bool:
-    """An editor's or an atomic writer's temporary name: never memory until renamed."""
-    return is_editor_scratch(name) or bool(TYPE_DIR_TEMP.search(name))
 
 
 class Role(enum.Enum):

@@ -56,6 +56,7 @@ class Nodes(RoleBase):
             self.tree.add_owner(owner)
         for n in self.memory.nodes.values():
             self.place(n)
+        self.tree.tiers.restore_parked()
 
     def add_owner(self, owner: tuple[str, str]) -> Inode:
         t = self.tree

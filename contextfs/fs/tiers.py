@@ -10,6 +10,7 @@ keeps the refused bytes, and shows the stored text again.
 
 from __future__ import annotations
 
+import stat
 from typing import TYPE_CHECKING
 
 from contextfs.errors import ContextFSError
@@ -133,6 +134,8 @@ class Tiers(RoleBase):
 
     def release(self, h: Handle) -> None:
         inode = h.inode
+        if inode.role == Role.SCRATCH and inode.drop_id is None:
+            inode.dirty = True  # a file made and closed in a type directory is parked too
         if inode.role == Role.DROP:
             if inode.dirty and inode.data:
                 self.route_drop(inode)
@@ -145,6 +148,8 @@ class Tiers(RoleBase):
         """Make an inode's written bytes durable according to its role (a truncate of a
         file that is not open comes here for attachments too)."""
         role = inode.role
+        if role == Role.SCRATCH and inode.data is not None:
+            self.park(inode)
         if role == Role.SCRATCH or inode.data is None:
             inode.dirty = False
             return
@@ -181,6 +186,49 @@ class Tiers(RoleBase):
                 inode.data = bytearray(stored) if inode.opened > 0 else None
                 self.tree.invalidate(inode)
         return changed
+
+    @staticmethod
+    def parks(d: Inode | None) -> bool:
+        """Whether a temporary or scratch file in d is parked: kept in the store as it was
+        closed, never routed, until it is renamed or removed (a type directory, or a
+        singleton's). Scratch files elsewhere (in a node) live in daemon memory only."""
+        return d is not None and (
+            d.role == Role.TYPEDIR
+            or (d.role == Role.NODE and d.ctype is not None and d.ctype.singleton)
+        )
+
+    def park(self, inode: Inode) -> None:
+        """Store a temporary or scratch file of a type directory, so that a save that
+        returned survives a remount (SPEC §8: nothing a user wrote is lost)."""
+        if inode.owner is None or inode.ctype is None or not self.parks(inode.parent):
+            if inode.drop_id is not None:  # moved out of a type directory
+                self.memory.forget_drop(inode.drop_id)
+                inode.drop_id = None
+            return
+        if inode.drop_id is None:
+            inode.drop_id = self.memory.new_id()
+        data = bytes(inode.data or b"")
+        self.memory.persist_drop(inode.drop_id, inode.owner, inode.ctype, inode.name, data)
+
+    def restore_parked(self) -> None:
+        """At mount: show the parked files again where they were closed."""
+        for drop_id, owner, tname, filename, data in self.memory.parked_files():
+            od = self.tree.nodes.owner_dirs.get(owner)
+            ctype = self.memory.types.get(tname)
+            d = od.children.get(ctype.type_dir) if od and od.children and ctype else None
+            if d is None or d.children is None or filename in d.children:
+                continue
+            self.tree.new(
+                Role.SCRATCH,
+                stat.S_IFREG | 0o644,
+                filename,
+                d,
+                node=d.node,
+                owner=owner,
+                ctype=ctype,
+                data=bytearray(data),
+                drop_id=drop_id,
+            )
 
     def route_drop(self, inode: Inode) -> None:
         """A file written into a type directory becomes memory, then leaves the tree."""

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import datetime as dt
 import logging
+import re
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
@@ -39,6 +40,23 @@ if TYPE_CHECKING:
     from contextfs.store import Store
 
 log = logging.getLogger("contextfs.memory.service")  # the name these lines always had
+
+
+# Editor scratch files (SPEC §3): accepted anywhere a file may be created, never memory.
+_EDITOR_SCRATCH = re.compile(r"(\.sw[a-p]$|~$|^4913$|^\.#|^#.*#$)")
+# In a type directory, also the temporary names of atomic writers (rsync, sed -i,
+# Python's tempfile, *.tmp) and hidden files: they are routed only once renamed.
+TYPE_DIR_TEMP = re.compile(r"(^\.|^tmp[a-z0-9_]{6,}$|^sed[A-Za-z0-9]{6}$|\.tmp$|^[0-9]+$)")
+
+
+def is_editor_scratch(name: str) -> bool:
+    return bool(_EDITOR_SCRATCH.search(name))
+
+
+def is_temp_name(name: str) -> bool:
+    """An editor's or an atomic writer's temporary name: never memory until renamed. In a
+    type directory such a file is *parked* (kept as written, not routed) once closed."""
+    return is_editor_scratch(name) or bool(TYPE_DIR_TEMP.search(name))
 
 
 def _slug_stem(filename: str) -> str:
@@ -216,10 +234,22 @@ class Routing:
         with self.transaction():
             self.store.remove_pending_drop(drop_id)
 
+    def parked_files(self) -> list[tuple[int, tuple[str, str], str, str, bytes]]:
+        """(id, owner, type name, file name, bytes) of every parked file: a temporary or
+        scratch name closed in a type directory, kept until it is renamed or removed."""
+        return [
+            (drop_id, (kind, oid), tname, filename, data)
+            for drop_id, kind, oid, tname, filename, data in self.store.pending_drops()
+            if is_temp_name(filename)
+        ]
+
     def recover_drops(self) -> list[tuple[str, RouteResult | Refusal]]:
-        """Route files that were fsync()ed into a type directory before a crash."""
+        """Route files that were fsync()ed into a type directory before a crash (a parked
+        file under a temporary name stays as it is)."""
         done: list[tuple[str, RouteResult | Refusal]] = []
         for drop_id, kind, oid, tname, filename, data in self.store.pending_drops():
+            if is_temp_name(filename):
+                continue
             path = f"{kind}/{oid}/{tname}/{filename}"
             try:
                 ctype = self.type_named(tname)
