@@ -240,6 +240,13 @@ class Handle:
     snapshot: bytes | None = None  # generated content, taken at open
     wrote: bool = False
     failed: bool = False  # a write on it was refused: later writes are refused too
+    # TIER opened for writing: this handle's own copy of the file (fs.buffers), committed
+    # whole at its close; `dirty` when it holds what is not stored (written, truncated)
+    buffer: bytearray | None = None
+    dirty: bool = False
+    # O_APPEND: the length of `buffer` when it last matched the file; what follows is
+    # appended to the file as it is at the commit (concurrent `>>` lose nothing)
+    rebase: int | None = None
 
     @property
     def writable(self) -> bool:

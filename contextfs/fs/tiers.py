@@ -109,7 +109,10 @@ class Tiers(RoleBase):
 
     async def flush(self, h: Handle) -> None:
         inode = h.inode
-        if inode.role == Role.DROP:
+        if h.buffer is not None:
+            if h.dirty:
+                self.commit_own(h)
+        elif inode.role == Role.DROP:
             if inode.dirty and inode.data:
                 self.route_drop(inode)
         elif inode.dirty:
@@ -126,7 +129,10 @@ class Tiers(RoleBase):
                     inode.drop_id, inode.owner, inode.ctype, inode.name, bytes(inode.data)
                 )
             return
-        if inode.dirty:
+        if h.buffer is not None:
+            if h.dirty:
+                self.commit_own(h)
+        elif inode.dirty:
             self.commit(inode)
         if inode.role == Role.TIER and self.search is not None:
             # fsync is an index barrier (SPEC §3): searchable when it returns
@@ -143,6 +149,33 @@ class Tiers(RoleBase):
                 self.tree.unlink_inode(inode)  # an empty drop (touch) is not a memory
         elif inode.dirty and inode.parent is not None:
             self.commit(inode)
+
+    def release_own(self, h: Handle) -> None:
+        """Every close of a tier's handle: what it holds unsaved (an O_TRUNC or ftruncate
+        with nothing written after, `: > L2.md`) is saved now."""
+        if h.dirty and h.inode.parent is not None:
+            self.commit_own(h)
+        h.buffer, h.dirty = None, False
+
+    def commit_own(self, h: Handle) -> None:
+        """Save a tier handle's own buffer: one version, exactly what it held."""
+        inode = h.inode
+        assert h.buffer is not None and inode.node is not None and inode.tier is not None
+        data = bytes(h.buffer)
+        if h.rebase is not None:  # O_APPEND: what it appended, after the file as it is now
+            data = bytes(self.tree.file_bytes(inode)) + data[h.rebase :]
+        h.dirty = False
+        try:
+            stored = self.save_tier(inode, inode.node, inode.tier, data)
+        except ContextFSError as exc:
+            self.tree.refuse(inode, exc, data)
+            h.buffer = bytearray(inode.node.tier(inode.tier).encode("utf-8"))
+            self.tree.invalidate(inode)
+            raise
+        # the handle now holds what is stored (a redacted secret included)
+        h.buffer = bytearray(stored if stored is not None else data)
+        if h.rebase is not None:
+            h.rebase = len(h.buffer)
 
     def commit(self, inode: Inode) -> None:
         """Make an inode's written bytes durable according to its role (a truncate of a
@@ -173,7 +206,9 @@ class Tiers(RoleBase):
             raise
         inode.dirty = False
 
-    def save_tier(self, inode: Inode, n: Node, tier: str, data: bytes) -> bool:
+    def save_tier(self, inode: Inode, n: Node, tier: str, data: bytes) -> bytes | None:
+        """Save data as a tier; returns what is stored when it differs from data (a secret
+        was redacted), else None."""
         text = decode_text(data, f"{tier}.md")
         if tier == "L2":
             changed = self.memory.save_l2(n, text)
@@ -183,9 +218,11 @@ class Tiers(RoleBase):
             self.tree.nodes.changed(n, writer=inode)
             stored = n.tier(tier).encode("utf-8")
             if stored != data:  # a secret was redacted: the file shows what is stored
-                inode.data = bytearray(stored) if inode.opened > 0 else None
+                if inode.data is not None:
+                    inode.data = bytearray(stored) if inode.opened > 0 else None
                 self.tree.invalidate(inode)
-        return changed
+                return stored
+        return None
 
     @staticmethod
     def parks(d: Inode | None) -> bool:

@@ -372,7 +372,7 @@ class Tree:
         if size is not None and fh is not None and fh in self.handles:
             self.handles[fh].wrote = True  # ftruncate: committed at this handle's close
         if size is not None:
-            self.buffers.truncate(inode, size)
+            self.buffers.truncate(inode, size, self.handles.get(fh) if fh is not None else None)
         self.buffers.set_attributes(
             inode, mode=mode, uid=uid, gid=gid, atime_ns=atime_ns, mtime_ns=mtime_ns
         )
@@ -449,9 +449,14 @@ class Tree:
         if inode.is_dir:
             raise IsADirectory("is a directory")
         writing = (flags & os.O_ACCMODE) != os.O_RDONLY
+        own = None
         if writing or flags & os.O_TRUNC:
-            self.buffers.open_for_writing(inode, flags)
+            own = self.buffers.open_for_writing(inode, flags)
         h = self.new_handle(inode, flags)
+        if own is not None:  # a tier: this handle's own copy, saved whole at its close
+            h.buffer, h.dirty = own, bool(flags & os.O_TRUNC)
+            if flags & os.O_APPEND and not flags & os.O_TRUNC:
+                h.rebase = len(own)
         if inode.role in GENERATED:
             h.snapshot = bytes(self.file_bytes(inode))
         return h
@@ -464,7 +469,9 @@ class Tree:
 
     def read(self, fh: int, off: int, size: int) -> bytes:
         h = self.handle(fh)
-        data = h.snapshot if h.snapshot is not None else self.file_bytes(h.inode)
+        data = h.snapshot if h.snapshot is not None else h.buffer
+        if data is None:
+            data = self.file_bytes(h.inode)
         return bytes(data[off : off + size])
 
     def write(self, fh: int, off: int, buf: bytes) -> int:
@@ -497,6 +504,9 @@ class Tree:
         if h is None:
             return
         inode = h.inode
+        if h.buffer is not None:
+            with contextlib.suppress(ContextFSError):  # recorded in .status; no reply
+                self.tiers.release_own(h)
         inode.opened -= 1
         if inode.opened <= 0:
             inode.opened = 0
