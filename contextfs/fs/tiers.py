@@ -13,7 +13,7 @@ from __future__ import annotations
 import stat
 from typing import TYPE_CHECKING
 
-from contextfs.errors import ContextFSError
+from contextfs.errors import ContextFSError, ReadOnly
 from contextfs.fs.handler import RoleBase
 from contextfs.fs.inode import META_FILE, Handle, Inode, Role
 from contextfs.fs.query import SearchPort
@@ -149,6 +149,18 @@ class Tiers(RoleBase):
                 self.tree.unlink_inode(inode)  # an empty drop (touch) is not a memory
         elif inode.dirty and inode.parent is not None:
             self.commit(inode)
+
+    @staticmethod
+    def unwritten(inode: Inode) -> bool:
+        """A tier no one wrote: L2 of a node with no version yet, an L0/L1 derived from L2
+        (not pinned). `O_EXCL` creates it (`cp -r`, `tar x` of a copied node): writing it
+        is its first hand-written text, so nothing anyone wrote is replaced."""
+        n = inode.node
+        if inode.role != Role.TIER or n is None or inode.trashed:
+            return False
+        if inode.tier == "L2":
+            return n.version == 0
+        return not (n.l0_pinned if inode.tier == "L0" else n.l1_pinned)
 
     def release_own(self, h: Handle) -> None:
         """Every close of a tier's handle: what it holds unsaved (an O_TRUNC or ftruncate
@@ -290,7 +302,16 @@ class Tiers(RoleBase):
     # ---- removing ------------------------------------------------------------------------
 
     def unlink(self, d: Inode, child: Inode) -> None:
-        if child.role in (Role.TIER, Role.META, Role.VERSION):
+        if child.role in (Role.META, Role.VERSION):
+            # Derived: they go with their node. `rm -r` of the node removes its tiers first
+            # and then passes over these (0, nothing hidden, the rmdir of the node follows);
+            # anywhere else (`rm meta.yaml`, `tar x` over a node, `rm -r .history`): EACCES.
+            if self.tree.nodes.emptying(d if child.role == Role.META else d.parent):
+                return
+            raise ReadOnly(
+                f"{child.name} is derived and read-only; it goes with its node (rm -r the node)"
+            )
+        if child.role == Role.TIER:
             # Hidden, not changed: editors and `mv` remove the name before writing a new
             # file, and `rm -r` removes it before rmdir. The stored text stays.
             self.tree.unlink_inode(child)

@@ -97,6 +97,13 @@ def _commits_async(fn: Callable[P, Awaitable[R]]) -> Callable[P, Awaitable[R]]:
     return wrapper
 
 
+def _listing_key(c: Inode) -> int:
+    """readdir offset of an entry: its inode number; a node's derived entries (meta.yaml,
+    .history) list after everything else, so `rm -r` of a node (readdir order) removes
+    its tiers before it reaches them (fs.tiers.Tiers.unlink)."""
+    return c.ino + (1 << 48) if c.role in (Role.META, Role.HISTORY) else c.ino
+
+
 class Tree:
     """The inode table, and every filesystem operation dispatched to a role handler."""
 
@@ -417,14 +424,14 @@ class Tree:
         children = d.children
         assert children is not None
         if d.sorted_names is None:
-            d.sorted_names = sorted((c.ino, name) for name, c in children.items())
+            d.sorted_names = sorted((_listing_key(c), name) for name, c in children.items())
         entries = d.sorted_names
         start = bisect_right(entries, (off, "\U0010ffff")) if off else 0
         for i in range(start, len(entries)):
-            ino, name = entries[i]
+            key, name = entries[i]
             child = children.get(name)
-            if child is not None and child.ino == ino:
-                yield name, child, ino
+            if child is not None and _listing_key(child) == key:
+                yield name, child, key
 
     def readlink(self, ino: int) -> bytes:
         inode = self.get(ino)
@@ -533,7 +540,7 @@ class Tree:
         assert d.children is not None
         existing = d.children.get(name)
         if existing is not None:
-            if flags & os.O_EXCL:
+            if flags & os.O_EXCL and not self.tiers.unwritten(existing):
                 raise Exists(f"{self.child_path(d, name)} exists")
             return await self.open(existing.ino, flags)
         self.memory.check_writable()

@@ -5,7 +5,9 @@ a save that returned 0 survives a remount, concurrent rewrites give only saved s
 from __future__ import annotations
 
 import os
+import subprocess
 import threading
+from pathlib import Path
 
 TYPE_DIR = "user/default/preferences"
 
@@ -54,3 +56,58 @@ def test_concurrent_rewrites_make_only_saved_versions(mount):
     bad = [v[:40] for v in versions if v not in saved]
     assert not bad, f"{len(bad)} of {len(versions)} versions nobody saved: {bad[:5]}"
     assert (node / "L2.md").read_text() in saved
+
+
+def _node_with_history(mount) -> Path:
+    node = mount.path / TYPE_DIR / "editor"
+    node.mkdir()
+    (node / "L2.md").write_text("I use vim.\n")
+    (node / "L2.md").write_text("I use vim daily.\n")
+    (node / "notes.txt").write_text("an attachment\n")
+    return node
+
+
+def _refused_only_derived(stderr: str) -> None:
+    """Only derived files were refused: meta.yaml, .history, and L0.md/L1.md when the
+    copy wrote L2.md first (they are derived from it at once)."""
+    lines = [line for line in stderr.splitlines() if line.strip() and "Exiting" not in line]
+    derived = ("meta.yaml", ".history", "L0.md", "L1.md")
+    assert all(any(d in line for d in derived) for line in lines), repr(stderr)
+
+
+def test_cp_r_of_a_copied_node_creates_its_tiers(mount, tmp_path):
+    """mkdir makes a node whose tiers do not exist until written, so `cp -r` (O_EXCL)
+    creates them; only the derived meta.yaml and .history are refused."""
+    node = _node_with_history(mount)
+    subprocess.run(["cp", "-r", str(node), str(tmp_path / "copy")], check=True)
+    dest = mount.path / TYPE_DIR / "editor2"
+    cp = subprocess.run(["cp", "-r", str(tmp_path / "copy"), str(dest)], capture_output=True)
+    _refused_only_derived(cp.stderr.decode())
+    assert (dest / "L2.md").read_text() == "I use vim daily.\n"
+    assert (dest / "notes.txt").read_text() == "an attachment\n"
+    assert os.listdir(dest / ".history") == ["v1.md"]
+    mount.remount()
+    assert (dest / "L2.md").read_text() == "I use vim daily.\n"
+    assert (dest / "notes.txt").read_text() == "an attachment\n"
+
+
+def test_tar_x_over_a_node_and_rm_r_history_hide_nothing(mount, tmp_path):
+    node = _node_with_history(mount)
+    subprocess.run(["tar", "cf", str(tmp_path / "e.tar"), "-C", str(node.parent), "editor"])
+    (node / "L2.md").write_text("changed since the export\n")
+    tar = subprocess.run(
+        ["tar", "xf", str(tmp_path / "e.tar"), "-C", str(node.parent)], capture_output=True
+    )
+    _refused_only_derived(tar.stderr.decode())
+    assert (node / "L2.md").read_text() == "I use vim daily.\n", "the exported text is back"
+    assert "meta.yaml" in os.listdir(node), "meta.yaml was not hidden"
+    assert os.listdir(node / ".history") == ["v1.md", "v2.md", "v3.md", "v4.md"]
+    rm = subprocess.run(["rm", "-r", str(node / ".history")], capture_output=True)
+    assert rm.returncode != 0 and b"Permission denied" in rm.stderr
+    assert len(os.listdir(node / ".history")) == 4, "the history was not hidden"
+    assert subprocess.run(["rm", str(node / "meta.yaml")], capture_output=True).returncode
+    assert "meta.yaml" in os.listdir(node)
+    # the whole node still goes with rm -r (soft delete)
+    subprocess.run(["rm", "-r", str(node)], check=True)
+    assert not node.exists()
+    assert "editor" in os.listdir(mount.path / "user/default/.trash/preferences")
