@@ -31,7 +31,7 @@ from contextfs.ctxtypes import ContextType
 from contextfs.memory.attachments import ATTACHMENT_CHUNK
 from contextfs.memory.routing import is_editor_scratch, is_temp_name  # noqa: F401 (re-exported)
 from contextfs.model import Attachment, Node
-from contextfs.search.retrieval import QueryOptions
+from contextfs.search.retrieval import Hit, QueryOptions
 
 NAME_MAX = 255
 TIER_FILES = {"L0.md": "L0", "L1.md": "L1", "L2.md": "L2"}
@@ -117,6 +117,7 @@ class QueryDir:
     scope: str  # the searched subtree ('' = everything)
     options: QueryOptions | None = None
     generation: int = -1  # a question's results: the index generation they reflect
+    hits: tuple[Hit, ...] = ()  # a question's results: the nodes its answer delivers
 
 
 @dataclass(frozen=True, slots=True)

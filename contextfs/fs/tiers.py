@@ -88,19 +88,18 @@ class Tiers(RoleBase):
         return data
 
     async def opened(self, h: Handle) -> None:
-        inode = h.inode
-        if inode.role == Role.TIER and not h.writable and inode.node is not None:
-            self._count_read(inode)
-        if inode.role == Role.META:
-            inode.listed = True
+        # Opening a file never counts as an access: `cat`, `grep -r`, rsync and backups
+        # read without changing anything (meta.yaml keeps its size while it is copied).
+        # What counts is reading a `.query` answer (fs.query: count_access).
+        if h.inode.role == Role.META:
+            h.inode.listed = True
 
-    def _count_read(self, tier: Inode) -> None:
-        """Reads through the mount count (SPEC §7), and meta.yaml shows the count: forget
-        what the kernel cached of meta.yaml, once until it is looked at again."""
-        assert tier.node is not None
-        self.memory.record_access(tier.node)
-        parent = tier.parent
-        meta = parent.children.get(META_FILE) if parent is not None and parent.children else None
+    def count_access(self, n: Node) -> None:
+        """An access to n (SPEC §7), which meta.yaml shows: forget what the kernel cached
+        of meta.yaml, once until it is looked at again."""
+        self.memory.record_access(n)
+        d = self.tree.nodes.node_inode(n)
+        meta = d.children.get(META_FILE) if d is not None and d.children else None
         if meta is not None and meta.listed:
             meta.listed = False
             self.tree.invalidate(meta)

@@ -341,7 +341,7 @@ class Tree:
         if inode.role in (Role.TIER, Role.META) and inode.data is None and inode.node:
             mtime = ns(inode.node.updated)
         if inode.role == Role.META:
-            inode.listed = True  # the kernel now caches its size: see Tiers.count_read
+            inode.listed = True  # the kernel now caches its size: see Tiers.count_access
         if inode.is_dir:
             nlink = 2 + (inode.ndirs if inode.populated else self.nodes.unloaded_ndirs(inode))
             size = 4096

@@ -111,3 +111,28 @@ def test_tar_x_over_a_node_and_rm_r_history_hide_nothing(mount, tmp_path):
     subprocess.run(["rm", "-r", str(node)], check=True)
     assert not node.exists()
     assert "editor" in os.listdir(mount.path / "user/default/.trash/preferences")
+
+
+def test_rsync_exports_files_whole(mount, tmp_path):
+    """rsync copies st_size bytes: a session's context.md reports its true size, and
+    reading a node (rsync, grep -r) does not change its meta.yaml while it is copied."""
+    (mount.path / ".sessions/s1").mkdir()
+    with open(mount.path / ".sessions/s1/transcript.jsonl", "a") as f:
+        f.write('{"role": "user", "content": "I moved to Paris last spring."}\n')
+    for i in range(12):
+        node = mount.path / TYPE_DIR / f"topic-{i}"
+        node.mkdir()
+        (node / "L2.md").write_text(f"Preference number {i}.\n" * 3)
+    out = tmp_path / "out"
+    out.mkdir()
+    subprocess.run(["rsync", "-a", f"{mount.path}/user/default/", f"{out}/user/"], check=True)
+    subprocess.run(["rsync", "-a", f"{mount.path}/.sessions/s1/", f"{out}/s1/"], check=True)
+    context = (out / "s1/context.md").read_bytes()
+    assert context and context == (mount.path / ".sessions/s1/context.md").read_bytes()
+    subprocess.run(["grep", "-r", "Preference", str(mount.path / TYPE_DIR)], capture_output=True)
+    for i in range(12):
+        rel = f"{TYPE_DIR}/topic-{i}"
+        copied = out / "user" / rel.removeprefix("user/default/")
+        for name in ("L2.md", "L0.md", "meta.yaml"):
+            assert (copied / name).read_bytes() == (mount.path / rel / name).read_bytes(), name
+        assert "access_count: 0" in (copied / "meta.yaml").read_text()
