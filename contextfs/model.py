@@ -5,6 +5,12 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Literal
 
+# `versions.reason` prefixes of machine writes: extraction from the inbox or a session
+# (`route:inbox:…`, `route:session:…`) and consolidation (`consolidate:…`). Every other
+# reason (`write`, `rename-over`, `route:<dropped file>`) is a person's write through the
+# mount. A machine write never silently replaces a person's text (SPEC §5).
+MACHINE_REASONS = ("route:inbox:", "route:session:", "consolidate:")
+
 
 @dataclass(slots=True)
 class Node:
@@ -37,6 +43,9 @@ class Node:
     # first commit (or fsync of its type directory, or unmount), like a POSIX directory
     # entry that is durable only once its parent is fsync()ed.
     persisted: bool = True
+    # Not stored in `nodes`: whether a person wrote any stored version of L2 (derived from
+    # `versions.reason`, see MACHINE_REASONS). Machine writes then add below their text.
+    person_wrote: bool = False
 
     @property
     def owner(self) -> tuple[str, str]:

@@ -66,7 +66,7 @@ class Writer:
         self.jfd = os.open(journal, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
         self.seq = 0
         self.nodes: dict[str, dict[str, bytes]] = {}  # node -> attachment -> bytes
-        self.l2: dict[str, bytes] = {}
+        self.l2: dict[str, bytes | None] = {}
         self.counter = 0
 
     def log(self, rec: dict) -> None:
@@ -117,12 +117,13 @@ class Writer:
             # of its first L2.md or attachment.
             n = self.fresh("n")
             how = self.rng.choice(["fsyncdir", "l2", "att"])
-            eff = {f"{TYPE_DIR}/{n}": DIR, f"{TYPE_DIR}/{n}/L2.md": b""}
+            # a node made by mkdir has no L2.md until one is written (None: absent)
+            eff = {f"{TYPE_DIR}/{n}": DIR, f"{TYPE_DIR}/{n}/L2.md": None}
             data, a = b"", ""
             if how == "l2":
                 data = self.text(n)
                 eff[f"{TYPE_DIR}/{n}/L2.md"] = data
-                self.also = {f"{TYPE_DIR}/{n}/L2.md": [b""]}
+                self.also = {f"{TYPE_DIR}/{n}/L2.md": [None, b""]}
             elif how == "att":
                 a = self.fresh("a") + ".bin"
                 data = self.rng.randbytes(self.rng.choice([1, 300, 9000]))
@@ -135,7 +136,7 @@ class Writer:
             return op, {f"{base}/L2.md": data}, [f"{base}/{tmp}"], (n, data, tmp)
         if op == "append":
             data = f"- appended {self.rng.randrange(10**6)}\n".encode()
-            return op, {f"{base}/L2.md": self.l2[n] + data}, [], (n, data)
+            return op, {f"{base}/L2.md": (self.l2[n] or b"") + data}, [], (n, data)
         atts = sorted(self.nodes[n])
         if op in ("att_append", "att_rename", "att_unlink") and not atts:
             op = "att_new"
@@ -181,7 +182,7 @@ class Writer:
         if op == "mkdir":
             n, how, a, data = arg
             os.mkdir(self.node_path(n))
-            self.nodes[n], self.l2[n] = {}, b""
+            self.nodes[n], self.l2[n] = {}, None
             if how == "fsyncdir":
                 fd = os.open(self.root / TYPE_DIR, os.O_RDONLY | os.O_DIRECTORY)
                 try:
@@ -189,14 +190,14 @@ class Writer:
                 finally:
                     os.close(fd)
             elif how == "l2":
-                self._write(self.node_path(n) / "L2.md", data, os.O_TRUNC, sync)
+                self._write(self.node_path(n) / "L2.md", data, os.O_CREAT | os.O_TRUNC, sync)
                 self.l2[n] = data
             else:
                 self._write(self.node_path(n) / a, data, os.O_CREAT | os.O_EXCL, sync)
                 self.nodes[n][a] = data
         elif op == "rewrite":
             n, data, _tmp = arg
-            self._write(self.node_path(n) / "L2.md", data, os.O_TRUNC, sync)
+            self._write(self.node_path(n) / "L2.md", data, os.O_CREAT | os.O_TRUNC, sync)
             self.l2[n] = data
         elif op == "atomic":
             n, data, tmp = arg
@@ -205,8 +206,8 @@ class Writer:
             self.l2[n] = data
         elif op == "append":
             n, data = arg
-            self._write(self.node_path(n) / "L2.md", data, os.O_APPEND, sync)
-            self.l2[n] += data
+            self._write(self.node_path(n) / "L2.md", data, os.O_CREAT | os.O_APPEND, sync)
+            self.l2[n] = (self.l2[n] or b"") + data
         elif op == "att_new":
             n, a, data = arg
             self._write(self.node_path(n) / a, data, os.O_CREAT | os.O_EXCL, sync)
@@ -643,7 +644,7 @@ def derived_problems(owner: Path, names: set[str], summarize, ctype) -> list[str
     problems = []
     for n in sorted(names):
         base = owner / TYPE_DIR / n
-        if not base.is_dir():
+        if not base.is_dir() or not (base / "L2.md").exists():  # never written: no tiers
             continue
         l2 = (base / "L2.md").read_text()
         l0, l1 = (base / "L0.md").read_text(), (base / "L1.md").read_text()

@@ -17,6 +17,7 @@ commits with whatever else the caller's transaction holds and reaches the change
 
 from __future__ import annotations
 
+import dataclasses
 import datetime as dt
 import json
 import logging
@@ -90,6 +91,41 @@ def _suffix(name: str) -> str:
 def _title(name: str) -> str:
     stem = re.sub(r"\.[A-Za-z0-9]+$", "", name)
     return stem or "conversation"
+
+
+def _cut(text: str, limit: int) -> list[str]:
+    """text in pieces of at most limit / 8 characters (4 bytes each at most, room for a
+    turn's header), cut after a space where there is one in the second half."""
+    step = max(limit // 8, 1)
+    pieces, start = [], 0
+    while start < len(text):
+        end = min(start + step, len(text))
+        if end < len(text):
+            space = text.rfind(" ", start + step // 2, end)
+            end = space + 1 if space >= 0 else end
+        pieces.append(text[start:end])
+        start = end
+    return pieces
+
+
+def split_turns(turns: Sequence[Turn], limit: int) -> list[list[Turn]]:
+    """Consecutive turns in parts whose rendered text stays under `limit` bytes (one part
+    when it all fits); a single turn longer than that is cut into pieces of its text."""
+    parts: list[list[Turn]] = [[]]
+    size = 0
+    for turn in turns:
+        block = len(render_turns([turn]).encode("utf-8")) + 1
+        pieces = [turn]
+        if block > limit and turn.content:
+            pieces = [dataclasses.replace(turn, content=c) for c in _cut(turn.content, limit)]
+        for piece in pieces:
+            block = len(render_turns([piece]).encode("utf-8")) + 1
+            if parts[-1] and size + block > limit:
+                parts.append([])
+                size = 0
+            parts[-1].append(piece)
+            size += block
+    return parts
 
 
 class Intake:
@@ -224,7 +260,7 @@ class Intake:
                 source=f"inbox:{item.filename}",
                 when=item.created,
             )
-            lines += ["## Archived", f"- {self.memory.node_path(archived)}", ""]
+            lines += ["## Archived", *(f"- {self.memory.node_path(n)}" for n in archived), ""]
         except ContextFSError as exc:
             lines += ["## Archived", f"- not archived: {exc.reason}", ""]
         changed, refused = self.route_candidates(item.owner, candidates, f"inbox:{item.filename}")
@@ -252,8 +288,10 @@ class Intake:
         source: str,
         when: float,
         summary: str = "",
-    ) -> Node:
-        """The raw record: every turn in L2, as a `session` node."""
+    ) -> list[Node]:
+        """The raw record: every turn in L2, as a `session` node — or, for a conversation
+        longer than a part (a quarter of the tier limit), as consecutive parts, nodes
+        titled `<title> part <i>`, so nothing said is lost to the L2 size limit."""
         ctype = self.memory.types.get("session")
         if ctype is None:
             raise InvalidInput("no 'session' context type is loaded")
@@ -266,16 +304,27 @@ class Intake:
             if happened is not None
             else dt.datetime.fromtimestamp(when, dt.UTC).date()
         ).isoformat()
-        fields = {
-            "date": day,
-            "title": title,
-            "source": source,
-            "turns": len(turns),
-            "summary": (summary + "\n" if summary else "") + episodes.summary(turns),
-        }
-        body = f"# {episodes.heading(turns)}\n\n{render_turns(turns)}" if turns else ""
-        res = self.memory.route_document(owner, ctype, Document(fields, body), source=source)
-        self.node_changed(res.node, res.created)
+        parts = split_turns(turns, max(self.memory.max_tier_size // 4, 4096))
+        nodes = []
+        with self.memory.transaction():  # all parts or none
+            for i, part in enumerate(parts, 1):
+                fields = {
+                    "date": day,
+                    "title": title if len(parts) == 1 else f"{title} part {i}",
+                    "source": source,
+                    "turns": len(part),
+                    "summary": (summary + "\n" if summary else "") + episodes.summary(part),
+                }
+                if len(parts) > 1:
+                    fields["summary"] += f"\nPart {i} of {len(parts)} of the conversation."
+                body = f"# {episodes.heading(part)}\n\n{render_turns(part)}" if part else ""
+                res = self.memory.route_document(
+                    owner, ctype, Document(fields, body), source=source
+                )
+                nodes.append(res)
+        for res in nodes:
+            self.node_changed(res.node, res.created)
+        return [res.node for res in nodes]
         return res.node
 
     def route_candidates(
@@ -312,6 +361,8 @@ class Intake:
                 continue
             path = self.memory.node_path(res.node)
             verb = "created" if res.created else ("changed" if res.changed else "unchanged")
+            if res.kept_person_text:  # SPEC §5: never silently over a person's text
+                path += " (kept your text; added the extracted facts below it)"
             changed.append(f"{verb} {path}")
             self.node_changed(res.node, res.created)
         return changed, refused
@@ -399,7 +450,7 @@ class Intake:
                 summary = (summary + "\n" + l1).strip() if summary else l1.strip()
             node = self.archive(
                 s.owner, turns, s.id, source=f"session:{s.id}", when=s.created, summary=summary
-            )
+            )[0]
         self.memory.delete_session(s.owner, s.id)
         self.sessions.pop((s.owner[0], s.owner[1], s.id), None)
         return node

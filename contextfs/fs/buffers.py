@@ -80,13 +80,34 @@ class Buffers:
 
     # ---- setattr ---------------------------------------------------------------------------
 
-    def truncate(self, inode: Inode, size: int) -> None:
-        """truncate(2)/ftruncate(2): resize the buffer; with no open file, commit now."""
+    def truncate(self, inode: Inode, size: int, h: Handle | None = None) -> None:
+        """truncate(2)/ftruncate(2): resize the buffer; with no open file, commit now.
+
+        ftruncate of a tier's own handle cuts that handle's copy (saved at its close);
+        truncate(2) of a tier by path is a save of its own, at once."""
         if inode.is_dir:
             raise IsADirectory("is a directory")
         self.writable(inode)
         if size > self.limit(inode):
             raise TooBig(f"{inode.name} would exceed the {self.limit(inode)}-byte limit")
+        if h is not None and h.buffer is not None:
+            if size != len(h.buffer):
+                del h.buffer[size:]
+                h.buffer.extend(bytes(size - len(h.buffer)))
+                inode.mtime_ns = time.time_ns()
+            h.dirty, h.rebase = True, None
+            return
+        if inode.role == Role.TIER and inode.data is None:
+            data = bytearray(self.tree.file_bytes(inode))
+            if size != len(data):
+                del data[size:]
+                data.extend(bytes(size - len(data)))
+                inode.data, inode.dirty, inode.mtime_ns = data, True, time.time_ns()
+                try:
+                    self.tree.tiers.commit(inode)
+                finally:
+                    inode.data = None
+            return
         if (
             inode.data is None
             and size == 0
@@ -143,9 +164,19 @@ class Buffers:
 
     # ---- open, write, release -------------------------------------------------------------
 
-    def open_for_writing(self, inode: Inode, flags: int) -> None:
-        """An open for writing or with O_TRUNC: the buffer is loaded (or cut) now."""
+    def open_for_writing(self, inode: Inode, flags: int) -> bytearray | None:
+        """An open for writing or with O_TRUNC: the buffer is loaded (or cut) now.
+
+        A tier gets a buffer of the handle's own (returned): what that handle writes is
+        saved whole at its close, and another open's O_TRUNC or writes do not touch it,
+        so every version is a state one writer saved (concurrent rewriters: the last
+        close wins, like an editor's atomic rename)."""
         self.writable(inode)
+        if inode.role == Role.TIER:
+            if flags & os.O_TRUNC:
+                inode.mtime_ns = inode.ctime_ns = time.time_ns()
+                return bytearray()
+            return bytearray(self.tree.file_bytes(inode))
         if flags & os.O_TRUNC and inode.role == Role.ATTACH:
             if inode.data is None:  # no need to load what is cut away
                 inode.data = bytearray()
@@ -158,12 +189,16 @@ class Buffers:
                 inode.data = bytearray()
             inode.dirty = True
             inode.mtime_ns = inode.ctime_ns = time.time_ns()
+        return None
 
     def write(self, h: Handle, off: int, buf: bytes) -> int:
         inode = h.inode
         if not h.writable:
             raise BadHandle("file not open for writing")
-        data = inode.data if inode.data is not None else self.load(inode)
+        if h.buffer is not None:
+            data = h.buffer
+        else:
+            data = inode.data if inode.data is not None else self.load(inode)
         if h.flags & os.O_APPEND:
             off = len(data)
         limit = self.limit(inode)
@@ -174,14 +209,22 @@ class Buffers:
             )
             if not h.failed:
                 h.failed = True
-                self._abandon(inode, exc)
+                if h.buffer is not None:  # only this handle's copy is dropped
+                    self.tree.refuse(inode, exc, None)
+                    h.buffer, h.dirty = bytearray(self.tree.file_bytes(inode)), False
+                    self.tree.invalidate(inode)
+                else:
+                    self._abandon(inode, exc)
             raise exc
         old_size = len(data)
         if off > old_size:
             data.extend(bytes(off - old_size))
         data[off : off + len(buf)] = buf
         self._mark_changed(inode, min(off, old_size), off + len(buf))
-        inode.dirty = True
+        if h.buffer is not None:
+            h.dirty = True
+        else:
+            inode.dirty = True
         h.wrote = True
         inode.mtime_ns = time.time_ns()
         return len(buf)

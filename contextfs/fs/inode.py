@@ -30,8 +30,9 @@ from typing import Any
 from contextfs.conversations.inbox import InboxItem, Session
 from contextfs.ctxtypes import ContextType
 from contextfs.memory.attachments import ATTACHMENT_CHUNK
+from contextfs.memory.routing import is_editor_scratch, is_temp_name  # noqa: F401 (re-exported)
 from contextfs.model import Attachment, Node
-from contextfs.search.retrieval import QueryOptions
+from contextfs.search.retrieval import Hit, QueryOptions
 
 NAME_MAX = 255
 TIER_FILES = {"L0.md": "L0", "L1.md": "L1", "L2.md": "L2"}
@@ -43,21 +44,7 @@ RESERVED_IN_NODE = set(TIER_FILES) | {META_FILE, HISTORY_DIR}
 INBOX_DIR, SESSIONS_DIR = ".inbox", ".sessions"
 QUERY_DIR = ".query"
 
-# Editor scratch files (SPEC §3): accepted anywhere a file may be created, never memory.
-_EDITOR_SCRATCH = re.compile(r"(\.sw[a-p]$|~$|^4913$|^\.#|^#.*#$)")
-# In a type directory, also the temporary names of atomic writers (rsync, sed -i,
-# Python's tempfile, *.tmp) and hidden files: they are routed only once renamed.
-TYPE_DIR_TEMP = re.compile(r"(^\.|^tmp[a-z0-9_]{6,}$|^sed[A-Za-z0-9]{6}$|\.tmp$|^[0-9]+$)")
 ROUTABLE_IN_SINGLETON = re.compile(r"\.(md|markdown|txt)$")
-
-
-def is_editor_scratch(name: str) -> bool:
-    return bool(_EDITOR_SCRATCH.search(name))
-
-
-def is_temp_name(name: str) -> bool:
-    """An editor's or an atomic writer's temporary name: never memory until renamed."""
-    return is_editor_scratch(name) or bool(TYPE_DIR_TEMP.search(name))
 
 
 class Role(enum.Enum):
@@ -131,6 +118,7 @@ class QueryDir:
     scope: str  # the searched subtree ('' = everything)
     options: QueryOptions | None = None
     generation: int = -1  # a question's results: the index generation they reflect
+    hits: tuple[Hit, ...] = ()  # a question's results: the nodes its answer delivers
     # who asks (a fs.perms.Caller): answers hold only what they may read; None = anyone
     reader: Any = None
 
@@ -256,6 +244,13 @@ class Handle:
     snapshot: bytes | None = None  # generated content, taken at open
     wrote: bool = False
     failed: bool = False  # a write on it was refused: later writes are refused too
+    # TIER opened for writing: this handle's own copy of the file (fs.buffers), committed
+    # whole at its close; `dirty` when it holds what is not stored (written, truncated)
+    buffer: bytearray | None = None
+    dirty: bool = False
+    # O_APPEND: the length of `buffer` when it last matched the file; what follows is
+    # appended to the file as it is at the commit (concurrent `>>` lose nothing)
+    rebase: int | None = None
 
     @property
     def writable(self) -> bool:

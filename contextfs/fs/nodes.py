@@ -56,6 +56,7 @@ class Nodes(RoleBase):
             self.tree.add_owner(owner)
         for n in self.memory.nodes.values():
             self.place(n)
+        self.tree.tiers.restore_parked()
 
     def add_owner(self, owner: tuple[str, str]) -> Inode:
         t = self.tree
@@ -133,13 +134,28 @@ class Nodes(RoleBase):
         assert d.children is not None
         ro = 0o444 if d.trashed else 0o644
         for fname, tier in TIER_FILES.items():
-            if fname not in d.children:
+            if fname not in d.children and self.tier_exists(n, tier):
                 t.new(Role.TIER, stat.S_IFREG | ro, fname, d, node=n, tier=tier)
         t.new(Role.META, stat.S_IFREG | 0o444, META_FILE, d, node=n)
         t.new_dir(Role.HISTORY, HISTORY_DIR, d, 0o555, node=n, populated=False)
         t.attachments.add_inodes(d, n, None)
         if d.trashed:
             t.trash.retag(d, trashed=True)
+
+    @staticmethod
+    def tier_exists(n: Node, tier: str) -> bool:
+        """A tier of a node made by mkdir and never written does not exist yet, so that
+        `cp -r`/`tar x` of a copied node can create it (O_EXCL): L2 once a version is
+        stored, L0/L1 then or once written by hand (pinned)."""
+        if n.version > 0:
+            return True
+        return (tier == "L0" and n.l0_pinned) or (tier == "L1" and n.l1_pinned)
+
+    @staticmethod
+    def emptying(d: Inode | None) -> bool:
+        """Whether a node directory is being removed as a whole: its L2.md is gone from
+        it (`rm -r` removes the tiers first), or was never written."""
+        return d is not None and d.children is not None and "L2.md" not in d.children
 
     def unloaded_ndirs(self, d: Inode) -> int:
         """Subdirectories of a directory whose children are not built yet (st_nlink is
@@ -184,25 +200,25 @@ class Nodes(RoleBase):
         if role == Role.ATTACH:
             return t.attachments.create_file(d, name, mode, flags, uid, gid)
         if role == Role.TIER:
-            n = d.node
-            if n is None:  # first L2.md of a singleton
+            if d.node is None:  # first L2.md of a singleton
                 assert d.ctype is not None and d.owner is not None
                 d.node = self.memory.create_node(d.owner, d.ctype, "", persist=False)
                 d.populated = False
                 self.populate(d)
-                return t.open_file(t.child(d, name), flags | os.O_TRUNC)
             inode = t.new(
                 Role.TIER,
                 stat.S_IFREG | 0o644,
                 name,
                 d,
-                node=n,
+                node=d.node,
                 tier=TIER_FILES[name],
-                data=bytearray(),
-                dirty=True,
                 uid=uid,
                 gid=gid,
             )
+            t.touch_dir(d)
+            # its own buffer, like any open for writing; a file created and closed empty
+            # (`touch`) is saved empty at its close
+            return t.open_file(inode, flags | os.O_TRUNC)
         else:  # a drop or a scratch file
             inode = t.new(
                 role,
@@ -245,17 +261,21 @@ class Nodes(RoleBase):
         t = self.tree
         t.ensure(child)
         if child.role == Role.HISTORY:
-            if child.children:
-                raise NotEmpty(".history is not empty")
-            t.unlink_inode(child)
-            return
-        if child.children:
+            # the versions go with their node, never alone: removing the node as a whole
+            # (`rm -r`) passes over it and hides nothing; anything else is refused
+            if self.emptying(d):
+                return
+            raise ReadOnly(".history is read-only; it goes with its node (rm -r of the node)")
+        derived = (Role.META, Role.HISTORY) if child.role == Role.NODE else ()
+        if any(c.role not in derived for c in (child.children or {}).values()):
             raise NotEmpty(f"{t.child_path(d, child.name)} is not empty")
         if child.role == Role.NODE and child.node is not None and not child.trashed:
             n = child.node
             self.memory.delete_node(n)
             assert child.ctype is not None
             if child.ctype.singleton:
+                for c in list((child.children or {}).values()):
+                    t.unlink_inode(c)  # meta.yaml and .history went with the node
                 child.node = None
                 child.populated = True
                 t.listing_changed(child)
@@ -294,6 +314,11 @@ class Nodes(RoleBase):
         if not d.populated:
             return
         assert d.children is not None
+        if n.version == 1:  # the first save: the tiers exist from now on
+            ro = 0o444 if d.trashed else 0o644
+            for fname, tier in TIER_FILES.items():
+                if fname not in d.children:
+                    t.new(Role.TIER, stat.S_IFREG | ro, fname, d, node=n, tier=tier)
         for name in (*TIER_FILES, META_FILE):
             c = d.children.get(name)
             if c is None or c.node is not n:
@@ -302,10 +327,8 @@ class Nodes(RoleBase):
                 t.file_cache.pop(c.ino, None)
                 t.invalidate(c, attr_only=True)
             elif c.data is None or not c.dirty:
-                if c.opened <= 0:
-                    c.data = None
-                else:
-                    c.data = bytearray(n.tier(c.tier).encode()) if c.tier else None
+                # read from the node again (a writer's own buffer is its handle's)
+                c.data = None
                 t.invalidate(c)
         hist = d.children.get(HISTORY_DIR)
         if hist is not None and hist.populated:

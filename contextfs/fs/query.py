@@ -29,7 +29,7 @@ from contextfs.fs.perms import Caller
 from contextfs.model import Node
 from contextfs.search.bundle import pack_context, results_json
 from contextfs.search.indexer import Indexer
-from contextfs.search.retrieval import QueryOptions, Results, Searcher, parse_options
+from contextfs.search.retrieval import Hit, QueryOptions, Results, Searcher, parse_options
 
 if TYPE_CHECKING:
     from contextfs.fs.tree import Tree
@@ -88,6 +88,7 @@ class Answer:
     generation: int
     links: list[tuple[str, str]]
     files: dict[str, bytes]
+    hits: tuple[Hit, ...] = ()
 
 
 # Question and options directories kept in the tree; the least recently looked up goes
@@ -107,6 +108,7 @@ class QueryDirs(RoleBase):
         self._roots: dict[int, Inode] = {}  # directory inode -> its .query
         # question and options directories by inode number, least recently used first
         self._recent: OrderedDict[int, Inode] = OrderedDict()
+        self._counted: set[int] = set()  # question directories whose reads were counted
 
     def build(self, root: Inode) -> None:
         if self.search is not None:
@@ -157,6 +159,15 @@ class QueryDirs(RoleBase):
             d.query.reader,
         )
         return self._used(self._install(d, name, answer))
+
+    async def opened(self, h: Handle) -> None:
+        """Reading an answer is using memory (SPEC §7): the first open of a question's
+        `_context.md` or `_results.json` counts one access for each node it delivers."""
+        qd = h.inode.parent
+        if h.inode.role == Role.QFILE and qd is not None and qd.ino not in self._counted:
+            self._counted.add(qd.ino)
+            for hit in qd.query.hits:
+                self.tree.tiers.count_access(hit.node)
 
     def _options_dir(self, d: Inode, name: str) -> Inode:
         assert self.search is not None
@@ -224,7 +235,7 @@ class QueryDirs(RoleBase):
                 "_results.json": results_json(question, scope, res).encode(),
             }
             links = [(h.path, h.path.rsplit("/", 1)[-1]) for h in res.hits]
-            return Answer(generation, links, files)
+            return Answer(generation, links, files, tuple(res.hits))
 
         return await trio.to_thread.run_sync(work)
 
@@ -243,7 +254,13 @@ class QueryDirs(RoleBase):
             stat.S_IFDIR | 0o555,
             name,
             d,
-            payload=QueryDir(d.query.scope, d.query.options, answer.generation, d.query.reader),
+            payload=QueryDir(
+                d.query.scope,
+                d.query.options,
+                answer.generation,
+                answer.hits,
+                reader=d.query.reader,
+            ),
         )
         depth = t.path(qd).count("/") + 1
         for i, (node_path, dirname) in enumerate(answer.links):

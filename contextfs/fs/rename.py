@@ -275,8 +275,7 @@ def _submit_to_inbox(
     refused = t.inbox.refusal(new_name)
     if refused is not None:
         raise refused
-    if src.role == Role.ATTACH and src.att is not None:
-        t.memory.remove_attachment(src.att)
+    _drop_source_row(t, src)
     t.unlink_inode(src)
     t.inbox.submit(dst_dir, new_name, data)
 
@@ -350,3 +349,5 @@ def _become_scratch(t: Tree, src: Inode, dst_dir: Inode, new_name: str, data: by
     src.dirty = False
     src.owner, src.ctype, src.node = dst_dir.owner, dst_dir.ctype, dst_dir.node
     t.link_inode(dst_dir, src)
+    if src.drop_id is not None or t.tiers.parks(dst_dir):
+        t.tiers.park(src)  # under its new name (or forgotten out of a type directory)

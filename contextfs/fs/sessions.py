@@ -11,6 +11,7 @@ into a summary or archives the session as a `session` node and removes its direc
 from __future__ import annotations
 
 import stat
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -68,6 +69,9 @@ class Sessions(RoleBase):
         self.intake = intake
         self.search = search
         self.config = config or SessionsConfig()
+        # context.md as last built, per session, with the state it reflects: getattr
+        # reports its true size (rsync copies st_size bytes) and the next open serves it
+        self._contexts: dict[tuple[str, str, str], tuple[tuple[object, ...], bytes]] = {}
 
     def add_dir(self, d: Inode, owner: tuple[str, str]) -> None:
         self.tree.new_dir(Role.SESSIONS, SESSIONS_DIR, d, 0o755, owner=owner, populated=False)
@@ -119,16 +123,43 @@ class Sessions(RoleBase):
         return b""  # context.md is built at open; control reads empty
 
     def size(self, inode: Inode) -> int:
-        if inode.role in (Role.SESSION_CONTEXT, Role.SESSION_CONTROL):
+        if inode.role == Role.SESSION_CONTEXT and self.intake is not None:
+            return len(self._context_now(inode.session))
+        if inode.role == Role.SESSION_CONTROL:
             return 0
         return super().size(inode)
 
     async def opened(self, h: Handle) -> None:
         if h.inode.role == Role.SESSION_CONTEXT and self.intake is not None:
-            h.snapshot = (await self._context(h.inode.session)).encode()
+            sess = h.inode.session
+            key, state = self._key(sess), self._state(sess)
+            cached = self._contexts.get(key)
+            if cached is None or cached[0] != state:
+                data = (await trio.to_thread.run_sync(self._build(sess))).encode()
+                cached = self._contexts[key] = (state, data)
+            h.snapshot = cached[1]
 
-    async def _context(self, sess: Session) -> str:
-        """context.md, built in a worker thread (it may search)."""
+    @staticmethod
+    def _key(sess: Session) -> tuple[str, str, str]:
+        return (sess.owner[0], sess.owner[1], sess.id)
+
+    def _state(self, sess: Session) -> tuple[object, ...]:
+        """What context.md depends on: the store, the index, the session's turns."""
+        index = self.search.generation if self.search is not None else 0
+        gen = self.tree.memory.generation
+        return (gen, index, len(sess.transcript), sess.processed, sess.summary)
+
+    def _context_now(self, sess: Session) -> bytes:
+        """context.md as it reads now: built here (getattr is synchronous; it may search)
+        when the state it reflects has moved on, else the cached bytes."""
+        key, state = self._key(sess), self._state(sess)
+        cached = self._contexts.get(key)
+        if cached is None or cached[0] != state:
+            cached = self._contexts[key] = (state, self._build(sess)().encode())
+        return cached[1]
+
+    def _build(self, sess: Session) -> Callable[[], str]:
+        """context.md's builder (run in a worker thread when it can be)."""
         intake, search, k = self.intake, self.search, self.config.k
         assert intake is not None
 
@@ -136,8 +167,8 @@ class Sessions(RoleBase):
             assert search is not None
             return search.search(question, scope, QueryOptions(k=k)).hits
 
-        return await trio.to_thread.run_sync(
-            intake.context_for, sess, self.config.budget, find if search else None
+        return lambda: intake.context_for(
+            sess, self.config.budget, find if search is not None else None
         )
 
     async def flush(self, h: Handle) -> None:
@@ -188,6 +219,7 @@ class Sessions(RoleBase):
             self.intake.compact(sess)
             return
         self.intake.end_session(sess)
+        self._contexts.pop(self._key(sess), None)
         if sd.parent is not None:  # the session directory is gone
             for c in list((sd.children or {}).values()):
                 self.tree.unlink_inode(c)

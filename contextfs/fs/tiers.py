@@ -10,9 +10,10 @@ keeps the refused bytes, and shows the stored text again.
 
 from __future__ import annotations
 
+import stat
 from typing import TYPE_CHECKING
 
-from contextfs.errors import ContextFSError
+from contextfs.errors import ContextFSError, ReadOnly
 from contextfs.fs.handler import RoleBase
 from contextfs.fs.inode import META_FILE, Handle, Inode, Role
 from contextfs.fs.query import SearchPort
@@ -87,19 +88,18 @@ class Tiers(RoleBase):
         return data
 
     async def opened(self, h: Handle) -> None:
-        inode = h.inode
-        if inode.role == Role.TIER and not h.writable and inode.node is not None:
-            self._count_read(inode)
-        if inode.role == Role.META:
-            inode.listed = True
+        # Opening a file never counts as an access: `cat`, `grep -r`, rsync and backups
+        # read without changing anything (meta.yaml keeps its size while it is copied).
+        # What counts is reading a `.query` answer (fs.query: count_access).
+        if h.inode.role == Role.META:
+            h.inode.listed = True
 
-    def _count_read(self, tier: Inode) -> None:
-        """Reads through the mount count (SPEC §7), and meta.yaml shows the count: forget
-        what the kernel cached of meta.yaml, once until it is looked at again."""
-        assert tier.node is not None
-        self.memory.record_access(tier.node)
-        parent = tier.parent
-        meta = parent.children.get(META_FILE) if parent is not None and parent.children else None
+    def count_access(self, n: Node) -> None:
+        """An access to n (SPEC §7), which meta.yaml shows: forget what the kernel cached
+        of meta.yaml, once until it is looked at again."""
+        self.memory.record_access(n)
+        d = self.tree.nodes.node_inode(n)
+        meta = d.children.get(META_FILE) if d is not None and d.children else None
         if meta is not None and meta.listed:
             meta.listed = False
             self.tree.invalidate(meta)
@@ -108,7 +108,10 @@ class Tiers(RoleBase):
 
     async def flush(self, h: Handle) -> None:
         inode = h.inode
-        if inode.role == Role.DROP:
+        if h.buffer is not None:
+            if h.dirty:
+                self.commit_own(h)
+        elif inode.role == Role.DROP:
             if inode.dirty and inode.data:
                 self.route_drop(inode)
         elif inode.dirty:
@@ -125,7 +128,10 @@ class Tiers(RoleBase):
                     inode.drop_id, inode.owner, inode.ctype, inode.name, bytes(inode.data)
                 )
             return
-        if inode.dirty:
+        if h.buffer is not None:
+            if h.dirty:
+                self.commit_own(h)
+        elif inode.dirty:
             self.commit(inode)
         if inode.role == Role.TIER and self.search is not None:
             # fsync is an index barrier (SPEC §3): searchable when it returns
@@ -133,6 +139,8 @@ class Tiers(RoleBase):
 
     def release(self, h: Handle) -> None:
         inode = h.inode
+        if inode.role == Role.SCRATCH and inode.drop_id is None:
+            inode.dirty = True  # a file made and closed in a type directory is parked too
         if inode.role == Role.DROP:
             if inode.dirty and inode.data:
                 self.route_drop(inode)
@@ -141,10 +149,51 @@ class Tiers(RoleBase):
         elif inode.dirty and inode.parent is not None:
             self.commit(inode)
 
+    @staticmethod
+    def unwritten(inode: Inode) -> bool:
+        """A tier no one wrote: L2 of a node with no version yet, an L0/L1 derived from L2
+        (not pinned). `O_EXCL` creates it (`cp -r`, `tar x` of a copied node): writing it
+        is its first hand-written text, so nothing anyone wrote is replaced."""
+        n = inode.node
+        if inode.role != Role.TIER or n is None or inode.trashed:
+            return False
+        if inode.tier == "L2":
+            return n.version == 0
+        return not (n.l0_pinned if inode.tier == "L0" else n.l1_pinned)
+
+    def release_own(self, h: Handle) -> None:
+        """Every close of a tier's handle: what it holds unsaved (an O_TRUNC or ftruncate
+        with nothing written after, `: > L2.md`) is saved now."""
+        if h.dirty and h.inode.parent is not None:
+            self.commit_own(h)
+        h.buffer, h.dirty = None, False
+
+    def commit_own(self, h: Handle) -> None:
+        """Save a tier handle's own buffer: one version, exactly what it held."""
+        inode = h.inode
+        assert h.buffer is not None and inode.node is not None and inode.tier is not None
+        data = bytes(h.buffer)
+        if h.rebase is not None:  # O_APPEND: what it appended, after the file as it is now
+            data = bytes(self.tree.file_bytes(inode)) + data[h.rebase :]
+        h.dirty = False
+        try:
+            stored = self.save_tier(inode, inode.node, inode.tier, data)
+        except ContextFSError as exc:
+            self.tree.refuse(inode, exc, data)
+            h.buffer = bytearray(inode.node.tier(inode.tier).encode("utf-8"))
+            self.tree.invalidate(inode)
+            raise
+        # the handle now holds what is stored (a redacted secret included)
+        h.buffer = bytearray(stored if stored is not None else data)
+        if h.rebase is not None:
+            h.rebase = len(h.buffer)
+
     def commit(self, inode: Inode) -> None:
         """Make an inode's written bytes durable according to its role (a truncate of a
         file that is not open comes here for attachments too)."""
         role = inode.role
+        if role == Role.SCRATCH and inode.data is not None:
+            self.park(inode)
         if role == Role.SCRATCH or inode.data is None:
             inode.dirty = False
             return
@@ -168,7 +217,9 @@ class Tiers(RoleBase):
             raise
         inode.dirty = False
 
-    def save_tier(self, inode: Inode, n: Node, tier: str, data: bytes) -> bool:
+    def save_tier(self, inode: Inode, n: Node, tier: str, data: bytes) -> bytes | None:
+        """Save data as a tier; returns what is stored when it differs from data (a secret
+        was redacted), else None."""
         text = decode_text(data, f"{tier}.md")
         if tier == "L2":
             changed = self.memory.save_l2(n, text)
@@ -178,9 +229,54 @@ class Tiers(RoleBase):
             self.tree.nodes.changed(n, writer=inode)
             stored = n.tier(tier).encode("utf-8")
             if stored != data:  # a secret was redacted: the file shows what is stored
-                inode.data = bytearray(stored) if inode.opened > 0 else None
+                if inode.data is not None:
+                    inode.data = bytearray(stored) if inode.opened > 0 else None
                 self.tree.invalidate(inode)
-        return changed
+                return stored
+        return None
+
+    @staticmethod
+    def parks(d: Inode | None) -> bool:
+        """Whether a temporary or scratch file in d is parked: kept in the store as it was
+        closed, never routed, until it is renamed or removed (a type directory, or a
+        singleton's). Scratch files elsewhere (in a node) live in daemon memory only."""
+        return d is not None and (
+            d.role == Role.TYPEDIR
+            or (d.role == Role.NODE and d.ctype is not None and d.ctype.singleton)
+        )
+
+    def park(self, inode: Inode) -> None:
+        """Store a temporary or scratch file of a type directory, so that a save that
+        returned survives a remount (SPEC §8: nothing a user wrote is lost)."""
+        if inode.owner is None or inode.ctype is None or not self.parks(inode.parent):
+            if inode.drop_id is not None:  # moved out of a type directory
+                self.memory.forget_drop(inode.drop_id)
+                inode.drop_id = None
+            return
+        if inode.drop_id is None:
+            inode.drop_id = self.memory.new_id()
+        data = bytes(inode.data or b"")
+        self.memory.persist_drop(inode.drop_id, inode.owner, inode.ctype, inode.name, data)
+
+    def restore_parked(self) -> None:
+        """At mount: show the parked files again where they were closed."""
+        for drop_id, owner, tname, filename, data in self.memory.parked_files():
+            od = self.tree.nodes.owner_dirs.get(owner)
+            ctype = self.memory.types.get(tname)
+            d = od.children.get(ctype.type_dir) if od and od.children and ctype else None
+            if d is None or d.children is None or filename in d.children:
+                continue
+            self.tree.new(
+                Role.SCRATCH,
+                stat.S_IFREG | 0o644,
+                filename,
+                d,
+                node=d.node,
+                owner=owner,
+                ctype=ctype,
+                data=bytearray(data),
+                drop_id=drop_id,
+            )
 
     def route_drop(self, inode: Inode) -> None:
         """A file written into a type directory becomes memory, then leaves the tree."""
@@ -205,7 +301,16 @@ class Tiers(RoleBase):
     # ---- removing ------------------------------------------------------------------------
 
     def unlink(self, d: Inode, child: Inode) -> None:
-        if child.role in (Role.TIER, Role.META, Role.VERSION):
+        if child.role in (Role.META, Role.VERSION):
+            # Derived: they go with their node. `rm -r` of the node removes its tiers first
+            # and then passes over these (0, nothing hidden, the rmdir of the node follows);
+            # anywhere else (`rm meta.yaml`, `tar x` over a node, `rm -r .history`): EACCES.
+            if self.tree.nodes.emptying(d if child.role == Role.META else d.parent):
+                return
+            raise ReadOnly(
+                f"{child.name} is derived and read-only; it goes with its node (rm -r the node)"
+            )
+        if child.role == Role.TIER:
             # Hidden, not changed: editors and `mv` remove the name before writing a new
             # file, and `rm -r` removes it before rmdir. The stored text stays.
             self.tree.unlink_inode(child)

@@ -99,6 +99,13 @@ def _commits_async(fn: Callable[P, Awaitable[R]]) -> Callable[P, Awaitable[R]]:
     return wrapper
 
 
+def _listing_key(c: Inode) -> int:
+    """readdir offset of an entry: its inode number; a node's derived entries (meta.yaml,
+    .history) list after everything else, so `rm -r` of a node (readdir order) removes
+    its tiers before it reaches them (fs.tiers.Tiers.unlink)."""
+    return c.ino + (1 << 48) if c.role in (Role.META, Role.HISTORY) else c.ino
+
+
 class Tree:
     """The inode table, and every filesystem operation dispatched to a role handler."""
 
@@ -342,7 +349,7 @@ class Tree:
         if inode.role in (Role.TIER, Role.META) and inode.data is None and inode.node:
             mtime = ns(inode.node.updated)
         if inode.role == Role.META:
-            inode.listed = True  # the kernel now caches its size: see Tiers.count_read
+            inode.listed = True  # the kernel now caches its size: see Tiers.count_access
         # an inode whose last name is gone (unlinked while open, a removed cwd) has
         # st_nlink 0, as POSIX fstat after unlink shows
         named = inode.parent is not None or inode.ino == 1
@@ -385,7 +392,7 @@ class Tree:
         if size is not None and fh is not None and fh in self.handles:
             self.handles[fh].wrote = True  # ftruncate: committed at this handle's close
         if size is not None:
-            self.buffers.truncate(inode, size)
+            self.buffers.truncate(inode, size, self.handles.get(fh) if fh is not None else None)
         if (mode is not None or uid is not None or gid is not None) and self.perms.change(
             inode, mode, uid, gid
         ):
@@ -444,14 +451,14 @@ class Tree:
         children = d.children
         assert children is not None
         if d.sorted_names is None:
-            d.sorted_names = sorted((c.ino, name) for name, c in children.items())
+            d.sorted_names = sorted((_listing_key(c), name) for name, c in children.items())
         entries = d.sorted_names
         start = bisect_right(entries, (off, "\U0010ffff")) if off else 0
         for i in range(start, len(entries)):
-            ino, name = entries[i]
+            key, name = entries[i]
             child = children.get(name)
-            if child is not None and child.ino == ino:
-                yield name, child, ino
+            if child is not None and _listing_key(child) == key:
+                yield name, child, key
 
     def readlink(self, ino: int) -> bytes:
         inode = self.get(ino)
@@ -480,9 +487,14 @@ class Tree:
         if inode.is_dir:
             raise IsADirectory("is a directory")
         writing = (flags & os.O_ACCMODE) != os.O_RDONLY
+        own = None
         if writing or flags & os.O_TRUNC:
-            self.buffers.open_for_writing(inode, flags)
+            own = self.buffers.open_for_writing(inode, flags)
         h = self.new_handle(inode, flags)
+        if own is not None:  # a tier: this handle's own copy, saved whole at its close
+            h.buffer, h.dirty = own, bool(flags & os.O_TRUNC)
+            if flags & os.O_APPEND and not flags & os.O_TRUNC:
+                h.rebase = len(own)
         if inode.role in GENERATED:
             h.snapshot = bytes(self.file_bytes(inode))
         return h
@@ -495,7 +507,9 @@ class Tree:
 
     def read(self, fh: int, off: int, size: int) -> bytes:
         h = self.handle(fh)
-        data = h.snapshot if h.snapshot is not None else self.file_bytes(h.inode)
+        data = h.snapshot if h.snapshot is not None else h.buffer
+        if data is None:
+            data = self.file_bytes(h.inode)
         return bytes(data[off : off + size])
 
     def write(self, fh: int, off: int, buf: bytes) -> int:
@@ -528,6 +542,9 @@ class Tree:
         if h is None:
             return
         inode = h.inode
+        if h.buffer is not None:
+            with contextlib.suppress(ContextFSError):  # recorded in .status; no reply
+                self.tiers.release_own(h)
         inode.opened -= 1
         if inode.opened <= 0:
             inode.opened = 0
@@ -554,7 +571,7 @@ class Tree:
         assert d.children is not None
         existing = d.children.get(name)
         if existing is not None:
-            if flags & os.O_EXCL:
+            if flags & os.O_EXCL and not self.tiers.unwritten(existing):
                 raise Exists(f"{self.child_path(d, name)} exists")
             return await self.open(existing.ino, flags)
         self.memory.check_writable()

@@ -28,7 +28,7 @@ from contextfs.errors import ContextFSError
 from contextfs.memory.background import Service
 from contextfs.memory.document import Document, is_near_duplicate, parse_document, render_document
 from contextfs.memory.service import Memory
-from contextfs.memory.strategies import strategy_for
+from contextfs.memory.strategies import combine_keeping_person_text, strategy_for
 from contextfs.model import Node
 
 log = logging.getLogger(__name__)
@@ -140,9 +140,14 @@ def consolidate(memory: Memory, *, now: float | None = None) -> Report:
 def _merge(memory: Memory, ctype: ContextType, keep: Node, other: Node) -> None:
     old, new = parse_document(keep.l2), parse_document(other.l2)
     new_fields = {k: v for k, v in new.fields.items() if k not in ctype.key_fields}
-    merged, _folded = strategy_for(ctype).combine(ctype, old, Document(new_fields, new.body))
+    note = f"merged:{memory.node_path(other)}"
+    if keep.person_wrote:  # a person's text is never replaced by a merge (SPEC §5)
+        merged, _folded = combine_keeping_person_text(
+            ctype, old, Document(new_fields, new.body), f"consolidate:{note}"
+        )
+    else:
+        merged, _folded = strategy_for(ctype).combine(ctype, old, Document(new_fields, new.body))
     with memory.transaction():
-        note = f"merged:{memory.node_path(other)}"
         if note not in keep.sources:
             memory.add_source(keep, note)
         memory.save_l2(keep, render_document(ctype, merged), f"consolidate:{note}")

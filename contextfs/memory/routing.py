@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import datetime as dt
 import logging
+import re
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
@@ -27,7 +28,11 @@ from contextfs.memory.document import (
     parse_document,
     render_document,
 )
-from contextfs.memory.strategies import strategy_for
+from contextfs.memory.strategies import (
+    combine_keeping_person_text,
+    machine_writer,
+    strategy_for,
+)
 from contextfs.model import Node
 
 if TYPE_CHECKING:
@@ -35,6 +40,23 @@ if TYPE_CHECKING:
     from contextfs.store import Store
 
 log = logging.getLogger("contextfs.memory.service")  # the name these lines always had
+
+
+# Editor scratch files (SPEC §3): accepted anywhere a file may be created, never memory.
+_EDITOR_SCRATCH = re.compile(r"(\.sw[a-p]$|~$|^4913$|^\.#|^#.*#$)")
+# In a type directory, also the temporary names of atomic writers (rsync, sed -i,
+# Python's tempfile, *.tmp) and hidden files: they are routed only once renamed.
+TYPE_DIR_TEMP = re.compile(r"(^\.|^tmp[a-z0-9_]{6,}$|^sed[A-Za-z0-9]{6}$|\.tmp$|^[0-9]+$)")
+
+
+def is_editor_scratch(name: str) -> bool:
+    return bool(_EDITOR_SCRATCH.search(name))
+
+
+def is_temp_name(name: str) -> bool:
+    """An editor's or an atomic writer's temporary name: never memory until renamed. In a
+    type directory such a file is *parked* (kept as written, not routed) once closed."""
+    return is_editor_scratch(name) or bool(TYPE_DIR_TEMP.search(name))
 
 
 def _slug_stem(filename: str) -> str:
@@ -59,6 +81,8 @@ class RouteResult:
     created: bool
     changed: bool
     folded: int
+    # a machine write changed a node a person wrote, adding below their text (SPEC §5)
+    kept_person_text: bool = False
 
 
 class Routing:
@@ -171,8 +195,15 @@ class Routing:
         reason: str,
     ) -> RouteResult:
         strategy = strategy_for(ctype)
+        source = reason.removeprefix("route:")
+        # a machine write onto a person's text adds below it, never replaces (SPEC §5)
+        protect = target is not None and target.person_wrote and bool(machine_writer(source))
         if target is None:
             merged, folded = strategy.start(ctype, incoming)
+        elif protect:
+            merged, folded = combine_keeping_person_text(
+                ctype, parse_document(target.l2), incoming, source
+            )
         else:
             merged, folded = strategy.combine(ctype, parse_document(target.l2), incoming)
         missing = ctype.missing_required(merged.fields)
@@ -181,7 +212,6 @@ class Routing:
         text = render_document(ctype, merged)
         created = target is None
         n = self._new_node(owner, ctype, name) if created else target
-        source = reason.removeprefix("route:")
         with self.transaction():
             if source not in n.sources and len(n.sources) < 100:
                 self.add_source(n, source)  # provenance, stored with this version
@@ -189,7 +219,7 @@ class Routing:
             if created:
                 self._add_node(n)
                 self._set_live((owner[0], owner[1], ctype.name, name), n.id)
-        return RouteResult(n, created, changed, folded)
+        return RouteResult(n, created, changed, folded, kept_person_text=protect and changed)
 
     # ---- drops --------------------------------------------------------------------------
 
@@ -204,10 +234,22 @@ class Routing:
         with self.transaction():
             self.store.remove_pending_drop(drop_id)
 
+    def parked_files(self) -> list[tuple[int, tuple[str, str], str, str, bytes]]:
+        """(id, owner, type name, file name, bytes) of every parked file: a temporary or
+        scratch name closed in a type directory, kept until it is renamed or removed."""
+        return [
+            (drop_id, (kind, oid), tname, filename, data)
+            for drop_id, kind, oid, tname, filename, data in self.store.pending_drops()
+            if is_temp_name(filename)
+        ]
+
     def recover_drops(self) -> list[tuple[str, RouteResult | Refusal]]:
-        """Route files that were fsync()ed into a type directory before a crash."""
+        """Route files that were fsync()ed into a type directory before a crash (a parked
+        file under a temporary name stays as it is)."""
         done: list[tuple[str, RouteResult | Refusal]] = []
         for drop_id, kind, oid, tname, filename, data in self.store.pending_drops():
+            if is_temp_name(filename):
+                continue
             path = f"{kind}/{oid}/{tname}/{filename}"
             try:
                 ctype = self.type_named(tname)

@@ -33,7 +33,7 @@ from contextfs.memory.routing import Routing
 from contextfs.memory.strategies import strategy_for
 from contextfs.memory.summarize import summarize
 from contextfs.memory.transactions import Journal, Transactions
-from contextfs.model import Access, Attachment, Change, Node
+from contextfs.model import MACHINE_REASONS, Access, Attachment, Change, Node
 from contextfs.store import Store
 
 if TYPE_CHECKING:
@@ -383,6 +383,8 @@ class Memory(Transactions, AttachmentStore, Routing):
             n.l0, n.l1, n.l2 = l0, l1, text
             n.l0_pinned = n.l1_pinned = False
             n.content_hash, n.updated = h, now
+            if not reason.startswith(MACHINE_REASONS):
+                n.person_wrote = True
             self._store_node(n, reason)
             n.history.append((n.version, now, len(text.encode("utf-8"))))
         return True

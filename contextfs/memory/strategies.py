@@ -98,3 +98,76 @@ def strategy_for(ctype: ContextType) -> Strategy:
         raise InvalidInput(
             f"context type {ctype.name}: no write strategy for mode {ctype.mode!r}"
         ) from None
+
+
+# ---- a machine write onto a person's text (SPEC §5) ---------------------------------------
+
+_MACHINE_WRITERS = {"inbox:": "extraction", "session:": "extraction", "consolidate:": ""}
+
+
+def machine_writer(source: str) -> str | None:
+    """'extraction' or 'consolidation' when `source` (a provenance string or a version
+    reason without its `route:`) names a machine write; None for a person's write."""
+    for prefix, who in _MACHINE_WRITERS.items():
+        if source.startswith(prefix):
+            return who or "consolidation"
+    return None
+
+
+def _contains(old: object, new: object) -> bool:
+    """Whether the combined value `new` still holds what `old` said."""
+    if old is None or old == "" or old == [] or old == {} or old == new:
+        return True
+    if isinstance(old, str) and isinstance(new, str):
+        return old.strip() in new
+    if isinstance(old, list) and isinstance(new, list):
+        return all(item in new for item in old)
+    if isinstance(old, dict) and isinstance(new, dict):
+        return all(k in new and _contains(v, new[k]) for k, v in old.items())
+    return isinstance(old, int | float) and isinstance(new, int | float)  # sum: accumulates
+
+
+def _line(name: str, value: object) -> str:
+    if isinstance(value, list):
+        value = ", ".join(str(v) for v in value)
+    elif isinstance(value, dict):
+        value = ", ".join(f"{k}={v}" for k, v in value.items())
+    return f"- {name}: {' '.join(str(value).split())}"
+
+
+def combine_keeping_person_text(
+    ctype: ContextType, old: Document, new: Document, source: str
+) -> tuple[Document, int]:
+    """A machine write (`source` says which) onto a node a person wrote.
+
+    The type's own combine is used when its result keeps every field value and the whole
+    body the person's version had (an aggregate appending items, a field filled in);
+    otherwise — a body or a field it would replace — the person's document stays as it
+    is (a key or required field they left empty is filled in), and what the machine
+    brought lands below their text as a section `## Added by <extraction|consolidation>
+    (<source>)`, once (a fact already in the text is not added again)."""
+    merged, folded = strategy_for(ctype).combine(ctype, old, new)
+    if old.body.strip() in merged.body and all(
+        _contains(v, merged.fields.get(k)) for k, v in old.fields.items()
+    ):
+        return merged, folded
+    fields = dict(old.fields)
+    lines = []
+    for name, value in new.fields.items():
+        if value is None or value == "" or value == []:
+            continue
+        spec = ctype.field(name)
+        needed = name in ctype.key_fields or (spec is not None and spec.required)
+        if needed and fields.get(name) in (None, "", [], {}):
+            fields[name] = value
+        elif name not in fields or not _contains(value, fields[name]):
+            lines.append(_line(name, value))
+    body = new.body.strip()
+    added = [x for x in [*lines, body] if x and x not in old.body]
+    if not added:
+        return Document(fields, old.body), 0
+    who = machine_writer(source) or "a machine"
+    section = f"## Added by {who} ({source})\n\n" + "\n".join(lines)
+    if body:
+        section += ("\n\n" if lines else "") + body
+    return Document(fields, old.body.rstrip() + "\n\n" + section.strip() + "\n"), 0

@@ -21,7 +21,7 @@ from pathlib import Path
 import duckdb
 
 from contextfs.errors import StoreDamaged, StoreLocked
-from contextfs.model import Access, Attachment, Node
+from contextfs.model import MACHINE_REASONS, Access, Attachment, Node
 from contextfs.store.schema import CHUNK_SIZE, create_tables, insert_chunks, migrate
 
 log = logging.getLogger(__name__)
@@ -151,11 +151,15 @@ class Store:
         nodes = [_node_from_row(r) for r in rows]
         by_id = {n.id: n for n in nodes}
         hist = self.con.execute(
-            "SELECT node_id, version, created, strlen(l2) FROM versions ORDER BY node_id, version"
+            "SELECT node_id, version, created, strlen(l2), reason FROM versions "
+            "ORDER BY node_id, version"
         ).fetchall()
-        for node_id, version, created, size in hist:
+        for node_id, version, created, size, reason in hist:
             if node_id in by_id:
-                by_id[node_id].history.append((version, created, size))
+                n = by_id[node_id]
+                n.history.append((version, created, size))
+                if not reason.startswith(MACHINE_REASONS):
+                    n.person_wrote = True
         return nodes
 
     def attachments(self) -> list[Attachment]:

@@ -70,7 +70,8 @@ CREATE TABLE IF NOT EXISTS versions (
     l2           TEXT    NOT NULL,
     content_hash TEXT    NOT NULL,
     created      DOUBLE  NOT NULL,
-    reason       TEXT    NOT NULL,     -- 'write', 'route:<file>', 'rename-over', ...
+    reason       TEXT    NOT NULL,     -- 'write', 'route:<file>', 'rename-over', ...; machine
+                                       -- writes: 'route:inbox:', 'route:session:', 'consolidate:'
     PRIMARY KEY (node_id, version)
 );
 
@@ -108,7 +109,9 @@ CREATE TABLE IF NOT EXISTS attachment_chunks (
 );
 
 -- Files written into a type directory and fsync()ed but not yet routed (routing happens at
--- close). A daemon that dies in between routes them on the next start.
+-- close). A daemon that dies in between routes them on the next start. A row whose filename
+-- is a temporary or scratch name (memory.routing.is_temp_name) is a *parked* file instead:
+-- closed in a type directory under that name, never routed, shown again at every start.
 CREATE TABLE IF NOT EXISTS pending_drops (
     id         BIGINT PRIMARY KEY,
     owner_kind TEXT   NOT NULL,

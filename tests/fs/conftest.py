@@ -90,10 +90,11 @@ class FS:
         await self.ops.rmdir(p, name, self.ctx)
 
     async def rm_r(self, path: str) -> None:
-        """What `rm -r` does: unlink every file, rmdir every folder, bottom up."""
+        """What `rm -r` does: unlink every file, rmdir every folder, bottom up, in
+        readdir order."""
         ino = await self.ino(path)
         inode = self.ops.tree.get(ino)
-        for name in self.ls(ino):
+        for name in [name for name, _c, _o in self.ops.tree.listdir(ino, 0)]:
             child = self.ops.tree.child(inode, name)
             if child.is_dir:
                 await self.rm_r(f"{path}/{name}")

@@ -18,8 +18,10 @@ async def test_importance_decays_by_half_life_and_rises_with_reads(fs, memory):
     half_life = memory.types["preference"].half_life_days * DAY
     assert importance(memory, n, n.updated) == 0.5
     assert abs(importance(memory, n, n.updated + half_life) - 0.25) < 1e-6
-    for _ in range(7):  # reads through the mount count
-        await fs.read(f"{P}/tea/L2.md")
+    await fs.read(f"{P}/tea/L2.md")  # a plain read is not an access (docs: reference)
+    assert n.access_count == 0
+    for _ in range(7):  # what a .query answer that is read counts for each of its hits
+        fs.ops.tree.tiers.count_access(n)
     assert n.access_count == 7
     assert importance(memory, n, n.updated + half_life) > 0.25 + 0.2
 

@@ -27,7 +27,8 @@ async def test_owner_names_are_checked(fs):
 
 async def test_new_node_derives_l0_l1_and_counts_versions(fs, memory):
     await fs.mkdir(f"{P}/editor")
-    assert await fs.listdir(f"{P}/editor") == [".history", "L0.md", "L1.md", "L2.md", "meta.yaml"]
+    # tiers exist once written (so `cp -r` of a copied node can create them with O_EXCL)
+    assert await fs.listdir(f"{P}/editor") == [".history", "meta.yaml"]
     text = "# Editor\n\nShe prefers vim with relative numbers. Nano is too simple for her.\n"
     await fs.write(f"{P}/editor/L2.md", text.encode())
     assert await fs.text(f"{P}/editor/L2.md") == text
@@ -118,7 +119,10 @@ async def test_rm_r_soft_deletes_and_mv_restores(fs, memory):
 
 async def test_rmdir_of_a_full_node_is_refused(fs):
     await fs.mkdir(f"{P}/full")
+    await fs.write(f"{P}/full/L2.md", b"text\n")
     assert await fs.errno_of(fs.rmdir(f"{P}/full")) == errno.ENOTEMPTY
+    await fs.mkdir(f"{P}/fresh")  # never written: empty but for meta.yaml and .history
+    assert await fs.errno_of(fs.rmdir(f"{P}/fresh")) == 0
     assert await fs.errno_of(fs.rmdir("user/default/events")) == errno.EPERM
 
 

@@ -434,3 +434,41 @@ async def test_what_a_named_speaker_said_comes_before_what_others_said(
         reverse=True,
     )
     assert ranked[0][1] == ["S1:2"], ranked
+
+
+# ---- sizes and accesses (what a bulk reader such as rsync sees) -----------------------------
+
+
+async def test_session_context_reports_its_true_size(plain: Mount) -> None:
+    fs = plain.fs
+    await fs.mkdir(".sessions/s1")
+    turn = '{"role": "user", "content": "I moved to Paris and I prefer green tea."}\n'
+    await fs.write(".sessions/s1/transcript.jsonl", turn.encode(), append=True)
+    ino = await fs.ino(".sessions/s1/context.md")
+    size = (await fs.ops.getattr(ino, fs.ctx)).st_size
+    data = await fs.read(".sessions/s1/context.md")
+    assert size == len(data) > 0, "rsync copies st_size bytes"
+    await fs.write(".sessions/s1/transcript.jsonl", turn.encode(), append=True)
+    assert (await fs.ops.getattr(ino, fs.ctx)).st_size == len(
+        await fs.read(".sessions/s1/context.md")
+    )
+
+
+async def test_reads_are_not_accesses_query_answers_are(searching: Mount, memory: Memory) -> None:
+    fs = searching.fs
+    await fs.mkdir("user/default/preferences/tea")
+    await fs.write("user/default/preferences/tea/L2.md", b"Green tea, never coffee.\n", fsync=True)
+    n = next(iter(memory.nodes.values()))
+    meta = await fs.read("user/default/preferences/tea/meta.yaml")
+    for _ in range(12):  # cat, grep -r, rsync: nothing changes
+        await fs.read("user/default/preferences/tea/L2.md")
+        await fs.read("user/default/preferences/tea/L0.md")
+    assert n.access_count == 0
+    assert await fs.read("user/default/preferences/tea/meta.yaml") == meta
+    q = ".query/green tea"
+    assert "01_tea" in await fs.listdir(q)
+    await fs.read(f"{q}/_context.md")
+    await fs.read(f"{q}/_results.json")
+    await fs.read(f"{q}/_context.md")
+    assert n.access_count == 1, "one read answer, one access per hit"
+    assert "access_count: 1" in await fs.text("user/default/preferences/tea/meta.yaml")

@@ -25,7 +25,7 @@ pytestmark = pytest.mark.timeout(600)
 def write_node(root: Path, rel: str, text: str, *, fsync: bool = False) -> None:
     node = root / rel
     node.mkdir(exist_ok=True)
-    fd = os.open(node / "L2.md", os.O_WRONLY | os.O_TRUNC)
+    fd = os.open(node / "L2.md", os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
     try:
         os.write(fd, text.encode())
         if fsync:
