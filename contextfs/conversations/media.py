@@ -159,6 +159,9 @@ class MediaIntake:
             out.error = exc.reason
         except MemoryError:
             out.error = "the file is too large to decode in memory"
+        except Exception as exc:  # noqa: BLE001 - a decoder's own fault must not stall the inbox
+            log.warning("media analysis of %s failed", filename, exc_info=True)
+            out.error = f"the file could not be analysed ({type(exc).__name__})"
         out.seconds = time.perf_counter() - started
         return out
 

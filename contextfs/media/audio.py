@@ -127,18 +127,25 @@ def _read_wav(data: bytes) -> tuple[np.ndarray, int, int]:
         raise BadMedia(
             f"the WAV file is truncated: its header says {declared} frames, it holds {frames}"
         )
-    raw = raw[: frames * width * channels]
+    if len(raw) != frames * width * channels:
+        raw = raw[: frames * width * channels]
+    # 8- and 16-bit (most files) never go through a wider type: a long recording is big
     if width == 1:
-        x = (np.frombuffer(raw, np.uint8).astype(np.int32) - 128) << 8
+        x = np.frombuffer(raw, np.uint8).astype(np.int16)
+        x -= 128
+        x <<= 8
     elif width == 2:
-        x = np.frombuffer(raw, "<i2").astype(np.int32)
+        x = np.frombuffer(raw, "<i2")
     elif width == 3:
         b = np.frombuffer(raw, np.uint8).reshape(-1, 3).astype(np.int32)
         x = ((b[:, 0] << 8) | (b[:, 1] << 16) | (b[:, 2] << 24)) >> 16
     else:
         x = np.frombuffer(raw, "<i4").astype(np.int64) >> 16
-    x = x.reshape(-1, channels).mean(axis=1) if channels > 1 else x
-    return np.clip(x, -32768, 32767).astype(np.int16), rate, channels
+    if channels > 1:
+        x = x.reshape(-1, channels).mean(axis=1)
+    if x.dtype != np.int16:
+        x = np.clip(x, -32768, 32767).astype(np.int16)
+    return x, rate, channels
 
 
 def _read_soundfile(data: bytes, suffix: str) -> tuple[np.ndarray, int, int]:
@@ -167,9 +174,13 @@ def frame_features(
     and the frame length in samples."""
     n = pcm.rate * frame_ms // 1000
     count = len(pcm.samples) // n
-    frames = pcm.samples[: count * n].reshape(count, n).astype(np.float32) / 32768.0
-    rms = np.sqrt(np.mean(frames * frames, axis=1) + 1e-12)
-    db = 20 * np.log10(rms)
+    frames = pcm.samples[: count * n].reshape(count, n)
+    power = np.empty(count, np.float64)
+    step = 4096  # frames at a time: a two-hour recording never becomes one float array
+    for i in range(0, count, step):
+        f = frames[i : i + step].astype(np.float32) / 32768.0
+        power[i : i + step] = np.mean(f * f, axis=1)
+    db = 10 * np.log10(power + 1e-12)
     if count == 0:
         return db, db.copy(), n
     w = max(1, window_ms // frame_ms) | 1
@@ -196,11 +207,11 @@ def gate_audio(pcm: Pcm, settings: VadSettings | None = None) -> AudioDecision:
         )
     db, spread, n = frame_features(pcm, s.frame_ms, s.modulation_ms, s.energy_floor_db)
     vad = webrtcvad.Vad(s.aggressiveness)
-    raw = pcm.samples.astype("<i2").tobytes()
+    samples = pcm.samples.astype("<i2", copy=False)
     audible = db >= s.energy_floor_db
     voiced = np.zeros(len(db), bool)
     for i in np.flatnonzero(audible):  # silence costs no webrtcvad call
-        voiced[i] = vad.is_speech(raw[2 * i * n : 2 * (i + 1) * n], pcm.rate)
+        voiced[i] = vad.is_speech(samples[i * n : (i + 1) * n].tobytes(), pcm.rate)
     speech = voiced & audible & (spread >= s.min_modulation_db)
     segments = _segments(speech, s, pcm.duration)
     return AudioDecision(

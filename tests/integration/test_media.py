@@ -7,6 +7,7 @@ from __future__ import annotations
 import re
 import shutil
 import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -126,3 +127,18 @@ def test_bad_media_is_refused_in_the_report(media: Mount, tmp_path: Path) -> Non
     [node] = list((media.path / "user" / "default" / "images").iterdir())
     assert (node / "original.png").read_bytes() == png
     assert shutil.disk_usage(media.path) is not None
+
+
+def test_ingest_waits_for_the_gates_and_counts_what_they_dropped(
+    media: Mount, tmp_path: Path
+) -> None:
+    first = tmp_path / "a.png"
+    first.write_bytes(mc.shape("circle", "red"))
+    again = tmp_path / "b.jpg"
+    again.write_bytes(mc.near_duplicate(first.read_bytes()))
+    cmd = [sys.executable, "-m", "contextfs", "ingest", str(media.path)]
+    r = subprocess.run(
+        [*cmd, str(first), str(again), "--wait"], capture_output=True, text=True, timeout=120
+    )
+    assert r.returncode == 0, r.stderr
+    assert "ingested 1 file(s), dropped 1 by the media gates, refused 0" in r.stdout
