@@ -117,3 +117,21 @@ async def test_bad_media_is_refused_in_the_report_and_nothing_else_is_lost(
     status = "\n".join(plain.intake.status_lines())
     assert "visual gate: perceptual hash (no CLIP checkpoint configured)" in status
     assert "refused=5" in status
+
+
+async def test_a_stream_starts_over_after_a_quiet_gap_and_agents_media_go_to_the_user(
+    plain: Mount, memory: Memory
+) -> None:
+    now = [1_000_000.0]
+    plain.intake.clock = lambda: now[0]
+    s1 = mc.slide("Standup")
+    await _drop(plain, ".inbox/a.png", s1)
+    now[0] += 60
+    assert "state: dropped" in await _drop(plain, ".inbox/b.jpg", mc.near_duplicate(s1))
+    now[0] += 601  # media_stream_gap (600 s) without an accepted image: a new stream
+    report = await _drop(plain, ".inbox/c.jpg", mc.near_duplicate(s1, seed=5))
+    assert "first of its stream" in report and "image kept" in report, report
+    # an agent's inbox: the image is kept under the default user, like its conversations
+    await plain.fs.mkdir("agent/helper")
+    report = await _drop(plain, "agent/helper/.inbox/shot.png", mc.shape("square", "green"))
+    assert "image kept: user/default/images/" in report, report
