@@ -11,8 +11,9 @@
    steady white noise. Reports seconds of audio per second of gate time and the share of
    audio kept (the ideal is the 40% of speech).
 3. **Through a mount** (unless `--no-mount`): `cp` of a few slides and a voice memo into
-   `.inbox/` of a fresh daemon (`search: false`), the time from close() returning to the
-   report's decision (the node exists and its bytes are readable by then).
+   `.inbox/` of a fresh daemon (`search: false`, or `true` with `--search`), the time
+   from close() returning to the report's decision (the node exists and its bytes are
+   readable by then) and, with `--search`, until `.query/<file name>/` ranks the node.
 
 Prints a markdown table and writes every figure to JSON.
 
@@ -23,6 +24,7 @@ Prints a markdown table and writes every figure to JSON.
 from __future__ import annotations
 
 import argparse
+import os
 import platform
 import shutil
 import statistics
@@ -131,19 +133,32 @@ def audio(seconds: float) -> list[dict]:
     return out
 
 
-def through_mount(slides: int) -> dict:
+def searchable(mnt: Path, word: str, t0: float) -> float:
+    """Seconds from t0 until `.query/<word>/` ranks a node (BM25 answers from the start)."""
+    while True:
+        try:
+            if any(n.startswith("01_") for n in os.listdir(mnt / ".query" / word)):
+                return time.perf_counter() - t0
+        except FileNotFoundError:
+            pass
+        if time.perf_counter() - t0 > 120:
+            raise SystemExit(f"{word}: not searchable after 120 s")
+        time.sleep(0.01)
+
+
+def through_mount(slides: int, search: bool) -> dict:
     tmp = Path(tempfile.mkdtemp(prefix="bench-media-"))
     try:
         data, mnt = tmp / "data", tmp / "mnt"
         data.mkdir()
         mnt.mkdir()
-        (data / "config.yaml").write_text("search: false\n")
+        (data / "config.yaml").write_text(f"search: {'true' if search else 'false'}\n")
         m = DrainedMount(mnt, data)
         m.start()
-        latencies = []
+        latencies, found = [], []
         try:
             files = [
-                (f"s{i}.png", mc.slide(f"{TOPICS[i % len(TOPICS)]} {i}")) for i in range(slides)
+                (f"zebra{i}.png", mc.slide(f"{TOPICS[i % len(TOPICS)]} {i}")) for i in range(slides)
             ]
             memo = mc.concat(mc.sox_make(1), mc.speech(SENTENCES[0]), mc.sox_make(1))
             files.append(("memo.wav", memo))
@@ -158,6 +173,8 @@ def through_mount(slides: int) -> dict:
                         raise SystemExit(f"{name}: no decision after 60 s")
                     time.sleep(0.005)
                 latencies.append((name, time.perf_counter() - t0))
+                if search:  # the file name is in the node's L2
+                    found.append(searchable(mnt, name.rsplit(".", 1)[0], t0))
         finally:
             m.stop()
         img = [t for n, t in latencies if n.endswith(".png")]
@@ -165,6 +182,8 @@ def through_mount(slides: int) -> dict:
             "close_to_node_image_p50_ms": 1000 * statistics.median(img),
             "close_to_node_image_max_ms": 1000 * max(img),
             "close_to_node_audio_ms": 1000 * latencies[-1][1],
+            "close_to_searchable_p50_ms": 1000 * statistics.median(found) if found else None,
+            "close_to_searchable_max_ms": 1000 * max(found) if found else None,
             "problems": m.problems(),
         }
     finally:
@@ -175,6 +194,9 @@ def main() -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--quick", action="store_true")
     p.add_argument("--no-mount", action="store_true")
+    p.add_argument(
+        "--search", action="store_true", help="mount with search on: also time close → searchable"
+    )
     p.add_argument("--json", default="bench-results/bench_media.json")
     args = p.parse_args()
     if mc.have_tools():
@@ -183,7 +205,7 @@ def main() -> int:
     slides, repeats, seconds = (10, 4, 30.0) if args.quick else (40, 4, 120.0)
     v = visual(slides, repeats)
     a = audio(seconds)
-    mnt = None if args.no_mount else through_mount(3 if args.quick else 8)
+    mnt = None if args.no_mount else through_mount(3 if args.quick else 8, args.search)
     print("| measure | value |")
     print("|---|---|")
     print(f"| visual gate | {v['gate']} |")
@@ -207,6 +229,12 @@ def main() -> int:
             f"{mnt['close_to_node_image_max_ms']:.0f} ms); voice memo "
             f"{mnt['close_to_node_audio_ms']:.0f} ms |"
         )
+        if mnt["close_to_searchable_p50_ms"] is not None:
+            print(
+                f"| close() → `.query/<file name>/` ranks it (search on) | p50 "
+                f"{mnt['close_to_searchable_p50_ms']:.0f} ms (max "
+                f"{mnt['close_to_searchable_max_ms']:.0f} ms) |"
+            )
     doc = {
         "machine": platform.platform(),
         "python": platform.python_version(),
