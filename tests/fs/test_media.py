@@ -135,3 +135,13 @@ async def test_a_stream_starts_over_after_a_quiet_gap_and_agents_media_go_to_the
     await plain.fs.mkdir("agent/helper")
     report = await _drop(plain, "agent/helper/.inbox/shot.png", mc.shape("square", "green"))
     assert "image kept: user/default/images/" in report, report
+
+
+async def test_an_atomic_writers_rename_hands_media_in(plain: Mount, memory: Memory) -> None:
+    fs = plain.fs
+    await fs.write(".inbox/.photo.png.tmp1234", mc.shape("circle", "orange"))
+    await fs.rename(".inbox/.photo.png.tmp1234", ".inbox/photo.png")
+    while await plain.service.step():
+        pass
+    assert "image kept" in await fs.text(".inbox/photo.png.report.md")
+    assert len(_nodes(memory, "image")) == 1
