@@ -24,6 +24,7 @@ from contextfs import __version__
 from contextfs.config import Config, make_private
 from contextfs.conversations.extract import Extractor, RuleExtractor
 from contextfs.conversations.llm import LLMExtractor
+from contextfs.conversations.media import MediaSettings
 from contextfs.ctxtypes import ContextType, builtin_schema_dir, load_types
 from contextfs.index.embed import Embedder, LocalEmbedder, OpenAIEmbedder
 from contextfs.memory.redact import Redactor
@@ -98,6 +99,21 @@ def embedder_factory(cfg: Config) -> Callable[[], Embedder]:
 
 def _ts(t: float) -> str:
     return dt.datetime.fromtimestamp(t, dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def media_settings(cfg: Config) -> MediaSettings:
+    """The media gates' settings from config.yaml."""
+    return MediaSettings(
+        drop_above=cfg.media_drop_above,
+        new_below=cfg.media_new_below,
+        max_pixels=cfg.media_max_pixels,
+        stream_gap=cfg.media_stream_gap,
+        vad_frame_ms=cfg.vad_frame_ms,
+        vad_aggressiveness=cfg.vad_aggressiveness,
+        vad_energy_floor_db=cfg.vad_energy_floor_db,
+        vad_min_modulation_db=cfg.vad_min_modulation_db,
+        max_audio_seconds=cfg.media_max_audio_seconds,
+    )
 
 
 def render_status(

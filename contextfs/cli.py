@@ -298,18 +298,28 @@ def cmd_ingest(args: argparse.Namespace) -> int:
     sys.stderr.write("\n")
     if not args.wait:
         return 0
-    refused = 0
+    refused = dropped = 0
     for i, name in enumerate(names, 1):
         report = inbox / f"{name}.report.md"
         while True:
             text = report.read_text() if report.exists() else ""
-            if "state: done" in text or "refused" in text:
+            if "state: done" in text or "state: dropped" in text or "refused" in text:
                 break
             time.sleep(0.1)
-        refused += "refused" in text
+        # a media gate that found nothing new is a decision, not a refusal
+        if "state: dropped" in text:
+            dropped += 1
+        else:
+            refused += "refused" in text
         show(i, len(names))
     sys.stderr.write("\n")
-    print(f"ingested {len(names) - refused} file(s), refused {refused}; reports in {inbox}")
+    kept = len(names) - refused - dropped
+    print(
+        f"ingested {kept} file(s), dropped {dropped} by the media gates, refused {refused}; "
+        f"reports in {inbox}"
+        if dropped
+        else f"ingested {kept} file(s), refused {refused}; reports in {inbox}"
+    )
     return 1 if refused else 0
 
 

@@ -88,6 +88,16 @@ class Config:
     session_context_budget: int = 2000  # tokens (4 characters each) of a session's context.md
     redact_patterns: dict = field(default_factory=dict)  # extra secrets: name -> regex
     consolidate_every: float = 86400.0  # seconds between consolidation runs (SPEC §7)
+    # Media gates (SPEC §5, docs/media.md)
+    media_drop_above: float = 0.90  # visual similarity to the stream's last image: dropped
+    media_new_below: float = 0.60  # below: a new scene; in between: a change, kept
+    media_max_pixels: int = 40_000_000  # larger images are refused before decoding
+    media_stream_gap: float = 600.0  # seconds without an accepted image end a stream
+    media_max_audio_seconds: float = 14400.0  # longer recordings are refused
+    vad_frame_ms: int = 30  # 10, 20 or 30
+    vad_aggressiveness: int = 2  # 0 (keeps most) .. 3 (drops most)
+    vad_energy_floor_db: float = -45.0  # dBFS under which a frame is silence
+    vad_min_modulation_db: float = 4.0  # energy spread under which sound is steady noise
 
     @property
     def index_dir(self) -> Path:
@@ -129,6 +139,10 @@ def load_config(data_dir: Path | None) -> Config:
         raise UsageError(
             f"{path}: unknown setting(s) {', '.join(unknown)}; known: " + ", ".join(sorted(known))
         )
+    if raw.get("vad_frame_ms", 30) not in (10, 20, 30):
+        raise UsageError(f"{path}: vad_frame_ms must be 10, 20 or 30")
+    if raw.get("vad_aggressiveness", 2) not in (0, 1, 2, 3):
+        raise UsageError(f"{path}: vad_aggressiveness must be 0, 1, 2 or 3")
     if raw.get("embedder", "local") not in ("local", "openai"):
         raise UsageError(f"{path}: embedder must be 'local' or 'openai'")
     if raw.get("embedder") == "openai" and not (

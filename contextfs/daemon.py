@@ -36,6 +36,7 @@ from contextfs.app import (
     embedder_factory,
     extractor,
     load_all_types,
+    media_settings,
     open_memory,
     render_status,
     schema_files,
@@ -145,6 +146,7 @@ def _mount(
         extractor=extractor(cfg),
         default_agent=cfg.default_agent,
         extract_every=cfg.session_extract_every,
+        media=media_settings(cfg),
     )
     cache_dirs = cfg.dir_cache and DIR_HANDLE_IS_INODE
     if cache_dirs:

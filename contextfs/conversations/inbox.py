@@ -34,6 +34,7 @@ from contextfs.conversations.extract import (
     RuleExtractor,
     validate_candidate,
 )
+from contextfs.conversations.media import MediaIntake, MediaSettings, media_missing
 from contextfs.conversations.people import attribute_speakers, owner_speaker
 from contextfs.conversations.transcript import Transcript, Turn, parse_transcript, render_turns
 from contextfs.errors import ContextFSError, Exists, InvalidInput
@@ -49,6 +50,8 @@ log = logging.getLogger(__name__)
 
 TEXT_SUFFIXES = (".jsonl", ".json", ".md", ".markdown", ".txt", "")
 MEDIA_SUFFIXES = (".png", ".jpg", ".jpeg", ".gif", ".webp", ".wav", ".mp3", ".ogg", ".flac", ".m4a")
+# media no gate takes yet (no decoder): refused with this reason
+MEDIA_NOT_YET = {".m4a": "m4a (AAC) audio is not decoded yet; WAV, FLAC, OGG and MP3 are"}
 
 
 @dataclass(slots=True)
@@ -57,7 +60,7 @@ class InboxItem:
     owner: tuple[str, str]
     filename: str
     created: float
-    state: str  # 'pending' | 'done' | 'refused'
+    state: str  # 'pending' | 'done' | 'dropped' (by a media gate) | 'refused'
     report: str
     size: int = 0
 
@@ -140,6 +143,7 @@ class Intake:
         default_agent: str = "default",
         extract_every: int = 10,
         clock: Callable[[], float] | None = None,
+        media: MediaSettings | None = None,
     ) -> None:
         self.memory = memory
         self.extractor: Extractor = extractor or RuleExtractor()
@@ -147,6 +151,11 @@ class Intake:
         self.default_agent = default_agent
         self.extract_every = extract_every
         self.clock = clock or memory.clock
+        # images and audio: the gates, when their packages are installed
+        self.media_missing = media_missing()
+        self.media = (
+            MediaIntake(memory, media, clock=self.clock) if self.media_missing is None else None
+        )
         self.items: dict[int, InboxItem] = {}
         for row in memory.inbox_items():
             item = InboxItem(row[0], (row[1], row[2]), row[3], row[4], row[5], row[6], row[7])
@@ -172,13 +181,12 @@ class Intake:
         if reason:
             data = b""  # a secret store is not kept at all
             item.state, item.report = "refused", f"refused: {reason}\n"
-        elif suffix in MEDIA_SUFFIXES:
+        elif suffix in MEDIA_SUFFIXES and not data:
+            item.state, item.report = "refused", "refused: the file is empty (0 bytes)\n"
+        elif suffix in MEDIA_SUFFIXES and self.media_refusal(suffix):
             item.state = "refused"
-            item.report = (
-                "refused: images and audio are not accepted yet (the media gates "
-                "arrive in a later version); the file is kept as it was\n"
-            )
-        elif suffix not in TEXT_SUFFIXES:
+            item.report = f"refused: {self.media_refusal(suffix)}; the file is kept as it was\n"
+        elif suffix not in TEXT_SUFFIXES and suffix not in MEDIA_SUFFIXES:
             item.state = "refused"
             item.report = (
                 f"refused: {suffix} files are not understood; the inbox takes "
@@ -196,6 +204,35 @@ class Intake:
         if item.state != "pending":
             log.info("inbox refused %s: %s", path, item.report.strip())
         return item
+
+    def media_refusal(self, suffix: str) -> str | None:
+        """Why media of this suffix are refused on this mount, or None when they are taken."""
+        if suffix in MEDIA_NOT_YET:
+            return MEDIA_NOT_YET[suffix]
+        if self.media is None:
+            return f"images and audio are not taken: {self.media_missing}"
+        return None
+
+    def is_media(self, item: InboxItem) -> bool:
+        return self.media is not None and self.media.handles(item.filename)
+
+    def finish_media(self, item: InboxItem, data: bytes, analysis) -> None:
+        """Trio thread: the gate's decision for an analysed media item, in its report."""
+        assert self.media is not None
+        try:
+            state, lines, node = self.media.finish(
+                item.owner, item.filename, data, item.created, analysis
+            )
+        except ContextFSError as exc:
+            state, lines, node = (
+                "refused",
+                [f"# {item.filename}", "", f"state: refused: {exc.reason}", ""],
+                None,
+            )
+        if node is not None:
+            self.node_changed(node, True)
+        lines.append(f"(analysed in {analysis.seconds * 1000:.0f} ms)")
+        self._set_state(item, state, "\n".join(lines) + "\n")
 
     def item_data(self, item: InboxItem) -> bytes:
         return self.memory.inbox_data(item.id)
@@ -512,6 +549,9 @@ class Intake:
         return [
             "inbox: " + (", ".join(f"{k}={v}" for k, v in sorted(states.items())) or "empty"),
             f"sessions: {len(self.sessions)} live",
+            self.media.status_line()
+            if self.media is not None
+            else f"media: refused ({self.media_missing})",
         ]
 
 
@@ -552,6 +592,12 @@ class IntakeService(Service):
         intake = self.intake
         for item in intake.pending():
             data = intake.item_data(item)
+            if intake.is_media(item):
+                assert intake.media is not None
+                analysis = await trio.to_thread.run_sync(intake.media.analyse, data, item.filename)
+                intake.finish_media(item, data, analysis)
+                self._changed()
+                return True
             try:
                 text = decode_text(data, item.filename)
             except ContextFSError as exc:

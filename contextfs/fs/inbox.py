@@ -79,17 +79,19 @@ class Inbox(RoleBase):
         )
         return inode
 
-    @staticmethod
-    def refusal(name: str) -> ContextFSError | None:
+    def refusal(self, name: str) -> ContextFSError | None:
         """What an inbox refuses by the name alone, as the errno the shell shows: a secret
-        store EACCES (its bytes are not kept), media and unknown formats EOPNOTSUPP."""
+        store EACCES (its bytes are not kept), media no gate takes on this mount and
+        unknown formats EOPNOTSUPP. Media the gates take close with 0: what the gate
+        decided (kept, dropped, refused as damaged) is in the report."""
         reason = secret_filename_reason(name)
         if reason:
             return Forbidden(f"refused: {reason}")
         m = re.search(r"(\.[A-Za-z0-9]+)$", name)  # the suffix, as the intake reads it
         suffix = m.group(1).lower() if m else ""
         if suffix in MEDIA_SUFFIXES:
-            return NotAccepted("refused: images and audio are not accepted yet")
+            why = self.intake.media_refusal(suffix) if self.intake is not None else "no inbox"
+            return NotAccepted(f"refused: {why}") if why else None
         if suffix not in TEXT_SUFFIXES:
             return NotAccepted(f"refused: {suffix} files are not understood")
         return None
@@ -158,14 +160,25 @@ class Inbox(RoleBase):
 
     def release(self, h: Handle) -> None:
         h.inode.dirty = False  # only a close after a write hands a file in
+        inode = h.inode
+        if (
+            inode.role == Role.INBOX_NEW
+            and not inode.data
+            and self.intake is not None
+            and self.intake.media is not None
+            and self.intake.media.handles(inode.name)
+        ):
+            # an empty image or recording (`cp` of a 0-byte file writes nothing): refused
+            # in its report, so that it does not sit in the inbox unexplained
+            self._commit(inode, empty=True)
 
-    def _commit(self, inode: Inode) -> None:
+    def _commit(self, inode: Inode, *, empty: bool = False) -> None:
         """close() of a new inbox file: the stored (redacted) item takes its place."""
         if inode.role != Role.INBOX_NEW:
             return
         data = bytes(inode.data or b"")
         parent = inode.parent
-        if not data or parent is None:
+        if (not data and not empty) or parent is None:
             return
         assert self.intake is not None and parent.owner is not None
         item = self.intake.submit(parent.owner, inode.name, data)

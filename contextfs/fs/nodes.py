@@ -348,7 +348,9 @@ class Nodes(RoleBase):
 
     def routed(self, n: Node, created: bool) -> None:
         if created:
-            self.place(n)  # ENOENT answers are not cached: nothing to invalidate
+            d = self.place(n)  # ENOENT answers are not cached: nothing to invalidate
+            if d is not None:
+                d.att_rescan = True  # it may come with attachments (an inbox's media)
         else:
             self.changed(n)
 

@@ -181,7 +181,9 @@ async def test_inbox_refusals_reach_close(plain: Mount, memory: Memory):
     fs = plain.fs
     secret = b"OPENAI_API_KEY=sk-proj-0123456789abcdefghijklmnopqrstuvwxyzAB\n"
     assert await _cp(fs, ".inbox/.env", secret) == errno.EACCES
-    assert await _cp(fs, ".inbox/photo.png", b"\x89PNG....") == errno.EOPNOTSUPP
+    assert await _cp(fs, ".inbox/memo.m4a", b"\x00\x00\x00 ftypM4A ") == errno.EOPNOTSUPP
+    # media the gates take close with 0, even damaged: the report says what was decided
+    assert await _cp(fs, ".inbox/photo.png", b"\x89PNG....") == 0
     assert await _cp(fs, "user/default/.inbox/paper.pdf", b"%PDF-1.4") == errno.EOPNOTSUPP
     assert await _cp(fs, ".inbox/notes.md", b"I like green tea.\n") == 0
     reasons = [(r.errno, r.path, r.reason) for r in memory.refusals]
@@ -190,8 +192,9 @@ async def test_inbox_refusals_reach_close(plain: Mount, memory: Memory):
     assert [r[0] for r in reasons] == [errno.EACCES, errno.EOPNOTSUPP, errno.EOPNOTSUPP]
     # what was refused is still shown with its report; a secret store without its bytes
     names = await fs.listdir(".inbox")
-    assert {".env", ".env.report.md", "photo.png", "photo.png.report.md"} <= set(names)
+    assert {".env", ".env.report.md", "memo.m4a", "memo.m4a.report.md"} <= set(names)
     assert await fs.read(".inbox/.env") == b""
+    assert await fs.read(".inbox/memo.m4a") == b"\x00\x00\x00 ftypM4A "
     assert await fs.read(".inbox/photo.png") == b"\x89PNG...."
 
 
@@ -201,7 +204,7 @@ async def test_refused_renames_answer_errnos_mv_reports_truly(plain: Mount, memo
     await _node(fs)
     await fs.write(f"{node}/tmp.txt", b"---\nnope: 1\n---\nbody\n")
     await fs.write(f"{node}/key.env", b"X=1\n")
-    await fs.write(f"{node}/pic.png", b"\x89PNG")
+    await fs.write(f"{node}/memo.m4a", b"\x00\x00")
     cases = [
         # invalid content or names: EPERM, never EINVAL ("cannot move … into itself")
         (f"{node}/tmp.txt", f"{node}/L2.md", errno.EPERM),
@@ -210,7 +213,7 @@ async def test_refused_renames_answer_errnos_mv_reports_truly(plain: Mount, memo
         (node, "user/default/events/editor", errno.EPERM),  # not a dated name
         # the inbox refuses by name before anything moves
         (f"{node}/key.env", ".inbox/.env", errno.EACCES),
-        (f"{node}/pic.png", ".inbox/pic.png", errno.EOPNOTSUPP),
+        (f"{node}/memo.m4a", ".inbox/memo.m4a", errno.EOPNOTSUPP),
     ]
     for src, dst, expected in cases:
         n = len(memory.refusals)

@@ -31,6 +31,8 @@ BUILTINS = (
     "skill",
     "tool",
     "session",
+    "image",
+    "audio",
 )
 
 RECIPE = """\

@@ -1,0 +1,251 @@
+"""Benchmark the media gates on redundant streams of real media.
+
+1. **Visual gate** (the perceptual hash; no CLIP checkpoint): a generated slideshow of
+   S distinct slides (Pillow), each shown R times in a row — the first as drawn, the
+   repeats re-encoded as JPEG with sensor noise (`media_corpus.near_duplicate`) — goes
+   through probe + signature + the decision against the stream's last accepted image,
+   exactly as `MediaIntake` runs it. Reports images/s and the share dropped (the ideal is
+   (R-1)/R), plus distinct slides wrongly dropped and repeats wrongly kept.
+2. **Audio gate** (webrtcvad + energy + modulation): a recording that is 60% silence
+   (espeak-ng sentences between sox silences) and the same with the silences replaced by
+   steady white noise. Reports seconds of audio per second of gate time and the share of
+   audio kept (the ideal is the 40% of speech).
+3. **Through a mount** (unless `--no-mount`): `cp` of a few slides and a voice memo into
+   `.inbox/` of a fresh daemon (`search: false`, or `true` with `--search`), the time
+   from close() returning to the report's decision (the node exists and its bytes are
+   readable by then) and, with `--search`, until `.query/<file name>/` ranks the node.
+
+Prints a markdown table and writes every figure to JSON.
+
+    .venv/bin/python scripts/bench_media.py            # 40 slides x 4, 120 s of audio
+    .venv/bin/python scripts/bench_media.py --quick    # 10 slides x 4, 30 s of audio
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import platform
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+
+from contextfs.conversations.media import MediaSettings
+from contextfs.media.audio import VadSettings, decode_audio, gate_audio
+from contextfs.media.visual import HashGate, decide, probe_image
+from contextfs.testing import DrainedMount, write_json
+from contextfs.testing import media_corpus as mc
+
+SENTENCES = [
+    "The quarterly review moved to Thursday at three.",
+    "Bring the budget numbers and the hiring plan.",
+    "Sam will present the roadmap for the mobile app.",
+    "We still need a venue for the team offsite in March.",
+    "Remember to renew the domain before it expires.",
+    "The new espresso machine arrives on Monday morning.",
+]
+TOPICS = ["Quarterly review", "Hiring plan", "Roadmap", "Budget", "Offsite", "Risks", "Launch"]
+
+
+def visual(slides: int, repeats: int) -> dict:
+    s = MediaSettings()
+    gate = HashGate()
+    stream: list[tuple[bytes, bool]] = []  # (bytes, is a repeat)
+    for i in range(slides):
+        first = mc.slide(f"{TOPICS[i % len(TOPICS)]} {i + 1}")
+        stream.append((first, False))
+        stream += [(mc.near_duplicate(first, seed=i * 10 + r), True) for r in range(1, repeats)]
+    last = None
+    dropped = wrong_drops = wrong_keeps = 0
+    scores: list[float] = []
+    t0 = time.perf_counter()
+    for data, repeat in stream:
+        probe_image(data, ".png", s.max_pixels)
+        sig = gate.signature(data)
+        sim = gate.similarity(sig, last) if last is not None else None
+        v = decide(sim, s.drop_above, s.new_below)
+        if sim is not None:
+            scores.append(sim)
+        if v.kept:
+            last = sig
+            wrong_keeps += repeat
+        else:
+            dropped += 1
+            wrong_drops += not repeat
+    elapsed = time.perf_counter() - t0
+    return {
+        "gate": gate.name,
+        "images": len(stream),
+        "images_per_s": len(stream) / elapsed,
+        "dropped_share": dropped / len(stream),
+        "ideal_dropped_share": (repeats - 1) / repeats,
+        "distinct_slides_dropped": wrong_drops,
+        "repeats_kept": wrong_keeps,
+        "median_score": statistics.median(scores) if scores else None,
+        "drop_above": s.drop_above,
+    }
+
+
+def recording(seconds: float, filler: str) -> tuple[bytes, float]:
+    """About `seconds` of audio, 40% speech and 60% `filler` (silence or white noise)."""
+    speech = [mc.pcm_of(mc.speech(t))[0] for t in SENTENCES]
+    parts, total_speech, total = [], 0, 0
+    i = 0
+    while total < seconds * 16000:
+        sp = speech[i % len(speech)]
+        gap = int(len(sp) * 1.5)  # 1.5 x the speech: 60% of the whole
+        if filler == "silence":
+            fill = np.zeros(gap, np.int16)
+        else:
+            fill = mc.pcm_of(mc.sox_make(gap / 16000, "white", vol=0.3))[0][:gap]
+        parts += [fill[: gap // 2], sp, fill[gap // 2 :]]
+        total_speech += len(sp)
+        total += len(sp) + gap
+        i += 1
+    return mc.wav_of(np.concatenate(parts)), total_speech / total
+
+
+def audio(seconds: float) -> list[dict]:
+    out = []
+    for filler in ("silence", "white noise"):
+        wav, speech_share = recording(seconds, "silence" if filler == "silence" else "noise")
+        t0 = time.perf_counter()
+        pcm = decode_audio(wav, ".wav")
+        d = gate_audio(pcm, VadSettings())
+        elapsed = time.perf_counter() - t0
+        out.append(
+            {
+                "filler": filler,
+                "audio_seconds": d.duration,
+                "audio_s_per_s": d.duration / elapsed,
+                "kept_share": d.speech_share,
+                "true_speech_share": speech_share,
+                "dropped_share": 1 - d.speech_share,
+                "segments": len(d.segments),
+            }
+        )
+    return out
+
+
+def searchable(mnt: Path, word: str, t0: float) -> float:
+    """Seconds from t0 until `.query/<word>/` ranks a node (BM25 answers from the start)."""
+    while True:
+        try:
+            if any(n.startswith("01_") for n in os.listdir(mnt / ".query" / word)):
+                return time.perf_counter() - t0
+        except FileNotFoundError:
+            pass
+        if time.perf_counter() - t0 > 120:
+            raise SystemExit(f"{word}: not searchable after 120 s")
+        time.sleep(0.01)
+
+
+def through_mount(slides: int, search: bool) -> dict:
+    tmp = Path(tempfile.mkdtemp(prefix="bench-media-"))
+    try:
+        data, mnt = tmp / "data", tmp / "mnt"
+        data.mkdir()
+        mnt.mkdir()
+        (data / "config.yaml").write_text(f"search: {'true' if search else 'false'}\n")
+        m = DrainedMount(mnt, data)
+        m.start()
+        latencies, found = [], []
+        try:
+            files = [
+                (f"zebra{i}.png", mc.slide(f"{TOPICS[i % len(TOPICS)]} {i}")) for i in range(slides)
+            ]
+            memo = mc.concat(mc.sox_make(1), mc.speech(SENTENCES[0]), mc.sox_make(1))
+            files.append(("memo.wav", memo))
+            for name, blob in files:
+                src = tmp / name
+                src.write_bytes(blob)
+                subprocess.run(["cp", str(src), str(mnt / ".inbox" / name)], check=True)
+                t0 = time.perf_counter()
+                report = mnt / ".inbox" / f"{name}.report.md"
+                while "state: done" not in report.read_text():
+                    if time.perf_counter() - t0 > 60:
+                        raise SystemExit(f"{name}: no decision after 60 s")
+                    time.sleep(0.005)
+                latencies.append((name, time.perf_counter() - t0))
+                if search:  # the file name is in the node's L2
+                    found.append(searchable(mnt, name.rsplit(".", 1)[0], t0))
+        finally:
+            m.stop()
+        img = [t for n, t in latencies if n.endswith(".png")]
+        return {
+            "close_to_node_image_p50_ms": 1000 * statistics.median(img),
+            "close_to_node_image_max_ms": 1000 * max(img),
+            "close_to_node_audio_ms": 1000 * latencies[-1][1],
+            "close_to_searchable_p50_ms": 1000 * statistics.median(found) if found else None,
+            "close_to_searchable_max_ms": 1000 * max(found) if found else None,
+            "problems": m.problems(),
+        }
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+def main() -> int:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--quick", action="store_true")
+    p.add_argument("--no-mount", action="store_true")
+    p.add_argument(
+        "--search", action="store_true", help="mount with search on: also time close → searchable"
+    )
+    p.add_argument("--json", default="bench-results/bench_media.json")
+    args = p.parse_args()
+    if mc.have_tools():
+        print(mc.have_tools(), file=sys.stderr)
+        return 2
+    slides, repeats, seconds = (10, 4, 30.0) if args.quick else (40, 4, 120.0)
+    v = visual(slides, repeats)
+    a = audio(seconds)
+    mnt = None if args.no_mount else through_mount(3 if args.quick else 8, args.search)
+    print("| measure | value |")
+    print("|---|---|")
+    print(f"| visual gate | {v['gate']} |")
+    print(
+        f"| slideshow: {v['images']} images ({slides} slides x {repeats}) | "
+        f"{v['images_per_s']:.0f} images/s; dropped {100 * v['dropped_share']:.0f}% "
+        f"(ideal {100 * v['ideal_dropped_share']:.0f}%); distinct slides dropped "
+        f"{v['distinct_slides_dropped']}, repeats kept {v['repeats_kept']} |"
+    )
+    for r in a:
+        print(
+            f"| recording: {r['audio_seconds']:.0f} s, 40% speech, 60% {r['filler']} | "
+            f"{r['audio_s_per_s']:.0f} s of audio/s; kept {100 * r['kept_share']:.0f}% "
+            f"(true speech {100 * r['true_speech_share']:.0f}%), dropped "
+            f"{100 * r['dropped_share']:.0f}%, {r['segments']} segments |"
+        )
+    if mnt is not None:
+        print(
+            f"| close() → node, through a mount | image p50 "
+            f"{mnt['close_to_node_image_p50_ms']:.0f} ms (max "
+            f"{mnt['close_to_node_image_max_ms']:.0f} ms); voice memo "
+            f"{mnt['close_to_node_audio_ms']:.0f} ms |"
+        )
+        if mnt["close_to_searchable_p50_ms"] is not None:
+            print(
+                f"| close() → `.query/<file name>/` ranks it (search on) | p50 "
+                f"{mnt['close_to_searchable_p50_ms']:.0f} ms (max "
+                f"{mnt['close_to_searchable_max_ms']:.0f} ms) |"
+            )
+    doc = {
+        "machine": platform.platform(),
+        "python": platform.python_version(),
+        "quick": args.quick,
+        "visual": v,
+        "audio": a,
+        "mount": mnt,
+    }
+    print(f"\nJSON: {write_json(args.json, doc)}")
+    return 1 if mnt and mnt["problems"] else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
