@@ -27,6 +27,8 @@ if TYPE_CHECKING:
 DIR_MODE = 0o755
 FILE_MODE = 0o644
 _NO_WRITE = ~0o222
+# An owner's fixed folders: their own stored access, else the owner directory's.
+FIXED_DIRS = frozenset({Role.TYPEDIR, Role.TRASH, Role.TRASH_TYPE, Role.INBOX, Role.SESSIONS})
 # Roles whose owner, group and mode come from the stored access of their owner or node.
 OWNED = frozenset(
     {
@@ -119,14 +121,37 @@ class Perms:
         o = self.owner_access(n.owner)
         return Access(o.uid, o.gid, DIR_MODE, FILE_MODE)
 
+    def dir_access(self, owner: tuple[str, str], rel: str) -> Access:
+        """A fixed folder of an owner (`preferences`, `.trash/preferences`, `.inbox`): its
+        own stored access once chmod/chown set one, else the owner directory's."""
+        found = self.memory.access.get(("dir", f"{owner[0]}/{owner[1]}/{rel}"))
+        return found or self.owner_access(owner)
+
+    def _fixed_dir(self, inode: Inode) -> str | None:
+        """The path under its owner of a fixed folder, None for anything else."""
+        if inode.owner is None or not (
+            inode.role in FIXED_DIRS or (inode.role == Role.NODE and inode.node is None)
+        ):
+            return None
+        names = []
+        d: Inode | None = inode
+        while d is not None and d.role != Role.OWNER:
+            names.append(d.name)
+            d = d.parent
+        if d is None:  # the root's .inbox and .sessions: the default owner's own folders
+            return inode.name
+        return "/".join(reversed(names))
+
     def attrs(self, inode: Inode) -> tuple[int, int, int]:
         """(st_mode, uid, gid) of an inode."""
         role = inode.role
         kind = stat.S_IFMT(inode.mode)
-        if role in (Role.INBOX, Role.SESSIONS) and inode.owner is not None:
-            # an owner's .inbox and .sessions (the root's are the default owner's) are as
-            # private as the owner directory, and its user's to use
-            a = self.owner_access(inode.owner)
+        rel = self._fixed_dir(inode)
+        if rel is not None:
+            # type folders, .trash, .archive, .inbox, .sessions (the root's are the default
+            # owner's): as private as the owner directory unless set apart
+            assert inode.owner is not None
+            a = self.dir_access(inode.owner, rel)
             return kind | a.dir_mode, a.uid, a.gid
         if role in OWNER_USED and inode.owner is not None:
             a = self.owner_access(inode.owner)
@@ -134,9 +159,7 @@ class Perms:
         if role not in OWNED or inode.owner is None and inode.node is None:
             return inode.mode, inode.uid, inode.gid
         n = inode.node
-        if role in (Role.OWNER, Role.TYPEDIR, Role.TRASH, Role.TRASH_TYPE) or (
-            role == Role.NODE and n is None
-        ):
+        if role == Role.OWNER:
             assert inode.owner is not None
             a = self.owner_access(inode.owner)
             return kind | a.dir_mode, a.uid, a.gid
@@ -164,6 +187,11 @@ class Perms:
         o = self.owner_access(n.owner)
         if not allows(caller, o.uid, o.gid, o.dir_mode, os.X_OK):
             return False
+        ctype = self.memory.types.get(n.type)
+        if ctype is not None and not ctype.singleton:
+            t = self.dir_access(n.owner, ctype.type_dir)
+            if not allows(caller, t.uid, t.gid, t.dir_mode, os.X_OK):
+                return False
         a = self.node_access(n)
         return allows(caller, a.uid, a.gid, a.dir_mode, os.X_OK) and allows(
             caller, a.uid, a.gid, a.file_mode, os.R_OK
@@ -184,10 +212,24 @@ class Perms:
         if mode is not None:
             mode = stat.S_IMODE(mode)
         n = inode.node
-        if role == Role.OWNER or (role == Role.NODE and n is None):
+        rel = self._fixed_dir(inode)
+        if rel is not None:
             assert inode.owner is not None
-            if role == Role.NODE:  # a singleton not written yet: follows its owner
-                return self._same_as_shown(inode, mode, uid, gid)
+            a = self.dir_access(inode.owner, rel)
+            self._store(
+                "dir",
+                f"{inode.owner[0]}/{inode.owner[1]}/{rel}",
+                a,
+                Access(
+                    a.uid if uid is None else uid,
+                    a.gid if gid is None else gid,
+                    a.dir_mode if mode is None else mode,
+                    a.file_mode,
+                ),
+            )
+            return True
+        if role == Role.OWNER:
+            assert inode.owner is not None
             a = self.owner_access(inode.owner)
             self._store(
                 "owner",
@@ -201,8 +243,6 @@ class Perms:
                 ),
             )
             return True
-        if role in (Role.TYPEDIR, Role.TRASH, Role.TRASH_TYPE):
-            return self._same_as_shown(inode, mode, uid, gid)
         if role == Role.ATTACH:
             if uid is None and gid is None:
                 return False  # its mode is attachments.mode

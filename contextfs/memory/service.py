@@ -264,9 +264,10 @@ class Memory(Transactions, AttachmentStore, Routing):
             self._tx.owners.append((kind, owner_id))
 
     def set_access(self, kind: str, key: str, access: Access | None) -> None:
-        """Store who owns an owner directory (`owner`, 'user/alice'), a node (`node`, its
-        id) or an attachment (`attachment`, its id) and its modes; None = the defaults."""
-        if kind not in ("owner", "node", "attachment"):
+        """Store who owns an owner directory (`owner`, 'user/alice'), one of its fixed
+        folders (`dir`, 'user/alice/preferences'), a node (`node`, its id) or an attachment
+        (`attachment`, its id) and its modes; None = the defaults."""
+        if kind not in ("owner", "dir", "node", "attachment"):
             raise InvalidInput(f"no access is kept for {kind!r}")
         self.check_writable()
         with self.transaction():

@@ -136,12 +136,14 @@ CREATE TABLE IF NOT EXISTS outbox (
 SCHEMA_V2 = """
 
 -- (v4) Who may do what: the POSIX owner, group and permission bits of an owner directory
--- (kind 'owner', key 'user/alice'), a node (kind 'node', key its id: dir_mode for its
--- directory, file_mode for L0/L1/L2, and for meta.yaml and .history without the write
--- bits) or an attachment (kind 'attachment', key its id; its mode is attachments.mode).
+-- (kind 'owner', key 'user/alice'), one of its fixed folders (kind 'dir', key
+-- 'user/alice/preferences', 'user/alice/.trash/preferences'; none = the owner's), a
+-- node (kind 'node', key its id: dir_mode for its directory, file_mode for L0/L1/L2,
+-- and for meta.yaml and .history without the write bits) or an attachment (kind
+-- 'attachment', key its id; its mode is attachments.mode).
 -- No row = the defaults: the daemon's uid and gid, 0755 folders, 0644 files.
 CREATE TABLE IF NOT EXISTS access (
-    kind      TEXT    NOT NULL,       -- 'owner' | 'node' | 'attachment'
+    kind      TEXT    NOT NULL,       -- 'owner' | 'dir' | 'node' | 'attachment'
     key       TEXT    NOT NULL,
     uid       BIGINT  NOT NULL,
     gid       BIGINT  NOT NULL,

@@ -114,3 +114,33 @@ def test_two_users_see_only_what_their_modes_allow(shared: Mount) -> None:
     assert opened.returncode == 0, opened.stderr
     got = as_user(BOB, f"cat {diary}/L2.md; cat {mnt}/.query/dentist%20diary/_context.md")
     assert got.stdout.count("afraid of the dentist") == 2, got.stdout
+
+
+def test_chown_r_and_chmod_r_of_an_owner_directory_give_it_away(shared: Mount) -> None:
+    """`chown -R` changes children before their directory (GNU chown works bottom-up):
+    the type folders keep what they are given, and the new owner can do everything."""
+    mnt = shared.path
+    bob = mnt / "user" / "bob"
+    (bob / "preferences" / "tea").mkdir(parents=True)
+    (bob / "preferences" / "tea" / "L2.md").write_text("Green tea.\n")
+    (bob / "preferences" / "tea" / "notes").mkdir()
+    (bob / "preferences" / "tea" / "notes" / "a.txt").write_text("n\n")
+    done = subprocess.run(["chown", "-R", f"{BOB}:{BOB}", str(bob)], capture_output=True)
+    assert done.returncode == 0, done.stderr
+    done = subprocess.run(["chmod", "-R", "go-rwx", str(bob)], capture_output=True)
+    assert done.returncode == 0, done.stderr
+    uid = pwd.getpwnam(BOB).pw_uid
+    for p in (bob, bob / "preferences", bob / ".inbox", bob / "preferences/tea/L2.md"):
+        st = p.stat()
+        assert st.st_uid == uid and st.st_mode & 0o077 == 0, (p, oct(st.st_mode))
+    work = as_user(
+        BOB,
+        f"mkdir {bob}/entities/kim && echo 'Kim is a friend.' > {bob}/entities/kim/L2.md"
+        f" && echo 'Bob likes jazz.' > {bob}/.inbox/notes.md"
+        f" && echo 'oolong' >> {bob}/preferences/tea/L2.md && ls {bob}/entities",
+    )
+    assert work.returncode == 0 and "kim" in work.stdout, work.stderr
+    assert "Permission denied" in as_user(ALICE, f"ls {bob}/preferences").stderr
+    shared.remount("-o", "allow_other")
+    assert (bob / "preferences").stat().st_uid == uid
+    assert (bob / "preferences").stat().st_mode & 0o077 == 0
