@@ -73,7 +73,17 @@ OPEN_FLAGS = tuple(
 )
 
 EXCLUDED = [
-    {"op": "link", "reason": "hard links are refused by design (EPERM, SPEC §8); not generated"},
+    {
+        "op": "link of a symlink, FIFO or socket",
+        "reason": "hard links are made of regular files only (EPERM by design, "
+        "docs/reference.md); link() is generated following symlinks (ln -L), so a "
+        "symlink's target is linked",
+    },
+    {
+        "op": "link across nodes",
+        "reason": "refused by design (EXDEV); every example is one node "
+        "(tests/integration/test_hard_links.py covers it)",
+    },
     {
         "op": "mknod/mkfifo",
         "reason": "device nodes are refused by design (EPERM); FIFOs and sockets inside a "
@@ -160,7 +170,7 @@ def _describe(st: os.stat_result, *, nlink: bool = True, dir_mtime: bool = True)
     d: tuple = (stat.filemode(st.st_mode), oct(stat.S_IMODE(st.st_mode)), mtime)
     if kind == stat.S_IFDIR:
         return (*d, ("nlink", st.st_nlink) if nlink else None)
-    return (*d, ("size", st.st_size))
+    return (*d, ("size", st.st_size), ("nlink", st.st_nlink))
 
 
 @dataclass
@@ -216,7 +226,10 @@ class Differ:
         )
 
     def snapshot(self, root: Path) -> dict[str, Any]:
+        """Every entry's description; a file with hard links also names all the paths of
+        its inode (st_ino itself differs between the sides)."""
         out: dict[str, Any] = {}
+        inodes: dict[int, list[str]] = {}
 
         def walk(rel: str) -> None:
             d = root / rel if rel else root
@@ -233,11 +246,16 @@ class Differ:
                 elif stat.S_ISREG(st.st_mode):
                     with open(root / p, "rb") as f:
                         desc += (("data", f.read()),)
+                    inodes.setdefault(st.st_ino, []).append(p)
                 out[p] = desc
                 if stat.S_ISDIR(st.st_mode):
                     walk(p)
 
         walk("")
+        for paths in inodes.values():
+            if len(paths) > 1:
+                for p in paths:
+                    out[p] += (("same file as", tuple(sorted(paths))),)
         return out
 
     def check(self) -> None:
@@ -381,6 +399,13 @@ class Differ:
 
     def readlink(self, path: str) -> tuple:
         return self._op(f"readlink(path={path!r})", lambda r: os.readlink(r / path))
+
+    def link(self, src: str, dst: str) -> tuple:
+        """A hard link (`ln -L`: a symlink's target is linked, not the symlink)."""
+        return self._op(
+            f"link(src={src!r}, dst={dst!r})",
+            lambda r: os.link(r / src, r / dst, follow_symlinks=True),
+        )
 
     def chmod(self, path: str, mode: int) -> tuple:
         return self._op(f"chmod(path={path!r}, mode={mode:#o})", lambda r: os.chmod(r / path, mode))
@@ -554,6 +579,11 @@ def machine_for(
         def readlink(self, path):
             self._step()
             self.d.readlink(path)
+
+        @rule(src=paths, dst=paths)
+        def link(self, src, dst):
+            self._step()
+            self.d.link(src, dst)
 
         @rule(path=paths, mode=modes)
         def chmod(self, path, mode):
