@@ -405,7 +405,7 @@ class Attachments(RoleBase):
         known); a refused commit keeps the marks, so the next one still stores them.
 
         A file unlinked while open is not stored any more (as at its last release): no
-        name can show its bytes again (link() is refused), POSIX drops them at the last
+        name can show its bytes again (link() needs a name), POSIX drops them at the last
         close, and its soft-deleted row keeps the file as it was when it was removed,
         which is what restoring its node brings back. Scratch files that are opened and
         unlinked at once (stress-ng's iomix does so, with O_SYNC) cost no store writes.
