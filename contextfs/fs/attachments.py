@@ -93,21 +93,22 @@ class Attachments(RoleBase):
 
     def add_inodes(self, d: Inode, n: Node, parent_id: int | None) -> None:
         rows = self._unbuilt.pop((n.id, parent_id), [])
-        for a in sorted(rows, key=lambda a: a.link_of is not None):  # holders first
+        for a in rows:
             if a.link_of is None:
                 self.inode_for(d, n, a)
-                # its other names are built with it, so st_nlink counts them all
-                for other in self._unbuilt_links.pop(a.id, []):
-                    folder = self._folder(d, other.parent_id)
-                    if folder is not None:
-                        self.tree.ensure(folder)
+        # a file's other names are built with it, so its st_nlink counts them all
+        for a in rows:
+            for other in self._unbuilt_links.pop(a.id, []) if a.link_of is None else ():
+                folder = self._folder(d, other.parent_id)
+                if folder is not None:
+                    self.tree.ensure(folder)
+        for a in rows:
+            if a.link_of is None:
                 continue
-            self._unbuilt_links.pop(a.link_of, None)
             holder = self._holder_inode(d, a.link_of)
             if holder is None:  # fsck reports such a row; nothing to show it as
                 log.debug("link %d: holder %d not found", a.id, a.link_of)
-                continue
-            if self._other_name(holder, d, a.name) is None:
+            elif self._other_name(holder, d, a.name) is None:
                 self._add_name(holder, d, a.name, a)
 
     def _folder(self, d: Inode, parent_id: int | None) -> Inode | None:

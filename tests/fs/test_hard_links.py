@@ -99,8 +99,13 @@ async def test_a_link_in_a_folder_listed_before_its_holder_is_built(m: Mounted):
     await fs.write(f"{NODE}/x/y/deep.txt", b"deep\n")
     await ln(fs, f"{NODE}/x/y/deep.txt", f"{NODE}/top.txt")
     await ln(fs, f"{NODE}/x/y/deep.txt", f"{NODE}/x/y/again.txt")
+    await fs.write(f"{NODE}/first", b"1")  # a file made before the folder of its link
+    await fs.mkdir(f"{NODE}/later")
+    await ln(fs, f"{NODE}/first", f"{NODE}/later/second")
+    await ln(fs, f"{NODE}/first", f"{NODE}/x/third")
     m.remount()
     fs = m.fs
+    assert (await st(fs, f"{NODE}/first")).st_nlink == 3  # no folder listed yet
     top = await st(fs, f"{NODE}/top.txt")
     assert top.st_nlink == 3
     assert top.st_ino == (await st(fs, f"{NODE}/x/y/again.txt")).st_ino
