@@ -288,15 +288,12 @@ class Attachments(RoleBase):
     # ---- hard links ----------------------------------------------------------------------
 
     def link(self, src: Inode, d: Inode, name: str) -> Inode:
-        """`ln src d/name`: one more name of an attachment file, within its node."""
+        """`ln src d/name`: one more name of an attachment file, symlink, FIFO or socket
+        (the kernel refuses folders), within its node."""
         if src.role != Role.ATTACH or src.att is None:
             raise NotSupported(
                 f"{src.name} is not an attachment file: hard links are made only of files "
                 "kept inside a node (EPERM); copy it instead"
-            )
-        if src.att.kind != "file":
-            raise NotSupported(
-                f"{src.name} is a {src.att.kind}: hard links are made only of regular files (EPERM)"
             )
         if src.parent is None:
             raise NotFound(f"{src.name} was removed")

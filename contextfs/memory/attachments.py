@@ -116,15 +116,17 @@ class AttachmentStore:
         return a
 
     def add_link(self, holder: Attachment, parent_id: int | None, name: str) -> Attachment:
-        """A hard link: one more name (a row with link_of) for the file `holder` keeps."""
+        """A hard link: one more name (a row with link_of) for the file, symlink, FIFO or
+        socket `holder` keeps (a symlink's target is copied: it never changes)."""
         a = Attachment(
             self.store.new_id(),
             holder.node_id,
             parent_id,
             name,
-            "file",
+            holder.kind,
             holder.mode,
             holder.mtime,
+            holder.target,
             link_of=holder.id,
         )
         with self.transaction():

@@ -83,8 +83,9 @@ CREATE TABLE IF NOT EXISTS versions (
 -- Invariants (checked by fsck): at most one live row per (node_id, parent_id, name);
 -- size = 0 unless kind = 'file'; target is NULL unless kind = 'symlink'. A file's bytes
 -- are its rows in attachment_chunks (v3; before, a `data` BLOB column of this table).
--- A link row has kind 'file', size 0 and no chunks; its link_of names a row of the same
--- node with kind 'file' and link_of NULL, live whenever the link row is live.
+-- A link row has its holder's kind (never 'dir') and symlink target, size 0 and no
+-- chunks; its link_of names a row of the same node with link_of NULL, live whenever the
+-- link row is live.
 CREATE TABLE IF NOT EXISTS attachments (
     id         BIGINT PRIMARY KEY,
     node_id    BIGINT NOT NULL,

@@ -74,12 +74,6 @@ OPEN_FLAGS = tuple(
 
 EXCLUDED = [
     {
-        "op": "link of a symlink, FIFO or socket",
-        "reason": "hard links are made of regular files only (EPERM by design, "
-        "docs/reference.md); link() is generated following symlinks (ln -L), so a "
-        "symlink's target is linked",
-    },
-    {
         "op": "link across nodes",
         "reason": "refused by design (EXDEV); every example is one node "
         "(tests/integration/test_hard_links.py covers it)",
@@ -400,12 +394,18 @@ class Differ:
     def readlink(self, path: str) -> tuple:
         return self._op(f"readlink(path={path!r})", lambda r: os.readlink(r / path))
 
-    def link(self, src: str, dst: str) -> tuple:
-        """A hard link (`ln -L`: a symlink's target is linked, not the symlink)."""
-        return self._op(
-            f"link(src={src!r}, dst={dst!r})",
-            lambda r: os.link(r / src, r / dst, follow_symlinks=True),
-        )
+    def link(self, src: str, dst: str, follow: bool = False) -> tuple:
+        """A hard link: of a symlink itself (`ln`, link(2)), or with follow of what it
+        points to (`ln -L`, linkat(AT_SYMLINK_FOLLOW))."""
+
+        def ln(r: Path) -> None:
+            fd = os.open(r, os.O_RDONLY | os.O_DIRECTORY)
+            try:  # dir fds make os.link call linkat, whose flag follow sets
+                os.link(src, dst, src_dir_fd=fd, dst_dir_fd=fd, follow_symlinks=follow)
+            finally:
+                os.close(fd)
+
+        return self._op(f"link(src={src!r}, dst={dst!r}, follow={follow})", ln)
 
     def chmod(self, path: str, mode: int) -> tuple:
         return self._op(f"chmod(path={path!r}, mode={mode:#o})", lambda r: os.chmod(r / path, mode))
@@ -580,10 +580,10 @@ def machine_for(
             self._step()
             self.d.readlink(path)
 
-        @rule(src=paths, dst=paths)
-        def link(self, src, dst):
+        @rule(src=paths, dst=paths, follow=st.booleans())
+        def link(self, src, dst, follow):
             self._step()
-            self.d.link(src, dst)
+            self.d.link(src, dst, follow)
 
         @rule(path=paths, mode=modes)
         def chmod(self, path, mode):

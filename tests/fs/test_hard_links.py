@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import errno
 import os
+import stat
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -174,7 +175,6 @@ async def test_links_to_what_is_not_an_attachment_file_are_refused(m: Mounted):
         (f"{NODE}/L2.md", f"{NODE}/tier", errno.EPERM),
         (f"{NODE}/meta.yaml", f"{NODE}/meta", errno.EPERM),
         (f"{NODE}/.history/v1.md", f"{NODE}/v1", errno.EPERM),
-        (f"{NODE}/sym", f"{NODE}/sym2", errno.EPERM),
         (f"{NODE}/a", f"{NODE}/L1.md", errno.EPERM),  # a tier's name (hidden by rm)
         (f"{NODE}/a", f"{NODE}/L2.md", errno.EEXIST),
         (f"{NODE}/a", f"{OTHER}/a", errno.EXDEV),
@@ -188,7 +188,7 @@ async def test_links_to_what_is_not_an_attachment_file_are_refused(m: Mounted):
             assert (last.errno, last.path) == (code, f"link {src}"), (last, src, dst)
     reasons = [r.reason for r in m.memory.refusals]
     assert "hard links are made only of files kept inside a node" in reasons[0]
-    assert "hard links stay inside the node" in reasons[6]
+    assert "hard links stay inside the node" in reasons[5]
     # a name of a hard-linked file moves only within its node: mv copies it elsewhere
     await ln(fs, f"{NODE}/a", f"{NODE}/dir/b")
     assert await fs.errno_of(fs.rename(f"{NODE}/a", f"{OTHER}/a")) == errno.EXDEV
@@ -197,6 +197,28 @@ async def test_links_to_what_is_not_an_attachment_file_are_refused(m: Mounted):
     assert await fs.errno_of(fs.rename(f"{NODE}/a", f"{NODE}/a~")) == errno.EXDEV
     assert (await st(fs, f"{NODE}/dir/b")).st_nlink == 2
     assert not await fs.exists(f"{OTHER}/a")
+
+
+async def test_symlinks_fifos_and_sockets_take_hard_links_too(m: Mounted):
+    """`ln` links a symlink itself (-P, the default on Linux), as any filesystem does."""
+    fs = m.fs
+    node = await fs.ino(NODE)
+    await fs.ops.symlink(node, b"sym", b"L2.md", fs.ctx)
+    await fs.ops.mknod(node, b"fifo", stat.S_IFIFO | 0o640, 0, fs.ctx)
+    await fs.mkdir(f"{NODE}/sub")
+    await ln(fs, f"{NODE}/sym", f"{NODE}/sub/sym2")
+    await ln(fs, f"{NODE}/fifo", f"{NODE}/fifo2")
+    for _ in range(2):
+        s1, s2 = await st(fs, f"{NODE}/sym"), await st(fs, f"{NODE}/sub/sym2")
+        assert s1.st_ino == s2.st_ino and s1.st_nlink == 2 and stat.S_ISLNK(s2.st_mode)
+        assert await m.fs.ops.readlink(await fs.ino(f"{NODE}/sub/sym2"), fs.ctx) == b"L2.md"
+        f1, f2 = await st(fs, f"{NODE}/fifo"), await st(fs, f"{NODE}/fifo2")
+        assert f1.st_ino == f2.st_ino and f2.st_nlink == 2 and stat.S_ISFIFO(f2.st_mode)
+        assert f2.st_mode & 0o777 == 0o640
+        m.remount()
+        fs = m.fs
+    await fs.unlink(f"{NODE}/sym")
+    assert (await st(fs, f"{NODE}/sub/sym2")).st_nlink == 1
 
 
 async def test_an_open_file_keeps_its_bytes_for_every_name(m: Mounted):
