@@ -68,6 +68,24 @@ def test_ln_gives_one_file_several_names_kept_across_remounts(mount):
     assert ino_links(node, "sub/c.txt")[0][1] == 1
 
 
+def test_ln_of_a_symlink_links_the_symlink_and_ln_L_its_target(mount):
+    node = make_node(mount)
+    (node / "f").write_text("F\n")
+    os.symlink("f", node / "s")
+    os.mkfifo(node / "fifo")
+    assert sh(node, "ln", "s", "s2").returncode == 0
+    assert sh(node, "ln", "-L", "s", "f2").returncode == 0
+    assert sh(node, "ln", "fifo", "fifo2").returncode == 0
+    for _ in range(2):
+        [(i1, n1), (i2, n2)] = ino_links(node, "s", "s2")
+        assert i1 == i2 and n1 == 2 and os.readlink(node / "s2") == "f"
+        [(i1, n1), (i2, n2)] = ino_links(node, "f", "f2")
+        assert i1 == i2 and n1 == 2 and (node / "f2").read_text() == "F\n"
+        [(i1, n1), (i2, n2)] = ino_links(node, "fifo", "fifo2")
+        assert i1 == i2 and n1 == 2
+        mount.remount()
+
+
 def test_rm_r_and_restore_keep_the_links(mount):
     node = make_node(mount)
     (node / "a").write_text("kept\n")
