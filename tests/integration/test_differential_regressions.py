@@ -120,3 +120,13 @@ def test_a_hard_link_of_a_symlink_links_the_symlink_itself(d):
     d.remount()
     d.unlink("g")
     d.rename(src="h", dst="e/h")
+
+
+def test_truncate_to_the_same_size_marks_the_mtime(d):
+    # Found by the campaign: truncate(2) to a file's own size leaves its mtime as utime
+    # set it on ContextFS; Linux marks it (POSIX asks it only on a change of size).
+    d.populate(dirs=("e",), files=())
+    d.write_file(path="e/a", data=b">\x88k")
+    d.utime(path="e/a", atime_ns=0, mtime_ns=0, follow=False)
+    d.truncate(path="e/a", size=3)
+    d.remount()
