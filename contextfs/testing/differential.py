@@ -407,6 +407,20 @@ class Differ:
 
         return self._op(f"link(src={src!r}, dst={dst!r}, follow={follow})", ln)
 
+    def link_nth(self, n: int, m: int, follow: bool = False) -> tuple | None:
+        """link() of the n-th existing non-folder to the m-th free name whose folder
+        exists (both as the native side has them now), so that most links are made:
+        random names mostly hit EEXIST or ENOENT."""
+        entries = [
+            p for p in PATHS if os.path.lexists(self.nat / p) and not (self.nat / p).is_dir()
+        ]
+        free = [
+            p for p in PATHS if not os.path.lexists(self.nat / p) and (self.nat / p).parent.is_dir()
+        ]
+        if not entries or not free:
+            return None
+        return self.link(entries[n % len(entries)], free[m % len(free)], follow)
+
     def chmod(self, path: str, mode: int) -> tuple:
         return self._op(f"chmod(path={path!r}, mode={mode:#o})", lambda r: os.chmod(r / path, mode))
 
@@ -584,6 +598,11 @@ def machine_for(
         def link(self, src, dst, follow):
             self._step()
             self.d.link(src, dst, follow)
+
+        @rule(n=st.integers(0, 7), m=st.integers(0, 7), follow=st.booleans())
+        def link_nth(self, n, m, follow):
+            self._step()
+            self.d.link_nth(n, m, follow)
 
         @rule(path=paths, mode=modes)
         def chmod(self, path, mode):
