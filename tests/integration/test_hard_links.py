@@ -133,3 +133,23 @@ def test_links_to_tiers_derived_files_and_other_nodes_are_refused(mount):
     assert out.returncode == 0, out.stderr
     assert (other / "a").read_text() == "A\n" and ino_links(other, "a")[0][1] == 1
     assert ino_links(node, "b")[0][1] == 1 and attachments(node) == {"b"}
+
+
+def test_cp_a_and_tar_keep_hard_links_inside_the_copy(mount):
+    """`cp -a` and `tar` recreate a copied tree's hard links with link(); within the node
+    they land in (another node, for tar), so the copy has them too."""
+    node = make_node(mount)
+    other = make_node(mount, "other")
+    (node / "src").mkdir()
+    (node / "src/a").write_text("A\n")
+    assert sh(node, "ln", "src/a", "src/b").returncode == 0
+    out = sh(node, "cp", "-a", "src", "copy")
+    assert out.returncode == 0, out.stderr
+    [(ia, na), (ib, nb)] = ino_links(node, "copy/a", "copy/b")
+    assert ia == ib and na == 2 and ia != ino_links(node, "src/a")[0][0]
+    tar = subprocess.run(
+        f"tar -C {node} -cf - src | tar -C {other} -xf -", shell=True, capture_output=True
+    )
+    assert tar.returncode == 0, tar.stderr
+    [(ia, na), (ib, nb)] = ino_links(other, "src/a", "src/b")
+    assert ia == ib and na == 2 and (other / "src/b").read_text() == "A\n"
