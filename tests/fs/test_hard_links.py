@@ -71,9 +71,14 @@ async def test_two_names_share_one_inode_data_and_attributes(m: Mounted):
         update_mtime=True,
     )
     await fs.ops.setattr(await fs.ino(f"{NODE}/b.txt"), attr, fields, None, fs.ctx)
+    attr.st_uid, attr.st_gid = 1234, 5678
+    fields.update_mode = fields.update_mtime = False
+    fields.update_uid = fields.update_gid = True
+    await fs.ops.setattr(await fs.ino(f"{NODE}/sub/c.txt"), attr, fields, None, fs.ctx)
     for n in ("a.txt", "b.txt", "sub/c.txt"):
         s = await st(fs, f"{NODE}/{n}")
         assert (s.st_mode & 0o7777, s.st_mtime_ns) == (0o600, 1_500_000_000 * 10**9)
+        assert (s.st_uid, s.st_gid) == (1234, 5678)
     # unlink of one name leaves the others, with one name fewer
     await fs.unlink(f"{NODE}/a.txt")  # the name whose row held the bytes
     assert (await st(fs, f"{NODE}/b.txt")).st_nlink == 2
@@ -83,6 +88,7 @@ async def test_two_names_share_one_inode_data_and_attributes(m: Mounted):
     b, c = await st(fs, f"{NODE}/b.txt"), await st(fs, f"{NODE}/sub/c.txt")
     assert b.st_ino == c.st_ino and b.st_nlink == 2
     assert (b.st_mode & 0o7777, b.st_mtime_ns) == (0o600, 1_500_000_000 * 10**9)
+    assert (c.st_uid, c.st_gid) == (1234, 5678)  # the access row of the file, not a name
     assert await fs.read(f"{NODE}/b.txt") == b"first\nsecond\n"
     assert not await fs.exists(f"{NODE}/a.txt")
     await fs.unlink(f"{NODE}/b.txt")
