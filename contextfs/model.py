@@ -80,6 +80,7 @@ class Attachment:
     target: bytes | None = None
     deleted_at: float | None = None
     size: int = 0
+    link_of: int | None = None  # a hard link: the id of the row that holds the file
 
 
 ChangeKind = Literal["node", "owner", "attachment", "inbox", "session"]

@@ -17,9 +17,9 @@ Loads:
    mount of the same store, the attachment files are verified again (`verify_only`): the
    bytes came back from DuckDB, not from the daemon's memory.
 2. stress-ng filesystem stressors with `--verify`, `--temp-path` inside a node. A stressor
-   whose failure on ContextFS is a documented refusal (hard links: EPERM, `fallocate`:
-   EOPNOTSUPP) is listed as excluded with the line stress-ng printed; any other failure is a
-   FAIL. `--filename` runs with `--filename-opts posix`; the default byte-probing variant
+   whose failure on ContextFS is a documented refusal (`fallocate`: EOPNOTSUPP) is listed
+   as excluded with the line stress-ng printed; any other failure is a FAIL. `--filename`
+   runs with `--filename-opts posix`; the default byte-probing variant
    runs last, on a fresh mount of its own, because it changes what the store accepts.
 3. dbench (`-D <dir in a node>`), a mixed client load; MB/s and any error it prints.
 
@@ -90,7 +90,6 @@ QUICK_STRESSORS = {
 }
 # Failures that are ContextFS's documented answer, not a defect (docs/operations.md).
 BY_DESIGN = {
-    "link": ("errno=1 ", "Operation not permitted", "EPERM", "link calls not allowed"),
     "fallocate": ("errno=95", "Operation not supported", "errno=38", "not implemented"),
 }
 

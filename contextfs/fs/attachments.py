@@ -5,20 +5,37 @@ first use), what a new name in one becomes, and how an attachment's bytes are co
 only the 64 KiB chunks a buffer's writes touched (`ChangedBytes`), redacted at this
 boundary. Moving attachments between nodes is one memory transaction. Attachments of a
 node in the trash are read-only.
+
+Hard links: a file attachment may have several names within its node (one inode, one
+`Inode` object in several folders' children). The name in `inode.parent`/`inode.name` is
+always the holder row's (`inode.att`, which keeps bytes, mode, mtime and access); every
+other name is a `LinkName` with its own link row. Removing or moving a name first swaps
+rows so that the holder keeps a name that stays.
 """
 
 from __future__ import annotations
 
+import logging
 import stat
+import time
 from typing import TYPE_CHECKING
 
-from contextfs.errors import NotEmpty, NotSupported, ReadOnly
+from contextfs.errors import (
+    ContextFSError,
+    CrossDevice,
+    NotEmpty,
+    NotFound,
+    NotSupported,
+    ReadOnly,
+)
 from contextfs.fs.handler import RoleBase
 from contextfs.fs.inode import (
     RESERVED_IN_NODE,
+    TIER_FILES,
     ChangedBytes,
     Handle,
     Inode,
+    LinkName,
     Role,
     is_editor_scratch,
     ns,
@@ -27,6 +44,8 @@ from contextfs.model import Attachment, Node
 
 if TYPE_CHECKING:
     from contextfs.fs.tree import Tree
+
+log = logging.getLogger(__name__)
 
 _KINDS = {
     "file": stat.S_IFREG,
@@ -48,24 +67,91 @@ class Attachments(RoleBase):
         self.memory = tree.memory
         # attachments whose inodes are not built yet, by (node id, parent folder id)
         self._unbuilt: dict[tuple[int, int | None], list[Attachment]] = {}
+        # hard links not built yet, by the id of the row that holds their file
+        self._unbuilt_links: dict[int, list[Attachment]] = {}
 
     # ---- building ------------------------------------------------------------------------
 
     def load_index(self) -> None:
         for a in self.memory.attachments.values():
             if a.deleted_at is None:
-                self._unbuilt.setdefault((a.node_id, a.parent_id), []).append(a)
+                self._unbuilt_row(a)
+
+    def _unbuilt_row(self, a: Attachment) -> None:
+        self._unbuilt.setdefault((a.node_id, a.parent_id), []).append(a)
+        if a.link_of is not None:
+            self._unbuilt_links.setdefault(a.link_of, []).append(a)
 
     def rescan(self, n: Node) -> None:
         """Read n's attachments from the store again (a node in, or back from, the trash)."""
         for key in [k for k in self._unbuilt if k[0] == n.id]:
-            del self._unbuilt[key]
+            for a in self._unbuilt.pop(key):
+                if a.link_of is not None:
+                    self._unbuilt_links.pop(a.link_of, None)
         for a in self.memory.node_attachments(n):
-            self._unbuilt.setdefault((n.id, a.parent_id), []).append(a)
+            self._unbuilt_row(a)
 
     def add_inodes(self, d: Inode, n: Node, parent_id: int | None) -> None:
-        for a in self._unbuilt.pop((n.id, parent_id), []):
-            self.inode_for(d, n, a)
+        rows = self._unbuilt.pop((n.id, parent_id), [])
+        for a in rows:
+            if a.link_of is None:
+                self.inode_for(d, n, a)
+        # a file's other names are built with it, so its st_nlink counts them all
+        for a in rows:
+            for other in self._unbuilt_links.pop(a.id, []) if a.link_of is None else ():
+                folder = self._folder(d, other.parent_id)
+                if folder is not None:
+                    self.tree.ensure(folder)
+        for a in rows:
+            if a.link_of is None:
+                continue
+            holder = self._holder_inode(d, a.link_of)
+            if holder is None:  # fsck reports such a row; nothing to show it as
+                log.debug("link %d: holder %d not found", a.id, a.link_of)
+            elif self._other_name(holder, d, a.name) is None:
+                self._add_name(holder, d, a.name, a)
+
+    def _folder(self, d: Inode, parent_id: int | None) -> Inode | None:
+        """The folder of d's node whose attachment id is parent_id (None: the node
+        directory), found by its path from the node directory."""
+        top = d
+        while top.role == Role.ATTACH and top.parent is not None:
+            top = top.parent
+        names: list[str] = []
+        pid = parent_id
+        while pid is not None:
+            p = self.memory.attachments.get(pid)
+            if p is None:
+                return None
+            names.append(p.name)
+            pid = p.parent_id
+        cur = top
+        try:
+            for name in reversed(names):
+                cur = self.tree.child(cur, name)
+        except ContextFSError:
+            return None
+        return cur
+
+    def _holder_inode(self, d: Inode, holder_id: int) -> Inode | None:
+        """The inode of the row that holds a linked file (built if need be)."""
+        h = self.memory.attachments.get(holder_id)
+        folder = self._folder(d, h.parent_id) if h is not None else None
+        if h is None or folder is None:
+            return None
+        try:
+            c = self.tree.child(folder, h.name)
+        except ContextFSError:
+            return None
+        return c if c.att is not None and c.att.id == h.id else None
+
+    def _add_name(self, inode: Inode, d: Inode, name: str, row: Attachment) -> None:
+        if inode.links is None:
+            inode.links = []
+        inode.links.append(LinkName(d, name, row))
+        assert d.children is not None
+        d.children[name] = inode
+        self.tree.listing_changed(d)
 
     def inode_for(self, d: Inode, n: Node, a: Attachment) -> Inode:
         inode = self.tree.new(
@@ -199,11 +285,95 @@ class Attachments(RoleBase):
         self.tree.touch_dir(d)
         return inode
 
+    # ---- hard links ----------------------------------------------------------------------
+
+    def link(self, src: Inode, d: Inode, name: str) -> Inode:
+        """`ln src d/name`: one more name of an attachment file, symlink, FIFO or socket
+        (the kernel refuses folders), within its node."""
+        if src.role != Role.ATTACH or src.att is None:
+            raise NotSupported(
+                f"{src.name} is not an attachment file: hard links are made only of files "
+                "kept inside a node (EPERM); copy it instead"
+            )
+        if src.parent is None:
+            raise NotFound(f"{src.name} was removed")
+        if d.role not in (Role.NODE, Role.ATTACH) or d.node is None or d.node is not src.node:
+            raise CrossDevice(
+                "hard links stay inside the node of the file they name (EXDEV); copy it instead"
+            )
+        if src.trashed or d.trashed:
+            raise ReadOnly("a deleted node is read-only; restore it with mv first")
+        if d.role == Role.NODE and name in RESERVED_IN_NODE:
+            raise NotSupported(f"{name} is reserved in a node: a hard link cannot take it (EPERM)")
+        row = self.memory.add_link(src.att, d.att.id if d.att else None, name)
+        self._add_name(src, d, name, row)
+        src.ctime_ns = time.time_ns()
+        self.tree.touch_dir(d)
+        return src
+
+    @staticmethod
+    def _other_name(inode: Inode, d: Inode, name: str) -> LinkName | None:
+        for ln in inode.links or ():
+            if ln.parent is d and ln.name == name:
+                return ln
+        return None
+
+    def _swap(self, inode: Inode, ln: LinkName) -> None:
+        """The holder row takes ln's name and ln's row the holder's: store and inode."""
+        assert inode.att is not None and inode.parent is not None
+        self.memory.swap_names(inode.att, ln.att)
+        inode.parent, ln.parent = ln.parent, inode.parent
+        inode.name, ln.name = ln.name, inode.name
+
+    def make_primary(self, inode: Inode, d: Inode, name: str) -> None:
+        """Make (d, name) the holder's name (before it is moved)."""
+        ln = self._other_name(inode, d, name)
+        if ln is not None:
+            self._swap(inode, ln)
+
+    def moves_within_node(self, src: Inode, dst_dir: Inode, new_name: str) -> None:
+        """A hard-linked file is renamed only to another attachment name of its node;
+        anywhere else mv copies it (EXDEV), as between two filesystems."""
+        if (
+            dst_dir.role not in (Role.NODE, Role.ATTACH)
+            or dst_dir.node is not src.node
+            or dst_dir.trashed
+            or is_editor_scratch(new_name)
+            or (dst_dir.role == Role.NODE and new_name in TIER_FILES)
+        ):
+            raise CrossDevice(
+                f"{src.name} has {1 + len(src.links or ())} hard links: it moves only to "
+                "another attachment name of its node (EXDEV); mv copies it"
+            )
+
+    def holds_links(self, d: Inode) -> bool:
+        """Whether an attachment folder holds a name of a hard-linked file."""
+        self.tree.ensure(d)
+        assert d.children is not None
+        return any(c.links or (c.is_dir and self.holds_links(c)) for c in d.children.values())
+
     # ---- removing ------------------------------------------------------------------------
 
-    def unlink(self, d: Inode, child: Inode) -> None:
+    def unlink(self, d: Inode, child: Inode, name: str | None = None) -> None:
         self._writable_dir(child)
         assert child.att is not None
+        name = child.name if name is None else name
+        if child.links:
+            ln = self._other_name(child, d, name)
+            if ln is None:  # the holder's name goes: it takes another one first
+                ln = child.links[0]
+                self._swap(child, ln)
+            self.memory.remove_attachment(ln.att)
+            child.links.remove(ln)
+            if not child.links:
+                child.links = None
+            assert d.children is not None
+            if d.children.get(name) is child:
+                del d.children[name]
+                self.tree.listing_changed(d)
+            child.ctime_ns = time.time_ns()
+            self.tree.touch_dir(d)
+            return
         self.memory.remove_attachment(child.att)
         self.tree.unlink_inode(child)
         self.tree.touch_dir(d)
@@ -233,7 +403,7 @@ class Attachments(RoleBase):
         known); a refused commit keeps the marks, so the next one still stores them.
 
         A file unlinked while open is not stored any more (as at its last release): no
-        name can show its bytes again (link() is refused), POSIX drops them at the last
+        name can show its bytes again (link() needs a name), POSIX drops them at the last
         close, and its soft-deleted row keeps the file as it was when it was removed,
         which is what restoring its node brings back. Scratch files that are opened and
         unlinked at once (stress-ng's iomix does so, with O_SYNC) cost no store writes.
@@ -258,6 +428,11 @@ class Attachments(RoleBase):
         a = src.att
         node = dst_dir.node
         assert a is not None and node is not None
+        if node is not src.node and (src.links or (src.is_dir and self.holds_links(src))):
+            raise CrossDevice(
+                f"{src.name} holds hard-linked files: it moves only within its node (EXDEV); "
+                "mv copies it"
+            )
         with self.memory.transaction():
             if dst is not None and dst.role == Role.ATTACH:
                 assert dst.att is not None

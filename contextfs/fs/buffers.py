@@ -127,6 +127,10 @@ class Buffers:
             self.resize(inode, size)
             inode.dirty = True
             inode.mtime_ns = time.time_ns()
+        elif inode.role == Role.ATTACH:
+            # Linux marks the mtime even when the size stays (POSIX asks it on a change)
+            inode.dirty = True
+            inode.mtime_ns = time.time_ns()
         if inode.opened <= 0 and inode.dirty and inode.role != Role.DROP:  # drops: at close
             self.tree.tiers.commit(inode)
 

@@ -176,6 +176,9 @@ class Inode:
     payload: Payload | None = None  # the query, inbox or session role's value
     # ATTACH: which bytes of `data` differ from what is stored (None: unknown, all of it)
     changed: ChangedBytes | None = None
+    # ATTACH file with hard links: its other names (parent, name) are each a link row;
+    # (parent, name) is always the name of `att`, the row that holds the file
+    links: list[LinkName] | None = None
 
     @property
     def is_dir(self) -> bool:
@@ -195,6 +198,15 @@ class Inode:
     def session(self) -> Session:
         assert isinstance(self.payload, SessionDir), self.role
         return self.payload.session
+
+
+@dataclass(eq=False, slots=True)
+class LinkName:
+    """One more name of a hard-linked attachment file, and its store row (link_of set)."""
+
+    parent: Inode
+    name: str
+    att: Attachment
 
 
 class ChangedBytes:

@@ -381,8 +381,7 @@ class Operations(pyfuse3.Operations):
         new_name: pyfuse3.FileNameT,
         ctx: pyfuse3.RequestContext,
     ) -> pyfuse3.EntryAttributes:
-        self.tree.link(os.fsdecode(new_name))
-        raise AssertionError("unreachable: hard links are refused")
+        return self._entry(self.tree.link(inode, new_parent_inode, os.fsdecode(new_name)))
 
     @_handler
     async def mknod(

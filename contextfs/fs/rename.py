@@ -75,8 +75,11 @@ def _rename(
     if flags & RENAME_EXCHANGE:
         raise _RenameEinval("exchanging two names is not supported here")
     if src is dst:
-        return
+        return  # two names of one file: POSIX leaves both
     t.memory.check_writable()
+    if src.links:  # a hard-linked file: the name that moves becomes the holder's
+        t.attachments.moves_within_node(src, dst_dir, new_name)
+        t.attachments.make_primary(src, src_dir, old_name)
     if src.is_dir:
         _rename_dir(t, src, dst_dir, new_name, dst)
     else:
@@ -144,6 +147,10 @@ def _move_node(t: Tree, src: Inode, dst_dir: Inode, new_name: str, dst: Inode | 
         # restored: the trash view already shows what comes back (its tiers and
         # the attachments removed with it); the same inodes become writable again
         t.trash.retag(src, trashed=False)
+    elif was_trashed:
+        # never shown since the mount began: its attachments were not live then, so
+        # they are read from the store when it is first listed
+        src.att_rescan = True
     t.nodes.changed(n)  # meta.yaml shows the new path (and no deleted_at)
 
 
@@ -306,6 +313,8 @@ def _replace_plain(t: Tree, dst_dir: Inode, new_name: str, dst: Inode | None) ->
         return
     if dst.role in (Role.TIER, Role.META):
         t.unlink_inode(dst)
+    elif dst.role == Role.ATTACH:
+        t.attachments.unlink(dst_dir, dst, new_name)
     else:
         t.handler(dst).unlink(dst_dir, dst)
 

@@ -99,10 +99,15 @@ def _commits_async(fn: Callable[P, Awaitable[R]]) -> Callable[P, Awaitable[R]]:
     return wrapper
 
 
-def _listing_key(c: Inode) -> int:
+def _listing_key(c: Inode, d: Inode | None = None, name: str = "") -> int:
     """readdir offset of an entry: its inode number; a node's derived entries (meta.yaml,
     .history) list after everything else, so `rm -r` of a node (readdir order) removes
-    its tiers before it reaches them (fs.tiers.Tiers.unlink)."""
+    its tiers before it reaches them (fs.tiers.Tiers.unlink). A hard link's other names
+    (two may share a folder) take their link row's id, above every inode number."""
+    if c.links and (c.parent is not d or c.name != name):
+        for ln in c.links:
+            if ln.parent is d and ln.name == name:
+                return (1 << 47) + ln.att.id
     return c.ino + (1 << 48) if c.role in (Role.META, Role.HISTORY) else c.ino
 
 
@@ -358,7 +363,7 @@ class Tree:
             nlink = nlink if named else 0
             size = 4096
         else:
-            nlink = 1 if named else 0
+            nlink = 1 + len(inode.links or ()) if named else 0
             size = len(inode.data) if inode.data is not None else self.handler(inode).size(inode)
         mode, uid, gid = self.perms.attrs(inode)
         return Attr(
@@ -451,13 +456,15 @@ class Tree:
         children = d.children
         assert children is not None
         if d.sorted_names is None:
-            d.sorted_names = sorted((_listing_key(c), name) for name, c in children.items())
+            d.sorted_names = sorted(
+                (_listing_key(c, d, name), name) for name, c in children.items()
+            )
         entries = d.sorted_names
         start = bisect_right(entries, (off, "\U0010ffff")) if off else 0
         for i in range(start, len(entries)):
             key, name = entries[i]
             child = children.get(name)
-            if child is not None and _listing_key(child) == key:
+            if child is not None and _listing_key(child, d, name) == key:
                 yield name, child, key
 
     def readlink(self, ino: int) -> bytes:
@@ -610,7 +617,10 @@ class Tree:
         inode = self.child(d, name)
         if inode.is_dir:
             raise IsADirectory("is a directory")
-        self.handler(inode).unlink(d, inode)
+        if inode.role == Role.ATTACH:  # a hard-linked file: which of its names goes
+            self.attachments.unlink(d, inode, name)
+        else:
+            self.handler(inode).unlink(d, inode)
 
     @_commits_async
     async def rmdir(self, parent_ino: int, name: str) -> None:
@@ -634,9 +644,16 @@ class Tree:
         self.memory.persist_pending(d.owner)
         self.memory.flush_touched()
 
-    def link(self, name: str = "") -> None:
-        self.check_name(name)
-        raise NotSupported("hard links are not supported (EPERM); copy the file instead")
+    @_commits
+    def link(self, ino: int, new_parent_ino: int, name: str) -> Inode:
+        """A hard link: another name for an attachment file, inside its own node."""
+        inode = self.get(ino)
+        d = self._new_entry_in(new_parent_ino, name)
+        assert d.children is not None
+        if name in d.children:
+            raise Exists(f"{self.child_path(d, name)} exists")
+        self.memory.check_writable()
+        return self.attachments.link(inode, d, name)
 
     @_commits_async
     async def mknod(self, parent_ino: int, name: str, mode: int, uid: int, gid: int) -> Inode:

@@ -115,6 +115,39 @@ class AttachmentStore:
             self._tx.atts[a.id] = (a, replace(a))
         return a
 
+    def add_link(self, holder: Attachment, parent_id: int | None, name: str) -> Attachment:
+        """A hard link: one more name (a row with link_of) for the file, symlink, FIFO or
+        socket `holder` keeps (a symlink's target is copied: it never changes)."""
+        a = Attachment(
+            self.store.new_id(),
+            holder.node_id,
+            parent_id,
+            name,
+            holder.kind,
+            holder.mode,
+            holder.mtime,
+            holder.target,
+            link_of=holder.id,
+        )
+        with self.transaction():
+            self.store.insert_attachment(a, None)
+            self.attachments[a.id] = a
+            self._tx.new_atts.append(a.id)
+            self._tx.atts[a.id] = (a, replace(a))
+        return a
+
+    def swap_names(self, a: Attachment, b: Attachment) -> None:
+        """Two rows of one hard-linked file trade their names (node, folder, name): the
+        holder takes the name that must stay, so it always keeps a live name."""
+        with self.transaction():
+            self._touch_att(a)
+            self._touch_att(b)
+            a.node_id, b.node_id = b.node_id, a.node_id
+            a.parent_id, b.parent_id = b.parent_id, a.parent_id
+            a.name, b.name = b.name, a.name
+            self.store.update_attachment(a)
+            self.store.update_attachment(b)
+
     def commit_attachment(
         self,
         a: Attachment,

@@ -165,18 +165,20 @@ class Store:
     def attachments(self) -> list[Attachment]:
         rows = self.con.execute(
             "SELECT id, node_id, parent_id, name, kind, mode, mtime, target, deleted_at, "
-            "size FROM attachments ORDER BY id"
+            "size, link_of FROM attachments ORDER BY id"
         ).fetchall()
-        return [Attachment(*r[:8], deleted_at=r[8], size=r[9]) for r in rows]
+        return [Attachment(*r[:8], deleted_at=r[8], size=r[9], link_of=r[10]) for r in rows]
 
     def attachment(self, att_id: int) -> Attachment | None:
         """One attachment record as stored (a rollback reloads what it had changed)."""
         row = self.con.execute(
             "SELECT id, node_id, parent_id, name, kind, mode, mtime, target, deleted_at, "
-            "size FROM attachments WHERE id = ?",
+            "size, link_of FROM attachments WHERE id = ?",
             [att_id],
         ).fetchone()
-        return Attachment(*row[:8], deleted_at=row[8], size=row[9]) if row else None
+        if row is None:
+            return None
+        return Attachment(*row[:8], deleted_at=row[8], size=row[9], link_of=row[10])
 
     def attachment_data(self, att_id: int) -> bytearray:
         """A file attachment's bytes: its chunks in order (empty for no chunks)."""
@@ -329,7 +331,7 @@ class Store:
         size = len(data) if a.kind == "file" and data else 0
         self.con.execute(
             "INSERT INTO attachments (id, node_id, parent_id, name, kind, mode, mtime, size, "
-            "target, deleted_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            "target, deleted_at, link_of) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
             [
                 a.id,
                 a.node_id,
@@ -341,6 +343,7 @@ class Store:
                 size,
                 a.target,
                 a.deleted_at,
+                a.link_of,
             ],
         )
         if size:

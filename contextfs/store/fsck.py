@@ -184,6 +184,44 @@ def chunk_sizes(store: Store) -> list[str]:
     return problems
 
 
+def links_consistent(store: Store) -> list[str]:
+    """A hard link (v5) names a holder of its own node: of the link's kind (not a folder),
+    no link itself, live whenever the link is, and with the same symlink target; the link
+    has no bytes of its own and no access row."""
+    problems = [
+        f"attachment {i}: link of {h} ({why})"
+        for i, h, why in _rows(
+            store,
+            """
+            SELECT a.id, a.link_of, CASE
+                WHEN h.id IS NULL THEN 'missing'
+                WHEN h.kind <> a.kind OR a.kind = 'dir' THEN 'another kind'
+                WHEN h.target IS DISTINCT FROM a.target THEN 'another target'
+                WHEN h.link_of IS NOT NULL THEN 'a link itself'
+                WHEN h.node_id <> a.node_id THEN 'another node'
+                WHEN a.size <> 0 THEN 'the link has a size'
+                ELSE 'removed while the link is live' END
+            FROM attachments a LEFT JOIN attachments h ON h.id = a.link_of
+            WHERE a.link_of IS NOT NULL AND (
+                h.id IS NULL OR h.kind <> a.kind OR a.kind = 'dir'
+                OR h.target IS DISTINCT FROM a.target
+                OR h.link_of IS NOT NULL OR h.node_id <> a.node_id OR a.size <> 0
+                OR (a.deleted_at IS NULL AND h.deleted_at IS NOT NULL))""",
+        )
+    ]
+    problems += [
+        f"attachment {i}: a hard link with an access row"
+        for (i,) in _rows(
+            store,
+            """
+            SELECT a.id FROM attachments a JOIN access x
+              ON x.kind = 'attachment' AND x.key = CAST(a.id AS TEXT)
+            WHERE a.link_of IS NOT NULL""",
+        )
+    ]
+    return problems
+
+
 def outbox_covers_nodes(store: Store) -> list[str]:
     """Every node's current state has an outbox row, so derived indexes can catch up."""
     return [
@@ -208,6 +246,7 @@ CHECKS: tuple[Check, ...] = (
     chunks_belong_to_files,
     chunks_contiguous,
     chunk_sizes,
+    links_consistent,
     outbox_covers_nodes,
 )
 

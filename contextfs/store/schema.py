@@ -10,7 +10,7 @@ from collections.abc import Callable
 
 import duckdb
 
-SCHEMA_VERSION = 4
+SCHEMA_VERSION = 5
 
 # An attachment's bytes are stored in chunks of this size (v3): a commit rewrites only
 # the chunks it changed, so an fsync of a 4 KiB write into a 32 MiB file stores 64 KiB.
@@ -77,10 +77,15 @@ CREATE TABLE IF NOT EXISTS versions (
 
 -- Files, folders, symlinks, FIFOs and sockets a user keeps inside a node directory.
 -- parent_id is NULL for the node directory itself, else the id of a 'dir' attachment of
--- the same node.
+-- the same node. A hard link (v5) is one more row, a name of the file whose row is
+-- link_of: that row (the "holder") keeps the bytes, size, mode, mtime and access of all
+-- its names, and is always the one that keeps the file's last live name.
 -- Invariants (checked by fsck): at most one live row per (node_id, parent_id, name);
 -- size = 0 unless kind = 'file'; target is NULL unless kind = 'symlink'. A file's bytes
 -- are its rows in attachment_chunks (v3; before, a `data` BLOB column of this table).
+-- A link row has its holder's kind (never 'dir') and symlink target, size 0 and no
+-- chunks; its link_of names a row of the same node with link_of NULL, live whenever the
+-- link row is live.
 CREATE TABLE IF NOT EXISTS attachments (
     id         BIGINT PRIMARY KEY,
     node_id    BIGINT NOT NULL,
@@ -91,7 +96,8 @@ CREATE TABLE IF NOT EXISTS attachments (
     mtime      DOUBLE NOT NULL,
     size       BIGINT NOT NULL,        -- (v3) a file's length in bytes; 0 for any other kind
     target     BLOB,                   -- a symlink's target, as given to symlink(2)
-    deleted_at DOUBLE                  -- NULL = live; soft-deleted, restorable with its node
+    deleted_at DOUBLE,                 -- NULL = live; soft-deleted, restorable with its node
+    link_of    BIGINT                  -- (v5) NULL, or a hard link: the holder's id
 );
 
 -- (v3) The bytes of every 'file' attachment, in fixed chunks of CHUNK_SIZE (64 KiB) bytes:
@@ -248,12 +254,27 @@ def insert_chunks(
 
 _ROWS_PER_INSERT = 64
 
+
+def _add_link_of(con: duckdb.DuckDBPyConnection) -> None:
+    """v4 -> v5: attachments.link_of (hard links). A store migrated from v2 already has it
+    (step 2 builds the newest attachments table)."""
+    cols = {
+        r[0]
+        for r in con.execute(
+            "SELECT column_name FROM information_schema.columns WHERE table_name = 'attachments'"
+        ).fetchall()
+    }
+    if "link_of" not in cols:
+        con.execute("ALTER TABLE attachments ADD COLUMN link_of BIGINT")
+
+
 # MIGRATIONS[n] upgrades a store at schema version n to n + 1: SQL, or a function for a
 # step that needs more than one statement.
 MIGRATIONS: dict[int, str | Callable[[duckdb.DuckDBPyConnection], None]] = {
     1: "ALTER TABLE nodes ADD COLUMN archived_at DOUBLE",
     2: _chunk_attachments,
     3: "SELECT 1",  # the access table: created by create_tables on any store
+    4: _add_link_of,
 }
 
 

@@ -73,7 +73,11 @@ OPEN_FLAGS = tuple(
 )
 
 EXCLUDED = [
-    {"op": "link", "reason": "hard links are refused by design (EPERM, SPEC §8); not generated"},
+    {
+        "op": "link across nodes",
+        "reason": "refused by design (EXDEV); every example is one node "
+        "(tests/integration/test_hard_links.py covers it)",
+    },
     {
         "op": "mknod/mkfifo",
         "reason": "device nodes are refused by design (EPERM); FIFOs and sockets inside a "
@@ -160,7 +164,7 @@ def _describe(st: os.stat_result, *, nlink: bool = True, dir_mtime: bool = True)
     d: tuple = (stat.filemode(st.st_mode), oct(stat.S_IMODE(st.st_mode)), mtime)
     if kind == stat.S_IFDIR:
         return (*d, ("nlink", st.st_nlink) if nlink else None)
-    return (*d, ("size", st.st_size))
+    return (*d, ("size", st.st_size), ("nlink", st.st_nlink))
 
 
 @dataclass
@@ -216,7 +220,10 @@ class Differ:
         )
 
     def snapshot(self, root: Path) -> dict[str, Any]:
+        """Every entry's description; a file with hard links also names all the paths of
+        its inode (st_ino itself differs between the sides)."""
         out: dict[str, Any] = {}
+        inodes: dict[int, list[str]] = {}
 
         def walk(rel: str) -> None:
             d = root / rel if rel else root
@@ -233,11 +240,16 @@ class Differ:
                 elif stat.S_ISREG(st.st_mode):
                     with open(root / p, "rb") as f:
                         desc += (("data", f.read()),)
+                    inodes.setdefault(st.st_ino, []).append(p)
                 out[p] = desc
                 if stat.S_ISDIR(st.st_mode):
                     walk(p)
 
         walk("")
+        for paths in inodes.values():
+            if len(paths) > 1:
+                for p in paths:
+                    out[p] += (("same file as", tuple(sorted(paths))),)
         return out
 
     def check(self) -> None:
@@ -381,6 +393,33 @@ class Differ:
 
     def readlink(self, path: str) -> tuple:
         return self._op(f"readlink(path={path!r})", lambda r: os.readlink(r / path))
+
+    def link(self, src: str, dst: str, follow: bool = False) -> tuple:
+        """A hard link: of a symlink itself (`ln`, link(2)), or with follow of what it
+        points to (`ln -L`, linkat(AT_SYMLINK_FOLLOW))."""
+
+        def ln(r: Path) -> None:
+            fd = os.open(r, os.O_RDONLY | os.O_DIRECTORY)
+            try:  # dir fds make os.link call linkat, whose flag follow sets
+                os.link(src, dst, src_dir_fd=fd, dst_dir_fd=fd, follow_symlinks=follow)
+            finally:
+                os.close(fd)
+
+        return self._op(f"link(src={src!r}, dst={dst!r}, follow={follow})", ln)
+
+    def link_nth(self, n: int, m: int, follow: bool = False) -> tuple | None:
+        """link() of the n-th existing non-folder to the m-th free name whose folder
+        exists (both as the native side has them now), so that most links are made:
+        random names mostly hit EEXIST or ENOENT."""
+        entries = [
+            p for p in PATHS if os.path.lexists(self.nat / p) and not (self.nat / p).is_dir()
+        ]
+        free = [
+            p for p in PATHS if not os.path.lexists(self.nat / p) and (self.nat / p).parent.is_dir()
+        ]
+        if not entries or not free:
+            return None
+        return self.link(entries[n % len(entries)], free[m % len(free)], follow)
 
     def chmod(self, path: str, mode: int) -> tuple:
         return self._op(f"chmod(path={path!r}, mode={mode:#o})", lambda r: os.chmod(r / path, mode))
@@ -554,6 +593,16 @@ def machine_for(
         def readlink(self, path):
             self._step()
             self.d.readlink(path)
+
+        @rule(src=paths, dst=paths, follow=st.booleans())
+        def link(self, src, dst, follow):
+            self._step()
+            self.d.link(src, dst, follow)
+
+        @rule(n=st.integers(0, 7), m=st.integers(0, 7), follow=st.booleans())
+        def link_nth(self, n, m, follow):
+            self._step()
+            self.d.link_nth(n, m, follow)
 
         @rule(path=paths, mode=modes)
         def chmod(self, path, mode):

@@ -152,7 +152,7 @@ async def test_a_version_2_store_with_attachments_opens_with_the_same_bytes(tmp_
     assert (
         store.con.execute("SELECT value FROM store_meta WHERE key = 'schema_version'").fetchone()[0]
         == str(SCHEMA_VERSION)
-        == "4"
+        == "5"
     )
     assert check_store(store) == []
     columns = [

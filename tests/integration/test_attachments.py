@@ -2,8 +2,8 @@
 
 Everything other than L0/L1/L2, meta.yaml and .history inside a node directory is an
 attachment: files, folders and symlinks that keep their bytes, modes, mtimes and names
-across a remount. Hard links and device nodes are refused with EPERM, derived files with
-EACCES, and every refusal shows in .status.
+across a remount. Device nodes are refused with EPERM, derived files with EACCES, and
+every refusal shows in .status. Hard links: tests/integration/test_hard_links.py.
 """
 
 from __future__ import annotations
@@ -221,20 +221,6 @@ def test_chmod_utime_and_symlinks_survive_remount(mount):
 
 
 # ---- refusals --------------------------------------------------------------------------------
-
-
-def test_hard_link_is_refused_with_eperm(mount):
-    node = make_node(mount)
-    (node / "notes.txt").write_text("notes\n")
-    for src in ("notes.txt", "L2.md"):
-        with pytest.raises(OSError) as e:
-            os.link(node / src, node / f"{src}.link")
-        assert e.value.errno == errno.EPERM
-        assert not (node / f"{src}.link").exists()
-    status = mount.status()
-    for src in ("notes.txt", "L2.md"):
-        assert f"EPERM link user/default/preferences/tools/{src}" in status, status
-    assert attachments(node) == {"notes.txt"}
 
 
 def test_fifos_and_sockets_work_in_a_node_device_nodes_are_refused(mount):

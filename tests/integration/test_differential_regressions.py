@@ -102,3 +102,31 @@ def test_a_setgid_directory_passes_its_bit_to_new_subdirectories(d):
     d.mkdir(path="d/b", mode=0o755)
     d.remount()
     d.stat("d/b")
+
+
+def test_a_hard_link_of_a_symlink_links_the_symlink_itself(d):
+    # Found by the campaign once link() was generated: link(2) does not follow a symlink
+    # (ln -P, Linux's default), so a symlink's own name is linked, even a dangling one;
+    # linkat(AT_SYMLINK_FOLLOW) links what it points to (ELOOP for a loop).
+    d.populate(dirs=("d", "e"), files=())
+    d.remount()
+    d.symlink(link_target="a", path="a")
+    d.link(src="a", dst="e/b")
+    d.link(src="a", dst="e/c", follow=True)
+    d.write_file("f", b"x")
+    d.symlink(link_target="f", path="g")
+    d.link(src="g", dst="h", follow=True)
+    d.link(src="g", dst="d/h")
+    d.remount()
+    d.unlink("g")
+    d.rename(src="h", dst="e/h")
+
+
+def test_truncate_to_the_same_size_marks_the_mtime(d):
+    # Found by the campaign: truncate(2) to a file's own size leaves its mtime as utime
+    # set it on ContextFS; Linux marks it (POSIX asks it only on a change of size).
+    d.populate(dirs=("e",), files=())
+    d.write_file(path="e/a", data=b">\x88k")
+    d.utime(path="e/a", atime_ns=0, mtime_ns=0, follow=False)
+    d.truncate(path="e/a", size=3)
+    d.remount()
