@@ -213,27 +213,16 @@ class Perms:
             mode = stat.S_IMODE(mode)
         n = inode.node
         rel = self._fixed_dir(inode)
-        if rel is not None:
+        if rel is not None or role == Role.OWNER:  # a folder: its own mode and owner
             assert inode.owner is not None
-            a = self.dir_access(inode.owner, rel)
+            owner_path = f"{inode.owner[0]}/{inode.owner[1]}"
+            if rel is not None:
+                kind, key, a = "dir", f"{owner_path}/{rel}", self.dir_access(inode.owner, rel)
+            else:
+                kind, key, a = "owner", owner_path, self.owner_access(inode.owner)
             self._store(
-                "dir",
-                f"{inode.owner[0]}/{inode.owner[1]}/{rel}",
-                a,
-                Access(
-                    a.uid if uid is None else uid,
-                    a.gid if gid is None else gid,
-                    a.dir_mode if mode is None else mode,
-                    a.file_mode,
-                ),
-            )
-            return True
-        if role == Role.OWNER:
-            assert inode.owner is not None
-            a = self.owner_access(inode.owner)
-            self._store(
-                "owner",
-                f"{inode.owner[0]}/{inode.owner[1]}",
+                kind,
+                key,
                 a,
                 Access(
                     a.uid if uid is None else uid,

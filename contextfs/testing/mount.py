@@ -19,6 +19,7 @@ import subprocess
 import sys
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 # pyfuse3 logs this when the kernel no longer waits for a RELEASE reply (the file was
@@ -288,3 +289,12 @@ def log_problems(log: Path) -> list[str]:
         or " CRITICAL " in line
         or line.startswith("Traceback")
     ]
+
+
+def errno_of(fn: Callable[..., object], *args: object) -> int:
+    """The errno a call fails with through the mount, 0 when it succeeds."""
+    try:
+        fn(*args)
+    except OSError as exc:
+        return exc.errno or 0
+    return 0

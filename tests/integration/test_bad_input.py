@@ -29,7 +29,7 @@ from pathlib import Path
 
 import pytest
 
-from contextfs.testing import Mount
+from contextfs.testing import Mount, errno_of
 
 pytestmark = pytest.mark.slow
 
@@ -41,12 +41,7 @@ CANARY_BIN = bytes(range(256)) * 40
 QUIET = {errno.ENOENT, errno.EEXIST, errno.ENOTEMPTY, errno.ENOTDIR, errno.EISDIR}
 
 
-def _errno(fn, *args) -> int:
-    try:
-        fn(*args)
-    except OSError as exc:
-        return exc.errno
-    return 0
+_errno = errno_of
 
 
 def _write(path: Path, data: bytes, flags: int = os.O_TRUNC, fsync: bool = True) -> None:

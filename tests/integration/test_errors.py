@@ -13,13 +13,9 @@ import duckdb
 import pytest
 import xxhash
 
+from contextfs.testing import errno_of
 
-def _errno(fn, *args) -> int:
-    try:
-        fn(*args)
-    except OSError as exc:
-        return exc.errno
-    return 0
+_errno = errno_of
 
 
 def _write(path: Path, data: bytes) -> None:

@@ -7,15 +7,10 @@ import os
 import subprocess
 from pathlib import Path
 
+from contextfs.testing import errno_of
 from tests.integration.test_search import fake_embeddings, openai_mount
 
-
-def _errno(fn, *args) -> int:
-    try:
-        fn(*args)
-    except OSError as exc:
-        return exc.errno
-    return 0
+_errno = errno_of
 
 
 def _node(mount) -> Path:

@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 
-from contextfs.testing import Mount
+from contextfs.testing import Mount, errno_of
 from tests.integration.test_search import fake_embeddings, openai_mount
 
 FIRST, REST = "Zq8Xw7Ec6R", "v5Tb4Yn3Um2Ik1"  # one token, written in two appends
@@ -44,12 +44,7 @@ def leaks(folder: Path, needles: list[str]) -> list[str]:
     return found
 
 
-def _errno(fn, *args) -> int:
-    try:
-        fn(*args)
-    except OSError as exc:
-        return exc.errno
-    return 0
+_errno = errno_of
 
 
 @pytest.mark.allow_warnings  # the embedder stand-in logs its model the first time
