@@ -119,10 +119,11 @@ def test_context_holds_the_matched_passages_within_budget(corpus):
         assert estimate_tokens(text) <= budget, (budget, estimate_tokens(text))
     d = qdir(corpus.path, q, opts="@budget=200")
     text = (d / "_context.md").read_text()
-    # the best hit's matched text comes first, under its path and date
-    best = os.readlink(d / sorted(os.listdir(d))[0])  # ../../../user/...
+    # a top hit's matched text comes first, under its path and date (the links rank nodes,
+    # the bundle passages: two fusions, which may swap close neighbours)
+    top = [os.readlink(d / n).lstrip("./") for n in sorted(os.listdir(d))[:3]]
     first = text.index("\n## ")
-    assert text[first:].startswith(f"\n## {best.lstrip('./')}")
+    assert any(text[first:].startswith(f"\n## {path}") for path in top), (top, text[:300])
     assert "searched by BM25 + vectors" in text
     text = (qdir(corpus.path, q, opts="@budget=800") / "_context.md").read_text()
     assert "user/alice/preferences/editor · " in text and "Neovim" in text
