@@ -23,7 +23,7 @@ import os
 import signal
 import subprocess
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Awaitable, Callable, Iterator
 from importlib import metadata
 from pathlib import Path
 from types import TracebackType
@@ -116,6 +116,7 @@ OWN_OPTIONS = {"ctx_xattr"}
 def run(cfg: Config, mountpoint: Path, options: list[str]) -> int:
     """Mount and serve until unmounted. Returns the process exit code."""
     faulthandler.register(signal.SIGUSR1, all_threads=True)
+    faulthandler.enable(all_threads=True)  # a fatal signal prints every thread's stack
     mountpoint = mountpoint.absolute()
     _clear_stale_mount(mountpoint)
     with contextlib.ExitStack() as teardown:
@@ -301,16 +302,31 @@ async def _serve(
     summaries: SummaryService | None,
 ) -> None:
     async with trio.open_nursery() as nursery:
-        nursery.start_soon(ops.run_invalidator)
+        nursery.start_soon(_guarded, "invalidator", ops.run_invalidator)
         nursery.start_soon(_watch_signals, nursery)
-        nursery.start_soon(intake_service.run)
-        nursery.start_soon(consolidation.run)
+        nursery.start_soon(_guarded, "intake", intake_service.run)
+        nursery.start_soon(_guarded, "consolidation", consolidation.run)
         if summaries is not None:
-            nursery.start_soon(summaries.run)
+            nursery.start_soon(_guarded, "summaries", summaries.run)
         if indexer is not None:
-            nursery.start_soon(indexer.run)
+            nursery.start_soon(_guarded, "indexer", indexer.run)
         await pyfuse3.main()
         nursery.cancel_scope.cancel()
+
+
+async def _guarded(name: str, run: Callable[[], Awaitable[None]]) -> None:
+    """Run a background service; if it raises, log it and start it again after a pause
+    that grows to a minute. A service's fault in a nursery would otherwise cancel
+    `pyfuse3.main()` and take the mount down with it."""
+    pause = 1.0
+    while True:
+        try:
+            await run()
+            return
+        except Exception:
+            log.exception("%s failed; starting it again in %.0f s", name, pause)
+        await trio.sleep(pause)
+        pause = min(60.0, pause * 2)
 
 
 __all__ = ["run", "ContextFSError"]

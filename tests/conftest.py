@@ -41,6 +41,17 @@ def _no_unexpected_warnings(request: pytest.FixtureRequest, caplog: pytest.LogCa
         pytest.fail("unexpected log records: " + "; ".join(r.getMessage() for r in bad))
 
 
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo):
+    """A failed test whose daemon died shows why: exit code, output, log tail."""
+    rep = yield
+    if rep.failed:
+        for m in list(Mount.started):
+            if m.died():
+                rep.sections.append((f"daemon post-mortem: {m.path}", m.post_mortem()))
+    return rep
+
+
 # ---- in-process store, memory and tree ---------------------------------------------------
 
 

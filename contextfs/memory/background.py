@@ -37,3 +37,11 @@ class Service:
             return
         with trio.move_on_after(timeout):
             await self._wake.wait()
+
+    async def _pause(self, seconds: float) -> None:
+        """Sleep `seconds` whatever wakes arrive (after a failure: a busy store would
+        otherwise retry on every commit); only `stop()` ends it early."""
+        with trio.move_on_after(seconds):
+            while not self._stopping:
+                self._rearm()
+                await self._wake.wait()

@@ -118,6 +118,7 @@ class Indexer(Service):
         self.error: str | None = None
         self.dead = False  # the text index could not open: nothing will ever answer
         self.text_generation = 0  # everything up to this outbox seq is in the BM25 index
+        self._must_rebuild = False  # the model is in, the vectors are empty: index everything
         self._progress = trio.Event()
         self.unsubscribe = memory.subscribe(self._committed)
 
@@ -154,9 +155,20 @@ class Indexer(Service):
         try:
             async with trio.open_nursery() as nursery:
                 nursery.start_soon(self._load_model)
+                pause = 1.0
                 while not self.stopping:
                     self._rearm()  # fresh before looking: a wake meanwhile counts
-                    worked = await (self.drain_once() if self.ready else self._drain_text())
+                    try:
+                        worked = await self._step()
+                    except Exception as exc:  # noqa: BLE001 - the mount outlives the indexer
+                        # The batch is not marked done: it is tried again after a pause
+                        # that grows to a minute, and `.status` says what failed meanwhile.
+                        self.error = f"indexing failed: {exc!r}"
+                        log.exception("indexer: a batch failed; retrying in %.0f s", pause)
+                        await self._pause(pause)
+                        pause = min(60.0, pause * 2)
+                        continue
+                    pause = 1.0
                     if worked:
                         continue
                     if (
@@ -175,16 +187,27 @@ class Indexer(Service):
                 if self.text is not None:
                     self.text.close()  # release tantivy's writer lock
 
+    async def _step(self) -> bool:
+        """One unit of the loop's work; whether there was any."""
+        if self._must_rebuild:
+            await self._rebuild()
+            self._must_rebuild = False
+            self.state = "ready"
+            return True
+        return await (self.drain_once() if self.ready else self._drain_text())
+
     async def _load_model(self) -> None:
         try:
             # abandon_on_cancel: an unmount while the model still loads must not wait for it
             embedder = await trio.to_thread.run_sync(self.embedder_factory, abandon_on_cancel=True)
             self.state = "opening the vector index"
             await trio.to_thread.run_sync(self._open_vectors, embedder, abandon_on_cancel=True)
+            # The rebuild runs in `run`'s loop, never beside a batch of `drain_once`: both
+            # would index the same rows, and the rebuild's end would set the generation back.
+            self._must_rebuild = self.generation == 0 and self.memory.generation > 0
             self.embedder = embedder
-            if self.generation == 0 and self.memory.generation > 0:
-                await self._rebuild()
-            self.state = "ready"
+            if not self._must_rebuild:
+                self.state = "ready"
             log.info(
                 "indexer ready (%s, generation %d of %d)",
                 embedder.name,
@@ -233,6 +256,8 @@ class Indexer(Service):
         """Worker thread, at start: the BM25 index, caught up with the store if it was
         missing or unusable (it needs no model, so this takes seconds, not minutes)."""
         self.dir.mkdir(parents=True, exist_ok=True)
+        for tmp in self.dir.glob("index.json.*.tmp"):  # a save cut short by a crash
+            tmp.unlink(missing_ok=True)
         meta = self._read_meta()
         generation = int(meta.get("text_generation", meta.get("generation", 0)) or 0)
         try:
@@ -319,7 +344,7 @@ class Indexer(Service):
             (snap / "digests.json").write_text(
                 json.dumps({str(k): v for k, v in self.digests.items()})
             )
-        tmp = self.dir / "index.json.tmp"
+        tmp = self.dir / f"index.json.{snap.name}.tmp"  # never shared by two saves
         tmp.write_text(
             json.dumps(
                 {

@@ -11,6 +11,7 @@ imported only inside `fsck_store`, when a check asks for it.
 
 from __future__ import annotations
 
+import errno
 import json
 import os
 import re
@@ -19,6 +20,7 @@ import subprocess
 import sys
 import threading
 import time
+import weakref
 from collections.abc import Callable
 from pathlib import Path
 
@@ -57,6 +59,9 @@ def contextfs_cmd(*args: str) -> list[str]:
 class Mount:
     """A running daemon on `path` over `data_dir`; remount() and kill() for crash tests."""
 
+    # Every mount started in this process, for the post-mortem of a failed test.
+    started: weakref.WeakSet[Mount] = weakref.WeakSet()
+
     def __init__(self, path: Path, data_dir: Path, *, search: bool = False) -> None:
         self.path = path
         self.data_dir = data_dir
@@ -69,6 +74,10 @@ class Mount:
         self.proc: subprocess.Popen | None = None
         self.log_offset = 0
         self.expect_log: list[str] = []
+        # The daemon's stdout/stderr, read continuously: a full 64 KiB pipe would block the
+        # daemon in write(), and a daemon that died must be able to say why.
+        self.output: list[str] = []
+        self._reader: threading.Thread | None = None
 
     @property
     def log(self) -> Path:
@@ -96,7 +105,21 @@ class Mount:
             if time.monotonic() > deadline:
                 raise AssertionError("mount not ready after 60 s")
             time.sleep(0.02)
+        self.output = []
+        Mount.started.add(self)
+        self._reader = threading.Thread(target=self._drain, args=(self.proc,), daemon=True)
+        self._reader.start()
         return self.proc
+
+    def _drain(self, proc: subprocess.Popen) -> None:
+        for raw in iter(proc.stdout.readline, b""):
+            self.output.append(raw.decode("utf-8", "replace"))
+
+    def _collected(self) -> str:
+        if self._reader is not None:
+            self._reader.join(timeout=10)
+            self._reader = None
+        return "".join(self.output)
 
     def stop(self) -> str:
         """Unmount cleanly; assert the daemon exited 0; return its output."""
@@ -108,10 +131,26 @@ class Mount:
             self.proc.kill()
             self.proc.wait()
             raise AssertionError("daemon did not exit after unmount") from None
-        out = self.proc.stdout.read().decode(errors="replace")
+        out = self._collected()
         assert self.proc.returncode == 0, f"daemon exit {self.proc.returncode}:\n{out}"
         self.proc = None
         return out
+
+    def died(self) -> bool:
+        """The daemon this fixture started has exited without being stopped."""
+        return self.proc is not None and self.proc.poll() is not None
+
+    def post_mortem(self) -> str:
+        """What a test shows when the mount stopped answering: whether the daemon still
+        runs, its exit code, its output and the end of its log."""
+        if self.proc is None:
+            return "no daemon was started by this fixture"
+        code = self.proc.poll()
+        state = "still running" if code is None else f"exited {code}"
+        out = self._collected() if code is not None else "".join(self.output)
+        log = self.log.read_text(errors="replace") if self.log.exists() else ""
+        tail = "\n".join(log.splitlines()[-60:])
+        return f"daemon {state}\n--- output ---\n{out[-6000:]}\n--- log tail ---\n{tail}"
 
     def kill(self) -> None:
         """SIGKILL the daemon, like a crash; leaves the kernel mount to clean up."""
@@ -130,7 +169,12 @@ class Mount:
         return fsck_store(self.data_dir / "contextfs.duckdb")
 
     def status(self) -> str:
-        return (self.path / ".status").read_text()
+        try:
+            return (self.path / ".status").read_text()
+        except OSError as e:
+            if e.errno in (errno.ENOTCONN, errno.ECONNABORTED):
+                raise AssertionError(f"the mount is gone ({e}):\n{self.post_mortem()}") from e
+            raise
 
     def new_log(self) -> str:
         """Log lines written since the last call."""
@@ -142,27 +186,8 @@ class Mount:
 
 
 class DrainedMount(Mount):
-    """A `Mount` with the daemon's stdout/stderr read continuously.
-
-    Mount reads the daemon's pipe only at stop(); under a long load the daemon's log output
-    (and any traceback) fills the 64 KiB pipe and the daemon blocks in write(), which looks
-    exactly like a hung filesystem.
-    """
-
-    def __init__(self, path: Path, data_dir: Path) -> None:
-        super().__init__(path, data_dir)
-        self.output: list[str] = []
-        self._reader: threading.Thread | None = None
-
-    def start(self, *extra: str, expect_fail: bool = False) -> subprocess.Popen:
-        proc = super().start(*extra, expect_fail=expect_fail)
-        self._reader = threading.Thread(target=self._drain, args=(proc,), daemon=True)
-        self._reader.start()
-        return proc
-
-    def _drain(self, proc: subprocess.Popen) -> None:
-        for raw in iter(proc.stdout.readline, b""):
-            self.output.append(raw.decode("utf-8", "replace"))
+    """A `Mount` for long loads: unmounted without waiting for `contextfs umount`, and
+    aborted (stacks to the log, then kill) when it hangs."""
 
     def stop(self) -> str:
         subprocess.run(["fusermount3", "-u", str(self.path)], capture_output=True)
@@ -173,8 +198,7 @@ class DrainedMount(Mount):
         except subprocess.TimeoutExpired:
             self.abort()
             raise RuntimeError("daemon did not exit after unmount") from None
-        if self._reader:
-            self._reader.join(timeout=10)
+        self._collected()
         self.proc = None
         if proc.returncode != 0:
             raise RuntimeError(f"daemon exit {proc.returncode}")

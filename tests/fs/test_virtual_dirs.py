@@ -10,6 +10,7 @@ import hashlib
 import json
 import os
 import re
+import time
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -142,6 +143,37 @@ async def test_scoped_vector_search_sees_a_node_written_after_the_last_question(
     await fs.write("user/default/preferences/tea/L2.md", b"Green tea, never coffee.", fsync=True)
     listed = [n for n in await fs.listdir(f"{question} again") if n[0].isdigit()]
     assert sorted(n[3:] for n in listed) == ["editor", "tea"]
+
+
+async def test_a_model_that_loads_slowly_does_not_race_the_first_rebuild(
+    plain: Mount, memory: Memory, tmp_path: Path, nursery: trio.Nursery
+) -> None:
+    """The model loads for longer than the checkpoint interval over a store that already
+    has nodes (a busy CI machine: 17 s). There the first rebuild and the loop's checkpoint
+    once saved at the same moment through one `index.json.tmp`, and the loser's error ended
+    the mount. That race needs a precise timing this test does not force; it checks what
+    the rebuild, now run by the loop alone, must give: every node indexed, no error, and a
+    snapshot that `index.json` names."""
+    fs = plain.fs
+    for i in range(300):
+        await fs.mkdir(f"user/default/preferences/n{i:03d}")
+        await fs.write(f"user/default/preferences/n{i:03d}/L2.md", f"note {i} on tea".encode())
+
+    def slow_model() -> WordEmbedder:
+        time.sleep(1.0)  # worker thread: the loop meanwhile indexes BM25 alone
+        return WordEmbedder()
+
+    ix = Indexer(memory, tmp_path / "slow-index", slow_model, model_name="test-words")
+    ix.CHECKPOINT_SECONDS = 0.05
+    nursery.start_soon(ix.run)
+    with trio.fail_after(60):
+        while not (ix.state == "ready" and ix.generation == memory.generation):
+            await trio.sleep(0.01)
+    assert ix.error is None
+    assert len(ix.vectors) == 300
+    meta = json.loads((tmp_path / "slow-index/index.json").read_text())
+    assert (tmp_path / "slow-index" / meta["snapshot"] / "vectors.bin").is_file()
+    ix.stop()
 
 
 async def test_query_without_search_is_enoent(plain: Mount) -> None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import errno
 import json
 import os
+import shutil
 import subprocess
 import sys
 import threading
@@ -391,3 +392,41 @@ def test_bm25_answers_from_the_first_second(tmp_path, monkeypatch):
             m.stop()
         fake.close()
     assert m.fsck() == []
+
+
+def test_a_failing_index_does_not_take_the_mount_down(tmp_path: Path) -> None:
+    """An internal fault of the indexer (here its text index replaced by a file under it)
+    is reported in `.status` and the log; the mount keeps serving reads and writes, and a
+    remount over a sound index dir indexes what was written meanwhile."""
+    (tmp_path / "mnt").mkdir()
+    m = Mount(tmp_path / "mnt", tmp_path / "data", search=True)
+    m.start()
+    try:
+        root = m.path
+        (root / "user/alice").mkdir(parents=True)
+        write_node(root, "user/alice/preferences/tea", "Alice drinks green tea.\n", fsync=True)
+        text_dir = m.data_dir / "index/text"
+        shutil.rmtree(text_dir)
+        text_dir.write_text("not an index")
+        for i in range(3):
+            write_node(root, f"user/alice/preferences/n{i}", f"Note {i}: zorblatt coffee.\n")
+        deadline = time.monotonic() + 60
+        while "index_error: indexing failed" not in m.status():
+            assert time.monotonic() < deadline, m.status()
+            time.sleep(0.2)
+        assert not m.died(), m.post_mortem()
+        write_node(root, "user/alice/preferences/after", "Written after the fault.\n", fsync=True)
+        assert (
+            root / "user/alice/preferences/n2/L2.md"
+        ).read_text() == "Note 2: zorblatt coffee.\n"
+        assert "after" in os.listdir(root / "user/alice/preferences")
+        m.stop()
+        text_dir.unlink()
+        m.start()
+        wait_indexed(m)
+        assert {h["path"] for h in results(root, "zorblatt coffee")} >= {
+            f"user/alice/preferences/n{i}" for i in range(3)
+        }
+    finally:
+        if m.proc is not None and not m.died():
+            m.stop()
