@@ -27,8 +27,10 @@ from contextfs.conversations.llm import LLMExtractor
 from contextfs.conversations.media import MediaSettings
 from contextfs.ctxtypes import ContextType, builtin_schema_dir, load_types
 from contextfs.index.embed import Embedder, LocalEmbedder, OpenAIEmbedder
+from contextfs.media.clip import ClipSpec, LazyClip
 from contextfs.memory.redact import Redactor
 from contextfs.memory.service import Memory
+from contextfs.search.images import ImageVectors
 from contextfs.store import Store
 from contextfs.store.fsck import check_store
 
@@ -113,7 +115,30 @@ def media_settings(cfg: Config) -> MediaSettings:
         vad_energy_floor_db=cfg.vad_energy_floor_db,
         vad_min_modulation_db=cfg.vad_min_modulation_db,
         max_audio_seconds=cfg.media_max_audio_seconds,
+        clip_drop_above=cfg.clip_drop_above,
+        clip_new_below=cfg.clip_new_below,
     )
+
+
+def clip_model(cfg: Config) -> LazyClip | None:
+    """The CLIP model of a checkpoint in config.yaml, loaded on first use (one per process:
+    the visual gate and the image vectors share it); None when none is configured."""
+    if not cfg.clip_checkpoint:
+        return None
+    spec = ClipSpec(
+        model=cfg.clip_model,
+        checkpoint=cfg.clip_checkpoint,
+        model_config=cfg.clip_model_config,
+        threads=cfg.embed_threads,
+    )
+    return LazyClip(spec)
+
+
+def image_vectors(cfg: Config, clip: LazyClip | None) -> ImageVectors | None:
+    """The CLIP side of search, when a checkpoint is configured."""
+    if clip is None:
+        return None
+    return ImageVectors(clip, min_similarity=cfg.clip_query_min)
 
 
 def render_status(

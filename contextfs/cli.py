@@ -236,7 +236,7 @@ def cmd_search(args: argparse.Namespace) -> int:
 
 def cmd_reindex(args: argparse.Namespace) -> int:
     """Rebuild every derived index from DuckDB, with a progress bar."""
-    from contextfs.app import embedder_factory, load_all_types
+    from contextfs.app import clip_model, embedder_factory, image_vectors, load_all_types
     from contextfs.memory.service import Memory
     from contextfs.search.indexer import Indexer
     from contextfs.store import Store
@@ -250,7 +250,10 @@ def cmd_reindex(args: argparse.Namespace) -> int:
     try:
         memory = Memory(store, load_all_types(cfg), data_dir=cfg.data_dir)
         print(f"loading the embedding model ({cfg.model_name}) ...", file=sys.stderr)
-        indexer = Indexer(memory, cfg.index_dir, embedder_factory(cfg), model_name=cfg.model_name)
+        images = image_vectors(cfg, clip_model(cfg))
+        indexer = Indexer(
+            memory, cfg.index_dir, embedder_factory(cfg), model_name=cfg.model_name, images=images
+        )
         t0 = time.monotonic()
         total = indexer.rebuild_sync(progress=_progress_bar("reindex", t0))
         print(

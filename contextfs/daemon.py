@@ -33,8 +33,10 @@ import pyfuse3
 import trio
 
 from contextfs.app import (
+    clip_model,
     embedder_factory,
     extractor,
+    image_vectors,
     load_all_types,
     media_settings,
     open_memory,
@@ -139,8 +141,15 @@ def _mount(
     teardown.callback(memory.store.close)
     started = time.time()
     indexer = searcher = None
+    clip = clip_model(cfg)  # one CLIP model for the visual gate and the image vectors
     if cfg.search:
-        indexer = Indexer(memory, cfg.index_dir, embedder_factory(cfg), model_name=cfg.model_name)
+        indexer = Indexer(
+            memory,
+            cfg.index_dir,
+            embedder_factory(cfg),
+            model_name=cfg.model_name,
+            images=image_vectors(cfg, clip),
+        )
         searcher = Searcher(memory, indexer)
     intake = Intake(
         memory,
@@ -148,6 +157,7 @@ def _mount(
         default_agent=cfg.default_agent,
         extract_every=cfg.session_extract_every,
         media=media_settings(cfg),
+        clip=clip,
     )
     cache_dirs = cfg.dir_cache and DIR_HANDLE_IS_INODE
     if cache_dirs:

@@ -109,3 +109,16 @@ def tools() -> None:
     """Skip nothing: the tools are installed by .ci/run; fail loudly if one is missing."""
     for tool in ("vim", "sed", "cp", "mv", "find", "rsync", "fusermount3"):
         assert shutil.which(tool), f"{tool} is not installed (see .ci/run)"
+
+
+# ---- a CLIP model that means something (docs/media.md) ------------------------------------
+
+
+@pytest.fixture(scope="session")
+def tiny_clip(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
+    """(config JSON, weights) of a tiny open_clip model trained here on generated coloured
+    shapes with their captions (no registry package ships CLIP weights); about 30 s of one
+    core, once per session."""
+    from contextfs.testing.tiny_clip import train
+
+    return train(tmp_path_factory.mktemp("tiny-clip"))

@@ -144,6 +144,7 @@ class Intake:
         extract_every: int = 10,
         clock: Callable[[], float] | None = None,
         media: MediaSettings | None = None,
+        clip=None,
     ) -> None:
         self.memory = memory
         self.extractor: Extractor = extractor or RuleExtractor()
@@ -154,7 +155,9 @@ class Intake:
         # images and audio: the gates, when their packages are installed
         self.media_missing = media_missing()
         self.media = (
-            MediaIntake(memory, media, clock=self.clock) if self.media_missing is None else None
+            MediaIntake(memory, media, clock=self.clock, clip=clip)
+            if self.media_missing is None
+            else None
         )
         self.items: dict[int, InboxItem] = {}
         for row in memory.inbox_items():

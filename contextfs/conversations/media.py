@@ -54,6 +54,8 @@ class MediaSettings:
 
     drop_above: float = 0.90  # visual similarity at or above which an image is dropped
     new_below: float = 0.60  # below it an image is new; in between, a change of scene
+    clip_drop_above: float = 0.95  # the same, when the CLIP gate decides (cosine)
+    clip_new_below: float = 0.85
     max_pixels: int = 40_000_000
     stream_gap: float = 600.0  # seconds after which an inbox's image stream starts over
     vad_frame_ms: int = 30
@@ -102,19 +104,55 @@ class MediaIntake:
         settings: MediaSettings | None = None,
         *,
         clock=None,
+        clip=None,
     ) -> None:
         from contextfs.media.visual import HashGate
 
         self.memory = memory
         self.settings = settings or MediaSettings()
         self.clock = clock or time.time
-        self.gate = HashGate()  # where a CLIP gate slots in when a checkpoint is configured
-        # owner -> (signature, when, node path) of the last accepted image of its stream
-        self.last: dict[tuple[str, str], tuple[object, float, str]] = {}
+        self.hash_gate = HashGate()
+        # media.clip.LazyClip when a checkpoint is configured: the CLIP gate, once loaded
+        self.clip = clip
+        self._clip_gate = None
+        # owner -> (signature, when, node path, gate name) of its stream's last kept image
+        self.last: dict[tuple[str, str], tuple[object, float, str, str]] = {}
+
+    def gate(self):
+        """The visual gate for the next image: CLIP when its checkpoint is configured and
+        loads (the first call loads it: seconds, in the caller's worker thread), else the
+        perceptual hash."""
+        from contextfs.media.clip import ClipGate
+
+        model = self.clip.get() if self.clip is not None else None
+        if model is None:
+            return self.hash_gate
+        if self._clip_gate is None or self._clip_gate.clip is not model:
+            self._clip_gate = ClipGate(model)
+        return self._clip_gate
+
+    def thresholds(self, gate_name: str) -> tuple[float, float]:
+        s = self.settings
+        if gate_name.startswith("CLIP"):
+            return s.clip_drop_above, s.clip_new_below
+        return s.drop_above, s.new_below
+
+    def gate_name(self) -> str:
+        """What `.status` says of the visual gate."""
+        clip = self.clip
+        if clip is None:
+            return self.hash_gate.name
+        if clip.loaded is not None:
+            return f"CLIP ({clip.loaded.name})"
+        if clip.error:
+            return f"perceptual hash (the CLIP checkpoint did not load: {clip.error})"
+        return f"CLIP ({clip.spec.describe()}), loads with the first image or the search index"
 
     def status_line(self) -> str:
+        drop, new = self.thresholds(self.gate_name())
         return (
-            f"visual gate: {self.gate.name}; audio gate: webrtcvad "
+            f"visual gate: {self.gate_name()} (drop at >= {drop:g}, new below {new:g}); "
+            "audio gate: webrtcvad "
             f"(aggressiveness {self.settings.vad_aggressiveness}, "
             f"{self.settings.vad_frame_ms} ms frames, energy floor "
             f"{self.settings.vad_energy_floor_db:g} dBFS)"
@@ -140,7 +178,9 @@ class MediaIntake:
         try:
             if kind == "image":
                 out.info = probe_image(data, suffix, s.max_pixels)
-                out.signature = self.gate.signature(data)
+                gate = self.gate()
+                out.signature = gate.signature(data)
+                out.extra["gate"] = gate
             else:
                 pcm = decode_audio(data, suffix)
                 out.pcm = pcm
@@ -208,16 +248,20 @@ class MediaIntake:
 
         s = self.settings
         info = a.info
+        gate = a.extra.get("gate") or self.hash_gate
+        drop_above, new_below = self.thresholds(gate.name)
         prev = self.last.get(owner)
         if prev is not None and when - prev[1] > s.stream_gap:
             prev = None  # the stream starts over
-        sim = self.gate.similarity(a.signature, prev[0]) if prev is not None else None
-        verdict = decide(sim, s.drop_above, s.new_below)
+        if prev is not None and prev[3] != gate.name:
+            prev = None  # signatures of two gates do not compare: the stream starts over
+        sim = gate.similarity(a.signature, prev[0]) if prev is not None else None
+        verdict = decide(sim, drop_above, new_below)
         score = "none (first image of its stream)" if sim is None else f"{sim:.3f}"
         gate_line = (
-            f"visual gate ({self.gate.name}): {verdict.reason}, similarity {score} to "
+            f"visual gate ({gate.name}): {verdict.reason}, similarity {score} to "
             + (prev[2] if prev is not None else "nothing")
-            + f"; drop at >= {s.drop_above:g}, new below {s.new_below:g}"
+            + f"; drop at >= {drop_above:g}, new below {new_below:g}"
         )
         desc = f"{info.format} {info.width}x{info.height}"
         if info.frames > 1:
@@ -265,7 +309,7 @@ class MediaIntake:
             note = f"- note: the name says {_suffix(filename)}, the bytes are {info.format}"
         node = self._store(owner, "image", fields, body, [(None, original, data)])
         path = self.memory.node_path(node)
-        self.last[owner] = (a.signature, when, path)
+        self.last[owner] = (a.signature, when, path, gate.name)
         lines += [
             f"state: done (image kept: {path})",
             f"- {gate_line}",

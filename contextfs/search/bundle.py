@@ -19,7 +19,7 @@ from contextfs.memory.document import parse_document
 from contextfs.memory.tokens import estimate_tokens
 from contextfs.search.retrieval import Hit, PassageHit, Results
 
-SIDE_NAMES = {"bm25": "BM25", "vectors": "vectors"}
+SIDE_NAMES = {"bm25": "BM25", "vectors": "vectors", "clip": "CLIP images"}
 
 
 @dataclass(slots=True)
@@ -129,12 +129,15 @@ def pack_context(question: str, scope: str, res: Results, budget: int) -> str:
                 continue
             used += estimate_tokens(line)
             shown_pointers.append(line)
+    media = {h.node.id: h.media for h in res.hits if h.media}
     out = [header]
-    for sec in sections.values():
+    for nid, sec in sections.items():
         out.append(sec.heading)
         date = sec.passages[0].passage.date
         for ph in sorted(sec.passages, key=lambda x: x.passage.index):
             out.append(_line(ph, date))
+        if nid in media:  # a picture: its text above, its bytes here
+            out.append(f"bytes: {media[nid]}\n")
     if shown_pointers:
         out.append(pointers + "".join(shown_pointers))
     text = "".join(out)
@@ -165,6 +168,7 @@ def results_json(question: str, scope: str, res: Results) -> str:
             "tiers": h.tiers,
             "snippet": h.snippet,
             "passages": [passage(ph) for ph in h.passages[:20]],
+            **({"media": h.media} if h.media else {}),
         }
 
     return (

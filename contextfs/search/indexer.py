@@ -35,6 +35,7 @@ from contextfs.index.vectors import VectorIndex
 from contextfs.memory.background import Service
 from contextfs.memory.service import Memory
 from contextfs.model import Change, Node
+from contextfs.search.images import ImageVectors
 from contextfs.search.passages import SESSION_TYPE, node_passages
 
 log = logging.getLogger(__name__)
@@ -98,8 +99,11 @@ class Indexer(Service):
         model_name: str,
         batch: int = 256,
         on_indexed: Callable[[list[int]], None] | None = None,
+        images: ImageVectors | None = None,
     ) -> None:
         super().__init__()
+        self.images = images  # CLIP image vectors (search.images), when configured
+        self._images_fill = False  # the CLIP model is in, its saved vectors were not usable
         self.memory = memory
         self.dir = Path(index_dir)
         self.embedder_factory = embedder_factory
@@ -191,8 +195,13 @@ class Indexer(Service):
         """One unit of the loop's work; whether there was any."""
         if self._must_rebuild:
             await self._rebuild()
-            self._must_rebuild = False
+            self._must_rebuild = self._images_fill = False
             self.state = "ready"
+            return True
+        if self._images_fill and self.ready:
+            self._images_fill = False
+            todo, gone = self.images.collect(self.memory, self.images.all_images(self.memory))
+            await trio.to_thread.run_sync(self.images.apply, todo, gone)
             return True
         return await (self.drain_once() if self.ready else self._drain_text())
 
@@ -200,6 +209,9 @@ class Indexer(Service):
         try:
             # abandon_on_cancel: an unmount while the model still loads must not wait for it
             embedder = await trio.to_thread.run_sync(self.embedder_factory, abandon_on_cancel=True)
+            if self.images is not None:
+                self.state = "loading the CLIP model (BM25 answers meanwhile)"
+                await trio.to_thread.run_sync(self.images.load_model, abandon_on_cancel=True)
             self.state = "opening the vector index"
             await trio.to_thread.run_sync(self._open_vectors, embedder, abandon_on_cancel=True)
             # The rebuild runs in `run`'s loop, never beside a batch of `drain_once`: both
@@ -311,11 +323,14 @@ class Indexer(Service):
                 int(k): v for k, v in json.loads((snap / "digests.json").read_text()).items()
             }
             generation = int(meta["generation"])
+            snap_dir: Path | None = snap
         except FileNotFoundError:
-            pass
+            snap_dir = None
         except (IndexCorrupt, ValueError, KeyError, OSError) as exc:
             log.warning("index files not usable (%s); rebuilding the vectors", exc)
-            vectors, digests, generation = VectorIndex(emb.dim), {}, 0
+            vectors, digests, generation, snap_dir = VectorIndex(emb.dim), {}, 0, None
+        if self.images is not None and self.images.ready:
+            self._images_fill = not self.images.load(snap_dir)
         with self.lock:
             self.vectors, self.digests = vectors, digests
             self.generation = self.saved_generation = generation
@@ -331,6 +346,8 @@ class Indexer(Service):
         self.vectors = VectorIndex(self.embedder.dim)
         self.text = TextIndex(self.dir / "text")
         self.digests = {}
+        if self.images is not None:
+            self.images.clear()
         self.generation = self.saved_generation = self.text_generation = 0
 
     def _save(self) -> None:
@@ -344,6 +361,8 @@ class Indexer(Service):
             (snap / "digests.json").write_text(
                 json.dumps({str(k): v for k, v in self.digests.items()})
             )
+            if self.images is not None:
+                self.images.save(snap)
         tmp = self.dir / f"index.json.{snap.name}.tmp"  # never shared by two saves
         tmp.write_text(
             json.dumps(
@@ -377,7 +396,8 @@ class Indexer(Service):
         last_seq = rows[-1][0]
         node_ids = list(dict.fromkeys(r[1] for r in rows))
         live, gone = self._snapshot(node_ids)
-        await trio.to_thread.run_sync(self._apply, live, gone)
+        pending = self._images_pending(node_ids)
+        await trio.to_thread.run_sync(self._apply, live, gone, pending)
         self.generation = last_seq
         self.text_generation = max(self.text_generation, last_seq)
         done = []
@@ -432,8 +452,17 @@ class Indexer(Service):
             live[nid] = (n, n.version, units, (meta, text_units))
         return live, gone
 
-    def _apply(self, live, gone: list[int]) -> None:
-        """Worker thread: embed what changed, then update both indexes under the lock."""
+    def _images_pending(self, node_ids: Sequence[int]) -> tuple[list, list[int]]:
+        """Trio thread: the image bytes the CLIP side must embed for these nodes."""
+        if self.images is None:
+            return [], []
+        return self.images.collect(self.memory, node_ids)
+
+    def _apply(self, live, gone: list[int], pending: tuple[list, list[int]] = ([], [])) -> None:
+        """Worker thread: embed what changed, then update both indexes under the lock
+        (and the image vectors, under theirs)."""
+        if self.images is not None:
+            self.images.apply(*pending)
         to_embed: list[Unit] = []
         labels_by_node: dict[int, dict[int, Unit]] = {}
         for nid, (_n, _v, units, _m) in live.items():
@@ -471,10 +500,13 @@ class Indexer(Service):
         target = self.memory.generation
         ids = [n.id for n in self.memory.nodes.values() if self.memory.is_live(n)]
         log.info("indexing %d nodes from scratch", len(ids))
+        if self.images is not None:
+            self.images.clear()
         for i in range(0, len(ids), 64):
             self.state = f"rebuilding ({i}/{len(ids)} nodes)"
             live, gone = self._snapshot(ids[i : i + 64])
-            await trio.to_thread.run_sync(self._apply, live, gone)
+            pending = self._images_pending(ids[i : i + 64])
+            await trio.to_thread.run_sync(self._apply, live, gone, pending)
             for n, version, _u, _m in live.values():
                 n.indexed_version = version
         self.generation = target
@@ -486,6 +518,8 @@ class Indexer(Service):
         """Rebuild every derived index from the store, without trio (CLI)."""
         self.dir.mkdir(parents=True, exist_ok=True)
         self.embedder = self.embedder or self.embedder_factory()
+        if self.images is not None:
+            self.images.load_model()
         self._fresh("reindex")
         self.node_labels = {}
         target = self.memory.generation
@@ -494,7 +528,7 @@ class Indexer(Service):
         step = max(1, min(self.batch, 64))
         for i in range(0, total, step):
             live, gone = self._snapshot(nodes[i : i + step])
-            self._apply(live, gone)
+            self._apply(live, gone, self._images_pending(nodes[i : i + step]))
             for n, version, _u, _m in live.values():
                 n.indexed_version = version
             if progress:
@@ -516,6 +550,8 @@ class Indexer(Service):
             f"embedding_model: {name}" + (f" ({self.embedder.dim}-d)" if self.embedder else ""),
             f"indexed_units: {len(self.digests)}",
         ]
+        if self.images is not None:
+            lines.append(self.images.status_line())
         if self.error:
             lines.append(f"index_error: {self.error}")
         return lines

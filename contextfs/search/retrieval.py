@@ -19,6 +19,7 @@ from contextfs.errors import InvalidInput
 from contextfs.index.vectors import Snapshot
 from contextfs.memory.service import Memory
 from contextfs.model import Node
+from contextfs.search.images import IMAGE_TYPE, original_of
 from contextfs.search.indexer import Indexer, label_chunk, label_node, label_tier
 from contextfs.search.passages import SESSION_TYPE, Passage, node_passages
 
@@ -88,6 +89,7 @@ class Hit:
     tiers: list[str] = field(default_factory=list)
     snippet: str = ""
     passages: list[PassageHit] = field(default_factory=list)  # its matched passages
+    media: str = ""  # an image node: the path of its original bytes
 
 
 @dataclass(slots=True)
@@ -232,11 +234,19 @@ class Searcher:
                         else lambda label: allowed(nodes.get(label_node(label))),
                     )
             text_hits = ix.text.search(keywords(asked), depth, path_prefix=scope or None)
+        # the CLIP side: pictures near the question in CLIP's space (their own index)
+        images = ix.images
+        images_on = images is not None and images.ready and opts.type in (None, IMAGE_TYPE)
+        image_hits = (
+            images.search(asked, depth, allow=lambda nid: allowed(nodes.get(nid)))
+            if images_on
+            else []
+        )
         # Reciprocal-rank fusion twice. Nodes: each ranker ranks nodes by their best unit
         # (an L0 or L1 hit stands for its node), as for the links. Passages: each ranker's
         # own unit ranks, so the bundle shows the turn or chunk that matched.
         unit_score: dict[tuple[int, str, int], float] = {}
-        node_rank: tuple[dict[int, int], dict[int, int]] = ({}, {})
+        node_rank: tuple[dict[int, int], ...] = ({}, {}, {})
         text_rank: dict[int, int] = {}
         snippets: dict[int, str] = {}
         tiers: dict[int, set[str]] = {}
@@ -247,7 +257,9 @@ class Searcher:
         units += [
             ((h.node_id, h.tier, h.chunk), 1) for h in text_hits if allowed(nodes.get(h.node_id))
         ]
-        seen = [0, 0]
+        # an image stands for its node's first passage (its caption or derived text)
+        units += [((nid, "L2", 0), 2) for nid, _sim in image_hits]
+        seen = [0, 0, 0]
         for key, side in units:
             # passages rank among passages: summaries of long nodes do not push them down
             # (a short node's one unit is its L0, which stands for its one passage)
@@ -257,14 +269,14 @@ class Searcher:
                 seen[side] += 1
                 unit_score[key] = unit_score.get(key, 0.0) + SIDE_WEIGHT[side] / (RRF_K + rank + 1)
             node_rank[side].setdefault(key[0], len(node_rank[side]))
-            tiers.setdefault(key[0], set()).add(key[1])
+            tiers.setdefault(key[0], set()).add("image" if side == 2 else key[1])
         for h in text_hits:
             snippets.setdefault(h.node_id, h.snippet)
         text_rank = node_rank[1]
         node_score: dict[int, float] = {}
-        for ranking in node_rank:
+        for side, ranking in enumerate(node_rank):
             for nid, rank in ranking.items():
-                node_score[nid] = node_score.get(nid, 0.0) + 1.0 / (RRF_K + rank + 1)
+                node_score[nid] = node_score.get(nid, 0.0) + NODE_WEIGHT[side] / (RRF_K + rank + 1)
         # ties (one ranker each): the exact word match goes first, then the newer node
         far = len(node_score) + 1
         best = sorted(
@@ -281,6 +293,10 @@ class Searcher:
                     sorted(tiers.get(nid, ())),
                     (snippets.get(nid) or n.l0.strip())[:300],
                 )
+                if n.type == IMAGE_TYPE:
+                    att = original_of(memory, n)
+                    if att is not None:
+                        by_node[nid].media = memory.attachment_path(att)
         passages: list[PassageHit] = []
         # the people the question names: what they said themselves is the likelier answer
         named = {
@@ -312,6 +328,8 @@ class Searcher:
         passages.sort(key=lambda ph: (-ph.score, text_rank.get(ph.node.id, far), -ph.node.id))
         hits = list(by_node.values())[: opts.k]
         sides = ("bm25", "vectors") if vectors_on else ("bm25",)
+        if images_on:
+            sides += ("clip",)
         note = "" if vectors_on else f"vectors not used yet: {ix.state}"
         return Results(hits, passages, sides, note)
 
@@ -522,7 +540,12 @@ def unit_depth(opts: QueryOptions) -> int:
 UNIT_DEPTH = 300  # units asked of each ranker: enough passages to fill a 4,000-token budget
 # Passage fusion weights (vectors, BM25): BM25 at 0.7 ranked evidence turns a little better
 # on the development conversations of scripts/recall_data (never tuned on the held-out half).
-SIDE_WEIGHT = (1.0, 0.7)
+SIDE_WEIGHT = (1.0, 0.7, 1.0)  # the third: CLIP's images (search.images)
+# Node fusion weights (vectors, BM25, CLIP images). An image's derived text (format, size,
+# dates) says nothing of what it shows, so the text rankers place pictures by noise; the one
+# ranker that sees the picture counts double, and only pictures CLIP finds near the
+# question at all (`clip_query_min`) are ranked by it.
+NODE_WEIGHT = (1.0, 1.0, 2.0)
 LINK_SHARE = 0.9  # a linked turn's score, as a share of the memory that links to it
 # A passage said by a person the question names, as a factor of its score: "Does Mateo have
 # children?" is answered by what Mateo said (dev conversations: 0.3 and 0.6 tried, 0.6 kept)
