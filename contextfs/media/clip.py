@@ -53,7 +53,7 @@ class ClipSpec:
         return bool(self.checkpoint)
 
     def describe(self) -> str:
-        name = self.model or Path(self.checkpoint).name
+        name = self.model or Path(self.model_config or self.checkpoint).stem
         return f"{name} from {self.checkpoint}"
 
 
