@@ -1,11 +1,16 @@
 """Benchmark the media gates on redundant streams of real media.
 
-1. **Visual gate** (the perceptual hash; no CLIP checkpoint): a generated slideshow of
-   S distinct slides (Pillow), each shown R times in a row — the first as drawn, the
-   repeats re-encoded as JPEG with sensor noise (`media_corpus.near_duplicate`) — goes
-   through probe + signature + the decision against the stream's last accepted image,
-   exactly as `MediaIntake` runs it. Reports images/s and the share dropped (the ideal is
-   (R-1)/R), plus distinct slides wrongly dropped and repeats wrongly kept.
+1. **Visual gates**: a generated slideshow of S distinct slides (Pillow), each shown R
+   times in a row — the first as drawn, the repeats re-encoded as JPEG with sensor noise
+   (`media_corpus.near_duplicate`) — goes through probe + signature + the decision against
+   the stream's last accepted image, exactly as `MediaIntake` runs it; and the same with
+   pictures of coloured shapes instead of slides. Each stream goes through the perceptual
+   hash and through CLIP gates loaded by `media.clip.Clip` from saved checkpoints: the tiny
+   test architecture and ViT-B-32 with random weights (speed does not depend on what the
+   weights mean; their drop shares show what random weights do), and, without `--quick`,
+   the tiny model trained on coloured shapes (`testing.tiny_clip`, about 35 s). Reports
+   images/s and the share dropped (the ideal is (R-1)/R), plus distinct pictures wrongly
+   dropped and repeats wrongly kept.
 2. **Audio gate** (webrtcvad + energy + modulation): a recording that is 60% silence
    (espeak-ng sentences between sox silences) and the same with the silences replaced by
    steady white noise. Reports seconds of audio per second of gate time and the share of
@@ -41,6 +46,7 @@ from contextfs.media.audio import VadSettings, decode_audio, gate_audio
 from contextfs.media.visual import HashGate, decide, probe_image
 from contextfs.testing import DrainedMount, write_json
 from contextfs.testing import media_corpus as mc
+from contextfs.testing import tiny_clip as tc
 
 SENTENCES = [
     "The quarterly review moved to Thursday at three.",
@@ -53,14 +59,59 @@ SENTENCES = [
 TOPICS = ["Quarterly review", "Hiring plan", "Roadmap", "Budget", "Offsite", "Risks", "Launch"]
 
 
-def visual(slides: int, repeats: int) -> dict:
-    s = MediaSettings()
-    gate = HashGate()
-    stream: list[tuple[bytes, bool]] = []  # (bytes, is a repeat)
+def slideshow(slides: int, repeats: int, kind: str) -> list[tuple[bytes, bool]]:
+    """(bytes, is a repeat): each distinct picture then its re-encoded noisy copies."""
+    stream: list[tuple[bytes, bool]] = []
+    classes = [(c, sh) for c in tc.COLOURS for sh in tc.SHAPES]
     for i in range(slides):
-        first = mc.slide(f"{TOPICS[i % len(TOPICS)]} {i + 1}")
+        if kind == "slides":
+            first = mc.slide(f"{TOPICS[i % len(TOPICS)]} {i + 1}")
+        else:  # consecutive pictures always differ in colour or shape
+            colour, shape = classes[(i * 5) % len(classes)]
+            first = tc.shape_image(colour, shape, size=224, seed=i)
         stream.append((first, False))
         stream += [(mc.near_duplicate(first, seed=i * 10 + r), True) for r in range(1, repeats)]
+    return stream
+
+
+def clip_gates(quick: bool) -> list[tuple[object, float, float]]:
+    """(gate, drop_above, new_below): CLIP gates from saved checkpoints, loaded by the
+    daemon's own code."""
+    from contextfs.media.clip import Clip, ClipGate, ClipSpec
+
+    s = MediaSettings()
+    folder = Path(tempfile.mkdtemp(prefix="bench-clip-"))
+    out = []
+    try:
+        for name in (tc.TINY_NAME, "ViT-B-32"):
+            config, weights = tc.random_weights(folder, name)
+            spec = ClipSpec(
+                model=name if config is None else "",
+                checkpoint=str(weights),
+                model_config=str(config or ""),
+            )
+            gate = ClipGate(Clip(spec))
+            gate.name = f"CLIP {name}, random weights"
+            out.append((gate, s.clip_drop_above, s.clip_new_below))
+        if not quick:
+            print("training the tiny CLIP on coloured shapes ...", file=sys.stderr)
+            config, weights = tc.train(folder / "trained", log=lambda m: print(m, file=sys.stderr))
+            gate = ClipGate(Clip(ClipSpec(checkpoint=str(weights), model_config=str(config))))
+            gate.name = f"CLIP {tc.TINY_NAME}, trained on coloured shapes"
+            out.append((gate, s.clip_drop_above, s.clip_new_below))
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)
+    return out
+
+
+def visual(
+    stream: list[tuple[bytes, bool]], gate=None, drop_above: float = 0.0, new_below: float = 0.0
+) -> dict:
+    s = MediaSettings()
+    if gate is None:
+        gate, drop_above, new_below = HashGate(), s.drop_above, s.new_below
+    repeats = len(stream) // max(1, sum(1 for _, r in stream if not r))
+    gate.signature(stream[0][0])  # warm (a model's first call allocates)
     last = None
     dropped = wrong_drops = wrong_keeps = 0
     scores: list[float] = []
@@ -69,7 +120,7 @@ def visual(slides: int, repeats: int) -> dict:
         probe_image(data, ".png", s.max_pixels)
         sig = gate.signature(data)
         sim = gate.similarity(sig, last) if last is not None else None
-        v = decide(sim, s.drop_above, s.new_below)
+        v = decide(sim, drop_above, new_below)
         if sim is not None:
             scores.append(sim)
         if v.kept:
@@ -88,7 +139,8 @@ def visual(slides: int, repeats: int) -> dict:
         "distinct_slides_dropped": wrong_drops,
         "repeats_kept": wrong_keeps,
         "median_score": statistics.median(scores) if scores else None,
-        "drop_above": s.drop_above,
+        "drop_above": drop_above,
+        "new_below": new_below,
     }
 
 
@@ -203,18 +255,26 @@ def main() -> int:
         print(mc.have_tools(), file=sys.stderr)
         return 2
     slides, repeats, seconds = (10, 4, 30.0) if args.quick else (40, 4, 120.0)
-    v = visual(slides, repeats)
+    streams = {k: slideshow(slides, repeats, k) for k in ("slides", "shapes")}
+    gates = [(None, 0.0, 0.0), *clip_gates(args.quick)]
+    vis = []
+    for gate, drop_above, new_below in gates:
+        for kind, stream in streams.items():
+            print(f"visual gate {getattr(gate, 'name', 'hash')} on {kind} ...", file=sys.stderr)
+            vis.append({"stream": kind, **visual(stream, gate, drop_above, new_below)})
     a = audio(seconds)
     mnt = None if args.no_mount else through_mount(3 if args.quick else 8, args.search)
     print("| measure | value |")
     print("|---|---|")
-    print(f"| visual gate | {v['gate']} |")
-    print(
-        f"| slideshow: {v['images']} images ({slides} slides x {repeats}) | "
-        f"{v['images_per_s']:.0f} images/s; dropped {100 * v['dropped_share']:.0f}% "
-        f"(ideal {100 * v['ideal_dropped_share']:.0f}%); distinct slides dropped "
-        f"{v['distinct_slides_dropped']}, repeats kept {v['repeats_kept']} |"
-    )
+    for v in vis:
+        print(
+            f"| {v['gate']} (drop >= {v['drop_above']:g}): {v['images']} images "
+            f"({slides} {v['stream']} x {repeats}) | "
+            f"{v['images_per_s']:.1f} images/s; dropped {100 * v['dropped_share']:.0f}% "
+            f"(ideal {100 * v['ideal_dropped_share']:.0f}%); distinct dropped "
+            f"{v['distinct_slides_dropped']}, repeats kept {v['repeats_kept']}; median "
+            f"similarity to the last kept {v['median_score']:.3f} |"
+        )
     for r in a:
         print(
             f"| recording: {r['audio_seconds']:.0f} s, 40% speech, 60% {r['filler']} | "
@@ -239,7 +299,7 @@ def main() -> int:
         "machine": platform.platform(),
         "python": platform.python_version(),
         "quick": args.quick,
-        "visual": v,
+        "visual": vis,
         "audio": a,
         "mount": mnt,
     }

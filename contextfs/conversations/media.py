@@ -126,6 +126,8 @@ class MediaIntake:
 
         model = self.clip.get() if self.clip is not None else None
         if model is None:
+            if self.clip is not None:  # configured, but it did not load
+                self.hash_gate.name = "perceptual hash (the CLIP checkpoint did not load)"
             return self.hash_gate
         if self._clip_gate is None or self._clip_gate.clip is not model:
             self._clip_gate = ClipGate(model)

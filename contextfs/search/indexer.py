@@ -298,6 +298,8 @@ class Indexer(Service):
         """Open both indexes in the calling thread, without trio (scripts, offline use);
         the text index catches up if it must, the vectors are used as they are."""
         self._open_text()
+        if self.images is not None:
+            self.images.load_model()
         self._open_vectors(embedder)
         self.embedder = embedder
         self.state = "ready"
