@@ -257,9 +257,7 @@ class Searcher:
         units += [
             ((h.node_id, h.tier, h.chunk), 1) for h in text_hits if allowed(nodes.get(h.node_id))
         ]
-        # an image stands for its node's first passage (its caption or derived text)
-        units += [((nid, "L2", 0), 2) for nid, _sim in image_hits]
-        seen = [0, 0, 0]
+        seen = [0, 0]
         for key, side in units:
             # passages rank among passages: summaries of long nodes do not push them down
             # (a short node's one unit is its L0, which stands for its one passage)
@@ -269,7 +267,14 @@ class Searcher:
                 seen[side] += 1
                 unit_score[key] = unit_score.get(key, 0.0) + SIDE_WEIGHT[side] / (RRF_K + rank + 1)
             node_rank[side].setdefault(key[0], len(node_rank[side]))
-            tiers.setdefault(key[0], set()).add("image" if side == 2 else key[1])
+            tiers.setdefault(key[0], set()).add(key[1])
+        # CLIP ranks pictures, not passages: its score goes to the picture's first passage
+        # (its caption or derived text), on top of what the text rankers gave it
+        image_bonus: dict[int, float] = {}
+        for rank, (nid, _sim) in enumerate(image_hits):
+            node_rank[2][nid] = rank
+            tiers.setdefault(nid, set()).add("image")
+            image_bonus[nid] = SIDE_WEIGHT[2] / (RRF_K + rank + 1)
         for h in text_hits:
             snippets.setdefault(h.node_id, h.snippet)
         text_rank = node_rank[1]
@@ -319,9 +324,18 @@ class Searcher:
                 continue
             if p.speaker and p.speaker.lower() in named:
                 score *= 1 + SPEAKER_BOOST
+            if p.index == 0:
+                score += image_bonus.pop(nid, 0.0)
             ph = PassageHit(hit.node, hit.path, p, round(score, 6))
             hit.passages.append(ph)
             passages.append(ph)
+        for nid, bonus in image_bonus.items():  # pictures no text ranker found
+            hit = by_node.get(nid)
+            ps = node_passages(hit.node) if hit is not None else []
+            if ps:
+                ph = PassageHit(hit.node, hit.path, ps[0], round(bonus, 6))
+                hit.passages.append(ph)
+                passages.append(ph)
         self._add_named_entities(question, passages, by_node, allowed)
         self._add_entity_mentions(question, scope, passages, by_node, allowed)
         self._add_linked_turns(passages, by_node, allowed)
@@ -540,7 +554,7 @@ def unit_depth(opts: QueryOptions) -> int:
 UNIT_DEPTH = 300  # units asked of each ranker: enough passages to fill a 4,000-token budget
 # Passage fusion weights (vectors, BM25): BM25 at 0.7 ranked evidence turns a little better
 # on the development conversations of scripts/recall_data (never tuned on the held-out half).
-SIDE_WEIGHT = (1.0, 0.7, 1.0)  # the third: CLIP's images (search.images)
+SIDE_WEIGHT = (1.0, 0.7, 2.0)  # the third: CLIP's pictures (search.images), as NODE_WEIGHT
 # Node fusion weights (vectors, BM25, CLIP images). An image's derived text (format, size,
 # dates) says nothing of what it shows, so the text rankers place pictures by noise; the one
 # ranker that sees the picture counts double, and only pictures CLIP finds near the

@@ -101,6 +101,8 @@ def test_a_question_in_words_ranks_the_picture_it_describes(tiny_clip, tmp_path:
         # the bundle shows the picture's text and where its bytes are
         context = (mnt / ".query" / "a red circle" / "_context.md").read_text()
         assert "searched by BM25 + vectors + CLIP images" in context
+        first = re.search(r"^## (\S+)", context, re.MULTILINE).group(1)
+        assert first.endswith(nodes["photo-1.png"].name), context
         path = f"user/default/images/{nodes['photo-1.png'].name}/original.png"
         assert f"bytes: {path}" in context, context
         assert (mnt / path).read_bytes() == (src / "photo-1.png").read_bytes()
