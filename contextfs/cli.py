@@ -257,7 +257,9 @@ def cmd_reindex(args: argparse.Namespace) -> int:
         t0 = time.monotonic()
         total = indexer.rebuild_sync(progress=_progress_bar("reindex", t0))
         print(
-            f"\nreindexed {total} nodes ({len(indexer.digests)} units) in "
+            f"\nreindexed {total} nodes ({len(indexer.digests)} units"
+            + (f", {len(images.digests)} images by CLIP" if images and images.ready else "")
+            + ") in "
             f"{time.monotonic() - t0:.1f}s; generation {indexer.generation}",
             file=sys.stderr,
         )

@@ -12,6 +12,7 @@ import json
 import re
 import shutil
 import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -112,4 +113,17 @@ def test_a_question_in_words_ranks_the_picture_it_describes(tiny_clip, tmp_path:
     finally:
         m.stop()
     assert m.fsck() == []
+    # `contextfs reindex` rebuilds the image vectors with the others
+    (data / "index").rename(data / "index.old")
+    out = subprocess.run(
+        [sys.executable, "-m", "contextfs", "reindex", str(data)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert out.returncode == 0, out.stderr
+    assert f"{len(PICTURES)} images by CLIP" in out.stderr, out.stderr
+    [snap] = (data / "index").glob("snap-*")
+    saved = json.loads((snap / "images.json").read_text())
+    assert len(saved["digests"]) == len(PICTURES)
     shutil.rmtree(tmp_path / "src", ignore_errors=True)
