@@ -11,8 +11,9 @@ import time
 from pathlib import Path
 
 import pytest
+import trio
 
-from contextfs.testing import Mount
+from contextfs.testing import Mount, log_problems
 from contextfs.testing.agents import Session, filesystem_server, mcp_session
 
 pytestmark = pytest.mark.timeout(120)
@@ -33,6 +34,7 @@ def mnt(tmp_path_factory) -> Mount:
     yield m
     if m.proc is not None:
         m.stop()
+    assert log_problems(m.log) == []
     assert m.fsck() == []
 
 
@@ -203,7 +205,7 @@ async def test_writes_into_a_type_directory_and_the_inbox_become_memories(mnt):
         deadline = time.monotonic() + 30
         while "state: done" not in (report.read_text() if report.exists() else ""):
             assert time.monotonic() < deadline
-            time.sleep(0.2)
+            await trio.sleep(0.2)
         assert "[FILE] trip.md.report.md" in await ok(
             s, "list_directory", path=str(root / ".inbox")
         )
