@@ -91,6 +91,15 @@ async def test_remember_routes_a_typed_write_or_drops_into_the_inbox(mnt):
         assert "The owner indents with tabs." in (node / "L2.md").read_text()
         assert "value: tabs" in await ok(s, "read", path="user/default/preferences/indentation")
         assert not (root / "user/default/preferences/indentation.md").exists()
+        # a path inside a node is that file: L2.md is a new version (how a node is edited)
+        await ok(
+            s,
+            "remember",
+            text="The owner indents with two spaces now.\n",
+            path="user/default/preferences/indentation/L2.md",
+        )
+        assert (node / "L2.md").read_text() == "The owner indents with two spaces now.\n"
+        assert sorted(os.listdir(node / ".history")) == ["v1.md", "v2.md"]
         report = await ok(s, "remember", text="Marguerite adopted a greyhound named Quokka.")
         assert "state: done" in report and ".inbox/mcp-" in report
         # the inbox item is an archived conversation: searchable like any other memory
