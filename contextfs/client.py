@@ -352,8 +352,12 @@ def refusal_reason(mount: Path, rel: str) -> str:
     except (OSError, ValueError):
         return ""
     for r in facts.get("refusals", {}).get("recent", ()):
-        if rel and (rel in r["path"] or r["path"] in rel):
-            return str(r["reason"])
+        path = str(r["path"])
+        op, _, rest = path.partition(" ")
+        # a refusal's path may lead with the operation ("lookup .query/@k=0")
+        for where in (path, rest) if op.isalpha() and op.islower() and rest else (path,):
+            if rel and (rel == where or rel.startswith(where + "/") or where.startswith(rel + "/")):
+                return str(r["reason"])
     return ""
 
 

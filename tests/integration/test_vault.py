@@ -121,8 +121,10 @@ def test_export_import_export_is_the_same_tree(tmp_path: Path) -> None:
         assert (report["created"], report["refused"], report["skipped"]) == (5, [], [])
         assert report["nodes_after"] == 5 and report["owners_created"] == 3
         # the hand-written tier is kept as written (pinned), not derived again
-        assert (b.path / "user/default/preferences/editor/L0.md").read_text().startswith(
-            "Editor: neovim (written by hand)"
+        assert (
+            (b.path / "user/default/preferences/editor/L0.md")
+            .read_text()
+            .startswith("Editor: neovim (written by hand)")
         )
         r = cli("export", str(b.path), str(out2), "--history")
         assert r.returncode == 0, r.stderr
