@@ -736,10 +736,12 @@ def import_tree(
         parsed.append((p, note))
         if note.meta is not None:
             consumed.add(p.with_suffix(""))
-    parsed = [(p, n) for p, n in parsed if not any(c in p.parents for c in consumed)]
-    report.skipped = [
-        s for s in report.skipped if not any(c in (src / s["file"]).parents for c in consumed)
-    ]
+
+    def inside_consumed(p: Path) -> bool:
+        return any(parent in consumed for parent in p.parents)
+
+    parsed = [(p, n) for p, n in parsed if not inside_consumed(p)]
+    report.skipped = [s for s in report.skipped if not inside_consumed(src / s["file"])]
     report.notes = len(parsed)
     for i, (p, note) in enumerate(parsed, 1):
         try:
