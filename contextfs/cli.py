@@ -386,8 +386,8 @@ def cmd_export(args: argparse.Namespace) -> int:
         finally:
             store.close()
     sys.stderr.write("\n")
-    print(f"{report.summary()} to {out} in {time.monotonic() - t0:.1f}s")
-    return 0
+    print(f"{report.summary()}\nto {out} in {time.monotonic() - t0:.1f}s")
+    return 1 if report.problems else 0
 
 
 def _mount_of(data_dir: Path) -> Path | None:

@@ -229,7 +229,11 @@ class ContextFS:
         """Search the owner's subtree (or `scope`, a path under the mount such as
         "user/alice/preferences"): the bundle within `budget` tokens and the ranked hits,
         only nodes of `type` when given."""
-        opts = [f"{n}={v}" for n, v in (("k", k), ("budget", budget), ("type", type)) if v]
+        if not question.strip():
+            raise InvalidInput("a search needs a question")
+        opts = [
+            f"{n}={v}" for n, v in (("k", k), ("budget", budget), ("type", type)) if v is not None
+        ]
         base = self.mount / scope if scope else self.base
         qdir = base / ".query"
         if opts:
@@ -374,7 +378,7 @@ def _question_segment(question: str) -> str:
     seg = question.replace("%", "%25").replace("/", "%2F")
     if seg.startswith("@"):
         seg = "%40" + seg[1:]
-    return seg or "%20"
+    return seg
 
 
 def _turn_line(t: Mapping[str, Any]) -> str:

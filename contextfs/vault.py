@@ -96,7 +96,9 @@ class NodeRecord:
 
 
 class Source:
-    """Where an export reads nodes from."""
+    """Where an export reads nodes from; `problems` lists nodes it could not read."""
+
+    problems: list[str]
 
     def owners(self) -> list[str]:
         raise NotImplementedError
@@ -114,6 +116,7 @@ class MountSource(Source):
     def __init__(self, mount: Path) -> None:
         self.mount = mount
         self.types = load_types([mount / ".schemas"])
+        self.problems: list[str] = []
         self._dirs: list[tuple[Path, ContextType]] | None = None
 
     def owners(self) -> list[str]:
@@ -150,23 +153,30 @@ class MountSource(Source):
 
     def nodes(self, history: bool) -> Iterator[NodeRecord]:
         for d, t in self._node_dirs():
-            meta = yaml.safe_load((d / "meta.yaml").read_text(encoding="utf-8")) or {}
-            versions: list[tuple[int, str]] = []
-            if history and (d / HISTORY).is_dir():
-                for v in (d / HISTORY).iterdir():
-                    if v.name.startswith("v") and v.name.endswith(".md"):
-                        versions.append((int(v.name[1:-3]), v.read_text(encoding="utf-8")))
-                versions.sort()
-            yield NodeRecord(
-                path=str(d.relative_to(self.mount)),
-                type=t.name,
-                l2=(d / "L2.md").read_text(encoding="utf-8"),
-                l0=(d / "L0.md").read_text(encoding="utf-8") if meta.get("l0_pinned") else None,
-                l1=(d / "L1.md").read_text(encoding="utf-8") if meta.get("l1_pinned") else None,
-                facts=_facts(meta),
-                attachments=tuple(_walk_attachments(d)),
-                history=tuple(versions),
-            )
+            try:
+                yield self._read(d, t, history)
+            except OSError as exc:  # e.g. a node another caller may not read: go on
+                self.problems.append(f"{d.relative_to(self.mount)}: {exc.strerror or exc}")
+
+    def _read(self, d: Path, t: ContextType, history: bool) -> NodeRecord:
+        meta = yaml.safe_load((d / "meta.yaml").read_text(encoding="utf-8")) or {}
+        versions: list[tuple[int, str]] = []
+        if history and (d / HISTORY).is_dir():
+            for v in (d / HISTORY).iterdir():
+                if v.name.startswith("v") and v.name[1:-3].isdigit() and v.name.endswith(".md"):
+                    versions.append((int(v.name[1:-3]), v.read_text(encoding="utf-8")))
+            versions.sort()
+        l2 = d / "L2.md"  # a node made by mkdir and never written has no L2.md yet
+        return NodeRecord(
+            path=str(d.relative_to(self.mount)),
+            type=t.name,
+            l2=l2.read_text(encoding="utf-8") if l2.exists() else "",
+            l0=(d / "L0.md").read_text(encoding="utf-8") if meta.get("l0_pinned") else None,
+            l1=(d / "L1.md").read_text(encoding="utf-8") if meta.get("l1_pinned") else None,
+            facts=_facts(meta),
+            attachments=tuple(_walk_attachments(d)),
+            history=tuple(versions),
+        )
 
 
 def _facts(meta: dict[str, Any]) -> dict[str, Any]:
@@ -209,6 +219,7 @@ class StoreSource(Source):
 
     def __init__(self, memory: Memory) -> None:
         self.memory = memory
+        self.problems: list[str] = []
 
     def owners(self) -> list[str]:
         return sorted(f"{k}/{o}" for k, o in self.memory.owners)
@@ -344,11 +355,13 @@ class ExportReport:
     attachments: int
     versions: int
     owners: int
+    problems: tuple[str, ...] = ()
 
     def summary(self) -> str:
         return (
             f"exported {self.nodes} node(s) of {self.owners} owner(s), {self.attachments} "
             f"attachment(s), {self.versions} history version(s)"
+            + "".join(f"\n  not exported {p}" for p in self.problems)
         )
 
 
@@ -393,7 +406,7 @@ def export_tree(
         nodes += 1
         if progress is not None:
             progress(nodes, total)
-    return ExportReport(nodes, atts, versions, len(owners))
+    return ExportReport(nodes, atts, versions, len(owners), tuple(source.problems))
 
 
 # ---- import ------------------------------------------------------------------------------
@@ -423,7 +436,7 @@ class ImportReport:
 
     def summary(self) -> str:
         lines = [
-            f"imported {self.notes - len(self.refused)} of {self.notes} markdown file(s) "
+            f"imported {self.created + self.routed} of {self.notes} markdown file(s) "
             f"from {self.source} into {self.dest}: {self.created} node(s) made as exported, "
             f"{self.routed} routed by their type's strategy, {self.attachments} "
             f"attachment(s), {self.versions} history version(s), {self.owners_created} "
@@ -465,10 +478,8 @@ def find_destination(dest: Path) -> Destination:
     if parts:
         if len(parts) < 2 or parts[0] not in ("user", "agent") or len(parts) > 3:
             raise UsageError(f"{dest}: give the mount, an owner or a type directory")
-        owner = f"{parts[0]}/{parts[1]}"
-        if not dest.is_dir() and len(parts) == 2:
-            pass  # an owner the import makes
-        elif len(parts) == 3:
+        owner = f"{parts[0]}/{parts[1]}"  # made by the import if it does not exist
+        if len(parts) == 3:
             ctype = next(
                 (t for t in types.values() if t.scope == parts[0] and t.type_dir == parts[2]),
                 None,
@@ -567,7 +578,8 @@ class _Importer:
         for _v, path in versions[:-1]:  # the last one is L2 itself
             self.write(node / "L2.md", path.read_bytes())
             self.report.versions += 1
-        self.write(node / "L2.md", note.l2.encode())
+        if note.l2 or versions:  # a node never written has no version to make
+            self.write(node / "L2.md", note.l2.encode())
         self.report.versions += bool(versions)
         for tier in ("l0", "l1"):
             text = note.meta.get(tier)
@@ -623,6 +635,9 @@ class _Importer:
 
     def plain(self, file: Path, note: Note) -> None:
         """A note of any vault: routed into a type directory as a dropped file."""
+        if not note.l2.strip():  # an empty drop is not a memory (reference.md)
+            self.report.skipped.append({"file": str(file.relative_to(self.src)), "why": "empty"})
+            return
         try:
             doc = parse_document(note.l2)
         except InvalidInput as exc:
