@@ -225,10 +225,15 @@ def test_import_into_an_owner_rehomes_an_export(tmp_path: Path, mount: Mount) ->
     bob_pref.mkdir()
     (bob_pref / "L2.md").write_text("---\ntopic: editor\nvalue: emacs\n---\nBob uses emacs.\n")
     shutil.rmtree(out / "agent")  # an agent's nodes cannot live under a user
+    prefs = out / "user/default/preferences"
+    shutil.copy(prefs / "editor.md", prefs / "Bad Name.md")  # renamed by hand: no slug
     r = cli("import", str(out / "user/default"), str(root / "user/bob"), "--json")
-    assert r.returncode == 0, r.stdout + r.stderr
+    assert r.returncode == 1, r.stdout + r.stderr
     report = json.loads(r.stdout)
     assert report["routed"] == 1 and report["created"] == 1  # editor merged; profile made
+    [bad] = report["refused"]
+    assert bad["file"] == "preferences/Bad Name.md" and bad["errno"] == "EINVAL"
+    assert "does not fit the preference template" in bad["reason"]
     merged = (bob_pref / "L2.md").read_text()
     assert "value: neovim" in merged  # merge: the field's op (replace) decided
     assert (bob_pref / "scripts/deep/keymap.lua").read_text() == "vim.g.mapleader = ' '\n"
