@@ -23,7 +23,7 @@ from contextfs.client import (
     Refused,
     Turn,
 )
-from contextfs.testing import Mount
+from contextfs.testing import BAD_LOG, Mount
 
 
 @pytest.fixture(scope="module")
@@ -37,6 +37,7 @@ def searchable(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Mount]:
     finally:
         m.stop()
     assert m.fsck() == []
+    assert not BAD_LOG.search(m.log.read_text(errors="replace")), "the daemon logged a problem"
 
 
 def wait_for(check, what: str, timeout: float = 30.0):
