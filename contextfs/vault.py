@@ -734,19 +734,12 @@ def import_tree(
                 notes.append(p)
             else:
                 report.skipped.append({"file": str(p.relative_to(src)), "why": "not markdown"})
-    if not where.owner:
-        for o in owners:
-            try:
-                imp.owner_dir(o)
-            except OSError as exc:
-                imp.refuse(src / o, exc, where.mount / o)
     parsed: list[tuple[Path, Note]] = []
     for p in notes:
         try:
             note = read_note(p.read_text(encoding="utf-8"))
         except UnicodeDecodeError:
-            note = Note(None, "")
-            imp.refuse(p, InvalidInput("not UTF-8 text"), None)
+            imp.refuse(p, InvalidInput("a markdown file must be UTF-8 text"), None)
             continue
         parsed.append((p, note))
         if note.meta is not None:
@@ -757,7 +750,15 @@ def import_tree(
 
     parsed = [(p, n) for p, n in parsed if not inside_consumed(p)]
     report.skipped = [s for s in report.skipped if not inside_consumed(src / s["file"])]
-    report.notes = len(parsed)
+    report.notes = len(parsed) + len(report.refused)  # + those not UTF-8
+    # an export's owner folders are owners (an empty one too); a vault's `user/` folder
+    # is just a folder
+    if not where.owner and consumed:
+        for o in owners:
+            try:
+                imp.owner_dir(o)
+            except OSError as exc:
+                imp.refuse(src / o, exc, where.mount / o)
     for i, (p, note) in enumerate(parsed, 1):
         try:
             if note.meta is not None:

@@ -182,6 +182,7 @@ def make_vault(root: Path, n: int) -> None:
     (root / "secrets.md").write_text(f"Deploy notes.\nexport GITHUB_TOKEN={GITHUB}\n")
     (root / "bad-field.md").write_text("---\naliases: {a: 1}\n---\nA map where a list goes.\n")
     (root / "bad-yaml.md").write_text("---\ntags: [unclosed\n---\nBroken front matter.\n")
+    (root / "latin1.md").write_bytes("Caf\xe9 notes.\n".encode("latin-1"))
     (root / "diagram.png").write_bytes(b"\x89PNG\r\n\x1a\n" + b"\0" * 64)
 
 
@@ -192,9 +193,10 @@ def test_import_a_vault_routes_redacts_and_reports(tmp_path: Path, mount: Mount)
     assert r.returncode == 1, r.stdout + r.stderr  # some notes were refused
     assert "import [" in r.stderr and "/305 files" in r.stderr  # progress on a terminal
     report = json.loads(r.stdout)
-    assert report["notes"] == 305 and report["routed"] == 303
+    assert report["notes"] == 306 and report["routed"] == 303
     refused = {x["file"]: x for x in report["refused"]}
-    assert refused.keys() == {"bad-field.md", "bad-yaml.md"}
+    assert refused.keys() == {"bad-field.md", "bad-yaml.md", "latin1.md"}
+    assert "UTF-8" in refused["latin1.md"]["reason"]
     assert refused["bad-field.md"]["errno"] == "EINVAL"
     assert "aliases" in refused["bad-field.md"]["reason"]  # the mount's reason, not a guess
     assert "front matter" in refused["bad-yaml.md"]["reason"]
