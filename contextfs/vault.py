@@ -638,10 +638,7 @@ class _Importer:
         if not note.l2.strip():  # an empty drop is not a memory (reference.md)
             self.report.skipped.append({"file": str(file.relative_to(self.src)), "why": "empty"})
             return
-        try:
-            doc = parse_document(note.l2)
-        except InvalidInput as exc:
-            raise InvalidInput(f"front matter: {exc.reason}") from None
+        doc = parse_document(note.l2)  # InvalidInput("front matter line N: …") is reported
         fields = dict(doc.fields)
         ctype = self.forced
         if ctype is None:
