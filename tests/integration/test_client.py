@@ -131,3 +131,17 @@ def test_errors_come_back_typed_with_the_mounts_reason(searchable: Mount, tmp_pa
     assert ro.value.errno == errno.EACCES
     with pytest.raises(InvalidInput):
         c.remember("x", type="no-such-type")
+
+
+def test_an_owner_scoped_client_stays_in_its_owner(searchable: Mount) -> None:
+    root = searchable.path
+    (root / "user/carol").mkdir()
+    carol = ContextFS(root, owner="user/carol")
+    carol.remember("Carol drinks rooibos every evening.", type="preference", name="evening-drink")
+    assert (root / "user/carol/preferences/evening-drink/L2.md").exists()
+    assert not (root / "user/default/preferences/evening-drink").exists()
+    assert carol.compose("c1").startswith("# Context for session c1")
+    assert (root / "user/carol/.sessions/c1").is_dir() and not (root / ".sessions/c1").exists()
+    hits = carol.search("rooibos evening drink").hits
+    assert hits and all(h.path.startswith("user/carol/") for h in hits)
+    carol.dispose("c1")
