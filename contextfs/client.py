@@ -8,8 +8,9 @@ and `dispose` write the session's `control` file and `rmdir` it, `search` reads
 by the type's strategy) or into `.inbox/`, and `status` parses `.status.json`. Whatever a
 shell can do here, this does the same way; nothing is decided twice.
 
-Boundary: stdlib only. It imports nothing of the daemon, of pyfuse3 or of the rest of
-`contextfs`, so an agent process can use it next to a mount run by someone else. Errors
+Boundary: the standard library and `contextfs.mountcalls` (stdlib only, shared with the
+MCP server and the memory-tool adapter): nothing of the daemon or pyfuse3, so an agent
+process can use it next to a mount run by someone else. Errors
 from the kernel (an errno) become `ContextFSError` subclasses carrying the errno and, when
 the mount recorded one, the reason `.status.json` gives for the refusal.
 """
@@ -25,6 +26,8 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
+
+from contextfs.mountcalls import PLAIN_ERRNOS, REFUSAL, status_reason
 
 Role = Literal["user", "assistant", "system", "tool"]
 
@@ -336,33 +339,25 @@ class ContextFS:
         if code in (errno.ENOTCONN, errno.ECONNABORTED) or not os.path.ismount(self.mount):
             return NotMounted(f"{self.mount} is no longer mounted ({exc.strerror})", errno=code)
         rel = _relative(path, self.mount)
-        reason = self._reason(rel) if code not in (errno.ENOENT, errno.EEXIST) else ""
+        reason = refusal_reason(self.mount, rel, errno.errorcode.get(code, "EIO"))
         cls = _BY_ERRNO.get(code, ContextFSError)
         text = f"{rel}: {exc.strerror or exc}" + (f": {reason}" if reason else "")
         return cls(text, errno=code, path=rel, reason=reason)
-
-    def _reason(self, rel: str) -> str:
-        return refusal_reason(self.mount, rel)
 
 
 # ---- helpers -----------------------------------------------------------------------------
 
 
-def refusal_reason(mount: Path, rel: str) -> str:
-    """The reason of the newest refusal `.status.json` lists for the path `rel` (relative
-    to the mount), or for a path under or above it; "" when there is none."""
-    try:
-        facts = json.loads((mount / ".status.json").read_text(encoding="utf-8"))
-    except (OSError, ValueError):
+def refusal_reason(mount: Path, rel: str, errno_name: str) -> str:
+    """The reason the mount gave in `.status` for a refusal with this errno of the path
+    `rel` (relative to the mount), a folder above it or a file in it, in the last
+    seconds; "" when there is none. The line is found by `mountcalls`, which the MCP
+    server and the memory-tool adapter use too."""
+    if errno_name in PLAIN_ERRNOS:  # plain answers are never in `.status`
         return ""
-    for r in facts.get("refusals", {}).get("recent", ()):
-        path = str(r["path"])
-        op, _, rest = path.partition(" ")
-        # a refusal's path may lead with the operation ("lookup .query/@k=0")
-        for where in (path, rest) if op.isalpha() and op.islower() and rest else (path,):
-            if rel and (rel == where or rel.startswith(where + "/") or where.startswith(rel + "/")):
-                return str(r["reason"])
-    return ""
+    line = status_reason(mount, rel, errno_name)
+    m = REFUSAL.match(line)
+    return line[m.end() :] if m else ""
 
 
 def _relative(path: Path, mount: Path) -> str:

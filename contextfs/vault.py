@@ -510,7 +510,8 @@ class _Importer:
             rel = ""
             if where is not None and where.is_relative_to(self.dest.mount):
                 rel = str(where.relative_to(self.dest.mount))
-            reason = refusal_reason(self.dest.mount, rel) if rel else ""
+            name = errno.errorcode.get(code, "EIO")
+            reason = refusal_reason(self.dest.mount, rel, name) if rel else ""
             reason = reason or exc.strerror or str(exc)
         else:
             code, reason = exc.errno, exc.reason
