@@ -178,8 +178,14 @@ class ContextFS:
         """The context to inject for this session (`context.md`: profile, recent session
         summaries, memories relevant to the latest turns, within the mount's budget).
         Starts the session if it is not live yet."""
-        self.start(session)
-        return self._read(self._session(session) / "context.md")
+        path = self._session(session) / "context.md"
+        try:  # a live session is the common case: no mkdir first
+            return path.read_text(encoding="utf-8")
+        except FileNotFoundError:
+            self.start(session)
+        except OSError as exc:
+            raise self._error(exc, path) from None
+        return self._read(path)
 
     def after_turn(
         self, session: str, turns: Iterable[Turn | Mapping[str, Any]], *, sync: bool = False
@@ -190,11 +196,14 @@ class ContextFS:
         lines = [(t.to_json() if isinstance(t, Turn) else _turn_line(t)) + "\n" for t in turns]
         if not lines:
             return 0
-        self.start(session)
         path = self._session(session) / "transcript.jsonl"
         data = "".join(lines).encode("utf-8")
         try:
-            fd = os.open(path, os.O_WRONLY | os.O_APPEND)
+            try:
+                fd = os.open(path, os.O_WRONLY | os.O_APPEND)
+            except FileNotFoundError:  # not live yet: start it (no mkdir per turn)
+                self.start(session)
+                fd = os.open(path, os.O_WRONLY | os.O_APPEND)
             try:
                 os.write(fd, data)
                 if sync:
