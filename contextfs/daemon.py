@@ -53,6 +53,7 @@ from contextfs.memory.service import Memory
 from contextfs.memory.summaries import SummaryService
 from contextfs.search.indexer import Indexer
 from contextfs.search.retrieval import Searcher
+from contextfs.status_json import render_status_json
 
 log = logging.getLogger(__name__)
 
@@ -174,6 +175,19 @@ def _mount(
             visible,
         )
 
+    def status_json(visible: Callable[[str], bool] | None = None) -> str:
+        return render_status_json(
+            memory,
+            cfg,
+            mountpoint,
+            started,
+            indexer,
+            intake,
+            dir_cache,
+            lambda: ops.unsettled,
+            visible,
+        )
+
     summaries: SummaryService | None = None
 
     def committed() -> None:  # something was stored: index it, summarise it
@@ -193,6 +207,7 @@ def _mount(
             session_budget=cfg.session_context_budget,
         ),
         status=status,
+        status_json=status_json,
         schema_files=schema_files(types),
         intake=intake,
         indexer=indexer,

@@ -17,9 +17,11 @@ and edits its own node.
 | view + str_replace | plain files | read `L2.md`, write it back with one string replaced |
 | view + str_replace | memory tool, ContextFS adapter | `view`, `str_replace` (SDK dispatch) |
 | view + str_replace | memory tool, SDK local files | the same, SDK's own tool on a node |
+| compose + after_turn | plain files | read `.sessions/<id>/context.md`, `>>` two JSON lines |
+| compose + after_turn | Python API | `compose(id)`, `after_turn(id, [user, assistant])` |
 
-The Python API (`contextfs.client`, compose + after_turn) is another engineer's: its
-rows go where `PYTHON_API` says below, against a plain-file turn of the same shape.
+Each session of a compose turn holds one user turn already (its own question), so its
+`context.md` runs the search of relevant memories as in a live conversation.
 
 It prints a markdown table (p50 and mean per turn, and the ratio of each path's p50 to
 the plain-file p50 of the same turn) and writes JSON (bench-results/agents.json).
@@ -31,6 +33,7 @@ the plain-file p50 of the same turn) and writes JSON (bench-results/agents.json)
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import random
 import statistics
@@ -42,6 +45,7 @@ from pathlib import Path
 
 import anyio
 
+from contextfs.client import ContextFS, Turn
 from contextfs.memorytool import MemoryDirectory, anthropic_memory_tool
 from contextfs.testing import DrainedMount, machine_info, say, stats, write_json
 from contextfs.testing.agents import contextfs_server, filesystem_server, mcp_session
@@ -50,11 +54,6 @@ from contextfs.testing.search_corpus import TARGETS, filler
 
 REPO = Path(__file__).resolve().parent.parent
 WORDS = ["amber", "basalt", "cinder", "delta", "ember", "fjord", "garnet", "harbor"]
-
-# Python API rows (contextfs.client: compose(session) + after_turn(session, turns)) are
-# added here as (turn, path, async function of the turn index) beside a plain-file turn
-# that reads `.sessions/<id>/context.md` and appends the turns to `transcript.jsonl`.
-PYTHON_API: list[tuple[str, str, Callable[[int], Awaitable[None]]]] = []
 
 
 def write(path: Path, text: str) -> None:
@@ -99,12 +98,21 @@ async def run(args: argparse.Namespace) -> dict:
         say(f"corpus: {len(corpus)} nodes + {4 * n} turn nodes; waiting for the index")
         waited, _ = wait_index_ready(root, timeout=600)
         say(f"index ready after {waited:.1f}s")
-        tool = anthropic_memory_tool(MemoryDirectory(root, pats))
-        nodes = [t.path for t in TARGETS]
 
         def question(i: int, side: str) -> str:
             # a new question per turn and path: the target's question plus a tag word
             return f"{TARGETS[i % len(TARGETS)].question} {side}{i}"
+
+        tool = anthropic_memory_tool(MemoryDirectory(root, pats))
+        api = ContextFS(root)
+        for i in range(n):  # one live session per compose turn and path, one turn in it
+            for side in ("plain-s", "api-s"):
+                d = root / ".sessions" / f"{side}-{i:03d}"
+                d.mkdir()
+                line = json.dumps({"role": "user", "content": question(i, side)})
+                with open(d / "transcript.jsonl", "a") as f:
+                    f.write(line + "\n")
+        nodes = [t.path for t in TARGETS]
 
         t0 = time.perf_counter()
         fs_cmd, fs_args = filesystem_server(root)
@@ -175,6 +183,22 @@ async def run(args: argparse.Namespace) -> dict:
                         }
                     )
 
+                def reply(i: int) -> list[dict[str, str]]:
+                    return [
+                        {"role": "user", "content": f"And the {WORDS[i % 8]} one?"},
+                        {"role": "assistant", "content": f"The {WORDS[i % 8]} one is noted."},
+                    ]
+
+                async def plain_session(i: int) -> None:
+                    d = root / ".sessions" / f"plain-s-{i:03d}"
+                    (d / "context.md").read_text()
+                    with open(d / "transcript.jsonl", "a") as f:
+                        f.write("".join(json.dumps(t) + "\n" for t in reply(i)))
+
+                async def api_session(i: int) -> None:
+                    api.compose(f"api-s-{i:03d}")
+                    api.after_turn(f"api-s-{i:03d}", [Turn(**t) for t in reply(i)])
+
                 paths: list[tuple[str, str, Callable[[int], Awaitable[None]]]] = [
                     ("search + read", "plain files", plain_search),
                     ("search + read", "ContextFS MCP server", cf_search),
@@ -184,7 +208,8 @@ async def run(args: argparse.Namespace) -> dict:
                     ("view + str_replace", "plain files", plain_mem),
                     ("view + str_replace", "memory tool (ContextFS adapter, nodes)", tool_mem),
                     ("view + str_replace", "memory tool (SDK local files, attachments)", sdk_mem),
-                    *PYTHON_API,
+                    ("compose + after_turn", "plain files", plain_session),
+                    ("compose + after_turn", "Python API", api_session),
                 ]
                 times: dict[tuple[str, str], list[float]] = {(t, p): [] for t, p, _ in paths}
                 rng = random.Random(20261201)
@@ -201,6 +226,9 @@ async def run(args: argparse.Namespace) -> dict:
         for side in ("plain-w", "fs-w", "plain-m", "tool-m"):
             meta = (pats / f"{side}-000/meta.yaml").read_text()
             assert "version: 2" in meta, (side, meta)
+        for side in ("plain-s", "api-s"):  # and each session holds its three turns
+            got = (root / ".sessions" / f"{side}-000/transcript.jsonl").read_text()
+            assert len(got.splitlines()) == 3, (side, got)
         problems = m.problems()
     finally:
         if m.proc is not None:
