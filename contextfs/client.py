@@ -27,7 +27,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
-from contextfs.mountcalls import PLAIN_ERRNOS, REFUSAL, status_reason
+from contextfs.mountcalls import PLAIN_ERRNOS, REFUSAL, query_dir, status_reason
 
 Role = Literal["user", "assistant", "system", "tool"]
 
@@ -241,16 +241,11 @@ class ContextFS:
         """Search the owner's subtree (or `scope`, a path under the mount such as
         "user/alice/preferences"): the bundle within `budget` tokens and the ranked hits,
         only nodes of `type` when given."""
-        if not question.strip():
-            raise InvalidInput("a search needs a question")
-        opts = [
-            f"{n}={v}" for n, v in (("k", k), ("budget", budget), ("type", type)) if v is not None
-        ]
         base = self.mount / scope if scope else self.base
-        qdir = base / ".query"
-        if opts:
-            qdir = qdir / ("@" + ",".join(opts))
-        qdir = qdir / _question_segment(question)
+        try:
+            qdir = query_dir(base, question, k=k, budget=budget, type=type)
+        except ValueError as exc:
+            raise InvalidInput(str(exc)) from None
         results = json.loads(self._read(qdir / "_results.json"))
         hits = tuple(
             Hit(
@@ -374,15 +369,6 @@ def _relative(path: Path, mount: Path) -> str:
         return str(path.relative_to(mount))
     except ValueError:
         return str(path)
-
-
-def _question_segment(question: str) -> str:
-    """A question as one path segment: `/` is `%2F`, `%` is `%25`, a leading `@` is `%40`
-    (docs/reference.md, escaping)."""
-    seg = question.replace("%", "%25").replace("/", "%2F")
-    if seg.startswith("@"):
-        seg = "%40" + seg[1:]
-    return seg
 
 
 def _turn_line(t: Mapping[str, Any]) -> str:

@@ -162,31 +162,15 @@ def _mount(
     else:
         dir_cache = "asked on every read (dir_cache: false in config.yaml)"
 
-    def status(visible: Callable[[str], bool] | None = None) -> str:
-        return render_status(
-            memory,
-            cfg,
-            mountpoint,
-            started,
-            indexer,
-            intake,
-            dir_cache,
-            lambda: ops.unsettled,
-            visible,
-        )
+    def status(
+        visible: Callable[[str], bool] | None = None, render: Callable[..., str] = render_status
+    ) -> str:
+        """`.status` (or, with `render_status_json`, `.status.json`): the same facts."""
+        args = (indexer, intake, dir_cache, lambda: ops.unsettled, visible)
+        return render(memory, cfg, mountpoint, started, *args)
 
     def status_json(visible: Callable[[str], bool] | None = None) -> str:
-        return render_status_json(
-            memory,
-            cfg,
-            mountpoint,
-            started,
-            indexer,
-            intake,
-            dir_cache,
-            lambda: ops.unsettled,
-            visible,
-        )
+        return status(visible, render_status_json)
 
     summaries: SummaryService | None = None
 

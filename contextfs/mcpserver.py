@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 
-from contextfs.mountcalls import MountCallError, inside, refusal
+from contextfs.mountcalls import MountCallError, inside, query_dir, refusal
 
 log = logging.getLogger(__name__)
 
@@ -39,17 +39,6 @@ TOOLS = (
     "status",
 )
 TIERS = ("L0", "L1", "L2")
-
-
-def quote_question(question: str) -> str:
-    """A question as one path segment: `%` → `%25`, `/` → `%2F`, a leading `@` → `%40`
-    (reference.md, query directories). Nothing else is escaped, so a name stays short."""
-    q = question.replace("%", "%25").replace("/", "%2F")
-    if q.startswith("@"):
-        q = "%40" + q[1:]
-    if q in ("", ".", ".."):
-        raise MountCallError("EINVAL: a question must have some text")
-    return q
 
 
 @dataclass(frozen=True, slots=True)
@@ -102,11 +91,10 @@ class MountClient:
         scope: str = "",
         results: bool = False,
     ) -> str:
-        opts = [f"{n}={v}" for n, v in (("k", k), ("budget", budget), ("type", type)) if v]
-        base = self.path(scope) / ".query"
-        if opts:
-            base = base / ("@" + ",".join(opts))
-        qdir = base / quote_question(question)
+        try:
+            qdir = query_dir(self.path(scope), question, k=k, budget=budget, type=type)
+        except ValueError as exc:
+            raise MountCallError(f"EINVAL: {exc}") from None
         return self._read(qdir / ("_results.json" if results else "_context.md"), "search")
 
     def remember(self, text: str, *, path: str = "", owner: str = "", wait: float = 10.0) -> str:

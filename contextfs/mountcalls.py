@@ -1,7 +1,9 @@
-"""Refusals of calls on a mounted ContextFS, as text an agent can act on.
+"""Calls on a mounted ContextFS from outside: where a question's answer lives, and
+refusals as text an agent can act on.
 
 Shared by the adapters that reach the mount as a client (the MCP server, the memory-tool
-directory): a refused call becomes `ERRNO: strerror (operation path)` plus the line
+directory, the Python client): `query_dir` is the one spelling of a `.query` path; a
+refused call becomes `ERRNO: strerror (operation path)` plus the line
 the mount wrote in `.status` for it, found by path, errno and time. Plain answers
 (`ENOENT`, `EEXIST`, …) are never in `.status` and are not looked up. Only paths and
 the standard library; nothing of the daemon.
@@ -20,6 +22,29 @@ from pathlib import Path
 PLAIN_ERRNOS = frozenset({"ENOENT", "EEXIST", "ENOTEMPTY", "ENOTDIR", "EISDIR"})
 # A `.status` refusal line: `<UTC time> <ERRNO> [<operation> ]<path>: <reason>`.
 REFUSAL = re.compile(r"(?P<time>\S+) (?P<errno>E[A-Z]+) (?P<where>.+?): ")
+
+
+def query_dir(
+    base: Path,
+    question: str,
+    *,
+    k: int | None = None,
+    budget: int | None = None,
+    type: str | None = None,
+) -> Path:
+    """`base/.query/[@k=…,budget=…,type=…/]<question>`: in the question `%` is `%25`, `/` is
+    `%2F` and a leading `@` is `%40` (docs/reference.md, query directories). Nothing else
+    is escaped, so the name stays readable. An empty question is a ValueError."""
+    segment = question.replace("%", "%25").replace("/", "%2F")
+    if segment.startswith("@"):
+        segment = "%40" + segment[1:]
+    if not question.strip() or segment in (".", ".."):
+        raise ValueError("a search needs a question")
+    opts = [f"{n}={v}" for n, v in (("k", k), ("budget", budget), ("type", type)) if v is not None]
+    qdir = base / ".query"
+    if opts:
+        qdir = qdir / ("@" + ",".join(opts))
+    return qdir / segment
 
 
 class MountCallError(Exception):

@@ -10,8 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from contextfs.mcpserver import quote_question
-from contextfs.mountcalls import MountCallError, inside, refusal, status_reason
+from contextfs.mountcalls import MountCallError, inside, query_dir, refusal, status_reason
 
 
 def stamp(ago: float = 0.0) -> str:
@@ -67,9 +66,11 @@ def test_paths_stay_inside_the_mount(tmp_path):
             inside(tmp_path, bad)
 
 
-def test_a_question_is_one_path_segment():
-    assert quote_question("a/b 50%") == "a%2Fb 50%25"
-    assert quote_question("@home") == "%40home"
-    for bad in ("", ".", ".."):
-        with pytest.raises(MountCallError):
-            quote_question(bad)
+def test_a_question_is_one_path_segment(tmp_path):
+    assert query_dir(tmp_path, "a/b 50%") == tmp_path / ".query/a%2Fb 50%25"
+    assert query_dir(tmp_path, "@home", budget=500, type="entity") == (
+        tmp_path / ".query/@budget=500,type=entity/%40home"
+    )
+    for bad in ("", " ", ".", ".."):
+        with pytest.raises(ValueError):
+            query_dir(tmp_path, bad)
