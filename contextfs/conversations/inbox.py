@@ -34,7 +34,13 @@ from contextfs.conversations.extract import (
     RuleExtractor,
     validate_candidate,
 )
-from contextfs.conversations.media import MediaIntake, MediaSettings, media_missing
+from contextfs.conversations.media import (
+    VIDEO_SUFFIXES,
+    MediaIntake,
+    MediaSettings,
+    media_missing,
+    video_missing,
+)
 from contextfs.conversations.people import attribute_speakers, owner_speaker
 from contextfs.conversations.transcript import Transcript, Turn, parse_transcript, render_turns
 from contextfs.errors import ContextFSError, Exists, InvalidInput
@@ -49,7 +55,11 @@ from contextfs.model import Change, Node
 log = logging.getLogger(__name__)
 
 TEXT_SUFFIXES = (".jsonl", ".json", ".md", ".markdown", ".txt", "")
-MEDIA_SUFFIXES = (".png", ".jpg", ".jpeg", ".gif", ".webp", ".wav", ".mp3", ".ogg", ".flac", ".m4a")
+MEDIA_SUFFIXES = (
+    *(".png", ".jpg", ".jpeg", ".gif", ".webp"),
+    *(".wav", ".mp3", ".ogg", ".flac", ".m4a"),
+    *(".mp4", ".webm", ".mkv"),
+)
 # media no gate takes yet (no decoder): refused with this reason
 MEDIA_NOT_YET = {".m4a": "m4a (AAC) audio is not decoded yet; WAV, FLAC, OGG and MP3 are"}
 
@@ -210,7 +220,9 @@ class Intake:
         if suffix in MEDIA_NOT_YET:
             return MEDIA_NOT_YET[suffix]
         if self.media is None:
-            return f"images and audio are not taken: {self.media_missing}"
+            return f"images, audio and video are not taken: {self.media_missing}"
+        if suffix in VIDEO_SUFFIXES:
+            return video_missing()
         return None
 
     def is_media(self, item: InboxItem) -> bool:
