@@ -75,6 +75,15 @@ class MediaSettings:
     video_frame_interval: float = 1.0  # seconds between the frames of a video the gate sees
 
 
+@dataclass(frozen=True, slots=True)
+class Origin:
+    """Where a medium came from when a conversation carried it or pointed at it."""
+
+    source: str  # the node's `source`: 'inbox:chat.jsonl#t2' | 'session:<id>#t2'
+    stream: str  # the visual gate's stream: the conversation, not the inbox
+    note: str  # a sentence for L2: which conversation and turn
+
+
 @dataclass(slots=True)
 class Analysis:
     """What the worker thread learnt of one file (pure data)."""
@@ -153,8 +162,10 @@ class MediaIntake:
         self.settings = settings or MediaSettings()
         self.clock = clock or time.time
         self.gate = HashGate()  # where a CLIP gate slots in when a checkpoint is configured
-        # owner -> (signature, when, node path) of the last accepted image of its stream
-        self.last: dict[tuple[str, str], tuple[object, float, str]] = {}
+        self.origin: Origin | None = None  # of the item `finish` is deciding
+        # stream (an owner's inbox, or (owner, conversation)) -> (signature, when, node
+        # path) of the last accepted image of that stream
+        self.last: dict[object, tuple[object, float, str]] = {}
 
     def status_line(self) -> str:
         return (
@@ -239,11 +250,19 @@ class MediaIntake:
         return None
 
     def finish(
-        self, owner: tuple[str, str], filename: str, data: bytes, when: float, a: Analysis
+        self,
+        owner: tuple[str, str],
+        filename: str,
+        data: bytes,
+        when: float,
+        a: Analysis,
+        origin: Origin | None = None,
     ) -> tuple[str, list[str], Node | None]:
         """The decision for one analysed file: (state, report lines, the new node).
         state is 'done' (a node was made, or the bytes were already stored), 'dropped'
-        (the gate found nothing new) or 'refused' (bad media)."""
+        (the gate found nothing new) or 'refused' (bad media). `origin`: the conversation
+        turn that carried it (its own stream, source and L2 line)."""
+        self.origin = origin
         lines = [f"# {filename}", ""]
         if a.error:
             return "refused", [*lines, f"state: refused: {a.error}", ""], None
@@ -273,7 +292,8 @@ class MediaIntake:
 
         s = self.settings
         info = a.info
-        prev = self.last.get(owner)
+        stream = owner if self.origin is None else (owner, self.origin.stream)
+        prev = self.last.get(stream)
         if prev is not None and when - prev[1] > s.stream_gap:
             prev = None  # the stream starts over
         sim = self.gate.similarity(a.signature, prev[0]) if prev is not None else None
@@ -330,7 +350,7 @@ class MediaIntake:
             note = f"- note: the name says {_suffix(filename)}, the bytes are {info.format}"
         node = self._store(owner, "image", fields, body, [(None, original, data)])
         path = self.memory.node_path(node)
-        self.last[owner] = (a.signature, when, path)
+        self.last[stream] = (a.signature, when, path)
         lines += [
             f"state: done (image kept: {path})",
             f"- {gate_line}",
@@ -495,7 +515,8 @@ class MediaIntake:
             [
                 f"# Video {filename}",
                 "",
-                f"A {info.format} video of {info.duration:.2f} s ({info.width}x{info.height}, "
+                f"{'A' if info.format == 'WebM' else 'An'} {info.format} video of "
+                f"{info.duration:.2f} s ({info.width}x{info.height}, "
                 f"{info.fps:g} fps, {info.video_codec}; {audio_desc}; {len(data)} bytes), "
                 "received in the inbox on "
                 f"{dt.datetime.fromtimestamp(when, dt.UTC).strftime('%Y-%m-%d %H:%M UTC')}.",
@@ -538,7 +559,11 @@ class MediaIntake:
         body: str,
         files: list[tuple[str | None, str, bytes]],
     ) -> Node:
-        """The node and its attachments, in one transaction."""
+        """The node and its attachments, in one transaction. A medium a conversation
+        carried names that conversation and turn (its source, and a line of L2)."""
+        if self.origin is not None:
+            fields = {**fields, "source": self.origin.source}
+            body = body.rstrip("\n") + "\n\n" + self.origin.note + "\n"
         memory = self.memory
         ctype = memory.types[kind]
         with memory.transaction():
