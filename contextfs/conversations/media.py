@@ -184,7 +184,7 @@ class MediaIntake:
     def analyse(self, data: bytes, filename: str) -> Analysis:
         """Decode and gate one file; never raises for bad bytes (the error says why)."""
         from contextfs.media import BadMedia
-        from contextfs.media.audio import VadSettings, decode_audio, gate_audio
+        from contextfs.media.audio import VadSettings, decode_audio, gate_audio, open_wav
         from contextfs.media.visual import probe_image
 
         started = time.perf_counter()
@@ -225,7 +225,8 @@ class MediaIntake:
                     out.pcm = video.pcm
                     out.decision = gate_audio(video.pcm, vad)
             else:
-                pcm = decode_audio(data, suffix)
+                # a WAV is streamed a minute at a time (a 2-hour file is never one array)
+                pcm = open_wav(data) if suffix == ".wav" else decode_audio(data, suffix)
                 out.pcm = pcm
                 out.source_format = suffix[1:].upper()
                 out.decision = gate_audio(pcm, vad)
