@@ -25,9 +25,9 @@ from contextfs.model import MACHINE_REASONS, Access, Attachment, Node
 from contextfs.store.schema import (
     CHUNK_SIZE,
     create_tables,
-    drop_orphan_blobs,
     insert_chunks,
     migrate,
+    sweep_blobs,
 )
 
 log = logging.getLogger(__name__)
@@ -59,6 +59,9 @@ class Store:
                 ) from exc
             raise StoreDamaged(f"cannot open {self.path}: {exc}") from exc
         self._depth = 0
+        # hashes of blobs a rewrite or purge let go of: reclaimed (when no chunk holds them)
+        # in batches, at close and at every open; one blob deleted per commit costs ~2.4 ms
+        self.garbage: set[str] = set()
         self._ids: list[int] = []
         self._seq = 0
         # Set by the Memory that owns this store: `transaction()` is then its transaction.
@@ -67,6 +70,7 @@ class Store:
             with self.atomic():
                 create_tables(self.con)
                 migrate(self.con)
+                sweep_blobs(self.con)  # what a daemon that died did not reclaim
                 self.con.execute(
                     "INSERT INTO store_meta VALUES ('created', ?) ON CONFLICT DO NOTHING",
                     [str(time.time())],
@@ -74,7 +78,28 @@ class Store:
         self._seq = self.generation()
 
     def close(self) -> None:
+        if self.garbage:
+            try:
+                with self.atomic():
+                    self.sweep()
+            except (duckdb.Error, StoreDamaged):  # the next open reclaims them
+                log.warning("could not reclaim %d unheld blob(s) at close", len(self.garbage))
         self.con.close()
+
+    GARBAGE_BATCH = 64
+
+    def _let_go(self, hashes: list[str]) -> None:
+        """Blobs these chunks held may be held by nothing now: reclaim them with others
+        (a batch of 64 costs ~0.12 ms a blob)."""
+        self.garbage.update(hashes)
+        if len(self.garbage) >= self.GARBAGE_BATCH:
+            self.sweep()
+
+    def sweep(self) -> None:
+        """Delete the let-go blobs no chunk holds (inside the caller's transaction)."""
+        if self.garbage:
+            sweep_blobs(self.con, sorted(self.garbage))
+            self.garbage.clear()
 
     def transaction(self) -> AbstractContextManager[None]:
         """The owning Memory's transaction (`Memory.transaction`), so that code still
@@ -382,7 +407,7 @@ class Store:
             [att_id, count, chunks],
         ).fetchall()
         insert_chunks(self.con, att_id, data, chunks)
-        drop_orphan_blobs(self.con, [h for (h,) in gone])
+        self._let_go([h for (h,) in gone])
         self.con.execute(
             "UPDATE attachments SET size = ?, mtime = ? WHERE id = ?", [size, mtime, att_id]
         )
@@ -391,7 +416,7 @@ class Store:
         gone = self.con.execute(
             "DELETE FROM attachment_chunks WHERE att_id = ? RETURNING hash", [att_id]
         ).fetchall()
-        drop_orphan_blobs(self.con, [h for (h,) in gone])
+        self._let_go([h for (h,) in gone])
         self.con.execute("DELETE FROM attachments WHERE id = ?", [att_id])
 
     def add_pending_drop(

@@ -121,8 +121,9 @@ CREATE TABLE IF NOT EXISTS attachment_chunks (
 -- inbox item, keyed by their xxh3-128. The same photo dropped twice, a video frame that is
 -- also an image, a file copied into another node: one row each chunk, however many hold
 -- it. Invariants (checked by fsck): hash = xxh3-128 hex of data; data is 1..CHUNK_SIZE
--- bytes; every blob is held by at least one chunk (a blob is deleted with its last chunk,
--- in the same transaction).
+-- bytes; every chunk's blob exists. A blob no chunk holds any more is garbage, reclaimed
+-- in batches of 64, when the store closes and when it opens (Store.sweep): never read,
+-- and counted by fsck as garbage, not as a problem.
 CREATE TABLE IF NOT EXISTS blobs (
     hash TEXT PRIMARY KEY,
     data BLOB NOT NULL
@@ -303,10 +304,14 @@ def insert_chunks(
         )
 
 
-def drop_orphan_blobs(con: duckdb.DuckDBPyConnection, hashes: list[str]) -> None:
-    """Delete the blobs of these hashes that no chunk holds any more (after their chunks
-    were deleted, in the same transaction)."""
-    if hashes:
+def sweep_blobs(con: duckdb.DuckDBPyConnection, hashes: list[str] | None = None) -> None:
+    """Delete the blobs (of these hashes; None: all) that no chunk holds."""
+    if hashes is None:
+        con.execute(
+            "DELETE FROM blobs WHERE hash NOT IN (SELECT hash FROM attachment_chunks) "
+            "AND hash NOT IN (SELECT hash FROM inbox_chunks)"
+        )
+    elif hashes:
         con.execute(
             """
             DELETE FROM blobs WHERE list_contains(?::TEXT[], hash)

@@ -12,8 +12,9 @@ import duckdb
 import pytest
 
 from contextfs.memory.service import Memory
+from contextfs.model import Attachment
 from contextfs.store import Store
-from contextfs.store.fsck import check_store
+from contextfs.store.fsck import blobs_consistent, check_store, garbage_blobs
 from contextfs.store.schema import CHUNK_SIZE
 from contextfs.testing import media_corpus as mc
 from tests.fs.test_media import _drop, _nodes
@@ -83,12 +84,44 @@ async def test_shared_bytes_are_copied_on_write_and_freed_with_their_last_holder
     assert await fs.read("user/default/preferences/b/copy.bin") == data
     assert _stored(memory) == len(data) + CHUNK_SIZE  # only the changed chunk is new
     assert check_store(memory.store) == []
-    # both holders purged: their bytes leave the store (no blob is held by nothing)
+    # both holders purged: their bytes are garbage, reclaimed by the next sweep (64 let-go
+    # blobs, the store's close, or its next open)
     for a in list(memory.attachments.values()):
         if a.name == "copy.bin":
             memory.store.purge_attachment(a.id)
-    assert _stored(memory) == 0
+    assert garbage_blobs(memory.store) == (5, 4 * CHUNK_SIZE + 100)  # 4 + the patched one
     assert check_store(memory.store) == []
+    with memory.transaction():
+        memory.store.sweep()
+    assert _stored(memory) == 0 and garbage_blobs(memory.store) == (0, 0)
+
+
+async def test_garbage_is_reclaimed_in_batches_and_at_the_next_open(tmp_path, types) -> None:
+    db = tmp_path / "contextfs.duckdb"
+    store = Store(db)
+    blobs = [os.urandom(CHUNK_SIZE) for _ in range(70)]
+    with store.atomic():
+        for i, data in enumerate(blobs):
+            store.insert_attachment(
+                Attachment(5000 + i, 1, None, f"f{i}", "file", 0o644, 0.0, None), data
+            )
+    for i in range(63):
+        with store.atomic():
+            store.purge_attachment(5000 + i)
+    assert garbage_blobs(store) == (63, 63 * CHUNK_SIZE)
+    with store.atomic():
+        store.purge_attachment(5063)  # the 64th: one batch reclaims them all
+    assert garbage_blobs(store) == (0, 0) and store.stored_bytes()[1] == 6 * CHUNK_SIZE
+    with store.atomic():
+        store.purge_attachment(5064)
+    store.con.close()  # a daemon that dies: its garbage stays in the file
+    store = Store(db, read_only=True)
+    # garbage is not a problem (the attachments here have no node: only the blob check)
+    assert garbage_blobs(store) == (1, CHUNK_SIZE) and check_store(store, [blobs_consistent]) == []
+    store.close()
+    store = Store(db)  # the next open reclaims it
+    assert garbage_blobs(store) == (0, 0) and check_store(store, [blobs_consistent]) == []
+    store.close()
 
 
 async def test_a_version_5_store_gets_its_bytes_stored_once(tmp_path, types) -> None:
