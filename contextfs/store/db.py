@@ -60,8 +60,11 @@ class Store:
             raise StoreDamaged(f"cannot open {self.path}: {exc}") from exc
         self._depth = 0
         # hashes of blobs a rewrite or purge let go of: reclaimed (when no chunk holds them)
-        # in batches, at close and at every open; one blob deleted per commit costs ~2.4 ms
+        # in batches and at close; one blob deleted per commit costs ~2.4 ms. The first
+        # sweep of a store's life also takes what a daemon that died left; not at open:
+        # a store that fails fsck is not written to, and its unheld blobs may be evidence
         self.garbage: set[str] = set()
+        self._swept_all = False
         self._ids: list[int] = []
         self._seq = 0
         # Set by the Memory that owns this store: `transaction()` is then its transaction.
@@ -70,7 +73,6 @@ class Store:
             with self.atomic():
                 create_tables(self.con)
                 migrate(self.con)
-                sweep_blobs(self.con)  # what a daemon that died did not reclaim
                 self.con.execute(
                     "INSERT INTO store_meta VALUES ('created', ?) ON CONFLICT DO NOTHING",
                     [str(time.time())],
@@ -96,9 +98,11 @@ class Store:
             self.sweep()
 
     def sweep(self) -> None:
-        """Delete the let-go blobs no chunk holds (inside the caller's transaction)."""
+        """Delete the let-go blobs no chunk holds (inside the caller's transaction); the
+        first sweep deletes every blob no chunk holds."""
         if self.garbage:
-            sweep_blobs(self.con, sorted(self.garbage))
+            sweep_blobs(self.con, sorted(self.garbage) if self._swept_all else None)
+            self._swept_all = True
             self.garbage.clear()
 
     def transaction(self) -> AbstractContextManager[None]:

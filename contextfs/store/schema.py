@@ -122,8 +122,8 @@ CREATE TABLE IF NOT EXISTS attachment_chunks (
 -- also an image, a file copied into another node: one row each chunk, however many hold
 -- it. Invariants (checked by fsck): hash = xxh3-128 hex of data; data is 1..CHUNK_SIZE
 -- bytes; every chunk's blob exists. A blob no chunk holds any more is garbage, reclaimed
--- in batches of 64, when the store closes and when it opens (Store.sweep): never read,
--- and counted by fsck as garbage, not as a problem.
+-- in batches of 64 and when the store closes (Store.sweep; its first sweep takes all
+-- garbage, a crashed daemon's too): never read, counted by fsck, not a problem.
 CREATE TABLE IF NOT EXISTS blobs (
     hash TEXT PRIMARY KEY,
     data BLOB NOT NULL
