@@ -84,7 +84,7 @@ class Store:
             try:
                 with self.atomic():
                     self.sweep()
-            except (duckdb.Error, StoreDamaged):  # the next open reclaims them
+            except (duckdb.Error, StoreDamaged):  # a later sweep reclaims them
                 log.warning("could not reclaim %d unheld blob(s) at close", len(self.garbage))
         self.con.close()
 

@@ -226,7 +226,7 @@ def blobs_consistent(store: Store) -> list[str]:
     """(v6) Bytes stored once by content: every chunk's hash has its blob, a blob is
     1..CHUNK_SIZE bytes and its hash is the xxh3-128 of its bytes (read back a few at a
     time). A blob no chunk holds is garbage waiting to be reclaimed (`garbage_blobs`), not
-    a problem: a daemon that dies leaves some, the next open reclaims them."""
+    a problem: a daemon that dies leaves some, the first sweep after a restart takes them."""
     problems = [
         f"{t} {i} chunk {x}: blob {h} is missing"
         for t, i, x, h in _rows(

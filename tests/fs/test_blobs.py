@@ -85,7 +85,7 @@ async def test_shared_bytes_are_copied_on_write_and_freed_with_their_last_holder
     assert _stored(memory) == len(data) + CHUNK_SIZE  # only the changed chunk is new
     assert check_store(memory.store) == []
     # both holders purged: their bytes are garbage, reclaimed by the next sweep (64 let-go
-    # blobs, the store's close, or its next open)
+    # blobs, or the store's close)
     for a in list(memory.attachments.values()):
         if a.name == "copy.bin":
             memory.store.purge_attachment(a.id)
