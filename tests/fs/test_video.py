@@ -98,7 +98,15 @@ async def test_bad_videos_are_refused_and_nothing_else_is_lost(
     good = mc.video([mc.shape("circle", "red")], seconds_each=2, suffix=".mkv")
     webm = mc.video([mc.shape("circle", "red"), mc.slide("x")], seconds_each=3, suffix=".webm")
     mp4 = mc.video([mc.shape("square", "red")], seconds_each=2)
+    talk = mc.video(
+        [mc.shape("circle", "red"), mc.slide("x"), mc.noise_image(3)],
+        seconds_each=4,
+        suffix=".mkv",
+        wav=mc.sox_make(12),
+    )
     cases = {
+        # Matroska declares its duration up front: cut short it still opens and decodes
+        "cut-talk.mkv": (talk[: len(talk) // 2], "truncated: it declares 12.01 s"),
         "cut.mp4": (mp4[: len(mp4) // 3], "damaged or truncated"),
         "cut.webm": (webm[: len(webm) // 3], "truncated"),
         "notes.mp4": (b"meeting notes, not a video\n", "extension wrong"),
@@ -113,4 +121,4 @@ async def test_bad_videos_are_refused_and_nothing_else_is_lost(
     assert "video kept" in report and "- MKV 320x240, 2.0" in report, report
     [node] = _nodes(memory, "video")
     assert await fs.read(memory.node_path(node) + "/original.mkv") == good
-    assert "refused=5" in "\n".join(plain.intake.status_lines())
+    assert "refused=6" in "\n".join(plain.intake.status_lines())
