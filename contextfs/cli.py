@@ -385,6 +385,19 @@ def cmd_schema_check(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_mcp(args: argparse.Namespace) -> int:
+    """Serve MCP over stdio: tools that read and write paths under the mount."""
+    mnt = Path(args.mountpoint)
+    if not _answers(mnt):
+        raise UsageError(f"{mnt} is not a live ContextFS mount")
+    from contextfs.mcpserver import serve
+
+    # stdout carries the protocol: logging goes to stderr only
+    logging.basicConfig(level=logging.WARNING, stream=sys.stderr)
+    serve(mnt.resolve())
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="contextfs", description=__doc__.splitlines()[0])
     p.add_argument("--version", action="version", version=f"contextfs {__version__}")
@@ -448,6 +461,10 @@ def build_parser() -> argparse.ArgumentParser:
     c.add_argument("data_dir", type=Path)
     c.add_argument("--now", default=None, help="pretend it is this date (ISO), for a preview")
     c.set_defaults(func=cmd_consolidate)
+
+    mc = sub.add_parser("mcp", help="serve MCP over stdio: tools over the paths of a mount")
+    mc.add_argument("mountpoint")
+    mc.set_defaults(func=cmd_mcp)
 
     sc = sub.add_parser("schema", help="context-type tools")
     scs = sc.add_subparsers(dest="schema_command", required=True)
