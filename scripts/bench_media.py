@@ -246,6 +246,8 @@ def through_mount(slides: int, search: bool) -> dict:
             ]
             memo = mc.concat(mc.sox_make(1), mc.speech(SENTENCES[0]), mc.sox_make(1))
             files.append(("memo.wav", memo))
+            slides3 = [mc.slide(f"{TOPICS[i]} video") for i in range(3)]
+            files.append(("talk.mp4", mc.video(slides3, seconds_each=4, wav=mc.concat(memo, memo))))
             for name, blob in files:
                 src = tmp / name
                 src.write_bytes(blob)
@@ -265,7 +267,8 @@ def through_mount(slides: int, search: bool) -> dict:
         return {
             "close_to_node_image_p50_ms": 1000 * statistics.median(img),
             "close_to_node_image_max_ms": 1000 * max(img),
-            "close_to_node_audio_ms": 1000 * latencies[-1][1],
+            "close_to_node_audio_ms": 1000 * latencies[-2][1],
+            "close_to_node_video_ms": 1000 * latencies[-1][1],
             "close_to_searchable_p50_ms": 1000 * statistics.median(found) if found else None,
             "close_to_searchable_max_ms": 1000 * max(found) if found else None,
             "problems": m.problems(),
@@ -333,7 +336,8 @@ def main() -> int:
             f"| close() → node, through a mount | image p50 "
             f"{mnt['close_to_node_image_p50_ms']:.0f} ms (max "
             f"{mnt['close_to_node_image_max_ms']:.0f} ms); voice memo "
-            f"{mnt['close_to_node_audio_ms']:.0f} ms |"
+            f"{mnt['close_to_node_audio_ms']:.0f} ms; 12 s video "
+            f"{mnt['close_to_node_video_ms']:.0f} ms |"
         )
         if mnt["close_to_searchable_p50_ms"] is not None:
             print(
