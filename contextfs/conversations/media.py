@@ -167,6 +167,12 @@ class MediaIntake:
         # path) of the last accepted image of that stream
         self.last: dict[object, tuple[object, float, str]] = {}
 
+    def visual_gate(self) -> tuple[object, float, float]:
+        """The visual gate a video's frames go through, and its thresholds (drop at or
+        above, new below): the one place that chooses them for videos, so a CLIP gate,
+        when one is configured, is chosen here as for images."""
+        return self.gate, self.settings.drop_above, self.settings.new_below
+
     def status_line(self) -> str:
         return (
             f"visual gate: {self.gate.name}; audio gate: webrtcvad "
@@ -210,13 +216,15 @@ class MediaIntake:
             elif kind == "video":
                 from contextfs.media.video import analyse_video
 
+                gate, drop_above, new_below = self.visual_gate()
+                out.extra["gate"] = (gate.name, drop_above, new_below)
                 out.video = video = analyse_video(
                     data,
                     suffix,
-                    self.gate,
+                    gate,
                     interval=s.video_frame_interval,
-                    drop_above=s.drop_above,
-                    new_below=s.new_below,
+                    drop_above=drop_above,
+                    new_below=new_below,
                     max_pixels=s.max_pixels,
                     max_seconds=s.max_audio_seconds,
                 )
@@ -444,13 +452,14 @@ class MediaIntake:
 
         s = self.settings
         v, d, pcm = a.video, a.decision, a.pcm
+        gate_name, drop_above, new_below = a.extra["gate"]
         info = v.info
         sampled, kept = len(v.frames), v.kept_frames
         gate_line = (
-            f"visual gate ({self.gate.name}): {sampled} frame(s) sampled every "
+            f"visual gate ({gate_name}): {sampled} frame(s) sampled every "
             f"{s.video_frame_interval:g} s, {len(kept)} kept, {sampled - len(kept)} dropped "
-            f"as near-duplicates of the last kept frame; drop at >= {s.drop_above:g}, "
-            f"new below {s.new_below:g}"
+            f"as near-duplicates of the last kept frame; drop at >= {drop_above:g}, "
+            f"new below {new_below:g}"
         )
         audio_line = self._audio_gate_line(d) if d is not None else "audio gate: no audio track"
         if not kept and (d is None or not d.kept):
