@@ -113,6 +113,7 @@ def media_settings(cfg: Config) -> MediaSettings:
         vad_energy_floor_db=cfg.vad_energy_floor_db,
         vad_min_modulation_db=cfg.vad_min_modulation_db,
         max_audio_seconds=cfg.media_max_audio_seconds,
+        video_frame_interval=cfg.video_frame_interval,
     )
 
 

