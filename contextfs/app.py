@@ -117,6 +117,7 @@ def media_settings(cfg: Config) -> MediaSettings:
         max_audio_seconds=cfg.media_max_audio_seconds,
         clip_drop_above=cfg.clip_drop_above,
         clip_new_below=cfg.clip_new_below,
+        video_frame_interval=cfg.video_frame_interval,
     )
 
 

@@ -1,4 +1,4 @@
-"""Command line: `contextfs mount|umount|status|fsck|schema check`.
+"""Command line: `contextfs mount|umount|status|fsck|schema check|export|import`.
 
 A composition root like `daemon`: it reads configuration and turns `ContextFSError` into
 a message and an exit code at the top level. Exit codes: 0 ok, 1 error, 2 usage,
@@ -361,6 +361,89 @@ def cmd_consolidate(args: argparse.Namespace) -> int:
     return 0
 
 
+# ---- export and import (docs/agents.md): a markdown tree out of a mount or a data dir, any
+# markdown folder into a mount through its files ----------------------------------------------
+
+
+def cmd_export(args: argparse.Namespace) -> int:
+    """Write a mount's (or an unmounted data dir's) nodes as a markdown tree."""
+    from contextfs.vault import MountSource, export_tree
+
+    src, out = Path(args.src), Path(args.out)
+    t0 = time.monotonic()
+    show = _progress_bar("export", t0)
+    mnt = src if _answers(src) else _mount_of(src)
+    if mnt is not None:  # the daemon owns the store: read through its files
+        report = export_tree(MountSource(mnt), out, history=args.history, progress=show)
+    else:
+        from contextfs.app import load_all_types
+        from contextfs.memory.service import Memory
+        from contextfs.store import Store
+        from contextfs.vault import StoreSource
+
+        cfg = load_config(src)
+        if not cfg.db_path.exists():
+            raise UsageError(f"{src} is neither a ContextFS mount nor a data dir")
+        store = Store(cfg.db_path, read_only=True)
+        try:
+            memory = Memory(store, load_all_types(cfg), data_dir=cfg.data_dir)
+            report = export_tree(StoreSource(memory), out, history=args.history, progress=show)
+        finally:
+            store.close()
+    sys.stderr.write("\n")
+    print(f"{report.summary()}\nto {out} in {time.monotonic() - t0:.1f}s")
+    return 1 if report.problems else 0
+
+
+def _mount_of(data_dir: Path) -> Path | None:
+    """The live mount serving `data_dir`, found by the daemons' mount records."""
+    from contextfs.config import runtime_dir
+
+    want = str(load_config(data_dir).data_dir)
+    for rec in sorted(runtime_dir().glob("*.json")):
+        try:
+            info = json.loads(rec.read_text())
+        except (OSError, ValueError):
+            continue
+        mnt = Path(info.get("mountpoint", ""))
+        if info.get("data_dir") == want and _answers(mnt):
+            return mnt
+    return None
+
+
+def cmd_import(args: argparse.Namespace) -> int:
+    """Route a markdown tree or vault into a mount; a report of what was refused."""
+    from contextfs.vault import import_tree
+
+    t0 = time.monotonic()
+    report = import_tree(
+        Path(args.dir),
+        Path(args.dest),
+        type_name=args.type,
+        progress=_progress_bar("import", t0, unit="files"),
+    )
+    sys.stderr.write("\n")
+    if args.json:
+        print(json.dumps(report.as_dict(), indent=2, ensure_ascii=False))
+    else:
+        print(report.summary())
+    return 1 if report.refused else 0
+
+
+def _transfer_parsers(sub: argparse._SubParsersAction) -> None:
+    e = sub.add_parser("export", help="write a mount or data dir as a markdown tree")
+    e.add_argument("src", help="a mount point, or a data dir (mounted or not)")
+    e.add_argument("out", help="a new (or empty) directory")
+    e.add_argument("--history", action="store_true", help="also every version of each node")
+    e.set_defaults(func=cmd_export)
+    im = sub.add_parser("import", help="route a markdown tree or vault into a mount")
+    im.add_argument("dir", help="an exported tree, or any folder of markdown")
+    im.add_argument("dest", help="the mount, an owner or a type directory in it")
+    im.add_argument("--type", default=None, help="context type of plain notes (default entity)")
+    im.add_argument("--json", action="store_true", help="print the report as JSON")
+    im.set_defaults(func=cmd_import)
+
+
 def _progress_bar(label: str, t0: float, unit: str = "nodes"):
     def show(done: int, total: int) -> None:
         width = 30
@@ -387,6 +470,19 @@ def cmd_schema_check(args: argparse.Namespace) -> int:
             f"ok {t.name}: {t.scope}/{t.directory} ({t.mode}, {len(t.fields)} fields) "
             f"from {t.source}"
         )
+    return 0
+
+
+def cmd_mcp(args: argparse.Namespace) -> int:
+    """Serve MCP over stdio: tools that read and write paths under the mount."""
+    mnt = Path(args.mountpoint)
+    if not _answers(mnt):
+        raise UsageError(f"{mnt} is not a live ContextFS mount")
+    from contextfs.mcpserver import serve
+
+    # stdout carries the protocol: logging goes to stderr only
+    logging.basicConfig(level=logging.WARNING, stream=sys.stderr)
+    serve(mnt.resolve())
     return 0
 
 
@@ -453,6 +549,11 @@ def build_parser() -> argparse.ArgumentParser:
     c.add_argument("data_dir", type=Path)
     c.add_argument("--now", default=None, help="pretend it is this date (ISO), for a preview")
     c.set_defaults(func=cmd_consolidate)
+    _transfer_parsers(sub)
+
+    mc = sub.add_parser("mcp", help="serve MCP over stdio: tools over the paths of a mount")
+    mc.add_argument("mountpoint")
+    mc.set_defaults(func=cmd_mcp)
 
     sc = sub.add_parser("schema", help="context-type tools")
     scs = sc.add_subparsers(dest="schema_command", required=True)

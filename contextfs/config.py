@@ -93,7 +93,8 @@ class Config:
     media_new_below: float = 0.60  # below: a new scene; in between: a change, kept
     media_max_pixels: int = 40_000_000  # larger images are refused before decoding
     media_stream_gap: float = 600.0  # seconds without an accepted image end a stream
-    media_max_audio_seconds: float = 14400.0  # longer recordings are refused
+    media_max_audio_seconds: float = 14400.0  # longer recordings (and videos) are refused
+    video_frame_interval: float = 1.0  # seconds between the video frames the visual gate sees
     vad_frame_ms: int = 30  # 10, 20 or 30
     vad_aggressiveness: int = 2  # 0 (keeps most) .. 3 (drops most)
     vad_energy_floor_db: float = -45.0  # dBFS under which a frame is silence
@@ -150,6 +151,10 @@ def load_config(data_dir: Path | None) -> Config:
         raise UsageError(f"{path}: vad_frame_ms must be 10, 20 or 30")
     if raw.get("vad_aggressiveness", 2) not in (0, 1, 2, 3):
         raise UsageError(f"{path}: vad_aggressiveness must be 0, 1, 2 or 3")
+    if not isinstance(raw.get("video_frame_interval", 1.0), int | float) or not (
+        0.04 <= raw.get("video_frame_interval", 1.0) <= 3600
+    ):
+        raise UsageError(f"{path}: video_frame_interval must be seconds, 0.04 .. 3600")
     if raw.get("embedder", "local") not in ("local", "openai"):
         raise UsageError(f"{path}: embedder must be 'local' or 'openai'")
     if raw.get("embedder") == "openai" and not (

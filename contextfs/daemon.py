@@ -55,6 +55,7 @@ from contextfs.memory.service import Memory
 from contextfs.memory.summaries import SummaryService
 from contextfs.search.indexer import Indexer
 from contextfs.search.retrieval import Searcher
+from contextfs.status_json import render_status_json
 
 log = logging.getLogger(__name__)
 
@@ -171,18 +172,15 @@ def _mount(
     else:
         dir_cache = "asked on every read (dir_cache: false in config.yaml)"
 
-    def status(visible: Callable[[str], bool] | None = None) -> str:
-        return render_status(
-            memory,
-            cfg,
-            mountpoint,
-            started,
-            indexer,
-            intake,
-            dir_cache,
-            lambda: ops.unsettled,
-            visible,
-        )
+    def status(
+        visible: Callable[[str], bool] | None = None, render: Callable[..., str] = render_status
+    ) -> str:
+        """`.status` (or, with `render_status_json`, `.status.json`): the same facts."""
+        args = (indexer, intake, dir_cache, lambda: ops.unsettled, visible)
+        return render(memory, cfg, mountpoint, started, *args)
+
+    def status_json(visible: Callable[[str], bool] | None = None) -> str:
+        return status(visible, render_status_json)
 
     summaries: SummaryService | None = None
 
@@ -203,6 +201,7 @@ def _mount(
             session_budget=cfg.session_context_budget,
         ),
         status=status,
+        status_json=status_json,
         schema_files=schema_files(types),
         intake=intake,
         indexer=indexer,

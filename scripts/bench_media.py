@@ -15,15 +15,23 @@
    (espeak-ng sentences between sox silences) and the same with the silences replaced by
    steady white noise. Reports seconds of audio per second of gate time and the share of
    audio kept (the ideal is the 40% of speech).
-3. **Through a mount** (unless `--no-mount`): `cp` of a few slides and a voice memo into
+3. **Video** (PyAV decoding, frames through the visual gate every second, the sound track
+   through the audio gate): a generated screen recording (MP4, H.264 + AAC, 320x240 at
+   10 fps) of S distinct slides each shown for 8 s, over a track that is 40% speech.
+   Reports seconds of video per second of analysis, the share of sampled frames dropped
+   (the ideal: all but one per slide) and the share of the track kept as speech.
+4. **Bytes stored once** (unless `--no-mount`): the same photo dropped N times into a
+   mount's inbox, against N different photos; the bytes the store keeps (blobs) and the
+   database file's size after the daemon stops.
+5. **Through a mount** (unless `--no-mount`): `cp` of a few slides and a voice memo into
    `.inbox/` of a fresh daemon (`search: false`, or `true` with `--search`), the time
    from close() returning to the report's decision (the node exists and its bytes are
    readable by then) and, with `--search`, until `.query/<file name>/` ranks the node.
 
 Prints a markdown table and writes every figure to JSON.
 
-    .venv/bin/python scripts/bench_media.py            # 40 slides x 4, 120 s of audio
-    .venv/bin/python scripts/bench_media.py --quick    # 10 slides x 4, 30 s of audio
+    .venv/bin/python scripts/bench_media.py          # 40 slides x 4, 120 s audio, 15-slide video
+    .venv/bin/python scripts/bench_media.py --quick  # 10 slides x 4, 30 s audio, 5-slide video
 """
 
 from __future__ import annotations
@@ -185,6 +193,82 @@ def audio(seconds: float) -> list[dict]:
     return out
 
 
+def video(slides: int, seconds_each: float = 8.0) -> dict:
+    """A screen recording of `slides` slides, each on screen for `seconds_each` seconds,
+    over a 40%-speech track: through PyAV, the visual gate and the audio gate."""
+    from contextfs.media.video import analyse_video
+
+    s = MediaSettings()
+    wav, speech_share = recording(slides * seconds_each, "silence")
+    pictures = [mc.slide(f"{TOPICS[i % len(TOPICS)]} {i + 1}") for i in range(slides)]
+    data = mc.video(pictures, seconds_each=seconds_each, wav=wav, fps=10)
+    t0 = time.perf_counter()
+    r = analyse_video(
+        data, ".mp4", HashGate(), interval=s.video_frame_interval, drop_above=s.drop_above,
+        new_below=s.new_below,
+    )  # fmt: skip
+    d = gate_audio(r.pcm, VadSettings())
+    elapsed = time.perf_counter() - t0
+    sampled, kept = len(r.frames), len(r.kept_frames)
+    return {
+        "slides": slides,
+        "video_seconds": r.info.duration,
+        "bytes": len(data),
+        "video_s_per_s": r.info.duration / elapsed,
+        "frames_sampled": sampled,
+        "frames_kept": kept,
+        "dropped_share": (sampled - kept) / sampled,
+        "ideal_dropped_share": (sampled - slides) / sampled,
+        "speech_kept_share": d.speech_share,
+        "true_speech_share": speech_share,
+    }
+
+
+def stored_once(n: int) -> dict:
+    """The same photo dropped n times into a mount's inbox, against n different photos:
+    what the store keeps."""
+    from contextfs.store import Store
+
+    out = {}
+    for label, photos in (
+        ("same", [mc.noise_image(1)] * n),
+        ("different", [mc.noise_image(100 + i) for i in range(n)]),
+    ):
+        tmp = Path(tempfile.mkdtemp(prefix="bench-media-"))
+        try:
+            data, mnt = tmp / "data", tmp / "mnt"
+            data.mkdir()
+            mnt.mkdir()
+            (data / "config.yaml").write_text("search: false\n")
+            m = DrainedMount(mnt, data)
+            m.start()
+            try:
+                for i, blob in enumerate(photos):
+                    src = tmp / f"p{i}.png"
+                    src.write_bytes(blob)
+                    subprocess.run(["cp", str(src), str(mnt / ".inbox" / src.name)], check=True)
+                    report = mnt / ".inbox" / f"{src.name}.report.md"
+                    t0 = time.perf_counter()
+                    while "state: done" not in report.read_text():
+                        if time.perf_counter() - t0 > 60:
+                            raise SystemExit(f"{src.name}: no decision after 60 s")
+                        time.sleep(0.01)
+            finally:
+                m.stop()
+            store = Store(data / "contextfs.duckdb", read_only=True)
+            held, stored = store.stored_bytes()
+            store.close()
+            out[label] = {
+                "photo_bytes": sum(len(b) for b in photos),
+                "held_bytes": held,
+                "stored_bytes": stored,
+                "db_file_bytes": (data / "contextfs.duckdb").stat().st_size,
+            }
+        finally:
+            shutil.rmtree(tmp, ignore_errors=True)
+    return out
+
+
 def searchable(mnt: Path, word: str, t0: float) -> float:
     """Seconds from t0 until `.query/<word>/` ranks a node (BM25 answers from the start)."""
     while True:
@@ -214,6 +298,8 @@ def through_mount(slides: int, search: bool) -> dict:
             ]
             memo = mc.concat(mc.sox_make(1), mc.speech(SENTENCES[0]), mc.sox_make(1))
             files.append(("memo.wav", memo))
+            slides3 = [mc.slide(f"{TOPICS[i]} video") for i in range(3)]
+            files.append(("talk.mp4", mc.video(slides3, seconds_each=4, wav=mc.concat(memo, memo))))
             for name, blob in files:
                 src = tmp / name
                 src.write_bytes(blob)
@@ -233,7 +319,8 @@ def through_mount(slides: int, search: bool) -> dict:
         return {
             "close_to_node_image_p50_ms": 1000 * statistics.median(img),
             "close_to_node_image_max_ms": 1000 * max(img),
-            "close_to_node_audio_ms": 1000 * latencies[-1][1],
+            "close_to_node_audio_ms": 1000 * latencies[-2][1],
+            "close_to_node_video_ms": 1000 * latencies[-1][1],
             "close_to_searchable_p50_ms": 1000 * statistics.median(found) if found else None,
             "close_to_searchable_max_ms": 1000 * max(found) if found else None,
             "problems": m.problems(),
@@ -255,6 +342,7 @@ def main() -> int:
         print(mc.have_tools(), file=sys.stderr)
         return 2
     slides, repeats, seconds = (10, 4, 30.0) if args.quick else (40, 4, 120.0)
+    print("bench_media: visual gates …", file=sys.stderr)
     streams = {k: slideshow(slides, repeats, k) for k in ("slides", "shapes")}
     gates = [(None, 0.0, 0.0), *clip_gates(args.quick)]
     vis = []
@@ -262,7 +350,13 @@ def main() -> int:
         for kind, stream in streams.items():
             print(f"visual gate {getattr(gate, 'name', 'hash')} on {kind} ...", file=sys.stderr)
             vis.append({"stream": kind, **visual(stream, gate, drop_above, new_below)})
+    print("bench_media: audio gate …", file=sys.stderr)
     a = audio(seconds)
+    print("bench_media: video …", file=sys.stderr)
+    vid = video(5 if args.quick else 15)
+    print("bench_media: bytes stored once …", file=sys.stderr)
+    once = None if args.no_mount else stored_once(3 if args.quick else 10)
+    print("bench_media: through a mount …", file=sys.stderr)
     mnt = None if args.no_mount else through_mount(3 if args.quick else 8, args.search)
     print("| measure | value |")
     print("|---|---|")
@@ -282,12 +376,28 @@ def main() -> int:
             f"(true speech {100 * r['true_speech_share']:.0f}%), dropped "
             f"{100 * r['dropped_share']:.0f}%, {r['segments']} segments |"
         )
+    print(
+        f"| video: {vid['video_seconds']:.0f} s MP4 ({vid['bytes'] // 1024} KiB), "
+        f"{vid['slides']} slides x 8 s, 40% speech | {vid['video_s_per_s']:.0f} s of video/s; "
+        f"frames dropped "
+        f"{100 * vid['dropped_share']:.0f}% (ideal {100 * vid['ideal_dropped_share']:.0f}%, "
+        f"{vid['frames_kept']} of {vid['frames_sampled']} kept); speech kept "
+        f"{100 * vid['speech_kept_share']:.0f}% (true {100 * vid['true_speech_share']:.0f}%) |"
+    )
+    if once is not None:
+        for label, r in once.items():
+            print(
+                f"| {label} photo dropped: {r['photo_bytes'] // 1024} KiB of photos | "
+                f"stored {r['stored_bytes'] // 1024} KiB of {r['held_bytes'] // 1024} KiB held "
+                f"(inbox items + nodes); database file {r['db_file_bytes'] / 2**20:.1f} MiB |"
+            )
     if mnt is not None:
         print(
             f"| close() → node, through a mount | image p50 "
             f"{mnt['close_to_node_image_p50_ms']:.0f} ms (max "
             f"{mnt['close_to_node_image_max_ms']:.0f} ms); voice memo "
-            f"{mnt['close_to_node_audio_ms']:.0f} ms |"
+            f"{mnt['close_to_node_audio_ms']:.0f} ms; 12 s video "
+            f"{mnt['close_to_node_video_ms']:.0f} ms |"
         )
         if mnt["close_to_searchable_p50_ms"] is not None:
             print(
@@ -301,6 +411,8 @@ def main() -> int:
         "quick": args.quick,
         "visual": vis,
         "audio": a,
+        "video": vid,
+        "stored_once": once,
         "mount": mnt,
     }
     print(f"\nJSON: {write_json(args.json, doc)}")

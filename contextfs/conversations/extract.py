@@ -191,6 +191,7 @@ class RuleExtractor:
                     self._profile(col, turn, sentence, bare)
                     self._entities(col, turn, sentence, bare)
                     self._event(col, turn, sentence, bare, ref_day)
+                self._someone(col, turn)
         self._decisions(col, turns)
         self._case(col, turns)
         self._tools(col, turns)
@@ -386,6 +387,34 @@ class RuleExtractor:
                     "band": "organisation", "app": "product", "library": "product",
                     "podcast": "product"}.get(word, "project")  # fmt: skip
             col.add("entity", {"name": name, "kind": kind}, sentence, [turn.ref], 0.75)
+
+    def _someone(self, col: _Collector, turn: Turn) -> None:
+        """A person introduced as "someone" across a sentence break: "I've been on a few
+        dates with someone. Will.", "I met someone called Sam", "I'm seeing someone, Ada".
+        Per sentence the name stands alone, so this reads the whole turn."""
+        m = re.search(
+            rf"\b(?P<how>dates?\s+with|dating|seeing|met|going\s+out\s+with)\s+someone"
+            rf"(?:\s+(?:new|special))?(?:\s+(?:called|named)\s+|\s*[.,:;!…—–-]+\s*)"
+            rf"(?P<name>{_NAME})\b",
+            turn.content,
+        )
+        if m is None:
+            return
+        name = m.group("name").rstrip(".")
+        if name.split()[0] in _NOT_NAMES:
+            return
+        if " " in name and name.split()[1] in _NOT_NAMES:
+            name = name.split()[0]
+        dating = re.search(r"\bdat(?:e|es|ing)\b|\bbeen out\b|\bgoing out\b|\bseeing\b",
+                           turn.content)  # fmt: skip
+        rel = "partner" if dating else "acquaintance"
+        body = (
+            f"{name} is someone the owner is seeing."
+            if rel == "partner"
+            else (f"{name} is someone the owner met.")
+        )
+        col.add("entity", {"name": name, "kind": "person", "attributes": {"relation": rel}},
+                f"{body}\n\n{turn.content.strip()}", [turn.ref], 0.75)  # fmt: skip
 
     def _event(
         self, col: _Collector, turn: Turn, sentence: str, bare: str, ref_day: _dt.date | None

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import dataclasses
 import datetime as dt
+import functools
 import json
 import logging
 import re
@@ -26,15 +27,22 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 import trio
+import xxhash
 
-from contextfs.conversations import episodes
+from contextfs.conversations import episodes, turn_media
 from contextfs.conversations.extract import (
     Candidate,
     Extractor,
     RuleExtractor,
     validate_candidate,
 )
-from contextfs.conversations.media import MediaIntake, MediaSettings, media_missing
+from contextfs.conversations.media import (
+    VIDEO_SUFFIXES,
+    MediaIntake,
+    MediaSettings,
+    media_missing,
+    video_missing,
+)
 from contextfs.conversations.people import attribute_speakers, owner_speaker
 from contextfs.conversations.transcript import Transcript, Turn, parse_transcript, render_turns
 from contextfs.errors import ContextFSError, Exists, InvalidInput
@@ -49,7 +57,11 @@ from contextfs.model import Change, Node
 log = logging.getLogger(__name__)
 
 TEXT_SUFFIXES = (".jsonl", ".json", ".md", ".markdown", ".txt", "")
-MEDIA_SUFFIXES = (".png", ".jpg", ".jpeg", ".gif", ".webp", ".wav", ".mp3", ".ogg", ".flac", ".m4a")
+MEDIA_SUFFIXES = (
+    *(".png", ".jpg", ".jpeg", ".gif", ".webp"),
+    *(".wav", ".mp3", ".ogg", ".flac", ".m4a"),
+    *(".mp4", ".webm", ".mkv"),
+)
 # media no gate takes yet (no decoder): refused with this reason
 MEDIA_NOT_YET = {".m4a": "m4a (AAC) audio is not decoded yet; WAV, FLAC, OGG and MP3 are"}
 
@@ -75,6 +87,8 @@ class Session:
     summary: str = ""  # compacted earlier turns
     extracting: bool = False
     touched: list[str] = field(default_factory=list)  # node paths extraction changed
+    # (turn line, turn ref, media index) -> what the gates did with a medium of a turn
+    media_notes: dict[tuple[int, str, int], str] = field(default_factory=dict)
 
 
 def _profile_name(l2: str) -> str | None:
@@ -213,7 +227,9 @@ class Intake:
         if suffix in MEDIA_NOT_YET:
             return MEDIA_NOT_YET[suffix]
         if self.media is None:
-            return f"images and audio are not taken: {self.media_missing}"
+            return f"images, audio and video are not taken: {self.media_missing}"
+        if suffix in VIDEO_SUFFIXES:
+            return video_missing()
         return None
 
     def is_media(self, item: InboxItem) -> bool:
@@ -239,6 +255,16 @@ class Intake:
 
     def item_data(self, item: InboxItem) -> bytes:
         return self.memory.inbox_data(item.id)
+
+    def inbox_file(self, owner: tuple[str, str], name: str) -> bytes | None:
+        """The bytes of the latest file of this name closed in the owner's inbox (what a
+        transcript's media path names), or None."""
+        found = [
+            i
+            for i in self.items.values()
+            if i.owner == owner and i.filename == name and i.size and i.state != "refused"
+        ]
+        return self.memory.inbox_data(max(found, key=lambda i: i.id).id) if found else None
 
     def pending(self) -> list[InboxItem]:
         return [i for i in self.items.values() if i.state == "pending"]
@@ -280,9 +306,16 @@ class Intake:
         return transcript, candidates, how
 
     def finish_item(
-        self, item: InboxItem, transcript: Transcript, candidates: Sequence[Candidate], how: str
+        self,
+        item: InboxItem,
+        transcript: Transcript,
+        candidates: Sequence[Candidate],
+        how: str,
+        media: tuple[dict, list[str]] | None = None,
     ) -> None:
-        """Trio thread: archive the transcript, route the candidates, write the report."""
+        """Trio thread: archive the transcript, route the candidates, write the report.
+        `media`: what the gates did with the turns' media (notes by turn, report lines)."""
+        notes, media_lines = media or ({}, [])
         lines = [
             f"# {item.filename}",
             "",
@@ -292,10 +325,12 @@ class Intake:
         if transcript.errors:
             lines.append("## Lines not understood (the other lines still count)")
             lines += [f"- line {n}: {why}" for n, why in transcript.errors] + [""]
+        if media_lines:
+            lines += ["## Media in the turns", *media_lines, ""]
         try:
             archived = self.archive(
                 item.owner,
-                transcript.turns,
+                turn_media.annotate(transcript.turns, notes),
                 _title(item.filename),
                 source=f"inbox:{item.filename}",
                 when=item.created,
@@ -489,11 +524,38 @@ class Intake:
                 l1 = summarize(self.memory.types.get("session"), render_turns(turns))[1]
                 summary = (summary + "\n" + l1).strip() if summary else l1.strip()
             node = self.archive(
-                s.owner, turns, s.id, source=f"session:{s.id}", when=s.created, summary=summary
+                s.owner,
+                turn_media.annotate(turns, self.session_media_notes(s, turns)),
+                s.id,
+                source=f"session:{s.id}",
+                when=s.created,
+                summary=summary,
             )[0]
         self.memory.delete_session(s.owner, s.id)
         self.sessions.pop((s.owner[0], s.owner[1], s.id), None)
         return node
+
+    def session_media_notes(
+        self, s: Session, turns: Sequence[Turn]
+    ) -> dict[tuple[int, str, int], str]:
+        """What became of each medium of the session's turns: noted when the service took
+        it; after a restart, found again by its bytes' hash among the owner's media."""
+        notes = dict(s.media_notes)
+        missing = [t for t in turns if any((t.line, t.ref, m.index) not in notes for m in t.media)]
+        if not missing or self.media is None:
+            return notes
+        owner = s.owner if s.owner[0] == "user" else ("user", self.memory.default_owner)
+        for tm in turn_media.collect(missing, s.id, None):
+            key = (tm.turn.line, tm.turn.ref, tm.ref.index)
+            if key in notes or not tm.data:
+                continue
+            digest = xxhash.xxh3_128_hexdigest(tm.data)
+            for kind in ("image", "audio", "video"):
+                same = self.media.duplicate_of(owner, kind, digest)
+                if same is not None:
+                    notes[key] = f"{kind} kept as {self.memory.node_path(same)}"
+                    break
+        return notes
 
     def context_for(
         self, s: Session, budget: int, search: Callable[[str, str], list] | None
@@ -611,7 +673,14 @@ class IntakeService(Service):
             transcript, candidates, how = await trio.to_thread.run_sync(
                 intake.analyse, text, item.filename, item.owner[0], today, item.owner
             )
-            intake.finish_item(item, transcript, candidates, how)
+            media = await self.turn_media(
+                item.owner,
+                transcript.turns,
+                item.filename,
+                f"inbox:{item.filename}",
+                functools.partial(intake.inbox_file, item.owner),
+            )
+            intake.finish_item(item, transcript, candidates, how, media)
             self._changed()
             return True
         for s in list(intake.sessions.values()):
@@ -621,6 +690,58 @@ class IntakeService(Service):
                 return True
         return False
 
+    async def turn_media(
+        self,
+        owner: tuple[str, str],
+        turns: Sequence[Turn],
+        conversation: str,
+        source: str,
+        read_inbox: Callable[[str], bytes | None] | None,
+    ) -> tuple[dict[tuple[int, str, int], str], list[str]]:
+        """The media the turns carry or point at, through the same gates as the inbox's
+        (analysis in a worker thread), in the conversation's own stream; each kept one a
+        node whose source is `<source>#<turn>`. Returns the notes for the turns' text and
+        the report's lines."""
+        from contextfs.conversations.media import Origin
+
+        intake = self.intake
+        notes: dict[tuple[int, str, int], str] = {}
+        lines: list[str] = []
+        for tm in turn_media.collect(turns, conversation, read_inbox):
+            key = (tm.turn.line, tm.turn.ref, tm.ref.index)
+            where = f"turn {tm.turn.ref} {tm.ref.placeholder}"
+            if tm.error or intake.media is None:
+                why = tm.error or (intake.media_missing or "media are not taken")
+                notes[key] = f"not taken: {why}"
+                lines.append(f"- {where}: not taken: {why}")
+                continue
+            refusal = intake.media_refusal(turn_media.suffix_of(tm.filename))
+            if refusal:
+                notes[key] = f"not taken: {refusal}"
+                lines.append(f"- {where}: not taken: {refusal}")
+                continue
+            analysis = await trio.to_thread.run_sync(intake.media.analyse, tm.data, tm.filename)
+            origin = Origin(
+                f"{source}#{tm.turn.ref}",
+                source,
+                f"Carried by turn {tm.turn.ref} ({tm.turn.role}"
+                + (f", {tm.turn.timestamp}" if tm.turn.timestamp else "")
+                + f") of the conversation {source} as {tm.ref.placeholder}.",
+            )
+            try:
+                _state, rlines, node = intake.media.finish(
+                    owner, tm.filename, tm.data, intake.clock(), analysis, origin
+                )
+            except ContextFSError as exc:
+                _state, rlines, node = "refused", [f"state: refused: {exc.reason}"], None
+            if node is not None:
+                intake.node_changed(node, True)
+            state_line = next((x for x in rlines if x.startswith("state: ")), "state: ?")
+            notes[key] = turn_media.note_of(state_line)
+            lines.append(f"- {where} ({tm.filename}): {notes[key]}")
+            lines += [f"  {x}" for x in rlines if x.startswith("- ")]
+        return notes, lines
+
     async def extract(self, s: Session) -> list[str]:
         intake = self.intake
         turns = intake.session_turns(s)
@@ -629,6 +750,8 @@ class IntakeService(Service):
             return []
         s.extracting = True
         try:
+            notes, _lines = await self.turn_media(s.owner, new, s.id, f"session:{s.id}", None)
+            s.media_notes.update(notes)
             today = dt.datetime.fromtimestamp(intake.clock(), dt.UTC).date().isoformat()
             _t, candidates, _how = await trio.to_thread.run_sync(
                 intake.analyse,

@@ -35,6 +35,7 @@ log = logging.getLogger(__name__)
 
 IMAGE_SUFFIXES = (".png", ".jpg", ".jpeg", ".gif", ".webp")
 AUDIO_SUFFIXES = (".wav", ".flac", ".ogg", ".mp3")
+VIDEO_SUFFIXES = (".mp4", ".webm", ".mkv")
 
 
 def media_missing() -> str | None:
@@ -45,6 +46,16 @@ def media_missing() -> str | None:
         import webrtcvad  # noqa: F401
     except ImportError as exc:
         return f"the media packages are not installed ({exc.name}); see scripts/setup.sh"
+    return None
+
+
+def video_missing() -> str | None:
+    """Why videos cannot be taken on this install (PyAV missing), or None. Found without
+    importing it: the ffmpeg libraries load only when a video is decoded."""
+    import importlib.util
+
+    if importlib.util.find_spec("av") is None:
+        return "video is not taken: PyAV (`av`) is not installed; see scripts/setup.sh"
     return None
 
 
@@ -62,14 +73,24 @@ class MediaSettings:
     vad_aggressiveness: int = 2
     vad_energy_floor_db: float = -45.0
     vad_min_modulation_db: float = 4.0
-    max_audio_seconds: float = 4 * 3600.0
+    max_audio_seconds: float = 4 * 3600.0  # longer recordings and videos are refused
+    video_frame_interval: float = 1.0  # seconds between the frames of a video the gate sees
+
+
+@dataclass(frozen=True, slots=True)
+class Origin:
+    """Where a medium came from when a conversation carried it or pointed at it."""
+
+    source: str  # the node's `source`: 'inbox:chat.jsonl#t2' | 'session:<id>#t2'
+    stream: str  # the visual gate's stream: the conversation, not the inbox
+    note: str  # a sentence for L2: which conversation and turn
 
 
 @dataclass(slots=True)
 class Analysis:
     """What the worker thread learnt of one file (pure data)."""
 
-    kind: str  # 'image' | 'audio'
+    kind: str  # 'image' | 'audio' | 'video'
     hash: str = ""
     error: str = ""  # a refusal: the bytes are not what the name says, damaged, too big
     info: object = None  # media.visual.ImageInfo
@@ -77,6 +98,7 @@ class Analysis:
     decision: object = None  # media.audio.AudioDecision
     pcm: object = None  # media.audio.Pcm
     source_format: str = ""
+    video: object = None  # media.video.VideoResult
     seconds: float = 0.0  # time the analysis took
     extra: dict = field(default_factory=dict)
 
@@ -93,6 +115,37 @@ def _suffix(filename: str) -> str:
 def _hms(seconds: float) -> str:
     m, s = divmod(seconds, 60)
     return f"{int(m)}:{s:06.3f}"
+
+
+def _frame_runs(frames, names: dict[float, str]) -> list[str]:
+    """Every sampled frame's decision with its score, for the report: a kept frame on its
+    own line, a run of dropped frames on one line (their times and lowest/highest score),
+    so an hour of one slide is one line, not 3600."""
+    out: list[str] = []
+    run: list = []
+
+    def flush() -> None:
+        if run:
+            lo = min(f.similarity for f in run)
+            hi = max(f.similarity for f in run)
+            score = f"{lo:.3f}" if lo == hi else f"{lo:.3f}–{hi:.3f}"
+            when = _hms(run[0].time) + ("" if len(run) == 1 else f" – {_hms(run[-1].time)}")
+            out.append(
+                f"  - {when}: {len(run)} frame(s) dropped (near-duplicate, similarity {score})"
+            )
+            run.clear()
+
+    for f in frames:
+        if f.kept:
+            flush()
+            score = "none" if f.similarity is None else f"{f.similarity:.3f}"
+            out.append(
+                f"  - {_hms(f.time)}: kept as {names[f.time]} ({f.reason}, similarity {score})"
+            )
+        else:
+            run.append(f)
+    flush()
+    return out
 
 
 class MediaIntake:
@@ -115,8 +168,10 @@ class MediaIntake:
         # media.clip.LazyClip when a checkpoint is configured: the CLIP gate, once loaded
         self.clip = clip
         self._clip_gate = None
-        # owner -> (signature, when, node path, gate name) of its stream's last kept image
-        self.last: dict[tuple[str, str], tuple[object, float, str, str]] = {}
+        self.origin: Origin | None = None  # of the item `finish` is deciding
+        # stream (an owner's inbox, or (owner, conversation)) -> (signature, when, node
+        # path, gate name) of the last accepted image of that stream
+        self.last: dict[object, tuple[object, float, str, str]] = {}
 
     def gate(self):
         """The visual gate for the next image: CLIP when its checkpoint is configured and
@@ -132,6 +187,12 @@ class MediaIntake:
         if self._clip_gate is None or self._clip_gate.clip is not model:
             self._clip_gate = ClipGate(model)
         return self._clip_gate
+
+    def visual_gate(self) -> tuple[object, float, float]:
+        """The visual gate a video's frames go through, and its thresholds (drop at or
+        above, new below): CLIP when it is configured and loads, as for images."""
+        gate = self.gate()
+        return (gate, *self.thresholds(gate.name))
 
     def thresholds(self, gate_name: str) -> tuple[float, float]:
         s = self.settings
@@ -162,41 +223,63 @@ class MediaIntake:
 
     @staticmethod
     def handles(filename: str) -> bool:
-        return _suffix(filename) in IMAGE_SUFFIXES + AUDIO_SUFFIXES
+        return _suffix(filename) in IMAGE_SUFFIXES + AUDIO_SUFFIXES + VIDEO_SUFFIXES
 
     # ---- worker thread --------------------------------------------------------------------
 
     def analyse(self, data: bytes, filename: str) -> Analysis:
         """Decode and gate one file; never raises for bad bytes (the error says why)."""
         from contextfs.media import BadMedia
-        from contextfs.media.audio import VadSettings, decode_audio, gate_audio
+        from contextfs.media.audio import VadSettings, decode_audio, gate_audio, open_wav
         from contextfs.media.visual import probe_image
 
         started = time.perf_counter()
         suffix = _suffix(filename)
-        kind = "image" if suffix in IMAGE_SUFFIXES else "audio"
+        kind = (
+            "image"
+            if suffix in IMAGE_SUFFIXES
+            else ("video" if suffix in VIDEO_SUFFIXES else "audio")
+        )
         out = Analysis(kind, hash=xxhash.xxh3_128_hexdigest(data))
         s = self.settings
+        vad = VadSettings(
+            frame_ms=s.vad_frame_ms,
+            aggressiveness=s.vad_aggressiveness,
+            energy_floor_db=s.vad_energy_floor_db,
+            min_modulation_db=s.vad_min_modulation_db,
+            max_seconds=s.max_audio_seconds,
+        )
         try:
             if kind == "image":
                 out.info = probe_image(data, suffix, s.max_pixels)
                 gate = self.gate()
                 out.signature = gate.signature(data)
                 out.extra["gate"] = gate
+            elif kind == "video":
+                from contextfs.media.video import analyse_video
+
+                gate, drop_above, new_below = self.visual_gate()
+                out.extra["gate"] = (gate.name, drop_above, new_below)
+                out.video = video = analyse_video(
+                    data,
+                    suffix,
+                    gate,
+                    interval=s.video_frame_interval,
+                    drop_above=drop_above,
+                    new_below=new_below,
+                    max_pixels=s.max_pixels,
+                    max_seconds=s.max_audio_seconds,
+                )
+                out.source_format = video.info.format
+                if video.pcm is not None:
+                    out.pcm = video.pcm
+                    out.decision = gate_audio(video.pcm, vad)
             else:
-                pcm = decode_audio(data, suffix)
+                # a WAV is streamed a minute at a time (a 2-hour file is never one array)
+                pcm = open_wav(data) if suffix == ".wav" else decode_audio(data, suffix)
                 out.pcm = pcm
                 out.source_format = suffix[1:].upper()
-                out.decision = gate_audio(
-                    pcm,
-                    VadSettings(
-                        frame_ms=s.vad_frame_ms,
-                        aggressiveness=s.vad_aggressiveness,
-                        energy_floor_db=s.vad_energy_floor_db,
-                        min_modulation_db=s.vad_min_modulation_db,
-                        max_seconds=s.max_audio_seconds,
-                    ),
-                )
+                out.decision = gate_audio(pcm, vad)
         except BadMedia as exc:
             out.error = exc.reason
         except MemoryError:
@@ -218,11 +301,19 @@ class MediaIntake:
         return None
 
     def finish(
-        self, owner: tuple[str, str], filename: str, data: bytes, when: float, a: Analysis
+        self,
+        owner: tuple[str, str],
+        filename: str,
+        data: bytes,
+        when: float,
+        a: Analysis,
+        origin: Origin | None = None,
     ) -> tuple[str, list[str], Node | None]:
         """The decision for one analysed file: (state, report lines, the new node).
         state is 'done' (a node was made, or the bytes were already stored), 'dropped'
-        (the gate found nothing new) or 'refused' (bad media)."""
+        (the gate found nothing new) or 'refused' (bad media). `origin`: the conversation
+        turn that carried it (its own stream, source and L2 line)."""
+        self.origin = origin
         lines = [f"# {filename}", ""]
         if a.error:
             return "refused", [*lines, f"state: refused: {a.error}", ""], None
@@ -243,6 +334,8 @@ class MediaIntake:
             return "done", lines, None
         if a.kind == "image":
             return self._finish_image(owner, filename, data, when, a, lines)
+        if a.kind == "video":
+            return self._finish_video(owner, filename, data, when, a, lines)
         return self._finish_audio(owner, filename, data, when, a, lines)
 
     def _finish_image(self, owner, filename, data, when, a, lines):
@@ -252,7 +345,8 @@ class MediaIntake:
         info = a.info
         gate = a.extra.get("gate") or self.hash_gate
         drop_above, new_below = self.thresholds(gate.name)
-        prev = self.last.get(owner)
+        stream = owner if self.origin is None else (owner, self.origin.stream)
+        prev = self.last.get(stream)
         if prev is not None and when - prev[1] > s.stream_gap:
             prev = None  # the stream starts over
         if prev is not None and prev[3] != gate.name:
@@ -311,7 +405,7 @@ class MediaIntake:
             note = f"- note: the name says {_suffix(filename)}, the bytes are {info.format}"
         node = self._store(owner, "image", fields, body, [(None, original, data)])
         path = self.memory.node_path(node)
-        self.last[owner] = (a.signature, when, path, gate.name)
+        self.last[stream] = (a.signature, when, path, gate.name)
         lines += [
             f"state: done (image kept: {path})",
             f"- {gate_line}",
@@ -328,14 +422,7 @@ class MediaIntake:
         from contextfs.media.audio import wav_bytes
 
         d, pcm = a.decision, a.pcm
-        s = self.settings
-        gate_line = (
-            f"audio gate (webrtcvad, aggressiveness {s.vad_aggressiveness}, "
-            f"{s.vad_frame_ms} ms frames, energy floor {s.vad_energy_floor_db:g} dBFS): "
-            f"speech share {d.speech_share:.3f} ({d.kept_seconds:.2f} s of {d.duration:.2f} s, "
-            f"{len(d.segments)} segment(s); {d.speech_frames} of {d.frames} frames speech, "
-            f"{d.vad_frames} by webrtcvad alone)"
-        )
+        gate_line = self._audio_gate_line(d)
         if not d.kept:
             lines += [
                 "state: dropped (no speech: silence or noise); the file stays here as it arrived",
@@ -394,6 +481,132 @@ class MediaIntake:
         ]
         return "done", lines, node
 
+    def _audio_gate_line(self, d) -> str:
+        s = self.settings
+        return (
+            f"audio gate (webrtcvad, aggressiveness {s.vad_aggressiveness}, "
+            f"{s.vad_frame_ms} ms frames, energy floor {s.vad_energy_floor_db:g} dBFS): "
+            f"speech share {d.speech_share:.3f} ({d.kept_seconds:.2f} s of {d.duration:.2f} s, "
+            f"{len(d.segments)} segment(s); {d.speech_frames} of {d.frames} frames speech, "
+            f"{d.vad_frames} by webrtcvad alone)"
+        )
+
+    def _finish_video(self, owner, filename, data, when, a, lines):
+        """One node for the whole video: its kept frames (frames/0001.jpg, …) and speech
+        segments (speech/0001.wav, …) are its parts, each with its time."""
+        from contextfs.media.audio import wav_bytes
+
+        s = self.settings
+        v, d, pcm = a.video, a.decision, a.pcm
+        gate_name, drop_above, new_below = a.extra["gate"]
+        info = v.info
+        sampled, kept = len(v.frames), v.kept_frames
+        gate_line = (
+            f"visual gate ({gate_name}): {sampled} frame(s) sampled every "
+            f"{s.video_frame_interval:g} s, {len(kept)} kept, {sampled - len(kept)} dropped "
+            f"as near-duplicates of the last kept frame; drop at >= {drop_above:g}, "
+            f"new below {new_below:g}"
+        )
+        audio_line = self._audio_gate_line(d) if d is not None else "audio gate: no audio track"
+        if not kept and (d is None or not d.kept):
+            lines += [
+                "state: dropped (no frame and no speech); the file stays here as it arrived",
+                f"- {gate_line}",
+                f"- {audio_line}",
+                "",
+            ]
+            return "dropped", lines, None
+        ext = {"MP4": "mp4", "WebM": "webm", "MKV": "mkv"}[info.format]
+        original = f"original.{ext}"
+        files: list[tuple[str | None, str, bytes]] = [(None, original, data)]
+        frame_lines, decisions = [], []
+        names: dict[float, str] = {}
+        for i, f in enumerate(kept, 1):
+            name = f"{i:04d}.jpg"
+            names[f.time] = f"frames/{name}"
+            files.append(("frames", name, f.jpeg))
+            score = "" if f.similarity is None else f", similarity {f.similarity:.3f}"
+            frame_lines.append(f"- frames/{name}: {_hms(f.time)} ({f.reason}{score})")
+        decisions = _frame_runs(v.frames, names)
+        seg_lines = []
+        if d is not None:
+            for i, seg in enumerate(d.segments, 1):
+                name = f"{i:04d}.wav"
+                files.append(("speech", name, wav_bytes(pcm, seg)))
+                seg_lines.append(
+                    f"- speech/{name}: {_hms(seg.start)} – {_hms(seg.end)} ({seg.length:.2f} s)"
+                )
+        share = d.speech_share if d is not None else 0.0
+        fields = {
+            "date": dt.datetime.fromtimestamp(when, dt.UTC).date().isoformat(),
+            "title": _stem(filename),
+            "source": f"inbox:{filename}",
+            "hash": a.hash,
+            "format": info.format,
+            "bytes": len(data),
+            "duration": info.duration,
+            "width": info.width,
+            "height": info.height,
+            "fps": info.fps,
+            "video_codec": info.video_codec,
+            "audio_codec": info.audio_codec or "none",
+            "frames_sampled": sampled,
+            "frames_kept": len(kept),
+            "speech_share": round(share, 3),
+            "segments": len(d.segments) if d is not None else 0,
+        }
+        audio_desc = (
+            f"audio {info.audio_codec} {info.audio_rate} Hz, {info.channels} channel(s)"
+            if info.audio_codec
+            else "no audio track"
+        )
+        dropped_share = (sampled - len(kept)) / sampled if sampled else 0.0
+        speech_text = (
+            f"Speech: {d.kept_seconds:.2f} s in {len(d.segments)} segment(s), "
+            f"{100 * share:.0f}% of the video. No transcript yet."
+            if d is not None
+            else "No audio track."
+        )
+        body = "\n".join(
+            [
+                f"# Video {filename}",
+                "",
+                f"{'A' if info.format == 'WebM' else 'An'} {info.format} video of "
+                f"{info.duration:.2f} s ({info.width}x{info.height}, "
+                f"{info.fps:g} fps, {info.video_codec}; {audio_desc}; {len(data)} bytes), "
+                "received in the inbox on "
+                f"{dt.datetime.fromtimestamp(when, dt.UTC).strftime('%Y-%m-%d %H:%M UTC')}.",
+                f"Frames: {len(kept)} kept of {sampled} sampled every "
+                f"{s.video_frame_interval:g} s ({100 * dropped_share:.0f}% dropped as "
+                "near-duplicates); the kept frames are in frames/:",
+                "",
+                *frame_lines,
+                "",
+                speech_text + (" The speech segments are in speech/:" if seg_lines else ""),
+                "",
+                *seg_lines,
+                *([""] if seg_lines else []),
+                f"The original is {original} in this directory.",
+                "",
+            ]
+        )
+        node = self._store(owner, "video", fields, body, files)
+        path = self.memory.node_path(node)
+        lines += [
+            f"state: done (video kept: {path})",
+            f"- {info.format} {info.width}x{info.height}, {info.duration:.2f} s, {len(data)} bytes",
+            f"- {gate_line}",
+            *decisions,
+            f"- {audio_line}",
+            *seg_lines,
+            "",
+            "## Memories",
+            f"- created {path} ({original}, {len(kept)} frame(s), "
+            f"{len(seg_lines)} speech segment(s))",
+            "",
+        ]
+        return "done", lines, node
+
     def _store(
         self,
         owner: tuple[str, str],
@@ -402,7 +615,11 @@ class MediaIntake:
         body: str,
         files: list[tuple[str | None, str, bytes]],
     ) -> Node:
-        """The node and its attachments, in one transaction."""
+        """The node and its attachments, in one transaction. A medium a conversation
+        carried names that conversation and turn (its source, and a line of L2)."""
+        if self.origin is not None:
+            fields = {**fields, "source": self.origin.source}
+            body = body.rstrip("\n") + "\n\n" + self.origin.note + "\n"
         memory = self.memory
         ctype = memory.types[kind]
         with memory.transaction():

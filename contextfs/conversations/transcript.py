@@ -43,6 +43,24 @@ _TITLE_RE = re.compile(r"^[ \t]{0,3}#{1,6}[ \t]+\S")
 
 
 @dataclass(frozen=True, slots=True)
+class MediaRef:
+    """A picture, recording or video a JSONL turn carries or points at (issue 12): an
+    OpenAI-style `image_url` part (a `data:` URL, or a path), an `input_audio` part (base64
+    data), or a `{"type": "image"|"audio"|"video", "path": ...}` part. Its place in the
+    turn's text is the placeholder `[<part type> #<index>]`."""
+
+    index: int  # 1-based among the turn's media parts
+    part: str  # the part's type as given: 'image_url', 'input_audio', 'image', ...
+    source: str  # 'data' (base64 bytes in the line) | 'path' | 'url' (http(s): not fetched)
+    value: str  # the base64 payload, the path or the URL
+    mime: str = ""  # of a data URL, or audio/<format> of input_audio
+
+    @property
+    def placeholder(self) -> str:
+        return f"[{self.part} #{self.index}]"
+
+
+@dataclass(frozen=True, slots=True)
 class Turn:
     """One message or tool event of a conversation."""
 
@@ -55,6 +73,7 @@ class Turn:
     tool_input: object | None = None  # role tool: input
     tool_output: object | None = None  # role tool: output
     ok: bool | None = None  # role tool: False when the event says the call failed
+    media: tuple[MediaRef, ...] = ()  # media parts, in the order of their placeholders
 
     @property
     def ref(self) -> str:
@@ -152,7 +171,8 @@ def _turn_from_object(number: int, obj: dict) -> Turn | str:
             return "tool event without 'content', 'name', 'input' or 'output'"
         content = tool_content(name, tool_input, tool_output)
     else:
-        content_or_error = _content_text(raw_content)
+        media: list[MediaRef] = []
+        content_or_error = _content_text(raw_content, media)
         if content_or_error is None:
             return f"'content' is neither text nor a list of text parts: {_short(raw_content)}"
         content = content_or_error
@@ -166,6 +186,7 @@ def _turn_from_object(number: int, obj: dict) -> Turn | str:
         tool_input=tool_input,
         tool_output=tool_output,
         ok=_tool_ok(obj) if role == "tool" else None,
+        media=tuple(media) if raw_content is not None else (),
     )
 
 
@@ -179,8 +200,35 @@ def _opt_text(value: object) -> str | None:
     return None
 
 
-def _content_text(value: object) -> str | None:
-    """Text of a `content` value: a string, or a list of parts ({type: text, text} or str)."""
+def _media_ref(index: int, part: dict) -> MediaRef | None:
+    """The media a content part carries or points at, or None for another kind of part."""
+    kind = str(part.get("type", ""))
+    if kind in ("image_url", "input_image"):
+        url = part.get("image_url")
+        url = url.get("url") if isinstance(url, dict) else url
+        if not isinstance(url, str) or not url.strip():
+            return None
+        url = url.strip()
+        m = re.match(r"data:([\w.+/-]*)(?:;[\w=.-]+)*;base64,", url)
+        if m:
+            return MediaRef(index, kind, "data", url[m.end() :], m.group(1).lower())
+        if re.match(r"https?://", url, re.I):
+            return MediaRef(index, kind, "url", url)
+        return MediaRef(index, kind, "path", url)
+    if kind == "input_audio" and isinstance(part.get("input_audio"), dict):
+        audio = part["input_audio"]
+        if isinstance(audio.get("data"), str):
+            fmt = str(audio.get("format", "wav")).lower()
+            return MediaRef(index, kind, "data", audio["data"], f"audio/{fmt}")
+    if kind in ("image", "audio", "video", "file") and isinstance(part.get("path"), str):
+        return MediaRef(index, kind, "path", part["path"].strip())
+    return None
+
+
+def _content_text(value: object, media: list[MediaRef] | None = None) -> str | None:
+    """Text of a `content` value: a string, or a list of parts ({type: text, text} or str).
+    Media parts (`_media_ref`) are appended to `media` and stand in the text as their
+    placeholder."""
     if isinstance(value, str):
         return value
     if isinstance(value, dict) and isinstance(value.get("text"), str):
@@ -194,7 +242,12 @@ def _content_text(value: object) -> str | None:
         elif isinstance(part, dict) and isinstance(part.get("text"), str):
             parts.append(part["text"])
         elif isinstance(part, dict):
-            # An image or other non-text part: say that it was there rather than drop it.
+            ref = _media_ref(len(media) + 1, part) if media is not None else None
+            if ref is not None:
+                media.append(ref)  # type: ignore[union-attr]
+                parts.append(ref.placeholder)
+                continue
+            # Another non-text part: say that it was there rather than drop it.
             parts.append(f"[{part.get('type', 'part')}]")
         else:
             return None

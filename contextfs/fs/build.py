@@ -39,6 +39,7 @@ def build_operations(
     options: FsOptions,
     *,
     status: Callable[..., str],
+    status_json: Callable[..., str] | None = None,
     schema_files: dict[str, bytes],
     intake: Intake,
     indexer: Indexer | None = None,
@@ -63,6 +64,7 @@ def build_operations(
     tree = Tree(
         memory,
         status=status,
+        status_json=status_json,
         schema_files=schema_files,
         search=search,
         intake=intake,

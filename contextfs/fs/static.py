@@ -1,8 +1,9 @@
 """The fixed top of the tree: the root, `.schemas/` and the generated `.status`.
 
 The root holds `user/`, `agent/` and the dot entries only; `.schemas/*.yaml` show the
-loaded context types as they were read; `.status` is rendered on every open by the
-callable the daemon passes in. No other role's content is decided here.
+loaded context types as they were read; `.status` and `.status.json` (the same facts for
+programs) are rendered on every open by the callables the daemon passes in. No other
+role's content is decided here.
 """
 
 from __future__ import annotations
@@ -22,16 +23,22 @@ if TYPE_CHECKING:
 
 _OWNER_IN_PATH = re.compile(r"(?:^|\s)(user|agent)/([^/\s]+)")
 _ROOT_OWNED = re.compile(r"(?:^|\s)\.(inbox|sessions)(/|$)")
+STATUS_JSON = ".status.json"
 
 
 class Static(RoleBase):
     roles = frozenset({Role.ROOT, Role.SCHEMAS, Role.SCHEMA_FILE, Role.STATUS})
 
     def __init__(
-        self, tree: Tree, status: Callable[..., str], schema_files: dict[str, bytes]
+        self,
+        tree: Tree,
+        status: Callable[..., str],
+        schema_files: dict[str, bytes],
+        status_json: Callable[..., str] | None = None,
     ) -> None:
         super().__init__(tree)
         self.status_text = status
+        self.status_json = status_json or (lambda visible=None: "{}\n")
         self.schema_files = schema_files
 
     def build(self, root: Inode) -> None:
@@ -39,17 +46,20 @@ class Static(RoleBase):
         for fname in sorted(self.schema_files):
             self.tree.new(Role.SCHEMA_FILE, stat.S_IFREG | 0o444, fname, schemas)
         self.tree.new(Role.STATUS, stat.S_IFREG | 0o444, ".status", root)
+        self.tree.new(Role.STATUS, stat.S_IFREG | 0o444, STATUS_JSON, root)
 
     def content(self, inode: Inode) -> bytes:
         if inode.role == Role.SCHEMA_FILE:
             return self.schema_files.get(inode.name, b"")
         if inode.role == Role.STATUS:
-            return self.status_text().encode("utf-8")
+            render = self.status_json if inode.name == STATUS_JSON else self.status_text
+            return render().encode("utf-8")
         return b""
 
-    def status_for(self, reader: Caller) -> bytes:
-        """`.status` as a caller who is not root sees it: the refusals in owner
-        directories they cannot open are counted, not shown (their paths name nodes)."""
+    def status_for(self, reader: Caller, inode: Inode) -> bytes:
+        """`.status` (or `.status.json`, the inode) as a caller who is not root sees it:
+        the refusals in owner directories they cannot open are counted, not shown (their
+        paths name nodes)."""
         perms = self.tree.perms
         default = ("user", self.tree.memory.default_owner)
 
@@ -62,4 +72,5 @@ class Static(RoleBase):
                 return perms.may_enter(reader, default)
             return True
 
-        return self.status_text(visible).encode("utf-8")
+        render = self.status_json if inode.name == STATUS_JSON else self.status_text
+        return render(visible).encode("utf-8")

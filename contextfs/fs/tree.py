@@ -121,6 +121,7 @@ class Tree:
         uid: int | None = None,
         gid: int | None = None,
         status: Callable[..., str] | None = None,
+        status_json: Callable[..., str] | None = None,
         schema_files: dict[str, bytes] | None = None,
         search: SearchPort | None = None,
         intake: Intake | None = None,
@@ -144,7 +145,9 @@ class Tree:
         self.buffers = Buffers(self)  # file bytes and attributes between open and commit
         self.perms = Perms(memory, self.uid, self.gid)  # stored owners, groups, modes
         # the role handlers; the tree knows them by role and nothing else about them
-        self.static = Static(self, status or (lambda visible=None: ""), schema_files or {})
+        self.static = Static(
+            self, status or (lambda visible=None: ""), schema_files or {}, status_json
+        )
         self.attachments = Attachments(self)
         self.nodes = Nodes(self)
         self.tiers = Tiers(self, search)
@@ -480,7 +483,7 @@ class Tree:
     ) -> Handle:
         h = self.open_file(self.get(ino), flags)
         if h.inode.role == Role.STATUS and caller is not None and caller[0] not in (0, self.uid):
-            h.snapshot = self.static.status_for(Caller.of(*caller))
+            h.snapshot = self.static.status_for(Caller.of(*caller), h.inode)
         try:
             await self.handler(h.inode).opened(h)
         except BaseException:

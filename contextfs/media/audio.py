@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import io
 import wave
+from collections.abc import Iterator
 from dataclasses import dataclass
 
 import numpy as np
@@ -40,6 +41,51 @@ class Pcm:
     @property
     def duration(self) -> float:
         return len(self.samples) / self.rate if self.rate else 0.0
+
+    def blocks(self) -> Iterator[np.ndarray]:
+        yield self.samples
+
+    def segment(self, seg: Segment) -> np.ndarray:
+        return self.samples[int(seg.start * self.rate) : int(seg.end * self.rate)]
+
+
+BLOCK_SECONDS = 60  # a streamed WAV is read, mixed and gated a minute at a time
+
+
+@dataclass(frozen=True, slots=True)
+class WavStream:
+    """A PCM WAV file read a block at a time (`open_wav`): a two-hour recording is never
+    one array. Blocks and segments come mono 16-bit at `rate` (a webrtcvad rate)."""
+
+    data: bytes
+    rate: int  # the analysis rate
+    source_rate: int
+    channels: int
+    width: int  # bytes per sample
+    frames: int  # frames (samples per channel) the header declares and the file holds
+
+    @property
+    def duration(self) -> float:
+        return self.frames / self.source_rate
+
+    def _read(self, start: int, count: int) -> np.ndarray:
+        with wave.open(io.BytesIO(self.data), "rb") as w:
+            w.setpos(start)
+            raw = w.readframes(count)
+        x = _mono16(raw, self.width, self.channels)
+        if self.rate != self.source_rate:
+            x = _resample(x, self.source_rate, self.rate)
+        return x
+
+    def blocks(self) -> Iterator[np.ndarray]:
+        step = self.source_rate * BLOCK_SECONDS
+        for start in range(0, self.frames, step):
+            yield self._read(start, min(step, self.frames - start))
+
+    def segment(self, seg: Segment) -> np.ndarray:
+        a = int(seg.start * self.source_rate)
+        b = min(self.frames, int(seg.end * self.source_rate))
+        return self._read(a, max(0, b - a))
 
 
 @dataclass(frozen=True, slots=True)
@@ -129,6 +175,11 @@ def _read_wav(data: bytes) -> tuple[np.ndarray, int, int]:
         )
     if len(raw) != frames * width * channels:
         raw = raw[: frames * width * channels]
+    return _mono16(raw, width, channels), rate, channels
+
+
+def _mono16(raw: bytes, width: int, channels: int) -> np.ndarray:
+    """PCM frames (8/16/24/32-bit, interleaved channels) as mono int16."""
     # 8- and 16-bit (most files) never go through a wider type: a long recording is big
     if width == 1:
         x = np.frombuffer(raw, np.uint8).astype(np.int16)
@@ -145,7 +196,43 @@ def _read_wav(data: bytes) -> tuple[np.ndarray, int, int]:
         x = x.reshape(-1, channels).mean(axis=1)
     if x.dtype != np.int16:
         x = np.clip(x, -32768, 32767).astype(np.int16)
-    return x, rate, channels
+    return x
+
+
+def _data_start(data: bytes) -> int:
+    """Where a RIFF/WAVE file's samples begin (after the `data` chunk's header)."""
+    pos = 12
+    while pos + 8 <= len(data):
+        size = int.from_bytes(data[pos + 4 : pos + 8], "little")
+        if data[pos : pos + 4] == b"data":
+            return pos + 8
+        pos += 8 + size + (size & 1)  # chunks are padded to an even length
+    return len(data)
+
+
+def open_wav(data: bytes) -> WavStream:
+    """A PCM WAV to be read a block at a time: the header is checked and the file's length
+    against it (a truncated file is refused here, before any decoding)."""
+    if not data:
+        raise BadMedia("the file is empty (0 bytes)")
+    try:
+        with wave.open(io.BytesIO(data), "rb") as w:
+            channels, width, rate = w.getnchannels(), w.getsampwidth(), w.getframerate()
+            declared = w.getnframes()
+    except (wave.Error, EOFError) as exc:
+        if data[:4] != b"RIFF":
+            raise BadMedia("not a WAV file (no RIFF header): is the extension wrong?") from None
+        raise BadMedia(f"not a readable WAV file: {exc}") from None
+    if width not in (1, 2, 3, 4) or rate <= 0 or channels <= 0:
+        raise BadMedia(f"unsupported WAV format ({width * 8}-bit, {rate} Hz)")
+    held = max(0, len(data) - _data_start(data)) // (width * channels)
+    if held < declared:
+        raise BadMedia(
+            f"the WAV file is truncated: its header says {declared} frames, it holds {held}"
+        )
+    if declared == 0:
+        raise BadMedia("the recording has no samples")
+    return WavStream(data, rate if rate in VAD_RATES else 16000, rate, channels, width, declared)
 
 
 def _read_soundfile(data: bytes, suffix: str) -> tuple[np.ndarray, int, int]:
@@ -173,29 +260,40 @@ def frame_features(
     floor within `window_ms` around it (silence around steady noise is no modulation);
     and the frame length in samples."""
     n = pcm.rate * frame_ms // 1000
-    count = len(pcm.samples) // n
-    frames = pcm.samples[: count * n].reshape(count, n)
+    db = np.concatenate([_frame_db(b, n) for b in pcm.blocks()] or [np.empty(0)])
+    return db, _spread(db, max(1, window_ms // frame_ms) | 1, floor_db), n
+
+
+def _frame_db(samples: np.ndarray, n: int) -> np.ndarray:
+    count = len(samples) // n
+    frames = samples[: count * n].reshape(count, n)
     power = np.empty(count, np.float64)
-    step = 4096  # frames at a time: a two-hour recording never becomes one float array
+    step = 4096  # frames at a time: never a whole recording as floats
     for i in range(0, count, step):
         f = frames[i : i + step].astype(np.float32) / 32768.0
         power[i : i + step] = np.mean(f * f, axis=1)
-    db = 10 * np.log10(power + 1e-12)
-    if count == 0:
-        return db, db.copy(), n
-    w = max(1, window_ms // frame_ms) | 1
-    view = np.lib.stride_tricks.sliding_window_view
-    padded = np.pad(db, (w // 2, w // 2), constant_values=-200.0)
-    win = view(padded, w)
-    mask = win >= floor_db
-    k = np.maximum(mask.sum(axis=1), 1)
-    mean = np.where(mask, win, 0).sum(axis=1) / k
-    var = np.where(mask, (win - mean[:, None]) ** 2, 0).sum(axis=1) / k
-    return db, np.sqrt(var), n
+    return 10 * np.log10(power + 1e-12)
 
 
-def gate_audio(pcm: Pcm, settings: VadSettings | None = None) -> AudioDecision:
-    """The voice-activity gate: which stretches of the recording are speech."""
+def _spread(db: np.ndarray, w: int, floor_db: float) -> np.ndarray:
+    """The std of the dBFS of the frames at or above the floor within w frames around each
+    frame, by running sums (memory linear in the frames, whatever w)."""
+    if not len(db):
+        return db.copy()
+    mask = (db >= floor_db).astype(np.float64)
+    x = np.where(mask > 0, db, 0.0)
+    box = np.ones(w)
+    k = np.convolve(mask, box, "same")
+    s1 = np.convolve(x, box, "same")
+    s2 = np.convolve(x * x, box, "same")
+    k1 = np.maximum(k, 1)
+    mean = s1 / k1
+    return np.sqrt(np.maximum(s2 / k1 - mean * mean, 0.0))
+
+
+def gate_audio(pcm: Pcm | WavStream, settings: VadSettings | None = None) -> AudioDecision:
+    """The voice-activity gate: which stretches of the recording are speech. A WavStream
+    is gated a block at a time: only per-frame numbers are kept for the whole file."""
     import webrtcvad  # the `webrtcvad-wheels` distribution
 
     s = settings or VadSettings()
@@ -205,13 +303,21 @@ def gate_audio(pcm: Pcm, settings: VadSettings | None = None) -> AudioDecision:
             f"the recording is {pcm.duration:.0f} s long; the audio gate takes at most "
             f"{s.max_seconds:.0f} s (media_max_audio_seconds)"
         )
-    db, spread, n = frame_features(pcm, s.frame_ms, s.modulation_ms, s.energy_floor_db)
+    n = pcm.rate * s.frame_ms // 1000
     vad = webrtcvad.Vad(s.aggressiveness)
-    samples = pcm.samples.astype("<i2", copy=False)
+    dbs, voices = [], []
+    for block in pcm.blocks():
+        samples = block.astype("<i2", copy=False)
+        db = _frame_db(samples, n)
+        voiced = np.zeros(len(db), bool)
+        for i in np.flatnonzero(db >= s.energy_floor_db):  # silence costs no webrtcvad call
+            voiced[i] = vad.is_speech(samples[i * n : (i + 1) * n].tobytes(), pcm.rate)
+        dbs.append(db)
+        voices.append(voiced)
+    db = np.concatenate(dbs) if dbs else np.empty(0)
+    voiced = np.concatenate(voices) if voices else np.zeros(0, bool)
+    spread = _spread(db, max(1, s.modulation_ms // s.frame_ms) | 1, s.energy_floor_db)
     audible = db >= s.energy_floor_db
-    voiced = np.zeros(len(db), bool)
-    for i in np.flatnonzero(audible):  # silence costs no webrtcvad call
-        voiced[i] = vad.is_speech(samples[i * n : (i + 1) * n].tobytes(), pcm.rate)
     speech = voiced & audible & (spread >= s.min_modulation_db)
     segments = _segments(speech, s, pcm.duration)
     return AudioDecision(
@@ -240,11 +346,13 @@ def _segments(speech: np.ndarray, s: VadSettings, duration: float) -> tuple[Segm
     return tuple(Segment(round(float(x.start), 3), round(float(x.end), 3)) for x in out)
 
 
-def wav_bytes(pcm: Pcm, seg: Segment | None = None) -> bytes:
-    """A 16-bit mono WAV of the recording, or of one segment of it."""
-    x = pcm.samples
+def wav_bytes(pcm: Pcm | WavStream, seg: Segment | None = None) -> bytes:
+    """A 16-bit mono WAV of the recording (a Pcm), or of one segment of it."""
     if seg is not None:
-        x = x[int(seg.start * pcm.rate) : int(seg.end * pcm.rate)]
+        x = pcm.segment(seg)
+    else:
+        assert isinstance(pcm, Pcm)
+        x = pcm.samples
     buf = io.BytesIO()
     with wave.open(buf, "wb") as w:
         w.setnchannels(1)

@@ -442,15 +442,25 @@ class Searcher:
         taken: set[tuple[int, int]] = set()  # joined by a hop already
         nodes = self.memory.nodes
         hops: list[tuple[str, PassageHit]] = []
+        known = self._entities()
         for ph in best:
-            name = ph.node.name.replace("-", " ").lower()
-            if (
-                ph.node.type == "entity"
-                and len(name) >= 3
-                and not re.search(rf"\b{re.escape(name)}\b", asked)
-                and name not in {h for h, _ in hops}
-            ):
-                hops.append((name, ph))
+            if ph.node.type == "entity":
+                names = [ph.node.name.replace("-", " ").lower()]
+            else:  # a turn naming a known entity ("Will had a twelve-hour shift")
+                names = []
+                for m in _PROPER.finditer(ph.passage.text):
+                    phrase = m.group(0).lower()
+                    for cand in (phrase, phrase.split()[0]):
+                        if any(allowed(n) for n in known.get(cand, ())):
+                            names.append(cand)
+                            break
+            for name in names:
+                if (
+                    len(name) >= 3
+                    and not re.search(rf"\b{re.escape(name)}\b", asked)
+                    and name not in {h for h, _ in hops}
+                ):
+                    hops.append((name, ph))
         for name, hub in hops[:HOP_MAX]:
             with ix.lock:
                 hits = ix.text.search(
@@ -565,6 +575,8 @@ LINK_SHARE = 0.9  # a linked turn's score, as a share of the memory that links t
 # children?" is answered by what Mateo said (dev conversations: 0.3 and 0.6 tried, 0.6 kept)
 SPEAKER_BOOST = 0.6
 ROLES = frozenset({"user", "assistant", "system", "tool", "developer"})
+# a capitalised word or two in a turn: where an entity's name may stand
+_PROPER = re.compile(r"(?<![\w'’])[A-Z][\w'’-]+(?: [A-Z][\w'’-]+)?")
 HOP_FROM = 6  # passages whose entities are asked about by name (a second hop)
 HOP_MAX = 3  # entity names asked about per question
 HOP_DEPTH = 40  # units asked of BM25 for an entity's name

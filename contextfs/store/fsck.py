@@ -162,12 +162,12 @@ def chunk_sizes(store: Store) -> list[str]:
         for i, x, c, n in _rows(
             store,
             f"""
-            SELECT att_id, idx, count(*) OVER (PARTITION BY att_id), octet_length(data)
-            FROM attachment_chunks
-            QUALIFY octet_length(data) > {CHUNK_SIZE} OR octet_length(data) = 0
-                 OR (octet_length(data) < {CHUNK_SIZE}
-                     AND idx <> max(idx) OVER (PARTITION BY att_id))
-            ORDER BY att_id, idx""",
+            SELECT c.att_id, c.idx, count(*) OVER (PARTITION BY c.att_id), octet_length(b.data)
+            FROM attachment_chunks c JOIN blobs b ON b.hash = c.hash
+            QUALIFY octet_length(b.data) > {CHUNK_SIZE} OR octet_length(b.data) = 0
+                 OR (octet_length(b.data) < {CHUNK_SIZE}
+                     AND c.idx <> max(c.idx) OVER (PARTITION BY c.att_id))
+            ORDER BY c.att_id, c.idx""",
         )
     ]
     problems += [
@@ -175,12 +175,77 @@ def chunk_sizes(store: Store) -> list[str]:
         for i, s, t in _rows(
             store,
             """
-            SELECT a.id, a.size, coalesce(sum(octet_length(c.data)), 0) FROM attachments a
+            SELECT a.id, a.size, coalesce(sum(octet_length(b.data)), 0) FROM attachments a
             LEFT JOIN attachment_chunks c ON c.att_id = a.id
+            LEFT JOIN blobs b ON b.hash = c.hash
             WHERE a.kind = 'file' GROUP BY a.id, a.size
-            HAVING coalesce(sum(octet_length(c.data)), 0) <> a.size""",
+            HAVING coalesce(sum(octet_length(b.data)), 0) <> a.size""",
         )
     ]
+    return problems
+
+
+def garbage_blobs(store: Store) -> tuple[int, int]:
+    """(count, bytes) of the blobs no chunk holds: reclaimed at the next sweep."""
+    n, size = store.con.execute(
+        "SELECT count(*), coalesce(sum(octet_length(data)), 0) FROM blobs "
+        "WHERE hash NOT IN (SELECT hash FROM attachment_chunks) "
+        "AND hash NOT IN (SELECT hash FROM inbox_chunks)"
+    ).fetchone()
+    return int(n), int(size)
+
+
+def inbox_chunks_complete(store: Store) -> list[str]:
+    """(v6) An inbox item's chunks belong to an item, are numbered 0, 1, ... without a gap,
+    and their lengths add up to inbox_items.size."""
+    problems = [
+        f"inbox chunks of missing item {i}"
+        for (i,) in _rows(
+            store,
+            "SELECT DISTINCT c.item_id FROM inbox_chunks c ANTI JOIN inbox_items i "
+            "ON i.id = c.item_id",
+        )
+    ]
+    problems += [
+        f"inbox item {i}: size {s} but its chunks hold {t} bytes in {c} (numbered {lo}..{hi})"
+        for i, s, t, c, lo, hi in _rows(
+            store,
+            """
+            SELECT i.id, i.size, coalesce(sum(octet_length(b.data)), 0), count(c.idx),
+                   min(c.idx), max(c.idx)
+            FROM inbox_items i LEFT JOIN inbox_chunks c ON c.item_id = i.id
+            LEFT JOIN blobs b ON b.hash = c.hash GROUP BY i.id, i.size
+            HAVING coalesce(sum(octet_length(b.data)), 0) <> i.size
+                OR (count(c.idx) > 0 AND (min(c.idx) <> 0 OR max(c.idx) <> count(c.idx) - 1))""",
+        )
+    ]
+    return problems
+
+
+def blobs_consistent(store: Store) -> list[str]:
+    """(v6) Bytes stored once by content: every chunk's hash has its blob, a blob is
+    1..CHUNK_SIZE bytes and its hash is the xxh3-128 of its bytes (read back a few at a
+    time). A blob no chunk holds is garbage waiting to be reclaimed (`garbage_blobs`), not
+    a problem: a daemon that dies leaves some, the first sweep after a restart takes them."""
+    problems = [
+        f"{t} {i} chunk {x}: blob {h} is missing"
+        for t, i, x, h in _rows(
+            store,
+            """
+            SELECT 'attachment', c.att_id, c.idx, c.hash FROM attachment_chunks c
+            ANTI JOIN blobs b ON b.hash = c.hash
+            UNION ALL
+            SELECT 'inbox item', c.item_id, c.idx, c.hash FROM inbox_chunks c
+            ANTI JOIN blobs b ON b.hash = c.hash""",
+        )
+    ]
+    res = store.con.execute("SELECT hash, data FROM blobs")
+    while rows := res.fetchmany(64):  # a few MiB at a time, however big the store
+        for h, data in rows:
+            if not 0 < len(data) <= CHUNK_SIZE:
+                problems.append(f"blob {h} holds {len(data)} bytes")
+            elif xxhash.xxh3_128_hexdigest(data) != h:
+                problems.append(f"blob {h}: its bytes hash to another value")
     return problems
 
 
@@ -246,6 +311,8 @@ CHECKS: tuple[Check, ...] = (
     chunks_belong_to_files,
     chunks_contiguous,
     chunk_sizes,
+    inbox_chunks_complete,
+    blobs_consistent,
     links_consistent,
     outbox_covers_nodes,
 )

@@ -9,8 +9,9 @@ from __future__ import annotations
 from collections.abc import Callable
 
 import duckdb
+import xxhash
 
-SCHEMA_VERSION = 5
+SCHEMA_VERSION = 6
 
 # An attachment's bytes are stored in chunks of this size (v3): a commit rewrites only
 # the chunks it changed, so an fsync of a 4 KiB write into a 32 MiB file stores 64 KiB.
@@ -101,17 +102,31 @@ CREATE TABLE IF NOT EXISTS attachments (
 );
 
 -- (v3) The bytes of every 'file' attachment, in fixed chunks of CHUNK_SIZE (64 KiB) bytes:
--- chunk idx holds bytes [idx * CHUNK_SIZE, (idx + 1) * CHUNK_SIZE) of the file.
+-- chunk idx holds bytes [idx * CHUNK_SIZE, (idx + 1) * CHUNK_SIZE) of the file; (v6) the
+-- bytes themselves are the blob of that hash, stored once however many chunks hold them.
 -- Invariants (checked by fsck): a file of size s has exactly ceil(s / CHUNK_SIZE) chunks,
 -- idx 0, 1, ... without a gap; every chunk but the last holds exactly CHUNK_SIZE bytes and
 -- the last 1..CHUNK_SIZE (so their lengths add up to attachments.size; an empty file has
 -- none); chunks belong to an existing attachment of kind 'file' (a soft-deleted one keeps
--- its chunks until it is purged). A hole written by a seek past the end is stored as zeros.
+-- its chunks until it is purged); every hash has its blob. A hole written by a seek past
+-- the end is stored as zeros (one blob of zeros, however long the hole).
 CREATE TABLE IF NOT EXISTS attachment_chunks (
     att_id BIGINT  NOT NULL,           -- attachments.id
     idx    INTEGER NOT NULL,           -- 0-based chunk number
-    data   BLOB    NOT NULL,
+    hash   TEXT    NOT NULL,           -- (v6) blobs.hash of its bytes (before: a data BLOB)
     PRIMARY KEY (att_id, idx)
+);
+
+-- (v6) Bytes stored once by content: the bytes of every chunk of a file attachment or an
+-- inbox item, keyed by their xxh3-128. The same photo dropped twice, a video frame that is
+-- also an image, a file copied into another node: one row each chunk, however many hold
+-- it. Invariants (checked by fsck): hash = xxh3-128 hex of data; data is 1..CHUNK_SIZE
+-- bytes; every chunk's blob exists. A blob no chunk holds any more is garbage, reclaimed
+-- in batches of 64 and when the store closes (Store.sweep; its first sweep takes all
+-- garbage, a crashed daemon's too): never read, counted by fsck, not a problem.
+CREATE TABLE IF NOT EXISTS blobs (
+    hash TEXT PRIMARY KEY,
+    data BLOB NOT NULL
 );
 
 -- Files written into a type directory and fsync()ed but not yet routed (routing happens at
@@ -158,16 +173,28 @@ CREATE TABLE IF NOT EXISTS access (
     PRIMARY KEY (kind, key)
 );
 -- (v2) Files dropped into an .inbox: the raw bytes (secrets already redacted), kept as
--- the record of what was handed in, and what processing them did.
+-- the record of what was handed in, and what processing them did. (v6) The bytes are the
+-- item's rows in inbox_chunks (before: a `data` BLOB column of this table), so an inbox
+-- item and the media node made of it share their bytes.
 CREATE TABLE IF NOT EXISTS inbox_items (
     id         BIGINT PRIMARY KEY,
     owner_kind TEXT   NOT NULL,
     owner_id   TEXT   NOT NULL,
     filename   TEXT   NOT NULL,
-    data       BLOB   NOT NULL,
+    size       BIGINT NOT NULL,        -- (v6) the bytes' length
     created    DOUBLE NOT NULL,
-    state      TEXT   NOT NULL,        -- 'pending' | 'done' | 'refused'
+    state      TEXT   NOT NULL,        -- 'pending' | 'done' | 'dropped' | 'refused'
     report     TEXT   NOT NULL         -- what it did (markdown), or why it was refused
+);
+
+-- (v6) The bytes of an inbox item, as attachment_chunks holds a file's: chunk idx of
+-- item_id is the blob of hash. Invariants as attachment_chunks' (their lengths add up to
+-- inbox_items.size, numbered 0, 1, ... without a gap, every hash has its blob).
+CREATE TABLE IF NOT EXISTS inbox_chunks (
+    item_id BIGINT  NOT NULL,
+    idx     INTEGER NOT NULL,
+    hash    TEXT    NOT NULL,
+    PRIMARY KEY (item_id, idx)
 );
 
 -- (v2) Live sessions (SPEC §6). Ended sessions become nodes of type 'session'.
@@ -236,19 +263,63 @@ def insert_chunks(
     att_id: int,
     data: bytes | memoryview,
     indexes: range | list[int],
+    *,
+    table: str = "attachment_chunks",
 ) -> None:
-    """Insert chunks `indexes` of `data` (the whole file) for att_id; rows with these keys
-    must not exist. Many rows per statement: `executemany` manages ~260 rows/s here."""
+    """Insert chunks `indexes` of `data` (the whole file) for att_id (an inbox item's id
+    with table='inbox_chunks'); rows with these keys must not exist. A chunk's bytes go to
+    `blobs` unless a blob of the same hash is there already. Many rows per statement:
+    `executemany` manages ~260 rows/s here."""
+    key = {"attachment_chunks": "att_id", "inbox_chunks": "item_id"}[table]
+    view = memoryview(data)
     idx = list(indexes)
     for start in range(0, len(idx), _ROWS_PER_INSERT):
         batch = idx[start : start + _ROWS_PER_INSERT]
-        params: list[object] = []
+        hashes: list[str] = []
+        new: dict[str, memoryview] = {}
         for i in batch:
-            params += [att_id, i, data[i * CHUNK_SIZE : (i + 1) * CHUNK_SIZE]]
+            piece = view[i * CHUNK_SIZE : (i + 1) * CHUNK_SIZE]
+            h = xxhash.xxh3_128_hexdigest(piece)
+            hashes.append(h)
+            new.setdefault(h, piece)
+        have = {
+            r[0]
+            for r in con.execute(
+                "SELECT hash FROM blobs WHERE list_contains(?::TEXT[], hash)", [list(new)]
+            ).fetchall()
+        }
+        fresh = [(h, piece) for h, piece in new.items() if h not in have]
+        if fresh:
+            con.execute(
+                "INSERT INTO blobs (hash, data) VALUES " + ", ".join(["(?, ?)"] * len(fresh)),
+                [x for pair in fresh for x in pair],
+            )
+        params: list[object] = []
+        for i, h in zip(batch, hashes, strict=True):
+            params += [att_id, i, h]
         con.execute(
-            "INSERT INTO attachment_chunks (att_id, idx, data) VALUES "
+            f"INSERT INTO {table} ({key}, idx, hash) VALUES "
             + ", ".join(["(?, ?, ?)"] * len(batch)),
             params,
+        )
+
+
+def sweep_blobs(con: duckdb.DuckDBPyConnection, hashes: list[str] | None = None) -> None:
+    """Delete the blobs (of these hashes; None: all) that no chunk holds."""
+    if hashes is None:
+        con.execute(
+            "DELETE FROM blobs WHERE hash NOT IN (SELECT hash FROM attachment_chunks) "
+            "AND hash NOT IN (SELECT hash FROM inbox_chunks)"
+        )
+    elif hashes:
+        con.execute(
+            """
+            DELETE FROM blobs WHERE list_contains(?::TEXT[], hash)
+            AND hash NOT IN (SELECT hash FROM attachment_chunks
+                             WHERE list_contains(?::TEXT[], hash))
+            AND hash NOT IN (SELECT hash FROM inbox_chunks WHERE list_contains(?::TEXT[], hash))
+            """,
+            [hashes, hashes, hashes],
         )
 
 
@@ -268,6 +339,58 @@ def _add_link_of(con: duckdb.DuckDBPyConnection) -> None:
         con.execute("ALTER TABLE attachments ADD COLUMN link_of BIGINT")
 
 
+def _columns(con: duckdb.DuckDBPyConnection, table: str) -> set[str]:
+    return {
+        r[0]
+        for r in con.execute(
+            "SELECT column_name FROM information_schema.columns WHERE table_name = ?", [table]
+        ).fetchall()
+    }
+
+
+def _content_address(con: duckdb.DuckDBPyConnection) -> None:
+    """v5 -> v6: bytes stored once by content. attachment_chunks' `data` becomes a `hash`
+    of a row of `blobs`; inbox_items' `data` becomes chunks in inbox_chunks (and a `size`
+    column). Rebuilt rather than altered, one file in memory at a time, inside the Store's
+    opening transaction. A table already in the new shape (a store migrated from v2 gets
+    the newest attachment_chunks, a v1 store the newest inbox_items) is left as it is."""
+    if "data" in _columns(con, "attachment_chunks"):
+        con.execute("ALTER TABLE attachment_chunks RENAME TO attachment_chunks_v5")
+        con.execute(SCHEMA)  # creates only the new attachment_chunks
+        ids = [
+            r[0]
+            for r in con.execute(
+                "SELECT DISTINCT att_id FROM attachment_chunks_v5 ORDER BY att_id"
+            ).fetchall()
+        ]
+        for att_id in ids:
+            rows = con.execute(
+                "SELECT idx, data FROM attachment_chunks_v5 WHERE att_id = ? ORDER BY idx",
+                [att_id],
+            ).fetchall()
+            data = b"".join(bytes(d) for _i, d in rows)
+            insert_chunks(con, att_id, data, [i for i, _d in rows])
+        con.execute("DROP TABLE attachment_chunks_v5")
+    if "data" in _columns(con, "inbox_items"):
+        con.execute("ALTER TABLE inbox_items RENAME TO inbox_items_v5")
+        con.execute(SCHEMA_V2)  # creates only the new inbox_items
+        con.execute("""
+            INSERT INTO inbox_items (id, owner_kind, owner_id, filename, size, created, state,
+                                     report)
+            SELECT id, owner_kind, owner_id, filename, octet_length(data), created, state,
+                   report FROM inbox_items_v5""")
+        for (item_id,) in con.execute(
+            "SELECT id FROM inbox_items_v5 WHERE octet_length(data) > 0 ORDER BY id"
+        ).fetchall():
+            data = con.execute(
+                "SELECT data FROM inbox_items_v5 WHERE id = ?", [item_id]
+            ).fetchone()[0]
+            insert_chunks(
+                con, item_id, data, range(-(-len(data) // CHUNK_SIZE)), table="inbox_chunks"
+            )
+        con.execute("DROP TABLE inbox_items_v5")
+
+
 # MIGRATIONS[n] upgrades a store at schema version n to n + 1: SQL, or a function for a
 # step that needs more than one statement.
 MIGRATIONS: dict[int, str | Callable[[duckdb.DuckDBPyConnection], None]] = {
@@ -275,6 +398,7 @@ MIGRATIONS: dict[int, str | Callable[[duckdb.DuckDBPyConnection], None]] = {
     2: _chunk_attachments,
     3: "SELECT 1",  # the access table: created by create_tables on any store
     4: _add_link_of,
+    5: _content_address,
 }
 
 

@@ -158,3 +158,62 @@ def long_silent_wav(seconds: float, rate: int = 8000) -> bytes:
         w.setframerate(rate)
         w.writeframes(b"\x80" * int(seconds * rate))
     return buf.getvalue()
+
+
+# ---- video -------------------------------------------------------------------------------
+
+VIDEO_CODECS = {  # container -> (PyAV format, video codec, audio codec)
+    ".mp4": ("mp4", "libx264", "aac"),
+    ".webm": ("webm", "libvpx-vp9", "libopus"),
+    ".mkv": ("matroska", "libx264", "libopus"),
+}
+
+
+def video(
+    slides: list[bytes],
+    *,
+    seconds_each: float = 1.0,
+    fps: int = 10,
+    wav: bytes | None = None,
+    suffix: str = ".mp4",
+    size: tuple[int, int] = (320, 240),
+) -> bytes:
+    """A video made by PyAV's encoders (the `av` wheel): each of `slides` (image bytes)
+    shown for `seconds_each`, with `wav` (mono 16-bit) as its sound track when given."""
+    import av
+    from PIL import Image
+
+    fmt, vcodec, acodec = VIDEO_CODECS[suffix]
+    buf = io.BytesIO()
+    with av.open(buf, mode="w", format=fmt) as c:
+        v = c.add_stream(vcodec, rate=fps)
+        v.width, v.height, v.pix_fmt = size[0], size[1], "yuv420p"
+        a = None
+        if wav is not None:
+            samples, rate = pcm_of(wav)
+            a = c.add_stream(acodec, rate=rate)
+            a.layout = "mono"
+        n = 0
+        for data in slides:
+            img = Image.open(io.BytesIO(data)).convert("RGB").resize(size)
+            for _ in range(max(1, round(seconds_each * fps))):
+                frame = av.VideoFrame.from_image(img)
+                frame.pts = n
+                n += 1
+                for packet in v.encode(frame):
+                    c.mux(packet)
+        for packet in v.encode():
+            c.mux(packet)
+        if a is not None:
+            step = 1024
+            for k in range(0, len(samples), step):
+                frame = av.AudioFrame.from_ndarray(
+                    samples[None, k : k + step].copy(), format="s16", layout="mono"
+                )
+                frame.sample_rate = rate
+                frame.pts = k
+                for packet in a.encode(frame):
+                    c.mux(packet)
+            for packet in a.encode():
+                c.mux(packet)
+    return buf.getvalue()

@@ -89,8 +89,8 @@ class Mounted:
         return [
             tuple(r)
             for r in self.memory.store.con.execute(
-                "SELECT idx, octet_length(data), rowid FROM attachment_chunks WHERE att_id = ? "
-                "ORDER BY idx",
+                "SELECT c.idx, octet_length(b.data), c.rowid FROM attachment_chunks c "
+                "JOIN blobs b ON b.hash = c.hash WHERE c.att_id = ? ORDER BY c.idx",
                 [att.id],
             ).fetchall()
         ]

@@ -251,7 +251,7 @@ def test_a_version_4_store_gets_link_of(tmp_path: Path):
     con.close()
     store = Store(db)
     try:
-        assert SCHEMA_VERSION == 5
+        assert SCHEMA_VERSION >= 5  # later steps leave link_of as it is
         cols = [
             r[0]
             for r in store.con.execute(

@@ -10,7 +10,7 @@ P = "user/default/preferences"
 
 
 async def test_tree_shape(fs, memory):
-    assert await fs.listdir("") == [".schemas", ".status", "agent", "user"]
+    assert await fs.listdir("") == [".schemas", ".status", ".status.json", "agent", "user"]
     user_types = sorted(t.type_dir for t in memory.types.values() if t.scope == "user")
     assert await fs.listdir("user/default") == sorted([".archive", ".trash", *user_types])
     assert await fs.listdir("agent") == []
@@ -67,6 +67,7 @@ async def test_derived_files_are_read_only(fs, memory):
         f"{P}/x/meta.yaml",
         f"{P}/x/.history/v1.md",
         ".status",
+        ".status.json",
         ".schemas/preference.yaml",
     ):
         assert await fs.errno_of(fs.write(path, b"nope")) == errno.EACCES, path

@@ -6,9 +6,10 @@ import hashlib
 import os
 
 import duckdb
+import xxhash
 
 from contextfs.store import Store
-from contextfs.store.fsck import check_store
+from contextfs.store.fsck import check_store, garbage_blobs
 from contextfs.store.schema import CHUNK_SIZE, SCHEMA_VERSION
 
 # The attachments table of schema v2, as v2 created it: a file's bytes in one BLOB.
@@ -27,8 +28,48 @@ CREATE TABLE attachments (
 )"""
 
 
+def make_v5(con: duckdb.DuckDBPyConnection) -> None:
+    """Turn a current store into what v5 wrote: each chunk's bytes in attachment_chunks,
+    an inbox item's bytes in inbox_items.data, no blobs."""
+    con.execute("ALTER TABLE attachment_chunks RENAME TO attachment_chunks_v6")
+    con.execute(
+        "CREATE TABLE attachment_chunks (att_id BIGINT NOT NULL, idx INTEGER NOT NULL, "
+        "data BLOB NOT NULL, PRIMARY KEY (att_id, idx))"
+    )
+    con.execute(
+        "INSERT INTO attachment_chunks SELECT c.att_id, c.idx, b.data FROM attachment_chunks_v6 c "
+        "JOIN blobs b ON b.hash = c.hash"
+    )
+    con.execute("DROP TABLE attachment_chunks_v6")
+    con.execute("ALTER TABLE inbox_items RENAME TO inbox_items_v6")
+    con.execute(
+        "CREATE TABLE inbox_items (id BIGINT PRIMARY KEY, owner_kind TEXT NOT NULL, "
+        "owner_id TEXT NOT NULL, filename TEXT NOT NULL, data BLOB NOT NULL, "
+        "created DOUBLE NOT NULL, state TEXT NOT NULL, report TEXT NOT NULL)"
+    )
+    con.execute(
+        "INSERT INTO inbox_items SELECT id, owner_kind, owner_id, filename, ''::BLOB, "
+        "created, state, report FROM inbox_items_v6"
+    )
+    for (i,) in con.execute("SELECT id FROM inbox_items").fetchall():
+        data = b"".join(
+            bytes(d)
+            for (d,) in con.execute(
+                "SELECT b.data FROM inbox_chunks c JOIN blobs b ON b.hash = c.hash "
+                "WHERE c.item_id = ? ORDER BY c.idx",
+                [i],
+            ).fetchall()
+        )
+        con.execute("UPDATE inbox_items SET data = ? WHERE id = ?", [data, i])
+    con.execute("DROP TABLE inbox_items_v6")
+    con.execute("DROP TABLE inbox_chunks")
+    con.execute("DROP TABLE blobs")
+    con.execute("UPDATE store_meta SET value = '5' WHERE key = 'schema_version'")
+
+
 def make_v2(con: duckdb.DuckDBPyConnection) -> None:
     """Turn a current store into what v2 wrote: file bytes back in attachments.data."""
+    make_v5(con)
     files = {
         i: b"".join(
             bytes(d)
@@ -152,7 +193,7 @@ async def test_a_version_2_store_with_attachments_opens_with_the_same_bytes(tmp_
     assert (
         store.con.execute("SELECT value FROM store_meta WHERE key = 'schema_version'").fetchone()[0]
         == str(SCHEMA_VERSION)
-        == "5"
+        == "6"
     )
     assert check_store(store) == []
     columns = [
@@ -202,22 +243,38 @@ def test_fsck_finds_broken_chunks(tmp_path, memory, types):
     def problems() -> list[str]:
         return sorted({p.split(":")[0] for p in check_store(memory.store)})
 
+    old = con.execute(
+        "SELECT hash FROM attachment_chunks WHERE att_id = ? AND idx = 1", [f.id]
+    ).fetchone()[0]
+    short = os.urandom(100)
+    con.execute("INSERT INTO blobs VALUES (?, ?)", [xxhash.xxh3_128_hexdigest(short), short])
     con.execute(
-        "UPDATE attachment_chunks SET data = data[1:100] WHERE att_id = ? AND idx = 1", [f.id]
+        "UPDATE attachment_chunks SET hash = ? WHERE att_id = ? AND idx = 1",
+        [xxhash.xxh3_128_hexdigest(short), f.id],
     )
     assert problems() == ["chunk_sizes"]  # a short chunk that is not the last
+    assert garbage_blobs(memory.store) == (1, CHUNK_SIZE)  # the blob it held: garbage
     con.execute("DELETE FROM attachment_chunks WHERE att_id = ? AND idx = 1", [f.id])
-    assert problems() == ["chunk_sizes", "chunks_contiguous"]  # a gap, bytes missing
-    con.execute("INSERT INTO attachment_chunks VALUES (?, 1, ?)", [f.id, bytes(CHUNK_SIZE)])
+    con.execute("DELETE FROM blobs WHERE hash = ?", [xxhash.xxh3_128_hexdigest(short)])
+    assert problems() == ["chunk_sizes", "chunks_contiguous"]  # a gap
+    con.execute("INSERT INTO attachment_chunks VALUES (?, 1, ?)", [f.id, old])
     assert problems() == []
     con.execute("UPDATE attachments SET size = size + 1 WHERE id = ?", [f.id])
     assert problems() == ["chunk_sizes"]
     con.execute("UPDATE attachments SET size = size - 1 WHERE id = ?", [f.id])
-    con.execute("INSERT INTO attachment_chunks VALUES (?, 0, 'x'::BLOB)", [d.id])
+    con.execute("INSERT INTO attachment_chunks VALUES (?, 0, ?)", [d.id, old])
     assert problems() == ["chunks_belong_to_files"]  # a folder has no bytes
     con.execute("DELETE FROM attachment_chunks WHERE att_id = ?", [d.id])
-    con.execute("INSERT INTO attachment_chunks VALUES (?, 0, 'x'::BLOB)", [12345678])
+    con.execute("INSERT INTO attachment_chunks VALUES (?, 0, ?)", [12345678, old])
     assert problems() == ["chunks_belong_to_files"]  # a purged attachment left its bytes
     con.execute("DELETE FROM attachment_chunks WHERE att_id = ?", [12345678])
+    # (v6) the bytes of a blob that do not hash to its key; a chunk whose blob is gone
+    kept = con.execute("SELECT data FROM blobs WHERE hash = ?", [old]).fetchone()[0]
+    con.execute("UPDATE blobs SET data = ? WHERE hash = ?", [os.urandom(CHUNK_SIZE), old])
+    assert problems() == ["blobs_consistent"]
+    con.execute("DELETE FROM blobs WHERE hash = ?", [old])
+    assert problems() == ["blobs_consistent", "chunk_sizes"]
+    con.execute("INSERT INTO blobs VALUES (?, ?)", [old, kept])
+    assert problems() == []
     memory.store.purge_attachment(f.id)
     assert problems() == []

@@ -443,6 +443,39 @@ async def test_a_question_about_a_relation_reaches_the_turns_naming_that_entity(
     assert "[S2:2] Maya: Luca passed his final exams, he is officially a vet now!" in text, text
 
 
+async def test_a_turn_naming_an_entity_brings_the_turns_that_introduced_it(
+    searching: Mount, memory: Memory
+) -> None:
+    """Two hops from a turn, not from a hub: "who works night shifts as a nurse" finds the
+    turn "Ada had a twelve-hour night shift..."; Ada is a known entity (introduced in
+    another session as "dates with someone. Ada."), so the turns naming Ada join, and the
+    introduction answers "who is close to her"."""
+    await _conversation(
+        searching,
+        {
+            "s1.jsonl": (
+                "2023-01-10T10:00:00",
+                [("Maya", "So... I've been on a few dates with someone. Ada. We met at a gig.")],
+            ),
+            "s2.jsonl": (
+                "2023-02-10T10:00:00",
+                [("Maya", "Ada had a twelve-hour night shift. Being a nurse is no joke.")],
+            ),
+            # turns that share the question's words and fill a small budget
+            "s3.jsonl": (
+                "2023-03-10T10:00:00",
+                [("Maya", f"Close call {i}: the old printer works again.") for i in range(30)],
+            ),
+        },
+    )
+    hub = memory.live_node(("user", "default"), memory.types["entity"], "ada")
+    assert hub is not None, "the introduction made an entity"
+    question = "who close to Maya works night shifts as a nurse"
+    text = await searching.fs.text(f"user/default/.query/@budget=300/{question}/_context.md")
+    assert "Ada had a twelve-hour night shift" in text, text
+    assert "been on a few dates with someone. Ada." in text, text
+
+
 async def test_what_a_named_speaker_said_comes_before_what_others_said(
     searching: Mount,
 ) -> None:

@@ -10,6 +10,7 @@ def test_tree_and_remount(mount):
         ".schemas",
         ".sessions",
         ".status",
+        ".status.json",
         "agent",
         "user",
     ]  # .query: search off

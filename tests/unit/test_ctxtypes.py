@@ -33,6 +33,7 @@ BUILTINS = (
     "session",
     "image",
     "audio",
+    "video",
 )
 
 RECIPE = """\

@@ -127,6 +127,29 @@ def test_entities_from_relations_both_ways():
     assert "Emma is the owner's sister." in emma.body and "Porto" in emma.body
 
 
+@pytest.mark.parametrize(
+    ("text", "name", "relation"),
+    [
+        ("So... I've been on a few dates with someone. Will. We met at a book club.",
+         "Will", "partner"),
+        ("I met someone called Sam at the allotment open day and we've been out three times.",
+         "Sam", "partner"),
+        ("I'm seeing someone new, Ada! It's early days.", "Ada", "partner"),
+        ("I met someone named Priya at the conference.", "Priya", "acquaintance"),
+    ],
+)  # fmt: skip
+def test_someone_introduced_across_a_sentence_break_is_an_entity(text, name, relation):
+    ents = of(extract(user(text)), "entity")
+    assert [(f["name"], f["attributes"]["relation"]) for f in ents] == [(name, relation)]
+
+
+@pytest.mark.parametrize(
+    "text", ["I met someone. It was odd.", "We are seeing someone about the roof."]
+)
+def test_someone_without_a_name_is_no_entity(text):
+    assert of(extract(user(text)), "entity") == []
+
+
 def test_events_resolve_relative_dates_against_today_or_the_timestamp():
     # 2026-05-08 is a Friday
     cands = extract(

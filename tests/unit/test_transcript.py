@@ -58,7 +58,8 @@ def test_jsonl_content_parts_are_joined():
         {"type": "text", "text": "first"}, {"type": "image_url", "image_url": {"url": "x"}},
         {"type": "text", "text": "second"}]})  # fmt: skip
     (turn,) = parse_transcript(text, "p.jsonl").turns
-    assert turn.content == "first\n[image_url]\nsecond"
+    assert turn.content == "first\n[image_url #1]\nsecond"
+    assert [(m.source, m.value) for m in turn.media] == [("path", "x")]
 
 
 def test_jsonl_tool_events_without_content_are_rendered_from_name_input_output():

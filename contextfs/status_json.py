@@ -1,0 +1,135 @@
+"""`.status.json`: the facts of `.status` as one JSON document, for programs.
+
+Role: the machine-readable twin of `app.render_status`. It takes the same arguments (the
+mount's `Memory`, its `Config`, the indexer and intake when they run, and `visible`, the
+filter of refusals a caller may see) and reads the same sources, so a reader of either
+file learns the same things; docs/reference.md lists every field. The text stays the
+human's; numbers here are numbers and times are ISO 8601 UTC strings.
+
+Boundary: a composition-root helper like `app` (no pyfuse3, no `contextfs.fs`); the tree
+serves what it returns through `fs.static` as it serves `.status`.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import errno
+import json
+from collections.abc import Callable
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from contextfs import __version__
+
+if TYPE_CHECKING:  # annotations only: the daemon passes the live objects in
+    from contextfs.config import Config
+    from contextfs.conversations.inbox import Intake
+    from contextfs.memory.service import Memory
+    from contextfs.search.indexer import Indexer
+
+# Bumped when a field changes meaning or goes away (adding a field does not bump it).
+FORMAT = 1
+
+
+def _iso(t: float | None) -> str | None:
+    if t is None:
+        return None
+    return dt.datetime.fromtimestamp(t, dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def _index(indexer: Indexer | None, committed: int) -> dict[str, Any] | None:
+    if indexer is None:
+        return None
+    emb = indexer.embedder
+    return {
+        "state": indexer.state,
+        "generation": indexer.generation,
+        "queue": max(0, committed - indexer.generation),
+        "text_generation": indexer.text_generation,
+        "embedding_model": emb.name if emb else indexer.model_name,
+        "dimensions": emb.dim if emb else None,  # None until the model has loaded
+        "indexed_units": len(indexer.digests),
+        "error": indexer.error or None,
+    }
+
+
+def _intake(intake: Intake | None) -> dict[str, Any] | None:
+    if intake is None:
+        return None
+    states: dict[str, int] = {}
+    for item in intake.items.values():
+        states[item.state] = states.get(item.state, 0) + 1
+    return {
+        "inbox": dict(sorted(states.items())),
+        "live_sessions": len(intake.sessions),
+        "media": intake.media.status_line() if intake.media is not None else None,
+        "media_refused": intake.media_missing,
+    }
+
+
+def status_facts(
+    memory: Memory,
+    cfg: Config,
+    mountpoint: Path,
+    started: float,
+    indexer: Indexer | None = None,
+    intake: Intake | None = None,
+    dir_cache: str = "",
+    unsettled: Callable[[], int] | None = None,
+    visible: Callable[[str], bool] | None = None,
+) -> dict[str, Any]:
+    """The document `.status.json` serves (arguments as `app.render_status`)."""
+    last = memory.store.last_consolidation()
+    shown: list[dict[str, Any]] = []
+    hidden = 0
+    for r in reversed(memory.refusals):
+        if visible is not None and not visible(r.path):
+            hidden += 1
+            continue
+        shown.append(
+            {
+                "when": _iso(r.when),
+                "errno": errno.errorcode.get(r.errno, str(r.errno)),
+                "errno_number": r.errno,
+                "path": r.path,
+                "reason": r.reason,
+                "kept_at": r.kept_at,
+            }
+        )
+    return {
+        "format": FORMAT,
+        "version": __version__,
+        "mountpoint": str(mountpoint),
+        "data_dir": str(cfg.data_dir),
+        "default_owner": memory.default_owner,
+        "started": _iso(started),
+        "read_only": memory.failsafe is not None,
+        "failsafe_reason": memory.failsafe,
+        "generation": memory.generation,
+        "outbox_rows": memory.store.outbox_depth(),
+        "counts": memory.counts(),
+        "types": [
+            {"name": t.name, "scope": t.scope, "directory": t.type_dir, "mode": t.mode}
+            for t in sorted(memory.types.values(), key=lambda t: t.name)
+        ],
+        "directory_listings": dir_cache or None,
+        "invalidations_pending": unsettled() if unsettled is not None else None,
+        "index": _index(indexer, memory.generation),
+        "intake": _intake(intake),
+        "consolidation": {
+            "every_seconds": cfg.consolidate_every,
+            "runs": last[5] if last else 0,
+            "last": _iso(last[0]) if last else None,
+            "last_summary": last[4].splitlines()[0] if last else None,
+        },
+        "redactions": {
+            "this_run": memory.redaction_count,
+            "total": memory.store.redaction_total(),
+        },
+        "refusals": {"count": memory.refusal_count, "recent": shown, "hidden": hidden},
+    }
+
+
+def render_status_json(*args: Any, **kwargs: Any) -> str:
+    """`status_facts` as the bytes of the file: indented, one trailing newline."""
+    return json.dumps(status_facts(*args, **kwargs), indent=2, ensure_ascii=False) + "\n"

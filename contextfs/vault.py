@@ -1,0 +1,779 @@
+"""Markdown vaults out and in: `contextfs export` and `contextfs import`.
+
+Role: `export_tree` writes a plain markdown tree, one `<name>.md` per node (its L2 with the
+node's facts as YAML front matter under one `contextfs:` key), its attachments in a folder
+`<name>/` beside it, and with `history` every version in `<name>/.history/vN.md`; a folder
+Obsidian or any markdown tool opens. The nodes come from a `Source`: `MountSource` reads a
+live mount's files, `StoreSource` a `Memory` opened offline on an unmounted data dir (the
+store of a mount belongs to its daemon: DuckDB lets one process open it). Both yield the
+same `NodeRecord`s, so one writer decides the format.
+
+`import_tree` brings such a tree, or any folder of markdown (an Obsidian or Basic Memory
+vault), into a live mount through its files, as a person's writes: an exported node whose
+name is free is made again by `mkdir` + `L2.md` (+ pinned `L0.md`/`L1.md`, attachments,
+replayed history), anything else is a file written into a type directory and routed by
+the type's strategy. The mount redacts secrets, checks names, fields and permissions and
+answers a refusal with an errno; the import reports it with the reason `.status.json`
+gives and goes on. docs/agents.md says what survives a round trip and what does not.
+
+Boundary: no pyfuse3, no `contextfs.fs`, no daemon: an import is file calls on a mount,
+an export of a data dir reads a `Memory` the caller opened. Progress goes to a callback.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import errno
+import json
+import logging
+import os
+import stat
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import yaml
+
+from contextfs.client import refusal_reason
+from contextfs.ctxtypes import ContextType, load_types
+from contextfs.errors import ContextFSError, InvalidInput, UsageError
+from contextfs.memory.document import parse_document
+
+if TYPE_CHECKING:
+    from contextfs.memory.service import Memory
+
+log = logging.getLogger(__name__)
+
+META_KEY = "contextfs"
+HISTORY = ".history"
+TIERS = ("L0.md", "L1.md", "L2.md", "meta.yaml")
+# meta.yaml facts kept under `contextfs.facts`: the store's own bookkeeping, shown for the
+# reader and not restored by an import (a new store gives new ids and times).
+FACTS = (
+    "id",
+    "version",
+    "indexed_version",
+    "created",
+    "updated",
+    "content_hash",
+    "importance",
+    "access_count",
+    "sources",
+    "tags",
+)
+
+Progress = Callable[[int, int], None]
+
+
+# ---- records ---------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class AttachmentRecord:
+    """A file, folder or symlink inside a node, `rel` relative to the node directory."""
+
+    rel: str
+    kind: str  # file | dir | symlink
+    mode: int
+    mtime: float
+    data: bytes = b""
+    target: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class NodeRecord:
+    """What an export writes of a node. `path` is `<kind>/<owner>/<type-dir>[/<name>]`."""
+
+    path: str
+    type: str
+    l2: str
+    l0: str | None  # only when a person wrote it (pinned)
+    l1: str | None
+    facts: dict[str, Any]
+    attachments: tuple[AttachmentRecord, ...] = ()
+    history: tuple[tuple[int, str], ...] = ()
+
+
+class Source:
+    """Where an export reads nodes from; `problems` lists nodes it could not read."""
+
+    problems: list[str]
+
+    def owners(self) -> list[str]:
+        raise NotImplementedError
+
+    def nodes(self, history: bool) -> Iterator[NodeRecord]:
+        raise NotImplementedError
+
+    def count(self) -> int:
+        raise NotImplementedError
+
+
+class MountSource(Source):
+    """A live mount, read through its files (reads do not count as accesses)."""
+
+    def __init__(self, mount: Path) -> None:
+        self.mount = mount
+        self.types = load_types([mount / ".schemas"])
+        self.problems: list[str] = []
+        self._dirs: list[tuple[Path, ContextType]] | None = None
+
+    def owners(self) -> list[str]:
+        return [
+            f"{kind}/{p.name}"
+            for kind in ("user", "agent")
+            for p in sorted((self.mount / kind).iterdir())
+            if not p.name.startswith(".")
+        ]
+
+    def _node_dirs(self) -> list[tuple[Path, ContextType]]:
+        if self._dirs is None:
+            found = []
+            for owner in self.owners():
+                kind = owner.split("/")[0]
+                for t in sorted(self.types.values(), key=lambda t: t.type_dir):
+                    if t.scope != kind:
+                        continue
+                    tdir = self.mount / owner / t.type_dir
+                    if t.singleton:
+                        if (tdir / "meta.yaml").exists():
+                            found.append((tdir, t))
+                        continue
+                    if not tdir.is_dir():
+                        continue
+                    for d in sorted(tdir.iterdir()):
+                        if not d.name.startswith(".") and (d / "meta.yaml").exists():
+                            found.append((d, t))
+            self._dirs = found
+        return self._dirs
+
+    def count(self) -> int:
+        return len(self._node_dirs())
+
+    def nodes(self, history: bool) -> Iterator[NodeRecord]:
+        for d, t in self._node_dirs():
+            try:
+                yield self._read(d, t, history)
+            except OSError as exc:  # e.g. a node another caller may not read: go on
+                self.problems.append(f"{d.relative_to(self.mount)}: {exc.strerror or exc}")
+
+    def _read(self, d: Path, t: ContextType, history: bool) -> NodeRecord:
+        meta = yaml.safe_load((d / "meta.yaml").read_text(encoding="utf-8")) or {}
+        versions: list[tuple[int, str]] = []
+        if history and (d / HISTORY).is_dir():
+            for v in (d / HISTORY).iterdir():
+                if v.name.startswith("v") and v.name[1:-3].isdigit() and v.name.endswith(".md"):
+                    versions.append((int(v.name[1:-3]), v.read_text(encoding="utf-8")))
+            versions.sort()
+        l2 = d / "L2.md"  # a node made by mkdir and never written has no L2.md yet
+        return NodeRecord(
+            path=str(d.relative_to(self.mount)),
+            type=t.name,
+            l2=l2.read_text(encoding="utf-8") if l2.exists() else "",
+            l0=(d / "L0.md").read_text(encoding="utf-8") if meta.get("l0_pinned") else None,
+            l1=(d / "L1.md").read_text(encoding="utf-8") if meta.get("l1_pinned") else None,
+            facts=_facts(meta),
+            attachments=tuple(_walk_attachments(d)),
+            history=tuple(versions),
+        )
+
+
+def _facts(meta: dict[str, Any]) -> dict[str, Any]:
+    """The meta.yaml facts an export shows, times as the ISO strings meta.yaml writes."""
+    out = {}
+    for k in FACTS:
+        if k in meta:
+            v = meta[k]
+            out[k] = v.strftime("%Y-%m-%dT%H:%M:%SZ") if isinstance(v, dt.datetime) else v
+    return out
+
+
+def _walk_attachments(node_dir: Path) -> Iterator[AttachmentRecord]:
+    """Everything in a node directory that is not a tier, meta.yaml or .history."""
+    stack = [Path()]
+    while stack:
+        rel_dir = stack.pop()
+        for entry in sorted(os.scandir(node_dir / rel_dir), key=lambda e: e.name):
+            rel = rel_dir / entry.name
+            if rel_dir == Path() and (entry.name in TIERS or entry.name == HISTORY):
+                continue
+            st = entry.stat(follow_symlinks=False)
+            mode = stat.S_IMODE(st.st_mode)
+            if entry.is_symlink():
+                yield AttachmentRecord(
+                    str(rel), "symlink", mode, st.st_mtime, target=os.readlink(entry.path)
+                )
+            elif entry.is_dir(follow_symlinks=False):
+                yield AttachmentRecord(str(rel), "dir", mode, st.st_mtime)
+                stack.append(rel)
+            elif entry.is_file(follow_symlinks=False):
+                data = Path(entry.path).read_bytes()
+                yield AttachmentRecord(str(rel), "file", mode, st.st_mtime, data=data)
+            # FIFOs and sockets carry no bytes: an export has nothing to write for them
+
+
+class StoreSource(Source):
+    """A `Memory` opened offline (an unmounted data dir): the same facts as the mount's
+    files, from the same service (its `meta_yaml` is what `meta.yaml` shows)."""
+
+    def __init__(self, memory: Memory) -> None:
+        self.memory = memory
+        self.problems: list[str] = []
+
+    def owners(self) -> list[str]:
+        return sorted(f"{k}/{o}" for k, o in self.memory.owners)
+
+    def _live(self) -> list:
+        m = self.memory
+        return sorted((m.nodes[nid] for nid in m.live.values()), key=m.node_path)
+
+    def count(self) -> int:
+        return len(self._live())
+
+    def nodes(self, history: bool) -> Iterator[NodeRecord]:
+        m = self.memory
+        for n in self._live():
+            meta = yaml.safe_load(m.meta_yaml(n)) or {}
+            atts = []
+            for a in m.node_attachments(n):
+                rel = m.attachment_path(a).removeprefix(m.node_path(n) + "/")
+                if a.kind == "dir":
+                    atts.append(AttachmentRecord(rel, "dir", a.mode & 0o7777, a.mtime))
+                elif a.kind == "symlink":
+                    target = (a.target or b"").decode("utf-8", "surrogateescape")
+                    atts.append(AttachmentRecord(rel, "symlink", 0o777, a.mtime, target=target))
+                elif a.kind == "file":
+                    holder = m.attachments[a.link_of] if a.link_of is not None else a
+                    data = bytes(m.attachment_data(holder))
+                    atts.append(
+                        AttachmentRecord(rel, "file", holder.mode & 0o7777, holder.mtime, data)
+                    )
+            atts.sort(key=lambda r: r.rel)
+            versions = (
+                tuple((v, m.history_text(n, v)) for v, _c, _s in n.history) if history else ()
+            )
+            yield NodeRecord(
+                path=m.node_path(n),
+                type=n.type,
+                l2=n.l2,
+                l0=n.l0 if n.l0_pinned else None,
+                l1=n.l1 if n.l1_pinned else None,
+                facts=_facts(meta),
+                attachments=tuple(atts),
+                history=versions,
+            )
+
+
+# ---- the markdown file of a node -----------------------------------------------------------
+
+
+class _Dumper(yaml.SafeDumper):
+    """Block style, multi-line strings as literal blocks, never anchors."""
+
+    def ignore_aliases(self, data: object) -> bool:
+        return True
+
+
+def _str(dumper: yaml.SafeDumper, data: str) -> yaml.ScalarNode:
+    style = "|" if "\n" in data and not data.endswith((" ", "\t")) else None
+    return dumper.represent_scalar("tag:yaml.org,2002:str", data, style=style)
+
+
+_Dumper.add_representer(str, _str)
+
+
+def _closing_fence(lines: list[str]) -> int | None:
+    """The index of the line closing front matter opened on line 0 (as parse_document)."""
+    if not lines or lines[0].rstrip(" \t\r") != "---":
+        return None
+    for i in range(1, len(lines)):
+        if lines[i].rstrip(" \t\r") in ("---", "..."):
+            return i
+    return None
+
+
+def node_markdown(rec: NodeRecord) -> str:
+    """The exported file: L2 exactly as stored, with a `contextfs:` mapping added as the
+    last key of its front matter (front matter is added when L2 has none)."""
+    block: dict[str, Any] = {"type": rec.type}
+    if rec.l0 is not None:
+        block["l0"] = rec.l0
+    if rec.l1 is not None:
+        block["l1"] = rec.l1
+    lines = rec.l2.split("\n")
+    close = _closing_fence(lines)
+    block["front_matter"] = close is not None
+    block["facts"] = rec.facts
+    dumped = yaml.dump(
+        {META_KEY: block}, Dumper=_Dumper, sort_keys=False, allow_unicode=True, width=4096
+    )
+    if close is None:
+        return "---\n" + dumped + "---\n" + rec.l2
+    return "\n".join(lines[:close]) + "\n" + dumped + "\n".join(lines[close:])
+
+
+@dataclass(frozen=True, slots=True)
+class Note:
+    """A markdown file read for import: `meta` is its `contextfs:` mapping (None for a
+    plain note), `l2` the text to store (an exported node's L2 exactly as it was)."""
+
+    meta: dict[str, Any] | None
+    l2: str
+
+
+def read_note(text: str) -> Note:
+    """Split a vault file into the ContextFS facts (if it was exported) and its L2."""
+    lines = text.split("\n")
+    close = _closing_fence(lines)
+    if close is None:
+        return Note(None, text)
+    start = next((i for i in range(1, close) if lines[i].rstrip() == f"{META_KEY}:"), None)
+    if start is None:
+        return Note(None, text)
+    end = start + 1
+    while end < close and (not lines[end] or lines[end][0] in " \t"):
+        end += 1
+    try:
+        meta = (yaml.safe_load("\n".join(lines[start:end])) or {}).get(META_KEY)
+    except yaml.YAMLError:
+        meta = None
+    if not isinstance(meta, dict) or not isinstance(meta.get("type"), str):
+        return Note(None, text)  # someone else's `contextfs:` key: a plain note
+    own = lines[1:start] + lines[end:close]
+    if not meta.get("front_matter", True) and not any(s.strip() for s in own):
+        return Note(meta, "\n".join(lines[close + 1 :]))
+    return Note(meta, "\n".join([lines[0], *own, *lines[close:]]))
+
+
+# ---- export ------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class ExportReport:
+    nodes: int
+    attachments: int
+    versions: int
+    owners: int
+    problems: tuple[str, ...] = ()
+
+    def summary(self) -> str:
+        return (
+            f"exported {self.nodes} node(s) of {self.owners} owner(s), {self.attachments} "
+            f"attachment(s), {self.versions} history version(s)"
+            + "".join(f"\n  not exported {p}" for p in self.problems)
+        )
+
+
+def export_tree(
+    source: Source, out: Path, *, history: bool = False, progress: Progress | None = None
+) -> ExportReport:
+    """Write the tree under `out` (which must be empty or absent)."""
+    if out.exists() and (not out.is_dir() or any(out.iterdir())):
+        raise UsageError(f"{out} exists and is not an empty directory")
+    out.mkdir(parents=True, exist_ok=True)
+    owners = source.owners()
+    for o in owners:
+        (out / o).mkdir(parents=True, exist_ok=True)
+    total = source.count()
+    nodes = atts = versions = 0
+    for rec in source.nodes(history):
+        f = out / (rec.path + ".md")
+        f.parent.mkdir(parents=True, exist_ok=True)
+        f.write_text(node_markdown(rec), encoding="utf-8")
+        folder = out / rec.path
+        dir_modes: list[tuple[Path, AttachmentRecord]] = []
+        for a in rec.attachments:
+            p = folder / a.rel
+            p.parent.mkdir(parents=True, exist_ok=True)
+            if a.kind == "dir":
+                p.mkdir(exist_ok=True)
+                dir_modes.append((p, a))
+            elif a.kind == "symlink":
+                os.symlink(a.target, p)
+            else:
+                p.write_bytes(a.data)
+                os.chmod(p, a.mode)
+                os.utime(p, (a.mtime, a.mtime))
+            atts += 1
+        for v, text in rec.history:
+            h = folder / HISTORY / f"v{v}.md"
+            h.parent.mkdir(parents=True, exist_ok=True)
+            h.write_text(text, encoding="utf-8")
+            versions += 1
+        for p, a in reversed(dir_modes):  # deepest first: a read-only folder is filled
+            os.chmod(p, a.mode)
+        nodes += 1
+        if progress is not None:
+            progress(nodes, total)
+    return ExportReport(nodes, atts, versions, len(owners), tuple(source.problems))
+
+
+# ---- import ------------------------------------------------------------------------------
+
+
+@dataclass(slots=True)
+class ImportReport:
+    """What an import did: counts, and every file refused (with errno and reason) or
+    skipped (not markdown, or nowhere to put it)."""
+
+    source: str
+    dest: str
+    notes: int = 0
+    created: int = 0  # exported nodes made again under their own name
+    routed: int = 0  # files routed by their type's strategy
+    attachments: int = 0
+    versions: int = 0
+    owners_created: int = 0
+    redactions: int = 0
+    nodes_before: int = 0
+    nodes_after: int = 0
+    refused: list[dict[str, str]] = field(default_factory=list)
+    skipped: list[dict[str, str]] = field(default_factory=list)
+
+    def as_dict(self) -> dict[str, Any]:
+        return {k: getattr(self, k) for k in self.__slots__}  # type: ignore[attr-defined]
+
+    def summary(self) -> str:
+        lines = [
+            f"imported {self.created + self.routed} of {self.notes} markdown file(s) "
+            f"from {self.source} into {self.dest}: {self.created} node(s) made as exported, "
+            f"{self.routed} routed by their type's strategy, {self.attachments} "
+            f"attachment(s), {self.versions} history version(s), {self.owners_created} "
+            f"owner(s) created; nodes {self.nodes_before} -> {self.nodes_after}; "
+            f"secrets redacted: {self.redactions}; refused: {len(self.refused)}; "
+            f"skipped: {len(self.skipped)}"
+        ]
+        lines += [f"  refused {r['file']}: {r['errno']}: {r['reason']}" for r in self.refused]
+        lines += [f"  skipped {s['file']}: {s['why']}" for s in self.skipped]
+        return "\n".join(lines)
+
+
+@dataclass(frozen=True, slots=True)
+class Destination:
+    """Where an import lands: the mount root, and the owner and type DEST names (if any)."""
+
+    mount: Path
+    owner: str | None  # "user/alice"
+    type: ContextType | None
+    types: dict[str, ContextType]
+    default_owner: str
+
+
+def find_destination(dest: Path) -> Destination:
+    """DEST must be a live mount, an owner directory or a type directory in one."""
+    dest = dest.absolute()
+    mount = dest
+    while not (os.path.ismount(mount) and (mount / ".status").exists()):
+        if mount.parent == mount:
+            raise UsageError(
+                f"{dest} is not inside a live ContextFS mount (to import into a data dir, "
+                "mount it first: contextfs mount MNT --data-dir DIR)"
+            )
+        mount = mount.parent
+    types = load_types([mount / ".schemas"])
+    facts = json.loads((mount / ".status.json").read_text(encoding="utf-8"))
+    parts = dest.relative_to(mount).parts
+    owner = ctype = None
+    if parts:
+        if len(parts) < 2 or parts[0] not in ("user", "agent") or len(parts) > 3:
+            raise UsageError(f"{dest}: give the mount, an owner or a type directory")
+        owner = f"{parts[0]}/{parts[1]}"  # made by the import if it does not exist
+        if len(parts) == 3:
+            ctype = next(
+                (t for t in types.values() if t.scope == parts[0] and t.type_dir == parts[2]),
+                None,
+            )
+            if ctype is None:
+                raise UsageError(f"{dest}: {parts[2]!r} is not a type directory of {parts[0]}/")
+    return Destination(mount, owner, ctype, types, facts["default_owner"])
+
+
+class _Importer:
+    def __init__(
+        self, src: Path, dest: Destination, type_name: str | None, report: ImportReport
+    ) -> None:
+        self.src = src
+        self.dest = dest
+        self.report = report
+        self.forced: ContextType | None = dest.type
+        if type_name:
+            if type_name not in dest.types:
+                raise UsageError(f"unknown context type {type_name!r}")
+            self.forced = dest.types[type_name]
+
+    # -- refusals, kept and reported ------------------------------------------------------
+
+    def refuse(self, file: Path, exc: OSError | ContextFSError, where: Path | None) -> None:
+        if isinstance(exc, OSError):
+            code = exc.errno or 0
+            rel = ""
+            if where is not None and where.is_relative_to(self.dest.mount):
+                rel = str(where.relative_to(self.dest.mount))
+            name = errno.errorcode.get(code, "EIO")
+            reason = refusal_reason(self.dest.mount, rel, name) if rel else ""
+            reason = reason or exc.strerror or str(exc)
+        else:
+            code, reason = exc.errno, exc.reason
+        self.report.refused.append(
+            {
+                "file": str(file.relative_to(self.src)),
+                "errno": errno.errorcode.get(code, str(code)),
+                "reason": reason,
+            }
+        )
+
+    # -- owners and places ----------------------------------------------------------------
+
+    def owner_dir(self, owner: str) -> Path:
+        d = self.dest.mount / owner
+        if not d.is_dir():
+            d.mkdir()
+            self.report.owners_created += 1
+        return d
+
+    def owner_for(self, rel: Path) -> str:
+        """An exported file's owner: DEST's, else the one its path names, else the
+        default user."""
+        if self.dest.owner:
+            return self.dest.owner
+        parts = rel.parts
+        if len(parts) >= 3 and parts[0] in ("user", "agent"):
+            return f"{parts[0]}/{parts[1]}"
+        return f"user/{self.dest.default_owner}"
+
+    # -- one exported node ------------------------------------------------------------------
+
+    def exported(self, file: Path, note: Note) -> None:
+        assert note.meta is not None
+        rel = file.relative_to(self.src)
+        ctype = self.dest.types.get(note.meta["type"])
+        if ctype is None:
+            raise InvalidInput(f"unknown context type {note.meta['type']!r}")
+        owner = self.owner_for(rel)
+        if owner.split("/")[0] != ctype.scope:
+            raise InvalidInput(f"{ctype.name} nodes belong under {ctype.scope}/, not {owner}")
+        tdir = self.owner_dir(owner) / ctype.type_dir
+        name = "" if ctype.singleton else file.stem
+        node = tdir if ctype.singleton else tdir / name
+        folder = file.with_suffix("")
+        if (node / "meta.yaml").exists():
+            # a node of that name lives here: the type's strategy decides (a file routed
+            # into the type directory); its own tiers and history stay
+            self.write(tdir / f"{name or ctype.type_dir}.md", note.l2.encode())
+            self.report.routed += 1
+            if folder.is_dir() and ctype.mode != "append":
+                self.attachments(file, folder, node, keep_existing=True)
+            elif folder.is_dir():
+                self.report.skipped.append(
+                    {"file": str(rel.with_suffix("")), "why": "attachments of an appended node"}
+                )
+            return
+        if not ctype.singleton:
+            node.mkdir()
+        versions = sorted(
+            (int(v.name[1:-3]), v)
+            for v in (folder / HISTORY).glob("v*.md")
+            if v.name[1:-3].isdigit()
+        )
+        for _v, path in versions[:-1]:  # the last one is L2 itself
+            self.write(node / "L2.md", path.read_bytes())
+            self.report.versions += 1
+        if note.l2 or versions:  # a node never written has no version to make
+            self.write(node / "L2.md", note.l2.encode())
+        self.report.versions += bool(versions)
+        for tier in ("l0", "l1"):
+            text = note.meta.get(tier)
+            if isinstance(text, str):
+                self.write(node / f"{tier.upper()}.md", text.encode())
+        self.report.created += 1
+        if folder.is_dir():
+            self.attachments(file, folder, node, keep_existing=False)
+
+    def attachments(self, file: Path, folder: Path, node: Path, *, keep_existing: bool) -> None:
+        """Copy the folder beside an exported file into the node (not its .history)."""
+        dir_modes: list[tuple[Path, int]] = []
+        for root, dirs, files in os.walk(folder):
+            here = Path(root)
+            if here == folder:
+                dirs[:] = [d for d in dirs if d != HISTORY]
+            dirs.sort()
+            for name in sorted(dirs) + sorted(files):
+                src = here / name
+                dst = node / src.relative_to(folder)
+                st = src.lstat()
+                try:
+                    if stat.S_ISLNK(st.st_mode):
+                        if keep_existing and os.path.lexists(dst):
+                            continue
+                        os.symlink(os.readlink(src), dst)
+                    elif stat.S_ISDIR(st.st_mode):
+                        if not dst.is_dir():
+                            dst.mkdir()
+                        dir_modes.append((dst, stat.S_IMODE(st.st_mode)))
+                    else:
+                        if keep_existing and dst.exists():
+                            self.report.skipped.append(
+                                {
+                                    "file": str(src.relative_to(self.src)),
+                                    "why": "the node already has an attachment of this name",
+                                }
+                            )
+                            continue
+                        self.write(dst, src.read_bytes())
+                        os.chmod(dst, stat.S_IMODE(st.st_mode))
+                        os.utime(dst, (st.st_mtime, st.st_mtime))
+                    self.report.attachments += 1
+                except OSError as exc:
+                    self.refuse(src, exc, dst)
+        for d, mode in reversed(dir_modes):
+            try:
+                os.chmod(d, mode)
+            except OSError as exc:
+                self.refuse(folder, exc, d)
+
+    # -- one plain note ---------------------------------------------------------------------
+
+    def plain(self, file: Path, note: Note) -> None:
+        """A note of any vault: routed into a type directory as a dropped file."""
+        if not note.l2.strip():  # an empty drop is not a memory (reference.md)
+            self.report.skipped.append({"file": str(file.relative_to(self.src)), "why": "empty"})
+            return
+        doc = parse_document(note.l2)  # InvalidInput("front matter line N: …") is reported
+        fields = dict(doc.fields)
+        ctype = self.forced
+        if ctype is None:
+            named = fields.get("type")
+            scope = (self.dest.owner or "user").split("/")[0]
+            ctype = next(
+                (t for t in self.dest.types.values() if t.name == named and t.scope == scope),
+                None,
+            )
+            if ctype is not None:
+                fields.pop("type")
+            elif scope == "user" and "entity" in self.dest.types:
+                ctype = self.dest.types["entity"]
+            else:
+                raise InvalidInput("no type for a plain note under an agent: give --type")
+        owner = self.dest.owner or f"{ctype.scope}/{self.dest.default_owner}"
+        if owner.split("/")[0] != ctype.scope:
+            raise InvalidInput(f"{ctype.name} nodes belong under {ctype.scope}/, not {owner}")
+        known = {f.name for f in ctype.fields}
+        title = fields.get("title")
+        if isinstance(title, str) and "title" not in known:
+            key = next(
+                (
+                    k
+                    for k in ctype.key_fields
+                    if k not in fields and (f := ctype.field(k)) and f.type != "date"
+                ),
+                None,
+            )
+            if key is not None:
+                fields[key] = fields.pop("title")
+        kept = {k: v for k, v in fields.items() if k in known}
+        extra = {k: v for k, v in fields.items() if k not in known}
+        body = doc.body
+        if extra:  # nothing a person wrote is dropped: undeclared properties stay, as text
+            dumped = yaml.dump(
+                extra, Dumper=_Dumper, sort_keys=False, allow_unicode=True, default_flow_style=None
+            )
+            body = (
+                body.rstrip("\n")
+                + f"\n\n```yaml\n# front matter of the imported note ({ctype.name} does not "
+                + f"declare these fields)\n{dumped}```\n"
+            )
+        text = body
+        if kept:
+            text = "---\n" + yaml.dump(kept, Dumper=_Dumper, sort_keys=False, allow_unicode=True)
+            text += "---\n" + body
+        tdir = self.owner_dir(owner) / ctype.type_dir
+        self.write(tdir / f"{file.stem}.md", text.encode("utf-8"))
+        self.report.routed += 1
+
+    def write(self, path: Path, data: bytes) -> None:
+        """Write and close: the close is the commit, and where a refusal is answered."""
+        try:
+            with open(path, "wb") as f:
+                f.write(data)
+        except OSError as exc:
+            exc.filename = exc.filename or str(path)  # a refused close names no file
+            raise
+
+
+def import_tree(
+    src: Path,
+    dest: Path,
+    *,
+    type_name: str | None = None,
+    progress: Progress | None = None,
+) -> ImportReport:
+    """Import every markdown file under `src` into the mount at (or above) `dest`."""
+    if not src.is_dir():
+        raise UsageError(f"{src} is not a directory")
+    where = find_destination(dest)
+    report = ImportReport(str(src), str(dest))
+    imp = _Importer(src, where, type_name, report)
+    before = _status(where.mount)
+    report.nodes_before = before["counts"]["nodes"]
+    notes: list[Path] = []
+    consumed: set[Path] = set()  # folders beside exported files: attachments, not notes
+    owners: list[str] = []
+    for kind in ("user", "agent"):
+        if (src / kind).is_dir():
+            owners += [f"{kind}/{p.name}" for p in sorted((src / kind).iterdir()) if p.is_dir()]
+    for root, dirs, files in os.walk(src):
+        dirs[:] = sorted(d for d in dirs if not d.startswith("."))
+        for name in sorted(files):
+            p = Path(root) / name
+            if name.startswith("."):
+                continue
+            if name.lower().endswith((".md", ".markdown")):
+                notes.append(p)
+            else:
+                report.skipped.append({"file": str(p.relative_to(src)), "why": "not markdown"})
+    parsed: list[tuple[Path, Note]] = []
+    for p in notes:
+        try:
+            note = read_note(p.read_text(encoding="utf-8"))
+        except UnicodeDecodeError:
+            imp.refuse(p, InvalidInput("a markdown file must be UTF-8 text"), None)
+            continue
+        parsed.append((p, note))
+        if note.meta is not None:
+            consumed.add(p.with_suffix(""))
+
+    def inside_consumed(p: Path) -> bool:
+        return any(parent in consumed for parent in p.parents)
+
+    parsed = [(p, n) for p, n in parsed if not inside_consumed(p)]
+    report.skipped = [s for s in report.skipped if not inside_consumed(src / s["file"])]
+    report.notes = len(parsed) + len(report.refused)  # + those not UTF-8
+    # an export's owner folders are owners (an empty one too); a vault's `user/` folder
+    # is just a folder
+    if not where.owner and consumed:
+        for o in owners:
+            try:
+                imp.owner_dir(o)
+            except OSError as exc:
+                imp.refuse(src / o, exc, where.mount / o)
+    for i, (p, note) in enumerate(parsed, 1):
+        try:
+            if note.meta is not None:
+                imp.exported(p, note)
+            else:
+                imp.plain(p, note)
+        except OSError as exc:
+            imp.refuse(p, exc, Path(exc.filename) if exc.filename else None)
+        except ContextFSError as exc:
+            imp.refuse(p, exc, None)
+        if progress is not None:
+            progress(i, len(parsed))
+    after = _status(where.mount)
+    report.nodes_after = after["counts"]["nodes"]
+    report.redactions = after["redactions"]["total"] - before["redactions"]["total"]
+    return report
+
+
+def _status(mount: Path) -> dict[str, Any]:
+    return json.loads((mount / ".status.json").read_text(encoding="utf-8"))

@@ -1,0 +1,171 @@
+"""`contextfs mcp MNT` on a real mount, driven by the official `mcp` SDK's stdio client:
+each tool does what the same path call does on the mount, and a refusal comes back as an
+MCP tool error with the errno name and the reason `.status` gives."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import time
+
+import pytest
+import trio
+
+from contextfs.mcpserver import TOOLS
+from contextfs.testing import Mount, contextfs_cmd, log_problems
+from contextfs.testing.agents import Session, contextfs_server, mcp_session
+
+pytestmark = pytest.mark.timeout(120)
+
+
+@pytest.fixture(scope="module")
+def mnt(tmp_path_factory) -> Mount:
+    base = tmp_path_factory.mktemp("mcpsrv")
+    (base / "mnt").mkdir()
+    m = Mount(base / "mnt", base / "data", search=True)
+    m.start()
+    root = m.path
+    (root / "agent/helper").mkdir()
+    for rel, text in (
+        (
+            "agent/helper/patterns/flaky-tests",
+            "The integration suite flakes when the disk is full.",
+        ),
+        ("user/default/preferences/shell", "The owner uses fish as the login shell."),
+        ("user/default/entities/marguerite", "Marguerite maintains the flaky build farm."),
+    ):
+        (root / rel).mkdir()
+        with open(root / rel / "L2.md", "w") as f:
+            f.write(text + "\n")
+            f.flush()
+            os.fsync(f.fileno())  # searchable once fsync returns
+    yield m
+    if m.proc is not None:
+        m.stop()
+    assert log_problems(m.log) == []
+    assert m.fsck() == []
+
+
+def server(m: Mount):
+    command, args, env = contextfs_server(m.path)
+    return mcp_session(command, args, env=env)
+
+
+async def ok(s: Session, tool: str, **args: object) -> str:
+    r = await s.call(tool, **args)
+    assert not r.is_error, f"{tool} {args}: {r.text}"
+    return r.text
+
+
+async def test_search_reads_the_query_directory_with_budget_type_and_scope(mnt):
+    async with server(mnt) as s:
+        assert await s.tools() == list(TOOLS)
+        bundle = await ok(s, "search", question="flaky")
+        assert bundle == (mnt.path / ".query/flaky/_context.md").read_text()
+        assert "agent/helper/patterns/flaky-tests" in bundle
+        assert "user/default/entities/marguerite" in bundle
+        only = await ok(s, "search", question="flaky", type="entity", budget=300)
+        assert only == (mnt.path / ".query/@budget=300,type=entity/flaky/_context.md").read_text()
+        assert "marguerite" in only and "flaky-tests" not in only
+        assert len(only) <= 300 * 4
+        hits = json.loads(
+            await ok(s, "search", question="flaky", scope="agent/helper", k=5, results_json=True)
+        )
+        assert [h["path"] for h in hits["hits"]] == ["agent/helper/patterns/flaky-tests"]
+        # a slash in a question is escaped for the path, not a directory
+        await ok(s, "search", question="fish/shell 50%")
+
+
+async def test_remember_routes_a_typed_write_or_drops_into_the_inbox(mnt):
+    root = mnt.path
+    async with server(mnt) as s:
+        said = await ok(
+            s,
+            "remember",
+            text="---\nvalue: tabs\n---\nThe owner indents with tabs.\n",
+            path="user/default/preferences/indentation.md",
+        )
+        assert "user/default/preferences/indentation.md" in said
+        node = root / "user/default/preferences/indentation"
+        assert "The owner indents with tabs." in (node / "L2.md").read_text()
+        assert "value: tabs" in await ok(s, "read", path="user/default/preferences/indentation")
+        assert not (root / "user/default/preferences/indentation.md").exists()
+        # a path inside a node is that file: L2.md is a new version (how a node is edited)
+        await ok(
+            s,
+            "remember",
+            text="The owner indents with two spaces now.\n",
+            path="user/default/preferences/indentation/L2.md",
+        )
+        assert (node / "L2.md").read_text() == "The owner indents with two spaces now.\n"
+        assert sorted(os.listdir(node / ".history")) == ["v1.md", "v2.md"]
+        report = await ok(s, "remember", text="Marguerite adopted a greyhound named Quokka.")
+        assert "state: done" in report and ".inbox/mcp-" in report
+        # the inbox item is an archived conversation: searchable like any other memory
+        deadline = time.monotonic() + 30
+        while "Quokka" not in (found := await ok(s, "search", question="greyhound Quokka")):
+            assert time.monotonic() < deadline, found
+            await trio.sleep(0.3)
+
+
+async def test_read_and_list_are_the_files_of_the_mount(mnt):
+    async with server(mnt) as s:
+        node = "agent/helper/patterns/flaky-tests"
+        assert await ok(s, "read", path=node) == (mnt.path / node / "L2.md").read_text()
+        assert await ok(s, "read", path=node, tier="L0") == (mnt.path / node / "L0.md").read_text()
+        assert "type: pattern" in await ok(s, "read", path=f"{node}/meta.yaml")
+        listing = (await ok(s, "list", path=node)).splitlines()
+        assert "[DIR] .history" in listing and "[FILE] L2.md" in listing
+        q = (await ok(s, "list", path=".query/flaky")).splitlines()
+        assert any(ln.startswith("[LINK] 0") and "-> ../../" in ln for ln in q)
+        assert "[DIR] agent" in (await ok(s, "list")).splitlines()
+
+
+async def test_a_session_from_start_to_archive(mnt):
+    root = mnt.path
+    async with server(mnt) as s:
+        ctx = await ok(s, "start_session", session="mcp1")
+        assert ctx.startswith("# Context for session mcp1")
+        assert (root / ".sessions/mcp1").is_dir()
+        turns = [
+            {"role": "user", "content": "My sister Ottilie lives in Tromso."},
+            {"role": "assistant", "content": "Noted: Ottilie lives in Tromso."},
+        ]
+        assert "recorded 2 turn(s)" in await ok(s, "add_turns", session="mcp1", turns=turns)
+        assert "Ottilie" in (root / ".sessions/mcp1/transcript.jsonl").read_text()
+        assert (await ok(s, "session_context", session="mcp1")).startswith("# Context")
+        await ok(s, "end_session", session="mcp1")
+        assert not (root / ".sessions/mcp1").exists()
+        archived = [p for p in (root / "user/default/sessions").iterdir() if "mcp1" in p.name]
+        assert archived and "Ottilie" in (archived[0] / "L2.md").read_text()
+        assert "state: read-write" in await ok(s, "status")
+
+
+async def test_refusals_are_tool_errors_with_errno_and_status_reason(mnt):
+    async with server(mnt) as s:
+        r = await s.call("search", question="flaky", budget=5)
+        assert r.is_error and "EINVAL" in r.text
+        assert "query option budget must be between 50 and 100000" in r.text
+        r = await s.call(
+            "remember", text="---\ncolour: red\n---\nRed.\n", path="user/default/preferences/c.md"
+        )
+        assert r.is_error and "EINVAL" in r.text
+        assert "unknown field 'colour' for type preference" in r.text and "bytes kept at" in r.text
+        r = await s.call("remember", text="x", path="agent/helper/meta.yaml")
+        assert r.is_error and "EACCES" in r.text and "cannot create here" in r.text
+        r = await s.call("read", path="../../etc/passwd")
+        assert r.is_error and "EINVAL" in r.text and "outside the mount" in r.text
+        r = await s.call("read", path="user/nobody/profile")
+        assert r.is_error and "ENOENT" in r.text
+        r = await s.call("end_session", session="never-started")
+        assert r.is_error and "ENOENT" in r.text
+        r = await s.call("start_session", session="bad id")
+        assert r.is_error and "EINVAL" in r.text and "session id" in r.text
+    # the server stays usable after errors, and the mount is unharmed
+    assert "state: read-write" in mnt.status()
+
+
+def test_mcp_refuses_a_path_that_is_not_a_mount(tmp_path):
+    r = subprocess.run(contextfs_cmd("mcp", str(tmp_path)), capture_output=True, text=True)
+    assert r.returncode == 2 and "is not a live ContextFS mount" in r.stderr
