@@ -26,6 +26,7 @@ def test_tree_and_remount(mount):
         "preferences",
         "profile",
         "sessions",
+        "videos",
     ]
     node = root / "user/default/preferences/editor"
     node.mkdir()
