@@ -68,11 +68,13 @@ class WavStream:
     def duration(self) -> float:
         return self.frames / self.source_rate
 
-    def _read(self, start: int, count: int) -> np.ndarray:
+    def _read_raw(self, start: int, count: int) -> bytes:
         with wave.open(io.BytesIO(self.data), "rb") as w:
             w.setpos(start)
-            raw = w.readframes(count)
-        x = _mono16(raw, self.width, self.channels)
+            return w.readframes(count)
+
+    def _read(self, start: int, count: int) -> np.ndarray:
+        x = _mono16(self._read_raw(start, count), self.width, self.channels)
         if self.rate != self.source_rate:
             x = _resample(x, self.source_rate, self.rate)
         return x
@@ -157,25 +159,9 @@ def decode_audio(data: bytes, suffix: str) -> Pcm:
 
 
 def _read_wav(data: bytes) -> tuple[np.ndarray, int, int]:
-    try:
-        with wave.open(io.BytesIO(data), "rb") as w:
-            channels, width, rate = w.getnchannels(), w.getsampwidth(), w.getframerate()
-            declared = w.getnframes()
-            raw = w.readframes(declared)
-    except (wave.Error, EOFError) as exc:
-        if data[:4] != b"RIFF":
-            raise BadMedia("not a WAV file (no RIFF header): is the extension wrong?") from None
-        raise BadMedia(f"not a readable WAV file: {exc}") from None
-    if width not in (1, 2, 3, 4) or rate <= 0 or channels <= 0:
-        raise BadMedia(f"unsupported WAV format ({width * 8}-bit, {rate} Hz)")
-    frames = len(raw) // (width * channels)
-    if frames < declared:
-        raise BadMedia(
-            f"the WAV file is truncated: its header says {declared} frames, it holds {frames}"
-        )
-    if len(raw) != frames * width * channels:
-        raw = raw[: frames * width * channels]
-    return _mono16(raw, width, channels), rate, channels
+    """A whole WAV as one array; its header and length are checked by `open_wav`."""
+    w = open_wav(data)
+    return _mono16(w._read_raw(0, w.frames), w.width, w.channels), w.source_rate, w.channels
 
 
 def _mono16(raw: bytes, width: int, channels: int) -> np.ndarray:
