@@ -23,9 +23,10 @@ from typing import TYPE_CHECKING
 from contextfs import __version__
 from contextfs.config import Config, make_private
 from contextfs.conversations.extract import Extractor, RuleExtractor
-from contextfs.conversations.llm import LLMExtractor
+from contextfs.conversations.llm import LLMExtractor, MediaDescriber
 from contextfs.conversations.media import MediaSettings
 from contextfs.ctxtypes import ContextType, builtin_schema_dir, load_types
+from contextfs.errors import LLMUnavailable
 from contextfs.index.embed import Embedder, LocalEmbedder, OpenAIEmbedder
 from contextfs.media.clip import ClipSpec, LazyClip
 from contextfs.memory.redact import Redactor
@@ -87,6 +88,23 @@ def extractor(cfg: Config) -> Extractor:
             base_url=cfg.llm_base_url, model=cfg.llm_model, api_key_env=cfg.llm_api_key_env
         )
     return RuleExtractor()
+
+
+def describer(cfg: Config) -> MediaDescriber | None:
+    """Captions of pictures and transcripts of speech for media nodes, when a chat
+    endpoint is configured (the same one as extraction); None otherwise."""
+    if not (cfg.llm_base_url and cfg.llm_model):
+        return None
+    try:
+        return MediaDescriber(
+            base_url=cfg.llm_base_url,
+            model=cfg.llm_model,
+            transcribe_model=cfg.llm_transcribe_model,
+            api_key_env=cfg.llm_api_key_env,
+        )
+    except LLMUnavailable as exc:
+        log.warning("media nodes keep derived text: %s", exc)
+        return None
 
 
 def embedder_factory(cfg: Config) -> Callable[[], Embedder]:

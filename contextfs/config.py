@@ -84,6 +84,9 @@ class Config:
     llm_base_url: str = ""  # an OpenAI-compatible chat endpoint: LLM extraction
     llm_model: str = ""
     llm_api_key_env: str = "OPENAI_API_KEY"
+    # with llm_base_url/llm_model: pictures are captioned by llm_model; recordings'
+    # speech is transcribed by this model ("" = no transcripts)
+    llm_transcribe_model: str = "whisper-1"
     session_extract_every: int = 10  # extract once this many turns are pending
     session_context_budget: int = 2000  # tokens (4 characters each) of a session's context.md
     redact_patterns: dict = field(default_factory=dict)  # extra secrets: name -> regex

@@ -34,6 +34,7 @@ import trio
 
 from contextfs.app import (
     clip_model,
+    describer,
     embedder_factory,
     extractor,
     image_vectors,
@@ -159,6 +160,7 @@ def _mount(
         extract_every=cfg.session_extract_every,
         media=media_settings(cfg),
         clip=clip,
+        describer=describer(cfg),
     )
     cache_dirs = cfg.dir_cache and DIR_HANDLE_IS_INODE
     if cache_dirs:

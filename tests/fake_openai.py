@@ -2,8 +2,11 @@
 external service. The real `openai` client in our code talks to it over HTTP.
 
 `respond(body)` returns the JSON answer for a POST to `path` (`/v1/embeddings`,
-`/v1/chat/completions`). A POST elsewhere, or any POST while `fail` is set, gets a 500
-error. Every request is kept in `requests` as (path, Authorization header, body).
+`/v1/chat/completions`); `more` maps further paths to their own `respond`. A body that is
+not JSON (the multipart form of `/v1/audio/transcriptions`) reaches `respond` as
+`{"_raw": bytes, "_content_type": str}`. A POST elsewhere, or any POST while `fail` is
+set, gets a 500 error. Every request is kept in `requests` as (path, Authorization header,
+body).
 """
 
 from __future__ import annotations
@@ -17,19 +20,30 @@ ERROR = {"error": {"message": "boom", "type": "server_error"}}
 
 
 class FakeOpenAI:
-    def __init__(self, path: str, respond: Callable[[dict], dict]) -> None:
+    def __init__(
+        self,
+        path: str,
+        respond: Callable[[dict], dict],
+        more: dict[str, Callable[[dict], dict]] | None = None,
+    ) -> None:
+        routes = {path: respond, **(more or {})}
         self.requests: list[tuple[str, str | None, dict]] = []
         self.fail = False
         outer = self
 
         class Handler(http.server.BaseHTTPRequestHandler):
             def do_POST(self):  # noqa: N802
-                body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+                raw = self.rfile.read(int(self.headers["Content-Length"]))
+                kind = self.headers.get("Content-Type", "")
+                if kind.startswith("application/json"):
+                    body = json.loads(raw)
+                else:
+                    body = {"_raw": raw, "_content_type": kind}
                 outer.requests.append((self.path, self.headers.get("Authorization"), body))
-                if self.path != path or outer.fail:
+                if self.path not in routes or outer.fail:
                     self._reply(500, ERROR)
                 else:
-                    self._reply(200, respond(body))
+                    self._reply(200, routes[self.path](body))
 
             def _reply(self, status: int, payload: dict) -> None:
                 out = json.dumps(payload).encode()

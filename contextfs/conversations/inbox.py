@@ -159,6 +159,7 @@ class Intake:
         clock: Callable[[], float] | None = None,
         media: MediaSettings | None = None,
         clip=None,
+        describer=None,
     ) -> None:
         self.memory = memory
         self.extractor: Extractor = extractor or RuleExtractor()
@@ -169,7 +170,7 @@ class Intake:
         # images and audio: the gates, when their packages are installed
         self.media_missing = media_missing()
         self.media = (
-            MediaIntake(memory, media, clock=self.clock, clip=clip)
+            MediaIntake(memory, media, clock=self.clock, clip=clip, describer=describer)
             if self.media_missing is None
             else None
         )
@@ -659,7 +660,12 @@ class IntakeService(Service):
             data = intake.item_data(item)
             if intake.is_media(item):
                 assert intake.media is not None
-                analysis = await trio.to_thread.run_sync(intake.media.analyse, data, item.filename)
+                media = intake.media
+                analysis = await trio.to_thread.run_sync(media.analyse, data, item.filename)
+                if media.needs_words(item.owner, analysis, item.created):  # a caption, speech
+                    analysis = await trio.to_thread.run_sync(
+                        media.add_words, analysis, data, item.filename
+                    )
                 intake.finish_media(item, data, analysis)
                 self._changed()
                 return True

@@ -275,6 +275,74 @@ class LLMSummarizer:
         return l0_text + "\n", l1_text + "\n"
 
 
+class MediaDescriber:
+    """What a picture shows and what a recording says, through the same OpenAI-compatible
+    endpoint: a caption by the chat model with the image as a content part, a transcript
+    by the transcriptions endpoint (`transcribe_model`; empty: no transcripts). A failure
+    raises `LLMUnavailable`; the media node then keeps its derived text."""
+
+    def __init__(
+        self,
+        *,
+        base_url: str,
+        model: str,
+        transcribe_model: str = "",
+        api_key_env: str = "OPENAI_API_KEY",
+        timeout: float = 60.0,
+        max_retries: int = 2,
+    ) -> None:
+        self._endpoint = _Endpoint(base_url=base_url, model=model, api_key_env=api_key_env,
+                                   timeout=timeout, max_retries=max_retries)  # fmt: skip
+        self.model = model
+        self.transcribe_model = transcribe_model
+
+    def caption(self, data: bytes, mime: str, name: str) -> str:
+        """A few sentences on what the picture shows (its text too, if it holds any)."""
+        import base64
+
+        import openai
+
+        url = f"data:{mime};base64,{base64.b64encode(data).decode('ascii')}"
+        prompt = (
+            f"Describe this picture ({name}) for an agent's long-term memory in at most four "
+            "sentences: what it shows, any text in it word for word, names and dates you can "
+            "read. Do not guess what you cannot see."
+        )
+        try:
+            response: Any = self._endpoint._client.chat.completions.create(
+                model=self.model,
+                messages=[{"role": "user", "content": [
+                    {"type": "text", "text": prompt},
+                    {"type": "image_url", "image_url": {"url": url}},
+                ]}],
+                temperature=0,
+            )  # fmt: skip
+            text = response.choices[0].message.content or ""
+        except openai.OpenAIError as e:
+            raise LLMUnavailable(f"chat endpoint {self._endpoint.base_url} failed: {e}") from e
+        except (AttributeError, IndexError, TypeError):
+            text = ""
+        text = " ".join(text.split())
+        if not text:
+            raise LLMUnavailable(f"chat endpoint {self._endpoint.base_url} gave no caption")
+        return _cut(text, 2000)
+
+    def transcribe(self, wav: bytes, name: str) -> str:
+        """The words of one speech segment (a WAV)."""
+        import openai
+
+        if not self.transcribe_model:
+            raise LLMUnavailable("no transcription model configured (llm_transcribe_model)")
+        try:
+            response: Any = self._endpoint._client.audio.transcriptions.create(
+                model=self.transcribe_model, file=(name, wav, "audio/wav")
+            )
+        except openai.OpenAIError as e:
+            raise LLMUnavailable(f"transcriptions at {self._endpoint.base_url} failed: {e}") from e
+        text = " ".join((getattr(response, "text", "") or "").split())
+        return _cut(text, 4000)
+
+
 def _cut(text: str, limit: int) -> str:
     """At most `limit` characters, cut at a word boundary and marked with '…' if shortened."""
     if len(text) <= limit:

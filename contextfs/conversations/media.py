@@ -158,10 +158,14 @@ class MediaIntake:
         *,
         clock=None,
         clip=None,
+        describer=None,
     ) -> None:
         from contextfs.media.visual import HashGate
 
         self.memory = memory
+        # conversations.llm.MediaDescriber when a chat endpoint is configured: captions of
+        # kept pictures, transcripts of kept speech
+        self.describer = describer
         self.settings = settings or MediaSettings()
         self.clock = clock or time.time
         self.hash_gate = HashGate()
@@ -292,6 +296,62 @@ class MediaIntake:
 
     # ---- trio thread ----------------------------------------------------------------------
 
+    def _image_verdict(self, owner: tuple[str, str], a: Analysis, when: float):
+        """The visual gate's decision for an analysed image against its stream's last
+        kept one: (gate, drop at, new below, stream, previous, similarity, verdict)."""
+        from contextfs.media.visual import decide
+
+        gate = a.extra.get("gate") or self.hash_gate
+        drop_above, new_below = self.thresholds(gate.name)
+        stream = owner if self.origin is None else (owner, self.origin.stream)
+        prev = self.last.get(stream)
+        if prev is not None and when - prev[1] > self.settings.stream_gap:
+            prev = None  # the stream starts over
+        if prev is not None and prev[3] != gate.name:
+            prev = None  # signatures of two gates do not compare: the stream starts over
+        sim = gate.similarity(a.signature, prev[0]) if prev is not None else None
+        return gate, drop_above, new_below, stream, prev, sim, decide(sim, drop_above, new_below)
+
+    def _media_owner(self, owner: tuple[str, str], kind: str) -> tuple[str, str]:
+        ctype = self.memory.types.get(kind)
+        if ctype is not None and owner[0] != ctype.scope:  # agents' media: the default user
+            return ("user", self.memory.default_owner)
+        return owner
+
+    def needs_words(self, owner: tuple[str, str], a: Analysis, when: float) -> bool:
+        """Trio thread: whether to ask the endpoint for this analysed file's words (a
+        caption, a transcript) before `finish`: only for what will be kept, so a dropped
+        repeat or a duplicate costs no call."""
+        d = self.describer
+        if d is None or a.error or a.kind not in ("image", "audio"):
+            return False
+        owner = self._media_owner(owner, a.kind)
+        if self.duplicate_of(owner, a.kind, a.hash) is not None:
+            return False
+        if a.kind == "image":
+            return self._image_verdict(owner, a, when)[-1].kept
+        return bool(d.transcribe_model) and a.decision.kept
+
+    def add_words(self, a: Analysis, data: bytes, filename: str) -> Analysis:
+        """Worker thread: the caption or the transcripts, in `a.extra` (`words_error` says
+        why there are none: the node then keeps its derived text)."""
+        from contextfs.errors import LLMUnavailable
+        from contextfs.media.audio import wav_bytes
+
+        d = self.describer
+        try:
+            if a.kind == "image":
+                mime = "image/" + a.info.format.lower().replace("jpg", "jpeg")
+                a.extra["caption"] = d.caption(data, mime, filename)
+            else:
+                a.extra["transcripts"] = [
+                    d.transcribe(wav_bytes(a.pcm, seg), f"{i:04d}.wav")
+                    for i, seg in enumerate(a.decision.segments, 1)
+                ]
+        except LLMUnavailable as exc:
+            a.extra["words_error"] = exc.reason if hasattr(exc, "reason") else str(exc)
+        return a
+
     def duplicate_of(self, owner: tuple[str, str], kind: str, digest: str) -> Node | None:
         """The owner's live node of this kind that holds these very bytes."""
         needle = f"hash: {digest}"
@@ -320,8 +380,7 @@ class MediaIntake:
         ctype = self.memory.types.get(a.kind)
         if ctype is None:
             return "refused", [*lines, f"state: refused: no {a.kind!r} type is loaded", ""], None
-        if owner[0] != ctype.scope:  # agents' media are kept under the default user
-            owner = ("user", self.memory.default_owner)
+        owner = self._media_owner(owner, a.kind)
         same = self.duplicate_of(owner, a.kind, a.hash)
         if same is not None:
             path = self.memory.node_path(same)
@@ -339,20 +398,10 @@ class MediaIntake:
         return self._finish_audio(owner, filename, data, when, a, lines)
 
     def _finish_image(self, owner, filename, data, when, a, lines):
-        from contextfs.media.visual import decide
-
-        s = self.settings
         info = a.info
-        gate = a.extra.get("gate") or self.hash_gate
-        drop_above, new_below = self.thresholds(gate.name)
-        stream = owner if self.origin is None else (owner, self.origin.stream)
-        prev = self.last.get(stream)
-        if prev is not None and when - prev[1] > s.stream_gap:
-            prev = None  # the stream starts over
-        if prev is not None and prev[3] != gate.name:
-            prev = None  # signatures of two gates do not compare: the stream starts over
-        sim = gate.similarity(a.signature, prev[0]) if prev is not None else None
-        verdict = decide(sim, drop_above, new_below)
+        gate, drop_above, new_below, stream, prev, sim, verdict = self._image_verdict(
+            owner, a, when
+        )
         score = "none (first image of its stream)" if sim is None else f"{sim:.3f}"
         gate_line = (
             f"visual gate ({gate.name}): {verdict.reason}, similarity {score} to "
@@ -387,10 +436,12 @@ class MediaIntake:
         if info.taken:
             fields["taken"] = info.taken
         original = f"original.{info.extension}"
+        caption = a.extra.get("caption")
         body = "\n".join(
             [
                 f"# Image {filename}",
                 "",
+                *([caption, ""] if caption else []),
                 f"A {desc} image ({len(data)} bytes, {info.mode})"
                 + (f", taken {info.taken}." if info.taken else "."),
                 f"Received in the inbox as {filename} on "
@@ -411,6 +462,7 @@ class MediaIntake:
             f"- {gate_line}",
             f"- {desc}, {len(data)} bytes" + (f", taken {info.taken}" if info.taken else ""),
             *([note] if note else []),
+            *self._words_line(a, "caption"),
             "",
             "## Memories",
             f"- created {path} ({original})",
@@ -434,11 +486,13 @@ class MediaIntake:
         original = f"original{suffix}"
         files: list[tuple[str | None, str, bytes]] = [(None, original, data)]
         seg_lines = []
+        said = a.extra.get("transcripts") or []
         for i, seg in enumerate(d.segments, 1):
             name = f"{i:04d}.wav"
             files.append(("speech", name, wav_bytes(pcm, seg)))
+            words = f": {said[i - 1]}" if i <= len(said) and said[i - 1] else ""
             seg_lines.append(
-                f"- speech/{name}: {_hms(seg.start)} – {_hms(seg.end)} ({seg.length:.2f} s)"
+                f"- speech/{name}: {_hms(seg.start)} – {_hms(seg.end)} ({seg.length:.2f} s)" + words
             )
         fields = {
             "date": dt.datetime.fromtimestamp(when, dt.UTC).date().isoformat(),
@@ -461,7 +515,12 @@ class MediaIntake:
                 f"{pcm.channels} channel(s), {len(data)} bytes), received in the inbox on "
                 f"{dt.datetime.fromtimestamp(when, dt.UTC).strftime('%Y-%m-%d %H:%M UTC')}.",
                 f"Speech: {d.kept_seconds:.2f} s in {len(d.segments)} segment(s), "
-                f"{100 * d.speech_share:.0f}% of the recording. No transcript yet.",
+                f"{100 * d.speech_share:.0f}% of the recording. "
+                + (
+                    f"Transcribed by {self.describer.transcribe_model}."
+                    if said
+                    else "No transcript yet."
+                ),
                 f"The original is {original}; the speech segments are in speech/:",
                 "",
                 *seg_lines,
@@ -473,6 +532,7 @@ class MediaIntake:
         lines += [
             f"state: done (recording kept: {path})",
             f"- {gate_line}",
+            *self._words_line(a, "transcript"),
             *seg_lines,
             "",
             "## Memories",
@@ -480,6 +540,16 @@ class MediaIntake:
             "",
         ]
         return "done", lines, node
+
+    def _words_line(self, a: Analysis, what: str) -> list[str]:
+        """The report's line on a caption or transcript: who made it, or why there is none."""
+        if "words_error" in a.extra:
+            return [f"- {what}: none ({a.extra['words_error']}); the text is derived"]
+        if what == "caption" and a.extra.get("caption"):
+            return [f"- caption: by {self.describer.model}"]
+        if what == "transcript" and a.extra.get("transcripts"):
+            return [f"- transcript: by {self.describer.transcribe_model}"]
+        return []
 
     def _audio_gate_line(self, d) -> str:
         s = self.settings

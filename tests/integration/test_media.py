@@ -4,6 +4,7 @@ are nodes whose original bytes (and speech segments) are files in the node direc
 
 from __future__ import annotations
 
+import json
 import re
 import shutil
 import subprocess
@@ -15,6 +16,7 @@ import pytest
 
 from contextfs.testing import Mount
 from contextfs.testing import media_corpus as mc
+from tests.fake_openai import FakeOpenAI
 
 
 def report(inbox: Path, name: str, timeout: float = 60.0) -> str:
@@ -142,3 +144,91 @@ def test_ingest_waits_for_the_gates_and_counts_what_they_dropped(
     )
     assert r.returncode == 0, r.stderr
     assert "ingested 1 file(s), dropped 1 by the media gates, refused 0" in r.stdout
+
+
+def _endpoint() -> FakeOpenAI:
+    """A chat endpoint that captions pictures (and summarises, as the mount also asks it
+    for L0/L1) and a transcriptions endpoint that hears the words of a WAV."""
+
+    def chat(body: dict) -> dict:
+        content = body["messages"][-1]["content"]
+        if isinstance(content, list):  # a picture as an image_url part
+            url = next(p["image_url"]["url"] for p in content if p["type"] == "image_url")
+            assert url.startswith("data:image/png;base64,")
+            text = "A red circle on a white background, drawn in thick strokes."
+        else:
+            text = json.dumps({"l0": "Summary.", "l1": "Summary."})
+        return {
+            "id": "c1",
+            "object": "chat.completion",
+            "created": 0,
+            "model": body["model"],
+            "choices": [
+                {"index": 0, "finish_reason": "stop",
+                 "message": {"role": "assistant", "content": text}}
+            ],
+            "usage": {"prompt_tokens": 1, "completion_tokens": 1, "total_tokens": 2},
+        }  # fmt: skip
+
+    def transcribe(body: dict) -> dict:
+        assert b"RIFF" in body["_raw"] and b'name="model"' in body["_raw"]
+        return {"text": "Remember to water the ferns on Thursday."}
+
+    return FakeOpenAI("/v1/chat/completions", chat, more={"/v1/audio/transcriptions": transcribe})
+
+
+@pytest.mark.allow_warnings
+def test_with_an_endpoint_pictures_get_captions_and_speech_a_transcript(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """L2 of a kept picture is a caption by the chat model (the image sent as a content
+    part), L2 of kept speech says its words; a dropped repeat costs no call; when the
+    endpoint is gone the node keeps its derived text and the report says why."""
+    assert mc.have_tools() is None, mc.have_tools()
+    llm = _endpoint()
+    monkeypatch.setenv("FAKE_LLM_KEY", "sk-test")
+    data = tmp_path / "data"
+    data.mkdir()
+    (data / "config.yaml").write_text(
+        f"search: false\nllm_base_url: {llm.url}\nllm_model: eyes\n"
+        "llm_api_key_env: FAKE_LLM_KEY\nllm_transcribe_model: ears\nvad_frame_ms: 20\n"
+    )
+    (tmp_path / "mnt").mkdir()
+    m = Mount(tmp_path / "mnt", data)
+    m.start()
+    try:
+        src = tmp_path / "src"
+        src.mkdir()
+        inbox = m.path / ".inbox"
+        (src / "circle.png").write_bytes(mc.shape("circle", "red"))
+        (src / "circle-again.png").write_bytes(mc.near_duplicate(mc.shape("circle", "red")))
+        memo = mc.concat(mc.sox_make(0.5), mc.speech("Remember to water the ferns."))
+        (src / "memo.wav").write_bytes(memo)
+        _cp(src / "circle.png", inbox / "circle.png")
+        rep = report(inbox, "circle.png")
+        assert "- caption: by eyes" in rep, rep
+        node = re.search(r"image kept: (\S+)\)", rep).group(1)
+        assert "A red circle on a white background" in (m.path / node / "L2.md").read_text()
+        captions = [b for p, _a, b in llm.requests if p == "/v1/chat/completions"
+                    and isinstance(b["messages"][-1]["content"], list)]  # fmt: skip
+        assert len(captions) == 1
+        _cp(src / "circle-again.png", inbox / "circle-again.png")
+        assert "state: dropped" in report(inbox, "circle-again.png")
+        assert sum(isinstance(b["messages"][-1]["content"], list)
+                   for p, _a, b in llm.requests if p == "/v1/chat/completions") == 1  # fmt: skip
+        _cp(src / "memo.wav", inbox / "memo.wav")
+        rep = report(inbox, "memo.wav")
+        assert "- transcript: by ears" in rep, rep
+        node = re.search(r"recording kept: (\S+)\)", rep).group(1)
+        l2 = (m.path / node / "L2.md").read_text()
+        assert "Transcribed by ears." in l2 and "water the ferns on Thursday" in l2, l2
+        llm.close()  # the endpoint goes away: derived text, and the reason
+        (src / "square.png").write_bytes(mc.shape("square", "blue"))
+        _cp(src / "square.png", inbox / "square.png")
+        rep = report(inbox, "square.png")
+        assert "state: done" in rep and "- caption: none (" in rep, rep
+        node = re.search(r"image kept: (\S+)\)", rep).group(1)
+        assert "# Image square.png\n\nA PNG " in (m.path / node / "L2.md").read_text()
+    finally:
+        m.stop()
+    assert m.fsck() == []
