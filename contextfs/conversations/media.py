@@ -323,14 +323,16 @@ class MediaIntake:
         caption, a transcript) before `finish`: only for what will be kept, so a dropped
         repeat or a duplicate costs no call."""
         d = self.describer
-        if d is None or a.error or a.kind not in ("image", "audio"):
+        if d is None or a.error or a.kind not in ("image", "audio", "video"):
             return False
         owner = self._media_owner(owner, a.kind)
         if self.duplicate_of(owner, a.kind, a.hash) is not None:
             return False
         if a.kind == "image":
             return self._image_verdict(owner, a, when)[-1].kept
-        return bool(d.transcribe_model) and a.decision.kept
+        # a recording's or a video's speech (a video's frames get no captions: one call
+        # per kept frame would cost more than the rest of the video)
+        return bool(d.transcribe_model) and a.decision is not None and a.decision.kept
 
     def add_words(self, a: Analysis, data: bytes, filename: str) -> Analysis:
         """Worker thread: the caption or the transcripts, in `a.extra` (`words_error` says
@@ -599,12 +601,15 @@ class MediaIntake:
             frame_lines.append(f"- frames/{name}: {_hms(f.time)} ({f.reason}{score})")
         decisions = _frame_runs(v.frames, names)
         seg_lines = []
+        said = a.extra.get("transcripts") or []
         if d is not None:
             for i, seg in enumerate(d.segments, 1):
                 name = f"{i:04d}.wav"
                 files.append(("speech", name, wav_bytes(pcm, seg)))
+                words = f": {said[i - 1]}" if i <= len(said) and said[i - 1] else ""
                 seg_lines.append(
                     f"- speech/{name}: {_hms(seg.start)} – {_hms(seg.end)} ({seg.length:.2f} s)"
+                    + words
                 )
         share = d.speech_share if d is not None else 0.0
         fields = {
@@ -633,7 +638,12 @@ class MediaIntake:
         dropped_share = (sampled - len(kept)) / sampled if sampled else 0.0
         speech_text = (
             f"Speech: {d.kept_seconds:.2f} s in {len(d.segments)} segment(s), "
-            f"{100 * share:.0f}% of the video. No transcript yet."
+            f"{100 * share:.0f}% of the video. "
+            + (
+                f"Transcribed by {self.describer.transcribe_model}."
+                if said
+                else "No transcript yet."
+            )
             if d is not None
             else "No audio track."
         )
@@ -668,6 +678,7 @@ class MediaIntake:
             f"- {gate_line}",
             *decisions,
             f"- {audio_line}",
+            *self._words_line(a, "transcript"),
             *seg_lines,
             "",
             "## Memories",

@@ -182,8 +182,9 @@ def test_with_an_endpoint_pictures_get_captions_and_speech_a_transcript(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """L2 of a kept picture is a caption by the chat model (the image sent as a content
-    part), L2 of kept speech says its words; a dropped repeat costs no call; when the
-    endpoint is gone the node keeps its derived text and the report says why."""
+    part), L2 of kept speech (a recording's, a video's) says its words; a dropped repeat
+    costs no call; when the endpoint is gone the node keeps its derived text and the
+    report says why."""
     assert mc.have_tools() is None, mc.have_tools()
     llm = _endpoint()
     monkeypatch.setenv("FAKE_LLM_KEY", "sk-test")
@@ -221,6 +222,16 @@ def test_with_an_endpoint_pictures_get_captions_and_speech_a_transcript(
         assert "- transcript: by ears" in rep, rep
         node = re.search(r"recording kept: (\S+)\)", rep).group(1)
         l2 = (m.path / node / "L2.md").read_text()
+        assert "Transcribed by ears." in l2 and "water the ferns on Thursday" in l2, l2
+        said = mc.speech("Welcome to the review.")
+        length = len(mc.pcm_of(said)[0]) / 16000
+        wav = mc.concat(mc.sox_make(1), said, mc.sox_make(max(0.2, 4 - 1 - length)))
+        (src / "talk.mp4").write_bytes(mc.video([mc.slide("Review")], seconds_each=4, wav=wav))
+        _cp(src / "talk.mp4", inbox / "talk.mp4")
+        rep = report(inbox, "talk.mp4")
+        assert "- transcript: by ears" in rep, rep
+        node = re.search(r"video kept: (\S+)\)", rep).group(1)
+        assert "0001.wav" in (l2 := (m.path / node / "L2.md").read_text()), l2
         assert "Transcribed by ears." in l2 and "water the ferns on Thursday" in l2, l2
         llm.close()  # the endpoint goes away: derived text, and the reason
         (src / "square.png").write_bytes(mc.shape("square", "blue"))
