@@ -31,7 +31,7 @@ import stat
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 import yaml
 
@@ -95,19 +95,17 @@ class NodeRecord:
     history: tuple[tuple[int, str], ...] = ()
 
 
-class Source:
-    """Where an export reads nodes from; `problems` lists nodes it could not read."""
+class Source(Protocol):
+    """Where an export reads nodes from (a mount, or a store opened offline); `problems`
+    lists nodes it could not read."""
 
     problems: list[str]
 
-    def owners(self) -> list[str]:
-        raise NotImplementedError
+    def owners(self) -> list[str]: ...
 
-    def nodes(self, history: bool) -> Iterator[NodeRecord]:
-        raise NotImplementedError
+    def nodes(self, history: bool) -> Iterator[NodeRecord]: ...
 
-    def count(self) -> int:
-        raise NotImplementedError
+    def count(self) -> int: ...
 
 
 class MountSource(Source):

@@ -117,6 +117,22 @@ def _hms(seconds: float) -> str:
     return f"{int(m)}:{s:06.3f}"
 
 
+def _speech_parts(d, pcm, said: list[str], files: list) -> list[str]:
+    """The speech segments of a recording or a video as `speech/NNNN.wav` files (added to
+    `files`) and their L2 lines with times, and the words when a transcript was made."""
+    from contextfs.media.audio import wav_bytes
+
+    lines = []
+    for i, seg in enumerate(d.segments, 1):
+        name = f"{i:04d}.wav"
+        files.append(("speech", name, wav_bytes(pcm, seg)))
+        words = f": {said[i - 1]}" if i <= len(said) and said[i - 1] else ""
+        lines.append(
+            f"- speech/{name}: {_hms(seg.start)} – {_hms(seg.end)} ({seg.length:.2f} s){words}"
+        )
+    return lines
+
+
 def _frame_runs(frames, names: dict[float, str]) -> list[str]:
     """Every sampled frame's decision with its score, for the report: a kept frame on its
     own line, a run of dropped frames on one line (their times and lowest/highest score),
@@ -473,7 +489,6 @@ class MediaIntake:
         return "done", lines, node
 
     def _finish_audio(self, owner, filename, data, when, a, lines):
-        from contextfs.media.audio import wav_bytes
 
         d, pcm = a.decision, a.pcm
         gate_line = self._audio_gate_line(d)
@@ -487,15 +502,8 @@ class MediaIntake:
         suffix = _suffix(filename)
         original = f"original{suffix}"
         files: list[tuple[str | None, str, bytes]] = [(None, original, data)]
-        seg_lines = []
         said = a.extra.get("transcripts") or []
-        for i, seg in enumerate(d.segments, 1):
-            name = f"{i:04d}.wav"
-            files.append(("speech", name, wav_bytes(pcm, seg)))
-            words = f": {said[i - 1]}" if i <= len(said) and said[i - 1] else ""
-            seg_lines.append(
-                f"- speech/{name}: {_hms(seg.start)} – {_hms(seg.end)} ({seg.length:.2f} s)" + words
-            )
+        seg_lines = _speech_parts(d, pcm, said, files)
         fields = {
             "date": dt.datetime.fromtimestamp(when, dt.UTC).date().isoformat(),
             "title": _stem(filename),
@@ -566,7 +574,6 @@ class MediaIntake:
     def _finish_video(self, owner, filename, data, when, a, lines):
         """One node for the whole video: its kept frames (frames/0001.jpg, …) and speech
         segments (speech/0001.wav, …) are its parts, each with its time."""
-        from contextfs.media.audio import wav_bytes
 
         s = self.settings
         v, d, pcm = a.video, a.decision, a.pcm
@@ -600,17 +607,8 @@ class MediaIntake:
             score = "" if f.similarity is None else f", similarity {f.similarity:.3f}"
             frame_lines.append(f"- frames/{name}: {_hms(f.time)} ({f.reason}{score})")
         decisions = _frame_runs(v.frames, names)
-        seg_lines = []
         said = a.extra.get("transcripts") or []
-        if d is not None:
-            for i, seg in enumerate(d.segments, 1):
-                name = f"{i:04d}.wav"
-                files.append(("speech", name, wav_bytes(pcm, seg)))
-                words = f": {said[i - 1]}" if i <= len(said) and said[i - 1] else ""
-                seg_lines.append(
-                    f"- speech/{name}: {_hms(seg.start)} – {_hms(seg.end)} ({seg.length:.2f} s)"
-                    + words
-                )
+        seg_lines = _speech_parts(d, pcm, said, files) if d is not None else []
         share = d.speech_share if d is not None else 0.0
         fields = {
             "date": dt.datetime.fromtimestamp(when, dt.UTC).date().isoformat(),
