@@ -14,21 +14,25 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 packages=(fuse3 libfuse3-dev pkg-config vim rsync fio stress-ng dbench espeak-ng sox)
-# Debian's npm depends on Debian's nodejs: a node that came with its own npm (NodeSource's)
-# stays as it is
-if ! { command -v node && command -v npm; } >/dev/null; then
-    packages+=(nodejs npm)
-fi
+# Node for the MCP filesystem server: a node already there stays as it is
+command -v node >/dev/null || packages+=(nodejs)
+sudo=""
+[ "$(id -u)" -eq 0 ] || sudo="sudo"
 missing=()
 for p in "${packages[@]}"; do
     dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
 done
 if ((${#missing[@]})); then
     echo "setup: installing system packages: ${missing[*]}" >&2
-    sudo=""
-    [ "$(id -u)" -eq 0 ] || sudo="sudo"
     $sudo apt-get update -qq
     DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq "${missing[@]}" >/dev/null
+fi
+# Debian's nodejs comes without npm (its own package); NodeSource's nodejs brings npm and
+# conflicts with Debian's npm: ask for npm only when the node we have lacks it
+if ! command -v npm >/dev/null; then
+    echo "setup: installing npm" >&2
+    $sudo apt-get update -qq
+    DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq npm >/dev/null
 fi
 [ -e /dev/fuse ] || { echo "setup: /dev/fuse is missing: FUSE is not available here" >&2; exit 1; }
 
