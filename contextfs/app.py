@@ -213,11 +213,8 @@ def render_status(
         "redaction log; never the secrets)"
     )
     lines.append(f"refusals: {memory.refusal_count} (newest first)")
-    hidden = 0
-    for r in reversed(memory.refusals):
-        if visible is not None and not visible(r.path):
-            hidden += 1
-            continue
+    shown, hidden = memory.recent_refusals(visible)
+    for r in shown:
         name = errno.errorcode.get(r.errno, str(r.errno))
         kept = f" (bytes kept at {r.kept_at})" if r.kept_at and r.kept_at not in r.reason else ""
         lines.append(f"  {_ts(r.when)} {name} {r.path}: {r.reason}{kept}")

@@ -80,22 +80,18 @@ def status_facts(
 ) -> dict[str, Any]:
     """The document `.status.json` serves (arguments as `app.render_status`)."""
     last = memory.store.last_consolidation()
-    shown: list[dict[str, Any]] = []
-    hidden = 0
-    for r in reversed(memory.refusals):
-        if visible is not None and not visible(r.path):
-            hidden += 1
-            continue
-        shown.append(
-            {
-                "when": _iso(r.when),
-                "errno": errno.errorcode.get(r.errno, str(r.errno)),
-                "errno_number": r.errno,
-                "path": r.path,
-                "reason": r.reason,
-                "kept_at": r.kept_at,
-            }
-        )
+    refusals, hidden = memory.recent_refusals(visible)
+    shown = [
+        {
+            "when": _iso(r.when),
+            "errno": errno.errorcode.get(r.errno, str(r.errno)),
+            "errno_number": r.errno,
+            "path": r.path,
+            "reason": r.reason,
+            "kept_at": r.kept_at,
+        }
+        for r in refusals
+    ]
     return {
         "format": FORMAT,
         "version": __version__,

@@ -246,6 +246,21 @@ class Memory(Transactions, AttachmentStore, Routing):
         log.info("refused %s: %s", path, reason)
         return r
 
+    def recent_refusals(
+        self, visible: Callable[[str], bool] | None = None
+    ) -> tuple[list[Refusal], int]:
+        """The kept refusals a reader may see, newest first, and how many were hidden from
+        them (`visible` keeps a path; None: all). `.status` and `.status.json` both show
+        this list."""
+        shown: list[Refusal] = []
+        hidden = 0
+        for r in reversed(self.refusals):
+            if visible is None or visible(r.path):
+                shown.append(r)
+            else:
+                hidden += 1
+        return shown, hidden
+
     # ---- owners and nodes ---------------------------------------------------------------
 
     def create_owner(self, kind: str, owner_id: str) -> None:
