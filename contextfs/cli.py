@@ -395,6 +395,17 @@ def cmd_export(args: argparse.Namespace) -> int:
     return 1 if report.problems else 0
 
 
+def _inside_mount(path: Path) -> bool:
+    """Whether path is a live mount or inside one."""
+    p = path.absolute()
+    while True:
+        if _answers(p):
+            return True
+        if p.parent == p:
+            return False
+        p = p.parent
+
+
 def _mount_of(data_dir: Path) -> Path | None:
     """The live mount serving `data_dir`, found by the daemons' mount records."""
     from contextfs.config import runtime_dir
@@ -412,16 +423,39 @@ def _mount_of(data_dir: Path) -> Path | None:
 
 
 def cmd_import(args: argparse.Namespace) -> int:
-    """Route a markdown tree or vault into a mount; a report of what was refused."""
+    """Route a markdown tree or vault into a mount, or restore it into an unmounted data
+    dir (facts and ids too); a report of what was refused."""
     from contextfs.vault import import_tree
 
     t0 = time.monotonic()
-    report = import_tree(
-        Path(args.dir),
-        Path(args.dest),
-        type_name=args.type,
-        progress=_progress_bar("import", t0, unit="files"),
-    )
+    show = _progress_bar("import", t0, unit="files")
+    dest = Path(args.dest)
+    mnt = None if _inside_mount(dest) else _mount_of(dest)
+    if _inside_mount(dest) or mnt is not None:  # the daemon owns the store: its files
+        report = import_tree(Path(args.dir), mnt or dest, type_name=args.type, progress=show)
+    elif dest.exists() and (
+        not dest.is_dir() or (not load_config(dest).db_path.exists() and any(dest.iterdir()))
+    ):
+        raise UsageError(
+            f"{dest} is neither inside a live ContextFS mount nor a data dir "
+            "(give a mount, an owner or type directory in one, or a new or unmounted data dir)"
+        )
+    else:
+        from contextfs.app import load_all_types, open_memory
+        from contextfs.vault import store_destination
+
+        cfg = load_config(dest)
+        _setup_logging("WARNING", None)
+        memory = open_memory(cfg, load_all_types(cfg))
+        try:
+            report = import_tree(
+                Path(args.dir), store_destination(memory), type_name=args.type, progress=show
+            )
+            memory.persist_pending()
+            memory.flush_touched()
+        finally:
+            memory.store.close()
+        report.dest = str(cfg.data_dir)
     sys.stderr.write("\n")
     if args.json:
         print(json.dumps(report.as_dict(), indent=2, ensure_ascii=False))
@@ -436,9 +470,15 @@ def _transfer_parsers(sub: argparse._SubParsersAction) -> None:
     e.add_argument("out", help="a new (or empty) directory")
     e.add_argument("--history", action="store_true", help="also every version of each node")
     e.set_defaults(func=cmd_export)
-    im = sub.add_parser("import", help="route a markdown tree or vault into a mount")
+    im = sub.add_parser(
+        "import", help="route a markdown tree or vault into a mount, or restore it in a data dir"
+    )
     im.add_argument("dir", help="an exported tree, or any folder of markdown")
-    im.add_argument("dest", help="the mount, an owner or a type directory in it")
+    im.add_argument(
+        "dest",
+        help="the mount, an owner or a type directory in it; or a data dir that is not "
+        "mounted (new or existing): the export is restored with its facts and ids",
+    )
     im.add_argument("--type", default=None, help="context type of plain notes (default entity)")
     im.add_argument("--json", action="store_true", help="print the report as JSON")
     im.set_defaults(func=cmd_import)

@@ -9,15 +9,17 @@ store of a mount belongs to its daemon: DuckDB lets one process open it). Both y
 same `NodeRecord`s, so one writer decides the format.
 
 `import_tree` brings such a tree, or any folder of markdown (an Obsidian or Basic Memory
-vault), into a live mount through its files, as a person's writes: an exported node whose
-name is free is made again by `mkdir` + `L2.md` (+ pinned `L0.md`/`L1.md`, attachments,
-replayed history), anything else is a file written into a type directory and routed by
-the type's strategy. The mount redacts secrets, checks names, fields and permissions and
-answers a refusal with an errno; the import reports it with the reason `.status.json`
-gives and goes on. docs/agents.md says what survives a round trip and what does not.
+vault), into a live mount through its files, as a person's writes, or into an unmounted
+data dir through a `Memory` (`vault_targets`): an exported node whose name is free is
+made again (`mkdir` + `L2.md`, pinned `L0.md`/`L1.md`, attachments, replayed history;
+in a data dir also its id, times, provenance, importance and reads), anything else is a
+file written into a type directory and routed by the type's strategy. Secrets are
+redacted, names, fields and permissions checked, and a refusal is reported with its
+reason and the import goes on. docs/agents.md says what survives a round trip.
 
-Boundary: no pyfuse3, no `contextfs.fs`, no daemon: an import is file calls on a mount,
-an export of a data dir reads a `Memory` the caller opened. Progress goes to a callback.
+Boundary: no pyfuse3, no `contextfs.fs`, no daemon: an import is file calls on a mount
+or calls of a `Memory` the caller opened, an export of a data dir reads such a `Memory`.
+Progress goes to a callback.
 """
 
 from __future__ import annotations
@@ -35,10 +37,10 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 import yaml
 
-from contextfs.client import refusal_reason
 from contextfs.ctxtypes import ContextType, load_types
 from contextfs.errors import ContextFSError, InvalidInput, UsageError
 from contextfs.memory.document import parse_document
+from contextfs.vault_targets import MountTarget, Place, StoreTarget, Target
 
 if TYPE_CHECKING:
     from contextfs.memory.service import Memory
@@ -48,8 +50,8 @@ log = logging.getLogger(__name__)
 META_KEY = "contextfs"
 HISTORY = ".history"
 TIERS = ("L0.md", "L1.md", "L2.md", "meta.yaml")
-# meta.yaml facts kept under `contextfs.facts`: the store's own bookkeeping, shown for the
-# reader and not restored by an import (a new store gives new ids and times).
+# meta.yaml facts kept under `contextfs.facts`: the store's own bookkeeping. An import into
+# a data dir restores them (vault_targets.StoreTarget); one through a mount's files cannot.
 FACTS = (
     "id",
     "version",
@@ -449,9 +451,9 @@ class ImportReport:
 
 @dataclass(frozen=True, slots=True)
 class Destination:
-    """Where an import lands: the mount root, and the owner and type DEST names (if any)."""
+    """Where an import lands: a target, and the owner and type DEST names (if any)."""
 
-    mount: Path
+    target: Target
     owner: str | None  # "user/alice"
     type: ContextType | None
     types: dict[str, ContextType]
@@ -466,11 +468,11 @@ def find_destination(dest: Path) -> Destination:
         if mount.parent == mount:
             raise UsageError(
                 f"{dest} is not inside a live ContextFS mount (to import into a data dir, "
-                "mount it first: contextfs mount MNT --data-dir DIR)"
+                "give the data dir itself while it is not mounted)"
             )
         mount = mount.parent
     types = load_types([mount / ".schemas"])
-    facts = json.loads((mount / ".status.json").read_text(encoding="utf-8"))
+    facts = _status(mount)
     parts = dest.relative_to(mount).parts
     owner = ctype = None
     if parts:
@@ -484,7 +486,13 @@ def find_destination(dest: Path) -> Destination:
             )
             if ctype is None:
                 raise UsageError(f"{dest}: {parts[2]!r} is not a type directory of {parts[0]}/")
-    return Destination(mount, owner, ctype, types, facts["default_owner"])
+    target = MountTarget(mount, lambda: _status(mount))
+    return Destination(target, owner, ctype, types, facts["default_owner"])
+
+
+def store_destination(memory: Memory) -> Destination:
+    """An unmounted data dir, opened by the caller: the whole store, facts restored."""
+    return Destination(StoreTarget(memory), None, None, memory.types, memory.default_owner)
 
 
 class _Importer:
@@ -493,6 +501,7 @@ class _Importer:
     ) -> None:
         self.src = src
         self.dest = dest
+        self.to = dest.target
         self.report = report
         self.forced: ContextType | None = dest.type
         if type_name:
@@ -502,15 +511,9 @@ class _Importer:
 
     # -- refusals, kept and reported ------------------------------------------------------
 
-    def refuse(self, file: Path, exc: OSError | ContextFSError, where: Path | None) -> None:
+    def refuse(self, file: Path, exc: OSError | ContextFSError) -> None:
         if isinstance(exc, OSError):
-            code = exc.errno or 0
-            rel = ""
-            if where is not None and where.is_relative_to(self.dest.mount):
-                rel = str(where.relative_to(self.dest.mount))
-            name = errno.errorcode.get(code, "EIO")
-            reason = refusal_reason(self.dest.mount, rel, name) if rel else ""
-            reason = reason or exc.strerror or str(exc)
+            code, reason = exc.errno or 0, self.to.reason(exc)
         else:
             code, reason = exc.errno, exc.reason
         self.report.refused.append(
@@ -523,12 +526,12 @@ class _Importer:
 
     # -- owners and places ----------------------------------------------------------------
 
-    def owner_dir(self, owner: str) -> Path:
-        d = self.dest.mount / owner
-        if not d.is_dir():
-            d.mkdir()
+    def owner(self, owner: str) -> str:
+        """`owner`, made if it does not exist yet."""
+        if not self.to.has_owner(owner):
+            self.to.make_owner(owner)
             self.report.owners_created += 1
-        return d
+        return owner
 
     def owner_for(self, rel: Path) -> str:
         """An exported file's owner: DEST's, else the one its path names, else the
@@ -551,46 +554,43 @@ class _Importer:
         owner = self.owner_for(rel)
         if owner.split("/")[0] != ctype.scope:
             raise InvalidInput(f"{ctype.name} nodes belong under {ctype.scope}/, not {owner}")
-        tdir = self.owner_dir(owner) / ctype.type_dir
-        name = "" if ctype.singleton else file.stem
-        node = tdir if ctype.singleton else tdir / name
+        place = Place(self.owner(owner), ctype, "" if ctype.singleton else file.stem)
         folder = file.with_suffix("")
-        if (node / "meta.yaml").exists():
+        if self.to.has_node(place):
             # a node of that name lives here: the type's strategy decides (a file routed
             # into the type directory); its own tiers and history stay
-            self.write(tdir / f"{name or ctype.type_dir}.md", note.l2.encode())
+            self.to.route(owner, ctype, f"{place.name or ctype.type_dir}.md", note.l2.encode())
             self.report.routed += 1
             if folder.is_dir() and ctype.mode != "append":
-                self.attachments(file, folder, node, keep_existing=True)
+                self.attachments(folder, place, keep_existing=True)
             elif folder.is_dir():
                 self.report.skipped.append(
                     {"file": str(rel.with_suffix("")), "why": "attachments of an appended node"}
                 )
             return
-        if not ctype.singleton:
-            node.mkdir()
-        versions = sorted(
+        history = sorted(
             (int(v.name[1:-3]), v)
             for v in (folder / HISTORY).glob("v*.md")
             if v.name[1:-3].isdigit()
         )
-        for _v, path in versions[:-1]:  # the last one is L2 itself
-            self.write(node / "L2.md", path.read_bytes())
-            self.report.versions += 1
-        if note.l2 or versions:  # a node never written has no version to make
-            self.write(node / "L2.md", note.l2.encode())
-        self.report.versions += bool(versions)
-        for tier in ("l0", "l1"):
-            text = note.meta.get(tier)
-            if isinstance(text, str):
-                self.write(node / f"{tier.upper()}.md", text.encode())
+        versions = [path.read_bytes() for _v, path in history[:-1]]  # the last one is L2
+        if note.l2 or history:  # a node never written has no version to make
+            versions.append(note.l2.encode())
+        pins = {
+            tier.upper(): text
+            for tier in ("l0", "l1")
+            if isinstance(text := note.meta.get(tier), str)
+        }
+        facts = note.meta.get("facts")
+        self.to.make_node(place, versions, pins, facts if isinstance(facts, dict) else {})
+        self.report.versions += len(history)
         self.report.created += 1
         if folder.is_dir():
-            self.attachments(file, folder, node, keep_existing=False)
+            self.attachments(folder, place, keep_existing=False)
 
-    def attachments(self, file: Path, folder: Path, node: Path, *, keep_existing: bool) -> None:
+    def attachments(self, folder: Path, place: Place, *, keep_existing: bool) -> None:
         """Copy the folder beside an exported file into the node (not its .history)."""
-        dir_modes: list[tuple[Path, int]] = []
+        dir_modes: list[tuple[Path, Path, int]] = []
         for root, dirs, files in os.walk(folder):
             here = Path(root)
             if here == folder:
@@ -598,19 +598,18 @@ class _Importer:
             dirs.sort()
             for name in sorted(dirs) + sorted(files):
                 src = here / name
-                dst = node / src.relative_to(folder)
+                rel = src.relative_to(folder)
                 st = src.lstat()
                 try:
                     if stat.S_ISLNK(st.st_mode):
-                        if keep_existing and os.path.lexists(dst):
+                        if keep_existing and self.to.has_attachment(place, rel):
                             continue
-                        os.symlink(os.readlink(src), dst)
+                        self.to.add_symlink(place, rel, os.readlink(src))
                     elif stat.S_ISDIR(st.st_mode):
-                        if not dst.is_dir():
-                            dst.mkdir()
-                        dir_modes.append((dst, stat.S_IMODE(st.st_mode)))
+                        self.to.add_dir(place, rel)
+                        dir_modes.append((src, rel, stat.S_IMODE(st.st_mode)))
                     else:
-                        if keep_existing and dst.exists():
+                        if keep_existing and self.to.has_attachment(place, rel):
                             self.report.skipped.append(
                                 {
                                     "file": str(src.relative_to(self.src)),
@@ -618,17 +617,18 @@ class _Importer:
                                 }
                             )
                             continue
-                        self.write(dst, src.read_bytes())
-                        os.chmod(dst, stat.S_IMODE(st.st_mode))
-                        os.utime(dst, (st.st_mtime, st.st_mtime))
+                        data = src.read_bytes()
+                        self.to.add_file(place, rel, data, stat.S_IMODE(st.st_mode), st.st_mtime)
                     self.report.attachments += 1
                 except OSError as exc:
-                    self.refuse(src, exc, dst)
-        for d, mode in reversed(dir_modes):
+                    self.refuse(src, exc)
+                except ContextFSError as exc:
+                    self.refuse(src, exc)
+        for src, rel, mode in reversed(dir_modes):  # deepest first
             try:
-                os.chmod(d, mode)
+                self.to.set_dir_mode(place, rel, mode)
             except OSError as exc:
-                self.refuse(folder, exc, d)
+                self.refuse(src, exc)
 
     # -- one plain note ---------------------------------------------------------------------
 
@@ -685,35 +685,25 @@ class _Importer:
         if kept:
             text = "---\n" + yaml.dump(kept, Dumper=_Dumper, sort_keys=False, allow_unicode=True)
             text += "---\n" + body
-        tdir = self.owner_dir(owner) / ctype.type_dir
-        self.write(tdir / f"{file.stem}.md", text.encode("utf-8"))
+        self.to.route(self.owner(owner), ctype, f"{file.stem}.md", text.encode("utf-8"))
         self.report.routed += 1
-
-    def write(self, path: Path, data: bytes) -> None:
-        """Write and close: the close is the commit, and where a refusal is answered."""
-        try:
-            with open(path, "wb") as f:
-                f.write(data)
-        except OSError as exc:
-            exc.filename = exc.filename or str(path)  # a refused close names no file
-            raise
 
 
 def import_tree(
     src: Path,
-    dest: Path,
+    dest: Path | Destination,
     *,
     type_name: str | None = None,
     progress: Progress | None = None,
 ) -> ImportReport:
-    """Import every markdown file under `src` into the mount at (or above) `dest`."""
+    """Import every markdown file under `src` into the mount at (or above) `dest`, or
+    into the store of a `store_destination`."""
     if not src.is_dir():
         raise UsageError(f"{src} is not a directory")
-    where = find_destination(dest)
-    report = ImportReport(str(src), str(dest))
+    where = dest if isinstance(dest, Destination) else find_destination(dest)
+    report = ImportReport(str(src), str(dest) if isinstance(dest, Path) else "the data dir")
     imp = _Importer(src, where, type_name, report)
-    before = _status(where.mount)
-    report.nodes_before = before["counts"]["nodes"]
+    report.nodes_before, redactions_before = where.target.counts()
     notes: list[Path] = []
     consumed: set[Path] = set()  # folders beside exported files: attachments, not notes
     owners: list[str] = []
@@ -735,7 +725,7 @@ def import_tree(
         try:
             note = read_note(p.read_text(encoding="utf-8"))
         except UnicodeDecodeError:
-            imp.refuse(p, InvalidInput("a markdown file must be UTF-8 text"), None)
+            imp.refuse(p, InvalidInput("a markdown file must be UTF-8 text"))
             continue
         parsed.append((p, note))
         if note.meta is not None:
@@ -752,24 +742,21 @@ def import_tree(
     if not where.owner and consumed:
         for o in owners:
             try:
-                imp.owner_dir(o)
-            except OSError as exc:
-                imp.refuse(src / o, exc, where.mount / o)
+                imp.owner(o)
+            except (OSError, ContextFSError) as exc:
+                imp.refuse(src / o, exc)
     for i, (p, note) in enumerate(parsed, 1):
         try:
             if note.meta is not None:
                 imp.exported(p, note)
             else:
                 imp.plain(p, note)
-        except OSError as exc:
-            imp.refuse(p, exc, Path(exc.filename) if exc.filename else None)
-        except ContextFSError as exc:
-            imp.refuse(p, exc, None)
+        except (OSError, ContextFSError) as exc:
+            imp.refuse(p, exc)
         if progress is not None:
             progress(i, len(parsed))
-    after = _status(where.mount)
-    report.nodes_after = after["counts"]["nodes"]
-    report.redactions = after["redactions"]["total"] - before["redactions"]["total"]
+    report.nodes_after, redactions_after = where.target.counts()
+    report.redactions = redactions_after - redactions_before
     return report
 
 

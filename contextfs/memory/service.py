@@ -295,10 +295,13 @@ class Memory(Transactions, AttachmentStore, Routing):
             else:
                 self.access[(kind, key)] = access
 
-    def _new_node(self, owner: tuple[str, str], ctype: ContextType, name: str) -> Node:
+    def _new_node(
+        self, owner: tuple[str, str], ctype: ContextType, name: str, node_id: int | None = None
+    ) -> Node:
         now = self.clock()
+        free = node_id is not None and self.store.claim_id(node_id)
         return Node(
-            id=self.store.new_id(),
+            id=node_id if free else self.store.new_id(),
             owner_kind=owner[0],
             owner_id=owner[1],
             type=ctype.name,
@@ -326,15 +329,26 @@ class Memory(Transactions, AttachmentStore, Routing):
             )
 
     def create_node(
-        self, owner: tuple[str, str], ctype: ContextType, name: str, *, persist: bool = True
+        self,
+        owner: tuple[str, str],
+        ctype: ContextType,
+        name: str,
+        *,
+        persist: bool = True,
+        node_id: int | None = None,
+        created: float | None = None,
     ) -> Node:
         """A new, empty node. With persist=False (mkdir) it is stored with its first
-        commit instead: one transaction per new node, not two."""
+        commit instead: one transaction per new node, not two. An import restoring an
+        export asks for the node's id (taken only if it was never handed out) and its
+        creation time (immutable once stored)."""
         self._check_name(ctype, name)
         self.check_writable()
         if self.live_node(owner, ctype, name) is not None:
             raise Exists(f"{ctype.type_dir}/{name} already exists")
-        n = self._new_node(owner, ctype, name)
+        n = self._new_node(owner, ctype, name, node_id)
+        if created is not None:
+            n.created = created
         if persist:
             with self.transaction():
                 self._store_node(n)
@@ -425,6 +439,25 @@ class Memory(Transactions, AttachmentStore, Routing):
             n.updated = max(self.clock(), n.updated)
             self._store_node(n)
         return True
+
+    def restore_facts(
+        self,
+        n: Node,
+        *,
+        updated: float,
+        sources: list[str],
+        tags: list[str],
+        importance: float,
+        access_count: int,
+    ) -> None:
+        """An import restoring an exported node: its last change, provenance, tags,
+        importance and reads as they were (after its text and versions were written)."""
+        with self.transaction():
+            self._touch(n)
+            n.updated = updated
+            n.sources, n.tags = list(sources), list(tags)
+            n.importance, n.access_count = importance, access_count
+            self._store_node(n)
 
     def rename_node(self, n: Node, owner: tuple[str, str], ctype: ContextType, name: str) -> None:
         """mv of a node directory: a new name, owner or type (validated)."""

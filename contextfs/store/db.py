@@ -154,6 +154,25 @@ class Store:
             self._ids = [r[0] for r in reversed(rows)]
         return self._ids.pop()
 
+    def claim_id(self, wanted: int) -> bool:
+        """Take `wanted` as an id (an import restoring an exported node's id) when it was
+        never handed out; False when it may have been (then the caller takes a new one).
+        Ids up to `wanted` that the sequence skips stay free for `new_id`."""
+        if wanted in self._ids:
+            self._ids.remove(wanted)
+            return True
+        top = self.con.execute("SELECT nextval('object_ids')").fetchone()[0]
+        if wanted < top:
+            self._ids.insert(0, top)  # not lost: handed out last
+            return False
+        rows = self.con.execute(
+            f"SELECT nextval('object_ids') FROM range({wanted - top})"
+        ).fetchall()
+        skipped = [top, *(r[0] for r in rows)]
+        skipped.remove(wanted)
+        self._ids[:0] = reversed(skipped)
+        return True
+
     def _outbox(self, node_id: int, version: int, op: str) -> int:
         """Append the outbox row of a change; returns the new store generation.
 

@@ -143,6 +143,84 @@ def test_export_import_export_is_the_same_tree(tmp_path: Path) -> None:
     assert a.fsck() == [] and b.fsck() == []
 
 
+def test_restore_into_a_data_dir_is_lossless_facts_and_all(tmp_path: Path) -> None:
+    """Imported into a data dir that is not mounted, an export is restored with the
+    facts a mount import cannot set (ids, times, provenance, importance, reads): the
+    export of the restored store is the first export byte for byte; it mounts and
+    passes fsck; and secrets are still redacted on the way in."""
+    (tmp_path / "a").mkdir()
+    a = Mount(tmp_path / "a", tmp_path / "data-a")
+    a.start()
+    try:
+        fill(a.path)
+        out1 = tmp_path / "out1"
+        assert cli("export", str(a.path), str(out1), "--history").returncode == 0
+    finally:
+        a.stop()
+    # reads and importance as a store that lived longer would have them (search is off
+    # here, and reads of `.query` answers are what count)
+    editor = out1 / "user/default/preferences/editor.md"
+    text = editor.read_text()
+    assert "    importance: 0.5\n    access_count: 0\n" in text
+    editor.write_text(
+        text.replace("importance: 0.5\n", "importance: 0.875\n").replace(
+            "access_count: 0\n", "access_count: 7\n"
+        )
+    )
+    facts = yaml.safe_load(editor.read_text()[4:].partition("\n---\n")[0])["contextfs"]["facts"]
+    assert facts["sources"] == [] and facts["access_count"] == 7
+    tea = (out1 / "user/alice/preferences/tea.md").read_text()
+    assert "sources:\n    - tea.md\n" in tea  # provenance of the routed write
+
+    data_b = tmp_path / "data-b"  # new: made by the import
+    r = cli("import", str(out1), str(data_b), "--json")
+    assert r.returncode == 0, r.stdout + r.stderr
+    report = json.loads(r.stdout)
+    assert (report["created"], report["refused"], report["skipped"]) == (5, [], [])
+    assert report["nodes_after"] == 5 and report["dest"] == str(data_b)
+    out2 = tmp_path / "out2"
+    r = cli("export", str(data_b), str(out2), "--history")
+    assert r.returncode == 0, r.stderr
+    first, second = snapshot(out1, strip_facts=False), snapshot(out2, strip_facts=False)
+    assert first.keys() == second.keys()
+    assert [k for k in first if first[k] != second[k]] == []
+
+    (tmp_path / "b").mkdir()
+    b = Mount(tmp_path / "b", data_b)
+    b.start()
+    try:
+        meta = yaml.safe_load((b.path / "user/default/preferences/editor/meta.yaml").read_text())
+        assert meta["id"] == facts["id"] and meta["version"] == 2
+        assert (meta["importance"], meta["access_count"]) == (0.875, 7)
+        assert meta["created"] == yaml.safe_load(f"t: {facts['created']}")["t"]
+        assert (b.path / "user/default/preferences/editor/scripts/deep/keymap.lua").exists()
+        new = b.path / "user/default/preferences/pager"
+        new.mkdir()  # the restored store goes on handing out ids: no clash
+        (new / "L2.md").write_text("---\ntopic: pager\nvalue: less\n---\nless -R\n")
+        ids = {
+            yaml.safe_load((d / "meta.yaml").read_text())["id"]
+            for d in (b.path / "user/default/preferences").iterdir()
+        }
+        assert len(ids) == 2
+    finally:
+        b.stop()
+    assert b.fsck() == []
+
+    # into a store that has nodes: facts restored, a wanted id that was handed out is not
+    vault = tmp_path / "vault"
+    vault.mkdir()
+    (vault / "deploy.md").write_text(f"Deploy notes.\nexport GITHUB_TOKEN={GITHUB}\n")
+    r = cli("import", str(vault), str(data_b), "--json")
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert json.loads(r.stdout)["redactions"] >= 1
+    out3 = tmp_path / "out3"
+    assert cli("export", str(data_b), str(out3)).returncode == 0
+    deploy = (out3 / "user/default/entities/deploy.md").read_text()
+    assert GITHUB not in deploy and "[REDACTED:" in deploy
+    refused = cli("import", str(out1), str(tmp_path / "out3"))  # neither mount nor data dir
+    assert refused.returncode == 2 and "neither inside a live ContextFS mount" in refused.stderr
+
+
 def test_export_of_a_mounted_data_dir_reads_through_its_mount(tmp_path: Path) -> None:
     (tmp_path / "m").mkdir()
     m = Mount(tmp_path / "m", tmp_path / "data")

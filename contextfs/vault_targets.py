@@ -1,0 +1,277 @@
+"""Where `contextfs import` writes: a live mount's files, or a store opened offline.
+
+Role: `vault._Importer` decides what each file of a tree becomes (a node made again as
+exported, a file routed by its type's strategy, an attachment); a `Target` carries it
+out. `MountTarget` does it with file calls on a live mount, as a person's writes: the
+mount redacts, checks and refuses with an errno, and the node's bookkeeping facts (id,
+times, provenance, importance, reads) start again, because no file call can set them.
+`StoreTarget` does it with the calls of a `Memory` opened on an unmounted data dir (the
+importer is then the store's only writer, as the daemon is for a mount): the same
+redaction, validation and routing, and the exported facts restored, ids included when
+the store never handed them out — so export → import → export gives the same tree.
+
+Boundary: no pyfuse3, no `contextfs.fs`, no daemon; a `Memory` the caller opened.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import errno
+import os
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Protocol
+
+from contextfs.client import refusal_reason
+from contextfs.ctxtypes import ContextType
+
+if TYPE_CHECKING:
+    from contextfs.memory.service import Memory
+    from contextfs.model import Attachment, Node
+
+
+@dataclass(frozen=True, slots=True)
+class Place:
+    """A node an import writes: its owner ("user/alice"), type and name ("" for a
+    singleton)."""
+
+    owner: str
+    ctype: ContextType
+    name: str
+
+    @property
+    def owner_key(self) -> tuple[str, str]:
+        kind, _, oid = self.owner.partition("/")
+        return kind, oid
+
+    @property
+    def rel(self) -> str:
+        base = f"{self.owner}/{self.ctype.type_dir}"
+        return f"{base}/{self.name}" if self.name else base
+
+
+class Target(Protocol):
+    """The writes an import makes. Refusals are raised: `OSError` from a mount (with the
+    file's name), `ContextFSError` from a store."""
+
+    restores_facts: bool
+
+    def counts(self) -> tuple[int, int]: ...  # (live nodes, secrets redacted so far)
+
+    def has_owner(self, owner: str) -> bool: ...
+
+    def make_owner(self, owner: str) -> None: ...
+
+    def has_node(self, place: Place) -> bool: ...
+
+    def route(self, owner: str, ctype: ContextType, filename: str, data: bytes) -> None: ...
+
+    def make_node(
+        self, place: Place, versions: list[bytes], pins: dict[str, str], facts: dict[str, Any]
+    ) -> None: ...
+
+    def has_attachment(self, place: Place, rel: Path) -> bool: ...
+
+    def add_dir(self, place: Place, rel: Path) -> None: ...
+
+    def add_symlink(self, place: Place, rel: Path, target: str) -> None: ...
+
+    def add_file(self, place: Place, rel: Path, data: bytes, mode: int, mtime: float) -> None: ...
+
+    def set_dir_mode(self, place: Place, rel: Path, mode: int) -> None: ...
+
+    def reason(self, exc: OSError) -> str: ...
+
+
+class MountTarget:
+    """File calls on a live mount."""
+
+    restores_facts = False
+
+    def __init__(self, mount: Path, status: Any) -> None:
+        self.mount = mount
+        self._status = status  # () -> the mount's .status.json, parsed
+
+    def counts(self) -> tuple[int, int]:
+        facts = self._status()
+        return facts["counts"]["nodes"], facts["redactions"]["total"]
+
+    def has_owner(self, owner: str) -> bool:
+        return (self.mount / owner).is_dir()
+
+    def make_owner(self, owner: str) -> None:
+        (self.mount / owner).mkdir()
+
+    def has_node(self, place: Place) -> bool:
+        return (self.mount / place.rel / "meta.yaml").exists()
+
+    def route(self, owner: str, ctype: ContextType, filename: str, data: bytes) -> None:
+        self._write(self.mount / owner / ctype.type_dir / filename, data)
+
+    def make_node(
+        self, place: Place, versions: list[bytes], pins: dict[str, str], facts: dict[str, Any]
+    ) -> None:
+        node = self.mount / place.rel
+        if place.name:
+            node.mkdir()
+        for data in versions:  # each close is one version
+            self._write(node / "L2.md", data)
+        for tier, text in pins.items():
+            self._write(node / f"{tier}.md", text.encode())
+
+    def has_attachment(self, place: Place, rel: Path) -> bool:
+        return os.path.lexists(self.mount / place.rel / rel)
+
+    def add_dir(self, place: Place, rel: Path) -> None:
+        d = self.mount / place.rel / rel
+        if not d.is_dir():
+            d.mkdir()
+
+    def add_symlink(self, place: Place, rel: Path, target: str) -> None:
+        os.symlink(target, self.mount / place.rel / rel)
+
+    def add_file(self, place: Place, rel: Path, data: bytes, mode: int, mtime: float) -> None:
+        dst = self.mount / place.rel / rel
+        self._write(dst, data)
+        os.chmod(dst, mode)
+        os.utime(dst, (mtime, mtime))
+
+    def set_dir_mode(self, place: Place, rel: Path, mode: int) -> None:
+        os.chmod(self.mount / place.rel / rel, mode)
+
+    def reason(self, exc: OSError) -> str:
+        where = Path(exc.filename) if exc.filename else None
+        if where is None or not where.is_relative_to(self.mount):
+            return exc.strerror or str(exc)
+        name = errno.errorcode.get(exc.errno or 0, "EIO")
+        rel = str(where.relative_to(self.mount))
+        return refusal_reason(self.mount, rel, name) or exc.strerror or str(exc)
+
+    @staticmethod
+    def _write(path: Path, data: bytes) -> None:
+        """Write and close: the close is the commit, and where a refusal is answered."""
+        try:
+            with open(path, "wb") as f:
+                f.write(data)
+        except OSError as exc:
+            exc.filename = exc.filename or str(path)  # a refused close names no file
+            raise
+
+
+def _time(value: Any) -> float | None:
+    """A time fact as meta.yaml writes it (YAML may have parsed it already)."""
+    if isinstance(value, dt.datetime):
+        return value.replace(tzinfo=value.tzinfo or dt.UTC).timestamp()
+    if isinstance(value, str):
+        try:
+            return dt.datetime.fromisoformat(value.replace("Z", "+00:00")).timestamp()
+        except ValueError:
+            return None
+    return None
+
+
+def _strings(value: Any) -> list[str]:
+    return [str(v) for v in value] if isinstance(value, list) else []
+
+
+class StoreTarget:
+    """The calls of a `Memory` opened on an unmounted data dir."""
+
+    restores_facts = True
+
+    def __init__(self, memory: Memory) -> None:
+        self.memory = memory
+        self._atts: dict[int, dict[Path, Attachment]] = {}
+
+    def counts(self) -> tuple[int, int]:
+        return len(self.memory.live), self.memory.redaction_count
+
+    def has_owner(self, owner: str) -> bool:
+        kind, _, oid = owner.partition("/")
+        return (kind, oid) in self.memory.owners
+
+    def make_owner(self, owner: str) -> None:
+        kind, _, oid = owner.partition("/")
+        self.memory.create_owner(kind, oid)
+
+    def _node(self, place: Place) -> Node | None:
+        return self.memory.live_node(place.owner_key, place.ctype, place.name)
+
+    def has_node(self, place: Place) -> bool:
+        return self._node(place) is not None
+
+    def route(self, owner: str, ctype: ContextType, filename: str, data: bytes) -> None:
+        kind, _, oid = owner.partition("/")
+        self.memory.route((kind, oid), ctype, filename, data)
+
+    def make_node(
+        self, place: Place, versions: list[bytes], pins: dict[str, str], facts: dict[str, Any]
+    ) -> None:
+        m = self.memory
+        wanted = facts.get("id")
+        n = m.create_node(
+            place.owner_key,
+            place.ctype,
+            place.name,
+            persist=False,
+            node_id=wanted if isinstance(wanted, int) and wanted > 0 else None,
+            created=_time(facts.get("created")),
+        )
+        for data in versions:
+            m.save_l2(n, data.decode("utf-8"), reason="import")
+        for tier, text in pins.items():
+            m.save_pinned(n, tier, text)
+        importance = facts.get("importance")
+        reads = facts.get("access_count")
+        m.restore_facts(
+            n,
+            updated=_time(facts.get("updated")) or n.updated,
+            sources=_strings(facts.get("sources")),
+            tags=_strings(facts.get("tags")),
+            importance=float(importance) if isinstance(importance, int | float) else n.importance,
+            access_count=reads if isinstance(reads, int) and reads >= 0 else n.access_count,
+        )
+
+    def _tree(self, place: Place) -> tuple[Node, dict[Path, Attachment]]:
+        n = self._node(place)
+        assert n is not None, "attachments are added to a node the import made or found"
+        if n.id not in self._atts:
+            m = self.memory
+            base = m.node_path(n) + "/"
+            self._atts[n.id] = {
+                Path(m.attachment_path(a).removeprefix(base)): a for a in m.node_attachments(n)
+            }
+        return n, self._atts[n.id]
+
+    def _add(self, place: Place, rel: Path, kind: str, mode: int, **kw: Any) -> Attachment:
+        n, tree = self._tree(place)
+        self.memory.check_name(rel.name, "an attachment name")
+        parent = tree.get(rel.parent) if rel.parent != Path() else None
+        a = self.memory.add_attachment(n, parent.id if parent else None, rel.name, kind, mode, **kw)
+        tree[rel] = a
+        return a
+
+    def has_attachment(self, place: Place, rel: Path) -> bool:
+        return rel in self._tree(place)[1]
+
+    def add_dir(self, place: Place, rel: Path) -> None:
+        if rel not in self._tree(place)[1]:
+            self._add(place, rel, "dir", 0o755)
+
+    def add_symlink(self, place: Place, rel: Path, target: str) -> None:
+        self.memory.check_name(target, "a symlink target")
+        self._add(place, rel, "symlink", 0o777, target=target.encode("utf-8", "surrogateescape"))
+
+    def add_file(self, place: Place, rel: Path, data: bytes, mode: int, mtime: float) -> None:
+        a = self._add(place, rel, "file", mode)
+        path = self.memory.attachment_path(a)
+        self.memory.commit_attachment(a, data, mtime, path)
+
+    def set_dir_mode(self, place: Place, rel: Path, mode: int) -> None:
+        a = self._tree(place)[1][rel]
+        if a.mode != mode:
+            a.mode = mode
+            self.memory.update_attachment(a)
+
+    def reason(self, exc: OSError) -> str:
+        return exc.strerror or str(exc)
