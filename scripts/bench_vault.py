@@ -10,7 +10,9 @@ In one run, with fresh mounts (temp mountpoints, temp data dirs, `search: false`
    nodes/s, compared with `cp -r` of the exported tree;
 3. imports the export into a second empty mount (nodes made again as exported) and
    exports that again: the two exports must be the same tree but for the facts that are
-   not preserved (docs/agents.md).
+   not preserved through a mount (docs/agents.md);
+4. restores the export into a new data dir (offline import: facts and ids too) and
+   exports that: byte for byte the first export.
 
 It prints a markdown table and writes every figure to JSON. Exit status 1 when the round
 trip differs or a command fails.
@@ -77,6 +79,12 @@ def comparable(tree: Path) -> dict[str, bytes]:
     return out
 
 
+def tree_bytes(tree: Path) -> dict[str, bytes]:
+    return {
+        str(p.relative_to(tree)): p.read_bytes() for p in sorted(tree.rglob("*")) if p.is_file()
+    }
+
+
 def main() -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--quick", action="store_true", help="200 notes instead of 1000")
@@ -113,16 +121,26 @@ def main() -> int:
         t_export2, _ = run("export", str(b.path), str(top / "out2"))
         a.stop()
         t_offline, _ = run("export", str(top / "data-a"), str(top / "out3"))
+        say(f"restoring {nodes} nodes into a new data dir ...")
+        t_restore, r3 = run("import", str(top / "out1"), str(top / "data-c"), "--json")
+        run("export", str(top / "data-c"), str(top / "out4"))
         rows += [
             ("export through the mount", t_export, nodes / t_export, "nodes/s"),
             ("export of the data dir (offline)", t_offline, nodes / t_offline, "nodes/s"),
             ("cp -r the exported tree", t_cp_out, nodes / t_cp_out, "nodes/s"),
             ("import the export (nodes made again)", t_reimport, nodes / t_reimport, "nodes/s"),
+            ("restore the export into a data dir", t_restore, nodes / t_restore, "nodes/s"),
         ]
         same = comparable(top / "out1") == comparable(top / "out2")
         offline_same = comparable(top / "out1") == comparable(top / "out3")
+        restored_same = tree_bytes(top / "out1") == tree_bytes(top / "out4")
         ok = (
-            same and offline_same and not report["refused"] and not json.loads(r2.stdout)["refused"]
+            same
+            and offline_same
+            and restored_same
+            and not report["refused"]
+            and not json.loads(r2.stdout)["refused"]
+            and not json.loads(r3.stdout)["refused"]
         )
         # the same files written as plain attachments of one node: no routing, no summary
         (b.path / "user/default/preferences/copy").mkdir()
@@ -146,7 +164,8 @@ def main() -> int:
         print(f"| {step} | {secs:.2f} | {rate:.0f} | {unit} | {rate / base[unit]:.3f}× |")
     print(
         f"\nround trip export → import → export the same tree: {same}; offline export = mount "
-        f"export: {offline_same}"
+        f"export: {offline_same}; export → restore into a data dir → export byte for byte, "
+        f"facts and ids too: {restored_same}"
     )
     doc = {
         "machine": machine_info(),
@@ -154,6 +173,7 @@ def main() -> int:
         "rows": [{"step": s, "seconds": t, "rate": r, "unit": u} for s, t, r, u in rows],
         "round_trip_same": same,
         "offline_export_same": offline_same,
+        "restore_same_bytes": restored_same,
     }
     say(f"wrote {write_json(args.json, doc)}")
     return 0 if ok else 1
