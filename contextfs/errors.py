@@ -144,3 +144,10 @@ class UsageError(ContextFSError):
     """Bad command-line usage."""
 
     exit_code = 2
+
+
+class StoreUnavailable(ContextFSError):
+    """The store's server cannot be reached (PostgreSQL stopped or the network gone): the
+    write is refused, nothing of it stored; the mount reconnects by itself."""
+
+    errno = _errno.EIO
