@@ -213,6 +213,9 @@ def render_status(
         f"{memory.store.redaction_total()} in all (kinds and places in the store's "
         "redaction log; never the secrets)"
     )
+    if memory.conflicts:  # a shared store: saves that lost to another mount's, kept
+        lines.append(f"write conflicts: {len(memory.conflicts)} (newest first)")
+        lines += [f"  {c}" for c in reversed(memory.conflicts)]
     lines.append(f"refusals: {memory.refusal_count} (newest first)")
     shown, hidden = memory.recent_refusals(visible)
     for r in shown:

@@ -151,3 +151,14 @@ class StoreUnavailable(ContextFSError):
     write is refused, nothing of it stored; the mount reconnects by itself."""
 
     errno = _errno.EIO
+
+
+class VersionConflict(ContextFSError):
+    """Another mount changed the node since this one loaded it (optimistic concurrency):
+    nothing was written; the caller re-applies on the latest version or keeps both."""
+
+    errno = _errno.EAGAIN
+
+    def __init__(self, reason: str, *, node_id: int | None = None) -> None:
+        super().__init__(reason)
+        self.node_id = node_id

@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from contextfs.ctxtypes import ContextType
-from contextfs.errors import ContextFSError, InvalidInput, TooBig
+from contextfs.errors import ContextFSError, InvalidInput, TooBig, VersionConflict
 from contextfs.memory.document import (
     Document,
     body_items,
@@ -28,6 +28,7 @@ from contextfs.memory.document import (
     parse_document,
     render_document,
 )
+from contextfs.memory.remote import ATTEMPTS, catch_up
 from contextfs.memory.strategies import (
     combine_keeping_person_text,
     machine_writer,
@@ -103,11 +104,20 @@ class Routing:
         """A file written into a type directory becomes memory by the type's mode."""
         if len(data) > self.max_tier_size:
             raise TooBig(f"a memory file is limited to {self.max_tier_size} bytes")
-        text = decode_text(data, filename)
-        with self.transaction():  # the redaction is logged only if the write is stored
-            text = self.redact(text, self._owner_path(owner, ctype, filename))
-            doc = parse_document(text)
-            return self.route_document(owner, ctype, doc, filename, source=filename)
+        raw = decode_text(data, filename)
+        for attempt in range(ATTEMPTS):
+            try:
+                with self.transaction():  # the redaction is logged only if the write is stored
+                    text = self.redact(raw, self._owner_path(owner, ctype, filename))
+                    doc = parse_document(text)
+                    return self.route_document(owner, ctype, doc, filename, source=filename)
+            except VersionConflict:
+                # another mount changed the node first (a shared store): merge or add to
+                # its newest version instead, never over it
+                if self._tx is not None or attempt == ATTEMPTS - 1:
+                    raise
+                catch_up(self)  # type: ignore[arg-type]
+        raise AssertionError("unreachable")
 
     def route_document(
         self,

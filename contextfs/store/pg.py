@@ -28,9 +28,9 @@ from urllib.parse import urlsplit, urlunsplit
 import psycopg
 import psycopg.errors
 
-from contextfs.errors import StoreDamaged, StoreUnavailable
-from contextfs.model import Node
-from contextfs.store.db import Store
+from contextfs.errors import StoreDamaged, StoreUnavailable, VersionConflict
+from contextfs.model import MACHINE_REASONS, Node
+from contextfs.store.db import _NODE_COLS, Store, _node_from_row
 from contextfs.store.dialect import POSTGRES, render
 from contextfs.store.schema import create_tables, migrate
 
@@ -185,6 +185,12 @@ class PgStore(Store):
         self._ids: list[int] = []
         self._seq = 0
         self._notify = 0  # the newest outbox seq written by the open transaction
+        self._tx_seqs: list[int] = []  # the outbox seqs the open transaction wrote
+        # Memory reflects every commit up to this outbox seq (`applied`): the indexer reads
+        # no further (`outbox_since`), so it never indexes another mount's change before
+        # this mount has loaded it. Seqs this store committed above it wait in `_own`.
+        self.applied = 0
+        self._own: set[int] = set()
         self._last_known: dict[str, Any] = {}
         self.boundary = None
         if not read_only:
@@ -193,12 +199,18 @@ class PgStore(Store):
                 self.con.execute("SELECT pg_advisory_xact_lock(?)", [OUTBOX_LOCK])
                 create_tables(self.con)  # type: ignore[arg-type]
                 self.con.execute("CREATE SEQUENCE IF NOT EXISTS outbox_seq START 1")
+                # fsck's unique_live_nodes as a constraint: two mounts creating one path
+                # at once cannot both commit (the second re-applies: VersionConflict)
+                self.con.execute(
+                    "CREATE UNIQUE INDEX IF NOT EXISTS nodes_live_path ON nodes "
+                    "(owner_kind, owner_id, type, name) WHERE deleted_at IS NULL"
+                )
                 migrate(self.con)  # type: ignore[arg-type]
                 self.con.execute(
                     "INSERT INTO store_meta VALUES ('created', ?) ON CONFLICT DO NOTHING",
                     [str(time.time())],
                 )
-        self._seq = self.generation()
+        self._seq = self.applied = self.generation()
 
     def describe(self) -> str:
         con: PgConnection = self.con  # type: ignore[assignment]
@@ -230,6 +242,7 @@ class PgStore(Store):
         self.con.begin()
         self._depth = 1
         self._notify = 0
+        self._tx_seqs = []
         try:
             yield
             if self._notify:
@@ -251,6 +264,10 @@ class PgStore(Store):
             ) from None
         except psycopg.Error as exc:
             raise StoreDamaged(f"commit failed: {exc}") from exc
+        self._own.update(self._tx_seqs)
+        while self.applied + 1 in self._own:  # ours, and nothing of another mount between
+            self.applied += 1
+            self._own.discard(self.applied)
 
     def new_id(self) -> int:
         if not self._ids:
@@ -270,7 +287,89 @@ class PgStore(Store):
             [node_id, version, op, time.time()],
         ).fetchone()[0]
         self._seq = self._notify = seq
+        self._tx_seqs.append(seq)
         return seq
+
+    def insert_node(self, n: Node, *, new_version_reason: str | None = None) -> int:
+        """As the Store's; a live node at the same path made by another mount meanwhile
+        is a VersionConflict (the unique index `nodes_live_path`)."""
+        try:  # the error aborts the transaction: the caller rolls back and re-applies
+            return super().insert_node(n, new_version_reason=new_version_reason)
+        except psycopg.errors.UniqueViolation:
+            raise VersionConflict(
+                f"another mount made {n.owner_kind}/{n.owner_id} {n.type} {n.name!r} meanwhile",
+                node_id=None,
+            ) from None
+
+    def update_node(self, n: Node, *, new_version_reason: str | None = None) -> int:
+        """As the Store's, checked first (optimistic concurrency): the stored row must be
+        at the version this change started from — n.version - 1 for a new version, else
+        n.version. The row stays locked to the commit, so no other mount slips between
+        the check and the write; a mismatch is a VersionConflict and nothing is written."""
+        expected = n.version - 1 if new_version_reason is not None else n.version
+        row = self.con.execute(
+            "SELECT version FROM nodes WHERE id = ? FOR UPDATE", [n.id]
+        ).fetchone()
+        if row is None or row[0] != expected:
+            raise VersionConflict(
+                f"{n.owner_kind}/{n.owner_id} {n.type} {n.name!r} is at version "
+                f"{row[0] if row else 'none'} in the store, this mount had {expected}",
+                node_id=n.id,
+            )
+        return super().update_node(n, new_version_reason=new_version_reason)
+
+    # ---- many mounts: what the others committed ---------------------------------------
+
+    def outbox_since(self, seq: int, limit: int) -> list[tuple[int, int, int, str]]:
+        """As the Store's, but never past `applied` (what Memory has loaded)."""
+        return [
+            tuple(r)
+            for r in self.con.execute(
+                "SELECT seq, node_id, version, op FROM outbox WHERE seq > ? AND seq <= ? "
+                "ORDER BY seq LIMIT ?",
+                [seq, self.applied, limit],
+            ).fetchall()
+        ]
+
+    def changes_after(self, seq: int, limit: int = 1000) -> tuple[int, list[int]]:
+        """(the newest seq read, ids of nodes another mount changed) after seq; the seqs
+        this store wrote itself are skipped."""
+        rows = self.con.execute(
+            "SELECT seq, node_id FROM outbox WHERE seq > ? ORDER BY seq LIMIT ?", [seq, limit]
+        ).fetchall()
+        if not rows:
+            return seq, []
+        ids = [nid for sq, nid in rows if sq not in self._own]
+        return rows[-1][0], list(dict.fromkeys(ids))
+
+    def mark_applied(self, seq: int) -> None:
+        """Memory has loaded every change up to seq."""
+        if seq > self.applied:
+            self.applied = seq
+            self._own = {s for s in self._own if s > seq}
+
+    def nodes_by_id(self, ids: list[int]) -> dict[int, Node]:
+        """These nodes as stored now, with their history (another mount changed them)."""
+        if not ids:
+            return {}
+        rows = self.con.execute(
+            f"SELECT {_NODE_COLS} FROM nodes WHERE id = ANY(?::BIGINT[])", [ids]
+        ).fetchall()
+        out = {r[0]: _node_from_row(r) for r in rows}
+        for node_id, version, created, size, reason in self.con.execute(
+            "SELECT node_id, version, created, octet_length(l2), reason FROM versions "
+            "WHERE node_id = ANY(?::BIGINT[]) ORDER BY node_id, version",
+            [ids],
+        ).fetchall():
+            n = out[node_id]
+            n.history.append((version, created, size))
+            if not reason.startswith(MACHINE_REASONS):
+                n.person_wrote = True
+        return out
+
+    def listener(self) -> PgListener:
+        """A connection of its own that waits for other mounts' commits."""
+        return PgListener(self.con._dsn, self.location)
 
     def _remember(self, key: str, read: Any) -> Any:
         """A read for `.status`: while the server is away, the last value it gave."""
@@ -294,6 +393,45 @@ class PgStore(Store):
         got = self._remember("stored_bytes", super().stored_bytes)
         return got if got else (0, 0)
 
-    def node(self, node_id: int) -> Node | None:
-        """One node as stored now, with its history (another mount may have changed it)."""
-        return self.nodes_by_id([node_id]).get(node_id)
+
+class PgListener:
+    """LISTEN contextfs_outbox on a connection of its own, used from one worker thread
+    (`wait`); reconnects with backoff when the server goes away."""
+
+    def __init__(self, dsn: str, shown: str) -> None:
+        self._dsn = dsn
+        self.shown = shown
+        self.raw: psycopg.Connection | None = None
+        self._backoff = 0.1
+
+    def wait(self, timeout: float) -> bool:
+        """Block up to `timeout` s for a notice; True when one came, or the connection was
+        (re)made (notices may have been missed: the caller looks at the outbox)."""
+        if self.raw is None or self.raw.closed or self.raw.broken:
+            try:
+                self.raw = psycopg.connect(
+                    self._dsn, autocommit=True, connect_timeout=_CONNECT_TIMEOUT
+                )
+                self.raw.execute(f"LISTEN {CHANNEL}")
+            except psycopg.Error:
+                self.raw = None
+                time.sleep(min(timeout, self._backoff))
+                self._backoff = min(_BACKOFF_MAX, self._backoff * 2)
+                return False
+            self._backoff = 0.1
+            return True
+        try:
+            for _n in self.raw.notifies(timeout=timeout, stop_after=1):
+                return True
+        except psycopg.Error:
+            with suppress(psycopg.Error):
+                self.raw.close()
+            self.raw = None
+            return True
+        return False
+
+    def close(self) -> None:
+        if self.raw is not None:
+            with suppress(psycopg.Error):
+                self.raw.close()
+            self.raw = None
