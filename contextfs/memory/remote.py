@@ -39,8 +39,10 @@ def _key(n: Node) -> tuple[str, str, str, str]:
 
 def reload_nodes(memory: Memory, ids: list[int]) -> list[tuple[Node, bool]]:
     """Load these nodes as stored now into memory: (node, created) of each that differed.
-    Outside a transaction only (nothing here is journaled)."""
-    assert memory._tx is None, "another mount's changes load between transactions"
+    Between transactions, or at the start of one before it changed these nodes: what is
+    loaded is committed, so a rollback has nothing of it to undo."""
+    tx = memory._tx
+    assert tx is None or not set(ids) & set(tx.nodes), "loaded over a change in progress"
     fresh = memory.store.nodes_by_id(ids)  # type: ignore[attr-defined]
     out: list[tuple[Node, bool]] = []
     for nid in ids:
@@ -83,15 +85,24 @@ def catch_up(memory: Memory) -> int:
         memory.generation = max(memory.generation, upto)
 
 
+def lock_and_load(memory: Memory, node_id: int) -> None:
+    """At the start of a transaction re-applying a write that lost: lock the node's row
+    (waiting for a writer that holds it), then load what every mount committed. No other
+    mount can change the node before this transaction ends, so the re-applied write
+    cannot lose again however busy the node is (optimistic first, pessimistic after)."""
+    memory.store.lock_node(node_id)  # type: ignore[attr-defined]
+    catch_up(memory)
+
+
 def keep_both(memory: Memory, n: Node, text: str, reason: str) -> bool:
     """A whole-file save of n's L2 lost to another mount's newer version: keep the losing
     text as a version in .history, then the newer one again as the current version, and
     say so in `.status`. Returns whether anything was stored."""
     for attempt in range(ATTEMPTS):
-        catch_up(memory)
-        theirs, their_version = n.l2, n.version
         try:
             with memory.transaction():
+                lock_and_load(memory, n.id)
+                theirs, their_version = n.l2, n.version
                 if not memory.save_l2(n, text, f"conflict:{reason}"):
                     return False  # the other mount saved the same text
                 mine = n.version

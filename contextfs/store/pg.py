@@ -139,6 +139,12 @@ class PgConnection:
         con = self._ready()
         try:
             return con.execute(render(sql, POSTGRES), params)
+        except psycopg.errors.TransactionRollback as exc:
+            # a deadlock between two mounts' transactions (PostgreSQL aborts one): as
+            # a lost race, the caller re-applies or the user sees EAGAIN
+            raise VersionConflict(
+                f"another mount's transaction collided with this one: {exc}"
+            ) from None
         except psycopg.OperationalError as exc:
             if con.broken or con.closed:
                 self._down(exc)
@@ -317,6 +323,10 @@ class PgStore(Store):
                 node_id=n.id,
             )
         return super().update_node(n, new_version_reason=new_version_reason)
+
+    def lock_node(self, node_id: int) -> None:
+        """Inside a transaction: hold n's row until the commit (waits for a holder)."""
+        self.con.execute("SELECT version FROM nodes WHERE id = ? FOR UPDATE", [node_id])
 
     # ---- many mounts: what the others committed ---------------------------------------
 
