@@ -7,6 +7,7 @@ from __future__ import annotations
 import errno
 import os
 import secrets
+import subprocess
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -16,6 +17,7 @@ import pytest
 from contextfs.store.fsck import check_store
 from contextfs.store.pg import PgStore
 from contextfs.testing import Mount
+from contextfs.testing.mount import contextfs_cmd
 from contextfs.testing.postgres import PgServer
 from tests.integration.test_search import results, wait_indexed, write_node
 
@@ -184,3 +186,29 @@ def test_a_server_that_goes_away_refuses_writes_and_comes_back(tmp_path, own_ser
     log = m.log.read_text()
     assert own_server.password not in log
     m.stop()
+
+
+def test_a_mount_killed_loses_no_acknowledged_write(tmp_path, pg_dsn, stopped):
+    a = _mount(tmp_path, "a", pg_dsn)
+    b = _mount(tmp_path, "b", pg_dsn)
+    stopped += [a, b]
+    write_node(a.path / PREFS, "tea", "Genmaicha.\n", fsync=True)
+    a.kill()  # kill -9: the write was acknowledged, so it is in PostgreSQL
+    text, _took = _until(lambda: (b.path / PREFS / "tea" / "L2.md").read_text(), 5)
+    assert text.endswith("Genmaicha.\n")
+    a.start()
+    assert (a.path / PREFS / "tea" / "L2.md").read_text().endswith("Genmaicha.\n")
+
+
+def test_fsck_of_a_shared_store_from_the_command_line(tmp_path, pg_dsn, stopped):
+    a = _mount(tmp_path, "a", pg_dsn)
+    stopped.append(a)
+    write_node(a.path / PREFS, "tea", "Genmaicha.\n", fsync=True)
+    # PostgreSQL serves many clients: fsck runs while the mount is up
+    r = subprocess.run(
+        contextfs_cmd("fsck", str(tmp_path / "data-a")), capture_output=True, text=True
+    )
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert "0 problem(s)" in r.stdout and "postgresql://postgres@/" in r.stdout
+    password = pg_dsn.split(":", 2)[2].split("@", 1)[0]
+    assert password not in r.stdout + r.stderr
