@@ -47,12 +47,13 @@ from contextfs.app import (
 from contextfs.config import Config, mount_record
 from contextfs.conversations.inbox import Intake, IntakeService
 from contextfs.conversations.llm import LLMSummarizer
-from contextfs.errors import ContextFSError, UsageError
+from contextfs.errors import ContextFSError, StoreUnavailable, UsageError, VersionConflict
 from contextfs.fs.build import FsOptions, build_operations
 from contextfs.fs.ops import DIR_HANDLE_IS_INODE, Operations
 from contextfs.memory.background import Service
 from contextfs.memory.cluster import ClusterSync, Loaded
 from contextfs.memory.consolidate import ConsolidationService
+from contextfs.memory.remote import catch_up
 from contextfs.memory.service import Memory
 from contextfs.memory.summaries import SummaryService
 from contextfs.search.indexer import Indexer
@@ -281,9 +282,14 @@ def _last_writes(memory: Memory) -> None:
     """What the memory keeps only in the daemon until the end, written before the store
     closes (not in failsafe mode: a store that failed fsck is not written to)."""
     if not memory.failsafe:
-        memory.persist_pending()  # empty nodes made by mkdir survive a remount
-        memory.flush_access_counts()
-        memory.flush_touched()
+        try:
+            if memory.store.dialect == "postgresql":
+                catch_up(memory)  # what other mounts (or a lost commit answer) stored
+            memory.persist_pending()  # empty nodes made by mkdir survive a remount
+            memory.flush_access_counts()
+            memory.flush_touched()
+        except (StoreUnavailable, VersionConflict) as exc:  # a shared store's server
+            log.warning("the last writes (empty folders, access counts) not stored: %s", exc)
 
 
 def _close_fuse(

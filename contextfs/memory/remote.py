@@ -57,8 +57,11 @@ def reload_nodes(memory: Memory, ids: list[int]) -> list[tuple[Node, bool]]:
                 memory.live[_key(f)] = nid
             out.append((f, True))
             continue
-        if all(getattr(n, name) == getattr(f, name) for name in _COPIED):
+        if n.persisted and all(getattr(n, name) == getattr(f, name) for name in _COPIED):
             continue  # this mount's own write, or already loaded
+        # stored, whatever this mount believed: a commit whose answer was lost (the server
+        # went away at that moment) may have committed all the same
+        n.persisted = True
         was = _key(n) if memory.is_live(n) else None
         for name in _COPIED:
             setattr(n, name, getattr(f, name))
