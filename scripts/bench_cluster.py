@@ -9,10 +9,11 @@ derived indexes). Phases, all in one run so the ratios compare like with like:
    (open, write, fsync, close = acknowledged) with a unique token; the writer then polls
    the next mount for the file (write -> visible elsewhere) and, for writes made on a or
    b, mount c's `.query/<token>/` until the node is a hit (write -> searchable elsewhere).
-   Every writer also adds one item to a shared aggregate node after each write (a hot
-   spot: the mounts' writes to it collide and are re-applied).
-2. Lost updates: every acknowledged node read back on every mount, byte for byte, and
-   every aggregate item found in the shared node on every mount; must be 0.
+2. Contention and lost updates: the same writers again, nothing polled, each write
+   followed by an item added to one shared aggregate node (a hot spot: the mounts' writes
+   to it collide and are re-applied). Then every acknowledged node is read back on every
+   mount, byte for byte, and every item found in the shared node on every mount; the
+   misses are the lost updates, which must be 0.
 3. Throughput: the same create+fsync load with nothing polled, on 3 mounts x 3 writers on
    PostgreSQL, 1 mount x 3 writers on PostgreSQL and 1 mount x 3 writers on DuckDB
    (search off everywhere); writes/s and ratios.
@@ -119,14 +120,16 @@ def wait_ready(m: Mount, timeout: float = 180) -> None:
     raise RuntimeError("the index did not get ready")
 
 
-def latency_phase(mounts: list[Mount], per_writer: int, w: Writes) -> None:
+def latency_phase(mounts: list[Mount], per_writer: int, w: Writes, *, hot: bool) -> None:
+    """hot=False: nodes, each polled for on another mount; hot=True: nodes and items of
+    the shared aggregate node as fast as the writers go, nothing polled."""
     search_on = mounts[-1]
 
     def writer(mi: int, ti: int) -> None:
         m, other = mounts[mi], mounts[(mi + 1) % len(mounts)]
         for i in range(per_writer):
             token = "tok" + secrets.token_hex(5)
-            name = f"n{mi}{ti}-{i}"
+            name = f"{'h' if hot else 'n'}{mi}{ti}-{i}"
             text = f"Cluster benchmark note {token} from mount {mi} writer {ti}.\n"
             try:
                 write_node(m.path, name, text)
@@ -135,6 +138,15 @@ def latency_phase(mounts: list[Mount], per_writer: int, w: Writes) -> None:
                 continue
             with w.lock:
                 w.acked[name] = (m.path, text)
+            if hot:
+                item = f"- evidence {secrets.token_hex(6)} {mi}{ti}\n"
+                try:
+                    write_file(m.path / AGG / f"d{mi}{ti}-{i}.md", f"---\ntopic: hot\n---\n{item}")
+                    with w.lock:
+                        w.items.append(item.strip())
+                except OSError as e:
+                    w.other_errors.append(f"aggregate {mi}{ti}-{i}: {e}")
+                continue
             l2 = other.path / PREFS / name / "L2.md"
             took = poll(lambda l2=l2, text=text: l2.read_text() == text, 10)
             if took is not None:
@@ -145,13 +157,6 @@ def latency_phase(mounts: list[Mount], per_writer: int, w: Writes) -> None:
                 )
                 if took is not None:
                     w.searchable_ms.append(took * 1000)
-            item = f"- evidence {secrets.token_hex(6)} {mi}{ti}\n"
-            try:
-                write_file(m.path / AGG / f"d{mi}{ti}-{i}.md", f"---\ntopic: hot\n---\n{item}")
-                with w.lock:
-                    w.items.append(item.strip())
-            except OSError as e:
-                w.other_errors.append(f"aggregate {mi}{ti}-{i}: {e}")
 
     threads = [
         threading.Thread(target=writer, args=(mi, ti))
@@ -244,8 +249,8 @@ def restart_phase(server: PgServer, mounts: list[Mount], outage: float, run: flo
         t.start()
     time.sleep(run / 3)
     say(f"  stopping PostgreSQL for {outage:g} s")
-    down.set()
     server.stop()
+    down.set()  # from here to the start nothing can be stored: nothing may be acknowledged
     time.sleep(outage)
     down.clear()
     server.start()
@@ -308,7 +313,9 @@ def main() -> int:
         wait_ready(mounts[-1])
         say(f"latency: 3 mounts x 3 writers x {per_writer} writes")
         w = Writes()
-        latency_phase(mounts, per_writer, w)
+        latency_phase(mounts, per_writer, w, hot=False)
+        say(f"contention: 3 mounts x 3 writers x {per_writer} nodes + items of one node")
+        latency_phase(mounts, per_writer, w, hot=True)
         time.sleep(1.0)
         lost = lost_updates(mounts, w)
         doc["latency"] = {

@@ -180,7 +180,7 @@ class PgStore(Store):
     invalid: tuple[type[BaseException], ...] = (psycopg.errors.DataError,)
     unavailable: tuple[type[BaseException], ...] = (StoreUnavailable, psycopg.OperationalError)
 
-    def __init__(self, dsn: str, *, read_only: bool = False) -> None:  # noqa: D107
+    def __init__(self, dsn: str, *, read_only: bool = False) -> None:
         # Store.__init__ opens DuckDB: this sets the same state up over PostgreSQL
         self.path = None
         self.location = redact_dsn(dsn)
