@@ -32,7 +32,7 @@ from contextfs.media.clip import ClipSpec, LazyClip
 from contextfs.memory.redact import Redactor
 from contextfs.memory.service import Memory
 from contextfs.search.images import ImageVectors
-from contextfs.store import Store
+from contextfs.store.backend import open_store
 from contextfs.store.fsck import check_store
 
 if TYPE_CHECKING:  # annotations only: render_status never needs the classes themselves
@@ -58,7 +58,7 @@ def open_memory(cfg: Config, types: dict[str, ContextType]) -> Memory:
     """The store of a mount, opened read-write and checked; failsafe when fsck objects."""
     make_private(cfg.data_dir)
     redactor = Redactor(cfg.redact_patterns)  # bad user patterns refuse the mount
-    store = Store(cfg.db_path)
+    store = open_store(cfg.store_location)
     memory = Memory(
         store,
         types,
@@ -179,6 +179,7 @@ def render_status(
         f"contextfs {__version__}",
         f"mountpoint: {mountpoint}",
         f"data_dir: {cfg.data_dir}",
+        f"store: {memory.store.describe()}",
         f"started: {_ts(started)}",
         f"state: {state}",
         f"generation: {memory.generation}",
@@ -212,6 +213,9 @@ def render_status(
         f"{memory.store.redaction_total()} in all (kinds and places in the store's "
         "redaction log; never the secrets)"
     )
+    if memory.conflicts:  # a shared store: saves that lost to another mount's, kept
+        lines.append(f"write conflicts: {len(memory.conflicts)} (newest first)")
+        lines += [f"  {c}" for c in reversed(memory.conflicts)]
     lines.append(f"refusals: {memory.refusal_count} (newest first)")
     shown, hidden = memory.recent_refusals(visible)
     for r in shown:

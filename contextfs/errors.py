@@ -144,3 +144,21 @@ class UsageError(ContextFSError):
     """Bad command-line usage."""
 
     exit_code = 2
+
+
+class StoreUnavailable(ContextFSError):
+    """The store's server cannot be reached (PostgreSQL stopped or the network gone): the
+    write is refused, nothing of it stored; the mount reconnects by itself."""
+
+    errno = _errno.EIO
+
+
+class VersionConflict(ContextFSError):
+    """Another mount changed the node since this one loaded it (optimistic concurrency):
+    nothing was written; the caller re-applies on the latest version or keeps both."""
+
+    errno = _errno.EAGAIN
+
+    def __init__(self, reason: str, *, node_id: int | None = None) -> None:
+        super().__init__(reason)
+        self.node_id = node_id

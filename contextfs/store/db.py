@@ -22,6 +22,7 @@ import duckdb
 
 from contextfs.errors import StoreDamaged, StoreLocked
 from contextfs.model import MACHINE_REASONS, Access, Attachment, Node
+from contextfs.store.dialect import DUCKDB
 from contextfs.store.schema import (
     CHUNK_SIZE,
     create_tables,
@@ -48,8 +49,21 @@ def _node_from_row(row: tuple) -> Node:
 
 
 class Store:
+    """The DuckDB store (embedded, the default); `contextfs.store.pg.PgStore` is the same
+    over PostgreSQL. What both offer is `contextfs.store.backend.StoreBackend`."""
+
+    dialect = DUCKDB
+    # the driver's errors: any fault; a refused value; the server gone (none: embedded)
+    errors: tuple[type[BaseException], ...] = (duckdb.Error,)
+    invalid: tuple[type[BaseException], ...] = (
+        duckdb.InvalidInputException,
+        duckdb.ConversionException,
+    )
+    unavailable: tuple[type[BaseException], ...] = ()
+
     def __init__(self, path: Path, *, read_only: bool = False) -> None:
         self.path = Path(path)
+        self.location = str(self.path)
         try:
             self.con = duckdb.connect(str(self.path), read_only=read_only)
         except duckdb.IOException as exc:
@@ -78,6 +92,10 @@ class Store:
                     [str(time.time())],
                 )
         self._seq = self.generation()
+
+    def describe(self) -> str:
+        """Where the store is, for `.status` (never a password)."""
+        return f"duckdb {self.location}"
 
     def close(self) -> None:
         if self.garbage:
@@ -525,7 +543,9 @@ class Store:
         summary: str,
     ) -> None:
         self.con.execute(
-            "INSERT OR REPLACE INTO sessions VALUES (?, ?, ?, ?, ?, ?, ?)",
+            "INSERT INTO sessions VALUES (?, ?, ?, ?, ?, ?, ?) ON CONFLICT (owner_kind, "
+            "owner_id, id) DO UPDATE SET created = excluded.created, transcript = "
+            "excluded.transcript, processed = excluded.processed, summary = excluded.summary",
             [owner[0], owner[1], sid, created, transcript, processed, summary],
         )
 

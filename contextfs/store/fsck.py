@@ -1,7 +1,9 @@
 """fsck: the store's invariants, one small check each (S3QL's fsck idea).
 
-Every check returns a list of problems (empty = fine). The tests reuse `check_store` as an
-oracle after filesystem operations; `contextfs fsck DATA_DIR` prints it.
+Every check returns a list of problems (empty = fine). The queries are the SQL DuckDB and
+PostgreSQL share (no ANTI JOIN, QUALIFY or GROUP BY ALL), so fsck runs on both stores.
+The tests reuse `check_store` as an oracle after filesystem operations; `contextfs fsck
+DATA_DIR` prints it.
 """
 
 from __future__ import annotations
@@ -34,7 +36,8 @@ def unique_live_nodes(store: Store) -> list[str]:
             store,
             """
             SELECT owner_kind, owner_id, type, name, count(*) FROM nodes
-            WHERE deleted_at IS NULL GROUP BY ALL HAVING count(*) > 1""",
+            WHERE deleted_at IS NULL GROUP BY owner_kind, owner_id, type, name
+            HAVING count(*) > 1""",
         )
     ]
 
@@ -45,8 +48,8 @@ def node_owners_exist(store: Store) -> list[str]:
         for i, k, o in _rows(
             store,
             """
-            SELECT n.id, n.owner_kind, n.owner_id FROM nodes n
-            ANTI JOIN owners w ON w.kind = n.owner_kind AND w.id = n.owner_id""",
+            SELECT n.id, n.owner_kind, n.owner_id FROM nodes n WHERE NOT EXISTS
+            (SELECT 1 FROM owners w WHERE w.kind = n.owner_kind AND w.id = n.owner_id)""",
         )
     ]
 
@@ -70,7 +73,11 @@ def versions_complete(store: Store) -> list[str]:
               ON x.node_id = n.id AND x.version = n.version WHERE x.l2 <> n.l2""",
     ):
         problems.append(f"node {i}: current L2 differs from its version {v}")
-    for (i,) in _rows(store, "SELECT node_id FROM versions ANTI JOIN nodes ON id = node_id"):
+    for (i,) in _rows(
+        store,
+        "SELECT node_id FROM versions v WHERE NOT EXISTS "
+        "(SELECT 1 FROM nodes WHERE id = v.node_id)",
+    ):
         problems.append(f"versions of missing node {i}")
     return problems
 
@@ -90,7 +97,9 @@ def attachments_consistent(store: Store) -> list[str]:
     problems = [
         f"attachment {i} belongs to missing node {n}"
         for i, n in _rows(
-            store, "SELECT id, node_id FROM attachments a ANTI JOIN nodes ON nodes.id = a.node_id"
+            store,
+            "SELECT id, node_id FROM attachments a "
+            "WHERE NOT EXISTS (SELECT 1 FROM nodes WHERE nodes.id = a.node_id)",
         )
     ]
     problems += [
@@ -110,7 +119,8 @@ def attachments_consistent(store: Store) -> list[str]:
             store,
             """
             SELECT node_id, parent_id, name, count(*) FROM attachments
-            WHERE deleted_at IS NULL GROUP BY ALL HAVING count(*) > 1""",
+            WHERE deleted_at IS NULL GROUP BY node_id, parent_id, name
+            HAVING count(*) > 1""",
         )
     ]
     problems += [
@@ -162,12 +172,13 @@ def chunk_sizes(store: Store) -> list[str]:
         for i, x, c, n in _rows(
             store,
             f"""
-            SELECT c.att_id, c.idx, count(*) OVER (PARTITION BY c.att_id), octet_length(b.data)
-            FROM attachment_chunks c JOIN blobs b ON b.hash = c.hash
-            QUALIFY octet_length(b.data) > {CHUNK_SIZE} OR octet_length(b.data) = 0
-                 OR (octet_length(b.data) < {CHUNK_SIZE}
-                     AND c.idx <> max(c.idx) OVER (PARTITION BY c.att_id))
-            ORDER BY c.att_id, c.idx""",
+            SELECT att_id, idx, cnt, len FROM (
+                SELECT c.att_id, c.idx, count(*) OVER (PARTITION BY c.att_id) AS cnt,
+                       max(c.idx) OVER (PARTITION BY c.att_id) AS last,
+                       octet_length(b.data) AS len
+                FROM attachment_chunks c JOIN blobs b ON b.hash = c.hash) w
+            WHERE len > {CHUNK_SIZE} OR len = 0 OR (len < {CHUNK_SIZE} AND idx <> last)
+            ORDER BY att_id, idx""",
         )
     ]
     problems += [
@@ -202,8 +213,8 @@ def inbox_chunks_complete(store: Store) -> list[str]:
         f"inbox chunks of missing item {i}"
         for (i,) in _rows(
             store,
-            "SELECT DISTINCT c.item_id FROM inbox_chunks c ANTI JOIN inbox_items i "
-            "ON i.id = c.item_id",
+            "SELECT DISTINCT c.item_id FROM inbox_chunks c "
+            "WHERE NOT EXISTS (SELECT 1 FROM inbox_items i WHERE i.id = c.item_id)",
         )
     ]
     problems += [
@@ -233,10 +244,10 @@ def blobs_consistent(store: Store) -> list[str]:
             store,
             """
             SELECT 'attachment', c.att_id, c.idx, c.hash FROM attachment_chunks c
-            ANTI JOIN blobs b ON b.hash = c.hash
+            WHERE NOT EXISTS (SELECT 1 FROM blobs b WHERE b.hash = c.hash)
             UNION ALL
             SELECT 'inbox item', c.item_id, c.idx, c.hash FROM inbox_chunks c
-            ANTI JOIN blobs b ON b.hash = c.hash""",
+            WHERE NOT EXISTS (SELECT 1 FROM blobs b WHERE b.hash = c.hash)""",
         )
     ]
     res = store.con.execute("SELECT hash, data FROM blobs")

@@ -1,0 +1,76 @@
+"""ClusterSync: the background service that keeps a mount on a shared store up to date
+with the other mounts' commits (docs/scaling.md).
+
+Role: a worker thread waits on PostgreSQL's LISTEN for the commit notices every mount
+sends (`store.pg.PgListener`); on each (and once a second in any case, for a notice missed
+while the server was away) the service loads what changed (`memory.remote.catch_up`) and
+hands the nodes to `on_change`, which the daemon wires to the tree (kernel caches
+invalidated) and the indexer (woken: the local indexes are fed from the shared outbox).
+Boundary: run()/stop() in the daemon's nursery like the other services; no FUSE.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+from collections.abc import Callable
+
+import trio
+
+from contextfs.errors import StoreUnavailable
+from contextfs.memory.background import Service
+from contextfs.memory.remote import catch_up
+from contextfs.memory.service import Memory
+from contextfs.model import Node
+
+log = logging.getLogger(__name__)
+
+Loaded = list[tuple[Node, bool]]  # nodes loaded from other mounts' commits: (node, created)
+
+
+class ClusterSync(Service):
+    """Loads other mounts' commits into `memory` as their notices arrive."""
+
+    def __init__(
+        self,
+        memory: Memory,
+        on_change: Callable[[Loaded], None],
+        *,
+        poll: float = 1.0,
+    ) -> None:
+        super().__init__()
+        self.memory = memory
+        self.on_change = on_change
+        self.poll = poll
+        self.rounds = 0
+
+    async def run(self) -> None:
+        listener = self.memory.store.listener()  # type: ignore[attr-defined]
+        try:
+            async with trio.open_nursery() as nursery:
+                nursery.start_soon(self._listen, listener)
+                while not self.stopping:
+                    self._rearm()
+                    self.sync_once()
+                    await self._idle(self.poll)
+                nursery.cancel_scope.cancel()
+        finally:
+            listener.close()
+
+    async def _listen(self, listener) -> None:  # noqa: ANN001 - store.pg.PgListener
+        while not self.stopping:
+            if await trio.to_thread.run_sync(listener.wait, 0.5, abandon_on_cancel=True):
+                self.wake()
+
+    def sync_once(self) -> None:
+        """Load what the others committed, then tell the tree what was loaded (also the
+        nodes a re-applied write loaded meanwhile)."""
+        self.rounds += 1
+        if self.memory._tx is None:
+            # while the server is away its reconnection says so in .status; the next
+            # round retries
+            with contextlib.suppress(StoreUnavailable):
+                catch_up(self.memory)
+        if self.memory.reloaded:
+            items, self.memory.reloaded = self.memory.reloaded, []
+            self.on_change(items)

@@ -1,0 +1,125 @@
+"""Many mounts, one store: loading what other mounts committed, and what a write does when
+another mount got there first (docs/scaling.md).
+
+Role: the parts of `Memory` that only a shared store (PostgreSQL) needs. `catch_up` loads
+every node another mount changed since this one last looked (the outbox after
+`store.applied`) into the in-memory mirrors, in place, so the tree's inodes keep their
+nodes; what it loaded waits in `memory.reloaded` for the tree (the `ClusterSync` service
+tells it). `keep_both` is the answer to a whole-file save of L2 that lost the race: the
+newer version stays current, the losing text is kept as a version in `.history` and named
+in `.status`. Boundary: memory and store only; no FUSE, no trio. On the embedded DuckDB
+store nothing here runs (no conflict is ever raised there).
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import logging
+from dataclasses import fields
+from typing import TYPE_CHECKING
+
+from contextfs.errors import VersionConflict
+from contextfs.model import Node
+
+if TYPE_CHECKING:
+    from contextfs.memory.service import Memory
+
+log = logging.getLogger(__name__)
+
+# What another mount's commit may change; importance and access counts are this mount's
+# own tallies (flushed by it, last writer wins), indexed_version and persisted are local.
+_LOCAL = {"indexed_version", "persisted", "importance", "access_count"}
+_COPIED = tuple(f.name for f in fields(Node) if f.name not in _LOCAL)
+ATTEMPTS = 5  # re-applications of one write before the conflict reaches the caller
+
+
+def _key(n: Node) -> tuple[str, str, str, str]:
+    return (n.owner_kind, n.owner_id, n.type, n.name)
+
+
+def reload_nodes(memory: Memory, ids: list[int]) -> list[tuple[Node, bool]]:
+    """Load these nodes as stored now into memory: (node, created) of each that differed.
+    Between transactions, or at the start of one before it changed these nodes: what is
+    loaded is committed, so a rollback has nothing of it to undo."""
+    tx = memory._tx
+    assert tx is None or not set(ids) & set(tx.nodes), "loaded over a change in progress"
+    fresh = memory.store.nodes_by_id(ids)  # type: ignore[attr-defined]
+    out: list[tuple[Node, bool]] = []
+    for nid in ids:
+        f = fresh.get(nid)
+        if f is None:
+            continue
+        n = memory.nodes.get(nid)
+        if n is None:
+            memory.nodes[nid] = f
+            memory.owners.add(f.owner)
+            if memory.is_live(f):
+                memory.live[_key(f)] = nid
+            out.append((f, True))
+            continue
+        if n.persisted and all(getattr(n, name) == getattr(f, name) for name in _COPIED):
+            continue  # this mount's own write, or already loaded
+        # stored, whatever this mount believed: a commit whose answer was lost (the server
+        # went away at that moment) may have committed all the same
+        n.persisted = True
+        was = _key(n) if memory.is_live(n) else None
+        for name in _COPIED:
+            setattr(n, name, getattr(f, name))
+        if was is not None and memory.live.get(was) == nid:
+            memory.live.pop(was)
+        if memory.is_live(n):
+            memory.live[_key(n)] = nid
+        out.append((n, False))
+    memory.reloaded.extend(out)
+    return out
+
+
+def catch_up(memory: Memory) -> int:
+    """Load everything other mounts committed since `store.applied`; returns how many
+    nodes changed. Memory's generation moves to the newest commit seen."""
+    store = memory.store
+    count = 0
+    while True:
+        upto, ids = store.changes_after(store.applied)  # type: ignore[attr-defined]
+        if upto <= store.applied:  # type: ignore[attr-defined]
+            return count
+        count += len(reload_nodes(memory, ids)) if ids else 0
+        store.mark_applied(upto)  # type: ignore[attr-defined]
+        memory.generation = max(memory.generation, upto)
+
+
+def lock_and_load(memory: Memory, node_id: int) -> None:
+    """At the start of a transaction re-applying a write that lost: lock the node's row
+    (waiting for a writer that holds it), then load what every mount committed. No other
+    mount can change the node before this transaction ends, so the re-applied write
+    cannot lose again however busy the node is (optimistic first, pessimistic after)."""
+    memory.store.lock_node(node_id)  # type: ignore[attr-defined]
+    catch_up(memory)
+
+
+def keep_both(memory: Memory, n: Node, text: str, reason: str) -> bool:
+    """A whole-file save of n's L2 lost to another mount's newer version: keep the losing
+    text as a version in .history, then the newer one again as the current version, and
+    say so in `.status`. Returns whether anything was stored."""
+    for attempt in range(ATTEMPTS):
+        try:
+            with memory.transaction():
+                lock_and_load(memory, n.id)
+                theirs, their_version = n.l2, n.version
+                if not memory.save_l2(n, text, f"conflict:{reason}"):
+                    return False  # the other mount saved the same text
+                mine = n.version
+                memory.save_l2(n, theirs, "conflict:kept the newer save of another mount")
+        except VersionConflict:
+            if attempt == ATTEMPTS - 1:
+                raise
+            continue
+        path = memory.node_path(n) + "/L2.md"
+        when = dt.datetime.now(dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+        memory.conflicts.append(
+            f"{when} {path}: another mount saved version {their_version} first; this "
+            f"save is version {mine} in .history, theirs stays current as {n.version}"
+        )
+        log.warning("write conflict on %s: kept both (versions %d and %d)", path, mine, n.version)
+        return True
+    return False

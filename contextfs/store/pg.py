@@ -1,0 +1,447 @@
+"""PgStore: the Store on a PostgreSQL database, shared by many mounts (docs/scaling.md).
+
+Role: the same rows as the DuckDB Store (contextfs.store.db), in a PostgreSQL database
+reached with psycopg 3, so that mounts on several hosts share one memory. Every statement
+is the Store's own shared SQL text, rendered for PostgreSQL by `contextfs.store.dialect`;
+only what PostgreSQL does differently is overridden here: the connection (and reconnecting
+to it), transactions, ids, the outbox order across writers, and the commit notice.
+
+Boundary: rows in, rows out, like the Store; it knows nothing of FUSE or of Memory. The
+DSN's password is never logged, shown or put in an exception (`redact_dsn`).
+
+Across writers: every transaction that writes an outbox row first takes one transaction
+advisory lock (`OUTBOX_LOCK`), so outbox seqs are given out in commit order and a reader
+that has seen seq N has seen every commit before it. The commit also sends
+`NOTIFY contextfs_outbox, '<seq>'` (delivered only if it commits) for the other mounts.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager, suppress
+from typing import Any
+from urllib.parse import urlsplit, urlunsplit
+
+import psycopg
+import psycopg.errors
+
+from contextfs.errors import StoreDamaged, StoreUnavailable, VersionConflict
+from contextfs.model import MACHINE_REASONS, Node
+from contextfs.store.db import _NODE_COLS, Store, _node_from_row
+from contextfs.store.dialect import POSTGRES, render
+from contextfs.store.schema import create_tables, migrate
+
+log = logging.getLogger(__name__)
+
+CHANNEL = "contextfs_outbox"
+OUTBOX_LOCK = 0x636F6E74  # 'cont': the one advisory lock that orders outbox seqs
+_CONNECT_TIMEOUT = 2  # seconds; a server that does not answer by then is down
+_BACKOFF_MAX = 2.0  # seconds between reconnection attempts at most
+
+_PW_IN_KV = re.compile(r"(password\s*=\s*)('(?:[^'\\]|\\.)*'|\S+)", re.I)
+
+
+def is_dsn(location: str) -> bool:
+    return location.startswith(("postgresql://", "postgres://"))
+
+
+def redact_dsn(dsn: str) -> str:
+    """The DSN as it may be shown: without its password (URL or key=value form)."""
+    if is_dsn(dsn):
+        parts = urlsplit(dsn)
+        netloc = parts.netloc
+        if "@" in netloc:
+            cred, host = netloc.rsplit("@", 1)
+            user = cred.split(":", 1)[0]
+            netloc = f"{user}@{host}"
+        query = _PW_IN_KV.sub(r"\1***", parts.query.replace("&", " ")).replace(" ", "&")
+        return urlunsplit((parts.scheme, netloc, parts.path, query, ""))
+    return _PW_IN_KV.sub(r"\1***", dsn)
+
+
+class PgConnection:
+    """A psycopg connection with DuckDB's call shape (`execute(sql, params)` returning
+    something with fetchone/fetchall/fetchmany; begin/commit/rollback), which renders the
+    shared SQL for PostgreSQL and reconnects, with backoff, after the server went away.
+
+    Autocommit, with explicit BEGIN/COMMIT: outside `atomic()` every read is its own
+    transaction, as with DuckDB. A lost connection is never re-opened inside a
+    transaction: the transaction fails (its rollback is the server's), the next one
+    reconnects."""
+
+    def __init__(self, dsn: str, *, read_only: bool = False) -> None:
+        self._dsn = dsn
+        self.shown = redact_dsn(dsn)
+        self.read_only = read_only
+        self.raw: psycopg.Connection | None = None
+        self.down_reason = ""
+        self.down_since: float | None = None
+        self._next_try = 0.0
+        self._backoff = 0.1
+        self.in_tx = False
+        self._connect()
+
+    def _connect(self) -> None:
+        try:
+            self.raw = psycopg.connect(self._dsn, autocommit=True, connect_timeout=_CONNECT_TIMEOUT)
+        except psycopg.Error as exc:
+            self._down(exc)
+            raise StoreUnavailable(self.down_reason) from None
+        if self.read_only:
+            self.raw.execute("SET default_transaction_read_only = on")
+        if self.down_since is not None:
+            log.info(
+                "reconnected to %s after %.1f s", self.shown, time.monotonic() - self.down_since
+            )
+        self.down_since = None
+        self.down_reason = ""
+        self._backoff = 0.1
+
+    def _down(self, exc: BaseException) -> None:
+        """The server is unreachable: say why (never with the password), retry later."""
+        first = self.down_since is None
+        if first:
+            self.down_since = time.monotonic()
+        # psycopg's messages name host and port, never the password; redact anyway
+        msg = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        self.down_reason = f"PostgreSQL at {self.shown} unreachable: {redact_dsn(msg)}"
+        self._next_try = time.monotonic() + self._backoff
+        self._backoff = min(_BACKOFF_MAX, self._backoff * 2)
+        if first:
+            log.warning("%s; writes are refused until it returns", self.down_reason)
+        if self.raw is not None:
+            with suppress(psycopg.Error):
+                self.raw.close()
+            self.raw = None
+
+    @property
+    def up(self) -> bool:
+        return self.raw is not None and not self.raw.closed and not self.raw.broken
+
+    def _ready(self) -> psycopg.Connection:
+        if self.up:
+            assert self.raw is not None
+            return self.raw
+        if self.in_tx:
+            raise StoreUnavailable(self.down_reason or f"lost the connection to {self.shown}")
+        if self.raw is not None:  # broken since the last statement
+            self._down(psycopg.OperationalError("the connection was lost"))
+        if time.monotonic() < self._next_try:
+            raise StoreUnavailable(self.down_reason)
+        self._connect()
+        assert self.raw is not None
+        return self.raw
+
+    def execute(self, sql: str, params: Any = None) -> psycopg.Cursor:
+        con = self._ready()
+        try:
+            return con.execute(render(sql, POSTGRES), params)
+        except psycopg.errors.TransactionRollback as exc:
+            # a deadlock between two mounts' transactions (PostgreSQL aborts one): as
+            # a lost race, the caller re-applies or the user sees EAGAIN
+            raise VersionConflict(
+                f"another mount's transaction collided with this one: {exc}"
+            ) from None
+        except psycopg.OperationalError as exc:
+            if con.broken or con.closed:
+                self._down(exc)
+                raise StoreUnavailable(self.down_reason) from None
+            raise
+
+    def begin(self) -> None:
+        self.execute("BEGIN")
+        self.in_tx = True
+
+    def commit(self) -> None:
+        try:
+            self.execute("COMMIT")
+        finally:
+            self.in_tx = False
+
+    def rollback(self) -> None:
+        self.in_tx = False
+        if self.up:
+            self.execute("ROLLBACK")
+
+    def close(self) -> None:
+        if self.raw is not None:
+            self.raw.close()
+            self.raw = None
+
+
+class PgStore(Store):
+    """The Store on PostgreSQL; `dsn` a libpq connection string or postgresql:// URL."""
+
+    dialect = POSTGRES
+    errors: tuple[type[BaseException], ...] = (psycopg.Error,)
+    invalid: tuple[type[BaseException], ...] = (psycopg.errors.DataError,)
+    unavailable: tuple[type[BaseException], ...] = (StoreUnavailable, psycopg.OperationalError)
+
+    def __init__(self, dsn: str, *, read_only: bool = False) -> None:
+        # Store.__init__ opens DuckDB: this sets the same state up over PostgreSQL
+        self.path = None
+        self.location = redact_dsn(dsn)
+        self.con = PgConnection(dsn, read_only=read_only)  # type: ignore[assignment]
+        self._depth = 0
+        self.garbage: set[str] = set()
+        self._swept_all = False
+        self._ids: list[int] = []
+        self._seq = 0
+        self._notify = 0  # the newest outbox seq written by the open transaction
+        self._tx_seqs: list[int] = []  # the outbox seqs the open transaction wrote
+        # Memory reflects every commit up to this outbox seq (`applied`): the indexer reads
+        # no further (`outbox_since`), so it never indexes another mount's change before
+        # this mount has loaded it. Seqs this store committed above it wait in `_own`.
+        self.applied = 0
+        self._own: set[int] = set()
+        self._last_known: dict[str, Any] = {}
+        self.boundary = None
+        if not read_only:
+            with self.atomic():
+                # one mount at a time creates or migrates the schema
+                self.con.execute("SELECT pg_advisory_xact_lock(?)", [OUTBOX_LOCK])
+                create_tables(self.con)  # type: ignore[arg-type]
+                self.con.execute("CREATE SEQUENCE IF NOT EXISTS outbox_seq START 1")
+                # fsck's unique_live_nodes as a constraint: two mounts creating one path
+                # at once cannot both commit (the second re-applies: VersionConflict)
+                self.con.execute(
+                    "CREATE UNIQUE INDEX IF NOT EXISTS nodes_live_path ON nodes "
+                    "(owner_kind, owner_id, type, name) WHERE deleted_at IS NULL"
+                )
+                migrate(self.con)  # type: ignore[arg-type]
+                self.con.execute(
+                    "INSERT INTO store_meta VALUES ('created', ?) ON CONFLICT DO NOTHING",
+                    [str(time.time())],
+                )
+        self._seq = self.applied = self.generation()
+
+    def describe(self) -> str:
+        con: PgConnection = self.con  # type: ignore[assignment]
+        if con.up:
+            return f"{self.location} (connected)"
+        return f"{self.location} (writes refused: {con.down_reason or 'not connected'})"
+
+    def close(self) -> None:
+        if self.garbage:
+            try:
+                with self.atomic():
+                    self.sweep()
+            except (psycopg.Error, StoreDamaged, StoreUnavailable):
+                log.warning("could not reclaim %d unheld blob(s) at close", len(self.garbage))
+        self.con.close()
+
+    @contextmanager
+    def atomic(self) -> Iterator[None]:
+        """One PostgreSQL transaction (READ COMMITTED); nested uses join the outer one.
+        A commit whose answer is lost is reported as failed (StoreUnavailable): the
+        caller never acknowledges what may not be stored."""
+        if self._depth:
+            self._depth += 1
+            try:
+                yield
+            finally:
+                self._depth -= 1
+            return
+        self.con.begin()
+        self._depth = 1
+        self._notify = 0
+        self._tx_seqs = []
+        try:
+            yield
+            if self._notify:
+                self.con.execute("SELECT pg_notify(?, ?)", [CHANNEL, str(self._notify)])
+        except BaseException:
+            self._depth = 0
+            self._ids.clear()  # harmless: ids are never reused either way
+            try:
+                self.con.rollback()
+            except (psycopg.Error, StoreUnavailable):
+                log.warning("rollback could not reach the server (it rolls back by itself)")
+            raise
+        self._depth = 0
+        try:
+            self.con.commit()
+        except (psycopg.OperationalError, StoreUnavailable) as exc:
+            raise StoreUnavailable(
+                f"the commit's answer was lost ({type(exc).__name__}); nothing acknowledged"
+            ) from None
+        except psycopg.Error as exc:
+            raise StoreDamaged(f"commit failed: {exc}") from exc
+        self._own.update(self._tx_seqs)
+        while self.applied + 1 in self._own:  # ours, and nothing of another mount between
+            self.applied += 1
+            self._own.discard(self.applied)
+
+    def new_id(self) -> int:
+        if not self._ids:
+            rows = self.con.execute(
+                "SELECT nextval('object_ids') FROM generate_series(1, ?)", [self._ID_BLOCK]
+            ).fetchall()
+            self._ids = [r[0] for r in reversed(rows)]
+        return self._ids.pop()
+
+    def _outbox(self, node_id: int, version: int, op: str) -> int:
+        """Outbox rows from every writer, in commit order: the first row of a transaction
+        takes the outbox lock (held to its commit), then the seq comes from a sequence."""
+        if not self._notify:
+            self.con.execute("SELECT pg_advisory_xact_lock(?)", [OUTBOX_LOCK])
+        seq = self.con.execute(
+            "INSERT INTO outbox VALUES (nextval('outbox_seq'), ?, ?, ?, ?) RETURNING seq",
+            [node_id, version, op, time.time()],
+        ).fetchone()[0]
+        self._seq = self._notify = seq
+        self._tx_seqs.append(seq)
+        return seq
+
+    def insert_node(self, n: Node, *, new_version_reason: str | None = None) -> int:
+        """As the Store's; a live node at the same path made by another mount meanwhile
+        is a VersionConflict (the unique index `nodes_live_path`)."""
+        try:  # the error aborts the transaction: the caller rolls back and re-applies
+            return super().insert_node(n, new_version_reason=new_version_reason)
+        except psycopg.errors.UniqueViolation:
+            raise VersionConflict(
+                f"another mount made {n.owner_kind}/{n.owner_id} {n.type} {n.name!r} meanwhile",
+                node_id=None,
+            ) from None
+
+    def update_node(self, n: Node, *, new_version_reason: str | None = None) -> int:
+        """As the Store's, checked first (optimistic concurrency): the stored row must be
+        at the version this change started from — n.version - 1 for a new version, else
+        n.version. The row stays locked to the commit, so no other mount slips between
+        the check and the write; a mismatch is a VersionConflict and nothing is written."""
+        expected = n.version - 1 if new_version_reason is not None else n.version
+        row = self.con.execute(
+            "SELECT version FROM nodes WHERE id = ? FOR UPDATE", [n.id]
+        ).fetchone()
+        if row is None or row[0] != expected:
+            raise VersionConflict(
+                f"{n.owner_kind}/{n.owner_id} {n.type} {n.name!r} is at version "
+                f"{row[0] if row else 'none'} in the store, this mount had {expected}",
+                node_id=n.id,
+            )
+        return super().update_node(n, new_version_reason=new_version_reason)
+
+    def lock_node(self, node_id: int) -> None:
+        """Inside a transaction: hold n's row until the commit (waits for a holder)."""
+        self.con.execute("SELECT version FROM nodes WHERE id = ? FOR UPDATE", [node_id])
+
+    # ---- many mounts: what the others committed ---------------------------------------
+
+    def outbox_since(self, seq: int, limit: int) -> list[tuple[int, int, int, str]]:
+        """As the Store's, but never past `applied` (what Memory has loaded)."""
+        return [
+            tuple(r)
+            for r in self.con.execute(
+                "SELECT seq, node_id, version, op FROM outbox WHERE seq > ? AND seq <= ? "
+                "ORDER BY seq LIMIT ?",
+                [seq, self.applied, limit],
+            ).fetchall()
+        ]
+
+    def changes_after(self, seq: int, limit: int = 1000) -> tuple[int, list[int]]:
+        """(the newest seq read, ids of nodes another mount changed) after seq; the seqs
+        this store wrote itself are skipped."""
+        rows = self.con.execute(
+            "SELECT seq, node_id FROM outbox WHERE seq > ? ORDER BY seq LIMIT ?", [seq, limit]
+        ).fetchall()
+        if not rows:
+            return seq, []
+        ids = [nid for sq, nid in rows if sq not in self._own]
+        return rows[-1][0], list(dict.fromkeys(ids))
+
+    def mark_applied(self, seq: int) -> None:
+        """Memory has loaded every change up to seq."""
+        if seq > self.applied:
+            self.applied = seq
+            self._own = {s for s in self._own if s > seq}
+
+    def nodes_by_id(self, ids: list[int]) -> dict[int, Node]:
+        """These nodes as stored now, with their history (another mount changed them)."""
+        if not ids:
+            return {}
+        rows = self.con.execute(
+            f"SELECT {_NODE_COLS} FROM nodes WHERE id = ANY(?::BIGINT[])", [ids]
+        ).fetchall()
+        out = {r[0]: _node_from_row(r) for r in rows}
+        for node_id, version, created, size, reason in self.con.execute(
+            "SELECT node_id, version, created, octet_length(l2), reason FROM versions "
+            "WHERE node_id = ANY(?::BIGINT[]) ORDER BY node_id, version",
+            [ids],
+        ).fetchall():
+            n = out[node_id]
+            n.history.append((version, created, size))
+            if not reason.startswith(MACHINE_REASONS):
+                n.person_wrote = True
+        return out
+
+    def listener(self) -> PgListener:
+        """A connection of its own that waits for other mounts' commits."""
+        return PgListener(self.con._dsn, self.location)
+
+    def _remember(self, key: str, read: Any) -> Any:
+        """A read for `.status`: while the server is away, the last value it gave."""
+        try:
+            value = read()
+        except (StoreUnavailable, psycopg.OperationalError):
+            return self._last_known.get(key, 0)
+        self._last_known[key] = value
+        return value
+
+    def outbox_depth(self) -> int:
+        return self._remember("outbox_depth", super().outbox_depth)
+
+    def last_consolidation(self) -> tuple | None:
+        return self._remember("last_consolidation", super().last_consolidation) or None
+
+    def redaction_total(self) -> int:
+        return self._remember("redaction_total", super().redaction_total)
+
+    def stored_bytes(self) -> tuple[int, int]:
+        got = self._remember("stored_bytes", super().stored_bytes)
+        return got if got else (0, 0)
+
+
+class PgListener:
+    """LISTEN contextfs_outbox on a connection of its own, used from one worker thread
+    (`wait`); reconnects with backoff when the server goes away."""
+
+    def __init__(self, dsn: str, shown: str) -> None:
+        self._dsn = dsn
+        self.shown = shown
+        self.raw: psycopg.Connection | None = None
+        self._backoff = 0.1
+
+    def wait(self, timeout: float) -> bool:
+        """Block up to `timeout` s for a notice; True when one came, or the connection was
+        (re)made (notices may have been missed: the caller looks at the outbox)."""
+        if self.raw is None or self.raw.closed or self.raw.broken:
+            try:
+                self.raw = psycopg.connect(
+                    self._dsn, autocommit=True, connect_timeout=_CONNECT_TIMEOUT
+                )
+                self.raw.execute(f"LISTEN {CHANNEL}")
+            except psycopg.Error:
+                self.raw = None
+                time.sleep(min(timeout, self._backoff))
+                self._backoff = min(_BACKOFF_MAX, self._backoff * 2)
+                return False
+            self._backoff = 0.1
+            return True
+        try:
+            for _n in self.raw.notifies(timeout=timeout, stop_after=1):
+                return True
+        except psycopg.Error:
+            with suppress(psycopg.Error):
+                self.raw.close()
+            self.raw = None
+            return True
+        return False
+
+    def close(self) -> None:
+        if self.raw is not None:
+            with suppress(psycopg.Error):
+                self.raw.close()
+            self.raw = None

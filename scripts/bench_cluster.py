@@ -1,0 +1,420 @@
+"""Benchmark three ContextFS mounts sharing one PostgreSQL store (docs/scaling.md).
+
+A real PostgreSQL server (initdb + pg_ctl in a temp dir, fsync on; contextfs/testing/
+postgres.py) and real mounts (daemons in subprocesses, each with its own data dir and
+derived indexes). Phases, all in one run so the ratios compare like with like:
+
+1. Latency: 3 mounts (a, b, c; search on c only: one embedding model per machine is what
+   two cores allow), 3 writer threads per mount. Each write is a new node's `L2.md`
+   (open, write, fsync, close = acknowledged) with a unique token; the writer then polls
+   the next mount for the file (write -> visible elsewhere) and, for writes made on a or
+   b, mount c's `.query/<token>/` until the node is a hit (write -> searchable elsewhere).
+2. Contention and lost updates: the same writers again, nothing polled, each write
+   followed by an item added to one shared aggregate node (a hot spot: the mounts' writes
+   to it collide and are re-applied). Then every acknowledged node is read back on every
+   mount, byte for byte, and every item found in the shared node on every mount; the
+   misses are the lost updates, which must be 0.
+3. Throughput: the same create+fsync load with nothing polled, on 3 mounts x 3 writers on
+   PostgreSQL, 1 mount x 3 writers on PostgreSQL and 1 mount x 3 writers on DuckDB
+   (search off everywhere); writes/s and ratios.
+4. PostgreSQL restart mid-run: 3 mounts x 3 writers write continuously; the server is
+   stopped (pg_ctl -m fast) for a few seconds and started again. Writes during the outage
+   must fail (EIO); every acknowledged write must be on every mount afterwards, and after a
+   remount of one of them.
+
+Prints a markdown table, writes JSON (default bench-results/bench_cluster.json). Exit
+status 1 when an update was lost or an acknowledged write is missing, else 0.
+
+    .venv/bin/python scripts/bench_cluster.py --quick     # under 2 minutes
+    .venv/bin/python scripts/bench_cluster.py             # the full run
+"""
+
+from __future__ import annotations
+
+import argparse
+import errno
+import json
+import os
+import secrets
+import sys
+import tempfile
+import threading
+import time
+import urllib.parse
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from contextfs.testing import Mount, machine_info, say, stats, write_json
+from contextfs.testing.postgres import PgServer
+
+PREFS = Path("user/default/preferences")
+AGG = Path("agent/default/patterns")
+
+
+@dataclass
+class Writes:
+    acked: dict[str, tuple[Path, str]] = field(default_factory=dict)  # name -> (mount, text)
+    items: list[str] = field(default_factory=list)  # aggregate items acknowledged
+    refused: int = 0  # EIO
+    other_errors: list[str] = field(default_factory=list)
+    visible_ms: list[float] = field(default_factory=list)
+    searchable_ms: list[float] = field(default_factory=list)
+    lock: threading.Lock = field(default_factory=threading.Lock)
+
+
+def write_file(path: Path, text: str) -> None:
+    """open, write, fsync, close: acknowledged when this returns."""
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+    try:
+        os.write(fd, text.encode())
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def write_node(mnt: Path, name: str, text: str) -> None:
+    d = mnt / PREFS / name
+    d.mkdir()
+    write_file(d / "L2.md", text)
+
+
+def poll(what, timeout: float) -> float | None:
+    """Seconds until what() is true; None after timeout."""
+    t0 = time.perf_counter()
+    while time.perf_counter() - t0 < timeout:
+        try:
+            if what():
+                return time.perf_counter() - t0
+        except OSError:
+            pass
+        time.sleep(0.005)
+    return None
+
+
+def hits(mnt: Path, question: str) -> list[str]:
+    q = mnt / ".query" / urllib.parse.quote(question, safe=" ")
+    return [h["path"] for h in json.loads((q / "_results.json").read_text())["hits"]]
+
+
+def start_mount(root: Path, name: str, store: str, *, search: bool = False) -> Mount:
+    data = root / f"data-{name}"
+    data.mkdir()
+    lines = [f"search: {str(search).lower()}"] + ([f"store: {store}"] if store else [])
+    (data / "config.yaml").write_text("\n".join(lines) + "\n")
+    mnt = root / f"mnt-{name}"
+    mnt.mkdir()
+    m = Mount(mnt, data, search=search)
+    m.start()
+    return m
+
+
+def wait_ready(m: Mount, timeout: float = 180) -> None:
+    """Until the search index is ready and caught up."""
+    t0 = time.monotonic()
+    while time.monotonic() - t0 < timeout:
+        s = m.status()
+        line = next((ln for ln in s.splitlines() if ln.startswith("index_generation")), "")
+        if "index: ready" in s and line.endswith("queue 0)"):
+            return
+        time.sleep(0.2)
+    raise RuntimeError("the index did not get ready")
+
+
+def latency_phase(mounts: list[Mount], per_writer: int, w: Writes, *, hot: bool) -> None:
+    """hot=False: nodes, each polled for on another mount; hot=True: nodes and items of
+    the shared aggregate node as fast as the writers go, nothing polled."""
+    search_on = mounts[-1]
+
+    def writer(mi: int, ti: int) -> None:
+        m, other = mounts[mi], mounts[(mi + 1) % len(mounts)]
+        for i in range(per_writer):
+            token = "tok" + secrets.token_hex(5)
+            name = f"{'h' if hot else 'n'}{mi}{ti}-{i}"
+            text = f"Cluster benchmark note {token} from mount {mi} writer {ti}.\n"
+            try:
+                write_node(m.path, name, text)
+            except OSError as e:
+                w.other_errors.append(f"{name}: {e}")
+                continue
+            with w.lock:
+                w.acked[name] = (m.path, text)
+            if hot:
+                item = f"- evidence {secrets.token_hex(6)} {mi}{ti}\n"
+                try:
+                    write_file(m.path / AGG / f"d{mi}{ti}-{i}.md", f"---\ntopic: hot\n---\n{item}")
+                    with w.lock:
+                        w.items.append(item.strip())
+                except OSError as e:
+                    w.other_errors.append(f"aggregate {mi}{ti}-{i}: {e}")
+                continue
+            l2 = other.path / PREFS / name / "L2.md"
+            took = poll(lambda l2=l2, text=text: l2.read_text() == text, 10)
+            if took is not None:
+                w.visible_ms.append(took * 1000)
+            if m is not search_on:
+                took = poll(
+                    lambda t=token, nm=name: any(nm in p for p in hits(search_on.path, t)), 10
+                )
+                if took is not None:
+                    w.searchable_ms.append(took * 1000)
+
+    threads = [
+        threading.Thread(target=writer, args=(mi, ti))
+        for mi in range(len(mounts))
+        for ti in range(3)
+    ]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+
+
+def lost_updates(mounts: list[Mount], w: Writes) -> int:
+    """Acknowledged writes not read back exactly on a mount (counted per mount)."""
+    lost = 0
+    for m in mounts:
+        for name, (_src, text) in w.acked.items():
+            try:
+                if (m.path / PREFS / name / "L2.md").read_text() != text:
+                    lost += 1
+            except OSError:
+                lost += 1
+        if w.items:
+            try:
+                agg = (m.path / AGG / "hot" / "L2.md").read_text()
+            except OSError:
+                agg = ""
+            lost += sum(1 for it in w.items if it not in agg)
+    return lost
+
+
+def throughput(mounts: list[Mount], per_writer: int, prefix: str) -> tuple[float, int]:
+    """writes/s of 3 writers per mount creating nodes with fsync; (rate, errors)."""
+    errors = []
+
+    def writer(mi: int, ti: int) -> None:
+        for i in range(per_writer):
+            try:
+                write_node(mounts[mi].path, f"{prefix}{mi}{ti}-{i}", f"Throughput {i}.\n")
+            except OSError as e:
+                errors.append(str(e))
+
+    threads = [
+        threading.Thread(target=writer, args=(mi, ti))
+        for mi in range(len(mounts))
+        for ti in range(3)
+    ]
+    t0 = time.perf_counter()
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    took = time.perf_counter() - t0
+    return (len(threads) * per_writer - len(errors)) / took, len(errors)
+
+
+def restart_phase(server: PgServer, mounts: list[Mount], outage: float, run: float) -> dict:
+    w = Writes()
+    stop = threading.Event()
+    down = threading.Event()
+    acked_while_down: list[str] = []
+
+    def writer(mi: int, ti: int) -> None:
+        i = 0
+        while not stop.is_set():
+            name = f"r{mi}{ti}-{i}"
+            i += 1
+            text = f"Restart note {name}.\n"
+            was_down = down.is_set()
+            try:
+                write_node(mounts[mi].path, name, text)
+            except OSError as e:
+                if e.errno == errno.EIO:
+                    w.refused += 1
+                else:
+                    w.other_errors.append(f"{name}: {e}")
+                time.sleep(0.05)
+                continue
+            with w.lock:
+                w.acked[name] = (mounts[mi].path, text)
+                if was_down and down.is_set():
+                    acked_while_down.append(name)
+
+    threads = [
+        threading.Thread(target=writer, args=(mi, ti))
+        for mi in range(len(mounts))
+        for ti in range(3)
+    ]
+    for t in threads:
+        t.start()
+    time.sleep(run / 3)
+    say(f"  stopping PostgreSQL for {outage:g} s")
+    server.stop()
+    down.set()  # from here to the start nothing can be stored: nothing may be acknowledged
+    time.sleep(outage)
+    down.clear()
+    server.start()
+    t_up = time.perf_counter()
+    # the first write acknowledged after the restart: how long the mounts took to reconnect
+    before = len(w.acked)
+    recovered = poll(lambda: len(w.acked) > before, 30)
+    time.sleep(run / 3)
+    stop.set()
+    for t in threads:
+        t.join()
+    time.sleep(1.0)  # the last commits reach every mount (notices: milliseconds)
+    lost = lost_updates(mounts, w)
+    mounts[0].remount()
+    lost_after_remount = sum(
+        1
+        for name, (_s, text) in w.acked.items()
+        if not _reads(mounts[0].path / PREFS / name / "L2.md", text)
+    )
+    return {
+        "acknowledged": len(w.acked),
+        "refused_eio": w.refused,
+        "other_errors": w.other_errors[:10],
+        "acknowledged_while_down": len(acked_while_down),
+        "recovered_after_s": None if recovered is None else round(recovered, 2),
+        "lost": lost,
+        "lost_after_remount": lost_after_remount,
+        "restart_at": t_up,
+    }
+
+
+def _reads(path: Path, text: str) -> bool:
+    try:
+        return path.read_text() == text
+    except OSError:
+        return False
+
+
+def main() -> int:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--quick", action="store_true", help="small sizes: under 2 minutes")
+    p.add_argument("--json", default="bench-results/bench_cluster.json")
+    args = p.parse_args()
+    per_writer = 4 if args.quick else 30
+    tput = 15 if args.quick else 100
+    outage, run = (2.0, 6.0) if args.quick else (5.0, 20.0)
+    root = Path(tempfile.mkdtemp(prefix="bench-cluster-"))
+    doc: dict = {"machine": machine_info(), "quick": args.quick}
+    server = PgServer(fsync=True)
+    mounts: list[Mount] = []
+    t_all = time.perf_counter()
+    try:
+        server.start()
+        say("PostgreSQL up; starting 3 mounts (search on the third)")
+        dsn = server.create_database("cluster")
+        for name, search in (("a", False), ("b", False), ("c", True)):
+            mounts.append(start_mount(root, name, dsn, search=search))
+            if name == "a":
+                (mounts[0].path / "agent" / "default").mkdir()  # the aggregate's owner
+        wait_ready(mounts[-1])
+        say(f"latency: 3 mounts x 3 writers x {per_writer} writes")
+        w = Writes()
+        latency_phase(mounts, per_writer, w, hot=False)
+        say(f"contention: 3 mounts x 3 writers x {per_writer} nodes + items of one node")
+        latency_phase(mounts, per_writer, w, hot=True)
+        time.sleep(1.0)
+        lost = lost_updates(mounts, w)
+        doc["latency"] = {
+            "writes": len(w.acked),
+            "aggregate_items": len(w.items),
+            "errors": w.other_errors[:10],
+            "visible_ms": stats(w.visible_ms),
+            "searchable_ms": stats(w.searchable_ms),
+            "not_visible_within_10s": len(w.acked) - len(w.visible_ms),
+            "lost_updates": lost,
+        }
+        for m in mounts:
+            m.stop()
+        mounts = []
+
+        say(f"throughput: 3 writers per mount x {tput} creates+fsync")
+        dsn2 = server.create_database("tput3")
+        three = [start_mount(root, f"t{k}", dsn2) for k in range(3)]
+        mounts = three
+        rate3, err3 = throughput(three, tput, "p")
+        for m in three:
+            m.stop()
+        one_pg = [start_mount(root, "t-pg", server.create_database("tput1"))]
+        mounts = one_pg
+        rate1, err1 = throughput(one_pg, tput, "q")
+        one_pg[0].stop()
+        one_duck = [start_mount(root, "t-duck", "")]
+        mounts = one_duck
+        rate_d, err_d = throughput(one_duck, tput, "d")
+        one_duck[0].stop()
+        mounts = []
+        doc["throughput"] = {
+            "pg_3_mounts_writes_per_s": rate3,
+            "pg_1_mount_writes_per_s": rate1,
+            "duckdb_1_mount_writes_per_s": rate_d,
+            "errors": err3 + err1 + err_d,
+        }
+
+        say("restart: 3 mounts x 3 writers, PostgreSQL stopped mid-run")
+        dsn3 = server.create_database("restart")
+        mounts = [start_mount(root, f"r{k}", dsn3) for k in range(3)]
+        doc["restart"] = restart_phase(server, mounts, outage, run)
+        doc["restart"].pop("restart_at")
+        for m in mounts:
+            m.stop()
+        mounts = []
+    finally:
+        for m in mounts:
+            if m.proc is not None:
+                try:
+                    m.stop()
+                except AssertionError as e:
+                    say(f"stopping {m.path}: {e}")
+        server.close()
+    doc["seconds"] = round(time.perf_counter() - t_all, 1)
+    lat, tp, rs = doc["latency"], doc["throughput"], doc["restart"]
+
+    def ms(s: dict | None, k: str) -> str:
+        return "-" if not s else f"{s[k]:.0f} ms"
+
+    rows = [
+        ("write -> visible on another mount, p50", ms(lat["visible_ms"], "p50"), "<= 1 s"),
+        ("write -> visible on another mount, p99", ms(lat["visible_ms"], "p99"), "<= 1 s"),
+        ("write -> searchable on another mount, p50", ms(lat["searchable_ms"], "p50"), "<= 2 s"),
+        ("write -> searchable on another mount, p99", ms(lat["searchable_ms"], "p99"), "<= 2 s"),
+        ("acknowledged writes / aggregate items",
+         f"{lat['writes']} / {lat['aggregate_items']}", ""),
+        ("lost updates", str(lat["lost_updates"]), "0"),
+        ("throughput, 3 mounts on PostgreSQL", f"{tp['pg_3_mounts_writes_per_s']:.0f}/s", ""),
+        ("throughput, 1 mount on PostgreSQL", f"{tp['pg_1_mount_writes_per_s']:.0f}/s", ""),
+        ("throughput, 1 mount on DuckDB", f"{tp['duckdb_1_mount_writes_per_s']:.0f}/s", ""),
+        (
+            "ratio 3 PG mounts / 1 PG mount",
+            f"{tp['pg_3_mounts_writes_per_s'] / tp['pg_1_mount_writes_per_s']:.2f}",
+            "",
+        ),
+        (
+            "ratio 1 PG mount / 1 DuckDB mount",
+            f"{tp['pg_1_mount_writes_per_s'] / tp['duckdb_1_mount_writes_per_s']:.2f}",
+            "",
+        ),
+        ("restart: writes acknowledged / refused (EIO)",
+         f"{rs['acknowledged']} / {rs['refused_eio']}", ""),
+        ("restart: acknowledged while the server was down",
+         str(rs["acknowledged_while_down"]), "0"),
+        ("restart: first write acknowledged after start", f"{rs['recovered_after_s']} s", ""),
+        ("restart: acknowledged writes lost (live / after remount)",
+         f"{rs['lost']} / {rs['lost_after_remount']}", "0 / 0"),
+    ]  # fmt: skip
+    print(f"\n## bench_cluster ({'quick' if args.quick else 'full'}, {doc['seconds']} s)\n")
+    print("| measure | value | target |\n|---|---|---|")
+    for r in rows:
+        print(f"| {r[0]} | {r[1]} | {r[2]} |")
+    out = write_json(args.json, doc)
+    say(f"JSON: {out}")
+    bad = lat["lost_updates"] or rs["lost"] or rs["lost_after_remount"]
+    bad = bad or rs["acknowledged_while_down"]
+    return 1 if bad else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,214 @@
+"""Several real mounts on one real PostgreSQL server: each sees the others' writes (read
+within 1 s, searchable within 2 s), and a server that goes away refuses writes clearly,
+keeps reads working and comes back by itself."""
+
+from __future__ import annotations
+
+import errno
+import os
+import secrets
+import subprocess
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from contextfs.store.fsck import check_store
+from contextfs.store.pg import PgStore
+from contextfs.testing import Mount
+from contextfs.testing.mount import contextfs_cmd
+from contextfs.testing.postgres import PgServer
+from tests.integration.test_search import results, wait_indexed, write_node
+
+pytestmark = pytest.mark.timeout(300)
+PREFS = Path("user/default/preferences")
+
+
+def _mount(tmp_path: Path, name: str, dsn: str, *, search: bool = False) -> Mount:
+    data = tmp_path / f"data-{name}"
+    data.mkdir()
+    (data / "config.yaml").write_text(f"search: {str(search).lower()}\nstore: {dsn}\n")
+    mnt = tmp_path / f"mnt-{name}"
+    mnt.mkdir()
+    m = Mount(mnt, data, search=search)
+    m.start()
+    return m
+
+
+def _until(what, timeout: float, step: float = 0.01):
+    """Poll `what()` until it returns something true; (value, seconds it took)."""
+    t0 = time.monotonic()
+    while True:
+        try:
+            got = what()
+        except FileNotFoundError:
+            got = None
+        if got:
+            return got, time.monotonic() - t0
+        assert time.monotonic() - t0 < timeout, f"not within {timeout} s"
+        time.sleep(step)
+
+
+@pytest.fixture
+def stopped(request) -> Iterator[list[Mount]]:
+    mounts: list[Mount] = []
+    yield mounts
+    for m in mounts:
+        if m.proc is not None:
+            m.stop()
+
+
+def test_a_write_on_one_mount_is_read_and_found_on_another(tmp_path, pg_dsn, stopped):
+    a = _mount(tmp_path, "a", pg_dsn)
+    b = _mount(tmp_path, "b", pg_dsn, search=True)
+    stopped += [a, b]
+    wait_indexed(b)
+    l2 = PREFS / "tea" / "L2.md"
+    # b looks first: its kernel caches the answer, which a's write must invalidate
+    assert not (b.path / PREFS / "tea").exists()
+    write_node(a.path / PREFS, "tea", "Sencha green tea, brewed at 70 degrees.\n", fsync=True)
+    text, took = _until(lambda: (b.path / l2).read_text(), 5)
+    assert text.endswith("brewed at 70 degrees.\n") and took < 1.0, took
+    hits, took = _until(lambda: results(b.path, "which green tea and how hot"), 5, 0.1)
+    assert hits[0]["path"].startswith("user/default/preferences/tea") and took < 2.0, took
+
+    # a second version: b read the first, its cached bytes must not be served
+    write_node(a.path / PREFS, "tea", "Gyokuro now, brewed at 60 degrees.\n", fsync=True)
+    text, took = _until(
+        lambda: "Gyokuro" in (t := (b.path / l2).read_text()) and t, 5
+    )  # fmt: skip
+    assert took < 1.0, took
+    assert (b.path / PREFS / "tea" / ".history").is_dir()
+    # and the other way round
+    write_node(b.path / PREFS, "coffee", "Espresso, no sugar.\n", fsync=True)
+    _text, took = _until(lambda: (a.path / PREFS / "coffee" / "L2.md").read_text(), 5)
+    assert took < 1.0, took
+    for m in (a, b):
+        m.stop()
+    store = PgStore(pg_dsn, read_only=True)
+    try:
+        assert check_store(store) == []
+    finally:
+        store.close()
+
+
+def test_concurrent_writers_on_two_mounts_lose_nothing(tmp_path, pg_dsn, stopped):
+    """Both mounts add evidence to one aggregate node at once: every item ends up in it."""
+    a = _mount(tmp_path, "a", pg_dsn)
+    stopped.append(a)
+    (a.path / "agent" / "default").mkdir()  # the owner, before b starts
+    b = _mount(tmp_path, "b", pg_dsn)
+    stopped.append(b)
+    # distinct words: an aggregate folds items that say the same thing
+    items = {m: [f"- {secrets.token_hex(6)} {m.path.name}\n" for _i in range(15)] for m in (a, b)}
+    import threading
+
+    def writer(m: Mount) -> None:
+        d = m.path / "agent" / "default" / "patterns"
+        for i, item in enumerate(items[m]):
+            (d / f"drop-{i}.md").write_text(f"---\ntopic: flaky tests\n---\n{item}")
+
+    threads = [threading.Thread(target=writer, args=(m,)) for m in (a, b)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    for m in (a, b):
+        text, _took = _until(
+            lambda m=m: all(
+                i.strip() in (t := (m.path / "agent/default/patterns/flaky-tests/L2.md")
+                              .read_text()) for i in items[a] + items[b]) and t,
+            5,
+        )  # fmt: skip
+    # every write is a version of its own: none replaced another
+    history = a.path / "agent/default/patterns/flaky-tests/.history"
+    assert len(os.listdir(history)) == 30, os.listdir(history)
+    for m in (a, b):
+        m.stop()
+    store = PgStore(pg_dsn, read_only=True)
+    try:
+        assert check_store(store) == []
+    finally:
+        store.close()
+
+
+@pytest.fixture(scope="module")
+def own_server() -> Iterator[PgServer]:
+    """A server of this module's own: the fault test stops and starts it."""
+    server = PgServer()
+    server.start()
+    try:
+        yield server
+    finally:
+        server.close()
+
+
+@pytest.mark.allow_warnings
+def test_a_server_that_goes_away_refuses_writes_and_comes_back(tmp_path, own_server, stopped):
+    dsn = own_server.create_database("faults")
+    m = _mount(tmp_path, "a", dsn)
+    stopped.append(m)
+    write_node(m.path / PREFS, "tea", "Green tea.\n", fsync=True)
+    own_server.stop()
+    try:
+        # reads keep working from what the mount holds
+        assert (m.path / PREFS / "tea" / "L2.md").read_text().endswith("Green tea.\n")
+        # a write is refused with EIO, and .status says why (without the password)
+        with pytest.raises(OSError) as exc:
+            write_node(m.path / PREFS, "tea", "Black tea.\n", fsync=True)
+        assert exc.value.errno == errno.EIO
+        status = m.status()
+        assert "unreachable" in status and own_server.password not in status
+        assert "state: read-write" in status  # not turned read-only for good
+        assert (m.path / PREFS / "tea" / "L2.md").read_text().endswith("Green tea.\n")
+    finally:
+        own_server.start()
+
+    # it comes back by itself (backoff of at most 2 s between tries)
+    def write_ok() -> bool:
+        try:
+            write_node(m.path / PREFS, "tea", "Oolong.\n", fsync=True)
+        except OSError as e:
+            assert e.errno == errno.EIO
+            return False
+        return True
+
+    _ok, took = _until(write_ok, 15, 0.2)
+    assert "(connected)" in m.status()
+    m.stop()
+    m.start()
+    text = (m.path / PREFS / "tea" / "L2.md").read_text()
+    assert text.endswith("Oolong.\n")
+    assert not any(
+        "Black tea" in p.read_text() for p in (m.path / PREFS / "tea" / ".history").iterdir()
+    )
+    log = m.log.read_text()
+    assert own_server.password not in log
+    m.stop()
+
+
+def test_a_mount_killed_loses_no_acknowledged_write(tmp_path, pg_dsn, stopped):
+    a = _mount(tmp_path, "a", pg_dsn)
+    b = _mount(tmp_path, "b", pg_dsn)
+    stopped += [a, b]
+    write_node(a.path / PREFS, "tea", "Genmaicha.\n", fsync=True)
+    a.kill()  # kill -9: the write was acknowledged, so it is in PostgreSQL
+    text, _took = _until(lambda: (b.path / PREFS / "tea" / "L2.md").read_text(), 5)
+    assert text.endswith("Genmaicha.\n")
+    a.start()
+    assert (a.path / PREFS / "tea" / "L2.md").read_text().endswith("Genmaicha.\n")
+
+
+def test_fsck_of_a_shared_store_from_the_command_line(tmp_path, pg_dsn, stopped):
+    a = _mount(tmp_path, "a", pg_dsn)
+    stopped.append(a)
+    write_node(a.path / PREFS, "tea", "Genmaicha.\n", fsync=True)
+    # PostgreSQL serves many clients: fsck runs while the mount is up
+    r = subprocess.run(
+        contextfs_cmd("fsck", str(tmp_path / "data-a")), capture_output=True, text=True
+    )
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert "0 problem(s)" in r.stdout and "postgresql://postgres@/" in r.stdout
+    password = pg_dsn.split(":", 2)[2].split("@", 1)[0]
+    assert password not in r.stdout + r.stderr

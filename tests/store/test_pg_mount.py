@@ -1,0 +1,87 @@
+"""A real mount on a real PostgreSQL server: what is written comes back after a remount
+and is found by search; the DSN's password shows nowhere a user or another local user
+could read it."""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from pathlib import Path
+
+import pytest
+
+from contextfs.store.fsck import check_store
+from contextfs.store.pg import PgStore
+from contextfs.testing import Mount
+from tests.integration.test_search import results, wait_indexed, write_node
+
+pytestmark = pytest.mark.timeout(300)
+
+
+def test_a_mount_on_postgresql_keeps_and_finds_what_was_written(tmp_path: Path, pg_dsn: str):
+    password = pg_dsn.split(":", 2)[2].split("@", 1)[0]
+    assert len(password) > 10 and password in pg_dsn
+    data = tmp_path / "data"
+    data.mkdir()
+    (data / "config.yaml").write_text("search: true\n")
+    mnt = tmp_path / "mnt"
+    mnt.mkdir()
+    m = Mount(mnt, data, search=True)
+    m.start("--store", pg_dsn)  # on the command line, as a user would type it
+    try:
+        # the long-lived daemon's command line does not carry the DSN
+        cmdline = Path(f"/proc/{m.proc.pid}/cmdline").read_bytes().decode()
+        assert "postgresql://" not in cmdline and password not in cmdline
+        prefs = mnt / "user" / "default" / "preferences"
+        write_node(prefs, "espresso", "Espresso with oat milk every morning.\n", fsync=True)
+        assert (prefs / "espresso" / "L2.md").read_text().endswith("oat milk every morning.\n")
+        hits = results(mnt, "what coffee do I drink in the morning")
+        assert hits and hits[0]["path"].startswith("user/default/preferences/espresso")
+        status = m.status()
+        assert "store: postgresql://postgres@/" in status and "(connected)" in status
+        status_json = (mnt / ".status.json").read_text()
+        m.stop()
+
+        # nothing in the DuckDB file: the rows are in PostgreSQL, read by a second mount
+        assert not (data / "contextfs.duckdb").exists()
+        m.start("--store", pg_dsn)
+        assert (prefs / "espresso" / "L2.md").read_text().endswith("oat milk every morning.\n")
+        wait_indexed(m)
+        hits = results(mnt, "oat milk")
+        assert hits and hits[0]["path"].startswith("user/default/preferences/espresso")
+        status += m.status()
+        m.stop()
+    finally:
+        if m.proc is not None:
+            m.stop()
+    for where, text in [
+        ("the log", m.log.read_text()),
+        (".status", status),
+        (".status.json", status_json),
+        ("the daemon's output", "".join(m.output)),
+    ]:
+        assert password not in text, f"the password appears in {where}"
+    json.loads(status_json)
+    store = PgStore(pg_dsn, read_only=True)
+    try:
+        assert check_store(store) == []
+    finally:
+        store.close()
+
+
+def test_a_wrong_password_is_refused_without_showing_it(tmp_path: Path, pg_dsn: str):
+    password = pg_dsn.split(":", 2)[2].split("@", 1)[0]
+    wrong = pg_dsn.replace(password, "Wr0ngSecret-" + password[:4])
+    data = tmp_path / "data"
+    data.mkdir()
+    mnt = tmp_path / "mnt"
+    mnt.mkdir()
+    m = Mount(mnt, data)
+    t0 = time.monotonic()
+    proc = m.start("--store", wrong, expect_fail=True)
+    out = proc.stdout.read().decode()
+    assert proc.returncode != 0 and time.monotonic() - t0 < 30
+    assert "password authentication failed" in out, out
+    assert "Wr0ngSecret" not in out and "Wr0ngSecret" not in m.log.read_text()
+    assert not os.path.ismount(mnt)
