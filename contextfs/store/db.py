@@ -162,14 +162,16 @@ class Store:
 
     _ID_BLOCK = 256
 
+    def _next_ids(self, count: int) -> list[int]:
+        """The next `count` values of the id sequence, ascending."""
+        rows = self.con.execute(f"SELECT nextval('object_ids') FROM range({count})").fetchall()
+        return sorted(r[0] for r in rows)
+
     def new_id(self) -> int:
         """A fresh object id. Ids are taken from the sequence in blocks (a statement costs
         about 0.25 ms); DuckDB does not roll sequences back, so an id is never reused."""
         if not self._ids:
-            rows = self.con.execute(
-                f"SELECT nextval('object_ids') FROM range({self._ID_BLOCK})"
-            ).fetchall()
-            self._ids = [r[0] for r in reversed(rows)]
+            self._ids = list(reversed(self._next_ids(self._ID_BLOCK)))
         return self._ids.pop()
 
     def claim_id(self, wanted: int) -> bool:
@@ -179,14 +181,11 @@ class Store:
         if wanted in self._ids:
             self._ids.remove(wanted)
             return True
-        top = self.con.execute("SELECT nextval('object_ids')").fetchone()[0]
+        [top] = self._next_ids(1)
         if wanted < top:
             self._ids.insert(0, top)  # not lost: handed out last
             return False
-        rows = self.con.execute(
-            f"SELECT nextval('object_ids') FROM range({wanted - top})"
-        ).fetchall()
-        skipped = [top, *(r[0] for r in rows)]
+        skipped = [top, *self._next_ids(wanted - top)] if wanted > top else [top]
         skipped.remove(wanted)
         self._ids[:0] = reversed(skipped)
         return True

@@ -275,13 +275,11 @@ class PgStore(Store):
             self.applied += 1
             self._own.discard(self.applied)
 
-    def new_id(self) -> int:
-        if not self._ids:
-            rows = self.con.execute(
-                "SELECT nextval('object_ids') FROM generate_series(1, ?)", [self._ID_BLOCK]
-            ).fetchall()
-            self._ids = [r[0] for r in reversed(rows)]
-        return self._ids.pop()
+    def _next_ids(self, count: int) -> list[int]:
+        rows = self.con.execute(
+            "SELECT nextval('object_ids') FROM generate_series(1, ?)", [count]
+        ).fetchall()
+        return sorted(r[0] for r in rows)
 
     def _outbox(self, node_id: int, version: int, op: str) -> int:
         """Outbox rows from every writer, in commit order: the first row of a transaction

@@ -278,20 +278,3 @@ def test_fsck_finds_broken_chunks(tmp_path, memory, types):
     assert problems() == []
     memory.store.purge_attachment(f.id)
     assert problems() == []
-
-
-def test_an_id_is_restored_only_if_it_was_never_handed_out(tmp_path, types):
-    """An import restoring an export asks for its nodes' ids: one beyond what the store
-    handed out is taken (and never handed out again); one it may have handed out is not."""
-    store = Store(tmp_path / "s.duckdb")
-    given = [store.new_id() for _ in range(3)]
-    assert store.claim_id(given[1]) is False  # handed out: may be a node or an inode
-    wanted = given[-1] + 600  # beyond the block of 256 taken in advance
-    assert store.claim_id(wanted) is True
-    later = [store.new_id() for _ in range(1000)]
-    assert wanted not in later and not set(later) & set(given)
-    assert len(set(later)) == 1000  # the ids skipped to reach `wanted` are not lost twice
-    store.close()
-    reopened = Store(tmp_path / "s.duckdb")
-    assert reopened.claim_id(wanted) is False and reopened.new_id() > max(later)
-    reopened.close()

@@ -112,3 +112,20 @@ def test_a_rolled_back_write_leaves_store_and_memory_as_they_were(opener, types,
     assert node.l2 == "one\n" and node.version == 1
     assert check_store(again.store) == []
     again.store.close()
+
+
+def test_an_id_is_restored_only_if_it_was_never_handed_out(opener):
+    """An import restoring an export asks for its nodes' ids: one beyond what the store
+    handed out is taken (and never handed out again); one it may have handed out is not."""
+    store = opener()
+    given = [store.new_id() for _ in range(3)]
+    assert store.claim_id(given[1]) is False  # handed out: may be a node or an inode
+    wanted = given[-1] + 600  # beyond the block of 256 taken in advance
+    assert store.claim_id(wanted) is True
+    later = [store.new_id() for _ in range(1000)]
+    assert wanted not in later and not set(later) & set(given)
+    assert len(set(later)) == 1000  # the ids skipped to reach `wanted` are not lost twice
+    store.close()
+    reopened = opener()
+    assert reopened.claim_id(wanted) is False and reopened.new_id() > max(later)
+    reopened.close()
