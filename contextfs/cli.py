@@ -83,6 +83,16 @@ def _with_store(cfg: Config, args: argparse.Namespace) -> Config:
     return replace(cfg, store=store)
 
 
+def _offline_store(cfg: Config, missing: str, *, read_only: bool = False):  # noqa: ANN202
+    """The store of a data dir opened by an offline command: config.yaml's (or --store's)
+    PostgreSQL database, else the DuckDB file, which must exist."""
+    from contextfs.store.backend import open_store
+
+    if not cfg.store and not cfg.db_path.exists():
+        raise UsageError(missing)
+    return open_store(cfg.store_location, read_only=read_only)
+
+
 def cmd_mount(args: argparse.Namespace) -> int:
     if args.foreground and args.store:
         # a long-lived process must not show the DSN (and its password) in `ps`: start
@@ -187,12 +197,10 @@ def cmd_status(args: argparse.Namespace) -> int:
         return 0
     from contextfs.app import load_all_types
     from contextfs.memory.service import Memory
-    from contextfs.store import Store
 
-    cfg = load_config(target)
-    if not cfg.db_path.exists():
-        raise UsageError(f"{target} is neither a ContextFS mount nor a data dir")
-    store = Store(cfg.db_path, read_only=True)
+    cfg = _with_store(load_config(target), args)
+    missing = f"{target} is neither a ContextFS mount nor a data dir"
+    store = _offline_store(cfg, missing, read_only=True)
     try:
         m = Memory(store, load_all_types(cfg), data_dir=cfg.data_dir)
         c = m.counts()
@@ -264,14 +272,11 @@ def cmd_reindex(args: argparse.Namespace) -> int:
     from contextfs.app import clip_model, embedder_factory, image_vectors, load_all_types
     from contextfs.memory.service import Memory
     from contextfs.search.indexer import Indexer
-    from contextfs.store import Store
 
-    cfg = load_config(args.data_dir)
-    if not cfg.db_path.exists():
-        raise UsageError(f"no store at {cfg.db_path}")
+    cfg = _with_store(load_config(args.data_dir), args)
     make_private(cfg.data_dir)
     _setup_logging("WARNING", None)
-    store = Store(cfg.db_path)
+    store = _offline_store(cfg, f"no store at {cfg.db_path}")
     try:
         memory = Memory(store, load_all_types(cfg), data_dir=cfg.data_dir)
         print(f"loading the embedding model ({cfg.model_name}) ...", file=sys.stderr)
@@ -360,10 +365,9 @@ def cmd_consolidate(args: argparse.Namespace) -> int:
     from contextfs.app import load_all_types
     from contextfs.memory.consolidate import consolidate
     from contextfs.memory.service import Memory
-    from contextfs.store import Store
 
-    cfg = load_config(args.data_dir)
-    if not cfg.db_path.exists():
+    cfg = _with_store(load_config(args.data_dir), args)
+    if not cfg.store and not cfg.db_path.exists():
         raise UsageError(f"no store at {cfg.db_path}")
     now = None
     if args.now:
@@ -372,7 +376,7 @@ def cmd_consolidate(args: argparse.Namespace) -> int:
         except ValueError:
             raise UsageError(f"--now {args.now!r} is not an ISO date") from None
     make_private(cfg.data_dir)
-    store = Store(cfg.db_path)
+    store = _offline_store(cfg, f"no store at {cfg.db_path}")
     try:
         memory = Memory(
             store, load_all_types(cfg), data_dir=cfg.data_dir, default_owner=cfg.default_owner
@@ -403,13 +407,11 @@ def cmd_export(args: argparse.Namespace) -> int:
     else:
         from contextfs.app import load_all_types
         from contextfs.memory.service import Memory
-        from contextfs.store import Store
         from contextfs.vault import StoreSource
 
-        cfg = load_config(src)
-        if not cfg.db_path.exists():
-            raise UsageError(f"{src} is neither a ContextFS mount nor a data dir")
-        store = Store(cfg.db_path, read_only=True)
+        cfg = _with_store(load_config(src), args)
+        missing = f"{src} is neither a ContextFS mount nor a data dir"
+        store = _offline_store(cfg, missing, read_only=True)
         try:
             memory = Memory(store, load_all_types(cfg), data_dir=cfg.data_dir)
             report = export_tree(StoreSource(memory), out, history=args.history, progress=show)
@@ -469,7 +471,7 @@ def cmd_import(args: argparse.Namespace) -> int:
         from contextfs.app import load_all_types, open_memory
         from contextfs.vault import store_destination
 
-        cfg = load_config(dest)
+        cfg = _with_store(load_config(dest), args)
         _setup_logging("WARNING", None)
         memory = open_memory(cfg, load_all_types(cfg))
         try:
@@ -494,6 +496,7 @@ def _transfer_parsers(sub: argparse._SubParsersAction) -> None:
     e.add_argument("src", help="a mount point, or a data dir (mounted or not)")
     e.add_argument("out", help="a new (or empty) directory")
     e.add_argument("--history", action="store_true", help="also every version of each node")
+    e.add_argument("--store", default=None, help="a postgresql:// URL (default: config.yaml's)")
     e.set_defaults(func=cmd_export)
     im = sub.add_parser(
         "import", help="route a markdown tree or vault into a mount, or restore it in a data dir"
@@ -506,6 +509,7 @@ def _transfer_parsers(sub: argparse._SubParsersAction) -> None:
     )
     im.add_argument("--type", default=None, help="context type of plain notes (default entity)")
     im.add_argument("--json", action="store_true", help="print the report as JSON")
+    im.add_argument("--store", default=None, help="a postgresql:// URL (default: config.yaml's)")
     im.set_defaults(func=cmd_import)
 
 
@@ -589,6 +593,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     s = sub.add_parser("status", help="print .status of a mount (or counts of a data dir)")
     s.add_argument("target")
+    s.add_argument("--store", default=None, help="a postgresql:// URL (default: config.yaml's)")
     s.set_defaults(func=cmd_status)
 
     f = sub.add_parser("fsck", help="check the store's invariants (not while mounted)")
@@ -608,6 +613,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     r = sub.add_parser("reindex", help="rebuild the search indexes from the store")
     r.add_argument("data_dir", type=Path)
+    r.add_argument("--store", default=None, help="a postgresql:// URL (default: config.yaml's)")
     r.set_defaults(func=cmd_reindex)
 
     i = sub.add_parser("ingest", help="hand files to a mount's inbox (progress, --wait)")
@@ -620,6 +626,7 @@ def build_parser() -> argparse.ArgumentParser:
     c = sub.add_parser("consolidate", help="decay, merge and archive now (not while mounted)")
     c.add_argument("data_dir", type=Path)
     c.add_argument("--now", default=None, help="pretend it is this date (ISO), for a preview")
+    c.add_argument("--store", default=None, help="a postgresql:// URL (default: config.yaml's)")
     c.set_defaults(func=cmd_consolidate)
     _transfer_parsers(sub)
 
