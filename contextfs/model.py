@@ -54,6 +54,10 @@ class Node:
     def tier(self, name: str) -> str:
         return {"L0": self.l0, "L1": self.l1, "L2": self.l2}[name]
 
+    def tier_size(self, name: str) -> int:
+        """The UTF-8 size of a tier: what `stat` shows (a LazyNode knows it unloaded)."""
+        return len(self.tier(name).encode("utf-8"))
+
 
 @dataclass(frozen=True, slots=True)
 class Access:

@@ -55,6 +55,11 @@ class Tiers(RoleBase):
         return b""
 
     def size(self, inode: Inode) -> int:
+        n = inode.node
+        if inode.role == Role.TIER and n is not None and inode.tier is not None:
+            cached = self.tree.file_cache.get(inode.ino)
+            # a node's L1/L2 may be in the store only (memory.texts): stat does not load it
+            return len(cached) if cached is not None else n.tier_size(inode.tier)
         if inode.role == Role.VERSION and inode.node is not None:
             for v, _c, size in inode.node.history:
                 if v == inode.version:

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 import logging
+import threading
 import time
 from collections.abc import Callable, Iterator
 from contextlib import AbstractContextManager, contextmanager
@@ -40,8 +41,8 @@ _NODE_COLS = (
 )
 
 
-def _node_from_row(row: tuple) -> Node:
-    n = Node(*row[:12])
+def _node_from_row(row: tuple, make: Callable[..., Node] = Node) -> Node:
+    n = make(*row[:12])
     n.sources = json.loads(row[12])
     n.tags = json.loads(row[13])
     n.importance, n.access_count, n.created, n.updated, n.deleted_at, n.archived_at = row[14:20]
@@ -92,12 +93,17 @@ class Store:
                     [str(time.time())],
                 )
         self._seq = self.generation()
+        self._opened_by = threading.get_ident()
+        self._readers: dict[int, duckdb.DuckDBPyConnection] = {}  # see node_text
 
     def describe(self) -> str:
         """Where the store is, for `.status` (never a password)."""
         return f"duckdb {self.location}"
 
     def close(self) -> None:
+        for cur in self._readers.values():
+            cur.close()
+        self._readers.clear()
         if self.garbage:
             try:
                 with self.atomic():
@@ -562,3 +568,42 @@ class Store:
 
     def remove_pending_drop(self, drop_id: int) -> None:
         self.con.execute("DELETE FROM pending_drops WHERE id = ?", [drop_id])
+
+    # ---- nodes without their tier texts (memory.texts reads those on demand) ------------
+
+    def node_heads(self, make: Callable[..., Node] = Node) -> list[tuple[Node, int, int]]:
+        """Every node as `nodes()` gives it (made by `make`, a Node class) but with l1 and
+        l2 left empty, each with the UTF-8 sizes of its L1 and L2 (PostgreSQL: octet_length
+        for DuckDB's strlen)."""
+        cols = _NODE_COLS.replace("l1, l2,", "'', '',")
+        rows = self.con.execute(
+            f"SELECT {cols}, strlen(l1), strlen(l2) FROM nodes ORDER BY id"
+        ).fetchall()
+        out = [(_node_from_row(r, make), r[20], r[21]) for r in rows]
+        by_id = {n.id: n for n, _s1, _s2 in out}
+        hist = self.con.execute(
+            "SELECT node_id, version, created, strlen(l2), reason FROM versions "
+            "ORDER BY node_id, version"
+        ).fetchall()
+        for node_id, version, created, size, reason in hist:
+            if node_id in by_id:
+                n = by_id[node_id]
+                n.history.append((version, created, size))
+                if not reason.startswith(MACHINE_REASONS):
+                    n.person_wrote = True
+        return out
+
+    def node_text(self, node_id: int) -> tuple[str, str] | None:
+        """(l1, l2) of a node as committed; None if it has no row. Safe from any thread:
+        a thread other than the store's reads through its own cursor (a DuckDB connection
+        is not thread-safe), so it never sees a transaction still open on the main one."""
+        con = self.con if threading.get_ident() == self._opened_by else self._reader()
+        row = con.execute("SELECT l1, l2 FROM nodes WHERE id = ?", [node_id]).fetchone()
+        return (row[0], row[1]) if row is not None else None
+
+    def _reader(self) -> duckdb.DuckDBPyConnection:
+        tid = threading.get_ident()
+        cur = self._readers.get(tid)
+        if cur is None:
+            cur = self._readers[tid] = self.con.cursor()
+        return cur
