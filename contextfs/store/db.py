@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 import logging
+import sys
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -580,6 +581,14 @@ class Store:
             f"SELECT {cols}, strlen(l1), strlen(l2) FROM nodes ORDER BY id"
         ).fetchall()
         out = [(_node_from_row(r, make), r[20], r[21]) for r in rows]
+        # owners and types repeat on every row: one string each, not one per node
+        intern = sys.intern
+        for n, _s1, _s2 in out:
+            n.owner_kind, n.owner_id, n.type = (
+                intern(n.owner_kind),
+                intern(n.owner_id),
+                intern(n.type),
+            )
         by_id = {n.id: n for n, _s1, _s2 in out}
         hist = self.con.execute(
             "SELECT node_id, version, created, strlen(l2), reason FROM versions "
