@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import os
 import stat
+from collections.abc import Iterator
 from typing import TYPE_CHECKING
 
 from contextfs.errors import InvalidInput, NotEmpty, NotPermitted, ReadOnly
@@ -55,8 +56,19 @@ class Nodes(RoleBase):
         for owner in sorted(self.memory.owners):
             self.tree.add_owner(owner)
         for n in self.memory.nodes.values():
-            self.place(n)
+            # a type directory builds its node directories when first used (`populate`):
+            # mount time and memory do not grow with the nodes no one looks at
+            if self._placed_at_start(n):
+                self.place(n)
         self.tree.tiers.restore_parked()
+
+    def _placed_at_start(self, n: Node) -> bool:
+        """Trashed and archived nodes (their folders are not built on demand) and
+        singletons (a directory of their own, made with the owner's)."""
+        if n.deleted_at is not None or n.archived_at is not None:
+            return True
+        ctype = self.memory.types.get(n.type)
+        return ctype is not None and ctype.singleton
 
     def add_owner(self, owner: tuple[str, str]) -> Inode:
         t = self.tree
@@ -66,7 +78,7 @@ class Nodes(RoleBase):
             if ct.singleton:
                 t.new_dir(Role.NODE, ct.type_dir, od, owner=owner, ctype=ct, populated=False)
             else:
-                t.new_dir(Role.TYPEDIR, ct.type_dir, od, owner=owner, ctype=ct)
+                t.new_dir(Role.TYPEDIR, ct.type_dir, od, owner=owner, ctype=ct, populated=False)
         t.new_dir(Role.TRASH, TRASH_DIR, od, 0o755, owner=owner)
         t.new_dir(Role.TRASH, ARCHIVE_DIR, od, 0o755, owner=owner)
         return od
@@ -95,6 +107,11 @@ class Nodes(RoleBase):
         td = od.children.get(ctype.type_dir)
         if td is None:
             return None
+        if not td.populated:
+            self.tree.ensure(td)  # builds n's directory with the others of td
+            found = (td.children or {}).get(n.name)
+            if found is not None and found.node is n:
+                return found
         return self.tree.new_dir(
             Role.NODE,
             n.name,
@@ -107,11 +124,18 @@ class Nodes(RoleBase):
         )
 
     def populate(self, d: Inode) -> None:
-        """Create a node directory's children on first use (cheap start for big stores)."""
+        """Create a type directory's node directories, or a node directory's children, on
+        first use (cheap start for big stores)."""
         if d.populated:
             return
         d.populated = True
         t = self.tree
+        if d.role == Role.TYPEDIR:
+            assert d.children is not None and d.ctype is not None
+            for n in self._live_in(d):
+                if n.name not in d.children:
+                    self.place(n)
+            return
         n = d.node
         if d.role == Role.HISTORY:
             assert n is not None
@@ -160,6 +184,8 @@ class Nodes(RoleBase):
     def unloaded_ndirs(self, d: Inode) -> int:
         """Subdirectories of a directory whose children are not built yet (st_nlink is
         2 + that; `find` relies on it), counted without building them."""
+        if d.role == Role.TYPEDIR:
+            return sum(1 for _n in self._live_in(d))
         n = d.node
         if n is None or d.role == Role.HISTORY:
             return 0
@@ -168,6 +194,15 @@ class Nodes(RoleBase):
             return d.ndirs
         dirs = self.tree.attachments.unloaded_dirs(d, n)
         return dirs + (1 if d.role == Role.NODE else 0)  # a node also holds .history
+
+    def _live_in(self, d: Inode) -> Iterator[Node]:
+        """The live nodes of a type directory, oldest first."""
+        assert d.owner is not None and d.ctype is not None
+        nodes, tname = self.memory.nodes, d.ctype.name
+        for nid in sorted(self.memory.live.by_owner.get(d.owner, ())):
+            n = nodes.get(nid)
+            if n is not None and n.type == tname:
+                yield n
 
     # ---- new names -----------------------------------------------------------------------
 

@@ -7,6 +7,7 @@ then go through the real Operations handlers (no kernel)."""
 
 from __future__ import annotations
 
+import errno
 import random
 import threading
 from pathlib import Path
@@ -152,3 +153,43 @@ def test_search_threads_read_while_the_main_thread_writes(reopened):
             t.join()
     assert bad == []
     assert [n.l2 for n in nodes] == [f"rewritten {i}\n" for i in range(N)]
+
+
+# ---- type directories built on first use ------------------------------------------------
+
+
+async def test_a_reopened_tree_builds_a_type_directory_when_first_used(reopened):
+    tree = reopened.fs.ops.tree
+    node_dirs = [i for i in tree.inodes.values() if i.role.name == "NODE" and i.node is not None]
+    assert not [d for d in node_dirs if not d.ctype.singleton]  # nothing built at mount
+    td = await reopened.fs.ino("user/default/preferences")
+    attr = await reopened.fs.ops.getattr(td, reopened.fs.ctx)
+    assert attr.st_nlink == 2 + N  # `find` counts on it before the listing is built
+    assert await reopened.fs.listdir("user/default/preferences") == [f"n{i:02d}" for i in range(N)]
+    assert (await reopened.fs.ops.getattr(td, reopened.fs.ctx)).st_nlink == 2 + N
+
+
+async def test_names_in_an_unbuilt_type_directory_are_taken(reopened):
+    fs = reopened.fs
+    assert await fs.errno_of(fs.mkdir("user/default/preferences/n03")) == errno.EEXIST
+    await fs.mkdir("user/default/preferences/fresh")
+    await fs.write("user/default/preferences/fresh/L2.md", b"fresh text\n")
+    names = await fs.listdir("user/default/preferences")
+    assert len(names) == N + 1 and "fresh" in names and "n03" in names
+
+
+async def test_a_rename_into_an_unbuilt_type_directory_sees_its_nodes(tmp_path, types):
+    build(tmp_path, types)
+    r = Reopened(tmp_path, types, hot=4)
+    fs = r.fs
+    await fs.mkdir("user/default/entities/moved")
+    await fs.write("user/default/entities/moved/L2.md", b"an entity\n")
+    # the target directory has not been listed or looked into since the reopen
+    over = fs.rename("user/default/entities/moved", "user/default/preferences/n04")
+    assert await fs.errno_of(over) == errno.ENOTEMPTY
+    assert await fs.text(path(4)) == l2_of(4)
+    await fs.rename("user/default/entities/moved", "user/default/preferences/moved")
+    names = await fs.listdir("user/default/preferences")
+    assert len(names) == N + 1 and "moved" in names
+    assert await fs.text("user/default/preferences/moved/L2.md") == "an entity\n"
+    r.close()
