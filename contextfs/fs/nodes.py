@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import os
 import stat
+from collections import OrderedDict
 from collections.abc import Iterator
 from typing import TYPE_CHECKING
 
@@ -30,6 +31,7 @@ from contextfs.fs.inode import (
     TRASH_DIR,
     Handle,
     Inode,
+    Invalidation,
     Role,
     is_editor_scratch,
     is_temp_name,
@@ -41,6 +43,11 @@ if TYPE_CHECKING:
     from contextfs.fs.tree import Tree
 
 
+HOT_TYPE_DIRS = 64  # built type directories kept before the cold ones are emptied
+# what a node directory holds that can be built again from the memory alone
+_RELEASABLE = frozenset({Role.NODE, Role.TIER, Role.META, Role.HISTORY, Role.VERSION})
+
+
 class Nodes(RoleBase):
     roles = frozenset({Role.KIND, Role.OWNER, Role.TYPEDIR, Role.NODE, Role.HISTORY})
 
@@ -48,6 +55,11 @@ class Nodes(RoleBase):
         super().__init__(tree)
         self.memory = tree.memory
         self.owner_dirs: dict[tuple[str, str], Inode] = {}
+        # built type directories, least recently used first: past HOT_TYPE_DIRS the cold
+        # ones let their node directories go (`_evict_cold`)
+        self.hot_dirs: OrderedDict[int, Inode] = OrderedDict()
+        self.hot_type_dirs = HOT_TYPE_DIRS
+        self.evicted = 0  # type directories emptied so far (for tests and benchmarks)
 
     # ---- building ------------------------------------------------------------------------
 
@@ -135,6 +147,8 @@ class Nodes(RoleBase):
             for n in self._live_in(d):
                 if n.name not in d.children:
                     self.place(n)
+            self.hot_dirs[d.ino] = d
+            self._evict_cold()
             return
         n = d.node
         if d.role == Role.HISTORY:
@@ -194,6 +208,61 @@ class Nodes(RoleBase):
             return d.ndirs
         dirs = self.tree.attachments.unloaded_dirs(d, n)
         return dirs + (1 if d.role == Role.NODE else 0)  # a node also holds .history
+
+    async def lookup(self, d: Inode, name: str) -> Inode:
+        if d.ino in self.hot_dirs:
+            self.hot_dirs.move_to_end(d.ino)
+        return await super().lookup(d, name)
+
+    def _evict_cold(self) -> None:
+        """Empty the least recently used built type directories past HOT_TYPE_DIRS whose
+        node directories nothing holds: no inode under them that the kernel has looked up
+        and not forgotten, none open or with a buffer, no attachment, drop or scratch
+        file, no node not yet stored. The next lookup or listing builds them again."""
+        excess = len(self.hot_dirs) - self.hot_type_dirs
+        if excess <= 0:
+            return
+        # the oldest few only: a directory the kernel still holds stays, and is looked at
+        # again at the next build, not all of them every time
+        for ino, td in list(self.hot_dirs.items())[: min(excess + 8, len(self.hot_dirs) - 1)]:
+            if excess <= 0:
+                break
+            if self._release(td):
+                del self.hot_dirs[ino]
+                excess -= 1
+                self.evicted += 1
+
+    def _release(self, td: Inode) -> bool:
+        assert td.children is not None
+        inodes: list[Inode] = []
+        for c in td.children.values():
+            if not self._cold(c, inodes):
+                return False
+        t = self.tree
+        for c in inodes:
+            t.inodes.pop(c.ino, None)
+            t.file_cache.pop(c.ino, None)
+            c.parent = None
+        td.children = {}
+        td.ndirs = 0
+        td.populated = False
+        td.sorted_names = None
+        if td.listed:  # the kernel's listing names inode numbers that are gone now
+            td.listed = False
+            t.invalidations.append(Invalidation(td.ino, listing=True))
+        return True
+
+    @staticmethod
+    def _cold(inode: Inode, out: list[Inode]) -> bool:
+        """Whether nothing holds inode or what is under it; collects them into out."""
+        if inode.role not in _RELEASABLE or inode.lookups > 0 or inode.opened > 0:
+            return False
+        if inode.data is not None or inode.dirty or inode.links or inode.att_rescan:
+            return False
+        if inode.node is not None and not inode.node.persisted:
+            return False
+        out.append(inode)
+        return all(Nodes._cold(c, out) for c in (inode.children or {}).values())
 
     def _live_in(self, d: Inode) -> Iterator[Node]:
         """The live nodes of a type directory, oldest first."""

@@ -18,6 +18,7 @@ from contextfs.fs.handler import RoleBase
 from contextfs.fs.inode import META_FILE, Handle, Inode, Role
 from contextfs.fs.query import SearchPort
 from contextfs.memory.document import decode_text
+from contextfs.memory.texts import LRU
 from contextfs.model import Node
 
 if TYPE_CHECKING:
@@ -31,7 +32,8 @@ class Tiers(RoleBase):
         super().__init__(tree)
         self.memory = tree.memory
         self.search = search
-        self._meta_cache: dict[int, tuple[tuple[object, ...], bytes]] = {}
+        # meta.yaml bytes by node id: the hot ones only
+        self._meta_cache: LRU[int, tuple[tuple[object, ...], bytes]] = LRU(4096)
 
     # ---- reading -------------------------------------------------------------------------
 

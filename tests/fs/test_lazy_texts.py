@@ -193,3 +193,31 @@ async def test_a_rename_into_an_unbuilt_type_directory_sees_its_nodes(tmp_path, 
     assert len(names) == N + 1 and "moved" in names
     assert await fs.text("user/default/preferences/moved/L2.md") == "an entity\n"
     r.close()
+
+
+async def test_cold_type_directories_let_their_nodes_go_and_come_back(reopened):
+    fs, tree = reopened.fs, reopened.fs.ops.tree
+    tree.nodes.hot_type_dirs = 1
+    prefs = "user/default/preferences"
+    assert len(await fs.listdir(prefs)) == N
+    built = {i.ino for i in tree.inodes.values() if i.role.name == "NODE" and i.node}
+    assert len(built) == N
+    await fs.listdir("user/default/entities")  # one more built: preferences is cold
+    assert tree.nodes.evicted == 1
+    assert not built & set(tree.inodes)
+    assert await fs.listdir(prefs) == [f"n{i:02d}" for i in range(N)]
+    assert await fs.text(path(9)) == l2_of(9)
+
+
+async def test_a_type_directory_the_kernel_holds_is_kept_until_forgotten(reopened):
+    fs, tree = reopened.fs, reopened.fs.ops.tree
+    tree.nodes.hot_type_dirs = 1
+    node = await fs.ino("user/default/preferences/n05")  # the kernel looked it up
+    await fs.listdir("user/default/entities")
+    assert tree.nodes.evicted == 0
+    assert tree.get(node).node is reopened.node(5)
+    await fs.ops.forget([(node, 1)])  # the kernel lets it go
+    await fs.listdir("user/default/events")
+    assert tree.nodes.evicted == 2  # preferences now, and entities (empty, cold)
+    assert node not in tree.inodes
+    assert await fs.text(path(5)) == l2_of(5)
