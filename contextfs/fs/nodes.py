@@ -20,7 +20,7 @@ from collections.abc import Iterator
 from typing import TYPE_CHECKING
 
 from contextfs.errors import InvalidInput, NotEmpty, NotPermitted, ReadOnly
-from contextfs.fs.handler import RoleBase
+from contextfs.fs.handler import RoleBase, missing
 from contextfs.fs.inode import (
     ARCHIVE_DIR,
     HISTORY_DIR,
@@ -119,11 +119,9 @@ class Nodes(RoleBase):
         td = od.children.get(ctype.type_dir)
         if td is None:
             return None
-        if not td.populated:
-            self.tree.ensure(td)  # builds n's directory with the others of td
-            found = (td.children or {}).get(n.name)
-            if found is not None and found.node is n:
-                return found
+        found = (td.children or {}).get(n.name) if not td.populated else None
+        if found is not None and found.node is n:  # built by a lookup before the listing
+            return found
         return self.tree.new_dir(
             Role.NODE,
             n.name,
@@ -148,7 +146,8 @@ class Nodes(RoleBase):
                 if n.name not in d.children:
                     self.place(n)
             self.hot_dirs[d.ino] = d
-            self._evict_cold()
+            self.hot_dirs.move_to_end(d.ino)
+            self._evict_cold(keep=d)
             return
         n = d.node
         if d.role == Role.HISTORY:
@@ -210,11 +209,25 @@ class Nodes(RoleBase):
         return dirs + (1 if d.role == Role.NODE else 0)  # a node also holds .history
 
     async def lookup(self, d: Inode, name: str) -> Inode:
+        if d.role == Role.TYPEDIR and not d.populated:
+            # one name: build that node's directory only (a listing builds them all)
+            assert d.children is not None and d.owner is not None and d.ctype is not None
+            c = d.children.get(name)
+            if c is None:
+                n = self.memory.live_node(d.owner, d.ctype, name)
+                if n is None:
+                    raise missing(self.tree, d, name)
+                c = self.place(n)
+                assert c is not None
+            self.hot_dirs[d.ino] = d
+            self.hot_dirs.move_to_end(d.ino)
+            self._evict_cold(keep=d)
+            return c
         if d.ino in self.hot_dirs:
             self.hot_dirs.move_to_end(d.ino)
         return await super().lookup(d, name)
 
-    def _evict_cold(self) -> None:
+    def _evict_cold(self, keep: Inode) -> None:
         """Empty the least recently used built type directories past HOT_TYPE_DIRS whose
         node directories nothing holds: no inode under them that the kernel has looked up
         and not forgotten, none open or with a buffer, no attachment, drop or scratch
@@ -224,10 +237,10 @@ class Nodes(RoleBase):
             return
         # the oldest few only: a directory the kernel still holds stays, and is looked at
         # again at the next build, not all of them every time
-        for ino, td in list(self.hot_dirs.items())[: min(excess + 8, len(self.hot_dirs) - 1)]:
+        for ino, td in list(self.hot_dirs.items())[: excess + 8]:
             if excess <= 0:
                 break
-            if self._release(td):
+            if td is not keep and self._release(td):
                 del self.hot_dirs[ino]
                 excess -= 1
                 self.evicted += 1

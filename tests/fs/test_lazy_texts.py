@@ -221,3 +221,17 @@ async def test_a_type_directory_the_kernel_holds_is_kept_until_forgotten(reopene
     assert tree.nodes.evicted == 2  # preferences now, and entities (empty, cold)
     assert node not in tree.inodes
     assert await fs.text(path(5)) == l2_of(5)
+
+
+async def test_looking_up_one_node_builds_its_directory_only(reopened):
+    fs, tree = reopened.fs, reopened.fs.ops.tree
+
+    def built() -> int:
+        return sum(1 for i in tree.inodes.values() if i.role.name == "NODE" and i.node)
+
+    assert await fs.text(path(3)) == l2_of(3)
+    assert built() == 1
+    assert await fs.errno_of(fs.ino("user/default/preferences/nope")) == errno.ENOENT
+    assert built() == 1
+    assert len(await fs.listdir("user/default/preferences")) == N
+    assert built() == N
