@@ -78,9 +78,14 @@ def path(i: int, tier: str = "L2.md") -> str:
 
 async def test_stat_shows_sizes_without_reading_the_texts(reopened):
     assert reopened.loaded() == 0
+    fs = reopened.fs
     for i in range(N):
-        attr = await reopened.fs.ops.getattr(await reopened.fs.ino(path(i)), reopened.fs.ctx)
+        attr = await fs.ops.getattr(await fs.ino(path(i)), fs.ctx)
         assert attr.st_size == len(l2_of(i).encode("utf-8"))
+        # `ls -l` of a node: L0 is held, L1's size is known, meta.yaml shows no text
+        for name in ("L0.md", "L1.md", "meta.yaml"):
+            assert (await fs.ops.getattr(await fs.ino(path(i, name)), fs.ctx)).st_size > 0
+        assert await fs.text(path(i, "L0.md"))
     assert reopened.loaded() == 0 and reopened.memory.texts.loads == 0
 
 
