@@ -19,6 +19,7 @@ import time
 from collections.abc import Callable, Iterator
 from contextlib import AbstractContextManager, contextmanager
 from pathlib import Path
+from typing import Any
 
 import duckdb
 
@@ -94,17 +95,14 @@ class Store:
                     [str(time.time())],
                 )
         self._seq = self.generation()
-        self._opened_by = threading.get_ident()
-        self._readers: dict[int, duckdb.DuckDBPyConnection] = {}  # see node_text
+        self._opened_by = threading.get_ident()  # see node_text
 
     def describe(self) -> str:
         """Where the store is, for `.status` (never a password)."""
         return f"duckdb {self.location}"
 
     def close(self) -> None:
-        for cur in self._readers.values():
-            cur.close()
-        self._readers.clear()
+        self._close_readers()
         if self.garbage:
             try:
                 with self.atomic():
@@ -612,7 +610,7 @@ class Store:
         """(l1, l2) of a node as committed; None if it has no row. Safe from any thread:
         a thread other than the store's reads through its own cursor (a DuckDB connection
         is not thread-safe), so it never sees a transaction still open on the main one."""
-        con = self.con if threading.get_ident() == self._opened_by else self._reader()
+        con = self._text_con()
         row = con.execute("SELECT l1, l2 FROM nodes WHERE id = ?", [node_id]).fetchone()
         return (row[0], row[1]) if row is not None else None
 
@@ -620,16 +618,31 @@ class Store:
         """(l1, l2) of many nodes in one query, as `node_text` reads one (any thread)."""
         if not node_ids:
             return {}
-        con = self.con if threading.get_ident() == self._opened_by else self._reader()
+        con = self._text_con()
         marks = ", ".join("?" * len(node_ids))
         rows = con.execute(
             f"SELECT id, l1, l2 FROM nodes WHERE id IN ({marks})", list(node_ids)
         ).fetchall()
         return {r[0]: (r[1], r[2]) for r in rows}
 
-    def _reader(self) -> duckdb.DuckDBPyConnection:
+    # The connections of threads other than the store's own, by thread id (few: trio's
+    # worker threads); made on first use, closed with the store.
+    _opened_by: int | None = None
+
+    def _text_con(self) -> Any:
+        if threading.get_ident() == self._opened_by:
+            return self.con
+        readers = self.__dict__.setdefault("_readers", {})
         tid = threading.get_ident()
-        cur = self._readers.get(tid)
-        if cur is None:
-            cur = self._readers[tid] = self.con.cursor()
-        return cur
+        con = readers.get(tid)
+        if con is None:
+            con = readers[tid] = self._reader()
+        return con
+
+    def _reader(self) -> Any:
+        """A connection for another thread (DuckDB: a cursor, a connection of its own)."""
+        return self.con.cursor()
+
+    def _close_readers(self) -> None:
+        for con in self.__dict__.pop("_readers", {}).values():
+            con.close()
