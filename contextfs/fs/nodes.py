@@ -13,6 +13,7 @@ attachments are `fs.attachments`.
 
 from __future__ import annotations
 
+import itertools
 import os
 import stat
 from collections import OrderedDict
@@ -235,15 +236,19 @@ class Nodes(RoleBase):
         excess = len(self.hot_dirs) - self.hot_type_dirs
         if excess <= 0:
             return
-        # the oldest few only: a directory the kernel still holds stays, and is looked at
-        # again at the next build, not all of them every time
-        for ino, td in list(self.hot_dirs.items())[: excess + 8]:
+        # the oldest few only, so a build costs the same however many are held; one the
+        # kernel still holds is in use: it goes to the recent end, to be looked at later
+        for ino, td in list(itertools.islice(self.hot_dirs.items(), 8)):
             if excess <= 0:
                 break
-            if td is not keep and self._release(td):
+            if td is keep:
+                continue
+            if self._release(td):
                 del self.hot_dirs[ino]
                 excess -= 1
                 self.evicted += 1
+            else:
+                self.hot_dirs.move_to_end(ino)
 
     def _release(self, td: Inode) -> bool:
         assert td.children is not None
