@@ -52,7 +52,18 @@ class Node:
         return (self.owner_kind, self.owner_id)
 
     def tier(self, name: str) -> str:
-        return {"L0": self.l0, "L1": self.l1, "L2": self.l2}[name]
+        # one attribute read: a LazyNode reads L1/L2 from the store when asked for them
+        if name == "L0":
+            return self.l0
+        if name == "L1":
+            return self.l1
+        if name == "L2":
+            return self.l2
+        raise KeyError(name)
+
+    def tier_size(self, name: str) -> int:
+        """The UTF-8 size of a tier: what `stat` shows (a LazyNode knows it unloaded)."""
+        return len(self.tier(name).encode("utf-8"))
 
 
 @dataclass(frozen=True, slots=True)

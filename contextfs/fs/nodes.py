@@ -13,12 +13,15 @@ attachments are `fs.attachments`.
 
 from __future__ import annotations
 
+import itertools
 import os
 import stat
+from collections import OrderedDict
+from collections.abc import Iterator
 from typing import TYPE_CHECKING
 
 from contextfs.errors import InvalidInput, NotEmpty, NotPermitted, ReadOnly
-from contextfs.fs.handler import RoleBase
+from contextfs.fs.handler import RoleBase, missing
 from contextfs.fs.inode import (
     ARCHIVE_DIR,
     HISTORY_DIR,
@@ -29,6 +32,7 @@ from contextfs.fs.inode import (
     TRASH_DIR,
     Handle,
     Inode,
+    Invalidation,
     Role,
     is_editor_scratch,
     is_temp_name,
@@ -40,6 +44,11 @@ if TYPE_CHECKING:
     from contextfs.fs.tree import Tree
 
 
+HOT_TYPE_DIRS = 64  # built type directories kept before the cold ones are emptied
+# what a node directory holds that can be built again from the memory alone
+_RELEASABLE = frozenset({Role.NODE, Role.TIER, Role.META, Role.HISTORY, Role.VERSION})
+
+
 class Nodes(RoleBase):
     roles = frozenset({Role.KIND, Role.OWNER, Role.TYPEDIR, Role.NODE, Role.HISTORY})
 
@@ -47,6 +56,11 @@ class Nodes(RoleBase):
         super().__init__(tree)
         self.memory = tree.memory
         self.owner_dirs: dict[tuple[str, str], Inode] = {}
+        # built type directories, least recently used first: past HOT_TYPE_DIRS the cold
+        # ones let their node directories go (`_evict_cold`)
+        self.hot_dirs: OrderedDict[int, Inode] = OrderedDict()
+        self.hot_type_dirs = HOT_TYPE_DIRS
+        self.evicted = 0  # type directories emptied so far (for tests and benchmarks)
 
     # ---- building ------------------------------------------------------------------------
 
@@ -55,8 +69,19 @@ class Nodes(RoleBase):
         for owner in sorted(self.memory.owners):
             self.tree.add_owner(owner)
         for n in self.memory.nodes.values():
-            self.place(n)
+            # a type directory builds its node directories when first used (`populate`):
+            # mount time and memory do not grow with the nodes no one looks at
+            if self._placed_at_start(n):
+                self.place(n)
         self.tree.tiers.restore_parked()
+
+    def _placed_at_start(self, n: Node) -> bool:
+        """Trashed and archived nodes (their folders are not built on demand) and
+        singletons (a directory of their own, made with the owner's)."""
+        if n.deleted_at is not None or n.archived_at is not None:
+            return True
+        ctype = self.memory.types.get(n.type)
+        return ctype is not None and ctype.singleton
 
     def add_owner(self, owner: tuple[str, str]) -> Inode:
         t = self.tree
@@ -66,7 +91,7 @@ class Nodes(RoleBase):
             if ct.singleton:
                 t.new_dir(Role.NODE, ct.type_dir, od, owner=owner, ctype=ct, populated=False)
             else:
-                t.new_dir(Role.TYPEDIR, ct.type_dir, od, owner=owner, ctype=ct)
+                t.new_dir(Role.TYPEDIR, ct.type_dir, od, owner=owner, ctype=ct, populated=False)
         t.new_dir(Role.TRASH, TRASH_DIR, od, 0o755, owner=owner)
         t.new_dir(Role.TRASH, ARCHIVE_DIR, od, 0o755, owner=owner)
         return od
@@ -95,6 +120,9 @@ class Nodes(RoleBase):
         td = od.children.get(ctype.type_dir)
         if td is None:
             return None
+        found = (td.children or {}).get(n.name) if not td.populated else None
+        if found is not None and found.node is n:  # built by a lookup before the listing
+            return found
         return self.tree.new_dir(
             Role.NODE,
             n.name,
@@ -107,11 +135,21 @@ class Nodes(RoleBase):
         )
 
     def populate(self, d: Inode) -> None:
-        """Create a node directory's children on first use (cheap start for big stores)."""
+        """Create a type directory's node directories, or a node directory's children, on
+        first use (cheap start for big stores)."""
         if d.populated:
             return
         d.populated = True
         t = self.tree
+        if d.role == Role.TYPEDIR:
+            assert d.children is not None and d.ctype is not None
+            for n in self._live_in(d):
+                if n.name not in d.children:
+                    self.place(n)
+            self.hot_dirs[d.ino] = d
+            self.hot_dirs.move_to_end(d.ino)
+            self._evict_cold(keep=d)
+            return
         n = d.node
         if d.role == Role.HISTORY:
             assert n is not None
@@ -160,6 +198,8 @@ class Nodes(RoleBase):
     def unloaded_ndirs(self, d: Inode) -> int:
         """Subdirectories of a directory whose children are not built yet (st_nlink is
         2 + that; `find` relies on it), counted without building them."""
+        if d.role == Role.TYPEDIR:
+            return sum(1 for _n in self._live_in(d))
         n = d.node
         if n is None or d.role == Role.HISTORY:
             return 0
@@ -168,6 +208,88 @@ class Nodes(RoleBase):
             return d.ndirs
         dirs = self.tree.attachments.unloaded_dirs(d, n)
         return dirs + (1 if d.role == Role.NODE else 0)  # a node also holds .history
+
+    async def lookup(self, d: Inode, name: str) -> Inode:
+        if d.role == Role.TYPEDIR and not d.populated:
+            # one name: build that node's directory only (a listing builds them all)
+            assert d.children is not None and d.owner is not None and d.ctype is not None
+            c = d.children.get(name)
+            if c is None:
+                n = self.memory.live_node(d.owner, d.ctype, name)
+                if n is None:
+                    raise missing(self.tree, d, name)
+                c = self.place(n)
+                assert c is not None
+            self.hot_dirs[d.ino] = d
+            self.hot_dirs.move_to_end(d.ino)
+            self._evict_cold(keep=d)
+            return c
+        if d.ino in self.hot_dirs:
+            self.hot_dirs.move_to_end(d.ino)
+        return await super().lookup(d, name)
+
+    def _evict_cold(self, keep: Inode) -> None:
+        """Empty the least recently used built type directories past HOT_TYPE_DIRS whose
+        node directories nothing holds: no inode under them that the kernel has looked up
+        and not forgotten, none open or with a buffer, no attachment, drop or scratch
+        file, no node not yet stored. The next lookup or listing builds them again."""
+        excess = len(self.hot_dirs) - self.hot_type_dirs
+        if excess <= 0:
+            return
+        # the oldest few only, so a build costs the same however many are held; one the
+        # kernel still holds is in use: it goes to the recent end, to be looked at later
+        for ino, td in list(itertools.islice(self.hot_dirs.items(), 8)):
+            if excess <= 0:
+                break
+            if td is keep:
+                continue
+            if self._release(td):
+                del self.hot_dirs[ino]
+                excess -= 1
+                self.evicted += 1
+            else:
+                self.hot_dirs.move_to_end(ino)
+
+    def _release(self, td: Inode) -> bool:
+        assert td.children is not None
+        inodes: list[Inode] = []
+        for c in td.children.values():
+            if not self._cold(c, inodes):
+                return False
+        t = self.tree
+        for c in inodes:
+            t.inodes.pop(c.ino, None)
+            t.file_cache.pop(c.ino, None)
+            c.parent = None
+        td.children = {}
+        td.ndirs = 0
+        td.populated = False
+        td.sorted_names = None
+        if td.listed:  # the kernel's listing names inode numbers that are gone now
+            td.listed = False
+            t.invalidations.append(Invalidation(td.ino, listing=True))
+        return True
+
+    @staticmethod
+    def _cold(inode: Inode, out: list[Inode]) -> bool:
+        """Whether nothing holds inode or what is under it; collects them into out."""
+        if inode.role not in _RELEASABLE or inode.lookups > 0 or inode.opened > 0:
+            return False
+        if inode.data is not None or inode.dirty or inode.links or inode.att_rescan:
+            return False
+        if inode.node is not None and not inode.node.persisted:
+            return False
+        out.append(inode)
+        return all(Nodes._cold(c, out) for c in (inode.children or {}).values())
+
+    def _live_in(self, d: Inode) -> Iterator[Node]:
+        """The live nodes of a type directory, oldest first."""
+        assert d.owner is not None and d.ctype is not None
+        nodes, tname = self.memory.nodes, d.ctype.name
+        for nid in sorted(self.memory.live.by_owner.get(d.owner, ())):
+            n = nodes.get(nid)
+            if n is not None and n.type == tname:
+                yield n
 
     # ---- new names -----------------------------------------------------------------------
 

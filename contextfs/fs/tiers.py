@@ -18,6 +18,7 @@ from contextfs.fs.handler import RoleBase
 from contextfs.fs.inode import META_FILE, Handle, Inode, Role
 from contextfs.fs.query import SearchPort
 from contextfs.memory.document import decode_text
+from contextfs.memory.texts import LRU
 from contextfs.model import Node
 
 if TYPE_CHECKING:
@@ -31,7 +32,8 @@ class Tiers(RoleBase):
         super().__init__(tree)
         self.memory = tree.memory
         self.search = search
-        self._meta_cache: dict[int, tuple[tuple[object, ...], bytes]] = {}
+        # meta.yaml bytes by node id: the hot ones only
+        self._meta_cache: LRU[int, tuple[tuple[object, ...], bytes]] = LRU(4096)
 
     # ---- reading -------------------------------------------------------------------------
 
@@ -55,6 +57,11 @@ class Tiers(RoleBase):
         return b""
 
     def size(self, inode: Inode) -> int:
+        n = inode.node
+        if inode.role == Role.TIER and n is not None and inode.tier is not None:
+            cached = self.tree.file_cache.get(inode.ino)
+            # a node's L1/L2 may be in the store only (memory.texts): stat does not load it
+            return len(cached) if cached is not None else n.tier_size(inode.tier)
         if inode.role == Role.VERSION and inode.node is not None:
             for v, _c, size in inode.node.history:
                 if v == inode.version:

@@ -66,12 +66,14 @@ from contextfs.fs.static import Static
 from contextfs.fs.tiers import Tiers
 from contextfs.fs.trash import Trash
 from contextfs.memory.service import Memory
+from contextfs.memory.texts import LRU
 from contextfs.model import Node
 
 log = logging.getLogger(__name__)
 
 P = ParamSpec("P")
 R = TypeVar("R")
+FILE_CACHE_ENTRIES = 4096  # tier and version files whose bytes are kept
 
 
 def _commits(fn: Callable[P, R]) -> Callable[P, R]:
@@ -136,7 +138,9 @@ class Tree:
         self._next_ino = 1
         self._next_fh = 1
         self.invalidations: list[Invalidation] = []
-        self.file_cache: dict[int, bytes] = {}  # tier and version bytes, by inode
+        # tier and version bytes, by inode: the hot ones only (a million nodes read once
+        # would otherwise all stay here)
+        self.file_cache: LRU[int, bytes] = LRU(FILE_CACHE_ENTRIES)
         self.on_commit = on_commit
         # what a refused commit of invalid input answers: EINVAL, but EPERM inside rename
         # (fs.rename says why)

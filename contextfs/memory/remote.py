@@ -70,6 +70,8 @@ def reload_nodes(memory: Memory, ids: list[int]) -> list[tuple[Node, bool]]:
         if memory.is_live(n):
             memory.live[_key(n)] = nid
         out.append((n, False))
+    # what was loaded is committed: its texts may be let go again (memory.texts)
+    memory.texts.committed([n for n, _created in out])
     memory.reloaded.extend(out)
     return out
 

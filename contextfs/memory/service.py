@@ -40,6 +40,7 @@ from contextfs.memory.remote import keep_both
 from contextfs.memory.routing import Routing
 from contextfs.memory.strategies import strategy_for
 from contextfs.memory.summarize import summarize
+from contextfs.memory.texts import DEFAULT_HOT_NODES, LazyNode, TierTexts
 from contextfs.memory.transactions import Journal, Transactions
 from contextfs.model import MACHINE_REASONS, Access, Attachment, Change, Node
 from contextfs.store import Store
@@ -114,6 +115,7 @@ class Memory(Transactions, AttachmentStore, Routing):
         clock: Callable[[], float] = time.time,
         redactor: Redactor | None = None,
         default_owner: str = "default",
+        hot_nodes: int = DEFAULT_HOT_NODES,
     ) -> None:
         self.store = store
         self.types = types
@@ -138,7 +140,10 @@ class Memory(Transactions, AttachmentStore, Routing):
         self.access: dict[tuple[str, str], Access] = store.access()
         self.nodes: dict[int, Node] = {}
         self.live = LiveNodes()
-        for n in store.nodes():
+        # L1 and L2 stay in the store until read (memory.texts): most of a node's weight
+        self.texts = TierTexts(store, hot_nodes)
+        for n, l1_size, l2_size in store.node_heads(LazyNode):
+            self.texts.adopt(n, (l1_size, l2_size))
             self.nodes[n.id] = n
             if n.deleted_at is None and n.archived_at is None:
                 self.live[(n.owner_kind, n.owner_id, n.type, n.name)] = n.id
@@ -312,7 +317,7 @@ class Memory(Transactions, AttachmentStore, Routing):
     ) -> Node:
         now = self.clock()
         free = node_id is not None and self.store.claim_id(node_id)
-        return Node(
+        n = LazyNode(
             id=node_id if free else self.store.new_id(),
             owner_kind=owner[0],
             owner_id=owner[1],
@@ -329,6 +334,7 @@ class Memory(Transactions, AttachmentStore, Routing):
             updated=now,
             persisted=False,
         )
+        return self.texts.adopt(n, None)  # dirty until its first commit
 
     def _check_name(self, ctype: ContextType, name: str) -> None:
         if ctype.singleton:

@@ -22,6 +22,7 @@ from contextfs.model import Access, Attachment, Change, Node
 
 if TYPE_CHECKING:
     from contextfs.memory.service import LiveNodes
+    from contextfs.memory.texts import TierTexts
     from contextfs.store import Store
 
 log = logging.getLogger("contextfs.memory.service")  # the name these lines always had
@@ -67,6 +68,7 @@ class Transactions:
     _tx: Journal | None
     _subscribers: list[Callable[[Sequence[Change]], None]]
     _dirty_atts: dict[int, Attachment]
+    texts: TierTexts
 
     @contextlib.contextmanager
     def transaction(self) -> Iterator[None]:
@@ -103,6 +105,8 @@ class Transactions:
         self._tx = None
         self.pending_redactions.clear()
         self._dirty_atts.clear()
+        # what committed is the store's now: those nodes' texts may be let go (memory.texts)
+        self.texts.committed([tx.nodes[nid][0] for nid in tx.stored])
         self._publish(self._changes(tx))
 
     @contextlib.contextmanager

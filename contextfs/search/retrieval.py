@@ -257,6 +257,8 @@ class Searcher:
         units += [
             ((h.node_id, h.tier, h.chunk), 1) for h in text_hits if allowed(nodes.get(h.node_id))
         ]
+        # their texts, in one query where the memory holds them in the store only
+        memory.texts.prefetch([nodes.get(key[0]) for key, _side in units])
         seen = [0, 0]
         for key, side in units:
             # passages rank among passages: summaries of long nodes do not push them down

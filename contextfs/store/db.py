@@ -13,10 +13,13 @@ from __future__ import annotations
 
 import json
 import logging
+import sys
+import threading
 import time
 from collections.abc import Callable, Iterator
 from contextlib import AbstractContextManager, contextmanager
 from pathlib import Path
+from typing import Any
 
 import duckdb
 
@@ -40,8 +43,8 @@ _NODE_COLS = (
 )
 
 
-def _node_from_row(row: tuple) -> Node:
-    n = Node(*row[:12])
+def _node_from_row(row: tuple, make: Callable[..., Node] = Node) -> Node:
+    n = make(*row[:12])
     n.sources = json.loads(row[12])
     n.tags = json.loads(row[13])
     n.importance, n.access_count, n.created, n.updated, n.deleted_at, n.archived_at = row[14:20]
@@ -92,12 +95,14 @@ class Store:
                     [str(time.time())],
                 )
         self._seq = self.generation()
+        self._opened_by = threading.get_ident()  # see node_text
 
     def describe(self) -> str:
         """Where the store is, for `.status` (never a password)."""
         return f"duckdb {self.location}"
 
     def close(self) -> None:
+        self._close_readers()
         if self.garbage:
             try:
                 with self.atomic():
@@ -562,3 +567,82 @@ class Store:
 
     def remove_pending_drop(self, drop_id: int) -> None:
         self.con.execute("DELETE FROM pending_drops WHERE id = ?", [drop_id])
+
+    # ---- nodes without their tier texts (memory.texts reads those on demand) ------------
+
+    _HEAD_BATCH = 20_000  # rows a fetch: the peak of the load, which RSS keeps after it
+
+    def node_heads(self, make: Callable[..., Node] = Node) -> list[tuple[Node, int, int]]:
+        """Every node as `nodes()` gives it (made by `make`, a Node class) but with l1 and
+        l2 left empty, each with the UTF-8 sizes of its L1 and L2 (PostgreSQL: octet_length
+        for DuckDB's strlen). Read in batches: a million rows fetched at once would leave
+        the process a gigabyte larger for good (freed memory stays with the allocator)."""
+        cols = _NODE_COLS.replace("l1, l2,", "'', '',")
+        intern, loads = sys.intern, json.loads
+        out: list[tuple[Node, int, int]] = []
+        by_id: dict[int, Node] = {}
+        cur = self.con.execute(f"SELECT {cols}, strlen(l1), strlen(l2) FROM nodes ORDER BY id")
+        while rows := cur.fetchmany(self._HEAD_BATCH):
+            for r in rows:
+                n = make(*r[:12])
+                # owners and types repeat on every row: one string each, not one per node
+                n.owner_kind, n.owner_id, n.type = intern(r[1]), intern(r[2]), intern(r[3])
+                n.sources = [] if r[12] == "[]" else loads(r[12])
+                n.tags = [] if r[13] == "[]" else loads(r[13])
+                n.importance, n.access_count, n.created, n.updated = r[14:18]
+                n.deleted_at, n.archived_at = r[18:20]
+                out.append((n, r[20], r[21]))
+                by_id[n.id] = n
+        cur = self.con.execute(
+            "SELECT node_id, version, created, strlen(l2), reason FROM versions "
+            "ORDER BY node_id, version"
+        )
+        while rows := cur.fetchmany(self._HEAD_BATCH):
+            for node_id, version, created, size, reason in rows:
+                n = by_id.get(node_id)
+                if n is not None:
+                    n.history.append((version, created, size))
+                    if not reason.startswith(MACHINE_REASONS):
+                        n.person_wrote = True
+        return out
+
+    def node_text(self, node_id: int) -> tuple[str, str] | None:
+        """(l1, l2) of a node as committed; None if it has no row. Safe from any thread:
+        a thread other than the store's reads through its own cursor (a DuckDB connection
+        is not thread-safe), so it never sees a transaction still open on the main one."""
+        con = self._text_con()
+        row = con.execute("SELECT l1, l2 FROM nodes WHERE id = ?", [node_id]).fetchone()
+        return (row[0], row[1]) if row is not None else None
+
+    def node_texts(self, node_ids: list[int]) -> dict[int, tuple[str, str]]:
+        """(l1, l2) of many nodes in one query, as `node_text` reads one (any thread)."""
+        if not node_ids:
+            return {}
+        con = self._text_con()
+        marks = ", ".join("?" * len(node_ids))
+        rows = con.execute(
+            f"SELECT id, l1, l2 FROM nodes WHERE id IN ({marks})", list(node_ids)
+        ).fetchall()
+        return {r[0]: (r[1], r[2]) for r in rows}
+
+    # The connections of threads other than the store's own, by thread id (few: trio's
+    # worker threads); made on first use, closed with the store.
+    _opened_by: int | None = None
+
+    def _text_con(self) -> Any:
+        if threading.get_ident() == self._opened_by:
+            return self.con
+        readers = self.__dict__.setdefault("_readers", {})
+        tid = threading.get_ident()
+        con = readers.get(tid)
+        if con is None:
+            con = readers[tid] = self._reader()
+        return con
+
+    def _reader(self) -> Any:
+        """A connection for another thread (DuckDB: a cursor, a connection of its own)."""
+        return self.con.cursor()
+
+    def _close_readers(self) -> None:
+        for con in self.__dict__.pop("_readers", {}).values():
+            con.close()

@@ -231,6 +231,7 @@ class PgStore(Store):
                     self.sweep()
             except (psycopg.Error, StoreDamaged, StoreUnavailable):
                 log.warning("could not reclaim %d unheld blob(s) at close", len(self.garbage))
+        self._close_readers()
         self.con.close()
 
     @contextmanager
@@ -400,6 +401,11 @@ class PgStore(Store):
     def stored_bytes(self) -> tuple[int, int]:
         got = self._remember("stored_bytes", super().stored_bytes)
         return got if got else (0, 0)
+
+    def _reader(self) -> PgConnection:
+        """A connection of its own for a thread that reads tier texts (Store.node_text):
+        every thread, since this store does not record the one that opened it."""
+        return PgConnection(self.con._dsn, read_only=True)  # type: ignore[attr-defined]
 
 
 class PgListener:

@@ -1,0 +1,226 @@
+"""Tier text on demand: nodes whose L1 and L2 are read from the store when first asked for.
+
+A node's L1 and L2 are most of what it weighs (about 1.4 KB of a node's 4 KB at 10k nodes
+in `scripts/bench_scale.py`), and a mount reads few of them: so `Memory` keeps them only for
+the nodes in use. `LazyNode` is a `Node` whose `l1`/`l2` are properties: unloaded, they are
+fetched from the store (`Store.node_text`, which is safe from any thread: search reads
+nodes in worker threads) and the node joins `TierTexts`, a bounded LRU; past its capacity
+the least recently used node lets its texts go again. Everything that reads `n.l1`/`n.l2`
+works unchanged.
+
+Only texts the store holds as committed are ever let go: setting `l1`/`l2` marks the node
+dirty (its text exists in memory only, or in an open transaction), and it stays loaded
+until `Memory`'s transaction commits it (`TierTexts.committed`). A rollback leaves it
+loaded with the restored text, which is right either way.
+
+L0 (one short line that listings and summaries read all the time), the tags, sources and
+the version list stay in memory. Boundary: no FUSE, no SQL here; the store is reached
+only through `Store.node_text`.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections import OrderedDict
+from typing import TYPE_CHECKING, Generic, TypeVar
+
+from contextfs.model import Node
+
+if TYPE_CHECKING:
+    from contextfs.store import Store
+
+log = logging.getLogger(__name__)
+
+DEFAULT_HOT_NODES = 4096  # nodes whose L1/L2 stay loaded once clean
+
+K = TypeVar("K")
+V = TypeVar("V")
+
+# The slot descriptors the dataclass made for Node's l1 and l2: LazyNode's properties
+# keep the text in them (None = not loaded), so a loaded node costs what a Node does.
+_L1 = Node.__dict__["l1"]
+_L2 = Node.__dict__["l2"]
+
+
+class LRU(OrderedDict, Generic[K, V]):
+    """A dict that keeps at most `capacity` entries, dropping the least recently used;
+    `get` and assignment count as use. Not thread-safe by itself."""
+
+    def __init__(self, capacity: int) -> None:
+        super().__init__()
+        self.capacity = capacity
+
+    def get(self, key, default=None):
+        try:
+            value = self[key]
+        except KeyError:
+            return default
+        self.move_to_end(key)
+        return value
+
+    def __setitem__(self, key, value) -> None:
+        super().__setitem__(key, value)
+        self.move_to_end(key)
+        while len(self) > self.capacity:
+            self.popitem(last=False)
+
+
+def _peek(slot, n: Node) -> str | None:
+    """The text in a slot; None when not loaded (or not yet set: during __init__)."""
+    try:
+        return slot.__get__(n, Node)
+    except AttributeError:
+        return None
+
+
+class LazyNode(Node):
+    """A Node whose L1 and L2 live in the store until read (see the module docstring).
+
+    `_texts` is the TierTexts that loads and evicts it (absent on copies made with
+    `dataclasses.replace`, which carry their texts); `_sizes` is the UTF-8 byte size of
+    (L1, L2) while they are not loaded, so `stat` does not read them."""
+
+    __slots__ = ("_texts", "_sizes", "_dirty")
+
+    @property
+    def l1(self) -> str:  # type: ignore[override]
+        v = _peek(_L1, self)
+        return v if v is not None else self._load()[0]
+
+    @l1.setter
+    def l1(self, value: str) -> None:
+        self._set(_L1, _L2, value)
+
+    @property
+    def l2(self) -> str:  # type: ignore[override]
+        v = _peek(_L2, self)
+        return v if v is not None else self._load()[1]
+
+    @l2.setter
+    def l2(self, value: str) -> None:
+        self._set(_L2, _L1, value)
+
+    def _set(self, slot, other, value: str) -> None:
+        texts: TierTexts | None = getattr(self, "_texts", None)
+        if texts is None:  # being built (dataclass __init__, replace): a plain slot
+            self._dirty = True
+            slot.__set__(self, value)
+            return
+        if _peek(other, self) is None:
+            texts.load(self)  # a dirty node is whole in memory: never half in the store
+        with texts.lock:  # dirty before the text, so an eviction never drops it
+            self._dirty = True
+            slot.__set__(self, value)
+
+    def _load(self) -> tuple[str, str]:
+        texts: TierTexts | None = getattr(self, "_texts", None)
+        if texts is None:
+            raise RuntimeError(f"node {self.id}: texts not loaded and no store to read them from")
+        return texts.load(self)
+
+    @property
+    def loaded(self) -> bool:
+        return _peek(_L2, self) is not None
+
+    def tier_size(self, name: str) -> int:
+        if name != "L0" and not self.loaded:
+            return self._sizes[0 if name == "L1" else 1]
+        return super().tier_size(name)
+
+    def unload(self) -> bool:
+        """Let go of L1 and L2 if the store holds them as they are; True if it did.
+        Called with the TierTexts lock held."""
+        l1, l2 = _peek(_L1, self), _peek(_L2, self)
+        if getattr(self, "_dirty", True) or l1 is None or l2 is None:
+            return False
+        self._sizes = (len(l1.encode("utf-8")), len(l2.encode("utf-8")))
+        _L1.__set__(self, None)
+        _L2.__set__(self, None)
+        return True
+
+
+class TierTexts:
+    """Loads LazyNodes' texts from the store and keeps at most `capacity` clean nodes
+    loaded (LRU). Called from the trio thread and from search's worker threads."""
+
+    def __init__(self, store: Store, capacity: int = DEFAULT_HOT_NODES) -> None:
+        self.store = store
+        self.capacity = capacity
+        self._hot: OrderedDict[int, LazyNode] = OrderedDict()
+        self.lock = threading.Lock()
+        self.loads = 0  # texts read from the store (for .status and benchmarks)
+        self.evictions = 0
+
+    def adopt(self, n: LazyNode, sizes: tuple[int, int] | None) -> LazyNode:
+        """Make n this cache's: with sizes, n's texts are not loaded (l1 and l2 None)."""
+        n._texts = self
+        n._dirty = sizes is None
+        if sizes is not None:
+            n._sizes = sizes
+            _L1.__set__(n, None)
+            _L2.__set__(n, None)
+        return n
+
+    def load(self, n: LazyNode) -> tuple[str, str]:
+        """n's (L1, L2), read from the store unless loaded; n joins the hot nodes."""
+        with self.lock:
+            l1, l2 = _peek(_L1, n), _peek(_L2, n)
+            if l1 is not None and l2 is not None:
+                self._use(n)
+                return l1, l2
+        stored = self.store.node_text(n.id)  # outside the lock: a query, maybe a thread's
+        if stored is None:  # no row: a node never stored is dirty, so this is not reached
+            log.warning("node %d has no row to read its texts from", n.id)
+            stored = ("", "")
+        with self.lock:
+            l1, l2 = _peek(_L1, n), _peek(_L2, n)
+            if l1 is None or l2 is None:  # (another thread may have loaded or set them)
+                l1, l2 = stored
+                _L1.__set__(n, l1)
+                _L2.__set__(n, l2)
+                n._dirty = False
+                self.loads += 1
+            self._use(n)
+            return l1, l2
+
+    def prefetch(self, nodes: list[Node | None]) -> None:
+        """Load the texts of those of these nodes that are not loaded, in one query (a
+        search reads the texts of its candidates; one query each costs a millisecond)."""
+        want: dict[int, LazyNode] = {}
+        for n in nodes:
+            if isinstance(n, LazyNode) and getattr(n, "_texts", None) is self and not n.loaded:
+                want[n.id] = n
+        if not want:
+            return
+        stored = self.store.node_texts(list(want)[: self.capacity])
+        with self.lock:
+            for nid, (l1, l2) in stored.items():
+                n = want[nid]
+                if _peek(_L1, n) is None or _peek(_L2, n) is None:
+                    _L1.__set__(n, l1)
+                    _L2.__set__(n, l2)
+                    n._dirty = False
+                    self.loads += 1
+                self._use(n)
+
+    def committed(self, nodes: list[Node]) -> None:
+        """These nodes' rows just committed: their texts are the store's, they may go."""
+        with self.lock:
+            for n in nodes:
+                if isinstance(n, LazyNode) and getattr(n, "_texts", None) is self:
+                    n._dirty = False
+                    self._use(n)
+
+    def _use(self, n: LazyNode) -> None:
+        """n was used: most recent; past the capacity the oldest clean node unloads."""
+        hot = self._hot
+        hot[n.id] = n
+        hot.move_to_end(n.id)
+        while len(hot) > self.capacity:
+            _nid, old = hot.popitem(last=False)
+            if old.unload():
+                self.evictions += 1
+
+    def __len__(self) -> int:
+        return len(self._hot)

@@ -1,0 +1,523 @@
+"""A million nodes on one machine (issue 14 item 5): what a mount costs as the store grows.
+
+For each store size N (`--quick`: 1,000 and 10,000; full: 1,000, 100,000 and 1,000,000):
+
+1. Builds the store IN-PROCESS, straight into DuckDB in one transaction (building through
+   `Memory.create_node` runs at about 1,000 nodes/s, a million would take 20 minutes): N
+   nodes `user/uKKKK/{preferences,entities}/topic-NNNNNNN`, 1,000 nodes an owner (500 in
+   each of its two type directories, so one owner's tree is the same size at every N), each
+   with an L0 (one line), an L1 (about 300 characters) and an L2 (about 1,000 characters),
+   one saved version and one outbox row; `content_hash` is the xxh64 of L2 as the store's
+   invariant says. The store is opened once by `Memory` afterwards as a check.
+2. Mounts it with search off (`contextfs mount --foreground` in a subprocess) and measures:
+   mount time (from the start of the process until the mountpoint answers `ls` of an
+   owner), the daemon's VmRSS, `ls -lR` of one owner (first and second time), `cat` of the
+   L0.md of 1,000 random nodes (first and second time), and create + fsync (mkdir a node,
+   write L2.md, fsync, close) p50. Unmounts.
+3. With `--search` (default on; `--no-search` skips it): builds the vector and text indexes
+   in-process with SYNTHETIC vectors (`--real-vectors` texts through MiniLM, every other unit
+   a noisy copy: embedding a million units for real takes hours), mounts with search on,
+   waits for `index: ready`, and measures VmRSS with the embedding model loaded and query
+   p50/p99: reads of `.query/@budget=B/<question>/_context.md`, every read a fresh search.
+
+It prints a markdown table (each size, and each figure's ratio to the smallest size of the
+same run) and writes JSON under bench-results/. Targets at 1M: RSS with the model <= 2 GiB,
+mount <= 2 s, query p99 <= 100 ms; warm `ls`/`cat` as fast as at 1k (ratio about 1).
+
+    .venv/bin/python scripts/bench_scale.py --quick                # 1k, 10k (< 3 min)
+    .venv/bin/python scripts/bench_scale.py                        # 1k, 100k, 1M
+    .venv/bin/python scripts/bench_scale.py --sizes 1000,100000 --no-search
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import random
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import xxhash
+
+from contextfs.testing import (
+    Progress,
+    daemon_pid,
+    log_problems,
+    machine_info,
+    proc_status,
+    say,
+    stats,
+    wait_index_ready,
+    write_json,
+)
+from contextfs.testing.mount import contextfs_cmd, unmount
+
+SEED = 20261201
+PER_OWNER = 1000  # nodes an owner holds: 500 in each of its two type directories
+TYPES = (("preference", "preferences"), ("entity", "entities"))
+TARGET_RSS = 2 * 2**30
+TARGET_MOUNT_S = 2.0
+TARGET_QUERY_P99_S = 0.100
+MOUNT_TIMEOUT = 3600.0
+WORDS = tuple(
+    [
+        "river",
+        "tea",
+        "morning",
+        "garden",
+        "cycle",
+        "database",
+        "index",
+        "latency",
+        "meeting",
+        "release",
+        "coffee",
+        "theme",
+        "editor",
+        "schedule",
+        "museum",
+        "weekend",
+        "spanish",
+        "backup",
+        "server",
+        "storage",
+        "bread",
+        "sourdough",
+        "kernel",
+        "bicycle",
+        "chain",
+        "travel",
+        "budget",
+        "invoice",
+        "project",
+        "deadline",
+        "review",
+        "family",
+        "recipe",
+        "music",
+        "piano",
+        "hiking",
+        "mountain",
+        "weather",
+        "report",
+        "lecture",
+        "paper",
+        "draft",
+        "sketch",
+        "camera",
+        "lens",
+        "battery",
+    ]
+)
+QUESTIONS = [
+    "tips for bicycle maintenance",
+    "sourdough bread baking",
+    "who prefers tea in the morning",
+    "notes about the database index and query latency",
+    "what happened at the release meeting",
+    "dark mode or light theme in the editor",
+    "remote team calendar and schedule",
+    "weekend museum visits",
+    "learning Spanish",
+    "backup server storage",
+    "mountain hiking weather",
+    "piano music lessons",
+    "camera lens and battery",
+    "project deadline review",
+    "family recipe for dinner",
+    "travel budget and invoices",
+]
+
+
+def owner_of(i: int) -> str:
+    return f"u{i // PER_OWNER:04d}"
+
+
+def node_rel(i: int) -> str:
+    """Where node i shows in the mount (the SQL in build_store makes the same paths)."""
+    return f"user/{owner_of(i)}/{TYPES[i % 2][1]}/topic-{i:07d}"
+
+
+# --------------------------------------------------------------------------------------
+# Building
+
+
+def build_store(data: Path, n: int) -> dict:
+    """N nodes straight into DuckDB: one transaction of set-based INSERT ... SELECT."""
+    from contextfs.config import load_config
+    from contextfs.store import Store
+
+    data.mkdir(parents=True, exist_ok=True)
+    (data / "config.yaml").write_text("search: false\n")
+    cfg = load_config(data)
+    t0 = time.perf_counter()
+    store = Store(cfg.db_path)
+    con = store.con
+    con.execute("SELECT 1").fetchall()  # finish the store's last result (a fetchone)
+    con.create_function(
+        "xxh64hex",
+        lambda s: xxhash.xxh64_hexdigest(s.encode("utf-8")),
+        ["VARCHAR"],
+        "VARCHAR",
+        side_effects=False,
+    )
+    words = "[" + ", ".join(f"'{w}'" for w in WORDS) + "]"
+    now = time.time()
+    owners = (n + PER_OWNER - 1) // PER_OWNER
+
+    # A sentence of k words of node i, salt s: words picked by a hash, so texts differ.
+    def sent(k: int, s: int) -> str:
+        return (
+            f"array_to_string(list_transform(range({k}), lambda j: "
+            f"{words}[1 + (hash(i * 7919 + j * 31 + {s}) % {len(WORDS)})::INT]), ' ')"
+        )
+
+    block = 100_000
+    prog = Progress(f"build store N={n}", n)
+    try:
+        with store.atomic():
+            con.execute(
+                "INSERT INTO owners SELECT 'user', printf('u%04d', o), ? FROM range(?) t(o)",
+                [now, owners],
+            )
+            for start in range(0, n, block):
+                stop = min(n, start + block)
+                con.execute(
+                    f"""
+                    INSERT INTO nodes
+                    SELECT nextval('object_ids'), 'user', printf('u%04d', i // {PER_OWNER}),
+                           CASE WHEN i % 2 = 0 THEN '{TYPES[0][0]}' ELSE '{TYPES[1][0]}' END,
+                           printf('topic-%07d', i), 1, l0, l1, l2, false, false,
+                           xxh64hex(l2), '[]', '[]', 0.5, 0, ?, ?, NULL, NULL
+                    FROM (
+                        SELECT i, 'Note ' || i || ': ' || {sent(8, 1)} AS l0,
+                               {sent(45, 2)} || '.' AS l1,
+                               {sent(45, 3)} || '. ' || {sent(45, 4)} || '. '
+                                   || {sent(45, 5)} || '.' AS l2
+                        FROM range({start}, {stop}) t(i)
+                    )
+                    """,
+                    [now, now],
+                )
+                prog.update(stop)
+            con.execute(
+                "INSERT INTO versions SELECT id, 1, l2, content_hash, updated, 'write' FROM nodes"
+            )
+            con.execute(
+                "INSERT INTO outbox SELECT row_number() OVER (ORDER BY id), id, 1, 'upsert', ? "
+                "FROM nodes",
+                [now],
+            )
+        build_s = prog.done()
+        mean_l2 = con.execute("SELECT avg(strlen(l2)) FROM nodes").fetchone()[0]
+    finally:
+        store.close()
+    return {
+        "nodes": n,
+        "owners": owners,
+        "build_s": build_s,
+        "mean_l2_chars": mean_l2,
+        "db_bytes": cfg.db_path.stat().st_size,
+        "wall_s": time.perf_counter() - t0,
+    }
+
+
+def build_indexes(data: Path, real_vectors: int) -> dict:
+    """The vector and text indexes of the store, with synthetic vectors (see the docstring)."""
+    from bench_search import BenchEmbedder
+
+    from contextfs.app import load_all_types
+    from contextfs.config import load_config
+    from contextfs.index.embed import LocalEmbedder
+    from contextfs.memory.service import Memory
+    from contextfs.search.indexer import Indexer
+    from contextfs.store import Store
+
+    cfg = load_config(data)
+    store = Store(cfg.db_path)
+    try:
+        memory = Memory(store, load_all_types(cfg), data_dir=data)
+        n = len(memory.live)
+        bench = BenchEmbedder(LocalEmbedder(), real_vectors)
+        indexer = Indexer(memory, cfg.index_dir, lambda: bench, model_name=cfg.model_name)
+        prog = Progress(f"index N={n} (synthetic vectors)", n)
+        indexer.rebuild_sync(progress=lambda done, _t: prog.update(done))
+        seconds = prog.done()
+        indexer.text.close()  # release tantivy's writer lock before the daemon opens it
+        return {"seconds": seconds, "units": len(indexer.digests), "real": bench.model_texts}
+    finally:
+        store.close()
+
+
+# --------------------------------------------------------------------------------------
+# Measuring through a mount
+
+
+class Daemon:
+    """`contextfs mount --foreground` in a subprocess; its output goes to a file."""
+
+    def __init__(self, mnt: Path, data: Path) -> None:
+        self.mnt, self.data = mnt, data
+        self.out = (data / "daemon.out").open("ab")
+        self.t0 = time.perf_counter()
+        self.proc = subprocess.Popen(
+            contextfs_cmd("mount", str(mnt), "--foreground", "--data-dir", str(data)),
+            stdout=self.out,
+            stderr=subprocess.STDOUT,
+            env=dict(os.environ, PYTHONUNBUFFERED="1"),
+        )
+
+    def wait_ready(self, probe: Path) -> float:
+        """Seconds from the start of the process until `ls probe` answers."""
+        while True:
+            if self.proc.poll() is not None:
+                out = (self.data / "daemon.out").read_text()
+                raise RuntimeError(f"daemon exited {self.proc.returncode}: {out}")
+            if os.path.ismount(self.mnt):
+                try:
+                    os.listdir(probe)
+                    return time.perf_counter() - self.t0
+                except OSError:
+                    pass
+            if time.perf_counter() - self.t0 > MOUNT_TIMEOUT:
+                raise RuntimeError("mount not ready")
+            time.sleep(0.01)
+
+    def rss(self) -> dict[str, int]:
+        return proc_status(daemon_pid(self.mnt) or self.proc.pid)
+
+    def stop(self) -> None:
+        unmount(self.mnt)
+        try:
+            self.proc.wait(timeout=600)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait()
+        self.out.close()
+
+
+def timed(fn) -> float:
+    t0 = time.perf_counter()
+    fn()
+    return time.perf_counter() - t0
+
+
+def ls_lr(path: Path) -> float:
+    def run() -> None:
+        subprocess.run(["ls", "-lR", str(path)], stdout=subprocess.DEVNULL, check=True)
+
+    return timed(run)
+
+
+def cat_all(paths: list[Path]) -> float:
+    def run() -> None:
+        for p in paths:
+            with open(p, "rb") as f:
+                if not f.read():
+                    raise RuntimeError(f"{p} is empty")
+
+    return timed(run)
+
+
+def create_fsync(mnt: Path, trials: int) -> list[float]:
+    out = []
+    base = mnt / "user" / owner_of(0) / TYPES[0][1]
+    for k in range(trials):
+        node = base / f"bench-new-{k:04d}"
+        t0 = time.perf_counter()
+        node.mkdir()
+        fd = os.open(node / "L2.md", os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+        try:
+            os.write(fd, f"A new note number {k} about tea and the garden.\n".encode())
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+        out.append(time.perf_counter() - t0)
+    return out
+
+
+def measure_fs(mnt: Path, data: Path, n: int, args: argparse.Namespace) -> dict:
+    rng = random.Random(SEED + n)
+    d = Daemon(mnt, data)
+    res: dict = {}
+    try:
+        res["mount_s"] = d.wait_ready(mnt / "user" / owner_of(0))
+        say(f"  N={n}: mounted in {res['mount_s']:.2f}s")
+        res["rss_mounted"] = d.rss()
+        owner = mnt / "user" / owner_of(rng.randrange(n) if n > PER_OWNER else 0)
+        res["ls_lR_cold_s"] = ls_lr(owner)
+        res["ls_lR_warm_s"] = ls_lr(owner)
+        picks = [mnt / node_rel(rng.randrange(n)) / "L0.md" for _ in range(args.cats)]
+        res["cat_l0_cold_s"] = cat_all(picks)
+        res["cat_l0_warm_s"] = cat_all(picks)
+        res["create_fsync"] = stats(create_fsync(mnt, args.creates))
+        res["rss_after"] = d.rss()
+        say(
+            f"  N={n}: RSS {res['rss_after']['VmRSS'] / 2**20:.0f} MiB, ls -lR "
+            f"{res['ls_lR_warm_s'] * 1000:.0f} ms warm, cat x{args.cats} "
+            f"{res['cat_l0_warm_s'] * 1000:.0f} ms warm"
+        )
+    finally:
+        d.stop()
+    res["log_problems"] = log_problems(data / "contextfs.log")[:20]
+    return res
+
+
+def measure_search(mnt: Path, data: Path, n: int, args: argparse.Namespace) -> dict:
+    res: dict = {"index": build_indexes(data, args.real_vectors)}
+    (data / "config.yaml").write_text("search: true\n")
+    d = Daemon(mnt, data)
+    try:
+        res["mount_s"] = d.wait_ready(mnt / "user" / owner_of(0))
+        res["ready_s"], _ = wait_index_ready(mnt, 1800)
+        res["rss_ready"] = d.rss()
+        times = []
+        for r in range(args.rounds):
+            for q in QUESTIONS:
+                # a budget never asked before: the daemon searches afresh
+                path = mnt / ".query" / f"@budget={2000 + r}" / q / "_context.md"
+                t0 = time.perf_counter()
+                text = path.read_text()
+                times.append(time.perf_counter() - t0)
+                if "## " not in text:
+                    raise RuntimeError(f"no passages for {q!r}")
+        res["query"] = stats(times)
+        res["rss_after"] = d.rss()
+        say(
+            f"  N={n}: search RSS {res['rss_after']['VmRSS'] / 2**20:.0f} MiB, query p50 "
+            f"{res['query']['p50'] * 1000:.1f} ms p99 {res['query']['p99'] * 1000:.1f} ms"
+        )
+    finally:
+        d.stop()
+    (data / "config.yaml").write_text("search: false\n")
+    res["log_problems"] = log_problems(data / "contextfs.log")[:20]
+    return res
+
+
+# --------------------------------------------------------------------------------------
+# Report
+
+
+def metrics(r: dict) -> dict[str, tuple[float | None, str]]:
+    fs, se = r["fs"], r.get("search") or {}
+    mib = 2**20
+    return {
+        "build store (in-process)": (r["build"]["build_s"], "s"),
+        "mount (start to `ls` answers)": (fs["mount_s"], "s"),
+        "daemon VmRSS, search off": (fs["rss_after"]["VmRSS"] / mib, "MiB"),
+        "daemon VmRSS, model + index loaded": (
+            se["rss_after"]["VmRSS"] / mib if se else None,
+            "MiB",
+        ),
+        "`ls -lR` one owner (1,000 nodes), first": (fs["ls_lR_cold_s"] * 1000, "ms"),
+        "`ls -lR` one owner, warm": (fs["ls_lR_warm_s"] * 1000, "ms"),
+        "`cat` 1,000 random L0.md, first": (fs["cat_l0_cold_s"] * 1000, "ms"),
+        "`cat` the same 1,000 L0.md, warm": (fs["cat_l0_warm_s"] * 1000, "ms"),
+        "create + fsync p50": (fs["create_fsync"]["p50"] * 1000, "ms"),
+        "query `_context.md` p50": (se["query"]["p50"] * 1000 if se else None, "ms"),
+        "query `_context.md` p99": (se["query"]["p99"] * 1000 if se else None, "ms"),
+    }
+
+
+def table(results: list[dict]) -> str:
+    sizes = [r["n"] for r in results]
+    head = "| metric | " + " | ".join(f"N={n:,}" for n in sizes)
+    head += " | " + " | ".join(f"ratio {n:,}/{sizes[0]:,}" for n in sizes[1:]) + " |"
+    lines = [head, "|" + "---|" * (1 + 2 * len(sizes) - 1)]
+    per = [metrics(r) for r in results]
+    for name in per[0]:
+        vals = [p[name][0] for p in per]
+        unit = per[0][name][1]
+        cells = [f"{v:,.1f} {unit}" if v is not None else "—" for v in vals]
+        base = vals[0]
+        ratios = [f"{v / base:.2f}x" if v is not None and base else "—" for v in vals[1:]]
+        lines.append(f"| {name} | " + " | ".join(cells + ratios) + " |")
+    return "\n".join(lines)
+
+
+def verdicts(results: list[dict]) -> list[str]:
+    big = results[-1]
+    m = metrics(big)
+    out = [f"targets, checked at the largest size N={big['n']:,}:"]
+    rss = m["daemon VmRSS, model + index loaded"][0]
+    checks = [
+        ("RSS with the model <= 2048 MiB", rss, TARGET_RSS / 2**20),
+        ("mount <= 2 s", m["mount (start to `ls` answers)"][0], TARGET_MOUNT_S),
+        ("query p99 <= 100 ms", m["query `_context.md` p99"][0], TARGET_QUERY_P99_S * 1000),
+    ]
+    for label, value, limit in checks:
+        if value is None:
+            out.append(f"- {label}: not measured")
+        else:
+            out.append(f"- {label}: {value:,.1f} -> {'met' if value <= limit else 'NOT met'}")
+    return out
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--quick", action="store_true", help="N = 1k and 10k")
+    ap.add_argument("--sizes", help="comma-separated node counts")
+    ap.add_argument("--search", action=argparse.BooleanOptionalAction, default=True)
+    ap.add_argument("--cats", type=int, default=1000)
+    ap.add_argument("--creates", type=int, default=30)
+    ap.add_argument("--rounds", type=int, default=4, help="query rounds over the questions")
+    ap.add_argument("--real-vectors", type=int, default=256)
+    ap.add_argument("--json", type=Path, default=None)
+    ap.add_argument("--keep", action="store_true", help="keep the data dirs")
+    args = ap.parse_args(argv)
+    if args.sizes:
+        sizes = [int(s) for s in args.sizes.split(",")]
+    else:
+        sizes = [1000, 10_000] if args.quick else [1000, 100_000, 1_000_000]
+    base = Path(tempfile.mkdtemp(prefix="cfs-scale-"))
+    results: list[dict] = []
+    started = time.perf_counter()
+    try:
+        for n in sizes:
+            say(f"N={n:,}")
+            data, mnt = base / f"data-{n}", base / f"mnt-{n}"
+            mnt.mkdir()
+            r: dict = {"n": n, "build": build_store(data, n)}
+            r["fs"] = measure_fs(mnt, data, n, args)
+            if args.search:
+                r["search"] = measure_search(mnt, data, n, args)
+            results.append(r)
+            if not args.keep:
+                shutil.rmtree(data, ignore_errors=True)
+    finally:
+        for n in sizes:
+            unmount(base / f"mnt-{n}")
+        if not args.keep:
+            shutil.rmtree(base, ignore_errors=True)
+    out = table(results)
+    print(out)
+    print()
+    print("\n".join(verdicts(results)))
+    problems = sum(len(r["fs"]["log_problems"]) for r in results)
+    total = time.perf_counter() - started
+    print(f"\n{problems} warning/error line(s) in the daemons' logs; total {total:.0f}s")
+    stamp = time.strftime("%Y%m%d-%H%M%S")
+    path = args.json or Path("bench-results") / f"bench_scale-{stamp}.json"
+    write_json(
+        path,
+        {
+            "machine": machine_info(),
+            "sizes": sizes,
+            "quick": args.quick,
+            "results": results,
+            "median_query_ms": statistics.median(
+                [r["search"]["query"]["p50"] * 1000 for r in results if r.get("search")] or [0]
+            ),
+        },
+    )
+    say(f"wrote {path}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
