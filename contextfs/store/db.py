@@ -43,6 +43,22 @@ _NODE_COLS = (
 )
 
 
+def _close_when_idle(con: Any, wait: float = 10.0) -> None:
+    """Close a DuckDB connection, waiting for a query another thread is running on it: a
+    worker the unmount abandoned (the indexer's start, which reads texts) may still be in
+    one, and DuckDB refuses to close a busy connection. Committed data is safe either way."""
+    deadline = time.monotonic() + wait
+    while True:
+        try:
+            con.close()
+            return
+        except duckdb.ResourceInUseException:
+            if time.monotonic() > deadline:
+                log.warning("closing the store while a worker thread still uses it")
+                return
+            time.sleep(0.02)
+
+
 def _node_from_row(row: tuple, make: Callable[..., Node] = Node) -> Node:
     n = make(*row[:12])
     n.sources = json.loads(row[12])
@@ -109,7 +125,7 @@ class Store:
                     self.sweep()
             except (duckdb.Error, StoreDamaged):  # a later sweep reclaims them
                 log.warning("could not reclaim %d unheld blob(s) at close", len(self.garbage))
-        self.con.close()
+        _close_when_idle(self.con)
 
     GARBAGE_BATCH = 64
 
@@ -645,4 +661,4 @@ class Store:
 
     def _close_readers(self) -> None:
         for con in self.__dict__.pop("_readers", {}).values():
-            con.close()
+            _close_when_idle(con)
