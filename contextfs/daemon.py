@@ -235,6 +235,9 @@ def _mount(
     if memory.store.dialect == "postgresql":  # other mounts may share it: docs/scaling.md
 
         def remote(items: Loaded) -> None:
+            owners, memory.new_owners = memory.new_owners, []
+            for owner in owners:
+                tree.owner_joined(owner)
             for n, created in items:
                 if created:
                     tree.node_routed(n, True)
