@@ -56,6 +56,7 @@ from contextfs.memory.consolidate import ConsolidationService
 from contextfs.memory.remote import catch_up
 from contextfs.memory.service import Memory
 from contextfs.memory.summaries import SummaryService
+from contextfs.memory.texts import TextWarmup
 from contextfs.search.indexer import Indexer
 from contextfs.search.retrieval import Searcher
 from contextfs.status_json import render_status_json
@@ -234,6 +235,9 @@ def _mount(
     if memory.store.dialect == "postgresql":  # other mounts may share it: docs/scaling.md
 
         def remote(items: Loaded) -> None:
+            owners, memory.new_owners = memory.new_owners, []
+            for owner in owners:
+                tree.owner_joined(owner)
             for n, created in items:
                 if created:
                     tree.node_routed(n, True)
@@ -251,7 +255,9 @@ def _mount(
     pyfuse3.init(ops, str(mountpoint), fuse_options)
     teardown.push(_close_fuse)
     announce()
-    trio.run(_run_services, ops, indexer, intake_service, consolidation, summaries, cluster)
+    warmup = TextWarmup(memory.texts, list(memory.nodes.values()))
+    services = (indexer, intake_service, consolidation, summaries, cluster, warmup)
+    trio.run(_run_services, ops, services)
 
 
 @contextlib.contextmanager
@@ -301,48 +307,40 @@ def _close_fuse(
     return False  # never swallow the exception
 
 
-async def _run_services(
-    ops: Operations,
-    indexer: Indexer | None,
-    intake_service: IntakeService,
-    consolidation: ConsolidationService,
-    summaries: SummaryService | None,
-    cluster: ClusterSync | None = None,
-) -> None:
+async def _run_services(ops: Operations, services: tuple[Service | None, ...]) -> None:
     """`_serve`, then every background service's `stop()`, also when serving failed.
 
     In reverse order of registration: the services that commit changes first, the indexer
     that consumes them last."""
-    async with contextlib.AsyncExitStack() as services:
-        for service in (indexer, intake_service, consolidation, summaries, cluster):
+    async with contextlib.AsyncExitStack() as stack:
+        for service in services:
             if service is not None:
-                services.push_async_callback(_stop, service)
-        await _serve(ops, indexer, intake_service, consolidation, summaries, cluster)
+                stack.push_async_callback(_stop, service)
+        await _serve(ops, services)
 
 
 async def _stop(service: Service) -> None:
     service.stop()
 
 
-async def _serve(
-    ops: Operations,
-    indexer: Indexer | None,
-    intake_service: IntakeService,
-    consolidation: ConsolidationService,
-    summaries: SummaryService | None,
-    cluster: ClusterSync | None = None,
-) -> None:
+_NAMES = {
+    IntakeService: "intake",
+    ConsolidationService: "consolidation",
+    SummaryService: "summaries",
+    Indexer: "indexer",
+    ClusterSync: "cluster sync",
+    TextWarmup: "text warm-up",
+}
+
+
+async def _serve(ops: Operations, services: tuple[Service | None, ...]) -> None:
     async with trio.open_nursery() as nursery:
         nursery.start_soon(_guarded, "invalidator", ops.run_invalidator)
         nursery.start_soon(_watch_signals, nursery)
-        nursery.start_soon(_guarded, "intake", intake_service.run)
-        nursery.start_soon(_guarded, "consolidation", consolidation.run)
-        if summaries is not None:
-            nursery.start_soon(_guarded, "summaries", summaries.run)
-        if indexer is not None:
-            nursery.start_soon(_guarded, "indexer", indexer.run)
-        if cluster is not None:
-            nursery.start_soon(_guarded, "cluster sync", cluster.run)
+        for service in services:
+            if service is not None:
+                name = _NAMES.get(type(service), type(service).__name__)
+                nursery.start_soon(_guarded, name, service.run)
         await pyfuse3.main()
         nursery.cancel_scope.cancel()
 

@@ -254,6 +254,17 @@ class Tree:
         self.inbox.add_dirs(od, owner)
         return od
 
+    def owner_joined(self, owner: tuple[str, str]) -> None:
+        """An owner made outside a request (another mount on a shared store): its
+        directory appears in user/ or agent/, and the kernel's listing of that is dropped."""
+        kind = self.kinds[owner[0]]
+        if kind.children is not None and owner[1] in kind.children:
+            return
+        self.add_owner(owner)
+        self.touch_dir(kind)
+        self.listing_changed(kind)
+        self.invalidate(kind, attr_only=True)
+
     # ---- helpers for the handlers --------------------------------------------------------
 
     def get(self, ino: int) -> Inode:

@@ -71,6 +71,6 @@ class ClusterSync(Service):
             # round retries
             with contextlib.suppress(StoreUnavailable):
                 catch_up(self.memory)
-        if self.memory.reloaded:
+        if self.memory.reloaded or self.memory.new_owners:
             items, self.memory.reloaded = self.memory.reloaded, []
             self.on_change(items)

@@ -52,7 +52,7 @@ def reload_nodes(memory: Memory, ids: list[int]) -> list[tuple[Node, bool]]:
         n = memory.nodes.get(nid)
         if n is None:
             memory.nodes[nid] = f
-            memory.owners.add(f.owner)
+            _owner_joined(memory, f.owner)
             if memory.is_live(f):
                 memory.live[_key(f)] = nid
             out.append((f, True))
@@ -76,11 +76,21 @@ def reload_nodes(memory: Memory, ids: list[int]) -> list[tuple[Node, bool]]:
     return out
 
 
+def _owner_joined(memory: Memory, owner: tuple[str, str]) -> None:
+    if owner not in memory.owners:
+        memory.owners.add(owner)
+        memory.new_owners.append(owner)
+
+
 def catch_up(memory: Memory) -> int:
     """Load everything other mounts committed since `store.applied`; returns how many
-    nodes changed. Memory's generation moves to the newest commit seen."""
+    nodes changed. Memory's generation moves to the newest commit seen. Owners made
+    elsewhere (an owner is no outbox row: one small query a round) join first, so their
+    nodes have a directory to show in."""
     store = memory.store
     count = 0
+    for owner in store.owners():
+        _owner_joined(memory, owner)
     while True:
         upto, ids = store.changes_after(store.applied)  # type: ignore[attr-defined]
         if upto <= store.applied:  # type: ignore[attr-defined]

@@ -134,6 +134,7 @@ class Memory(Transactions, AttachmentStore, Routing):
         # a shared store (memory.remote): nodes loaded from other mounts' commits, for the
         # tree; and the saves that lost to another mount's, kept in .history (.status)
         self.reloaded: list[tuple[Node, bool]] = []
+        self.new_owners: list[tuple[str, str]] = []  # owners another mount made, for the tree
         self.conflicts: deque[str] = deque(maxlen=50)
         self.owners: set[tuple[str, str]] = set(store.owners())
         # (kind, key) -> stored owner, group and modes; absent = the defaults

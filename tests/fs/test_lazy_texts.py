@@ -240,3 +240,27 @@ async def test_looking_up_one_node_builds_its_directory_only(reopened):
     assert built() == 1
     assert len(await fs.listdir("user/default/preferences")) == N
     assert built() == N
+
+
+async def test_after_a_mount_the_most_recent_texts_are_read_in_the_background(tmp_path, types):
+    """The warm-up a mount starts reads the texts of the most recently changed nodes, up to
+    the hot capacity, while a write goes on: those nodes are then loaded with the store's
+    text (or the newer one written meanwhile), the others are not."""
+    from contextfs.memory.texts import TextWarmup
+
+    build(tmp_path, types)
+    r = Reopened(tmp_path, types, hot=12)
+    try:
+        warm = TextWarmup(r.memory.texts, list(r.memory.nodes.values()))
+        await r.fs.write(path(0), l2_of(0).replace("end", "changed at the mount").encode())
+        newest = sorted(r.memory.nodes.values(), key=lambda n: n.updated)[-12:]  # n00 too
+        await warm.run()
+        assert 11 <= warm.loaded <= 12  # n00, written meanwhile, may already be loaded
+        assert {n.id for n in r.memory.nodes.values() if n.loaded} >= {n.id for n in newest}
+        assert r.loaded() == 12
+        for n in newest:
+            i = int(n.name[1:])
+            expected = l2_of(i) if i else l2_of(0).replace("end", "changed at the mount")
+            assert n.l2 == expected
+    finally:
+        r.close()

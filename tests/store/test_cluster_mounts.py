@@ -93,6 +93,22 @@ def test_a_write_on_one_mount_is_read_and_found_on_another(tmp_path, pg_dsn, sto
         store.close()
 
 
+def test_an_owner_made_on_one_mount_appears_on_another_with_its_nodes(tmp_path, pg_dsn, stopped):
+    """An agent that starts on host A (mkdir agent/<id>, then its first memory): host B,
+    which listed agent/ before, lists the new owner and reads its node within a second."""
+    a = _mount(tmp_path, "a", pg_dsn)
+    b = _mount(tmp_path, "b", pg_dsn)
+    stopped += [a, b]
+    assert "scout" not in os.listdir(b.path / "agent")  # b's kernel caches this listing
+    (a.path / "agent/scout").mkdir()
+    write_node(a.path / "agent/scout/skills", "triage", "Read the log tail first.\n", fsync=True)
+    names, took = _until(lambda: "scout" in os.listdir(b.path / "agent"), 5)
+    assert took < 1.0, took
+    text, _ = _until(lambda: (b.path / "agent/scout/skills/triage/L2.md").read_text(), 5)
+    assert text == "Read the log tail first.\n"
+    assert "triage" in os.listdir(b.path / "agent/scout/skills")
+
+
 def test_concurrent_writers_on_two_mounts_lose_nothing(tmp_path, pg_dsn, stopped):
     """Both mounts add evidence to one aggregate node at once: every item ends up in it."""
     a = _mount(tmp_path, "a", pg_dsn)
