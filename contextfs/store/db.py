@@ -153,15 +153,21 @@ class Store:
         return self.atomic()
 
     @contextmanager
+    def _joined(self) -> Iterator[None]:
+        """A nested `atomic`: part of the transaction already open."""
+        self._depth += 1
+        try:
+            yield
+        finally:
+            self._depth -= 1
+
+    @contextmanager
     def atomic(self) -> Iterator[None]:
         """One DuckDB transaction; nested uses join the outer one. No bookkeeping: this is
         what `Memory.transaction` is built on."""
         if self._depth:
-            self._depth += 1
-            try:
+            with self._joined():
                 yield
-            finally:
-                self._depth -= 1
             return
         self.con.begin()
         self._depth = 1

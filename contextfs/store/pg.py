@@ -240,11 +240,8 @@ class PgStore(Store):
         A commit whose answer is lost is reported as failed (StoreUnavailable): the
         caller never acknowledges what may not be stored."""
         if self._depth:
-            self._depth += 1
-            try:
+            with self._joined():
                 yield
-            finally:
-                self._depth -= 1
             return
         self.con.begin()
         self._depth = 1
