@@ -18,12 +18,8 @@ _names = itertools.count()
 
 @pytest.fixture(scope="session")
 def pg_server() -> Iterator[PgServer]:
-    server = PgServer()
-    server.start()
-    try:
+    with PgServer() as server:
         yield server
-    finally:
-        server.close()
 
 
 @pytest.fixture

@@ -50,6 +50,17 @@ def _until(what, timeout: float, step: float = 0.01):
         time.sleep(step)
 
 
+def _stop_and_check(mounts: list[Mount], dsn: str) -> None:
+    """Unmount (each daemon must exit cleanly), then fsck the shared store."""
+    for m in mounts:
+        m.stop()
+    store = PgStore(dsn, read_only=True)
+    try:
+        assert check_store(store) == []
+    finally:
+        store.close()
+
+
 @pytest.fixture
 def stopped(request) -> Iterator[list[Mount]]:
     mounts: list[Mount] = []
@@ -84,13 +95,7 @@ def test_a_write_on_one_mount_is_read_and_found_on_another(tmp_path, pg_dsn, sto
     write_node(b.path / PREFS, "coffee", "Espresso, no sugar.\n", fsync=True)
     _text, took = _until(lambda: (a.path / PREFS / "coffee" / "L2.md").read_text(), 5)
     assert took < 1.0, took
-    for m in (a, b):
-        m.stop()
-    store = PgStore(pg_dsn, read_only=True)
-    try:
-        assert check_store(store) == []
-    finally:
-        store.close()
+    _stop_and_check([a, b], pg_dsn)
 
 
 def test_an_owner_made_on_one_mount_appears_on_another_with_its_nodes(tmp_path, pg_dsn, stopped):
@@ -140,24 +145,14 @@ def test_concurrent_writers_on_two_mounts_lose_nothing(tmp_path, pg_dsn, stopped
     # every write is a version of its own: none replaced another
     history = a.path / "agent/default/patterns/flaky-tests/.history"
     assert len(os.listdir(history)) == 30, os.listdir(history)
-    for m in (a, b):
-        m.stop()
-    store = PgStore(pg_dsn, read_only=True)
-    try:
-        assert check_store(store) == []
-    finally:
-        store.close()
+    _stop_and_check([a, b], pg_dsn)
 
 
 @pytest.fixture(scope="module")
 def own_server() -> Iterator[PgServer]:
     """A server of this module's own: the fault test stops and starts it."""
-    server = PgServer()
-    server.start()
-    try:
+    with PgServer() as server:
         yield server
-    finally:
-        server.close()
 
 
 @pytest.mark.allow_warnings
