@@ -215,20 +215,27 @@ def cmd_status(args: argparse.Namespace) -> int:
 
 def cmd_fsck(args: argparse.Namespace) -> int:
     from contextfs.store.backend import open_store, shown
-    from contextfs.store.fsck import check_store
+    from contextfs.store.fsck import full_check, record_passed
 
     cfg = _with_store(load_config(args.data_dir), args)
     if not cfg.store and not cfg.db_path.exists():
         raise UsageError(f"no store at {cfg.db_path}")
     store = open_store(cfg.store_location, read_only=True)
     try:
-        problems = check_store(store)
+        run = full_check(store)
     finally:
         store.close()
-    for p in problems:
+    for p in run.problems:
         print(p)
-    print(f"fsck {shown(cfg.store_location)}: {len(problems)} problem(s)")
-    return 5 if problems else 0
+    print(f"fsck {shown(cfg.store_location)}: {len(run.problems)} problem(s)")
+    if run.passed:  # the next mount checks only what changes after this
+        store = open_store(cfg.store_location)
+        try:
+            record_passed(store, run)
+        finally:
+            store.close()
+        print(f"checked up to seq {run.upto}: a mount checks what changes after it")
+    return 5 if run.problems else 0
 
 
 def cmd_search(args: argparse.Namespace) -> int:

@@ -131,6 +131,7 @@ class Memory(Transactions, AttachmentStore, Routing):
         self.refusals: deque[Refusal] = deque(maxlen=50)
         self.refusal_count = 0
         self.failsafe: str | None = None  # reason, when the store turned read-only
+        self.mount_check = ""  # what the mount's fsck checked (app.open_memory), for .status
         # a shared store (memory.remote): nodes loaded from other mounts' commits, for the
         # tree; and the saves that lost to another mount's, kept in .history (.status)
         self.reloaded: list[tuple[Node, bool]] = []
