@@ -589,7 +589,8 @@ def mount_check(store: Store) -> CheckRun:
     t0 = time.perf_counter()
     problems = check_store(store, WHOLE_AT_MOUNT)
     for check in SINCE_AT_MOUNT:
-        problems += [f"{check.__name__}: {p}" for p in check(store, since)]
+        name = check.__name__.removesuffix("_since")  # as the full check names it
+        problems += [f"{name}: {p}" for p in check(store, since)]
     changed = store.con.execute(
         "SELECT count(DISTINCT node_id) FROM outbox WHERE seq > ?", [since]
     ).fetchone()[0]
