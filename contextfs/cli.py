@@ -475,7 +475,7 @@ def cmd_import(args: argparse.Namespace) -> int:
             "(give a mount, an owner or type directory in one, or a new or unmounted data dir)"
         )
     else:
-        from contextfs.app import load_all_types, open_memory
+        from contextfs.app import close_memory, load_all_types, open_memory
         from contextfs.vault import store_destination
 
         cfg = _with_store(load_config(dest), args)
@@ -488,7 +488,7 @@ def cmd_import(args: argparse.Namespace) -> int:
             memory.persist_pending()
             memory.flush_touched()
         finally:
-            memory.store.close()
+            close_memory(memory, cfg)
         report.dest = str(cfg.data_dir)
     sys.stderr.write("\n")
     if args.json:

@@ -393,16 +393,20 @@ _CHANGED = "(SELECT node_id FROM outbox WHERE seq > ?)"
 
 def unique_live_nodes_since(store: Store, since: int) -> list[str]:
     """`unique_live_nodes` for the paths of the nodes changed since: a duplicate made
-    after a passing check has at least one row written since (a scan of the name column:
-    DuckDB has no index on the path; PostgreSQL's `nodes_live_path` makes it a lookup)."""
+    after a passing check has at least one row written since. DuckDB has no index on the
+    path (a scan of those columns, ~50 ms at a million nodes); PostgreSQL's unique
+    `nodes_live_path` can answer the join, and refuses a duplicate anyway."""
     return [
         f"{k}/{o}/{t}/{n or '(singleton)'}: {c} live nodes share one path"
         for k, o, t, n, c in store.con.execute(
             f"""
-            SELECT owner_kind, owner_id, type, name, count(*) FROM nodes
-            WHERE deleted_at IS NULL AND name IN
-                (SELECT name FROM nodes WHERE id IN {_CHANGED} AND deleted_at IS NULL)
-            GROUP BY owner_kind, owner_id, type, name HAVING count(*) > 1""",
+            SELECT n.owner_kind, n.owner_id, n.type, n.name, count(*) FROM nodes n JOIN
+                (SELECT DISTINCT owner_kind, owner_id, type, name FROM nodes
+                 WHERE id IN {_CHANGED} AND deleted_at IS NULL) p
+              ON p.owner_kind = n.owner_kind AND p.owner_id = n.owner_id
+             AND p.type = n.type AND p.name = n.name
+            WHERE n.deleted_at IS NULL
+            GROUP BY n.owner_kind, n.owner_id, n.type, n.name HAVING count(*) > 1""",
             [since],
         ).fetchall()
     ]
@@ -608,15 +612,17 @@ def mount_check(store: Store) -> CheckRun:
 
 def record_passed(store: Store, run: CheckRun) -> None:
     """Remember that `run` passed (a writable store): the next mount checks what changed
-    after run.upto. Never moves the point back (another mount of a shared store may have
-    recorded a later one)."""
+    after run.upto. A restricted check never moves the point back (another mount of a
+    shared store may have recorded a later one)."""
     if not run.passed:
         return
     now = str(time.time())
     with store.atomic():
         old = checked_point(store)
-        if old is None or run.upto > old or run.since is None:
-            _set_meta(store, CHECKED_SEQ, str(max(run.upto, old or 0)))
+        # a full check vouches for everything up to run.upto, whatever was recorded (a
+        # point past the store's newest seq is stale); a restricted one only adds to it
+        point = run.upto if run.since is None else max(run.upto, old or 0)
+        _set_meta(store, CHECKED_SEQ, str(point))
         _set_meta(store, CHECKED_SCHEMA, str(SCHEMA_VERSION))
         _set_meta(store, CHECKED_AT, now)
         if run.since is None:
