@@ -18,6 +18,7 @@ import errno
 import logging
 import socket
 from collections.abc import Callable
+from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -71,20 +72,19 @@ def open_memory(cfg: Config, types: dict[str, ContextType]) -> Memory:
     )
     # since the last check that passed (docs/scaling-tree.md); the full one only once
     run = mount_check(store)
-    memory.mount_check = run.describe()
-    log.info("fsck at mount: %s", memory.mount_check)
     if run.problems:
-        problems = run.problems
-        memory.failsafe = f"fsck found {len(problems)} problem(s): {problems[0]}"
-        log.error("store failed its checks, mounting read-only: %s", "; ".join(problems))
+        memory.failsafe = f"fsck found {len(run.problems)} problem(s): {run.problems[0]}"
+        log.error("store failed its checks, mounting read-only: %s", "; ".join(run.problems))
     else:
         # a session the mount never closed changes nothing in what it checks: every
         # write committed with its outbox seq, so what it wrote is after the point
         left = open_session(store, _session_key(cfg))
         if left is not None:
-            memory.mount_check += f"; the last session (begun {_ts(float(left))}) never closed"
+            run = replace(run, left_open=float(left))
             log.info("the last session of this mount did not close the store (killed?)")
         record_passed(store, run)
+    memory.mount_check = run
+    log.info("fsck at mount: %s", run.describe())
     owner = ("user", cfg.default_owner)
     if owner not in memory.owners and not memory.failsafe:
         memory.create_owner(*owner)
@@ -211,7 +211,8 @@ def render_status(
         f"store: {memory.store.describe()}",
         f"started: {_ts(started)}",
         f"state: {state}",
-        f"fsck at mount: {memory.mount_check or 'none'}",
+        "fsck at mount: "
+        + (memory.mount_check.describe() if memory.mount_check else "none (not a mount)"),
         f"generation: {memory.generation}",
         f"outbox_rows: {memory.store.outbox_depth()}",
         "counts: " + ", ".join(f"{k}={v}" for k, v in c.items()),

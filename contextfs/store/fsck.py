@@ -545,6 +545,9 @@ class CheckRun:
     upto: int  # the store generation when it began: what a pass covers
     changed: int  # nodes the restricted checks looked at (full: every node)
     seconds: float
+    # a mount's: when the last session of the same mount began, if it never closed the
+    # store (killed, crashed); None when it did, or for `contextfs fsck`
+    left_open: float | None = None
 
     @property
     def passed(self) -> bool:
@@ -558,7 +561,23 @@ class CheckRun:
             else f"since seq {self.since} ({self.changed} node(s) changed, up to seq "
             f"{self.upto}; older texts are `contextfs fsck`'s)"
         )
-        return f"{scope}, {len(self.problems)} problem(s), {self.seconds:.2f} s"
+        line = f"{scope}, {len(self.problems)} problem(s), {self.seconds:.2f} s"
+        if self.left_open is not None:
+            began = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(self.left_open))
+            line += f"; the last session (begun {began}) never closed"
+        return line
+
+    def as_dict(self) -> dict[str, object]:
+        """The same facts for `.status.json`."""
+        return {
+            "scope": "full" if self.since is None else "since",
+            "since": self.since,
+            "upto": self.upto,
+            "changed_nodes": self.changed,
+            "problems": len(self.problems),
+            "seconds": round(self.seconds, 3),
+            "last_session_closed": self.left_open is None,
+        }
 
 
 def _meta(store: Store, key: str) -> str | None:

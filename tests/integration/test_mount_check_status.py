@@ -5,6 +5,7 @@ closed the store is named, and what it wrote is checked at the next mount like a
 
 from __future__ import annotations
 
+import json
 import os
 import re
 from pathlib import Path
@@ -36,6 +37,9 @@ def test_status_says_which_check_the_mount_ran_and_names_a_killed_session(tmp_pa
         line = _fsck_line(m)
         assert re.match(r"fsck at mount: since seq \d+ \([1-9]\d* node\(s\) changed", line), line
         assert "never closed" in line, line
+        facts = json.loads((mnt / ".status.json").read_text())["fsck_at_mount"]
+        assert facts["scope"] == "since" and facts["last_session_closed"] is False, facts
+        assert facts["changed_nodes"] >= 1 and facts["problems"] == 0, facts
         assert "Green tea, no sugar." in (mnt / "user/default/preferences/tea/L2.md").read_text()
         assert "state: read-write" in m.status()
         m.stop()

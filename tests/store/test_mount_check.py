@@ -38,6 +38,12 @@ def _mount(cfg: Config) -> Memory:
     return open_memory(cfg, load_all_types(cfg))
 
 
+def _said(m: Memory) -> str:
+    """What `.status` says of the mount's fsck."""
+    assert m.mount_check is not None
+    return m.mount_check.describe()
+
+
 def _write(m: Memory, name: str, text: str) -> int:
     n = m.create_node(OWNER, m.types["preference"], name)
     m.save_l2(n, text)
@@ -63,15 +69,15 @@ def _rot(m: Memory, node_id: int, text: str) -> None:
 def test_a_mount_checks_fully_once_then_only_what_changed(location, tmp_path):
     cfg = _config(location, tmp_path)
     m = _mount(cfg)
-    assert m.mount_check.startswith("full (every row"), m.mount_check
+    assert _said(m).startswith("full (every row"), _said(m)
     _write(m, "tea", "Green tea.\n")
     upto = m.store.generation()
     close_memory(m, cfg)
 
     m = _mount(cfg)
     assert not m.failsafe
-    assert m.mount_check.startswith("since seq "), m.mount_check
-    assert "node(s) changed" in m.mount_check and "never closed" not in m.mount_check
+    assert _said(m).startswith("since seq "), _said(m)
+    assert "node(s) changed" in _said(m) and "never closed" not in _said(m)
     assert checked_point(m.store) == upto  # this mount's pass: the next one starts here
     close_memory(m, cfg)
 
@@ -89,7 +95,7 @@ def test_rot_before_the_checked_point_is_found_by_fsck_not_by_the_mount(location
     close_memory(m, cfg)
     m = _mount(cfg)
     assert not m.failsafe, "the mount does not rehash texts written before its point"
-    assert "since seq" in m.mount_check
+    assert "since seq" in _said(m)
     close_memory(m, cfg)
 
     f = _fsck(cfg)
@@ -133,7 +139,7 @@ def test_damage_to_what_changed_after_the_point_turns_the_mount_read_only(
     close_memory(m, cfg)
 
     m = _mount(cfg)
-    assert m.failsafe and "since seq" in m.mount_check, (m.failsafe, m.mount_check)
+    assert m.failsafe and "since seq" in _said(m), (m.failsafe, _said(m))
     assert expect in m.failsafe, m.failsafe
     m.store.close()
     f = _fsck(cfg)  # the full check agrees, and records no pass
@@ -157,7 +163,7 @@ def test_a_store_without_a_checked_point_gets_the_full_check(location, tmp_path)
     _rot(m, tea, "Green tea, rotten.\n")
     close_memory(m, cfg)
     m = _mount(cfg)
-    assert m.mount_check.startswith("full (every row"), m.mount_check
+    assert _said(m).startswith("full (every row"), _said(m)
     assert m.failsafe and f"node {tea}: content hash does not match" in m.failsafe
     m.store.close()
 
@@ -170,10 +176,10 @@ def test_a_point_recorded_under_another_schema_version_gets_the_full_check(locat
         m.store.con.execute("UPDATE store_meta SET value = '1' WHERE key = ?", [CHECKED_SCHEMA])
     close_memory(m, cfg)
     m = _mount(cfg)
-    assert m.mount_check.startswith("full (every row"), m.mount_check
+    assert _said(m).startswith("full (every row"), _said(m)
     close_memory(m, cfg)
     m = _mount(cfg)
-    assert m.mount_check.startswith("since seq"), m.mount_check
+    assert _said(m).startswith("since seq"), _said(m)
     close_memory(m, cfg)
 
 
@@ -190,11 +196,12 @@ def test_fsck_records_its_pass_and_the_mount_starts_from_it(location, tmp_path):
     assert f.returncode == 0 and f"checked up to seq {gen}" in f.stdout, f.stdout + f.stderr
     assert checked_point_of(cfg) == gen
     m = _mount(cfg)
-    assert f"since seq {gen} (0 node(s) changed" in m.mount_check, m.mount_check
-    assert "never closed" in m.mount_check  # the session the store.close() above left
+    assert f"since seq {gen} (0 node(s) changed" in _said(m), _said(m)
+    assert "never closed" in _said(m)  # the session the store.close() above left
+    assert m.mount_check.as_dict()["last_session_closed"] is False
     close_memory(m, cfg)
     m = _mount(cfg)
-    assert "never closed" not in m.mount_check
+    assert "never closed" not in _said(m)
     close_memory(m, cfg)
 
 
