@@ -106,7 +106,14 @@ def test_rot_before_the_checked_point_is_found_by_fsck_not_by_the_mount(location
 @pytest.mark.allow_warnings
 @pytest.mark.parametrize(
     "damage",
-    ["text", "old version text", "version row lost", "outbox row lost", "path taken twice"],
+    [
+        "text",
+        "old version text",
+        "version row lost",
+        "node row lost",
+        "outbox row lost",
+        "path taken twice",
+    ],
 )
 def test_damage_to_what_changed_after_the_point_turns_the_mount_read_only(
     location, tmp_path, damage
@@ -128,6 +135,9 @@ def test_damage_to_what_changed_after_the_point_turns_the_mount_read_only(
         elif damage == "version row lost":
             con.execute("DELETE FROM versions WHERE node_id = ? AND version = 1", [tea])
             expect = f"versions_complete: node {tea}: version 2 but versions 1..2 has 1 rows"
+        elif damage == "node row lost":
+            con.execute("DELETE FROM nodes WHERE id = ?", [coffee])
+            expect = f"versions_complete: versions of missing node {coffee}"
         elif damage == "outbox row lost":
             con.execute("DELETE FROM outbox WHERE node_id = ? AND version = 2", [tea])
             expect = f"outbox_covers_nodes: node {tea}: version 2 has no outbox row"
