@@ -70,7 +70,7 @@ def open_memory(cfg: Config, types: dict[str, ContextType]) -> Memory:
         redactor=redactor,
         default_owner=cfg.default_owner,
     )
-    # since the last check that passed (docs/scaling-tree.md); the full one only once
+    # since the last check that passed (docs/fsck.md); the full one only once
     run = mount_check(store)
     if run.problems:
         memory.failsafe = f"fsck found {len(run.problems)} problem(s): {run.problems[0]}"
