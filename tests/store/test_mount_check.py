@@ -223,3 +223,34 @@ def checked_point_of(cfg: Config) -> int:
         return checked_point(store) or 0
     finally:
         store.close()
+
+
+@pytest.mark.allow_warnings
+def test_blob_bytes_are_rehashed_by_fsck_and_their_sizes_checked_at_every_mount(location, tmp_path):
+    cfg = _config(location, tmp_path)
+    m = _mount(cfg)
+    with m.store.atomic():  # an inbox item's bytes: one blob, as a drop stores them
+        m.store.add_inbox_item(
+            m.store.new_id(), OWNER, "notes.txt", b"tea at four\n", 0.0, "done", "kept"
+        )
+    (h,) = m.store.con.execute("SELECT hash FROM blobs").fetchone()
+    close_memory(m, cfg)
+
+    m = _mount(cfg)
+    with m.store.atomic():  # rot: same length, other bytes, no write of ours
+        m.store.con.execute("UPDATE blobs SET data = ? WHERE hash = ?", [b"tea at five\n", h])
+    close_memory(m, cfg)
+    m = _mount(cfg)
+    assert not m.failsafe, "a mount does not re-read blob bytes"
+    close_memory(m, cfg)
+    f = _fsck(cfg)
+    assert f.returncode == 5 and f"blob {h}: its bytes hash to another value" in f.stdout
+
+    m = _mount(cfg)
+    with m.store.atomic():  # a blob cut short to nothing: its size is checked at every mount
+        m.store.con.execute("UPDATE blobs SET data = ? WHERE hash = ?", [b"", h])
+    close_memory(m, cfg)
+    m = _mount(cfg)
+    assert m.failsafe and m.mount_check is not None
+    assert f"blobs_present: blob {h} holds 0 bytes" in m.mount_check.problems
+    m.store.close()
