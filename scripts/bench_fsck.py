@@ -12,7 +12,10 @@ each store size N (`--quick`: 1,000 and 10,000; full: 1,000, 100,000 and 1,000,0
    version each, with its outbox row: the code path of a save).
 4. Times each check of the mount's check since that point (`mount_check`: the node checks
    restricted to the changed nodes, the rest whole), and the whole of it.
-5. Unless `--no-mounts`: mounts the store for real (search off) three times, timing each
+5. Unless `--no-postgres`, for N up to `--pg-max` (100,000): copies the store into a
+   PostgreSQL database (a server in a temporary directory, as the tests start one) and
+   times steps 2-4 there too.
+6. Unless `--no-mounts`: mounts the store for real (search off) three times, timing each
    from the start of the daemon until `ls` of an owner answers: with the check since the
    point, with the point forgotten (the full check, as a store from before has none), and
    since the point that mount recorded. The rest of a mount (loading the node heads) is
@@ -45,6 +48,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from bench_scale import Daemon, build_store, owner_of  # noqa: E402  (a sibling script)
 
 from contextfs.store import Store  # noqa: E402
+from contextfs.store.backend import StoreBackend, open_store  # noqa: E402
 from contextfs.store.db import _NODE_COLS, _node_from_row  # noqa: E402
 from contextfs.store.fsck import (  # noqa: E402
     CHECKED_SEQ,
@@ -55,10 +59,45 @@ from contextfs.store.fsck import (  # noqa: E402
     mount_check,
     record_passed,
 )
+from contextfs.store.pg import PgStore  # noqa: E402
 from contextfs.testing import log_problems, machine_info, say, write_json  # noqa: E402
 from contextfs.testing.mount import unmount  # noqa: E402
+from contextfs.testing.postgres import PgServer, available  # noqa: E402
 
 SEED = 20261202
+
+
+def copy_to_pg(duck: Path, dsn: str) -> None:
+    """The DuckDB store's owners, nodes, versions and outbox into a new PostgreSQL store
+    (PgStore makes its schema), by COPY; the outbox and id sequences set past them."""
+    import duckdb
+    import psycopg
+
+    PgStore(dsn).close()
+    src = duckdb.connect(str(duck), read_only=True)
+    try:
+        with psycopg.connect(dsn) as con:
+            for table in ("owners", "nodes", "versions", "outbox"):
+                cols = ", ".join(
+                    r[0]
+                    for r in src.execute(
+                        "SELECT column_name FROM information_schema.columns "
+                        "WHERE table_name = ? ORDER BY ordinal_position",
+                        [table],
+                    ).fetchall()
+                )
+                cur = src.execute(f"SELECT {cols} FROM {table}")
+                with con.cursor().copy(f"COPY {table} ({cols}) FROM STDIN") as copy:
+                    while rows := cur.fetchmany(10_000):
+                        for row in rows:
+                            copy.write_row(row)
+            con.execute("SELECT setval('outbox_seq', (SELECT max(seq) FROM outbox))")
+            con.execute("SELECT setval('object_ids', (SELECT max(id) FROM nodes))")
+            con.commit()
+            con.autocommit = True
+            con.execute("ANALYZE")
+    finally:
+        src.close()
 
 
 def timed_checks(store: Store, since: int | None) -> dict[str, float]:
@@ -105,8 +144,8 @@ def fastest(runs: list[dict[str, float]]) -> dict[str, float]:
     return {k: min(r[k] for r in runs) for k in runs[0]}
 
 
-def measure(data: Path, n: int, changes: int, rng: random.Random, repeat: int) -> dict:
-    store = Store(data / "contextfs.duckdb")
+def measure(store: StoreBackend, n: int, changes: int, rng: random.Random, repeat: int) -> dict:
+    """The full check and the mount's check on `store` (closed at the end)."""
     try:
         say(f"N={n:,}: the full check, check by check, {repeat} time(s)")
         full = fastest([timed_checks(store, None) for _ in range(repeat)])
@@ -228,6 +267,13 @@ def main(argv: list[str] | None = None) -> int:
         default=True,
         help="also time real mounts (search off): full check, then since the point",
     )
+    ap.add_argument(
+        "--postgres",
+        action=argparse.BooleanOptionalAction,
+        default=True,
+        help="also on PostgreSQL (a server in a temporary directory), sizes up to --pg-max",
+    )
+    ap.add_argument("--pg-max", type=int, default=100_000, help="largest N copied to PostgreSQL")
     ap.add_argument("--reuse", type=Path, help="data dirs DIR/n<N> built before (copied)")
     ap.add_argument("--json", type=Path, default=None)
     args = ap.parse_args(argv)
@@ -238,6 +284,12 @@ def main(argv: list[str] | None = None) -> int:
     rng = random.Random(SEED)
     base = Path(tempfile.mkdtemp(prefix="cfs-fsck-"))
     results: list[dict] = []
+    pg = None
+    if args.postgres and available():
+        pg = PgServer()
+        pg.start()
+    elif args.postgres:
+        say("no PostgreSQL server programs (scripts/setup.sh installs them): DuckDB only")
     try:
         for n in sizes:
             data = base / f"n{n}"
@@ -247,8 +299,13 @@ def main(argv: list[str] | None = None) -> int:
                 build = {"reused": str(args.reuse / f"n{n}")}
             else:
                 build = build_store(data, n)
-            r = measure(data, n, args.changes, rng, args.repeat)
+            r = measure(Store(data / "contextfs.duckdb"), n, args.changes, rng, args.repeat)
             r["build"] = build
+            if pg is not None and n <= args.pg_max:
+                say(f"N={n:,}: copying the store into PostgreSQL")
+                dsn = pg.create_database(f"n{n}")
+                copy_to_pg(data / "contextfs.duckdb", dsn)
+                r["postgresql"] = measure(open_store(dsn), n, args.changes, rng, args.repeat)
             if args.mounts:
                 mnt = base / f"mnt{n}"
                 mnt.mkdir()
@@ -260,8 +317,15 @@ def main(argv: list[str] | None = None) -> int:
             shutil.rmtree(data, ignore_errors=True)
     finally:
         shutil.rmtree(base, ignore_errors=True)
+        if pg is not None:
+            pg.close()
     print(table(results))
     print()
+    on_pg = [r for r in results if "postgresql" in r]
+    if on_pg:
+        print("PostgreSQL (the same stores copied in):\n")
+        print(table([r["postgresql"] for r in on_pg]))
+        print()
     if args.mounts:
         print(mount_table(results))
         print()
