@@ -28,7 +28,7 @@ It prints a markdown table (ms per check, full and mount, at each N; the totals'
 the smallest N) and writes JSON under bench-results/. Progress goes to stderr.
 
     .venv/bin/python scripts/bench_fsck.py --quick
-    .venv/bin/python scripts/bench_fsck.py                       # 1k, 100k, 1M (~2 min)
+    .venv/bin/python scripts/bench_fsck.py                       # 1k, 100k, 1M (~6 min)
     .venv/bin/python scripts/bench_fsck.py --sizes 1000,100000 --reuse /tmp/stores
 """
 
