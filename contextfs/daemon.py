@@ -35,6 +35,7 @@ import trio
 
 from contextfs.app import (
     clip_model,
+    close_memory,
     describer,
     embedder_factory,
     extractor,
@@ -145,7 +146,7 @@ def _mount(
     announce = teardown.enter_context(_mount_record(mountpoint, cfg))
     types = load_all_types(cfg)
     memory = open_memory(cfg, types)
-    teardown.callback(memory.store.close)
+    teardown.callback(close_memory, memory, cfg)
     started = time.time()
     indexer = searcher = None
     clip = clip_model(cfg)  # one CLIP model for the visual gate and the image vectors
