@@ -7,7 +7,9 @@ turns the nodes they name into units (L0, L1, L2 chunks), embeds only units whos
 changed (xxhash digests), and applies upserts and deletions. Embedding, hnswlib and
 tantivy calls run in a worker thread under one lock, which searches share.
 
-On disk (DATA_DIR/index/): `snap-*/vectors.bin` (hnswlib) and `snap-*/digests.json` (unit
+On disk (DATA_DIR/index/): `snap-*/vectors.bin` (hnswlib, or past `compact_units` units the
+compact index of `index.compact`, whose exact vectors are `vectors.f16`, outside the
+snapshots: no row a saved snapshot names is rewritten) and `snap-*/digests.json` (unit
 digests) of the last checkpoint, `text/` (tantivy), and `index.json` {model, dim,
 generation, snapshot}, replaced atomically after the snapshot is whole. A crash re-applies
 the outbox rows after the checkpoint's generation; applying a row twice is harmless. Files that do
@@ -28,6 +30,7 @@ from pathlib import Path
 import trio
 
 from contextfs.errors import IndexCorrupt
+from contextfs.index.compact import CompactVectorIndex, load_vectors
 from contextfs.index.embed import Embedder
 from contextfs.index.text import TextIndex
 from contextfs.index.units import Unit
@@ -40,6 +43,10 @@ from contextfs.search.passages import SESSION_TYPE, node_passages
 
 log = logging.getLogger(__name__)
 
+# Past this many units the hnswlib index (about 1.7 KB of RAM a unit) becomes the compact
+# one (about 80 B a unit), at the next checkpoint; a store that shrinks again keeps it
+# until a `reindex`. 100k units of hnswlib are about 170 MB.
+COMPACT_UNITS = 100_000
 SLOTS = 8192  # label = node_id * SLOTS + slot; slot 0 = L0, 1 = L1, 2 + c = L2 chunk c
 _TIER_SLOT = {"L0": 0, "L1": 1}
 
@@ -100,8 +107,10 @@ class Indexer(Service):
         batch: int = 256,
         on_indexed: Callable[[list[int]], None] | None = None,
         images: ImageVectors | None = None,
+        compact_units: int = COMPACT_UNITS,
     ) -> None:
         super().__init__()
+        self.compact_units = compact_units
         self.images = images  # CLIP image vectors (search.images), when configured
         self._images_fill = False  # the CLIP model is in, its saved vectors were not usable
         self.memory = memory
@@ -112,7 +121,7 @@ class Indexer(Service):
         self.on_indexed = on_indexed
         self.lock = threading.Lock()  # hnswlib and tantivy: one user at a time
         self.embedder: Embedder | None = None
-        self.vectors: VectorIndex | None = None
+        self.vectors: VectorIndex | CompactVectorIndex | None = None
         self.text: TextIndex | None = None
         self.digests: dict[int, str] = {}  # label -> digest of the unit's text
         self.node_labels: dict[int, set[int]] = {}
@@ -254,6 +263,9 @@ class Indexer(Service):
     def _meta_path(self) -> Path:
         return self.dir / "index.json"
 
+    def _data_path(self) -> Path:
+        return self.dir / "vectors.f16"  # the exact vectors of a compact index
+
     def _read_meta(self) -> dict:
         try:
             meta = json.loads(self._meta_path().read_text())
@@ -320,7 +332,7 @@ class Indexer(Service):
             if meta.get("generation", 0) > self.memory.generation:
                 raise IndexCorrupt("index is ahead of the store: rebuilding")
             snap = self.dir / meta["snapshot"]
-            vectors = VectorIndex.load(snap / "vectors.bin", emb.dim)
+            vectors = load_vectors(snap / "vectors.bin", emb.dim, self._data_path())
             digests = {
                 int(k): v for k, v in json.loads((snap / "digests.json").read_text()).items()
             }
@@ -345,6 +357,7 @@ class Indexer(Service):
         for old in self.dir.glob("snap-*"):
             shutil.rmtree(old, ignore_errors=True)
         shutil.rmtree(self.dir / "text", ignore_errors=True)
+        self._data_path().unlink(missing_ok=True)
         self.vectors = VectorIndex(self.embedder.dim)
         self.text = TextIndex(self.dir / "text")
         self.digests = {}
@@ -359,6 +372,8 @@ class Indexer(Service):
             generation = self.generation
             snap = self.dir / f"snap-{generation}-{time.time_ns()}"
             snap.mkdir()
+            if isinstance(self.vectors, VectorIndex) and len(self.vectors) >= self.compact_units:
+                self._compact()
             self.vectors.save(snap / "vectors.bin")
             (snap / "digests.json").write_text(
                 json.dumps({str(k): v for k, v in self.digests.items()})
@@ -383,6 +398,20 @@ class Indexer(Service):
             if old.name != snap.name:
                 shutil.rmtree(old, ignore_errors=True)
         self.saved_generation = generation
+
+    def _compact(self) -> None:
+        """Under the lock, at a checkpoint: move the units from hnswlib into a compact
+        index (a new `vectors.f16`; no saved snapshot names the old one, if any: a compact
+        index that loaded would not be an hnswlib one here)."""
+        state, self.state = self.state, f"moving {len(self.vectors)} units to a compact index"
+        t0 = time.monotonic()
+        self.vectors = CompactVectorIndex.from_index(self.vectors, self._data_path())
+        self.state = state
+        log.info(
+            "vector index: %d units moved to the compact index in %.1f s",
+            len(self.vectors),
+            time.monotonic() - t0,
+        )
 
     # ---- draining the outbox -----------------------------------------------------------
 
@@ -552,6 +581,11 @@ class Indexer(Service):
             f"embedding_model: {name}" + (f" ({self.embedder.dim}-d)" if self.embedder else ""),
             f"indexed_units: {len(self.digests)}",
         ]
+        if self.vectors is not None:
+            kind = "compact (IVF-PQ + float16 on disk)"
+            if isinstance(self.vectors, VectorIndex):
+                kind = f"hnswlib (compact from {self.compact_units} units)"
+            lines.append(f"vector_index: {kind}")
         if self.images is not None:
             lines.append(self.images.status_line())
         if self.error:
