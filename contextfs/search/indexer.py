@@ -143,6 +143,13 @@ class Indexer(Service):
         return self.vectors is not None and self.text is not None and self.embedder is not None
 
     @property
+    def vector_kind(self) -> str | None:
+        """Which vector index answers: "hnswlib", "compact", or None before the model."""
+        if self.vectors is None:
+            return None
+        return "hnswlib" if isinstance(self.vectors, VectorIndex) else "compact"
+
+    @property
     def searchable_generation(self) -> int:
         """Every commit up to this outbox seq is found by what is loaded: both sides once
         the model is in, BM25 alone before."""
@@ -372,8 +379,7 @@ class Indexer(Service):
             generation = self.generation
             snap = self.dir / f"snap-{generation}-{time.time_ns()}"
             snap.mkdir()
-            if isinstance(self.vectors, VectorIndex) and len(self.vectors) >= self.compact_units:
-                self._compact()
+            self._maybe_compact()
             self.vectors.save(snap / "vectors.bin")
             (snap / "digests.json").write_text(
                 json.dumps({str(k): v for k, v in self.digests.items()})
@@ -399,10 +405,14 @@ class Indexer(Service):
                 shutil.rmtree(old, ignore_errors=True)
         self.saved_generation = generation
 
-    def _compact(self) -> None:
-        """Under the lock, at a checkpoint: move the units from hnswlib into a compact
-        index (a new `vectors.f16`; no saved snapshot names the old one, if any: a compact
-        index that loaded would not be an hnswlib one here)."""
+    def _maybe_compact(self) -> None:
+        """Under the lock, at a checkpoint or between the batches of a rebuild (which
+        would otherwise grow hnswlib to the whole store first): past `compact_units`, move
+        the units from hnswlib into a compact index. Its `vectors.f16` is new; no saved
+        snapshot names the old one, if any (a compact index that loaded would not be an
+        hnswlib one here)."""
+        if not isinstance(self.vectors, VectorIndex) or len(self.vectors) < self.compact_units:
+            return
         state, self.state = self.state, f"moving {len(self.vectors)} units to a compact index"
         t0 = time.monotonic()
         self.vectors = CompactVectorIndex.from_index(self.vectors, self._data_path())
@@ -412,6 +422,10 @@ class Indexer(Service):
             len(self.vectors),
             time.monotonic() - t0,
         )
+
+    def _compact_locked(self) -> None:
+        with self.lock:
+            self._maybe_compact()
 
     # ---- draining the outbox -----------------------------------------------------------
 
@@ -538,6 +552,7 @@ class Indexer(Service):
             live, gone = self._snapshot(ids[i : i + 64])
             pending = self._images_pending(ids[i : i + 64])
             await trio.to_thread.run_sync(self._apply, live, gone, pending)
+            await trio.to_thread.run_sync(self._compact_locked)
             for n, version, _u, _m in live.values():
                 n.indexed_version = version
         self.generation = target
@@ -560,6 +575,7 @@ class Indexer(Service):
         for i in range(0, total, step):
             live, gone = self._snapshot(nodes[i : i + step])
             self._apply(live, gone, self._images_pending(nodes[i : i + step]))
+            self._compact_locked()
             for n, version, _u, _m in live.values():
                 n.indexed_version = version
             if progress:
@@ -581,11 +597,10 @@ class Indexer(Service):
             f"embedding_model: {name}" + (f" ({self.embedder.dim}-d)" if self.embedder else ""),
             f"indexed_units: {len(self.digests)}",
         ]
-        if self.vectors is not None:
-            kind = "compact (IVF-PQ + float16 on disk)"
-            if isinstance(self.vectors, VectorIndex):
-                kind = f"hnswlib (compact from {self.compact_units} units)"
-            lines.append(f"vector_index: {kind}")
+        if self.vector_kind == "hnswlib":
+            lines.append(f"vector_index: hnswlib (compact from {self.compact_units} units)")
+        elif self.vector_kind == "compact":
+            lines.append("vector_index: compact (IVF-PQ codes in RAM, float16 rows on disk)")
         if self.images is not None:
             lines.append(self.images.status_line())
         if self.error:
