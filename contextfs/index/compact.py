@@ -103,8 +103,8 @@ class CompactVectorIndex:
         data_path: Path,
         *,
         space: str = "cosine",
-        nprobe: int = 64,
-        shortlist: int = 200,
+        nprobe: int = 128,
+        shortlist: int = 400,
     ) -> None:
         """An untrained, empty index; `build`/`from_index`/`load` make usable ones."""
         if space not in SPACES:
@@ -138,8 +138,8 @@ class CompactVectorIndex:
         vectors: np.ndarray,
         *,
         space: str = "cosine",
-        nprobe: int = 64,
-        shortlist: int = 200,
+        nprobe: int = 128,
+        shortlist: int = 400,
     ) -> CompactVectorIndex:
         """A new index (and a new data file at `data_path`, replacing any) trained on and
         holding these vectors."""
@@ -156,8 +156,8 @@ class CompactVectorIndex:
         source: VectorIndex,
         data_path: Path,
         *,
-        nprobe: int = 64,
-        shortlist: int = 200,
+        nprobe: int = 128,
+        shortlist: int = 400,
         batch: int = 8192,
     ) -> CompactVectorIndex:
         """The live units of an hnswlib index, moved into a new compact index (the switch
@@ -458,8 +458,8 @@ class CompactVectorIndex:
         dim: int,
         data_path: Path,
         *,
-        nprobe: int = 64,
-        shortlist: int = 200,
+        nprobe: int = 128,
+        shortlist: int = 400,
     ) -> CompactVectorIndex:
         """Read an index written by `save`, with its data file; IndexCorrupt on any
         failure, including a dim mismatch or a data file of another build."""

@@ -9,8 +9,9 @@ tantivy calls run in a worker thread under one lock, which searches share.
 
 On disk (DATA_DIR/index/): `snap-*/vectors.bin` (hnswlib, or past `compact_units` units the
 compact index of `index.compact`, whose exact vectors are `vectors.f16`, outside the
-snapshots: no row a saved snapshot names is rewritten) and `snap-*/digests.json` (unit
-digests) of the last checkpoint, `text/` (tantivy), and `index.json` {model, dim,
+snapshots: no row a saved snapshot names is rewritten) and `snap-*/digests.npy` (unit
+digests, `index.digests`; a `digests.json` of an older snapshot is read) of the last
+checkpoint, `text/` (tantivy), and `index.json` {model, dim,
 generation, snapshot}, replaced atomically after the snapshot is whole. A crash re-applies
 the outbox rows after the checkpoint's generation; applying a row twice is harmless. Files that do
 not load, or that were built with another model or dimension, are rebuilt, never trusted.
@@ -31,6 +32,7 @@ import trio
 
 from contextfs.errors import IndexCorrupt
 from contextfs.index.compact import CompactVectorIndex, load_vectors
+from contextfs.index.digests import UnitDigests, digest_int
 from contextfs.index.embed import Embedder
 from contextfs.index.text import TextIndex
 from contextfs.index.units import Unit
@@ -123,8 +125,9 @@ class Indexer(Service):
         self.embedder: Embedder | None = None
         self.vectors: VectorIndex | CompactVectorIndex | None = None
         self.text: TextIndex | None = None
-        self.digests: dict[int, str] = {}  # label -> digest of the unit's text
-        self.node_labels: dict[int, set[int]] = {}
+        # label -> xxh64 of the unit's text, for every unit in the vectors; a node's
+        # units are the labels in its range (`labels_of`)
+        self.digests = UnitDigests()
         self.generation = 0  # everything up to this outbox seq is indexed
         self.saved_generation = 0
         self.state = "opening the text index"
@@ -327,7 +330,7 @@ class Indexer(Service):
         """Worker thread, once the model is in: the vector snapshot if it is whole and was
         built with this model, else an empty index (rebuilt by `run`)."""
         meta = self._read_meta()
-        vectors, digests, generation = VectorIndex(emb.dim), {}, 0
+        vectors, digests, generation = VectorIndex(emb.dim), UnitDigests(), 0
         try:
             if not meta:
                 raise FileNotFoundError("no index yet")
@@ -340,24 +343,19 @@ class Indexer(Service):
                 raise IndexCorrupt("index is ahead of the store: rebuilding")
             snap = self.dir / meta["snapshot"]
             vectors = load_vectors(snap / "vectors.bin", emb.dim, self._data_path())
-            digests = {
-                int(k): v for k, v in json.loads((snap / "digests.json").read_text()).items()
-            }
+            digests = _load_digests(snap)
             generation = int(meta["generation"])
             snap_dir: Path | None = snap
         except FileNotFoundError:
             snap_dir = None
         except (IndexCorrupt, ValueError, KeyError, OSError) as exc:
             log.warning("index files not usable (%s); rebuilding the vectors", exc)
-            vectors, digests, generation, snap_dir = VectorIndex(emb.dim), {}, 0, None
+            vectors, digests, generation, snap_dir = VectorIndex(emb.dim), UnitDigests(), 0, None
         if self.images is not None and self.images.ready:
             self._images_fill = not self.images.load(snap_dir)
         with self.lock:
             self.vectors, self.digests = vectors, digests
             self.generation = self.saved_generation = generation
-            self.node_labels = {}
-            for label in self.digests:
-                self.node_labels.setdefault(label_node(label), set()).add(label)
 
     def _fresh(self, why: str) -> None:
         self._meta_path().unlink(missing_ok=True)
@@ -367,7 +365,7 @@ class Indexer(Service):
         self._data_path().unlink(missing_ok=True)
         self.vectors = VectorIndex(self.embedder.dim)
         self.text = TextIndex(self.dir / "text")
-        self.digests = {}
+        self.digests = UnitDigests()
         if self.images is not None:
             self.images.clear()
         self.generation = self.saved_generation = self.text_generation = 0
@@ -381,9 +379,7 @@ class Indexer(Service):
             snap.mkdir()
             self._maybe_compact()
             self.vectors.save(snap / "vectors.bin")
-            (snap / "digests.json").write_text(
-                json.dumps({str(k): v for k, v in self.digests.items()})
-            )
+            self.digests.save(snap / "digests.npy")
             if self.images is not None:
                 self.images.save(snap)
         tmp = self.dir / f"index.json.{snap.name}.tmp"  # never shared by two saves
@@ -422,6 +418,14 @@ class Indexer(Service):
             len(self.vectors),
             time.monotonic() - t0,
         )
+
+    def labels_of(self, node_id: int) -> list[int]:
+        """The labels of a node's units in the vector index (under the lock)."""
+        return self.digests.in_range(node_id * SLOTS, (node_id + 1) * SLOTS)
+
+    def labels_of_nodes(self, node_ids: Sequence[int], most: int) -> list[int] | None:
+        """The labels of these nodes' units (under the lock), or None past `most`."""
+        return self.digests.in_ranges([nid * SLOTS for nid in node_ids], SLOTS, most)
 
     def _compact_locked(self) -> None:
         with self.lock:
@@ -508,32 +512,30 @@ class Indexer(Service):
         (and the image vectors, under theirs)."""
         if self.images is not None:
             self.images.apply(*pending)
-        to_embed: list[Unit] = []
         labels_by_node: dict[int, dict[int, Unit]] = {}
         for nid, (_n, _v, units, _m) in live.items():
-            lab = {unit_label(u): u for u in units}
-            labels_by_node[nid] = lab
-            for label, u in lab.items():
-                if self.digests.get(label) != u.digest:
-                    to_embed.append(u)
+            labels_by_node[nid] = {unit_label(u): u for u in units}
+        every = [(label, u) for lab in labels_by_node.values() for label, u in lab.items()]
+        known, found = self.digests.lookup(label for label, _u in every)
+        to_embed = [
+            u
+            for (_label, u), was, there in zip(every, known.tolist(), found.tolist(), strict=True)
+            if not there or was != digest_int(u.digest)
+        ]
         vectors = self.embedder.embed([u.text for u in to_embed]) if to_embed else None
         with self.lock:
             stale: list[int] = []
             for nid in gone:
-                stale += self.node_labels.pop(nid, set())
+                stale += self.labels_of(nid)
             for nid, lab in labels_by_node.items():
-                old = self.node_labels.get(nid, set())
-                stale += [x for x in old if x not in lab]
-                self.node_labels[nid] = set(lab)
+                stale += [x for x in self.labels_of(nid) if x not in lab]
             if stale:
                 self.vectors.delete(stale)
-                for x in stale:
-                    self.digests.pop(x, None)
+                self.digests.remove(stale)
             if to_embed:
                 labels = [unit_label(u) for u in to_embed]
                 self.vectors.upsert(labels, vectors)
-                for label, u in zip(labels, to_embed, strict=True):
-                    self.digests[label] = u.digest
+                self.digests.set_many(labels, [digest_int(u.digest) for u in to_embed])
             if gone:
                 self.text.delete_nodes(gone)
             if live:
@@ -567,7 +569,6 @@ class Indexer(Service):
         if self.images is not None:
             self.images.load_model()
         self._fresh("reindex")
-        self.node_labels = {}
         target = self.memory.generation
         nodes = [n.id for n in self.memory.nodes.values() if self.memory.is_live(n)]
         total = len(nodes)
@@ -606,6 +607,14 @@ class Indexer(Service):
         if self.error:
             lines.append(f"index_error: {self.error}")
         return lines
+
+
+def _load_digests(snap: Path) -> UnitDigests:
+    """A snapshot's unit digests: `digests.npy`, or the JSON of a snapshot written before."""
+    if (snap / "digests.npy").exists():
+        return UnitDigests.load(snap / "digests.npy")
+    old = json.loads((snap / "digests.json").read_text())
+    return UnitDigests([int(k) for k in old], [digest_int(v) for v in old.values()])
 
 
 def _distinct(units: list[Unit]) -> list[Unit]:

@@ -1,5 +1,6 @@
 """The compact vector index (index.compact): real faiss, a real float16 file, real MiniLM
-vectors for recall; and the indexer moving a store past its size threshold into it.
+vectors for recall; the indexer moving a store past its size threshold into it; and the
+indexer's unit digests (index.digests), kept as arrays for the same reason.
 
 The recall test embeds real conversation turns and questions (scripts/recall_data) with the
 local model and hides them among noisy copies, so the coarse lists and the PQ codes do the
@@ -17,6 +18,7 @@ import trio
 
 from contextfs.errors import IndexCorrupt
 from contextfs.index.compact import CompactVectorIndex, load_vectors
+from contextfs.index.digests import UnitDigests
 from contextfs.index.vectors import VectorIndex
 from contextfs.memory.service import Memory
 from contextfs.search.indexer import Indexer, label_node
@@ -218,11 +220,18 @@ def test_the_indexer_moves_past_its_threshold_to_the_compact_index_and_still_fin
     assert res.hits[0].path == memory.node_path(target)
     ix.text.close()
 
-    # a restart loads the compact snapshot; the outbox after it is applied on top
+    # a restart loads the compact snapshot; the outbox after it is applied on top. Its
+    # digests are in the JSON an older snapshot has: they are read all the same.
+    snap = index_dir / json.loads((index_dir / "index.json").read_text())["snapshot"]
+    table = UnitDigests.load(snap / "digests.npy")
+    old = {str(k): f"{table.get(k):016x}" for k in table.labels().tolist()}
+    (snap / "digests.json").write_text(json.dumps(old))
+    (snap / "digests.npy").unlink()
     ix2 = Indexer(memory, index_dir, lambda: embedder, model_name=embedder.name, compact_units=30)
     ix2.open_sync(embedder)
     try:
         assert isinstance(ix2.vectors, CompactVectorIndex) and len(ix2.vectors) >= 40
+        assert len(ix2.digests) == len(table) == len(ix2.vectors)
         memory.delete_node(target)
         fresh = memory.create_node(OWNER, entity, "fresh")
         memory.save_l2(fresh, "The lighthouse keeper repainted the spiral stairs bright orange.\n")
@@ -235,3 +244,29 @@ def test_the_indexer_moves_past_its_threshold_to_the_compact_index_and_still_fin
         assert res.hits[0].path == memory.node_path(fresh)
     finally:
         ix2.text.close()
+
+
+# ---- the indexer's unit digests (index.digests) ---------------------------------------------
+
+
+def test_unit_digests_are_sorted_arrays_that_round_trip_and_refuse_a_torn_file(tmp_path: Path):
+    table = UnitDigests()
+    table.set_many([8192 * 5 + 1, 8192 * 5, 8192 * 2], [11, 10, 20])
+    table.set_many([8192 * 5], [99])  # replace
+    assert len(table) == 3 and table.get(8192 * 5) == 99 and table.get(7) is None
+    assert table.in_range(8192 * 5, 8192 * 6) == [8192 * 5, 8192 * 5 + 1]
+    assert table.in_ranges([8192 * 2, 8192 * 5], 8192, most=10) == [8192 * 2, 8192 * 5, 40961]
+    assert table.in_ranges([8192 * 2, 8192 * 5], 8192, most=2) is None
+    table.remove([8192 * 5 + 1, 12345])
+    assert table.in_range(8192 * 5, 8192 * 6) == [8192 * 5]
+    table.save(tmp_path / "d.npy")
+    again = UnitDigests.load(tmp_path / "d.npy")
+    assert again.labels().tolist() == [8192 * 2, 8192 * 5] and again.get(8192 * 2) == 20
+    assert again.get(8192 * 5) == 99
+    big = 0xFFFF_FFFF_FFFF_FFFF  # a digest with the top bit set survives as uint64
+    again.set_many([1], [big])
+    again.save(tmp_path / "d.npy")
+    assert UnitDigests.load(tmp_path / "d.npy").get(1) == big
+    os.truncate(tmp_path / "d.npy", (tmp_path / "d.npy").stat().st_size - 8)
+    with pytest.raises(ValueError):
+        UnitDigests.load(tmp_path / "d.npy")
