@@ -154,6 +154,7 @@ def _mount(
             embedder_factory(cfg),
             model_name=cfg.model_name,
             images=image_vectors(cfg, clip),
+            compact_units=cfg.vector_compact_units,
         )
         searcher = Searcher(memory, indexer)
     intake = Intake(

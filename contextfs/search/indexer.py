@@ -407,7 +407,9 @@ class Indexer(Service):
         the units from hnswlib into a compact index. Its `vectors.f16` is new; no saved
         snapshot names the old one, if any (a compact index that loaded would not be an
         hnswlib one here)."""
-        if not isinstance(self.vectors, VectorIndex) or len(self.vectors) < self.compact_units:
+        if not isinstance(self.vectors, VectorIndex):
+            return
+        if len(self.vectors) < max(1, self.compact_units):  # it trains on what there is
             return
         state, self.state = self.state, f"moving {len(self.vectors)} units to a compact index"
         t0 = time.monotonic()
