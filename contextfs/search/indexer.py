@@ -45,9 +45,9 @@ from contextfs.search.passages import SESSION_TYPE, node_passages
 
 log = logging.getLogger(__name__)
 
-# Past this many units the hnswlib index (about 1.7 KB of RAM a unit) becomes the compact
-# one (about 80 B a unit), at the next checkpoint; a store that shrinks again keeps it
-# until a `reindex`. 100k units of hnswlib are about 170 MB.
+# Past this many units the hnswlib index (about 1.9 KB of RAM a unit) becomes the compact
+# one (about 100 B a unit), at the next checkpoint or between a rebuild's batches; a store
+# that shrinks again keeps it until a `reindex`. 100k units of hnswlib are about 180 MB.
 COMPACT_UNITS = 100_000
 SLOTS = 8192  # label = node_id * SLOTS + slot; slot 0 = L0, 1 = L1, 2 + c = L2 chunk c
 _TIER_SLOT = {"L0": 0, "L1": 1}
