@@ -16,7 +16,8 @@ import numpy as np
 import pytest
 import trio
 
-from contextfs.errors import IndexCorrupt
+from contextfs.config import load_config
+from contextfs.errors import IndexCorrupt, UsageError
 from contextfs.index.compact import CompactVectorIndex, load_vectors
 from contextfs.index.digests import UnitDigests
 from contextfs.index.vectors import VectorIndex
@@ -270,3 +271,16 @@ def test_unit_digests_are_sorted_arrays_that_round_trip_and_refuse_a_torn_file(t
     os.truncate(tmp_path / "d.npy", (tmp_path / "d.npy").stat().st_size - 8)
     with pytest.raises(ValueError):
         UnitDigests.load(tmp_path / "d.npy")
+
+
+@pytest.mark.parametrize(
+    ("value", "error"),
+    [("250000", None), ("0", "at least 1"), ("-5", "at least 1"), ("lots", "must be int")],
+)
+def test_vector_compact_units_in_config_yaml(tmp_path: Path, value: str, error: str | None):
+    (tmp_path / "config.yaml").write_text(f"vector_compact_units: {value}\n")
+    if error is None:
+        assert load_config(tmp_path).vector_compact_units == 250_000
+    else:
+        with pytest.raises(UsageError, match=error):
+            load_config(tmp_path)
