@@ -1,9 +1,10 @@
 """A compact vector index for large stores: IVF-PQ codes in RAM, exact vectors on disk.
 
 hnswlib (`index.vectors.VectorIndex`) keeps every unit's float32 vector and its graph links
-in RAM, about 1.7 KB a unit: three million units would not fit beside the embedding model.
+in RAM, about 1.9 KB a unit: three million units would not fit beside the embedding model.
 `CompactVectorIndex` answers the same calls (upsert, delete, search, search_among,
-snapshot, save/load, len, in) with about 80 B of RAM a unit:
+snapshot, save/load, len, in) with about 80-130 B of RAM a unit (measured 81 B by its own
+count, 112 B of process RSS at 3M units: docs/scaling-tree.md):
 
 - faiss `IndexIVFPQFastScan` holds a product-quantised code a unit (4 bits for every 4
   dimensions: 48 bytes at 384-d) plus its row number, in inverted lists over a coarse
@@ -16,9 +17,9 @@ snapshot, save/load, len, in) with about 80 B of RAM a unit:
   sets or dicts, whose per-entry cost (about 100 B) would be larger than the codes.
 
 A deleted or replaced unit's row is marked dead at once (searches skip it) and leaves the
-inverted lists at the next `save`; a row is written again only after a `save` that no
-longer names it, so the rows a saved index names are never overwritten while it is the
-last one saved (a crash reloads it and the indexer replays the outbox after it).
+inverted lists at the next `save`; the row is written again only after one more `save`,
+so no row is overwritten while a save that names it may still be the one the indexer
+loads after a crash (it replays the outbox after it). A row a load finds dead is free.
 
 faiss must be trained: `build` (or `from_index`, the switch from hnswlib at the indexer's
 size threshold) trains on the vectors it is given, then adds them. The coarse lists are
@@ -122,7 +123,11 @@ class CompactVectorIndex:
         self._rows = 0  # rows 0.._rows-1 are named by the data file
         self._keys = np.empty(0, dtype=np.int64)  # live labels, sorted
         self._key_rows = np.empty(0, dtype=np.int64)  # their rows
-        self._free = np.empty(0, dtype=np.int64)  # rows not named by the last save
+        # Rows free to write: named by neither of the last two saves (the caller names a
+        # save as current a moment after `save` returns, so the one before stays current
+        # until then). Rows dropped by the last save wait in `_settled` for the next one.
+        self._free = np.empty(0, dtype=np.int64)
+        self._settled = np.empty(0, dtype=np.int64)
         self._dead: list[np.ndarray] = []  # rows dead since the last save (still in faiss)
         self._data_id = b""
         self._fd = -1
@@ -322,7 +327,7 @@ class CompactVectorIndex:
         """RAM held by this index: faiss's codes, ids and centroids, and the label arrays."""
         ivf = self._ivf
         held = self._row_label.nbytes + self._keys.nbytes + self._key_rows.nbytes
-        held += self._free.nbytes + sum(x.nbytes for x in self._dead)
+        held += self._free.nbytes + self._settled.nbytes + sum(x.nbytes for x in self._dead)
         if ivf is not None:
             lists = ivf.invlists
             sizes = np.asarray([lists.list_size(i) for i in range(ivf.nlist)], dtype=np.int64)
@@ -392,13 +397,14 @@ class CompactVectorIndex:
 
     # ---- persistence ---------------------------------------------------------------------
 
-    def _settle(self) -> None:
-        """Drop the dead rows from faiss: one pass over the inverted lists."""
+    def _settle(self) -> np.ndarray:
+        """Drop the dead rows from faiss (one pass over the inverted lists); which."""
         if not self._dead:
-            return
+            return np.empty(0, dtype=np.int64)
         dead = np.unique(np.concatenate(self._dead))
         self._ivf.remove_ids(dead)
         self._dead = []
+        return dead
 
     def save(self, path: Path) -> None:
         """Write the index to `path` atomically (a temporary file, then os.replace), after
@@ -407,7 +413,7 @@ class CompactVectorIndex:
             raise ValueError("the compact index is not trained")
         path = Path(path)
         path.parent.mkdir(parents=True, exist_ok=True)
-        self._settle()
+        dropped = self._settle()
         os.fsync(self._fd)
         names = self._row_label[: self._rows].astype("<i8")
         raw_fd, raw_name = tempfile.mkstemp(prefix=path.name + ".", suffix=".ivf", dir=path.parent)
@@ -448,7 +454,9 @@ class CompactVectorIndex:
         finally:
             with contextlib.suppress(OSError):
                 os.unlink(raw_name)
-        self._free = np.flatnonzero(self._row_label[: self._rows] < 0).astype(np.int64)
+        # rows the save before this one dropped are named by no save that may be current
+        self._free = np.concatenate([self._free, self._settled])
+        self._settled = dropped
         log.debug("saved compact vector index (%d live) to %s", len(self), path)
 
     @classmethod

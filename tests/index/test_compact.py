@@ -161,6 +161,28 @@ def test_save_load_round_trip_and_saved_rows_are_never_overwritten(tmp_path: Pat
     assert isinstance(load_vectors(tmp_path / "h.bin", DIM, tmp_path / "x.f16"), VectorIndex)
 
 
+def test_a_row_is_reused_only_when_neither_of_the_last_two_saves_names_it(tmp_path: Path):
+    """The indexer names a save in index.json a moment after `save` returns: until then a
+    crash loads the save before, whose rows must still hold what it says."""
+    rows = unit_rows(400)
+    data = tmp_path / "vectors.f16"
+    index = build(tmp_path, range(300), rows[:300])
+    index.save(tmp_path / "a.bin")
+    index.delete([7])  # live in a, dropped by b
+    index.save(tmp_path / "b.bin")
+    size = data.stat().st_size
+    index.upsert(range(300, 301), rows[300:301])  # no free row yet: appended
+    assert data.stat().st_size > size
+    older = CompactVectorIndex.load(tmp_path / "a.bin", DIM, data)
+    assert older.search(rows[7], 1)[0] == (7, pytest.approx(1.0, abs=2e-3))
+    index.save(tmp_path / "c.bin")  # now a is two saves back: 7's row may be written
+    size = data.stat().st_size
+    index.upsert(range(301, 302), rows[301:302])
+    assert data.stat().st_size == size  # the freed row was used, the file did not grow
+    latest = CompactVectorIndex.load(tmp_path / "c.bin", DIM, data)
+    assert 7 not in latest and latest.search(rows[300], 1)[0][0] == 300
+
+
 @pytest.mark.parametrize(
     "damage", ["truncate", "flip", "foreign", "dim", "data-truncated", "data-missing", "rebuilt"]
 )
