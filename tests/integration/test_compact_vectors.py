@@ -1,7 +1,8 @@
 """A mount whose store is past `vector_compact_units`: the vectors move from hnswlib to the
 compact index (faiss IVF-PQ codes in RAM, float16 rows in DATA_DIR/index/vectors.f16) and
 search through `.query` still finds what it found before, after a restart and for writes
-made afterwards. Real mount, real model, real faiss and tantivy; a small threshold."""
+made afterwards, and after a kill -9. Real mount, real model, real faiss and tantivy; a small
+threshold."""
 
 from __future__ import annotations
 
@@ -70,6 +71,18 @@ def test_past_the_threshold_search_runs_on_the_compact_index(tmp_path: Path) -> 
         subprocess.run(["rm", "-r", str(m.path / TARGETS[0].path)], check=True)
         write_node(m.path, "user/bob/preferences/other", "Unrelated.\n", fsync=True)
         wait_indexed(m)
+        assert all(h["path"] != TARGETS[0].path for h in results(m.path, TARGETS[0].question))
+        # kill -9 after writes the last checkpoint does not hold: the restart loads the
+        # compact snapshot (its rows intact) and replays the outbox after it
+        write_node(m.path, "user/bob/preferences/kite", "Bob flies a red stunt kite.\n")
+        m.kill()
+        m.start()
+        status = wait_indexed(m)
+        assert facts(status)["vector_index"].startswith("compact"), status
+        assert results(m.path, question)[0]["path"] == "user/bob/preferences/lighthouse"
+        assert results(m.path, "what toy does he fly on windy days")[0]["path"] == (
+            "user/bob/preferences/kite"
+        )
         assert all(h["path"] != TARGETS[0].path for h in results(m.path, TARGETS[0].question))
     finally:
         if m.proc is not None:
