@@ -307,7 +307,12 @@ def cmd_reindex(args: argparse.Namespace) -> int:
         print(f"loading the embedding model ({cfg.model_name}) ...", file=sys.stderr)
         images = image_vectors(cfg, clip_model(cfg))
         indexer = Indexer(
-            memory, cfg.index_dir, embedder_factory(cfg), model_name=cfg.model_name, images=images
+            memory,
+            cfg.index_dir,
+            embedder_factory(cfg),
+            model_name=cfg.model_name,
+            images=images,
+            compact_units=cfg.vector_compact_units,
         )
         t0 = time.monotonic()
         total = indexer.rebuild_sync(progress=_progress_bar("reindex", t0))

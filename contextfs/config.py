@@ -83,6 +83,10 @@ class Config:
     embed_model: str = ""  # openai: the model name to ask for
     embed_api_key_env: str = "OPENAI_API_KEY"  # openai: the environment variable with the key
     fsync_barrier_timeout: float = 30.0  # how long fsync waits for the index at most
+    # Past this many indexed units hnswlib (1.7 KB of RAM a unit) gives way to the compact
+    # vector index (about 100 B a unit; index/compact.py), trained on the units there are
+    # then: a small value makes a poorly trained index (tests use one)
+    vector_compact_units: int = 100_000
     # Conversations (SPEC §5, §6)
     default_agent: str = "default"  # agent/<id> that agent-scope memories go to
     llm_base_url: str = ""  # an OpenAI-compatible chat endpoint: LLM extraction
@@ -167,6 +171,9 @@ def load_config(data_dir: Path | None) -> Config:
         0.04 <= raw.get("video_frame_interval", 1.0) <= 3600
     ):
         raise UsageError(f"{path}: video_frame_interval must be seconds, 0.04 .. 3600")
+    compact = raw.get("vector_compact_units", 1)
+    if isinstance(compact, int) and not isinstance(compact, bool) and compact < 1:
+        raise UsageError(f"{path}: vector_compact_units must be at least 1")
     if raw.get("embedder", "local") not in ("local", "openai"):
         raise UsageError(f"{path}: embedder must be 'local' or 'openai'")
     if raw.get("embedder") == "openai" and not (

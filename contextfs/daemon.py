@@ -157,6 +157,7 @@ def _mount(
             _then_settle(embedder_factory(cfg)),
             model_name=cfg.model_name,
             images=image_vectors(cfg, clip),
+            compact_units=cfg.vector_compact_units,
         )
         searcher = Searcher(memory, indexer)
     intake = Intake(

@@ -49,6 +49,7 @@ def _index(indexer: Indexer | None, committed: int) -> dict[str, Any] | None:
         "embedding_model": emb.name if emb else indexer.model_name,
         "dimensions": emb.dim if emb else None,  # None until the model has loaded
         "indexed_units": len(indexer.digests),
+        "vector_index": indexer.vector_kind,  # hnswlib, compact (large stores) or None
         "error": indexer.error or None,
     }
 

@@ -16,7 +16,8 @@ For each store size N (`--quick`: 1,000 and 10,000; full: 1,000, 100,000 and 1,0
    write L2.md, fsync, close) p50. Unmounts.
 3. With `--search` (default on; `--no-search` skips it): builds the vector and text indexes
    in-process with SYNTHETIC vectors (`--real-vectors` texts through MiniLM, every other unit
-   a noisy copy: embedding a million units for real takes hours), mounts with search on,
+   a noisy copy: embedding a million units for real takes hours; past 100k units the
+   rebuild moves to the compact vector index, `index/compact.py`), mounts with search on,
    waits for `index: ready`, and measures VmRSS with the embedding model loaded and query
    p50/p99: reads of `.query/@budget=B/<question>/_context.md`, every read a fresh search.
 
@@ -283,7 +284,16 @@ def build_indexes(data: Path, real_vectors: int) -> dict:
         indexer.rebuild_sync(progress=lambda done, _t: prog.update(done))
         seconds = prog.done()
         indexer.text.close()  # release tantivy's writer lock before the daemon opens it
-        return {"seconds": seconds, "units": len(indexer.digests), "real": bench.model_texts}
+        # past Indexer's compact_units (100k) the rebuild moved to the compact index
+        # (index/compact.py; its own figures: scripts/bench_vectors.py)
+        kind = type(indexer.vectors).__name__
+        say(f"  vector index: {kind} ({len(indexer.vectors)} units)")
+        return {
+            "seconds": seconds,
+            "units": len(indexer.digests),
+            "real": bench.model_texts,
+            "vectors": kind,
+        }
     finally:
         store.close()
 

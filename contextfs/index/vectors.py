@@ -142,6 +142,10 @@ class VectorIndex:
     def __contains__(self, label: object) -> bool:
         return label in self._labels and label not in self._deleted
 
+    def live_labels(self) -> list[int]:
+        """Every live label, sorted (what a move to another index kind copies)."""
+        return sorted(self._labels - self._deleted)
+
     def search_among(
         self, vector: np.ndarray, labels: Sequence[int], k: int
     ) -> list[tuple[int, float]]:

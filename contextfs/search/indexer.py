@@ -7,8 +7,11 @@ turns the nodes they name into units (L0, L1, L2 chunks), embeds only units whos
 changed (xxhash digests), and applies upserts and deletions. Embedding, hnswlib and
 tantivy calls run in a worker thread under one lock, which searches share.
 
-On disk (DATA_DIR/index/): `snap-*/vectors.bin` (hnswlib) and `snap-*/digests.json` (unit
-digests) of the last checkpoint, `text/` (tantivy), and `index.json` {model, dim,
+On disk (DATA_DIR/index/): `snap-*/vectors.bin` (hnswlib, or past `compact_units` units the
+compact index of `index.compact`, whose exact vectors are `vectors.f16`, outside the
+snapshots: no row a saved snapshot names is rewritten) and `snap-*/digests.npy` (unit
+digests, `index.digests`; a `digests.json` of an older snapshot is read) of the last
+checkpoint, `text/` (tantivy), and `index.json` {model, dim,
 generation, snapshot}, replaced atomically after the snapshot is whole. A crash re-applies
 the outbox rows after the checkpoint's generation; applying a row twice is harmless. Files that do
 not load, or that were built with another model or dimension, are rebuilt, never trusted.
@@ -28,6 +31,8 @@ from pathlib import Path
 import trio
 
 from contextfs.errors import IndexCorrupt
+from contextfs.index.compact import CompactVectorIndex, load_vectors
+from contextfs.index.digests import UnitDigests, digest_int
 from contextfs.index.embed import Embedder
 from contextfs.index.text import TextIndex
 from contextfs.index.units import Unit
@@ -40,6 +45,10 @@ from contextfs.search.passages import SESSION_TYPE, node_passages
 
 log = logging.getLogger(__name__)
 
+# Past this many units the hnswlib index (about 1.9 KB of RAM a unit) becomes the compact
+# one (about 100 B a unit), at the next checkpoint or between a rebuild's batches; a store
+# that shrinks again keeps it until a `reindex`. 100k units of hnswlib are about 180 MB.
+COMPACT_UNITS = 100_000
 SLOTS = 8192  # label = node_id * SLOTS + slot; slot 0 = L0, 1 = L1, 2 + c = L2 chunk c
 _TIER_SLOT = {"L0": 0, "L1": 1}
 
@@ -100,8 +109,10 @@ class Indexer(Service):
         batch: int = 256,
         on_indexed: Callable[[list[int]], None] | None = None,
         images: ImageVectors | None = None,
+        compact_units: int = COMPACT_UNITS,
     ) -> None:
         super().__init__()
+        self.compact_units = compact_units
         self.images = images  # CLIP image vectors (search.images), when configured
         self._images_fill = False  # the CLIP model is in, its saved vectors were not usable
         self.memory = memory
@@ -112,10 +123,11 @@ class Indexer(Service):
         self.on_indexed = on_indexed
         self.lock = threading.Lock()  # hnswlib and tantivy: one user at a time
         self.embedder: Embedder | None = None
-        self.vectors: VectorIndex | None = None
+        self.vectors: VectorIndex | CompactVectorIndex | None = None
         self.text: TextIndex | None = None
-        self.digests: dict[int, str] = {}  # label -> digest of the unit's text
-        self.node_labels: dict[int, set[int]] = {}
+        # label -> xxh64 of the unit's text, for every unit in the vectors; a node's
+        # units are the labels in its range (`labels_of`)
+        self.digests = UnitDigests()
         self.generation = 0  # everything up to this outbox seq is indexed
         self.saved_generation = 0
         self.state = "opening the text index"
@@ -132,6 +144,13 @@ class Indexer(Service):
     def ready(self) -> bool:
         """Both sides answer: the model is loaded and both indexes are open."""
         return self.vectors is not None and self.text is not None and self.embedder is not None
+
+    @property
+    def vector_kind(self) -> str | None:
+        """Which vector index answers: "hnswlib", "compact", or None before the model."""
+        if self.vectors is None:
+            return None
+        return "hnswlib" if isinstance(self.vectors, VectorIndex) else "compact"
 
     @property
     def searchable_generation(self) -> int:
@@ -254,6 +273,9 @@ class Indexer(Service):
     def _meta_path(self) -> Path:
         return self.dir / "index.json"
 
+    def _data_path(self) -> Path:
+        return self.dir / "vectors.f16"  # the exact vectors of a compact index
+
     def _read_meta(self) -> dict:
         try:
             meta = json.loads(self._meta_path().read_text())
@@ -308,7 +330,7 @@ class Indexer(Service):
         """Worker thread, once the model is in: the vector snapshot if it is whole and was
         built with this model, else an empty index (rebuilt by `run`)."""
         meta = self._read_meta()
-        vectors, digests, generation = VectorIndex(emb.dim), {}, 0
+        vectors, digests, generation = VectorIndex(emb.dim), UnitDigests(), 0
         try:
             if not meta:
                 raise FileNotFoundError("no index yet")
@@ -320,34 +342,30 @@ class Indexer(Service):
             if meta.get("generation", 0) > self.memory.generation:
                 raise IndexCorrupt("index is ahead of the store: rebuilding")
             snap = self.dir / meta["snapshot"]
-            vectors = VectorIndex.load(snap / "vectors.bin", emb.dim)
-            digests = {
-                int(k): v for k, v in json.loads((snap / "digests.json").read_text()).items()
-            }
+            vectors = load_vectors(snap / "vectors.bin", emb.dim, self._data_path())
+            digests = _load_digests(snap)
             generation = int(meta["generation"])
             snap_dir: Path | None = snap
         except FileNotFoundError:
             snap_dir = None
         except (IndexCorrupt, ValueError, KeyError, OSError) as exc:
             log.warning("index files not usable (%s); rebuilding the vectors", exc)
-            vectors, digests, generation, snap_dir = VectorIndex(emb.dim), {}, 0, None
+            vectors, digests, generation, snap_dir = VectorIndex(emb.dim), UnitDigests(), 0, None
         if self.images is not None and self.images.ready:
             self._images_fill = not self.images.load(snap_dir)
         with self.lock:
             self.vectors, self.digests = vectors, digests
             self.generation = self.saved_generation = generation
-            self.node_labels = {}
-            for label in self.digests:
-                self.node_labels.setdefault(label_node(label), set()).add(label)
 
     def _fresh(self, why: str) -> None:
         self._meta_path().unlink(missing_ok=True)
         for old in self.dir.glob("snap-*"):
             shutil.rmtree(old, ignore_errors=True)
         shutil.rmtree(self.dir / "text", ignore_errors=True)
+        self._data_path().unlink(missing_ok=True)
         self.vectors = VectorIndex(self.embedder.dim)
         self.text = TextIndex(self.dir / "text")
-        self.digests = {}
+        self.digests = UnitDigests()
         if self.images is not None:
             self.images.clear()
         self.generation = self.saved_generation = self.text_generation = 0
@@ -359,10 +377,9 @@ class Indexer(Service):
             generation = self.generation
             snap = self.dir / f"snap-{generation}-{time.time_ns()}"
             snap.mkdir()
+            self._maybe_compact()
             self.vectors.save(snap / "vectors.bin")
-            (snap / "digests.json").write_text(
-                json.dumps({str(k): v for k, v in self.digests.items()})
-            )
+            self.digests.save(snap / "digests.npy")
             if self.images is not None:
                 self.images.save(snap)
         tmp = self.dir / f"index.json.{snap.name}.tmp"  # never shared by two saves
@@ -383,6 +400,38 @@ class Indexer(Service):
             if old.name != snap.name:
                 shutil.rmtree(old, ignore_errors=True)
         self.saved_generation = generation
+
+    def _maybe_compact(self) -> None:
+        """Under the lock, at a checkpoint or between the batches of a rebuild (which
+        would otherwise grow hnswlib to the whole store first): past `compact_units`, move
+        the units from hnswlib into a compact index. Its `vectors.f16` is new; no saved
+        snapshot names the old one, if any (a compact index that loaded would not be an
+        hnswlib one here)."""
+        if not isinstance(self.vectors, VectorIndex):
+            return
+        if len(self.vectors) < max(1, self.compact_units):  # it trains on what there is
+            return
+        state, self.state = self.state, f"moving {len(self.vectors)} units to a compact index"
+        t0 = time.monotonic()
+        self.vectors = CompactVectorIndex.from_index(self.vectors, self._data_path())
+        self.state = state
+        log.info(
+            "vector index: %d units moved to the compact index in %.1f s",
+            len(self.vectors),
+            time.monotonic() - t0,
+        )
+
+    def labels_of(self, node_id: int) -> list[int]:
+        """The labels of a node's units in the vector index (under the lock)."""
+        return self.digests.in_range(node_id * SLOTS, (node_id + 1) * SLOTS)
+
+    def labels_of_nodes(self, node_ids: Sequence[int], most: int) -> list[int] | None:
+        """The labels of these nodes' units (under the lock), or None past `most`."""
+        return self.digests.in_ranges([nid * SLOTS for nid in node_ids], SLOTS, most)
+
+    def _compact_locked(self) -> None:
+        with self.lock:
+            self._maybe_compact()
 
     # ---- draining the outbox -----------------------------------------------------------
 
@@ -482,32 +531,30 @@ class Indexer(Service):
         index's new documents to a later commit."""
         if self.images is not None:
             self.images.apply(*pending)
-        to_embed: list[Unit] = []
         labels_by_node: dict[int, dict[int, Unit]] = {}
         for nid, (_n, _v, units, _m) in live.items():
-            lab = {unit_label(u): u for u in units}
-            labels_by_node[nid] = lab
-            for label, u in lab.items():
-                if self.digests.get(label) != u.digest:
-                    to_embed.append(u)
+            labels_by_node[nid] = {unit_label(u): u for u in units}
+        every = [(label, u) for lab in labels_by_node.values() for label, u in lab.items()]
+        known, found = self.digests.lookup(label for label, _u in every)
+        to_embed = [
+            u
+            for (_label, u), was, there in zip(every, known.tolist(), found.tolist(), strict=True)
+            if not there or was != digest_int(u.digest)
+        ]
         vectors = self.embedder.embed([u.text for u in to_embed]) if to_embed else None
         with self.lock:
             stale: list[int] = []
             for nid in gone:
-                stale += self.node_labels.pop(nid, set())
+                stale += self.labels_of(nid)
             for nid, lab in labels_by_node.items():
-                old = self.node_labels.get(nid, set())
-                stale += [x for x in old if x not in lab]
-                self.node_labels[nid] = set(lab)
+                stale += [x for x in self.labels_of(nid) if x not in lab]
             if stale:
                 self.vectors.delete(stale)
-                for x in stale:
-                    self.digests.pop(x, None)
+                self.digests.remove(stale)
             if to_embed:
                 labels = [unit_label(u) for u in to_embed]
                 self.vectors.upsert(labels, vectors)
-                for label, u in zip(labels, to_embed, strict=True):
-                    self.digests[label] = u.digest
+                self.digests.set_many(labels, [digest_int(u.digest) for u in to_embed])
             self._text_side(live, gone, commit)
 
     async def _rebuild(self) -> None:
@@ -523,6 +570,7 @@ class Indexer(Service):
             pending = self._images_pending(ids[i : i + 64])
             commit = _rebuild_commits(i, 64, len(ids))
             await trio.to_thread.run_sync(self._apply, live, gone, pending, commit)
+            await trio.to_thread.run_sync(self._compact_locked)
             for n, version, _u, _m in live.values():
                 n.indexed_version = version
         self.generation = target
@@ -537,7 +585,6 @@ class Indexer(Service):
         if self.images is not None:
             self.images.load_model()
         self._fresh("reindex")
-        self.node_labels = {}
         target = self.memory.generation
         nodes = [n.id for n in self.memory.nodes.values() if self.memory.is_live(n)]
         total = len(nodes)
@@ -546,6 +593,7 @@ class Indexer(Service):
             live, gone = self._snapshot(nodes[i : i + step])
             pending = self._images_pending(nodes[i : i + step])
             self._apply(live, gone, pending, _rebuild_commits(i, step, total))
+            self._compact_locked()
             for n, version, _u, _m in live.values():
                 n.indexed_version = version
             if progress:
@@ -567,6 +615,10 @@ class Indexer(Service):
             f"embedding_model: {name}" + (f" ({self.embedder.dim}-d)" if self.embedder else ""),
             f"indexed_units: {len(self.digests)}",
         ]
+        if self.vector_kind == "hnswlib":
+            lines.append(f"vector_index: hnswlib (compact from {self.compact_units} units)")
+        elif self.vector_kind == "compact":
+            lines.append("vector_index: compact (IVF-PQ codes in RAM, float16 rows on disk)")
         if self.images is not None:
             lines.append(self.images.status_line())
         if self.error:
@@ -583,6 +635,14 @@ def _rebuild_commits(start: int, step: int, total: int) -> bool:
     return start + step >= total or (start + step) // REBUILD_COMMIT_NODES > start // (
         REBUILD_COMMIT_NODES
     )
+
+
+def _load_digests(snap: Path) -> UnitDigests:
+    """A snapshot's unit digests: `digests.npy`, or the JSON of a snapshot written before."""
+    if (snap / "digests.npy").exists():
+        return UnitDigests.load(snap / "digests.npy")
+    old = json.loads((snap / "digests.json").read_text())
+    return UnitDigests([int(k) for k in old], [digest_int(v) for v in old.values()])
 
 
 def _distinct(units: list[Unit]) -> list[Unit]:

@@ -157,8 +157,7 @@ class Searcher:
                 continue
         else:
             return None
-        labels = [x for nid in ids for x in self.indexer.node_labels.get(nid, ())]
-        return labels if len(labels) <= SCOPED_EXACT_MAX else None
+        return self.indexer.labels_of_nodes(ids, SCOPED_EXACT_MAX)
 
     def _scoped_vectors(
         self,
@@ -220,7 +219,7 @@ class Searcher:
         qvec = emb.embed([asked])[0] if vectors_on else None
         depth = unit_depth(opts)
         vec_hits: list[tuple[int, float]] = []
-        with ix.lock:  # node_labels belongs to the indexer's lock too
+        with ix.lock:  # the indexer's digests (labels_of) belong to its lock too
             if qvec is not None and ix.vectors is not None:
                 snap = (
                     self._scoped_vectors(scope, opts.type, allowed, reader_key) if scope else None

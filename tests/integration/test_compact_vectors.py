@@ -1,0 +1,90 @@
+"""A mount whose store is past `vector_compact_units`: the vectors move from hnswlib to the
+compact index (faiss IVF-PQ codes in RAM, float16 rows in DATA_DIR/index/vectors.f16) and
+search through `.query` still finds what it found before, after a restart and for writes
+made afterwards, and after a kill -9. Real mount, real model, real faiss and tantivy; a small
+threshold."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from contextfs.testing import Mount
+from contextfs.testing.search_corpus import TARGETS, filler
+from tests.integration.test_search import qdir, results, wait_indexed, write_node
+
+pytestmark = pytest.mark.timeout(600)
+
+
+def facts(status: str) -> dict[str, str]:
+    return dict(ln.split(": ", 1) for ln in status.splitlines() if ": " in ln and ln[0] != " ")
+
+
+def test_past_the_threshold_search_runs_on_the_compact_index(tmp_path: Path) -> None:
+    (tmp_path / "mnt").mkdir()
+    data = tmp_path / "data"
+    data.mkdir()
+    (data / "config.yaml").write_text("search: true\nvector_compact_units: 60\n")
+    m = Mount(tmp_path / "mnt", data, search=True)
+    m.start()
+    try:
+        for owner in ("user/alice", "user/bob", "agent/helper"):
+            (m.path / owner).mkdir()
+        write_node(m.path, "user/alice/preferences/first", "The first note.\n", fsync=True)
+        status = wait_indexed(m)  # the model is in: from here the outbox is drained live
+        assert facts(status)["vector_index"] == "hnswlib (compact from 60 units)", status
+        for rel, text in filler()[:60]:  # some competition, quickly embedded
+            write_node(m.path, rel, text)
+        for t in TARGETS:
+            write_node(m.path, t.path, t.text + "\n")
+        status = wait_indexed(m)
+        assert int(facts(status)["indexed_units"]) > 60
+        # the move happens at a checkpoint (idle for a while, or the unmount's)
+        m.stop()
+        assert (data / "index" / "vectors.f16").stat().st_size > 60 * 384 * 2
+
+        m.start()
+        status = wait_indexed(m)
+        assert facts(status)["vector_index"].startswith("compact"), status
+        misses = []
+        for t in TARGETS:  # phrased differently from the node's text
+            hits = results(m.path, t.question, t.scope)
+            if not hits or hits[0]["path"] != t.path:
+                misses.append((t.question, [h["path"] for h in hits[:3]]))
+        assert misses == []
+        # a write after the move is found by meaning (fsync: searchable when it returns)
+        write_node(
+            m.path,
+            "user/bob/preferences/lighthouse",
+            "Bob repainted the spiral stairs of the old lighthouse a bright orange.\n",
+            fsync=True,
+        )
+        wait_indexed(m)  # fsync waits for BM25; the vectors follow
+        question = "who coloured the steps of the tower by the sea"
+        answer = json.loads((qdir(m.path, question) / "_results.json").read_text())
+        assert "vectors" in answer["searched_by"], answer
+        assert answer["hits"][0]["path"] == "user/bob/preferences/lighthouse", answer["hits"][:3]
+        # a deleted node leaves the compact index's results
+        subprocess.run(["rm", "-r", str(m.path / TARGETS[0].path)], check=True)
+        write_node(m.path, "user/bob/preferences/other", "Unrelated.\n", fsync=True)
+        wait_indexed(m)
+        assert all(h["path"] != TARGETS[0].path for h in results(m.path, TARGETS[0].question))
+        # kill -9 after writes the last checkpoint does not hold: the restart loads the
+        # compact snapshot (its rows intact) and replays the outbox after it
+        write_node(m.path, "user/bob/preferences/kite", "Bob flies a red stunt kite.\n")
+        m.kill()
+        m.start()
+        status = wait_indexed(m)
+        assert facts(status)["vector_index"].startswith("compact"), status
+        assert results(m.path, question)[0]["path"] == "user/bob/preferences/lighthouse"
+        assert results(m.path, "what toy does he fly on windy days")[0]["path"] == (
+            "user/bob/preferences/kite"
+        )
+        assert all(h["path"] != TARGETS[0].path for h in results(m.path, TARGETS[0].question))
+    finally:
+        if m.proc is not None:
+            m.stop()
+    assert m.fsck() == []
