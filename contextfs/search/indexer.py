@@ -283,7 +283,7 @@ class Indexer(Service):
             generation = 0  # ahead of the store: not this store's index
         if generation == 0 and self.memory.generation > 0:
             self.state = "rebuilding the text index"
-            ids = [n.id for n in self.memory.node_list() if self.memory.is_live(n)]
+            ids = self.memory.live.ids()  # ids only, by SQL (memory.heads)
             target = self.memory.generation
             with self.lock:
                 self.text.clear()
@@ -500,7 +500,7 @@ class Indexer(Service):
     async def _rebuild(self) -> None:
         """Index every live node (cheaper than replaying the whole outbox)."""
         target = self.memory.generation
-        ids = [n.id for n in self.memory.nodes.values() if self.memory.is_live(n)]
+        ids = self.memory.live.ids()
         log.info("indexing %d nodes from scratch", len(ids))
         if self.images is not None:
             self.images.clear()
@@ -525,7 +525,7 @@ class Indexer(Service):
         self._fresh("reindex")
         self.node_labels = {}
         target = self.memory.generation
-        nodes = [n.id for n in self.memory.nodes.values() if self.memory.is_live(n)]
+        nodes = self.memory.live.ids()
         total = len(nodes)
         step = max(1, min(self.batch, 64))
         for i in range(0, total, step):

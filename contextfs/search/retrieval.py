@@ -146,15 +146,7 @@ class Searcher:
         owner = _owner_of(scope)
         if owner is None:
             return None
-        ids = self.memory.live.by_owner.get(owner, set())
-        for _ in range(5):  # the event loop may add or drop a node while we copy
-            try:
-                ids = list(ids)
-                break
-            except RuntimeError:
-                continue
-        else:
-            return None
+        ids = self.memory.live.ids(owner)  # by SQL, the committed rows (memory.heads)
         labels = [x for nid in ids for x in self.indexer.node_labels.get(nid, ())]
         return labels if len(labels) <= SCOPED_EXACT_MAX else None
 
@@ -523,11 +515,7 @@ class Searcher:
         key = (owner, self.memory.generation)
         if self._participants_at[0] != key:
             names: set[str] = set()
-            for n in self.memory.node_list():
-                if n.type != SESSION_TYPE or not self.memory.is_live(n):
-                    continue
-                if owner is not None and (n.owner_kind, n.owner_id) != owner:
-                    continue
+            for n in self.memory.walk(owner=owner, types=(SESSION_TYPE,)):
                 names.update(p.speaker for p in node_passages(n) if p.speaker)
             names -= ROLES
             self._participants_at = (key, tuple(sorted(x for x in names if len(x) >= 2)))
@@ -538,8 +526,8 @@ class Searcher:
         generation = self.memory.generation
         if self._entities_at != generation:
             table: dict[str, list[Node]] = {}
-            for n in self.memory.node_list():
-                if n.type == "entity" and self.memory.is_live(n) and len(n.name) >= 3:
+            for n in self.memory.walk(types=("entity",)):
+                if len(n.name) >= 3:
                     table.setdefault(n.name.replace("-", " ").lower(), []).append(n)
             self._entity_table, self._entities_at = table, generation
         return self._entity_table
@@ -549,10 +537,9 @@ class Searcher:
         generation = self.memory.generation
         if self._archives_at != generation:
             table: dict[tuple[str, str, str], Node] = {}
-            for n in self.memory.node_list():
-                if n.type == SESSION_TYPE and self.memory.is_live(n):
-                    for src in n.sources:
-                        table.setdefault((n.owner_kind, n.owner_id, src), n)
+            for n in self.memory.walk(types=(SESSION_TYPE,)):
+                for src in n.sources:
+                    table.setdefault((n.owner_kind, n.owner_id, src), n)
             self._archives, self._archives_at = table, generation
         return self._archives.get((kind, owner, source))
 
