@@ -187,7 +187,10 @@ class Memory(Transactions, AttachmentStore, Routing):
     def recent_nodes(self, limit: int) -> list[Node]:
         """The `limit` most recently changed live nodes (any thread: the text warm-up)."""
         ids = self.store.recent_live_ids(limit)
-        return list(self.nodes.walk(ids=ids, live=True)) if ids else []
+        out: list[Node] = []
+        for i in range(0, len(ids), 1000):  # a statement names at most 1,000 ids
+            out += self.nodes.walk(ids=ids[i : i + 1000], live=True)
+        return out
 
     def _unflushed(self, n: Node) -> bool:
         return n.id in self._access_dirty
