@@ -228,6 +228,49 @@ class LiveIndex:
         self.store = store
         self.nodes = nodes
         self.pending: dict[LiveKey, int] = {}
+        # (owner, type) -> (every node, live ones) as the store counted them: `stat` of
+        # every type directory (`st_nlink`) and `.status` ask often, nodes come and go
+        # rarely. The type directories' are read in one aggregate the first time, then
+        # a directory a commit touched is counted again on its own (`changed`).
+        self._dirs: dict[tuple[tuple[str, str], str], tuple[int, int]] | None = None
+        self._counts: dict[tuple, tuple[int, int]] = {}
+
+    def changed(self, nodes: list[Node] | None = None) -> None:
+        """These nodes were stored, or rolled back (None: anything may have changed)."""
+        self._counts = {}
+        if nodes is None or self._dirs is None:
+            self._dirs = None
+            return
+        for n in nodes:
+            self._dirs.pop((n.owner, n.type), None)
+
+    def node_counts(
+        self, owner: tuple[str, str] | None = None, type_name: str | None = None
+    ) -> tuple[int, int]:
+        if owner is not None and type_name is not None:
+            if self._dirs is None:
+                self._dirs = self.store.node_counts_by_dir()
+            got = self._dirs.get((owner, type_name))
+            if got is None:
+                got = self._dirs[(owner, type_name)] = self.store.node_counts(owner, type_name)
+            return got
+        key = (owner, type_name)
+        got = self._counts.get(key)
+        if got is None:
+            got = self._counts[key] = self.store.node_counts(owner, type_name)
+        return got
+
+    def node_at(self, key: LiveKey) -> Node | None:
+        """The live node at key: held, or read from the store by its path (one query)."""
+        nid = self.pending.get(key)
+        if nid is not None:
+            return self.nodes.get(nid)
+        head = self.store.live_node_head(*key, LazyNode)
+        if head is None:
+            return None
+        n = self.nodes.adopt(*head)
+        self.nodes.use(n)
+        return n
 
     def get(self, key: LiveKey, default: int | None = None) -> int | None:
         nid = self.pending.get(key)
@@ -269,7 +312,7 @@ class LiveIndex:
             for key in self._unstored()
             if (owner is None or key[:2] == owner) and (type_name is None or key[2] == type_name)
         )
-        return self.store.node_counts(owner, type_name)[1] + extra
+        return self.node_counts(owner, type_name)[1] + extra
 
     def values(self) -> Iterator[int]:
         return iter(self.ids())

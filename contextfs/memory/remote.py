@@ -67,6 +67,8 @@ def reload_nodes(memory: Memory, ids: list[int]) -> list[tuple[Node, bool]]:
     # what was loaded is committed: its texts may be let go again (memory.texts)
     memory.texts.committed([n for n, _created in out])
     memory.nodes.release([n for n, _created in out])
+    if out:
+        memory.live.changed()  # (where they were is not known here)
     memory.reloaded.extend(out)
     return out
 

@@ -161,8 +161,7 @@ class Memory(Transactions, AttachmentStore, Routing):
 
     def live_node(self, owner: tuple[str, str], ctype: ContextType, name: str) -> Node | None:
         key = (owner[0], owner[1], ctype.name, name)
-        nid = self.live.get(key)
-        n = self.nodes.get(nid) if nid is not None else None
+        n = self.live.node_at(key)
         # the held node is this process's truth (a shared store's row may be newer until
         # memory.remote catches up with it)
         if n is None or not self.is_live(n) or (n.owner_kind, n.owner_id, n.type, n.name) != key:
@@ -711,7 +710,7 @@ class Memory(Transactions, AttachmentStore, Routing):
         return {
             "owners": len(self.owners),
             "nodes": live,
-            "deleted_nodes": len(self.nodes) - live,
+            "deleted_nodes": self.live.node_counts()[0] + len(self.nodes.unstored()) - live,
             "versions": self.store.version_count(),
             "attachments": sum(1 for a in self.attachments.values() if a.deleted_at is None),
         }

@@ -101,12 +101,15 @@ class Transactions:
         except BaseException:
             self._tx = None
             self._undo(tx)
+            self.live.changed()  # counts read inside it may have seen its rows
             raise
         self._tx = None
         self.pending_redactions.clear()
         self._dirty_atts.clear()
         # what committed is the store's now: those nodes' texts may be let go (memory.texts)
         stored = [tx.nodes[nid][0] for nid in tx.stored]
+        if stored:  # where they were and where they are now
+            self.live.changed(stored + [tx.nodes[nid][1] for nid in tx.stored])
         self.texts.committed(stored)
         self.nodes.release(stored)  # stored as they are: no longer pinned (memory.heads)
         self.live.pending = {k: nid for k, nid in self.live.pending.items() if nid not in tx.stored}

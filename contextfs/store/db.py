@@ -722,6 +722,22 @@ class Store:
         )
         return row[0] if row is not None else None
 
+    def live_node_head(
+        self, kind: str, owner_id: str, type_name: str, name: str, make: Callable[..., Node] = Node
+    ) -> tuple | None:
+        """The live node at (owner, type, name) as `node_head` gives it, in one query (a
+        lookup by path: one round trip, not an id then a row)."""
+        row = (
+            self._meta_con()
+            .execute(
+                f"SELECT {self._HEAD_COLS} FROM nodes WHERE owner_kind = ? AND owner_id = ? "
+                "AND type = ? AND name = ? AND deleted_at IS NULL AND archived_at IS NULL",
+                [kind, owner_id, type_name, name],
+            )
+            .fetchone()
+        )
+        return self._head(row, make) if row is not None else None
+
     def live_ids(
         self, owner: tuple[str, str] | None = None, type_name: str | None = None
     ) -> list[int]:
@@ -761,6 +777,19 @@ class Store:
             .fetchone()
         )
         return int(row[0]), int(row[1] or 0)
+
+    def node_counts_by_dir(self) -> dict[tuple[tuple[str, str], str], tuple[int, int]]:
+        """(every node, live nodes) of each (owner, type), in one aggregate."""
+        rows = (
+            self._meta_con()
+            .execute(
+                "SELECT owner_kind, owner_id, type, count(*), count(*) FILTER (WHERE "
+                "deleted_at IS NULL AND archived_at IS NULL) FROM nodes "
+                "GROUP BY owner_kind, owner_id, type"
+            )
+            .fetchall()
+        )
+        return {((k, o), t): (int(a), int(b or 0)) for k, o, t, a, b in rows}
 
     def version_count(self) -> int:
         return int(self._meta_con().execute("SELECT count(*) FROM versions").fetchone()[0])

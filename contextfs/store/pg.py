@@ -404,6 +404,9 @@ class PgStore(Store):
         )
         return got if got else (0, 0)
 
+    def node_counts_by_dir(self) -> dict[tuple[tuple[str, str], str], tuple[int, int]]:
+        return self._remember("node_counts_by_dir", super().node_counts_by_dir) or {}
+
     def version_count(self) -> int:
         return self._remember("version_count", super().version_count)
 
