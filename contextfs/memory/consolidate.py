@@ -67,7 +67,7 @@ def consolidate(memory: Memory, *, now: float | None = None) -> Report:
     now = memory.clock() if now is None else now
     report = Report()
     # streamed from the store (memory.heads); the list holds this run's nodes only
-    live = [n for n in memory.walk() if n.persisted]
+    live = [n for n in memory.walk(texts=True) if n.persisted]
     # 1. merge near-duplicates (before archiving, so a merge can save a node)
     groups: dict[tuple, list[Node]] = defaultdict(list)
     for n in live:

@@ -85,6 +85,26 @@ class NodeCache:
         self.use(n)
         return n
 
+    def get_many(self, ids: list[int] | tuple[int, ...]) -> dict[int, Node]:
+        """These nodes (those with a row, or held), the missing ones read in one query a
+        thousand: what reads a batch of nodes (the indexer) costs a query, not one each."""
+        out: dict[int, Node] = {}
+        missing = []
+        for nid in ids:
+            n = self._alive.get(nid)
+            if n is None:
+                missing.append(nid)
+            else:
+                out[nid] = n
+        for i in range(0, len(missing), 1000):
+            part = missing[i : i + 1000]
+            for head in self.store.node_head_page(0, len(part), LazyNode, ids=part):
+                out[head[0].id] = self.adopt(*head)
+                self.loads += 1
+        for n in out.values():
+            self.use(n)
+        return out
+
     def __getitem__(self, nid: int) -> Node:
         n = self.get(nid)
         if n is None:
@@ -178,21 +198,23 @@ class NodeCache:
         live: bool | None = None,
         ids: list[int] | None = None,
         page: int = WALK_PAGE,
+        texts: bool = False,
     ) -> Iterator[Node]:
         """Every node (of an owner, of some types, live or not), in id order, read from the
         store a page at a time, then the nodes not stored yet. A node held here is given
         as held (and checked against the filters again: it may have changed since the
         row was read by a worker thread). The nodes are not added to the LRU: a walk over
-        the store does not push out what the mount is using."""
+        the store does not push out what the mount is using. With texts, each page's L1/L2
+        are read in one query too (for a caller that reads every node's text)."""
         after = 0
         while True:
             rows = self.store.node_head_page(
                 after, page, LazyNode, owner=owner, types=types, live=live, ids=ids
             )
-            for head in rows:
-                n = self.adopt(*head)
-                if _fits(n, owner, types, live):
-                    yield n
+            got = [n for n in (self.adopt(*head) for head in rows) if _fits(n, owner, types, live)]
+            if texts:
+                self.texts.prefetch(got)
+            yield from got
             if len(rows) < page:
                 break
             after = rows[-1][0].id

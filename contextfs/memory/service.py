@@ -174,10 +174,12 @@ class Memory(Transactions, AttachmentStore, Routing):
         owner: tuple[str, str] | None = None,
         types: tuple[str, ...] | None = None,
         live: bool | None = True,
+        texts: bool = False,
     ) -> Iterator[Node]:
         """Nodes (live ones unless live=None/False) of an owner and types, streamed from
-        the store in id order (`NodeCache.walk`); safe from a worker thread."""
-        return self.nodes.walk(owner=owner, types=types, live=live)
+        the store in id order (`NodeCache.walk`; texts: with their L1/L2 read a page at a
+        time); safe from a worker thread."""
+        return self.nodes.walk(owner=owner, types=types, live=live, texts=texts)
 
     def nodes_of(self, owner: tuple[str, str], ctype: ContextType) -> list[Node]:
         """A type directory's live nodes, oldest first."""

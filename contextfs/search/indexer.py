@@ -442,8 +442,12 @@ class Indexer(Service):
         """Read the nodes in the trio thread (their texts are immutable strings)."""
         live: dict[int, tuple[Node, int, list[Unit], tuple[str, str, str]]] = {}
         gone: list[int] = []
+        # one query for the nodes not held and one for their texts (memory.heads), not
+        # two a node: a rebuild reads the whole store this way
+        nodes = self.memory.nodes.get_many(list(node_ids))
+        self.memory.texts.prefetch(list(nodes.values()))
         for nid in node_ids:
-            n = self.memory.nodes.get(nid)
+            n = nodes.get(nid)
             if n is None or not self.memory.is_live(n):
                 gone.append(nid)
                 continue

@@ -515,7 +515,7 @@ class Searcher:
         key = (owner, self.memory.generation)
         if self._participants_at[0] != key:
             names: set[str] = set()
-            for n in self.memory.walk(owner=owner, types=(SESSION_TYPE,)):
+            for n in self.memory.walk(owner=owner, types=(SESSION_TYPE,), texts=True):
                 names.update(p.speaker for p in node_passages(n) if p.speaker)
             names -= ROLES
             self._participants_at = (key, tuple(sorted(x for x in names if len(x) >= 2)))

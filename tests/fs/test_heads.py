@@ -10,19 +10,26 @@ what the "kernel" looked up, as it does under memory pressure. Closed with an fs
 from __future__ import annotations
 
 import errno
+import json
 import random
 import threading
 from pathlib import Path
 
 import pytest
+import trio
 
+from contextfs.conversations.inbox import Intake
 from contextfs.ctxtypes import builtin_schema_dir, load_types
+from contextfs.fs.build import FsOptions, build_operations
 from contextfs.fs.ops import Operations
 from contextfs.fs.tree import Tree
 from contextfs.memory.service import Memory
+from contextfs.search.indexer import Indexer
+from contextfs.search.retrieval import Searcher
 from contextfs.store import Store
 from contextfs.testing import fsck_store
 from tests.fs.conftest import FS
+from tests.fs.test_virtual_dirs import WordEmbedder
 
 OWNERS = [f"u{i}" for i in range(6)]
 DIRS = {"preferences": "preference", "entities": "entity"}
@@ -216,3 +223,55 @@ async def test_one_object_per_node_across_threads_and_walks(mounted):
     # a change made through the held object is what the next reader sees
     m.save_l2(held, "changed through the held node\n")
     assert next(n for n in m.walk(owner=("user", "u1")) if n.id == nid).l2.startswith("changed")
+
+
+async def test_search_over_a_store_larger_than_the_cache(built, tmp_path, types, nursery):
+    """The index is rebuilt from the store node by node through the cache, a search finds
+    a node whatever is held, and follows it through a rename and a delete."""
+    (tmp_path / "contextfs.duckdb").write_bytes(built.read_bytes())
+    store = Store(tmp_path / "contextfs.duckdb")
+    m = Memory(store, types, data_dir=tmp_path, hot_nodes=HOT)
+    indexer = Indexer(m, tmp_path / "index", WordEmbedder, model_name="test-words")
+    ops, _service = build_operations(
+        m,
+        FsOptions(fsync_barrier_timeout=30.0),
+        status=lambda: "status\n",
+        schema_files={},
+        intake=Intake(m, extract_every=1000),
+        indexer=indexer,
+        searcher=Searcher(m, indexer),
+        on_commit=indexer.wake,
+    )
+    fs = FS(ops)
+    nursery.start_soon(indexer.run)
+    with trio.fail_after(60):
+        while indexer.searchable_generation < m.generation:
+            await trio.sleep(0.05)
+    assert m.nodes.held() <= bound()  # the rebuild read every node, and let them go
+    target = path("u3", "entities", 50)
+    await fs.write(f"{target}/L2.md", b"The bicycle chain needs oiling every spring.\n", fsync=True)
+    await mounted_forget(fs)
+
+    async def top(question: str) -> str:
+        hits = json.loads(await fs.text(f".query/{question}/_results.json"))["hits"]
+        return hits[0]["path"] if hits else ""
+
+    assert await top("bicycle chain oiling spring") == target
+    scoped = json.loads(await fs.text("user/u3/.query/bicycle chain oiling/_results.json"))
+    assert scoped["hits"][0]["path"] == target
+    await fs.rename(target, path("u4", "entities", 950))
+    with trio.fail_after(30):
+        while await top("bicycle chain oiling spring") != path("u4", "entities", 950):
+            await trio.sleep(0.05)
+    await fs.rm_r(path("u4", "entities", 950))
+    with trio.fail_after(30):
+        while (await top("bicycle chain oiling spring")).startswith("user/u4/entities/n950"):
+            await trio.sleep(0.05)
+    indexer.stop()
+    store.close()
+    assert fsck_store(tmp_path / "contextfs.duckdb") == []
+
+
+async def mounted_forget(fs: FS) -> None:
+    tree = fs.ops.tree
+    await fs.ops.forget([(i.ino, i.lookups) for i in tree.inodes.values() if i.lookups > 0])
