@@ -16,7 +16,9 @@ from __future__ import annotations
 import datetime as dt
 import errno
 import logging
+import socket
 from collections.abc import Callable
+from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -26,14 +28,14 @@ from contextfs.conversations.extract import Extractor, RuleExtractor
 from contextfs.conversations.llm import LLMExtractor, MediaDescriber
 from contextfs.conversations.media import MediaSettings
 from contextfs.ctxtypes import ContextType, builtin_schema_dir, load_types
-from contextfs.errors import LLMUnavailable
+from contextfs.errors import LLMUnavailable, StoreDamaged
 from contextfs.index.embed import Embedder, LocalEmbedder, OpenAIEmbedder
 from contextfs.media.clip import ClipSpec, LazyClip
 from contextfs.memory.redact import Redactor
 from contextfs.memory.service import Memory
 from contextfs.search.images import ImageVectors
 from contextfs.store.backend import open_store
-from contextfs.store.fsck import check_store
+from contextfs.store.fsck import close_session, mount_check, open_session, record_passed
 
 if TYPE_CHECKING:  # annotations only: render_status never needs the classes themselves
     from contextfs.conversations.inbox import Intake
@@ -68,10 +70,21 @@ def open_memory(cfg: Config, types: dict[str, ContextType]) -> Memory:
         redactor=redactor,
         default_owner=cfg.default_owner,
     )
-    problems = check_store(store)
-    if problems:
-        memory.failsafe = f"fsck found {len(problems)} problem(s): {problems[0]}"
-        log.error("store failed its checks, mounting read-only: %s", "; ".join(problems))
+    # since the last check that passed (docs/fsck.md); the full one only once
+    run = mount_check(store)
+    if run.problems:
+        memory.failsafe = f"fsck found {len(run.problems)} problem(s): {run.problems[0]}"
+        log.error("store failed its checks, mounting read-only: %s", "; ".join(run.problems))
+    else:
+        # a session the mount never closed changes nothing in what it checks: every
+        # write committed with its outbox seq, so what it wrote is after the point
+        left = open_session(store, _session_key(cfg))
+        if left is not None:
+            run = replace(run, left_open=float(left))
+            log.info("the last session of this mount did not close the store (killed?)")
+        record_passed(store, run)
+    memory.mount_check = run
+    log.info("fsck at mount: %s", run.describe())
     owner = ("user", cfg.default_owner)
     if owner not in memory.owners and not memory.failsafe:
         memory.create_owner(*owner)
@@ -79,6 +92,22 @@ def open_memory(cfg: Config, types: dict[str, ContextType]) -> Memory:
         for path, res in memory.recover_drops():
             log.info("routed a file left pending by the last run: %s -> %s", path, res)
     return memory
+
+
+def _session_key(cfg: Config) -> str:
+    """Which mount a session is (many mounts may share one PostgreSQL store)."""
+    return f"{socket.gethostname()}:{cfg.data_dir}"
+
+
+def close_memory(memory: Memory, cfg: Config) -> None:
+    """Close the store of a mount, marking its session as ended cleanly (not in failsafe
+    mode: a store that failed fsck is not written to)."""
+    if not memory.failsafe:
+        try:
+            close_session(memory.store, _session_key(cfg))
+        except (StoreDamaged, *memory.store.errors, *memory.store.unavailable) as exc:
+            log.warning("could not mark the session closed (%s): the next mount says so", exc)
+    memory.store.close()
 
 
 def extractor(cfg: Config) -> Extractor:
@@ -182,6 +211,8 @@ def render_status(
         f"store: {memory.store.describe()}",
         f"started: {_ts(started)}",
         f"state: {state}",
+        "fsck at mount: "
+        + (memory.mount_check.describe() if memory.mount_check else "none (not a mount)"),
         f"generation: {memory.generation}",
         f"outbox_rows: {memory.store.outbox_depth()}",
         "counts: " + ", ".join(f"{k}={v}" for k, v in c.items()),

@@ -23,10 +23,14 @@ import sys
 import time
 from dataclasses import replace
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from contextfs import __version__
 from contextfs.config import Config, load_config, make_private, mount_record
 from contextfs.errors import ContextFSError, UsageError
+
+if TYPE_CHECKING:  # the store is imported by the commands that open one
+    from contextfs.store.fsck import CheckRun
 
 log = logging.getLogger("contextfs")
 
@@ -215,20 +219,41 @@ def cmd_status(args: argparse.Namespace) -> int:
 
 def cmd_fsck(args: argparse.Namespace) -> int:
     from contextfs.store.backend import open_store, shown
-    from contextfs.store.fsck import check_store
+    from contextfs.store.fsck import full_check
 
     cfg = _with_store(load_config(args.data_dir), args)
     if not cfg.store and not cfg.db_path.exists():
         raise UsageError(f"no store at {cfg.db_path}")
     store = open_store(cfg.store_location, read_only=True)
     try:
-        problems = check_store(store)
+        run = full_check(store)
     finally:
         store.close()
-    for p in problems:
+    for p in run.problems:
         print(p)
-    print(f"fsck {shown(cfg.store_location)}: {len(problems)} problem(s)")
-    return 5 if problems else 0
+    print(f"fsck {shown(cfg.store_location)}: {len(run.problems)} problem(s)")
+    if run.passed:  # the next mount checks only what changes after this
+        print(_record_fsck(cfg, run))
+    return 5 if run.problems else 0
+
+
+def _record_fsck(cfg: Config, run: CheckRun) -> str:
+    """Record a passing fsck in the store (opened again, writable); what to print. A
+    store that cannot take it (read-only files, a server gone) keeps its last point."""
+    from contextfs.store.backend import open_store
+    from contextfs.store.fsck import record_passed
+
+    try:
+        store = open_store(cfg.store_location)
+    except (ContextFSError, OSError) as exc:
+        return f"checked up to seq {run.upto}, but could not record it: {exc}"
+    try:
+        record_passed(store, run)
+    except (ContextFSError, *store.errors) as exc:
+        return f"checked up to seq {run.upto}, but could not record it: {exc}"
+    finally:
+        store.close()
+    return f"checked up to seq {run.upto}: a mount checks what changes after it"
 
 
 def cmd_search(args: argparse.Namespace) -> int:
@@ -468,7 +493,7 @@ def cmd_import(args: argparse.Namespace) -> int:
             "(give a mount, an owner or type directory in one, or a new or unmounted data dir)"
         )
     else:
-        from contextfs.app import load_all_types, open_memory
+        from contextfs.app import close_memory, load_all_types, open_memory
         from contextfs.vault import store_destination
 
         cfg = _with_store(load_config(dest), args)
@@ -481,7 +506,7 @@ def cmd_import(args: argparse.Namespace) -> int:
             memory.persist_pending()
             memory.flush_touched()
         finally:
-            memory.store.close()
+            close_memory(memory, cfg)
         report.dest = str(cfg.data_dir)
     sys.stderr.write("\n")
     if args.json:

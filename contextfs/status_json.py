@@ -101,6 +101,7 @@ def status_facts(
         "started": _iso(started),
         "read_only": memory.failsafe is not None,
         "failsafe_reason": memory.failsafe,
+        "fsck_at_mount": memory.mount_check.as_dict() if memory.mount_check else None,
         "generation": memory.generation,
         "outbox_rows": memory.store.outbox_depth(),
         "counts": memory.counts(),

@@ -147,7 +147,31 @@ def node_rel(i: int) -> str:
 # Building
 
 
-def build_store(data: Path, n: int) -> dict:
+FILLER = 20_000  # made-up words beside WORDS in the Zipf vocabulary
+
+
+def vocabulary(kind: str) -> tuple[str, ...]:
+    """The words texts are drawn from, most frequent first.
+
+    `uniform`: WORDS alone, each equally likely: every question's words are in nearly every
+    text, BM25's worst case (a query's cost grows with the store). `zipf` (default): WORDS
+    spread among 20,000 made-up words (ranks 100 to about 11,000) and drawn with Zipf's law
+    (the word of rank r about 1/r as often as the first), as words are in real text: a
+    question's topic words are in a few percent of the texts, not all of them."""
+    if kind == "uniform":
+        return WORDS
+    rng = random.Random(SEED)
+    made: set[str] = set()
+    while len(made) < FILLER:
+        made.add("".join(rng.choice("bdfgklmnprstvz") + rng.choice("aeiou") for _ in range(3)))
+    vocab = sorted(made - set(WORDS))
+    rng.shuffle(vocab)
+    for i, w in enumerate(WORDS):
+        vocab.insert(int(100 * 1.065**i), w)
+    return tuple(vocab)
+
+
+def build_store(data: Path, n: int, vocab: str = "zipf") -> dict:
     """N nodes straight into DuckDB: one transaction of set-based INSERT ... SELECT."""
     from contextfs.config import load_config
     from contextfs.store import Store
@@ -166,7 +190,17 @@ def build_store(data: Path, n: int) -> dict:
         "VARCHAR",
         side_effects=False,
     )
-    words = "[" + ", ".join(f"'{w}'" for w in WORDS) + "]"
+    vocab_words = vocabulary(vocab)
+    words = "[" + ", ".join(f"'{w}'" for w in vocab_words) + "]"
+    # the word of node i, position j, salt s: picked by a hash, uniformly or by Zipf's law
+    # (u uniform in [0, 1): V ** u is 1/r-distributed over the ranks 1..V)
+    if vocab == "uniform":
+        pick = f"1 + (hash(i * 7919 + j * 31 + {{s}}) % {len(vocab_words)})::INT"
+    else:
+        pick = (
+            f"least({len(vocab_words)}, floor(exp((hash(i * 7919 + j * 31 + {{s}}) % 1000003)"
+            f" / 1000003.0 * ln({len(vocab_words)}))))::INT"
+        )
     now = time.time()
     owners = (n + PER_OWNER - 1) // PER_OWNER
 
@@ -174,7 +208,7 @@ def build_store(data: Path, n: int) -> dict:
     def sent(k: int, s: int) -> str:
         return (
             f"array_to_string(list_transform(range({k}), lambda j: "
-            f"{words}[1 + (hash(i * 7919 + j * 31 + {s}) % {len(WORDS)})::INT]), ' ')"
+            f"{words}[{pick.format(s=s)}]), ' ')"
         )
 
     block = 100_000
@@ -469,6 +503,12 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--real-vectors", type=int, default=256)
     ap.add_argument("--json", type=Path, default=None)
     ap.add_argument("--keep", action="store_true", help="keep the data dirs")
+    ap.add_argument(
+        "--vocab",
+        choices=("zipf", "uniform"),
+        default="zipf",
+        help="the texts' words: Zipf over 20,000 (default) or 75 equally likely",
+    )
     args = ap.parse_args(argv)
     if args.sizes:
         sizes = [int(s) for s in args.sizes.split(",")]
@@ -482,7 +522,7 @@ def main(argv: list[str] | None = None) -> int:
             say(f"N={n:,}")
             data, mnt = base / f"data-{n}", base / f"mnt-{n}"
             mnt.mkdir()
-            r: dict = {"n": n, "build": build_store(data, n)}
+            r: dict = {"n": n, "build": build_store(data, n, args.vocab)}
             r["fs"] = measure_fs(mnt, data, n, args)
             if args.search:
                 r["search"] = measure_search(mnt, data, n, args)
@@ -509,6 +549,7 @@ def main(argv: list[str] | None = None) -> int:
             "machine": machine_info(),
             "sizes": sizes,
             "quick": args.quick,
+            "vocab": args.vocab,
             "results": results,
             "median_query_ms": statistics.median(
                 [r["search"]["query"]["p50"] * 1000 for r in results if r.get("search")] or [0]

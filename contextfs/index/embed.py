@@ -96,6 +96,9 @@ class LocalEmbedder:
         got = get_dim() if get_dim else self._model.get_sentence_embedding_dimension()
         if got != self.dim:
             raise EmbedderUnavailable(f"the model at {path} gives {got}-d vectors, not {self.dim}")
+        # torch's first forward pass sets up its kernels and buffers (~100 ms here): paid
+        # now, while the model loads in the background, not by the first question asked.
+        self._model.encode(["warm up"], show_progress_bar=False)
         log.info("loaded embedding model %s from %s (%d thread(s))", self.name, path, threads)
 
     def embed(self, texts: Sequence[str]) -> np.ndarray:

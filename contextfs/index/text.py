@@ -123,11 +123,19 @@ class TextIndex:
             raise
         self._index.reload()
 
-    def upsert(self, units: Sequence[Unit], meta: Mapping[int, tuple[str, str, str]]) -> None:
+    def upsert(
+        self,
+        units: Sequence[Unit],
+        meta: Mapping[int, tuple[str, str, str]],
+        *,
+        commit: bool = True,
+    ) -> None:
         """Replace every document of the nodes in `units` by `units`.
 
         `meta` maps node_id to (owner, type name, node path), e.g.
-        ("user/alice", "preference", "user/alice/preferences/editor").
+        ("user/alice", "preference", "user/alice/preferences/editor"). With `commit=False`
+        the documents wait in the writer for a later `commit()` (a rebuild: a commit costs
+        ~0.1 s, one per batch of 64 nodes was most of a million-node rebuild).
         """
         node_ids = sorted({u.node_id for u in units})
         missing = [n for n in node_ids if n not in meta]
@@ -154,7 +162,13 @@ class TextIndex:
         except BaseException:
             self._rollback()
             raise
-        self._commit()
+        if commit:
+            self._commit()
+
+    def commit(self) -> None:
+        """Make what `upsert(commit=False)` added searchable (and durable)."""
+        if self._writer is not None:
+            self._commit()
 
     def delete_nodes(self, node_ids: Iterable[int]) -> None:
         """Remove every document of these nodes; unknown ids are ignored."""

@@ -50,6 +50,7 @@ from contextfs.store import Store
 
 if TYPE_CHECKING:
     from contextfs.memory.redact import Redaction, Redactor
+    from contextfs.store.fsck import CheckRun
 
 log = logging.getLogger(__name__)
 
@@ -115,6 +116,8 @@ class Memory(Transactions, AttachmentStore, Routing):
         self.refusals: deque[Refusal] = deque(maxlen=50)
         self.refusal_count = 0
         self.failsafe: str | None = None  # reason, when the store turned read-only
+        # what the mount's fsck checked (app.open_memory), for .status
+        self.mount_check: CheckRun | None = None
         # a shared store (memory.remote): nodes loaded from other mounts' commits, for the
         # tree; and the saves that lost to another mount's, kept in .history (.status)
         self.reloaded: list[tuple[Node, bool]] = []

@@ -432,11 +432,19 @@ class Indexer(Service):
     def _apply_text(self, live, gone: list[int]) -> None:
         """Worker thread: the BM25 side of `_apply`."""
         with self.lock:
-            if gone:
-                self.text.delete_nodes(gone)
-            if live:
-                units = [u for _n, _v, _us, (_m, tus) in live.values() for u in tus]
-                self.text.upsert(units, {nid: m for nid, (_n, _v, _u, (m, _t)) in live.items()})
+            self._text_side(live, gone)
+
+    def _text_side(self, live, gone: list[int], commit: bool = True) -> None:
+        """Under the lock: the nodes' documents in the text index (committed, unless a
+        rebuild leaves them to a later batch)."""
+        if gone:
+            self.text.delete_nodes(gone)
+        if live:
+            units = [u for _n, _v, _us, (_m, tus) in live.values() for u in tus]
+            metas = {nid: m for nid, (_n, _v, _u, (m, _t)) in live.items()}
+            self.text.upsert(units, metas, commit=commit)
+        elif commit:
+            self.text.commit()  # what earlier batches of a rebuild left uncommitted
 
     def _snapshot(self, node_ids: Sequence[int]):
         """Read the nodes in the trio thread (their texts are immutable strings)."""
@@ -464,9 +472,16 @@ class Indexer(Service):
             return [], []
         return self.images.collect(self.memory, node_ids)
 
-    def _apply(self, live, gone: list[int], pending: tuple[list, list[int]] = ([], [])) -> None:
+    def _apply(
+        self,
+        live,
+        gone: list[int],
+        pending: tuple[list, list[int]] = ([], []),
+        commit: bool = True,
+    ) -> None:
         """Worker thread: embed what changed, then update both indexes under the lock
-        (and the image vectors, under theirs)."""
+        (and the image vectors, under theirs). `commit=False` (a rebuild) leaves the text
+        index's new documents to a later commit."""
         if self.images is not None:
             self.images.apply(*pending)
         to_embed: list[Unit] = []
@@ -495,11 +510,7 @@ class Indexer(Service):
                 self.vectors.upsert(labels, vectors)
                 for label, u in zip(labels, to_embed, strict=True):
                     self.digests[label] = u.digest
-            if gone:
-                self.text.delete_nodes(gone)
-            if live:
-                units = [u for _n, _v, _us, (_m, tus) in live.values() for u in tus]
-                self.text.upsert(units, {nid: m for nid, (_n, _v, _u, (m, _t)) in live.items()})
+            self._text_side(live, gone, commit)
 
     async def _rebuild(self) -> None:
         """Index every live node (cheaper than replaying the whole outbox)."""
@@ -512,7 +523,8 @@ class Indexer(Service):
             self.state = f"rebuilding ({i}/{len(ids)} nodes)"
             live, gone = self._snapshot(ids[i : i + 64])
             pending = self._images_pending(ids[i : i + 64])
-            await trio.to_thread.run_sync(self._apply, live, gone, pending)
+            commit = _rebuild_commits(i, 64, len(ids))
+            await trio.to_thread.run_sync(self._apply, live, gone, pending, commit)
             for n, version, _u, _m in live.values():
                 n.indexed_version = version
         self.generation = target
@@ -534,7 +546,8 @@ class Indexer(Service):
         step = max(1, min(self.batch, 64))
         for i in range(0, total, step):
             live, gone = self._snapshot(nodes[i : i + step])
-            self._apply(live, gone, self._images_pending(nodes[i : i + step]))
+            pending = self._images_pending(nodes[i : i + step])
+            self._apply(live, gone, pending, _rebuild_commits(i, step, total))
             for n, version, _u, _m in live.values():
                 n.indexed_version = version
             if progress:
@@ -561,6 +574,17 @@ class Indexer(Service):
         if self.error:
             lines.append(f"index_error: {self.error}")
         return lines
+
+
+REBUILD_COMMIT_NODES = 4096
+
+
+def _rebuild_commits(start: int, step: int, total: int) -> bool:
+    """Whether the rebuild's batch at `start` commits the text index: about every
+    REBUILD_COMMIT_NODES nodes, and the last batch (BM25 sees a rebuild in steps)."""
+    return start + step >= total or (start + step) // REBUILD_COMMIT_NODES > start // (
+        REBUILD_COMMIT_NODES
+    )
 
 
 def _distinct(units: list[Unit]) -> list[Unit]:

@@ -8,12 +8,17 @@ DATA_DIR` prints it.
 
 from __future__ import annotations
 
+import logging
+import time
 from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass
 
 import xxhash
 
 from contextfs.store.db import Store
 from contextfs.store.schema import CHUNK_SIZE, SCHEMA_VERSION
+
+log = logging.getLogger(__name__)
 
 Check = Callable[[Store], list[str]]
 
@@ -247,11 +252,9 @@ def inbox_chunks_complete(store: Store) -> list[str]:
     return problems
 
 
-def blobs_consistent(store: Store) -> list[str]:
-    """(v6) Bytes stored once by content: every chunk's hash has its blob, a blob is
-    1..CHUNK_SIZE bytes and its hash is the xxh3-128 of its bytes (read back a few at a
-    time). A blob no chunk holds is garbage waiting to be reclaimed (`garbage_blobs`), not
-    a problem: a daemon that dies leaves some, the first sweep after a restart takes them."""
+def blobs_present(store: Store) -> list[str]:
+    """(v6) Every chunk's hash has its blob, and a blob is 1..CHUNK_SIZE bytes: the half
+    of `blobs_consistent` that SQL answers without reading the bytes into Python."""
     problems = [
         f"{t} {i} chunk {x}: blob {h} is missing"
         for t, i, x, h in _rows(
@@ -264,12 +267,27 @@ def blobs_consistent(store: Store) -> list[str]:
             WHERE NOT EXISTS (SELECT 1 FROM blobs b WHERE b.hash = c.hash)""",
         )
     ]
+    problems += [
+        f"blob {h} holds {n} bytes"
+        for h, n in _rows(
+            store,
+            f"SELECT hash, octet_length(data) FROM blobs "
+            f"WHERE octet_length(data) = 0 OR octet_length(data) > {CHUNK_SIZE}",
+        )
+    ]
+    return problems
+
+
+def blobs_consistent(store: Store) -> list[str]:
+    """(v6) Bytes stored once by content: every chunk's hash has its blob, a blob is
+    1..CHUNK_SIZE bytes and its hash is the xxh3-128 of its bytes (read back a few at a
+    time). A blob no chunk holds is garbage waiting to be reclaimed (`garbage_blobs`), not
+    a problem: a daemon that dies leaves some, the first sweep after a restart takes them."""
+    problems = blobs_present(store)
     res = store.con.execute("SELECT hash, data FROM blobs")
     while rows := res.fetchmany(64):  # a few MiB at a time, however big the store
         for h, data in rows:
-            if not 0 < len(data) <= CHUNK_SIZE:
-                problems.append(f"blob {h} holds {len(data)} bytes")
-            elif xxhash.xxh3_128_hexdigest(data) != h:
+            if 0 < len(data) <= CHUNK_SIZE and xxhash.xxh3_128_hexdigest(data) != h:
                 problems.append(f"blob {h}: its bytes hash to another value")
     return problems
 
@@ -348,3 +366,307 @@ def check_store(store: Store, checks: Iterable[Check] = CHECKS) -> list[str]:
     for check in checks:
         problems += [f"{check.__name__}: {p}" for p in check(store)]
     return problems
+
+
+# ---- the mount's check: what changed since the last check that passed -----------------
+#
+# Every write of a node row or a version row goes through Store.insert_node/update_node,
+# which append an outbox row (seq, node_id, version) in the same transaction; nothing
+# deletes nodes, versions, outbox rows or owners. So when a check passed with the outbox at
+# seq P, a node whose text, hash, version or path broke an invariant since has an outbox
+# row after P, and the node checks need only look at those nodes. What no seq covers —
+# bytes that rot on disk under a row nobody wrote — is `contextfs fsck`'s, which reads it
+# all. The attachment, chunk and inbox checks cost what those tables hold (SQL, not a row
+# of them in Python) and stay whole.
+
+# store_meta keys (new keys of the key/value table: no migration)
+CHECKED_SEQ = "fsck_checked_seq"  # outbox seq up to which the last passing check reached
+CHECKED_SCHEMA = "fsck_checked_schema"  # the schema version it checked (a migration: full)
+CHECKED_AT = "fsck_checked_at"  # unix time of the last passing check, mount's or full
+FULL_AT = "fsck_full_at"  # unix time of the last passing full check (`contextfs fsck`)
+OPEN_PREFIX = "mount_open:"  # + host and data dir: a mount is writing (unclean if left)
+
+
+# The ids of the nodes written after seq ? (the one parameter of each query using it).
+_CHANGED = "(SELECT node_id FROM outbox WHERE seq > ?)"
+
+
+def unique_live_nodes_since(store: Store, since: int) -> list[str]:
+    """`unique_live_nodes` for the paths of the nodes changed since: a duplicate made
+    after a passing check has at least one row written since. DuckDB has no index on the
+    path (a scan of those columns, ~50 ms at a million nodes); PostgreSQL's unique
+    `nodes_live_path` can answer the join, and refuses a duplicate anyway."""
+    return [
+        f"{k}/{o}/{t}/{n or '(singleton)'}: {c} live nodes share one path"
+        for k, o, t, n, c in store.con.execute(
+            f"""
+            SELECT n.owner_kind, n.owner_id, n.type, n.name, count(*) FROM nodes n JOIN
+                (SELECT DISTINCT owner_kind, owner_id, type, name FROM nodes
+                 WHERE id IN {_CHANGED} AND deleted_at IS NULL) p
+              ON p.owner_kind = n.owner_kind AND p.owner_id = n.owner_id
+             AND p.type = n.type AND p.name = n.name
+            WHERE n.deleted_at IS NULL
+            GROUP BY n.owner_kind, n.owner_id, n.type, n.name HAVING count(*) > 1""",
+            [since],
+        ).fetchall()
+    ]
+
+
+def node_owners_exist_since(store: Store, since: int) -> list[str]:
+    """`node_owners_exist` for the nodes changed since (an owner is never deleted)."""
+    return [
+        f"node {i} belongs to missing owner {k}/{o}"
+        for i, k, o in store.con.execute(
+            f"""
+            SELECT n.id, n.owner_kind, n.owner_id FROM nodes n
+            WHERE n.id IN {_CHANGED} AND NOT EXISTS
+            (SELECT 1 FROM owners w WHERE w.kind = n.owner_kind AND w.id = n.owner_id)""",
+            [since],
+        ).fetchall()
+    ]
+
+
+def versions_complete_since(store: Store, since: int) -> list[str]:
+    """`versions_complete` for the nodes changed since: a version row is only ever written
+    with its node's outbox row."""
+    problems = [
+        f"node {i}: version {v} but versions 1..{mx} has {cnt} rows"
+        for i, v, cnt, mx in store.con.execute(
+            f"""
+            SELECT n.id, n.version, count(x.version), coalesce(max(x.version), 0)
+            FROM nodes n LEFT JOIN
+                (SELECT node_id, version FROM versions WHERE node_id IN {_CHANGED}) x
+                ON x.node_id = n.id
+            WHERE n.id IN {_CHANGED} GROUP BY n.id, n.version
+            HAVING n.version <> coalesce(max(x.version), 0)
+                OR count(x.version) <> coalesce(max(x.version), 0)
+                OR coalesce(min(x.version), 1) <> 1""",
+            [since, since],
+        ).fetchall()
+    ]
+    problems += [
+        f"node {i}: current L2 differs from its version {v}"
+        for i, v in store.con.execute(
+            f"""
+            SELECT n.id, n.version FROM nodes n JOIN versions x
+              ON x.node_id = n.id AND x.version = n.version
+            WHERE n.id IN {_CHANGED} AND x.content_hash <> n.content_hash""",
+            [since],
+        ).fetchall()
+    ]
+    # a changed id without its node: counted first, named only then (the anti-join that
+    # names them scans every node)
+    changed, present = store.con.execute(
+        f"SELECT (SELECT count(DISTINCT node_id) FROM outbox WHERE seq > ?), "
+        f"(SELECT count(*) FROM nodes WHERE id IN {_CHANGED})",
+        [since, since],
+    ).fetchone()
+    if changed != present:
+        problems += [
+            f"versions of missing node {i}"
+            for (i,) in store.con.execute(
+                "SELECT DISTINCT x.node_id FROM versions x JOIN outbox o "
+                "ON o.node_id = x.node_id WHERE o.seq > ? AND NOT EXISTS "
+                "(SELECT 1 FROM nodes WHERE id = x.node_id)",
+                [since],
+            ).fetchall()
+        ]
+    return problems
+
+
+def content_hashes_since(store: Store, since: int) -> list[str]:
+    """`content_hashes` of the nodes changed since, and of the versions they wrote (each
+    version row has the outbox row of the change that wrote it)."""
+    problems = []
+    cur = store.con.execute(
+        f"SELECT id, l2, content_hash FROM nodes WHERE id IN {_CHANGED}", [since]
+    )
+    while rows := cur.fetchmany(1000):
+        for i, l2, h in rows:
+            if xxhash.xxh64_hexdigest(l2.encode("utf-8")) != h:
+                problems.append(f"node {i}: content hash does not match its L2")
+    cur = store.con.execute(
+        "SELECT x.node_id, x.version, x.l2, x.content_hash FROM versions x "
+        "JOIN (SELECT DISTINCT node_id, version FROM outbox WHERE seq > ?) o "
+        "ON o.node_id = x.node_id AND o.version = x.version",
+        [since],
+    )
+    while rows := cur.fetchmany(1000):
+        for i, v, l2, h in rows:
+            if xxhash.xxh64_hexdigest(l2.encode("utf-8")) != h:
+                problems.append(f"node {i} version {v}: content hash does not match")
+    return problems
+
+
+def outbox_covers_nodes_since(store: Store, since: int) -> list[str]:
+    """`outbox_covers_nodes` for the nodes changed since: their newest outbox row is one
+    of those after `since` (a node's outbox versions only grow)."""
+    return [
+        f"node {i}: version {v} has no outbox row (newest is {o})"
+        for i, v, o in store.con.execute(
+            """
+            SELECT n.id, n.version, max(o.version) FROM nodes n
+            JOIN outbox o ON o.node_id = n.id AND o.seq > ? GROUP BY n.id, n.version
+            HAVING max(o.version) < n.version""",
+            [since],
+        ).fetchall()
+    ]
+
+
+Since = Callable[[Store, int], list[str]]
+
+# The mount's check after a passing one: the node checks restricted to what changed, the
+# rest whole. blobs_present, not blobs_consistent: a blob's hash is computed from its bytes
+# when it is written (schema.insert_chunks), so only rot can break it — fsck's to find.
+WHOLE_AT_MOUNT: tuple[Check, ...] = (
+    schema_version,
+    attachments_consistent,
+    chunks_belong_to_files,
+    chunks_contiguous,
+    chunk_sizes,
+    inbox_chunks_complete,
+    blobs_present,
+    links_consistent,
+)
+SINCE_AT_MOUNT: tuple[Since, ...] = (
+    unique_live_nodes_since,
+    node_owners_exist_since,
+    versions_complete_since,
+    content_hashes_since,
+    outbox_covers_nodes_since,
+)
+
+
+@dataclass(frozen=True, slots=True)
+class CheckRun:
+    """What one check of a store did: `since` None = every check over every row."""
+
+    problems: tuple[str, ...]
+    since: int | None
+    upto: int  # the store generation when it began: what a pass covers
+    changed: int  # nodes the restricted checks looked at (full: every node)
+    seconds: float
+    # a mount's: when the last session of the same mount began, if it never closed the
+    # store (killed, crashed); None when it did, or for `contextfs fsck`
+    left_open: float | None = None
+
+    @property
+    def passed(self) -> bool:
+        return not self.problems
+
+    def describe(self) -> str:
+        """One line for `.status` and the log."""
+        scope = (
+            f"full (every row; {self.changed} nodes)"
+            if self.since is None
+            else f"since seq {self.since} ({self.changed} node(s) changed, up to seq "
+            f"{self.upto}; older texts are `contextfs fsck`'s)"
+        )
+        line = f"{scope}, {len(self.problems)} problem(s), {self.seconds:.2f} s"
+        if self.left_open is not None:
+            began = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(self.left_open))
+            line += f"; the last session (begun {began}) never closed"
+        return line
+
+    def as_dict(self) -> dict[str, object]:
+        """The same facts for `.status.json`."""
+        return {
+            "scope": "full" if self.since is None else "since",
+            "since": self.since,
+            "upto": self.upto,
+            "changed_nodes": self.changed,
+            "problems": len(self.problems),
+            "seconds": round(self.seconds, 3),
+            "last_session_closed": self.left_open is None,
+        }
+
+
+def _meta(store: Store, key: str) -> str | None:
+    row = store.con.execute("SELECT value FROM store_meta WHERE key = ?", [key]).fetchone()
+    return None if row is None else row[0]
+
+
+def _set_meta(store: Store, key: str, value: str) -> None:
+    store.con.execute(
+        "INSERT INTO store_meta VALUES (?, ?) ON CONFLICT (key) DO UPDATE SET value = "
+        "excluded.value",
+        [key, value],
+    )
+
+
+def checked_point(store: Store) -> int | None:
+    """The outbox seq up to which the last passing check reached, if it checked this
+    schema; None: never recorded (a store from before), or a migration since."""
+    seq, schema = _meta(store, CHECKED_SEQ), _meta(store, CHECKED_SCHEMA)
+    if seq is None or schema != str(SCHEMA_VERSION):
+        return None
+    return int(seq)
+
+
+def full_check(store: Store, checks: Iterable[Check] = CHECKS) -> CheckRun:
+    """Every check over every row (`contextfs fsck`, and a mount with no checked point)."""
+    t0 = time.perf_counter()
+    upto = store.generation()  # before: whatever commits during the check is after it
+    problems = check_store(store, checks)
+    nodes = store.con.execute("SELECT count(*) FROM nodes").fetchone()[0]
+    return CheckRun(tuple(problems), None, upto, nodes, time.perf_counter() - t0)
+
+
+def mount_check(store: Store) -> CheckRun:
+    """The check a mount runs: since the recorded checked point when there is one (and the
+    store has not gone back before it), else the full check once."""
+    since = checked_point(store)
+    upto = store.generation()
+    if since is None or since > upto:
+        return full_check(store)
+    t0 = time.perf_counter()
+    problems = check_store(store, WHOLE_AT_MOUNT)
+    for check in SINCE_AT_MOUNT:
+        name = check.__name__.removesuffix("_since")  # as the full check names it
+        problems += [f"{name}: {p}" for p in check(store, since)]
+    changed = store.con.execute(
+        "SELECT count(DISTINCT node_id) FROM outbox WHERE seq > ?", [since]
+    ).fetchone()[0]
+    return CheckRun(tuple(problems), since, upto, changed, time.perf_counter() - t0)
+
+
+def record_passed(store: Store, run: CheckRun) -> None:
+    """Remember that `run` passed (a writable store): the next mount checks what changed
+    after run.upto. A restricted check never moves the point back (another mount of a
+    shared store may have recorded a later one)."""
+    if not run.passed:
+        return
+    now = str(time.time())
+    with store.atomic():
+        old = checked_point(store)
+        # a full check vouches for everything up to run.upto, whatever was recorded (a
+        # point past the store's newest seq is stale); a restricted one only adds to it
+        point = run.upto if run.since is None else max(run.upto, old or 0)
+        _set_meta(store, CHECKED_SEQ, str(point))
+        _set_meta(store, CHECKED_SCHEMA, str(SCHEMA_VERSION))
+        _set_meta(store, CHECKED_AT, now)
+        if run.since is None:
+            _set_meta(store, FULL_AT, now)
+
+
+def last_full_check(store: Store) -> float | None:
+    """When a full check last passed (None: never recorded)."""
+    value = _meta(store, FULL_AT)
+    return None if value is None else float(value)
+
+
+def open_session(store: Store, who: str) -> str | None:
+    """Mark a mount (`who`: its host and data dir) as writing; returns when the previous
+    session of the same mount began if it never closed the store (killed, crashed, power
+    lost), else None."""
+    key = OPEN_PREFIX + who
+    left = _meta(store, key)
+    with store.atomic():
+        _set_meta(store, key, str(time.time()))
+    return left
+
+
+def close_session(store: Store, who: str) -> None:
+    """The mount closes the store: its session ended cleanly."""
+    with store.atomic():
+        store.con.execute("DELETE FROM store_meta WHERE key = ?", [OPEN_PREFIX + who])

@@ -292,3 +292,19 @@ def test_fresh_dir_and_in_memory_start_empty(tmp_path: Path):
     on_disk.close()
     with TextIndex(None) as mem:
         assert mem.count() == 0
+
+
+def test_a_batch_left_uncommitted_is_searchable_after_commit(tmp_path: Path):
+    """A rebuild adds its batches uncommitted and commits every few thousand nodes: what
+    waits is not yet found, and after `commit()` it is, on disk too (a reopened index)."""
+    ix = TextIndex(tmp_path / "text")
+    ix.upsert(node_units(1, "Editor", "Alice would prefer vim.", ""), META)
+    ix.upsert(node_units(4, "Editor", "Bob prefers emacs and org-mode.", ""), META, commit=False)
+    assert nodes(ix.search("emacs", 10)) == []
+    assert nodes(ix.search("vim", 10)) == [1]
+    ix.commit()
+    assert nodes(ix.search("emacs", 10)) == [4]
+    ix.close()
+    again = TextIndex(tmp_path / "text")
+    assert nodes(again.search("emacs", 10)) == [4] and again.count() == 4
+    again.close()
