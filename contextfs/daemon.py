@@ -254,12 +254,12 @@ def _mount(
     # stored ones: fs/perms.py); without it, under allow_other anyone could open anything
     fuse_options |= {"fsname=contextfs", "subtype=contextfs", "default_permissions"}
     fuse_options |= set(options) - OWN_OPTIONS
-    log.info("mounting %s (data dir %s, %d nodes)", mountpoint, cfg.data_dir, len(memory.live))
+    log.info("mounting %s (data dir %s, %d nodes)", mountpoint, cfg.data_dir, memory.live.count())
     teardown.callback(_last_writes, memory)  # registered before the mount: runs after it goes
     pyfuse3.init(ops, str(mountpoint), fuse_options)
     teardown.push(_close_fuse)
     announce()
-    warmup = TextWarmup(memory.texts, list(memory.nodes.values()))
+    warmup = TextWarmup(memory.texts, memory.recent_nodes)
     services = (indexer, intake_service, consolidation, summaries, cluster, warmup)
     _settle_heap("the memory and the tree")
     trio.run(_run_services, ops, services)

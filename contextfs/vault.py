@@ -226,7 +226,7 @@ class StoreSource(Source):
 
     def _live(self) -> list:
         m = self.memory
-        return sorted((m.nodes[nid] for nid in m.live.values()), key=m.node_path)
+        return sorted(m.walk(), key=m.node_path)
 
     def count(self) -> int:
         return len(self._live())

@@ -184,7 +184,7 @@ class StoreTarget:
         self._atts: dict[int, dict[Path, Attachment]] = {}
 
     def counts(self) -> tuple[int, int]:
-        return len(self.memory.live), self.memory.redaction_count
+        return self.memory.live.count(), self.memory.redaction_count
 
     def has_owner(self, owner: str) -> bool:
         kind, _, oid = owner.partition("/")

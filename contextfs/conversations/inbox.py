@@ -572,14 +572,9 @@ class Intake:
         )
         if profile is not None and profile.l2.strip():
             parts.append("## Profile\n\n" + (profile.l1 or profile.l0).strip() + "\n")
-        # a worker thread (the open of context.md) while the trio thread may add nodes:
-        # never iterate `memory.nodes` itself here
+        # a worker thread (the open of context.md): streamed from the store (memory.heads)
         recent = sorted(
-            (
-                n
-                for n in self.memory.node_list()
-                if n.type == "session" and n.owner == owner and self.memory.is_live(n)
-            ),
+            self.memory.walk(owner=owner, types=("session",)),
             key=lambda n: n.created,
             reverse=True,
         )[:5]

@@ -373,8 +373,8 @@ class MediaIntake:
     def duplicate_of(self, owner: tuple[str, str], kind: str, digest: str) -> Node | None:
         """The owner's live node of this kind that holds these very bytes."""
         needle = f"hash: {digest}"
-        for n in self.memory.node_list():
-            if n.type == kind and n.owner == owner and self.memory.is_live(n) and needle in n.l2:
+        for n in self.memory.walk(owner=owner, types=(kind,), texts=True):
+            if needle in n.l2:
                 return n
         return None
 

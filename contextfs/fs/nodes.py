@@ -68,20 +68,15 @@ class Nodes(RoleBase):
         self.tree.attachments.load_index()
         for owner in sorted(self.memory.owners):
             self.tree.add_owner(owner)
-        for n in self.memory.nodes.values():
-            # a type directory builds its node directories when first used (`populate`):
-            # mount time and memory do not grow with the nodes no one looks at
-            if self._placed_at_start(n):
-                self.place(n)
+        # a type directory builds its node directories when first used (`populate`):
+        # mount time and memory do not grow with the nodes no one looks at. Read from the
+        # store (memory.heads): the trashed and archived nodes, and the singletons
+        singletons = tuple(sorted(t.name for t in self.memory.types.values() if t.singleton))
+        for n in self.memory.walk(live=False):
+            self.place(n)
+        for n in self.memory.walk(types=singletons):
+            self.place(n)
         self.tree.tiers.restore_parked()
-
-    def _placed_at_start(self, n: Node) -> bool:
-        """Trashed and archived nodes (their folders are not built on demand) and
-        singletons (a directory of their own, made with the owner's)."""
-        if n.deleted_at is not None or n.archived_at is not None:
-            return True
-        ctype = self.memory.types.get(n.type)
-        return ctype is not None and ctype.singleton
 
     def add_owner(self, owner: tuple[str, str]) -> Inode:
         t = self.tree
@@ -199,7 +194,8 @@ class Nodes(RoleBase):
         """Subdirectories of a directory whose children are not built yet (st_nlink is
         2 + that; `find` relies on it), counted without building them."""
         if d.role == Role.TYPEDIR:
-            return sum(1 for _n in self._live_in(d))
+            assert d.owner is not None and d.ctype is not None
+            return self.memory.live.count(d.owner, d.ctype.name)  # by SQL, nothing built
         n = d.node
         if n is None or d.role == Role.HISTORY:
             return 0
@@ -285,11 +281,8 @@ class Nodes(RoleBase):
     def _live_in(self, d: Inode) -> Iterator[Node]:
         """The live nodes of a type directory, oldest first."""
         assert d.owner is not None and d.ctype is not None
-        nodes, tname = self.memory.nodes, d.ctype.name
-        for nid in sorted(self.memory.live.by_owner.get(d.owner, ())):
-            n = nodes.get(nid)
-            if n is not None and n.type == tname:
-                yield n
+        # streamed from the store (memory.heads); the folders made hold their nodes
+        yield from self.memory.walk(owner=d.owner, types=(d.ctype.name,))
 
     # ---- new names -----------------------------------------------------------------------
 
@@ -507,7 +500,7 @@ class Nodes(RoleBase):
     def indexed(self, node_ids: list[int]) -> None:
         """The indexer caught up with these nodes: their meta.yaml shows it."""
         for nid in node_ids:
-            n = self.memory.nodes.get(nid)
+            n = self.memory.nodes.peek(nid)  # a node no inode holds has no meta.yaml shown
             d = self.node_inode(n) if n is not None else None
             meta = (
                 d.children.get(META_FILE)

@@ -66,7 +66,8 @@ def consolidate(memory: Memory, *, now: float | None = None) -> Report:
     memory.check_writable()
     now = memory.clock() if now is None else now
     report = Report()
-    live = [n for n in memory.nodes.values() if memory.is_live(n) and n.persisted]
+    # streamed from the store (memory.heads); the list holds this run's nodes only
+    live = [n for n in memory.walk(texts=True) if n.persisted]
     # 1. merge near-duplicates (before archiving, so a merge can save a node)
     groups: dict[tuple, list[Node]] = defaultdict(list)
     for n in live:

@@ -33,10 +33,6 @@ _COPIED = tuple(f.name for f in fields(Node) if f.name not in _LOCAL)
 ATTEMPTS = 5  # re-applications of one write before the conflict reaches the caller
 
 
-def _key(n: Node) -> tuple[str, str, str, str]:
-    return (n.owner_kind, n.owner_id, n.type, n.name)
-
-
 def reload_nodes(memory: Memory, ids: list[int]) -> list[tuple[Node, bool]]:
     """Load these nodes as stored now into memory: (node, created) of each that differed.
     Between transactions, or at the start of one before it changed these nodes: what is
@@ -49,29 +45,30 @@ def reload_nodes(memory: Memory, ids: list[int]) -> list[tuple[Node, bool]]:
         f = fresh.get(nid)
         if f is None:
             continue
-        n = memory.nodes.get(nid)
+        n = memory.nodes.peek(nid)
         if n is None:
-            memory.nodes[nid] = f
-            _owner_joined(memory, f.owner)
-            if memory.is_live(f):
-                memory.live[_key(f)] = nid
-            out.append((f, True))
+            # not held: nothing here shows it (an inode would hold it); read as stored now
+            # (memory.heads), for the tree to place where it belongs
+            n = memory.nodes.get(nid)
+            if n is None:
+                continue
+            _owner_joined(memory, n.owner)
+            out.append((n, True))
             continue
         if n.persisted and all(getattr(n, name) == getattr(f, name) for name in _COPIED):
             continue  # this mount's own write, or already loaded
         # stored, whatever this mount believed: a commit whose answer was lost (the server
-        # went away at that moment) may have committed all the same
+        # went away at that moment) may have committed all the same; the live map is the
+        # store's (memory.heads), so only the held node changes
         n.persisted = True
-        was = _key(n) if memory.is_live(n) else None
         for name in _COPIED:
             setattr(n, name, getattr(f, name))
-        if was is not None and memory.live.get(was) == nid:
-            memory.live.pop(was)
-        if memory.is_live(n):
-            memory.live[_key(n)] = nid
         out.append((n, False))
     # what was loaded is committed: its texts may be let go again (memory.texts)
     memory.texts.committed([n for n, _created in out])
+    memory.nodes.release([n for n, _created in out])
+    if out:
+        memory.live.changed()  # (where they were is not known here)
     memory.reloaded.extend(out)
     return out
 

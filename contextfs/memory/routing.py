@@ -187,10 +187,7 @@ class Routing:
         if len(new) < 3:
             return None
         best, best_score = None, 0.0
-        for nid in self.live.values():
-            n = self.nodes[nid]
-            if n.type != ctype.name or n.owner != owner:
-                continue
+        for n in self.walk(owner=owner, types=(ctype.name,), texts=True):
             for item in body_items(parse_document(n.l2).body):
                 old = _tokens(item)
                 if not old:

@@ -1,8 +1,10 @@
 """The memory service: typed nodes, versions, routing and attachments over the Store.
 
-This is where context types, documents and the canonical store meet. It keeps every live
-node and attachment in memory (write-through to DuckDB) so the filesystem never queries
-the database on the metadata path. It knows nothing of inodes or FUSE. `Memory` is the
+This is where context types, documents and the canonical store meet. It holds the nodes
+in use and every attachment in memory (write-through to the store); a node not held is
+read from the store when asked for (`memory.heads`: `nodes`, `live`, `walk`), so opening
+a store of a million nodes costs what opening one of a thousand does. It knows nothing of
+inodes or FUSE. `Memory` is the
 one façade: this module holds its state, owners, nodes and versions, refusals, the
 redaction log and the rows of conversations; its other parts are mixins in their own
 modules: `memory.transactions` (the transaction boundary, journal and change feed),
@@ -18,7 +20,7 @@ import logging
 import re
 import time
 from collections import deque
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -36,6 +38,7 @@ from contextfs.errors import (
 )
 from contextfs.memory.attachments import AttachmentStore
 from contextfs.memory.document import Document, parse_document
+from contextfs.memory.heads import LiveIndex, NodeCache
 from contextfs.memory.remote import keep_both
 from contextfs.memory.routing import Routing
 from contextfs.memory.strategies import strategy_for
@@ -65,25 +68,6 @@ def _iso(ts: float | None) -> str:
     if ts is None:
         return "null"
     return dt.datetime.fromtimestamp(ts, dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
-
-
-class LiveNodes(dict):
-    """(owner kind, owner id, type, name) -> node id of every live node, with the node ids
-    of each owner kept alongside (scoped searches start from them)."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.by_owner: dict[tuple[str, str], set[int]] = {}
-
-    def __setitem__(self, key: tuple[str, str, str, str], nid: int) -> None:
-        super().__setitem__(key, nid)
-        self.by_owner.setdefault(key[:2], set()).add(nid)
-
-    def pop(self, key, default=None):
-        nid = super().pop(key, default)
-        if nid is not None and nid is not default:
-            self.by_owner.get(key[:2], set()).discard(nid)
-        return nid
 
 
 @dataclass(frozen=True, slots=True)
@@ -142,20 +126,17 @@ class Memory(Transactions, AttachmentStore, Routing):
         self.owners: set[tuple[str, str]] = set(store.owners())
         # (kind, key) -> stored owner, group and modes; absent = the defaults
         self.access: dict[tuple[str, str], Access] = store.access()
-        self.nodes: dict[int, Node] = {}
-        self.live = LiveNodes()
-        # L1 and L2 stay in the store until read (memory.texts): most of a node's weight
+        # L1 and L2 stay in the store until read (memory.texts): most of a node's weight;
+        # and a node's row until it is used (memory.heads): nothing is read per node here
+        store.set_home()  # this thread's reads see its own open transaction
         self.texts = TierTexts(store, hot_nodes)
-        for n, l1_size, l2_size in store.node_heads(LazyNode):
-            self.texts.adopt(n, (l1_size, l2_size))
-            self.nodes[n.id] = n
-            if n.deleted_at is None and n.archived_at is None:
-                self.live[(n.owner_kind, n.owner_id, n.type, n.name)] = n.id
+        self._access_dirty: set[int] = set()
+        self.nodes = NodeCache(store, self.texts, hot_nodes, keep=self._unflushed)
+        self.live = LiveIndex(store, self.nodes)
         self.attachments: dict[int, Attachment] = {a.id: a for a in store.attachments()}
         self.generation = store.generation()
         self._tx: Journal | None = None
         self._subscribers: list[Callable[[Sequence[Change]], None]] = []
-        self._access_dirty: set[int] = set()
         self._dirty_atts: dict[int, Attachment] = {}  # folder mtimes to store
         self.redactor = redactor
         self.default_owner = default_owner
@@ -182,8 +163,41 @@ class Memory(Transactions, AttachmentStore, Routing):
         return f"{base}/{n.name}" if n.name else base
 
     def live_node(self, owner: tuple[str, str], ctype: ContextType, name: str) -> Node | None:
-        nid = self.live.get((owner[0], owner[1], ctype.name, name))
-        return self.nodes[nid] if nid is not None else None
+        key = (owner[0], owner[1], ctype.name, name)
+        n = self.live.node_at(key)
+        # the held node is this process's truth (a shared store's row may be newer until
+        # memory.remote catches up with it)
+        if n is None or not self.is_live(n) or (n.owner_kind, n.owner_id, n.type, n.name) != key:
+            return None
+        return n
+
+    def walk(
+        self,
+        *,
+        owner: tuple[str, str] | None = None,
+        types: tuple[str, ...] | None = None,
+        live: bool | None = True,
+        texts: bool = False,
+    ) -> Iterator[Node]:
+        """Nodes (live ones unless live=None/False) of an owner and types, streamed from
+        the store in id order (`NodeCache.walk`; texts: with their L1/L2 read a page at a
+        time); safe from a worker thread."""
+        return self.nodes.walk(owner=owner, types=types, live=live, texts=texts)
+
+    def nodes_of(self, owner: tuple[str, str], ctype: ContextType) -> list[Node]:
+        """A type directory's live nodes, oldest first."""
+        return list(self.nodes.walk(owner=owner, types=(ctype.name,), live=True))
+
+    def recent_nodes(self, limit: int) -> list[Node]:
+        """The `limit` most recently changed live nodes (any thread: the text warm-up)."""
+        ids = self.store.recent_live_ids(limit)
+        out: list[Node] = []
+        for i in range(0, len(ids), 1000):  # a statement names at most 1,000 ids
+            out += self.nodes.walk(ids=ids[i : i + 1000], live=True)
+        return out
+
+    def _unflushed(self, n: Node) -> bool:
+        return n.id in self._access_dirty
 
     def _owner_path(self, owner: tuple[str, str], ctype: ContextType | None, name: str) -> str:
         base = f"{owner[0]}/{owner[1]}"
@@ -395,11 +409,7 @@ class Memory(Transactions, AttachmentStore, Routing):
 
     def persist_pending(self, owner: tuple[str, str] | None = None) -> int:
         """Store nodes made by mkdir and never written (fsync of a type dir, unmount)."""
-        pending = [
-            n
-            for n in self.nodes.values()
-            if not n.persisted and (owner is None or n.owner == owner)
-        ]
+        pending = [n for n in self.nodes.unstored() if owner is None or n.owner == owner]
         if pending:
             with self.transaction():
                 for n in pending:
@@ -569,16 +579,20 @@ class Memory(Transactions, AttachmentStore, Routing):
                 n.importance = value
                 self.store.set_importance(nid, value, n.access_count)
             for nid in self._access_dirty:
-                n = self.nodes.get(nid)
+                n = self.nodes.peek(nid)  # pinned until flushed
                 if n is not None and nid not in changes:
                     self.store.set_importance(nid, n.importance, n.access_count)
+        flushed = [n for nid in self._access_dirty if (n := self.nodes.peek(nid)) is not None]
         self._access_dirty.clear()
+        self.nodes.release(flushed)
 
     def record_access(self, n: Node) -> None:
         """A read through the mount: counted in memory, stored with the next consolidation
         or at unmount (a read must not cost a transaction)."""
         n.access_count += 1
-        self._access_dirty.add(n.id)
+        if n.id not in self._access_dirty:
+            self._access_dirty.add(n.id)
+            self.nodes.pin(n)  # the count is in memory only until flushed
 
     def flush_access_counts(self) -> None:
         if self._access_dirty and not self.failsafe:
@@ -586,13 +600,6 @@ class Memory(Transactions, AttachmentStore, Routing):
 
     def is_live(self, n: Node) -> bool:
         return n.deleted_at is None and n.archived_at is None
-
-    def node_list(self) -> list[Node]:
-        """Every node (live, deleted, archived), safe to call from a worker thread while
-        the trio thread adds nodes: the copy is one C-level loop under the GIL that runs
-        no Python code, so no insertion can interleave with it (iterating `nodes` itself
-        there raises "dictionary changed size during iteration")."""
-        return list(self.nodes.values())
 
     def history_text(self, n: Node, version: int) -> str:
         if version == n.version:
@@ -703,12 +710,13 @@ class Memory(Transactions, AttachmentStore, Routing):
         return "\n".join(lines) + "\n"
 
     def counts(self) -> dict[str, int]:
-        live = len(self.live)
+        """`.status`'s counts, by SQL (the store is the truth; nothing is walked)."""
+        live = self.live.count()
         return {
             "owners": len(self.owners),
             "nodes": live,
-            "deleted_nodes": len(self.nodes) - live,
-            "versions": sum(len(n.history) for n in self.nodes.values()),
+            "deleted_nodes": self.live.node_counts()[0] + len(self.nodes.unstored()) - live,
+            "versions": self.store.version_count(),
             "attachments": sum(1 for a in self.attachments.values() if a.deleted_at is None),
         }
 

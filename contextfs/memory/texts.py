@@ -27,6 +27,7 @@ from __future__ import annotations
 import logging
 import threading
 from collections import OrderedDict
+from collections.abc import Callable
 from operator import attrgetter
 from typing import TYPE_CHECKING, Generic, TypeVar
 
@@ -53,6 +54,10 @@ V = TypeVar("V")
 # keep the text in them (None = not loaded), so a loaded node costs what a Node does.
 _L1 = Node.__dict__["l1"]
 _L2 = Node.__dict__["l2"]
+# ... and for the version list and person_wrote, read per node when first asked for
+# (memory.heads: a node read from the store does not read its versions until then)
+_HISTORY = Node.__dict__["history"]
+_PERSON = Node.__dict__["person_wrote"]
 
 
 class LRU(OrderedDict, Generic[K, V]):
@@ -93,7 +98,41 @@ class LazyNode(Node):
     `dataclasses.replace`, which carry their texts); `_sizes` is the UTF-8 byte size of
     (L1, L2) while they are not loaded, so `stat` does not read them."""
 
-    __slots__ = ("_texts", "_sizes", "_dirty")
+    __slots__ = ("_texts", "_sizes", "_dirty", "__weakref__")
+
+    @property
+    def history(self) -> list[tuple[int, float, int]]:  # type: ignore[override]
+        v = _peek(_HISTORY, self)
+        return v if v is not None else self._load_history()[0]
+
+    @history.setter
+    def history(self, value: list[tuple[int, float, int]]) -> None:
+        _HISTORY.__set__(self, value)
+
+    @property
+    def person_wrote(self) -> bool:  # type: ignore[override]
+        v = _peek(_PERSON, self)
+        return v if v is not None else self._load_history()[1]
+
+    @person_wrote.setter
+    def person_wrote(self, value: bool) -> None:
+        _PERSON.__set__(self, value)
+
+    def forget_history(self) -> None:
+        """The version list is the store's: read it when first asked for."""
+        _HISTORY.__set__(self, None)
+        _PERSON.__set__(self, None)
+
+    def _load_history(self) -> tuple[list[tuple[int, float, int]], bool]:
+        texts: TierTexts | None = getattr(self, "_texts", None)
+        if texts is None:
+            raise RuntimeError(f"node {self.id}: versions not loaded and no store to read")
+        history, person = texts.store.node_history(self.id)
+        with texts.lock:  # (another thread may have loaded it, or a writer appended)
+            if _peek(_HISTORY, self) is None:
+                _HISTORY.__set__(self, history)
+                _PERSON.__set__(self, person)
+            return _HISTORY.__get__(self, Node), _PERSON.__get__(self, Node)
 
     @property
     def l1(self) -> str:  # type: ignore[override]
@@ -243,14 +282,16 @@ class TextWarmup(Service):
     hot capacity, `WARM_BATCH` a query in a worker thread, then end. Writes and reads go
     on meanwhile (the loads take the TierTexts lock like a search's)."""
 
-    def __init__(self, texts: TierTexts, nodes: list[Node]) -> None:
+    def __init__(self, texts: TierTexts, nodes: list[Node] | Callable[[int], list[Node]]) -> None:
         super().__init__()
         self.texts = texts
-        self.nodes = nodes  # a snapshot taken on the trio thread
+        # nodes, or what reads the most recently changed (up to a limit) in a worker thread
+        self.nodes = nodes
         self.loaded = 0
 
     def _order(self) -> list[Node]:
-        live = [n for n in self.nodes if n.deleted_at is None and n.archived_at is None]
+        nodes = self.nodes(self.texts.capacity) if callable(self.nodes) else self.nodes
+        live = [n for n in nodes if n.deleted_at is None and n.archived_at is None]
         live.sort(key=attrgetter("updated"), reverse=True)
         return live[: self.texts.capacity]
 

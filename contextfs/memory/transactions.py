@@ -21,7 +21,7 @@ from contextfs.errors import InvalidInput, StoreDamaged, StoreUnavailable
 from contextfs.model import Access, Attachment, Change, Node
 
 if TYPE_CHECKING:
-    from contextfs.memory.service import LiveNodes
+    from contextfs.memory.heads import LiveIndex, NodeCache
     from contextfs.memory.texts import TierTexts
     from contextfs.store import Store
 
@@ -57,8 +57,8 @@ class Transactions:
 
     # set by Memory.__init__
     store: Store
-    nodes: dict[int, Node]
-    live: LiveNodes
+    nodes: NodeCache
+    live: LiveIndex
     owners: set[tuple[str, str]]
     access: dict[tuple[str, str], Access]
     attachments: dict[int, Attachment]
@@ -101,12 +101,18 @@ class Transactions:
         except BaseException:
             self._tx = None
             self._undo(tx)
+            self.live.changed()  # counts read inside it may have seen its rows
             raise
         self._tx = None
         self.pending_redactions.clear()
         self._dirty_atts.clear()
         # what committed is the store's now: those nodes' texts may be let go (memory.texts)
-        self.texts.committed([tx.nodes[nid][0] for nid in tx.stored])
+        stored = [tx.nodes[nid][0] for nid in tx.stored]
+        if stored:  # where they were and where they are now
+            self.live.changed(stored + [tx.nodes[nid][1] for nid in tx.stored])
+        self.texts.committed(stored)
+        self.nodes.release(stored)  # stored as they are: no longer pinned (memory.heads)
+        self.live.pending = {k: nid for k, nid in self.live.pending.items() if nid not in tx.stored}
         self._publish(self._changes(tx))
 
     @contextlib.contextmanager
@@ -144,27 +150,32 @@ class Transactions:
             tx.atts[a.id] = (a, replace(a))
 
     def _add_node(self, n: Node) -> None:
-        if self._tx is not None and n.id not in self.nodes:
+        if self._tx is not None and self.nodes.peek(n.id) is None:
             self._tx.new_nodes.append(n.id)
         self.nodes[n.id] = n
 
     def _set_live(self, key: tuple[str, str, str, str], nid: int | None) -> None:
-        """live[key] = nid (None: remove the key), journaled."""
+        """The live node at key is nid (None: none), journaled. The store answers for the
+        stored nodes (its rows change with the node, in the same transaction); only a
+        node not stored yet (mkdir) is kept in `live.pending`."""
         tx = self._tx
+        pending = self.live.pending
         if tx is not None and key not in tx.live:
-            tx.live[key] = self.live.get(key)
-        if nid is None:
-            self.live.pop(key, None)
+            tx.live[key] = pending.get(key)
+        n = self.nodes.peek(nid) if nid is not None else None
+        if n is not None and not n.persisted:
+            pending[key] = n.id
         else:
-            self.live[key] = nid
+            pending.pop(key, None)
 
     def _undo(self, tx: Journal) -> None:
         """The outermost transaction rolled back: memory as it was before it began."""
+        pending = self.live.pending
         for key in tx.live:
-            self.live.pop(key, None)
+            pending.pop(key, None)
         for key, nid in tx.live.items():
             if nid is not None:
-                self.live[key] = nid
+                pending[key] = nid
         for nid in tx.new_nodes:
             self.nodes.pop(nid, None)
         for n, before in tx.nodes.values():

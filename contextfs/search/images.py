@@ -158,7 +158,7 @@ class ImageVectors:
                 self.index, self.digests = VectorIndex(self.model.dim), {}
 
     def all_images(self, memory: Memory) -> list[int]:
-        return [n.id for n in memory.node_list() if n.type == IMAGE_TYPE and memory.is_live(n)]
+        return memory.live.ids(type_name=IMAGE_TYPE)
 
     # ---- on disk (inside the indexer's snapshot folder) ---------------------------------
 

@@ -305,7 +305,7 @@ class Indexer(Service):
             generation = 0  # ahead of the store: not this store's index
         if generation == 0 and self.memory.generation > 0:
             self.state = "rebuilding the text index"
-            ids = [n.id for n in self.memory.node_list() if self.memory.is_live(n)]
+            ids = self.memory.live.ids()  # ids only, by SQL (memory.heads)
             target = self.memory.generation
             with self.lock:
                 self.text.clear()
@@ -499,10 +499,12 @@ class Indexer(Service):
         """Read the nodes in the trio thread (their texts are immutable strings)."""
         live: dict[int, tuple[Node, int, list[Unit], tuple[str, str, str]]] = {}
         gone: list[int] = []
-        # the batch's texts in one query where the memory holds them in the store only
-        self.memory.texts.prefetch([self.memory.nodes.get(nid) for nid in node_ids])
+        # one query for the nodes not held and one for their texts (memory.heads), not
+        # two a node: a rebuild reads the whole store this way
+        nodes = self.memory.nodes.get_many(list(node_ids))
+        self.memory.texts.prefetch(list(nodes.values()))
         for nid in node_ids:
-            n = self.memory.nodes.get(nid)
+            n = nodes.get(nid)
             if n is None or not self.memory.is_live(n):
                 gone.append(nid)
                 continue
@@ -560,7 +562,7 @@ class Indexer(Service):
     async def _rebuild(self) -> None:
         """Index every live node (cheaper than replaying the whole outbox)."""
         target = self.memory.generation
-        ids = [n.id for n in self.memory.nodes.values() if self.memory.is_live(n)]
+        ids = self.memory.live.ids()
         log.info("indexing %d nodes from scratch", len(ids))
         if self.images is not None:
             self.images.clear()
@@ -586,7 +588,7 @@ class Indexer(Service):
             self.images.load_model()
         self._fresh("reindex")
         target = self.memory.generation
-        nodes = [n.id for n in self.memory.nodes.values() if self.memory.is_live(n)]
+        nodes = self.memory.live.ids()
         total = len(nodes)
         step = max(1, min(self.batch, 64))
         for i in range(0, total, step):

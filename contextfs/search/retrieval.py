@@ -148,15 +148,7 @@ class Searcher:
         owner = _owner_of(scope)
         if owner is None:
             return None
-        ids = self.memory.live.by_owner.get(owner, set())
-        for _ in range(5):  # the event loop may add or drop a node while we copy
-            try:
-                ids = list(ids)
-                break
-            except RuntimeError:
-                continue
-        else:
-            return None
+        ids = self.memory.live.ids(owner)  # by SQL, the committed rows (memory.heads)
         return self.indexer.labels_of_nodes(ids, SCOPED_EXACT_MAX)
 
     def _scoped_vectors(
@@ -523,11 +515,7 @@ class Searcher:
         key = (owner, self.memory.generation)
         if self._participants_at[0] != key:
             names: set[str] = set()
-            for n in self.memory.node_list():
-                if n.type != SESSION_TYPE or not self.memory.is_live(n):
-                    continue
-                if owner is not None and (n.owner_kind, n.owner_id) != owner:
-                    continue
+            for n in self.memory.walk(owner=owner, types=(SESSION_TYPE,), texts=True):
                 names.update(p.speaker for p in node_passages(n) if p.speaker)
             names -= ROLES
             self._participants_at = (key, tuple(sorted(x for x in names if len(x) >= 2)))
@@ -538,8 +526,8 @@ class Searcher:
         generation = self.memory.generation
         if self._entities_at != generation:
             table: dict[str, list[Node]] = {}
-            for n in self.memory.node_list():
-                if n.type == "entity" and self.memory.is_live(n) and len(n.name) >= 3:
+            for n in self.memory.walk(types=("entity",)):
+                if len(n.name) >= 3:
                     table.setdefault(n.name.replace("-", " ").lower(), []).append(n)
             starts: dict[str, list[str]] = {}
             for name in table:
@@ -566,10 +554,9 @@ class Searcher:
         generation = self.memory.generation
         if self._archives_at != generation:
             table: dict[tuple[str, str, str], Node] = {}
-            for n in self.memory.node_list():
-                if n.type == SESSION_TYPE and self.memory.is_live(n):
-                    for src in n.sources:
-                        table.setdefault((n.owner_kind, n.owner_id, src), n)
+            for n in self.memory.walk(types=(SESSION_TYPE,)):
+                for src in n.sources:
+                    table.setdefault((n.owner_kind, n.owner_id, src), n)
             self._archives, self._archives_at = table, generation
         return self._archives.get((kind, owner, source))
 

@@ -647,6 +647,194 @@ class Store:
         ).fetchall()
         return {r[0]: (r[1], r[2]) for r in rows}
 
+    # ---- the memory's heads on demand (memory.heads): one node, a page, counts -----------
+
+    _HEAD_COLS = _NODE_COLS.replace("l1, l2,", "'', '',") + ", strlen(l1), strlen(l2)"
+
+    def _head(self, r: tuple, make: Callable[..., Node]) -> tuple[Node, int, int]:
+        n = make(*r[:12])
+        # owners and types repeat on every row: one string each, not one per node
+        n.owner_kind, n.owner_id, n.type = sys.intern(r[1]), sys.intern(r[2]), sys.intern(r[3])
+        n.sources = [] if r[12] == "[]" else json.loads(r[12])
+        n.tags = [] if r[13] == "[]" else json.loads(r[13])
+        n.importance, n.access_count, n.created, n.updated = r[14:18]
+        n.deleted_at, n.archived_at = r[18:20]
+        return n, r[20], r[21]
+
+    def node_head(self, node_id: int, make: Callable[..., Node] = Node) -> tuple | None:
+        """(node without l1/l2 or version list, L1 size, L2 size) by primary key; None if
+        it has no row. Any thread (see `_meta_con`)."""
+        row = (
+            self._meta_con()
+            .execute(f"SELECT {self._HEAD_COLS} FROM nodes WHERE id = ?", [node_id])
+            .fetchone()
+        )
+        return self._head(row, make) if row is not None else None
+
+    def node_head_page(
+        self,
+        after: int,
+        limit: int,
+        make: Callable[..., Node] = Node,
+        *,
+        owner: tuple[str, str] | None = None,
+        types: tuple[str, ...] | None = None,
+        live: bool | None = None,
+        ids: list[int] | None = None,
+    ) -> list[tuple[Node, int, int]]:
+        """Up to `limit` heads (as `node_head`) with id > after, in id order: a walk over
+        every node reads page after page, never holding a cursor open across its caller's
+        own queries. Filters: an owner, type names, live (True) or not (False), ids."""
+        where, params = ["id > ?"], [after]
+        if owner is not None:
+            where.append("owner_kind = ? AND owner_id = ?")
+            params += list(owner)
+        if types is not None:
+            where.append(f"type IN ({', '.join('?' * len(types))})" if types else "FALSE")
+            params += list(types)
+        if live is not None:
+            alive = "deleted_at IS NULL AND archived_at IS NULL"
+            where.append(alive if live else f"NOT ({alive})")
+        if ids is not None:
+            where.append(f"id IN ({', '.join('?' * len(ids))})" if ids else "FALSE")
+            params += list(ids)
+        rows = (
+            self._meta_con()
+            .execute(
+                f"SELECT {self._HEAD_COLS} FROM nodes WHERE {' AND '.join(where)} "
+                "ORDER BY id LIMIT ?",
+                [*params, limit],
+            )
+            .fetchall()
+        )
+        return [self._head(r, make) for r in rows]
+
+    def live_node_id(self, kind: str, owner_id: str, type_name: str, name: str) -> int | None:
+        """The id of the live node at (owner, type, name) (index nodes_owner_type_name)."""
+        row = (
+            self._meta_con()
+            .execute(
+                "SELECT id FROM nodes WHERE owner_kind = ? AND owner_id = ? AND type = ? "
+                "AND name = ? AND deleted_at IS NULL AND archived_at IS NULL",
+                [kind, owner_id, type_name, name],
+            )
+            .fetchone()
+        )
+        return row[0] if row is not None else None
+
+    def live_node_head(
+        self, kind: str, owner_id: str, type_name: str, name: str, make: Callable[..., Node] = Node
+    ) -> tuple | None:
+        """The live node at (owner, type, name) as `node_head` gives it, in one query (a
+        lookup by path: one round trip, not an id then a row)."""
+        row = (
+            self._meta_con()
+            .execute(
+                f"SELECT {self._HEAD_COLS} FROM nodes WHERE owner_kind = ? AND owner_id = ? "
+                "AND type = ? AND name = ? AND deleted_at IS NULL AND archived_at IS NULL",
+                [kind, owner_id, type_name, name],
+            )
+            .fetchone()
+        )
+        return self._head(row, make) if row is not None else None
+
+    def live_ids(
+        self, owner: tuple[str, str] | None = None, type_name: str | None = None
+    ) -> list[int]:
+        """Ids of the live nodes (of an owner, of a type), in id order."""
+        where, params = ["deleted_at IS NULL AND archived_at IS NULL"], []
+        if owner is not None:
+            where.append("owner_kind = ? AND owner_id = ?")
+            params += list(owner)
+        if type_name is not None:
+            where.append("type = ?")
+            params.append(type_name)
+        rows = (
+            self._meta_con()
+            .execute(f"SELECT id FROM nodes WHERE {' AND '.join(where)} ORDER BY id", params)
+            .fetchall()
+        )
+        return [r[0] for r in rows]
+
+    def node_counts(
+        self, owner: tuple[str, str] | None = None, type_name: str | None = None
+    ) -> tuple[int, int]:
+        """(every node, live nodes), of an owner and type when given."""
+        where, params = ["TRUE"], []
+        if owner is not None:
+            where.append("owner_kind = ? AND owner_id = ?")
+            params += list(owner)
+        if type_name is not None:
+            where.append("type = ?")
+            params.append(type_name)
+        row = (
+            self._meta_con()
+            .execute(
+                "SELECT count(*), count(*) FILTER (WHERE deleted_at IS NULL AND archived_at "
+                f"IS NULL) FROM nodes WHERE {' AND '.join(where)}",
+                params,
+            )
+            .fetchone()
+        )
+        return int(row[0]), int(row[1] or 0)
+
+    def node_counts_by_dir(self) -> dict[tuple[tuple[str, str], str], tuple[int, int]]:
+        """(every node, live nodes) of each (owner, type), in one aggregate."""
+        rows = (
+            self._meta_con()
+            .execute(
+                "SELECT owner_kind, owner_id, type, count(*), count(*) FILTER (WHERE "
+                "deleted_at IS NULL AND archived_at IS NULL) FROM nodes "
+                "GROUP BY owner_kind, owner_id, type"
+            )
+            .fetchall()
+        )
+        return {((k, o), t): (int(a), int(b or 0)) for k, o, t, a, b in rows}
+
+    def version_count(self) -> int:
+        return int(self._meta_con().execute("SELECT count(*) FROM versions").fetchone()[0])
+
+    def node_history(self, node_id: int) -> tuple[list[tuple[int, float, int]], bool]:
+        """A node's version list ((version, created, L2 size), oldest first) and whether a
+        person wrote any of them (see MACHINE_REASONS)."""
+        rows = (
+            self._meta_con()
+            .execute(
+                "SELECT version, created, strlen(l2), reason FROM versions WHERE node_id = ? "
+                "ORDER BY version",
+                [node_id],
+            )
+            .fetchall()
+        )
+        person = any(not r[3].startswith(MACHINE_REASONS) for r in rows)
+        return [(v, c, s) for v, c, s, _r in rows], person
+
+    def recent_live_ids(self, limit: int) -> list[int]:
+        """The most recently changed live nodes, newest first (the text warm-up)."""
+        rows = (
+            self._meta_con()
+            .execute(
+                "SELECT id FROM nodes WHERE deleted_at IS NULL AND archived_at IS NULL "
+                "ORDER BY updated DESC LIMIT ?",
+                [limit],
+            )
+            .fetchall()
+        )
+        return [r[0] for r in rows]
+
+    # The thread that owns the Memory over this store (`set_home`): it reads through the
+    # store's own connection, so it sees its open transaction's rows; other threads read
+    # committed rows through their own (`_text_con`).
+    _home: int | None = None
+
+    def set_home(self) -> None:
+        self._home = threading.get_ident()
+
+    def _meta_con(self) -> Any:
+        if threading.get_ident() == self._home:
+            return self.con
+        return self._text_con()
+
     # The connections of threads other than the store's own, by thread id (few: trio's
     # worker threads); made on first use, closed with the store.
     _opened_by: int | None = None

@@ -395,6 +395,21 @@ class PgStore(Store):
     def redaction_total(self) -> int:
         return self._remember("redaction_total", super().redaction_total)
 
+    def node_counts(
+        self, owner: tuple[str, str] | None = None, type_name: str | None = None
+    ) -> tuple[int, int]:
+        got = self._remember(
+            f"node_counts {owner} {type_name}",
+            lambda: super(PgStore, self).node_counts(owner, type_name),
+        )
+        return got if got else (0, 0)
+
+    def node_counts_by_dir(self) -> dict[tuple[tuple[str, str], str], tuple[int, int]]:
+        return self._remember("node_counts_by_dir", super().node_counts_by_dir) or {}
+
+    def version_count(self) -> int:
+        return self._remember("version_count", super().version_count)
+
     def stored_bytes(self) -> tuple[int, int]:
         got = self._remember("stored_bytes", super().stored_bytes)
         return got if got else (0, 0)

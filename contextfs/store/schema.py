@@ -11,7 +11,7 @@ from collections.abc import Callable
 import duckdb
 import xxhash
 
-SCHEMA_VERSION = 6
+SCHEMA_VERSION = 7
 
 # An attachment's bytes are stored in chunks of this size (v3): a commit rewrites only
 # the chunks it changed, so an fsync of a 4 KiB write into a 32 MiB file stores 64 KiB.
@@ -399,6 +399,10 @@ MIGRATIONS: dict[int, str | Callable[[duckdb.DuckDBPyConnection], None]] = {
     3: "SELECT 1",  # the access table: created by create_tables on any store
     4: _add_link_of,
     5: _content_address,
+    # v7: a live node by its path without a scan, on both engines (memory.heads reads the
+    # nodes a mount uses on demand instead of every node at open)
+    6: "CREATE INDEX IF NOT EXISTS nodes_owner_type_name ON nodes "
+    "(owner_kind, owner_id, type, name)",
 }
 
 
@@ -415,6 +419,8 @@ def create_tables(con: duckdb.DuckDBPyConnection) -> None:
     con.execute(SCHEMA_V2)
     if not fresh:
         return
+    # not in SCHEMA: DuckDB cannot ALTER a table an index depends on (migration 1 does)
+    con.execute(MIGRATIONS[6])
     con.execute(
         "INSERT INTO store_meta VALUES ('schema_version', ?) ON CONFLICT DO NOTHING",
         [str(SCHEMA_VERSION)],

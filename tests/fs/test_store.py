@@ -30,7 +30,8 @@ CREATE TABLE attachments (
 
 def make_v5(con: duckdb.DuckDBPyConnection) -> None:
     """Turn a current store into what v5 wrote: each chunk's bytes in attachment_chunks,
-    an inbox item's bytes in inbox_items.data, no blobs."""
+    an inbox item's bytes in inbox_items.data, no blobs (and no v7 index)."""
+    con.execute("DROP INDEX IF EXISTS nodes_owner_type_name")
     con.execute("ALTER TABLE attachment_chunks RENAME TO attachment_chunks_v6")
     con.execute(
         "CREATE TABLE attachment_chunks (att_id BIGINT NOT NULL, idx INTEGER NOT NULL, "
@@ -193,7 +194,14 @@ async def test_a_version_2_store_with_attachments_opens_with_the_same_bytes(tmp_
     assert (
         store.con.execute("SELECT value FROM store_meta WHERE key = 'schema_version'").fetchone()[0]
         == str(SCHEMA_VERSION)
-        == "6"
+        == "7"
+    )
+    # v7: the live node at a path has its index (memory.heads asks for it by path)
+    assert (
+        store.con.execute(
+            "SELECT count(*) FROM duckdb_indexes() WHERE index_name = 'nodes_owner_type_name'"
+        ).fetchone()[0]
+        == 1
     )
     assert check_store(store) == []
     columns = [

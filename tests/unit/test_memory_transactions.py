@@ -69,10 +69,10 @@ def _state(m: Memory) -> dict:
         # every field but the two a rollback leaves alone: indexer progress and reads
         "nodes": {
             nid: {k: v for k, v in dataclasses.asdict(n).items() if k not in _NOT_JOURNALED}
-            for nid, n in m.nodes.items()
+            for nid, n in ((n.id, n) for n in m.nodes.values())
         },
-        "live": dict(m.live),
-        "by_owner": {k: set(v) for k, v in m.live.by_owner.items() if v},
+        "live": dict(m.live.items()),
+        "by_owner": {o: set(m.live.ids(o)) for o in m.owners if m.live.ids(o)},
         "owners": set(m.owners),
         "attachments": {
             aid: (a.node_id, a.parent_id, a.name, a.mode, a.mtime, a.deleted_at, a.size)
