@@ -259,7 +259,9 @@ def _mount(
     pyfuse3.init(ops, str(mountpoint), fuse_options)
     teardown.push(_close_fuse)
     announce()
-    warmup = TextWarmup(memory.texts, memory.recent_nodes)
+    warmup = TextWarmup(
+        memory.texts, memory.recent_nodes, also=searcher.names.refresh if searcher else None
+    )
     services = (indexer, intake_service, consolidation, summaries, cluster, warmup)
     _settle_heap("the memory and the tree")
     trio.run(_run_services, ops, services)

@@ -282,9 +282,17 @@ class TextWarmup(Service):
     hot capacity, `WARM_BATCH` a query in a worker thread, then end. Writes and reads go
     on meanwhile (the loads take the TierTexts lock like a search's)."""
 
-    def __init__(self, texts: TierTexts, nodes: list[Node] | Callable[[int], list[Node]]) -> None:
+    def __init__(
+        self,
+        texts: TierTexts,
+        nodes: list[Node] | Callable[[int], list[Node]],
+        also: Callable[[], object] | None = None,
+    ) -> None:
         super().__init__()
         self.texts = texts
+        # read first, in a worker thread too: what a first question would otherwise wait
+        # for (the search's table of entity names: about a second at a million nodes)
+        self.also = also
         # nodes, or what reads the most recently changed (up to a limit) in a worker thread
         self.nodes = nodes
         self.loaded = 0
@@ -296,6 +304,8 @@ class TextWarmup(Service):
         return live[: self.texts.capacity]
 
     async def run(self) -> None:
+        if self.also is not None:
+            await trio.to_thread.run_sync(self.also)
         order = await trio.to_thread.run_sync(self._order)
         before = self.texts.loads
         for i in range(0, len(order), WARM_BATCH):

@@ -21,6 +21,7 @@ from contextfs.memory.service import Memory
 from contextfs.model import Node
 from contextfs.search.images import IMAGE_TYPE, original_of
 from contextfs.search.indexer import Indexer, label_chunk, label_node, label_tier
+from contextfs.search.names import EntityNames
 from contextfs.search.passages import SESSION_TYPE, Passage, node_passages
 
 RRF_K = 60  # the usual reciprocal-rank-fusion constant
@@ -133,10 +134,7 @@ class Searcher:
         self.indexer = indexer
         self._archives: dict[tuple[str, str, str], Node] = {}  # (kind, owner, source)
         self._archives_at = -1  # the store generation the table reflects
-        self._entity_table: dict[str, list[Node]] = {}
-        self._entity_starts: dict[str, list[str]] = {}  # first word -> names of 2+ words
-        self._entity_rank: dict[str, int] = {}
-        self._entities_at = -1
+        self.names = EntityNames(memory)
         self._participants_at: tuple[object, tuple[str, ...]] = (None, ())
         # (scope, type, reader, store and vector generations) -> that scope's vectors; read
         # and written under the indexer's lock
@@ -393,14 +391,12 @@ class Searcher:
         """An entity named in the question is a hub: its node joins the hits and its
         passage the candidates (at the best passage's score), so the turns it was gathered
         from follow (`_add_linked_turns`), from every session that spoke of it."""
-        asked = question.lower()
-        words = set(re.findall(r"[\w'’-]+", asked))
         top = max((ph.score for ph in passages), default=1.0 / (RRF_K + 1))
         have = {ph.node.id for ph in passages}
-        table = self._entities()
-        for name in self._named(asked, words):
-            for n in table[name]:
-                if n.id in have or not allowed(n):
+        for name in self.names.named(question):
+            for nid in self.names.ids(name):
+                n = self.memory.nodes.get(nid)
+                if n is None or n.id in have or not allowed(n):
                     continue
                 ps = node_passages(n)
                 if not ps:
@@ -436,7 +432,7 @@ class Searcher:
         taken: set[tuple[int, int]] = set()  # joined by a hop already
         nodes = self.memory.nodes
         hops: list[tuple[str, PassageHit]] = []
-        known = self._entities()
+        self.names.refresh()
         for ph in best:
             if ph.node.type == "entity":
                 names = [ph.node.name.replace("-", " ").lower()]
@@ -445,7 +441,7 @@ class Searcher:
                 for m in _PROPER.finditer(ph.passage.text):
                     phrase = m.group(0).lower()
                     for cand in (phrase, phrase.split()[0]):
-                        if any(allowed(n) for n in known.get(cand, ())):
+                        if any(allowed(nodes.get(i)) for i in self.names.ids(cand)):
                             names.append(cand)
                             break
             for name in names:
@@ -520,34 +516,6 @@ class Searcher:
             names -= ROLES
             self._participants_at = (key, tuple(sorted(x for x in names if len(x) >= 2)))
         return self._participants_at[1]
-
-    def _entities(self) -> dict[str, list[Node]]:
-        """Live entity nodes by lowercased name (the node name with spaces, e.g. "max")."""
-        generation = self.memory.generation
-        if self._entities_at != generation:
-            table: dict[str, list[Node]] = {}
-            for n in self.memory.walk(types=("entity",)):
-                if len(n.name) >= 3:
-                    table.setdefault(n.name.replace("-", " ").lower(), []).append(n)
-            starts: dict[str, list[str]] = {}
-            for name in table:
-                if " " in name:
-                    starts.setdefault(name.split(" ", 1)[0], []).append(name)
-            self._entity_table, self._entity_starts = table, starts
-            self._entity_rank = {name: i for i, name in enumerate(table)}
-            self._entities_at = generation
-        return self._entity_table
-
-    def _named(self, asked: str, words: set[str]) -> list[str]:
-        """The entity names the lowercased question names, in the table's order: a one-word
-        name as one of its words, a longer one as written in it ("maya lopez's trip").
-        Found from the question's words, not by trying every entity: with half a store's
-        nodes entities, the walk over all of them cost 18 ms a question at 100,000 nodes."""
-        table = self._entities()
-        found = {w for w in words if w in table}
-        for w in words:
-            found.update(name for name in self._entity_starts.get(w, ()) if name in asked)
-        return sorted(found, key=self._entity_rank.__getitem__)
 
     def _archive(self, kind: str, owner: str, source: str) -> Node | None:
         """The session archive made from an inbox file or session (`inbox:<file>`)."""

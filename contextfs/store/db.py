@@ -809,6 +809,39 @@ class Store:
         person = any(not r[3].startswith(MACHINE_REASONS) for r in rows)
         return [(v, c, s) for v, c, s, _r in rows], person
 
+    def live_names(self, type_name: str, ids: list[int] | None = None) -> list[tuple[int, str]]:
+        """(id, name) of the live nodes of a type (among `ids`), in id order: the table of
+        entity names a search keeps (`search.names`), without reading a node."""
+        where = "deleted_at IS NULL AND archived_at IS NULL AND type = ?"
+        if ids is None:
+            chunks: list[list[int]] = [[]]
+        else:
+            chunks = [ids[i : i + 1000] for i in range(0, len(ids), 1000)]
+        out: list[tuple[int, str]] = []
+        for chunk in chunks:
+            cond = f" AND id IN ({', '.join('?' * len(chunk))})" if chunk else ""
+            rows = (
+                self._meta_con()
+                .execute(f"SELECT id, name FROM nodes WHERE {where}{cond}", [type_name, *chunk])
+                .fetchall()
+            )
+            out += [(r[0], r[1]) for r in rows]
+        return sorted(out)
+
+    def outbox_upto(self) -> int:
+        """The newest outbox seq this thread's connection sees (committed, from a worker)."""
+        row = self._meta_con().execute("SELECT max(seq) FROM outbox").fetchone()
+        return row[0] or 0
+
+    def nodes_changed_since(self, seq: int, limit: int) -> list[int] | None:
+        """The nodes with an outbox row after `seq`; None when more than `limit` changed."""
+        rows = (
+            self._meta_con()
+            .execute("SELECT DISTINCT node_id FROM outbox WHERE seq > ? LIMIT ?", [seq, limit + 1])
+            .fetchall()
+        )
+        return None if len(rows) > limit else [r[0] for r in rows]
+
     def recent_live_ids(self, limit: int) -> list[int]:
         """The most recently changed live nodes, newest first (the text warm-up)."""
         rows = (

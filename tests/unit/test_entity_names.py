@@ -1,0 +1,67 @@
+"""The entity names a search keeps (`search.names.EntityNames`), over a real store: the
+questions that name an entity find it, and the table follows creates, renames, deletes and
+type changes through the outbox, reading the whole table again only when much changed."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from contextfs.ctxtypes import builtin_schema_dir, load_types
+from contextfs.memory.service import Memory
+from contextfs.search.names import EntityNames
+from contextfs.store import Store
+
+ALICE = ("user", "alice")
+
+
+@pytest.fixture
+def mem(tmp_path: Path) -> Iterator[Memory]:
+    store = Store(tmp_path / "contextfs.duckdb")
+    m = Memory(store, load_types([builtin_schema_dir()]), data_dir=tmp_path)
+    m.create_owner(*ALICE)
+    yield m
+    store.close()
+
+
+def node(m: Memory, type_name: str, name: str):
+    n = m.create_node(ALICE, m.types[type_name], name)
+    m.save_l2(n, f"notes on {name}\n")
+    return n
+
+
+def test_a_question_names_an_entity_by_word_or_as_written(mem: Memory):
+    maya = node(mem, "entity", "maya-lopez")
+    max_ = node(mem, "entity", "max")
+    node(mem, "preference", "dark-mode")  # not an entity: never a name
+    node(mem, "entity", "al")  # too short to be told from a word
+    names = EntityNames(mem)
+    assert names.named("What did Maya Lopez's cousin say?") == ["maya lopez"]
+    assert names.ids("maya lopez") == [maya.id]
+    assert names.named("is MAX coming, and maya lopez?") == ["maya lopez", "max"]
+    assert names.ids("max") == [max_.id]
+    assert names.named("maximal dark mode, al") == []  # words, not parts of words
+
+
+def test_the_table_follows_renames_deletes_and_new_nodes_without_reading_it_again(
+    mem: Memory,
+):
+    maya = node(mem, "entity", "maya-lopez")
+    max_ = node(mem, "entity", "max")
+    names = EntityNames(mem, refresh_max=10)
+    assert names.named("max and maya lopez") == ["maya lopez", "max"]
+    mem.rename_node(max_, ALICE, mem.types["entity"], "maxine")
+    mem.delete_node(maya)
+    luca = node(mem, "entity", "luca")
+    twin = node(mem, "entity", "max")  # the old name, now another node's
+    assert names.named("max and maya lopez") == ["max"]
+    assert names.ids("max") == [twin.id]
+    assert names.named("maxine met luca") == ["maxine", "luca"]
+    assert names.ids("luca") == [luca.id]
+    assert names.full_reads == 1  # everything since came from the outbox's changed nodes
+    for i in range(11):  # more changes than refresh_max: the table is read whole again
+        node(mem, "entity", f"guest-{i:02d}")
+    assert names.named("guest 07 and luca") == ["luca", "guest 07"]
+    assert names.full_reads == 2
