@@ -12,9 +12,9 @@ For each store size N (`--quick`: 1,000 and 10,000; full: 1,000, 100,000 and 1,0
 2. Mounts it with search off (`contextfs mount --foreground` in a subprocess) twice: the
    first mount of a new store checks it whole and records the point later mounts check
    from (docs/fsck.md); the second is measured: mount time (from the start of the process
-   until the mountpoint answers `ls` of an owner), the daemon's VmRSS, `ls -lR` of one owner (first and second time), `cat` of the
-   L0.md of 1,000 random nodes (first and second time), and create + fsync (mkdir a node,
-   write L2.md, fsync, close) p50. Unmounts.
+   until the mountpoint answers `ls` of an owner), the daemon's VmRSS, `ls -lR` of one
+   owner (first and second time), `cat` of the L0.md of 1,000 random nodes (first and
+   second time), and create + fsync (mkdir a node, write L2.md, fsync, close) p50.
 3. With `--search` (default on; `--no-search` skips it): builds the vector and text indexes
    in-process with SYNTHETIC vectors (`--real-vectors` texts through MiniLM, every other unit
    a noisy copy: embedding a million units for real takes hours; past 100k units the
