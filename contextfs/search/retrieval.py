@@ -236,6 +236,12 @@ class Searcher:
         # Reciprocal-rank fusion twice. Nodes: each ranker ranks nodes by their best unit
         # (an L0 or L1 hit stands for its node), as for the links. Passages: each ranker's
         # own unit ranks, so the bundle shows the turn or chunk that matched.
+        # Every candidate's head in one query: a node the memory does not hold is a row to
+        # read, and one query each (~1 ms) was most of a search over a big store (480 a
+        # question). Referenced here, they stay held for the rest of the search.
+        _held = nodes.get_many(
+            list({label_node(label) for label, _sim in vec_hits} | {h.node_id for h in text_hits})
+        )
         unit_score: dict[tuple[int, str, int], float] = {}
         node_rank: tuple[dict[int, int], ...] = ({}, {}, {})
         text_rank: dict[int, int] = {}
@@ -457,8 +463,9 @@ class Searcher:
                     f"{name} {keywords(question)}", HOP_DEPTH, path_prefix=scope or None
                 )
             rank = 0
+            batch = nodes.get_many([h.node_id for h in hits])  # one query, as in search()
             for h in hits:
-                m = nodes.get(h.node_id)
+                m = batch.get(h.node_id)
                 if m is None or m.type != SESSION_TYPE or not allowed(m):
                     continue
                 ps = node_passages(m)

@@ -685,7 +685,10 @@ class Store:
         """Up to `limit` heads (as `node_head`) with id > after, in id order: a walk over
         every node reads page after page, never holding a cursor open across its caller's
         own queries. Filters: an owner, type names, live (True) or not (False), ids."""
-        where, params = ["id > ?"], [after]
+        # a page of given ids: no range and no ORDER BY (sorted here), which let DuckDB scan
+        # the ids for the IN list and took 2-3x as long at a million rows
+        by_ids = ids is not None and after <= 0 and limit >= len(ids)
+        where, params = ([] if by_ids else ["id > ?"]), ([] if by_ids else [after])
         if owner is not None:
             where.append("owner_kind = ? AND owner_id = ?")
             params += list(owner)
@@ -698,15 +701,14 @@ class Store:
         if ids is not None:
             where.append(f"id IN ({', '.join('?' * len(ids))})" if ids else "FALSE")
             params += list(ids)
-        rows = (
-            self._meta_con()
-            .execute(
-                f"SELECT {self._HEAD_COLS} FROM nodes WHERE {' AND '.join(where)} "
-                "ORDER BY id LIMIT ?",
-                [*params, limit],
-            )
-            .fetchall()
-        )
+        if by_ids:
+            sql, params = f"SELECT {self._HEAD_COLS} FROM nodes WHERE {' AND '.join(where)}", params
+        else:
+            sql = f"SELECT {self._HEAD_COLS} FROM nodes WHERE {' AND '.join(where)} "
+            sql, params = sql + "ORDER BY id LIMIT ?", [*params, limit]
+        rows = self._meta_con().execute(sql, params).fetchall()
+        if by_ids:
+            rows.sort(key=lambda r: r[0])
         return [self._head(r, make) for r in rows]
 
     def live_node_id(self, kind: str, owner_id: str, type_name: str, name: str) -> int | None:
