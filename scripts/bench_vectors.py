@@ -43,37 +43,12 @@ from pathlib import Path
 
 import numpy as np
 
+from contextfs.testing import Progress, say
+
 ROOT = Path(__file__).resolve().parents[1]
 DIM = 384
 K = 10
 CHUNK = 20_000
-
-
-def say(msg: str) -> None:
-    print(msg, file=sys.stderr, flush=True)
-
-
-class Progress:
-    """A `\\r` line on stderr on a terminal; elsewhere a line every 20 seconds."""
-
-    def __init__(self, label: str, total: int) -> None:
-        self.label, self.total = label, total
-        self.tty = sys.stderr.isatty()
-        self.t0 = self.last = time.perf_counter()
-
-    def update(self, done: int) -> None:
-        now = time.perf_counter()
-        if (self.tty and now - self.last > 0.2) or (not self.tty and now - self.last > 20):
-            self.last = now
-            end = "\r" if self.tty else "\n"
-            sys.stderr.write(f"  {self.label}: {done}/{self.total} ({now - self.t0:.0f}s){end}")
-            sys.stderr.flush()
-
-    def done(self) -> float:
-        elapsed = time.perf_counter() - self.t0
-        if self.tty:
-            sys.stderr.write("\n")
-        return elapsed
 
 
 # ---- real vectors -------------------------------------------------------------------------

@@ -51,7 +51,7 @@ import numpy as np
 import xxhash
 
 from contextfs.errors import IndexCorrupt
-from contextfs.index.vectors import Snapshot, VectorIndex
+from contextfs.index.vectors import Snapshot, VectorIndex, digest_file, write_snapshot
 
 if TYPE_CHECKING:
     import faiss
@@ -416,17 +416,9 @@ class CompactVectorIndex:
         dropped = self._settle()
         os.fsync(self._fd)
         names = self._row_label[: self._rows].astype("<i8")
-        raw_fd, raw_name = tempfile.mkstemp(prefix=path.name + ".", suffix=".ivf", dir=path.parent)
-        os.close(raw_fd)
-        out_fd, out_name = tempfile.mkstemp(prefix=path.name + ".", suffix=".tmp", dir=path.parent)
-        try:
-            _faiss().write_index(self._ivf, raw_name)
-            digest = xxhash.xxh64()
-            digest.update(names.tobytes())
-            with open(raw_name, "rb") as raw:
-                for block in iter(lambda: raw.read(_CHUNK), b""):
-                    digest.update(block)
-                length = names.nbytes + raw.tell()
+
+        def head(raw_name: str) -> bytes:
+            length, digest = digest_file(raw_name, names.tobytes())
             header = _HEADER.pack(
                 _MAGIC,
                 self.dim,
@@ -436,24 +428,9 @@ class CompactVectorIndex:
                 length,
                 digest.intdigest(),
             )
-            with os.fdopen(out_fd, "wb") as out, open(raw_name, "rb") as raw:
-                out_fd = -1
-                out.write(header)
-                out.write(names.tobytes())
-                for block in iter(lambda: raw.read(_CHUNK), b""):
-                    out.write(block)
-                out.flush()
-                os.fsync(out.fileno())
-            os.replace(out_name, path)
-        except BaseException:
-            if out_fd >= 0:
-                os.close(out_fd)
-            with contextlib.suppress(OSError):
-                os.unlink(out_name)
-            raise
-        finally:
-            with contextlib.suppress(OSError):
-                os.unlink(raw_name)
+            return header + names.tobytes()
+
+        write_snapshot(path, lambda raw_name: _faiss().write_index(self._ivf, raw_name), head)
         # rows the save before this one dropped are named by no save that may be current
         self._free = np.concatenate([self._free, self._settled])
         self._settled = dropped

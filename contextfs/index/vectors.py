@@ -224,19 +224,10 @@ class VectorIndex:
 
     def save(self, path: Path) -> None:
         """Write the index to `path` atomically (a temporary file, then os.replace)."""
-        path = Path(path)
-        path.parent.mkdir(parents=True, exist_ok=True)
         deleted = np.asarray(sorted(self._deleted), dtype="<i8")
-        raw_fd, raw_name = tempfile.mkstemp(prefix=path.name + ".", suffix=".hnsw", dir=path.parent)
-        os.close(raw_fd)
-        out_fd, out_name = tempfile.mkstemp(prefix=path.name + ".", suffix=".tmp", dir=path.parent)
-        try:
-            self._index.save_index(raw_name)
-            digest = xxhash.xxh64()
-            with open(raw_name, "rb") as raw:
-                for block in iter(lambda: raw.read(_CHUNK), b""):
-                    digest.update(block)
-                length = raw.tell()
+
+        def head(raw_name: str) -> bytes:
+            length, digest = digest_file(raw_name)
             header = _HEADER.pack(
                 _MAGIC,
                 self.dim,
@@ -247,24 +238,9 @@ class VectorIndex:
                 length,
                 digest.intdigest(),
             )
-            with os.fdopen(out_fd, "wb") as out, open(raw_name, "rb") as raw:
-                out_fd = -1
-                out.write(header)
-                out.write(deleted.tobytes())
-                for block in iter(lambda: raw.read(_CHUNK), b""):
-                    out.write(block)
-                out.flush()
-                os.fsync(out.fileno())
-            os.replace(out_name, path)
-        except BaseException:
-            if out_fd >= 0:
-                os.close(out_fd)
-            with contextlib.suppress(OSError):
-                os.unlink(out_name)
-            raise
-        finally:
-            with contextlib.suppress(OSError):
-                os.unlink(raw_name)
+            return header + deleted.tobytes()
+
+        write_snapshot(Path(path), self._index.save_index, head)
         log.debug("saved vector index (%d live) to %s", len(self), path)
 
     @classmethod
@@ -321,3 +297,46 @@ class VectorIndex:
             raise IndexCorrupt(f"vector index {path} lists deleted labels it does not hold")
         log.debug("loaded vector index (%d live) from %s", len(index), path)
         return index
+
+
+def digest_file(name: str, seed: bytes = b"") -> tuple[int, xxhash.xxh64]:
+    """(length, xxh64) of `seed` followed by the file's bytes."""
+    digest = xxhash.xxh64()
+    digest.update(seed)
+    with open(name, "rb") as raw:
+        for block in iter(lambda: raw.read(_CHUNK), b""):
+            digest.update(block)
+        return len(seed) + raw.tell(), digest
+
+
+def write_snapshot(
+    path: Path, payload: Callable[[str], object], head: Callable[[str], bytes]
+) -> None:
+    """Write a snapshot of ours to `path` atomically: `payload(name)` writes the engine's
+    own bytes (hnswlib's, faiss's) to a temporary file; `head(name)` returns what goes
+    before them (our checked header, computed from that file); the whole is fsynced under
+    a temporary name, then put in place with os.replace."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    raw_fd, raw_name = tempfile.mkstemp(prefix=path.name + ".", suffix=".raw", dir=path.parent)
+    os.close(raw_fd)
+    out_fd, out_name = tempfile.mkstemp(prefix=path.name + ".", suffix=".tmp", dir=path.parent)
+    try:
+        payload(raw_name)
+        before = head(raw_name)
+        with os.fdopen(out_fd, "wb") as out, open(raw_name, "rb") as raw:
+            out_fd = -1
+            out.write(before)
+            for block in iter(lambda: raw.read(_CHUNK), b""):
+                out.write(block)
+            out.flush()
+            os.fsync(out.fileno())
+        os.replace(out_name, path)
+    except BaseException:
+        if out_fd >= 0:
+            os.close(out_fd)
+        with contextlib.suppress(OSError):
+            os.unlink(out_name)
+        raise
+    finally:
+        with contextlib.suppress(OSError):
+            os.unlink(raw_name)

@@ -744,13 +744,9 @@ class Store:
         self, owner: tuple[str, str] | None = None, type_name: str | None = None
     ) -> list[int]:
         """Ids of the live nodes (of an owner, of a type), in id order."""
-        where, params = ["deleted_at IS NULL AND archived_at IS NULL"], []
-        if owner is not None:
-            where.append("owner_kind = ? AND owner_id = ?")
-            params += list(owner)
-        if type_name is not None:
-            where.append("type = ?")
-            params.append(type_name)
+        where, params = _owner_type(
+            ["deleted_at IS NULL AND archived_at IS NULL"], owner, type_name
+        )
         rows = (
             self._meta_con()
             .execute(f"SELECT id FROM nodes WHERE {' AND '.join(where)} ORDER BY id", params)
@@ -762,13 +758,7 @@ class Store:
         self, owner: tuple[str, str] | None = None, type_name: str | None = None
     ) -> tuple[int, int]:
         """(every node, live nodes), of an owner and type when given."""
-        where, params = ["TRUE"], []
-        if owner is not None:
-            where.append("owner_kind = ? AND owner_id = ?")
-            params += list(owner)
-        if type_name is not None:
-            where.append("type = ?")
-            params.append(type_name)
+        where, params = _owner_type(["TRUE"], owner, type_name)
         row = (
             self._meta_con()
             .execute(
@@ -891,3 +881,17 @@ class Store:
     def _close_readers(self) -> None:
         for con in self.__dict__.pop("_readers", {}).values():
             _close_when_idle(con)
+
+
+def _owner_type(
+    where: list[str], owner: tuple[str, str] | None, type_name: str | None
+) -> tuple[list[str], list[str]]:
+    """`where` with the conditions for an owner and a type when given, and their values."""
+    params: list[str] = []
+    if owner is not None:
+        where = [*where, "owner_kind = ? AND owner_id = ?"]
+        params += list(owner)
+    if type_name is not None:
+        where = [*where, "type = ?"]
+        params.append(type_name)
+    return where, params

@@ -25,7 +25,8 @@ def say(msg: str) -> None:
 
 
 class Progress:
-    """A `\\r` counter on stderr when it is a terminal; silent otherwise."""
+    """A `\\r` counter on stderr when it is a terminal; elsewhere (a log file) a line every
+    20 seconds, so a long run shows it is alive."""
 
     def __init__(self, label: str, total: int) -> None:
         self.label, self.total = label, total
@@ -35,10 +36,12 @@ class Progress:
 
     def update(self, done: int) -> None:
         now = time.perf_counter()
-        if self.tty and (now - self.last > 0.2 or done == self.total):
+        due = now - self.last > 0.2 or done == self.total if self.tty else now - self.last > 20
+        if due:
             self.last = now
             rate = done / max(now - self.t0, 1e-9)
-            sys.stderr.write(f"\r  {self.label}: {done}/{self.total} ({rate:.0f}/s)   ")
+            line = f"  {self.label}: {done}/{self.total} ({rate:.0f}/s)"
+            sys.stderr.write(f"\r{line}   " if self.tty else f"{line}\n")
             sys.stderr.flush()
 
     def done(self) -> float:
