@@ -53,7 +53,14 @@ def test_past_the_threshold_search_runs_on_the_compact_index(tmp_path: Path) -> 
         for t in TARGETS:  # phrased differently from the node's text
             answer = json.loads((qdir(m.path, t.question, t.scope) / "_results.json").read_text())
             hits = answer["hits"]
-            if not hits or hits[0]["path"] != t.path:
+            # Among the first three, not first: with 80 nodes, a target and its runner-up can
+            # be one rank step apart in one ranker (fused 0.0320 against 0.0318, seen in CI),
+            # and tantivy's statistics count replaced documents until a background merge,
+            # which moves BM25 ranks from run to run. First place by meaning alone is the
+            # lighthouse check below.
+            if t.path not in [h["path"] for h in hits[:3]] or "vectors" not in answer.get(
+                "searched_by", []
+            ):
                 top = [(h["path"], h.get("score")) for h in hits[:3]]
                 misses.append((t.question, answer.get("searched_by"), top))
         assert misses == [], m.status()  # the rankers that answered, and the index's state
