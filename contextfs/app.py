@@ -34,6 +34,7 @@ from contextfs.media.clip import ClipSpec, LazyClip
 from contextfs.memory.redact import Redactor
 from contextfs.memory.service import Memory
 from contextfs.search.images import ImageVectors
+from contextfs.status_json import memory_line
 from contextfs.store.backend import open_store
 from contextfs.store.fsck import close_session, mount_check, open_session, record_passed
 
@@ -60,7 +61,7 @@ def open_memory(cfg: Config, types: dict[str, ContextType]) -> Memory:
     """The store of a mount, opened read-write and checked; failsafe when fsck objects."""
     make_private(cfg.data_dir)
     redactor = Redactor(cfg.redact_patterns)  # bad user patterns refuse the mount
-    store = open_store(cfg.store_location)
+    store = open_store(cfg.store_location, memory_mb=cfg.store_memory_mb)
     memory = Memory(
         store,
         types,
@@ -244,6 +245,7 @@ def render_status(
         f"{memory.store.redaction_total()} in all (kinds and places in the store's "
         "redaction log; never the secrets)"
     )
+    lines.append(memory_line(memory))
     if memory.conflicts:  # a shared store: saves that lost to another mount's, kept
         lines.append(f"write conflicts: {len(memory.conflicts)} (newest first)")
         lines += [f"  {c}" for c in reversed(memory.conflicts)]

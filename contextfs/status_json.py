@@ -54,6 +54,49 @@ def _index(indexer: Indexer | None, committed: int) -> dict[str, Any] | None:
     }
 
 
+def memory_facts(memory: Memory) -> dict[str, int | None]:
+    """Where the daemon's memory goes: its resident set (anonymous and file-backed, from
+    /proc), the store's buffers and their limit, the node heads and texts it holds."""
+    proc: dict[str, int] = {}
+    try:
+        with open("/proc/self/status") as f:
+            for line in f:
+                key, _, value = line.partition(":")
+                if key in ("VmRSS", "RssAnon", "RssFile", "RssShmem"):
+                    proc[key] = int(value.split()[0]) * 1024
+    except OSError:  # not Linux: the process figures are unknown
+        pass
+    buffers = memory.store.buffer_memory()
+    return {
+        "rss_bytes": proc.get("VmRSS"),
+        "anonymous_bytes": proc.get("RssAnon"),
+        "file_bytes": proc.get("RssFile"),
+        "store_buffers_bytes": buffers[0] if buffers else None,
+        "store_buffers_limit_bytes": buffers[1] if buffers else None,
+        "node_heads_held": memory.nodes.held(),
+        "texts_held": len(memory.texts),
+    }
+
+
+def memory_line(memory: Memory) -> str:
+    """`memory_facts` as the line `.status` shows."""
+    m = memory_facts(memory)
+
+    def mib(key: str) -> str:
+        return "?" if m[key] is None else f"{m[key] / 2**20:,.0f}"
+
+    store = (
+        f"store buffers {mib('store_buffers_bytes')} of {mib('store_buffers_limit_bytes')} MiB"
+        if m["store_buffers_bytes"] is not None
+        else "store buffers: the server's"
+    )
+    return (
+        f"memory: {mib('rss_bytes')} MiB resident ({mib('anonymous_bytes')} anonymous, "
+        f"{mib('file_bytes')} mapped files); {store}; {m['node_heads_held']:,} node heads "
+        f"and {m['texts_held']:,} texts held"
+    )
+
+
 def _intake(intake: Intake | None) -> dict[str, Any] | None:
     if intake is None:
         return None
@@ -120,6 +163,7 @@ def status_facts(
             "last": _iso(last[0]) if last else None,
             "last_summary": last[4].splitlines()[0] if last else None,
         },
+        "memory": memory_facts(memory),
         "redactions": {
             "this_run": memory.redaction_count,
             "total": memory.store.redaction_total(),

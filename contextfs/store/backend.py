@@ -35,6 +35,7 @@ class StoreBackend(Protocol):
     con: Any  # DuckDB's connection, or a PostgreSQL one with its call shape (fsck reads it)
 
     def describe(self) -> str: ...
+    def buffer_memory(self) -> tuple[int, int] | None: ...
     def close(self) -> None: ...
     def atomic(self) -> AbstractContextManager[None]: ...
     def transaction(self) -> AbstractContextManager[None]: ...
@@ -137,15 +138,18 @@ def is_remote(location: str | Path) -> bool:
     return str(location).startswith(("postgresql://", "postgres://"))
 
 
-def open_store(location: str | Path, *, read_only: bool = False) -> StoreBackend:
-    """The store at `location`: a postgresql:// URL (PgStore) or a DuckDB file (Store)."""
+def open_store(
+    location: str | Path, *, read_only: bool = False, memory_mb: int = 0
+) -> StoreBackend:
+    """The store at `location`: a postgresql:// URL (PgStore) or a DuckDB file (Store);
+    `memory_mb` caps DuckDB's buffers (0: DuckDB's default; a server's memory is its own)."""
     if is_remote(location):
         from contextfs.store.pg import PgStore
 
         return PgStore(str(location), read_only=read_only)
     from contextfs.store.db import Store
 
-    return Store(Path(location), read_only=read_only)
+    return Store(Path(location), read_only=read_only, memory_mb=memory_mb)
 
 
 def shown(location: str | Path) -> str:

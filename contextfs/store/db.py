@@ -80,11 +80,16 @@ class Store:
     )
     unavailable: tuple[type[BaseException], ...] = ()
 
-    def __init__(self, path: Path, *, read_only: bool = False) -> None:
+    def __init__(self, path: Path, *, read_only: bool = False, memory_mb: int = 0) -> None:
         self.path = Path(path)
         self.location = str(self.path)
+        # DuckDB keeps the pages it read in its own buffers, up to 80% of the machine's
+        # memory by default: over a big store a daemon's reads kept growing them (hundreds
+        # of MiB at a million nodes). A limit makes them a cache of that size; queries
+        # past it spill to `<file>.tmp` (docs/scaling-tree.md).
+        config = {"memory_limit": f"{memory_mb}MiB"} if memory_mb > 0 else {}
         try:
-            self.con = duckdb.connect(str(self.path), read_only=read_only)
+            self.con = duckdb.connect(str(self.path), read_only=read_only, config=config)
         except duckdb.IOException as exc:
             if "lock" in str(exc).lower():
                 raise StoreLocked(
@@ -116,6 +121,14 @@ class Store:
     def describe(self) -> str:
         """Where the store is, for `.status` (never a password)."""
         return f"duckdb {self.location}"
+
+    def buffer_memory(self) -> tuple[int, int] | None:
+        """Bytes of the daemon's memory the store's buffers hold now, and their limit
+        (`.status`); None where the store's memory is a server's own (PostgreSQL)."""
+        con = self._meta_con()
+        used = con.execute("SELECT sum(memory_usage_bytes) FROM duckdb_memory()").fetchone()[0]
+        limit = con.execute("SELECT current_setting('memory_limit')").fetchone()[0]
+        return int(used or 0), _bytes(limit)
 
     def close(self) -> None:
         self._close_readers()
@@ -881,6 +894,15 @@ class Store:
     def _close_readers(self) -> None:
         for con in self.__dict__.pop("_readers", {}).values():
             _close_when_idle(con)
+
+
+_UNITS = {"B": 1, "KiB": 2**10, "MiB": 2**20, "GiB": 2**30, "TiB": 2**40}
+
+
+def _bytes(setting: str) -> int:
+    """DuckDB's spelling of a memory size ('244.1 MiB') in bytes."""
+    number, _, unit = setting.strip().partition(" ")
+    return int(float(number) * _UNITS.get(unit, 1))
 
 
 def _owner_type(

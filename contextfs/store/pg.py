@@ -218,6 +218,10 @@ class PgStore(Store):
                 )
         self._seq = self.applied = self.generation()
 
+    def buffer_memory(self) -> None:
+        """The server's buffers are its own memory, not the daemon's."""
+        return None
+
     def describe(self) -> str:
         con: PgConnection = self.con  # type: ignore[assignment]
         if con.up:

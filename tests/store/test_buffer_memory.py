@@ -1,0 +1,115 @@
+"""The store's buffers are a cache of a set size in the daemon's memory (`store_memory_mb`).
+
+DuckDB keeps the pages it reads in buffers of its own, by default up to 80% of the
+machine's memory: at a million nodes a day of reads grew a daemon by hundreds of MiB
+(docs/scaling-tree.md). A mount opens its store with a limit from `config.yaml`, reads past
+it still answer, and `.status` says what the buffers hold (a PostgreSQL store's buffers
+are the server's: the line says so)."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+
+from contextfs.app import close_memory, load_all_types, open_memory
+from contextfs.config import load_config
+from contextfs.errors import UsageError
+from contextfs.status_json import memory_facts, memory_line
+from contextfs.store.db import Store
+
+MiB = 2**20
+
+
+def _fill(store: Store, rows: int) -> None:
+    """A scratch table of `rows` texts that do not compress (each ~1 KB of digests)."""
+    store.con.execute(
+        "CREATE TABLE scratch AS SELECT i, "
+        + " || ".join(f"md5((i * 31 + {k})::VARCHAR)" for k in range(32))
+        + f" AS t FROM range({rows}) AS r(i)"
+    )
+    store.con.execute("CHECKPOINT")
+
+
+def test_a_limited_store_reads_more_than_its_limit_and_its_buffers_stay_under_it(
+    tmp_path: Path,
+) -> None:
+    store = Store(tmp_path / "s.duckdb", memory_mb=48)
+    try:
+        _fill(store, 120_000)  # ~120 MB of text on disk
+        used, limit = store.buffer_memory()
+        assert limit == 48 * MiB
+        total = store.con.execute("SELECT sum(strlen(t)) FROM scratch").fetchone()[0]
+        assert total == 120_000 * 32 * 32
+        rows = store.con.execute(
+            "SELECT count(*) FROM scratch WHERE t LIKE '%abc%' AND i % 7 = 3"
+        ).fetchone()[0]
+        assert rows > 0
+        used, _ = store.buffer_memory()
+        assert 0 < used <= 48 * MiB
+    finally:
+        store.close()
+    # the same reads without a limit keep more than the limited store could
+    store = Store(tmp_path / "s.duckdb")
+    try:
+        store.con.execute("SELECT count(*) FROM scratch WHERE t LIKE '%abc%'").fetchone()
+        used, limit = store.buffer_memory()
+        assert limit > 48 * MiB and used > 48 * MiB
+    finally:
+        store.close()
+
+
+def test_a_mount_opens_its_store_with_the_configured_limit_and_shows_it(tmp_path: Path) -> None:
+    data = tmp_path / "data"
+    data.mkdir()
+    (data / "config.yaml").write_text("search: false\nstore_memory_mb: 64\n")
+    cfg = load_config(data)
+    memory = open_memory(cfg, load_all_types(cfg))
+    try:
+        facts = memory_facts(memory)
+        assert facts["store_buffers_limit_bytes"] == 64 * MiB
+        assert facts["rss_bytes"] > facts["anonymous_bytes"] > 0
+        assert 0 < facts["file_bytes"] < facts["rss_bytes"]
+        line = memory_line(memory)
+        assert line.startswith("memory: ") and "MiB resident" in line
+        assert "store buffers " in line and " of 64 MiB" in line
+    finally:
+        close_memory(memory, cfg)
+    # the default: 256 MiB
+    (data / "config.yaml").write_text("search: false\n")
+    cfg = load_config(data)
+    assert cfg.store_memory_mb == 256
+    memory = open_memory(cfg, load_all_types(cfg))
+    try:
+        assert memory_facts(memory)["store_buffers_limit_bytes"] == 256 * MiB
+    finally:
+        close_memory(memory, cfg)
+
+
+def test_a_postgresql_store_says_its_buffers_are_the_servers(pg_dsn: str, tmp_path: Path) -> None:
+    data = tmp_path / "data"
+    data.mkdir()
+    (data / "config.yaml").write_text("search: false\n")
+    cfg = replace(load_config(data), store=pg_dsn)
+    memory = open_memory(cfg, load_all_types(cfg))
+    try:
+        facts = memory_facts(memory)
+        assert facts["store_buffers_bytes"] is None
+        assert facts["store_buffers_limit_bytes"] is None
+        assert "store buffers: the server's" in memory_line(memory)
+    finally:
+        close_memory(memory, cfg)
+
+
+@pytest.mark.parametrize(
+    ("value", "error"),
+    [("0", None), ("32", None), ("8", "at least 32"), ("-1", "at least 32"), ("big", "int")],
+)
+def test_store_memory_mb_in_config_yaml(tmp_path: Path, value: str, error: str | None) -> None:
+    (tmp_path / "config.yaml").write_text(f"store_memory_mb: {value}\n")
+    if error is None:
+        assert load_config(tmp_path).store_memory_mb == int(value)
+    else:
+        with pytest.raises(UsageError, match=error):
+            load_config(tmp_path)
