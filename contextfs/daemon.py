@@ -15,7 +15,6 @@ for `contextfs mount`.
 from __future__ import annotations
 
 import contextlib
-import ctypes
 import errno
 import faulthandler
 import gc
@@ -279,38 +278,11 @@ def _settle_heap(what: str) -> None:
     usual. Called once after each big load (the memory at mount, the model when it has
     loaded), never on a timer: garbage frozen by mistake would stay for good."""
     gc.freeze()
-    returned = _trim_heap()
     log.info(
-        "heap settled after loading %s (%d objects exempt from collection, %.0f MiB of "
-        "free heap returned to the system)",
+        "heap settled after loading %s (%d objects exempt from collection)",
         what,
         gc.get_freeze_count(),
-        returned / 2**20,
     )
-
-
-def _trim_heap() -> int:
-    """Give the C heap's free pages back to the system; the bytes the resident set fell.
-
-    A big load (the model's weights read and converted, a store's pages) frees much of what
-    it allocated, but glibc keeps freed pages in its arenas, one per thread that
-    allocated, and they stay resident: about N MiB after the model loads (see
-    docs/scaling-tree.md). `malloc_trim(0)` releases them. Not glibc: nothing to do."""
-    try:
-        trim = ctypes.CDLL("libc.so.6").malloc_trim
-    except (OSError, AttributeError):
-        return 0
-    before = _rss()
-    trim(0)
-    return max(0, before - _rss())
-
-
-def _rss() -> int:
-    try:
-        with open("/proc/self/statm") as f:
-            return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
-    except OSError:
-        return 0
 
 
 def _then_settle(factory: Callable[[], R]) -> Callable[[], R]:

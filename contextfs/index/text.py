@@ -205,11 +205,22 @@ class TextIndex:
         terms = self._analyzer.analyze(_valid_utf8(query))
         return list(dict.fromkeys(terms))[:MAX_QUERY_TERMS]
 
-    def search(self, query: str, k: int, *, path_prefix: str | None = None) -> list[TextHit]:
+    def search(
+        self,
+        query: str,
+        k: int,
+        *,
+        path_prefix: str | None = None,
+        types: tuple[str, ...] | None = None,
+        require: str = "",
+    ) -> list[TextHit]:
         """The k best units for a free-text question by BM25, best first.
 
         `path_prefix` keeps only units whose node path starts with it (plain string prefix:
-        "user/alice/" for an owner, "user/alice/preferences/editor" for one node).
+        "user/alice/" for an owner, "user/alice/preferences/editor" for one node); `types`
+        only units of nodes of those types; `require` only units holding every word of it
+        (as indexed: stemmed). Neither changes a unit's score: they only leave units out,
+        before the ranking (a filter after it would cut the k best short).
         """
         if self._index is None:
             raise ValueError("text index is closed")
@@ -218,24 +229,47 @@ class TextIndex:
             return []
         if path_prefix:
             path_prefix = _valid_utf8(path_prefix)
+        must = self.query_terms(require) if require else []
+        if require and not must:
+            return []  # nothing indexable to require: no unit holds it
         try:
-            return self._search(terms, k, path_prefix)
+            return self._search(terms, k, path_prefix, types, must)
         except BaseException as e:
             if not _is_failure(e):
                 raise
             raise IndexCorrupt(f"text index {self.path} failed a search: {e}") from e
 
-    def _search(self, terms: list[str], k: int, path_prefix: str | None) -> list[TextHit]:
+    def _search(
+        self,
+        terms: list[str],
+        k: int,
+        path_prefix: str | None,
+        types: tuple[str, ...] | None = None,
+        must: list[str] | None = None,
+    ) -> list[TextHit]:
         Q, Occur = tantivy.Query, tantivy.Occur
         searcher = self._index.searcher()
         text_query = Q.boolean_query(
             [(Occur.Should, Q.term_query(self._schema, "text", t)) for t in terms]
         )
-        query = text_query
+        # Filters score 0, leaving BM25 as it was; the engine skips along the narrowest
+        # (a name's few units), not through every unit a common word is in.
+        filters = []
         if path_prefix:
-            # The filter scores 0, leaving BM25 as it was.
-            in_paths = Q.const_score_query(self._prefix_query(searcher, path_prefix), 0.0)
-            query = Q.boolean_query([(Occur.Must, text_query), (Occur.Must, in_paths)])
+            filters.append(self._prefix_query(searcher, path_prefix))
+        if types is not None:
+            filters.append(
+                Q.boolean_query(
+                    [(Occur.Should, Q.term_query(self._schema, "type", t)) for t in types]
+                )
+            )
+        filters += [Q.term_query(self._schema, "text", t) for t in must or ()]
+        query = text_query
+        if filters:
+            query = Q.boolean_query(
+                [(Occur.Must, text_query)]
+                + [(Occur.Must, Q.const_score_query(f, 0.0)) for f in filters]
+            )
         hits = searcher.search(query, k).hits
         if not hits:
             return []
