@@ -229,7 +229,8 @@ def build_store(data: Path, n: int, vocab: str = "zipf") -> dict:
                     SELECT nextval('object_ids'), 'user', printf('u%04d', i // {PER_OWNER}),
                            CASE WHEN i % 2 = 0 THEN '{TYPES[0][0]}' ELSE '{TYPES[1][0]}' END,
                            printf('topic-%07d', i), 1, l0, l1, l2, false, false,
-                           xxh64hex(l2), '[]', '[]', 0.5, 0, ?, ?, NULL, NULL
+                           xxh64hex(l2), '[]', '[]', 0.5, 0, ?, ?, NULL, NULL,
+                           strlen(l1), strlen(l2)
                     FROM (
                         SELECT i, 'Note ' || i || ': ' || {sent(8, 1)} AS l0,
                                {sent(45, 2)} || '.' AS l1,

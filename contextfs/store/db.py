@@ -59,6 +59,11 @@ def _close_when_idle(con: Any, wait: float = 10.0) -> None:
             time.sleep(0.02)
 
 
+def _utf8_len(text: str) -> int:
+    """What `stat` shows for a tier (the l1_size/l2_size columns)."""
+    return len(text) if text.isascii() else len(text.encode("utf-8"))
+
+
 def _node_from_row(row: tuple, make: Callable[..., Node] = Node) -> Node:
     n = make(*row[:12])
     n.sources = json.loads(row[12])
@@ -351,8 +356,8 @@ class Store:
         """Insert a new node row (and its first version, with a reason); returns the
         generation of the change."""
         self.con.execute(
-            f"INSERT INTO nodes ({_NODE_COLS}) VALUES "
-            "(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            f"INSERT INTO nodes ({_NODE_COLS}, l1_size, l2_size) VALUES "
+            "(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
             [
                 n.id,
                 n.owner_kind,
@@ -374,6 +379,8 @@ class Store:
                 n.updated,
                 n.deleted_at,
                 n.archived_at,
+                _utf8_len(n.l1),
+                _utf8_len(n.l2),
             ],
         )
         if new_version_reason is not None:
@@ -391,7 +398,8 @@ class Store:
         self.con.execute(
             "UPDATE nodes SET owner_kind=?, owner_id=?, type=?, name=?, version=?, l0=?, l1=?, "
             "l2=?, l0_pinned=?, l1_pinned=?, content_hash=?, sources=?, tags=?, importance=?, "
-            "access_count=?, updated=?, deleted_at=?, archived_at=? WHERE id=?",
+            "access_count=?, updated=?, deleted_at=?, archived_at=?, l1_size=?, l2_size=? "
+            "WHERE id=?",
             [
                 n.owner_kind,
                 n.owner_id,
@@ -411,6 +419,8 @@ class Store:
                 n.updated,
                 n.deleted_at,
                 n.archived_at,
+                _utf8_len(n.l1),
+                _utf8_len(n.l2),
                 n.id,
             ],
         )
@@ -609,14 +619,14 @@ class Store:
 
     def node_heads(self, make: Callable[..., Node] = Node) -> list[tuple[Node, int, int]]:
         """Every node as `nodes()` gives it (made by `make`, a Node class) but with l1 and
-        l2 left empty, each with the UTF-8 sizes of its L1 and L2 (PostgreSQL: octet_length
-        for DuckDB's strlen). Read in batches: a million rows fetched at once would leave
+        l2 left empty, each with the UTF-8 sizes of its L1 and L2 (their columns). Read in
+        batches: a million rows fetched at once would leave
         the process a gigabyte larger for good (freed memory stays with the allocator)."""
         cols = _NODE_COLS.replace("l1, l2,", "'', '',")
         intern, loads = sys.intern, json.loads
         out: list[tuple[Node, int, int]] = []
         by_id: dict[int, Node] = {}
-        cur = self.con.execute(f"SELECT {cols}, strlen(l1), strlen(l2) FROM nodes ORDER BY id")
+        cur = self.con.execute(f"SELECT {cols}, l1_size, l2_size FROM nodes ORDER BY id")
         while rows := cur.fetchmany(self._HEAD_BATCH):
             for r in rows:
                 n = make(*r[:12])
@@ -654,15 +664,22 @@ class Store:
         if not node_ids:
             return {}
         con = self._text_con()
-        marks = ", ".join("?" * len(node_ids))
-        rows = con.execute(
-            f"SELECT id, l1, l2 FROM nodes WHERE id IN ({marks})", list(node_ids)
-        ).fetchall()
-        return {r[0]: (r[1], r[2]) for r in rows}
+        out: dict[int, tuple[str, str]] = {}
+        # A batch at a time: DuckDB pins a block of each text segment a query touches until
+        # it ends, and 480 random rows at once in four threads ran past a 256 MiB buffer
+        # limit (an error, not a wait); 100 a query never did (docs/scaling-tree.md).
+        for i in range(0, len(node_ids), self._TEXT_BATCH):
+            part = list(node_ids[i : i + self._TEXT_BATCH])
+            marks = ", ".join("?" * len(part))
+            rows = con.execute(f"SELECT id, l1, l2 FROM nodes WHERE id IN ({marks})", part)
+            out.update((r[0], (r[1], r[2])) for r in rows.fetchall())
+        return out
+
+    _TEXT_BATCH = 100
 
     # ---- the memory's heads on demand (memory.heads): one node, a page, counts -----------
 
-    _HEAD_COLS = _NODE_COLS.replace("l1, l2,", "'', '',") + ", strlen(l1), strlen(l2)"
+    _HEAD_COLS = _NODE_COLS.replace("l1, l2,", "'', '',") + ", l1_size, l2_size"
 
     def _head(self, r: tuple, make: Callable[..., Node]) -> tuple[Node, int, int]:
         n = make(*r[:12])

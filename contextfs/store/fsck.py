@@ -101,11 +101,22 @@ def versions_complete(store: Store) -> list[str]:
     return problems
 
 
-def content_hashes(store: Store) -> list[str]:
-    problems = []
-    for i, l2, h in _each(store, "SELECT id, l2, content_hash FROM nodes"):
-        if xxhash.xxh64_hexdigest(l2.encode("utf-8")) != h:
+def _node_texts_agree(rows: Iterable[tuple], problems: list[str]) -> None:
+    """Each (id, l1, l2, content_hash, l1_size, l2_size): the hash and sizes of its texts."""
+    for i, l1, l2, h, s1, s2 in rows:
+        b2 = l2.encode("utf-8")
+        if xxhash.xxh64_hexdigest(b2) != h:
             problems.append(f"node {i}: content hash does not match its L2")
+        if s2 != len(b2) or s1 != len(l1.encode("utf-8")):
+            problems.append(f"node {i}: the sizes stored for L1/L2 are not their lengths")
+
+
+_TEXT_COLS = "id, l1, l2, content_hash, l1_size, l2_size"
+
+
+def content_hashes(store: Store) -> list[str]:
+    problems: list[str] = []
+    _node_texts_agree(_each(store, f"SELECT {_TEXT_COLS} FROM nodes"), problems)
     for i, v, l2, h in _each(store, "SELECT node_id, version, l2, content_hash FROM versions"):
         if xxhash.xxh64_hexdigest(l2.encode("utf-8")) != h:
             problems.append(f"node {i} version {v}: content hash does not match")
@@ -477,14 +488,10 @@ def versions_complete_since(store: Store, since: int) -> list[str]:
 def content_hashes_since(store: Store, since: int) -> list[str]:
     """`content_hashes` of the nodes changed since, and of the versions they wrote (each
     version row has the outbox row of the change that wrote it)."""
-    problems = []
-    cur = store.con.execute(
-        f"SELECT id, l2, content_hash FROM nodes WHERE id IN {_CHANGED}", [since]
-    )
+    problems: list[str] = []
+    cur = store.con.execute(f"SELECT {_TEXT_COLS} FROM nodes WHERE id IN {_CHANGED}", [since])
     while rows := cur.fetchmany(1000):
-        for i, l2, h in rows:
-            if xxhash.xxh64_hexdigest(l2.encode("utf-8")) != h:
-                problems.append(f"node {i}: content hash does not match its L2")
+        _node_texts_agree(rows, problems)
     cur = store.con.execute(
         "SELECT x.node_id, x.version, x.l2, x.content_hash FROM versions x "
         "JOIN (SELECT DISTINCT node_id, version FROM outbox WHERE seq > ?) o "

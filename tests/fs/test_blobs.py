@@ -159,7 +159,7 @@ async def test_a_version_5_store_gets_its_bytes_stored_once(tmp_path, types) -> 
             store.con.execute(
                 "SELECT value FROM store_meta WHERE key = 'schema_version'"
             ).fetchone()[0]
-            == str(SCHEMA_VERSION)  # and on past 6 (v7: an index only)
+            == str(SCHEMA_VERSION)  # and on past 6 (v7: an index; v8: the text sizes)
         )
         assert check_store(store) == []
         assert store.stored_bytes() == (3 * len(photo), len(photo))

@@ -28,9 +28,19 @@ CREATE TABLE attachments (
 )"""
 
 
+def make_v7(con: duckdb.DuckDBPyConnection) -> None:
+    """Turn a current store into what v7 wrote: no l1_size/l2_size columns."""
+    con.execute("DROP INDEX IF EXISTS nodes_owner_type_name")
+    con.execute("ALTER TABLE nodes DROP COLUMN l1_size")
+    con.execute("ALTER TABLE nodes DROP COLUMN l2_size")
+    con.execute("CREATE INDEX nodes_owner_type_name ON nodes (owner_kind, owner_id, type, name)")
+    con.execute("UPDATE store_meta SET value = '7' WHERE key = 'schema_version'")
+
+
 def make_v5(con: duckdb.DuckDBPyConnection) -> None:
     """Turn a current store into what v5 wrote: each chunk's bytes in attachment_chunks,
-    an inbox item's bytes in inbox_items.data, no blobs (and no v7 index)."""
+    an inbox item's bytes in inbox_items.data, no blobs (and no v7 index, no v8 sizes)."""
+    make_v7(con)
     con.execute("DROP INDEX IF EXISTS nodes_owner_type_name")
     con.execute("ALTER TABLE attachment_chunks RENAME TO attachment_chunks_v6")
     con.execute(
@@ -122,6 +132,39 @@ def test_a_version_1_store_is_migrated_on_open(tmp_path, types):
         store.close()
 
 
+def test_a_version_7_store_gets_the_sizes_of_its_texts(tmp_path, types):
+    """v8 keeps each node's L1/L2 sizes in columns (what `stat` shows without reading the
+    texts); a v7 store gets them from its texts at open, and fsck holds them to it."""
+    from contextfs.memory.service import Memory
+
+    db = tmp_path / "v7" / "contextfs.duckdb"
+    db.parent.mkdir()
+    memory = Memory(Store(db), types, data_dir=db.parent)
+    memory.create_owner("user", "default")
+    texts = {"tea": "Green tea, no sugar.\n", "cafe": "Un café crème, s’il vous plaît ☕\n"}
+    for name, text in texts.items():
+        memory.save_l2(memory.create_node(("user", "default"), types["preference"], name), text)
+    memory.store.close()
+    con = duckdb.connect(str(db))
+    make_v7(con)
+    con.close()
+    store = Store(db)
+    try:
+        rows = store.con.execute(
+            "SELECT name, l1, l2, l1_size, l2_size FROM nodes ORDER BY name"
+        ).fetchall()
+        for name, l1, l2, s1, s2 in rows:
+            assert l2 == texts[name] and s2 == len(l2.encode()) and s1 == len(l1.encode())
+        assert rows[0][4] > len(rows[0][2])  # bytes, not characters
+        heads = {h[0].name: h[1:] for h in store.node_heads()}
+        assert heads == {r[0]: (r[3], r[4]) for r in rows}
+        assert check_store(store) == []
+        store.con.execute("UPDATE nodes SET l2_size = l2_size + 1 WHERE name = 'tea'")
+        assert any("sizes stored for L1/L2" in p for p in check_store(store))
+    finally:
+        store.close()
+
+
 def test_fsck_finds_a_broken_invariant(tmp_path, memory, types):
     n = memory.create_node(("user", "default"), types["preference"], "tea")
     memory.save_l2(n, "one\n")
@@ -194,7 +237,7 @@ async def test_a_version_2_store_with_attachments_opens_with_the_same_bytes(tmp_
     assert (
         store.con.execute("SELECT value FROM store_meta WHERE key = 'schema_version'").fetchone()[0]
         == str(SCHEMA_VERSION)
-        == "7"
+        == "8"
     )
     # v7: the live node at a path has its index (memory.heads asks for it by path)
     assert (
