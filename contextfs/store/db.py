@@ -11,15 +11,17 @@ it is built on.
 
 from __future__ import annotations
 
+import functools
 import json
 import logging
+import os
 import sys
 import threading
 import time
 from collections.abc import Callable, Iterator
 from contextlib import AbstractContextManager, contextmanager
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import duckdb
 
@@ -35,6 +37,7 @@ from contextfs.store.schema import (
 )
 
 log = logging.getLogger(__name__)
+R = TypeVar("R")
 
 _NODE_COLS = (
     "id, owner_kind, owner_id, type, name, version, l0, l1, l2, l0_pinned, l1_pinned, "
@@ -57,6 +60,26 @@ def _close_when_idle(con: Any, wait: float = 10.0) -> None:
                 log.warning("closing the store while a worker thread still uses it")
                 return
             time.sleep(0.02)
+
+
+def _roomy(read: Callable[..., R]) -> Callable[..., R]:
+    """A read that DuckDB refused for want of buffer memory, run again with more.
+
+    With a buffer limit (`store_memory_mb`), a query must pin what it reads within it, and
+    several at once (a search, the warm-up, the indexer) can together pin past it: DuckDB
+    then fails the query rather than wait. A read has nothing to undo: the limit grows
+    by half (up to DuckDB's own default, 80% of the machine's memory) and the read runs
+    again, until it fits; `.status` shows the limit in force, the log says it grew."""
+
+    @functools.wraps(read)
+    def run(self: Store, *args: Any, **kwargs: Any) -> R:
+        while True:
+            try:
+                return read(self, *args, **kwargs)
+            except duckdb.OutOfMemoryException as exc:
+                self._grow_buffers(exc)  # raises it at the ceiling
+
+    return run
 
 
 def _utf8_len(text: str) -> int:
@@ -126,6 +149,27 @@ class Store:
     def describe(self) -> str:
         """Where the store is, for `.status` (never a password)."""
         return f"duckdb {self.location}"
+
+    def _grow_buffers(self, why: BaseException) -> None:
+        """Raise DuckDB's buffer limit by half, up to 80% of the machine's memory."""
+        with self._grow_lock:
+            _used, limit = self.buffer_memory()  # type: ignore[misc]
+            ceiling = int(os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") * 0.8)
+            grown = min(ceiling, limit * 3 // 2)
+            if grown <= limit:
+                raise why
+            # a database-wide setting: the calling thread's own connection sets it
+            self._meta_con().execute(f"SET memory_limit = '{grown // 1024 + 1}KiB'")
+            if self.buffer_memory()[1] <= limit:  # type: ignore[index]
+                raise why  # it did not take: never loop
+        log.warning(
+            "store buffers: a read needed more than %.1f MiB; the limit is now %.1f MiB "
+            "(store_memory_mb in config.yaml sets where it starts)",
+            limit / 2**20,
+            grown / 2**20,
+        )
+
+    _grow_lock = threading.Lock()
 
     def buffer_memory(self) -> tuple[int, int] | None:
         """Bytes of the daemon's memory the store's buffers hold now, and their limit
@@ -651,6 +695,7 @@ class Store:
                         n.person_wrote = True
         return out
 
+    @_roomy
     def node_text(self, node_id: int) -> tuple[str, str] | None:
         """(l1, l2) of a node as committed; None if it has no row. Safe from any thread:
         a thread other than the store's reads through its own cursor (a DuckDB connection
@@ -659,6 +704,7 @@ class Store:
         row = con.execute("SELECT l1, l2 FROM nodes WHERE id = ?", [node_id]).fetchone()
         return (row[0], row[1]) if row is not None else None
 
+    @_roomy
     def node_texts(self, node_ids: list[int]) -> dict[int, tuple[str, str]]:
         """(l1, l2) of many nodes in one query, as `node_text` reads one (any thread)."""
         if not node_ids:
@@ -691,6 +737,7 @@ class Store:
         n.deleted_at, n.archived_at = r[18:20]
         return n, r[20], r[21]
 
+    @_roomy
     def node_head(self, node_id: int, make: Callable[..., Node] = Node) -> tuple | None:
         """(node without l1/l2 or version list, L1 size, L2 size) by primary key; None if
         it has no row. Any thread (see `_meta_con`)."""
@@ -701,6 +748,7 @@ class Store:
         )
         return self._head(row, make) if row is not None else None
 
+    @_roomy
     def node_head_page(
         self,
         after: int,
@@ -741,6 +789,7 @@ class Store:
             rows.sort(key=lambda r: r[0])
         return [self._head(r, make) for r in rows]
 
+    @_roomy
     def live_node_id(self, kind: str, owner_id: str, type_name: str, name: str) -> int | None:
         """The id of the live node at (owner, type, name) (index nodes_owner_type_name)."""
         row = (
@@ -754,6 +803,7 @@ class Store:
         )
         return row[0] if row is not None else None
 
+    @_roomy
     def live_node_head(
         self, kind: str, owner_id: str, type_name: str, name: str, make: Callable[..., Node] = Node
     ) -> tuple | None:
@@ -770,6 +820,7 @@ class Store:
         )
         return self._head(row, make) if row is not None else None
 
+    @_roomy
     def live_ids(
         self, owner: tuple[str, str] | None = None, type_name: str | None = None
     ) -> list[int]:
@@ -784,6 +835,7 @@ class Store:
         )
         return [r[0] for r in rows]
 
+    @_roomy
     def node_counts(
         self, owner: tuple[str, str] | None = None, type_name: str | None = None
     ) -> tuple[int, int]:
@@ -800,6 +852,7 @@ class Store:
         )
         return int(row[0]), int(row[1] or 0)
 
+    @_roomy
     def node_counts_by_dir(self) -> dict[tuple[tuple[str, str], str], tuple[int, int]]:
         """(every node, live nodes) of each (owner, type), in one aggregate."""
         rows = (
@@ -816,6 +869,7 @@ class Store:
     def version_count(self) -> int:
         return int(self._meta_con().execute("SELECT count(*) FROM versions").fetchone()[0])
 
+    @_roomy
     def node_history(self, node_id: int) -> tuple[list[tuple[int, float, int]], bool]:
         """A node's version list ((version, created, L2 size), oldest first) and whether a
         person wrote any of them (see MACHINE_REASONS)."""
@@ -831,6 +885,7 @@ class Store:
         person = any(not r[3].startswith(MACHINE_REASONS) for r in rows)
         return [(v, c, s) for v, c, s, _r in rows], person
 
+    @_roomy
     def live_names(self, type_name: str, ids: list[int] | None = None) -> list[tuple[int, str]]:
         """(id, name) of the live nodes of a type (among `ids`), in id order: the table of
         entity names a search keeps (`search.names`), without reading a node."""
@@ -855,6 +910,7 @@ class Store:
         row = self._meta_con().execute("SELECT max(seq) FROM outbox").fetchone()
         return row[0] or 0
 
+    @_roomy
     def nodes_changed_since(self, seq: int, limit: int) -> list[int] | None:
         """The nodes with an outbox row after `seq`; None when more than `limit` changed."""
         rows = (
@@ -864,6 +920,7 @@ class Store:
         )
         return None if len(rows) > limit else [r[0] for r in rows]
 
+    @_roomy
     def recent_live_ids(self, limit: int) -> list[int]:
         """The most recently changed live nodes, newest first (the text warm-up)."""
         rows = (

@@ -113,3 +113,33 @@ def test_store_memory_mb_in_config_yaml(tmp_path: Path, value: str, error: str |
     else:
         with pytest.raises(UsageError, match=error):
             load_config(tmp_path)
+
+
+@pytest.mark.allow_warnings
+def test_a_read_past_the_limit_grows_it_and_answers(tmp_path: Path, caplog) -> None:
+    """Reads running together can pin more than the limit (DuckDB then fails the query,
+    it does not wait): the store raises the limit and answers, and says so in the log."""
+    from contextfs.ctxtypes import builtin_schema_dir, load_types
+    from contextfs.memory.service import Memory
+
+    db = tmp_path / "contextfs.duckdb"
+    memory = Memory(Store(db), load_types([builtin_schema_dir()]), data_dir=tmp_path)
+    memory.create_owner("user", "default")
+    want = {}
+    for i in range(400):
+        n = memory.create_node(("user", "default"), memory.types["preference"], f"note-{i}")
+        text = " ".join(f"word{(i * 7919 + k * 104729) % 100003}" for k in range(400)) + "\n"
+        memory.save_l2(n, text)
+        want[n.id] = text
+    memory.store.close()
+    store = Store(db, memory_mb=32)
+    store.con.execute("SET memory_limit = '1MiB'")  # far less than one read pins
+    try:
+        with caplog.at_level("WARNING", logger="contextfs.store.db"):
+            texts = store.node_texts(list(want))
+        assert {i: t[1] for i, t in texts.items()} == want
+        _used, limit = store.buffer_memory()
+        assert limit > 1 * MiB
+        assert any("the limit is now" in r.getMessage() for r in caplog.records)
+    finally:
+        store.close()
