@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import re
 import threading
+from collections.abc import Iterable
 
 import numpy as np
 import xxhash
@@ -70,7 +71,7 @@ class EntityNames:
             None if self._upto < 0 else store.nodes_changed_since(self._upto, self.refresh_max)
         )
         if changed is None:
-            self._set(store.live_names(ENTITY_TYPE))
+            self._set(store.all_live_names(ENTITY_TYPE))
             self.full_reads += 1
         elif changed:
             self._drop(np.asarray(changed, np.int64))
@@ -88,8 +89,10 @@ class EntityNames:
                 keys.append(_key(name))
         return np.asarray(ids, np.int64), np.asarray(keys, np.uint64)
 
-    def _set(self, rows: list[tuple[int, str]]) -> None:
-        ids, keys = self._pairs(rows)
+    def _set(self, batches: Iterable[list[tuple[int, str]]]) -> None:
+        pairs = [self._pairs(rows) for rows in batches]
+        ids = np.concatenate([p[0] for p in pairs] or [_EMPTY_IDS])
+        keys = np.concatenate([p[1] for p in pairs] or [_EMPTY_KEYS])
         order = np.argsort(ids, kind="stable")
         self._ids, self._keys_by_id = ids[order], keys[order]
         order = np.argsort(keys, kind="stable")

@@ -95,7 +95,7 @@ def test_after_many_changes_the_table_answers_as_the_store_does(mem: Memory):
             mem.delete_node(n)
         if step % 7 == 0:
             want: dict[str, list[int]] = {}
-            for nid, name in mem.store.live_names("entity"):
+            for nid, name in (row for rows in mem.store.all_live_names("entity") for row in rows):
                 want.setdefault(name.replace("-", " "), []).append(nid)
             for name, ids in want.items():
                 # (named() brings the table up to date; ids() answers from it as it is)
