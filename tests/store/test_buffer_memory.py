@@ -76,13 +76,13 @@ def test_a_mount_opens_its_store_with_the_configured_limit_and_shows_it(tmp_path
         assert "store buffers " in line and " of 64 MiB" in line
     finally:
         close_memory(memory, cfg)
-    # the default: 256 MiB
+    # the default: 128 MiB
     (data / "config.yaml").write_text("search: false\n")
     cfg = load_config(data)
-    assert cfg.store_memory_mb == 256
+    assert cfg.store_memory_mb == 128
     memory = open_memory(cfg, load_all_types(cfg))
     try:
-        assert memory_facts(memory)["store_buffers_limit_bytes"] == 256 * MiB
+        assert memory_facts(memory)["store_buffers_limit_bytes"] == 128 * MiB
     finally:
         close_memory(memory, cfg)
 
