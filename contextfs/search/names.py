@@ -25,6 +25,8 @@ from contextfs.memory.service import Memory
 ENTITY_TYPE = "entity"
 # Past this many nodes changed since the last look, the table is read again whole.
 REFRESH_MAX = 5_000
+# While the table is first read, the longest name (in words) a question is asked for.
+LOADING_WORDS = 6
 _WORD = re.compile(r"\w+")
 _EMPTY_IDS = np.empty(0, np.int64)
 _EMPTY_KEYS = np.empty(0, np.uint64)
@@ -57,6 +59,8 @@ class EntityNames:
     def refresh(self) -> None:
         """Bring the table up to what the store has committed (cheap when nothing changed).
         The first call reads it whole: the daemon makes it after a mount, in the warm-up."""
+        if self._loading():
+            return
         with self._lock:
             self._refresh()
 
@@ -125,8 +129,24 @@ class EntityNames:
         hi = int(np.searchsorted(self._keys, k, "right"))
         return sorted(int(i) for i in self._ids_by_key[lo:hi])
 
+    def _loading(self) -> bool:
+        """Whether another thread is reading the whole table for the first time (the
+        warm-up after a mount: about a second at a million nodes). A question asked
+        meanwhile asks the store for its own phrases instead of waiting for it."""
+        return self._upto < 0 and self._lock.locked()
+
+    def _from_store(self, phrases: set[str]) -> dict[str, list[int]]:
+        """phrase -> ids of the live entities so named, from the store itself (one query)."""
+        slugs = {p.replace(" ", "-"): p for p in phrases if len(p) >= 3}
+        found: dict[str, list[int]] = {}
+        for nid, name in self.memory.store.live_named(ENTITY_TYPE, sorted(slugs)):
+            found.setdefault(slugs[name], []).append(nid)
+        return {p: sorted(ids) for p, ids in found.items()}
+
     def ids(self, name: str) -> list[int]:
         """The live entity nodes called `name` (lowercased, spaces for hyphens), oldest first."""
+        if self._loading():
+            return self._from_store({name}).get(name, [])
         with self._lock:
             return self._lookup(name)
 
@@ -136,13 +156,21 @@ class EntityNames:
         aside. Found by looking up the question's own phrases, not by trying every entity
         (18 ms a question at 100,000 nodes, half of them entities)."""
         words = _WORD.findall(question.lower())
-        with self._lock:
-            self._refresh()
-            phrases = {
+
+        def phrases(longest: int) -> set[str]:
+            return {
                 " ".join(words[i : i + n])
                 for i in range(len(words))
-                for n in range(1, self._words + 1)
+                for n in range(1, longest + 1)
                 if i + n <= len(words)
             }
-            found = {p: ids for p in phrases if len(p) >= 3 and (ids := self._lookup(p))}
-            return sorted(found, key=lambda name: found[name][0])
+
+        if self._loading():
+            found = self._from_store(phrases(LOADING_WORDS))
+        else:
+            with self._lock:
+                self._refresh()
+                found = {
+                    p: ids for p in phrases(self._words) if len(p) >= 3 and (ids := self._lookup(p))
+                }
+        return sorted(found, key=lambda name: found[name][0])

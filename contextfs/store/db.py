@@ -907,6 +907,18 @@ class Store:
             out += [(r[0], r[1]) for r in rows]
         return sorted(out)
 
+    @_roomy
+    def live_named(self, type_name: str, names: list[str]) -> list[tuple[int, str]]:
+        """(id, name) of the live nodes of a type with one of these names, in id order."""
+        if not names:
+            return []
+        rows = self._meta_con().execute(
+            f"SELECT id, name FROM nodes WHERE {_LIVE_OF_TYPE} "
+            f"AND name IN ({', '.join('?' * len(names))}) ORDER BY id",
+            [type_name, *names],
+        )
+        return [(r[0], r[1]) for r in rows.fetchall()]
+
     def all_live_names(self, type_name: str, batch: int = 20_000) -> Iterator[list[tuple]]:
         """(id, name) of every live node of a type, `batch` rows at a time: the whole table
         of entity names, read without holding every row at once (500,000 rows as Python

@@ -111,3 +111,27 @@ def test_a_name_followed_by_a_possessive_is_named(mem: Memory):
     names = EntityNames(mem)
     assert names.named("Where does Max's dog sleep?") == ["max"]
     assert names.ids("max") == [max_.id]
+
+
+def test_a_question_asked_while_the_table_is_first_read_is_answered_from_the_store(
+    mem: Memory,
+):
+    """The warm-up after a mount reads the whole table (about a second at a million
+    nodes); a question asked meanwhile gets the same answer from the store, at once."""
+    import threading
+
+    maya = node(mem, "entity", "maya-lopez")
+    max_ = node(mem, "entity", "max")
+    node(mem, "preference", "dark-mode")
+    names = EntityNames(mem)
+    asked = "Is Max's sister Maya Lopez in dark mode?"
+    with names._lock:  # the first whole read, under way in another thread
+        answers: list = []
+        t = threading.Thread(target=lambda: answers.append((names.named(asked), names.ids("max"))))
+        t.start()
+        t.join(timeout=10)
+        assert not t.is_alive(), "the question waited for the table"
+        assert names.full_reads == 0
+    assert answers == [(["maya lopez", "max"], [max_.id])]
+    assert names.named(asked) == ["maya lopez", "max"] and names.full_reads == 1
+    assert names.ids("maya lopez") == [maya.id]
