@@ -11,7 +11,6 @@ it is built on.
 
 from __future__ import annotations
 
-import functools
 import json
 import logging
 import os
@@ -21,7 +20,7 @@ import time
 from collections.abc import Callable, Iterator
 from contextlib import AbstractContextManager, contextmanager
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any
 
 import duckdb
 
@@ -37,7 +36,6 @@ from contextfs.store.schema import (
 )
 
 log = logging.getLogger(__name__)
-R = TypeVar("R")
 
 _NODE_COLS = (
     "id, owner_kind, owner_id, type, name, version, l0, l1, l2, l0_pinned, l1_pinned, "
@@ -62,24 +60,46 @@ def _close_when_idle(con: Any, wait: float = 10.0) -> None:
             time.sleep(0.02)
 
 
-def _roomy(read: Callable[..., R]) -> Callable[..., R]:
-    """A read that DuckDB refused for want of buffer memory, run again with more.
+class _Roomy:
+    """A DuckDB connection (or cursor) whose statements DuckDB refuses for want of buffer
+    memory run again with a larger limit.
 
-    With a buffer limit (`store_memory_mb`), a query must pin what it reads within it, and
-    several at once (a search, the warm-up, the indexer) can together pin past it: DuckDB
-    then fails the query rather than wait. A read has nothing to undo: the limit grows
-    by half (up to DuckDB's own default, 80% of the machine's memory) and the read runs
-    again, until it fits; `.status` shows the limit in force, the log says it grew."""
+    Under a buffer limit (`store_memory_mb`) DuckDB does not wait for memory: a statement
+    that cannot pin what it needs fails, whether it reads a big inbox item whole or runs
+    beside other reads that pin a lot (a search, the warm-up, the indexer). The limit is a
+    cache size, not a cap on what a user may store: such a statement makes it grow by half
+    (up to DuckDB's own default, 80% of the machine's memory; logged, and `.status` shows
+    the limit in force) and runs again, outside a transaction. Inside one, DuckDB has
+    already rolled the transaction back: the limit grows and the error goes up, to the
+    write's own error path (a refused write, its bytes kept), and the next try fits."""
 
-    @functools.wraps(read)
-    def run(self: Store, *args: Any, **kwargs: Any) -> R:
+    __slots__ = ("_con", "_store")
+
+    def __init__(self, con: Any, store: Store) -> None:
+        self._con = con
+        self._store = store
+
+    def _run(self, method: str, *args: Any, **kwargs: Any) -> Any:
         while True:
             try:
-                return read(self, *args, **kwargs)
+                getattr(self._con, method)(*args, **kwargs)
+                return self
             except duckdb.OutOfMemoryException as exc:
-                self._grow_buffers(exc)  # raises it at the ceiling
+                self._store._grow_buffers(exc)  # raises it at the ceiling
+                if self._con is self._store.con._con and self._store._depth:
+                    raise
 
-    return run
+    def execute(self, *args: Any, **kwargs: Any) -> Any:
+        return self._run("execute", *args, **kwargs)
+
+    def executemany(self, *args: Any, **kwargs: Any) -> Any:
+        return self._run("executemany", *args, **kwargs)
+
+    def cursor(self) -> _Roomy:
+        return _Roomy(self._con.cursor(), self._store)
+
+    def __getattr__(self, name: str) -> Any:  # fetch*, begin, commit, close, ...
+        return getattr(self._con, name)
 
 
 _LIVE_OF_TYPE = "deleted_at IS NULL AND archived_at IS NULL AND type = ?"
@@ -116,11 +136,13 @@ class Store:
         self.location = str(self.path)
         # DuckDB keeps the pages it read in its own buffers, up to 80% of the machine's
         # memory by default: over a big store a daemon's reads kept growing them (hundreds
-        # of MiB at a million nodes). A limit makes them a cache of that size; a read that
-        # needs more makes it grow (`_roomy`); big scans (fsck) spill to `<file>.tmp`.
+        # of MiB at a million nodes). A limit makes them a cache of that size; a statement
+        # that needs more makes it grow (`_Roomy`); big scans (fsck) spill to `<file>.tmp`.
         config = {"memory_limit": f"{memory_mb}MiB"} if memory_mb > 0 else {}
         try:
-            self.con = duckdb.connect(str(self.path), read_only=read_only, config=config)
+            self.con = _Roomy(
+                duckdb.connect(str(self.path), read_only=read_only, config=config), self
+            )
         except duckdb.IOException as exc:
             if "lock" in str(exc).lower():
                 raise StoreLocked(
@@ -154,22 +176,28 @@ class Store:
         return f"duckdb {self.location}"
 
     def _grow_buffers(self, why: BaseException) -> None:
-        """Raise DuckDB's buffer limit by half, up to 80% of the machine's memory."""
+        """Raise DuckDB's buffer limit by half, up to 80% of the machine's memory; raises
+        `why` when it is there already."""
         with self._grow_lock:
-            _used, limit = self.buffer_memory()  # type: ignore[misc]
-            ceiling = int(os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") * 0.8)
-            grown = min(ceiling, limit * 3 // 2)
-            if grown <= limit:
-                raise why
-            # a database-wide setting: the calling thread's own connection sets it
-            self._meta_con().execute(f"SET memory_limit = '{grown // 1024 + 1}KiB'")
-            if self.buffer_memory()[1] <= limit:  # type: ignore[index]
+            # a connection of its own: the refused statement's transaction may be aborted
+            con = self.con._con.cursor()
+            try:
+                limit = _bytes(con.execute("SELECT current_setting('memory_limit')").fetchone()[0])
+                ceiling = int(os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") * 0.8)
+                grown = min(ceiling, limit * 3 // 2)
+                if grown <= limit:
+                    raise why
+                con.execute(f"SET memory_limit = '{grown // 1024 + 1}KiB'")
+                now = _bytes(con.execute("SELECT current_setting('memory_limit')").fetchone()[0])
+            finally:
+                con.close()
+            if now <= limit:
                 raise why  # it did not take: never loop
         log.warning(
-            "store buffers: a read needed more than %.1f MiB; the limit is now %.1f MiB "
+            "store buffers: a statement needed more than %.1f MiB; the limit is now %.1f MiB "
             "(store_memory_mb in config.yaml sets where it starts)",
             limit / 2**20,
-            grown / 2**20,
+            now / 2**20,
         )
 
     _grow_lock = threading.Lock()
@@ -698,7 +726,6 @@ class Store:
                         n.person_wrote = True
         return out
 
-    @_roomy
     def node_text(self, node_id: int) -> tuple[str, str] | None:
         """(l1, l2) of a node as committed; None if it has no row. Safe from any thread:
         a thread other than the store's reads through its own cursor (a DuckDB connection
@@ -707,7 +734,6 @@ class Store:
         row = con.execute("SELECT l1, l2 FROM nodes WHERE id = ?", [node_id]).fetchone()
         return (row[0], row[1]) if row is not None else None
 
-    @_roomy
     def node_texts(self, node_ids: list[int]) -> dict[int, tuple[str, str]]:
         """(l1, l2) of many nodes in one query, as `node_text` reads one (any thread)."""
         if not node_ids:
@@ -740,7 +766,6 @@ class Store:
         n.deleted_at, n.archived_at = r[18:20]
         return n, r[20], r[21]
 
-    @_roomy
     def node_head(self, node_id: int, make: Callable[..., Node] = Node) -> tuple | None:
         """(node without l1/l2 or version list, L1 size, L2 size) by primary key; None if
         it has no row. Any thread (see `_meta_con`)."""
@@ -751,7 +776,6 @@ class Store:
         )
         return self._head(row, make) if row is not None else None
 
-    @_roomy
     def node_head_page(
         self,
         after: int,
@@ -792,7 +816,6 @@ class Store:
             rows.sort(key=lambda r: r[0])
         return [self._head(r, make) for r in rows]
 
-    @_roomy
     def live_node_id(self, kind: str, owner_id: str, type_name: str, name: str) -> int | None:
         """The id of the live node at (owner, type, name) (index nodes_owner_type_name)."""
         row = (
@@ -806,7 +829,6 @@ class Store:
         )
         return row[0] if row is not None else None
 
-    @_roomy
     def live_node_head(
         self, kind: str, owner_id: str, type_name: str, name: str, make: Callable[..., Node] = Node
     ) -> tuple | None:
@@ -823,7 +845,6 @@ class Store:
         )
         return self._head(row, make) if row is not None else None
 
-    @_roomy
     def live_ids(
         self, owner: tuple[str, str] | None = None, type_name: str | None = None
     ) -> list[int]:
@@ -838,7 +859,6 @@ class Store:
         )
         return [r[0] for r in rows]
 
-    @_roomy
     def node_counts(
         self, owner: tuple[str, str] | None = None, type_name: str | None = None
     ) -> tuple[int, int]:
@@ -855,7 +875,6 @@ class Store:
         )
         return int(row[0]), int(row[1] or 0)
 
-    @_roomy
     def node_counts_by_dir(self) -> dict[tuple[tuple[str, str], str], tuple[int, int]]:
         """(every node, live nodes) of each (owner, type), in one aggregate."""
         rows = (
@@ -872,7 +891,6 @@ class Store:
     def version_count(self) -> int:
         return int(self._meta_con().execute("SELECT count(*) FROM versions").fetchone()[0])
 
-    @_roomy
     def node_history(self, node_id: int) -> tuple[list[tuple[int, float, int]], bool]:
         """A node's version list ((version, created, L2 size), oldest first) and whether a
         person wrote any of them (see MACHINE_REASONS)."""
@@ -888,7 +906,6 @@ class Store:
         person = any(not r[3].startswith(MACHINE_REASONS) for r in rows)
         return [(v, c, s) for v, c, s, _r in rows], person
 
-    @_roomy
     def live_names(self, type_name: str, ids: list[int]) -> list[tuple[int, str]]:
         """(id, name) of the live nodes of a type among `ids`, in id order: the changes to
         the table of entity names a search keeps (`search.names`), without reading a node."""
@@ -907,7 +924,6 @@ class Store:
             out += [(r[0], r[1]) for r in rows]
         return sorted(out)
 
-    @_roomy
     def live_named(self, type_name: str, names: list[str]) -> list[tuple[int, str]]:
         """(id, name) of the live nodes of a type with one of these names, in id order."""
         if not names:
@@ -934,7 +950,6 @@ class Store:
         row = self._meta_con().execute("SELECT max(seq) FROM outbox").fetchone()
         return row[0] or 0
 
-    @_roomy
     def nodes_changed_since(self, seq: int, limit: int) -> list[int] | None:
         """The nodes with an outbox row after `seq`; None when more than `limit` changed."""
         rows = (
@@ -944,7 +959,6 @@ class Store:
         )
         return None if len(rows) > limit else [r[0] for r in rows]
 
-    @_roomy
     def recent_live_ids(self, limit: int) -> list[int]:
         """The most recently changed live nodes, newest first (the text warm-up)."""
         rows = (
