@@ -39,11 +39,11 @@ def _key(name: str) -> int:
 class EntityNames:
     """Lowercased entity names (the node name with spaces: "maya lopez") to live node ids.
 
-    Kept as four numpy arrays, not dicts of strings and lists: at a million nodes, half of
-    them entities, the dicts took 204 MiB of the daemon, the arrays 16 MiB. A name is its
-    64-bit hash (xxh64): the table answers for the names a question spells, never lists
-    them. Two sortings of the same (id, key) pairs: by id (what a change replaces) and by
-    key (what a question looks up); a change moves a few elements, never re-sorts."""
+    Kept as two numpy arrays, not dicts of strings and lists: at a million nodes, half of
+    them entities, the dicts took 204 MiB of the daemon, the arrays take 8 MiB. A name is
+    its 64-bit hash (xxh64): the table answers for the names a question spells, never
+    lists them. The (key, id) pairs are sorted by key (what a question looks up); a change
+    removes and inserts a few, never re-sorts."""
 
     def __init__(self, memory: Memory, refresh_max: int = REFRESH_MAX) -> None:
         self.memory = memory
@@ -52,7 +52,6 @@ class EntityNames:
         # searches run in worker threads, several at once, and the warm-up in another
         self._lock = threading.Lock()
         self._upto = -1  # the outbox seq the table reflects; -1: never read
-        self._ids, self._keys_by_id = _EMPTY_IDS, _EMPTY_KEYS  # ascending ids
         self._keys, self._ids_by_key = _EMPTY_KEYS, _EMPTY_IDS  # ascending keys
         self._words = 1  # the most words a name has had (how long a phrase to look up)
 
@@ -97,16 +96,12 @@ class EntityNames:
         pairs = [self._pairs(rows) for rows in batches]
         ids = np.concatenate([p[0] for p in pairs] or [_EMPTY_IDS])
         keys = np.concatenate([p[1] for p in pairs] or [_EMPTY_KEYS])
-        order = np.argsort(ids, kind="stable")
-        self._ids, self._keys_by_id = ids[order], keys[order]
         order = np.argsort(keys, kind="stable")
         self._keys, self._ids_by_key = keys[order], ids[order]
 
     def _drop(self, changed: np.ndarray) -> None:
-        gone = np.isin(self._ids, changed)
+        gone = np.isin(self._ids_by_key, changed)
         if gone.any():
-            self._ids, self._keys_by_id = self._ids[~gone], self._keys_by_id[~gone]
-            gone = np.isin(self._ids_by_key, changed)
             self._keys, self._ids_by_key = self._keys[~gone], self._ids_by_key[~gone]
 
     def _add(self, rows: list[tuple[int, str]]) -> None:
@@ -114,10 +109,6 @@ class EntityNames:
         if not len(ids):
             return
         # np.insert puts values bound for one place in the order given: sorted first
-        order = np.argsort(ids, kind="stable")
-        at = np.searchsorted(self._ids, ids[order])
-        self._ids = np.insert(self._ids, at, ids[order])
-        self._keys_by_id = np.insert(self._keys_by_id, at, keys[order])
         order = np.argsort(keys, kind="stable")
         at = np.searchsorted(self._keys, keys[order])
         self._keys = np.insert(self._keys, at, keys[order])

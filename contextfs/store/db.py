@@ -695,8 +695,8 @@ class Store:
     def node_heads(self, make: Callable[..., Node] = Node) -> list[tuple[Node, int, int]]:
         """Every node as `nodes()` gives it (made by `make`, a Node class) but with l1 and
         l2 left empty, each with the UTF-8 sizes of its L1 and L2 (their columns). Read in
-        batches: a million rows fetched at once would leave
-        the process a gigabyte larger for good (freed memory stays with the allocator)."""
+        batches: a million rows fetched at once would leave the process a gigabyte larger
+        for good (freed memory stays with the allocator)."""
         cols = _NODE_COLS.replace("l1, l2,", "'', '',")
         intern, loads = sys.intern, json.loads
         out: list[tuple[Node, int, int]] = []
