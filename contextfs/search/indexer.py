@@ -429,6 +429,19 @@ class Indexer(Service):
         """The labels of these nodes' units (under the lock), or None past `most`."""
         return self.digests.in_ranges([nid * SLOTS for nid in node_ids], SLOTS, most)
 
+    def passage_counts(self, node_ids: Sequence[int]) -> dict[int, int]:
+        """For the nodes the index holds units of (under the lock): how many L2 passages
+        it holds, counted up to the last (a passage that repeats a tier or an earlier
+        passage is indexed once, `_distinct`). 0: none, so the node's L2 is empty or is
+        one passage that repeats its L0 or L1 (a short node). A search needs to know
+        which nodes are one passage without reading their texts from the store."""
+        units, last = self.digests.last_in([nid * SLOTS for nid in node_ids], SLOTS)
+        return {
+            nid: max(0, lab - nid * SLOTS - 1)
+            for nid, u, lab in zip(node_ids, units, last, strict=True)
+            if u > 0
+        }
+
     def _compact_locked(self) -> None:
         with self.lock:
             self._maybe_compact()

@@ -18,6 +18,8 @@ from dataclasses import dataclass, field
 from contextfs.errors import InvalidInput
 from contextfs.index.vectors import Snapshot
 from contextfs.memory.service import Memory
+from contextfs.memory.texts import LazyNode
+from contextfs.memory.tokens import estimate_tokens
 from contextfs.model import Node
 from contextfs.search.images import IMAGE_TYPE, original_of
 from contextfs.search.indexer import Indexer, label_chunk, label_node, label_tier
@@ -78,6 +80,32 @@ class PassageHit:
     path: str
     passage: Passage
     score: float
+
+
+@dataclass(frozen=True, slots=True)
+class _Candidate:
+    """A passage while a search ranks it: its node and number, its text not read yet."""
+
+    node: Node
+    path: str
+    index: int
+    score: float
+
+
+def _passage(n: Node, index: int) -> Passage | None:
+    """Passage `index` of n's current L2, if it has one (reads n's text)."""
+    ps = node_passages(n)
+    return ps[index] if 0 <= index < len(ps) else None
+
+
+def count_passages(n: Node, indexed: int | None) -> int:
+    """How many passages n has: from its text when that is loaded or the index has no
+    unit of it (`indexed` None), else from the index (`Indexer.passage_counts`) without
+    reading the text. The index holds no L2 unit of a node whose L2 is empty or is one
+    passage that repeats its L0 or L1; the L2's size tells the two apart."""
+    if indexed is None or (isinstance(n, LazyNode) and n.loaded):
+        return len(node_passages(n))
+    return indexed if indexed > 0 else int(n.tier_size("L2") > 0)
 
 
 @dataclass(slots=True)
@@ -254,14 +282,27 @@ class Searcher:
         units += [
             ((h.node_id, h.tier, h.chunk), 1) for h in text_hits if allowed(nodes.get(h.node_id))
         ]
-        # their texts, in one query where the memory holds them in the store only
-        memory.texts.prefetch([nodes.get(key[0]) for key, _side in units])
+        # How many passages each candidate has: the index knows (its units), so the texts
+        # of hundreds of candidates are not read from the store to count them (at a
+        # million nodes that read was a third of a question's time). Nodes the index
+        # holds no unit of, or every node while vectors are off (the units are counted
+        # where the vectors are), are counted from their texts, read in one query.
+        candidates = list(dict.fromkeys(key[0] for key, _side in units))
+        counts: dict[int, int] = {}
+        if vectors_on:
+            with ix.lock:
+                counts = ix.passage_counts(candidates)
+        memory.texts.prefetch([nodes.get(nid) for nid in candidates if nid not in counts])
+
+        def passage_count(n: Node) -> int:
+            return count_passages(n, counts.get(n.id))
+
         seen = [0, 0]
         for key, side in units:
             # passages rank among passages: summaries of long nodes do not push them down
             # (a short node's one unit is its L0, which stands for its one passage)
             n = nodes.get(key[0])
-            if key[1] == "L2" or (n is not None and len(node_passages(n)) == 1):
+            if key[1] == "L2" or (n is not None and passage_count(n) == 1):
                 rank = seen[side]
                 seen[side] += 1
                 unit_score[key] = unit_score.get(key, 0.0) + SIDE_WEIGHT[side] / (RRF_K + rank + 1)
@@ -301,64 +342,98 @@ class Searcher:
                     att = original_of(memory, n)
                     if att is not None:
                         by_node[nid].media = memory.attachment_path(att)
-        passages: list[PassageHit] = []
         # the people the question names: what they said themselves is the likelier answer
         named = {
             x.lower()
             for x in self._participants(scope)
             if re.search(rf"\b{re.escape(x)}\b", question)
         }
+        if named:  # a turn's speaker is in its archive's text
+            memory.texts.prefetch([h.node for h in by_node.values() if h.node.type == SESSION_TYPE])
+        # The passages, ranked by number: their texts are read once the ranking is done,
+        # for the best of them only (`_read_passages`).
+        cands: list[_Candidate] = []
+        have: set[tuple[int, int]] = set()
         for (nid, tier, chunk), score in unit_score.items():
             hit = by_node.get(nid)
             if hit is None:
                 continue
-            ps = node_passages(hit.node)
-            if len(ps) == 1:  # a short node: any of its tiers stands for its one passage
-                p = ps[0]
-            elif tier == "L2" and chunk < len(ps):
-                p = ps[chunk]
+            count = passage_count(hit.node)
+            if count == 1:  # a short node: any of its tiers stands for its one passage
+                index = 0
+            elif tier == "L2" and chunk < count:
+                index = chunk
             else:
                 continue
-            if any(x.passage.index == p.index for x in hit.passages):
+            if (nid, index) in have:
                 continue
-            if p.speaker and p.speaker.lower() in named:
-                score *= 1 + SPEAKER_BOOST
-            if p.index == 0:
+            have.add((nid, index))
+            if named and hit.node.type == SESSION_TYPE:
+                p = _passage(hit.node, index)
+                if p is not None and p.speaker and p.speaker.lower() in named:
+                    score *= 1 + SPEAKER_BOOST
+            if index == 0:
                 score += image_bonus.pop(nid, 0.0)
-            ph = PassageHit(hit.node, hit.path, p, round(score, 6))
-            hit.passages.append(ph)
-            passages.append(ph)
+            cands.append(_Candidate(hit.node, hit.path, index, round(score, 6)))
         for nid, bonus in image_bonus.items():  # pictures no text ranker found
             hit = by_node.get(nid)
-            ps = node_passages(hit.node) if hit is not None else []
-            if ps:
-                ph = PassageHit(hit.node, hit.path, ps[0], round(bonus, 6))
-                hit.passages.append(ph)
-                passages.append(ph)
-        self._add_named_entities(question, passages, by_node, allowed)
-        self._add_entity_mentions(question, scope, passages, by_node, allowed)
-        self._add_linked_turns(passages, by_node, allowed)
-        passages.sort(key=lambda ph: (-ph.score, text_rank.get(ph.node.id, far), -ph.node.id))
+            if hit is not None and passage_count(hit.node) > 0:
+                cands.append(_Candidate(hit.node, hit.path, 0, round(bonus, 6)))
+        self._add_named_entities(question, cands, by_node, allowed)
+        self._add_entity_mentions(question, scope, cands, by_node, allowed)
+        self._add_linked_turns(cands, by_node, allowed)
+        cands.sort(key=lambda c: (-c.score, text_rank.get(c.node.id, far), -c.node.id))
         hits = list(by_node.values())[: opts.k]
+        passages = self._read_passages(cands, opts.budget, {h.node.id for h in hits})
+        for ph in passages:
+            by_node[ph.node.id].passages.append(ph)
         sides = ("bm25", "vectors") if vectors_on else ("bm25",)
         if images_on:
             sides += ("clip",)
         note = "" if vectors_on else f"vectors not used yet: {ix.state}"
         return Results(hits, passages, sides, note)
 
+    def _read_passages(
+        self, cands: list[_Candidate], budget: int, hits: set[int]
+    ) -> list[PassageHit]:
+        """The ranked candidates as passages, best first, their texts read a batch of
+        nodes at a time: until what is read would fill the budget READ_FILL times over
+        (the bundle packs the best passages, and those after could only fill the few
+        tokens left), and after that only the passages of the first k hits (each hit
+        lists its passages in `_results.json`). A candidate whose node no longer has
+        that passage (its L2 changed since it was indexed) is dropped."""
+        out: list[PassageHit] = []
+        tokens = 0
+        headed: set[int] = set()
+        for i in range(0, len(cands), READ_BATCH):
+            batch = cands[i : i + READ_BATCH]
+            if tokens >= budget * READ_FILL:
+                batch = [c for c in batch if c.node.id in hits]
+            self.memory.texts.prefetch([c.node for c in batch])
+            for c in batch:
+                p = _passage(c.node, c.index)
+                if p is None:
+                    continue
+                out.append(PassageHit(c.node, c.path, p, c.score))
+                tokens += estimate_tokens(p.text)
+                if c.node.id not in headed:  # the node's heading, once
+                    headed.add(c.node.id)
+                    tokens += estimate_tokens(c.path) + HEADING_TOKENS
+        return out
+
     def _add_linked_turns(
         self,
-        passages: list[PassageHit],
+        cands: list[_Candidate],
         by_node: dict[int, Hit],
         allowed: Callable[[Node | None], bool],
     ) -> None:
         """A memory extracted from a conversation leads to the turns it came from (its
         sources name the inbox file and the turn ids): they join the passages at a share of
         its score. An entity gathered over several sessions so brings each of them."""
-        have = {(ph.node.id, ph.passage.index) for ph in passages}
-        extra: list[PassageHit] = []
-        for ph in passages:
-            n = ph.node
+        have = {(c.node.id, c.index) for c in cands}
+        extra: list[_Candidate] = []
+        for c in cands:
+            n = c.node
             if n.type == SESSION_TYPE or len(extra) > LINKED_MAX:
                 continue
             for src in n.sources:
@@ -372,7 +447,7 @@ class Searcher:
                     if p is None or (archive.id, p.index) in have:
                         continue
                     have.add((archive.id, p.index))
-                    score = round(ph.score * LINK_SHARE, 6)
+                    score = round(c.score * LINK_SHARE, 6)
                     hit = by_node.get(archive.id)
                     if hit is None:  # a session only the memory led to: a hit of its own
                         hit = by_node[archive.id] = Hit(
@@ -382,46 +457,41 @@ class Searcher:
                             [],
                             archive.l0.strip()[:300],
                         )
-                    linked = PassageHit(archive, hit.path, p, score)
-                    extra.append(linked)
-                    hit.passages.append(linked)
-        passages.extend(extra)
+                    extra.append(_Candidate(archive, hit.path, p.index, score))
+        cands.extend(extra)
 
     def _add_named_entities(
         self,
         question: str,
-        passages: list[PassageHit],
+        cands: list[_Candidate],
         by_node: dict[int, Hit],
         allowed: Callable[[Node | None], bool],
     ) -> None:
         """An entity named in the question is a hub: its node joins the hits and its
         passage the candidates (at the best passage's score), so the turns it was gathered
         from follow (`_add_linked_turns`), from every session that spoke of it."""
-        top = max((ph.score for ph in passages), default=1.0 / (RRF_K + 1))
-        have = {ph.node.id for ph in passages}
+        top = max((c.score for c in cands), default=1.0 / (RRF_K + 1))
+        have = {c.node.id for c in cands}
         for name in self.names.named(question):
             for nid in self.names.ids(name):
                 n = self.memory.nodes.get(nid)
                 if n is None or n.id in have or not allowed(n):
                     continue
-                ps = node_passages(n)
-                if not ps:
+                if not node_passages(n):
                     continue
                 hit = by_node.get(n.id)
                 if hit is None:
                     hit = by_node[n.id] = Hit(
                         n, self.memory.node_path(n), round(top, 6), [], n.l0.strip()[:300]
                     )
-                ph = PassageHit(n, hit.path, ps[0], round(top, 6))
-                hit.passages.append(ph)
-                passages.append(ph)
+                cands.append(_Candidate(n, hit.path, 0, round(top, 6)))
                 have.add(n.id)
 
     def _add_entity_mentions(
         self,
         question: str,
         scope: str,
-        passages: list[PassageHit],
+        cands: list[_Candidate],
         by_node: dict[int, Hit],
         allowed: Callable[[Node | None], bool],
     ) -> None:
@@ -433,18 +503,22 @@ class Searcher:
         if ix.text is None:
             return
         asked = question.lower()
-        best = sorted(passages, key=lambda ph: -ph.score)[:HOP_FROM]
-        where = {(ph.node.id, ph.passage.index): i for i, ph in enumerate(passages)}
+        ranked = sorted(cands, key=lambda c: -c.score)
+        best = ranked[:HOP_FROM]
+        # their texts, with those of the first batch `_read_passages` reads: one query
+        self.memory.texts.prefetch([c.node for c in ranked[:READ_BATCH]])
+        where = {(c.node.id, c.index): i for i, c in enumerate(cands)}
         taken: set[tuple[int, int]] = set()  # joined by a hop already
         nodes = self.memory.nodes
-        hops: list[tuple[str, PassageHit]] = []
+        hops: list[tuple[str, _Candidate]] = []
         self.names.refresh()
-        for ph in best:
-            if ph.node.type == "entity":
-                names = [ph.node.name.replace("-", " ").lower()]
+        for c in best:
+            if c.node.type == "entity":
+                names = [c.node.name.replace("-", " ").lower()]
             else:  # a turn naming a known entity ("Will had a twelve-hour shift")
                 names = []
-                for m in _PROPER.finditer(ph.passage.text):
+                p = _passage(c.node, c.index)
+                for m in _PROPER.finditer(p.text if p is not None else ""):
                     phrase = m.group(0).lower()
                     for cand in (phrase, phrase.split()[0]):
                         if any(allowed(nodes.get(i)) for i in self.names.ids(cand)):
@@ -456,7 +530,7 @@ class Searcher:
                     and not re.search(rf"\b{re.escape(name)}\b", asked)
                     and name not in {h for h, _ in hops}
                 ):
-                    hops.append((name, ph))
+                    hops.append((name, c))
         for name, hub in hops[:HOP_MAX]:
             # only the archives' turns that hold the name can join (below): asking BM25
             # for those alone, not for every unit with a word of the question (at a
@@ -471,14 +545,14 @@ class Searcher:
                 )
             rank = 0
             batch = nodes.get_many([h.node_id for h in hits])  # one query, as in search()
+            self.memory.texts.prefetch(list(batch.values()))
             for h in hits:
                 m = batch.get(h.node_id)
                 if m is None or m.type != SESSION_TYPE or not allowed(m):
                     continue
-                ps = node_passages(m)
-                if h.tier != "L2" or h.chunk >= len(ps):
+                p = _passage(m, h.chunk) if h.tier == "L2" else None
+                if p is None:
                     continue
-                p = ps[h.chunk]
                 key = (m.id, p.index)
                 if key in taken or not re.search(rf"\b{re.escape(name)}\b", p.text, re.IGNORECASE):
                     continue
@@ -490,16 +564,12 @@ class Searcher:
                     hit = by_node[m.id] = Hit(
                         m, self.memory.node_path(m), score, [], m.l0.strip()[:300]
                     )
-                ph = PassageHit(m, hit.path, p, score)
                 at = where.get(key)
                 if at is None:  # new: a candidate of its own
-                    where[key] = len(passages)
-                    hit.passages.append(ph)
-                    passages.append(ph)
-                elif passages[at].score < score:  # found weakly before: the hop raises it
-                    old = passages[at]
-                    hit.passages[hit.passages.index(old)] = ph
-                    passages[at] = ph
+                    where[key] = len(cands)
+                    cands.append(_Candidate(m, hit.path, p.index, score))
+                elif cands[at].score < score:  # found weakly before: the hop raises it
+                    cands[at] = _Candidate(m, hit.path, p.index, score)
                 if rank >= HOP_TURNS:
                     break
 
@@ -569,6 +639,12 @@ HOP_FROM = 6  # passages whose entities are asked about by name (a second hop)
 HOP_MAX = 3  # entity names asked about per question
 HOP_DEPTH = 40  # units asked of BM25 for an entity's name
 HOP_TURNS = 4  # turns that name the entity joined per hop
+# Passage texts are read, best first, until they would fill the budget this many times over
+# (`Searcher._read_passages`), READ_BATCH nodes a query; a node's heading costs about
+# HEADING_TOKENS besides its path.
+READ_FILL = 2
+READ_BATCH = 32
+HEADING_TOKENS = 6
 LINKED_MAX = 200  # passages: enough to fill the largest budget many times over
 SNAPSHOTS_KEPT = 4  # scopes whose vectors are kept (each at most SCOPED_EXACT_MAX x dim)
 SCOPED_EXACT_MAX = 20_000  # units; above this a filtered graph search is cheaper
