@@ -69,7 +69,13 @@ def caption(colour: str, shape: str) -> str:
 
 
 def train(
-    folder: Path, *, steps: int = 300, batch: int = 48, seed: int = 0, log=None
+    folder: Path,
+    *,
+    steps: int = 400,
+    batch: int = 48,
+    seed: int = 0,
+    lr: float = 1e-3,
+    log=None,
 ) -> tuple[Path, Path]:
     """Train the tiny model on generated captioned shapes (CLIP's contrastive loss, one
     thread) and save it: (config JSON, weights file). About 20-40 s on one busy core."""
@@ -96,7 +102,7 @@ def train(
     xs = torch.stack(pool_x)
     ys = torch.tensor(pool_y)
     tokens = tokenizer([caption(c, s) for c, s in classes])
-    opt = torch.optim.AdamW(model.parameters(), lr=3e-3, weight_decay=0.01)
+    opt = torch.optim.AdamW(model.parameters(), lr=lr, weight_decay=0.01)
     model.train()
     rng = torch.Generator().manual_seed(seed)
     started = time.monotonic()
