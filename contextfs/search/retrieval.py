@@ -99,11 +99,11 @@ def _passage(n: Node, index: int) -> Passage | None:
 
 
 def count_passages(n: Node, indexed: int | None) -> int:
-    """How many passages n has: from its text when that is loaded or the index has no
+    """How many passages n has: from its text when that is in memory or the index has no
     unit of it (`indexed` None), else from the index (`Indexer.passage_counts`) without
     reading the text. The index holds no L2 unit of a node whose L2 is empty or is one
     passage that repeats its L0 or L1; the L2's size tells the two apart."""
-    if indexed is None or (isinstance(n, LazyNode) and n.loaded):
+    if indexed is None or not isinstance(n, LazyNode) or n.loaded:
         return len(node_passages(n))
     return indexed if indexed > 0 else int(n.tier_size("L2") > 0)
 
