@@ -259,9 +259,13 @@ def _mount(
     pyfuse3.init(ops, str(mountpoint), fuse_options)
     teardown.push(_close_fuse)
     announce()
-    warmup = TextWarmup(
-        memory.texts, memory.recent_nodes, also=searcher.names.refresh if searcher else None
-    )
+
+    def first_reads() -> None:  # what the first questions would otherwise wait for
+        memory.store.read_ahead()
+        if searcher is not None:
+            searcher.names.refresh()
+
+    warmup = TextWarmup(memory.texts, memory.recent_nodes, also=first_reads)
     services = (indexer, intake_service, consolidation, summaries, cluster, warmup)
     _settle_heap("the memory and the tree")
     trio.run(_run_services, ops, services)

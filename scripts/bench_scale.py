@@ -443,10 +443,14 @@ def measure_search(mnt: Path, data: Path, n: int, args: argparse.Namespace) -> d
                 if "## " not in text:
                     raise RuntimeError(f"no passages for {q!r}")
         res["query"] = stats(times)
+        res["query_ms"] = [round(t * 1000, 1) for t in times]  # in the order asked
         res["rss_after"] = d.rss()
+        first = res["query_ms"][: len(QUESTIONS)]
         say(
             f"  N={n}: search RSS {res['rss_after']['VmRSS'] / 2**20:.0f} MiB, query p50 "
-            f"{res['query']['p50'] * 1000:.1f} ms p99 {res['query']['p99'] * 1000:.1f} ms"
+            f"{res['query']['p50'] * 1000:.1f} ms p99 {res['query']['p99'] * 1000:.1f} ms "
+            f"(first round, each question new: {min(first):.0f}-{max(first):.0f} ms; "
+            f"in order: {', '.join(f'{t:.0f}' for t in first)})"
         )
     finally:
         d.stop()

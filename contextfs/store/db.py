@@ -210,6 +210,26 @@ class Store:
         limit = con.execute("SELECT current_setting('memory_limit')").fetchone()[0]
         return int(used or 0), _bytes(limit)
 
+    def read_ahead(self) -> None:
+        """Ask the kernel to bring the store's file into the page cache (after a mount, in
+        a worker thread). DuckDB reads its file through its own small buffers, and the
+        first questions after a mount read hundreds of random rows: on a file whose pages
+        the machine let go (here a file not read for some minutes is reclaimed, with
+        memory free), each is a disk read. The page cache is the kernel's, not the
+        daemon's memory."""
+        if not hasattr(os, "posix_fadvise"):
+            return
+        try:
+            fd = os.open(self.path, os.O_RDONLY)
+        except OSError:
+            return
+        try:
+            os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_WILLNEED)
+        except OSError:
+            pass
+        finally:
+            os.close(fd)
+
     def close(self) -> None:
         self._close_readers()
         if self.garbage:

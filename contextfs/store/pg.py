@@ -218,6 +218,9 @@ class PgStore(Store):
                 )
         self._seq = self.applied = self.generation()
 
+    def read_ahead(self) -> None:
+        """The server reads its own files."""
+
     def buffer_memory(self) -> None:
         """The server's buffers are its own memory, not the daemon's."""
         return None
