@@ -347,6 +347,36 @@ class Daemon:
         self.out.close()
 
 
+def cpu_sample(pid: int) -> tuple[float, float, int, float, float]:
+    """(daemon CPU s, machine busy CPU s, daemon major faults, machine iowait s, time)."""
+    tick = os.sysconf("SC_CLK_TCK")
+    with open(f"/proc/{pid}/stat") as f:
+        fields = f.read().rpartition(")")[2].split()
+    with open("/proc/stat") as f:
+        cpu = [int(x) for x in f.readline().split()[1:]]
+    busy = sum(cpu) - cpu[3] - cpu[4]  # all but idle and iowait
+    return (
+        (int(fields[11]) + int(fields[12])) / tick,
+        busy / tick,
+        int(fields[9]),
+        cpu[4] / tick,
+        time.perf_counter(),
+    )
+
+
+def cpu_delta(a: tuple, b: tuple, wall: float) -> dict[str, float]:
+    """What one read cost: its wall time, the daemon's CPU, the rest of the machine's CPU
+    (other processes: the benchmark itself, the kernel's own threads), the daemon's major
+    page faults and the machine's iowait, in ms (faults: a count)."""
+    return {
+        "wall_ms": round(wall * 1000, 1),
+        "daemon_cpu_ms": round((b[0] - a[0]) * 1000, 1),
+        "other_cpu_ms": round(((b[1] - a[1]) - (b[0] - a[0])) * 1000, 1),
+        "daemon_major_faults": b[2] - a[2],
+        "iowait_ms": round((b[3] - a[3]) * 1000, 1),
+    }
+
+
 def timed(fn) -> float:
     t0 = time.perf_counter()
     fn()
@@ -433,15 +463,21 @@ def measure_search(mnt: Path, data: Path, n: int, args: argparse.Namespace) -> d
         res["ready_s"], _ = wait_index_ready(mnt, 1800)
         res["rss_ready"] = d.rss()
         times = []
+        pid = daemon_pid(mnt) or d.proc.pid
+        probes = []  # of the first round: where each read's time went
         for r in range(args.rounds):
             for q in QUESTIONS:
                 # a budget never asked before: the daemon searches afresh
                 path = mnt / ".query" / f"@budget={2000 + r}" / q / "_context.md"
+                before = cpu_sample(pid)
                 t0 = time.perf_counter()
                 text = path.read_text()
                 times.append(time.perf_counter() - t0)
+                if r == 0:
+                    probes.append(cpu_delta(before, cpu_sample(pid), times[-1]))
                 if "## " not in text:
                     raise RuntimeError(f"no passages for {q!r}")
+        res["first_round_probe"] = probes
         res["query"] = stats(times)
         res["query_ms"] = [round(t * 1000, 1) for t in times]  # in the order asked
         res["rss_after"] = d.rss()
@@ -451,6 +487,14 @@ def measure_search(mnt: Path, data: Path, n: int, args: argparse.Namespace) -> d
             f"{res['query']['p50'] * 1000:.1f} ms p99 {res['query']['p99'] * 1000:.1f} ms "
             f"(first round, each question new: {min(first):.0f}-{max(first):.0f} ms; "
             f"in order: {', '.join(f'{t:.0f}' for t in first)})"
+        )
+        say(
+            "  first round, daemon CPU ms / other CPU ms / major faults / iowait ms: "
+            + "; ".join(
+                f"{p['daemon_cpu_ms']:.0f}/{p['other_cpu_ms']:.0f}/{p['daemon_major_faults']}"
+                f"/{p['iowait_ms']:.0f}"
+                for p in probes
+            )
         )
     finally:
         d.stop()
