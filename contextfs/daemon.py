@@ -160,6 +160,7 @@ def _mount(
             compact_units=cfg.vector_compact_units,
         )
         searcher = Searcher(memory, indexer)
+        indexer.warm_up = searcher.warm_up
     intake = Intake(
         memory,
         extractor=extractor(cfg),

@@ -121,6 +121,9 @@ class Indexer(Service):
         self.model_name = model_name
         self.batch = batch
         self.on_indexed = on_indexed
+        # asked once the model is in, before `.status` says ready (search.Searcher.warm_up:
+        # the first questions after a mount find what they touch loaded)
+        self.warm_up: Callable[[], object] | None = None
         self.lock = threading.Lock()  # hnswlib and tantivy: one user at a time
         self.embedder: Embedder | None = None
         self.vectors: VectorIndex | CompactVectorIndex | None = None
@@ -237,6 +240,9 @@ class Indexer(Service):
             # would index the same rows, and the rebuild's end would set the generation back.
             self._must_rebuild = self.generation == 0 and self.memory.generation > 0
             self.embedder = embedder
+            if not self._must_rebuild and self.warm_up is not None:
+                self.state = "warming up (questions are answered meanwhile)"
+                await trio.to_thread.run_sync(self._warm_up, abandon_on_cancel=True)
             if not self._must_rebuild:
                 self.state = "ready"
             log.info(
@@ -249,6 +255,16 @@ class Indexer(Service):
             self.embedder = self.vectors = None
             self._failed(f"vectors failed: {exc}; BM25 answers alone", exc)
         self.wake()
+
+    def _warm_up(self) -> None:
+        """Worker thread: `warm_up`, whose failure costs only speed."""
+        t0 = time.monotonic()
+        try:
+            self.warm_up()  # type: ignore[misc]
+        except Exception as exc:  # noqa: BLE001 - a cold first question, not a dead index
+            log.warning("search warm-up failed: %s", exc)
+            return
+        log.info("search warmed up in %.2f s", time.monotonic() - t0)
 
     def _failed(self, state: str, exc: Exception) -> None:
         self.state = state
@@ -301,6 +317,7 @@ class Indexer(Service):
             shutil.rmtree(self.dir / "text", ignore_errors=True)
             self.text = TextIndex(self.dir / "text")
             generation = 0
+        self.text.read_ahead()
         if generation > self.memory.generation:
             generation = 0  # ahead of the store: not this store's index
         if generation == 0 and self.memory.generation > 0:
