@@ -39,7 +39,6 @@ class TextHit:
     tier: str
     chunk: int
     score: float
-    snippet: str  # for the first (best) unit of each node in a result; "" for the others
 
 
 def _schema() -> tantivy.Schema:
@@ -52,8 +51,11 @@ def _schema() -> tantivy.Schema:
     sb.add_integer_field("chunk", stored=True)
     sb.add_text_field("owner", tokenizer_name="raw")
     sb.add_text_field("type", tokenizer_name="raw")
-    sb.add_text_field("path", stored=True, tokenizer_name="raw")
-    sb.add_text_field("text", stored=True, tokenizer_name="en_stem")
+    sb.add_text_field("path", tokenizer_name="raw")
+    # Not stored: the store holds the text, and a snippet is made from it for the few hits
+    # shown (`snippet`). Stored, it was 1 GB of a million nodes' index, and every hit read
+    # and decompressed a block of it: 250 MB of the daemon's RSS after 16 questions.
+    sb.add_text_field("text", tokenizer_name="en_stem")
     return sb.build()
 
 
@@ -271,33 +273,40 @@ class TextIndex:
                 [(Occur.Must, text_query)]
                 + [(Occur.Must, Q.const_score_query(f, 0.0)) for f in filters]
             )
-        hits = searcher.search(query, k).hits
-        if not hits:
-            return []
-        snippets = tantivy.SnippetGenerator.create(searcher, text_query, self._schema, "text")
-        snippets.set_max_num_chars(SNIPPET_CHARS)
         out = []
-        seen: set[int] = set()
-        for score, address in hits:
+        for score, address in searcher.search(query, k).hits:
             doc = searcher.doc(address)
-            node_id = int(doc.get_first("node_id"))
-            # a snippet for a node's best unit only: it is the one shown, and a snippet
-            # costs ~15 µs, a sizeable part of a deep search
-            snippet = ""
-            if node_id not in seen:
-                seen.add(node_id)
-                text = doc.get_first("text") or ""
-                snippet = snippets.snippet_from_doc(doc).fragment() or _head(text)
             out.append(
                 TextHit(
-                    node_id=node_id,
+                    node_id=int(doc.get_first("node_id")),
                     tier=str(doc.get_first("tier")),
                     chunk=int(doc.get_first("chunk")),
                     score=float(score),
-                    snippet=snippet,
                 )
             )
         return out
+
+    def snippet(self, query: str, text: str) -> str:
+        """The part of `text` (a unit's) that best matches a question, at most
+        SNIPPET_CHARS long; its head when no word of the question is in it."""
+        terms = self.query_terms(query)
+        if self._index is None or not terms:
+            return _head(text)
+        Q, Occur = tantivy.Query, tantivy.Occur
+        text_query = Q.boolean_query(
+            [(Occur.Should, Q.term_query(self._schema, "text", t)) for t in terms]
+        )
+        try:
+            snippets = tantivy.SnippetGenerator.create(
+                self._index.searcher(), text_query, self._schema, "text"
+            )
+            snippets.set_max_num_chars(SNIPPET_CHARS)
+            fragment = snippets.snippet_from_doc(tantivy.Document(text=text)).fragment()
+        except BaseException as e:
+            if not _is_failure(e):
+                raise
+            return _head(text)
+        return fragment or _head(text)
 
     def _prefix_query(self, searcher: Any, prefix: str) -> tantivy.Query:
         """Paths starting with `prefix`, taken literally."""

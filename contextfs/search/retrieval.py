@@ -22,7 +22,7 @@ from contextfs.memory.texts import LazyNode
 from contextfs.memory.tokens import estimate_tokens
 from contextfs.model import Node
 from contextfs.search.images import IMAGE_TYPE, original_of
-from contextfs.search.indexer import Indexer, label_chunk, label_node, label_tier
+from contextfs.search.indexer import Indexer, label_chunk, label_node, label_tier, units_of
 from contextfs.search.names import EntityNames
 from contextfs.search.passages import SESSION_TYPE, Passage, node_passages
 
@@ -102,6 +102,14 @@ def _passage(n: Node, index: int) -> Passage | None:
     """Passage `index` of n's current L2, if it has one (reads n's text)."""
     ps = node_passages(n)
     return ps[index] if 0 <= index < len(ps) else None
+
+
+def _unit_text(n: Node, tier: str, chunk: int) -> str:
+    """The text of one of n's index units ("" when n changed since it was indexed)."""
+    for u in units_of(n):
+        if u.tier == tier and u.chunk == chunk:
+            return u.text
+    return ""
 
 
 def count_passages(n: Node, indexed: int | None) -> int:
@@ -291,7 +299,7 @@ class Searcher:
         unit_score: dict[tuple[int, str, int], float] = {}
         node_rank: tuple[dict[int, int], ...] = ({}, {}, {})
         text_rank: dict[int, int] = {}
-        snippets: dict[int, str] = {}
+        best_unit: dict[int, tuple[str, int]] = {}
         tiers: dict[int, set[str]] = {}
         units = [
             ((label_node(label), label_tier(label), label_chunk(label)), 0)
@@ -333,8 +341,8 @@ class Searcher:
             node_rank[2][nid] = rank
             tiers.setdefault(nid, set()).add("image")
             image_bonus[nid] = SIDE_WEIGHT[2] / (RRF_K + rank + 1)
-        for h in text_hits:
-            snippets.setdefault(h.node_id, h.snippet)
+        for h in text_hits:  # a node's snippet: from its best unit by BM25
+            best_unit.setdefault(h.node_id, (h.tier, h.chunk))
         text_rank = node_rank[1]
         node_score: dict[int, float] = {}
         for side, ranking in enumerate(node_rank):
@@ -354,7 +362,7 @@ class Searcher:
                     memory.node_path(n),
                     round(score, 6),
                     sorted(tiers.get(nid, ())),
-                    (snippets.get(nid) or n.l0.strip())[:300],
+                    n.l0.strip()[:300],
                 )
                 if n.type == IMAGE_TYPE:
                     att = original_of(memory, n)
@@ -405,6 +413,11 @@ class Searcher:
         passages = self._read_passages(cands, opts.budget, {h.node.id for h in hits})
         for ph in passages:
             by_node[ph.node.id].passages.append(ph)
+        for h in hits:  # the shown hits' snippets, from texts read by now
+            unit = best_unit.get(h.node.id)
+            text = _unit_text(h.node, *unit) if unit is not None else ""
+            if text.strip():
+                h.snippet = ix.text.snippet(question, text)[:300]
         sides = ("bm25", "vectors") if vectors_on else ("bm25",)
         if images_on:
             sides += ("clip",)
