@@ -313,7 +313,10 @@ class Indexer(Service):
         try:
             self.text = TextIndex(self.dir / "text")
         except (IndexCorrupt, ValueError, OSError) as exc:
-            log.warning("text index not usable (%s); rebuilding it", exc)
+            if "schema does not match" in str(exc):  # an older version's fields
+                log.info("text index of an older layout; rebuilding it")
+            else:
+                log.warning("text index not usable (%s); rebuilding it", exc)
             shutil.rmtree(self.dir / "text", ignore_errors=True)
             self.text = TextIndex(self.dir / "text")
             generation = 0

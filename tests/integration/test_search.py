@@ -14,6 +14,7 @@ import urllib.parse
 from pathlib import Path
 
 import pytest
+import tantivy
 
 from contextfs.memory.tokens import estimate_tokens
 from contextfs.testing import Mount
@@ -252,6 +253,36 @@ def test_kill_9_then_indexes_catch_up_and_corrupt_ones_are_rebuilt(corpus):
     status = wait_indexed(m)
     assert "index: ready" in status
     assert results(m.path, "what kind of dog does she own")[0]["path"] == "user/alice/entities/rex"
+
+
+def test_a_text_index_of_the_old_layout_is_rebuilt_at_the_mount(corpus):
+    """Before, the unit text was a stored field: such an index does not open with the
+    schema of today, and the mount rebuilds it from the store by itself."""
+    m = corpus
+    m.stop()
+    text_dir = m.data_dir / "index" / "text"
+    shutil.rmtree(text_dir)
+    text_dir.mkdir()
+    sb = tantivy.SchemaBuilder()
+    sb.add_text_field("key", stored=True, tokenizer_name="raw")
+    sb.add_integer_field("node_id", stored=True, indexed=True, fast=True)
+    sb.add_text_field("tier", stored=True, tokenizer_name="raw")
+    sb.add_integer_field("chunk", stored=True)
+    sb.add_text_field("owner", tokenizer_name="raw")
+    sb.add_text_field("type", tokenizer_name="raw")
+    sb.add_text_field("path", stored=True, tokenizer_name="raw")
+    sb.add_text_field("text", stored=True, tokenizer_name="en_stem")
+    old = tantivy.Index(sb.build(), str(text_dir), reuse=True)
+    writer = old.writer(15_000_000, 1)
+    writer.add_document(tantivy.Document(key="1:L0:0", node_id=1, text="nothing of use"))
+    writer.commit()
+    writer.wait_merging_threads()
+    m.new_log()
+    m.start()
+    wait_indexed(m)
+    assert "older layout; rebuilding it" in m.new_log()
+    (hit, *_) = results(m.path, "The last note")
+    assert hit["path"] == "user/alice/preferences/last" and "last note" in hit["snippet"]
 
 
 def test_reindex_rebuilds_from_the_store(corpus):
