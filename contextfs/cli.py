@@ -21,6 +21,7 @@ import os
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -411,7 +412,18 @@ def cmd_consolidate(args: argparse.Namespace) -> int:
         memory = Memory(
             store, load_all_types(cfg), data_dir=cfg.data_dir, default_owner=cfg.default_owner
         )
-        report = consolidate(memory, now=now)
+        bars: dict[str, Callable[[int, int], None]] = {}  # a progress bar a stage
+
+        def progress(stage: str, done: int, total: int) -> None:
+            if stage not in bars:
+                if bars:
+                    sys.stderr.write("\n")
+                bars[stage] = _progress_bar(f"consolidate ({stage})", time.monotonic(), stage)
+            bars[stage](done, total)
+
+        report = consolidate(memory, now=now, progress=progress if sys.stderr.isatty() else None)
+        if bars:
+            sys.stderr.write("\n")
     finally:
         store.close()
     for line in report.details:

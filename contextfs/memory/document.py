@@ -16,6 +16,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 import yaml
+from rapidfuzz.distance import Indel
 
 from contextfs.ctxtypes import ContextType, FieldSpec
 from contextfs.errors import InvalidInput
@@ -441,6 +442,26 @@ def normalize_item(text: str) -> str:
     return _NON_WORD_RE.sub(" ", text).strip()
 
 
+RATIO_MIN = 0.9  # difflib ratio of two near-duplicates
+JACCARD_MIN = 0.85  # token-set Jaccard of two near-duplicates (four tokens or more each)
+JACCARD_TOKENS = 4
+
+
+@dataclass(frozen=True, slots=True)
+class Comparable:
+    """A text as `near_duplicate` compares it, worked out once: consolidation compares
+    each node's body with every other of its group."""
+
+    norm: str  # normalize_item(text)
+    numbers: tuple[str, ...]  # the numbers in it, sorted
+    words: frozenset[str]  # its tokens
+
+
+def comparable(text: str) -> Comparable:
+    norm = normalize_item(text)
+    return Comparable(norm, tuple(sorted(_NUMBER_RE.findall(norm))), frozenset(norm.split()))
+
+
 def is_near_duplicate(a: str, b: str) -> bool:
     """Do two items say the same thing?
 
@@ -448,25 +469,46 @@ def is_near_duplicate(a: str, b: str) -> bool:
     at least 0.9 or a token-set Jaccard of at least 0.85 with four tokens or more each.
     Items whose numbers differ ("retry 3 times" / "retry 5 times") are distinct facts.
     """
-    na, nb = normalize_item(a), normalize_item(b)
-    if na == nb:
+    return near_duplicate(comparable(a), comparable(b))
+
+
+def near_duplicate(a: Comparable, b: Comparable) -> bool:
+    """`is_near_duplicate` of two texts already made `comparable`."""
+    if a.norm == b.norm:
         return True
-    if not na or not nb:
+    if not a.norm or not b.norm or a.numbers != b.numbers:
         return False
-    if sorted(_NUMBER_RE.findall(na)) != sorted(_NUMBER_RE.findall(nb)):
+    return ratio_at_least(a.norm, b.norm, RATIO_MIN) or jaccard_at_least(
+        a.words, b.words, JACCARD_MIN
+    )
+
+
+def ratio_at_least(a: str, b: str, cut: float) -> bool:
+    """Is difflib's ratio of a and b (autojunk off) at least `cut`?
+
+    difflib's matching blocks are a common subsequence, so its ratio 2M/(|a|+|b|) is never
+    above the LCS ratio 2·LCS/(|a|+|b|), which rapidfuzz's Indel similarity computes in
+    microseconds (bit-parallel): below the cut there, below it in difflib too, and the
+    quadratic matcher never runs for a clearly different pair (about 13 ms for two
+    950-character bodies). The small slack keeps a float rounding from refusing an exact
+    tie."""
+    if not Indel.normalized_similarity(a, b, score_cutoff=cut - 1e-9):
         return False
-    matcher = difflib.SequenceMatcher(None, na, nb, autojunk=False)
-    # The quick upper bounds skip the quadratic ratio for clearly different items.
-    if (
-        matcher.real_quick_ratio() >= 0.9
-        and matcher.quick_ratio() >= 0.9
-        and (matcher.ratio() >= 0.9)
-    ):
-        return True
-    ta, tb = set(na.split()), set(nb.split())
-    if len(ta) >= 4 and len(tb) >= 4:
-        return len(ta & tb) / len(ta | tb) >= 0.85
-    return False
+    matcher = difflib.SequenceMatcher(None, a, b, autojunk=False)
+    return (
+        matcher.real_quick_ratio() >= cut
+        and matcher.quick_ratio() >= cut
+        and (matcher.ratio() >= cut)
+    )
+
+
+def jaccard_at_least(a: frozenset[str], b: frozenset[str], cut: float) -> bool:
+    if len(a) < JACCARD_TOKENS or len(b) < JACCARD_TOKENS:
+        return False
+    if min(len(a), len(b)) < cut * max(len(a), len(b)):  # J <= min/max
+        return False
+    common = len(a & b)
+    return common / (len(a) + len(b) - common) >= cut
 
 
 def _as_bullet(item: str) -> str:
@@ -499,16 +541,17 @@ def aggregate_documents(
     fields = _merge_fields(ctype, old.fields, new.fields)
     if not old.body.strip():
         return Document(fields=fields, body=new.body), 0
-    known = body_items(old.body)
+    known = [comparable(item) for item in body_items(old.body)]
     added: list[str] = []
     folded = 0
     for item in body_items(new.body):
         if _HEADING_RE.match(item):
             continue
-        if any(is_near_duplicate(item, other) for other in known):
+        key = comparable(item)
+        if any(near_duplicate(key, other) for other in known):
             folded += 1
             continue
-        known.append(item)
+        known.append(key)
         added.append(_as_bullet(item))
     if not added:
         return Document(fields=fields, body=old.body), folded

@@ -255,6 +255,24 @@ class TierTexts:
                     self.loads += 1
                 self._use(n)
 
+    def read_l2(self, nodes: list[Node]) -> dict[int, str]:
+        """The L2 of these nodes by id, without making them hot: a loaded one's from
+        memory, the others' read 1,000 a query and let go (a consolidation pass reads a
+        whole group once; through the LRU it would push out what the mount is using)."""
+        out: dict[int, str] = {}
+        cold: list[int] = []
+        with self.lock:
+            for n in nodes:
+                l2 = _peek(_L2, n) if isinstance(n, LazyNode) else n.l2
+                if l2 is None:
+                    cold.append(n.id)
+                else:
+                    out[n.id] = l2
+        for i in range(0, len(cold), 1000):
+            for nid, (_l1, l2) in self.store.node_texts(cold[i : i + 1000]).items():
+                out.setdefault(nid, l2)
+        return out
+
     def committed(self, nodes: list[Node]) -> None:
         """These nodes' rows just committed: their texts are the store's, they may go."""
         with self.lock:

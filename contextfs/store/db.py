@@ -524,10 +524,33 @@ class Store:
         op = "delete" if n.deleted_at is not None or n.archived_at is not None else "upsert"
         return self._outbox(n.id, n.version, op)
 
-    def set_importance(self, node_id: int, importance: float, access_count: int) -> None:
+    def set_importance(self, importance: dict[int, float], access: dict[int, int]) -> None:
+        """Nodes' importance and access counts (no new versions): each column in one
+        statement, whatever the number of nodes (consolidation re-weighs every node of a
+        store each day: a statement each took 1.5 ms, 25 minutes at a million)."""
+        for column, values, sql_type in (
+            ("importance", importance, "DOUBLE"),
+            ("access_count", access, "BIGINT"),
+        ):
+            if values:
+                self.con.execute(
+                    f"UPDATE nodes SET {column} = v.value FROM (SELECT unnest(?::BIGINT[]) AS "
+                    f"id, unnest(?::{sql_type}[]) AS value) AS v WHERE nodes.id = v.id",
+                    [list(values), list(values.values())],
+                )
+
+    def meta(self, key: str) -> str | None:
+        """A value of the store's key/value table (store_meta), None when unset (any
+        thread: consolidation plans in a worker thread)."""
+        con = self._meta_con()
+        row = con.execute("SELECT value FROM store_meta WHERE key = ?", [key]).fetchone()
+        return None if row is None else row[0]
+
+    def set_meta(self, key: str, value: str) -> None:
         self.con.execute(
-            "UPDATE nodes SET importance = ?, access_count = ? WHERE id = ?",
-            [importance, access_count, node_id],
+            "INSERT INTO store_meta VALUES (?, ?) ON CONFLICT (key) DO UPDATE SET value = "
+            "excluded.value",
+            [key, value],
         )
 
     def add_consolidation_run(

@@ -588,23 +588,10 @@ class CheckRun:
         }
 
 
-def _meta(store: Store, key: str) -> str | None:
-    row = store.con.execute("SELECT value FROM store_meta WHERE key = ?", [key]).fetchone()
-    return None if row is None else row[0]
-
-
-def _set_meta(store: Store, key: str, value: str) -> None:
-    store.con.execute(
-        "INSERT INTO store_meta VALUES (?, ?) ON CONFLICT (key) DO UPDATE SET value = "
-        "excluded.value",
-        [key, value],
-    )
-
-
 def checked_point(store: Store) -> int | None:
     """The outbox seq up to which the last passing check reached, if it checked this
     schema; None: never recorded (a store from before), or a migration since."""
-    seq, schema = _meta(store, CHECKED_SEQ), _meta(store, CHECKED_SCHEMA)
+    seq, schema = store.meta(CHECKED_SEQ), store.meta(CHECKED_SCHEMA)
     if seq is None or schema != str(SCHEMA_VERSION):
         return None
     return int(seq)
@@ -649,16 +636,16 @@ def record_passed(store: Store, run: CheckRun) -> None:
         # a full check vouches for everything up to run.upto, whatever was recorded (a
         # point past the store's newest seq is stale); a restricted one only adds to it
         point = run.upto if run.since is None else max(run.upto, old or 0)
-        _set_meta(store, CHECKED_SEQ, str(point))
-        _set_meta(store, CHECKED_SCHEMA, str(SCHEMA_VERSION))
-        _set_meta(store, CHECKED_AT, now)
+        store.set_meta(CHECKED_SEQ, str(point))
+        store.set_meta(CHECKED_SCHEMA, str(SCHEMA_VERSION))
+        store.set_meta(CHECKED_AT, now)
         if run.since is None:
-            _set_meta(store, FULL_AT, now)
+            store.set_meta(FULL_AT, now)
 
 
 def last_full_check(store: Store) -> float | None:
     """When a full check last passed (None: never recorded)."""
-    value = _meta(store, FULL_AT)
+    value = store.meta(FULL_AT)
     return None if value is None else float(value)
 
 
@@ -667,9 +654,9 @@ def open_session(store: Store, who: str) -> str | None:
     session of the same mount began if it never closed the store (killed, crashed, power
     lost), else None."""
     key = OPEN_PREFIX + who
-    left = _meta(store, key)
+    left = store.meta(key)
     with store.atomic():
-        _set_meta(store, key, str(time.time()))
+        store.set_meta(key, str(time.time()))
     return left
 
 

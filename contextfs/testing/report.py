@@ -85,12 +85,13 @@ def stats(values: list[float]) -> dict[str, float] | None:
 
 
 def proc_status(pid: int) -> dict[str, int]:
-    """VmRSS / VmHWM of `pid` in bytes."""
+    """VmRSS / VmHWM of `pid` in bytes, and what VmRSS is made of: RssAnon (the heap, the
+    model), RssFile (pages of mapped files: tantivy's, the libraries), RssShmem."""
     out: dict[str, int] = {}
     with open(f"/proc/{pid}/status") as f:
         for line in f:
             key, _, rest = line.partition(":")
-            if key in ("VmRSS", "VmHWM"):
+            if key in ("VmRSS", "VmHWM", "RssAnon", "RssFile", "RssShmem"):
                 out[key] = int(rest.split()[0]) * 1024
     return out
 

@@ -3,10 +3,14 @@ archiving visibly and reversibly."""
 
 from __future__ import annotations
 
+import random
 import subprocess
 import sys
 
-from contextfs.memory.consolidate import consolidate, importance
+import pytest
+
+from contextfs.memory.consolidate import consolidate, importance, plan
+from contextfs.memory.document import is_near_duplicate
 
 DAY = 86400.0
 P = "user/default/preferences"
@@ -77,3 +81,79 @@ def test_contextfs_consolidate_command(tmp_path, memory, types):
     assert r.returncode == 0, r.stderr
     assert "archived user/default/preferences/ancient" in r.stdout
     assert "1 archived" in r.stdout  # the fixture then runs fsck on the store
+
+
+def _group(memory, rng: random.Random, count: int) -> None:
+    """`count` pattern nodes: unrelated sentences, and near-duplicates of some of them by
+    the two tests of `is_near_duplicate` (a few characters changed: the ratio; the words
+    shuffled: the Jaccard), and a variant whose number differs (not a duplicate)."""
+    words = [f"{a}{b}" for a in ("ka", "lo", "mi", "nu", "po", "ri", "su", "te") for b in "aeiou"]
+    ctype = memory.types["pattern"]
+    bases: list[str] = []
+    for i in range(count):
+        roll = rng.random()
+        if bases and roll < 0.2:  # a typo or two
+            text = list(rng.choice(bases))
+            for _ in range(2):
+                text[rng.randrange(len(text))] = rng.choice("aeiou")
+            text = "".join(text)
+        elif bases and roll < 0.35:  # the same words in another order
+            ws = rng.choice(bases).split()
+            rng.shuffle(ws)
+            text = " ".join(ws)
+        elif bases and roll < 0.45:  # another number
+            text = rng.choice(bases).replace(" 7 ", f" {rng.randrange(8, 99)} ")
+        else:
+            text = " ".join(rng.choice(words) for _ in range(rng.randint(3, 30)))
+            text = f"{text[:9]} 7 {text[9:]}" if rng.random() < 0.3 else text
+            bases.append(text)
+        n = memory.create_node(("user", "default"), ctype, f"p{i:03d}")
+        memory.save_l2(n, text + "\n")
+
+
+def _every_pair(memory, nodes) -> list[tuple[int, int]]:
+    """What comparing every pair in order finds (the keeper compared as it is, as `plan`
+    does): the oracle the candidate search must agree with."""
+    nodes = sorted(nodes, key=lambda n: (n.created, n.id))
+    bodies = [" ".join(n.l2.split()) for n in nodes]
+    gone: set[int] = set()
+    out = []
+    for i in range(len(nodes)):
+        if i in gone:
+            continue
+        for j in range(i + 1, len(nodes)):
+            if j not in gone and is_near_duplicate(bodies[i], bodies[j]):
+                gone.add(j)
+                out.append((nodes[i].id, nodes[j].id))
+    return out
+
+
+@pytest.mark.parametrize("seed", [1, 2, 3])
+def test_the_plan_finds_exactly_what_comparing_every_pair_finds(memory, seed):
+    _group(memory, random.Random(seed), 150)
+    nodes = list(memory.walk(types=("pattern",)))
+    expected = _every_pair(memory, nodes)
+    assert len(expected) >= 10  # the group holds duplicates by both tests
+    found = plan(memory)
+    assert found.merges == expected
+    # and far fewer pairs were looked at than the 11,175 of the whole group
+    assert found.pairs < 2000
+
+
+def test_a_second_run_compares_only_what_changed_since_the_first(memory):
+    _group(memory, random.Random(4), 100)
+    first = consolidate(memory)
+    assert first.merged >= 5
+    again = plan(memory)
+    assert (again.groups, again.pairs, again.merges) == (0, 0, [])
+    survivors = sorted(memory.walk(types=("pattern",)), key=lambda n: (n.created, n.id))
+    target = survivors[len(survivors) // 2]
+    n = memory.create_node(("user", "default"), memory.types["pattern"], "late")
+    memory.save_l2(n, target.l2.replace(".", "!") + "\n")
+    found = plan(memory)
+    assert found.groups == 1 and found.merges == [(target.id, n.id)]
+    # the new node against its few candidates: not against the whole group
+    assert len(survivors) > 60 and found.pairs < 20
+    report = consolidate(memory)
+    assert report.merged == 1 and not memory.is_live(n)
+    assert "merged:user/default/patterns/late" in memory.nodes[target.id].sources

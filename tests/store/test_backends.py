@@ -10,6 +10,7 @@ import pytest
 
 from contextfs.fs.ops import Operations
 from contextfs.fs.tree import Tree
+from contextfs.memory.consolidate import consolidate, plan
 from contextfs.memory.service import Memory
 from contextfs.store.fsck import check_store
 from contextfs.store.schema import CHUNK_SIZE, SCHEMA_VERSION
@@ -129,3 +130,27 @@ def test_an_id_is_restored_only_if_it_was_never_handed_out(opener):
     reopened = opener()
     assert reopened.claim_id(wanted) is False and reopened.new_id() > max(later)
     reopened.close()
+
+
+def test_consolidation_reweighs_and_counts_reads_in_bulk_on_either_store(opener, types, tmp_path):
+    """A run's importance values and the reads counted since the last flush are stored in
+    one statement a column; a remount sees them, and what the run compared."""
+    m = _memory(opener, types, tmp_path)
+    prefs = [m.create_node(("user", "default"), types["preference"], f"p{i}") for i in range(30)]
+    for i, n in enumerate(prefs):
+        m.save_l2(n, f"Preference number {i}: {'tea ' * (i + 1)}\n")
+    for _ in range(3):
+        m.record_access(prefs[0])
+    half_life = types["preference"].half_life_days * 86400
+    report = consolidate(m, now=prefs[-1].updated + half_life)
+    assert report.decayed == 30 and report.merged == 0
+    held = {n.id: n.importance for n in prefs}
+    m.store.close()
+    again = _memory(opener, types, tmp_path)
+    stored = {n.id: (n.importance, n.access_count) for n in again.walk(types=("preference",))}
+    assert {nid: imp for nid, (imp, _) in stored.items()} == held
+    assert stored[prefs[0].id][1] == 3 and stored[prefs[1].id][1] == 0
+    assert 0.25 <= held[prefs[1].id] < 0.2501 and held[prefs[0].id] > 0.4  # 3 reads
+    assert plan(again).groups == 0  # nothing changed since the run compared the group
+    assert check_store(again.store) == []
+    again.store.close()

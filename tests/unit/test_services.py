@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
+import pytest
 import trio
 
 from contextfs.conversations.inbox import Intake, IntakeService
-from contextfs.memory.consolidate import ConsolidationService
+from contextfs.memory.consolidate import ConsolidationService, Stopped, plan
 from contextfs.memory.service import Memory
 from contextfs.memory.summaries import SummaryService
 
@@ -63,3 +64,29 @@ async def test_the_feed_wakes_the_intake(memory: Memory) -> None:
                 await trio.sleep(0.01)
             service.stop()
     assert item.state == "done"
+
+
+async def test_consolidation_plans_in_a_thread_and_applies_in_the_loop(memory: Memory) -> None:
+    ctype = memory.types["pattern"]
+    for name, text in (
+        ("a", "Run the tests before a push."),
+        ("b", "run the tests before a push!"),
+    ):
+        memory.save_l2(memory.create_node(OWNER, ctype, name), text + "\n")
+    reports = []
+    service = ConsolidationService(memory, 0.05, on_done=reports.append)
+    with trio.fail_after(10):
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(service.run)
+            while not reports:
+                await trio.sleep(0.01)
+            service.stop()
+    assert reports[0].merged == 1 and memory.live.count(OWNER, "pattern") == 1
+    assert memory.store.last_consolidation()[2] == 1  # recorded: 1 merged
+
+
+def test_a_stopping_daemon_does_not_wait_for_a_plan(memory: Memory) -> None:
+    memory.save_l2(memory.create_node(OWNER, memory.types["pattern"], "a"), "A rule.\n")
+    with pytest.raises(Stopped):
+        plan(memory, stopping=lambda: True)
+    assert memory.store.last_consolidation() is None  # nothing recorded
