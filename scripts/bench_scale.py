@@ -519,6 +519,10 @@ def metrics(r: dict) -> dict[str, tuple[float | None, str]]:
             se["rss_after"]["VmRSS"] / mib if se else None,
             "MiB",
         ),
+        "of it mapped files (RssFile: libraries, tantivy)": (
+            se["rss_after"].get("RssFile", 0) / mib if se else None,
+            "MiB",
+        ),
         "`ls -lR` one owner (1,000 nodes), first": (fs["ls_lR_cold_s"] * 1000, "ms"),
         "`ls -lR` one owner, warm": (fs["ls_lR_warm_s"] * 1000, "ms"),
         "`cat` 1,000 random L0.md, first": (fs["cat_l0_cold_s"] * 1000, "ms"),
