@@ -22,7 +22,7 @@ from contextfs.memory.texts import LazyNode
 from contextfs.memory.tokens import estimate_tokens
 from contextfs.model import Node
 from contextfs.search.images import IMAGE_TYPE, original_of
-from contextfs.search.indexer import Indexer, label_chunk, label_node, label_tier, units_of
+from contextfs.search.indexer import Indexer, label_chunk, label_node, label_tier
 from contextfs.search.names import EntityNames
 from contextfs.search.passages import SESSION_TYPE, Passage, node_passages
 
@@ -105,11 +105,12 @@ def _passage(n: Node, index: int) -> Passage | None:
 
 
 def _unit_text(n: Node, tier: str, chunk: int) -> str:
-    """The text of one of n's index units ("" when n changed since it was indexed)."""
-    for u in units_of(n):
-        if u.tier == tier and u.chunk == chunk:
-            return u.text
-    return ""
+    """The text of one of n's index units, as `units_of` makes it ("" when n changed
+    since it was indexed), without making the others."""
+    if tier in ("L0", "L1"):
+        return (n.l0 if tier == "L0" else n.l1).strip()
+    p = _passage(n, chunk)
+    return p.index_text() if p is not None else ""
 
 
 def count_passages(n: Node, indexed: int | None) -> int:
@@ -413,7 +414,10 @@ class Searcher:
         passages = self._read_passages(cands, opts.budget, {h.node.id for h in hits})
         for ph in passages:
             by_node[ph.node.id].passages.append(ph)
-        for h in hits:  # the shown hits' snippets, from texts read by now
+        # the shown hits' snippets, from their best BM25 unit's text (read by now, or
+        # together in one query)
+        memory.texts.prefetch([h.node for h in hits if h.node.id in best_unit])
+        for h in hits:
             unit = best_unit.get(h.node.id)
             text = _unit_text(h.node, *unit) if unit is not None else ""
             if text.strip():

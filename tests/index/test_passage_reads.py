@@ -153,6 +153,13 @@ def test_a_question_reads_the_texts_it_shows_and_answers_as_with_every_text_load
             return [(ph.path, ph.passage.index, ph.score) for ph in res.passages]
 
         assert [h.path for h in lean.hits] == [h.path for h in full.hits]
+        assert [h.snippet for h in lean.hits] == [h.snippet for h in full.hits]
+        # the hits BM25 found show the part of their best unit with the question's words
+        asked = set(keywords(question).lower().split())
+        found = [h for h in lean.hits if h.snippet != h.node.l0.strip()[:300]]
+        assert found, [h.snippet for h in lean.hits]
+        for h in found:
+            assert asked & set(h.snippet.lower().replace(".", " ").split()), h.snippet
         assert shown(lean) == shown(full)
         assert pack_context(question, "", lean, opts.budget) == pack_context(
             question, "", full, opts.budget
