@@ -28,7 +28,7 @@ from contextfs.conversations.extract import Extractor, RuleExtractor
 from contextfs.conversations.llm import LLMExtractor, MediaDescriber
 from contextfs.conversations.media import MediaSettings
 from contextfs.ctxtypes import ContextType, builtin_schema_dir, load_types
-from contextfs.errors import LLMUnavailable, StoreDamaged
+from contextfs.errors import LLMUnavailable, SchemaError, StoreDamaged
 from contextfs.index.embed import Embedder, LocalEmbedder, OpenAIEmbedder
 from contextfs.media.clip import ClipSpec, LazyClip
 from contextfs.memory.redact import Redactor
@@ -50,7 +50,10 @@ def load_all_types(cfg: Config) -> dict[str, ContextType]:
     dirs = [builtin_schema_dir()]
     if cfg.user_schema_dir.is_dir():
         dirs.append(cfg.user_schema_dir)
-    return load_types(dirs)
+    types = load_types(dirs)
+    if not types:  # a mount without types has no tree to write into: refuse it
+        raise SchemaError(str(dirs[0]), 1, "no context type loaded")
+    return types
 
 
 def schema_files(types: dict[str, ContextType]) -> dict[str, bytes]:

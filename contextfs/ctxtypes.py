@@ -705,11 +705,19 @@ def load_type_file(path: Path) -> ContextType:
 
 
 def builtin_schema_dir() -> Path:
-    """Where the built-in types live: `schemas/` of a source checkout, else package data."""
-    source = Path(__file__).resolve().parent.parent / "schemas"
-    if source.is_dir():
-        return source
-    return Path(str(importlib.resources.files("contextfs.builtin_schemas")))
+    """The folder of the built-in types (package data of `contextfs.builtin_schemas`).
+
+    The same lookup in every install kind (editable, wheel, sdist): the package is a
+    regular one, so `files()` is its folder on disk. A folder without the type files (a
+    broken install) is a `SchemaError`, never a silently empty set of types.
+    """
+    root = importlib.resources.files("contextfs.builtin_schemas")
+    folder = Path(str(root))
+    if not folder.is_dir() or not any(folder.glob("*.yaml")):
+        raise SchemaError(
+            str(root), 1, "the built-in context types are not installed (no *.yaml here)"
+        )
+    return folder
 
 
 def load_types(dirs: Sequence[Path]) -> dict[str, ContextType]:

