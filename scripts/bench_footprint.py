@@ -22,6 +22,7 @@ Usage: python scripts/bench_footprint.py --target after=. [--target before=/tmp/
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import shutil
@@ -34,24 +35,39 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 QUESTIONS = [
-    "which editor does Sam use", "what language does Sam write", "who owns billing",
-    "when was the orders database migrated", "how to fix the nightly export",
-    "tabs or spaces", "what city does Sam live in", "which database version",
-    "who reviews billing changes", "what runs before committing", "favourite shell",
-    "terminal colours", "preferred font", "coffee or tea", "test runner", "deploy day",
-    "keyboard layout", "music while coding", "code review style", "branch naming",
-    "staging key", "what happened on 2026-11-18", "lock file", "make export",
-]  # fmt: skip
+    "which editor does Sam use",
+    "what language does Sam write",
+    "who owns billing",
+    "when was the orders database migrated",
+    "how to fix the nightly export",
+    "tabs or spaces",
+    "what city does Sam live in",
+    "which database version",
+    "who reviews billing changes",
+    "what runs before committing",
+    "favourite shell",
+    "terminal colours",
+    "preferred font",
+    "coffee or tea",
+    "test runner",
+    "deploy day",
+    "keyboard layout",
+    "music while coding",
+    "code review style",
+    "branch naming",
+    "staging key",
+    "what happened on 2026-11-18",
+    "lock file",
+    "make export",
+]
 
 
 def _du(path: Path) -> int:
     total = 0
     for dirpath, _dirs, files in os.walk(path):
         for f in files:
-            try:
+            with contextlib.suppress(OSError):
                 total += os.lstat(os.path.join(dirpath, f)).st_blocks * 512
-            except OSError:
-                pass
     return total
 
 
@@ -86,19 +102,38 @@ class Target:
         data.mkdir(parents=True, exist_ok=True)
         (data / "config.yaml").write_text(f"search: {'true' if search else 'false'}\n")
         res = subprocess.run(
-            [str(self.python), "-m", "contextfs", "mount", str(mnt), "--data-dir", str(data),
-             "--timeout", "120"],
-            cwd=self.checkout, env=self.env, capture_output=True, text=True, timeout=200,
-        )  # fmt: skip
+            [
+                str(self.python),
+                "-m",
+                "contextfs",
+                "mount",
+                str(mnt),
+                "--data-dir",
+                str(data),
+                "--timeout",
+                "120",
+            ],
+            cwd=self.checkout,
+            env=self.env,
+            capture_output=True,
+            text=True,
+            timeout=200,
+        )
         if res.returncode != 0:
             raise RuntimeError(f"{self.name}: mount failed: {res.stderr[-1000:]}")
-        pids = subprocess.run(["pgrep", "-f", f"contextfs mount {mnt} "],
-                              capture_output=True, text=True).stdout.split()  # fmt: skip
+        pids = subprocess.run(
+            ["pgrep", "-f", f"contextfs mount {mnt} "], capture_output=True, text=True
+        ).stdout.split()
         return int(pids[0])
 
     def umount(self, mnt: Path) -> None:
-        subprocess.run([str(self.python), "-m", "contextfs", "umount", str(mnt)],
-                       cwd=self.checkout, env=self.env, capture_output=True, timeout=200)  # fmt: skip
+        subprocess.run(
+            [str(self.python), "-m", "contextfs", "umount", str(mnt)],
+            cwd=self.checkout,
+            env=self.env,
+            capture_output=True,
+            timeout=200,
+        )
         if os.path.ismount(mnt):
             subprocess.run(["fusermount3", "-u", "-z", str(mnt)], capture_output=True)
 
@@ -132,8 +167,11 @@ def measure(t: Target, work: Path, nodes: int) -> dict:
     res["venv_mib"] = _du(t.venv) / 2**20
     site = next(t.venv.glob("lib/python3*/site-packages"))
     res["cuda_on_disk_mib"] = sum(_du(site / d) for d in ("nvidia", "triton")) / 2**20
-    torch = subprocess.run([str(t.python), "-c", "import torch; print(torch.__version__)"],
-                           capture_output=True, text=True).stdout.strip()  # fmt: skip
+    torch = subprocess.run(
+        [str(t.python), "-c", "import torch; print(torch.__version__)"],
+        capture_output=True,
+        text=True,
+    ).stdout.strip()
     res["torch"] = torch
     # 1. idle: no model, no indexes
     mnt, data = work / f"{t.name}-mnt", work / f"{t.name}-data"
@@ -199,8 +237,12 @@ def table(results: list[dict]) -> str:
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--target", action="append", required=True,
-                    help="NAME=CHECKOUT[:PYTHON] (PYTHON default CHECKOUT/.venv/bin/python)")  # fmt: skip
+    ap.add_argument(
+        "--target",
+        action="append",
+        required=True,
+        help="NAME=CHECKOUT[:PYTHON] (PYTHON default CHECKOUT/.venv/bin/python)",
+    )
     ap.add_argument("--nodes", type=int, default=200)
     ap.add_argument("--quick", action="store_true", help="20 nodes (CI)")
     ap.add_argument("--json", type=Path, default=ROOT / "bench-results" / "footprint.json")

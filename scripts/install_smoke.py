@@ -22,6 +22,7 @@ Usage: python scripts/install_smoke.py [--keep DIR] [--json PATH] [--python pyth
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import shutil
@@ -61,8 +62,9 @@ class Smoke:
         try:
             result = fn()
         except Exception as exc:
-            self.rows.append({"step": name, "ok": False, "seconds": _since(started),
-                              "detail": str(exc)[-2000:]})  # fmt: skip
+            self.rows.append(
+                {"step": name, "ok": False, "seconds": _since(started), "detail": str(exc)[-2000:]}
+            )
             raise
         detail = result if isinstance(result, str) else ""
         self.rows.append({"step": name, "ok": True, "seconds": _since(started), "detail": detail})
@@ -70,12 +72,18 @@ class Smoke:
 
     def run(self, *cmd: str, timeout: float = 900, check: bool = True, cwd: Path | None = None):
         res = subprocess.run(
-            list(cmd), cwd=cwd or self.home, env=self.env, capture_output=True, text=True,
-            timeout=timeout, stdin=subprocess.DEVNULL,
-        )  # fmt: skip
+            list(cmd),
+            cwd=cwd or self.home,
+            env=self.env,
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+            stdin=subprocess.DEVNULL,
+        )
         if check and res.returncode != 0:
             raise RuntimeError(
-                f"{' '.join(cmd)} exited {res.returncode}:\n{res.stdout[-1500:]}{res.stderr[-1500:]}"
+                f"{' '.join(cmd)} exited {res.returncode}:\n"
+                f"{res.stdout[-1500:]}{res.stderr[-1500:]}"
             )
         return res
 
@@ -83,8 +91,18 @@ class Smoke:
 
     def build_wheel(self) -> Path:
         dist = self.work / "dist"
-        self.run(sys.executable, "-m", "pip", "wheel", "--no-deps", "-q", "-w", str(dist),
-                 str(ROOT), cwd=self.work)  # fmt: skip
+        self.run(
+            sys.executable,
+            "-m",
+            "pip",
+            "wheel",
+            "--no-deps",
+            "-q",
+            "-w",
+            str(dist),
+            str(ROOT),
+            cwd=self.work,
+        )
         wheel = next(dist.glob("contextfs-*.whl"))
         names = zipfile.ZipFile(wheel).namelist()
         for t in BUILTIN_TYPES:
@@ -98,8 +116,9 @@ class Smoke:
         self.run(self.python, "-m", "venv", str(self.venv))
         pip = str(self.venv / "bin" / "pip")
         self.run(pip, "install", "-q", "--disable-pip-version-check", str(wheel), TORCH_PIN)
-        where = self.run(str(self.venv / "bin" / "python"), "-c",
-                         "import contextfs; print(contextfs.__file__)").stdout.strip()  # fmt: skip
+        where = self.run(
+            str(self.venv / "bin" / "python"), "-c", "import contextfs; print(contextfs.__file__)"
+        ).stdout.strip()
         if not where.startswith(str(self.venv)):
             raise RuntimeError(f"contextfs imported from {where}, not from the venv")
         return f"{_du(self.venv) / 2**20:,.0f} MiB venv"
@@ -129,7 +148,9 @@ class Smoke:
         answer = ""
         deadline = time.monotonic() + 60
         while time.monotonic() < deadline:
-            answer = (self.mnt / ".query" / "what editor does she prefer" / "_context.md").read_text()
+            answer = (
+                self.mnt / ".query" / "what editor does she prefer" / "_context.md"
+            ).read_text()
             if "relative line numbers" in answer:
                 return "found by .query"
             time.sleep(0.5)
@@ -166,17 +187,18 @@ def _du(path: Path) -> int:
     total = 0
     for dirpath, _dirs, files in os.walk(path):
         for f in files:
-            try:
+            with contextlib.suppress(OSError):
                 total += os.lstat(os.path.join(dirpath, f)).st_blocks * 512
-            except OSError:
-                pass
     return total
 
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--python", default=shutil.which("python3") or sys.executable,
-                    help="the interpreter that makes the clean venv (default: python3)")  # fmt: skip
+    ap.add_argument(
+        "--python",
+        default=shutil.which("python3") or sys.executable,
+        help="the interpreter that makes the clean venv (default: python3)",
+    )
     ap.add_argument("--keep", type=Path, default=None, help="work here and keep it")
     ap.add_argument("--json", type=Path, default=ROOT / "bench-results" / "install_smoke.json")
     args = ap.parse_args()
