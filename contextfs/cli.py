@@ -1,8 +1,10 @@
-"""Command line: `contextfs mount|umount|status|fsck|schema check|export|import`.
+"""The `contextfs` command: one `cmd_*` function per subcommand, `build_parser()` names them.
 
 A composition root like `daemon`: it reads configuration and turns `ContextFSError` into
-a message and an exit code at the top level. Exit codes: 0 ok, 1 error, 2 usage,
-3 schema error, 4 store busy (mounted elsewhere), 5 fsck found problems.
+one `contextfs: reason` line and an exit code at the top level (`EXIT_CODES`). `contextfs
+--help` lists the commands from their parsers, so a new command is listed once it is added
+to `build_parser()` (tests/unit/test_cli_help.py holds every command and positional to a
+help line).
 
 Every command imports what it needs inside its function, so each pays only for its own
 imports. The offline ones (`fsck`, `reindex`, `consolidate`, `schema check`, `status` of a
@@ -28,12 +30,18 @@ from typing import TYPE_CHECKING
 
 from contextfs import __version__
 from contextfs.config import Config, load_config, make_private, mount_record
-from contextfs.errors import ContextFSError, UsageError
+from contextfs.errors import ContextFSError, MountpointNotEmpty, UsageError
 
 if TYPE_CHECKING:  # the store is imported by the commands that open one
     from contextfs.store.fsck import CheckRun
 
 log = logging.getLogger("contextfs")
+
+EXIT_CODES = (
+    "exit codes: 0 ok, 1 error, 2 usage (bad arguments, config.yaml or mount point), "
+    "3 a context type does not load, 4 the store is in use (mounted elsewhere), "
+    "5 fsck found problems"
+)
 
 
 class _EscapingFormatter(logging.Formatter):
@@ -109,6 +117,8 @@ def cmd_mount(args: argparse.Namespace) -> int:
     cfg = _with_store(load_config(args.data_dir), args)
     mnt = Path(args.mountpoint)
     opts = _mount_options(args.options)
+    if not args.foreground:  # said here, not in the daemon's output (it checks again)
+        _check_mountpoint(mnt, nonempty="nonempty" in opts)
     make_private(cfg.data_dir)  # before the log file and the daemon's first file
     if args.foreground:
         from contextfs import daemon
@@ -116,8 +126,6 @@ def cmd_mount(args: argparse.Namespace) -> int:
         _setup_logging(cfg.log_level, cfg.log_path, cfg.redact_patterns)
         return daemon.run(cfg, mnt, opts)
     # Background: start ourselves in the foreground in a new session, return once mounted.
-    if _answers(mnt):
-        raise UsageError(f"{mnt} is already a mount point")
     cmd = [
         sys.executable,
         "-m",
@@ -146,15 +154,43 @@ def cmd_mount(args: argparse.Namespace) -> int:
             )
             return 0
         if proc.poll() is not None:
-            err = out_path.read_text(errors="replace").strip().splitlines()
-            tail = "\n".join(err[-5:])
-            print(f"contextfs: mount failed (exit {proc.returncode}):\n{tail}", file=sys.stderr)
-            return proc.returncode or 1
+            print(_daemon_error(out_path, proc.returncode), file=sys.stderr)
+            return proc.returncode if proc.returncode > 0 else 1
         time.sleep(0.05)
     print(
         f"contextfs: {mnt} not mounted after {args.timeout}s; see {cfg.log_path}", file=sys.stderr
     )
     return 1
+
+
+def _check_mountpoint(mnt: Path, *, nonempty: bool) -> None:
+    """Refuse what the daemon would refuse about `mnt` that can be seen from here: a mount,
+    a file, a directory with entries (hidden ones too) without `-o nonempty`. A missing one
+    (the daemon creates it) or a dead mount (the daemon detaches it) is left to the daemon."""
+    mnt = mnt.absolute()  # as the daemon says it
+    try:
+        entries = os.listdir(mnt)
+    except NotADirectoryError:
+        if mnt.exists():
+            raise UsageError(f"mountpoint {mnt} is not a directory") from None
+        return
+    except OSError:
+        return
+    if os.path.ismount(mnt):
+        raise UsageError(f"{mnt} is already a mount point")
+    if entries and not nonempty:
+        raise MountpointNotEmpty(mnt)
+
+
+def _daemon_error(out: Path, code: int) -> str:
+    """One line on why a daemon exited before its mount was ready: its own `contextfs:
+    reason` line (`main` writes one for every refusal), else the last line it wrote."""
+    lines = [ln.strip() for ln in out.read_text(errors="replace").splitlines() if ln.strip()]
+    said = [ln for ln in lines if ln.startswith("contextfs: ")]
+    if said:
+        return said[-1]
+    last = lines[-1] if lines else "nothing written"
+    return f"contextfs: the daemon exited {code} before mounting: {last} (see {out})"
 
 
 def _answers(mnt: Path) -> bool:
@@ -593,17 +629,44 @@ def cmd_mcp(args: argparse.Namespace) -> int:
 
     # stdout carries the protocol: logging goes to stderr only
     logging.basicConfig(level=logging.WARNING, stream=sys.stderr)
-    serve(mnt.resolve())
+    serve(mnt.resolve(), __version__)
+    return 0
+
+
+def cmd_demo(args: argparse.Namespace) -> int:
+    """Write the sample conversation shipped with the package (the README tour's)."""
+    import importlib.resources
+
+    sample = importlib.resources.files("contextfs").joinpath("samples", "chat.jsonl")
+    out = Path(args.file)
+    data = sample.read_bytes()
+    # the same sample again is fine (the tour run twice); anything else is the user's
+    if out.exists() and not args.force and out.read_bytes() != data:
+        raise UsageError(f"{out} exists (use --force to overwrite it)")
+    out.write_bytes(data)
+    turns = out.read_text().count("\n")
+    print(
+        f"wrote {out}: a sample conversation of {turns} turns; hand it to a mount with "
+        f"`contextfs ingest MNT {out} --wait` or `cp {out} MNT/.inbox/`"
+    )
     return 0
 
 
 def build_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="contextfs", description=__doc__.splitlines()[0])
+    p = argparse.ArgumentParser(
+        prog="contextfs",
+        description="ContextFS mounts an agent's long-term memory as a FUSE filesystem: "
+        "mount it, then read, write and search it as files, or with the commands below.",
+        epilog=f"`contextfs COMMAND --help` shows a command's arguments. {EXIT_CODES}.",
+    )
     p.add_argument("--version", action="version", version=f"contextfs {__version__}")
-    sub = p.add_subparsers(dest="command", required=True)
+    sub = p.add_subparsers(dest="command", required=True, title="commands", metavar="COMMAND")
 
-    m = sub.add_parser("mount", help="mount the memory store")
-    m.add_argument("mountpoint")
+    m = sub.add_parser("mount", help="mount the memory store (daemonises unless --foreground)")
+    m.add_argument(
+        "mountpoint",
+        help="an empty directory (created if missing; one with files needs -o nonempty)",
+    )
     m.add_argument(
         "--data-dir",
         type=Path,
@@ -621,7 +684,8 @@ def build_parser() -> argparse.ArgumentParser:
         "-o",
         dest="options",
         action="append",
-        help="FUSE mount options, comma separated (e.g. allow_other)",
+        help="FUSE mount options, comma separated (e.g. allow_other); nonempty: mount over "
+        "a directory that has files (hidden until unmounted)",
     )
     m.add_argument(
         "--timeout", type=float, default=30.0, help="seconds to wait for the mount to be ready"
@@ -629,23 +693,25 @@ def build_parser() -> argparse.ArgumentParser:
     m.set_defaults(func=cmd_mount)
 
     u = sub.add_parser("umount", help="unmount and wait for the daemon to finish")
-    u.add_argument("mountpoint")
-    u.add_argument("--timeout", type=float, default=30.0)
+    u.add_argument("mountpoint", help="a ContextFS mount point")
+    u.add_argument(
+        "--timeout", type=float, default=30.0, help="seconds to wait for the daemon to exit"
+    )
     u.set_defaults(func=cmd_umount)
 
     s = sub.add_parser("status", help="print .status of a mount (or counts of a data dir)")
-    s.add_argument("target")
+    s.add_argument("target", help="a mount point, or a data dir that is not mounted")
     s.add_argument("--store", default=None, help="a postgresql:// URL (default: config.yaml's)")
     s.set_defaults(func=cmd_status)
 
     f = sub.add_parser("fsck", help="check the store's invariants (not while mounted)")
-    f.add_argument("data_dir", type=Path)
+    f.add_argument("data_dir", type=Path, help="the data dir of a store that is not mounted")
     f.add_argument("--store", default=None, help="a postgresql:// URL (default: config.yaml's)")
     f.set_defaults(func=cmd_fsck)
 
     q = sub.add_parser("search", help="search through a mount (reads .query/<question>/)")
-    q.add_argument("mountpoint")
-    q.add_argument("question")
+    q.add_argument("mountpoint", help="a live ContextFS mount")
+    q.add_argument("question", help="the question, in words (quote it)")
     q.add_argument("-k", type=int, default=None, help="number of hits")
     q.add_argument("--budget", type=int, default=None, help="token budget of the context")
     q.add_argument("--type", default=None, help="only nodes of this context type")
@@ -654,32 +720,39 @@ def build_parser() -> argparse.ArgumentParser:
     q.set_defaults(func=cmd_search)
 
     r = sub.add_parser("reindex", help="rebuild the search indexes from the store")
-    r.add_argument("data_dir", type=Path)
+    r.add_argument("data_dir", type=Path, help="the data dir (not mounted)")
     r.add_argument("--store", default=None, help="a postgresql:// URL (default: config.yaml's)")
     r.set_defaults(func=cmd_reindex)
 
     i = sub.add_parser("ingest", help="hand files to a mount's inbox (progress, --wait)")
-    i.add_argument("mountpoint")
-    i.add_argument("files", nargs="+")
+    i.add_argument("mountpoint", help="a live ContextFS mount")
+    i.add_argument("files", nargs="+", help="the files to hand to the inbox")
     i.add_argument("--owner", default="", help="e.g. user/alice (default: the root inbox)")
     i.add_argument("--wait", action="store_true", help="wait until each is processed")
     i.set_defaults(func=cmd_ingest)
 
     c = sub.add_parser("consolidate", help="decay, merge and archive now (not while mounted)")
-    c.add_argument("data_dir", type=Path)
+    c.add_argument("data_dir", type=Path, help="the data dir (not mounted)")
     c.add_argument("--now", default=None, help="pretend it is this date (ISO), for a preview")
     c.add_argument("--store", default=None, help="a postgresql:// URL (default: config.yaml's)")
     c.set_defaults(func=cmd_consolidate)
     _transfer_parsers(sub)
 
     mc = sub.add_parser("mcp", help="serve MCP over stdio: tools over the paths of a mount")
-    mc.add_argument("mountpoint")
+    mc.add_argument("mountpoint", help="the live ContextFS mount whose paths the tools use")
     mc.set_defaults(func=cmd_mcp)
 
+    d = sub.add_parser("demo", help="write a sample conversation to try the inbox with")
+    d.add_argument("file", help="where to write it (JSONL, the inbox's transcript format)")
+    d.add_argument("--force", action="store_true", help="overwrite the file if it exists")
+    d.set_defaults(func=cmd_demo)
+
     sc = sub.add_parser("schema", help="context-type tools")
-    scs = sc.add_subparsers(dest="schema_command", required=True)
+    scs = sc.add_subparsers(
+        dest="schema_command", required=True, title="schema commands", metavar="SUBCOMMAND"
+    )
     chk = scs.add_parser("check", help="validate context-type YAML files without mounting")
-    chk.add_argument("dirs", nargs="+")
+    chk.add_argument("dirs", nargs="+", help="directories of context-type *.yaml files")
     chk.add_argument(
         "--with-builtins",
         action="store_true",

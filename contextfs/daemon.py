@@ -23,6 +23,8 @@ import logging
 import os
 import signal
 import subprocess
+import sys
+import tempfile
 import time
 from collections.abc import Awaitable, Callable, Iterator
 from importlib import metadata
@@ -49,7 +51,14 @@ from contextfs.app import (
 from contextfs.config import Config, mount_record
 from contextfs.conversations.inbox import Intake, IntakeService
 from contextfs.conversations.llm import LLMSummarizer
-from contextfs.errors import ContextFSError, StoreUnavailable, UsageError, VersionConflict
+from contextfs.errors import (
+    ContextFSError,
+    MountpointNotEmpty,
+    MountRefused,
+    StoreUnavailable,
+    UsageError,
+    VersionConflict,
+)
 from contextfs.fs.build import FsOptions, build_operations
 from contextfs.fs.ops import DIR_HANDLE_IS_INODE, Operations
 from contextfs.memory.background import Service
@@ -74,30 +83,89 @@ async def _watch_signals(nursery: trio.Nursery) -> None:
             return
 
 
-def _clear_stale_mount(mountpoint: Path) -> None:
-    """A daemon killed with SIGKILL leaves 'Transport endpoint is not connected'.
+def _prepare_mountpoint(mountpoint: Path, *, nonempty: bool) -> None:
+    """Make `mountpoint` ready to be mounted on, or refuse it (exit 2) saying why.
 
-    The dead mount still looks like a mount point (its root's attributes are cached),
-    so ask for a listing, which needs a live daemon."""
+    A missing one is created (`contextfs mount ~/memory` on a fresh machine). A daemon
+    killed with SIGKILL leaves 'Transport endpoint is not connected': the dead mount still
+    looks like a mount point (its root's attributes are cached), so ask for a listing, which
+    needs a live daemon, and detach it. A directory with entries (hidden ones count) is
+    refused unless `nonempty`: the mount would hide them, and libfuse 3 no longer checks."""
     try:
         os.lstat(mountpoint)
-    except FileNotFoundError:
-        mountpoint.mkdir(parents=True)  # `contextfs mount ~/memory` on a fresh machine
+    except (FileNotFoundError, NotADirectoryError):  # the latter: a file on the way to it
+        try:
+            mountpoint.mkdir(parents=True)
+        except OSError as exc:
+            raise UsageError(
+                f"cannot create the mount point {mountpoint}: {exc.strerror}"
+            ) from None
         log.info("created the mount point %s", mountpoint)
     except OSError:
         pass  # a dead mount answers ENOTCONN even to lstat: detached below
     try:
-        os.listdir(mountpoint)
+        entries = os.listdir(mountpoint)
     except OSError as exc:
         if exc.errno != errno.ENOTCONN:
-            raise UsageError(f"mountpoint {mountpoint}: {exc.strerror}") from None
+            raise _unusable(mountpoint, exc) from None
         log.warning("%s is a dead mount from an earlier run; detaching it", mountpoint)
         subprocess.run(["fusermount3", "-u", "-z", str(mountpoint)], capture_output=True)
+        try:
+            entries = os.listdir(mountpoint)  # what the dead mount hid
+        except OSError as again:
+            raise _unusable(mountpoint, again) from None
     else:
         if os.path.ismount(mountpoint):
             raise UsageError(f"{mountpoint} is already a mount point")
-    if not mountpoint.is_dir():
-        raise UsageError(f"mountpoint {mountpoint} is not a directory")
+    if entries and not nonempty:
+        raise MountpointNotEmpty(mountpoint)
+
+
+def _unusable(mountpoint: Path, exc: OSError) -> UsageError:
+    if exc.errno == errno.ENOTDIR and os.path.exists(mountpoint):
+        return UsageError(f"mountpoint {mountpoint} is not a directory")
+    return UsageError(f"mountpoint {mountpoint}: {exc.strerror}")
+
+
+def _init_fuse(ops: Operations, mountpoint: Path, fuse_options: set[str]) -> None:
+    """`pyfuse3.init`, refused with libfuse's own reason as one line.
+
+    libfuse (and the fusermount3 it runs) print why they refuse to fd 2, and then pyfuse3
+    raises a RuntimeError that names only the call that failed. So fd 2 goes to a file
+    for the call (the log's stderr handler keeps writing to the real one), and what was
+    said there becomes the error: options libfuse does not take are a usage error (exit 2,
+    fuse_session_new), a mount the kernel or fusermount3 refuses is exit 1."""
+    sys.stderr.flush()
+    saved = os.dup(2)
+    real = open(saved, "w", closefd=False, errors="backslashreplace")  # noqa: SIM115
+    moved = [
+        h
+        for h in logging.root.handlers
+        if isinstance(h, logging.StreamHandler) and h.stream is sys.stderr
+    ]
+    failed: RuntimeError | None = None
+    with tempfile.TemporaryFile() as said:
+        os.dup2(said.fileno(), 2)
+        for h in moved:
+            h.setStream(real)
+        try:
+            pyfuse3.init(ops, str(mountpoint), fuse_options)
+        except RuntimeError as exc:
+            failed = exc
+        finally:
+            for h in moved:
+                h.setStream(sys.stderr)  # flushes `real`
+            real.close()
+            os.dup2(saved, 2)
+            os.close(saved)
+        said.seek(0)
+        text = said.read().decode(errors="replace")
+    if failed is None:
+        sys.stderr.write(text)  # mounted: any warning of libfuse's is shown as it would be
+        return
+    reason = " ".join(ln.strip() for ln in text.splitlines() if ln.strip()) or str(failed)
+    refused = UsageError if "fuse_session_new" in str(failed) else MountRefused
+    raise refused(f"cannot mount {mountpoint}: {reason}") from None
 
 
 P = ParamSpec("P")
@@ -120,7 +188,8 @@ def then_flush(refresh: Callable[P, object], flush: Callable[[], object]) -> Cal
 
 
 # Mount options that are ours, not the kernel's: they are removed before pyfuse3.init.
-OWN_OPTIONS = {"ctx_xattr"}
+# `nonempty` was libfuse 2's; libfuse 3 refuses it as unknown, and mounts over files anyway.
+OWN_OPTIONS = {"ctx_xattr", "nonempty"}
 
 
 def run(cfg: Config, mountpoint: Path, options: list[str]) -> int:
@@ -128,7 +197,7 @@ def run(cfg: Config, mountpoint: Path, options: list[str]) -> int:
     faulthandler.register(signal.SIGUSR1, all_threads=True)
     faulthandler.enable(all_threads=True)  # a fatal signal prints every thread's stack
     mountpoint = mountpoint.absolute()
-    _clear_stale_mount(mountpoint)
+    _prepare_mountpoint(mountpoint, nonempty="nonempty" in options)
     with contextlib.ExitStack() as teardown:
         _mount(cfg, mountpoint, options, teardown)
     return 0
@@ -257,7 +326,7 @@ def _mount(
     fuse_options |= set(options) - OWN_OPTIONS
     log.info("mounting %s (data dir %s, %d nodes)", mountpoint, cfg.data_dir, memory.live.count())
     teardown.callback(_last_writes, memory)  # registered before the mount: runs after it goes
-    pyfuse3.init(ops, str(mountpoint), fuse_options)
+    _init_fuse(ops, mountpoint, fuse_options)
     teardown.push(_close_fuse)
     announce()
 

@@ -146,6 +146,21 @@ class UsageError(ContextFSError):
     exit_code = 2
 
 
+class MountRefused(ContextFSError):
+    """libfuse, fusermount3 or the kernel refused the mount: the reason is what they said."""
+
+
+class MountpointNotEmpty(UsageError):
+    """A mount over files would hide them (libfuse 3 no longer refuses it): the user must
+    say so with `-o nonempty`."""
+
+    def __init__(self, mountpoint: object) -> None:
+        super().__init__(
+            f"{mountpoint} is not empty (its files would be hidden under the mount); "
+            "mount over it with -o nonempty"
+        )
+
+
 class StoreUnavailable(ContextFSError):
     """The store's server cannot be reached (PostgreSQL stopped or the network gone): the
     write is refused, nothing of it stored; the mount reconnects by itself."""

@@ -187,14 +187,16 @@ class MountClient:
         return self._read(self.root / ".status")
 
 
-def build_server(mnt: Path):
-    """The MCP server (the `mcp` SDK's MCPServer) with one tool per `MountClient` method."""
+def build_server(mnt: Path, version: str):
+    """The MCP server (the `mcp` SDK's MCPServer) with one tool per `MountClient` method;
+    `version` (contextfs's, from the command) is what it tells clients it is."""
     from mcp.server.mcpserver import MCPServer
     from mcp.server.mcpserver.exceptions import ToolError
 
     c = MountClient(Path(mnt))
     server = MCPServer(
         "contextfs",
+        version=version,  # the SDK's default is "": clients would show none
         instructions=(
             f"Long-term memory mounted at {mnt}. Paths are relative to it: user/<id>/ and "
             "agent/<id>/ hold one directory per context type, each node a directory with "
@@ -277,7 +279,7 @@ def build_server(mnt: Path):
     return server
 
 
-def serve(mnt: Path) -> None:
+def serve(mnt: Path, version: str) -> None:
     """Run the server on stdin/stdout until the client closes it."""
     log.info("MCP server over %s", mnt)
-    build_server(mnt).run("stdio")
+    build_server(mnt, version).run("stdio")
