@@ -140,10 +140,14 @@ class ContextFS:
 
     `owner` ("user/alice", "agent/coder") scopes sessions, searches and memories to that
     owner's directory; by default the root's `.sessions`, `.query` and `.inbox` (the
-    configured default owner; `.query` at the root searches everything).
+    configured default owner; `.query` at the root searches everything). An owner that
+    does not exist yet is created the way a shell creates one (`mkdir user/alice`), unless
+    `create` is False: then it is `NotFound`.
     """
 
-    def __init__(self, mount: str | os.PathLike[str], owner: str | None = None) -> None:
+    def __init__(
+        self, mount: str | os.PathLike[str], owner: str | None = None, *, create: bool = True
+    ) -> None:
         self.mount = Path(mount)
         if owner is not None and not _OWNER.fullmatch(owner):
             raise InvalidInput(f"owner must be 'user/<id>' or 'agent/<id>', not {owner!r}")
@@ -152,7 +156,14 @@ class ContextFS:
         if not (os.path.ismount(self.mount) and (self.mount / ".status").exists()):
             raise NotMounted(f"{self.mount} is not a live ContextFS mount", path=str(self.mount))
         if owner and not self.base.is_dir():
-            raise NotFound(f"no owner {owner} in {self.mount} (mkdir it first)", path=owner)
+            if not create:
+                raise NotFound(f"no owner {owner} in {self.mount}", path=owner)
+            try:  # the mount checks the id (EINVAL) and the caller's permission (EACCES)
+                self.base.mkdir()
+            except FileExistsError:  # made by someone else meanwhile
+                pass
+            except OSError as exc:
+                raise self._error(exc, self.base) from None
 
     # ---- sessions ----------------------------------------------------------------------
 

@@ -112,7 +112,12 @@ def test_errors_come_back_typed_with_the_mounts_reason(searchable: Mount, tmp_pa
     with pytest.raises(NotMounted):
         ContextFS(tmp_path)
     with pytest.raises(NotFound):
-        ContextFS(root, owner="user/nobody")
+        ContextFS(root, owner="user/nobody", create=False)
+    assert not (root / "user/nobody").exists()
+    assert ContextFS(root, owner="user/nobody").base.is_dir()  # made, as `mkdir` makes one
+    with pytest.raises(InvalidInput) as bad_owner:
+        ContextFS(root, owner="user/no body")  # the mount's rule for owner ids
+    assert bad_owner.value.errno == errno.EINVAL
     c = ContextFS(root)
     with pytest.raises(InvalidInput) as bad:
         c.remember("Tea.", type="preference", name="tea", fields={"colour": "green"})
@@ -142,6 +147,10 @@ def test_an_owner_scoped_client_stays_in_its_owner(searchable: Mount) -> None:
     assert not (root / "user/default/preferences/evening-drink").exists()
     assert carol.compose("c1").startswith("# Context for session c1")
     assert (root / "user/carol/.sessions/c1").is_dir() and not (root / ".sessions/c1").exists()
-    hits = carol.search("rooibos evening drink").hits
-    assert hits and all(h.path.startswith("user/carol/") for h in hits)
+    # a write without fsync is searchable once the indexer has taken it (BM25 first)
+    deadline = time.monotonic() + 30
+    while not (hits := carol.search("rooibos evening drink").hits):
+        assert time.monotonic() < deadline, "the new preference was never found"
+        time.sleep(0.2)
+    assert all(h.path.startswith("user/carol/") for h in hits)
     carol.dispose("c1")
