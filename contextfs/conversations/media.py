@@ -39,13 +39,13 @@ VIDEO_SUFFIXES = (".mp4", ".webm", ".mkv")
 
 
 def media_missing() -> str | None:
-    """Why media cannot be taken on this install (a package missing), or None."""
-    try:
-        import PIL  # noqa: F401
-        import soundfile  # noqa: F401
-        import webrtcvad  # noqa: F401
-    except ImportError as exc:
-        return f"the media packages are not installed ({exc.name}); see scripts/setup.sh"
+    """Why media cannot be taken on this install (a package missing), or None. Found
+    without importing them: a mount that is never handed media never loads them."""
+    import importlib.util
+
+    for name in ("PIL", "soundfile", "webrtcvad"):
+        if importlib.util.find_spec(name) is None:
+            return f"the media packages are not installed ({name}); see scripts/setup.sh"
     return None
 
 

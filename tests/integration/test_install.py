@@ -101,3 +101,25 @@ def test_an_install_without_its_types_refuses_to_mount(installed: Path, tmp_path
     assert res.returncode == 3, res.stderr
     assert "built-in context types are not installed" in res.stderr
     assert "Traceback" not in res.stderr
+
+
+def _mapped(pid: int) -> set[str]:
+    with open(f"/proc/{pid}/maps") as f:
+        return {line.split()[-1] for line in f if line.rstrip().endswith(".so") or ".so." in line}
+
+
+def test_a_mount_loads_no_media_library_and_no_cuda(mount) -> None:  # noqa: ANN001
+    """An idle mount (search off, no media handed to it) maps neither torch nor a media
+    library; no install of ours maps CUDA (docs/operations.md#installing)."""
+    (mount.path / "user" / "default" / "preferences" / "editor").mkdir()
+    (mount.path / "user" / "default" / "preferences" / "editor" / "L2.md").write_text("vim\n")
+    assert os.listdir(mount.path / "user" / "default")
+    libs = _mapped(mount.proc.pid)
+    heavy = [
+        lib
+        for lib in libs
+        if any(s in lib for s in ("libtorch", "/av.libs/", "/PIL/", "webrtcvad", "sndfile",
+                                  "nvidia", "cuda"))
+    ]  # fmt: skip
+    assert heavy == [], heavy
+    assert any("duckdb" in lib for lib in libs), "the check must see the daemon's libraries"
