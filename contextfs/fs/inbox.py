@@ -25,6 +25,7 @@ from contextfs.fs.inode import (
     is_temp_name,
     ns,
 )
+from contextfs.memory.document import TRACE_SUFFIX
 from contextfs.memory.redact import secret_filename_reason
 
 if TYPE_CHECKING:
@@ -115,6 +116,8 @@ class Inbox(RoleBase):
             raise self.no_files_here(d)
         if secret_filename_reason(name):
             return Role.INBOX_NEW  # refused when closed, with the reason
+        if name.endswith(TRACE_SUFFIX):  # a refused write's trace is handed in, not parked
+            return Role.INBOX_NEW
         return Role.SCRATCH if is_temp_name(name) else Role.INBOX_NEW
 
     def create(self, d: Inode, name: str, mode: int, flags: int, uid: int, gid: int) -> Handle:

@@ -5,24 +5,30 @@ close saves a version (L2) or pins it (L0/L1) and its fsync also waits until the
 caught up (fsync is a search barrier, SPEC §3); a file dropped into a type directory is
 routed by its type's strategy at close (or kept as a pending drop at fsync); editors'
 scratch files are accepted and never stored. A refused commit is recorded in `.status`,
-keeps the refused bytes, and shows the stored text again.
+keeps the refused bytes, shows the stored text again, and leaves a `NAME.refused` trace
+beside the file (`leave_trace`): the reason and the bytes, where the writer looks.
 """
 
 from __future__ import annotations
 
+import logging
+import os
 import stat
 from typing import TYPE_CHECKING
 
 from contextfs.errors import ContextFSError, ReadOnly
 from contextfs.fs.handler import RoleBase
-from contextfs.fs.inode import META_FILE, Handle, Inode, Role
+from contextfs.fs.inode import META_FILE, NAME_MAX, Handle, Inode, Role
 from contextfs.fs.query import SearchPort
-from contextfs.memory.document import decode_text
+from contextfs.memory.document import decode_text, trace_name
 from contextfs.memory.texts import LRU
-from contextfs.model import Node
+from contextfs.model import Access, Node
 
 if TYPE_CHECKING:
     from contextfs.fs.tree import Tree
+    from contextfs.memory.service import Refusal
+
+log = logging.getLogger(__name__)
 
 
 class Tiers(RoleBase):
@@ -186,9 +192,10 @@ class Tiers(RoleBase):
         try:
             stored = self.save_tier(inode, inode.node, inode.tier, data)
         except ContextFSError as exc:
-            self.tree.refuse(inode, exc, data)
+            refusal = self.tree.refuse(inode, exc, data)
             h.buffer = bytearray(inode.node.tier(inode.tier).encode("utf-8"))
             self.tree.invalidate(inode)
+            self.leave_trace(inode.parent, inode.name, data, refusal)
             raise
         # the handle now holds what is stored (a redacted secret included)
         h.buffer = bytearray(stored if stored is not None else data)
@@ -211,7 +218,8 @@ class Tiers(RoleBase):
             elif role == Role.ATTACH and inode.att is not None:
                 self.tree.attachments.commit(inode)
         except ContextFSError as exc:
-            self.tree.refuse(inode, exc, bytes(inode.data))
+            data = bytes(inode.data)
+            refusal = self.tree.refuse(inode, exc, data)
             inode.dirty = False
             if role == Role.TIER:
                 assert inode.node is not None and inode.tier is not None
@@ -221,6 +229,7 @@ class Tiers(RoleBase):
                     else bytearray(inode.node.tier(inode.tier).encode("utf-8"))
                 )
                 self.tree.invalidate(inode)
+                self.leave_trace(inode.parent, inode.name, data, refusal)
             raise
         inode.dirty = False
 
@@ -263,7 +272,17 @@ class Tiers(RoleBase):
         if inode.drop_id is None:
             inode.drop_id = self.memory.new_id()
         data = bytes(inode.data or b"")
-        self.memory.persist_drop(inode.drop_id, inode.owner, inode.ctype, inode.name, data)
+        self.memory.persist_drop(
+            inode.drop_id, inode.owner, inode.ctype, inode.name, data, self._parked_access(inode)
+        )
+
+    def _parked_access(self, inode: Inode) -> Access | None:
+        """A parked file's owner, group and mode, to show again after a remount (None:
+        the defaults, the daemon's user and 0644)."""
+        mode = stat.S_IMODE(inode.mode)
+        if (inode.uid, inode.gid, mode) == (self.tree.uid, self.tree.gid, 0o644):
+            return None
+        return Access(inode.uid, inode.gid, mode, mode)
 
     def restore_parked(self) -> None:
         """At mount: show the parked files again where they were closed."""
@@ -273,9 +292,10 @@ class Tiers(RoleBase):
             d = od.children.get(ctype.type_dir) if od and od.children and ctype else None
             if d is None or d.children is None or filename in d.children:
                 continue
+            a = self.memory.access.get(("parked", str(drop_id)))
             self.tree.new(
                 Role.SCRATCH,
-                stat.S_IFREG | 0o644,
+                stat.S_IFREG | (a.file_mode if a else 0o644),
                 filename,
                 d,
                 node=d.node,
@@ -283,6 +303,8 @@ class Tiers(RoleBase):
                 ctype=ctype,
                 data=bytearray(data),
                 drop_id=drop_id,
+                uid=a.uid if a else self.tree.uid,
+                gid=a.gid if a else self.tree.gid,
             )
 
     def route_drop(self, inode: Inode) -> None:
@@ -294,16 +316,97 @@ class Tiers(RoleBase):
         try:
             res = self.memory.route(inode.owner, inode.ctype, inode.name, data)
         except ContextFSError as exc:
-            self.tree.refuse(inode, exc, data)
+            refusal = self.tree.refuse(inode, exc, data)
+            self._forget_drop(inode, parent)
+            self.leave_trace(
+                parent, inode.name, data, refusal, inode.uid, inode.gid, stat.S_IMODE(inode.mode)
+            )
             raise
-        finally:
-            if inode.drop_id is not None:
-                self.memory.forget_drop(inode.drop_id)
-                inode.drop_id = None
-            if parent is not None:
-                # drops are never cached by the kernel (volatile): no invalidation needed
-                self.tree.unlink_inode(inode)
+        except BaseException:
+            self._forget_drop(inode, parent)
+            raise
+        self._forget_drop(inode, parent)
         self.tree.nodes.routed(res.node, res.created)
+
+    def _forget_drop(self, inode: Inode, parent: Inode | None) -> None:
+        """A drop was routed or refused: it leaves the tree, and its pending row the store."""
+        if inode.drop_id is not None:
+            self.memory.forget_drop(inode.drop_id)
+            inode.drop_id = None
+        if parent is not None:
+            # drops are never cached by the kernel (volatile): no invalidation needed
+            self.tree.unlink_inode(inode)
+
+    # ---- traces of refused writes --------------------------------------------------------
+
+    def leave_trace(
+        self,
+        d: Inode | None,
+        name: str,
+        data: bytes,
+        refusal: Refusal,
+        uid: int | None = None,
+        gid: int | None = None,
+        mode: int | None = None,
+    ) -> None:
+        """A write refused at close stays visible where it was made, as `NAME.refused`:
+        the reason, then the bytes (memory.document.trace_bytes), until it is removed.
+
+        `printf … > NAME` (bash ignores close()'s error) and a Python file closed by the
+        garbage collector never show the errno; this is what they see instead. In a type
+        directory (or a singleton never written) it is a parked file (kept in the store,
+        never routed); in a node directory an attachment of the node, which moves, is
+        deleted and is private with it. It takes the owner, group and mode of the refused
+        file (a tier's: the node's), so no one reads it who could not read that. A later
+        refusal of the same NAME replaces it (every refused write is also in refused/)."""
+        t = self.tree
+        if d is None or d.trashed or not data or d.role not in (Role.TYPEDIR, Role.NODE):
+            return
+        if self.memory.failsafe:
+            return  # the store takes nothing now: .status and refused/ say it all
+        tname = trace_name(name)
+        if len(os.fsencode(tname)) > NAME_MAX:
+            return  # no room for the suffix: .status and refused/ say it all
+        try:
+            t.ensure(d)
+            assert d.children is not None
+            old = d.children.get(tname)
+            if old is not None and (old.is_dir or old.role not in (Role.SCRATCH, Role.ATTACH)):
+                return
+            body = self.memory.trace_of(refusal, tname, data)
+            n = d.node
+            if d.role == Role.NODE and n is not None:
+                a = self.tree.perms.node_access(n)
+                if old is not None:
+                    t.handler(old).unlink(d, old)
+                att = self.memory.add_attachment(
+                    n, None, tname, "file", a.file_mode if mode is None else mode, data=body
+                )
+                inode = t.attachments.inode_for(d, n, att)
+                t.perms.created(
+                    inode, att.mode, a.uid if uid is None else uid, a.gid if gid is None else gid
+                )
+            else:
+                assert d.owner is not None and d.ctype is not None
+                if old is not None:
+                    self.unlink(d, old)
+                inode = t.new(
+                    Role.SCRATCH,
+                    stat.S_IFREG | (0o644 if mode is None else mode),
+                    tname,
+                    d,
+                    node=n,
+                    owner=d.owner,
+                    ctype=d.ctype,
+                    data=bytearray(body),
+                    uid=t.uid if uid is None else uid,
+                    gid=t.gid if gid is None else gid,
+                )
+                self.park(inode)
+            t.touch_dir(d)
+        except ContextFSError as exc:
+            # the refusal itself is recorded and its bytes kept: only the trace is missing
+            log.warning("no trace of the refused write %s: %s", t.child_path(d, tname), exc)
 
     # ---- removing ------------------------------------------------------------------------
 

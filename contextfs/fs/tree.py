@@ -65,7 +65,7 @@ from contextfs.fs.sessions import Sessions, SessionsConfig
 from contextfs.fs.static import Static
 from contextfs.fs.tiers import Tiers
 from contextfs.fs.trash import Trash
-from contextfs.memory.service import Memory
+from contextfs.memory.service import Memory, Refusal
 from contextfs.memory.texts import LRU
 from contextfs.model import Node
 
@@ -340,7 +340,7 @@ class Tree:
             return inode.data
         return self.handler(inode).content(inode)
 
-    def refuse(self, inode: Inode, exc: ContextFSError, data: bytes | None) -> None:
+    def refuse(self, inode: Inode, exc: ContextFSError, data: bytes | None) -> Refusal:
         """Record a refused commit in .status (keeping the bytes); the adapter must not
         record it again."""
         path = self.path(inode) if inode.parent is not None else inode.name
@@ -350,6 +350,7 @@ class Tree:
         exc.recorded = True  # type: ignore[attr-defined]
         if r.kept_at:
             exc.reason = f"{exc.reason} (your bytes are kept at {r.kept_at})"
+        return r
 
     def new_handle(self, inode: Inode, flags: int) -> Handle:
         h = Handle(self._next_fh, inode, flags)

@@ -28,8 +28,47 @@ _BOOL_TAG = "tag:yaml.org,2002:bool"
 _MERGE_TAG = "tag:yaml.org,2002:merge"
 
 
+# A refused write stays visible beside where it was written as `NAME.refused` (fs.tiers:
+# `leave_trace`): this note with the reason, then the bytes as written. The note is an
+# HTML comment (markdown shows nothing of it) that `strip_trace` takes off again whenever
+# such bytes are written back as memory (renamed to NAME, copied, cat into L2.md), so
+# "fix the bytes, then `mv NAME.refused NAME`" is a retry.
+TRACE_SUFFIX = ".refused"
+_TRACE_OPEN = b"<!-- contextfs refused this write: "
+_TRACE_CLOSE = b" -->\n"
+
+
+def trace_name(name: str) -> str:
+    """The name a refused write of `name` stays visible under."""
+    return name + TRACE_SUFFIX
+
+
+def trace_bytes(reason: str, name: str, data: bytes) -> bytes:
+    """What `NAME.refused` holds: a note with the reason and what to do, then `data`
+    exactly (the caller redacts secrets first)."""
+    reason = " ".join(reason.split())  # one line
+    original = name.removesuffix(TRACE_SUFFIX)
+    note = (
+        f"{reason}\n"
+        "Your bytes follow this note, exactly as written. Fix them and rename this file "
+        f"to {original!r} to try again (this note is dropped then); rm {name!r} to "
+        "discard them. This file is never memory: not routed, indexed or searched."
+    ).replace("-->", "-- >")  # nothing in it ends the comment early
+    return _TRACE_OPEN + note.encode("utf-8", "backslashreplace") + _TRACE_CLOSE + data
+
+
+def strip_trace(data: bytes) -> bytes:
+    """`data` without the note `trace_bytes` put at its start (as it is if it has none)."""
+    if not data.startswith(_TRACE_OPEN):
+        return data
+    end = data.find(_TRACE_CLOSE)
+    return data[end + len(_TRACE_CLOSE) :] if end >= 0 else data
+
+
 def decode_text(data: bytes, what: str) -> str:
-    """The bytes of a memory file as text: they must be UTF-8 (binaries are attachments)."""
+    """The bytes of a memory file as text: they must be UTF-8 (binaries are attachments).
+    A refused write's note (`trace_bytes`), written back with its bytes, is taken off."""
+    data = strip_trace(data)
     try:
         return data.decode("utf-8")
     except UnicodeDecodeError as exc:

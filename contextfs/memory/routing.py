@@ -27,6 +27,7 @@ from contextfs.memory.document import (
     normalize_item,
     parse_document,
     render_document,
+    strip_trace,
 )
 from contextfs.memory.remote import ATTEMPTS, catch_up, lock_and_load
 from contextfs.memory.strategies import (
@@ -34,7 +35,7 @@ from contextfs.memory.strategies import (
     machine_writer,
     strategy_for,
 )
-from contextfs.model import Node
+from contextfs.model import Access, Node
 
 if TYPE_CHECKING:
     from contextfs.memory.service import LiveNodes, Refusal
@@ -46,8 +47,11 @@ log = logging.getLogger("contextfs.memory.service")  # the name these lines alwa
 # Editor scratch files (SPEC §3): accepted anywhere a file may be created, never memory.
 _EDITOR_SCRATCH = re.compile(r"(\.sw[a-p]$|~$|^4913$|^\.#|^#.*#$)")
 # In a type directory, also the temporary names of atomic writers (rsync, sed -i,
-# Python's tempfile, *.tmp) and hidden files: they are routed only once renamed.
-TYPE_DIR_TEMP = re.compile(r"(^\.|^tmp[a-z0-9_]{6,}$|^sed[A-Za-z0-9]{6}$|\.tmp$|^[0-9]+$)")
+# Python's tempfile, *.tmp), hidden files and the traces of refused writes
+# (`NAME.refused`, memory.document.trace_bytes): they are routed only once renamed.
+TYPE_DIR_TEMP = re.compile(
+    r"(^\.|^tmp[a-z0-9_]{6,}$|^sed[A-Za-z0-9]{6}$|\.tmp$|^[0-9]+$|\.refused$)"
+)
 
 
 def is_editor_scratch(name: str) -> bool:
@@ -95,6 +99,7 @@ class Routing:
     live: LiveNodes
     max_tier_size: int
     clock: Callable[[], float]
+    access: dict[tuple[str, str], Access]
 
     # ---- routed writes (SPEC §5, first bullet) ------------------------------------------
 
@@ -102,6 +107,7 @@ class Routing:
         self, owner: tuple[str, str], ctype: ContextType, filename: str, data: bytes
     ) -> RouteResult:
         """A file written into a type directory becomes memory by the type's mode."""
+        data = strip_trace(data)  # a refused write's trace renamed back: its bytes only
         if len(data) > self.max_tier_size:
             raise TooBig(f"a memory file is limited to {self.max_tier_size} bytes")
         raw = decode_text(data, filename)
@@ -236,15 +242,28 @@ class Routing:
     # ---- drops --------------------------------------------------------------------------
 
     def persist_drop(
-        self, drop_id: int, owner: tuple[str, str], ctype: ContextType, filename: str, data: bytes
+        self,
+        drop_id: int,
+        owner: tuple[str, str],
+        ctype: ContextType,
+        filename: str,
+        data: bytes,
+        access: Access | None = None,
     ) -> None:
+        """Store a dropped or parked file's bytes; `access`: the owner, group and mode a
+        parked file shows again after a remount (kept as the `parked` access row)."""
         with self.transaction():
             data = self.redact_bytes(data, self._owner_path(owner, ctype, filename))
             self.store.add_pending_drop(drop_id, owner, ctype.name, filename, data)
+            key = ("parked", str(drop_id))
+            if access is not None and self.access.get(key) != access:
+                self.set_access(*key, access)
 
     def forget_drop(self, drop_id: int) -> None:
         with self.transaction():
             self.store.remove_pending_drop(drop_id)
+            if ("parked", str(drop_id)) in self.access:
+                self.set_access("parked", str(drop_id), None)
 
     def parked_files(self) -> list[tuple[int, tuple[str, str], str, str, bytes]]:
         """(id, owner, type name, file name, bytes) of every parked file: a temporary or

@@ -37,7 +37,7 @@ from contextfs.errors import (
     VersionConflict,
 )
 from contextfs.memory.attachments import AttachmentStore
-from contextfs.memory.document import Document, parse_document
+from contextfs.memory.document import Document, parse_document, trace_bytes
 from contextfs.memory.heads import LiveIndex, NodeCache
 from contextfs.memory.remote import keep_both
 from contextfs.memory.routing import Routing
@@ -281,6 +281,14 @@ class Memory(Transactions, AttachmentStore, Routing):
         log.info("refused %s: %s", path, reason)
         return r
 
+    def trace_of(self, refusal: Refusal, name: str, data: bytes) -> bytes:
+        """What the trace of a refused write, `name` (`NAME.refused`), holds: the reason,
+        then the refused bytes with any secret redacted (memory.document.trace_bytes).
+        The redactions were logged with the refusal already."""
+        if self.redactor is not None:
+            data = self.redactor.redact_bytes(data)[0]
+        return trace_bytes(refusal.reason, name, data)
+
     def recent_refusals(
         self, visible: Callable[[str], bool] | None = None
     ) -> tuple[list[Refusal], int]:
@@ -316,8 +324,9 @@ class Memory(Transactions, AttachmentStore, Routing):
     def set_access(self, kind: str, key: str, access: Access | None) -> None:
         """Store who owns an owner directory (`owner`, 'user/alice'), one of its fixed
         folders (`dir`, 'user/alice/preferences'), a node (`node`, its id) or an attachment
-        (`attachment`, its id) and its modes; None = the defaults."""
-        if kind not in ("owner", "dir", "node", "attachment"):
+        (`attachment`, its id), or a file parked in a type directory (`parked`, its
+        pending-drop id) and its modes; None = the defaults."""
+        if kind not in ("owner", "dir", "node", "attachment", "parked"):
             raise InvalidInput(f"no access is kept for {kind!r}")
         self.check_writable()
         with self.transaction():

@@ -167,10 +167,12 @@ SCHEMA_V2 = """
 -- 'user/alice/preferences', 'user/alice/.trash/preferences'; none = the owner's), a
 -- node (kind 'node', key its id: dir_mode for its directory, file_mode for L0/L1/L2,
 -- and for meta.yaml and .history without the write bits) or an attachment (kind
--- 'attachment', key its id; its mode is attachments.mode).
+-- 'attachment', key its id; its mode is attachments.mode), or a file parked in a type
+-- directory (kind 'parked', key its pending_drops id; file_mode is its mode), such as the
+-- `NAME.refused` trace of a refused write. No schema change: the kind is a value.
 -- No row = the defaults: the daemon's uid and gid, 0755 folders, 0644 files.
 CREATE TABLE IF NOT EXISTS access (
-    kind      TEXT    NOT NULL,       -- 'owner' | 'dir' | 'node' | 'attachment'
+    kind      TEXT    NOT NULL,       -- 'owner' | 'dir' | 'node' | 'attachment' | 'parked'
     key       TEXT    NOT NULL,
     uid       BIGINT  NOT NULL,
     gid       BIGINT  NOT NULL,

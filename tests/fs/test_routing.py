@@ -89,7 +89,8 @@ async def test_bad_front_matter_is_refused_and_kept(fs, memory):
     bad = b"---\ntopic: [unclosed\n---\nbody\n"
     code = await fs.errno_of(fs.write(f"{U}/preferences/broken.md", bad))
     assert code == errno.EINVAL
-    assert await fs.listdir(f"{U}/preferences") == []
+    # no memory; the refused file stays visible as a trace (tests/fs/test_refused_trace.py)
+    assert await fs.listdir(f"{U}/preferences") == ["broken.md.refused"]
     r = memory.refusals[-1]
     assert "front matter line 3" in r.reason and r.kept_at
     assert Path(r.kept_at).read_bytes() == bad
