@@ -25,6 +25,7 @@ import signal
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from collections.abc import Awaitable, Callable, Iterator
 from importlib import metadata
@@ -200,6 +201,15 @@ def run(cfg: Config, mountpoint: Path, options: list[str]) -> int:
     _prepare_mountpoint(mountpoint, nonempty="nonempty" in options)
     with contextlib.ExitStack() as teardown:
         _mount(cfg, mountpoint, options, teardown)
+    if threading.active_count() > 1:
+        # Everything is closed (the store, the indexes, the mount record). A worker thread
+        # trio abandoned at the unmount (the model still loading: torch's import takes
+        # seconds) may be inside native code, and finalising the interpreter under it
+        # aborts in C++ (std::terminate, SIGABRT). Leave without finalising.
+        logging.shutdown()
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(0)
     return 0
 
 

@@ -27,14 +27,14 @@ for p in "${packages[@]}"; do
     dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
 done
 if ((${#missing[@]})); then
-    echo "setup: installing system packages: ${missing[*]}" >&2
+    echo "setup: [${SECONDS}s] installing system packages: ${missing[*]}" >&2
     $sudo apt-get update -qq
     DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq "${missing[@]}" >/dev/null
 fi
 # Debian's nodejs comes without npm (its own package); NodeSource's nodejs brings npm and
 # conflicts with Debian's npm: ask for npm only when the node we have lacks it
 if ! command -v npm >/dev/null; then
-    echo "setup: installing npm" >&2
+    echo "setup: [${SECONDS}s] installing npm" >&2
     $sudo apt-get update -qq
     DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq npm >/dev/null
 fi
@@ -46,11 +46,11 @@ fi
 torch_pin=(torch==2.13.0)
 if [ -x .venv/bin/python ] && .venv/bin/python -c "import importlib.util as u, sys; \
         sys.exit(0 if u.find_spec('torchvision') or u.find_spec('nvidia') else 1)" 2>/dev/null; then
-    echo "setup: .venv has a CUDA torch: making it anew" >&2
+    echo "setup: [${SECONDS}s] .venv has a CUDA torch: making it anew" >&2
     rm -rf .venv
 fi
 if [ ! -x .venv/bin/python ]; then
-    echo "setup: creating .venv" >&2
+    echo "setup: [${SECONDS}s] creating .venv" >&2
     python3 -m venv .venv
 fi
 if ! .venv/bin/python -c "import contextfs, pyfuse3, duckdb, pytest_trio, hnswlib, tantivy, \
@@ -59,10 +59,11 @@ if ! .venv/bin/python -c "import contextfs, pyfuse3, duckdb, pytest_trio, hnswli
         assert torch.__version__.split('+')[0] == '2.13.0'" 2>/dev/null \
         || [ pyproject.toml -nt .venv/.contextfs-installed ] \
         || ! .venv/bin/python scripts/build_pyfuse3.py --check; then
-    echo "setup: installing contextfs and its dependencies into .venv" >&2
+    echo "setup: [${SECONDS}s] installing contextfs and its dependencies into .venv" >&2
     # pyfuse3 3.5.0 with the directory-handle change (see the script); it satisfies the
     # pyfuse3==3.5.0 pin, so the next line keeps it
     .venv/bin/python scripts/build_pyfuse3.py
+    echo "setup: [${SECONDS}s] pyfuse3 built; the rest" >&2
     .venv/bin/pip install -q --disable-pip-version-check -e '.[test,media]' "${torch_pin[@]}"
     touch .venv/.contextfs-installed
 fi
@@ -71,8 +72,9 @@ fi
 MCP_FS_VERSION=2026.8.31
 mcp_fs=.node/node_modules/@modelcontextprotocol/server-filesystem/package.json
 if ! grep -q "\"version\": \"$MCP_FS_VERSION\"" "$mcp_fs" 2>/dev/null; then
-    echo "setup: installing @modelcontextprotocol/server-filesystem@$MCP_FS_VERSION into .node" >&2
+    echo "setup: [${SECONDS}s] installing @modelcontextprotocol/server-filesystem@$MCP_FS_VERSION into .node" >&2
     mkdir -p .node
     npm install --prefix .node --save-exact --no-audit --no-fund --loglevel=error \
         "@modelcontextprotocol/server-filesystem@$MCP_FS_VERSION" >/dev/null
 fi
+echo "setup: [${SECONDS}s] done" >&2
