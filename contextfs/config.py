@@ -113,10 +113,11 @@ class Config:
     vad_aggressiveness: int = 2  # 0 (keeps most) .. 3 (drops most)
     vad_energy_floor_db: float = -45.0  # dBFS under which a frame is silence
     vad_min_modulation_db: float = 4.0  # energy spread under which sound is steady noise
-    # The CLIP gate and cross-modal search (docs/media.md): a local open_clip checkpoint
-    clip_model: str = ""  # an open_clip architecture (ViT-B-32, …) or clip_model_config's stem
+    # The CLIP gate and cross-modal search (docs/media.md): a local CLIP checkpoint of a ViT
+    # architecture, open_clip's or OpenAI's weights, run by media/clipnet.py (plain torch)
+    clip_model: str = ""  # a built-in ViT name (ViT-B-32, …) or clip_model_config's stem
     clip_checkpoint: str = ""  # a weights file, or a folder in open_clip's layout; "" = none
-    clip_model_config: str = ""  # a JSON file with a custom architecture
+    clip_model_config: str = ""  # a JSON file with a custom architecture (open_clip's format)
     clip_drop_above: float = 0.95  # CLIP cosine to the stream's last image: dropped
     clip_new_below: float = 0.85  # below: a new scene; in between: a change, kept
     clip_query_min: float = 0.2  # a question's CLIP similarity under which a picture is no hit

@@ -116,9 +116,9 @@ def tools() -> None:
 
 @pytest.fixture(scope="session")
 def tiny_clip(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
-    """(config JSON, weights) of a tiny open_clip model trained here on generated coloured
-    shapes with their captions (no registry package ships CLIP weights); about 30 s of one
-    core, once per session."""
+    """(config JSON, weights) of a tiny CLIP model (media.clipnet) trained here on
+    generated coloured shapes with their captions (no registry package ships CLIP
+    weights); about 30 s of one core, once per session."""
     from contextfs.testing.tiny_clip import train
 
     return train(tmp_path_factory.mktemp("tiny-clip"))

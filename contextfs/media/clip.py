@@ -1,27 +1,33 @@
-"""CLIP (open_clip) from a local checkpoint: image and text embeddings, and the CLIP gate.
+"""CLIP from a local checkpoint: image and text embeddings, and the CLIP gate.
 
-Role: load an open_clip model from files on this machine (never a hub: nothing is
-downloaded at run time) and turn images and questions into unit vectors in one space.
+Role: load a CLIP model from files on this machine (never a hub: nothing is downloaded at
+run time) and turn images and questions into unit vectors in one space. The model is
+`media.clipnet`'s plain-torch rebuild of open_clip's ViT CLIP (no open_clip, no
+torchvision), so open_clip's checkpoints of ViT architectures load as they are.
 `ClipGate` is the visual gate over those vectors (cosine similarity); the search side
 (`search.images`) embeds image nodes and questions with the same `Clip`.
 
 What a checkpoint is (config.yaml, docs/media.md):
 - `clip_checkpoint` a file of weights (a state dict, `.pt`/`.bin`/`.safetensors`) for the
-  architecture `clip_model` names: a built-in open_clip name (`ViT-B-32`, …) or the name of
-  the JSON file `clip_model_config` (a custom architecture, registered with
-  `open_clip.add_model_config`; the model name is the file's stem); or
+  architecture `clip_model` names: a built-in ViT name (`ViT-B-32`, …, `clipnet.BUILTIN`)
+  or the JSON file `clip_model_config` in open_clip's format (a custom architecture; its
+  file stem is the name when `clip_model` is empty); or
 - `clip_checkpoint` a directory in open_clip's own layout (`open_clip_config.json` beside
-  `open_clip_model.safetensors` or `open_clip_pytorch_model.bin`): it names its architecture.
+  `open_clip_model.safetensors` or `open_clip_pytorch_model.bin`): it names its
+  architecture (`model_cfg`) and maybe its preprocessing (`preprocess_cfg`).
+An architecture clipnet does not build (ResNet or timm image towers, Hugging Face text
+towers or tokenizers, CoCa) is refused with the reason.
 
-Boundary: torch and open_clip are imported only when a `Clip` is built (seconds); no store,
-no FUSE, no trio. Calls are serialised by a lock (torch threads are process-wide).
+Boundary: torch (and safetensors for a `.safetensors` file) is imported only when a `Clip`
+is built (seconds); no store, no FUSE, no trio. Calls are serialised by a lock (torch
+threads are process-wide).
 """
 
 from __future__ import annotations
 
 import io
+import json
 import logging
-import os
 import threading
 import warnings
 from collections.abc import Sequence
@@ -43,7 +49,7 @@ class ClipUnavailable(Exception):
 class ClipSpec:
     """Where the weights are (config.yaml `clip_*`)."""
 
-    model: str = ""  # an open_clip architecture name; empty with a checkpoint directory
+    model: str = ""  # a built-in ViT name (open_clip's); empty with a checkpoint directory
     checkpoint: str = ""  # a weights file, or a directory in open_clip's layout
     model_config: str = ""  # a JSON file with a custom architecture (its stem is the name)
     threads: int = 1
@@ -58,19 +64,80 @@ class ClipSpec:
 
 
 def clip_missing() -> str | None:
-    """Why no CLIP model can be built on this install (a package missing), or None."""
+    """Why no CLIP model can be built on this install (a package missing), or None.
+    safetensors is asked for only by a `.safetensors` checkpoint, when it is loaded."""
     try:
-        import open_clip  # noqa: F401
         import torch  # noqa: F401
-        import torchvision  # noqa: F401
-    except Exception as exc:  # noqa: BLE001 - a broken torchvision raises more than ImportError
+    except Exception as exc:  # noqa: BLE001 - a broken native library raises more than ImportError
         name = getattr(exc, "name", None) or type(exc).__name__
-        return f"open_clip cannot be imported ({name}); install the media extra (scripts/setup.sh)"
+        return f"torch cannot be imported ({name}); install contextfs with scripts/setup.sh"
     return None
 
 
+# open_clip's names for the weights in its folder layout, the preferred first
+_DIR_WEIGHTS = (
+    "open_clip_model.safetensors",
+    "open_clip_pytorch_model.safetensors",
+    "open_clip_pytorch_model.bin",
+    "open_clip_pytorch_model.pth",
+    "model.safetensors",
+    "pytorch_model.bin",
+    "pytorch_model.pth",
+    "model.pth",
+)
+
+
+def _read_json(path: Path, what: str) -> dict:
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, ValueError) as exc:
+        raise ClipUnavailable(f"the CLIP {what} {path} does not read ({exc})") from None
+    if not isinstance(data, dict):
+        raise ClipUnavailable(f"the CLIP {what} {path} is not a JSON object")
+    return data
+
+
+def _resolve(spec: ClipSpec, path: Path) -> tuple[str, dict, dict, Path]:
+    """(architecture name, open_clip model config, preprocess config, weights file) of a
+    spec whose checkpoint exists."""
+    from contextfs.media import clipnet
+
+    if path.is_dir():
+        config = path / "open_clip_config.json"
+        if not config.is_file():
+            raise ClipUnavailable(f"the CLIP checkpoint folder {path} has no open_clip_config.json")
+        data = _read_json(config, "checkpoint config")
+        weights = next((path / n for n in _DIR_WEIGHTS if (path / n).is_file()), None)
+        if weights is None:
+            raise ClipUnavailable(
+                f"the CLIP checkpoint folder {path} has no weights "
+                "(open_clip_model.safetensors or open_clip_pytorch_model.bin)"
+            )
+        model_cfg = data.get("model_cfg", data)
+        return path.name, model_cfg, data.get("preprocess_cfg") or {}, weights
+    if spec.model_config:
+        cfg = Path(spec.model_config).expanduser()
+        if not cfg.is_file():
+            raise ClipUnavailable(f"the CLIP model config {cfg} does not exist")
+        data = _read_json(cfg, "model config")
+        # a plain open_clip model config, or the {"model_cfg": …} of its folder layout
+        model_cfg = data.get("model_cfg", data)
+        return spec.model or cfg.stem, model_cfg, data.get("preprocess_cfg") or {}, path
+    if not spec.model:
+        raise ClipUnavailable("clip_model names no architecture for the checkpoint")
+    model_cfg = clipnet.builtin_config(spec.model)
+    if model_cfg is None:
+        raise ClipUnavailable(
+            f"clip_model {spec.model!r} is not a built-in CLIP architecture (those are "
+            "ViTs: ViT-B-32, ViT-B-16, ViT-L-14, … and their -quickgelu variants); give a "
+            "plain ViT's open_clip JSON config as clip_model_config (ResNet, timm, CoCa and "
+            "Hugging Face text towers are not supported)"
+        )
+    return spec.model, model_cfg, {}, path
+
+
 class Clip:
-    """An open_clip model on the CPU: `embed_images` and `embed_texts` give unit rows."""
+    """A CLIP model on the CPU: `embed_images` and `embed_texts` give unit rows."""
 
     def __init__(self, spec: ClipSpec) -> None:
         if not spec.checkpoint:
@@ -81,41 +148,35 @@ class Clip:
         missing = clip_missing()
         if missing:
             raise ClipUnavailable(missing)
-        # huggingface_hub reads these at import: a config naming a hub tokenizer must fail
-        # here, not wait on a network that is not there
-        os.environ.setdefault("HF_HUB_OFFLINE", "1")
-        os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
-        import open_clip
         import torch
 
+        from contextfs.media import clipnet
+
         torch.set_num_threads(max(1, spec.threads))
+        name, model_cfg, preprocess_cfg, weights = _resolve(spec, path)
         try:
-            if path.is_dir():
-                name = f"local-dir:{path}"
-                model, _, preprocess = open_clip.create_model_and_transforms(name)
-            else:
-                name = spec.model
-                if spec.model_config:
-                    cfg = Path(spec.model_config).expanduser()
-                    if not cfg.is_file():
-                        raise ClipUnavailable(f"the CLIP model config {cfg} does not exist")
-                    open_clip.add_model_config(cfg)
-                    name = name or cfg.stem
-                if not name:
-                    raise ClipUnavailable("clip_model names no architecture for the checkpoint")
-                # a file path, never a tag: a tag would be a download
-                model, _, preprocess = open_clip.create_model_and_transforms(
-                    name, pretrained=str(path), require_pretrained=True
-                )
-            tokenizer = open_clip.get_tokenizer(name)
-        except ClipUnavailable:
-            raise
-        except Exception as exc:  # noqa: BLE001 - open_clip/torch raise many kinds
+            config = clipnet.parse_config(model_cfg)
+            preprocess = clipnet.Preprocess.for_model(config, preprocess_cfg)
+        except clipnet.ClipConfigError as exc:
+            raise ClipUnavailable(f"the CLIP architecture {name} is not supported: {exc}") from None
+        if weights.suffix == ".safetensors":
+            try:
+                import safetensors.torch  # noqa: F401
+            except Exception as exc:  # noqa: BLE001 - as clip_missing
+                raise ClipUnavailable(
+                    f"{weights.name} needs safetensors, which cannot be imported "
+                    f"({getattr(exc, 'name', None) or type(exc).__name__})"
+                ) from None
+        try:
+            model = clipnet.build(config)
+            clipnet.load_weights(model, clipnet.read_state_dict(weights))
+        except Exception as exc:  # noqa: BLE001 - torch and safetensors raise many kinds
             first = (str(exc).strip().splitlines() or [""])[0][:200]
             raise ClipUnavailable(
-                f"the CLIP checkpoint {path} does not load ({type(exc).__name__}: {first})"
+                f"the CLIP checkpoint {weights} does not load ({type(exc).__name__}: {first})"
             ) from None
         model.eval()
+        tokenizer = clipnet.Tokenizer(config.text.context_length, config.text.clean)
         self.spec = spec
         self.name = spec.describe()
         self._model = model
@@ -126,9 +187,7 @@ class Clip:
         with torch.no_grad():
             probe = model.encode_text(tokenizer(["a photo"]))
         self.dim = int(probe.shape[-1])
-        self.logit_scale = (
-            float(model.logit_scale.detach().exp()) if hasattr(model, "logit_scale") else 1.0
-        )
+        self.logit_scale = float(model.logit_scale.detach().exp())
         log.info("CLIP model loaded: %s (%d-d)", self.name, self.dim)
 
     def _rgb(self, data: bytes):
@@ -189,7 +248,7 @@ class ClipGate:
 
 class LazyClip:
     """One `Clip` for a process, built on first use in whichever worker thread asks
-    first (importing torch and open_clip takes seconds: a mount is usable before). A
+    first (importing torch takes seconds: a mount is usable before). A
     checkpoint that does not load is remembered with its reason; nothing asks again."""
 
     def __init__(self, spec: ClipSpec) -> None:

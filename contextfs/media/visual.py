@@ -4,8 +4,8 @@ The gate compares each image with the last image accepted in its stream and drop
 as redundant when they are too alike. How alike is the gate's business, behind the
 `VisualGate` protocol: `HashGate` (today, no model needed) uses a 256-bit difference hash
 (dHash: the image in grey at 17x16, one bit per horizontal neighbour pair saying which is
-brighter), the similarity being the share of equal bits. A CLIP gate (open_clip, a local
-checkpoint) would implement the same protocol with an embedding and cosine similarity.
+brighter), the similarity being the share of equal bits. The CLIP gate (`media.clip`, a
+local checkpoint) implements the same protocol with an embedding and cosine similarity.
 
 Decisions (`decide`): similarity >= `drop_above` → dropped as a near-duplicate; below
 `new_below` → accepted as new; in between → accepted as a change of the same scene (the

@@ -11,7 +11,7 @@ vectors: `collect` in the trio thread (reading the bytes of images whose content
 `apply` in its worker thread, `save`/`load` beside its checkpoint, `clear` on a rebuild.
 Only the bytes' digest decides whether an image is embedded again.
 
-Boundary: no media decoding of its own and no open_clip import: the model comes in as an
+Boundary: no media decoding of its own and no torch import: the CLIP model comes in as an
 `ImageEmbedder` (the composition root hands `media.clip.LazyClip`'s model over).
 """
 

@@ -1,12 +1,13 @@
-"""A tiny open_clip model for tests and benchmarks, and a way to teach it shapes and colours.
+"""A tiny CLIP model for tests and benchmarks, and a way to teach it shapes and colours.
 
 No registry package ships CLIP weights, so the cross-modal tests make their own: a custom
-architecture of about 3.3M parameters (most of them the token embedding of open_clip's
-own BPE vocabulary), trained for a few hundred steps on generated pictures of coloured
-shapes with captions like "a red circle". The result is saved as a config JSON plus a
-weights file, which the daemon loads through `media.clip.Clip` like any checkpoint.
+architecture of about 3.3M parameters (most of them the token embedding of CLIP's BPE
+vocabulary), built by `media.clipnet` (open_clip's ViT CLIP in plain torch), trained for a
+few hundred steps on generated pictures of coloured shapes with captions like "a red
+circle". The result is saved as a config JSON plus a weights file, which the daemon loads
+through `media.clip.Clip` like any checkpoint.
 
-Boundary: test support only; imports torch and open_clip inside the functions.
+Boundary: test support only; imports torch and `media.clipnet` inside the functions.
 """
 
 from __future__ import annotations
@@ -33,7 +34,8 @@ SHAPES = ("circle", "square", "triangle")
 
 
 def write_config(folder: Path) -> Path:
-    """The tiny architecture as an open_clip model config file (its stem is the name)."""
+    """The tiny architecture as a model config file in open_clip's format (its stem is the
+    name)."""
     folder.mkdir(parents=True, exist_ok=True)
     path = folder / f"{TINY_NAME}.json"
     path.write_text(json.dumps(TINY_CONFIG, indent=2))
@@ -79,16 +81,18 @@ def train(
 ) -> tuple[Path, Path]:
     """Train the tiny model on generated captioned shapes (CLIP's contrastive loss, one
     thread) and save it: (config JSON, weights file). About 20-40 s on one busy core."""
-    import open_clip
     import torch
     import torch.nn.functional as F
+
+    from contextfs.media import clipnet
 
     torch.manual_seed(seed)
     torch.set_num_threads(1)
     config = write_config(folder)
-    open_clip.add_model_config(config)
-    model, _, preprocess = _untrained(TINY_NAME)
-    tokenizer = open_clip.get_tokenizer(TINY_NAME)
+    arch = clipnet.parse_config(TINY_CONFIG)
+    model = clipnet.build(arch)
+    preprocess = clipnet.Preprocess.for_model(arch)
+    tokenizer = clipnet.Tokenizer(arch.text.context_length)
     classes = [(c, s) for c in COLOURS for s in SHAPES]
     from PIL import Image
 
@@ -135,31 +139,22 @@ def train(
     return config, weights
 
 
-def _untrained(name: str):
-    """open_clip's model with random weights, without its warning that it has no
-    pretrained weights (that is the point here)."""
-    import logging
-
-    import open_clip
-
-    logging.disable(logging.WARNING)
-    try:
-        return open_clip.create_model_and_transforms(name, pretrained=None)
-    finally:
-        logging.disable(logging.NOTSET)
-
-
 def random_weights(folder: Path, name: str = TINY_NAME) -> tuple[Path | None, Path]:
     """An untrained checkpoint: (config JSON or None for a built-in name, weights file).
     For benchmarks (speed does not depend on what the weights mean)."""
-    import open_clip
     import torch
+
+    from contextfs.media import clipnet
 
     config = None
     if name == TINY_NAME:
         config = write_config(folder)
-        open_clip.add_model_config(config)
-    model, _, _ = _untrained(name)
+        arch = TINY_CONFIG
+    else:
+        arch = clipnet.builtin_config(name)
+        if arch is None:
+            raise ValueError(f"{name} is not a built-in CLIP architecture")
+    model = clipnet.build(arch)
     weights = folder / f"{name}.pt"
     torch.save(model.state_dict(), weights)
     return config, weights

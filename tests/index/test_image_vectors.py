@@ -2,7 +2,7 @@
 inbox's CLIP gate are embedded into their own hnswlib index by `reindex`, saved with the
 indexer's snapshot and used as saved after a restart, and a question in words finds the
 picture it describes through the fusion. Real MiniLM, real hnswlib and tantivy, and the
-tiny open_clip model trained by the `tiny_clip` fixture."""
+tiny CLIP model (media.clipnet) trained by the `tiny_clip` fixture."""
 
 from __future__ import annotations
 

@@ -3,7 +3,7 @@ configured, the CLIP gate decides on pictures dropped into the inbox (scores in 
 reports), and a question asked in words ranks the picture it describes first, though the
 picture's own text (format, size, dates) names neither its colour nor its shape.
 
-The checkpoint is the tiny open_clip model the `tiny_clip` fixture trains on generated
+The checkpoint is the tiny CLIP model the `tiny_clip` fixture trains on generated
 coloured shapes, loaded by the daemon through the same code as any checkpoint."""
 
 from __future__ import annotations
