@@ -146,6 +146,10 @@ class Buffers:
     ) -> None:
         """chmod, chown and utimes; an attachment keeps its mode and mtime in the store."""
         changed_meta = False
+        if mode is not None and inode.role == Role.INBOX_ITEM:
+            # what was handed in stays read-only; a copier's chmod after the close
+            # (Python's shutil.copy, install -m) must not fail a copy that was taken
+            mode = None
         if mode is not None and not stat.S_ISLNK(inode.mode):
             if inode.role in _FIXED_MODE:
                 raise NotPermitted(f"{inode.name or '/'} has fixed permissions")

@@ -6,6 +6,8 @@ from __future__ import annotations
 import errno
 import json
 import os
+import shutil
+import stat
 import subprocess
 import sys
 import time
@@ -124,6 +126,21 @@ def test_inbox_per_owner_and_other_formats(convo):
     assert "Oslo" in (convo.path / "user/bob/profile/L2.md").read_text()
     (inbox / "plain.txt").write_text("I prefer dark chocolate over milk chocolate.\n")
     assert "state: done (text" in report(inbox, "plain.txt")
+
+
+def test_copiers_that_set_the_mode_after_closing_hand_a_file_in(convo, tmp_path):
+    """Python's shutil.copy (copyfile, then chmod) and cp -p into an inbox succeed; the
+    item stays read-only."""
+    src = tmp_path / "chat.jsonl"
+    src.write_text(jsonl(CHAT))
+    src.chmod(0o640)
+    inbox = convo.path / ".inbox"
+    shutil.copy(src, inbox / "a.jsonl")
+    subprocess.run(["cp", "-p", str(src), str(inbox / "b.jsonl")], check=True)
+    for name in ("a.jsonl", "b.jsonl"):
+        assert "state: done (jsonl, 4 turns" in report(inbox, name)
+        assert stat.S_IMODE((inbox / name).stat().st_mode) == 0o444
+        assert (inbox / name).read_text() == src.read_text()
 
 
 def test_secret_files_and_unknown_kinds_are_refused_with_reason(convo):
