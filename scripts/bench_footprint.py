@@ -22,7 +22,6 @@ Usage: python scripts/bench_footprint.py --target after=. [--target before=/tmp/
 from __future__ import annotations
 
 import argparse
-import contextlib
 import json
 import os
 import shutil
@@ -32,6 +31,8 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+
+from contextfs.testing.report import disk_usage
 
 ROOT = Path(__file__).resolve().parent.parent
 QUESTIONS = [
@@ -60,15 +61,6 @@ QUESTIONS = [
     "lock file",
     "make export",
 ]
-
-
-def _du(path: Path) -> int:
-    total = 0
-    for dirpath, _dirs, files in os.walk(path):
-        for f in files:
-            with contextlib.suppress(OSError):
-                total += os.lstat(os.path.join(dirpath, f)).st_blocks * 512
-    return total
 
 
 def _rss(pid: int) -> dict[str, float]:
@@ -164,9 +156,9 @@ def wait_ready(mnt: Path, timeout: float = 300) -> float:
 
 def measure(t: Target, work: Path, nodes: int) -> dict:
     res: dict = {"target": t.name, "checkout": str(t.checkout), "python": str(t.python)}
-    res["venv_mib"] = _du(t.venv) / 2**20
+    res["venv_mib"] = disk_usage(t.venv) / 2**20
     site = next(t.venv.glob("lib/python3*/site-packages"))
-    res["cuda_on_disk_mib"] = sum(_du(site / d) for d in ("nvidia", "triton")) / 2**20
+    res["cuda_on_disk_mib"] = sum(disk_usage(site / d) for d in ("nvidia", "triton")) / 2**20
     torch = subprocess.run(
         [str(t.python), "-c", "import torch; print(torch.__version__)"],
         capture_output=True,

@@ -22,7 +22,6 @@ Usage: python scripts/install_smoke.py [--keep DIR] [--json PATH] [--python pyth
 from __future__ import annotations
 
 import argparse
-import contextlib
 import json
 import os
 import shutil
@@ -32,6 +31,8 @@ import tempfile
 import time
 import zipfile
 from pathlib import Path
+
+from contextfs.testing.report import disk_usage
 
 ROOT = Path(__file__).resolve().parent.parent
 TORCH_PIN = "torch==2.13.0"  # the CPU build (docs/operations.md#installing)
@@ -121,7 +122,7 @@ class Smoke:
         ).stdout.strip()
         if not where.startswith(str(self.venv)):
             raise RuntimeError(f"contextfs imported from {where}, not from the venv")
-        return f"{_du(self.venv) / 2**20:,.0f} MiB venv"
+        return f"{disk_usage(self.venv) / 2**20:,.0f} MiB venv"
 
     def mount(self) -> str:
         self.mnt.mkdir()
@@ -181,15 +182,6 @@ class Smoke:
 
 def _since(t: float) -> float:
     return round(time.monotonic() - t, 2)
-
-
-def _du(path: Path) -> int:
-    total = 0
-    for dirpath, _dirs, files in os.walk(path):
-        for f in files:
-            with contextlib.suppress(OSError):
-                total += os.lstat(os.path.join(dirpath, f)).st_blocks * 512
-    return total
 
 
 def main() -> int:

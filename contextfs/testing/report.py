@@ -96,6 +96,16 @@ def proc_status(pid: int) -> dict[str, int]:
     return out
 
 
+def disk_usage(path: Path) -> int:
+    """Bytes on disk of everything under `path` (allocated blocks, as `du`)."""
+    total = 0
+    for dirpath, _dirs, files in os.walk(path):
+        for f in files:
+            with contextlib.suppress(OSError):
+                total += os.lstat(os.path.join(dirpath, f)).st_blocks * 512
+    return total
+
+
 def machine_info(repo: Path | None = None) -> dict[str, object]:
     """Date, host, kernel, CPU, load and the git commit of `repo` (default: this checkout),
     recorded next to every benchmark figure."""
