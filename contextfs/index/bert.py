@@ -80,12 +80,17 @@ class BertEncoder:
 
     def _batch(self, texts: list[str]) -> np.ndarray:
         torch = self._torch
-        F = torch.nn.functional
-        w = self._w
         enc = self._tok.encode_batch(texts)
         ids = torch.tensor([e.ids for e in enc], dtype=torch.long)
         mask = torch.tensor([e.attention_mask for e in enc], dtype=torch.float32)
         types = torch.tensor([e.type_ids for e in enc], dtype=torch.long)
+        return self.forward(ids, mask, types).numpy()
+
+    def forward(self, ids, mask, types):  # noqa: ANN001, ANN201 - torch tensors
+        """Token ids, attention mask (float) and token types, (n, length) each, to unit rows."""
+        torch = self._torch
+        F = torch.nn.functional
+        w = self._w
         n, length = ids.shape
         pos = torch.arange(length).unsqueeze(0)
         x = (
@@ -114,7 +119,7 @@ class BertEncoder:
             x = self._norm(self._linear(h, p + "output.dense") + x, p + "output.LayerNorm")
         summed = (x * mask.unsqueeze(-1)).sum(dim=1)
         pooled = summed / mask.sum(dim=1, keepdim=True).clamp(min=1e-9)
-        return F.normalize(pooled, p=2, dim=1).numpy()
+        return F.normalize(pooled, p=2, dim=1)
 
     def _linear(self, x, name: str):  # noqa: ANN001, ANN202 - torch tensors
         w = self._w
