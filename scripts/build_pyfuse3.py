@@ -109,7 +109,7 @@ def main() -> int:
         # the shipped C file predates the change: make the build regenerate it
         (src / "src" / "pyfuse3" / "__init__.c").unlink(missing_ok=True)
         env = dict(os.environ, SETUPTOOLS_SCM_PRETEND_VERSION=LOCAL_VERSION)
-        print(f"build_pyfuse3: building pyfuse3 {LOCAL_VERSION} (about half a minute)", file=sys.stderr)
+        print(f"build_pyfuse3: building pyfuse3 {LOCAL_VERSION} (~30 s)", file=sys.stderr)
         subprocess.run(
             [*pip, "install", "-q", "--no-deps", "--force-reinstall", str(src)], check=True, env=env
         )
