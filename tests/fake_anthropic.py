@@ -18,6 +18,8 @@ import threading
 from collections.abc import Callable
 from typing import Any
 
+from tests.fake_openai import JsonHandler
+
 MEMORY_TOOL = "memory_20250818"
 
 
@@ -74,7 +76,7 @@ class FakeAnthropic:
                 "usage": {"input_tokens": 10, "output_tokens": 5},
             }
 
-        class Handler(http.server.BaseHTTPRequestHandler):
+        class Handler(JsonHandler):
             def do_POST(self):  # noqa: N802
                 body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
                 outer.requests.append(body)
@@ -84,17 +86,6 @@ class FakeAnthropic:
                     self._reply(400, _error("invalid_request_error", "streaming: not here"))
                 else:
                     self._reply(200, answer(body))
-
-            def _reply(self, status: int, payload: dict) -> None:
-                out = json.dumps(payload).encode()
-                self.send_response(status)
-                self.send_header("Content-Type", "application/json")
-                self.send_header("Content-Length", str(len(out)))
-                self.end_headers()
-                self.wfile.write(out)
-
-            def log_message(self, *args):
-                pass
 
         self.server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
         # the SDK appends /v1/messages itself

@@ -19,6 +19,21 @@ from collections.abc import Callable
 ERROR = {"error": {"message": "boom", "type": "server_error"}}
 
 
+class JsonHandler(http.server.BaseHTTPRequestHandler):
+    """A request handler that answers JSON and logs nothing (the fake servers' base)."""
+
+    def _reply(self, status: int, payload: dict) -> None:
+        out = json.dumps(payload).encode()
+        self.send_response(status)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(out)))
+        self.end_headers()
+        self.wfile.write(out)
+
+    def log_message(self, *args):
+        pass
+
+
 class FakeOpenAI:
     def __init__(
         self,
@@ -31,7 +46,7 @@ class FakeOpenAI:
         self.fail = False
         outer = self
 
-        class Handler(http.server.BaseHTTPRequestHandler):
+        class Handler(JsonHandler):
             def do_POST(self):  # noqa: N802
                 raw = self.rfile.read(int(self.headers["Content-Length"]))
                 kind = self.headers.get("Content-Type", "")
@@ -44,17 +59,6 @@ class FakeOpenAI:
                     self._reply(500, ERROR)
                 else:
                     self._reply(200, routes[self.path](body))
-
-            def _reply(self, status: int, payload: dict) -> None:
-                out = json.dumps(payload).encode()
-                self.send_response(status)
-                self.send_header("Content-Type", "application/json")
-                self.send_header("Content-Length", str(len(out)))
-                self.end_headers()
-                self.wfile.write(out)
-
-            def log_message(self, *args):
-                pass
 
         self.server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
         self.url = f"http://127.0.0.1:{self.server.server_port}/v1"
