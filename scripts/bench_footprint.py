@@ -32,7 +32,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from contextfs.testing.report import disk_usage
+from contextfs.testing.report import disk_usage, proc_status
 
 ROOT = Path(__file__).resolve().parent.parent
 QUESTIONS = [
@@ -65,11 +65,7 @@ QUESTIONS = [
 
 def _rss(pid: int) -> dict[str, float]:
     """VmRSS and the part of it in CUDA files, MiB."""
-    out = {"VmRSS": 0.0, "cuda": 0.0}
-    with open(f"/proc/{pid}/status") as f:
-        for line in f:
-            if line.startswith("VmRSS:"):
-                out["VmRSS"] = int(line.split()[1]) / 1024
+    out = {"VmRSS": proc_status(pid)["VmRSS"] / 2**20, "cuda": 0.0}
     path = ""
     with open(f"/proc/{pid}/smaps") as f:
         for line in f:

@@ -14,6 +14,8 @@ from pathlib import Path
 
 import pytest
 
+from contextfs.testing.mount import contextfs_cmd
+
 ROOT = Path(__file__).resolve().parents[2]
 BUILTINS = {"profile", "preference", "entity", "event", "case", "pattern", "skill", "tool"}
 
@@ -81,16 +83,7 @@ def test_an_install_without_its_types_refuses_to_mount(installed: Path, tmp_path
     mnt.mkdir()
     env = dict(os.environ, PYTHONPATH=str(broken))
     res = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "contextfs",
-            "mount",
-            str(mnt),
-            "--foreground",
-            "--data-dir",
-            str(tmp_path / "data"),
-        ],
+        contextfs_cmd("mount", str(mnt), "--foreground", "--data-dir", str(tmp_path / "data")),
         env=env,
         cwd=tmp_path,
         capture_output=True,
