@@ -20,6 +20,7 @@ import errno
 import json
 import logging
 import os
+import re
 import subprocess
 import sys
 import time
@@ -403,16 +404,31 @@ def cmd_ingest(args: argparse.Namespace) -> int:
     refused = dropped = 0
     for i, name in enumerate(names, 1):
         report = inbox / f"{name}.report.md"
+        conversations = None  # the bar of an export's conversations, once the report counts
         while True:
-            text = report.read_text() if report.exists() else ""
-            if "state: done" in text or "state: dropped" in text or "refused" in text:
+            state = _report_state(report.read_text() if report.exists() else "")
+            under_way = _CONVERSATIONS.match(state)
+            if under_way:
+                if conversations is None:
+                    sys.stderr.write("\n")
+                    conversations = _progress_bar(f"{name}:", time.monotonic(), "conversations")
+                conversations(int(under_way.group(1)), int(under_way.group(2)))
+            elif state.startswith(("state: done", "state: dropped", "state: refused", "refused")):
                 break
             time.sleep(0.1)
+        total = re.search(r", (\d+) conversations,", state)  # an export's final count
+        if total:
+            if conversations is None:
+                sys.stderr.write("\n")
+                conversations = _progress_bar(f"{name}:", time.monotonic(), "conversations")
+            conversations(int(total.group(1)), int(total.group(1)))
+        if conversations is not None:
+            sys.stderr.write("\n")
         # a media gate that found nothing new is a decision, not a refusal
-        if "state: dropped" in text:
+        if state.startswith("state: dropped"):
             dropped += 1
         else:
-            refused += "refused" in text
+            refused += state.startswith(("refused", "state: refused"))
         show(i, len(names))
     sys.stderr.write("\n")
     kept = len(names) - refused - dropped
@@ -589,6 +605,16 @@ def _transfer_parsers(sub: argparse._SubParsersAction) -> None:
     im.add_argument("--json", action="store_true", help="print the report as JSON")
     im.add_argument("--store", default=None, help="a postgresql:// URL (default: config.yaml's)")
     im.set_defaults(func=cmd_import)
+
+
+# the state line of an inbox report while an export is processed
+_CONVERSATIONS = re.compile(r"state: processing \((\d+) of (\d+) conversations\)")
+
+
+def _report_state(text: str) -> str:
+    """The state line of an inbox report (`state: …` or `refused: …`); '' before it has one."""
+    m = re.search(r"^(state: .*|refused: .*)$", text, re.M)
+    return m.group(1) if m else ""
 
 
 def _progress_bar(label: str, t0: float, unit: str = "nodes"):

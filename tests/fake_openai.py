@@ -5,8 +5,10 @@ external service. The real `openai` client in our code talks to it over HTTP.
 `/v1/chat/completions`); `more` maps further paths to their own `respond`. A body that is
 not JSON (the multipart form of `/v1/audio/transcriptions`) reaches `respond` as
 `{"_raw": bytes, "_content_type": str}`. A POST elsewhere, or any POST while `fail` is
-set, gets a 500 error. Every request is kept in `requests` as (path, Authorization header,
-body).
+set, gets a 500 error; a POST for which `reject(body)` (None by default) returns
+(status, payload) gets that answer instead (an endpoint refusing some requests, e.g. a 400
+"context length exceeded"). Every request is kept in `requests` as (path, Authorization
+header, body).
 """
 
 from __future__ import annotations
@@ -44,6 +46,7 @@ class FakeOpenAI:
         routes = {path: respond, **(more or {})}
         self.requests: list[tuple[str, str | None, dict]] = []
         self.fail = False
+        self.reject: Callable[[dict], tuple[int, dict] | None] | None = None
         outer = self
 
         class Handler(JsonHandler):
@@ -55,8 +58,11 @@ class FakeOpenAI:
                 else:
                     body = {"_raw": raw, "_content_type": kind}
                 outer.requests.append((self.path, self.headers.get("Authorization"), body))
+                refused = outer.reject(body) if outer.reject is not None else None
                 if self.path not in routes or outer.fail:
                     self._reply(500, ERROR)
+                elif refused is not None:
+                    self._reply(*refused)
                 else:
                     self._reply(200, routes[self.path](body))
 

@@ -76,6 +76,9 @@ class Candidate:
 
 
 class Extractor(Protocol):
+    """Turns in, candidate memories out. `notes`, when given, collects human-readable lines
+    on how the extraction went (chunks, fallbacks) for the caller's report."""
+
     def extract(
         self,
         turns: Sequence[Turn],
@@ -83,6 +86,7 @@ class Extractor(Protocol):
         *,
         owner_kind: str = "user",
         today: str | None = None,
+        notes: list[str] | None = None,
     ) -> list[Candidate]: ...
 
 
@@ -176,6 +180,7 @@ class RuleExtractor:
         *,
         owner_kind: str = "user",
         today: str | None = None,
+        notes: list[str] | None = None,  # nothing to say: the rules read every turn at once
     ) -> list[Candidate]:
         col = _Collector(allowed_types(types, owner_kind))
         if owner_kind != "agent":

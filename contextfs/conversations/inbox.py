@@ -6,6 +6,12 @@ is closed, then processed in the background: a transcript is archived whole as a
 configured, rules otherwise) turns it into candidate memories, each routed by its type's
 strategy with provenance. What a file did, or why it was refused, is kept with it.
 
+An export (a ChatGPT or Claude `conversations.json`, read by `conversations.exports`) is
+processed one conversation at a time: each is archived as its own session and its
+memories routed in one transaction that also stores how many are done
+(`inbox_items.progress`), so a mount that stops resumes after the last one filed and
+none is filed twice; the report says `processing (K of N conversations)` meanwhile.
+
 A session (`mkdir .sessions/<id>`) records turns appended to its `transcript.jsonl`,
 extracts in the background once enough turns are pending, compacts on request, and when
 it ends is archived as a `session` node with its summary.
@@ -17,19 +23,21 @@ commits with whatever else the caller's transaction holds and reaches the change
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import datetime as dt
 import functools
 import json
 import logging
 import re
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 
 import trio
 import xxhash
 
-from contextfs.conversations import episodes, turn_media
+from contextfs.conversations import episodes, exports, turn_media
+from contextfs.conversations.exports import Conversation
 from contextfs.conversations.extract import (
     Candidate,
     Extractor,
@@ -45,7 +53,13 @@ from contextfs.conversations.media import (
 )
 from contextfs.conversations.people import attribute_speakers, owner_speaker
 from contextfs.conversations.transcript import Transcript, Turn, parse_transcript, render_turns
-from contextfs.errors import ContextFSError, Exists, InvalidInput
+from contextfs.errors import (
+    ContextFSError,
+    Exists,
+    InvalidInput,
+    StoreDamaged,
+    StoreUnavailable,
+)
 from contextfs.memory.background import Service
 from contextfs.memory.document import Document, decode_text, parse_document
 from contextfs.memory.redact import secret_filename_reason
@@ -75,6 +89,168 @@ class InboxItem:
     state: str  # 'pending' | 'done' | 'dropped' (by a media gate) | 'refused'
     report: str
     size: int = 0
+    progress: str = ""  # JSON of a `Progress` while an export is processed, else ''
+
+
+@dataclass(frozen=True, slots=True)
+class Parsed:
+    """What a text item of the inbox holds: one transcript, or the conversations of an
+    export (`conversations.exports`), each to be archived as its own session."""
+
+    kind: str  # 'jsonl' | 'markdown' | 'text' | a key of exports.KINDS
+    conversations: tuple[Conversation, ...]
+    notes: tuple[str, ...]  # what was not understood ("line 3: not JSON: ..."); the rest counts
+    export: bool  # several conversations, processed one at a time and resumable
+
+    @property
+    def label(self) -> str:
+        return exports.KINDS.get(self.kind, self.kind)
+
+    @property
+    def turns(self) -> int:
+        return sum(len(c.turns) for c in self.conversations)
+
+
+def parse_item(data: bytes, filename: str) -> Parsed:
+    """Worker thread: the bytes of a text item as conversations. A JSON document is read by
+    `exports` (refused, `InvalidInput`, when its shape is unknown); anything else is a
+    transcript (`parse_transcript`). Markdown and text files are never read as JSON."""
+    text = decode_text(data, filename)
+    if not filename.lower().endswith((".md", ".markdown", ".txt")):
+        found = exports.read_conversations(text)
+        if found is not None:
+            if not found.conversations:
+                why = "; ".join(found.notes[:3]) or "it has no conversation"
+                raise InvalidInput(f"no conversation with text in this {found.label}: {why}")
+            export = found.kind in ("chatgpt", "claude", "openai-messages-lines")
+            return Parsed(found.kind, found.conversations, found.notes, export)
+    t = parse_transcript(text, filename)
+    conv = Conversation("", None, None, t.turns)
+    return Parsed(t.kind, (conv,), tuple(f"line {n}: {why}" for n, why in t.errors), False)
+
+
+@dataclass(frozen=True, slots=True)
+class Prepared:
+    """A conversation of an inbox item made ready in a worker thread (`Intake.prepare`):
+    its archive's documents and its candidate memories; the event loop only stores them."""
+
+    index: int  # in Parsed.conversations
+    title: str
+    turns: int
+    documents: tuple[Document, ...]  # the session archive, one a part
+    candidates: tuple[Candidate, ...]
+    how: str  # the extractor that ran
+    notes: tuple[str, ...] = ()  # what the extractor said (chunks, a chunk left to rules)
+
+
+# how much of an export's work a report lists (the counts are always complete)
+LIST_ARCHIVED = 20
+LIST_MEMORIES = 200
+LIST_OTHER = 50
+
+
+@dataclass(slots=True)
+class Progress:
+    """How far processing of an export got, and what its report says so far. Stored as JSON
+    in the inbox item (`inbox_items.progress`) with each conversation's archive and
+    routing, in their transaction: `done` conversations are filed, none twice."""
+
+    total: int
+    done: int = 0
+    turns: int = 0
+    sessions: int = 0  # conversations archived
+    archived: list[str] = field(default_factory=list)  # the first LIST_ARCHIVED nodes
+    archived_n: int = 0  # session nodes (a long conversation is archived in parts)
+    not_archived: list[str] = field(default_factory=list)
+    not_archived_n: int = 0
+    memories: dict[str, str] = field(default_factory=dict)  # path -> created|changed|unchanged
+    memories_more: int = 0  # memory writes to nodes beyond those listed
+    writes: dict[str, int] = field(default_factory=dict)  # verb -> memory writes
+    refused: list[str] = field(default_factory=list)
+    refused_n: int = 0
+    media: list[str] = field(default_factory=list)
+    how: list[str] = field(default_factory=list)  # the extractors that ran
+    notes: list[str] = field(default_factory=list)  # the extractors' notes, the first ones
+    notes_n: int = 0
+
+    @classmethod
+    def load(cls, text: str, total: int) -> Progress | None:
+        """The stored progress (a fresh one when none is stored); None when it was stored
+        for another count of conversations than the file reads as now."""
+        try:
+            data = json.loads(text) if text else {"total": total}
+        except ValueError:
+            data = None
+        if not isinstance(data, dict) or data.get("total") != total:
+            return None
+        names = {f.name for f in dataclasses.fields(cls)}
+        return cls(**{k: v for k, v in data.items() if k in names})
+
+    def dumps(self) -> str:
+        return json.dumps(dataclasses.asdict(self), ensure_ascii=False)
+
+    def copy(self) -> Progress:
+        return dataclasses.replace(
+            self,
+            archived=list(self.archived),
+            not_archived=list(self.not_archived),
+            memories=dict(self.memories),
+            writes=dict(self.writes),
+            refused=list(self.refused),
+            media=list(self.media),
+            how=list(self.how),
+            notes=list(self.notes),
+        )
+
+    def filed(
+        self,
+        turns: int,
+        archived: Sequence[str],
+        not_archived: str | None,
+        changed: Sequence[str],
+        refused: Sequence[str],
+        media: Sequence[str],
+        how: str,
+        notes: Sequence[str] = (),
+    ) -> None:
+        """One more conversation archived (or not, and why) and its memories routed."""
+        self.done += 1
+        self.turns += turns
+        if not_archived is None:
+            self.sessions += 1
+        else:
+            self.not_archived_n += 1
+            if len(self.not_archived) < LIST_OTHER:
+                self.not_archived.append(not_archived)
+        self.archived_n += len(archived)
+        self.archived += list(archived[: max(0, LIST_ARCHIVED - len(self.archived))])
+        rank = {"unchanged": 0, "changed": 1, "created": 2}
+        for line in changed:
+            verb, _, path = line.partition(" ")
+            self.writes[verb] = self.writes.get(verb, 0) + 1
+            if path in self.memories:
+                if rank.get(verb, 1) > rank.get(self.memories[path], 1):
+                    self.memories[path] = verb
+            elif len(self.memories) < LIST_MEMORIES:
+                self.memories[path] = verb
+            else:
+                self.memories_more += 1
+        self.refused_n += len(refused)
+        self.refused += list(refused[: max(0, LIST_OTHER - len(self.refused))])
+        self.media += list(media[: max(0, LIST_OTHER - len(self.media))])
+        if how not in self.how:
+            self.how.append(how)
+        self.notes_n += len(notes)
+        self.notes += list(notes[: max(0, LIST_OTHER - len(self.notes))])
+
+
+class _ArchiveRefused(Exception):
+    """The archive of a conversation was refused: its transaction is rolled back, and the
+    conversation filed again without it (the reason in the report)."""
+
+    def __init__(self, reason: str) -> None:
+        super().__init__(reason)
+        self.reason = reason
 
 
 @dataclass(slots=True)
@@ -177,7 +353,12 @@ class Intake:
         self.items: dict[int, InboxItem] = {}
         for row in memory.inbox_items():
             item = InboxItem(row[0], (row[1], row[2]), row[3], row[4], row[5], row[6], row[7])
+            item.progress = row[8] if len(row) > 8 else ""
             self.items[item.id] = item
+        # the export being processed: item id -> (conversations done, conversations)
+        self.processing: dict[int, tuple[int, int]] = {}
+        # the tree's hooks, held while a conversation's transaction is open (`_filing`)
+        self._held: list[tuple[str, tuple]] | None = None
         self.sessions: dict[tuple[str, str, str], Session] = {}
         for kind, oid, sid, created, transcript, processed, summary in memory.sessions():
             self.sessions[(kind, oid, sid)] = Session(
@@ -281,77 +462,290 @@ class Intake:
         """Worker thread: parse and extract (the LLM may take seconds); facts other named
         speakers say about themselves land on their entity, not on the owner."""
         transcript = parse_transcript(text, filename)
+        candidates, how, _notes = self.extract_turns(
+            transcript.turns, owner_kind, today, self.owner_names(owner)
+        )
+        return transcript, candidates, how
+
+    def owner_names(self, owner: tuple[str, str] | None) -> tuple[str | None, str | None]:
+        """How the owner may be named in a conversation: its profile's `name`, its id."""
+        profile = self.memory.types.get("profile")
+        me = self.memory.live_node(owner, profile, "") if profile and owner else None
+        return (_profile_name(me.l2) if me is not None else None, owner[1] if owner else None)
+
+    def extract_turns(
+        self,
+        turns: Sequence[Turn],
+        owner_kind: str,
+        today: str,
+        names: tuple[str | None, str | None] = (None, None),
+    ) -> tuple[list[Candidate], str, list[str]]:
+        """Worker thread (no store access): candidate memories of the turns, by the
+        extractor (rules when it fails), facts of other named speakers on their entity;
+        and the extractor's notes for the report (its chunks, a chunk left to the rules)."""
         # sessions are archived by ContextFS itself, never extracted
         types = {k: t for k, t in self.memory.types.items() if k != "session"}
-        how = "rules"
+        notes: list[str] = []
         try:
             candidates = self.extractor.extract(
-                transcript.turns, types, owner_kind=owner_kind, today=today
+                turns, types, owner_kind=owner_kind, today=today, notes=notes
             )
             how = type(self.extractor).__name__
         except ContextFSError as exc:  # the LLM endpoint failed: rules instead
             log.warning(
                 "extraction by %s failed (%s); using rules", type(self.extractor).__name__, exc
             )
-            candidates = self.rules.extract(
-                transcript.turns, types, owner_kind=owner_kind, today=today
-            )
+            candidates = self.rules.extract(turns, types, owner_kind=owner_kind, today=today)
             how = f"rules (the LLM failed: {exc})"
-        profile = self.memory.types.get("profile")
-        me = self.memory.live_node(owner, profile, "") if profile and owner else None
-        owner_name = _profile_name(me.l2) if me is not None else None
-        names = (owner_name, owner[1] if owner else None)
-        candidates = attribute_speakers(
-            candidates, transcript.turns, owner_speaker(transcript.turns, *names)
-        )
-        return transcript, candidates, how
+        candidates = attribute_speakers(candidates, turns, owner_speaker(turns, *names))
+        return candidates, how, notes
 
-    def finish_item(
+    @contextlib.contextmanager
+    def _filing(self) -> Iterator[None]:
+        """One store transaction for a conversation's archive, memories and the item's
+        state; the tree hears of the nodes (`node_changed`, `owner_created`) once it has
+        committed, never of a node a rollback took back."""
+        held: list[tuple[str, tuple]] = []
+        self._held = held
+        try:
+            with self.memory.transaction():
+                yield
+        finally:
+            self._held = None
+        for name, args in held:
+            getattr(self, name)(*args)
+
+    def _hook(self, name: str, *args: object) -> None:
+        if self._held is not None:
+            self._held.append((name, args))
+        else:
+            getattr(self, name)(*args)
+
+    def prepare(
         self,
         item: InboxItem,
-        transcript: Transcript,
-        candidates: Sequence[Candidate],
-        how: str,
-        media: tuple[dict, list[str]] | None = None,
+        parsed: Parsed,
+        index: int,
+        notes: dict[tuple[int, str, int], str],
+        names: tuple[str | None, str | None] = (None, None),
+    ) -> Prepared:
+        """Worker thread (no store access): conversation `index` of an item made ready to
+        be filed: its candidate memories (`extract_turns`; relative dates resolve against
+        the turns' times, else the conversation's start, else the day the item arrived)
+        and its archive's documents (`notes`: what the gates did with the turns' media).
+        Titled as the export says, else after the file (and its place in an export)."""
+        conv = parsed.conversations[index]
+        title = conv.title or _title(item.filename)
+        if not conv.title and parsed.export:
+            title += f" {index + 1}"
+        when = conv.started if conv.started is not None else item.created
+        today = dt.datetime.fromtimestamp(when, dt.UTC).date().isoformat()
+        candidates, how, said = self.extract_turns(conv.turns, item.owner[0], today, names)
+        documents = self.session_documents(
+            turn_media.annotate(conv.turns, notes),
+            title,
+            source=f"inbox:{item.filename}",
+            when=when,
+        )
+        return Prepared(
+            index, title, len(conv.turns), tuple(documents), tuple(candidates), how, tuple(said)
+        )
+
+    def _file(
+        self,
+        item: InboxItem,
+        ready: Prepared,
+        write: Callable[
+            [list[Node] | None, str | None, list[str], list[str]], tuple[str, str, str]
+        ],
     ) -> None:
-        """Trio thread: archive the transcript, route the candidates, write the report.
-        `media`: what the gates did with the turns' media (notes by turn, report lines)."""
-        notes, media_lines = media or ({}, [])
-        lines = [
+        """Archive a prepared conversation, route its candidates and store the item's new
+        state in one transaction. `write(archived nodes or None, why not archived, changed,
+        refused)` gives (state, progress, report). An archive refused (too big, no session
+        type: all its parts or none) is said in the report and the memories are routed all
+        the same."""
+        source = f"inbox:{item.filename}"
+
+        def attempt(archive: bool, why: str | None) -> None:
+            with self._filing():
+                nodes = None
+                if archive:
+                    try:
+                        nodes = self.archive(
+                            item.owner,
+                            (),
+                            ready.title,
+                            source=source,
+                            when=item.created,
+                            documents=ready.documents,
+                        )
+                    except (StoreDamaged, StoreUnavailable):
+                        raise
+                    except ContextFSError as exc:
+                        raise _ArchiveRefused(exc.reason) from exc
+                changed, refused = self.route_candidates(item.owner, ready.candidates, source)
+                state, progress, report = write(nodes, why, changed, refused)
+                self.memory.set_inbox_state(
+                    item.id, item.owner, item.filename, state, report, progress
+                )
+            item.state, item.report, item.progress = state, report, progress
+
+        try:
+            attempt(True, None)
+        except _ArchiveRefused as exc:
+            attempt(False, exc.reason)
+
+    def finish_item(
+        self, item: InboxItem, parsed: Parsed, ready: Prepared, media_lines: Sequence[str] = ()
+    ) -> None:
+        """Trio thread: archive a one-conversation item, route its candidates and write its
+        report, in one transaction. `media_lines`: what the gates did with the turns'
+        media."""
+        kind = parsed.kind if parsed.kind in ("jsonl", "markdown", "text") else parsed.label
+        head = [
             f"# {item.filename}",
             "",
-            f"state: done ({transcript.kind}, {len(transcript.turns)} turns, extraction: {how})",
+            f"state: done ({kind}, {ready.turns} turns, extraction: {ready.how})",
             "",
         ]
-        if transcript.errors:
-            lines.append("## Lines not understood (the other lines still count)")
-            lines += [f"- line {n}: {why}" for n, why in transcript.errors] + [""]
-        if media_lines:
-            lines += ["## Media in the turns", *media_lines, ""]
-        try:
-            archived = self.archive(
-                item.owner,
-                turn_media.annotate(transcript.turns, notes),
-                _title(item.filename),
-                source=f"inbox:{item.filename}",
-                when=item.created,
+        if parsed.notes:
+            head.append(
+                "## Lines not understood (the other lines still count)"
+                if parsed.kind == "jsonl"
+                else "## Not understood (the rest still counts)"
             )
-            lines += ["## Archived", *(f"- {self.memory.node_path(n)}" for n in archived), ""]
-        except ContextFSError as exc:
-            lines += ["## Archived", f"- not archived: {exc.reason}", ""]
-        changed, refused = self.route_candidates(item.owner, candidates, f"inbox:{item.filename}")
-        lines.append("## Memories")
-        lines += [f"- {c}" for c in changed] or ["- none found"]
-        if refused:
-            lines += ["", "## Candidates refused"] + [f"- {r}" for r in refused]
-        self._set_state(item, "done", "\n".join(lines) + "\n")
+            head += [f"- {n}" for n in parsed.notes] + [""]
+        if media_lines:
+            head += ["## Media in the turns", *media_lines, ""]
+        if ready.notes:
+            head += ["## Extraction", *(f"- {n}" for n in ready.notes), ""]
+
+        def write(nodes, why, changed, refused):
+            lines = list(head)
+            if nodes is not None:
+                lines += ["## Archived", *(f"- {self.memory.node_path(n)}" for n in nodes), ""]
+            else:
+                lines += ["## Archived", f"- not archived: {why}", ""]
+            lines.append("## Memories")
+            lines += [f"- {c}" for c in changed] or ["- none found"]
+            if refused:
+                lines += ["", "## Candidates refused"] + [f"- {r}" for r in refused]
+            return "done", "", "\n".join(lines) + "\n"
+
+        self._file(item, ready, write)
+
+    # ---- exports: one conversation at a time ----------------------------------------------
+
+    def export_progress(self, item: InboxItem, parsed: Parsed) -> Progress:
+        """Where processing of an export starts: after the conversations a stopped mount
+        already filed (the item's stored progress), else at the first. Its report says so."""
+        progress = Progress.load(item.progress, len(parsed.conversations))
+        if progress is None:  # stored by a version that read the file otherwise
+            log.warning(
+                "inbox %s: its stored progress does not fit the %d conversations it reads "
+                "as now; starting over (conversations already archived are archived again)",
+                item.filename,
+                len(parsed.conversations),
+            )
+            progress = Progress(len(parsed.conversations))
+        if progress.done:
+            log.info(
+                "inbox %s: resuming after %d of %d conversations",
+                item.filename,
+                progress.done,
+                progress.total,
+            )
+        else:  # the report says how many there are before the first is done
+            self._set_state(item, "pending", self.export_report(item, parsed, progress))
+        self.processing[item.id] = (progress.done, progress.total)
+        return progress
+
+    def file_conversation(
+        self,
+        item: InboxItem,
+        parsed: Parsed,
+        progress: Progress,
+        ready: Prepared,
+        media_lines: Sequence[str] = (),
+    ) -> Progress:
+        """Trio thread: conversation `progress.done` of an export (prepared) archived as its
+        own session, its candidates routed, and the item's progress and report stored, in
+        one transaction. Returns the new progress."""
+        assert ready.index == progress.done
+        after = progress
+
+        def write(nodes, why, changed, refused):
+            nonlocal after
+            after = progress.copy()
+            paths = [self.memory.node_path(n) for n in nodes or ()]
+            shown = None if nodes is not None else f"{ready.title}: {why}"
+            said = [f"{ready.title}: {n}" for n in ready.notes]
+            after.filed(ready.turns, paths, shown, changed, refused, media_lines, ready.how, said)
+            if after.done == after.total:
+                return "done", "", self.export_report(item, parsed, after)
+            return "pending", after.dumps(), self.export_report(item, parsed, after)
+
+        self._file(item, ready, write)
+        if after.done == after.total:
+            self.processing.pop(item.id, None)
+        else:
+            self.processing[item.id] = (after.done, after.total)
+        return after
+
+    def export_report(self, item: InboxItem, parsed: Parsed, p: Progress) -> str:
+        """The report of an export, while it is processed and once it is done: counts in
+        full, the nodes listed compactly (the first ones, then how many more)."""
+        if p.done < p.total:
+            state = f"state: processing ({p.done} of {p.total} conversations)"
+        else:
+            state = (
+                f"state: done ({parsed.label}, {p.total} conversations, {p.turns} turns, "
+                f"extraction: {', '.join(p.how) or 'none'})"
+            )
+        lines = [f"# {item.filename}", "", state, ""]
+        if parsed.notes:
+            lines += ["## Not understood (the rest still counts)"]
+            lines += [f"- {n}" for n in parsed.notes[:LIST_OTHER]]
+            if len(parsed.notes) > LIST_OTHER:
+                lines.append(f"- … and {len(parsed.notes) - LIST_OTHER} more")
+            lines.append("")
+        if p.media:
+            lines += ["## Media in the turns", *p.media, ""]
+        if p.notes:
+            lines += ["## Extraction", *(f"- {n}" for n in p.notes)]
+            if p.notes_n > len(p.notes):
+                lines.append(f"- … and {p.notes_n - len(p.notes)} more")
+            lines.append("")
+        lines.append("## Archived")
+        parts = f", as {p.archived_n} session nodes" if p.archived_n != p.sessions else ""
+        lines.append(f"{p.sessions} of {p.done} conversations archived{parts}:")
+        lines += [f"- {a}" for a in p.archived]
+        if p.archived_n > len(p.archived):
+            lines.append(f"- … and {p.archived_n - len(p.archived)} more")
+        if p.not_archived_n:
+            lines += [f"- not archived: {w}" for w in p.not_archived]
+            if p.not_archived_n > len(p.not_archived):
+                lines.append(f"- … and {p.not_archived_n - len(p.not_archived)} more not archived")
+        lines += ["", "## Memories"]
+        if p.writes:
+            lines.append(", ".join(f"{n} {verb}" for verb, n in sorted(p.writes.items())) + ":")
+        lines += [f"- {verb} {path}" for path, verb in p.memories.items()] or ["- none found"]
+        if p.memories_more:
+            lines.append(f"- … and {p.memories_more} more writes to other nodes")
+        if p.refused_n:
+            lines += ["", "## Candidates refused", *(f"- {r}" for r in p.refused)]
+            if p.refused_n > len(p.refused):
+                lines.append(f"- … and {p.refused_n - len(p.refused)} more")
+        return "\n".join(lines) + "\n"
 
     def fail_item(self, item: InboxItem, reason: str) -> None:
         self._set_state(item, "refused", f"refused: {reason}\n")
 
-    def _set_state(self, item: InboxItem, state: str, report: str) -> None:
-        self.memory.set_inbox_state(item.id, item.owner, item.filename, state, report)
-        item.state, item.report = state, report
+    def _set_state(self, item: InboxItem, state: str, report: str, progress: str = "") -> None:
+        self.memory.set_inbox_state(item.id, item.owner, item.filename, state, report, progress)
+        item.state, item.report, item.progress = state, report, progress
+        if state != "pending":
+            self.processing.pop(item.id, None)
 
     # ---- shared by both -------------------------------------------------------------------
 
@@ -364,16 +758,41 @@ class Intake:
         source: str,
         when: float,
         summary: str = "",
+        documents: Sequence[Document] | None = None,
     ) -> list[Node]:
         """The raw record: every turn in L2, as a `session` node — or, for a conversation
         longer than a part (a quarter of the tier limit), as consecutive parts, nodes
-        titled `<title> part <i>`, so nothing said is lost to the L2 size limit."""
+        titled `<title> part <i>`, so nothing said is lost to the L2 size limit.
+        `documents`: those `session_documents` made of the same arguments (in a worker
+        thread, so the event loop only stores them)."""
         ctype = self.memory.types.get("session")
         if ctype is None:
             raise InvalidInput("no 'session' context type is loaded")
         if owner[0] != ctype.scope:  # agents' conversations are kept under the default user
             owner = ("user", self.memory.default_owner)
-        # named and dated by when the conversation happened, else by when it arrived
+        if documents is None:
+            documents = self.session_documents(
+                turns, title, source=source, when=when, summary=summary
+            )
+        nodes = []
+        with self.memory.transaction():  # all parts or none
+            for doc in documents:
+                nodes.append(self.memory.route_document(owner, ctype, doc, source=source))
+        for res in nodes:
+            self._hook("node_changed", res.node, res.created)
+        return [res.node for res in nodes]
+
+    def session_documents(
+        self,
+        turns: Sequence[Turn],
+        title: str,
+        *,
+        source: str,
+        when: float,
+        summary: str = "",
+    ) -> list[Document]:
+        """Any thread (pure): the documents of a conversation's archive, one a part, named
+        and dated by when the conversation happened, else by `when` (it arrived)."""
         happened = episodes.started(turns)
         day = (
             happened.date()
@@ -381,27 +800,20 @@ class Intake:
             else dt.datetime.fromtimestamp(when, dt.UTC).date()
         ).isoformat()
         parts = split_turns(turns, max(self.memory.max_tier_size // 4, 4096))
-        nodes = []
-        with self.memory.transaction():  # all parts or none
-            for i, part in enumerate(parts, 1):
-                fields = {
-                    "date": day,
-                    "title": title if len(parts) == 1 else f"{title} part {i}",
-                    "source": source,
-                    "turns": len(part),
-                    "summary": (summary + "\n" if summary else "") + episodes.summary(part),
-                }
-                if len(parts) > 1:
-                    fields["summary"] += f"\nPart {i} of {len(parts)} of the conversation."
-                body = f"# {episodes.heading(part)}\n\n{render_turns(part)}" if part else ""
-                res = self.memory.route_document(
-                    owner, ctype, Document(fields, body), source=source
-                )
-                nodes.append(res)
-        for res in nodes:
-            self.node_changed(res.node, res.created)
-        return [res.node for res in nodes]
-        return res.node
+        documents = []
+        for i, part in enumerate(parts, 1):
+            fields = {
+                "date": day,
+                "title": title if len(parts) == 1 else f"{title} part {i}",
+                "source": source,
+                "turns": len(part),
+                "summary": (summary + "\n" if summary else "") + episodes.summary(part),
+            }
+            if len(parts) > 1:
+                fields["summary"] += f"\nPart {i} of {len(parts)} of the conversation."
+            body = f"# {episodes.heading(part)}\n\n{render_turns(part)}" if part else ""
+            documents.append(Document(fields, body))
+        return documents
 
     def route_candidates(
         self, owner: tuple[str, str], candidates: Sequence[Candidate], source: str
@@ -424,7 +836,7 @@ class Intake:
             try:
                 if target not in self.memory.owners:
                     self.memory.create_owner(*target)
-                    self.owner_created(target)
+                    self._hook("owner_created", target)
                 fields = validate_candidate(ctype, c.fields, where=c.type)
                 res = self.memory.route_document(
                     target,
@@ -440,7 +852,7 @@ class Intake:
             if res.kept_person_text:  # SPEC §5: never silently over a person's text
                 path += " (kept your text; added the extracted facts below it)"
             changed.append(f"{verb} {path}")
-            self.node_changed(res.node, res.created)
+            self._hook("node_changed", res.node, res.created)
         return changed, refused
 
     # hooks the tree sets, so new nodes and owners show up in the mount
@@ -607,8 +1019,14 @@ class Intake:
         states: dict[str, int] = {}
         for i in self.items.values():
             states[i.state] = states.get(i.state, 0) + 1
+        busy = [
+            f"inbox: processing {item.filename} ({done} of {total} conversations)"
+            for iid, (done, total) in self.processing.items()
+            if (item := self.items.get(iid)) is not None and item.state == "pending"
+        ]
         return [
             "inbox: " + (", ".join(f"{k}={v}" for k, v in sorted(states.items())) or "empty"),
+            *busy,
             f"sessions: {len(self.sessions)} live",
             self.media.status_line()
             if self.media is not None
@@ -665,31 +1083,91 @@ class IntakeService(Service):
                 self._changed()
                 return True
             try:
-                text = decode_text(data, item.filename)
+                # a pure parse: an unmount need not wait for a big export's
+                parsed = await trio.to_thread.run_sync(
+                    parse_item, data, item.filename, abandon_on_cancel=True
+                )
             except ContextFSError as exc:
                 intake.fail_item(item, exc.reason)
                 self._changed()
                 return True
-            today = dt.datetime.fromtimestamp(item.created, dt.UTC).date().isoformat()
-            transcript, candidates, how = await trio.to_thread.run_sync(
-                intake.analyse, text, item.filename, item.owner[0], today, item.owner
-            )
-            media = await self.turn_media(
-                item.owner,
-                transcript.turns,
-                item.filename,
-                f"inbox:{item.filename}",
-                functools.partial(intake.inbox_file, item.owner),
-            )
-            intake.finish_item(item, transcript, candidates, how, media)
+            del data
+            if parsed.export:
+                await self.process_export(item, parsed)
+            else:
+                ready, media_lines = await self._prepare(item, parsed, 0)
+                intake.finish_item(item, parsed, ready, media_lines)
             self._changed()
             return True
+        return await self._extract_sessions()
+
+    async def _extract_sessions(self) -> bool:
+        """Extract the turns of one live session that has enough of them pending."""
+        intake = self.intake
         for s in list(intake.sessions.values()):
             turns = intake.session_turns(s)
             if len(turns) - s.processed >= intake.extract_every and not s.extracting:
                 await self.extract(s)
                 return True
         return False
+
+    async def _prepare(
+        self, item: InboxItem, parsed: Parsed, index: int
+    ) -> tuple[Prepared, list[str]]:
+        """Conversation `index` of an item through the media gates (the media its turns
+        carry), then extracted and its archive made in a worker thread that touches no
+        store: an unmount does not wait for it (nor for an LLM's answer); what was not
+        filed is done again by the next mount. Returns it and the report's media lines."""
+        intake = self.intake
+        conv = parsed.conversations[index]
+        notes, media_lines = await self.turn_media(
+            item.owner,
+            conv.turns,
+            item.filename,
+            f"inbox:{item.filename}",
+            functools.partial(intake.inbox_file, item.owner),
+        )
+        ready = await trio.to_thread.run_sync(
+            intake.prepare,
+            item,
+            parsed,
+            index,
+            notes,
+            intake.owner_names(item.owner),
+            abandon_on_cancel=True,
+        )
+        return ready, media_lines
+
+    async def process_export(self, item: InboxItem, parsed: Parsed) -> None:
+        """The conversations of an export one at a time: each extracted in a worker thread,
+        then archived and routed in its own transaction with the item's progress, so other
+        requests are served in between, an unmount stops it between two conversations, and
+        the next mount goes on after the last one filed. The report is refreshed at most
+        twice a second."""
+        intake = self.intake
+        progress = intake.export_progress(item, parsed)
+        self._changed()
+        shown = trio.current_time()
+        sessions_checked = shown
+        while progress.done < progress.total:
+            if self.stopping:
+                log.info(
+                    "inbox %s: stopped after %d of %d conversations; the next mount goes on",
+                    item.filename,
+                    progress.done,
+                    progress.total,
+                )
+                return
+            ready, media_lines = await self._prepare(item, parsed, progress.done)
+            progress = intake.file_conversation(item, parsed, progress, ready, media_lines)
+            now = trio.current_time()
+            if now - shown >= 0.5:
+                self._changed()
+                shown = now
+            if now - sessions_checked >= 1.0:  # live sessions are not kept waiting
+                await self._extract_sessions()
+                sessions_checked = now
+            await trio.sleep(0)  # a user's request (an fsync, a read) goes first
 
     async def turn_media(
         self,

@@ -144,7 +144,7 @@ def _parse_jsonl(text: str) -> Transcript:
         if not isinstance(obj, dict):
             errors.append((number, f"not a JSON object but {type(obj).__name__}"))
             continue
-        turn = _turn_from_object(number, obj)
+        turn = turn_from_object(number, obj)
         if isinstance(turn, str):
             errors.append((number, turn))
         else:
@@ -152,8 +152,9 @@ def _parse_jsonl(text: str) -> Transcript:
     return Transcript(turns=tuple(turns), errors=tuple(errors), kind="jsonl")
 
 
-def _turn_from_object(number: int, obj: dict) -> Turn | str:
-    """A Turn, or the reason the object is not one."""
+def turn_from_object(number: int, obj: dict) -> Turn | str:
+    """A Turn, or the reason the object is not one (a JSONL line, or a message of an
+    OpenAI `messages` list read by `conversations.exports`)."""
     role = obj.get("role")
     if not isinstance(role, str) or not role.strip():
         return "no 'role'" if role is None else "'role' is not a non-empty string"

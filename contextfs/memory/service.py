@@ -654,10 +654,18 @@ class Memory(Transactions, AttachmentStore, Routing):
             )
 
     def set_inbox_state(
-        self, item_id: int, owner: tuple[str, str], filename: str, state: str, report: str
+        self,
+        item_id: int,
+        owner: tuple[str, str],
+        filename: str,
+        state: str,
+        report: str,
+        progress: str = "",
     ) -> None:
+        """An inbox item's state and report; `progress` is how far processing of an item of
+        several conversations got (JSON, '' when it is not under way)."""
         with self.transaction():
-            self.store.set_inbox_state(item_id, state, report)
+            self.store.set_inbox_state(item_id, state, report, progress)
             self._tx.other.append(
                 Change(
                     "inbox", "updated", _inbox_path(owner, filename), self.generation, id=item_id

@@ -1,9 +1,10 @@
 """L0/L1 by a language model in the background (SPEC §3: derived from L2 whenever it changes).
 
 The extractive summaries (`summarize.py`) are written with every save and stand in until the
-model's answer arrives; a failed call leaves them. The summarizer is any object with
-`summarize(ctype, l2) -> (l0, l1)` that raises `ContextFSError` when it cannot answer
-(`conversations.llm.LLMSummarizer` is the one the daemon wires in).
+model's answer arrives; a failed call leaves them, with a warning (once per node) and a
+count in `status_lines()`. The summarizer is any object with `summarize(ctype, l2) -> (l0,
+l1)` that raises `ContextFSError` when it cannot answer (`conversations.llm.LLMSummarizer`
+is the one the daemon wires in; it fits each request into the model's context window).
 """
 
 from __future__ import annotations
@@ -38,6 +39,9 @@ class SummaryService(Service):
         self.seq = memory.generation  # nodes that change from now on
         self.done: dict[int, int] = {}  # node id -> version summarised
         self.failures = 0
+        self.written = 0
+        self.warned: set[int] = set()  # nodes whose failure was logged as a warning
+        self.last_failure = ""  # "<path>: <reason>" of the newest failure
         self.unsubscribe = memory.subscribe(self._committed)
 
     def _committed(self, changes: Sequence[Change]) -> None:
@@ -71,9 +75,23 @@ class SummaryService(Service):
                 try:
                     l0, l1 = await trio.to_thread.run_sync(self.summarizer.summarize, ctype, l2)
                     if self.memory.set_summaries(n, l0, l1, version):
+                        self.written += 1
                         self.done[nid] = n.version
                         if self.on_change is not None:
                             self.on_change(n)
                 except ContextFSError as exc:
                     self.failures += 1
-                    log.warning("LLM summary of %s failed: %s", self.memory.node_path(n), exc)
+                    path = self.memory.node_path(n)
+                    self.last_failure = f"{path}: {exc}"
+                    # once per node: a node that keeps failing (its L2 grows in a session)
+                    # must not fill the log
+                    level = logging.INFO if nid in self.warned else logging.WARNING
+                    self.warned.add(nid)
+                    log.log(level, "LLM summary of %s failed, extractive L0/L1 kept: %s", path, exc)
+
+    def status_lines(self) -> list[str]:
+        """The `.status` line of the LLM summaries (docs/operations.md)."""
+        line = f"summaries: LLM, {self.written} written, {self.failures} failed"
+        if self.failures:
+            line += f" (extractive L0/L1 kept; last: {self.last_failure})"
+        return [line]

@@ -124,7 +124,9 @@ class StoreBackend(Protocol):
         state: str,
         report: str,
     ) -> None: ...
-    def set_inbox_state(self, item_id: int, state: str, report: str) -> None: ...
+    def set_inbox_state(
+        self, item_id: int, state: str, report: str, progress: str = ""
+    ) -> None: ...
     def put_session(
         self,
         owner: tuple[str, str],

@@ -11,7 +11,7 @@ from collections.abc import Callable
 import duckdb
 import xxhash
 
-SCHEMA_VERSION = 8
+SCHEMA_VERSION = 9
 
 # An attachment's bytes are stored in chunks of this size (v3): a commit rewrites only
 # the chunks it changed, so an fsync of a 4 KiB write into a 32 MiB file stores 64 KiB.
@@ -192,7 +192,13 @@ CREATE TABLE IF NOT EXISTS inbox_items (
     size       BIGINT NOT NULL,        -- (v6) the bytes' length
     created    DOUBLE NOT NULL,
     state      TEXT   NOT NULL,        -- 'pending' | 'done' | 'dropped' | 'refused'
-    report     TEXT   NOT NULL         -- what it did (markdown), or why it was refused
+    report     TEXT   NOT NULL,        -- what it did (markdown), or why it was refused
+    -- (v9) how far processing got, for an item of several conversations (an export):
+    -- JSON {"done": conversations archived and routed, "total", counts and what the
+    -- report lists so far}, written in the transaction of each conversation's archive and
+    -- routing, so a mount that stops resumes after the last one done; '' (or NULL, on a
+    -- store migrated from v8) when processing has not started or is over
+    progress   TEXT   DEFAULT ''
 );
 
 -- (v6) The bytes of an inbox item, as attachment_chunks holds a file's: chunk idx of
@@ -430,6 +436,8 @@ MIGRATIONS: dict[int, str | Callable[[duckdb.DuckDBPyConnection], None]] = {
     6: "CREATE INDEX IF NOT EXISTS nodes_owner_type_name ON nodes "
     "(owner_kind, owner_id, type, name)",
     7: _text_sizes,
+    # v9: inbox_items.progress, where an export's processing resumes after a remount
+    8: "ALTER TABLE inbox_items ADD COLUMN IF NOT EXISTS progress TEXT DEFAULT ''",
 }
 
 

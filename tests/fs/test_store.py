@@ -165,6 +165,29 @@ def test_a_version_7_store_gets_the_sizes_of_its_texts(tmp_path, types):
         store.close()
 
 
+def test_a_version_8_store_gets_the_progress_column_of_its_inbox_items(tmp_path, types):
+    """v9 keeps how far an export's processing got (inbox_items.progress); a v8 store's
+    items get the column, empty, and keep their state and report."""
+    db = tmp_path / "v8" / "contextfs.duckdb"
+    db.parent.mkdir()
+    store = Store(db)
+    store.add_inbox_item(7, ("user", "default"), "a.jsonl", b"{}", 1.0, "done", "ok\n")
+    store.close()
+    con = duckdb.connect(str(db))
+    con.execute("ALTER TABLE inbox_items DROP COLUMN progress")
+    con.execute("UPDATE store_meta SET value = '8' WHERE key = 'schema_version'")
+    con.close()
+    store = Store(db)  # migrates
+    try:
+        [row] = store.inbox_items()
+        assert row[5:] == ("done", "ok\n", 2, "")
+        store.set_inbox_state(7, "pending", "state: processing\n", '{"done": 1}')
+        assert store.inbox_items()[0][8] == '{"done": 1}'
+        assert check_store(store) == []
+    finally:
+        store.close()
+
+
 def test_fsck_finds_a_broken_invariant(tmp_path, memory, types):
     n = memory.create_node(("user", "default"), types["preference"], "tea")
     memory.save_l2(n, "one\n")
@@ -237,7 +260,7 @@ async def test_a_version_2_store_with_attachments_opens_with_the_same_bytes(tmp_
     assert (
         store.con.execute("SELECT value FROM store_meta WHERE key = 'schema_version'").fetchone()[0]
         == str(SCHEMA_VERSION)
-        == "8"
+        == "9"
     )
     # v7: the live node at a path has its index (memory.heads asks for it by path)
     assert (

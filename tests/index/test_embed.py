@@ -196,9 +196,20 @@ def test_openai_embedder_unreachable_is_embedder_unavailable(monkeypatch):
         emb.embed(["x"])
 
 
-def test_openai_embedder_needs_its_key(monkeypatch):
+def test_openai_embedder_needs_its_key_for_a_remote_endpoint(monkeypatch):
     monkeypatch.delenv("CONTEXTFS_NO_SUCH_KEY", raising=False)
     with pytest.raises(EmbedderUnavailable, match="CONTEXTFS_NO_SUCH_KEY"):
         OpenAIEmbedder(
-            base_url="http://127.0.0.1:9/v1", model="m", api_key_env="CONTEXTFS_NO_SUCH_KEY"
+            base_url="https://embed.example.com/v1", model="m", api_key_env="CONTEXTFS_NO_SUCH_KEY"
         )
+
+
+def test_openai_embedder_on_a_local_server_needs_no_key(endpoint: FakeOpenAI, monkeypatch):
+    """llama.cpp, Ollama, vLLM: the variable may be unset; a placeholder key is sent."""
+    monkeypatch.delenv("CONTEXTFS_NO_SUCH_KEY", raising=False)
+    emb = OpenAIEmbedder(
+        base_url=_base_url(endpoint), model="m", api_key_env="CONTEXTFS_NO_SUCH_KEY"
+    )
+    assert emb.embed(["a local vector"]).shape == (1, FAKE_DIM)
+    ((_path, auth, _body),) = endpoint.requests
+    assert auth == "Bearer contextfs-no-key"

@@ -83,6 +83,27 @@ def test_sessions_are_replaced_in_place(opener, types, tmp_path):
     m.store.close()
 
 
+def test_an_inbox_items_progress_survives_a_remount_and_an_upgrade(opener, types, tmp_path):
+    """inbox_items.progress (v9: how far an export got) is stored with the item's state, in
+    its transaction; a v8 store gets the column, empty."""
+    m = _memory(opener, types, tmp_path)
+    m.add_inbox_item(7, ("user", "default"), "c.json", b"[]", 1.0, "pending", "")
+    report = "state: processing (1 of 2 conversations)\n"
+    m.set_inbox_state(7, ("user", "default"), "c.json", "pending", report, '{"done": 1}')
+    m.store.close()
+    m = _memory(opener, types, tmp_path)
+    assert m.inbox_items() == [
+        (7, "user", "default", "c.json", 1.0, "pending", report, 2, '{"done": 1}')
+    ]
+    m.store.con.execute("ALTER TABLE inbox_items DROP COLUMN progress")
+    m.store.con.execute("UPDATE store_meta SET value = '8' WHERE key = 'schema_version'")
+    m.store.close()
+    m = _memory(opener, types, tmp_path)  # migrates
+    assert m.inbox_items()[0][5:] == ("pending", report, 2, "")
+    assert check_store(m.store) == []
+    m.store.close()
+
+
 def test_fsck_finds_a_broken_invariant_on_either_store(opener, types, tmp_path):
     m = _memory(opener, types, tmp_path)
     n = m.create_node(("user", "default"), types["preference"], "tea")

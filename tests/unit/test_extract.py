@@ -414,10 +414,10 @@ def test_llm_transport_failure_raises(endpoint: FakeOpenAI):
         gone.extract(TURNS, TYPES)
 
 
-def test_llm_needs_its_key(monkeypatch):
+def test_llm_needs_its_key_for_a_remote_endpoint(monkeypatch):
     monkeypatch.delenv("CONTEXTFS_NO_SUCH_KEY", raising=False)
     with pytest.raises(LLMUnavailable, match="CONTEXTFS_NO_SUCH_KEY"):
-        LLMExtractor(base_url="http://127.0.0.1:9/v1", model="m",
+        LLMExtractor(base_url="https://llm.example.com/v1", model="m",
                      api_key_env="CONTEXTFS_NO_SUCH_KEY")  # fmt: skip
 
 

@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import logging
+
 import pytest
 import trio
 
 from contextfs.conversations.inbox import Intake, IntakeService
+from contextfs.errors import LLMUnavailable
 from contextfs.memory.consolidate import ConsolidationService, Stopped, plan
 from contextfs.memory.service import Memory
 from contextfs.memory.summaries import SummaryService
@@ -90,3 +93,31 @@ def test_a_stopping_daemon_does_not_wait_for_a_plan(memory: Memory) -> None:
     with pytest.raises(Stopped):
         plan(memory, stopping=lambda: True)
     assert memory.store.last_consolidation() is None  # nothing recorded
+
+
+class Failing:
+    def summarize(self, ctype, l2: str) -> tuple[str, str]:
+        raise LLMUnavailable("chat endpoint http://127.0.0.1:9/v1 failed: Error code: 400")
+
+
+@pytest.mark.allow_warnings
+async def test_a_failed_summary_keeps_the_extractive_one_warns_once_and_shows_in_status(
+    memory: Memory, caplog: pytest.LogCaptureFixture
+) -> None:
+    service = SummaryService(memory, Failing())
+    n = memory.create_node(OWNER, memory.types["entity"], "x")
+    with trio.fail_after(5):
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(service.run)
+            for text in ("A node the model fails on.\n", "The same node, longer now.\n"):
+                memory.save_l2(n, text)
+                failures = service.failures
+                while service.failures == failures:
+                    await trio.sleep(0.01)
+            service.stop()
+    assert n.l0.startswith("The same node")  # the extractive summary stands
+    warned = [r for r in caplog.records if r.levelno >= logging.WARNING]
+    assert len(warned) == 1 and "extractive L0/L1 kept" in warned[0].getMessage()
+    (line,) = service.status_lines()
+    assert line.startswith("summaries: LLM, 0 written, 2 failed (extractive L0/L1 kept; last: ")
+    assert "user/default/entities/x: chat endpoint" in line
