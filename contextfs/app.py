@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING
 from contextfs import __version__
 from contextfs.config import Config, make_private
 from contextfs.conversations.extract import Extractor, RuleExtractor
-from contextfs.conversations.llm import LLMExtractor, MediaDescriber
+from contextfs.conversations.llm import LLMExtractor, LLMSummarizer, MediaDescriber
 from contextfs.conversations.media import MediaSettings
 from contextfs.ctxtypes import ContextType, builtin_schema_dir, load_types
 from contextfs.errors import LLMUnavailable, SchemaError, StoreDamaged
@@ -40,6 +40,7 @@ from contextfs.store.fsck import close_session, mount_check, open_session, recor
 
 if TYPE_CHECKING:  # annotations only: render_status never needs the classes themselves
     from contextfs.conversations.inbox import Intake
+    from contextfs.memory.summaries import SummaryService
     from contextfs.search.indexer import Indexer
 
 log = logging.getLogger("contextfs.daemon")  # the name these lines always had in the log
@@ -115,12 +116,31 @@ def close_memory(memory: Memory, cfg: Config) -> None:
 
 
 def extractor(cfg: Config) -> Extractor:
-    """An LLM extracts when an endpoint is configured; rules otherwise (offline)."""
+    """An LLM extracts when an endpoint is configured, in chunks that fit its window, with
+    rules for a chunk it fails on; rules otherwise (offline). A remote endpoint without its
+    key raises `LLMUnavailable` (the mount is refused); a local one needs no key."""
     if cfg.llm_base_url and cfg.llm_model:
         return LLMExtractor(
-            base_url=cfg.llm_base_url, model=cfg.llm_model, api_key_env=cfg.llm_api_key_env
+            base_url=cfg.llm_base_url,
+            model=cfg.llm_model,
+            api_key_env=cfg.llm_api_key_env,
+            context_tokens=cfg.llm_context_tokens,
+            rules=RuleExtractor(),
         )
     return RuleExtractor()
+
+
+def summarizer(cfg: Config) -> LLMSummarizer | None:
+    """L0/L1 by the chat endpoint when one is configured, within its window; None otherwise
+    (the extractive summaries stay)."""
+    if not (cfg.llm_base_url and cfg.llm_model):
+        return None
+    return LLMSummarizer(
+        base_url=cfg.llm_base_url,
+        model=cfg.llm_model,
+        api_key_env=cfg.llm_api_key_env,
+        context_tokens=cfg.llm_context_tokens,
+    )
 
 
 def describer(cfg: Config) -> MediaDescriber | None:
@@ -203,6 +223,7 @@ def render_status(
     dir_cache: str = "",
     unsettled: Callable[[], int] | None = None,
     visible: Callable[[str], bool] | None = None,
+    summaries: SummaryService | None = None,
 ) -> str:
     """The text of a mount's `.status` (docs/operations.md describes every line).
     `visible` keeps the refusals whose path the reader may see (None: all)."""
@@ -236,6 +257,8 @@ def render_status(
         lines.append("index: off (search: false in config.yaml)")
     if intake is not None:
         lines += intake.status_lines()
+    if summaries is not None:
+        lines += summaries.status_lines()
     last = memory.store.last_consolidation()
     if last is None:
         lines.append(f"consolidation: never run (every {cfg.consolidate_every:g}s)")

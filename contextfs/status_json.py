@@ -25,6 +25,7 @@ if TYPE_CHECKING:  # annotations only: the daemon passes the live objects in
     from contextfs.config import Config
     from contextfs.conversations.inbox import Intake
     from contextfs.memory.service import Memory
+    from contextfs.memory.summaries import SummaryService
     from contextfs.search.indexer import Indexer
 
 # Bumped when a field changes meaning or goes away (adding a field does not bump it).
@@ -42,10 +43,12 @@ def _index(indexer: Indexer | None, committed: int) -> dict[str, Any] | None:
         return None
     emb = indexer.embedder
     return {
-        "state": indexer.state,
+        "state": indexer.shown_state,  # "ready" only when nothing is queued
         "generation": indexer.generation,
         "queue": max(0, committed - indexer.generation),
         "text_generation": indexer.text_generation,
+        # changes behind each cursor, units being embedded, rate, estimated seconds left
+        "backlog": indexer.backlog(),
         "embedding_model": emb.name if emb else indexer.model_name,
         "dimensions": emb.dim if emb else None,  # None until the model has loaded
         "indexed_units": len(indexer.digests),
@@ -121,6 +124,7 @@ def status_facts(
     dir_cache: str = "",
     unsettled: Callable[[], int] | None = None,
     visible: Callable[[str], bool] | None = None,
+    summaries: SummaryService | None = None,
 ) -> dict[str, Any]:
     """The document `.status.json` serves (arguments as `app.render_status`)."""
     last = memory.store.last_consolidation()
@@ -157,6 +161,14 @@ def status_facts(
         "invalidations_pending": unsettled() if unsettled is not None else None,
         "index": _index(indexer, memory.generation),
         "intake": _intake(intake),
+        # LLM summaries (None without a chat endpoint): written, failed, the last failure
+        "summaries": None
+        if summaries is None
+        else {
+            "written": summaries.written,
+            "failed": summaries.failures,
+            "last_failure": summaries.last_failure or None,
+        },
         "consolidation": {
             "every_seconds": cfg.consolidate_every,
             "runs": last[5] if last else 0,

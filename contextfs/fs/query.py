@@ -6,8 +6,9 @@ hybrid search in a worker thread and shows the answer as a read-only directory: 
 symlinks to the matching nodes, `_context.md` (the hits packed into a token budget) and
 `_results.json`. A question's directory is computed once per index generation.
 
-`SearchPort` is what the fs layer needs of search: the searcher, the indexer's generation
-and its barrier (fsync waits for it, `fs.tiers`), and the options parser.
+`SearchPort` is what the fs layer needs of search: the searcher, the indexer's epoch (it
+moves whenever an index changed) and fsync's promise (`sync`, awaited by `fs.tiers`),
+and the options parser.
 """
 
 from __future__ import annotations
@@ -46,7 +47,8 @@ class SearchPort:
 
     @property
     def generation(self) -> int:
-        return self.indexer.generation
+        """Moves whenever either index changed: an answer computed at another is stale."""
+        return self.indexer.epoch
 
     def search(
         self,
@@ -59,11 +61,10 @@ class SearchPort:
         """Worker thread only (embedding, hnswlib, tantivy)."""
         return self.searcher.search(question, scope, opts, readable, reader_key)
 
-    async def barrier(self, generation: int) -> None:
-        """Wait until `generation` is searchable by what is loaded (BM25 alone while the
-        model loads; the indexer never makes this wait for the model)."""
-        self.indexer.wake()
-        await self.indexer.barrier(generation, self.barrier_timeout)
+    async def sync(self, node_ids: list[int]) -> None:
+        """fsync's promise (SPEC §3): these nodes, as stored, are found by BM25 when this
+        returns, whatever the indexer's backlog; their vectors follow ahead of it."""
+        await self.indexer.sync_nodes(node_ids, self.barrier_timeout)
 
 
 def _check_utf8(name: str) -> None:

@@ -1,12 +1,13 @@
 """The files of the memory tree: tiers, meta.yaml, versions, dropped and scratch files.
 
 Decides what those files read as and when what is written to them is committed: a tier's
-close saves a version (L2) or pins it (L0/L1) and its fsync also waits until the index has
-caught up (fsync is a search barrier, SPEC §3); a file dropped into a type directory is
-routed by its type's strategy at close (or kept as a pending drop at fsync); editors'
-scratch files are accepted and never stored. A refused commit is recorded in `.status`,
-keeps the refused bytes, shows the stored text again, and leaves a `NAME.refused` trace
-beside the file (`leave_trace`): the reason and the bytes, where the writer looks.
+close saves a version (L2) or pins it (L0/L1) and its fsync also waits until BM25 finds
+that node as saved (never for the rest of the indexer's queue, SPEC §3); a file dropped
+into a type directory is routed by its type's strategy at close (or kept as a pending drop
+at fsync); editors' scratch files are accepted and never stored. A refused commit is
+recorded in `.status`, keeps the refused bytes, shows the stored text again, and leaves a
+`NAME.refused` trace beside the file (`leave_trace`): the reason and the bytes, where the
+writer looks.
 """
 
 from __future__ import annotations
@@ -146,9 +147,9 @@ class Tiers(RoleBase):
                 self.commit_own(h)
         elif inode.dirty:
             self.commit(inode)
-        if inode.role == Role.TIER and self.search is not None:
-            # fsync is an index barrier (SPEC §3): searchable when it returns
-            await self.search.barrier(self.memory.generation)
+        if inode.role == Role.TIER and self.search is not None and inode.node is not None:
+            # searchable by BM25 when fsync returns, whatever the backlog (SPEC §3)
+            await self.search.sync([inode.node.id])
 
     def release(self, h: Handle) -> None:
         inode = h.inode

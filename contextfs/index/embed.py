@@ -20,6 +20,7 @@ from typing import Any, Protocol, runtime_checkable
 import numpy as np
 
 from contextfs.errors import EmbedderUnavailable
+from contextfs.index.endpoint import api_key
 
 log = logging.getLogger(__name__)
 
@@ -62,17 +63,21 @@ def local_model_path() -> Path:
 class LocalEmbedder:
     """all-MiniLM-L6-v2 on the CPU (`index.bert`), fully offline.
 
-    `threads` sets torch's intra-op thread count, which is process-wide: on two busy cores
-    two threads were measured to collapse 5-10x, so one is the default.
+    `threads` sets torch's intra-op thread count, which is process-wide; 0 (the default)
+    is every core of the machine. On busy cores spinning OpenMP threads were measured to
+    collapse 5-10x: they wait passively here (OMP_WAIT_POLICY, unless set), so a thread
+    with nothing to do yields its core to the mount.
     """
 
     name = LOCAL_MODEL_NAME
     dim = LOCAL_MODEL_DIM
 
     def __init__(
-        self, *, threads: int = 1, batch_size: int = 32, model_path: str | None = None
+        self, *, threads: int = 0, batch_size: int = 32, model_path: str | None = None
     ) -> None:
         path = Path(model_path) if model_path is not None else local_model_path()
+        threads = int(threads) if threads and threads > 0 else (os.cpu_count() or 1)
+        os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")  # read when torch loads OpenMP
         try:
             import torch
 
@@ -106,7 +111,8 @@ class LocalEmbedder:
 class OpenAIEmbedder:
     """Any OpenAI-compatible /v1/embeddings endpoint, through the `openai` client.
 
-    The API key is read from the environment variable named by `api_key_env`. The vector
+    The API key is read from the environment variable named by `api_key_env`; a local
+    endpoint may go without one (`contextfs.index.endpoint`). The vector
     size is learned from the first answer unless `dim` is given; asking for `dim` before
     any embedding makes one small request (so does `isinstance(x, Embedder)` on Python
     3.11, whose runtime protocol check reads every attribute).
@@ -127,9 +133,12 @@ class OpenAIEmbedder:
             from openai import OpenAI
         except ImportError as e:
             raise EmbedderUnavailable(f"the openai client is not installed: {e}") from e
-        key = os.environ.get(api_key_env)
-        if not key:
-            raise EmbedderUnavailable(f"no API key for the embedding endpoint: set ${api_key_env}")
+        key = api_key(base_url, api_key_env)
+        if key is None:
+            raise EmbedderUnavailable(
+                f"no API key for the embedding endpoint {base_url}: set ${api_key_env} "
+                "(only a local endpoint may go without one)"
+            )
         self.name = model
         self.model = model
         self.base_url = base_url

@@ -132,8 +132,13 @@ class TextIndex:
         meta: Mapping[int, tuple[str, str, str]],
         *,
         commit: bool = True,
+        fresh: Iterable[int] | None = None,
     ) -> None:
         """Replace every document of the nodes in `units` by `units`.
+
+        `fresh`, when given, names the nodes whose documents are deleted first instead (a
+        node too big for one commit comes in slices: its first slice deletes, the later
+        ones add; a node in `fresh` without units is only deleted).
 
         `meta` maps node_id to (owner, type name, node path), e.g.
         ("user/alice", "preference", "user/alice/preferences/editor"). With `commit=False`
@@ -144,9 +149,10 @@ class TextIndex:
         missing = [n for n in node_ids if n not in meta]
         if missing:
             raise ValueError(f"no meta for node(s) {missing}")
+        drop = node_ids if fresh is None else sorted({int(n) for n in fresh})
         writer = self._get_writer()
         try:
-            for node_id in node_ids:
+            for node_id in drop:
                 writer.delete_documents_by_term("node_id", node_id)
             for u in units:
                 owner, type_name, path = meta[u.node_id]
@@ -173,7 +179,7 @@ class TextIndex:
         if self._writer is not None:
             self._commit()
 
-    def delete_nodes(self, node_ids: Iterable[int]) -> None:
+    def delete_nodes(self, node_ids: Iterable[int], *, commit: bool = True) -> None:
         """Remove every document of these nodes; unknown ids are ignored."""
         writer = self._get_writer()
         try:
@@ -182,7 +188,8 @@ class TextIndex:
         except BaseException:
             self._rollback()
             raise
-        self._commit()
+        if commit:
+            self._commit()
 
     def clear(self) -> None:
         """Remove every document (before a full rebuild)."""

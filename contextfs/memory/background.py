@@ -4,11 +4,20 @@ A service's `run()` runs in the daemon's trio nursery until `stop()`; between ro
 work it sleeps until `wake()` (usually called from a `Memory.subscribe` callback when a
 commit concerns it) or a timeout. `stop()` sets a flag and wakes it, so `run()` returns
 at its next check instead of at the end of a sleep.
+
+`BACKGROUND` tells a commit's listeners whether it was made by a background service (the
+daemon sets it in each service's task; the threads a task starts inherit it): the indexer
+puts what a person or an agent saved through the mount ahead of bulk work (an inbox
+import, consolidation), and only that.
 """
 
 from __future__ import annotations
 
+from contextvars import ContextVar
+
 import trio
+
+BACKGROUND: ContextVar[bool] = ContextVar("contextfs_background", default=False)
 
 
 class Service:

@@ -2,10 +2,14 @@
 
 This is where the canonical store and the derived indexes meet (STYLE: `store/` and
 `index/` never import each other). A background service in the daemon's trio nursery:
-woken by every commit, it reads outbox rows after the generation the indexes reflect,
+woken by every commit, it reads outbox rows after the generation each index reflects,
 turns the nodes they name into units (L0, L1, L2 chunks), embeds only units whose text
-changed (xxhash digests), and applies upserts and deletions. Embedding, hnswlib and
-tantivy calls run in a worker thread under one lock, which searches share.
+changed (xxhash digests), and applies upserts and deletions. The work goes in bounded
+slices (a BM25 commit of at most TEXT_SLICE_UNITS documents, an embedding slice of about
+SLICE_SECONDS), BM25 ahead of the vectors, and what a person or an agent saved through the
+mount ahead of both cursors (the urgent lane; `sync_nodes` is fsync's). Embedding runs in
+a worker thread outside any lock; hnswlib and the digests are under `lock`, tantivy under
+`text_lock`, which searches share.
 
 On disk (DATA_DIR/index/): `snap-*/vectors.bin` (hnswlib, or past `compact_units` units the
 compact index of `index.compact`, whose exact vectors are `vectors.f16`, outside the
@@ -26,6 +30,7 @@ import shutil
 import threading
 import time
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 
 import trio
@@ -37,11 +42,11 @@ from contextfs.index.embed import Embedder
 from contextfs.index.text import TextIndex
 from contextfs.index.units import Unit
 from contextfs.index.vectors import VectorIndex
-from contextfs.memory.background import Service
+from contextfs.memory.background import BACKGROUND, Service
 from contextfs.memory.service import Memory
 from contextfs.model import Change, Node
 from contextfs.search.images import ImageVectors
-from contextfs.search.passages import SESSION_TYPE, node_passages
+from contextfs.search.passages import SESSION_TYPE, Passage, node_passages, passages_of
 
 log = logging.getLogger(__name__)
 
@@ -84,18 +89,106 @@ def unit_prefix(n: Node) -> str:
 def units_of(n: Node, *, prefix: str = "") -> list[Unit]:
     """The units of a node: L0, L1 and one per passage of L2 (a turn of a session archive,
     a chunk of any other L2), skipping empty tiers."""
+    return _tier_units(n.id, n.l0, n.l1, node_passages(n), prefix)
+
+
+def _tier_units(nid: int, l0: str, l1: str, passages: Sequence[Passage], prefix: str) -> list[Unit]:
     units = [
-        Unit(n.id, tier, 0, prefix + body.strip())
-        for tier, body in (("L0", n.l0), ("L1", n.l1))
+        Unit(nid, tier, 0, prefix + body.strip())
+        for tier, body in (("L0", l0), ("L1", l1))
         if body.strip()
     ]
-    units += [Unit(n.id, "L2", p.index, prefix + p.index_text()) for p in node_passages(n)]
+    units += [Unit(nid, "L2", p.index, prefix + p.index_text()) for p in passages]
     return units
+
+
+# A bulk commit to the BM25 index adds at most this many documents (a huge node comes in
+# slices), so the text lock is never held long: an fsync waits for it.
+TEXT_SLICE_UNITS = 2000
+# A job (a batch of at most `batch` outbox rows) holds about this much text at most: the
+# rows of a huge import are cut into jobs that each finish, move their cursor, and let the
+# next one start; the trio thread reads a job's texts, and a worker cuts them holding the
+# GIL, so a small job keeps both pauses short.
+JOB_BYTES = 2 * 1024 * 1024
+# An embedding slice aims at this long (its size follows the measured rate), so a stop,
+# an urgent write or the BM25 side never waits for more than about one slice.
+SLICE_SECONDS = 0.5
+SLICE_UNITS = (8, 512)  # the bounds of a slice, in units
+URGENT_NODES = 16  # foreground nodes taken into one urgent job
+BUSY_CHECKPOINT_SECONDS = 60.0  # while a backlog drains, the vectors are saved this often
+
+
+@dataclass(slots=True)
+class _Doc:
+    """A live node as the trio thread read it; a worker thread cuts it into units."""
+
+    node: Node
+    id: int
+    version: int
+    seq: int  # snapshot order: a bigger seq read the node later
+    type: str
+    prefix: str  # what BM25 units carry before their text (`unit_prefix`)
+    meta: tuple[str, str, str]  # (owner, type, path) for the text index
+    l0: str
+    l1: str
+    l2: str
+    units: list[Unit] | None = None  # the vector side's, once cut
+    text_units: list[Unit] | None = None  # the BM25 side's
+
+    def cut(self) -> None:
+        """Worker thread: the units of both sides (pure; the passages are cached)."""
+        if self.units is None:
+            passages = passages_of(self.id, self.version, self.type, self.l2)
+            self.units = _distinct(_tier_units(self.id, self.l0, self.l1, passages, ""))
+            self.text_units = _distinct(
+                _tier_units(self.id, self.l0, self.l1, passages, self.prefix)
+            )
+
+    @property
+    def size(self) -> int:
+        return len(self.l0) + len(self.l1) + len(self.l2)
+
+    @property
+    def key(self) -> tuple:
+        """What the BM25 documents of the node are made of (equal keys: equal documents)."""
+        return (self.version, self.prefix, self.meta, self.l0, self.l1)
+
+
+@dataclass(slots=True)
+class _Job:
+    """Nodes on their way into the indexes, applied in bounded slices.
+
+    A bulk job completes the outbox rows up to `upto`; an urgent job (what a person or an
+    agent just saved) and a rebuild's batch complete none."""
+
+    docs: list[_Doc]
+    gone: dict[int, int]  # node id -> snapshot seq, for nodes no longer live
+    upto: int | None = None
+    urgent: bool = False
+    images: tuple[list, list[int]] = ([], [])
+    text_at: int = 0  # the next doc of the text side, and the next unit within it
+    text_off: int = 0
+    gone_done: bool = False
+    todo: list[tuple[Unit, int]] | None = None  # vector units to embed, with their seq
+    vec_at: int = 0
+    changes: int = 0  # outbox seqs the job covers (a bulk job), for the backlog's estimate
+
+    @property
+    def remaining(self) -> int:
+        """Units still to embed (0 before the job is prepared)."""
+        return 0 if self.todo is None else len(self.todo) - self.vec_at
 
 
 class Indexer(Service):
     """Keeps hnswlib and tantivy caught up with the outbox. run() in the nursery, until
-    stop(); woken by every commit that changed a node (`Memory.subscribe`)."""
+    stop(); woken by every commit that changed a node (`Memory.subscribe`).
+
+    Three lanes, each advanced one bounded slice per round: urgent (nodes saved through
+    the mount by a person or an agent: BM25 at once, then their vectors), the BM25
+    cursor over the outbox (`text_generation`), and the vector cursor (`generation`).
+    Work from background services (an inbox import, consolidation: `BACKGROUND`) only
+    moves with the cursors. A node applied by the urgent lane is not set back by a bulk
+    slice that read it earlier (`_newest`)."""
 
     CHECKPOINT_SECONDS = 20.0
 
@@ -106,7 +199,7 @@ class Indexer(Service):
         embedder_factory: Callable[[], Embedder],
         *,
         model_name: str,
-        batch: int = 256,
+        batch: int = 64,
         on_indexed: Callable[[list[int]], None] | None = None,
         images: ImageVectors | None = None,
         compact_units: int = COMPACT_UNITS,
@@ -124,20 +217,41 @@ class Indexer(Service):
         # asked once the model is in, before `.status` says ready (search.Searcher.warm_up:
         # the first questions after a mount find what they touch loaded)
         self.warm_up: Callable[[], object] | None = None
-        self.lock = threading.Lock()  # hnswlib and tantivy: one user at a time
+        self.lock = threading.Lock()  # hnswlib and the digests: one user at a time
+        self.text_lock = threading.Lock()  # tantivy: one user at a time
         self.embedder: Embedder | None = None
         self.vectors: VectorIndex | CompactVectorIndex | None = None
         self.text: TextIndex | None = None
         # label -> xxh64 of the unit's text, for every unit in the vectors; a node's
         # units are the labels in its range (`labels_of`)
         self.digests = UnitDigests()
-        self.generation = 0  # everything up to this outbox seq is indexed
+        self.generation = 0  # everything up to this outbox seq is in the vectors
         self.saved_generation = 0
         self.state = "opening the text index"
         self.error: str | None = None
         self.dead = False  # the text index could not open: nothing will ever answer
         self.text_generation = 0  # everything up to this outbox seq is in the BM25 index
-        self._must_rebuild = False  # the model is in, the vectors are empty: index everything
+        self.epoch = 0  # moves whenever either index changed (caches of answers key on it)
+        self._vec_epoch = self._saved_epoch = 0  # moves when the vectors changed
+        self._seq = 0  # snapshot counter (`_Doc.seq`)
+        self._urgent: dict[int, None] = {}  # foreground node ids, in commit order
+        self._urgent_job: _Job | None = None
+        self._text_job: _Job | None = None
+        self._vec_job: _Job | None = None
+        # node id -> seq of the urgent snapshot applied, per side, until a bulk slice that
+        # read the node later passes it
+        self._text_seen: dict[int, int] = {}
+        # node id -> `_Doc.key` the urgent lane put in BM25: fsync's own apply is not
+        # repeated by the lane, nor by the cursor when it reaches an unchanged node
+        self._text_as: dict[int, tuple] = {}
+        self._vec_seen: dict[int, int] = {}
+        self._rebuild: list[int] | None = None  # live ids a rebuild of the vectors walks
+        self._rebuild_at = 0
+        self._rebuild_target = 0
+        self.slice_units = 32  # the size of the next embedding slice
+        self.rate = 0.0  # units embedded per second, smoothed
+        self._units_per_change = 0.0  # smoothed: how many units a queued change brings
+        self._text_open = trio.Event()
         self._progress = trio.Event()
         self.unsubscribe = memory.subscribe(self._committed)
 
@@ -149,6 +263,12 @@ class Indexer(Service):
         return self.vectors is not None and self.text is not None and self.embedder is not None
 
     @property
+    def _unsaved(self) -> bool:
+        """The vectors changed since the last checkpoint (a job half done counts: its
+        units are kept by digest and not embedded again after a restart)."""
+        return self.generation != self.saved_generation or self._vec_epoch != self._saved_epoch
+
+    @property
     def vector_kind(self) -> str | None:
         """Which vector index answers: "hnswlib", "compact", or None before the model."""
         if self.vectors is None:
@@ -158,25 +278,62 @@ class Indexer(Service):
     @property
     def searchable_generation(self) -> int:
         """Every commit up to this outbox seq is found by what is loaded: both sides once
-        the model is in, BM25 alone before."""
-        return self.generation if self.ready else self.text_generation
+        the model is in (and the vectors are not being rebuilt), BM25 alone before."""
+        if self.ready:
+            vectors = self.generation if self._rebuild is None else 0
+            return min(vectors, self.text_generation)
+        return self.text_generation
+
+    @property
+    def shown_state(self) -> str:
+        """`state` as `.status` shows it: never "ready" while work is queued."""
+        if self.state == "ready" and self.busy:
+            return "indexing (search answers; what is queued joins as it is indexed)"
+        return self.state
+
+    @property
+    def vector_rebuilding(self) -> bool:
+        """The vectors are being built from scratch (they cover part of the store)."""
+        return self._rebuild is not None
+
+    @property
+    def busy(self) -> bool:
+        """Work is queued or under way on either side."""
+        committed = self.memory.generation
+        return bool(
+            self._urgent
+            or self._urgent_job
+            or self._text_job
+            or self._vec_job
+            or self._rebuild is not None
+            or self.text_generation < committed
+            or (self.ready and self.generation < committed)
+        )
 
     def _committed(self, changes: Sequence[Change]) -> None:
-        if any(c.kind == "node" for c in changes):
-            self.wake()
+        nodes = [c.node_id for c in changes if c.kind == "node" and c.node_id is not None]
+        if not nodes:
+            return
+        if not BACKGROUND.get():  # saved through the mount: ahead of any bulk backlog
+            for nid in nodes:
+                self._urgent[nid] = None
+        self.wake()
 
     async def run(self) -> None:
         """BM25 first: the text index opens (and catches up) at once, while the embedding
         model loads in the background; the vectors join when it is in. A model that does
         not load leaves BM25 working (`error` says why)."""
         try:
-            await trio.to_thread.run_sync(self._open_text, abandon_on_cancel=True)
+            rebuild = await trio.to_thread.run_sync(self._open_text, abandon_on_cancel=True)
         except Exception as exc:  # noqa: BLE001 - a broken index must not kill the mount
             self.dead = True
+            self._text_open.set()
             self._failed(f"failed: {exc}", exc)
             return
-        self._progress.set()
-        self._progress = trio.Event()
+        self._text_open.set()  # fsync's own writes go in from now on, even mid-rebuild
+        if rebuild:
+            await self._rebuild_text()
+        self._moved()
         last_save = time.monotonic()
         try:
             async with trio.open_nursery() as nursery:
@@ -187,45 +344,54 @@ class Indexer(Service):
                     try:
                         worked = await self._step()
                     except Exception as exc:  # noqa: BLE001 - the mount outlives the indexer
-                        # The batch is not marked done: it is tried again after a pause
-                        # that grows to a minute, and `.status` says what failed meanwhile.
+                        # The slice is not marked done: its job is read again after a
+                        # pause that grows to a minute; `.status` says what failed.
+                        self._urgent_job = self._text_job = self._vec_job = None
                         self.error = f"indexing failed: {exc!r}"
                         log.exception("indexer: a batch failed; retrying in %.0f s", pause)
                         await self._pause(pause)
                         pause = min(60.0, pause * 2)
                         continue
                     pause = 1.0
-                    if worked:
-                        continue
-                    if (
-                        self.ready
-                        and self.generation != self.saved_generation
-                        and (time.monotonic() - last_save > self.CHECKPOINT_SECONDS)
-                    ):
+                    since = time.monotonic() - last_save
+                    due = BUSY_CHECKPOINT_SECONDS if worked else self.CHECKPOINT_SECONDS
+                    if self.ready and self._unsaved and since > due:
                         await trio.to_thread.run_sync(self._save)
                         last_save = time.monotonic()
+                    if worked:
+                        await trio.sleep(0)  # a checkpoint: requests go between slices
+                        continue
                     await self._idle(self.CHECKPOINT_SECONDS / 2)
                 nursery.cancel_scope.cancel()
         finally:
             with trio.CancelScope(shield=True):
-                if self.ready and self.generation != self.saved_generation:
+                if self.ready and self._unsaved:
                     await trio.to_thread.run_sync(self._save)
                 if self.text is not None:
-                    self.text.close()  # release tantivy's writer lock
+                    with self.text_lock:
+                        self.text.close()  # release tantivy's writer lock
 
     async def _step(self) -> bool:
-        """One unit of the loop's work; whether there was any."""
-        if self._must_rebuild:
-            await self._rebuild()
-            self._must_rebuild = self._images_fill = False
-            self.state = "ready"
-            return True
-        if self._images_fill and self.ready:
-            self._images_fill = False
-            todo, gone = self.images.collect(self.memory, self.images.all_images(self.memory))
-            await trio.to_thread.run_sync(self.images.apply, todo, gone)
-            return True
-        return await (self.drain_once() if self.ready else self._drain_text())
+        """One slice of each lane that has work; whether there was any."""
+        worked = False
+        if self._urgent or self._urgent_job is not None:
+            worked = await self._urgent_step()
+        if self.text is not None:
+            worked = await self._text_step() or worked
+        if self.ready:
+            if self._images_fill:
+                self._images_fill = False
+                todo, gone = self.images.collect(self.memory, self.images.all_images(self.memory))
+                await trio.to_thread.run_sync(self.images.apply, todo, gone)
+                worked = True
+            worked = await self._vector_step() or worked
+        self._moved()
+        return worked
+
+    def _moved(self) -> None:
+        """Wake whoever waits for progress (`wait_searchable`, tests)."""
+        self._progress.set()
+        self._progress = trio.Event()
 
     async def _load_model(self) -> None:
         try:
@@ -236,14 +402,22 @@ class Indexer(Service):
                 await trio.to_thread.run_sync(self.images.load_model, abandon_on_cancel=True)
             self.state = "opening the vector index"
             await trio.to_thread.run_sync(self._open_vectors, embedder, abandon_on_cancel=True)
-            # The rebuild runs in `run`'s loop, never beside a batch of `drain_once`: both
-            # would index the same rows, and the rebuild's end would set the generation back.
-            self._must_rebuild = self.generation == 0 and self.memory.generation > 0
+            # The rebuild runs in `run`'s loop as the vector lane's jobs, never beside
+            # them: both would index the same rows.
+            if self.generation == 0 and self.memory.generation > 0:
+                self._rebuild_target = self.memory.generation
+                self._rebuild = self.memory.live.ids()  # ids only, by SQL (memory.heads)
+                self._rebuild_at = 0
+                if self.images is not None:
+                    self.images.clear()
+                self._images_fill = False
+                log.info("indexing %d nodes from scratch", len(self._rebuild))
+                self.state = "rebuilding the vectors (BM25 answers meanwhile)"
             self.embedder = embedder
-            if not self._must_rebuild and self.warm_up is not None:
+            if self._rebuild is None and self.warm_up is not None:
                 self.state = "warming up (questions are answered meanwhile)"
                 await trio.to_thread.run_sync(self._warm_up, abandon_on_cancel=True)
-            if not self._must_rebuild:
+            if self._rebuild is None:
                 self.state = "ready"
             log.info(
                 "indexer ready (%s, generation %d of %d)",
@@ -270,18 +444,44 @@ class Indexer(Service):
         self.state = state
         self.error = str(exc)
         log.error("indexer: %s", state)
-        self._progress.set()
-        self._progress = trio.Event()
+        self._moved()
 
-    async def barrier(self, generation: int, timeout: float) -> bool:
-        """Wait until everything up to `generation` is searchable by what is loaded (fsync
-        is a barrier); never waits for the model to load."""
+    async def sync_nodes(self, node_ids: Sequence[int], timeout: float) -> bool:
+        """fsync's promise (SPEC §3): these nodes as they are now are in the BM25 index
+        when this returns True, whatever the backlog (the text lane's slices are short);
+        their vectors follow through the urgent lane. Never waits for the model."""
         with trio.move_on_after(timeout):
-            while self.searchable_generation < generation and not self.dead and not self.stopping:
+            await self._text_open.wait()
+            if self.text is None:
+                return False
+            for nid in node_ids:  # the lane's vectors, and a retry if BM25 fails here
+                self._urgent.setdefault(nid, None)
+            self.wake()
+            live, gone = self._snapshot(node_ids)
+            job = _Job(live, gone, urgent=True)
+            try:
+                await trio.to_thread.run_sync(self._text_slice, job, None)
+            except Exception as exc:  # noqa: BLE001 - the write is durable; the index is derived
+                self.error = f"indexing failed: {exc!r}"
+                log.warning("fsync: node(s) %s not in the text index (%r)", list(node_ids), exc)
+                return False
+            return True
+        return False
+
+    async def wait_settled(self, timeout: float) -> bool:
+        """Wait until both sides (BM25 alone while the model loads) have caught up with
+        every commit so far (tests, `contextfs search` through a mount)."""
+        target = self.memory.generation
+        with trio.move_on_after(timeout):
+            while not self.dead and not self.stopping:
+                vectors_behind = self.ready and (
+                    self.generation < target or self._rebuild is not None
+                )
+                urgent = self._urgent or self._urgent_job is not None
+                if self.text_generation >= target and not vectors_behind and not urgent:
+                    return True
                 self.wake()
-                ev = self._progress
-                await ev.wait()
-            return self.searchable_generation >= generation
+                await self._progress.wait()
         return False
 
     # ---- opening, rebuilding, saving ---------------------------------------------------
@@ -302,9 +502,9 @@ class Indexer(Service):
             return {}
         return meta if isinstance(meta, dict) else {}
 
-    def _open_text(self) -> None:
-        """Worker thread, at start: the BM25 index, caught up with the store if it was
-        missing or unusable (it needs no model, so this takes seconds, not minutes)."""
+    def _open_text(self) -> bool:
+        """Worker thread, at start: the BM25 index; whether it must be rebuilt (missing or
+        unusable: `_rebuild_text`, which needs no model, so it takes seconds)."""
         self.dir.mkdir(parents=True, exist_ok=True)
         for tmp in self.dir.glob("index.json.*.tmp"):  # a save cut short by a crash
             tmp.unlink(missing_ok=True)
@@ -323,23 +523,37 @@ class Indexer(Service):
         self.text.read_ahead()
         if generation > self.memory.generation:
             generation = 0  # ahead of the store: not this store's index
-        if generation == 0 and self.memory.generation > 0:
-            self.state = "rebuilding the text index"
-            ids = self.memory.live.ids()  # ids only, by SQL (memory.heads)
-            target = self.memory.generation
-            with self.lock:
-                self.text.clear()
-            for i in range(0, len(ids), 256):
-                live, gone = self._snapshot(ids[i : i + 256])
-                self._apply_text(live, gone)
-            generation = target
+        vectors = int(meta.get("generation", 0) or 0)  # shown until the vectors open
+        if vectors <= self.memory.generation:
+            self.generation = self.saved_generation = vectors
         self.text_generation = generation
+        self.state = "loading the embedding model (BM25 answers meanwhile)"
+        return generation == 0 and self.memory.generation > 0
+
+    async def _rebuild_text(self) -> None:
+        """Trio thread: a missing or unusable BM25 index is rebuilt from the live nodes
+        (cheaper than replaying the whole outbox), a batch at a time; an unmount
+        meanwhile leaves it for the next mount, which starts it again."""
+        target = self.memory.generation
+        ids = self.memory.live.ids()  # ids only, by SQL (memory.heads)
+        with self.text_lock:
+            self.text.clear()
+        for i in range(0, len(ids), 256):
+            if self.stopping:
+                return
+            self.state = f"rebuilding the text index ({i}/{len(ids)} nodes)"
+            live, gone = self._snapshot(ids[i : i + 256])
+            job = _Job(live, gone)
+            while not await trio.to_thread.run_sync(self._text_slice, job, TEXT_SLICE_UNITS):
+                pass
+        self.text_generation = target
         self.state = "loading the embedding model (BM25 answers meanwhile)"
 
     def open_sync(self, embedder: Embedder) -> None:
         """Open both indexes in the calling thread, without trio (scripts, offline use);
         the text index catches up if it must, the vectors are used as they are."""
-        self._open_text()
+        if self._open_text():
+            trio.run(self._rebuild_text)
         if self.images is not None:
             self.images.load_model()
         self._open_vectors(embedder)
@@ -394,7 +608,7 @@ class Indexer(Service):
         """Checkpoint: vectors and digests go to a new snapshot folder, then index.json
         names it (one atomic rename), then older snapshots go. tantivy commits itself."""
         with self.lock:
-            generation = self.generation
+            generation, epoch = self.generation, self._vec_epoch
             snap = self.dir / f"snap-{generation}-{time.time_ns()}"
             snap.mkdir()
             self._maybe_compact()
@@ -410,7 +624,7 @@ class Indexer(Service):
                     "dim": self.embedder.dim,
                     "generation": generation,
                     "snapshot": snap.name,
-                    "text_generation": max(generation, self.text_generation),
+                    "text_generation": self.text_generation,
                     "saved": time.time(),
                 }
             )
@@ -419,7 +633,7 @@ class Indexer(Service):
         for old in self.dir.glob("snap-*"):
             if old.name != snap.name:
                 shutil.rmtree(old, ignore_errors=True)
-        self.saved_generation = generation
+        self.saved_generation, self._saved_epoch = generation, epoch
 
     def _maybe_compact(self) -> None:
         """Under the lock, at a checkpoint or between the batches of a rebuild (which
@@ -466,86 +680,301 @@ class Indexer(Service):
         with self.lock:
             self._maybe_compact()
 
-    # ---- draining the outbox -----------------------------------------------------------
+    # ---- the lanes ---------------------------------------------------------------------
 
-    async def drain_once(self) -> bool:
-        """Index one batch of outbox rows; returns whether there was anything to do."""
-        if not self.ready:
-            return False
-        rows = self.memory.store.outbox_since(self.generation, self.batch)
+    async def _urgent_step(self) -> bool:
+        """Foreground nodes: BM25 at once for a new job, then one vector slice a round."""
+        job = self._urgent_job
+        if job is None:
+            ids = list(self._urgent)[:URGENT_NODES]
+            for nid in ids:
+                del self._urgent[nid]
+            live, gone = self._snapshot(ids)
+            job = _Job(live, gone, urgent=True, images=self._images_pending(ids))
+            await trio.to_thread.run_sync(self._text_slice, job, None)
+            if not self.ready:  # the vector cursor passes these nodes later anyway
+                return True
+            self._urgent_job = job
+        # a few units (a note saved): all of them now; many (a big file): a slice a round
+        t0 = time.monotonic()
+        done = False
+        while not done and time.monotonic() - t0 < SLICE_SECONDS:
+            done = await trio.to_thread.run_sync(self._vector_slice, job)
+        if done:
+            await trio.to_thread.run_sync(self._vector_finish, job)
+            self._urgent_job = None
+            self._indexed(job)
+        return True
+
+    async def _text_step(self) -> bool:
+        """The BM25 cursor: one slice of the job after `text_generation`."""
+        job = self._text_job
+        if job is None:
+            job = self._bulk_job(self.text_generation)
+            if job is None:
+                return False
+            self._text_job = job
+        if await trio.to_thread.run_sync(self._text_slice, job, TEXT_SLICE_UNITS):
+            assert job.upto is not None
+            self.text_generation = max(self.text_generation, job.upto)
+            self._text_job = None
+        return True
+
+    async def _vector_step(self) -> bool:
+        """The vector cursor (or a rebuild's walk over the live nodes): a new job is
+        prepared (cut, compared with the digests), then embedded a slice a round."""
+        job = self._vec_job
+        if job is None:
+            job = self._next_vector_job()
+            if job is None:
+                return False
+            self._vec_job = job
+            await trio.to_thread.run_sync(self._prepare, job)
+            if job.changes and self._units_per_change <= 0:  # a first estimate
+                self._units_per_change = len(job.todo or ()) / job.changes
+            return True
+        if not await trio.to_thread.run_sync(self._vector_slice, job):
+            return True
+        await trio.to_thread.run_sync(self._vector_finish, job)
+        self._vec_job = None
+        if job.upto is not None:
+            done = max(0, job.upto - self.generation)
+            units = len(job.todo or ())
+            if done:
+                self._units_per_change = _smooth(self._units_per_change, units / done)
+            self.generation = max(self.generation, job.upto)
+        elif self._rebuild is not None:
+            await trio.to_thread.run_sync(self._compact_locked)
+            if self._rebuild_at >= len(self._rebuild):
+                self.generation = max(self.generation, self._rebuild_target)
+                self._rebuild = None
+                await trio.to_thread.run_sync(self._save)
+                self.state = "ready"
+        self._indexed(job)
+        return True
+
+    def _next_vector_job(self) -> _Job | None:
+        if self._rebuild is not None:
+            at, total = self._rebuild_at, len(self._rebuild)
+            ids = self._rebuild[at : at + 64]
+            self._rebuild_at = at + len(ids)
+            self.state = f"rebuilding the vectors ({at}/{total} nodes; BM25 answers meanwhile)"
+            live, gone = self._snapshot(ids)
+            return _Job(live, gone, images=self._images_pending(ids))
+        return self._bulk_job(self.generation, images=True)
+
+    def _bulk_job(self, cursor: int, *, images: bool = False) -> _Job | None:
+        """Trio thread: the outbox rows after `cursor`, as a job of at most `batch` rows
+        and about JOB_BYTES of text (at least one node), or None when there are none."""
+        rows = self.memory.store.outbox_since(cursor, self.batch)
         if not rows:
-            self._progress.set()
-            self._progress = trio.Event()
-            return False
-        last_seq = rows[-1][0]
-        node_ids = list(dict.fromkeys(r[1] for r in rows))
-        live, gone = self._snapshot(node_ids)
-        pending = self._images_pending(node_ids)
-        await trio.to_thread.run_sync(self._apply, live, gone, pending)
-        self.generation = last_seq
-        self.text_generation = max(self.text_generation, last_seq)
+            return None
+        live, gone = self._snapshot(list(dict.fromkeys(r[1] for r in rows)))
+        by_id = {d.id: d for d in live}
+        kept: set[int] = set()
+        size, upto = 0, cursor
+        for seq, nid, *_rest in rows:
+            if nid not in kept:
+                if kept and size >= JOB_BYTES:
+                    break
+                kept.add(nid)
+                doc = by_id.get(nid)
+                size += doc.size if doc is not None else 0
+            upto = seq
+        docs = [d for d in live if d.id in kept]
+        return _Job(
+            docs,
+            {nid: s for nid, s in gone.items() if nid in kept},
+            upto=upto,
+            images=self._images_pending(sorted(kept)) if images else ([], []),
+            changes=max(1, upto - cursor),
+        )
+
+    def _indexed(self, job: _Job) -> None:
+        """Trio thread: the nodes whose vectors now match their version (meta.yaml's
+        indexed version, `on_indexed`)."""
         done = []
-        for nid, (n, version, _units, _meta) in live.items():
-            if n.indexed_version != version:
-                n.indexed_version = version
-                done.append(nid)
+        for d in job.docs:
+            if d.node.indexed_version != d.version and d.node.version == d.version:
+                d.node.indexed_version = d.version
+                done.append(d.id)
         if self.on_indexed is not None and done:
             self.on_indexed(done)
-        self._progress.set()
-        self._progress = trio.Event()
+
+    # ---- worker-thread halves ------------------------------------------------------------
+
+    def _newest(self, seen: dict[int, int], nid: int, seq: int, urgent: bool) -> bool:
+        """Under the side's lock: whether a snapshot read at `seq` may be applied, i.e.
+        no urgent snapshot read later was applied already. An urgent apply leaves its
+        seq; a bulk apply that read the node later clears it."""
+        latest = seen.get(nid)
+        if latest is not None and latest > seq:
+            return False
+        if urgent:
+            seen[nid] = seq
+        elif latest is not None:
+            del seen[nid]
         return True
 
-    async def _drain_text(self) -> bool:
-        """BM25 only, while the model loads (or after it failed): one batch of rows."""
-        if self.text is None:
-            return False
-        rows = self.memory.store.outbox_since(self.text_generation, self.batch)
-        if not rows:
-            self._progress.set()
-            self._progress = trio.Event()
-            return False
-        live, gone = self._snapshot(list(dict.fromkeys(r[1] for r in rows)))
-        await trio.to_thread.run_sync(self._apply_text, live, gone)
-        self.text_generation = rows[-1][0]
-        self._progress.set()
-        self._progress = trio.Event()
-        return True
+    def _text_slice(self, job: _Job, limit: int | None) -> bool:
+        """Worker thread: the next slice of the job's BM25 side, one commit; whether the
+        text side of the job is done. `limit` None: the whole job at once (urgent)."""
+        most = limit if limit is not None else 1 << 62
+        batch: list[tuple[_Doc, list[Unit], bool]] = []
+        count = 0
+        while job.text_at < len(job.docs) and count < most:
+            doc = job.docs[job.text_at]
+            doc.cut()
+            assert doc.text_units is not None
+            part = doc.text_units[job.text_off : job.text_off + (most - count)]
+            batch.append((doc, part, job.text_off == 0))
+            count += len(part)
+            job.text_off += len(part)
+            if job.text_off >= len(doc.text_units):
+                job.text_at, job.text_off = job.text_at + 1, 0
+        with self.text_lock:
+            if self.text is None:
+                return True
+            seen, urgent = self._text_seen, job.urgent
+            gone = []
+            if not job.gone_done:
+                gone = [n for n, s in job.gone.items() if self._newest(seen, n, s, urgent)]
+                job.gone_done = True
+            fresh: list[int] = []
+            units: list[Unit] = []
+            metas: dict[int, tuple[str, str, str]] = {}
+            for doc, part, first in batch:
+                if not self._newest(seen, doc.id, doc.seq, urgent and first):
+                    continue
+                whole = first and len(part) == len(doc.text_units or ())
+                if whole and self._text_as.get(doc.id) == doc.key:
+                    if not urgent:  # the cursor reached what the urgent lane applied
+                        del self._text_as[doc.id]
+                    continue  # these very documents are in the index
+                if urgent and whole:
+                    self._text_as[doc.id] = doc.key
+                elif first:
+                    self._text_as.pop(doc.id, None)
+                if first:
+                    fresh.append(doc.id)
+                units += part
+                metas[doc.id] = doc.meta
+            for nid in gone:
+                self._text_as.pop(nid, None)
+            if gone:
+                self.text.delete_nodes(gone, commit=False)
+            if units or fresh:
+                self.text.upsert(units, metas, fresh=fresh)
+            elif gone:
+                self.text.commit()
+            if gone or units or fresh:
+                self.epoch += 1
+        return job.text_at >= len(job.docs)
 
-    def _apply_text(self, live, gone: list[int]) -> None:
-        """Worker thread: the BM25 side of `_apply`."""
+    def _prepare(self, job: _Job) -> None:
+        """Worker thread: cut the job's nodes, embed its images, and list the units whose
+        text the vectors do not hold yet (by digest: nothing is embedded twice)."""
+        if self.images is not None:
+            self.images.apply(*job.images)
+        every: list[tuple[int, Unit, int]] = []
+        for doc in job.docs:
+            doc.cut()
+            assert doc.units is not None
+            every += [(unit_label(u), u, doc.seq) for u in doc.units]
         with self.lock:
-            self._text_side(live, gone)
+            if job.urgent:
+                for doc in job.docs:
+                    self._newest(self._vec_seen, doc.id, doc.seq, True)
+            known, found = self.digests.lookup(label for label, _u, _s in every)
+        job.todo = [
+            (u, seq)
+            for (_label, u, seq), was, there in zip(
+                every, known.tolist(), found.tolist(), strict=True
+            )
+            if not there or was != digest_int(u.digest)
+        ]
 
-    def _text_side(self, live, gone: list[int], commit: bool = True) -> None:
-        """Under the lock: the nodes' documents in the text index (committed, unless a
-        rebuild leaves them to a later batch)."""
-        if gone:
-            self.text.delete_nodes(gone)
-        if live:
-            units = [u for _n, _v, _us, (_m, tus) in live.values() for u in tus]
-            metas = {nid: m for nid, (_n, _v, _u, (m, _t)) in live.items()}
-            self.text.upsert(units, metas, commit=commit)
-        elif commit:
-            self.text.commit()  # what earlier batches of a rebuild left uncommitted
+    def _vector_slice(self, job: _Job) -> bool:
+        """Worker thread: embed the next slice of the job's units (outside the lock) and
+        put them in the vectors; whether every unit of the job is in."""
+        if job.todo is None:
+            self._prepare(job)
+        assert job.todo is not None
+        part = job.todo[job.vec_at : job.vec_at + self.slice_units]
+        job.vec_at += len(part)
+        with self.lock:
+            part = [(u, s) for u, s in part if self._fresh_for(u.node_id, s)]
+        if part:
+            t0 = time.monotonic()
+            rows = self.embedder.embed([u.text for u, _s in part])
+            self._timed(len(part), time.monotonic() - t0)
+            with self.lock:
+                keep = [i for i, (u, s) in enumerate(part) if self._fresh_for(u.node_id, s)]
+                if keep:
+                    units = [part[i][0] for i in keep]
+                    labels = [unit_label(u) for u in units]
+                    self.vectors.upsert(labels, rows[keep])
+                    self.digests.set_many(labels, [digest_int(u.digest) for u in units])
+                    self.epoch += 1
+                    self._vec_epoch += 1
+        return job.vec_at >= len(job.todo)
 
-    def _snapshot(self, node_ids: Sequence[int]):
-        """Read the nodes in the trio thread (their texts are immutable strings)."""
-        live: dict[int, tuple[Node, int, list[Unit], tuple[str, str, str]]] = {}
-        gone: list[int] = []
+    def _fresh_for(self, nid: int, seq: int) -> bool:
+        """Under the lock: no urgent snapshot read after `seq` was applied to the vectors."""
+        latest = self._vec_seen.get(nid)
+        return latest is None or latest <= seq
+
+    def _vector_finish(self, job: _Job) -> None:
+        """Worker thread: the labels the job's nodes no longer have, and those of nodes
+        that are gone, leave the vectors (after the new ones are in)."""
+        with self.lock:
+            stale: list[int] = []
+            for nid, seq in job.gone.items():
+                if self._newest(self._vec_seen, nid, seq, job.urgent):
+                    stale += self.labels_of(nid)
+            for doc in job.docs:
+                if job.urgent:
+                    keep = self._fresh_for(doc.id, doc.seq)
+                else:
+                    keep = self._newest(self._vec_seen, doc.id, doc.seq, False)
+                if keep:
+                    assert doc.units is not None
+                    labels = {unit_label(u) for u in doc.units}
+                    stale += [x for x in self.labels_of(doc.id) if x not in labels]
+            if stale:
+                self.vectors.delete(stale)
+                self.digests.remove(stale)
+                self.epoch += 1
+                self._vec_epoch += 1
+
+    def _timed(self, units: int, seconds: float) -> None:
+        """The next slice is sized to take about SLICE_SECONDS at the rate just seen."""
+        rate = units / max(seconds, 1e-3)
+        self.rate = _smooth(self.rate, rate)
+        lo, hi = SLICE_UNITS
+        self.slice_units = max(lo, min(hi, int(rate * SLICE_SECONDS)))
+
+    def _snapshot(self, node_ids: Sequence[int]) -> tuple[list[_Doc], dict[int, int]]:
+        """Trio thread: the live nodes among these, with their texts, and the others (gone)
+        with the seq of this reading."""
+        self._seq += 1
+        seq = self._seq
+        live: list[_Doc] = []
+        gone: dict[int, int] = {}
         # one query for the nodes not held and one for their texts (memory.heads), not
         # two a node: a rebuild reads the whole store this way
         nodes = self.memory.nodes.get_many(list(node_ids))
         self.memory.texts.prefetch(list(nodes.values()))
-        for nid in node_ids:
+        for nid in dict.fromkeys(node_ids):
             n = nodes.get(nid)
             if n is None or not self.memory.is_live(n):
-                gone.append(nid)
+                gone[nid] = seq
                 continue
             # Vectors see the text as written; BM25 also sees the type and node name.
-            units = _distinct(units_of(n))
-            text_units = _distinct(units_of(n, prefix=unit_prefix(n)))
             meta = (f"{n.owner_kind}/{n.owner_id}", n.type, self.memory.node_path(n))
-            live[nid] = (n, n.version, units, (meta, text_units))
+            live.append(
+                _Doc(n, nid, n.version, seq, n.type, unit_prefix(n), meta, n.l0, n.l1, n.l2)
+            )
         return live, gone
 
     def _images_pending(self, node_ids: Sequence[int]) -> tuple[list, list[int]]:
@@ -554,62 +983,33 @@ class Indexer(Service):
             return [], []
         return self.images.collect(self.memory, node_ids)
 
-    def _apply(
-        self,
-        live,
-        gone: list[int],
-        pending: tuple[list, list[int]] = ([], []),
-        commit: bool = True,
-    ) -> None:
-        """Worker thread: embed what changed, then update both indexes under the lock
-        (and the image vectors, under theirs). `commit=False` (a rebuild) leaves the text
-        index's new documents to a later commit."""
-        if self.images is not None:
-            self.images.apply(*pending)
-        labels_by_node: dict[int, dict[int, Unit]] = {}
-        for nid, (_n, _v, units, _m) in live.items():
-            labels_by_node[nid] = {unit_label(u): u for u in units}
-        every = [(label, u) for lab in labels_by_node.values() for label, u in lab.items()]
-        known, found = self.digests.lookup(label for label, _u in every)
-        to_embed = [
-            u
-            for (_label, u), was, there in zip(every, known.tolist(), found.tolist(), strict=True)
-            if not there or was != digest_int(u.digest)
-        ]
-        vectors = self.embedder.embed([u.text for u in to_embed]) if to_embed else None
-        with self.lock:
-            stale: list[int] = []
-            for nid in gone:
-                stale += self.labels_of(nid)
-            for nid, lab in labels_by_node.items():
-                stale += [x for x in self.labels_of(nid) if x not in lab]
-            if stale:
-                self.vectors.delete(stale)
-                self.digests.remove(stale)
-            if to_embed:
-                labels = [unit_label(u) for u in to_embed]
-                self.vectors.upsert(labels, vectors)
-                self.digests.set_many(labels, [digest_int(u.digest) for u in to_embed])
-            self._text_side(live, gone, commit)
+    async def drain_once(self) -> bool:
+        """Run the lanes until nothing is left (tests and scripts); whether anything was."""
+        worked = False
+        while await self._step():
+            worked = True
+        return worked
 
-    async def _rebuild(self) -> None:
-        """Index every live node (cheaper than replaying the whole outbox)."""
-        target = self.memory.generation
-        ids = self.memory.live.ids()
-        log.info("indexing %d nodes from scratch", len(ids))
-        if self.images is not None:
-            self.images.clear()
-        for i in range(0, len(ids), 64):
-            self.state = f"rebuilding ({i}/{len(ids)} nodes)"
-            live, gone = self._snapshot(ids[i : i + 64])
-            pending = self._images_pending(ids[i : i + 64])
-            commit = _rebuild_commits(i, 64, len(ids))
-            await trio.to_thread.run_sync(self._apply, live, gone, pending, commit)
-            await trio.to_thread.run_sync(self._compact_locked)
-            for n, version, _u, _m in live.values():
-                n.indexed_version = version
-        self.generation = target
-        await trio.to_thread.run_sync(self._save)
+    def backlog(self) -> dict[str, float | int]:
+        """What is queued, for `.status`: outbox changes behind each cursor, units left in
+        the jobs under way, the embedding rate and an estimate of the time left."""
+        committed = self.memory.generation
+        text_changes = max(0, committed - self.text_generation)
+        vec_changes = max(0, committed - self.generation) if self.ready else 0
+        units = sum(j.remaining for j in (self._urgent_job, self._vec_job) if j is not None)
+        if self._rebuild is not None:
+            vec_changes = len(self._rebuild) - self._rebuild_at  # nodes, during a rebuild
+        later = vec_changes * self._units_per_change
+        eta = (units + later) / self.rate if self.rate > 0 and (units or later) else 0.0
+        return {
+            "text_changes": text_changes,
+            "vector_changes": vec_changes,
+            "urgent_nodes": len(self._urgent)
+            + (len(self._urgent_job.docs) if self._urgent_job is not None else 0),
+            "units_in_progress": units,
+            "units_per_second": round(self.rate, 1),
+            "eta_seconds": round(eta, 1),
+        }
 
     # ---- offline rebuild (contextfs reindex) -------------------------------------------
 
@@ -626,27 +1026,57 @@ class Indexer(Service):
         step = max(1, min(self.batch, 64))
         for i in range(0, total, step):
             live, gone = self._snapshot(nodes[i : i + step])
-            pending = self._images_pending(nodes[i : i + step])
-            self._apply(live, gone, pending, _rebuild_commits(i, step, total))
+            job = _Job(live, gone, images=self._images_pending(nodes[i : i + step]))
+            self._prepare(job)
+            while not self._vector_slice(job):
+                pass
+            self._vector_finish(job)
+            self._bulk_text(job, commit=_rebuild_commits(i, step, total))
             self._compact_locked()
-            for n, version, _u, _m in live.values():
-                n.indexed_version = version
+            self._indexed(job)
             if progress:
                 progress(min(i + step, total), total)
-        self.generation = target
+        self.generation = self.text_generation = target
         self._save()
         if progress and total == 0:
             progress(0, 0)
         return total
+
+    def _bulk_text(self, job: _Job, *, commit: bool) -> None:
+        """A rebuild's BM25 side without a commit a batch (a commit costs ~0.1 s; one per
+        64 nodes was most of a million-node rebuild)."""
+        units: list[Unit] = []
+        metas: dict[int, tuple[str, str, str]] = {}
+        for doc in job.docs:
+            doc.cut()
+            assert doc.text_units is not None
+            units += doc.text_units
+            metas[doc.id] = doc.meta
+        with self.text_lock:
+            if units:
+                self.text.upsert(units, metas, commit=commit)
+            elif commit:
+                self.text.commit()
 
     def status_lines(self) -> list[str]:
         committed = self.memory.generation
         lag = max(0, committed - self.generation)
         name = self.embedder.name if self.embedder else self.model_name
         lines = [
-            f"index: {self.state}",
+            f"index: {self.shown_state}",
             f"index_generation: {self.generation} (committed {committed}, queue {lag})",
             f"text_index_generation: {self.text_generation} (BM25 answers from the start)",
+        ]
+        if self.busy:
+            b = self.backlog()
+            eta = f", about {_duration(b['eta_seconds'])} left" if b["eta_seconds"] else ""
+            lines.append(
+                f"index_backlog: {b['text_changes']} change(s) for BM25, "
+                f"{b['vector_changes']} for the vectors, {b['urgent_nodes']} saved node(s) "
+                f"first; {b['units_in_progress']} unit(s) being embedded at "
+                f"{b['units_per_second']:.0f}/s{eta}"
+            )
+        lines += [
             f"embedding_model: {name}" + (f" ({self.embedder.dim}-d)" if self.embedder else ""),
             f"indexed_units: {len(self.digests)}",
         ]
@@ -690,3 +1120,16 @@ def _distinct(units: list[Unit]) -> list[Unit]:
             seen.add(body)
             out.append(u)
     return out
+
+
+def _smooth(old: float, new: float) -> float:
+    """An exponential average that starts at its first sample."""
+    return new if old <= 0 else 0.7 * old + 0.3 * new
+
+
+def _duration(seconds: float) -> str:
+    if seconds < 90:
+        return f"{seconds:.0f} s"
+    if seconds < 5400:
+        return f"{seconds / 60:.0f} min"
+    return f"{seconds / 3600:.1f} h"

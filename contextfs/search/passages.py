@@ -116,7 +116,7 @@ def node_passages(n: Node) -> tuple[Passage, ...]:
     hit = _recent.get(key)
     if hit is not None and (hit[0] is n.l2 or hit[0] == n.l2):
         return hit[1]
-    ps = _passages(n.id, n.version, n.type, n.l2, _node_date(n))
+    ps = _passages(n.id, n.version, n.type, n.l2, _l2_date(n.l2))
     if len(_recent) >= _RECENT_MAX:
         _recent.clear()  # cheap and rare: the lru below still holds the recent ones
     _recent[key] = (n.l2, ps)
@@ -129,10 +129,16 @@ _recent: dict[tuple[int, int], tuple[str, tuple[Passage, ...]]] = {}
 _RECENT_MAX = 8192
 
 
-def _node_date(n: Node) -> str | None:
+def passages_of(node_id: int, version: int, type_name: str, l2: str) -> tuple[Passage, ...]:
+    """`node_passages` of a node given by its fields: what a worker thread cuts from the
+    texts the trio thread read (a node object is the trio thread's)."""
+    return _passages(node_id, version, type_name, l2, _l2_date(l2))
+
+
+def _l2_date(l2: str) -> str | None:
     """A node's own date, for passages that carry none: a `date:` field in its front
     matter (events, archives), else none (the bundle shows the update time instead)."""
-    head = n.l2[:400]
+    head = l2[:400]
     if head.startswith("---"):
         for line in head.splitlines()[1:]:
             if line.startswith("---"):

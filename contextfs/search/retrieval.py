@@ -214,7 +214,7 @@ class Searcher:
         """The vectors of a small scope, kept while neither the store nor the vector index
         has moved (an agent asks one owner many questions in a row). Under the indexer's
         lock."""
-        key = (scope, type_name, reader_key, self.memory.generation, self.indexer.generation)
+        key = (scope, type_name, reader_key, self.memory.generation, self.indexer.epoch)
         snap = self._snapshots.get(key)
         if snap is not None:
             return snap
@@ -279,6 +279,7 @@ class Searcher:
                         if not scope and opts.type is None
                         else lambda label: allowed(nodes.get(label_node(label))),
                     )
+        with ix.text_lock:
             text_hits = ix.text.search(keywords(asked), depth, path_prefix=scope or None)
         # the CLIP side: pictures near the question in CLIP's space (their own index)
         images = ix.images
@@ -345,6 +346,13 @@ class Searcher:
         for h in text_hits:  # a node's snippet: from its best unit by BM25
             best_unit.setdefault(h.node_id, (h.tier, h.chunk))
         text_rank = node_rank[1]
+        if vectors_on:
+            # A node BM25 found that the vectors hold nothing of yet (saved moments ago,
+            # its vectors queued behind others) stands on the vector side at its BM25
+            # rank: not ranked below older nodes only because its embedding is pending.
+            for nid, rank in text_rank.items():
+                if nid not in counts:
+                    node_rank[0].setdefault(nid, rank)
         node_score: dict[int, float] = {}
         for side, ranking in enumerate(node_rank):
             for nid, rank in ranking.items():
@@ -426,6 +434,10 @@ class Searcher:
         if images_on:
             sides += ("clip",)
         note = "" if vectors_on else f"vectors not used yet: {ix.state}"
+        behind = self.memory.generation - ix.generation
+        if vectors_on and (behind > 0 or ix.vector_rebuilding):
+            # BM25 covers every change; the vectors are still embedding some (a backlog)
+            note = f"vectors behind BM25 by {max(behind, 1)} change(s) (being indexed)"
         return Results(hits, passages, sides, note)
 
     def _read_passages(

@@ -11,9 +11,11 @@ it is built on.
 
 from __future__ import annotations
 
+import fcntl
 import json
 import logging
 import os
+import re
 import sys
 import threading
 import time
@@ -42,6 +44,60 @@ _NODE_COLS = (
     "content_hash, sources, tags, importance, access_count, created, updated, deleted_at, "
     "archived_at"
 )
+
+
+# lock files this process holds: path -> [descriptor, stores open on it]. Two stores of
+# one file in one process share the lock (a test that drops a store without closing it,
+# as a crash would, and opens it again).
+_HELD: dict[str, list[int]] = {}
+_HELD_LOCK = threading.Lock()
+
+
+def _lock_store(db: Path, read_only: bool) -> str | None:
+    """Hold `<db>.lock` while the store is open: exclusive for a writer (a mount, a
+    `reindex`), shared for a reader (`fsck`, `status` of a data dir). DuckDB's own lock
+    covers the file only while a connection writes (a second mount of a data dir opened
+    it and failed at its first commit); this one refuses at once, naming the holder
+    (StoreLocked: exit 4). The lock goes with the process, so a killed daemon leaves none.
+    Returns the key to let go of it (`_unlock_store`)."""
+    path = db.with_name(db.name + ".lock")
+    key = str(path.resolve()) if path.parent.exists() else str(path)
+    with _HELD_LOCK:
+        held = _HELD.get(key)
+        if held is not None:
+            held[1] += 1
+            return key
+        try:
+            fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o600)
+        except OSError:
+            return None  # a read-only data dir: DuckDB's own lock is all there is
+        try:
+            fcntl.flock(fd, (fcntl.LOCK_SH if read_only else fcntl.LOCK_EX) | fcntl.LOCK_NB)
+        except BlockingIOError:
+            try:
+                holder = os.pread(fd, 32, 0).decode(errors="replace").strip()
+            finally:
+                os.close(fd)
+            who = f"PID {holder}" if holder.isdigit() else "another process"
+            raise StoreLocked(f"store in use by {who}: {db} (is it mounted?)") from None
+        if not read_only:
+            os.ftruncate(fd, 0)
+            os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
+        _HELD[key] = [fd, 1]
+        return key
+
+
+def _unlock_store(key: str | None) -> None:
+    if key is None:
+        return
+    with _HELD_LOCK:
+        held = _HELD.get(key)
+        if held is None:
+            return
+        held[1] -= 1
+        if held[1] <= 0:
+            del _HELD[key]
+            os.close(held[0])  # closing the descriptor lets go of the flock
 
 
 def _close_when_idle(con: Any, wait: float = 10.0) -> None:
@@ -139,16 +195,24 @@ class Store:
         # of MiB at a million nodes). A limit makes them a cache of that size; a statement
         # that needs more makes it grow (`_Roomy`); big scans (fsck) spill to `<file>.tmp`.
         config = {"memory_limit": f"{memory_mb}MiB"} if memory_mb > 0 else {}
+        self._lock_fd = _lock_store(self.path, read_only)
         try:
             self.con = _Roomy(
                 duckdb.connect(str(self.path), read_only=read_only, config=config), self
             )
         except duckdb.IOException as exc:
+            _unlock_store(self._lock_fd)
             if "lock" in str(exc).lower():
+                pid = re.search(r"\(PID (\d+)\)", str(exc))
                 raise StoreLocked(
-                    f"{self.path} is in use by another process (is it mounted?)"
+                    f"store in use by PID {pid.group(1)}: {self.path} (is it mounted?)"
+                    if pid
+                    else f"{self.path} is in use by another process (is it mounted?)"
                 ) from exc
             raise StoreDamaged(f"cannot open {self.path}: {exc}") from exc
+        except BaseException:
+            _unlock_store(self._lock_fd)
+            raise
         self._depth = 0
         # hashes of blobs a rewrite or purge let go of: reclaimed (when no chunk holds them)
         # in batches and at close; one blob deleted per commit costs ~2.4 ms. The first
@@ -239,6 +303,8 @@ class Store:
             except (duckdb.Error, StoreDamaged):  # a later sweep reclaims them
                 log.warning("could not reclaim %d unheld blob(s) at close", len(self.garbage))
         _close_when_idle(self.con)
+        _unlock_store(self._lock_fd)
+        self._lock_fd = None
 
     GARBAGE_BATCH = 64
 
@@ -639,10 +705,11 @@ class Store:
     # ---- inbox and sessions (v2) -------------------------------------------------------
 
     def inbox_items(self) -> list[tuple]:
-        """(id, owner_kind, owner_id, filename, created, state, report, size), oldest first."""
+        """(id, owner_kind, owner_id, filename, created, state, report, size, progress),
+        oldest first; progress '' when there is none."""
         return self.con.execute(
-            "SELECT id, owner_kind, owner_id, filename, created, state, report, size "
-            "FROM inbox_items ORDER BY id"
+            "SELECT id, owner_kind, owner_id, filename, created, state, report, size, "
+            "coalesce(progress, '') FROM inbox_items ORDER BY id"
         ).fetchall()
 
     def add_inbox_item(
@@ -689,9 +756,10 @@ class Store:
         ).fetchone()[0]
         return int(held), int(stored)
 
-    def set_inbox_state(self, item_id: int, state: str, report: str) -> None:
+    def set_inbox_state(self, item_id: int, state: str, report: str, progress: str = "") -> None:
         self.con.execute(
-            "UPDATE inbox_items SET state = ?, report = ? WHERE id = ?", [state, report, item_id]
+            "UPDATE inbox_items SET state = ?, report = ?, progress = ? WHERE id = ?",
+            [state, report, progress, item_id],
         )
 
     def sessions(self) -> list[tuple]:
