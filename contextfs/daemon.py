@@ -195,6 +195,11 @@ OWN_OPTIONS = {"ctx_xattr", "nonempty"}
 
 def run(cfg: Config, mountpoint: Path, options: list[str]) -> int:
     """Mount and serve until unmounted. Returns the process exit code."""
+    # Worker threads that run Python (cutting passages, rule extraction) hold the GIL for
+    # up to the switch interval each time the event loop wants it back, and one FUSE
+    # request hands it over several times: 1 ms instead of 5 keeps a request's wait short
+    # while a backlog is indexed (scripts/bench_ingest.py --backlog).
+    sys.setswitchinterval(0.001)
     faulthandler.register(signal.SIGUSR1, all_threads=True)
     faulthandler.enable(all_threads=True)  # a fatal signal prints every thread's stack
     mountpoint = mountpoint.absolute()

@@ -73,7 +73,7 @@ class LocalEmbedder:
     dim = LOCAL_MODEL_DIM
 
     def __init__(
-        self, *, threads: int = 0, batch_size: int = 32, model_path: str | None = None
+        self, *, threads: int = 0, batch_size: int = 8, model_path: str | None = None
     ) -> None:
         path = Path(model_path) if model_path is not None else local_model_path()
         threads = int(threads) if threads and threads > 0 else (os.cpu_count() or 1)

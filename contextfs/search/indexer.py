@@ -23,6 +23,7 @@ not load, or that were built with another model or dimension, are rebuilt, never
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import os
@@ -30,6 +31,7 @@ import shutil
 import threading
 import time
 from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -104,7 +106,7 @@ def _tier_units(nid: int, l0: str, l1: str, passages: Sequence[Passage], prefix:
 
 # A bulk commit to the BM25 index adds at most this many documents (a huge node comes in
 # slices), so the text lock is never held long: an fsync waits for it.
-TEXT_SLICE_UNITS = 2000
+TEXT_SLICE_UNITS = 500
 # A job (a batch of at most `batch` outbox rows) holds about this much text at most: the
 # rows of a huge import are cut into jobs that each finish, move their cursor, and let the
 # next one start; the trio thread reads a job's texts, and a worker cuts them holding the
@@ -113,7 +115,10 @@ JOB_BYTES = 2 * 1024 * 1024
 # An embedding slice aims at this long (its size follows the measured rate), so a stop,
 # an urgent write or the BM25 side never waits for more than about one slice.
 SLICE_SECONDS = 0.5
-SLICE_UNITS = (8, 512)  # the bounds of a slice, in units
+SLICE_UNITS = (1, 512)  # the bounds of a slice, in units
+# Embedding threads run below the mount's priority (nice), so a backlog takes the cores
+# the filesystem leaves: the slices' dedicated thread, and the OpenMP team it starts.
+EMBED_NICE = 10
 URGENT_NODES = 16  # foreground nodes taken into one urgent job
 BUSY_CHECKPOINT_SECONDS = 60.0  # while a backlog drains, the vectors are saved this often
 
@@ -235,6 +240,7 @@ class Indexer(Service):
         self._vec_epoch = self._saved_epoch = 0  # moves when the vectors changed
         self._seq = 0  # snapshot counter (`_Doc.seq`)
         self._urgent: dict[int, None] = {}  # foreground node ids, in commit order
+        self._urgent_vec: dict[int, None] = {}  # those in BM25, their vectors next
         self._urgent_job: _Job | None = None
         self._text_job: _Job | None = None
         self._vec_job: _Job | None = None
@@ -248,8 +254,9 @@ class Indexer(Service):
         self._rebuild: list[int] | None = None  # live ids a rebuild of the vectors walks
         self._rebuild_at = 0
         self._rebuild_target = 0
-        self.slice_units = 32  # the size of the next embedding slice
         self.rate = 0.0  # units embedded per second, smoothed
+        self.char_rate = 0.0  # characters embedded per second, smoothed (sizes the slices)
+        self._embed_pool: ThreadPoolExecutor | None = None
         self._units_per_change = 0.0  # smoothed: how many units a queued change brings
         self._text_open = trio.Event()
         self._progress = trio.Event()
@@ -266,7 +273,11 @@ class Indexer(Service):
     def _unsaved(self) -> bool:
         """The vectors changed since the last checkpoint (a job half done counts: its
         units are kept by digest and not embedded again after a restart)."""
-        return self.generation != self.saved_generation or self._vec_epoch != self._saved_epoch
+        return (
+            self.generation != self.saved_generation
+            or self._vec_epoch != self._saved_epoch
+            or bool(self._urgent or self._urgent_vec or self._urgent_job)
+        )
 
     @property
     def vector_kind(self) -> str | None:
@@ -302,6 +313,7 @@ class Indexer(Service):
         committed = self.memory.generation
         return bool(
             self._urgent
+            or (self.ready and self._urgent_vec)
             or self._urgent_job
             or self._text_job
             or self._vec_job
@@ -370,11 +382,13 @@ class Indexer(Service):
                 if self.text is not None:
                     with self.text_lock:
                         self.text.close()  # release tantivy's writer lock
+                if self._embed_pool is not None:
+                    self._embed_pool.shutdown(wait=False)
 
     async def _step(self) -> bool:
         """One slice of each lane that has work; whether there was any."""
         worked = False
-        if self._urgent or self._urgent_job is not None:
+        if self._urgent or self._urgent_vec or self._urgent_job is not None:
             worked = await self._urgent_step()
         if self.text is not None:
             worked = await self._text_step() or worked
@@ -477,7 +491,7 @@ class Indexer(Service):
                 vectors_behind = self.ready and (
                     self.generation < target or self._rebuild is not None
                 )
-                urgent = self._urgent or self._urgent_job is not None
+                urgent = self._urgent or self._urgent_vec or self._urgent_job is not None
                 if self.text_generation >= target and not vectors_behind and not urgent:
                     return True
                 self.wake()
@@ -526,6 +540,8 @@ class Indexer(Service):
         vectors = int(meta.get("generation", 0) or 0)  # shown until the vectors open
         if vectors <= self.memory.generation:
             self.generation = self.saved_generation = vectors
+        for nid in meta.get("urgent", ()) if isinstance(meta.get("urgent"), list) else ():
+            self._urgent.setdefault(int(nid), None)
         self.text_generation = generation
         self.state = "loading the embedding model (BM25 answers meanwhile)"
         return generation == 0 and self.memory.generation > 0
@@ -625,6 +641,8 @@ class Indexer(Service):
                     "generation": generation,
                     "snapshot": snap.name,
                     "text_generation": self.text_generation,
+                    # saved through the mount, vectors not in yet: first after a restart
+                    "urgent": self._urgent_ids(),
                     "saved": time.time(),
                 }
             )
@@ -634,6 +652,16 @@ class Indexer(Service):
             if old.name != snap.name:
                 shutil.rmtree(old, ignore_errors=True)
         self.saved_generation, self._saved_epoch = generation, epoch
+
+    def _urgent_ids(self) -> list[int]:
+        """Nodes a restart puts first: those saved through the mount whose vectors are not
+        in, and those the urgent lane did that the vector cursor has not passed yet (their
+        `indexed_version`, kept in memory only, is shown again once the lane sees them;
+        their units are not embedded twice)."""
+        ids = list(self._urgent) + list(self._urgent_vec) + list(self._vec_seen)
+        if self._urgent_job is not None:
+            ids += [d.id for d in self._urgent_job.docs]
+        return list(dict.fromkeys(ids))[:10_000]
 
     def _maybe_compact(self) -> None:
         """Under the lock, at a checkpoint or between the batches of a rebuild (which
@@ -683,17 +711,27 @@ class Indexer(Service):
     # ---- the lanes ---------------------------------------------------------------------
 
     async def _urgent_step(self) -> bool:
-        """Foreground nodes: BM25 at once for a new job, then one vector slice a round."""
-        job = self._urgent_job
-        if job is None:
+        """Foreground nodes: BM25 at once, then (once the model is in) their vectors, a
+        slice a round for a big node."""
+        worked = False
+        if self._urgent:
             ids = list(self._urgent)[:URGENT_NODES]
             for nid in ids:
                 del self._urgent[nid]
+                self._urgent_vec[nid] = None
+            live, gone = self._snapshot(ids)
+            await trio.to_thread.run_sync(self._text_slice, _Job(live, gone, urgent=True), None)
+            worked = True
+        job = self._urgent_job
+        if job is None:
+            if not self.ready or not self._urgent_vec:
+                return worked
+            ids = list(self._urgent_vec)[:URGENT_NODES]
+            for nid in ids:
+                del self._urgent_vec[nid]
             live, gone = self._snapshot(ids)
             job = _Job(live, gone, urgent=True, images=self._images_pending(ids))
-            await trio.to_thread.run_sync(self._text_slice, job, None)
-            if not self.ready:  # the vector cursor passes these nodes later anyway
-                return True
+            job.gone_done = True  # BM25 has them: this job is for the vectors
             self._urgent_job = job
         # a few units (a note saved): all of them now; many (a big file): a slice a round
         t0 = time.monotonic()
@@ -900,14 +938,16 @@ class Indexer(Service):
         if job.todo is None:
             self._prepare(job)
         assert job.todo is not None
-        part = job.todo[job.vec_at : job.vec_at + self.slice_units]
-        job.vec_at += len(part)
+        end = self._next_slice(job.todo, job.vec_at)
+        part = job.todo[job.vec_at : end]
+        job.vec_at = end
         with self.lock:
             part = [(u, s) for u, s in part if self._fresh_for(u.node_id, s)]
         if part:
             t0 = time.monotonic()
-            rows = self.embedder.embed([u.text for u, _s in part])
-            self._timed(len(part), time.monotonic() - t0)
+            texts = [u.text for u, _s in part]
+            rows = self._embed(texts)
+            self._timed(len(part), sum(map(len, texts)), time.monotonic() - t0)
             with self.lock:
                 keep = [i for i, (u, s) in enumerate(part) if self._fresh_for(u.node_id, s)]
                 if keep:
@@ -947,12 +987,32 @@ class Indexer(Service):
                 self.epoch += 1
                 self._vec_epoch += 1
 
-    def _timed(self, units: int, seconds: float) -> None:
-        """The next slice is sized to take about SLICE_SECONDS at the rate just seen."""
-        rate = units / max(seconds, 1e-3)
-        self.rate = _smooth(self.rate, rate)
+    def _timed(self, units: int, chars: int, seconds: float) -> None:
+        """The next slice is sized to take about SLICE_SECONDS at the rate just seen (in
+        characters: a turn of a thousand costs ten of a short note's)."""
+        seconds = max(seconds, 1e-3)
+        self.rate = _smooth(self.rate, units / seconds)
+        self.char_rate = _smooth(self.char_rate, chars / seconds)
+
+    def _next_slice(self, todo: list[tuple[Unit, int]], start: int) -> int:
+        """Where the slice from `start` ends: about SLICE_SECONDS of text at the measured
+        rate, within SLICE_UNITS."""
         lo, hi = SLICE_UNITS
-        self.slice_units = max(lo, min(hi, int(rate * SLICE_SECONDS)))
+        budget = self.char_rate * SLICE_SECONDS if self.char_rate > 0 else 8_000
+        end, size = start, 0
+        while end < len(todo) and end - start < hi and (end - start < lo or size < budget):
+            size += len(todo[end][0].text)
+            end += 1
+        return end
+
+    def _embed(self, texts: list[str]):  # noqa: ANN202 - the embedder's float32 rows
+        """Worker thread: embed in the indexer's own thread at a lower priority (a query
+        embeds in its own thread, at the mount's)."""
+        if self._embed_pool is None:
+            self._embed_pool = ThreadPoolExecutor(
+                1, thread_name_prefix="contextfs-embed", initializer=_lower_priority
+            )
+        return self._embed_pool.submit(self.embedder.embed, texts).result()
 
     def _snapshot(self, node_ids: Sequence[int]) -> tuple[list[_Doc], dict[int, int]]:
         """Trio thread: the live nodes among these, with their texts, and the others (gone)
@@ -1005,6 +1065,7 @@ class Indexer(Service):
             "text_changes": text_changes,
             "vector_changes": vec_changes,
             "urgent_nodes": len(self._urgent)
+            + len(self._urgent_vec)
             + (len(self._urgent_job.docs) if self._urgent_job is not None else 0),
             "units_in_progress": units,
             "units_per_second": round(self.rate, 1),
@@ -1038,6 +1099,8 @@ class Indexer(Service):
                 progress(min(i + step, total), total)
         self.generation = self.text_generation = target
         self._save()
+        if self._embed_pool is not None:
+            self._embed_pool.shutdown()
         if progress and total == 0:
             progress(0, 0)
         return total
@@ -1120,6 +1183,13 @@ def _distinct(units: list[Unit]) -> list[Unit]:
             seen.add(body)
             out.append(u)
     return out
+
+
+def _lower_priority() -> None:
+    """The embedding thread's initializer: below the mount's priority (Linux nice values
+    are per thread; OpenMP's threads, started from here, inherit it)."""
+    with contextlib.suppress(OSError, AttributeError):  # not Linux, or not allowed
+        os.setpriority(os.PRIO_PROCESS, threading.get_native_id(), EMBED_NICE)
 
 
 def _smooth(old: float, new: float) -> float:

@@ -356,3 +356,53 @@ def test_contextfs_ingest_command_shows_progress_and_waits(convo, tmp_path):
     assert r.returncode == 1 and "ingested 0 file(s), refused 1" in r.stdout, r.stderr
     for i in range(3):
         assert "state: done" in (convo.path / f".inbox/t{i}.jsonl.report.md").read_text()
+
+
+@pytest.mark.allow_warnings
+def test_llm_chunks_within_the_window_keyless_and_a_refused_chunk_is_reported(
+    tmp_path, monkeypatch
+):
+    """A transcript longer than the window, through a real mount and a keyless local
+    endpoint: every request fits `llm_context_tokens`, the endpoint sees no real key, and
+    a chunk the endpoint refuses (HTTP 400, as for a context too long) is extracted by the
+    rules, which the report says, with which turns."""
+    llm = fake_llm()
+    llm.reject = lambda body: (
+        (400, {"error": {"message": "context length exceeded", "type": "invalid_request"}})
+        if "zebra-marker" in json.dumps(body)
+        else None
+    )
+    monkeypatch.delenv("NO_SUCH_KEY_VAR", raising=False)
+    window = 8192  # the built-in types' instructions take about 3,500 tokens
+    m = make_mount(
+        tmp_path,
+        f"search: false\nllm_base_url: {llm.url}\nllm_model: tiny\n"
+        f"llm_api_key_env: NO_SUCH_KEY_VAR\nllm_context_tokens: {window}\n",
+    )
+    try:
+        turns = [
+            {
+                "role": "user" if i % 2 == 0 else "assistant",
+                "content": f"Turn {i}: the harbour lanterns were repainted copper and silver "
+                "while the orchard meadow waited for thunder. "
+                * 3
+                + ("zebra-marker" if i == 150 else ""),
+                "id": f"m{i}",
+            }
+            for i in range(300)
+        ]
+        inbox = m.path / ".inbox"
+        (inbox / "long.jsonl").write_text(jsonl(turns))
+        rep = report(inbox, "long.jsonl")
+        chats = [b for path, _auth, b in llm.requests if path == "/v1/chat/completions"]
+        assert len(chats) >= 5, "the transcript went in several chunks"
+        for body in chats:
+            # the window, in bytes at no more than 4 a token (the estimate is stricter)
+            assert len(json.dumps(body["messages"])) < 4 * window
+        assert {auth for _path, auth, _b in llm.requests} == {"Bearer contextfs-no-key"}
+        assert "## Extraction" in rep and "extracted in" in rep
+        assert "rules used for these turns" in rep, rep
+        assert "helix" in (m.path / "user/default/preferences/editor/L2.md").read_text()
+    finally:
+        m.stop()
+    assert m.fsck() == []
