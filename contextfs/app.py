@@ -71,6 +71,7 @@ def open_memory(cfg: Config, types: dict[str, ContextType]) -> Memory:
         types,
         data_dir=cfg.data_dir,
         max_file_size=cfg.max_file_size,
+        max_inbox_size=cfg.max_inbox_size,
         max_tier_size=cfg.max_tier_size,
         redactor=redactor,
         default_owner=cfg.default_owner,

@@ -44,7 +44,8 @@ extracted or not the top hit within the cap, an unmount error, or a warning/erro
 
 `--backlog` measures instead whether a real-sized import stalls the mount (issue 24):
 
-1. Generates (seeded) a ChatGPT data export `conversations.json` of `--export-mb` (100;
+1. Generates (seeded) a ChatGPT data export `conversations.json` of `--export-mb` (60, under
+   the inbox's 64 MiB `max_inbox_size`;
    `--quick` 2): conversations with unique titles over two years, each a chain root (no
    message) -> system (empty) -> 4-40 user/assistant turns in the vocabulary above. The
    ground truth is the conversations and their turns.
@@ -80,7 +81,7 @@ Run from the repository root:
     .venv/bin/python scripts/bench_ingest.py                  # 50 x 20 turns + 10 paced
     .venv/bin/python scripts/bench_ingest.py --quick          # CI smoke: 5 x 10 + 3 paced
     .venv/bin/python scripts/bench_ingest.py --transcripts 200 --turns 40 --json /tmp/i.json
-    .venv/bin/python scripts/bench_ingest.py --backlog        # 100 MB ChatGPT export
+    .venv/bin/python scripts/bench_ingest.py --backlog        # 60 MB ChatGPT export
     .venv/bin/python scripts/bench_ingest.py --backlog --quick --json /tmp/b.json  # 2 MB
 """
 
@@ -1861,7 +1862,7 @@ def main(argv: list[str] | None = None) -> int:
         "three unmounts (see the module docstring)",
     )
     p.add_argument(
-        "--export-mb", type=float, default=None, help="--backlog: export size (100; --quick 2)"
+        "--export-mb", type=float, default=None, help="--backlog: export size (60; --quick 2)"
     )
     p.add_argument(
         "--drain-timeout",
@@ -1883,7 +1884,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.quick:
         args.transcripts, args.turns, args.paced = 5, 10, 3
     if args.export_mb is None:
-        args.export_mb = 2.0 if args.quick else 100.0
+        args.export_mb = 2.0 if args.quick else 60.0
     if args.drain_timeout is None:  # generous: a 2 MB import drains in minutes here
         args.drain_timeout = max(1200.0, 120.0 * args.export_mb)
     if args.json is None:

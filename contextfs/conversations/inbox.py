@@ -62,7 +62,7 @@ from contextfs.errors import (
 )
 from contextfs.memory.background import Service
 from contextfs.memory.document import Document, decode_text, parse_document
-from contextfs.memory.redact import secret_filename_reason
+from contextfs.memory.redact import Redaction, secret_filename_reason
 from contextfs.memory.service import Memory
 from contextfs.memory.summarize import summarize
 from contextfs.memory.tokens import estimate_tokens
@@ -369,8 +369,15 @@ class Intake:
 
     # ---- the inbox ------------------------------------------------------------------------
 
-    def submit(self, owner: tuple[str, str], filename: str, data: bytes) -> InboxItem:
-        """close() of a file in an .inbox: store it (redacted) now, process it later."""
+    def submit(
+        self,
+        owner: tuple[str, str],
+        filename: str,
+        data: bytes,
+        redacted: tuple[Redaction, ...] | None = None,
+    ) -> InboxItem:
+        """close() of a file in an .inbox: store it (redacted) now, process it later.
+        `redacted`: what a redaction of `data` done already (in a worker thread) found."""
         self.memory.check_writable()
         item = InboxItem(
             self.memory.new_id(), owner, filename, self.clock(), "pending", "", len(data)
@@ -392,8 +399,10 @@ class Intake:
                 "markdown, text and JSONL transcripts\n"
             )
         path = f"{owner[0]}/{owner[1]}/.inbox/{filename}"
-        if data:
+        if data and redacted is None:
             data = self.memory.redact_bytes(data, path)
+        elif data and redacted:
+            self.memory.record_redactions(path, redacted)
         item.size = len(data)
         # the change feed wakes IntakeService for a pending item
         self.memory.add_inbox_item(

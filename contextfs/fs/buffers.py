@@ -76,6 +76,8 @@ class Buffers:
     def limit(self, inode: Inode) -> int:
         if inode.role in (Role.TIER, Role.DROP):
             return self.memory.max_tier_size
+        if inode.role == Role.INBOX_NEW:
+            return self.memory.max_inbox_size
         return self.memory.max_file_size
 
     # ---- setattr ---------------------------------------------------------------------------

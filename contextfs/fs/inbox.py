@@ -13,6 +13,8 @@ import re
 import stat
 from typing import TYPE_CHECKING
 
+import trio
+
 from contextfs.conversations.inbox import MEDIA_SUFFIXES, TEXT_SUFFIXES, InboxItem, Intake
 from contextfs.errors import ContextFSError, Forbidden, NotAccepted
 from contextfs.fs.handler import RoleBase
@@ -27,6 +29,10 @@ from contextfs.fs.inode import (
 )
 from contextfs.memory.document import TRACE_SUFFIX
 from contextfs.memory.redact import secret_filename_reason
+
+# A file handed in at least this big is redacted in a worker thread at its close (the
+# patterns scan a few MB a second); a smaller one on the event loop, as every other write.
+BIG_INBOX_FILE = 1024 * 1024
 
 if TYPE_CHECKING:
     from contextfs.fs.tree import Tree
@@ -154,12 +160,28 @@ class Inbox(RoleBase):
         return super().size(inode)
 
     async def flush(self, h: Handle) -> None:
-        self._commit(h.inode)
+        self._commit(h.inode, redacted=await self._redact_big(h.inode))
 
     async def fsync(self, h: Handle) -> None:
         if h.inode.dirty:
             h.wrote = False
-            self._commit(h.inode)
+            self._commit(h.inode, redacted=await self._redact_big(h.inode))
+
+    async def _redact_big(self, inode: Inode) -> tuple[bytes, tuple] | None:
+        """A big file's redaction (a 100 MB export: seconds) runs in a worker thread, so
+        the mount serves other requests meanwhile; None for a small one, or when the file
+        changed while it ran (redacted at commit, as usual)."""
+        redactor = self.tree.memory.redactor
+        data = inode.data
+        if inode.role != Role.INBOX_NEW or redactor is None or data is None:
+            return None
+        if len(data) < BIG_INBOX_FILE or secret_filename_reason(inode.name):
+            return None
+        snapshot = bytes(data)
+        out, found = await trio.to_thread.run_sync(redactor.redact_bytes, snapshot)
+        if inode.data is None or bytes(inode.data) != snapshot:
+            return None
+        return out, found
 
     def release(self, h: Handle) -> None:
         h.inode.dirty = False  # only a close after a write hands a file in
@@ -175,8 +197,11 @@ class Inbox(RoleBase):
             # in its report, so that it does not sit in the inbox unexplained
             self._commit(inode, empty=True)
 
-    def _commit(self, inode: Inode, *, empty: bool = False) -> None:
-        """close() of a new inbox file: the stored (redacted) item takes its place."""
+    def _commit(
+        self, inode: Inode, *, empty: bool = False, redacted: tuple[bytes, tuple] | None = None
+    ) -> None:
+        """close() of a new inbox file: the stored (redacted) item takes its place.
+        `redacted`: its bytes redacted already, and what was found (`_redact_big`)."""
         if inode.role != Role.INBOX_NEW:
             return
         data = bytes(inode.data or b"")
@@ -184,7 +209,10 @@ class Inbox(RoleBase):
         if (not data and not empty) or parent is None:
             return
         assert self.intake is not None and parent.owner is not None
-        item = self.intake.submit(parent.owner, inode.name, data)
+        if redacted is not None:
+            item = self.intake.submit(parent.owner, inode.name, redacted[0], redacted[1])
+        else:
+            item = self.intake.submit(parent.owner, inode.name, data)
         path = self.tree.path(inode)
         self.tree.unlink_inode(inode)  # the stored item (redacted) takes its place
         shown = self._show(parent, item)

@@ -57,6 +57,7 @@ log = logging.getLogger(__name__)
 OWNER_KINDS = ("user", "agent")
 _SAFE_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._@+-]{0,127}$")
 DEFAULT_MAX_FILE_SIZE = 64 * 1024 * 1024
+DEFAULT_MAX_INBOX_SIZE = 64 * 1024 * 1024
 DEFAULT_MAX_TIER_SIZE = 4 * 1024 * 1024
 
 
@@ -96,6 +97,7 @@ class Memory(Transactions, AttachmentStore, Routing):
         *,
         data_dir: Path,
         max_file_size: int = DEFAULT_MAX_FILE_SIZE,
+        max_inbox_size: int = DEFAULT_MAX_INBOX_SIZE,
         max_tier_size: int = DEFAULT_MAX_TIER_SIZE,
         clock: Callable[[], float] = time.time,
         redactor: Redactor | None = None,
@@ -111,6 +113,7 @@ class Memory(Transactions, AttachmentStore, Routing):
         }
         self.data_dir = Path(data_dir)
         self.max_file_size = max_file_size
+        self.max_inbox_size = max_inbox_size
         self.max_tier_size = max_tier_size
         self.clock = clock
         self.refusals: deque[Refusal] = deque(maxlen=50)
@@ -238,6 +241,11 @@ class Memory(Transactions, AttachmentStore, Routing):
         out, found = self.redactor.redact_bytes(data)
         self._log_found(path, found)
         return out
+
+    def record_redactions(self, path: str, found: tuple[Redaction, ...]) -> None:
+        """What a redaction done elsewhere (a worker thread, `Redactor.redact_bytes`)
+        found, counted and logged as `redact_bytes` does."""
+        self._log_found(path, found)
 
     def _log_found(self, path: str, found: tuple[Redaction, ...]) -> None:
         if found:

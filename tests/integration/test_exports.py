@@ -211,3 +211,53 @@ def test_ingest_wait_shows_the_conversations_of_an_export(mnt, tmp_path):
     assert re.search(r"conversations.json: \[#+\] 12/12 conversations", r.stderr), r.stderr
     assert "ingested 1 file(s), refused 0" in r.stdout
     assert len(sessions(mnt.path)) == 12
+
+
+def test_a_big_export_is_redacted_off_the_event_loop_and_an_oversize_one_is_refused(mnt, tmp_path):
+    """A file of megabytes handed in is redacted in a worker thread at its close (the
+    mount answers meanwhile) and stored without its secret; one past `max_inbox_size`
+    is refused with EFBIG and nothing is stored."""
+    key = "sk-proj-Zq81mVw0xR4tYp2LkJh7Gf6DsA3Qw9EeRr5TtYy1UuIi"
+    convs = [
+        {
+            "title": f"Chat {i}",
+            "create_time": 1_700_000_000 + i * 86_400,
+            "mapping": {
+                "a": {"id": "a", "message": None, "parent": None, "children": ["b"]},
+                "b": {
+                    "id": "b",
+                    "parent": "a",
+                    "children": [],
+                    "message": {
+                        "author": {"role": "user"},
+                        "create_time": 1_700_000_000 + i * 86_400,
+                        "content": {
+                            "content_type": "text",
+                            "parts": [
+                                "Notes on the harbour lanterns. " * 120
+                                + (f"My key is {key}." if i == 399 else "")
+                            ],
+                        },
+                    },
+                },
+            },
+            "current_node": "b",
+        }
+        for i in range(400)
+    ]
+    raw = json.dumps(convs).encode()
+    assert len(raw) > 1024 * 1024  # past BIG_INBOX_FILE: the threaded path
+    inbox = mnt.path / ".inbox"
+    (inbox / "conversations.json").write_bytes(raw)
+    stored = (inbox / "conversations.json").read_bytes()
+    assert key.encode() not in stored and b"harbour lanterns" in stored
+    assert "state: done" in finished(inbox, "conversations.json", timeout=120)
+    assert "redactions: 1 this run" in (mnt.path / ".status").read_text()
+
+    mnt.stop()
+    (mnt.data_dir / "config.yaml").write_text("search: false\nmax_inbox_size: 100000\n")
+    mnt.start()
+    with pytest.raises(OSError) as err:
+        (inbox / "big.json").write_bytes(raw)
+    assert err.value.errno == 27  # EFBIG
+    assert not (inbox / "big.json.report.md").exists()  # never handed in
