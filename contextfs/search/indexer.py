@@ -222,6 +222,7 @@ class Indexer(Service):
         # asked once the model is in, before `.status` says ready (search.Searcher.warm_up:
         # the first questions after a mount find what they touch loaded)
         self.warm_up: Callable[[], object] | None = None
+        self._closing = False  # set as `run` ends: late failures of abandoned threads are quiet
         self.lock = threading.Lock()  # hnswlib and the digests: one user at a time
         self.text_lock = threading.Lock()  # tantivy: one user at a time
         self.embedder: Embedder | None = None
@@ -379,6 +380,7 @@ class Indexer(Service):
             with trio.CancelScope(shield=True):
                 if self.ready and self._unsaved:
                     await trio.to_thread.run_sync(self._save)
+                self._closing = True
                 if self.text is not None:
                     with self.text_lock:
                         self.text.close()  # release tantivy's writer lock
@@ -450,6 +452,9 @@ class Indexer(Service):
         try:
             self.warm_up()  # type: ignore[misc]
         except Exception as exc:  # noqa: BLE001 - a cold first question, not a dead index
+            if self._closing:  # the mount stopped under it: nothing was lost
+                log.info("search warm-up stopped by the unmount")
+                return
             log.warning("search warm-up failed: %s", exc)
             return
         log.info("search warmed up in %.2f s", time.monotonic() - t0)
