@@ -1105,6 +1105,7 @@ class IntakeService(Service):
                 await self.process_export(item, parsed)
             else:
                 ready, media_lines = await self._prepare(item, parsed, 0)
+                await self._yield()
                 intake.finish_item(item, parsed, ready, media_lines)
             self._changed()
             return True
@@ -1167,7 +1168,9 @@ class IntakeService(Service):
                     progress.total,
                 )
                 return
+            await self._yield()  # an fsync in flight goes first (`FOREGROUND`)
             ready, media_lines = await self._prepare(item, parsed, progress.done)
+            await self._yield()
             progress = intake.file_conversation(item, parsed, progress, ready, media_lines)
             now = trio.current_time()
             if now - shown >= 0.5:

@@ -65,6 +65,7 @@ from contextfs.fs.sessions import Sessions, SessionsConfig
 from contextfs.fs.static import Static
 from contextfs.fs.tiers import Tiers
 from contextfs.fs.trash import Trash
+from contextfs.memory.background import FOREGROUND
 from contextfs.memory.service import Memory, Refusal
 from contextfs.memory.texts import LRU
 from contextfs.model import Node
@@ -560,7 +561,8 @@ class Tree:
     async def fsync(self, fh: int) -> None:
         """Commit like close; for a node's text, also wait until it is searchable."""
         h = self.handle(fh)
-        await self.handler(h.inode).fsync(h)
+        with FOREGROUND.serving():  # background services step aside meanwhile
+            await self.handler(h.inode).fsync(h)
 
     @_commits
     def release(self, fh: int) -> None:

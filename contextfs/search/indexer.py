@@ -392,6 +392,7 @@ class Indexer(Service):
         worked = False
         if self._urgent or self._urgent_vec or self._urgent_job is not None:
             worked = await self._urgent_step()
+        await self._yield()  # an fsync in flight goes first (`FOREGROUND`)
         if self.text is not None:
             worked = await self._text_step() or worked
         if self.ready:

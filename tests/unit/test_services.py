@@ -121,3 +121,31 @@ async def test_a_failed_summary_keeps_the_extractive_one_warns_once_and_shows_in
     (line,) = service.status_lines()
     assert line.startswith("summaries: LLM, 0 written, 2 failed (extractive L0/L1 kept; last: ")
     assert "user/default/entities/x: chat endpoint" in line
+
+
+async def test_an_import_does_not_file_the_next_conversation_while_an_fsync_is_in_flight(
+    memory: Memory,
+) -> None:
+    """An export's conversations are filed one at a time; while a request someone waits
+    on (an fsync) is in flight, the next one waits for it (at most YIELD_MOST seconds)."""
+    from contextfs.memory.background import FOREGROUND
+
+    export = (
+        b'[{"title": "one", "mapping": {"a": {"id": "a", "message": {"author": {"role": '
+        b'"user"}, "content": {"parts": ["I like green tea."]}}, "parent": null, '
+        b'"children": []}}}, {"title": "two", "mapping": {"b": {"id": "b", "message": '
+        b'{"author": {"role": "user"}, "content": {"parts": ["I like black coffee."]}}, '
+        b'"parent": null, "children": []}}}]'
+    )
+    intake = Intake(memory)
+    service = IntakeService(intake)
+    item = intake.submit(OWNER, "conversations.json", export)
+    with trio.fail_after(20):
+        with FOREGROUND.serving():
+            async with trio.open_nursery() as nursery:
+                nursery.start_soon(service.step)
+                await trio.sleep(service.YIELD_MOST / 2)
+                assert item.progress == "" and item.state == "pending"  # nothing filed yet
+        # the fsync's wait ran out (it held on past YIELD_MOST): filing went on all the same
+        assert item.state == "done", item.report
+    assert "2 of 2 conversations archived" in item.report
