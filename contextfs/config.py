@@ -63,9 +63,9 @@ class Config:
     data_dir: Path
     default_owner: str = "default"  # the user/<id> the root's .inbox/.sessions use
     max_file_size: int = 64 * 1024 * 1024  # attachments; EFBIG beyond
-    # a file handed to an .inbox; EFBIG beyond (one bigger item in one DuckDB commit
-    # outgrows the store's buffer limit: see docs/conversations.md)
-    max_inbox_size: int = 64 * 1024 * 1024
+    # a file handed to an .inbox; EFBIG beyond (the file is held in memory while it is
+    # written and its processing holds the parsed export: see docs/conversations.md)
+    max_inbox_size: int = 512 * 1024 * 1024
     max_tier_size: int = 4 * 1024 * 1024  # L0/L1/L2 and routed memory files; EFBIG beyond
     entry_timeout: float = 60.0  # kernel cache of names and attributes (seconds)
     attr_timeout: float = 60.0

@@ -81,7 +81,7 @@ Run from the repository root:
     .venv/bin/python scripts/bench_ingest.py                  # 50 x 20 turns + 10 paced
     .venv/bin/python scripts/bench_ingest.py --quick          # CI smoke: 5 x 10 + 3 paced
     .venv/bin/python scripts/bench_ingest.py --transcripts 200 --turns 40 --json /tmp/i.json
-    .venv/bin/python scripts/bench_ingest.py --backlog        # 60 MB ChatGPT export
+    .venv/bin/python scripts/bench_ingest.py --backlog        # 100 MB ChatGPT export
     .venv/bin/python scripts/bench_ingest.py --backlog --quick --json /tmp/b.json  # 2 MB
 """
 
@@ -1849,7 +1849,7 @@ def main(argv: list[str] | None = None) -> int:
         "three unmounts (see the module docstring)",
     )
     p.add_argument(
-        "--export-mb", type=float, default=None, help="--backlog: export size (60; --quick 2)"
+        "--export-mb", type=float, default=None, help="--backlog: export size (100; --quick 2)"
     )
     p.add_argument(
         "--drain-timeout",
@@ -1871,7 +1871,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.quick:
         args.transcripts, args.turns, args.paced = 5, 10, 3
     if args.export_mb is None:
-        args.export_mb = 2.0 if args.quick else 60.0
+        args.export_mb = 2.0 if args.quick else 100.0
     if args.drain_timeout is None:  # generous: a 2 MB import drains in minutes here
         args.drain_timeout = max(1200.0, 120.0 * args.export_mb)
     if args.json is None:

@@ -352,6 +352,11 @@ class Intake:
         )
         self.items: dict[int, InboxItem] = {}
         for row in memory.inbox_items():
+            if row[5] == "receiving":  # its close never returned (a crash): not handed in
+                log.info("inbox %s: dropping an item that did not finish arriving", row[3])
+                if not memory.failsafe:
+                    memory.drop_inbox_item(row[0])
+                continue
             item = InboxItem(row[0], (row[1], row[2]), row[3], row[4], row[5], row[6], row[7])
             item.progress = row[8] if len(row) > 8 else ""
             self.items[item.id] = item
@@ -378,6 +383,44 @@ class Intake:
     ) -> InboxItem:
         """close() of a file in an .inbox: store it (redacted) now, process it later.
         `redacted`: what a redaction of `data` done already (in a worker thread) found."""
+        item, data = self._admit(owner, filename, data, redacted)
+        # the change feed wakes IntakeService for a pending item
+        self.memory.add_inbox_item(
+            item.id, owner, filename, data, item.created, item.state, item.report
+        )
+        return self._admitted(item)
+
+    def receive(
+        self,
+        owner: tuple[str, str],
+        filename: str,
+        data: bytes,
+        redacted: tuple[Redaction, ...] | None = None,
+    ) -> Iterator[InboxItem | None]:
+        """`submit` for a big file: stored a few MiB a transaction
+        (`Memory.receive_inbox_item`); yields None between steps (the caller serves other
+        requests meanwhile), then the item."""
+        item, data = self._admit(owner, filename, data, redacted)
+        yield from self.memory.receive_inbox_item(
+            item.id, owner, filename, data, item.created, item.state, item.report
+        )
+        yield self._admitted(item)
+
+    def _admitted(self, item: InboxItem) -> InboxItem:
+        self.items[item.id] = item
+        if item.state != "pending":
+            log.info("inbox refused %s: %s", item.filename, item.report.strip())
+        return item
+
+    def _admit(
+        self,
+        owner: tuple[str, str],
+        filename: str,
+        data: bytes,
+        redacted: tuple[Redaction, ...] | None,
+    ) -> tuple[InboxItem, bytes]:
+        """A file handed in as its item (pending, or refused with the reason) and the bytes
+        to store (redacted; none for a secret store)."""
         self.memory.check_writable()
         item = InboxItem(
             self.memory.new_id(), owner, filename, self.clock(), "pending", "", len(data)
@@ -404,14 +447,7 @@ class Intake:
         elif data and redacted:
             self.memory.record_redactions(path, redacted)
         item.size = len(data)
-        # the change feed wakes IntakeService for a pending item
-        self.memory.add_inbox_item(
-            item.id, owner, filename, data, item.created, item.state, item.report
-        )
-        self.items[item.id] = item
-        if item.state != "pending":
-            log.info("inbox refused %s: %s", path, item.report.strip())
-        return item
+        return item, data
 
     def media_refusal(self, suffix: str) -> str | None:
         """Why media of this suffix are refused on this mount, or None when they are taken."""
@@ -1079,7 +1115,8 @@ class IntakeService(Service):
     async def step(self) -> bool:
         intake = self.intake
         for item in intake.pending():
-            data = intake.item_data(item)
+            # a worker thread reads what is committed: an export of 100 MB takes seconds
+            data = await trio.to_thread.run_sync(intake.item_data, item, abandon_on_cancel=True)
             if intake.is_media(item):
                 assert intake.media is not None
                 media = intake.media

@@ -160,17 +160,37 @@ class Inbox(RoleBase):
         return super().size(inode)
 
     async def flush(self, h: Handle) -> None:
-        self._commit(h.inode, redacted=await self._redact_big(h.inode))
+        await self._hand_in(h.inode)
 
     async def fsync(self, h: Handle) -> None:
         if h.inode.dirty:
             h.wrote = False
-            self._commit(h.inode, redacted=await self._redact_big(h.inode))
+            await self._hand_in(h.inode)
+
+    async def _hand_in(self, inode: Inode) -> None:
+        """close() of a new inbox file: a small one stored at once (`_commit`); a big one
+        redacted in a worker thread and stored a few MiB a transaction, other requests
+        served between the steps."""
+        redacted = await self._redact_big(inode)
+        if redacted is None:
+            self._commit(inode)
+            return
+        data, found = redacted
+        parent = inode.parent
+        assert self.intake is not None and parent is not None and parent.owner is not None
+        item = None
+        for step in self.intake.receive(parent.owner, inode.name, data, found):
+            if step is None:
+                await trio.sleep(0)
+            item = step
+        assert item is not None
+        self._replace(inode, item, parent)
 
     async def _redact_big(self, inode: Inode) -> tuple[bytes, tuple] | None:
         """A big file's redaction (a 100 MB export: seconds) runs in a worker thread, so
-        the mount serves other requests meanwhile; None for a small one, or when the file
-        changed while it ran (redacted at commit, as usual)."""
+        the mount serves other requests meanwhile: its bytes redacted and what was found;
+        None for a small one, or when the file changed while it ran (stored as a small
+        one: redacted at commit)."""
         redactor = self.tree.memory.redactor
         data = inode.data
         if inode.role != Role.INBOX_NEW or redactor is None or data is None:
@@ -197,11 +217,8 @@ class Inbox(RoleBase):
             # in its report, so that it does not sit in the inbox unexplained
             self._commit(inode, empty=True)
 
-    def _commit(
-        self, inode: Inode, *, empty: bool = False, redacted: tuple[bytes, tuple] | None = None
-    ) -> None:
-        """close() of a new inbox file: the stored (redacted) item takes its place.
-        `redacted`: its bytes redacted already, and what was found (`_redact_big`)."""
+    def _commit(self, inode: Inode, *, empty: bool = False) -> None:
+        """close() of a new inbox file: the stored (redacted) item takes its place."""
         if inode.role != Role.INBOX_NEW:
             return
         data = bytes(inode.data or b"")
@@ -209,12 +226,14 @@ class Inbox(RoleBase):
         if (not data and not empty) or parent is None:
             return
         assert self.intake is not None and parent.owner is not None
-        if redacted is not None:
-            item = self.intake.submit(parent.owner, inode.name, redacted[0], redacted[1])
-        else:
-            item = self.intake.submit(parent.owner, inode.name, data)
-        path = self.tree.path(inode)
-        self.tree.unlink_inode(inode)  # the stored item (redacted) takes its place
+        self._replace(inode, self.intake.submit(parent.owner, inode.name, data), parent)
+
+    def _replace(self, inode: Inode, item: InboxItem, parent: Inode) -> None:
+        """The stored item (and its report) in the place of the file handed in (in
+        `parent`, where it was closed); a refusal is raised for close() to show."""
+        path = self.tree.child_path(parent, inode.name)
+        if inode.parent is not None:  # not removed while it was stored
+            self.tree.unlink_inode(inode)  # the stored item (redacted) takes its place
         shown = self._show(parent, item)
         inode.dirty = False
         refused = self.refusal(inode.name) if item.state == "refused" else None

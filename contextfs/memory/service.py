@@ -47,6 +47,7 @@ from contextfs.memory.texts import DEFAULT_HOT_NODES, LazyNode, TierTexts
 from contextfs.memory.transactions import Journal, Transactions
 from contextfs.model import MACHINE_REASONS, Access, Attachment, Change, Node
 from contextfs.store import Store
+from contextfs.store.schema import CHUNK_SIZE
 
 if TYPE_CHECKING:
     from contextfs.memory.redact import Redaction, Redactor
@@ -57,7 +58,7 @@ log = logging.getLogger(__name__)
 OWNER_KINDS = ("user", "agent")
 _SAFE_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._@+-]{0,127}$")
 DEFAULT_MAX_FILE_SIZE = 64 * 1024 * 1024
-DEFAULT_MAX_INBOX_SIZE = 64 * 1024 * 1024
+DEFAULT_MAX_INBOX_SIZE = 512 * 1024 * 1024
 DEFAULT_MAX_TIER_SIZE = 4 * 1024 * 1024
 
 
@@ -661,6 +662,49 @@ class Memory(Transactions, AttachmentStore, Routing):
                 )
             )
 
+    # a big item is stored this many bytes a transaction (`receive_inbox_item`)
+    INBOX_STEP_BYTES = 4 * 1024 * 1024
+
+    def receive_inbox_item(
+        self,
+        item_id: int,
+        owner: tuple[str, str],
+        filename: str,
+        data: bytes,
+        created: float,
+        state: str,
+        report: str,
+    ) -> Iterator[None]:
+        """`add_inbox_item` for a big file, in steps: the row first in state `receiving`
+        (the intake does not see it), then INBOX_STEP_BYTES of chunks a transaction, then
+        its state, which the change feed publishes. Yields between steps, so the caller
+        serves other requests meanwhile. A receive that fails or is cut short (a crash)
+        is undone (`drop_inbox_item`, and at the next mount: `Intake`): its close never
+        returned, so nothing acknowledged is lost."""
+        with self.transaction():
+            self.store.add_inbox_item(item_id, owner, filename, b"", created, "receiving", "")
+            self.store.set_inbox_size(item_id, len(data))
+        yield
+        try:
+            per_step = max(1, self.INBOX_STEP_BYTES // CHUNK_SIZE)
+            chunks = -(-len(data) // CHUNK_SIZE)
+            view = memoryview(data)
+            for start in range(0, chunks, per_step):
+                with self.transaction():
+                    self.store.add_inbox_chunks(
+                        item_id, view, range(start, min(chunks, start + per_step))
+                    )
+                yield
+            self.set_inbox_state(item_id, owner, filename, state, report, created=True)
+        except BaseException:
+            self.drop_inbox_item(item_id)
+            raise
+
+    def drop_inbox_item(self, item_id: int) -> None:
+        """An item that never finished arriving, and its chunks."""
+        with self.transaction():
+            self.store.delete_inbox_item(item_id)
+
     def set_inbox_state(
         self,
         item_id: int,
@@ -669,14 +713,21 @@ class Memory(Transactions, AttachmentStore, Routing):
         state: str,
         report: str,
         progress: str = "",
+        *,
+        created: bool = False,
     ) -> None:
         """An inbox item's state and report; `progress` is how far processing of an item of
-        several conversations got (JSON, '' when it is not under way)."""
+        several conversations got (JSON, '' when it is not under way). `created`: the
+        item has just finished arriving (`receive_inbox_item`)."""
         with self.transaction():
             self.store.set_inbox_state(item_id, state, report, progress)
             self._tx.other.append(
                 Change(
-                    "inbox", "updated", _inbox_path(owner, filename), self.generation, id=item_id
+                    "inbox",
+                    "created" if created else "updated",
+                    _inbox_path(owner, filename),
+                    self.generation,
+                    id=item_id,
                 )
             )
 

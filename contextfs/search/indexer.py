@@ -369,6 +369,7 @@ class Indexer(Service):
                     since = time.monotonic() - last_save
                     due = BUSY_CHECKPOINT_SECONDS if worked else self.CHECKPOINT_SECONDS
                     if self.ready and self._unsaved and since > due:
+                        await self._yield()  # a checkpoint writes the whole index
                         await trio.to_thread.run_sync(self._save)
                         last_save = time.monotonic()
                     if worked:

@@ -1,0 +1,114 @@
+"""A big file handed to an inbox is stored in steps (`Intake.receive`): each step its own
+transaction, the item invisible to the intake until the last. A daemon that dies in the
+middle leaves a `receiving` item that fsck accepts and the next mount drops with its
+chunks and blobs: its close never returned, so nothing acknowledged is lost."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+from contextfs.conversations.inbox import Intake, IntakeService
+from contextfs.memory.service import Memory
+from contextfs.store import Store
+from contextfs.store.fsck import check_store
+
+OWNER = ("user", "default")
+
+
+def _export(n: int) -> bytes:
+    """A JSONL transcript of `n` turns, about 1 KiB each."""
+    pad = "x" * 1000
+    return "\n".join(
+        f'{{"role": "user", "content": "turn {i}: the lighthouse keeper logs the tide. {pad}"}}'
+        for i in range(n)
+    ).encode()
+
+
+async def test_a_big_item_arrives_in_steps_and_is_processed_whole(tmp_path: Path, types):
+    store = Store(tmp_path / "c.duckdb")
+    memory = Memory(store, types, data_dir=tmp_path)
+    memory.create_owner(*OWNER)
+    memory.INBOX_STEP_BYTES = 256 * 1024
+    intake = Intake(memory)
+    data = _export(2000)  # ~2 MB: eight steps
+    steps = 0
+    item = None
+    for step in intake.receive(OWNER, "log.jsonl", data):
+        if step is None:
+            steps += 1
+            assert intake.pending() == []  # not handed in before its last step
+        item = step
+    assert item is not None and steps >= 8
+    assert [i.id for i in intake.pending()] == [item.id]
+    assert intake.item_data(item) == data
+    assert await IntakeService(intake).step() is True
+    assert "state: done" in item.report and "2000 turns" in item.report, item.report
+    store.close()
+    check = Store(tmp_path / "c.duckdb", read_only=True)
+    try:
+        assert check_store(check) == []
+    finally:
+        check.close()
+
+
+CUT_SHORT = textwrap.dedent(
+    """
+    import os, sys
+    from pathlib import Path
+    from contextfs.ctxtypes import builtin_schema_dir, load_types
+    from contextfs.conversations.inbox import Intake
+    from contextfs.memory.service import Memory
+    from contextfs.store import Store
+
+    d = Path(sys.argv[1])
+    memory = Memory(Store(d / "c.duckdb"), load_types([builtin_schema_dir()]), data_dir=d)
+    memory.create_owner("user", "default")
+    memory.INBOX_STEP_BYTES = 256 * 1024
+    intake = Intake(memory)
+    intake.submit(("user", "default"), "small.md", b"I keep bees.")
+    data = bytes(sys.argv[2], "ascii") * (2 * 1024 * 1024 // len(sys.argv[2]))
+    steps = intake.receive(("user", "default"), "big.jsonl", data)
+    for _ in range(4):  # the row and three steps of chunks, committed
+        next(steps)
+    os._exit(9)  # the daemon dies: no rollback, no cleanup
+    """
+)
+
+
+def test_a_receive_cut_short_by_a_crash_is_dropped_by_the_next_mount(tmp_path: Path, types):
+    line = '{"role": "user", "content": "the tide tables for March"}\n'
+    r = subprocess.run(
+        [sys.executable, "-c", CUT_SHORT, str(tmp_path), line],
+        capture_output=True,
+        text=True,
+        env={**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[2])},
+    )
+    assert r.returncode == 9, r.stderr
+    check = Store(tmp_path / "c.duckdb", read_only=True)
+    try:
+        assert check_store(check) == []  # a `receiving` item may be incomplete
+        states = [row[5] for row in check.inbox_items()]
+        assert sorted(states) == ["pending", "receiving"]
+    finally:
+        check.close()
+
+    store = Store(tmp_path / "c.duckdb")
+    memory = Memory(store, types, data_dir=tmp_path)
+    intake = Intake(memory)  # what a mount does first
+    assert [i.filename for i in intake.items.values()] == ["small.md"]
+    assert [row[3] for row in memory.inbox_items()] == ["small.md"]
+    with store.atomic():
+        store.sweep()
+    chunks = store.con.execute("SELECT count(*) FROM inbox_chunks").fetchone()[0]
+    blobs = store.con.execute("SELECT count(*) FROM blobs").fetchone()[0]
+    assert chunks == 1 and blobs == 1  # only small.md's
+    store.close()
+    check = Store(tmp_path / "c.duckdb", read_only=True)
+    try:
+        assert check_store(check) == []
+    finally:
+        check.close()
