@@ -27,6 +27,7 @@ from contextfs.errors import InvalidInput, NotFound
 from contextfs.fs.handler import RoleBase
 from contextfs.fs.inode import QUERY_DIR, QUERY_ROLES, Handle, Inode, QueryDir, Role
 from contextfs.fs.perms import Caller
+from contextfs.memory.background import FOREGROUND
 from contextfs.model import Node
 from contextfs.search.bundle import pack_context, results_json
 from contextfs.search.indexer import Indexer
@@ -238,7 +239,8 @@ class QueryDirs(RoleBase):
             links = [(h.path, h.path.rsplit("/", 1)[-1]) for h in res.hits]
             return Answer(generation, links, files, tuple(res.hits))
 
-        return await trio.to_thread.run_sync(work)
+        with FOREGROUND.serving():  # someone waits: background services step aside
+            return await trio.to_thread.run_sync(work)
 
     def _install(self, d: Inode, name: str, answer: Answer) -> Inode:
         """The directory of a computed question (another lookup may have made it while

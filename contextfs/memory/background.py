@@ -25,10 +25,11 @@ BACKGROUND: ContextVar[bool] = ContextVar("contextfs_background", default=False)
 
 class Foreground:
     """The requests someone is waiting on that await a worker thread (an fsync: the node's
-    BM25 commit). While one is in flight, background services do not start their next
-    step (`Service._yield`): on two cores an inbox filing conversations on the event loop
-    and a bulk index slice took the CPU and the GIL from that thread, and an fsync that
-    takes ~20 ms alone took 80-230 ms. A step already running finishes."""
+    BM25 commit; a question in `.query`: the search). While one is in flight, background
+    services do not start their next step (`Service._yield`): on two cores an inbox
+    filing conversations on the event loop and a bulk index slice took the CPU and the
+    GIL from that thread, and an fsync that takes ~20 ms alone took 80-230 ms. A step
+    already running finishes."""
 
     def __init__(self) -> None:
         self.busy = 0
