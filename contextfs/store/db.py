@@ -769,8 +769,7 @@ class Store:
         if not order:
             return b""
         got: dict[str, bytes] = {}
-        self._big_reads += 1
-        try:
+        with self.big_reads():
             res = con.execute(
                 "SELECT hash, data FROM blobs WHERE hash IN "
                 "(SELECT hash FROM inbox_chunks WHERE item_id = ?)",
@@ -779,9 +778,17 @@ class Store:
             while rows := res.fetchmany(64):
                 for h, d in rows:
                     got[h] = bytes(d)
+        return b"".join(got[h] for h in order)
+
+    @contextmanager
+    def big_reads(self) -> Iterator[None]:
+        """Statements in here scan blob bytes (an item read back, fsck's blob sizes): the
+        buffers growing for them is expected, and logged at info level."""
+        self._big_reads += 1
+        try:
+            yield
         finally:
             self._big_reads -= 1
-        return b"".join(got[h] for h in order)
 
     def stored_bytes(self) -> tuple[int, int]:
         """(bytes held by attachments and inbox items, bytes actually stored in blobs):
