@@ -13,7 +13,7 @@ import pytest
 import trio
 
 from contextfs.mcpserver import TOOLS
-from contextfs.testing import Mount, contextfs_cmd, log_problems
+from contextfs.testing import Mount, contextfs_cmd, log_problems, wait_index_ready
 from contextfs.testing.agents import Session, contextfs_server, mcp_session
 
 pytestmark = pytest.mark.timeout(120)
@@ -59,6 +59,9 @@ async def ok(s: Session, tool: str, **args: object) -> str:
 
 
 async def test_search_reads_the_query_directory_with_budget_type_and_scope(mnt):
+    # the two reads compared must see the same index: after the fsyncs BM25 has the nodes
+    # and their vectors follow, so a bundle's note can change between the two
+    await trio.to_thread.run_sync(wait_index_ready, mnt.path, 120.0)
     async with server(mnt) as s:
         assert await s.tools() == list(TOOLS)
         bundle = await ok(s, "search", question="flaky")
