@@ -263,7 +263,15 @@ class Searcher:
         asked = self._without_participants(question, scope)
         qvec = emb.embed([asked])[0] if vectors_on else None
         depth = unit_depth(opts)
+        # BM25 first, then the vectors and what they hold of each candidate under one hold
+        # of the indexer's lock: a node whose vectors land between the two readings would
+        # be counted as held (no stand-in rank on the vector side, below) yet missing from
+        # the vector hits, and rank below older nodes only for that (fsync, then a question
+        # at once, meets exactly this moment).
+        with ix.text_lock:
+            text_hits = ix.text.search(keywords(asked), depth, path_prefix=scope or None)
         vec_hits: list[tuple[int, float]] = []
+        counts: dict[int, int] = {}
         with ix.lock:  # the indexer's digests (labels_of) belong to its lock too
             if qvec is not None and ix.vectors is not None:
                 snap = (
@@ -279,8 +287,15 @@ class Searcher:
                         if not scope and opts.type is None
                         else lambda label: allowed(nodes.get(label_node(label))),
                     )
-        with ix.text_lock:
-            text_hits = ix.text.search(keywords(asked), depth, path_prefix=scope or None)
+            if vectors_on:
+                counts = ix.passage_counts(
+                    list(
+                        dict.fromkeys(
+                            [label_node(label) for label, _sim in vec_hits]
+                            + [h.node_id for h in text_hits]
+                        )
+                    )
+                )
         # the CLIP side: pictures near the question in CLIP's space (their own index)
         images = ix.images
         images_on = images is not None and images.ready and opts.type in (None, IMAGE_TYPE)
@@ -316,10 +331,6 @@ class Searcher:
         # holds no unit of, or every node while vectors are off (the units are counted
         # where the vectors are), are counted from their texts, read in one query.
         candidates = list(dict.fromkeys(key[0] for key, _side in units))
-        counts: dict[int, int] = {}
-        if vectors_on:
-            with ix.lock:
-                counts = ix.passage_counts(candidates)
         memory.texts.prefetch([nodes.get(nid) for nid in candidates if nid not in counts])
 
         def passage_count(n: Node) -> int:
