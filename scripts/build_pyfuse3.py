@@ -1,4 +1,5 @@
-"""Build pyfuse3 3.5.0 with a two-line change that lets ContextFS skip opendir.
+"""Build pyfuse3 3.5.0 with two small changes: ContextFS may skip opendir, and a file opened
+only for reading may skip flush.
 
 Why: a directory listing through FUSE costs four requests (OPENDIR, READDIRPLUS, the empty
 READDIRPLUS that ends it, RELEASEDIR), about 85 us each through pyfuse3 here, and a memory
@@ -9,9 +10,17 @@ the kernel has seen is served from its page cache until the directory changes or
 invalidates it. The catch: READDIRPLUS then carries file handle 0, and pyfuse3 3.5 hands
 `readdir` only the file handle, never the directory's inode. The change below passes the
 inode when the handle is 0 (in `readdirplus` and `fsyncdir`); nothing else differs from the
-PyPI release. The wheel gets the local version `3.5.0+contextfs.dirino1`, which satisfies
-the `pyfuse3==3.5.0` pin and tells the daemon (contextfs.fs.ops.DIR_HANDLE_IS_INODE) that it
-may answer OPENDIR with ENOSYS. With an unpatched pyfuse3 the daemon keeps opendir.
+PyPI release.
+
+The second change: `FileInfo.noflush` (libfuse's `fuse_file_info.noflush`, the kernel's
+FOPEN_NOFLUSH, Linux >= 5.16). Every close() of a FUSE file waits for a FLUSH request,
+which for a descriptor opened read-only has nothing to do; with `noflush` set at open the
+kernel does not send it, and a warm `cat` costs one round trip (OPEN) instead of two.
+
+The wheel gets the local version `3.5.0+contextfs.dirino2`, which satisfies the
+`pyfuse3==3.5.0` pin and tells the daemon (contextfs.fs.ops.DIR_HANDLE_IS_INODE) that it
+may answer OPENDIR with ENOSYS. With an unpatched pyfuse3 the daemon keeps opendir and
+flush.
 
 Usage: python scripts/build_pyfuse3.py [--check]   (run by scripts/setup.sh)
 """
@@ -28,7 +37,7 @@ from importlib import metadata
 from pathlib import Path
 
 UPSTREAM = "3.5.0"
-LOCAL_VERSION = f"{UPSTREAM}+contextfs.dirino1"
+LOCAL_VERSION = f"{UPSTREAM}+contextfs.dirino2"
 
 # (handler, the line pyfuse3 has, the line we want); each must occur exactly once.
 PATCHES = [
@@ -41,6 +50,39 @@ PATCHES = [
         "cdef void fuse_fsyncdir",
         "    c.fh = fi.fh\n",
         "    c.fh = fi.fh if fi.fh else ino  # contextfs: no-opendir mode sends handle 0\n",
+    ),
+]
+
+# (file under the sdist, text it has, text we want); each must occur exactly once.
+FILE_PATCHES = [
+    (
+        "Include/fuse_common.pxd",
+        "        unsigned int nonseekable\n",
+        "        unsigned int nonseekable\n        unsigned int noflush\n",
+    ),
+    (
+        "src/pyfuse3/__init__.pyx",
+        "    cdef public bint nonseekable\n\n"
+        "    def __cinit__(self, fh=0, direct_io=0, keep_cache=1, nonseekable=0):\n",
+        "    cdef public bint nonseekable\n"
+        "    cdef public bint noflush  # contextfs: FOPEN_NOFLUSH\n\n"
+        "    def __cinit__(self, fh=0, direct_io=0, keep_cache=1, nonseekable=0, noflush=0):\n"
+        "        self.noflush = noflush\n",
+    ),
+    (
+        "src/pyfuse3/__init__.pyx",
+        "        if self.nonseekable:\n"
+        "            out.nonseekable = 1\n"
+        "        else:\n"
+        "            out.nonseekable = 0\n",
+        "        if self.nonseekable:\n"
+        "            out.nonseekable = 1\n"
+        "        else:\n"
+        "            out.nonseekable = 0\n\n"
+        "        if self.noflush:\n"
+        "            out.noflush = 1\n"
+        "        else:\n"
+        "            out.noflush = 0\n",
     ),
 ]
 
@@ -64,6 +106,15 @@ def patch_handlers(path: Path) -> None:
             sys.exit(f"build_pyfuse3: {path}: {anchor!r} does not set c.fh as expected")
         text = text[:start] + body.replace(old, new) + text[end:]
     path.write_text(text)
+
+
+def patch_files(src: Path) -> None:
+    for rel, old, new in FILE_PATCHES:
+        path = src / rel
+        text = path.read_text()
+        if text.count(old) != 1:
+            sys.exit(f"build_pyfuse3: {path}: cannot find the text to patch exactly once")
+        path.write_text(text.replace(old, new))
 
 
 def main() -> int:
@@ -106,6 +157,7 @@ def main() -> int:
                 tar.extractall(tmp)
         src = Path(tmp) / f"pyfuse3-{UPSTREAM}"
         patch_handlers(src / "src" / "pyfuse3" / "handlers.pxi")
+        patch_files(src)
         # the shipped C file predates the change: make the build regenerate it
         (src / "src" / "pyfuse3" / "__init__.c").unlink(missing_ok=True)
         env = dict(os.environ, SETUPTOOLS_SCM_PRETEND_VERSION=LOCAL_VERSION)

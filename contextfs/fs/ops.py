@@ -35,6 +35,9 @@ log = logging.getLogger(__name__)
 # when the file handle is 0. Only then can opendir answer ENOSYS, which makes Linux skip
 # OPENDIR/RELEASEDIR and keep listings in its readdir cache (docs/architecture.md).
 DIR_HANDLE_IS_INODE = "+contextfs.dirino" in metadata.version("pyfuse3")
+# The same build sets FOPEN_NOFLUSH on request: a descriptor opened read-only has nothing
+# to commit at close(), so the kernel need not send (and close() wait for) a FLUSH.
+NOFLUSH = hasattr(pyfuse3.FileInfo(), "noflush")
 
 # errnos that are answers, not refusals: they are not recorded in .status.
 _QUIET = {
@@ -400,9 +403,12 @@ class Operations(pyfuse3.Operations):
         # generated per open, or changed by the daemon and the kernel's copy not yet
         # dropped: read from the daemon, past the page cache and the cached size
         uncached = h.snapshot is not None or h.inode.ino in self._unsettled
-        return pyfuse3.FileInfo(
+        info = pyfuse3.FileInfo(
             fh=pyfuse3.FileHandleT(h.fh), direct_io=uncached, keep_cache=not uncached
         )
+        if NOFLUSH and not h.writable:  # close() of a reader: no FLUSH (Tree.flush: no-op)
+            info.noflush = True
+        return info
 
     @_handler
     async def open(
