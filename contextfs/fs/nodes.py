@@ -40,6 +40,9 @@ from contextfs.fs.inode import (
 )
 from contextfs.model import Node
 
+# `.history` version lists read together when one is listed (`_prefetch_history`)
+HISTORY_BATCH = 1000
+
 if TYPE_CHECKING:
     from contextfs.fs.tree import Tree
 
@@ -148,6 +151,7 @@ class Nodes(RoleBase):
         n = d.node
         if d.role == Role.HISTORY:
             assert n is not None
+            self._prefetch_history(d)
             for version, created, _size in n.history:
                 t.new(
                     Role.VERSION,
@@ -174,6 +178,18 @@ class Nodes(RoleBase):
         t.attachments.add_inodes(d, n, None)
         if d.trashed:
             t.trash.retag(d, trashed=True)
+
+    def _prefetch_history(self, d: Inode) -> None:
+        """A `.history` is listed: the version lists of its node's siblings too, in one
+        query (`find` and `ls -R` list every node's next, and one query each was most of
+        the first `find` after a mount)."""
+        node_dir = d.parent
+        above = node_dir.parent if node_dir is not None else None
+        texts = self.memory.texts
+        if above is None or above.children is None or texts.history_loaded(d.node):
+            return
+        siblings = [c.node for c in above.children.values() if c.node is not None]
+        texts.prefetch_history([d.node, *siblings], HISTORY_BATCH)
 
     @staticmethod
     def tier_exists(n: Node, tier: str) -> bool:

@@ -128,6 +128,7 @@ class LazyNode(Node):
         if texts is None:
             raise RuntimeError(f"node {self.id}: versions not loaded and no store to read")
         history, person = texts.store.node_history(self.id)
+        texts.history_reads += 1
         with texts.lock:  # (another thread may have loaded it, or a writer appended)
             if _peek(_HISTORY, self) is None:
                 _HISTORY.__set__(self, history)
@@ -201,6 +202,7 @@ class TierTexts:
         self._hot: OrderedDict[int, LazyNode] = OrderedDict()
         self.lock = threading.Lock()
         self.loads = 0  # texts read from the store (for .status and benchmarks)
+        self.history_reads = 0  # store queries for version lists (tests, benchmarks)
         self.evictions = 0
 
     def adopt(self, n: LazyNode, sizes: tuple[int, int] | None) -> LazyNode:
@@ -254,6 +256,34 @@ class TierTexts:
                     n._dirty = False
                     self.loads += 1
                 self._use(n)
+
+    @staticmethod
+    def history_loaded(n: Node | None) -> bool:
+        """Whether n's version list is in memory (a node not read lazily always is)."""
+        return not isinstance(n, LazyNode) or _peek(_HISTORY, n) is not None
+
+    def prefetch_history(self, nodes: list[Node | None], most: int) -> None:
+        """Load the version lists of the first `most` of these nodes that have none loaded,
+        in one query (a listing of `.history` in every node of a directory: `find`, `ls -R`)."""
+        want = list(
+            {
+                n.id: n
+                for n in nodes
+                if isinstance(n, LazyNode)
+                and getattr(n, "_texts", None) is self
+                and _peek(_HISTORY, n) is None
+            }.values()
+        )[:most]
+        if not want:
+            return
+        stored = self.store.node_histories([n.id for n in want])
+        self.history_reads += 1
+        with self.lock:  # (another thread may have loaded one, or a writer appended)
+            for n in want:
+                if _peek(_HISTORY, n) is None:
+                    history, person = stored[n.id]
+                    _HISTORY.__set__(n, history)
+                    _PERSON.__set__(n, person)
 
     def read_l2(self, nodes: list[Node]) -> dict[int, str]:
         """The L2 of these nodes by id, without making them hot: a loaded one's from

@@ -163,6 +163,24 @@ async def test_an_evicted_node_shows_its_latest_text_and_history(mounted):
     assert "version: 2" in await fs.text(f"{target}/meta.yaml")
 
 
+async def test_find_reads_the_versions_of_a_directory_in_one_query(mounted):
+    """`find` lists every node's `.history` after a reopen: the version lists of a type
+    directory come from the store together, and each still lists its own versions."""
+    fs, m = mounted.fs, mounted.memory
+    await fs.write(path("u2", "preferences", 3, "L2.md"), b"three, rewritten\n")
+    await mounted.forget_all()
+    await mounted.churn()
+    before = m.texts.history_reads
+    assert len(await fs.listdir("user/u2/preferences")) == PER_DIR  # find lists it first
+    for i in range(PER_DIR):
+        want = ["v1.md", "v2.md"] if i == 3 else ["v1.md"]
+        assert await fs.listdir(f"{path('u2', 'preferences', i)}/.history") == want, i
+    assert m.texts.history_reads - before <= 2  # one query for the directory, not 80
+    assert await fs.text(f"{path('u2', 'preferences', 3)}/.history/v1.md") == l2_of(
+        "u2", "preferences", 3
+    )
+
+
 async def test_writes_to_cold_and_evicted_nodes_are_not_lost(built, tmp_path, types):
     r = Mounted(built, tmp_path, types)
     fs = r.fs

@@ -53,6 +53,29 @@ async def test_a_memory_written_comes_back_after_reopening(opener, types, tmp_pa
     again.store.close()
 
 
+async def test_version_lists_read_together_match_one_by_one(opener, types, tmp_path):
+    """`find` after a remount lists every `.history`: read a directory's version lists in
+    one query, each is what the node's own query gives (versions, sizes, who wrote)."""
+    m = _memory(opener, types, tmp_path)
+    fs = _fs(m)
+    for i in range(5):
+        await fs.mkdir(f"user/default/preferences/p{i}")
+        await fs.write(f"user/default/preferences/p{i}/L2.md", f"pref {i}\n".encode())
+    await fs.write("user/default/preferences/p2/L2.md", b"pref two, longer now\n")
+    m.store.close()
+
+    again = _memory(opener, types, tmp_path)
+    fs = _fs(again)
+    assert len(await fs.listdir("user/default/preferences")) == 5
+    assert await fs.listdir("user/default/preferences/p2/.history") == ["v1.md", "v2.md"]
+    assert await fs.listdir("user/default/preferences/p4/.history") == ["v1.md"]
+    ids = [n.id for n in again.nodes.values() if n.name.startswith("p")]
+    together = again.store.node_histories([*ids, 10**12])  # an id without versions too
+    assert together == {**{nid: again.store.node_history(nid) for nid in ids}, 10**12: ([], False)}
+    assert sorted(len(h) for h, _person in together.values()) == [0, 1, 1, 1, 1, 2]
+    again.store.close()
+
+
 async def test_attachment_bytes_in_chunks_survive_rewrites(opener, types, tmp_path):
     m = _memory(opener, types, tmp_path)
     fs = _fs(m)
