@@ -12,7 +12,8 @@ What it measures, for each tree size N (default 1,000 and 10,000 nodes):
    within the same run, ABBA order): `find DIR | wc -l`, `ls -lR DIR > /dev/null`,
    `xargs -0 cat` of every `L0.md` and of every `L2.md` (file lists precomputed, `.history`
    excluded, output piped to `wc -c` to check both trees return the same bytes), and
-   `os.stat` of every tier file and `meta.yaml`.
+   `os.stat` of every tier file and `meta.yaml`. Then unmounts, mounts again and times one
+   `find DIR | wc -l` (the first after a mount; target <= 2x the native tree, warm).
 3. Creates 1,000 new nodes in each tree, alternating: per node, the time of
    `mkdir` + open/write `L2.md` + `os.fsync` + close; reports p50/p99/mean.
 4. Reads the daemon's VmRSS/VmHWM from /proc after the run, then unmounts (always, in a
@@ -70,6 +71,7 @@ CMD_TIMEOUT = 900.0  # seconds; a hung FUSE call fails the benchmark instead of 
 
 TARGET_CAT_RATIO = 10.0
 TARGET_LS_RATIO = 3.0
+TARGET_FIRST_FIND_RATIO = 2.0
 TARGET_CREATE_P50 = 0.010
 TARGET_N = 10_000
 MISMATCHES: list[str] = []  # operations whose output differed between the trees
@@ -241,6 +243,35 @@ def measure_pair(
     return row
 
 
+def first_find_after_mount(mnt: Path, data: Path, native: Path, n: int) -> Row:
+    """Unmount and mount again, then one `find | wc -l`: nothing of the tree is held by
+    the kernel or the daemon yet (the store's file may be in the page cache). Against the
+    native tree warm (median of 3), the stricter comparison."""
+    err = cli_umount(mnt)
+    if err:
+        raise RuntimeError(f"unmount before the first find: {err}")
+    mount(mnt, data)
+    took, out = sh(f"find {q(mnt / 'user')} | wc -l")
+    natives = []
+    for _ in range(3):
+        t, native_out = sh(f"find {q(native / 'user')} | wc -l")
+        natives.append(t)
+    if out != native_out:
+        MISMATCHES.append(f"first find N={n}: native {native_out!r}, contextfs {out!r}")
+    row = Row(
+        "first find after a mount",
+        n,
+        statistics.median(natives),
+        took,
+        target=f"<= {TARGET_FIRST_FIND_RATIO:g}x",
+        native_runs=natives,
+        contextfs_runs=[took],
+    )
+    row.passed = row.ratio <= TARGET_FIRST_FIND_RATIO
+    say(f"  first find after a mount: {fmt_s(took)}s, {row.ratio:.2f}x native (warm)")
+    return row
+
+
 def stat_all(root: Path, n: int) -> Callable[[], tuple[float, str]]:
     paths = [str(root / node_rel(i) / t) for i in range(n) for t in TIERS]
 
@@ -406,6 +437,9 @@ def run_size(n: int, reps: int, create_count: int, keep: bool) -> dict:
                 "stat every file (L0-L2, meta)", n, reps, pair(lambda k: stat_all(roots[k], n))
             )
         )
+
+        rows.append(first_find_after_mount(mnt, data, native, n))
+        pid = daemon_pid(mnt) or pid
 
         create_rows, create_stats = measure_create(roots, n, create_count)
         rows += create_rows
