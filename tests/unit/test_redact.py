@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import logging
+import random
 import time
 from pathlib import Path
 
@@ -916,3 +917,41 @@ def test_log_filter_redacts_message_args_and_traceback() -> None:
     assert "user/default/[REDACTED:github_token]" in text
     assert "[REDACTED:slack_token]" in text and "Traceback" in text
     assert "plain 3 line" in text
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_redact_bytes_binary_scans_only_text_runs_and_finds_the_same(seed: int) -> None:
+    """Bytes that are not UTF-8 are scanned in their printable runs only; what they
+    replace is what a scan of every byte as latin-1 replaces (secrets in random bytes)."""
+    rng = random.Random(seed)
+    noise = [bytes(rng.randrange(256) for _ in range(rng.randrange(1, 3000))) for _ in range(9)]
+    secrets_ = [
+        b"key=" + AWS_ID.encode(),
+        b"\n" + OPENAI_PROJ.encode() + b"\n",
+        b"password=" + b"Tr0ub4dor&3x" + b"\n",
+        PEM.encode(),
+        b"Authorization: Bearer " + b"abcdefghijklmnopqrstuvwx0123" + b"\r\n",
+        GITHUB_CLASSIC.encode(),
+        b"\x00" + b"ghp_short\x00",
+        b"short pw=ab\x00",
+    ]
+    data = noise[0] + b"".join(s + n for s, n in zip(secrets_, noise[1:], strict=False))
+    data += b"\xff\xfe"  # never valid UTF-8
+    out, reds = R.redact_bytes(data)
+    every = R._redact(data.decode("latin-1"), ascii_only=True)
+    printable = set(range(0x20, 0x7F)) | {9, 10, 13}
+
+    def facts(rs) -> list[tuple]:  # those wholly in printable text
+        return [
+            (r.kind, r.start, r.end, r.line)
+            for r in rs
+            if set(data[r.start : r.end]) <= printable
+        ]
+
+    assert facts(reds) == facts(every.redactions) and len(reds) == len(facts(reds))
+    expected, pos = b"", 0  # every byte outside the replaced spans is kept
+    for r in reds:
+        expected += data[pos : r.start] + replacement(r.kind).encode()
+        pos = r.end
+    assert out == expected + data[pos:]
+    assert {"openai_key", "private_key", "password_assignment"} <= {r.kind for r in reds}
