@@ -943,9 +943,7 @@ def test_redact_bytes_binary_scans_only_text_runs_and_finds_the_same(seed: int) 
 
     def facts(rs) -> list[tuple]:  # those wholly in printable text
         return [
-            (r.kind, r.start, r.end, r.line)
-            for r in rs
-            if set(data[r.start : r.end]) <= printable
+            (r.kind, r.start, r.end, r.line) for r in rs if set(data[r.start : r.end]) <= printable
         ]
 
     assert facts(reds) == facts(every.redactions) and len(reds) == len(facts(reds))
