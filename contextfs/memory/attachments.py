@@ -58,36 +58,68 @@ class AttachmentStore:
         base = self.node_path(n) if n is not None else f"node-{a.node_id}"
         return "/".join([base, *reversed(parts)])
 
-    # Attachments removed in this window before their node's rmdir are part of `rm -r`
-    # and come back when the node is restored.
+    # `rm -r` of a node unlinks its attachments one by one, then removes the node: the
+    # attachments deleted in an unbroken run up to the node's removal, no two deletions
+    # further apart than this, went with it and come back when the node is restored.
     RESTORE_WINDOW = 120.0
+
+    def _went_with(self, n: Node, deleted_at: float) -> list[Attachment]:
+        """The attachments of n that its removal at `deleted_at` took along, as they come
+        back with it: deleted in the run of deletions that ends at the node's (a long
+        `rm -r` of a deep tree is still one run), and of the rows that had one name in
+        one folder the last deleted only (`echo one > f; rm f; echo two > f; rm -r n`
+        brings back `f` with "two", never two files named `f`), each under a folder that
+        comes back too and, for a hard link, with the file it names."""
+        gone = sorted(
+            (
+                a
+                for a in self.attachments.values()
+                if a.node_id == n.id and a.deleted_at is not None and a.deleted_at <= deleted_at
+            ),
+            key=lambda a: (-(a.deleted_at or 0.0), -a.id),
+        )
+        run: list[Attachment] = []
+        last = deleted_at
+        for a in gone:
+            assert a.deleted_at is not None
+            if last - a.deleted_at > self.RESTORE_WINDOW:
+                break
+            run.append(a)
+            last = a.deleted_at
+        latest: dict[tuple[int | None, str], Attachment] = {}
+        for a in run:  # the most recent deletion first
+            latest.setdefault((a.parent_id, a.name), a)
+        chosen = {a.id: a for a in latest.values()}
+        kept: dict[int, Attachment] = {}
+        grew = True
+        while grew:  # a folder's contents only with the folder, a link only with its file
+            grew = False
+            for aid, a in chosen.items():
+                if aid in kept:
+                    continue
+                if (a.parent_id is None or a.parent_id in kept) and (
+                    a.link_of is None or a.link_of in kept or a.link_of == aid
+                ):
+                    kept[aid] = a
+                    grew = True
+        return sorted(kept.values(), key=lambda a: a.id)
 
     def _restore_attachments(self, n: Node, deleted_at: float | None) -> None:
         if deleted_at is None:
             return
-        for a in self.attachments.values():
-            if (
-                a.node_id == n.id
-                and a.deleted_at is not None
-                and deleted_at - self.RESTORE_WINDOW <= a.deleted_at <= deleted_at
-            ):
-                self._touch_att(a)
-                a.deleted_at = None
-                self.store.update_attachment(a)
+        for a in self._went_with(n, deleted_at):
+            self._touch_att(a)
+            a.deleted_at = None
+            self.store.update_attachment(a)
 
     def node_attachments(self, n: Node) -> list[Attachment]:
         """What a node directory shows: live attachments, or for a deleted node those that
-        went with it (removed within RESTORE_WINDOW before the node)."""
+        went with it (`_went_with`: what a restore brings back)."""
         if n.deleted_at is None:
             return [
                 a for a in self.attachments.values() if a.node_id == n.id and a.deleted_at is None
             ]
-        lo = n.deleted_at - self.RESTORE_WINDOW
-        return [
-            a
-            for a in self.attachments.values()
-            if a.node_id == n.id and a.deleted_at is not None and lo <= a.deleted_at <= n.deleted_at
-        ]
+        return self._went_with(n, n.deleted_at)
 
     def add_attachment(
         self,

@@ -6,6 +6,8 @@ import errno
 
 import pytest
 
+from contextfs.store.fsck import check_store
+
 P = "user/default/preferences"
 
 
@@ -116,6 +118,67 @@ async def test_rm_r_soft_deletes_and_mv_restores(fs, memory):
     assert await fs.text(f"{node}/docs/a.txt") == "attached"
     await fs.write(f"{node}/L2.md", b"v3 text\n")
     assert "version: 3" in await fs.text(f"{node}/meta.yaml")
+
+
+async def test_a_restore_brings_back_each_name_once_as_it_was_last(fs, memory):
+    """A file removed, written again under its name, then the node removed with `rm -r`:
+    the restore brings back the file's last content, one row per name (two live rows of
+    one name left the store failing fsck, and every later mount read-only)."""
+    node = f"{P}/notes"
+    await fs.mkdir(node)
+    await fs.write(f"{node}/L2.md", b"notes\n")
+    await fs.write(f"{node}/att.txt", b"one\n")
+    await fs.unlink(f"{node}/att.txt")
+    await fs.write(f"{node}/att.txt", b"two\n")
+    await fs.mkdir(f"{node}/d")
+    await fs.write(f"{node}/d/f.txt", b"in the first d\n")
+    await fs.rm_r(f"{node}/d")
+    await fs.mkdir(f"{node}/d")  # a folder of the same name, empty
+    await fs.rm_r(node)
+    trash = "user/default/.trash/preferences/notes"
+    assert sorted(await fs.listdir(trash)) == [
+        ".history", "L0.md", "L1.md", "L2.md", "att.txt", "d", "meta.yaml"
+    ]  # fmt: skip
+    await fs.rename(trash, node)
+    assert await fs.text(f"{node}/att.txt") == "two\n"
+    assert await fs.listdir(f"{node}/d") == []
+    assert check_store(memory.store) == []
+
+
+async def test_a_long_rm_r_is_restored_whole(fs, memory):
+    """`rm -r` of a big node can take minutes: every file it removed comes back, as long
+    as no two of its deletions are further apart than the restore window."""
+    now = [1_000_000.0]
+    memory.clock = lambda: now[0]
+    node = f"{P}/deep"
+    await fs.mkdir(node)
+    await fs.write(f"{node}/L2.md", b"deep\n")
+    path = node
+    for i in range(8):
+        path += f"/d{i}"
+        await fs.mkdir(path)
+        await fs.write(f"{path}/f.txt", f"level {i}\n".encode())
+    await fs.write(f"{node}/gone-before.txt", b"removed long before\n")
+    await fs.unlink(f"{node}/gone-before.txt")
+    now[0] += 600  # ten minutes later, an rm -r of 13 minutes
+    real_unlink, real_rmdir = fs.unlink, fs.rmdir
+
+    async def slow_unlink(p: str) -> None:  # each file of the tree: 50 s
+        now[0] += 50 if "/deep/d" in p else 0
+        await real_unlink(p)
+
+    async def slow_rmdir(p: str) -> None:
+        now[0] += 50 if "/deep/d" in p else 0
+        await real_rmdir(p)
+
+    fs.unlink, fs.rmdir = slow_unlink, slow_rmdir
+    await fs.rm_r(node)
+    fs.unlink, fs.rmdir = real_unlink, real_rmdir
+    await fs.rename("user/default/.trash/preferences/deep", node)
+    assert await fs.text(f"{path}/f.txt") == "level 7\n"
+    assert await fs.text(f"{node}/d0/f.txt") == "level 0\n"
+    assert not await fs.exists(f"{node}/gone-before.txt")
+    assert check_store(memory.store) == []
 
 
 async def test_rmdir_of_a_full_node_is_refused(fs):
