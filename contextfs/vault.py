@@ -716,7 +716,10 @@ def import_tree(
             p = Path(root) / name
             if name.startswith("."):
                 continue
-            if name.lower().endswith((".md", ".markdown")):
+            if p.is_symlink():  # what it points at is not the vault's (/etc/shadow)
+                why = "a symbolic link (not followed)"
+                report.skipped.append({"file": str(p.relative_to(src)), "why": why})
+            elif name.lower().endswith((".md", ".markdown")):
                 notes.append(p)
             else:
                 report.skipped.append({"file": str(p.relative_to(src)), "why": "not markdown"})

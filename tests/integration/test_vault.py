@@ -293,6 +293,31 @@ def test_import_a_vault_routes_redacts_and_reports(tmp_path: Path, mount: Mount)
     assert GITHUB not in secret and "[REDACTED:" in secret
 
 
+def test_import_follows_no_symbolic_link(tmp_path: Path, mount: Mount) -> None:
+    """A note that is a link to a file outside the vault (or anywhere) is not read: its
+    target could be another user's secret, which would become a memory others can read."""
+    outside = tmp_path / "outside.md"
+    outside.write_text("root:$6$saltsalt$hashhashhash:19000:0:99999:7:::\n")
+    vault = tmp_path / "vault"
+    (vault / "people").mkdir(parents=True)
+    (vault / "people/ana.md").write_text("Ana teaches chemistry.\n")
+    (vault / "people/shadow.md").symlink_to(outside)
+    (vault / "people/inside.md").symlink_to(vault / "people/ana.md")
+    r = cli("import", str(vault), str(mount.path), "--json")
+    assert r.returncode == 0, r.stdout + r.stderr
+    report = json.loads(r.stdout)
+    assert report["routed"] == 1
+    assert sorted(x["file"] for x in report["skipped"]) == [
+        "people/inside.md",
+        "people/shadow.md",
+    ]
+    assert all(x["why"] == "a symbolic link (not followed)" for x in report["skipped"])
+    found = subprocess.run(
+        ["grep", "-r", "saltsalt", str(mount.path / "user")], capture_output=True, text=True
+    )
+    assert found.returncode == 1 and found.stdout == ""  # nowhere in the memory
+
+
 def test_import_into_an_owner_rehomes_an_export(tmp_path: Path, mount: Mount) -> None:
     """An export imported into another owner directory lands there; a node of the same
     name already there is merged by its type's strategy, its attachments added beside."""
