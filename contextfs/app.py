@@ -32,7 +32,7 @@ from contextfs.errors import LLMUnavailable, SchemaError, StoreDamaged
 from contextfs.index.embed import Embedder, LocalEmbedder, OpenAIEmbedder
 from contextfs.media.clip import ClipSpec, LazyClip
 from contextfs.memory.redact import Redactor
-from contextfs.memory.service import Memory
+from contextfs.memory.service import Memory, Refusal
 from contextfs.search.images import ImageVectors
 from contextfs.status_json import memory_line
 from contextfs.store.backend import open_store
@@ -223,11 +223,11 @@ def render_status(
     intake: Intake | None = None,
     dir_cache: str = "",
     unsettled: Callable[[], int] | None = None,
-    visible: Callable[[str], bool] | None = None,
+    visible: Callable[[Refusal], bool] | None = None,
     summaries: SummaryService | None = None,
 ) -> str:
     """The text of a mount's `.status` (docs/operations.md describes every line).
-    `visible` keeps the refusals whose path the reader may see (None: all)."""
+    `visible` keeps the refusals the reader may see (None: all)."""
     c = memory.counts()
     state = "read-only: " + memory.failsafe if memory.failsafe else "read-write"
     lines = [

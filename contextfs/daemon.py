@@ -66,7 +66,7 @@ from contextfs.memory.background import BACKGROUND, Service
 from contextfs.memory.cluster import ClusterSync, Loaded
 from contextfs.memory.consolidate import ConsolidationService
 from contextfs.memory.remote import catch_up
-from contextfs.memory.service import Memory
+from contextfs.memory.service import Memory, Refusal
 from contextfs.memory.summaries import SummaryService
 from contextfs.memory.texts import TextWarmup
 from contextfs.search.indexer import Indexer
@@ -267,13 +267,13 @@ def _mount(
         dir_cache = "asked on every read (dir_cache: false in config.yaml)"
 
     def status(
-        visible: Callable[[str], bool] | None = None, render: Callable[..., str] = render_status
+        visible: Callable[[Refusal], bool] | None = None, render: Callable[..., str] = render_status
     ) -> str:
         """`.status` (or, with `render_status_json`, `.status.json`): the same facts."""
         args = (indexer, intake, dir_cache, lambda: ops.unsettled, visible)
         return render(memory, cfg, mountpoint, started, *args, summaries=summaries)
 
-    def status_json(visible: Callable[[str], bool] | None = None) -> str:
+    def status_json(visible: Callable[[Refusal], bool] | None = None) -> str:
         return status(visible, render_status_json)
 
     summaries: SummaryService | None = None

@@ -24,7 +24,7 @@ from contextfs import __version__
 if TYPE_CHECKING:  # annotations only: the daemon passes the live objects in
     from contextfs.config import Config
     from contextfs.conversations.inbox import Intake
-    from contextfs.memory.service import Memory
+    from contextfs.memory.service import Memory, Refusal
     from contextfs.memory.summaries import SummaryService
     from contextfs.search.indexer import Indexer
 
@@ -123,7 +123,7 @@ def status_facts(
     intake: Intake | None = None,
     dir_cache: str = "",
     unsettled: Callable[[], int] | None = None,
-    visible: Callable[[str], bool] | None = None,
+    visible: Callable[[Refusal], bool] | None = None,
     summaries: SummaryService | None = None,
 ) -> dict[str, Any]:
     """The document `.status.json` serves (arguments as `app.render_status`)."""

@@ -68,19 +68,26 @@ def _handler(
             raise
         except ContextFSError as exc:
             if exc.errno not in _QUIET and not getattr(exc, "recorded", False):
-                self.tree.memory.refuse(self._where(fn.__name__, args), exc)
+                self.tree.memory.refuse(self._where(fn.__name__, args), exc, uid=_uid(args))
             raise pyfuse3.FUSEError(exc.errno) from None
         except Exception as exc:
             log.exception("internal error in %s", fn.__name__)
             self.tree.memory.refuse(
                 self._where(fn.__name__, args),
                 ContextFSError(f"internal error in {fn.__name__}: {exc!r}"),
+                uid=_uid(args),
             )
             raise pyfuse3.FUSEError(errno.EIO) from None
         finally:
             self._flush_invalidations()
 
     return wrapper
+
+
+def _uid(args: Sequence[object]) -> int | None:
+    """The caller's uid, from the request context a handler was given (None without)."""
+    ctx = next((a for a in args if isinstance(a, pyfuse3.RequestContext)), None)
+    return ctx.uid if ctx is not None else None
 
 
 class Operations(pyfuse3.Operations):

@@ -19,10 +19,12 @@ from contextfs.fs.perms import Caller
 
 if TYPE_CHECKING:
     from contextfs.fs.tree import Tree
+    from contextfs.memory.service import Refusal
 
 
 _OWNER_IN_PATH = re.compile(r"(?:^|\s)(user|agent)/([^/\s]+)")
 _ROOT_OWNED = re.compile(r"(?:^|\s)\.(inbox|sessions)(/|$)")
+_QUESTION = re.compile(r"(?:^|\s|/)\.query(/|$)")
 STATUS_JSON = ".status.json"
 
 
@@ -63,7 +65,10 @@ class Static(RoleBase):
         perms = self.tree.perms
         default = ("user", self.tree.memory.default_owner)
 
-        def visible(path: str) -> bool:
+        def visible(r: Refusal) -> bool:
+            path = r.path
+            if _QUESTION.search(path):  # the question is its asker's words, theirs alone
+                return r.uid == reader.uid
             # a refusal's path may lead with the operation ("mkdir user/alice/…")
             m = _OWNER_IN_PATH.search(path)
             if m is not None:

@@ -81,6 +81,7 @@ class Refusal:
     errno: int
     reason: str
     kept_at: str | None
+    uid: int | None = None  # who asked, when the request said (a question names its asker)
 
 
 class Memory(Transactions, AttachmentStore, Routing):
@@ -266,8 +267,11 @@ class Memory(Transactions, AttachmentStore, Routing):
         if self.failsafe:
             raise StoreDamaged(f"the mount is read-only: {self.failsafe}")
 
-    def refuse(self, path: str, exc: ContextFSError, data: bytes | None = None) -> Refusal:
-        """Record a refusal for `.status`; keep the refused bytes in the data dir."""
+    def refuse(
+        self, path: str, exc: ContextFSError, data: bytes | None = None, uid: int | None = None
+    ) -> Refusal:
+        """Record a refusal for `.status`; keep the refused bytes in the data dir. `uid`:
+        the caller's, when known (`.status` shows a refused question to its asker only)."""
         path = path.encode("utf-8", "backslashreplace").decode()  # names may not be UTF-8
         # a refused name is shown, logged and names the kept file, never with a secret
         reason = exc.reason.encode("utf-8", "backslashreplace").decode()
@@ -285,7 +289,7 @@ class Memory(Transactions, AttachmentStore, Routing):
             kept = str(target)
         else:
             self.refusal_count += 1
-        r = Refusal(self.clock(), path, exc.errno, reason, kept)
+        r = Refusal(self.clock(), path, exc.errno, reason, kept, uid)
         self.refusals.append(r)
         log.info("refused %s: %s", path, reason)
         return r
@@ -299,15 +303,15 @@ class Memory(Transactions, AttachmentStore, Routing):
         return trace_bytes(refusal.reason, name, data)
 
     def recent_refusals(
-        self, visible: Callable[[str], bool] | None = None
+        self, visible: Callable[[Refusal], bool] | None = None
     ) -> tuple[list[Refusal], int]:
         """The kept refusals a reader may see, newest first, and how many were hidden from
-        them (`visible` keeps a path; None: all). `.status` and `.status.json` both show
+        them (`visible` keeps one; None: all). `.status` and `.status.json` both show
         this list."""
         shown: list[Refusal] = []
         hidden = 0
         for r in reversed(self.refusals):
-            if visible is None or visible(r.path):
+            if visible is None or visible(r):
                 shown.append(r)
             else:
                 hidden += 1

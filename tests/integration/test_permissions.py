@@ -144,3 +144,25 @@ def test_chown_r_and_chmod_r_of_an_owner_directory_give_it_away(shared: Mount) -
     shared.remount("-o", "allow_other")
     assert (bob / "preferences").stat().st_uid == uid
     assert (bob / "preferences").stat().st_mode & 0o077 == 0
+
+
+def test_a_refused_question_is_shown_to_its_asker_only(shared: Mount) -> None:
+    """A question is its asker's words: refused (a bad option, bytes that are not text),
+    its line in `.status` and `.status.json` is the asker's, not every user's."""
+    _user(ALICE), _user(BOB)
+    mnt = shared.path
+    asked = as_user(ALICE, f"ls '{mnt}/.query/@k=0/my divorce lawyer appointment'")
+    assert "Invalid argument" in asked.stderr, asked.stderr
+    asked = as_user(ALICE, f"ls '{mnt}/.query/@colour=red/pregnancy test results'")
+    assert "Invalid argument" in asked.stderr, asked.stderr
+    for f in (".status", ".status.json"):
+        alice = as_user(ALICE, f"cat {mnt}/{f}").stdout
+        assert "query option k must be between" in alice and "colour" in alice, alice
+        bob = as_user(BOB, f"cat {mnt}/{f}").stdout
+        assert bob and "colour" not in bob and "@k=0" not in bob, bob
+    bob_asks = as_user(BOB, f"ls '{mnt}/.query/@budget=1/anything'")
+    assert "Invalid argument" in bob_asks.stderr
+    why = "query option budget must be between"
+    assert why in as_user(BOB, f"cat {mnt}/.status").stdout
+    assert why not in as_user(ALICE, f"cat {mnt}/.status").stdout
+    assert "colour" in (mnt / ".status").read_text()  # root sees every refusal
