@@ -43,6 +43,7 @@ __all__ = [
     "RedactResult",
     "RedactingFilter",
     "Redactor",
+    "escape_controls",
     "marker",
     "replacement",
     "secret_filename_reason",
@@ -370,6 +371,25 @@ def _user_detector(name: str, source: str) -> Detector:
 # --------------------------------------------------------------------------- logs
 
 
+# C0 and C1 control characters, DEL, and the Unicode line and paragraph separators: in a
+# name they would forge lines in `.status` or the log
+_CONTROLS = re.compile("[\x00-\x1f\x7f-\x9f\u2028\u2029]")
+_ESCAPES = {"\n": "\\n", "\r": "\\r", "\t": "\\t"}
+
+
+def escape_controls(text: str) -> str:
+    """`text` with every control character written as an escape (`\\n`, `\\x1b`, `\\u2028`):
+    one line, whatever a name holds, wherever it is shown (`.status`, the log)."""
+    if not _CONTROLS.search(text):
+        return text
+
+    def escape(m: re.Match[str]) -> str:
+        c = m.group()
+        return _ESCAPES.get(c) or (f"\\x{ord(c):02x}" if ord(c) < 0x100 else f"\\u{ord(c):04x}")
+
+    return _CONTROLS.sub(escape, text)
+
+
 class RedactingFilter(logging.Filter):
     """A logging filter that redacts every record's message and traceback.
 
@@ -390,8 +410,9 @@ class RedactingFilter(logging.Filter):
         except Exception:  # noqa: BLE001 - a bad format is logging's to report, not ours
             return True
         clean = self.redactor.redact_name(message)
-        if clean.changed:
-            record.msg, record.args = clean.text, None
+        one_line = escape_controls(clean.text)  # a name cannot forge a log line
+        if clean.changed or one_line is not clean.text:
+            record.msg, record.args = one_line, None
         if record.exc_info and not record.exc_text:
             record.exc_text = logging.Formatter().formatException(record.exc_info)
         if record.exc_text:

@@ -39,6 +39,7 @@ from contextfs.errors import (
 from contextfs.memory.attachments import AttachmentStore
 from contextfs.memory.document import Document, parse_document, trace_bytes
 from contextfs.memory.heads import LiveIndex, NodeCache
+from contextfs.memory.redact import escape_controls
 from contextfs.memory.remote import keep_both
 from contextfs.memory.routing import Routing
 from contextfs.memory.strategies import strategy_for
@@ -275,7 +276,11 @@ class Memory(Transactions, AttachmentStore, Routing):
         path = path.encode("utf-8", "backslashreplace").decode()  # names may not be UTF-8
         # a refused name is shown, logged and names the kept file, never with a secret
         reason = exc.reason.encode("utf-8", "backslashreplace").decode()
-        path, reason = self.clean_name(path), self.clean_name(reason)
+        # one line each in `.status`, whatever a name holds (a newline would forge lines)
+        path, reason = (
+            escape_controls(self.clean_name(path)),
+            escape_controls(self.clean_name(reason)),
+        )
         kept = None
         if data:
             data = self.redact_bytes(data, path)  # kept, but never with a secret in it

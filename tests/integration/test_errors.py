@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import errno
+import json
 import os
 import re
 import subprocess
@@ -62,6 +63,23 @@ def test_shell_sees_errnos_and_status_says_why(mount):
     assert r.returncode != 0 and "Permission denied" in r.stderr
     # a refused L2 leaves the stored text in place
     assert (node / "L2.md").read_text() == "vim\n"
+
+
+def test_a_name_cannot_forge_lines_in_status_or_the_log(mount):
+    """A refused name is shown as one line, its control characters escaped: a newline in
+    a name would otherwise add lines to what root reads in `.status` and the log."""
+    forged = "Bad\nstate: read-only: forged\n  2026-01-01T00:00:00Z EIO nothing\x1b[2J"
+    with pytest.raises(OSError):
+        os.mkdir(mount.path / "user/default/preferences" / forged)
+    status = (mount.path / ".status").read_text()
+    assert [ln for ln in status.splitlines() if ln.startswith("state:")] == ["state: read-write"]
+    assert "Bad\\nstate: read-only: forged\\n  2026-01-01T00:00:00Z EIO nothing\\x1b[2J" in status
+    assert "\x1b" not in status
+    raw = (mount.path / ".status.json").read_text()
+    shown = [json.dumps(r) for r in json.loads(raw)["refusals"]["recent"]]
+    assert any("Bad\\\\nstate: read-only: forged" in r for r in shown), shown  # JSON of "\\n"
+    log = mount.log.read_text()
+    assert "forged" in log and "\nstate: read-only: forged" not in log and "\x1b" not in log
 
 
 def test_refused_bytes_are_kept_where_status_says(mount):

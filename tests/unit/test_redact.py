@@ -23,6 +23,7 @@ from contextfs.memory.redact import (
     Redaction,
     Redactor,
     RedactResult,
+    escape_controls,
     marker,
     replacement,
     secret_filename_reason,
@@ -910,6 +911,7 @@ def test_log_filter_redacts_message_args_and_traceback() -> None:
         except ValueError:
             logger.exception("while looking up %s", "x")
         logger.info("plain %d line", 3)
+        logger.info("refused %s", "user/default/x\n2026-12-03 00:00:00 ERROR forged\x1b[2J")
     finally:
         logger.removeHandler(handler)
     text = "\n".join(records)
@@ -917,6 +919,15 @@ def test_log_filter_redacts_message_args_and_traceback() -> None:
     assert "user/default/[REDACTED:github_token]" in text
     assert "[REDACTED:slack_token]" in text and "Traceback" in text
     assert "plain 3 line" in text
+    # a name cannot forge a line (or a terminal escape) in the log
+    assert records[-1] == "refused user/default/x\\n2026-12-03 00:00:00 ERROR forged\\x1b[2J"
+
+
+def test_escape_controls_keeps_one_line_and_plain_text_as_it_is() -> None:
+    assert escape_controls("plain name, café ✓") == "plain name, café ✓"
+    assert escape_controls("a\nb\r\tc\x00\x1b\x7f\x85\u2028") == (
+        "a\\nb\\r\\tc\\x00\\x1b\\x7f\\x85\\u2028"
+    )
 
 
 @pytest.mark.parametrize("seed", range(6))
