@@ -687,9 +687,12 @@ class Tree:
             if name in d.children:
                 raise Exists(f"{self.child_path(d, name)} exists")
             self.memory.check_writable()
-            if d.mode & stat.S_ISGID:
-                gid = d.gid
-            return self.attachments.special(d, name, mode, uid, gid)
+            dmode, _, dgid = self.perms.attrs(d)
+            if dmode & stat.S_ISGID:  # a new entry takes a setgid directory's group
+                gid = dgid
+            inode = self.attachments.special(d, name, mode, uid, gid)
+            self.perms.created(inode, stat.S_IMODE(mode), uid, gid)  # the creator's, stored
+            return inode
         if not stat.S_ISREG(mode):
             raise NotSupported("device nodes are not supported (EPERM)")
         h = await self.create(

@@ -166,3 +166,29 @@ def test_a_refused_question_is_shown_to_its_asker_only(shared: Mount) -> None:
     assert why in as_user(BOB, f"cat {mnt}/.status").stdout
     assert why not in as_user(ALICE, f"cat {mnt}/.status").stdout
     assert "colour" in (mnt / ".status").read_text()  # root sees every refusal
+
+
+def test_a_fifo_and_a_socket_belong_to_whoever_made_them(shared: Mount) -> None:
+    """mkfifo and a socket's bind() in a node another user may write into: the new entry
+    is its creator's (uid and gid), as a file or folder made there is, across a remount."""
+    _user(ALICE), _user(BOB)
+    node = shared.path / "user" / "default" / "entities" / "shared-notes"
+    node.mkdir(parents=True)
+    (node / "L2.md").write_text("A node everyone may write into.\n")
+    node.chmod(0o777)
+    alice = pwd.getpwnam(ALICE)
+    sock = node / "alice.sock"
+    made = as_user(
+        ALICE,
+        f"mkfifo -m 640 {node}/alice.fifo && touch {node}/alice.txt && "
+        f"python3 -c 'import socket; socket.socket(socket.AF_UNIX).bind(\"{sock}\")'",
+    )
+    assert made.returncode == 0, made.stderr
+    for name in ("alice.fifo", "alice.sock", "alice.txt"):
+        st = (node / name).lstat()
+        assert (st.st_uid, st.st_gid) == (alice.pw_uid, alice.pw_gid), name
+    assert oct((node / "alice.fifo").lstat().st_mode & 0o777) == "0o640"
+    shared.remount("-o", "allow_other")
+    st = (node / "alice.fifo").lstat()
+    assert (st.st_uid, st.st_gid) == (alice.pw_uid, alice.pw_gid)
+    assert (node / "alice.sock").lstat().st_uid == alice.pw_uid
