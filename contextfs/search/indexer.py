@@ -365,6 +365,9 @@ class Indexer(Service):
                         await self._pause(pause)
                         pause = min(60.0, pause * 2)
                         continue
+                    if worked and self.error and self.error.startswith("indexing failed"):
+                        log.info("indexer: working again after %s", self.error)
+                        self.error = None  # recovered: `.status` no longer says it failed
                     pause = 1.0
                     since = time.monotonic() - last_save
                     due = BUSY_CHECKPOINT_SECONDS if worked else self.CHECKPOINT_SECONDS
