@@ -56,6 +56,7 @@ from contextfs.conversations.transcript import Transcript, Turn, parse_transcrip
 from contextfs.errors import (
     ContextFSError,
     Exists,
+    Forbidden,
     InvalidInput,
     StoreDamaged,
     StoreUnavailable,
@@ -405,6 +406,18 @@ class Intake:
             item.id, owner, filename, data, item.created, item.state, item.report
         )
         yield self._admitted(item)
+
+    def remove(self, item: InboxItem) -> None:
+        """`rm` of an item: only one refused with nothing kept (a secret store handed in,
+        `.env`: its bytes were never stored) may go; every other item is the record of
+        what the memory was given, and stays."""
+        if item.state != "refused" or item.size:
+            raise Forbidden(
+                f"{item.filename}: inbox items are kept (only one refused with nothing "
+                "stored can be removed)"
+            )
+        self.memory.drop_inbox_item(item.id)
+        self.items.pop(item.id, None)
 
     def _admitted(self, item: InboxItem) -> InboxItem:
         self.items[item.id] = item

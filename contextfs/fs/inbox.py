@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING
 import trio
 
 from contextfs.conversations.inbox import MEDIA_SUFFIXES, TEXT_SUFFIXES, InboxItem, Intake
-from contextfs.errors import ContextFSError, Forbidden, NotAccepted
+from contextfs.errors import ContextFSError, Forbidden, InvalidInput, NotAccepted
 from contextfs.fs.handler import RoleBase
 from contextfs.fs.inode import (
     INBOX_DIR,
@@ -29,6 +29,8 @@ from contextfs.fs.inode import (
 )
 from contextfs.memory.document import TRACE_SUFFIX
 from contextfs.memory.redact import secret_filename_reason
+
+REPORT_SUFFIX = ".report.md"  # beside each item: what processing did, or why it refused
 
 # A file handed in at least this big is redacted in a worker thread at its close (the
 # patterns scan a few MB a second); a smaller one on the event loop, as every other write.
@@ -78,7 +80,7 @@ class Inbox(RoleBase):
         self.tree.new(
             Role.INBOX_REPORT,
             stat.S_IFREG | 0o444,
-            name + ".report.md",
+            name + REPORT_SUFFIX,
             d,
             owner=d.owner,
             mtime_ns=ns(item.created),
@@ -120,6 +122,13 @@ class Inbox(RoleBase):
     def new_file_role(self, d: Inode, name: str) -> Role:
         if d.role != Role.INBOX:
             raise self.no_files_here(d)
+        if name.endswith(REPORT_SUFFIX) and not is_temp_name(name):
+            # the report of `x.jsonl` is `x.jsonl.report.md`: an item of that name would
+            # be hidden behind it
+            raise InvalidInput(
+                f"{name}: names ending in {REPORT_SUFFIX} are the inbox's reports; "
+                "hand the file in under another name"
+            )
         if secret_filename_reason(name):
             return Role.INBOX_NEW  # refused when closed, with the reason
         if name.endswith(TRACE_SUFFIX):  # a refused write's trace is handed in, not parked
@@ -141,6 +150,19 @@ class Inbox(RoleBase):
         return self.tree.new_handle(inode, flags)
 
     # ---- files ---------------------------------------------------------------------------
+
+    def unlink(self, d: Inode, child: Inode) -> None:
+        """`rm` of an item refused with nothing stored (`Intake.remove`) takes its report
+        along; any other item, and a report alone, stay (EACCES)."""
+        if child.role != Role.INBOX_ITEM or self.intake is None:
+            super().unlink(d, child)
+            return
+        self.intake.remove(child.inbox_item)
+        assert d.children is not None
+        report = d.children.get(child.name + REPORT_SUFFIX)
+        for inode in (child, report):
+            if inode is not None:
+                self.tree.unlink_inode(inode)
 
     def content(self, inode: Inode) -> bytes:
         assert self.intake is not None

@@ -161,6 +161,19 @@ def test_secret_files_and_unknown_kinds_are_refused_with_reason(convo):
     assert err.value.errno == errno.EOPNOTSUPP
     assert "refused" in report(inbox, "data.bin")
     assert "inbox: " in convo.status() and "refused=3" in convo.status()
+    # nothing of a secret store was kept: its empty item can go (with its report); an
+    # item whose bytes are kept is the record of what was handed in, and stays
+    os.unlink(inbox / ".env")
+    assert ".env" not in os.listdir(inbox) and ".env.report.md" not in os.listdir(inbox)
+    for kept in ("data.bin", "id_rsa.report.md"):
+        with pytest.raises(PermissionError):
+            os.unlink(inbox / kept)
+    assert "inbox items are kept" in convo.status()
+    # a name the report of another item takes is refused, not hidden behind that report
+    with pytest.raises(OSError) as err:
+        (inbox / "a.jsonl.report.md").write_text("my own report\n")
+    assert err.value.errno == errno.EINVAL
+    assert "names ending in .report.md are the inbox's reports" in convo.status()
 
 
 def test_session_lifecycle(convo):
