@@ -174,7 +174,7 @@ class MountSource(Source):
             l0=(d / "L0.md").read_text(encoding="utf-8") if meta.get("l0_pinned") else None,
             l1=(d / "L1.md").read_text(encoding="utf-8") if meta.get("l1_pinned") else None,
             facts=_facts(meta),
-            attachments=tuple(_walk_attachments(d)),
+            attachments=tuple(_walk_attachments(d, self.problems, self.mount)),
             history=tuple(versions),
         )
 
@@ -189,28 +189,38 @@ def _facts(meta: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
-def _walk_attachments(node_dir: Path) -> Iterator[AttachmentRecord]:
-    """Everything in a node directory that is not a tier, meta.yaml or .history."""
+def _walk_attachments(node_dir: Path, problems: list[str], top: Path) -> Iterator[AttachmentRecord]:
+    """Everything in a node directory that is not a tier, meta.yaml or .history. One that
+    cannot be read (a path longer than the system takes) is a problem reported with its
+    path, not the end of its node."""
     stack = [Path()]
     while stack:
         rel_dir = stack.pop()
-        for entry in sorted(os.scandir(node_dir / rel_dir), key=lambda e: e.name):
+        try:
+            entries = sorted(os.scandir(node_dir / rel_dir), key=lambda e: e.name)
+        except OSError as exc:
+            problems.append(f"{(node_dir / rel_dir).relative_to(top)}: {exc.strerror or exc}")
+            continue
+        for entry in entries:
             rel = rel_dir / entry.name
             if rel_dir == Path() and (entry.name in TIERS or entry.name == HISTORY):
                 continue
-            st = entry.stat(follow_symlinks=False)
-            mode = stat.S_IMODE(st.st_mode)
-            if entry.is_symlink():
-                yield AttachmentRecord(
-                    str(rel), "symlink", mode, st.st_mtime, target=os.readlink(entry.path)
-                )
-            elif entry.is_dir(follow_symlinks=False):
-                yield AttachmentRecord(str(rel), "dir", mode, st.st_mtime)
-                stack.append(rel)
-            elif entry.is_file(follow_symlinks=False):
-                data = Path(entry.path).read_bytes()
-                yield AttachmentRecord(str(rel), "file", mode, st.st_mtime, data=data)
-            # FIFOs and sockets carry no bytes: an export has nothing to write for them
+            try:
+                st = entry.stat(follow_symlinks=False)
+                mode = stat.S_IMODE(st.st_mode)
+                if entry.is_symlink():
+                    yield AttachmentRecord(
+                        str(rel), "symlink", mode, st.st_mtime, target=os.readlink(entry.path)
+                    )
+                elif entry.is_dir(follow_symlinks=False):
+                    yield AttachmentRecord(str(rel), "dir", mode, st.st_mtime)
+                    stack.append(rel)
+                elif entry.is_file(follow_symlinks=False):
+                    data = Path(entry.path).read_bytes()
+                    yield AttachmentRecord(str(rel), "file", mode, st.st_mtime, data=data)
+                # FIFOs and sockets carry no bytes: an export has nothing to write for them
+            except OSError as exc:
+                problems.append(f"{(node_dir / rel).relative_to(top)}: {exc.strerror or exc}")
 
 
 class StoreSource(Source):
@@ -377,6 +387,7 @@ def export_tree(
         (out / o).mkdir(parents=True, exist_ok=True)
     total = source.count()
     nodes = atts = versions = 0
+    problems: list[str] = []  # what the target could not take
     for rec in source.nodes(history):
         f = out / (rec.path + ".md")
         f.parent.mkdir(parents=True, exist_ok=True)
@@ -385,16 +396,20 @@ def export_tree(
         dir_modes: list[tuple[Path, AttachmentRecord]] = []
         for a in rec.attachments:
             p = folder / a.rel
-            p.parent.mkdir(parents=True, exist_ok=True)
-            if a.kind == "dir":
-                p.mkdir(exist_ok=True)
-                dir_modes.append((p, a))
-            elif a.kind == "symlink":
-                os.symlink(a.target, p)
-            else:
-                p.write_bytes(a.data)
-                os.chmod(p, a.mode)
-                os.utime(p, (a.mtime, a.mtime))
+            try:  # one attachment the target cannot take is reported; the node goes on
+                p.parent.mkdir(parents=True, exist_ok=True)
+                if a.kind == "dir":
+                    p.mkdir(exist_ok=True)
+                    dir_modes.append((p, a))
+                elif a.kind == "symlink":
+                    os.symlink(a.target, p)
+                else:
+                    p.write_bytes(a.data)
+                    os.chmod(p, a.mode)
+                    os.utime(p, (a.mtime, a.mtime))
+            except OSError as exc:
+                problems.append(f"{rec.path}/{a.rel}: {exc.strerror or exc}")
+                continue
             atts += 1
         for v, text in rec.history:
             h = folder / HISTORY / f"v{v}.md"
@@ -406,7 +421,7 @@ def export_tree(
         nodes += 1
         if progress is not None:
             progress(nodes, total)
-    return ExportReport(nodes, atts, versions, len(owners), tuple(source.problems))
+    return ExportReport(nodes, atts, versions, len(owners), (*source.problems, *problems))
 
 
 # ---- import ------------------------------------------------------------------------------

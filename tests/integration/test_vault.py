@@ -293,6 +293,36 @@ def test_import_a_vault_routes_redacts_and_reports(tmp_path: Path, mount: Mount)
     assert GITHUB not in secret and "[REDACTED:" in secret
 
 
+def test_export_reports_a_path_too_long_and_keeps_the_rest_of_its_node(
+    tmp_path: Path, mount: Mount
+) -> None:
+    """An attachment deeper than the system's longest path cannot be read by its path:
+    the export names it as not exported and writes the node and its other files."""
+    node = mount.path / "user/default/entities/deep"
+    node.mkdir()
+    (node / "L2.md").write_text("A node with a very deep folder.\n")
+    (node / "ok.txt").write_text("beside the deep folder\n")
+    fd = os.open(node, os.O_RDONLY)
+    try:
+        for _ in range(22):  # 22 x 201 bytes: past PATH_MAX (4096)
+            os.mkdir("d" * 200, dir_fd=fd)
+            inner = os.open("d" * 200, os.O_RDONLY, dir_fd=fd)
+            os.close(fd)
+            fd = inner
+        leaf = os.open("leaf.txt", os.O_WRONLY | os.O_CREAT, 0o644, dir_fd=fd)
+        os.write(leaf, b"at the bottom\n")
+        os.close(leaf)
+    finally:
+        os.close(fd)
+    out = tmp_path / "out"
+    r = cli("export", str(mount.path), str(out))
+    assert r.returncode == 1, r.stdout + r.stderr  # something was not exported
+    assert "not exported user/default/entities/deep/" in r.stdout + r.stderr
+    assert "File name too long" in r.stdout + r.stderr
+    assert (out / "user/default/entities/deep.md").read_text().count("A node with a very deep")
+    assert (out / "user/default/entities/deep/ok.txt").read_text() == "beside the deep folder\n"
+
+
 def test_import_follows_no_symbolic_link(tmp_path: Path, mount: Mount) -> None:
     """A note that is a link to a file outside the vault (or anywhere) is not read: its
     target could be another user's secret, which would become a memory others can read."""
