@@ -262,11 +262,18 @@ def cmd_fsck(args: argparse.Namespace) -> int:
     cfg = _with_store(load_config(args.data_dir), args)
     if not cfg.store and not cfg.db_path.exists():
         raise UsageError(f"no store at {cfg.db_path}")
-    store = open_store(cfg.store_location, read_only=True)
     try:
-        run = full_check(store)
-    finally:
-        store.close()
+        store = open_store(cfg.store_location, read_only=True)
+        try:
+            run = full_check(store)
+        finally:
+            store.close()
+    except Exception as exc:  # noqa: BLE001 - a store that cannot be read is fsck's finding
+        if not _damaged(exc):
+            raise
+        print(f"store_readable: {_first_line(exc)}")
+        print(f"fsck {shown(cfg.store_location)}: the store cannot be read (damaged?)")
+        return 5
     for p in run.problems:
         print(p)
     print(f"fsck {shown(cfg.store_location)}: {len(run.problems)} problem(s)")
@@ -788,6 +795,18 @@ def build_parser() -> argparse.ArgumentParser:
     return p
 
 
+def _damaged(exc: BaseException) -> bool:
+    """A DuckDB error that says the store's file cannot be read (a bad block, a cut file)."""
+    if not type(exc).__module__.lstrip("_").startswith("duckdb"):
+        return False
+    text = str(exc)
+    return "Corrupt database file" in text or "Could not read enough bytes" in text
+
+
+def _first_line(exc: BaseException) -> str:
+    return f"{type(exc).__name__}: {str(exc).strip().splitlines()[0] if str(exc).strip() else ''}"
+
+
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     try:
@@ -796,6 +815,14 @@ def main(argv: list[str] | None = None) -> int:
         for exc in group.exceptions:
             print(f"contextfs: {exc}", file=sys.stderr)
         code = max(getattr(e, "exit_code", 1) for e in group.exceptions)
+    except* Exception as group:  # a damaged store: say so in one line, not a traceback
+        rest = group.subgroup(lambda e: not isinstance(e, BaseExceptionGroup) and not _damaged(e))
+        if rest is not None:
+            raise rest from None
+        for exc in group.exceptions:
+            print(f"contextfs: the store cannot be read (damaged?): {_first_line(exc)}",
+                  file=sys.stderr)  # fmt: skip
+        code = 1
     return code
 
 

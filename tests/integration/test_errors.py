@@ -15,6 +15,7 @@ import pytest
 import xxhash
 
 from contextfs.testing import errno_of
+from contextfs.testing.mount import contextfs_cmd
 
 _errno = errno_of
 
@@ -140,6 +141,39 @@ def test_damaged_store_mounts_read_only(mount):
     mount.start()
     assert "state: read-write" in mount.status()
     (node / "L2.md").write_text("new\n")
+
+
+def test_a_store_file_with_a_bad_block_is_reported_in_one_line(mount):
+    """A block of the store's file overwritten (a bad sector, a stray write): `fsck` says
+    the store cannot be read (exit 5), `status`, `export` and `mount` refuse it in one
+    line (exit 1), never with a traceback."""
+    node = mount.path / "user/default/preferences/keep"
+    node.mkdir()
+    (node / "L2.md").write_text("precious\n")
+    mount.stop()
+    db = mount.data_dir / "contextfs.duckdb"
+    good = db.read_bytes()
+    with open(db, "r+b") as f:
+        f.seek(4096)  # DuckDB's header blocks, checked at every open
+        f.write(os.urandom(4096))
+    run = lambda *a: subprocess.run(contextfs_cmd(*a), capture_output=True, text=True)  # noqa: E731
+    r = run("fsck", str(mount.data_dir))
+    assert r.returncode == 5 and "store_readable: " in r.stdout, r.stdout + r.stderr
+    assert "cannot be read" in r.stdout and "Traceback" not in r.stdout + r.stderr
+    other = mount.path.parent / "elsewhere"
+    other.mkdir()
+    for args in (
+        ("status", str(mount.data_dir)),
+        ("export", str(mount.data_dir), str(mount.path.parent / "out")),
+        ("mount", str(other), "--data-dir", str(mount.data_dir)),
+    ):
+        r = run(*args)
+        assert r.returncode == 1, (args, r.stdout, r.stderr)
+        assert "the store cannot be read (damaged?)" in r.stderr, (args, r.stderr)
+        assert "Traceback" not in r.stdout + r.stderr, (args, r.stderr)
+    assert not os.path.ismount(other)
+    db.write_bytes(good)  # the block mended: the store is whole again
+    assert run("fsck", str(mount.data_dir)).returncode == 0
 
 
 def test_ctx_xattr_mount_option(tmp_path):
