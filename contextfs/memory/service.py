@@ -219,8 +219,10 @@ class Memory(Transactions, AttachmentStore, Routing):
         return res.text
 
     def clean_name(self, name: str) -> str:
-        """A name or path with any secret in it redacted: for `.status`, reasons, logs."""
-        return self.redactor.redact_name(name).text if self.redactor is not None else name
+        """A name or path as it is shown (`.status`, reasons, logs): any secret in it
+        redacted, control characters escaped (one line, whatever the name holds)."""
+        shown = self.redactor.redact_name(name).text if self.redactor is not None else name
+        return escape_controls(shown)
 
     def check_name(self, name: str, what: str = "a name") -> None:
         """Refuse a name (or symlink target, id) that carries a secret (SPEC §10).
@@ -276,11 +278,7 @@ class Memory(Transactions, AttachmentStore, Routing):
         path = path.encode("utf-8", "backslashreplace").decode()  # names may not be UTF-8
         # a refused name is shown, logged and names the kept file, never with a secret
         reason = exc.reason.encode("utf-8", "backslashreplace").decode()
-        # one line each in `.status`, whatever a name holds (a newline would forge lines)
-        path, reason = (
-            escape_controls(self.clean_name(path)),
-            escape_controls(self.clean_name(reason)),
-        )
+        path, reason = self.clean_name(path), self.clean_name(reason)
         kept = None
         if data:
             data = self.redact_bytes(data, path)  # kept, but never with a secret in it

@@ -174,6 +174,13 @@ def _node_from_row(row: tuple, make: Callable[..., Node] = Node) -> Node:
     return n
 
 
+def _history_of(rows: list) -> tuple[list[tuple[int, float, int]], bool]:
+    """(version, created, L2 size, reason) rows, oldest first, as `node_history` gives
+    them: the version list and whether a person wrote any of them (MACHINE_REASONS)."""
+    person = any(not r[3].startswith(MACHINE_REASONS) for r in rows)
+    return [(v, c, s) for v, c, s, _r in rows], person
+
+
 class Store:
     """The DuckDB store (embedded, the default); `contextfs.store.pg.PgStore` is the same
     over PostgreSQL. What both offer is `contextfs.store.backend.StoreBackend`."""
@@ -1068,17 +1075,14 @@ class Store:
             )
             .fetchall()
         )
-        person = any(not r[3].startswith(MACHINE_REASONS) for r in rows)
-        return [(v, c, s) for v, c, s, _r in rows], person
+        return _history_of(rows)
 
     def node_histories(
         self, node_ids: list[int]
     ) -> dict[int, tuple[list[tuple[int, float, int]], bool]]:
         """`node_history` of many nodes, 1,000 a query (the first `find` after a mount lists
         the `.history` of every node; one query each was most of its time)."""
-        out: dict[int, tuple[list[tuple[int, float, int]], bool]] = {
-            nid: ([], False) for nid in node_ids
-        }
+        rows_of: dict[int, list[tuple]] = {nid: [] for nid in node_ids}
         con = self._meta_con()
         for i in range(0, len(node_ids), self._TEXT_BATCH):
             part = list(node_ids[i : i + self._TEXT_BATCH])
@@ -1087,12 +1091,9 @@ class Store:
                 "WHERE node_id = ANY(?::BIGINT[]) ORDER BY node_id, version",
                 [part],
             ).fetchall()
-            for nid, version, created, size, reason in rows:
-                history, person = out[nid]
-                history.append((version, created, size))
-                if not person and not reason.startswith(MACHINE_REASONS):
-                    out[nid] = (history, True)
-        return out
+            for nid, *row in rows:
+                rows_of[nid].append(row)
+        return {nid: _history_of(rows) for nid, rows in rows_of.items()}
 
     def live_names(self, type_name: str, ids: list[int]) -> list[tuple[int, str]]:
         """(id, name) of the live nodes of a type among `ids`, in id order: the changes to
