@@ -35,7 +35,9 @@ from contextfs.memory.redact import Redactor
 from contextfs.memory.service import Memory, Refusal
 from contextfs.search.images import ImageVectors
 from contextfs.status_json import memory_line
+from contextfs.store import Store
 from contextfs.store.backend import open_store
+from contextfs.store.backup import BACKUP_DIR, BackupPolicy, backups, taken_at, unreadable, when
 from contextfs.store.fsck import close_session, mount_check, open_session, record_passed
 
 if TYPE_CHECKING:  # annotations only: render_status never needs the classes themselves
@@ -62,22 +64,23 @@ def schema_files(types: dict[str, ContextType]) -> dict[str, bytes]:
 
 
 def open_memory(cfg: Config, types: dict[str, ContextType]) -> Memory:
-    """The store of a mount, opened read-write and checked; failsafe when fsck objects."""
+    """The store of a mount, opened read-write and checked; failsafe when fsck objects.
+    A DuckDB file that cannot be read mounts its newest backup read-only instead, and
+    says so (contextfs.store.backup)."""
     make_private(cfg.data_dir)
     redactor = Redactor(cfg.redact_patterns)  # bad user patterns refuse the mount
-    store = open_store(cfg.store_location, memory_mb=cfg.store_memory_mb)
-    memory = Memory(
-        store,
-        types,
-        data_dir=cfg.data_dir,
-        max_file_size=cfg.max_file_size,
-        max_inbox_size=cfg.max_inbox_size,
-        max_tier_size=cfg.max_tier_size,
-        redactor=redactor,
-        default_owner=cfg.default_owner,
-    )
-    # since the last check that passed (docs/fsck.md); the full one only once
-    run = mount_check(store)
+    store = None
+    try:
+        store = open_store(cfg.store_location, memory_mb=cfg.store_memory_mb)
+        memory = _memory(store, cfg, types, redactor)
+        # since the last check that passed (docs/fsck.md); the full one only once
+        run = mount_check(store)
+    except Exception as exc:
+        if cfg.store or not unreadable(exc):
+            raise
+        if store is not None:
+            store.close()
+        return _backup_memory(cfg, types, redactor, exc)
     if run.problems:
         memory.failsafe = f"fsck found {len(run.problems)} problem(s): {run.problems[0]}"
         log.error("store failed its checks, mounting read-only: %s", "; ".join(run.problems))
@@ -89,6 +92,10 @@ def open_memory(cfg: Config, types: dict[str, ContextType]) -> Memory:
             run = replace(run, left_open=float(left))
             log.info("the last session of this mount did not close the store (killed?)")
         record_passed(store, run)
+        if not cfg.store:  # a checked store is copied when it closes, if one is due
+            store.backup = BackupPolicy(
+                cfg.data_dir / BACKUP_DIR, cfg.backup_keep, cfg.backup_interval_hours * 3600
+            )
     memory.mount_check = run
     log.info("fsck at mount: %s", run.describe())
     owner = ("user", cfg.default_owner)
@@ -100,6 +107,44 @@ def open_memory(cfg: Config, types: dict[str, ContextType]) -> Memory:
     return memory
 
 
+def _memory(store, cfg: Config, types: dict[str, ContextType], redactor: Redactor) -> Memory:
+    return Memory(
+        store,
+        types,
+        data_dir=cfg.data_dir,
+        max_file_size=cfg.max_file_size,
+        max_inbox_size=cfg.max_inbox_size,
+        max_tier_size=cfg.max_tier_size,
+        redactor=redactor,
+        default_owner=cfg.default_owner,
+    )
+
+
+def _backup_memory(
+    cfg: Config, types: dict[str, ContextType], redactor: Redactor, why: BaseException
+) -> Memory:
+    """The newest backup of a store whose file cannot be read, opened read-only: what
+    the mount shows, in failsafe mode, until `contextfs restore` puts it back."""
+    reason = str(why).strip().splitlines()[0] if str(why).strip() else type(why).__name__
+    have = backups(cfg.data_dir / BACKUP_DIR)
+    if not have:
+        raise StoreDamaged(
+            f"the store cannot be read (damaged?): {reason}; there is no backup to mount "
+            f"read-only (`contextfs salvage {cfg.data_dir} OUT` copies what it still holds)"
+        ) from why
+    backup = have[0]
+    store = Store(backup, read_only=True, memory_mb=cfg.store_memory_mb, lock_as=cfg.db_path)
+    memory = _memory(store, cfg, types, redactor)
+    memory.failsafe = (
+        f"the store file cannot be read ({reason}); this is its backup of "
+        f"{when(taken_at(backup))}, read-only: unmount and run `contextfs restore "
+        f"{cfg.data_dir}` to put it back (the damaged file is kept aside)"
+    )
+    log.error("store file damaged, mounting its backup %s read-only: %s", backup, reason)
+    memory.mount_check = mount_check(store)
+    return memory
+
+
 def _session_key(cfg: Config) -> str:
     """Which mount a session is (many mounts may share one PostgreSQL store)."""
     return f"{socket.gethostname()}:{cfg.data_dir}"
@@ -108,7 +153,9 @@ def _session_key(cfg: Config) -> str:
 def close_memory(memory: Memory, cfg: Config) -> None:
     """Close the store of a mount, marking its session as ended cleanly (not in failsafe
     mode: a store that failed fsck is not written to)."""
-    if not memory.failsafe:
+    if memory.failsafe:
+        memory.store.backup = None  # a store that failed is not what a backup should hold
+    else:
         try:
             close_session(memory.store, _session_key(cfg))
         except (StoreDamaged, *memory.store.errors, *memory.store.unavailable) as exc:

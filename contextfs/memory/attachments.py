@@ -177,8 +177,13 @@ class AttachmentStore:
             a.node_id, b.node_id = b.node_id, a.node_id
             a.parent_id, b.parent_id = b.parent_id, a.parent_id
             a.name, b.name = b.name, a.name
+            # one row at a time, and never two live rows of one name (the store's unique
+            # index): a first takes a name no file can have (a NUL), then its own
+            name, a.name = a.name, f"\0{a.id}"
             self.store.update_attachment(a)
             self.store.update_attachment(b)
+            a.name = name
+            self.store.update_attachment(a)
 
     def commit_attachment(
         self,

@@ -17,7 +17,7 @@ from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field, fields, replace
 from typing import TYPE_CHECKING
 
-from contextfs.errors import InvalidInput, StoreDamaged, StoreUnavailable
+from contextfs.errors import Exists, InvalidInput, StoreDamaged, StoreUnavailable
 from contextfs.model import Access, Attachment, Change, Node
 
 if TYPE_CHECKING:
@@ -128,6 +128,13 @@ class Transactions:
             raise StoreUnavailable(reason) from None
         except self.store.invalid as exc:
             raise InvalidInput(f"the store refused a value: {exc}") from exc
+        except self.store.conflict as exc:
+            # a second live name where the store allows one (LIVE_NAME_INDEXES): this
+            # change is refused and rolled back whole; the store is as it was, so the
+            # mount stays read-write
+            reason = str(exc).split("\n", 1)[0]
+            log.warning("the store refused a second live name: %s", reason)
+            raise Exists(f"the store refused a second live name: {reason}") from None
         except self.store.errors as exc:
             self.failsafe = f"store error: {exc}"
             log.error("store write failed, switching to read-only: %s", exc)

@@ -22,13 +22,16 @@ class StoreBackend(Protocol):
 
     Writes happen inside `atomic()` (nested uses join the outer transaction); every node
     write appends its outbox row in the same transaction and returns the new generation.
-    `errors`, `invalid` and `unavailable` are the driver's exception classes for any fault,
-    a refused value, and a server that is away (empty for an embedded store)."""
+    `errors`, `invalid`, `conflict` and `unavailable` are the driver's exception classes for
+    any fault, a refused value, a row a constraint forbids (a second live name: the
+    LIVE_NAME_INDEXES of contextfs.store.schema), and a server that is away (empty for an
+    embedded store)."""
 
     dialect: str
     location: str  # where it is, as it may be shown (never a password)
     errors: tuple[type[BaseException], ...]
     invalid: tuple[type[BaseException], ...]
+    conflict: tuple[type[BaseException], ...]
     unavailable: tuple[type[BaseException], ...]
     boundary: Callable[[], AbstractContextManager[None]] | None
     garbage: set[str]
@@ -102,6 +105,14 @@ class StoreBackend(Protocol):
     def set_access(self, kind: str, key: str, a: Access | None) -> None: ...
     def insert_node(self, n: Node, *, new_version_reason: str | None = None) -> int: ...
     def update_node(self, n: Node, *, new_version_reason: str | None = None) -> int: ...
+    def repair_node(
+        self,
+        node_id: int,
+        *,
+        name: str | None = None,
+        deleted_at: float | None = None,
+        new_version: str | None = None,
+    ) -> int: ...
     def set_importance(self, importance: dict[int, float], access: dict[int, int]) -> None: ...
     def set_meta(self, key: str, value: str) -> None: ...
     def add_consolidation_run(

@@ -28,6 +28,7 @@ import duckdb
 
 from contextfs.errors import StoreDamaged, StoreLocked
 from contextfs.model import MACHINE_REASONS, Access, Attachment, Node
+from contextfs.store.backup import BackupPolicy, take
 from contextfs.store.dialect import DUCKDB
 from contextfs.store.schema import (
     CHUNK_SIZE,
@@ -53,7 +54,7 @@ _HELD: dict[str, list[int]] = {}
 _HELD_LOCK = threading.Lock()
 
 
-def _lock_store(db: Path, read_only: bool) -> str | None:
+def lock_store(db: Path, read_only: bool) -> str | None:
     """Hold `<db>.lock` while the store is open: exclusive for a writer (a mount, a
     `reindex`), shared for a reader (`fsck`, `status` of a data dir). DuckDB's own lock
     covers the file only while a connection writes (a second mount of a data dir opened
@@ -87,7 +88,7 @@ def _lock_store(db: Path, read_only: bool) -> str | None:
         return key
 
 
-def _unlock_store(key: str | None) -> None:
+def unlock_store(key: str | None) -> None:
     if key is None:
         return
     with _HELD_LOCK:
@@ -186,15 +187,27 @@ class Store:
     over PostgreSQL. What both offer is `contextfs.store.backend.StoreBackend`."""
 
     dialect = DUCKDB
+    # set by a mount whose store passed its check: a backup taken at close, when due
+    backup: BackupPolicy | None = None
     # the driver's errors: any fault; a refused value; the server gone (none: embedded)
     errors: tuple[type[BaseException], ...] = (duckdb.Error,)
     invalid: tuple[type[BaseException], ...] = (
         duckdb.InvalidInputException,
         duckdb.ConversionException,
     )
+    conflict: tuple[type[BaseException], ...] = (duckdb.ConstraintException,)
     unavailable: tuple[type[BaseException], ...] = ()
 
-    def __init__(self, path: Path, *, read_only: bool = False, memory_mb: int = 0) -> None:
+    def __init__(
+        self,
+        path: Path,
+        *,
+        read_only: bool = False,
+        memory_mb: int = 0,
+        lock_as: Path | None = None,
+    ) -> None:
+        """`lock_as`: hold that store's lock, exclusively, instead of path's (a mount
+        showing a backup of a damaged store keeps `restore` and other mounts off it)."""
         self.path = Path(path)
         self.location = str(self.path)
         # DuckDB keeps the pages it read in its own buffers, up to 80% of the machine's
@@ -202,13 +215,13 @@ class Store:
         # of MiB at a million nodes). A limit makes them a cache of that size; a statement
         # that needs more makes it grow (`_Roomy`); big scans (fsck) spill to `<file>.tmp`.
         config = {"memory_limit": f"{memory_mb}MiB"} if memory_mb > 0 else {}
-        self._lock_fd = _lock_store(self.path, read_only)
+        self._lock_fd = lock_store(lock_as or self.path, read_only and lock_as is None)
         try:
             self.con = _Roomy(
                 duckdb.connect(str(self.path), read_only=read_only, config=config), self
             )
         except duckdb.IOException as exc:
-            _unlock_store(self._lock_fd)
+            unlock_store(self._lock_fd)
             if "lock" in str(exc).lower():
                 pid = re.search(r"\(PID (\d+)\)", str(exc))
                 raise StoreLocked(
@@ -218,7 +231,7 @@ class Store:
                 ) from exc
             raise StoreDamaged(f"cannot open {self.path}: {exc}") from exc
         except BaseException:
-            _unlock_store(self._lock_fd)
+            unlock_store(self._lock_fd)
             raise
         self._depth = 0
         # hashes of blobs a rewrite or purge let go of: reclaimed (when no chunk holds them)
@@ -314,7 +327,12 @@ class Store:
             except (duckdb.Error, StoreDamaged):  # a later sweep reclaims them
                 log.warning("could not reclaim %d unheld blob(s) at close", len(self.garbage))
         _close_when_idle(self.con)
-        _unlock_store(self._lock_fd)
+        if self.backup is not None:  # the file is whole now, and still ours (the lock)
+            try:
+                take(self.path, self.backup)
+            except OSError as exc:
+                log.warning("no backup of the store taken: %s", exc)
+        unlock_store(self._lock_fd)
         self._lock_fd = None
 
     GARBAGE_BATCH = 64
@@ -600,6 +618,39 @@ class Store:
             self._insert_version(n, new_version_reason)
         op = "delete" if n.deleted_at is not None or n.archived_at is not None else "upsert"
         return self._outbox(n.id, n.version, op)
+
+    def repair_node(
+        self,
+        node_id: int,
+        *,
+        name: str | None = None,
+        deleted_at: float | None = None,
+        new_version: str | None = None,
+    ) -> int:
+        """fsck --repair's change of a node row (contextfs.store.repair): a new name, a
+        soft delete, or its current L2 recorded as a new version (with that reason), or
+        none of them; with its outbox row, so the derived indexes follow. Returns the
+        generation."""
+        if name is not None:
+            self.con.execute("UPDATE nodes SET name = ? WHERE id = ?", [name, node_id])
+        if deleted_at is not None:
+            self.con.execute("UPDATE nodes SET deleted_at = ? WHERE id = ?", [deleted_at, node_id])
+        if new_version is not None:
+            self.con.execute(
+                "UPDATE nodes SET version = version + 1, updated = ? WHERE id = ?",
+                [time.time(), node_id],
+            )
+            self.con.execute(
+                "INSERT INTO versions SELECT id, version, l2, content_hash, updated, ? "
+                "FROM nodes WHERE id = ?",
+                [new_version, node_id],
+            )
+        version, gone = self.con.execute(
+            "SELECT version, deleted_at IS NOT NULL OR archived_at IS NOT NULL FROM nodes "
+            "WHERE id = ?",
+            [node_id],
+        ).fetchone()
+        return self._outbox(node_id, version, "delete" if gone else "upsert")
 
     def set_importance(self, importance: dict[int, float], access: dict[int, int]) -> None:
         """Nodes' importance and access counts (no new versions): each column in one

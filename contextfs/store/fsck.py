@@ -16,7 +16,8 @@ from dataclasses import dataclass
 import xxhash
 
 from contextfs.store.db import Store
-from contextfs.store.schema import CHUNK_SIZE, SCHEMA_VERSION
+from contextfs.store.dialect import POSTGRES
+from contextfs.store.schema import CHUNK_SIZE, LIVE_NAME_INDEXES, SCHEMA_VERSION
 
 log = logging.getLogger(__name__)
 
@@ -40,6 +41,21 @@ def schema_version(store: Store) -> list[str]:
     if row is None or int(row[0]) != SCHEMA_VERSION:
         return [f"schema version is {row and row[0]}, expected {SCHEMA_VERSION}"]
     return []
+
+
+def live_name_constraints(store: Store) -> list[str]:
+    """The unique indexes that make a second live name impossible exist (a store migrated
+    with duplicates in it goes without them until `fsck --repair` mends those)."""
+    if store.dialect == POSTGRES:
+        sql = "SELECT indexname FROM pg_indexes WHERE schemaname = current_schema()"
+    else:
+        sql = "SELECT index_name FROM duckdb_indexes()"
+    have = {r[0] for r in _rows(store, sql)}
+    return [
+        f"constraint {name} is missing (run `contextfs fsck --repair`)"
+        for name in LIVE_NAME_INDEXES
+        if name not in have
+    ]
 
 
 def unique_live_nodes(store: Store) -> list[str]:
@@ -389,6 +405,7 @@ def outbox_covers_nodes(store: Store) -> list[str]:
 
 CHECKS: tuple[Check, ...] = (
     schema_version,
+    live_name_constraints,
     unique_live_nodes,
     node_owners_exist,
     versions_complete,
@@ -559,6 +576,7 @@ Since = Callable[[Store, int], list[str]]
 # when it is written (schema.insert_chunks), so only rot can break it — fsck's to find.
 WHOLE_AT_MOUNT: tuple[Check, ...] = (
     schema_version,
+    live_name_constraints,
     attachments_consistent,
     chunks_belong_to_files,
     chunks_contiguous,

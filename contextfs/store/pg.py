@@ -178,6 +178,7 @@ class PgStore(Store):
     dialect = POSTGRES
     errors: tuple[type[BaseException], ...] = (psycopg.Error,)
     invalid: tuple[type[BaseException], ...] = (psycopg.errors.DataError,)
+    conflict: tuple[type[BaseException], ...] = (psycopg.errors.UniqueViolation,)
     unavailable: tuple[type[BaseException], ...] = (StoreUnavailable, psycopg.OperationalError)
 
     def __init__(self, dsn: str, *, read_only: bool = False) -> None:
@@ -205,12 +206,9 @@ class PgStore(Store):
                 self.con.execute("SELECT pg_advisory_xact_lock(?)", [OUTBOX_LOCK])
                 create_tables(self.con)  # type: ignore[arg-type]
                 self.con.execute("CREATE SEQUENCE IF NOT EXISTS outbox_seq START 1")
-                # fsck's unique_live_nodes as a constraint: two mounts creating one path
-                # at once cannot both commit (the second re-applies: VersionConflict)
-                self.con.execute(
-                    "CREATE UNIQUE INDEX IF NOT EXISTS nodes_live_path ON nodes "
-                    "(owner_kind, owner_id, type, name) WHERE deleted_at IS NULL"
-                )
+                # create_tables and migrate make the unique index nodes_live_path (schema
+                # LIVE_NAME_INDEXES): two mounts creating one path at once cannot both
+                # commit (the second re-applies: VersionConflict)
                 migrate(self.con)  # type: ignore[arg-type]
                 self.con.execute(
                     "INSERT INTO store_meta VALUES ('created', ?) ON CONFLICT DO NOTHING",

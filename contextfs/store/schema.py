@@ -11,7 +11,7 @@ from collections.abc import Callable
 import duckdb
 import xxhash
 
-SCHEMA_VERSION = 9
+SCHEMA_VERSION = 10
 
 # An attachment's bytes are stored in chunks of this size (v3): a commit rewrites only
 # the chunks it changed, so an fsync of a 4 KiB write into a 32 MiB file stores 64 KiB.
@@ -38,6 +38,7 @@ CREATE TABLE IF NOT EXISTS owners (
 
 -- Memory nodes. Invariants (checked by fsck):
 --  * at most one live row (deleted_at IS NULL) per (owner_kind, owner_id, type, name);
+--    (v10) a constraint too: the unique index nodes_live_path (LIVE_NAME_INDEXES);
 --  * version = max(versions.version) for the node, or 0 when it has no L2 yet;
 --  * content_hash = xxh64 hex of l2 (utf-8);
 --  * name = '' exactly when the type is a singleton;
@@ -87,7 +88,8 @@ CREATE TABLE IF NOT EXISTS versions (
 -- the same node. A hard link (v5) is one more row, a name of the file whose row is
 -- link_of: that row (the "holder") keeps the bytes, size, mode, mtime and access of all
 -- its names, and is always the one that keeps the file's last live name.
--- Invariants (checked by fsck): at most one live row per (node_id, parent_id, name);
+-- Invariants (checked by fsck): at most one live row per (node_id, parent_id, name)
+-- ((v10) a constraint too: the unique index attachments_live_name, LIVE_NAME_INDEXES);
 -- size = 0 unless kind = 'file'; target is NULL unless kind = 'symlink'. A file's bytes
 -- are its rows in attachment_chunks (v3; before, a `data` BLOB column of this table).
 -- A link row has its holder's kind (never 'dir') and symlink target, size 0 and no
@@ -423,9 +425,51 @@ def _text_sizes(con: duckdb.DuckDBPyConnection) -> None:
     con.execute(MIGRATIONS[6])  # type: ignore[arg-type]
 
 
+# (v10) fsck's one-live-name invariants as constraints: a second live node at a path, or
+# a second live attachment of one name in one folder, cannot commit (the statement fails,
+# its transaction rolls back). Unique over the name and a key that is 0 for the live row
+# and the row's own id for a deleted one: deleted rows never collide, live ones do. An
+# expression, not a partial index (`WHERE deleted_at IS NULL`): DuckDB has none; the same
+# text runs on PostgreSQL. DuckDB cannot ALTER a table an index depends on: a migration
+# that alters nodes or attachments drops these first (`drop_live_name_indexes`).
+LIVE_NAME_INDEXES = {
+    "nodes_live_path": "CREATE UNIQUE INDEX IF NOT EXISTS nodes_live_path ON nodes "
+    "(owner_kind, owner_id, type, name, (CASE WHEN deleted_at IS NULL THEN 0 ELSE id END))",
+    "attachments_live_name": "CREATE UNIQUE INDEX IF NOT EXISTS attachments_live_name ON "
+    "attachments (node_id, coalesce(parent_id, 0), name, "
+    "(CASE WHEN deleted_at IS NULL THEN 0 ELSE id END))",
+}
+
+# what each index forbids, for a store whose rows already break it (then not created:
+# fsck reports the duplicates and the missing constraint; `fsck --repair` mends both)
+_LIVE_DUPLICATES = {
+    "nodes_live_path": "SELECT 1 FROM nodes WHERE deleted_at IS NULL "
+    "GROUP BY owner_kind, owner_id, type, name HAVING count(*) > 1 LIMIT 1",
+    "attachments_live_name": "SELECT 1 FROM attachments WHERE deleted_at IS NULL "
+    "GROUP BY node_id, coalesce(parent_id, 0), name HAVING count(*) > 1 LIMIT 1",
+}
+
+
+def create_live_name_indexes(con: duckdb.DuckDBPyConnection) -> list[str]:
+    """Create the LIVE_NAME_INDEXES a store lacks, unless its rows already hold the
+    duplicates one forbids; returns the names of those left out."""
+    left_out = []
+    for name, sql in LIVE_NAME_INDEXES.items():
+        if con.execute(_LIVE_DUPLICATES[name]).fetchone() is not None:
+            left_out.append(name)
+        else:
+            con.execute(sql)
+    return left_out
+
+
+def drop_live_name_indexes(con: duckdb.DuckDBPyConnection) -> None:
+    for name in LIVE_NAME_INDEXES:
+        con.execute(f"DROP INDEX IF EXISTS {name}")
+
+
 # MIGRATIONS[n] upgrades a store at schema version n to n + 1: SQL, or a function for a
 # step that needs more than one statement.
-MIGRATIONS: dict[int, str | Callable[[duckdb.DuckDBPyConnection], None]] = {
+MIGRATIONS: dict[int, str | Callable[[duckdb.DuckDBPyConnection], object]] = {
     1: "ALTER TABLE nodes ADD COLUMN archived_at DOUBLE",
     2: _chunk_attachments,
     3: "SELECT 1",  # the access table: created by create_tables on any store
@@ -438,6 +482,8 @@ MIGRATIONS: dict[int, str | Callable[[duckdb.DuckDBPyConnection], None]] = {
     7: _text_sizes,
     # v9: inbox_items.progress, where an export's processing resumes after a remount
     8: "ALTER TABLE inbox_items ADD COLUMN IF NOT EXISTS progress TEXT DEFAULT ''",
+    # v10: one live name per path and per folder, as constraints (LIVE_NAME_INDEXES)
+    9: create_live_name_indexes,
 }
 
 
@@ -456,6 +502,7 @@ def create_tables(con: duckdb.DuckDBPyConnection) -> None:
         return
     # not in SCHEMA: DuckDB cannot ALTER a table an index depends on (migration 1 does)
     con.execute(MIGRATIONS[6])
+    create_live_name_indexes(con)
     con.execute(
         "INSERT INTO store_meta VALUES ('schema_version', ?) ON CONFLICT DO NOTHING",
         [str(SCHEMA_VERSION)],

@@ -10,7 +10,7 @@ import xxhash
 
 from contextfs.store import Store
 from contextfs.store.fsck import check_store, garbage_blobs
-from contextfs.store.schema import CHUNK_SIZE, SCHEMA_VERSION
+from contextfs.store.schema import CHUNK_SIZE, SCHEMA_VERSION, drop_live_name_indexes
 
 # The attachments table of schema v2, as v2 created it: a file's bytes in one BLOB.
 V2_ATTACHMENTS = """
@@ -28,8 +28,15 @@ CREATE TABLE attachments (
 )"""
 
 
+def make_v9(con: duckdb.DuckDBPyConnection) -> None:
+    """Turn a current store into what v9 wrote: no unique indexes on the live names."""
+    drop_live_name_indexes(con)
+    con.execute("UPDATE store_meta SET value = '9' WHERE key = 'schema_version'")
+
+
 def make_v7(con: duckdb.DuckDBPyConnection) -> None:
     """Turn a current store into what v7 wrote: no l1_size/l2_size columns."""
+    make_v9(con)
     con.execute("DROP INDEX IF EXISTS nodes_owner_type_name")
     con.execute("ALTER TABLE nodes DROP COLUMN l1_size")
     con.execute("ALTER TABLE nodes DROP COLUMN l2_size")
@@ -260,7 +267,7 @@ async def test_a_version_2_store_with_attachments_opens_with_the_same_bytes(tmp_
     assert (
         store.con.execute("SELECT value FROM store_meta WHERE key = 'schema_version'").fetchone()[0]
         == str(SCHEMA_VERSION)
-        == "9"
+        == "10"
     )
     # v7: the live node at a path has its index (memory.heads asks for it by path)
     assert (

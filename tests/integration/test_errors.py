@@ -7,6 +7,7 @@ import errno
 import json
 import os
 import re
+import shutil
 import subprocess
 from pathlib import Path
 
@@ -15,7 +16,7 @@ import pytest
 import xxhash
 
 from contextfs.testing import errno_of
-from contextfs.testing.mount import contextfs_cmd
+from contextfs.testing.mount import contextfs_cmd, log_problems
 
 _errno = errno_of
 
@@ -143,14 +144,71 @@ def test_damaged_store_mounts_read_only(mount):
     (node / "L2.md").write_text("new\n")
 
 
+def _run(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run(contextfs_cmd(*args), capture_output=True, text=True)
+
+
+def test_fsck_repair_mends_duplicate_names_an_older_version_left(mount):
+    """Two live files of one name in a folder, and two live nodes at one path, as a store
+    written before the unique indexes could hold them: the mount is read-only and says
+    why; `contextfs fsck` exits 5; `contextfs fsck --repair` renames each duplicate beside
+    the one written last, deletes nothing and exits 0; the next mount is writable, shows
+    both files and both nodes with their bytes, and takes writes again."""
+    prefs = mount.path / "user/default/preferences"
+    node = prefs / "files"
+    node.mkdir()
+    (node / "L2.md").write_text("Files.\n")
+    (node / "att.txt").write_text("one\n")
+    (node / "other.txt").write_text("two\n")
+    for name, text in (("tea", "Green tea.\n"), ("tea2", "Black tea.\n")):
+        (prefs / name).mkdir()
+        (prefs / name / "L2.md").write_text(text)
+    mount.stop()
+    db = mount.data_dir / "contextfs.duckdb"
+    con = duckdb.connect(str(db))
+    for index in ("nodes_live_path", "attachments_live_name"):
+        con.execute(f"DROP INDEX {index}")
+    con.execute("UPDATE attachments SET name = 'att.txt' WHERE name = 'other.txt'")
+    first = con.execute("SELECT id FROM attachments WHERE name = 'att.txt' ORDER BY id").fetchone()
+    tea = con.execute("SELECT id FROM nodes WHERE name = 'tea'").fetchone()[0]
+    con.execute("UPDATE nodes SET name = 'tea' WHERE name = 'tea2'")
+    con.execute("UPDATE store_meta SET value = '9' WHERE key = 'schema_version'")
+    con.close()
+
+    mount.expect_log.append("store failed its checks")
+    mount.start()
+    status = mount.status()
+    assert "state: read-only: fsck found" in status, status
+    mount.stop()
+    r = _run("fsck", str(mount.data_dir))
+    assert r.returncode == 5, r.stdout + r.stderr
+    assert "live_name_constraints: constraint attachments_live_name is missing" in r.stdout
+    r = _run("fsck", "--repair", str(mount.data_dir))
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert "problem(s) left" in r.stdout and "not repaired" not in r.stdout, r.stdout
+    assert "repaired duplicate_attachments:" in r.stdout, r.stdout
+    assert "repaired duplicate_nodes:" in r.stdout, r.stdout
+    assert _run("fsck", str(mount.data_dir)).returncode == 0
+
+    mount.start()
+    assert "state: read-write" in mount.status()
+    assert (node / "att.txt").read_text() == "two\n"  # written last: keeps the name
+    assert (node / f"att.duplicate-{first[0]}.txt").read_text() == "one\n"
+    assert (prefs / "tea/L2.md").read_text() == "Black tea.\n"
+    assert (prefs / f"tea-duplicate-{tea}/L2.md").read_text() == "Green tea.\n"
+    (prefs / "tea/L2.md").write_text("Black tea, strong.\n")
+
+
 def test_a_store_file_with_a_bad_block_is_reported_in_one_line(mount):
-    """A block of the store's file overwritten (a bad sector, a stray write): `fsck` says
-    the store cannot be read (exit 5), `status`, `export` and `mount` refuse it in one
-    line (exit 1), never with a traceback."""
+    """A block of the store's file overwritten (a bad sector, a stray write) and no
+    backup to fall back on: `fsck` says the store cannot be read (exit 5), `status`,
+    `export` and `mount` refuse it in one line (exit 1), never with a traceback; the
+    mount's line names `contextfs salvage`."""
     node = mount.path / "user/default/preferences/keep"
     node.mkdir()
     (node / "L2.md").write_text("precious\n")
     mount.stop()
+    shutil.rmtree(mount.data_dir / "backups")  # the one the unmount took
     db = mount.data_dir / "contextfs.duckdb"
     good = db.read_bytes()
     with open(db, "r+b") as f:
@@ -171,9 +229,62 @@ def test_a_store_file_with_a_bad_block_is_reported_in_one_line(mount):
         assert r.returncode == 1, (args, r.stdout, r.stderr)
         assert "the store cannot be read (damaged?)" in r.stderr, (args, r.stderr)
         assert "Traceback" not in r.stdout + r.stderr, (args, r.stderr)
+    assert "contextfs salvage" in r.stderr, r.stderr
     assert not os.path.ismount(other)
     db.write_bytes(good)  # the block mended: the store is whole again
     assert run("fsck", str(mount.data_dir)).returncode == 0
+
+
+def test_a_damaged_store_file_mounts_its_backup_read_only_until_restored(tmp_path):
+    """With a backup taken at a clean unmount (`backup_interval_hours: 0`: at every one), a
+    store file whose header block is overwritten still mounts: read-only, from the backup,
+    and `.status` says so and what to run. `contextfs restore` refuses while it is mounted
+    (exit 4), then puts the backup back and keeps the damaged file aside; the next mount
+    is writable with everything the backup held."""
+    from contextfs.testing import Mount
+
+    data = tmp_path / "data"
+    data.mkdir(mode=0o700)
+    (data / "config.yaml").write_text("backup_interval_hours: 0\n")
+    (tmp_path / "mnt").mkdir()
+    m = Mount(tmp_path / "mnt", data)
+    m.start()
+    try:
+        node = m.path / "user/default/preferences/keep"
+        node.mkdir()
+        (node / "L2.md").write_text("precious\n")
+        (node / "photo.bin").write_bytes(bytes(range(256)) * 64)
+        m.stop()
+        assert [p.name for p in (data / "backups").iterdir()][0].startswith("contextfs-")
+        db = data / "contextfs.duckdb"
+        with open(db, "r+b") as f:
+            f.seek(4096)  # DuckDB's header: the file does not open at all
+            f.write(os.urandom(4096))
+        m.expect_log.append("store file damaged, mounting its backup")
+        m.start()
+        status = m.status()
+        assert "state: read-only: the store file cannot be read" in status, status
+        assert f"contextfs restore {data}" in status, status
+        assert (node / "L2.md").read_text() == "precious\n"
+        assert (node / "photo.bin").read_bytes() == bytes(range(256)) * 64
+        assert _errno(_write, node / "L2.md", b"new\n") == errno.EROFS
+        assert _run("restore", str(data)).returncode == 4  # mounted: the store is in use
+        m.stop()
+        r = _run("restore", str(data))
+        assert r.returncode == 0, r.stdout + r.stderr
+        kept = [p for p in data.iterdir() if p.name.startswith("contextfs.duckdb.damaged-")]
+        assert len(kept) == 1 and f"kept as {kept[0]}" in r.stdout, r.stdout
+        assert _run("fsck", str(data)).returncode == 0
+        m.expect_log.clear()
+        m.start()
+        assert "state: read-write" in m.status()
+        assert (node / "L2.md").read_text() == "precious\n"
+        (node / "L2.md").write_text("precious, and written again\n")
+    finally:
+        if m.proc is not None:
+            m.stop()
+    problems = [p for p in log_problems(m.log) if "store file damaged" not in p]
+    assert problems == [], problems
 
 
 def test_ctx_xattr_mount_option(tmp_path):

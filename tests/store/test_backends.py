@@ -8,12 +8,14 @@ import os
 
 import pytest
 
+from contextfs.errors import Exists
 from contextfs.fs.ops import Operations
 from contextfs.fs.tree import Tree
 from contextfs.memory.consolidate import consolidate, plan
 from contextfs.memory.service import Memory
 from contextfs.store.fsck import check_store
-from contextfs.store.schema import CHUNK_SIZE, SCHEMA_VERSION
+from contextfs.store.repair import repair_store
+from contextfs.store.schema import CHUNK_SIZE, SCHEMA_VERSION, drop_live_name_indexes
 from tests.fs.conftest import FS
 
 
@@ -141,6 +143,67 @@ def test_fsck_finds_a_broken_invariant_on_either_store(opener, types, tmp_path):
         "UPDATE store_meta SET value = ? WHERE key = 'schema_version'", [str(SCHEMA_VERSION)]
     )
     m.store.close()
+
+
+@pytest.mark.allow_warnings  # each refusal is logged
+async def test_a_second_live_name_is_refused_and_repair_mends_old_duplicates(
+    opener, types, tmp_path
+):
+    """The store's unique indexes refuse a second live node at a path and a second live
+    file of one name in a folder: the change is refused (EEXIST), rolled back, and the
+    mount stays writable. A store that holds such duplicates from before (the indexes
+    dropped, rows renamed by hand the way a bug would leave them) fails fsck, and
+    `repair_store` renames them beside each other, keeps every byte, and brings the
+    indexes back."""
+    m = _memory(opener, types, tmp_path)
+    fs = _fs(m)
+    node = "user/default/preferences/files"
+    await fs.mkdir(node)
+    await fs.write(f"{node}/L2.md", b"Files.\n")
+    await fs.write(f"{node}/a.txt", b"first\n")
+    await fs.write(f"{node}/b.txt", b"second\n")
+    await fs.mkdir("user/default/preferences/tea")
+    await fs.write("user/default/preferences/tea/L2.md", b"Green tea.\n")
+    await fs.mkdir("user/default/preferences/tea2")
+    await fs.write("user/default/preferences/tea2/L2.md", b"Black tea.\n")
+    a = next(x for x in m.attachments.values() if x.name == "a.txt")
+    b = next(x for x in m.attachments.values() if x.name == "b.txt")
+    b.name = "a.txt"
+    with pytest.raises(Exists):
+        m.update_attachment(b)
+    assert (b.name, m.failsafe) == ("b.txt", None)  # rolled back, still writable
+    await fs.write(f"{node}/c.txt", b"third\n")
+    tea1 = next(x for x in m.nodes.values() if x.name == "tea")
+    tea2 = next(x for x in m.nodes.values() if x.name == "tea2")
+    with pytest.raises(Exists), m.transaction():
+        m.store.con.execute("UPDATE nodes SET name = 'tea' WHERE id = ?", [tea2.id])
+    assert check_store(m.store) == []
+
+    # what an older version could leave behind: the duplicates, without the indexes
+    drop_live_name_indexes(m.store.con)
+    m.store.con.execute("UPDATE attachments SET name = 'a.txt' WHERE id = ?", [b.id])
+    m.store.con.execute("UPDATE nodes SET name = 'tea' WHERE id = ?", [tea2.id])
+    found = {p.split(":")[0] for p in check_store(m.store)}
+    assert found == {"live_name_constraints", "unique_live_nodes", "attachments_consistent"}
+    done = repair_store(m.store)
+    assert len(done) == 2, done
+    assert check_store(m.store) == []
+    m.store.close()
+
+    again = _memory(opener, types, tmp_path)
+    fs = _fs(again)
+    names = set(await fs.listdir(node))
+    assert {"a.txt", f"a.duplicate-{a.id}.txt", "c.txt"} <= names, names
+    # the one written last keeps the name; the other is beside it, bytes and all
+    assert await fs.read(f"{node}/a.txt") == b"second\n"
+    assert await fs.read(f"{node}/a.duplicate-{a.id}.txt") == b"first\n"
+    prefs = "user/default/preferences"
+    assert {"tea", f"tea-duplicate-{tea1.id}"} <= set(await fs.listdir(prefs))
+    assert await fs.text(f"{prefs}/tea/L2.md") == "Black tea.\n"
+    assert await fs.text(f"{prefs}/tea-duplicate-{tea1.id}/L2.md") == "Green tea.\n"
+    with pytest.raises(Exists), again.transaction():  # the constraint is back
+        again.store.con.execute("UPDATE nodes SET name = 'tea' WHERE name LIKE 'tea-duplicate-%'")
+    again.store.close()
 
 
 def test_a_rolled_back_write_leaves_store_and_memory_as_they_were(opener, types, tmp_path):
