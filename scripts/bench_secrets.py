@@ -15,10 +15,12 @@ Scores each detector on `tests/corpus/secrets/` (format and rules in its README.
   the table would give.
 
 It prints a markdown table (recall, partly caught, false-positive items, strays, time per
-item), the built-with and holdout parts apart, recall per corpus file, the items each
-detector missed or touched, and the redactions each makes in the prose the project ships
-(docs, conversations, text corpora: none holds a secret), and writes everything to JSON.
-Exit status 0.
+item), the parts apart (the corpus the detectors were built with, `holdout`, and the
+natural-language phrasings: `natural_dev`, tuned on, and `natural_holdout`, never tuned
+on), recall per corpus file, the items each detector missed or touched, and the
+redactions each makes in the prose the project ships (docs, conversations, text corpora:
+none holds a secret), per file and per item (a conversation turn, a transcript line, a
+paragraph), with the redactor's speed on it; and writes everything to JSON. Exit status 0.
 
     .venv/bin/python scripts/bench_secrets.py                  # all detectors, timed 5x
     .venv/bin/python scripts/bench_secrets.py --quick          # one pass, no baseline
@@ -30,6 +32,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import subprocess
 import sys
 import tarfile
@@ -53,9 +56,14 @@ _CHILD = """
 import json, sys
 from contextfs.memory.redact import Redactor
 r = Redactor()
+texts, names = json.load(sys.stdin)
+named = getattr(r, "redact_name", None)  # before issue 11, names were stored as given
 out = []
-for t in json.load(sys.stdin):
-    res = r.redact(t)
+for t in texts:
+    if t in names and named is None:
+        out.append([[], t])
+        continue
+    res = named(t) if t in names else r.redact(t)
     out.append([[[x.start, x.end] for x in res.redactions], res.text])
 json.dump(out, sys.stdout)
 """
@@ -93,11 +101,12 @@ def baseline(rev: str, items: list[Item], extra: list[str]) -> Detector:
     with tarfile.open(tar) as tf:
         tf.extractall(tmp, filter="data")
     env = dict(os.environ, PYTHONPATH=str(tmp))
+    names = {it.text for it in items if it.group == "names"}  # scanned as a name is
 
     def run(texts: list[str]) -> dict[str, tuple[list[Span], str]]:
         done = subprocess.run(
             [sys.executable, "-c", _CHILD],
-            input=json.dumps(texts),
+            input=json.dumps([texts, sorted(names)]),
             capture_output=True,
             text=True,
             env=env,
@@ -113,10 +122,7 @@ def baseline(rev: str, items: list[Item], extra: list[str]) -> Detector:
     seen = run([it.text for it in items] + firsts + extra)
     second = [seen[it.text[: it.split]][1] + it.text[it.split :] for it in items if it.split]
     seen.update(run(second))
-    names = {it.text for it in items if it.group == "names"}
-    # Before the work on issue 11 no name was scanned at all: they were stored as given.
-    nothing: tuple[list[Span], str] = ([], "")
-    return (lambda t: (nothing if t in names else seen[t])[0]), (lambda t: seen[t][1])
+    return (lambda t: seen[t][0]), (lambda t: seen[t][1])
 
 
 def detect_secrets() -> Detector | None:
@@ -177,6 +183,42 @@ def repo_text() -> list[tuple[str, str]]:
     return out
 
 
+def prose_items(texts: list[tuple[str, str]]) -> list[tuple[str, str]]:
+    """The shipped prose cut into items of three words or more: each string of a JSON file
+    (a conversation turn), each line of a JSONL transcript, each paragraph of any other
+    file."""
+
+    def strings(o: object) -> list[str]:
+        if isinstance(o, str):
+            return [o]
+        if isinstance(o, dict):
+            return [s for v in o.values() for s in strings(v)]
+        if isinstance(o, list):
+            return [s for v in o for s in strings(v)]
+        return []
+
+    out = []
+    for rel, text in texts:
+        if rel.endswith(".json"):
+            parts = strings(json.loads(text))
+        elif rel.endswith(".jsonl"):
+            parts = text.splitlines()
+        else:
+            parts = re.split(r"\n[ \t]*\n", text)
+        out += [(rel, t) for t in parts if len(t.split()) >= 3]  # not ids, names, dates
+    return out
+
+
+# The parts of the corpus reported apart: (title, the files in it; None: all the others).
+PARTS: tuple[tuple[str, tuple[str, ...] | None], ...] = (
+    ("built with", None),
+    ("holdout", ("holdout",)),
+    ("natural dev", ("natural_dev",)),
+    ("natural held-out", ("natural_holdout",)),
+)
+HELD_APART = ("holdout", "natural_dev", "natural_holdout")
+
+
 def measure(det: Detector, items: list[Item], repeat: int) -> tuple[Score, float]:
     best = float("inf")
     result = Score()
@@ -198,7 +240,8 @@ def main() -> int:
     repeat = 1 if args.quick else 5
     detectors: list[tuple[str, Detector]] = []
     if args.baseline and not args.quick:
-        extra = [t for _, t in repo_text()]
+        texts = repo_text()
+        extra = [t for _, t in texts] + [t for _, t in prose_items(texts)]
         detectors.append((f"contextfs@{args.baseline}", baseline(args.baseline, items, extra)))
     names = {it.text for it in items if it.group == "names"}
     detectors.append(("contextfs", ours(names)))
@@ -225,24 +268,27 @@ def main() -> int:
             f"| {name} | {s.recall:.1%} | {s.caught} / {s.secrets} | {s.partly} | "
             f"{s.false_positives} / {s.negatives} ({s.fp_rate:.1%}) | {s.strays} | {us:.0f} |"
         )
-    print("\nthe corpus the detectors were built with, and the holdout written after them:\n")
     print(
-        "| detector | recall (built with) | false positives | recall (holdout) | false positives |"
+        "\nthe corpus the detectors were built with, the holdout written after them, and the"
+        " natural-language phrasings (dev: tuned on; held-out: written first, never tuned on):"
+        " recall, then false positives on the `-` items:\n"
     )
-    print("|---|---|---|---|---|")
+    print("| detector | " + " | ".join(title for title, _ in PARTS) + " |")
+    print("|---|" + "---|" * len(PARTS))
     for name, _, _, per in rows:
-        parts = [Score(), Score()]
-        for g, v in per.items():
-            p = parts[g == "holdout"]
-            p.secrets, p.caught = p.secrets + v.secrets, p.caught + v.caught
-            p.negatives += v.negatives
-            p.false_positives += v.false_positives
-        a, b = parts
-        print(
-            f"| {name} | {a.caught}/{a.secrets} ({a.recall:.1%}) | {a.false_positives}/"
-            f"{a.negatives} | {b.caught}/{b.secrets} ({b.recall:.1%}) | "
-            f"{b.false_positives}/{b.negatives} |"
-        )
+        cells = []
+        for _, files in PARTS:
+            part = Score()
+            for g, v in per.items():
+                if (g in files) if files else (g not in HELD_APART):
+                    part.secrets, part.caught = part.secrets + v.secrets, part.caught + v.caught
+                    part.negatives += v.negatives
+                    part.false_positives += v.false_positives
+            cells.append(
+                f"{part.caught}/{part.secrets} ({part.recall:.1%}) · "
+                f"{part.false_positives}/{part.negatives}"
+            )
+        print(f"| {name} | " + " | ".join(cells) + " |")
     print("\nrecall (false positives) per corpus file:\n")
     print("| file | " + " | ".join(name for name, *_ in rows) + " |")
     print("|---|" + "---|" * len(rows))
@@ -258,19 +304,40 @@ def main() -> int:
         print(f"{name}: touched {', '.join(s.touched) or 'none'}")
     texts = repo_text()
     size = sum(len(t) for _, t in texts)
-    print(f"\nredactions in the project's own prose ({len(texts)} files, {size // 1000} kB):\n")
-    print("| detector | redactions | where |")
-    print("|---|---|---|")
+    pieces = prose_items(texts)
+    print(
+        f"\nredactions in the project's own prose ({len(texts)} files, {size // 1000} kB; "
+        f"{len(pieces)} items: conversation turns, transcript lines, paragraphs):\n"
+    )
+    print("| detector | redactions | files touched | items touched | where | MB/s |")
+    print("|---|---|---|---|---|---|")
     repo_hits = {}
+    prose_fp = {}
     for name, det in detectors:
-        hits = [(rel, t[s:e]) for rel, t in texts for s, e in det[0](t)]
+        best = float("inf")
+        for _ in range(repeat):
+            t0 = time.perf_counter()
+            hits = [(rel, t[s:e]) for rel, t in texts for s, e in det[0](t)]
+            best = min(best, time.perf_counter() - t0)
+        mbs = float("nan") if name.startswith("contextfs@") else size / best / 1e6
         repo_hits[name] = [rel for rel, _ in hits]
+        touched = sum(1 for _, t in pieces if det[0](t))
+        files = len({rel for rel, _ in hits})
+        prose_fp[name] = {"items": len(pieces), "touched": touched, "mb_per_s": round(mbs, 2)}
         where = ", ".join(sorted({rel for rel, _ in hits})[:6]) or "–"
-        print(f"| {name} | {len(hits)} | {where} |")
+        print(
+            f"| {name} | {len(hits)} | {files} / {len(texts)} | {touched} / {len(pieces)} "
+            f"({touched / max(1, len(pieces)):.2%}) | {where} | {mbs:.1f} |"
+        )
     doc = {
         "machine": machine_info(REPO),
         "corpus": {"items": len(items), "with_secrets": pos},
-        "repo_text": {"files": len(texts), "chars": size, "hits": repo_hits},
+        "repo_text": {
+            "files": len(texts),
+            "chars": size,
+            "hits": repo_hits,
+            "items": prose_fp,
+        },
         "detectors": {
             name: {
                 **s.as_dict(),

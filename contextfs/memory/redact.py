@@ -32,6 +32,7 @@ from contextfs.errors import InvalidInput
 from contextfs.memory.secret_patterns import (
     BUILTIN,
     BUILTIN_KINDS,
+    CUT_GATE,
     Detector,
     Span,
     group_span,
@@ -167,12 +168,12 @@ class Redactor:
         as if it started the text: a token glued to a name's separators
         (`notes-ghp_…`, `session-xoxb-…`) has no edge of its own there.
         """
-        first = self._redact(name, ascii_only=False)
+        first = self._redact(name, ascii_only=False, name=True)
         taken = _Intervals((r.start, r.end) for r in first.redactions)
         found = [(r.start, r.end, r.kind) for r in first.redactions]
         for i, ch in enumerate(name[:-1]):
             if ch in _NAME_SEPARATORS:
-                for s, e, kind in self._scan(name[i + 1 :], False):
+                for s, e, kind in self._scan(name[i + 1 :], False, name=True):
                     if taken.add(s + i + 1, e + i + 1):
                         found.append((s + i + 1, e + i + 1, kind))
         if len(found) == len(first.redactions):
@@ -215,12 +216,12 @@ class Redactor:
         )
         return _apply(text, done).encode("latin-1"), redactions
 
-    def _redact(self, text: str, *, ascii_only: bool) -> RedactResult:
+    def _redact(self, text: str, *, ascii_only: bool, name: bool = False) -> RedactResult:
         # Replacements so far, in original coordinates: (start, end, kind), sorted.
         done: list[tuple[int, int, str]] = []
         current = text
         for _ in range(_MAX_PASSES):
-            found = self._scan(current, ascii_only)
+            found = self._scan(current, ascii_only, name=name)
             if not found:
                 break
             found = [(*_to_original(s, e, done), k) for s, e, k in found]
@@ -234,10 +235,20 @@ class Redactor:
         )
         return RedactResult(current, redactions)
 
-    def _scan(self, text: str, ascii_only: bool) -> list[tuple[int, int, str]]:
+    def _scan(
+        self, text: str, ascii_only: bool, *, name: bool = False
+    ) -> list[tuple[int, int, str]]:
+        """Every detector's spans in text, overlaps resolved by priority. A name is never
+        cut by two writes: the detectors of a cut token's first part skip it."""
         lowered: str | None = None
         candidates: list[tuple[int, int, int, str]] = []
+        cut: bool | None = None  # whether the text ends in what may be a cut token
         for det in self._detectors:
+            if det.tail:
+                if cut is None:
+                    cut = not name and bool(CUT_GATE.search(text, max(0, len(text) - det.tail)))
+                if not cut:
+                    continue
             if det.anchors:
                 if det.fold:
                     if lowered is None:
@@ -266,6 +277,9 @@ class Redactor:
 
 
 def _matches(det: Detector, text: str, lowered: str | None) -> Iterator[re.Match[str]]:
+    if det.tail:
+        yield from det.pattern.finditer(text, max(0, len(text) - det.tail))
+        return
     if det.seek is None:
         yield from det.pattern.finditer(text)
         return

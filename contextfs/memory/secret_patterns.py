@@ -2,15 +2,17 @@
 check that tells a secret from an ordinary word.
 
 What each provider's key looks like (prefixes, lengths, alphabets), JWTs, PEM private
-keys and `password=`-style assignments, with the edges and placeholders that make a match
-not a secret. Pure data and regexes: the scanning, markers and user patterns are
+keys, `password=`-style assignments, secrets told in natural language (keywords in many
+languages, PINs and lock codes, passphrases, seed phrases, login/password pairs) and the
+first part of a token cut at the end of a write, with the edges and placeholders that make
+a match not a secret. Pure data and regexes: the scanning, markers and user patterns are
 `memory.redact`, the only importer. A new built-in detector goes here.
 """
 
 from __future__ import annotations
 
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
 Span = tuple[int, int]
@@ -32,6 +34,9 @@ class Detector:
     # When set, candidate starts are found by this case-sensitive regex in the lower-cased
     # text and `pattern` is tried only there: much faster than a case-insensitive scan.
     seek: re.Pattern[str] | None = None
+    # When set, `pattern` is tried only on the last `tail` characters of a content text
+    # (never a name): a token cut at the end of a write (`CUT_TOKENS`).
+    tail: int = 0
 
 
 def group_span(
@@ -447,42 +452,198 @@ BUILTIN += [
     Detector("password_assignment", _GLUED_FLAG_RE, ("-p",), _glued_flag_span, 8),
 ]
 
-# ---- keyword secrets in prose: "my password is …", "the wifi password is "…"", "my aws
-# secret is …", "use … as the password". A keyword, a linking verb, then a value that
-# looks like a credential. Strong keywords name a credential whatever follows (password,
-# passphrase, passcode, PIN): a value with a digit, a symbol or inner capitals will do,
-# and a dictionary word will not (`the password is required`; `the password is swordfish`
-# is a known miss). Weak keywords (secret, token, key) also name ordinary things (`the
-# secret is patience`, `the token is valid`), so their value must look random.
+# ---- keyword secrets in prose ---------------------------------------------------------
+# "my password is …", "PIN: 4921", "Her password? It's …", "mot de passe : …", "the alarm
+# code is 4471-9902", "my ssh passphrase is correct horse battery staple", "seed phrase:
+# twelve words". A keyword, a link (a verb, a colon, a question and its answer), then a
+# value that looks like what the keyword names:
+# - strong keywords name a credential whatever follows (password in a dozen languages and
+#   its shorthands, passcode, PIN, passphrase): a value with a digit, a symbol or inner
+#   capitals will do, a dictionary word will not (`the password is required`; `the
+#   password is swordfish` is a known miss);
+# - numeric keywords (PIN, PUK, passcode, door/alarm/gate/safe codes, combinations) take
+#   a code: 3 to 12 digits, or groups joined by dashes (`36-12-27`), `#`/`*` at an end;
+# - phrase keywords (passphrase) also take several plain words, and seed keywords (seed
+#   phrase, recovery phrase, mnemonic, "12 words") take a run of 12 to 24 lowercase words:
+#   every word is the secret;
+# - weak keywords (secret, token, key) also name ordinary things (`the secret is
+#   patience`, `the token is valid`), so their value must look random.
 
-_STRONG = r"password|passwd|passphrase|passcode|pass[ \t]code|pw|pwd|pin(?:[ \t]code)?"
-_WEAK = (
-    r"secret(?:[ \t_-]?key)?|(?:access|auth|api|bearer|refresh)[ \t_-]?token|token"
-    r"|api[ \t_-]?key|apikey|access[ \t_-]?key|private[ \t_-]?key"
+
+def _trie(words: Iterable[str]) -> str:
+    """A regex for any of these lower-case words (a space stands for a blank), factored by
+    common prefix: `re` then tries one branch per character instead of every word, which
+    kept a scan with the 150 keywords below as fast as one with 20 (a flat alternation
+    was three times slower). The longest word wins where several match."""
+    tree: dict[str, dict] = {}
+    for w in words:
+        node = tree
+        for ch in w:
+            node = node.setdefault(ch, {})
+        node[""] = {}
+
+    def build(node: dict[str, dict]) -> str:
+        alts = [
+            (r"[ \t]" if ch == " " else re.escape(ch)) + build(sub)
+            for ch, sub in sorted(node.items())
+            if ch
+        ]
+        if not alts:
+            return ""
+        body = alts[0] if len(alts) == 1 else "(?:" + "|".join(alts) + ")"
+        if "" in node:
+            return body + "?" if len(alts) == 1 and len(body) == 1 else f"(?:{body})?"
+        return body
+
+    return build(tree)
+
+
+def _words(text: str) -> list[str]:
+    return text.split()
+
+
+def _joined(firsts: Iterable[str], seps: Iterable[str], lasts: Iterable[str]) -> list[str]:
+    return [a + s + b for a in firsts for s in seps for b in lasts]
+
+
+_PHRASE_WORDS = ("passphrase", "pass phrase", "pass-phrase")
+_STRONG_WORDS = (
+    *_PHRASE_WORDS,
+    *_words("""password passwd passw0rd p@ssword p@ssw0rd p4ssword p4ssw0rd pa$$word pa$$w0rd pa$$
+    p@ss pword pswd psw p/w pwd pw passcode pin puk passwort kennwort contraseña clave senha
+    wachtwoord lösenord lösenordet hasło haslo heslo salasana şifre şifresi sifre parola
+    пароль adgangskode adgangskoden passord passordet lozinka jelszó pass"""),
+    "pass code",
+    "pin code",
+    "mot de passe",
+    "kata sandi",
+    "secret answer",
+    "security answer",
+    *_joined(_words("wifi wi-fi wlan wpa wpa2 wpa3 wep network wireless"), ("", " ", "-"), ["key"]),
 )
-_PROSE_KW_RE = re.compile(rf"(?:(?P<strong>{_STRONG})|(?P<weak>{_WEAK}))(?![A-Za-z0-9])", re.I)
-# Up to three words of what the credential is for: "the password for the office printer".
-_QUALIFIER_RE = re.compile(r"[ \t]+(?:for|to|of|on|at|in|into|with)(?=[ \t])", re.I)
+_SEED_WORDS = (
+    "mnemonic",
+    "seed",
+    *_joined(
+        ("", "secret "),
+        _words("recovery seed backup mnemonic wallet"),
+        _joined([" ", "-"], [""], _words("phrase words seed")),
+    ),
+    *_joined(_words("12 24 twelve twenty-four"), (" ", "-"), ("word", "words")),
+)
+_LOCK_CODE_WORDS = (
+    "combination",
+    "combo",
+    "code",
+    *_joined(
+        _words("""door alarm gate garage keypad safe lock lockbox locker padlock entry entrance
+        access disarm security unlock"""),
+        (" ", "-"),
+        ["code"],
+    ),
+)
+_WEAK_WORDS = (
+    "secret",
+    "token",
+    "key",
+    "apikey",
+    *_joined(["secret"], ("", " ", "_", "-"), ["key"]),
+    *_joined(_words("access auth api bearer refresh"), ("", " ", "_", "-"), ["token"]),
+    *_joined(_words("api access private"), ("", " ", "_", "-"), ["key"]),
+)
+_PROSE_KW_RE = re.compile(
+    rf"(?:(?P<strong>{_trie(_STRONG_WORDS)})|(?P<seed>{_trie(_SEED_WORDS)})"
+    rf"|(?P<code>{_trie(_LOCK_CODE_WORDS)})|(?P<weak>{_trie(_WEAK_WORDS)}))(?![A-Za-z0-9_])",
+    re.I,
+)
+_KEYWORDS_ALL = (*_STRONG_WORDS, *_SEED_WORDS, *_LOCK_CODE_WORDS, *_WEAK_WORDS)
+# Keywords whose value may be a bare code: `PIN 4921`, `door code 1397#`.
+_NUMERIC_KW = re.compile(r"pin|puk|pass[ \t]?code|.*code$|combination|combo", re.I)
+# What a plain `code` must be for (`the code to the storage unit is 6614`), and where a
+# plain `key` is a wifi key (`ssid: CoffeeBar, key: …`).
+_LOCK_NOUN_RE = re.compile(
+    r"\b(?:door|gate|safe|lock|alarm|garage|shed|unit|locker|box|house|flat|apartment"
+    r"|entrance|building|storage|vault|cabinet|padlock|keypad)s?\b",
+    re.I,
+)
+# A plain `code` after one of these is no secret: `the zip code for the house is 30301`.
+_NOT_SECRET_CODES = frozenset(
+    _words("""
+    zip postal post area country error status exit return promo discount coupon voucher
+    gift source bar qr dress building reference verification confirmation tracking product
+    colour color language currency airport station tax sort swift routing bank iata icao
+    """)
+)
+_WIFI_RE = re.compile(r"ssid|wi-?fi|wlan|wpa|wireless", re.I)
+# Up to three words of what the credential is for: "the password for the office printer",
+# "le mot de passe du routeur", "Passwort für das WLAN".
+_QUALIFIER_RE = re.compile(
+    r"[ \t]+(?:for|to|of|on|at|in|into|with|du|de|des|del|della|dello|di|do|da|dos|für|fürs"
+    r"|van|voor|för|till|til|zu|pour)(?=[ \t])",
+    re.I,
+)
 _WORD_RE = re.compile(r"[ \t]{1,8}[\w.@'/-]{1,64}")
+_ADVERBS = (
+    r"now|still|currently|just|always|simply|literally|probably|basically|actually"
+    r"|definitely|really|also|again|officially"
+)
+_VERBS = r"is|was|are|were|=|est|c'est|c’est|ist|lautet|war|es|era|é|è|är|er|je|jest|sont"
 _LINK_RE = re.compile(
-    r"(?:'s|’s)[ \t]+"
-    r"|[ \t]+(?:is|was|are|were|=)(?:[ \t]+(?:now|still|currently|just|always|simply))?"
+    rf"(?:'s|’s)(?:[ \t]+(?:{_ADVERBS}))?[ \t]+"
+    rf"|[ \t]+(?:{_VERBS})(?:[ \t]+(?:{_ADVERBS})){{0,2}}"
     r"(?:[ \t]+(?:set|changed|reset|updated)[ \t]+to)?[ \t]*:?[ \t]+"
     r"|[ \t]+(?:has[ \t]+been[ \t]+|had[ \t]+been[ \t]+|got[ \t]+)?"
     r"(?:set|changed|reset|updated)[ \t]+to[ \t]+",
     re.I,
 )
-_QUALIFIED_LINK_RE = re.compile(r"[ \t]*(?::|=|->)[ \t]*")
+_COLON_LINK_RE = re.compile(r"[ \t]*(?::|=|->)[ \t]*")
+# A question and its answer: "Her password? It's …", "Q: router password? A: …".
+_QA_LINK_RE = re.compile(
+    r"[ \t]*\?[ \t]+(?:(?:a|answer)[ \t]*[:.)-][ \t]*)?"
+    r"(?:(?:oh|ok|okay|um|uh|well|yes|yeah|yep|sure|hmm)[ \t]*[,.!]*[ \t]+)?"
+    r"(?:(?:it'?s|it’s|it[ \t]+is|it[ \t]+was|that'?s|that’s|try|use)[ \t]*:?[ \t]+)?",
+    re.I,
+)
 _TO_RE = re.compile(r"[ \t]+to[ \t]+", re.I)
 _BARE_LINK_RE = re.compile(r"[ \t]+")
+# "Password is the same as last year: Snowfall2023!", "her password is her cat plus the
+# year, Tigger2008.": a verb, a few words, a colon or a comma, a value ending the sentence.
+_LATE_COLON_RE = re.compile(r"[ \t]+(?:is|was)[ \t]+[^\n.?!:;,]{1,60}?[:,][ \t]+", re.I)
+_SENTENCE_END_RE = re.compile(r"[.!?]?(?:[ \t]*$|[ \t]*\n|[ \t]+[A-Z])", re.M)
+# An aside between a keyword and its link: "the wifi password (case sensitive) is …".
+_ASIDE_RE = re.compile(r"[ \t]*\([^()\n]{1,40}\)")
 _PROSE_QUOTED_RE = re.compile(r"([\"'`“‘])([^\"'`“”‘’\r\n]{1,64})([\"'`”’])")
 _PROSE_BARE_RE = re.compile(r"[^\s\"'`<>()\[\]{}]{1,128}")
+_CODE_VALUE_RE = re.compile(r"(?:\d{1,4}(?:[-–]\d{1,4}){1,5}|[#*]?\d{3,12})[#*]?")
+_PHRASE_WORDS_RE = re.compile(r"[A-Za-z0-9][\w'’-]*(?:[ \t]+[A-Za-z0-9][\w'’-]*){0,9}")
+_JOINED_WORDS_RE = re.compile(r"[a-z]+(?:[-.][a-z0-9]+){2,}", re.I)
+_SEED_WORDS_RE = re.compile(r"[A-Za-z][a-z]{2,7}(?:[ \t]+[a-z]{3,8}){11,23}(?![A-Za-z0-9])")
+# Words that end a passphrase told with a verb, or show that what follows the verb is a
+# description (`the passphrase is too long to type`), not the phrase.
+_PHRASE_STOP = frozenset(
+    _words("""
+    a an the this that these those it its in on at to of for by with from into and or but
+    not never no too very so than then as if when where which who is are was were be been
+    being has have had will would can could should must may might do does did don't isn't
+    required optional stored kept saved written shown hidden given known encrypted hashed
+    case sensitive long short easy hard easier harder longer shorter weak strong unique
+    random same different there here
+    """)
+)
+# First words after a colon that start an instruction, not a phrase: `passphrase: use …`.
+_PHRASE_START_STOP = frozenset(
+    _words("use see set enter type choose pick none required optional must should at least any")
+)
 _SYMBOLS = set("!@#$%^&*+=?~_|\\/;:")
 
 
 def _credential_like(value: str, strong: bool) -> bool:
     if _is_placeholder(value) or _DOTTED_RE.fullmatch(value):
         return False
+    if value.startswith(("/", "~/", "./", "../")):
+        return False  # a path: PWD=/home/alice
+    if _SNAKE_RE.fullmatch(value):
+        return False  # a name: `= key_password`
     digit = any(c.isdigit() for c in value)
     alpha = any(c.isalpha() for c in value)
     if strong:
@@ -494,35 +655,159 @@ def _credential_like(value: str, strong: bool) -> bool:
     return len(value) >= 8 and digit and alpha
 
 
-def _prose_value(text: str, pos: int, strong: bool, bare_link: bool = False) -> Span | None:
+def _password_like(value: str) -> bool:
+    """Looks like a password with no keyword to vouch for it: letters, digits and a capital
+    or a symbol (`Binge#Watch3`), not a word, a number, a path or an address."""
+    if len(value) < 6 or _is_placeholder(value) or "/" in value or "@" in value[1:-1]:
+        return False
+    digit = any(c.isdigit() for c in value)
+    alpha = any(c.isalpha() for c in value)
+    upper = any(c.isupper() for c in value)
+    symbol = any(c in _SYMBOLS for c in value)
+    return digit and alpha and (upper or symbol) and not _DOTTED_RE.fullmatch(value)
+
+
+def _trim(text: str, start: int, end: int) -> int:
+    while end > start and text[end - 1] in ".,;:?)]}>”’":
+        end -= 1  # a sentence's punctuation, not part of the value; `!` stays (often is)
+    return end
+
+
+def _code_value(text: str, pos: int) -> Span | None:
+    m = _CODE_VALUE_RE.match(text, pos)
+    if m is None or _glued(text, m.end()):
+        return None
+    return m.span()
+
+
+def _glued(text: str, end: int) -> bool:
+    """The value goes on past what was matched (`4471abc`, `12.5`, `2024-03-15`)."""
+    nxt = text[end : end + 1]
+    return bool(nxt) and (nxt.isalnum() or (nxt in ".-:/" and text[end + 1 : end + 2].isalnum()))
+
+
+def _phrase_value(text: str, pos: int, verb: bool) -> Span | None:
+    """Several words after a passphrase keyword: to the end of the clause, at least 3."""
+    joined = _JOINED_WORDS_RE.match(text, pos)
+    if joined is not None and not _glued(text, joined.end()):
+        return joined.span()  # lemon-ocean-garden-piano
+    m = _PHRASE_WORDS_RE.match(text, pos)
+    if m is None:
+        return None
+    words = m.group().split()
+    first = words[0].lower()
+    if first in _PHRASE_START_STOP or (verb and first in _PHRASE_STOP):
+        return None
+    if verb:  # `is correct horse battery staple`: up to a word that ends the phrase
+        n = next((i for i, w in enumerate(words) if w.lower() in _PHRASE_STOP), len(words))
+        words = words[:n]
+    elif 2 * sum(w.lower() in _PHRASE_STOP for w in words) >= len(words):
+        return None  # `passphrase: the one on the sticky note`: a description
+    if len(words) < 3:
+        return None
+    end = pos
+    for w in words:
+        end = text.index(w, end) + len(w)
+    end = _trim(text, pos, end)
+    after = text[end : end + 1]
+    if after and after not in " \t\r\n.,;!?\"'”’)":
+        return None
+    return pos, end
+
+
+def _prose_value(text: str, pos: int, kind: str, bare_link: bool = False) -> Span | None:
+    """The value at pos for a keyword of this kind (see `_keyword_kind`)."""
+    strong = kind != "weak"
     q = _PROSE_QUOTED_RE.match(text, pos)
     if q is not None and not bare_link:
         value = q.group(2)
-        ok = strong or _credential_like(value, strong)
-        if value.strip() and not _is_placeholder(value) and ok:
+        ok = (strong and kind != "loose") or _credential_like(value, strong)
+        if any(c.isalnum() for c in value) and not _is_placeholder(value) and ok:
             return q.span(2)
         return None
+    if kind in ("code", "pin"):
+        span = _code_value(text, pos)
+        if span is not None or kind == "code":
+            return span
+    if kind == "phrase" and not bare_link:
+        verb = text[pos - 1 : pos] in " \t" and ":" not in text[max(0, pos - 3) : pos]
+        span = _phrase_value(text, pos, verb)
+        if span is not None:
+            return span
     b = _PROSE_BARE_RE.match(text, pos)
     if b is None:
         return None
     start, end = b.span()
-    while end > start and text[end - 1] in ".,;:?)]}>”’":
-        end -= 1  # a sentence's punctuation, not part of the value; `!` stays (often is)
+    end = _trim(text, start, end)
     value = text[start:end]
-    if bare_link and not (any(c.isdigit() for c in value) and any(c.isalpha() for c in value)):
-        return None  # "password espresso4life" without a verb: only a mixed value
-    if bare_link and len(value) < 6:
-        return None
+    if text[end : end + 1] in ("(", "["):
+        return None  # a call or a subscript: `puk = rsa_public_key(…)`
+    if bare_link:
+        # "password espresso4life" without a verb; with a keyword that is also a verb or a
+        # word ("we pass nact-2"), only a value that could be nothing but a password
+        if not (any(c.isdigit() for c in value) and any(c.isalpha() for c in value)):
+            return None
+        if len(value) < 6 or (kind == "loose" and not _password_like(value)):
+            return None
     return (start, end) if _credential_like(value, strong) else None
+
+
+def _seed_value(text: str, pos: int) -> Span | None:
+    m = _SEED_WORDS_RE.match(text, pos)
+    return m.span() if m is not None else None
+
+
+# Keywords that are also common words (`pass` the verb, `clave`, `parola`): their value
+# must look like a password even when quoted, and a verb before them makes them one.
+_LOOSE_WORDS = frozenset(("pass", "clave", "parola"))
+_VERB_BEFORE = frozenset(
+    _words("""
+    to we i you they he she it then and or can could will would must should just also not
+    please don't doesn't didn't won't let lets let's that which who may might shall
+    """)
+)
+
+
+def _keyword_kind(m: re.Match[str]) -> str:
+    """'strong', 'loose', 'phrase', 'pin' (a code or a password), 'code' (a code only),
+    'seed', 'weak', or '' when the keyword is not one here."""
+    if m.group("seed") is not None:
+        return "seed"
+    if m.group("code") is not None:
+        return "code"
+    if m.group("weak") is not None:
+        if m.group("weak").lower() == "key":
+            line = m.string[m.string.rfind("\n", 0, m.start()) + 1 : m.start()]
+            return "strong" if _WIFI_RE.search(line) else ""
+        return "weak"
+    kw = m.group("strong").lower()
+    if kw in _PHRASE_WORDS:
+        return "phrase"
+    if kw in _LOOSE_WORDS:
+        before = m.string[max(0, m.start() - 16) : m.start()].split()
+        if before and before[-1].lower() in _VERB_BEFORE:
+            return ""
+        return "loose"
+    return "pin" if _NUMERIC_KW.fullmatch(kw) else "strong"
 
 
 def _prose_span(m: re.Match[str]) -> Span | None:
     text = m.string
-    if m.start() > 0 and text[m.start() - 1].isalnum():
-        return None  # bypass, spin, OLDPWD: the keyword inside a longer word
-    strong = m.group("strong") is not None
+    if m.start() > 0 and (text[m.start() - 1].isalnum() or text[m.start() - 1] in "_."):
+        return None  # bypass, spin, OLDPWD, key_password: the keyword inside a longer name
+    kind = _keyword_kind(m)
+    if not kind:
+        return None
+    plain_code = kind == "code" and m.group().lower() == "code"
+    if plain_code:
+        before = text[max(0, m.start() - 24) : m.start()].split()
+        if before and before[-1].lower().strip(".,:;") in _NOT_SECRET_CODES:
+            return None
     pos = m.end()
-    ends = [pos]
+    aside = _ASIDE_RE.match(text, pos)
+    if aside is not None:
+        pos = aside.end()
+    ends = [] if plain_code else [pos]
     qual = _QUALIFIER_RE.match(text, pos)
     if qual is not None:
         at = qual.end()
@@ -531,35 +816,63 @@ def _prose_span(m: re.Match[str]) -> Span | None:
             if w is None:
                 break
             at = w.end()
-            ends.append(at)
+            if not plain_code or _LOCK_NOUN_RE.search(text, qual.end(), at):
+                ends.append(at)
     for i, at in enumerate(ends):
-        link = _LINK_RE.match(text, at)
-        if link is None and i > 0:
-            link = _QUALIFIED_LINK_RE.match(text, at)
-        if link is None and i == 0 and strong:
+        for link_re in (_LINK_RE, _COLON_LINK_RE, _QA_LINK_RE):
+            link = link_re.match(text, at)
+            if link is not None:
+                span = _value(text, link.end(), kind)
+                if span is not None:
+                    return span
+        if i == 0 and kind not in ("weak", "loose"):
             link = _TO_RE.match(text, at)  # "changed the root password to …"
-        if link is not None:
-            span = _prose_value(text, link.end(), strong)
-            if span is not None:
+            if link is not None and (span := _value(text, link.end(), kind)) is not None:
                 return span
-    if strong:
+    if kind in ("strong", "loose", "phrase", "pin", "code") and not plain_code:
         link = _BARE_LINK_RE.match(text, pos)
         if link is not None:
-            return _prose_value(text, link.end(), strong, bare_link=True)
+            k = kind if kind in ("pin", "code", "loose") else "strong"
+            span = _prose_value(text, link.end(), k, bare_link=True)
+            if span is not None:
+                return span
+        if kind in ("strong", "loose", "phrase"):
+            return _late_value(text, pos)
+    return None
+
+
+def _value(text: str, pos: int, kind: str) -> Span | None:
+    if kind == "seed":
+        return _seed_value(text, pos)
+    return _prose_value(text, pos, kind)
+
+
+def _late_value(text: str, pos: int) -> Span | None:
+    late = _LATE_COLON_RE.match(text, pos)
+    if late is None:
+        return None
+    b = _PROSE_BARE_RE.match(text, late.end())
+    if b is None:
+        return None
+    end = _trim(text, b.start(), b.end())
+    if _password_like(text[b.start() : end]) and _SENTENCE_END_RE.match(text, end):
+        return b.start(), end
     return None
 
 
 _USE_AS_RE = re.compile(
     r"(?i:use|used|using|try|tried)[ \t]+(?P<q>[\"'`]?)(?P<s>[^\s\"'`]{4,64})(?P=q)[ \t]+"
     r"(?i:as)[ \t]+(?:(?i:the|my|our|your|a|an|his|her|their)[ \t]+)?(?:[\w-]+[ \t]+)?"
-    rf"(?i:{_STRONG})(?![A-Za-z0-9])"
+    rf"(?i:{_trie(_STRONG_WORDS)})(?![A-Za-z0-9])"
 )
 
 
 # A superset of what `_prose_span` accepts after a keyword, checked while seeking.
 _LINK_AHEAD = (
-    r"(?=(?:'s|’s)[ \t]|[ \t]*(?::|=|->)|[ \t]+(?:is|was|are|were|to|set|changed|reset"
-    r"|updated|has|had|got|for|of|on|at|in|into|with)(?![a-z0-9])|[ \t]+[^\s]*[0-9])"
+    r"(?=(?:'s|’s)[ \t]|[ \t]*(?::|=|->|\?|\()|[ \t]+(?:is|was|are|were|to|set|changed|reset"
+    r"|updated|has|had|got|for|of|on|at|in|into|with|est|c'est|c’est|ist|lautet|war|es|era"
+    r"|é|è|är|er|je|jest|sont|du|de|des|del|della|dello|di|do|da|dos|für|fürs|van|voor|för"
+    r"|till|til|zu|pour)(?![\w])|[ \t]+[#*]?[0-9]|[ \t]+[^\s]*[0-9])"
 )
 
 
@@ -569,17 +882,81 @@ def _use_as_span(m: re.Match[str]) -> Span | None:
     return m.span("s") if _credential_like(m.group("s"), True) else None
 
 
+# A login and its password written as a pair: "credentials are admin/S3cretPass99",
+# "Login for the NAS is admin / Nas#Box2019", "creds: root / T0orP@ss". The user name is
+# not the secret; the password after the `/` or `:` is.
+_PAIR_KW = r"credentials|creds|login|logins|log-in|account|acct|username|user|auth|wi-?fi|wlan|ssid"
+_PAIR_RE = re.compile(
+    rf"(?i:{_PAIR_KW})(?:[ \t]+(?i:for|to|of|on|at)(?:[ \t]+[\w.@'-]{{1,64}}){{1,3}})?"
+    r"(?:[ \t]*[:=][ \t]*|[ \t]+(?i:are|is|were|was)[ \t]*:?[ \t]+)"
+    r"(?P<u>[\w.@+-]{1,64})(?:[ \t]*/[ \t]*|:)(?P<s>[^\s\"'`<>()\[\]{}]{1,128})"
+)
+_HOST_RE = re.compile(r"@[\w-]+(?:\.[\w-]+)+|@[\w.-]+:\d")
+
+
+def _pair_span(m: re.Match[str]) -> Span | None:
+    text = m.string
+    if m.start() > 0 and text[m.start() - 1].isalnum():
+        return None
+    start = m.start("s")
+    end = _trim(text, start, m.end("s"))
+    value = text[start:end]
+    if _is_placeholder(value) or "/" in value or "\\" in value:
+        return None
+    if not _credential_like(value, True) or not any(c.isalpha() for c in value):
+        return None  # `Login: 09:00`, an ARN's `account:certificate/1234-…`
+    if _HOST_RE.search(value):
+        return None  # a URL's `user:pass/word@host`, or two addresses
+    user_start = m.start("u")
+    if (
+        text[user_start - 1 : user_start] == ":"
+        or "://" in text[max(0, m.start() - 12) : m.start()]
+    ):
+        return None  # `arn:aws:…:account:…`, `http://username:…`
+    return start, end
+
+
+# The same pair with no keyword, where the user name says it is a login: an address
+# (`tom.h@example.com / Binge#Watch3`) or a stock admin account (`admin/Welcome2024!`).
+_EMAIL_PAIR_RE = re.compile(
+    r"@[\w-]+(?:\.[\w-]+)+(?:[ \t]+/[ \t]+|[ \t]*:[ \t]*)(?P<s>[^\s\"'`<>()\[\]{}]{1,128})"
+)
+_ADMIN_PAIR_RE = re.compile(
+    r"(?i:admin|administrator|root|sa|postgres|guest|pi|ubuntu|superuser)/"
+    r"(?P<s>[^\s/\"'`<>()\[\]{}]{6,64})(?![^\s.,;!?])"
+)
+
+
+def _loose_pair_span(m: re.Match[str]) -> Span | None:
+    text = m.string
+    if m.group().startswith("@"):
+        if m.start() == 0 or not (text[m.start() - 1].isalnum() or text[m.start() - 1] in "._+-"):
+            return None
+        line = text[text.rfind("\n", 0, m.start()) + 1 : m.start()].split()
+        if line and "://" in line[-1]:
+            return None  # the user and host of a URL
+    elif m.start() > 0 and (text[m.start() - 1].isalnum() or text[m.start() - 1] in "/._-"):
+        return None
+    start = m.start("s")
+    end = _trim(text, start, m.end("s"))
+    return (start, end) if _password_like(text[start:end]) else None
+
+
+# No `\b` in front: a pattern that starts with its literals lets `re` skip to them (twice
+# as fast); the span checks the left edge.
+_PROSE_SEEK = re.compile(rf"{_trie(_KEYWORDS_ALL)}(?![a-z0-9_]){_LINK_AHEAD}")
+
 BUILTIN += [
     Detector(
         "keyword_secret",
         _PROSE_KW_RE,
-        ("pass", "pw", "pin", "secret", "token", "key"),
+        (),  # the seek is the prefilter: an anchor per keyword cost more than it saved
         _prose_span,
         9,
         fold=True,
         # a whole keyword at a word start: far fewer tries than its letters anywhere
         # and only where a link can follow: most keywords in text are just words
-        seek=re.compile(rf"\b(?:{_STRONG.lower()}|{_WEAK.lower()})(?![a-z0-9]){_LINK_AHEAD}"),
+        seek=_PROSE_SEEK,
     ),
     Detector(
         "keyword_secret",
@@ -590,6 +967,112 @@ BUILTIN += [
         fold=True,
         seek=re.compile(r"(?:use|used|using|try|tried)[ \t]"),
     ),
+    Detector(
+        "keyword_secret",
+        _PAIR_RE,
+        (),
+        _pair_span,
+        9,
+        fold=True,
+        seek=re.compile(
+            rf"{_trie(_PAIR_KW.replace('wi-?fi', 'wifi|wi-fi').split('|'))}(?![a-z0-9])"
+            r"(?=[ \t]*[:=]|[ \t]+(?:are|is|were|was|for|to|of|on|at)[ \t])"
+        ),
+    ),
+    Detector("keyword_secret", _EMAIL_PAIR_RE, ("@",), _loose_pair_span, 9),
+    Detector(
+        "keyword_secret",
+        _ADMIN_PAIR_RE,
+        ("admin/", "root/", "sa/", "postgres/", "guest/", "pi/", "ubuntu/", "superuser/"),
+        _loose_pair_span,
+        9,
+        fold=True,
+        seek=re.compile(r"(?:admin|administrator|root|sa|postgres|guest|pi|ubuntu|superuser)/"),
+    ),
 ]
+
+# ---- the first part of a provider token at the very end of a text ----------------------
+# Two `>>` appends can cut a token in two, and the first part is stored, versioned and
+# indexed before the second arrives: only the whole token matches its detector above. A
+# content text that ends with a provider's prefix and the start of a body is taken as such
+# a cut, and that part is redacted at once; the rest, glued to the marker when it comes,
+# is removed as the marker's continuation (`memory.redact`), so no copy ever holds a piece.
+# Only at the very end of a text (no newline, no full stop after it): a token quoted in a
+# sentence is matched whole or not at all. Not for names, which are never cut.
+_CUT_WINDOW = 320
+_CUT = (
+    ("github_token", r"gh[pousr]_" + _lb(4), r"[A-Za-z0-9]{1,250}"),
+    ("github_token", "github_pat_" + _lb(11), r"[A-Za-z0-9_]{1,250}"),
+    (
+        "gitlab_token",
+        "gl" + _lb(2) + r"(?:pat|ptt|dt|rt|cbt|oas|ft|agent|soat|imt)-",
+        r"[A-Za-z0-9_.-]{1,250}",
+    ),
+    ("anthropic_key", "sk-ant-" + _lb(7), r"[A-Za-z0-9_-]{1,250}"),
+    ("openai_key", "sk-" + _lb(3) + "(?!ant-)", r"[A-Za-z0-9_-]{1,250}"),
+    ("aws_access_key", "(?:AKIA|ASIA)" + _lb(4, "A-Za-z0-9"), r"[A-Z0-9]{1,15}"),
+    ("jwt", "eyJ" + _lb(3), r"[A-Za-z0-9_-]{2,}(?:\.[A-Za-z0-9_-]*){0,2}"),
+    ("slack_token", rf"(?:xox{_lb(3)}[abposr]-|xapp-{_lb(5)})", r"[A-Za-z0-9-]{1,250}"),
+    (
+        "stripe_key",
+        rf"(?:(?:sk|rk|pk)_{_lb(3)}(?:live|test)_|whsec_{_lb(6)})",
+        r"[A-Za-z0-9]{1,250}",
+    ),
+    ("google_api_key", "AIza" + _lb(4), r"[0-9A-Za-z_-]{1,34}"),
+    ("google_oauth_secret", "GOCSPX-" + _lb(7), r"[A-Za-z0-9_-]{1,250}"),
+    ("google_oauth_token", r"ya29\." + _lb(5), r"[A-Za-z0-9_-]{1,250}"),
+    ("huggingface_token", "hf_" + _lb(3), r"[A-Za-z]{1,250}"),
+    ("npm_token", "npm_" + _lb(4), r"[A-Za-z0-9]{1,35}"),
+    ("pypi_token", "pypi-" + _lb(5), r"Ag[A-Za-z0-9_-]{0,250}"),
+    ("sendgrid_key", r"SG\." + _lb(3), r"[A-Za-z0-9_-]{4,22}(?:\.[A-Za-z0-9_-]{0,43})?"),
+    (
+        "slack_webhook",
+        r"https://hooks\.slack\.com/(?:services|workflows|triggers)/",
+        r"[A-Za-z0-9_/-]{1,250}",
+    ),
+)
+_OPENAI_PROJECT_RE = re.compile(r"(?:proj|svcacct|admin)-")
+
+
+def _randomish(body: str) -> bool:
+    return len(body) >= 8 or any(c.isdigit() or c.isupper() for c in body)
+
+
+# What a cut body must look like already, so that a text ending in `sk-learn`, `hf_hub`
+# or `ASIAN` is not taken for one: by default a digit or a capital, or 8 characters.
+_CUT_CHECKS: dict[str, Callable[[str, str], bool]] = {
+    "openai_key": lambda _, b: _randomish(b) or bool(_OPENAI_PROJECT_RE.match(b)),
+    "aws_access_key": lambda m, b: m.startswith("AKIA") or any(c.isdigit() for c in b),
+    "huggingface_token": lambda _, b: _upper_and_lower(b),
+    "sendgrid_key": lambda _, b: _mixed(b),
+}
+
+
+def _cut_span(kind: str) -> Callable[[re.Match[str]], Span | None]:
+    check = _CUT_CHECKS.get(kind, lambda _, b: _randomish(b))
+    whole = kind != "slack_webhook"  # a webhook's secret is its path, as above
+
+    def span(m: re.Match[str]) -> Span | None:
+        if not check(m.group(), m.group("b")):
+            return None
+        return m.span() if whole else m.span("b")
+
+    return span
+
+
+# Whether a text can end in a cut token at all: one search of its end instead of one per
+# detector (most texts end in a word, a full stop or a newline).
+CUT_GATE = re.compile(
+    r"(?:gh[pousr]_|github_pat_|gl[a-z]{2,5}-|sk-|AKIA|ASIA|eyJ|xox[abposr]-|xapp-|_live_"
+    r"|_test_|whsec_|AIza|GOCSPX-|ya29\.|hf_|npm_|pypi-|SG\.|hooks\.slack\.com/)"
+    r"[A-Za-z0-9_./-]*\Z"
+)
+CUT_TOKENS: list[Detector] = [
+    Detector(
+        kind, re.compile(rf"{prefix}(?P<b>{body})\Z"), (), _cut_span(kind), 1, tail=_CUT_WINDOW
+    )
+    for kind, prefix, body in _CUT
+]
+BUILTIN += CUT_TOKENS
 
 BUILTIN_KINDS: frozenset[str] = frozenset(d.kind for d in BUILTIN)

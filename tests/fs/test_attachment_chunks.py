@@ -421,19 +421,19 @@ async def test_only_the_changed_bytes_and_a_margin_are_scanned(m, twin):
     t = await twin("old.txt")
     await t.open()
     await t.pwrite(0, text_blob(1 << 20))
-    await t.pwrite(100, b" pin=424242 ")
+    await t.pwrite(100, b" acme=424242 ")
     await t.close()
-    m.memory.redactor = Redactor({"acme_pin": r"pin=(?P<secret>\d{6})"})
+    m.memory.redactor = Redactor({"acme_pin": r"acme=(?P<secret>\d{6})"})
     await t.open()
     await t.pwrite(900_000, b" an unrelated edit ")
     await t.fsync()
     _n, stored = await t.contents()
-    assert b" pin=424242 " in stored
-    await t.pwrite(5000, b" pin=777777 ")  # near the old one: the whole file is redacted
+    assert b" acme=424242 " in stored
+    await t.pwrite(5000, b" acme=777777 ")  # near the old one: the whole file is redacted
     await t.close()
     _n, stored = await t.contents()
-    assert b"pin=777777" not in stored and b"pin=424242" not in stored
-    assert stored.count(b"pin=[REDACTED:acme_pin]") == 2
+    assert b"acme=777777" not in stored and b"acme=424242" not in stored
+    assert stored.count(b"acme=[REDACTED:acme_pin]") == 2
 
 
 async def test_a_file_unlinked_while_open_keeps_what_it_held_when_removed(m, twin):

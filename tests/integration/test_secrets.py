@@ -100,6 +100,51 @@ def test_token_split_across_two_appends_and_prose_password_are_gone(tmp_path, mo
     assert m.fsck() == []
 
 
+@pytest.mark.allow_warnings  # the embedder stand-in logs its model the first time
+def test_token_cut_by_two_appends_without_a_keyword_leaves_no_piece(tmp_path, monkeypatch):
+    """`printf 'ghp_…' >> L2.md; printf '…\\n' >> L2.md`: nothing names the first part a
+    secret, and it is stored as a version before the rest arrives. No piece of the token
+    is in L2.md, in any `.history` version, in search results, in what was sent to the
+    embedding endpoint, or in the data dir."""
+    fake = fake_embeddings()
+    m = openai_mount(tmp_path, monkeypatch, fake)
+    head, rest = GITHUB[:14], GITHUB[14:]  # `ghp_` and 10 characters, then the other 26
+    pieces = [GITHUB[i : i + 4] for i in range(len(GITHUB) - 3)]
+    try:
+        node = m.path / "user/default/preferences/release"
+        node.mkdir()
+        l2 = node / "L2.md"
+        l2.write_text("Release pipeline notes for the ci runner.\n")
+        append(l2, head)
+        assert l2.read_text() == (
+            "Release pipeline notes for the ci runner.\n[REDACTED:github_token]"
+        )
+        append(l2, rest + "\n")
+        with open(l2, "ab") as f:
+            os.fsync(f.fileno())  # the index barrier: searchable once it returns
+
+        assert l2.read_text() == (
+            "Release pipeline notes for the ci runner.\n[REDACTED:github_token]\n"
+        )
+        versions = sorted((node / ".history").iterdir())
+        assert len(versions) == 3  # the write and both appends
+        stored = [l2.read_text()] + [v.read_text() for v in versions]
+        q = m.path / ".query" / "release pipeline ci runner"
+        results = json.loads((q / "_results.json").read_text())
+        assert "user/default/preferences/release" in [h["path"] for h in results["hits"]]
+        stored += [(q / "_context.md").read_text(), (q / "_results.json").read_text()]
+        stored.append(json.dumps([body for _, _, body in fake.requests]))
+        assert [p for p in pieces if any(p in text for text in stored)] == []
+        out = m.stop()
+        assert head[4:] not in out and rest not in out
+    finally:
+        if m.proc is not None:
+            m.stop()
+        fake.close()
+    assert leaks(tmp_path / "data", [head[4:], rest]) == []
+    assert m.fsck() == []
+
+
 def test_names_that_carry_a_secret_are_refused_and_never_shown(mount: Mount):
     u = mount.path / "user/default"
     node = u / "preferences/editor"

@@ -964,3 +964,41 @@ def test_redact_bytes_binary_scans_only_text_runs_and_finds_the_same(seed: int) 
         pos = r.end
     assert out == expected + data[pos:]
     assert {"openai_key", "private_key", "password_assignment"} <= {r.kind for r in reds}
+
+
+# ---- a token cut at the end of a write
+
+
+@pytest.mark.parametrize(
+    ("first", "rest", "kind"),
+    [
+        ("ghp" + "_Lm3Nq5Rs7T", "u9Vw1Xy3Za5Bc7De9Fg1Hi3Jk5", "github_token"),
+        ("notes\nsk-" + "proj-Q9w8E7", "r6T5y4U3i2O1p0A9s8D7f6G5h4J3k2L1z0X9c8V7b6", "openai_key"),
+        ("AKIA" + "M2N3B4", "V5C6X7Z8L9 is the key id", "aws_access_key"),
+        ("xoxb" + "-697778188049-17", "03179740542-RNmHkW5vQ7CF5puzQqmOBZZW", "slack_token"),
+    ],
+)
+def test_the_first_part_of_a_cut_token_is_redacted_at_once(first: str, rest: str, kind: str):
+    """`printf 'ghp_…' >> L2.md; printf '…' >> L2.md`: the first part is stored (and kept
+    in .history) before the rest arrives, so it is redacted on its own; the rest, glued to
+    the marker, is removed as the marker's continuation."""
+    stored = R.redact(first).text
+    assert stored.endswith(marker(kind))
+    assert first.rsplit("\n", 1)[-1] not in stored
+    final = R.redact(stored + rest + "\n").text
+    assert final == stored + rest[len(rest.split(" ")[0]) :] + "\n"
+    assert rest.split(" ")[0] not in final
+
+
+@pytest.mark.parametrize(
+    "text",
+    ["I use sk-learn", "see hf_hub", "ASIAN", "tokens start with ghp_", "a ghp_Lm3N.", "gho_abc"],
+)
+def test_a_text_ending_like_a_token_prefix_is_not_a_cut_token(text: str) -> None:
+    assert R.redact(text).text == text
+
+
+def test_names_are_never_cut_tokens() -> None:
+    name = "notes ghp" + "_Lm3N"  # a name is never written in two appends
+    assert R.redact_name(name).text == name
+    assert R.redact(name).text == "notes " + marker("github_token")
