@@ -17,6 +17,7 @@ import datetime as dt
 import errno
 import logging
 import socket
+import time
 from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
@@ -28,7 +29,7 @@ from contextfs.conversations.extract import Extractor, RuleExtractor
 from contextfs.conversations.llm import LLMExtractor, LLMSummarizer, MediaDescriber
 from contextfs.conversations.media import MediaSettings
 from contextfs.ctxtypes import ContextType, builtin_schema_dir, load_types
-from contextfs.errors import LLMUnavailable, SchemaError, StoreDamaged
+from contextfs.errors import LLMUnavailable, NoSpace, SchemaError, StoreDamaged
 from contextfs.index.embed import Embedder, LocalEmbedder, OpenAIEmbedder
 from contextfs.media.clip import ClipSpec, LazyClip
 from contextfs.memory.redact import Redactor
@@ -85,13 +86,17 @@ def open_memory(cfg: Config, types: dict[str, ContextType]) -> Memory:
         memory.failsafe = f"fsck found {len(run.problems)} problem(s): {run.problems[0]}"
         log.error("store failed its checks, mounting read-only: %s", "; ".join(run.problems))
     else:
-        # a session the mount never closed changes nothing in what it checks: every
-        # write committed with its outbox seq, so what it wrote is after the point
-        left = open_session(store, _session_key(cfg))
-        if left is not None:
-            run = replace(run, left_open=float(left))
-            log.info("the last session of this mount did not close the store (killed?)")
-        record_passed(store, run)
+        try:
+            # a session the mount never closed changes nothing in what it checks: every
+            # write committed with its outbox seq, so what it wrote is after the point
+            left = open_session(store, _session_key(cfg))
+            if left is not None:
+                run = replace(run, left_open=float(left))
+                log.info("the last session of this mount did not close the store (killed?)")
+            record_passed(store, run)
+        except NoSpace as exc:  # a full disk: the mount reads, and writes once there is room
+            memory.disk_full = (time.time(), exc.reason)
+            log.warning("disk full at mount: writes are refused until there is room (%s)", exc)
         if not cfg.store:  # a checked store is copied when it closes, if one is due
             store.backup = BackupPolicy(
                 cfg.data_dir / BACKUP_DIR, cfg.backup_keep, cfg.backup_interval_hours * 3600
@@ -99,11 +104,15 @@ def open_memory(cfg: Config, types: dict[str, ContextType]) -> Memory:
     memory.mount_check = run
     log.info("fsck at mount: %s", run.describe())
     owner = ("user", cfg.default_owner)
-    if owner not in memory.owners and not memory.failsafe:
-        memory.create_owner(*owner)
-    if not memory.failsafe:
-        for path, res in memory.recover_drops():
-            log.info("routed a file left pending by the last run: %s -> %s", path, res)
+    if not memory.failsafe and not memory.disk_full:
+        try:
+            if owner not in memory.owners:
+                memory.create_owner(*owner)
+            for path, res in memory.recover_drops():
+                log.info("routed a file left pending by the last run: %s -> %s", path, res)
+        except NoSpace as exc:
+            memory.disk_full = (time.time(), exc.reason)
+            log.warning("disk full at mount: writes are refused until there is room (%s)", exc)
     return memory
 
 
@@ -277,6 +286,11 @@ def render_status(
     `visible` keeps the refusals the reader may see (None: all)."""
     c = memory.counts()
     state = "read-only: " + memory.failsafe if memory.failsafe else "read-write"
+    if memory.disk_full and not memory.failsafe:
+        state += (
+            f" (disk full since {_ts(memory.disk_full[0])}: writes refused with ENOSPC "
+            f"until there is room; reads go on: {memory.disk_full[1]})"
+        )
     lines = [
         f"contextfs {__version__}",
         f"mountpoint: {mountpoint}",

@@ -105,6 +105,21 @@ class StoreDamaged(ContextFSError):
     errno = _errno.EROFS
 
 
+class NoSpace(ContextFSError):
+    """The disk under the store is full: the write is refused, nothing of it stored; the
+    mount stays writable and takes writes again once there is room."""
+
+    errno = _errno.ENOSPC
+
+
+def disk_full(exc: BaseException) -> bool:
+    """Whether a store's or the system's error says the disk is full (DuckDB's message,
+    PostgreSQL's SQLSTATE 53100, an OSError's ENOSPC)."""
+    if isinstance(exc, OSError) and exc.errno == _errno.ENOSPC:
+        return True
+    return "No space left on device" in str(exc) or getattr(exc, "sqlstate", None) == "53100"
+
+
 class SchemaError(InvalidInput):
     """A context-type YAML file that does not load: reported as `file:line: reason`."""
 

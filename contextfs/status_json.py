@@ -149,6 +149,7 @@ def status_facts(
         "started": _iso(started),
         "read_only": memory.failsafe is not None,
         "failsafe_reason": memory.failsafe,
+        "disk_full_since": memory.disk_full[0] if memory.disk_full else None,
         "fsck_at_mount": memory.mount_check.as_dict() if memory.mount_check else None,
         "generation": memory.generation,
         "outbox_rows": memory.store.outbox_depth(),

@@ -122,6 +122,7 @@ class Memory(Transactions, AttachmentStore, Routing):
         self.refusals: deque[Refusal] = deque(maxlen=50)
         self.refusal_count = 0
         self.failsafe: str | None = None  # reason, when the store turned read-only
+        self.disk_full: tuple[float, str] | None = None  # since, why: ENOSPC until room
         # what the mount's fsck checked (app.open_memory), for .status
         self.mount_check: CheckRun | None = None
         # a shared store (memory.remote): nodes loaded from other mounts' commits, for the
@@ -283,13 +284,17 @@ class Memory(Transactions, AttachmentStore, Routing):
         if data:
             data = self.redact_bytes(data, path)  # kept, but never with a secret in it
             folder = self.data_dir / "refused"
-            folder.mkdir(parents=True, exist_ok=True)
             stamp = dt.datetime.now(dt.UTC).strftime("%Y%m%dT%H%M%S")
             self.refusal_count += 1
             base = re.sub(r"[^A-Za-z0-9._-]", "_", path.rsplit("/", 1)[-1])[:80] or "file"
             target = folder / f"{stamp}-{self.refusal_count:04d}-{base}"
-            target.write_bytes(data)
-            kept = str(target)
+            try:
+                folder.mkdir(parents=True, exist_ok=True)
+                target.write_bytes(data)
+                kept = str(target)
+            except OSError as err:  # a full disk refuses the copy too: said, not raised
+                target.unlink(missing_ok=True)
+                reason += f" (its bytes could not be kept: {err.strerror})"
         else:
             self.refusal_count += 1
         r = Refusal(self.clock(), path, exc.errno, reason, kept, uid)

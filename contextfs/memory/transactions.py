@@ -17,7 +17,14 @@ from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field, fields, replace
 from typing import TYPE_CHECKING
 
-from contextfs.errors import Exists, InvalidInput, StoreDamaged, StoreUnavailable
+from contextfs.errors import (
+    Exists,
+    InvalidInput,
+    NoSpace,
+    StoreDamaged,
+    StoreUnavailable,
+    disk_full,
+)
 from contextfs.model import Access, Attachment, Change, Node
 
 if TYPE_CHECKING:
@@ -64,6 +71,8 @@ class Transactions:
     attachments: dict[int, Attachment]
     generation: int
     failsafe: str | None
+    disk_full: tuple[float, str] | None  # since when, and why: writes refused (ENOSPC)
+    clock: Callable[[], float]
     pending_redactions: list[tuple[float, str, str, int]]
     _tx: Journal | None
     _subscribers: list[Callable[[Sequence[Change]], None]]
@@ -98,12 +107,18 @@ class Transactions:
                     self.store.add_redaction(*row)
                 for a in self._dirty_atts.values():
                     self.store.update_attachment(a)
-        except BaseException:
+        except BaseException as exc:
+            if isinstance(exc, NoSpace) and self.disk_full is None:
+                self.disk_full = (self.clock(), exc.reason)
+                log.warning("disk full: writes are refused until there is room (%s)", exc)
             self._tx = None
             self._undo(tx)
             self.live.changed()  # counts read inside it may have seen its rows
             raise
         self._tx = None
+        if self.disk_full is not None:
+            log.info("the disk has room again: writes are taken")
+            self.disk_full = None
         self.pending_redactions.clear()
         self._dirty_atts.clear()
         # what committed is the store's now: those nodes' texts may be let go (memory.texts)
@@ -136,6 +151,10 @@ class Transactions:
             log.warning("the store refused a second live name: %s", reason)
             raise Exists(f"the store refused a second live name: {reason}") from None
         except self.store.errors as exc:
+            if disk_full(exc):  # refused, nothing stored; the store itself is fine
+                raise NoSpace(
+                    f"the disk is full; nothing of this change was stored ({exc})"
+                ) from exc
             self.failsafe = f"store error: {exc}"
             log.error("store write failed, switching to read-only: %s", exc)
             raise StoreDamaged(f"the store failed a write and is now read-only: {exc}") from exc

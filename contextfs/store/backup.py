@@ -68,10 +68,14 @@ def when(t: float) -> str:
 def _copy(src: Path, dst: Path) -> None:
     """src to dst through `dst.tmp`: flushed, renamed, the folder flushed."""
     tmp = dst.with_name(dst.name + ".tmp")
-    with open(src, "rb") as fin, open(tmp, "wb") as fout:
-        shutil.copyfileobj(fin, fout, 1 << 20)
-        fout.flush()
-        os.fsync(fout.fileno())
+    try:
+        with open(src, "rb") as fin, open(tmp, "wb") as fout:
+            shutil.copyfileobj(fin, fout, 1 << 20)
+            fout.flush()
+            os.fsync(fout.fileno())
+    except BaseException:
+        tmp.unlink(missing_ok=True)  # a full disk: the part copied would keep it full
+        raise
     os.chmod(tmp, 0o600)
     os.replace(tmp, dst)
     fd = os.open(dst.parent, os.O_RDONLY)

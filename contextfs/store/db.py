@@ -16,6 +16,7 @@ import json
 import logging
 import os
 import re
+import shutil
 import sys
 import threading
 import time
@@ -26,7 +27,7 @@ from typing import Any
 
 import duckdb
 
-from contextfs.errors import StoreDamaged, StoreLocked
+from contextfs.errors import NoSpace, StoreDamaged, StoreLocked, disk_full
 from contextfs.model import MACHINE_REASONS, Access, Attachment, Node
 from contextfs.store.backup import BackupPolicy, take
 from contextfs.store.dialect import DUCKDB
@@ -215,6 +216,10 @@ class Store:
         # of MiB at a million nodes). A limit makes them a cache of that size; a statement
         # that needs more makes it grow (`_Roomy`); big scans (fsck) spill to `<file>.tmp`.
         config = {"memory_limit": f"{memory_mb}MiB"} if memory_mb > 0 else {}
+        if not read_only:  # checkpoints are the Store's (`_checkpoint_if_due`)
+            config["checkpoint_threshold"] = "1000GB"
+        self._wal = self.path.with_name(self.path.name + ".wal")
+        self._postponed = False
         self._lock_fd = lock_store(lock_as or self.path, read_only and lock_as is None)
         try:
             self.con = _Roomy(
@@ -393,7 +398,46 @@ class Store:
         try:
             self.con.commit()
         except duckdb.Error as exc:
+            if disk_full(exc):
+                raise NoSpace(
+                    f"the disk is full; nothing of this change was stored ({exc})"
+                ) from exc
             raise StoreDamaged(f"commit failed: {exc}") from exc
+        self._checkpoint_if_due()
+
+    # DuckDB's own threshold: past it, the write-ahead log goes into the database file
+    CHECKPOINT_WAL = 16 * 1024 * 1024
+    # a checkpoint writes the log's pages into the file before it cuts the log: with less
+    # free space than the log, a quarter more and this, it waits (DuckDB's own checkpoint,
+    # failing on a full disk, invalidates the database for the rest of the process: every
+    # read and write of the mount would fail until a restart)
+    CHECKPOINT_ROOM = 16 * 1024 * 1024
+
+    def _checkpoint_if_due(self) -> None:
+        """Move the write-ahead log into the database file when it has grown past
+        CHECKPOINT_WAL and the disk has room for it; else later (logged once)."""
+        try:
+            wal = os.stat(self._wal).st_size
+        except OSError:
+            return
+        if wal < self.CHECKPOINT_WAL:
+            return
+        free = shutil.disk_usage(self.path.parent).free
+        if free < wal + wal // 4 + self.CHECKPOINT_ROOM:
+            if not self._postponed:
+                log.warning(
+                    "disk nearly full (%d MiB free): the store's checkpoint waits (its "
+                    "write-ahead log holds %d MiB; every write is kept there meanwhile)",
+                    free >> 20,
+                    wal >> 20,
+                )
+            self._postponed = True
+            return
+        try:
+            self.con.execute("CHECKPOINT")
+            self._postponed = False
+        except duckdb.TransactionException:
+            pass  # another connection's transaction is open: at a later commit
 
     _ID_BLOCK = 256
 

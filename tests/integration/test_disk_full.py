@@ -1,0 +1,126 @@
+"""A full disk under the data dir, on a real mount: writes are refused with ENOSPC and
+`.status` says why, reads and `.status` go on, nothing acknowledged is lost, and writes
+are taken again once there is room, without a restart; a nearly full disk postpones the
+store's checkpoint instead of losing the database to a failed one."""
+
+from __future__ import annotations
+
+import errno
+import os
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from contextfs.testing import Mount
+from contextfs.testing.mount import BENIGN_LOG, log_problems
+
+pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="mounts a tmpfs (root)")
+
+
+def _write(path: Path, data: bytes) -> int:
+    """Write and close a file through the mount; the errno it fails with, 0 when it does
+    not (a write is stored at close)."""
+    try:
+        with open(path, "wb") as f:
+            f.write(data)
+    except OSError as exc:
+        return exc.errno
+    return 0
+
+
+def _fill(disk: Path) -> Path:
+    """Take every free byte of the filesystem at `disk`."""
+    filler = disk / "filler"
+    fd = os.open(filler, os.O_WRONLY | os.O_CREAT, 0o600)
+    try:
+        for size in (1 << 20, 4096, 1):
+            try:
+                while True:
+                    os.write(fd, b"\0" * size)
+            except OSError as exc:
+                assert exc.errno == errno.ENOSPC
+    finally:
+        os.close(fd)
+    return filler
+
+
+def test_a_full_disk_refuses_writes_and_keeps_the_mount(tmp_path: Path):
+    disk = tmp_path / "disk"
+    disk.mkdir()
+    subprocess.run(["mount", "-t", "tmpfs", "-o", "size=160m", "tmpfs", str(disk)], check=True)
+    (tmp_path / "mnt").mkdir()
+    m = Mount(tmp_path / "mnt", disk / "data")
+    try:
+        m.start()
+        node = m.path / "user/default/preferences/files"
+        node.mkdir()
+        (node / "L2.md").write_text("Files kept before the disk filled.\n")
+        before = os.urandom(1 << 20)
+        assert _write(node / "before.bin", before) == 0
+        filler = _fill(disk)
+
+        assert _write(node / "during.bin", os.urandom(2 << 20)) == errno.ENOSPC
+        assert _write(node / "L2.md", b"A new version that does not fit.\n" * 20000) in (
+            errno.ENOSPC,
+            0,  # a small change may still fit in what DuckDB's log has room for
+        )
+        # reads and .status go on
+        assert (node / "before.bin").read_bytes() == before
+        assert (node / "L2.md").read_text().startswith(("Files kept", "A new version"))
+        status = m.status()
+        assert "state: read-write (disk full since" in status, status
+        assert "ENOSPC" in status
+        assert "before.bin" in os.listdir(node)
+
+        filler.unlink()  # room again: the next write is taken, no restart
+        after = os.urandom(2 << 20)
+        assert _write(node / "after.bin", after) == 0
+        assert "disk full" not in m.status()
+
+        # nearly full: the store's log outgrows DuckDB's checkpoint threshold (16 MiB)
+        # with no room to move it into the database file. DuckDB's own checkpoint would
+        # fail there and invalidate the database (every read EIO until a restart); the
+        # store's waits for room, and the writes stay in the log meanwhile.
+        bulk = [os.urandom(10 << 20), os.urandom(8 << 20)]
+        assert _write(node / "bulk0.bin", bulk[0]) == 0
+        filler = _fill(disk)
+        os.truncate(filler, filler.stat().st_size - (14 << 20))
+        assert _write(node / "bulk1.bin", bulk[1]) == 0
+        wal = disk / "data/contextfs.duckdb.wal"
+        assert wal.stat().st_size > 16 << 20
+        assert _write(node / "small0.txt", b"one more\n") == 0  # DuckDB's would checkpoint
+        assert wal.stat().st_size > 16 << 20  # not moved: no room
+        for i, data in enumerate(bulk):
+            assert (node / f"bulk{i}.bin").read_bytes() == data
+        assert (node / "before.bin").read_bytes() == before
+        filler.unlink()
+        assert _write(node / "small.txt", b"room again\n") == 0
+        assert wal.stat().st_size < 1 << 20  # moved into the file at that commit
+        m.stop()
+
+        m.start()  # nothing acknowledged is lost
+        assert (node / "before.bin").read_bytes() == before
+        assert (node / "after.bin").read_bytes() == after
+        for i, data in enumerate(bulk):
+            assert (node / f"bulk{i}.bin").read_bytes() == data
+        m.stop()
+        assert m.fsck() == []
+    finally:
+        if m.proc is not None:
+            m.stop()
+        if m.log.exists():  # kept beside, for a failure to be read
+            shutil.copy(m.log, tmp_path / "contextfs.log")
+        subprocess.run(["umount", "-l", str(disk)], check=False)
+    log = log_problems(tmp_path / "contextfs.log")
+    # said once when it fills; a refused tier write's trace file has no room either
+    expected = (
+        "disk full: writes are refused",
+        "no trace of the refused write",
+        "disk nearly full",
+        *BENIGN_LOG,
+    )
+    problems = [p for p in log if not any(e in p for e in expected)]
+    assert problems == [], problems
+    assert any("disk full: writes are refused until there is room" in p for p in log), log
