@@ -2,7 +2,8 @@
 # Set up everything ContextFS needs on a fresh Debian machine; safe to run again.
 #   system packages: fuse3 (fusermount3), libfuse3-dev + pkg-config (pyfuse3 builds
 #   against them), and the real tools the tests drive (vim, rsync, fio, stress-ng, dbench;
-#   espeak-ng and sox make the speech, silence and noise of the media tests)
+#   espeak-ng and sox make the speech, silence and noise of the media tests; autoconf,
+#   automake, build-essential and perl's prove build and run pjdfstest: scripts/pjdfstest.py)
 #   a virtualenv in .venv with the package (editable), its test dependencies and the media
 #   extra (Pillow, webrtcvad, soundfile, av) on torch 2.13.0's CPU build (no CUDA library on
 #   disk or in memory: docs/benchmarks.md#footprint), and pyfuse3 3.5.0 built with the
@@ -15,7 +16,8 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-packages=(fuse3 libfuse3-dev pkg-config vim rsync fio stress-ng dbench espeak-ng sox)
+packages=(fuse3 libfuse3-dev pkg-config vim rsync fio stress-ng dbench espeak-ng sox
+    autoconf automake build-essential perl)
 # Node for the MCP filesystem server: a node already there stays as it is
 command -v node >/dev/null || packages+=(nodejs)
 # PostgreSQL (initdb, pg_ctl, libpq5 for psycopg): the shared store's tests start a server
