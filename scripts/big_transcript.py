@@ -1,28 +1,48 @@
-"""Peak RSS and time of processing one big inbox transcript, in process (no mount).
+"""Peak memory and time of processing one big inbox transcript.
 
-    PYTHONPATH=. .venv/bin/python scripts/big_transcript.py [MiB]
+    .venv/bin/python scripts/big_transcript.py [MiB] [--json PATH]
+    .venv/bin/python scripts/big_transcript.py 50 --mount [--search] [--json PATH]
 
-Writes a JSONL transcript of about MiB mebibytes (default 50) into a temporary data dir,
-hands it to the inbox and runs one processing step (archive in parts + rule extraction),
-then prints the peak RSS after each stage, the time, and the archive's parts.
+Writes a seeded JSONL transcript of about MiB mebibytes (default 50; one conversation,
+80-word turns, a preference every 97th turn) to a temporary file, then:
+
+- in process (default): opens a store in a temporary data dir as the daemon does (DuckDB's
+  buffers limited to the default `store_memory_mb`), hands the file's bytes to the inbox as
+  a mount does with a big file (redacted, then stored 4 MiB a transaction: `Intake.receive`)
+  and runs one processing step of `IntakeService` (read back, parse, rule extraction, the
+  archive in parts and the memories in one transaction). No FUSE, no embedding model.
+  Prints, for each stage, the process's RSS after it and its peak (VmHWM) during it (the
+  high-water mark is reset between stages through /proc/self/clear_refs), and the seconds.
+- `--mount`: the same file copied into `.inbox/` of a real mount (`--search` loads the
+  embedding model and indexes the archive as it comes); prints the daemon's VmRSS when the
+  mount is ready, its VmHWM after the copy and when the report says done, and, with
+  `--search`, what the model accounts for (VmRSS once the index is ready on an empty
+  store, against the same mount without search).
+
+`--json PATH` writes the table's figures and the machine's description.
 """
 
 from __future__ import annotations
 
+import argparse
+import dataclasses
 import json
 import random
-import resource
-import sys
+import re
+import shutil
 import tempfile
 import time
 from pathlib import Path
 
 import trio
 
+from contextfs.config import Config
 from contextfs.conversations.inbox import Intake, IntakeService
 from contextfs.ctxtypes import builtin_schema_dir, load_types
+from contextfs.memory.redact import Redactor
 from contextfs.memory.service import Memory
 from contextfs.store import Store
+from contextfs.testing import Mount, machine_info, proc_status, write_json
 
 WORDS = [
     "the",
@@ -45,48 +65,186 @@ WORDS = [
     "deadline",
     "meeting",
 ]
+MIB = 2**20
+DEFAULTS = {f.name: f.default for f in dataclasses.fields(Config)}
 
 
-def peak_mib() -> float:
-    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
-
-
-def transcript(mib: int) -> bytes:
+def write_transcript(path: Path, mib: int) -> int:
+    """A seeded JSONL transcript of about `mib` MiB at `path`, written a line at a time;
+    returns its turns."""
     rng = random.Random(1)
-    lines, size, i = [], 0, 0
-    while size < mib * 2**20:
-        text = " ".join(rng.choice(WORDS) for _ in range(80))
-        if i % 97 == 0:
-            text = "I prefer vim for editing. " + text
-        role = "user" if i % 2 == 0 else "assistant"
-        line = json.dumps({"role": role, "content": text, "id": f"m{i}"}) + "\n"
-        lines.append(line)
-        size += len(line)
-        i += 1
-    return "".join(lines).encode()
+    size, i = 0, 0
+    with path.open("w") as f:
+        while size < mib * MIB:
+            text = " ".join(rng.choice(WORDS) for _ in range(80))
+            if i % 97 == 0:
+                text = "I prefer vim for editing. " + text
+            role = "user" if i % 2 == 0 else "assistant"
+            line = json.dumps({"role": role, "content": text, "id": f"m{i}"}) + "\n"
+            f.write(line)
+            size += len(line)
+            i += 1
+    return i
 
 
-def main() -> None:
-    mib = int(sys.argv[1]) if len(sys.argv) > 1 else 50
-    tmp = Path(tempfile.mkdtemp())
+def own_status() -> tuple[float, float]:
+    """This process's VmRSS and VmHWM, in MiB."""
+    got = proc_status(int(Path("/proc/self").resolve().name))
+    return got["VmRSS"] / MIB, got["VmHWM"] / MIB
+
+
+def reset_peak() -> None:
+    """Start VmHWM over at the current RSS (Linux: clear_refs 5)."""
+    Path("/proc/self/clear_refs").write_text("5")
+
+
+class Stages:
+    def __init__(self) -> None:
+        self.rows: list[dict] = []
+        self.t = time.monotonic()
+        reset_peak()
+
+    def mark(self, stage: str) -> None:
+        rss, hwm = own_status()
+        now = time.monotonic()
+        self.rows.append(
+            {"stage": stage, "rss_mib": round(rss), "peak_mib": round(hwm), "s": now - self.t}
+        )
+        self.t = now
+        reset_peak()
+
+
+def in_process(src: Path, tmp: Path) -> dict:
+    stages = Stages()
     memory = Memory(
-        Store(tmp / "contextfs.duckdb"),
+        Store(tmp / "contextfs.duckdb", memory_mb=DEFAULTS["store_memory_mb"]),
         load_types([builtin_schema_dir()]),
         data_dir=tmp,
-        max_file_size=64 * 2**20,
+        max_file_size=64 * MIB,
+        redactor=Redactor({}),  # the built-in patterns, as a config without redact_patterns
     )
     memory.create_owner("user", "default")
     intake = Intake(memory)
-    data = transcript(mib)
-    print(f"transcript: {len(data) / 2**20:.1f} MiB; peak RSS {peak_mib():.0f} MiB")
-    item = intake.submit(("user", "default"), "big.jsonl", data)
+    stages.mark("open the store")
+    data = src.read_bytes()  # what the mount holds of a file written into .inbox/
+    stages.mark("the file's bytes")
+    assert memory.redactor is not None
+    redacted, found = memory.redactor.redact_bytes(data)
     del data
-    print(f"stored in the inbox: peak RSS {peak_mib():.0f} MiB")
-    t = time.monotonic()
+    stages.mark("redacted")
+    item = None
+    for step in intake.receive(("user", "default"), src.name, redacted, found):
+        item = step
+    del redacted
+    assert item is not None
+    stages.mark("stored in the inbox")
     trio.run(IntakeService(intake).step)
-    print(f"processed in {time.monotonic() - t:.0f} s: peak RSS {peak_mib():.0f} MiB")
+    stages.mark("processed (parse, extract, archive)")
     archived = item.report.split("## Archived")[1].split("##")[0].strip().splitlines()
-    print(f"archived in {len(archived)} part(s): {archived[0]} … {archived[-1]}")
+    state = re.search(r"^state: .*$", item.report, re.M)
+    return {
+        "stages": stages.rows,
+        "peak_mib": max(r["peak_mib"] for r in stages.rows),
+        "report_state": state.group(0) if state else item.report[:200],
+        "parts": len(archived),
+        "first_part": archived[0].removeprefix("- "),
+    }
+
+
+def through_mount(src: Path, tmp: Path, search: bool) -> dict:
+    mnt = tmp / "mnt"
+    mnt.mkdir()
+    m = Mount(mnt, tmp / "data", search=search)
+    m.start()
+    try:
+        assert m.proc is not None
+        pid = m.proc.pid
+        if search:  # the model is loaded and the (empty) index ready
+            deadline = time.monotonic() + 300
+            while "index: ready" not in m.status() and time.monotonic() < deadline:
+                time.sleep(0.5)
+        ready = proc_status(pid)
+        t0 = time.monotonic()
+        shutil.copyfile(src, mnt / ".inbox" / src.name)
+        copied = proc_status(pid)
+        copy_s = time.monotonic() - t0
+        report = mnt / ".inbox" / f"{src.name}.report.md"
+        while "state: done" not in report.read_text():
+            time.sleep(1)
+        done = proc_status(pid)
+        done_s = time.monotonic() - t0
+        text = report.read_text()
+    finally:
+        m.stop()
+    state = re.search(r"^state: .*$", text, re.M)
+    return {
+        "search": search,
+        "ready_rss_mib": round(ready["VmRSS"] / MIB),
+        "after_copy_hwm_mib": round(copied["VmHWM"] / MIB),
+        "copy_s": copy_s,
+        "done_hwm_mib": round(done["VmHWM"] / MIB),
+        "done_rss_mib": round(done["VmRSS"] / MIB),
+        "done_s": done_s,
+        "report_state": state.group(0) if state else text[:200],
+    }
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("mib", nargs="?", type=int, default=50)
+    ap.add_argument("--mount", action="store_true", help="through a real mount")
+    ap.add_argument("--search", action="store_true", help="with --mount: load the model")
+    ap.add_argument("--json", type=Path, help="write the figures here")
+    args = ap.parse_args()
+    tmp = Path(tempfile.mkdtemp(prefix="big-transcript-"))
+    try:
+        src = tmp / "big.jsonl"
+        turns = write_transcript(src, args.mib)
+        size = src.stat().st_size
+        print(f"transcript: {size / MIB:.1f} MiB, {turns} turns")
+        if args.mount:
+            result = through_mount(src, tmp, args.search)
+            if args.search:
+                bare = through_mount(write_small(tmp), tmp / "bare", False)
+                result["without_model_ready_rss_mib"] = bare["ready_rss_mib"]
+            print_mount(result)
+        else:
+            result = in_process(src, tmp)
+            print_stages(result)
+        result = {"mib": args.mib, "bytes": size, "turns": turns, **result}
+        if args.json:
+            write_json(args.json, {"machine": machine_info(), **result})
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+def write_small(tmp: Path) -> Path:
+    (tmp / "bare").mkdir()
+    path = tmp / "bare" / "small.jsonl"
+    path.write_text(json.dumps({"role": "user", "content": "hello", "id": "m0"}) + "\n")
+    return path
+
+
+def print_stages(r: dict) -> None:
+    print("\n| stage | RSS after (MiB) | peak during (MiB) | s |")
+    print("|---|---:|---:|---:|")
+    for row in r["stages"]:
+        print(f"| {row['stage']} | {row['rss_mib']} | {row['peak_mib']} | {row['s']:.1f} |")
+    print(f"\npeak RSS {r['peak_mib']} MiB; {r['report_state']}")
+    print(f"archived in {r['parts']} part(s), the first {r['first_part']}")
+
+
+def print_mount(r: dict) -> None:
+    print(f"\n| daemon (search: {'on' if r['search'] else 'off'}) | MiB | s |")
+    print("|---|---:|---:|")
+    print(f"| VmRSS at ready | {r['ready_rss_mib']} | - |")
+    if "without_model_ready_rss_mib" in r:
+        model = r["ready_rss_mib"] - r["without_model_ready_rss_mib"]
+        print(f"| of which the model and the search (ready RSS minus search off) | {model} | - |")
+    print(f"| VmHWM after the copy into .inbox/ | {r['after_copy_hwm_mib']} | {r['copy_s']:.1f} |")
+    print(f"| VmHWM when the report says done | {r['done_hwm_mib']} | {r['done_s']:.1f} |")
+    print(f"| VmRSS when the report says done | {r['done_rss_mib']} | - |")
+    print(f"\n{r['report_state']}")
 
 
 if __name__ == "__main__":

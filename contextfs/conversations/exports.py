@@ -30,7 +30,7 @@ import re
 from collections.abc import Iterator
 from dataclasses import dataclass
 
-from contextfs.conversations.transcript import Turn, turn_from_object
+from contextfs.conversations.transcript import Turn, iter_lines, turn_from_object
 from contextfs.errors import InvalidInput
 
 EXPECTED = (
@@ -193,9 +193,9 @@ def _expect_end(text: str, i: int) -> None:
 
 def _read_message_lines(text: str) -> Export | None:
     """JSON lines whose objects are `{"messages": [...]}` (no `role`): one conversation a
-    line. None when the first line is not such an object."""
-    lines = text.splitlines()
-    first = next((ln for ln in lines if ln.strip()), "")
+    line. None when the first line is not such an object (a transcript's turns: its lines
+    are not split here)."""
+    first = next((ln for ln in iter_lines(text, 4096) if ln.strip()), "")
     try:
         head = json.loads(first)
     except ValueError:
@@ -204,7 +204,7 @@ def _read_message_lines(text: str) -> Export | None:
         return None
     notes: list[str] = []
     conversations: list[Conversation] = []
-    for number, raw in enumerate(lines, start=1):
+    for number, raw in enumerate(iter_lines(text), start=1):
         if not raw.strip():
             continue
         try:

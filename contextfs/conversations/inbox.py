@@ -111,12 +111,22 @@ class Parsed:
     def turns(self) -> int:
         return sum(len(c.turns) for c in self.conversations)
 
+    def without_turns(self) -> Parsed:
+        """What the report of a one-conversation item needs once its conversation is
+        prepared: the archive's documents hold what is filed, and the turns (as big as
+        the file) are let go before the archive's transaction."""
+        return dataclasses.replace(self, conversations=())
+
 
 def parse_item(data: bytes, filename: str) -> Parsed:
-    """Worker thread: the bytes of a text item as conversations. A JSON document is read by
+    """Worker thread: the bytes of a text item as conversations (`parse_text`)."""
+    return parse_text(decode_text(data, filename), filename)
+
+
+def parse_text(text: str, filename: str) -> Parsed:
+    """Worker thread: the text of an item as conversations. A JSON document is read by
     `exports` (refused, `InvalidInput`, when its shape is unknown); anything else is a
     transcript (`parse_transcript`). Markdown and text files are never read as JSON."""
-    text = decode_text(data, filename)
     if not filename.lower().endswith((".md", ".markdown", ".txt")):
         found = exports.read_conversations(text)
         if found is not None:
@@ -130,18 +140,47 @@ def parse_item(data: bytes, filename: str) -> Parsed:
     return Parsed(t.kind, (conv,), tuple(f"line {n}: {why}" for n, why in t.errors), False)
 
 
+# The provenance an archive of a conversation handed to the inbox carries besides
+# `inbox:<file>`: `conversation:<key>`, the key of its turns (`conversation_key`).
+KEY_SOURCE = "conversation:"
+
+
+def conversation_key(turns: Sequence[Turn]) -> str:
+    """Any thread (pure): the content key of a conversation, xxh3-128 of its turns as said
+    (role, speaker, time, id, text, tool input and output, the media they carry). The same
+    conversation handed in again, under another name or in another file, has the same key;
+    the name of the file and the title it gives do not count."""
+    h = xxhash.xxh3_128()
+    for t in turns:
+        head = [t.role, t.name, t.timestamp, t.id, len(t.content), t.ok]
+        h.update(json.dumps(head, ensure_ascii=False).encode())
+        h.update(t.content.encode("utf-8", "surrogatepass"))
+        if t.tool_input is not None or t.tool_output is not None:
+            tool = [t.tool_input, t.tool_output]
+            h.update(json.dumps(tool, ensure_ascii=False, sort_keys=True, default=str).encode())
+        for m in t.media:
+            h.update(f"\x1f{m.part}\x1f{m.source}\x1f{m.mime}\x1f".encode())
+            h.update(m.value.encode("utf-8", "surrogatepass"))
+        h.update(b"\x1e")
+    return h.hexdigest()
+
+
 @dataclass(frozen=True, slots=True)
 class Prepared:
     """A conversation of an inbox item made ready in a worker thread (`Intake.prepare`):
-    its archive's documents and its candidate memories; the event loop only stores them."""
+    its archive's documents and its candidate memories; the event loop only stores them.
+    One already archived (`already`: its archive's paths) is not filed again."""
 
     index: int  # in Parsed.conversations
     title: str
     turns: int
-    documents: tuple[Document, ...]  # the session archive, one a part
+    # the session archive, one a part; taken out as they are stored (`Intake.archive`)
+    documents: list[Document]
     candidates: tuple[Candidate, ...]
     how: str  # the extractor that ran
     notes: tuple[str, ...] = ()  # what the extractor said (chunks, a chunk left to rules)
+    key: str = ""  # conversation_key of its turns
+    already: tuple[str, ...] = ()  # the archive of the same turns, filed before
 
 
 # how much of an export's work a report lists (the counts are always complete)
@@ -164,6 +203,8 @@ class Progress:
     archived_n: int = 0  # session nodes (a long conversation is archived in parts)
     not_archived: list[str] = field(default_factory=list)
     not_archived_n: int = 0
+    already: list[str] = field(default_factory=list)  # "<title>: <its archive>", the first
+    already_n: int = 0  # conversations archived before (the same turns): not filed again
     memories: dict[str, str] = field(default_factory=dict)  # path -> created|changed|unchanged
     memories_more: int = 0  # memory writes to nodes beyond those listed
     writes: dict[str, int] = field(default_factory=dict)  # verb -> memory writes
@@ -195,6 +236,7 @@ class Progress:
             self,
             archived=list(self.archived),
             not_archived=list(self.not_archived),
+            already=list(self.already),
             memories=dict(self.memories),
             writes=dict(self.writes),
             refused=list(self.refused),
@@ -213,10 +255,17 @@ class Progress:
         media: Sequence[str],
         how: str,
         notes: Sequence[str] = (),
+        already: str | None = None,
     ) -> None:
-        """One more conversation archived (or not, and why) and its memories routed."""
+        """One more conversation archived (or not, and why) and its memories routed; or,
+        `already` ("<title>: <its archive>"), found archived before and not filed again."""
         self.done += 1
         self.turns += turns
+        if already is not None:
+            self.already_n += 1
+            if len(self.already) < LIST_OTHER:
+                self.already.append(already)
+            return
         if not_archived is None:
             self.sessions += 1
         else:
@@ -285,6 +334,16 @@ def _suffix(name: str) -> str:
 def _title(name: str) -> str:
     stem = re.sub(r"\.[A-Za-z0-9]+$", "", name)
     return stem or "conversation"
+
+
+def conversation_title(item: InboxItem, parsed: Parsed, index: int) -> str:
+    """A conversation's title as the export gives it, else after the file (and its place
+    in an export)."""
+    conv = parsed.conversations[index]
+    title = conv.title or _title(item.filename)
+    if not conv.title and parsed.export:
+        title += f" {index + 1}"
+    return title
 
 
 def _cut(text: str, limit: int) -> list[str]:
@@ -372,6 +431,9 @@ class Intake:
             )
         # set by IntakeService: a session has enough new turns to extract
         self.wake: Callable[[], None] = lambda: None
+        # (owner kind, owner id, conversation key) -> ids of the session nodes archived
+        # with that key (`KEY_SOURCE`), deleted ones included; read once (`load_keys`)
+        self._keys: dict[tuple[str, str, str], list[int]] | None = None
 
     # ---- the inbox ------------------------------------------------------------------------
 
@@ -496,6 +558,14 @@ class Intake:
     def item_data(self, item: InboxItem) -> bytes:
         return self.memory.inbox_data(item.id)
 
+    def parse(self, item: InboxItem) -> Parsed:
+        """Worker thread: a text item read back and parsed (`parse_text`); its bytes are let
+        go once decoded, so a big transcript is not held as bytes, text and turns at once."""
+        return parse_text(self._item_text(item), item.filename)
+
+    def _item_text(self, item: InboxItem) -> str:
+        return decode_text(self.memory.inbox_data(item.id), item.filename)
+
     def inbox_file(self, owner: tuple[str, str], name: str) -> bytes | None:
         """The bytes of the latest file of this name closed in the owner's inbox (what a
         transcript's media path names), or None."""
@@ -586,16 +656,15 @@ class Intake:
         index: int,
         notes: dict[tuple[int, str, int], str],
         names: tuple[str | None, str | None] = (None, None),
+        key: str = "",
     ) -> Prepared:
         """Worker thread (no store access): conversation `index` of an item made ready to
         be filed: its candidate memories (`extract_turns`; relative dates resolve against
         the turns' times, else the conversation's start, else the day the item arrived)
-        and its archive's documents (`notes`: what the gates did with the turns' media).
-        Titled as the export says, else after the file (and its place in an export)."""
+        and its archive's documents (`notes`: what the gates did with the turns' media),
+        with its key (`conversation_key`, computed when not given)."""
         conv = parsed.conversations[index]
-        title = conv.title or _title(item.filename)
-        if not conv.title and parsed.export:
-            title += f" {index + 1}"
+        title = conversation_title(item, parsed, index)
         when = conv.started if conv.started is not None else item.created
         today = dt.datetime.fromtimestamp(when, dt.UTC).date().isoformat()
         candidates, how, said = self.extract_turns(conv.turns, item.owner[0], today, names)
@@ -606,28 +675,94 @@ class Intake:
             when=when,
         )
         return Prepared(
-            index, title, len(conv.turns), tuple(documents), tuple(candidates), how, tuple(said)
+            index,
+            title,
+            len(conv.turns),
+            documents,
+            tuple(candidates),
+            how,
+            tuple(said),
+            key or conversation_key(conv.turns),
         )
+
+    def already_filed(
+        self, item: InboxItem, parsed: Parsed, index: int, key: str, paths: Sequence[str]
+    ) -> Prepared:
+        """Conversation `index` of an item, found archived before (`archived_as`): ready to
+        be reported as such, with nothing to archive or route."""
+        conv = parsed.conversations[index]
+        title = conversation_title(item, parsed, index)
+        return Prepared(index, title, len(conv.turns), [], (), "", (), key, tuple(paths))
+
+    # ---- the content keys of archived conversations --------------------------------------
+
+    def load_keys(self) -> None:
+        """Any thread: the keys of the conversations the session archives hold (their
+        `conversation:` provenance), read from the store once (the heads of the session
+        nodes, not their texts); `archive` adds those it files after."""
+        keys: dict[tuple[str, str, str], list[int]] = {}
+        for n in self.memory.walk(types=("session",), live=None):
+            for src in n.sources:
+                if src.startswith(KEY_SOURCE):
+                    key = (n.owner_kind, n.owner_id, src[len(KEY_SOURCE) :])
+                    keys.setdefault(key, []).append(n.id)
+        if self._keys is None:
+            self._keys = keys
+
+    @property
+    def keys_read(self) -> bool:
+        return self._keys is not None
+
+    def archived_as(self, owner: tuple[str, str], key: str) -> list[str]:
+        """The paths of the archive (all its parts) of the conversation with this key among
+        the owner's sessions, a deleted one left out; [] when there is none."""
+        if not key:
+            return []
+        if self._keys is None:
+            self.load_keys()
+        assert self._keys is not None
+        ids = self._keys.get((*self._archive_owner(owner), key), [])
+        found = [n for nid in ids if (n := self.memory.nodes.get(nid)) is not None]
+        return [self.memory.node_path(n) for n in found if n.deleted_at is None]
+
+    def _keyed(self, owner: tuple[str, str], key: str, ids: list[int]) -> None:
+        """After the commit of an archive: its key is known (when the keys were read)."""
+        if self._keys is not None:
+            self._keys.setdefault((owner[0], owner[1], key), []).extend(ids)
+
+    def _archive_owner(self, owner: tuple[str, str]) -> tuple[str, str]:
+        """Whose sessions hold an owner's archives: agents' are kept under the default
+        user."""
+        ctype = self.memory.types.get("session")
+        if ctype is not None and owner[0] != ctype.scope:
+            return ("user", self.memory.default_owner)
+        return owner
 
     def _file(
         self,
         item: InboxItem,
         ready: Prepared,
         write: Callable[
-            [list[Node] | None, str | None, list[str], list[str]], tuple[str, str, str]
+            [list[Node] | None, str | None, list[str], list[str], list[str]],
+            tuple[str, str, str],
         ],
     ) -> None:
         """Archive a prepared conversation, route its candidates and store the item's new
         state in one transaction. `write(archived nodes or None, why not archived, changed,
-        refused)` gives (state, progress, report). An archive refused (too big, no session
-        type: all its parts or none) is said in the report and the memories are routed all
-        the same."""
+        refused, already)` gives (state, progress, report). An archive refused (too big, no
+        session type: all its parts or none) is said in the report and the memories are
+        routed all the same. A conversation archived before (the same key: a file handed
+        in again after a crash, under another name) is neither archived nor routed again:
+        `already` names its archive."""
         source = f"inbox:{item.filename}"
+        already = list(ready.already) or self.archived_as(item.owner, ready.key)
 
         def attempt(archive: bool, why: str | None) -> None:
             with self._filing():
                 nodes = None
-                if archive:
+                changed: list[str] = []
+                refused: list[str] = []
+                if archive and not already:
                     try:
                         nodes = self.archive(
                             item.owner,
@@ -636,13 +771,15 @@ class Intake:
                             source=source,
                             when=item.created,
                             documents=ready.documents,
+                            key=ready.key,
                         )
                     except (StoreDamaged, StoreUnavailable):
                         raise
                     except ContextFSError as exc:
                         raise _ArchiveRefused(exc.reason) from exc
-                changed, refused = self.route_candidates(item.owner, ready.candidates, source)
-                state, progress, report = write(nodes, why, changed, refused)
+                if not already:
+                    changed, refused = self.route_candidates(item.owner, ready.candidates, source)
+                state, progress, report = write(nodes, why, changed, refused, already)
                 self.memory.set_inbox_state(
                     item.id, item.owner, item.filename, state, report, progress
                 )
@@ -678,8 +815,19 @@ class Intake:
         if ready.notes:
             head += ["## Extraction", *(f"- {n}" for n in ready.notes), ""]
 
-        def write(nodes, why, changed, refused):
+        def write(nodes, why, changed, refused, already):
             lines = list(head)
+            if already:
+                lines[2] = f"state: done ({kind}, {ready.turns} turns, archived before)"
+                lines += [
+                    "## Archived",
+                    "- archived before with the same turns, not filed again:",
+                    *(f"  - {p}" for p in already),
+                    "",
+                    "## Memories",
+                    "- none: they were extracted when it was archived",
+                ]
+                return "done", "", "\n".join(lines) + "\n"
             if nodes is not None:
                 lines += ["## Archived", *(f"- {self.memory.node_path(n)}" for n in nodes), ""]
             else:
@@ -701,7 +849,8 @@ class Intake:
         if progress is None:  # stored by a version that read the file otherwise
             log.warning(
                 "inbox %s: its stored progress does not fit the %d conversations it reads "
-                "as now; starting over (conversations already archived are archived again)",
+                "as now; starting over (those archived already are known by their key and "
+                "not filed again)",
                 item.filename,
                 len(parsed.conversations),
             )
@@ -732,13 +881,21 @@ class Intake:
         assert ready.index == progress.done
         after = progress
 
-        def write(nodes, why, changed, refused):
+        def write(nodes, why, changed, refused, already):
             nonlocal after
             after = progress.copy()
-            paths = [self.memory.node_path(n) for n in nodes or ()]
-            shown = None if nodes is not None else f"{ready.title}: {why}"
-            said = [f"{ready.title}: {n}" for n in ready.notes]
-            after.filed(ready.turns, paths, shown, changed, refused, media_lines, ready.how, said)
+            if already:
+                more = f" (+{len(already) - 1} parts)" if len(already) > 1 else ""
+                after.filed(
+                    ready.turns, [], None, [], [], [], "", (), f"{ready.title}: {already[0]}{more}"
+                )
+            else:
+                paths = [self.memory.node_path(n) for n in nodes or ()]
+                shown = None if nodes is not None else f"{ready.title}: {why}"
+                said = [f"{ready.title}: {n}" for n in ready.notes]
+                after.filed(
+                    ready.turns, paths, shown, changed, refused, media_lines, ready.how, said
+                )
             if after.done == after.total:
                 return "done", "", self.export_report(item, parsed, after)
             return "pending", after.dumps(), self.export_report(item, parsed, after)
@@ -784,6 +941,14 @@ class Intake:
             lines += [f"- not archived: {w}" for w in p.not_archived]
             if p.not_archived_n > len(p.not_archived):
                 lines.append(f"- … and {p.not_archived_n - len(p.not_archived)} more not archived")
+        if p.already_n:
+            lines.append(
+                f"{p.already_n} of {p.done} conversations archived before with the same turns, "
+                "not filed again:"
+            )
+            lines += [f"- {a}" for a in p.already]
+            if p.already_n > len(p.already):
+                lines.append(f"- … and {p.already_n - len(p.already)} more")
         lines += ["", "## Memories"]
         if p.writes:
             lines.append(", ".join(f"{n} {verb}" for verb, n in sorted(p.writes.items())) + ":")
@@ -816,29 +981,44 @@ class Intake:
         source: str,
         when: float,
         summary: str = "",
-        documents: Sequence[Document] | None = None,
+        documents: list[Document] | None = None,
+        key: str = "",
     ) -> list[Node]:
         """The raw record: every turn in L2, as a `session` node — or, for a conversation
         longer than a part (a quarter of the tier limit), as consecutive parts, nodes
         titled `<title> part <i>`, so nothing said is lost to the L2 size limit.
         `documents`: those `session_documents` made of the same arguments (in a worker
-        thread, so the event loop only stores them)."""
+        thread, so the event loop only stores them), taken out of the list as each part is
+        stored: a big conversation's text is not held as documents and as nodes at once.
+        `key` (`conversation_key`) is stored with each part's provenance, in the same
+        transaction (`archived_as` finds it)."""
         ctype = self.memory.types.get("session")
         if ctype is None:
             raise InvalidInput("no 'session' context type is loaded")
-        if owner[0] != ctype.scope:  # agents' conversations are kept under the default user
-            owner = ("user", self.memory.default_owner)
+        owner = self._archive_owner(owner)
         if documents is None:
             documents = self.session_documents(
                 turns, title, source=source, when=when, summary=summary
             )
         nodes = []
         with self.memory.transaction():  # all parts or none
-            for doc in documents:
-                nodes.append(self.memory.route_document(owner, ctype, doc, source=source))
+            documents.reverse()
+            while documents:
+                res = self.memory.route_document(owner, ctype, documents.pop(), source=source)
+                if key:
+                    self._keep_key(res.node, key)
+                nodes.append(res)
         for res in nodes:
             self._hook("node_changed", res.node, res.created)
+        if key:
+            self._hook("_keyed", owner, key, [res.node.id for res in nodes])
         return [res.node for res in nodes]
+
+    def _keep_key(self, n: Node, key: str) -> None:
+        """Inside the archive's transaction: `conversation:<key>` joins the provenance of a
+        part just routed (`inbox:<file>`, which search follows from a memory to the turns
+        it came from, stays as it is)."""
+        self.memory.add_sources(n, [KEY_SOURCE + key])
 
     def session_documents(
         self,
@@ -1129,8 +1309,8 @@ class IntakeService(Service):
         intake = self.intake
         for item in intake.pending():
             # a worker thread reads what is committed: an export of 100 MB takes seconds
-            data = await trio.to_thread.run_sync(intake.item_data, item, abandon_on_cancel=True)
             if intake.is_media(item):
+                data = await trio.to_thread.run_sync(intake.item_data, item, abandon_on_cancel=True)
                 assert intake.media is not None
                 media = intake.media
                 analysis = await trio.to_thread.run_sync(media.analyse, data, item.filename)
@@ -1142,19 +1322,17 @@ class IntakeService(Service):
                 self._changed()
                 return True
             try:
-                # a pure parse: an unmount need not wait for a big export's
-                parsed = await trio.to_thread.run_sync(
-                    parse_item, data, item.filename, abandon_on_cancel=True
-                )
+                # a read and a pure parse: an unmount need not wait for a big export's
+                parsed = await trio.to_thread.run_sync(intake.parse, item, abandon_on_cancel=True)
             except ContextFSError as exc:
                 intake.fail_item(item, exc.reason)
                 self._changed()
                 return True
-            del data
             if parsed.export:
                 await self.process_export(item, parsed)
             else:
                 ready, media_lines = await self._prepare(item, parsed, 0)
+                parsed = parsed.without_turns()
                 await self._yield()
                 intake.finish_item(item, parsed, ready, media_lines)
             self._changed()
@@ -1177,9 +1355,16 @@ class IntakeService(Service):
         """Conversation `index` of an item through the media gates (the media its turns
         carry), then extracted and its archive made in a worker thread that touches no
         store: an unmount does not wait for it (nor for an LLM's answer); what was not
-        filed is done again by the next mount. Returns it and the report's media lines."""
+        filed is done again by the next mount. Returns it and the report's media lines.
+        A conversation archived before (its key, `Intake.archived_as`) is not extracted."""
         intake = self.intake
         conv = parsed.conversations[index]
+        key = await trio.to_thread.run_sync(conversation_key, conv.turns, abandon_on_cancel=True)
+        if not intake.keys_read:  # read once, off the event loop
+            await trio.to_thread.run_sync(intake.load_keys)
+        same = intake.archived_as(item.owner, key)
+        if same:
+            return intake.already_filed(item, parsed, index, key, same), []
         notes, media_lines = await self.turn_media(
             item.owner,
             conv.turns,
@@ -1194,6 +1379,7 @@ class IntakeService(Service):
             index,
             notes,
             intake.owner_names(item.owner),
+            key,
             abandon_on_cancel=True,
         )
         return ready, media_lines

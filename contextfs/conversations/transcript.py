@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 
 KNOWN_ROLES = ("user", "assistant", "system", "tool")
@@ -114,12 +114,27 @@ def parse_transcript(text: str, filename: str = "") -> Transcript:
 # --- JSON lines -------------------------------------------------------------------------
 
 
+def iter_lines(text: str, step: int = 1 << 20) -> Iterator[str]:
+    """The lines of `text` as `text.splitlines()` gives them, made about a MiB of text at a
+    time: a 50 MB transcript is not held a second time as a list of its lines."""
+    start, end = 0, len(text)
+    while start < end:
+        cut = text.find("\n", start + step)
+        stop = end if cut < 0 else cut + 1
+        yield from text[start:stop].splitlines()
+        start = stop
+
+
 def _looks_like_jsonl(text: str) -> bool:
-    lines = [ln.strip() for ln in text.splitlines() if ln.strip()]
-    if not lines or not lines[0].startswith("{"):
+    lines = (s for ln in iter_lines(text) if (s := ln.strip()))
+    first = next(lines, "")
+    if not first.startswith("{") or not isinstance(_try_json(first), dict):
         return False
-    good = sum(isinstance(_try_json(ln), dict) for ln in lines)
-    return good * 2 > len(lines) and isinstance(_try_json(lines[0]), dict)
+    good, total = 1, 1
+    for ln in lines:
+        good += isinstance(_try_json(ln), dict)
+        total += 1
+    return good * 2 > total
 
 
 def _try_json(line: str) -> object:
@@ -132,7 +147,7 @@ def _try_json(line: str) -> object:
 def _parse_jsonl(text: str) -> Transcript:
     turns: list[Turn] = []
     errors: list[tuple[int, str]] = []
-    for number, raw in enumerate(text.splitlines(), start=1):
+    for number, raw in enumerate(iter_lines(text), start=1):
         line = raw.strip()
         if not line:
             continue

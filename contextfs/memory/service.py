@@ -509,6 +509,14 @@ class Memory(Transactions, AttachmentStore, Routing):
             self._store_node(n)
         return True
 
+    def add_sources(self, n: Node, extra: Sequence[str]) -> None:
+        """More provenance for a node (a writer's key beside what routing recorded, in
+        the same transaction as the write), nothing else of it changed."""
+        with self.transaction():
+            self._touch(n)
+            n.sources = [*n.sources, *(x for x in extra if x not in n.sources)]
+            self._store_node(n)
+
     def restore_facts(
         self,
         n: Node,

@@ -1,10 +1,12 @@
 """A big file handed to an inbox is stored in steps (`Intake.receive`): each step its own
 transaction, the item invisible to the intake until the last. A daemon that dies in the
 middle leaves a `receiving` item that fsck accepts and the next mount drops with its
-chunks and blobs: its close never returned, so nothing acknowledged is lost."""
+chunks and blobs: its close never returned, so nothing acknowledged is lost. A
+conversation handed in again is archived once (its content key)."""
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -112,3 +114,75 @@ def test_a_receive_cut_short_by_a_crash_is_dropped_by_the_next_mount(tmp_path: P
         assert check_store(check) == []
     finally:
         check.close()
+
+
+def _chatgpt(titles: list[str]) -> bytes:
+    """A ChatGPT export: one two-turn conversation a title."""
+    out = []
+    for c, title in enumerate(titles):
+        mapping: dict = {"root": {"message": None, "parent": None, "children": ["q"]}}
+        for mid, role, parent in (("q", "user", "root"), ("a", "assistant", "q")):
+            text = f"{title}: {'a question' if role == 'user' else 'an answer'} about tides."
+            mapping[mid] = {
+                "message": {
+                    "id": f"{c}{mid}",
+                    "author": {"role": role},
+                    "create_time": 1_700_000_000 + c * 86_400,
+                    "content": {"content_type": "text", "parts": [text]},
+                },
+                "parent": parent,
+                "children": ["a"] if mid == "q" else [],
+            }
+        out.append({"title": title, "mapping": mapping, "current_node": "a"})
+    return json.dumps(out).encode()
+
+
+async def test_a_conversation_handed_in_again_is_archived_once(tmp_path: Path, types):
+    """The same turns handed in again (another name, after a crash or by mistake) are not
+    archived or extracted again, also after a restart; the report names the archive. An
+    export handed in again files only its new conversations; an archive deleted since is
+    archived again."""
+    store = Store(tmp_path / "c.duckdb")
+    memory = Memory(store, types, data_dir=tmp_path)
+    memory.create_owner(*OWNER)
+    intake = Intake(memory)
+    service = IntakeService(intake)
+    transcript = _export(3)
+    first = intake.submit(OWNER, "tides.jsonl", transcript)
+    assert await service.step() is True
+    archives = list(memory.walk(types=("session",)))
+    assert len(archives) == 1 and "state: done" in first.report
+
+    again = intake.submit(OWNER, "tides-2.jsonl", transcript)
+    assert await service.step() is True
+    assert "archived before with the same turns, not filed again" in again.report
+    assert memory.node_path(archives[0]) in again.report
+    assert len(list(memory.walk(types=("session",)))) == 1
+
+    older = intake.submit(OWNER, "chats.json", _chatgpt(["Tide tables", "Harbour lights"]))
+    assert await service.step() is True
+    assert "2 of 2 conversations archived" in older.report, older.report
+    store.close()
+
+    # a restart: the keys are read back from the archives' provenance
+    store = Store(tmp_path / "c.duckdb")
+    memory = Memory(store, types, data_dir=tmp_path)
+    intake = Intake(memory)
+    service = IntakeService(intake)
+    newer = _chatgpt(["Tide tables", "Harbour lights", "Night ferry"])
+    later = intake.submit(OWNER, "chats-2.json", newer)
+    assert await service.step() is True
+    assert "1 of 3 conversations archived" in later.report, later.report
+    assert "2 of 3 conversations archived before with the same turns" in later.report
+    assert "- user/default/sessions/2023-11-16-night-ferry" in later.report, later.report
+    titles = sorted(n.name for n in memory.walk(types=("session",)))
+    assert len(titles) == 4, titles
+
+    # an archive deleted since: the same turns are archived again
+    [tides] = [n for n in memory.walk(types=("session",)) if "tides" in n.name]
+    memory.delete_node(tides)
+    third = intake.submit(OWNER, "tides-3.jsonl", transcript)
+    assert await service.step() is True
+    assert "extraction: RuleExtractor" in third.report, third.report
+    assert len(list(memory.walk(types=("session",)))) == 4
+    store.close()
