@@ -1,5 +1,6 @@
 """Crash trials: SIGKILL the daemon (or cut the power under its data dir) at a random
-moment while several writer processes create, edit, rename and delete nodes, then check
+moment while several writer processes create, edit, rename, delete and restore nodes
+(`mv` out of `.trash`), then check
 that every acknowledged write survived, derived state caught up and fsck is clean.
 
     .venv/bin/python scripts/crash_trials.py [--trials 100] [--writers 3] [--power-cut]
@@ -67,6 +68,12 @@ class Writer:
         self.seq = 0
         self.nodes: dict[str, dict[str, bytes]] = {}  # node -> attachment -> bytes
         self.l2: dict[str, bytes | None] = {}
+        # nodes in the trash, as `rm -r` left them (L2, attachments): `mv` brings them back
+        self.trashed: dict[str, tuple[bytes | None, dict[str, bytes]]] = {}
+        # nodes a file was unlinked from: a restore brings back what was deleted in the run
+        # of deletions that ended with the node's (docs/operations.md), so such a node is
+        # not restored by the trials (the unlinked file would come back with it)
+        self.unlinked: set[str] = set()
         self.counter = 0
 
     def log(self, rec: dict) -> None:
@@ -94,6 +101,8 @@ class Writer:
         self.also: dict[str, list] = {}  # other values allowed while the op is in flight
         live = sorted(self.nodes)
         choices = ["mkdir"] * 3
+        if self.trashed:
+            choices += ["restore"] * 2
         if live:
             choices += (
                 ["rewrite"] * 4
@@ -107,6 +116,17 @@ class Writer:
                 + ["rmr"]
             )
         op = self.rng.choice(choices)
+        if op == "restore":
+            n = self.rng.choice(sorted(self.trashed))
+            l2, atts = self.trashed[n]
+            eff = {
+                f"{TYPE_DIR}/{n}": DIR,
+                f"{TYPE_DIR}/{n}/L2.md": l2,
+                f".trash/{TYPE_DIR}/{n}/L2.md": None,
+            }
+            for a, data in atts.items():
+                eff[f"{TYPE_DIR}/{n}/{a}"] = data
+            return op, eff, [], n
         if op != "mkdir" and not live:
             op = "mkdir"
         n = self.rng.choice(live) if live else ""
@@ -224,13 +244,22 @@ class Writer:
             n, a = arg
             os.unlink(self.node_path(n) / a)
             del self.nodes[n][a]
+            self.unlinked.add(n)
         elif op == "node_rename":
             n, m = arg
             os.rename(self.node_path(n), self.node_path(m))
             self.nodes[m], self.l2[m] = self.nodes.pop(n), self.l2.pop(n)
+            if n in self.unlinked:
+                self.unlinked.add(m)
         elif op == "rmr":
             shutil.rmtree(self.node_path(arg))
-            del self.nodes[arg], self.l2[arg]
+            atts, l2 = self.nodes.pop(arg), self.l2.pop(arg)
+            if arg not in self.unlinked:
+                self.trashed[arg] = (l2, atts)
+        elif op == "restore":
+            os.rename(self.root / ".trash" / TYPE_DIR / arg, self.node_path(arg))
+            l2, atts = self.trashed.pop(arg)
+            self.nodes[arg], self.l2[arg] = dict(atts), l2
 
     def run(self, seconds: float) -> None:
         deadline = time.monotonic() + seconds
@@ -669,6 +698,7 @@ def derived_problems(owner: Path, names: set[str], summarize, ctype) -> list[str
 
 def check_trial(journals: list[Path], owner: Path, kill_time: float, summarize, ctype) -> dict:
     acked = 0
+    by_op: dict[str, int] = {}  # acknowledged operations by kind
     lost: list[str] = []
     early_errors: list[str] = []
     names: set[str] = set()
@@ -688,6 +718,7 @@ def check_trial(journals: list[Path], owner: Path, kill_time: float, summarize, 
                     names.add(p.split("/")[2] if p.startswith(".trash") else p.split("/")[1])
             elif r.get("ack"):
                 acked += 1
+                by_op[begun[r["seq"]]["op"]] = by_op.get(begun[r["seq"]]["op"], 0) + 1
                 for p, v in begun[r["seq"]]["effects"].items():
                     state[p] = _dec(v)
                 open_op = None
@@ -719,6 +750,7 @@ def check_trial(journals: list[Path], owner: Path, kill_time: float, summarize, 
     derived = derived_problems(owner, names, summarize, ctype)
     return {
         "acked": acked,
+        "by_op": by_op,
         "lost": lost,
         "early_errors": early_errors,
         "derived": derived,
@@ -785,6 +817,7 @@ def run(args: argparse.Namespace) -> dict:
     owner = mnt / OWNER
     log_path = data_dir / "contextfs.log"
     settled: dict[str, object] = {}
+    by_op: dict[str, int] = {}
     totals = {
         "acked": 0,
         "lost": 0,
@@ -864,6 +897,8 @@ def run(args: argparse.Namespace) -> dict:
             totals["daemon_exit"] += 1
             defects.append(f"trial {trial}: daemon exit {code} at unmount")
         totals["acked"] += res["acked"]
+        for op, count in res["by_op"].items():
+            by_op[op] = by_op.get(op, 0) + count
         totals["lost"] += len(res["lost"]) + len(rotten)
         totals["derived"] += len(res["derived"])
         totals["early_errors"] += len(res["early_errors"])
@@ -900,6 +935,7 @@ def run(args: argparse.Namespace) -> dict:
         "trials": args.trials,
         "writers": args.writers,
         "acknowledged": totals["acked"],
+        "acknowledged_by_op": dict(sorted(by_op.items())),
         "lost": totals["lost"],
         "fsck_errors": totals["fsck_errors"],
         "derived_mismatches": totals["derived"],
@@ -955,6 +991,10 @@ def main() -> int:
         f"{res['lost']}, fsck errors {res['fsck_errors']}, derived mismatches "
         f"{res['derived_mismatches']}, daemon log errors {res['daemon_log_errors']}, "
         f"{res['seconds']} s"
+    )
+    print(
+        "acknowledged by operation: "
+        + ", ".join(f"{k} {v}" for k, v in res["acknowledged_by_op"].items())
     )
     for d in res["defects"]:
         print("  " + d)

@@ -230,7 +230,7 @@ def _file_role(t: Tree, d: Inode, name: str) -> Role:
 def _drop_source_row(t: Tree, src: Inode) -> None:
     """The source's own store row goes with the move (an attachment's, a pending drop's)."""
     if src.role == Role.ATTACH and src.att is not None:
-        t.memory.remove_attachment(src.att)
+        t.memory.drop_moved_attachment(src.att)
     if src.drop_id is not None:
         t.memory.forget_drop(src.drop_id)
 
@@ -351,7 +351,7 @@ def _become_attachment(t: Tree, src: Inode, dst_dir: Inode, new_name: str, data:
 
 def _become_scratch(t: Tree, src: Inode, dst_dir: Inode, new_name: str, data: bytes) -> None:
     if src.role == Role.ATTACH and src.att is not None:
-        t.memory.remove_attachment(src.att)
+        t.memory.drop_moved_attachment(src.att)
     t.unlink_inode(src)
     src.name, src.role, src.att, src.tier = new_name, Role.SCRATCH, None, None
     src.data = bytearray(data)

@@ -292,6 +292,20 @@ class AttachmentStore:
             with self.transaction():
                 pass  # the folder mtimes are written with every commit
 
+    def drop_moved_attachment(self, a: Attachment) -> None:
+        """A file whose name and bytes moved on (renamed over a tier by an editor's save,
+        into another node, to a scratch name): its row goes for good. Soft-deleted, it
+        would be one more file deleted just before an `rm -r` of the node, and come back
+        with the node's restore (`_went_with`). A file other names still link to is only
+        removed, as by unlink."""
+        if any(x.link_of == a.id and x.deleted_at is None for x in self.attachments.values()):
+            self.remove_attachment(a)
+            return
+        with self.transaction():
+            self.store.purge_attachment(a.id)
+            self._tx.gone_atts[a.id] = a
+            self.attachments.pop(a.id, None)
+
     def remove_attachment(self, a: Attachment) -> None:
         """Unlink/rmdir: soft until the retention purge, so `rm -r` of a node can be undone."""
         with self.transaction():

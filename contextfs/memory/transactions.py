@@ -55,6 +55,7 @@ class Journal:
     # id: (attachment, copy before its first change, or None: reload from the store)
     atts: dict[int, tuple[Attachment, Attachment | None]] = field(default_factory=dict)
     new_atts: list[int] = field(default_factory=list)
+    gone_atts: dict[int, Attachment] = field(default_factory=dict)  # purged: back on undo
     stored: dict[int, int] = field(default_factory=dict)  # node id: generation of its row
     other: list[Change] = field(default_factory=list)  # inbox items, sessions
 
@@ -209,6 +210,7 @@ class Transactions:
                 setattr(n, name, getattr(before, name))
         for aid in tx.new_atts:
             self.attachments.pop(aid, None)
+        self.attachments.update(tx.gone_atts)
         for a, before in tx.atts.values():
             if before is None:  # changed by the caller before update_attachment: reload
                 try:

@@ -145,6 +145,24 @@ async def test_a_restore_brings_back_each_name_once_as_it_was_last(fs, memory):
     assert check_store(memory.store) == []
 
 
+async def test_an_editors_temp_file_saved_over_l2_stays_gone_after_a_restore(fs, memory):
+    """`sed -i` and atomic writers save through a temp file renamed over L2.md: that file
+    is not one a user deleted, so restoring the node from the trash brings back L2 and
+    the user's files, not the temp file (found by scripts/crash_trials.py's restores)."""
+    node = f"{P}/saved"
+    await fs.mkdir(node)
+    await fs.write(f"{node}/L2.md", b"first\n")
+    await fs.write(f"{node}/keep.txt", b"a user's file\n")
+    await fs.write(f"{node}/sedAb12Cd", b"second\n")
+    await fs.rename(f"{node}/sedAb12Cd", f"{node}/L2.md")
+    await fs.rm_r(node)
+    await fs.rename("user/default/.trash/preferences/saved", node)
+    names = await fs.listdir(node)
+    assert "sedAb12Cd" not in names and "keep.txt" in names, names
+    assert await fs.text(f"{node}/L2.md") == "second\n"
+    assert check_store(memory.store) == []
+
+
 async def test_a_long_rm_r_is_restored_whole(fs, memory):
     """`rm -r` of a big node can take minutes: every file it removed comes back, as long
     as no two of its deletions are further apart than the restore window."""
