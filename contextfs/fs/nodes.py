@@ -438,6 +438,7 @@ class Nodes(RoleBase):
     def changed(self, n: Node, writer: Inode | None = None) -> None:
         """The daemon changed a node: refresh what the kernel may have cached about it."""
         t = self.tree
+        rewritten = self.memory.rewritten_versions.pop(n.id, set())
         d = self.node_inode(n)
         if d is None:
             return
@@ -464,6 +465,10 @@ class Nodes(RoleBase):
         hist = d.children.get(HISTORY_DIR)
         if hist is not None and hist.populated:
             assert hist.children is not None
+            for c in hist.children.values():
+                if c.version in rewritten:  # a secret's first part redacted from it
+                    t.file_cache.pop(c.ino, None)
+                    t.invalidate(c)
             have = {c.version for c in hist.children.values()}
             for version, created, _size in n.history:
                 if version not in have:

@@ -39,7 +39,7 @@ from contextfs.errors import (
 from contextfs.memory.attachments import AttachmentStore
 from contextfs.memory.document import Document, parse_document, trace_bytes
 from contextfs.memory.heads import LiveIndex, NodeCache
-from contextfs.memory.redact import escape_controls
+from contextfs.memory.redact import escape_controls, marker
 from contextfs.memory.remote import keep_both
 from contextfs.memory.routing import Routing
 from contextfs.memory.strategies import strategy_for
@@ -122,6 +122,9 @@ class Memory(Transactions, AttachmentStore, Routing):
         self.refusals: deque[Refusal] = deque(maxlen=50)
         self.refusal_count = 0
         self.failsafe: str | None = None  # reason, when the store turned read-only
+        # node id: versions whose stored text a later save redacted (`_redact_versions`);
+        # the tree takes them to refresh what the kernel holds of those files
+        self.rewritten_versions: dict[int, set[int]] = {}
         self.disk_full: tuple[float, str] | None = None  # since, why: ENOSPC until room
         # what the mount's fsck checked (app.open_memory), for .status
         self.mount_check: CheckRun | None = None
@@ -462,11 +465,20 @@ class Memory(Transactions, AttachmentStore, Routing):
         if len(text.encode("utf-8")) > self.max_tier_size:
             raise TooBig(f"L2.md is limited to {self.max_tier_size} bytes")
         ctype = self.type_named(n.type)
-        text = self.redact(text, self.node_path(n) + "/L2.md")
+        raw, path = text, self.node_path(n) + "/L2.md"
+        found: tuple[Redaction, ...] = ()
+        if self.redactor is not None:
+            res = self.redactor.redact(raw)
+            if res.redactions:
+                self._log_redactions(path, res.summary())
+            text, found = res.text, res.redactions
         self.validate_l2(ctype, text)
         h = content_hash(text)
         if h == n.content_hash and n.version > 0:
             return False
+        # a secret whose first part an earlier save stored (no keyword, no shape to tell
+        # it by then) and the rest this one added: out of those versions too
+        earlier = self._reaching_back(n, raw, found) if found and n.version else []
         l0, l1 = summarize(ctype, text) if text.strip() else ("", "")
         now = max(self.clock(), n.updated)
         try:
@@ -480,6 +492,7 @@ class Memory(Transactions, AttachmentStore, Routing):
                     n.person_wrote = True
                 self._store_node(n, reason)
                 n.history.append((n.version, now, len(text.encode("utf-8"))))
+                self._redact_versions(n, raw, earlier)
         except VersionConflict:
             # another mount saved a newer version first (a shared store): a whole-file
             # save keeps both; inside a caller's transaction, the caller re-applies
@@ -487,6 +500,60 @@ class Memory(Transactions, AttachmentStore, Routing):
                 raise
             return keep_both(self, n, text, reason)
         return True
+
+    def _reaching_back(
+        self, n: Node, raw: str, found: tuple[Redaction, ...]
+    ) -> list[tuple[int, str, str]]:
+        """The redactions of `raw` (n's new L2 as written) that begin in text n already
+        stored: (start, kind, the secret as written) of each, `start` inside the part
+        `raw` shares with the stored L2, its stored piece not already a marker."""
+        stored = n.l2
+        lo, hi = 0, min(len(stored), len(raw))  # the shared prefix's length, by halves
+        while lo < hi:
+            mid = (lo + hi + 1) // 2
+            if stored[:mid] == raw[:mid]:
+                lo = mid
+            else:
+                hi = mid - 1
+        same = lo
+        return [
+            (r.start, r.kind, raw[r.start : r.end])
+            for r in found
+            if r.start < same < r.end and "[REDACTED:" not in stored[r.start : same]
+        ]
+
+    def _redact_versions(self, n: Node, raw: str, earlier: list[tuple[int, str, str]]) -> None:
+        """Inside the save's transaction: the first part of each secret in `earlier`
+        replaced by its marker in every stored version that holds it, newest first, back
+        to the first that does not (appends: each version a prefix of the next)."""
+        if not earlier:
+            return
+        where = {v: i for i, (v, _c, _s) in enumerate(n.history)}
+        redacted = 0
+        for v, _created, _size in sorted(n.history[:-1], reverse=True):
+            old = self.store.version_text(n.id, v)
+            new = old
+            for start, kind, secret in sorted(earlier, reverse=True):
+                if new[:start] != raw[:start]:
+                    continue
+                k = 0
+                while k < len(secret) and start + k < len(new) and new[start + k] == secret[k]:
+                    k += 1
+                if k:
+                    new = new[:start] + marker(kind) + new[start + k :]
+            if new == old:
+                break
+            self.store.redact_version(n.id, v, new, content_hash(new))
+            i = where[v]
+            n.history[i] = (v, n.history[i][1], len(new.encode("utf-8")))
+            self.rewritten_versions.setdefault(n.id, set()).add(v)
+            redacted += 1
+        if redacted:
+            log.info(
+                "redacted a secret's first part from %d earlier version(s) of %s",
+                redacted,
+                self.node_path(n),
+            )
 
     def save_pinned(self, n: Node, tier: str, text: str) -> bool:
         """A hand-written L0 or L1: kept as written until L2 changes."""

@@ -547,6 +547,14 @@ class Store:
         ).fetchone()
         return row[0] if row else ""
 
+    def redact_version(self, node_id: int, version: int, text: str, content_hash: str) -> None:
+        """An earlier version's text with a secret's first part replaced by its marker
+        (a later save found the rest: Memory._redact_versions). Call in a transaction."""
+        self.con.execute(
+            "UPDATE versions SET l2 = ?, content_hash = ? WHERE node_id = ? AND version = ?",
+            [text, content_hash, node_id, version],
+        )
+
     def pending_drops(self) -> list[tuple[int, str, str, str, str, bytes]]:
         rows = self.con.execute(
             "SELECT id, owner_kind, owner_id, type, filename, data FROM pending_drops ORDER BY id"
