@@ -25,7 +25,7 @@ import trio
 
 from contextfs.errors import InvalidInput, NotFound
 from contextfs.fs.handler import RoleBase
-from contextfs.fs.inode import QUERY_DIR, QUERY_ROLES, Handle, Inode, QueryDir, Role
+from contextfs.fs.inode import QUERY_DIR, QUERY_ROLES, Handle, Inode, Invalidation, QueryDir, Role
 from contextfs.fs.perms import Caller
 from contextfs.memory.background import FOREGROUND
 from contextfs.model import Node
@@ -202,8 +202,12 @@ class QueryDirs(RoleBase):
         """Take a question's (or an options segment's) directory out of the tree: its
         names go, and so do the answer's bytes unless a file is open. The inodes the
         kernel still holds stay in the table until it forgets them (Tree._maybe_free);
-        a lookup through them answers ENOENT, as in a removed directory."""
+        a lookup through them answers ENOENT, as in a removed directory. The kernel is
+        told to drop the directory's name, so it forgets them now: it keeps an unused
+        name until memory is short, and each kept a dozen inodes (~14 KB) in the table."""
         self._recent.pop(qd.ino, None)
+        if qd.parent is not None:
+            self.tree.invalidations.append(Invalidation(qd.parent.ino, name=qd.name))
         for c in list((qd.children or {}).values()):
             if c.role in (Role.QUERY, Role.QUERYOPTS):
                 self._drop(c)
