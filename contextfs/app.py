@@ -141,8 +141,22 @@ def _backup_memory(
             f"the store cannot be read (damaged?): {reason}; there is no backup to mount "
             f"read-only (`contextfs salvage {cfg.data_dir} OUT` copies what it still holds)"
         ) from why
-    backup = have[0]
-    store = Store(backup, read_only=True, memory_mb=cfg.store_memory_mb, lock_as=cfg.db_path)
+    for backup in have:  # the newest one that opens (a backup can be damaged too)
+        try:
+            store = Store(
+                backup, read_only=True, memory_mb=cfg.store_memory_mb, lock_as=cfg.db_path
+            )
+            break
+        except Exception as exc:
+            if not unreadable(exc):
+                raise
+            log.error("backup %s cannot be read either: %s", backup, exc)
+    else:
+        raise StoreDamaged(
+            f"the store cannot be read (damaged?): {reason}; nor can any of its "
+            f"{len(have)} backup(s) (`contextfs salvage {cfg.data_dir} OUT` copies what "
+            "the store still holds)"
+        ) from why
     memory = _memory(store, cfg, types, redactor)
     memory.failsafe = (
         f"the store file cannot be read ({reason}); this is its backup of "

@@ -293,20 +293,35 @@ def cmd_restore(args: argparse.Namespace) -> int:
     cfg = load_config(args.data_dir)
     if cfg.store:
         raise UsageError("restore is for the DuckDB store; a PostgreSQL one is the server's")
-    source = Path(args.source) if args.source else None
-    if source is None:
-        have = backups(cfg.data_dir / BACKUP_DIR)
-        if not have:
-            raise UsageError(f"no backup in {cfg.data_dir / BACKUP_DIR}")
-        source = have[0]
+    have = [Path(args.source)] if args.source else backups(cfg.data_dir / BACKUP_DIR)
+    if not have:
+        raise UsageError(f"no backup in {cfg.data_dir / BACKUP_DIR}")
     key = lock_store(cfg.db_path, False)  # exit 4 while a mount (or anything) holds it
     try:
+        source = next((b for b in have if _opens(b)), None)
+        if source is None:
+            raise ContextFSError(f"no backup that can be read: {', '.join(map(str, have))}")
         aside = restore(cfg.db_path, source)
     finally:
         unlock_store(key)
     print(f"restored {cfg.db_path} from {source} (taken {when(taken_at(source))})")
     print(f"the file it replaced is kept as {aside}; `contextfs salvage` reads what it holds")
     return 0
+
+
+def _opens(db: Path) -> bool:
+    """Whether DuckDB reads the file `db` (a backup may be damaged too)."""
+    from contextfs.store.backup import unreadable
+    from contextfs.store.db import Store
+
+    try:
+        Store(db, read_only=True).close()
+    except Exception as exc:
+        if not unreadable(exc):
+            raise
+        print(f"skipped {db}: it cannot be read", file=sys.stderr)
+        return False
+    return True
 
 
 def cmd_salvage(args: argparse.Namespace) -> int:
@@ -486,7 +501,10 @@ def cmd_ingest(args: argparse.Namespace) -> int:
         report = inbox / f"{name}.report.md"
         conversations = None  # the bar of an export's conversations, once the report counts
         while True:
-            state = _report_state(report.read_text() if report.exists() else "")
+            try:
+                state = _report_state(report.read_text() if report.exists() else "")
+            except OSError:  # a dead mount (ENOTCONN): said below
+                state = ""
             under_way = _CONVERSATIONS.match(state)
             if under_way:
                 if conversations is None:
@@ -495,6 +513,12 @@ def cmd_ingest(args: argparse.Namespace) -> int:
                 conversations(int(under_way.group(1)), int(under_way.group(2)))
             elif state.startswith(("state: done", "state: dropped", "state: refused", "refused")):
                 break
+            elif not state and not _answers(mnt):  # killed, or unmounted meanwhile
+                sys.stderr.write("\n")
+                raise ContextFSError(
+                    f"{mnt} is no longer a live mount: {name} was handed in and is processed "
+                    f"when the store is mounted again (its report: .inbox/{name}.report.md)"
+                )
             time.sleep(0.1)
         total = re.search(r", (\d+) conversations,", state)  # an export's final count
         if total:

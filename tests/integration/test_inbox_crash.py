@@ -144,9 +144,15 @@ def test_kill_9_while_filing_then_the_retry_archives_each_conversation_once(
 
         assert _wait(filing, 120), _report(inbox, "conversations.json")
         mount.kill()
+        # its mount went away under it: it says so and exits, it does not wait forever
+        _out, raw = first.communicate(timeout=60)
+        err = raw.decode(errors="replace")
+        assert first.returncode == 1, err
+        assert "is no longer a live mount" in err and "Traceback" not in err, err
     finally:
-        first.kill()  # its mount went away under it: the user gives up on it
-        first.wait(timeout=60)
+        if first.poll() is None:
+            first.kill()
+            first.wait(timeout=60)
 
     mount.start()
     filed = _turn_ids(mount.path)

@@ -140,3 +140,39 @@ def test_a_backup_at_close_is_the_whole_store_and_restore_puts_it_back(stored, t
         assert store.con.execute("SELECT count(*) FROM nodes").fetchone()[0] == NODES
     finally:
         store.close()
+
+
+@pytest.mark.allow_warnings  # the damaged files are logged
+def test_a_damaged_newest_backup_gives_way_to_the_one_before(stored, tmp_path, capsys):
+    """The store file and its newest backup both damaged: the mount shows the backup
+    before (read-only), and `contextfs restore` puts that one back."""
+    from contextfs.app import close_memory, open_memory
+    from contextfs.cli import main
+
+    d, _texts, good = stored
+    data = tmp_path / "data"
+    data.mkdir()
+    cfg = load_config(data)
+    cfg.db_path.write_bytes(good)
+    policy = BackupPolicy(data / "backups", keep=2, interval=0)
+    older, newer = take(cfg.db_path, policy, now=1_000.0), take(cfg.db_path, policy, now=2_000.0)
+    assert older is not None and newer is not None
+    for f in (cfg.db_path, newer):
+        with open(f, "r+b") as fh:
+            fh.seek(4096)
+            fh.write(os.urandom(4096))
+    memory = open_memory(cfg, load_all_types(cfg))
+    try:
+        assert memory.failsafe is not None and "backup of 1970-01-01T00:16:40Z" in memory.failsafe
+        assert memory.store.path == older
+        assert len(list(memory.walk())) == NODES
+    finally:
+        close_memory(memory, cfg)
+    assert main(["restore", str(data)]) == 0
+    out = capsys.readouterr()
+    assert f"from {older}" in out.out and f"skipped {newer}" in out.err
+    store = Store(cfg.db_path, read_only=True)
+    try:
+        assert check_store(store) == []
+    finally:
+        store.close()
