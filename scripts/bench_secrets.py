@@ -32,7 +32,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import re
 import subprocess
 import sys
 import tarfile
@@ -43,7 +42,15 @@ from pathlib import Path
 
 from contextfs.memory.redact import Redactor
 from contextfs.testing import machine_info, write_json
-from contextfs.testing.secret_corpus import Item, Score, Span, load, score
+from contextfs.testing.secret_corpus import (
+    Item,
+    Score,
+    Span,
+    load,
+    prose_items,
+    repo_text,
+    score,
+)
 
 REPO = Path(__file__).resolve().parents[1]
 CORPUS = REPO / "tests" / "corpus" / "secrets"
@@ -164,51 +171,6 @@ def union(a: Detector, b: Detector) -> Detector:
     return spans, redact
 
 
-# Prose and conversations the project ships, none with a secret: any redaction in them is a
-# false positive on real text (docs/secrets.md names the detectors' own pages apart).
-REPO_TEXT = ("scripts/recall_data", "tests/corpus/text", "tests/corpus/transcripts", "docs")
-REPO_TEXT_SKIP = ("docs/secrets.md",)  # it quotes secrets on purpose
-
-
-def repo_text() -> list[tuple[str, str]]:
-    out = []
-    for top in REPO_TEXT:
-        for p in sorted((REPO / top).rglob("*")):
-            rel = str(p.relative_to(REPO))
-            if p.is_file() and rel not in REPO_TEXT_SKIP:
-                try:
-                    out.append((rel, p.read_text(encoding="utf-8")))
-                except UnicodeDecodeError:
-                    continue  # the corpus keeps some files that are not UTF-8 on purpose
-    return out
-
-
-def prose_items(texts: list[tuple[str, str]]) -> list[tuple[str, str]]:
-    """The shipped prose cut into items of three words or more: each string of a JSON file
-    (a conversation turn), each line of a JSONL transcript, each paragraph of any other
-    file."""
-
-    def strings(o: object) -> list[str]:
-        if isinstance(o, str):
-            return [o]
-        if isinstance(o, dict):
-            return [s for v in o.values() for s in strings(v)]
-        if isinstance(o, list):
-            return [s for v in o for s in strings(v)]
-        return []
-
-    out = []
-    for rel, text in texts:
-        if rel.endswith(".json"):
-            parts = strings(json.loads(text))
-        elif rel.endswith(".jsonl"):
-            parts = text.splitlines()
-        else:
-            parts = re.split(r"\n[ \t]*\n", text)
-        out += [(rel, t) for t in parts if len(t.split()) >= 3]  # not ids, names, dates
-    return out
-
-
 # The parts of the corpus reported apart: (title, the files in it; None: all the others).
 PARTS: tuple[tuple[str, tuple[str, ...] | None], ...] = (
     ("built with", None),
@@ -240,7 +202,7 @@ def main() -> int:
     repeat = 1 if args.quick else 5
     detectors: list[tuple[str, Detector]] = []
     if args.baseline and not args.quick:
-        texts = repo_text()
+        texts = repo_text(REPO)
         extra = [t for _, t in texts] + [t for _, t in prose_items(texts)]
         detectors.append((f"contextfs@{args.baseline}", baseline(args.baseline, items, extra)))
     names = {it.text for it in items if it.group == "names"}
@@ -302,7 +264,7 @@ def main() -> int:
     for name, s, *_ in rows:
         print(f"\n{name}: missed {', '.join(s.missed) or 'none'}")
         print(f"{name}: touched {', '.join(s.touched) or 'none'}")
-    texts = repo_text()
+    texts = repo_text(REPO)
     size = sum(len(t) for _, t in texts)
     pieces = prose_items(texts)
     print(

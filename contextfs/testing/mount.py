@@ -288,6 +288,18 @@ def daemon_pid(mnt: Path) -> int | None:
     return pids[0] if pids else None
 
 
+def wait_for(what: Callable[[], object], timeout: float, step: float = 0.05) -> object:
+    """Poll `what()` until it returns something true or `timeout` seconds pass; its last
+    value either way (the caller asserts on it)."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        got = what()
+        if got:
+            return got
+        time.sleep(step)
+    return what()
+
+
 def wait_index_ready(mnt: Path, timeout: float) -> tuple[float, str]:
     """Wait until `.status` says the index is ready with an empty queue: (seconds, status)."""
     t0 = time.monotonic()

@@ -11,6 +11,8 @@ text (used only for the split items, which are redacted twice as two appends are
 
 from __future__ import annotations
 
+import json
+import re
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -176,4 +178,50 @@ def score(
                 if got:
                     out.partly += 1
         out.strays += sum(1 for f in found if not any(_covered(s, [f]) for s in it.secrets))
+    return out
+
+
+# Prose and conversations the project ships, none with a secret: any redaction in them is a
+# false positive on real text (docs/secrets.md names the detectors' own pages apart).
+REPO_TEXT = ("scripts/recall_data", "tests/corpus/text", "tests/corpus/transcripts", "docs")
+REPO_TEXT_SKIP = ("docs/secrets.md",)  # it quotes secrets on purpose
+
+
+def repo_text(repo: Path) -> list[tuple[str, str]]:
+    """(path relative to the checkout, text) of every UTF-8 file under REPO_TEXT."""
+    out = []
+    for top in REPO_TEXT:
+        for p in sorted((repo / top).rglob("*")):
+            rel = str(p.relative_to(repo))
+            if p.is_file() and rel not in REPO_TEXT_SKIP:
+                try:
+                    out.append((rel, p.read_text(encoding="utf-8")))
+                except UnicodeDecodeError:
+                    continue  # the corpus keeps some files that are not UTF-8 on purpose
+    return out
+
+
+def prose_items(texts: list[tuple[str, str]]) -> list[tuple[str, str]]:
+    """The shipped prose cut into items of three words or more: each string of a JSON file
+    (a conversation turn), each line of a JSONL transcript, each paragraph of any other
+    file."""
+
+    def strings(o: object) -> list[str]:
+        if isinstance(o, str):
+            return [o]
+        if isinstance(o, dict):
+            return [s for v in o.values() for s in strings(v)]
+        if isinstance(o, list):
+            return [s for v in o for s in strings(v)]
+        return []
+
+    out = []
+    for rel, text in texts:
+        if rel.endswith(".json"):
+            parts = strings(json.loads(text))
+        elif rel.endswith(".jsonl"):
+            parts = text.splitlines()
+        else:
+            parts = re.split(r"\n[ \t]*\n", text)
+        out += [(rel, t) for t in parts if len(t.split()) >= 3]  # not ids, names, dates
     return out

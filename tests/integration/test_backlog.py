@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from contextfs.testing.mount import Mount, contextfs_cmd, unmount
+from contextfs.testing.mount import Mount, contextfs_cmd, unmount, wait_for
 
 pytestmark = pytest.mark.slow
 
@@ -60,16 +60,6 @@ def _facts(mnt: Path) -> dict:
     return json.loads((mnt / ".status.json").read_text())
 
 
-def _wait(what, timeout: float, step: float = 0.1):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        got = what()
-        if got:
-            return got
-        time.sleep(step)
-    return what()
-
-
 def _hits(mnt: Path, question: str) -> list[str]:
     return [
         h["path"]
@@ -100,10 +90,10 @@ def searching(tmp_path: Path):
 
 def test_fsync_and_search_during_a_backlog_then_stop_and_resume(searching: Mount) -> None:
     mnt = searching.path
-    assert _wait(lambda: _facts(mnt)["index"]["state"] == "ready", 120, 0.2)
+    assert wait_for(lambda: _facts(mnt)["index"]["state"] == "ready", 120, 0.2)
     (mnt / ".inbox/big.jsonl").write_bytes(_transcript(3000))
     # the archive is stored and its vectors are queued: a backlog of thousands of units
-    assert _wait(lambda: _facts(mnt)["index"]["backlog"]["units_in_progress"] > 500, 120)
+    assert wait_for(lambda: _facts(mnt)["index"]["backlog"]["units_in_progress"] > 500, 120)
     facts = _facts(mnt)
     assert facts["index"]["state"] != "ready"
     assert "index_backlog:" in searching.status()
@@ -118,7 +108,9 @@ def test_fsync_and_search_during_a_backlog_then_stop_and_resume(searching: Mount
     os.close(fd)
     fsync_done = time.monotonic() - t0
     assert _hits(mnt, "zephyrkite")[0] == "user/default/preferences/kite"
-    assert _wait(lambda: _meta(mnt, "user/default/preferences/kite")["indexed_version"] == "1", 60)
+    assert wait_for(
+        lambda: _meta(mnt, "user/default/preferences/kite")["indexed_version"] == "1", 60
+    )
     during = _facts(mnt)["index"]
     assert during["backlog"]["units_in_progress"] > 0 or during["backlog"]["vector_changes"] > 0, (
         "the saved node's vectors were in before the backlog drained"
@@ -134,13 +126,13 @@ def test_fsync_and_search_during_a_backlog_then_stop_and_resume(searching: Mount
     assert searching.proc is not None
     assert searching.proc.wait(timeout=60) == 0
     searching.start()
-    again = _wait(
+    again = wait_for(
         lambda: _facts(mnt)["index"]["embedding_model"] and _facts(mnt)["index"]["dimensions"], 120
     )
     assert again
     resumed = _facts(mnt)["index"]
     assert resumed["indexed_units"] >= embedded, "the units embedded before the stop were kept"
-    assert _wait(lambda: _facts(mnt)["index"]["state"] == "ready", 600, 0.5)
+    assert wait_for(lambda: _facts(mnt)["index"]["state"] == "ready", 600, 0.5)
     settled = _facts(mnt)["index"]
     assert settled["queue"] == 0 and settled["backlog"]["text_changes"] == 0
     assert settled["indexed_units"] > 3000

@@ -8,13 +8,12 @@ from __future__ import annotations
 import json
 import re
 import subprocess
-import time
 from collections import Counter
 from pathlib import Path
 
 import pytest
 
-from contextfs.testing.mount import Mount, contextfs_cmd, unmount
+from contextfs.testing.mount import Mount, contextfs_cmd, unmount, wait_for
 
 pytestmark = pytest.mark.slow
 
@@ -92,16 +91,6 @@ def _report(inbox: Path, name: str) -> str:
         return ""
 
 
-def _wait(what, timeout: float, step: float = 0.005):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        got = what()
-        if got:
-            return got
-        time.sleep(step)
-    return what()
-
-
 @pytest.fixture
 def mount(tmp_path: Path):
     (tmp_path / "mnt").mkdir()
@@ -142,7 +131,7 @@ def test_kill_9_while_filing_then_the_retry_archives_each_conversation_once(
             m = under_way.search(_report(inbox, "conversations.json"))
             return m is not None and int(m.group(1)) >= 3
 
-        assert _wait(filing, 120), _report(inbox, "conversations.json")
+        assert wait_for(filing, 120), _report(inbox, "conversations.json")
         mount.kill()
         # its mount went away under it: it says so and exits, it does not wait forever
         _out, raw = first.communicate(timeout=60)

@@ -8,14 +8,19 @@ the same figures with the library and the earlier redactor beside them.
 
 from __future__ import annotations
 
-import json
-import re
 from pathlib import Path
 
 import pytest
 
 from contextfs.memory.redact import Redactor
-from contextfs.testing.secret_corpus import Item, load, parse_line, score
+from contextfs.testing.secret_corpus import (
+    Item,
+    load,
+    parse_line,
+    prose_items,
+    repo_text,
+    score,
+)
 
 REPO = Path(__file__).resolve().parents[2]
 CORPUS = REPO / "tests" / "corpus" / "secrets"
@@ -119,38 +124,8 @@ def test_every_stored_copy_of_a_split_token() -> None:
     assert leaks == ["split:5"]
 
 
-def _prose_items() -> list[tuple[str, str]]:
-    """The prose the project ships, none of it with a secret, cut into items of three
-    words or more: each text of a conversation file (a turn), each line of a transcript,
-    each paragraph of a doc."""
-    out: list[tuple[str, str]] = []
-
-    def strings(o: object) -> list[str]:
-        if isinstance(o, str):
-            return [o]
-        if isinstance(o, dict):
-            return [s for v in o.values() for s in strings(v)]
-        if isinstance(o, list):
-            return [s for v in o for s in strings(v)]
-        return []
-
-    for top in ("scripts/recall_data", "tests/corpus/transcripts", "docs"):
-        for p in sorted((REPO / top).rglob("*")):
-            if not p.is_file() or p.name == "secrets.md":  # it quotes secrets on purpose
-                continue
-            text = p.read_text(encoding="utf-8")
-            if p.suffix == ".json":
-                parts = strings(json.loads(text))
-            elif p.suffix == ".jsonl":
-                parts = text.splitlines()
-            else:
-                parts = re.split(r"\n[ \t]*\n", text)
-            out += [(str(p.relative_to(REPO)), t) for t in parts if len(t.split()) >= 3]
-    return out
-
-
 def test_false_positives_on_the_project_prose() -> None:
-    items = _prose_items()
+    items = prose_items(repo_text(REPO))
     assert len(items) >= 5000
     touched = [(where, t) for where, t in items if R.redact(t).changed]
     assert len(touched) < len(items) / 100, touched[:5]  # none when written
