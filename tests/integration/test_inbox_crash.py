@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from contextfs.testing.mount import Mount, contextfs_cmd, unmount, wait_for
+from contextfs.testing.mount import Mount, contextfs_cmd, wait_for
 
 pytestmark = pytest.mark.slow
 
@@ -89,21 +89,6 @@ def _report(inbox: Path, name: str) -> str:
         return (inbox / f"{name}.report.md").read_text()
     except OSError:
         return ""
-
-
-@pytest.fixture
-def mount(tmp_path: Path):
-    (tmp_path / "mnt").mkdir()
-    m = Mount(tmp_path / "mnt", tmp_path / "data")
-    m.start()
-    try:
-        yield m
-    finally:
-        if m.proc is not None and m.proc.poll() is None:
-            m.stop()
-        else:
-            unmount(m.path)
-    assert m.fsck() == []
 
 
 @pytest.mark.timeout(300)
