@@ -1,6 +1,6 @@
 """Consolidation as the store grows (issue 14 item 5: a million nodes on one machine).
 
-For each store size N (`--quick`: 10,000; default 100,000; `--sizes` for others):
+For each store size N (`--quick`: 4,000; default 100,000; `--sizes` for others):
 
 1. Builds `bench_scale`'s store (N nodes; one owner's preferences or entities are a group
    of 500 bodies of ~950 characters) and plants `--dups` near-duplicates through `Memory`,
@@ -22,7 +22,7 @@ For each store size N (`--quick`: 10,000; default 100,000; `--sizes` for others)
 
 Prints a markdown table and writes JSON under bench-results/.
 
-    .venv/bin/python scripts/bench_consolidate.py --quick       # 10k (about a minute)
+    .venv/bin/python scripts/bench_consolidate.py --quick       # 4k (under a minute)
     .venv/bin/python scripts/bench_consolidate.py               # 100k
     .venv/bin/python scripts/bench_consolidate.py --sizes 1000000 --no-mount
 """
@@ -317,7 +317,7 @@ def table(results: list[dict]) -> str:
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--quick", action="store_true", help="N = 10k")
+    ap.add_argument("--quick", action="store_true", help="N = 4k")
     ap.add_argument("--sizes", help="comma-separated node counts (default 100,000)")
     ap.add_argument("--dups", type=int, default=200, help="near-duplicates planted a run")
     ap.add_argument("--edits", type=int, default=1000, help="nodes rewritten a day later")
@@ -329,7 +329,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.sizes:
         sizes = [int(s) for s in args.sizes.split(",")]
     else:
-        sizes = [10_000] if args.quick else [100_000]
+        sizes = [4_000] if args.quick else [100_000]
     if args.quick:
         args.dups, args.edits, args.sample = min(args.dups, 50), min(args.edits, 200), 20
     base = Path(tempfile.mkdtemp(prefix="cfs-consolidate-"))

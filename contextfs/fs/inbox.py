@@ -219,15 +219,20 @@ class Inbox(RoleBase):
             return None
         if len(data) < BIG_INBOX_FILE or secret_filename_reason(inode.name):
             return None
-        snapshot = bytes(data)
+        snapshot = bytes(data)  # the worker reads it while writes may still resize `data`
         out, found = await trio.to_thread.run_sync(redactor.redact_bytes, snapshot)
-        if inode.data is None or bytes(inode.data) != snapshot:
+        if inode.data is None or inode.data != snapshot:  # compared in place, not copied
             return None
         return out, found
 
     def release(self, h: Handle) -> None:
         h.inode.dirty = False  # only a close after a write hands a file in
         inode = h.inode
+        if inode.role == Role.INBOX_NEW and inode.parent is None:
+            # handed in (the stored item took its name) and closed: nothing can open it
+            # again, and the kernel may keep its inode for long; its bytes are the item's
+            inode.data = None
+            return
         if (
             inode.role == Role.INBOX_NEW
             and not inode.data

@@ -157,7 +157,9 @@ class Redactor:
         except UnicodeDecodeError:
             return self._redact_binary(data)
         result = self._redact(text, ascii_only=False)
-        if not result.redactions or text.isascii():
+        if not result.redactions:
+            return bytes(data), ()  # the same object when it is bytes: no second copy
+        if text.isascii():
             return result.text.encode("utf-8"), result.redactions
         return result.text.encode("utf-8"), _to_byte_offsets(text, result.redactions)
 

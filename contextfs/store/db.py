@@ -888,7 +888,15 @@ class Store:
             while rows := res.fetchmany(64):
                 for h, d in rows:
                     got[h] = bytes(d)
-        return b"".join(got[h] for h in order)
+        # put together as the chunks are let go, so that a 100 MB item is held about
+        # once, not twice (chunks and their join) while it is read back
+        last = {h: i for i, h in enumerate(order)}
+        out = bytearray()
+        for i, h in enumerate(order):
+            out += got[h]
+            if last[h] == i:
+                del got[h]
+        return out  # type: ignore[return-value]  # bytes-like: decoded or sliced
 
     @contextmanager
     def big_reads(self) -> Iterator[None]:

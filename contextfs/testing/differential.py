@@ -23,6 +23,7 @@ import errno
 import itertools
 import os
 import stat
+import subprocess
 from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -443,6 +444,31 @@ class Differ:
             lambda r: self._describe(os.stat(r / path, follow_symlinks=follow)),
         )
 
+    def restore(self) -> None:
+        """`rm -r` of the node, then `mv` of it back out of `<owner>/.trash`: the tree must
+        come back as it was. The native side is copied away and back (`cp -a` keeps modes,
+        set mtimes, symlinks and hard links) after the mark `rm -r` gives every folder it
+        empties (its mtime is now: ContextFS keeps that mark through the restore, as
+        docs/operations.md says). Open descriptors are closed first."""
+        self.close_all()
+        self.log.append("restore()")
+        trash = self.mnt.parent.parent / ".trash" / self.mnt.parent.name / self.mnt.name
+        for argv in (["rm", "-r", str(self.mnt)], ["mv", str(trash), str(self.mnt)]):
+            done = subprocess.run(argv, capture_output=True, text=True)
+            if done.returncode != 0:
+                raise Mismatch(
+                    f"restore: {' '.join(argv[:2])} exited {done.returncode}: "
+                    f"{done.stderr.strip()}\nsteps:\n  " + "\n  ".join(self.log)
+                )
+        for folder, dirs, files in os.walk(self.nat):
+            if Path(folder) != self.nat and (dirs or files):
+                os.utime(folder, follow_symlinks=False)
+        away = self.nat.with_name(self.nat.name + ".away")
+        subprocess.run(["cp", "-a", str(self.nat), str(away)], check=True)
+        subprocess.run(["rm", "-r", str(self.nat)], check=True)
+        away.rename(self.nat)
+        self.check()
+
     def remount(self) -> None:
         """Unmount and mount again; open descriptors are closed first on both sides."""
         self.close_all()
@@ -623,6 +649,11 @@ def machine_for(
         def stat(self, path, follow):
             self._step()
             self.d.stat(path, follow)
+
+        @rule()
+        def restore(self):
+            self._step()
+            self.d.restore()
 
         @precondition(lambda self: self.remounts < max_remounts)
         @rule()

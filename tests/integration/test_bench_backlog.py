@@ -1,4 +1,4 @@
-"""scripts/bench_ingest.py --backlog --quick runs end to end: a 1 MB ChatGPT export
+"""scripts/bench_ingest.py --backlog --quick runs end to end: a 0.5 MB ChatGPT export
 imported through `.inbox/` while a probe writes a node every second, the mount unmounted
 and mounted again at 25, 50 and 75 % of the import.
 
@@ -30,7 +30,7 @@ def test_bench_backlog_quick(tmp_path):
             "--backlog",
             "--quick",
             "--export-mb",
-            "1",
+            "0.5",
             "--json",
             str(out),
         ],

@@ -1,4 +1,4 @@
-"""scripts/bench_consolidate.py --quick runs end to end: a 10k store, planted
+"""scripts/bench_consolidate.py --quick runs end to end: a 4k store, planted
 near-duplicates, two offline runs and one by a mounted daemon.
 
 What it asserts is what the benchmark must show to mean anything: every planted copy
@@ -43,4 +43,4 @@ def test_bench_consolidate_quick(tmp_path):
     mount = r["mount"]
     assert mount["log_problems"] == [], mount["log_problems"]
     assert "merged" in mount["status_line"] and mount["during"]["count"] > 0, mount
-    assert "| 10,000 |" in p.stdout
+    assert "| 4,000 |" in p.stdout

@@ -130,3 +130,22 @@ def test_truncate_to_the_same_size_marks_the_mtime(d):
     d.utime(path="e/a", atime_ns=0, mtime_ns=0, follow=False)
     d.truncate(path="e/a", size=3)
     d.remount()
+
+
+def test_a_restored_node_keeps_the_mark_rm_gave_its_folders(d):
+    # Found by the campaign's restore step (shrunk by hand): a folder `rm -r` emptied comes
+    # back with the time its entries were removed, not the mtime utime had set (0), as
+    # docs/operations.md says; `Differ.restore` gives the native side the same mark.
+    d.populate(dirs=("d",), files=("d/a",))
+    d.utime(atime_ns=0, follow=False, mtime_ns=0, path="d")
+    d.restore()
+
+
+def test_a_restored_node_keeps_its_files_links_and_modes(d):
+    d.populate(dirs=("d", "e"), files=("a", "d/b"))
+    d.chmod("a", 0o600)
+    d.symlink("d/b", "e/c")
+    d.link("d/b", "e/b")
+    d.utime(path="a", atime_ns=0, mtime_ns=999_999_999, follow=True)
+    d.restore()
+    d.remount()
