@@ -2,10 +2,10 @@
 
 For each store size N (`--quick`: 4,000; default 100,000; `--sizes` for others):
 
-1. Builds `bench_scale`'s store (N nodes; one owner's preferences or entities are a group
-   of 500 bodies of ~950 characters) and plants `--dups` near-duplicates through `Memory`,
-   each a copy of a random node's L2 with a few characters changed (the ratio test) or
-   its sentences in another order (the Jaccard test).
+1. Builds `bench_scale`'s store (`contextfs.testing.bench_store`: N nodes; one owner's
+   preferences or entities are a group of 500 bodies of ~950 characters) and plants
+   `--dups` near-duplicates through `Memory`, each a copy of a random node's L2 with a few
+   characters changed (the ratio test) or its sentences in another order (the Jaccard test).
 2. The first run, offline, as `contextfs consolidate` does it: seconds, groups compared,
    pairs checked by `near_duplicate`, merges. Every group holds a changed node (none was
    compared before), so every pair of every group is covered: the merges must be exactly
@@ -41,8 +41,6 @@ import threading
 import time
 from pathlib import Path
 
-import bench_scale  # (scripts/ is on sys.path: it is the script's directory)
-
 from contextfs.app import load_all_types
 from contextfs.config import load_config
 from contextfs.memory.consolidate import Report as RunReport
@@ -50,7 +48,15 @@ from contextfs.memory.consolidate import apply, plan
 from contextfs.memory.document import is_near_duplicate, normalize_item, parse_document
 from contextfs.memory.service import Memory
 from contextfs.store import Store
-from contextfs.testing import machine_info, say, stats, write_json
+from contextfs.testing import (
+    bench_store,
+    log_problems,
+    machine_info,
+    say,
+    stats,
+    unmount,
+    write_json,
+)
 
 SEED = 20261202
 NUMBER_RE = re.compile(r"\d+")
@@ -69,8 +75,8 @@ def plant(
     made = []
     for k in range(count):
         i = rng.randrange(n)
-        owner = ("user", bench_scale.owner_of(i))
-        tname = bench_scale.TYPES[i % 2][0]
+        owner = ("user", bench_store.owner_of(i))
+        tname = bench_store.TYPES[i % 2][0]
         original = memory.live_node(owner, memory.types[tname], f"topic-{i:07d}")
         if original is None:
             continue
@@ -107,10 +113,10 @@ def body(l2: str) -> str:
 def edit(memory: Memory, rng: random.Random, count: int, n: int) -> None:
     for _ in range(count):
         i = rng.randrange(n)
-        owner = ("user", bench_scale.owner_of(i))
-        node = memory.live_node(owner, memory.types[bench_scale.TYPES[i % 2][0]], f"topic-{i:07d}")
+        owner = ("user", bench_store.owner_of(i))
+        node = memory.live_node(owner, memory.types[bench_store.TYPES[i % 2][0]], f"topic-{i:07d}")
         if node is not None:  # (no number: one would make it distinct from a planted copy)
-            word = rng.choice(bench_scale.vocabulary("zipf"))
+            word = rng.choice(bench_store.vocabulary("zipf"))
             memory.save_l2(node, node.l2.rstrip() + f" Edited: {word}.\n")
 
 
@@ -157,8 +163,8 @@ def difflib_near_duplicate(a: str, b: str) -> bool:
 def old_pair_ms(memory: Memory, rng: random.Random, sample: int) -> float:
     """Mean ms of the old comparison of a pair (`difflib_near_duplicate`) on random pairs
     of the first group; the new one must agree on each."""
-    owner = ("user", bench_scale.owner_of(0))
-    nodes = list(memory.walk(owner=owner, types=(bench_scale.TYPES[0][0],)))
+    owner = ("user", bench_store.owner_of(0))
+    nodes = list(memory.walk(owner=owner, types=(bench_store.TYPES[0][0],)))
     bodies = [" ".join(n.l2.split()) for n in nodes]
     pairs = [tuple(rng.sample(range(len(bodies)), 2)) for _ in range(sample)]
     t0 = time.perf_counter()
@@ -179,12 +185,12 @@ def measure_mount(data: Path, mnt: Path, n: int, args: argparse.Namespace) -> di
         memory.store.close()
     (data / "config.yaml").write_text(f"search: false\nconsolidate_every: {args.every}\n")
     rng = random.Random(SEED + 4)
-    paths = [mnt / bench_scale.node_rel(rng.randrange(n)) / "L0.md" for _ in range(500)]
-    d = bench_scale.Daemon(mnt, data)
+    paths = [mnt / bench_store.node_rel(rng.randrange(n)) / "L0.md" for _ in range(500)]
+    d = bench_store.Daemon(mnt, data)
     before: list[float] = []
     during: list[float] = []
     try:
-        d.wait_ready(mnt / "user" / bench_scale.owner_of(0))
+        d.wait_ready(mnt / "user" / bench_store.owner_of(0))
         t_mount = time.monotonic()
         runs_at_start = _runs(mnt)
         done = threading.Event()
@@ -212,7 +218,7 @@ def measure_mount(data: Path, mnt: Path, n: int, args: argparse.Namespace) -> di
         "status_line": line,
         "before": stats(before),
         "during": stats(during),
-        "log_problems": bench_scale.log_problems(data / "contextfs.log")[:20],
+        "log_problems": log_problems(data / "contextfs.log")[:20],
     }
 
 
@@ -232,7 +238,7 @@ def _runs(mnt: Path) -> int:
 def measure(n: int, base: Path, args: argparse.Namespace) -> dict:
     data, mnt = base / f"data-{n}", base / f"mnt-{n}"
     mnt.mkdir()
-    res: dict = {"n": n, "build": bench_scale.build_store(data, n)}
+    res: dict = {"n": n, "build": bench_store.build_store(data, n)}
     memory = open_memory(data)
     rng = random.Random(SEED)
     try:
@@ -245,7 +251,7 @@ def measure(n: int, base: Path, args: argparse.Namespace) -> dict:
         first["found_all_planted"] = must <= set(first["merged_ids"])
         first["extra_merges"] = len(set(first["merged_ids"]) - {d for d, _o in planted})
         res["first"] = first
-        group_pairs = bench_scale.PER_OWNER // 2 * (bench_scale.PER_OWNER // 2 - 1) // 2
+        group_pairs = bench_store.PER_OWNER // 2 * (bench_store.PER_OWNER // 2 - 1) // 2
         res["old_pair_ms"] = old_pair_ms(memory, random.Random(SEED + 1), args.sample)
         res["old_estimate_s"] = res["old_pair_ms"] / 1000 * group_pairs * first["groups"]
         say(
@@ -343,7 +349,7 @@ def main(argv: list[str] | None = None) -> int:
             results.append(r)
     finally:
         for n in sizes:
-            bench_scale.unmount(base / f"mnt-{n}")
+            unmount(base / f"mnt-{n}")
         shutil.rmtree(base, ignore_errors=True)
     print(table(results))
     problems = sum(len(r.get("mount", {}).get("log_problems", [])) for r in results)

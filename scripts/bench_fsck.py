@@ -3,9 +3,9 @@
 Issue 14 item 5 ("mount time independent of the store's size"), the mount-time check. For
 each store size N (`--quick`: 1,000 and 10,000; full: 1,000, 100,000 and 1,000,000):
 
-1. Builds the store in-process as scripts/bench_scale.py does (N nodes with L0/L1/L2 of
-   about 1,000 characters, one version and one outbox row each; `--reuse DIR` takes the
-   data dirs `DIR/n<N>` of an earlier build instead).
+1. Builds the store in-process as scripts/bench_scale.py does (`contextfs.testing.bench_store`:
+   N nodes with L0/L1/L2 of about 1,000 characters, one version and one outbox row each;
+   `--reuse DIR` takes the data dirs `DIR/n<N>` of an earlier build instead).
 2. Times each check of the full fsck (`check_store`: what every mount ran before, and what
    `contextfs fsck` runs), and records its pass (`record_passed`) as a mount does.
 3. Changes `--changes` random nodes (default 100) through `Store.update_node` (a new L2
@@ -44,13 +44,10 @@ from pathlib import Path
 
 import xxhash
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from bench_scale import Daemon, build_store, owner_of  # noqa: E402  (a sibling script)
-
-from contextfs.store import Store  # noqa: E402
-from contextfs.store.backend import StoreBackend, open_store  # noqa: E402
-from contextfs.store.db import _NODE_COLS, _node_from_row  # noqa: E402
-from contextfs.store.fsck import (  # noqa: E402
+from contextfs.store import Store
+from contextfs.store.backend import StoreBackend, open_store
+from contextfs.store.db import _NODE_COLS, _node_from_row
+from contextfs.store.fsck import (
     CHECKED_SEQ,
     CHECKS,
     SINCE_AT_MOUNT,
@@ -59,10 +56,11 @@ from contextfs.store.fsck import (  # noqa: E402
     mount_check,
     record_passed,
 )
-from contextfs.store.pg import PgStore  # noqa: E402
-from contextfs.testing import log_problems, machine_info, say, write_json  # noqa: E402
-from contextfs.testing.mount import unmount  # noqa: E402
-from contextfs.testing.postgres import PgServer, available  # noqa: E402
+from contextfs.store.pg import PgStore
+from contextfs.testing import log_problems, machine_info, say, write_json
+from contextfs.testing.bench_store import Daemon, build_store, owner_of
+from contextfs.testing.mount import unmount
+from contextfs.testing.postgres import PgServer, available
 
 SEED = 20261202
 

@@ -1,7 +1,8 @@
 """The memory's heads on demand (issue 14 item 5): what opening a big store costs, step by step.
 
 For each store size N (`--quick`: 10,000; default: 100,000 and 1,000,000) it builds the
-store as `bench_scale.py` does (in-process, straight into DuckDB), then:
+store as `bench_scale.py` does (`contextfs.testing.bench_store`: in-process, straight into
+DuckDB), then:
 
 1. In-process, twice (a first mount's full fsck, then a mount's check since the point it
    recorded): the seconds of `open_store`, `Memory(...)`, `Tree(...)` (the mount's build)
@@ -25,21 +26,24 @@ import gc
 import os
 import random
 import shutil
-import sys
 import tempfile
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-
-import bench_scale  # noqa: E402  (the store builder and its paths)
-
-from contextfs.ctxtypes import builtin_schema_dir, load_types  # noqa: E402
-from contextfs.fs.tree import Tree  # noqa: E402
-from contextfs.memory.service import Memory  # noqa: E402
-from contextfs.store.backend import open_store  # noqa: E402
-from contextfs.store.fsck import mount_check, record_passed  # noqa: E402
-from contextfs.testing import Mount, daemon_pid, machine_info, proc_status, say, write_json  # noqa: E402
+from contextfs.ctxtypes import builtin_schema_dir, load_types
+from contextfs.fs.tree import Tree
+from contextfs.memory.service import Memory
+from contextfs.store.backend import open_store
+from contextfs.store.fsck import mount_check, record_passed
+from contextfs.testing import (
+    Mount,
+    bench_store,
+    daemon_pid,
+    machine_info,
+    proc_status,
+    say,
+    write_json,
+)
 
 
 def rss_mib() -> float:
@@ -83,7 +87,7 @@ def daemon(data: Path, n: int, wait: float) -> dict:
     mnt = data.parent / f"mnt-{n}"
     mnt.mkdir(exist_ok=True)
     m = Mount(mnt, data, search=False)
-    owner = bench_scale.owner_of(n // 2)
+    owner = bench_store.owner_of(n // 2)
     t = time.perf_counter()
     m.start()
     while True:
@@ -97,11 +101,11 @@ def daemon(data: Path, n: int, wait: float) -> dict:
     time.sleep(wait)
     pid = daemon_pid(mnt)
     rss = proc_status(pid).get("VmRSS", 0) / 2**20 if pid else 0.0
-    rng = random.Random(bench_scale.SEED)
+    rng = random.Random(bench_store.SEED)
     picks = rng.sample(range(n), min(100, n))
     t = time.perf_counter()
     for i in picks:
-        os.stat(mnt / bench_scale.node_rel(i))
+        os.stat(mnt / bench_store.node_rel(i))
     lookup_ms = (time.perf_counter() - t) / len(picks) * 1000
     m.stop()
     return {"mount_s": mount_s, "rss_mib": rss, "cold_lookup_ms": lookup_ms}
@@ -126,7 +130,7 @@ def main() -> None:
             data = base / f"data-{n}"
             data.mkdir()
             say(f"N={n:,}: building the store")
-            bench_scale.build_store(data, n)
+            bench_store.build_store(data, n)
             say(f"N={n:,}: opening it in-process twice")
             steps = in_process(data / "contextfs.duckdb")
             say(f"N={n:,}: mounting it")

@@ -62,12 +62,8 @@ import sys
 import tempfile
 import time
 import urllib.parse
-from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
-
-import numpy as np
-import xxhash
 
 from contextfs.app import load_all_types
 from contextfs.config import load_config
@@ -95,6 +91,7 @@ from contextfs.testing import (
     wait_index_ready,
     write_json,
 )
+from contextfs.testing.bench_embedder import BenchEmbedder
 from contextfs.testing.prose import WORDS, sentence
 from contextfs.testing.search_corpus import TARGETS, filler
 
@@ -158,55 +155,6 @@ def generated_rel(i: int) -> str:
     owner = OWNERS[i % len(OWNERS)]
     tdir = TYPE_DIRS[(i // len(OWNERS)) % len(TYPE_DIRS)]
     return f"user/{owner}/{tdir}/topic-{i:06d}"
-
-
-# --------------------------------------------------------------------------------------
-# Embedders used by the benchmark
-
-
-class BenchEmbedder:
-    """Wraps the real embedder and times it. With `real_budget`, only the first
-    `real_budget` texts are embedded for real; later ones get a noisy copy of one of those
-    (picked by a hash of the text): synthetic vectors, same count and shape."""
-
-    def __init__(self, real: LocalEmbedder, real_budget: int | None = None) -> None:
-        self.real = real
-        self.name, self.dim = real.name, real.dim
-        self.real_budget = real_budget
-        self.bank: list[np.ndarray] = []
-        self.model_seconds = 0.0
-        self.model_texts = 0
-        self.synthetic_texts = 0
-        self.rng = np.random.default_rng(SEED)
-
-    def embed(self, texts: Sequence[str]) -> np.ndarray:
-        texts = list(texts)
-        if self.real_budget is None:
-            return self._real(texts)
-        n_real = max(0, min(len(texts), self.real_budget - len(self.bank)))
-        parts = []
-        if n_real:
-            rows = self._real(texts[:n_real])
-            self.bank.extend(rows)
-            parts.append(rows)
-        rest = texts[n_real:]
-        if rest:
-            base = np.stack(
-                [self.bank[xxhash.xxh64_intdigest(t.encode()) % len(self.bank)] for t in rest]
-            )
-            noise = self.rng.standard_normal(base.shape).astype(np.float32)
-            rows = base + noise * (0.5 / np.sqrt(self.dim))
-            rows /= np.linalg.norm(rows, axis=1, keepdims=True)
-            parts.append(rows.astype(np.float32))
-            self.synthetic_texts += len(rest)
-        return np.concatenate(parts, axis=0) if parts else np.empty((0, self.dim), np.float32)
-
-    def _real(self, texts: list[str]) -> np.ndarray:
-        t0 = time.perf_counter()
-        rows = self.real.embed(texts)
-        self.model_seconds += time.perf_counter() - t0
-        self.model_texts += len(texts)
-        return rows
 
 
 # --------------------------------------------------------------------------------------

@@ -9,6 +9,9 @@ scripts/, never for the filesystem itself (nothing in `contextfs` imports it).
   corpus), `secret_corpus` (the labelled secret corpus of tests/corpus/secrets and how a
   detector is scored on it), `prose` (seeded markdown), `differential` (the differential
   POSIX machine; its `machine_for` needs hypothesis, a test dependency).
+- shared by the benchmarks in scripts/ (no script imports another): `bench_store` (the
+  big synthetic store built in-process, its paths, a foreground `Daemon` over it) and
+  `bench_embedder` (the timed embedder with synthetic vectors past a budget).
 
 Importing it loads no FUSE code: the daemon only ever runs in a subprocess, so a test or a
 script never serves kernel requests from its own loop (tests/unit/test_offline.py checks).
