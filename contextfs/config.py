@@ -78,7 +78,7 @@ class Config:
     # overrides it; its password is never shown (.status, logs, process title).
     store: str = ""
     # DuckDB's buffers (MiB): what the store's pages may hold of the daemon's memory;
-    # 0 = DuckDB's own default, 80% of the machine's memory (docs/scaling-tree.md)
+    # 0 = DuckDB's own default, 80% of the machine's memory (docs/scaling.md)
     store_memory_mb: int = 128
     # Backups of the DuckDB file (docs/operations.md#backups): a mount that closes a store
     # which passed its check copies it to <data dir>/backups/ when the newest copy there

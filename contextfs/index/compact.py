@@ -4,7 +4,7 @@ hnswlib (`index.vectors.VectorIndex`) keeps every unit's float32 vector and its 
 in RAM, about 1.9 KB a unit: three million units would not fit beside the embedding model.
 `CompactVectorIndex` answers the same calls (upsert, delete, search, search_among,
 snapshot, save/load, len, in) with about 80-130 B of RAM a unit (measured 81 B by its own
-count, 112 B of process RSS at 3M units: docs/scaling-tree.md):
+count, 112 B of process RSS at 3M units: docs/scaling.md):
 
 - faiss `IndexIVFPQFastScan` holds a product-quantised code a unit (4 bits for every 4
   dimensions: 48 bytes at 384-d) plus its row number, in inverted lists over a coarse
@@ -24,7 +24,7 @@ loads after a crash (it replays the outbox after it). A row a load finds dead is
 faiss must be trained: `build` (or `from_index`, the switch from hnswlib at the indexer's
 size threshold) trains on the vectors it is given, then adds them. The coarse lists are
 not retrained as the index grows; recall at 30x the training size is in
-docs/scaling-tree.md. Like hnswlib here, faiss runs on one thread: the caller serialises
+docs/scaling.md. Like hnswlib here, faiss runs on one thread: the caller serialises
 every call on one lock (as for `VectorIndex`), and this module starts no threads.
 
 On disk: the index file (a header of ours with magic, dim, space, the data file's id, row

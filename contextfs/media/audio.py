@@ -239,17 +239,6 @@ def _resample(x: np.ndarray, rate: int, to: int) -> np.ndarray:
     return np.interp(t, np.arange(len(x)), x.astype(np.float32)).astype(np.int16)
 
 
-def frame_features(
-    pcm: Pcm, frame_ms: int, window_ms: int, floor_db: float
-) -> tuple[np.ndarray, np.ndarray, int]:
-    """Per frame: RMS in dBFS, and the spread (std) of the dBFS of the frames above the
-    floor within `window_ms` around it (silence around steady noise is no modulation);
-    and the frame length in samples."""
-    n = pcm.rate * frame_ms // 1000
-    db = np.concatenate([_frame_db(b, n) for b in pcm.blocks()] or [np.empty(0)])
-    return db, _spread(db, max(1, window_ms // frame_ms) | 1, floor_db), n
-
-
 def _frame_db(samples: np.ndarray, n: int) -> np.ndarray:
     count = len(samples) // n
     frames = samples[: count * n].reshape(count, n)

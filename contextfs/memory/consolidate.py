@@ -11,7 +11,7 @@
 - Nodes whose importance falls below the type's `min_importance` move to the owner's
   `.archive/` (not searched; `mv` back into the type directory restores them).
 
-A run is a plan, then its application (docs/scaling-tree.md, consolidation):
+A run is a plan, then its application (docs/scaling.md, consolidation):
 
 - `plan()` only reads, so the daemon runs it in a worker thread: it streams the live
   nodes' heads once (importance, what falls below its minimum, the size of each group of

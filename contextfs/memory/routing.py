@@ -38,7 +38,8 @@ from contextfs.memory.strategies import (
 from contextfs.model import Access, Node
 
 if TYPE_CHECKING:
-    from contextfs.memory.service import LiveNodes, Refusal
+    from contextfs.memory.heads import LiveIndex
+    from contextfs.memory.service import Refusal
     from contextfs.store import Store
 
 log = logging.getLogger("contextfs.memory.service")  # the name these lines always had
@@ -96,7 +97,7 @@ class Routing:
     # set by Memory.__init__
     store: Store
     nodes: dict[int, Node]
-    live: LiveNodes
+    live: LiveIndex
     max_tier_size: int
     clock: Callable[[], float]
     access: dict[tuple[str, str], Access]

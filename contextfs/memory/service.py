@@ -152,8 +152,6 @@ class Memory(Transactions, AttachmentStore, Routing):
         self.default_owner = default_owner
         self.redaction_count = 0
         self.pending_redactions: list[tuple[float, str, str, int]] = []
-        # `Memory.transaction` is the boundary, even for code that still asks the store
-        store.boundary = self.transaction
 
     # ---- small helpers ------------------------------------------------------------------
 
@@ -193,10 +191,6 @@ class Memory(Transactions, AttachmentStore, Routing):
         the store in id order (`NodeCache.walk`; texts: with their L1/L2 read a page at a
         time); safe from a worker thread."""
         return self.nodes.walk(owner=owner, types=types, live=live, texts=texts)
-
-    def nodes_of(self, owner: tuple[str, str], ctype: ContextType) -> list[Node]:
-        """A type directory's live nodes, oldest first."""
-        return list(self.nodes.walk(owner=owner, types=(ctype.name,), live=True))
 
     def recent_nodes(self, limit: int) -> list[Node]:
         """The `limit` most recently changed live nodes (any thread: the text warm-up)."""

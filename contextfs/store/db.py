@@ -21,7 +21,7 @@ import sys
 import threading
 import time
 from collections.abc import Callable, Iterator
-from contextlib import AbstractContextManager, contextmanager
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -248,7 +248,6 @@ class Store:
         self._ids: list[int] = []
         self._seq = 0
         # Set by the Memory that owns this store: `transaction()` is then its transaction.
-        self.boundary: Callable[[], AbstractContextManager[None]] | None = None
         if not read_only:
             with self.atomic():
                 create_tables(self.con)
@@ -356,14 +355,6 @@ class Store:
             sweep_blobs(self.con, sorted(self.garbage) if self._swept_all else None)
             self._swept_all = True
             self.garbage.clear()
-
-    def transaction(self) -> AbstractContextManager[None]:
-        """The owning Memory's transaction (`Memory.transaction`), so that code still
-        opening one here keeps the in-memory mirrors right; a bare `atomic()` before a
-        Memory owns the store. New code uses `Memory.transaction`."""
-        if self.boundary is not None:
-            return self.boundary()
-        return self.atomic()
 
     @contextmanager
     def _joined(self) -> Iterator[None]:
@@ -1023,7 +1014,7 @@ class Store:
         # segment it touched until the query ended, and 480 rows at once in four threads
         # ran past a 256 MiB buffer limit; this form read 1,000 rows at once in four
         # threads under 128 MiB, in 45 ms for 480 where 100 at a time took 56 ms
-        # (docs/scaling-tree.md). Batches only bound the list's size.
+        # (docs/scaling.md). Batches only bound the list's size.
         for i in range(0, len(node_ids), self._TEXT_BATCH):
             part = list(node_ids[i : i + self._TEXT_BATCH])
             rows = con.execute("SELECT id, l1, l2 FROM nodes WHERE id = ANY(?::BIGINT[])", [part])

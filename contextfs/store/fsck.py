@@ -693,12 +693,6 @@ def record_passed(store: Store, run: CheckRun) -> None:
             store.set_meta(FULL_AT, now)
 
 
-def last_full_check(store: Store) -> float | None:
-    """When a full check last passed (None: never recorded)."""
-    value = store.meta(FULL_AT)
-    return None if value is None else float(value)
-
-
 def open_session(store: Store, who: str) -> str | None:
     """Mark a mount (`who`: its host and data dir) as writing; returns when the previous
     session of the same mount began if it never closed the store (killed, crashed, power

@@ -199,7 +199,6 @@ class PgStore(Store):
         self.applied = 0
         self._own: set[int] = set()
         self._last_known: dict[str, Any] = {}
-        self.boundary = None
         if not read_only:
             with self.atomic():
                 # one mount at a time creates or migrates the schema

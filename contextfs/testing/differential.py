@@ -180,6 +180,10 @@ class Differ:
     tolerate: frozenset[str] = frozenset()
     fds: dict[int, tuple[int | None, int | None, str]] = field(default_factory=dict)
     log: list[str] = field(default_factory=list)
+    # entries removed or renamed since the start or the last restore: a restore brings
+    # back what was removed shortly before the `rm -r` (docs/operations.md), which a
+    # native directory has no model of, so the machine restores only when this is 0
+    removals: int = 0
 
     # ---- plumbing ---------------------------------------------------------------------------
 
@@ -374,17 +378,24 @@ class Differ:
             f"truncate(path={path!r}, size={size})", lambda r: os.truncate(r / path, size)
         )
 
+    def _removed(self, res: tuple) -> tuple:
+        if res[0] == "ok":
+            self.removals += 1
+        return res
+
     def rename(self, src: str, dst: str) -> tuple:
-        return self._op(f"rename(src={src!r}, dst={dst!r})", lambda r: os.rename(r / src, r / dst))
+        return self._removed(
+            self._op(f"rename(src={src!r}, dst={dst!r})", lambda r: os.rename(r / src, r / dst))
+        )
 
     def unlink(self, path: str) -> tuple:
-        return self._op(f"unlink(path={path!r})", lambda r: os.unlink(r / path))
+        return self._removed(self._op(f"unlink(path={path!r})", lambda r: os.unlink(r / path)))
 
     def mkdir(self, path: str, mode: int = 0o755) -> tuple:
         return self._op(f"mkdir(path={path!r}, mode={mode:#o})", lambda r: os.mkdir(r / path, mode))
 
     def rmdir(self, path: str) -> tuple:
-        return self._op(f"rmdir(path={path!r})", lambda r: os.rmdir(r / path))
+        return self._removed(self._op(f"rmdir(path={path!r})", lambda r: os.rmdir(r / path)))
 
     def symlink(self, link_target: str, path: str) -> tuple:
         return self._op(
@@ -467,6 +478,7 @@ class Differ:
         subprocess.run(["cp", "-a", str(self.nat), str(away)], check=True)
         subprocess.run(["rm", "-r", str(self.nat)], check=True)
         away.rename(self.nat)
+        self.removals = 0
         self.check()
 
     def remount(self) -> None:
@@ -650,6 +662,7 @@ def machine_for(
             self._step()
             self.d.stat(path, follow)
 
+        @precondition(lambda self: self.d.removals == 0)
         @rule()
         def restore(self):
             self._step()

@@ -1,7 +1,7 @@
 """What the mount's fsck checked, as a user sees it in `.status`, across a kill -9: the
 first mount checks everything, later ones what changed since; a session killed before it
 closed the store is named, and what it wrote is checked at the next mount like any change
-(docs/scaling-tree.md says why that is enough)."""
+(docs/fsck.md says why that is enough)."""
 
 from __future__ import annotations
 

@@ -2,7 +2,7 @@
 
 DuckDB keeps the pages it reads in buffers of its own, by default up to 80% of the
 machine's memory: at a million nodes a day of reads grew a daemon by hundreds of MiB
-(docs/scaling-tree.md). A mount opens its store with a limit from `config.yaml`, reads past
+(docs/scaling.md). A mount opens its store with a limit from `config.yaml`, reads past
 it still answer, and `.status` says what the buffers hold (a PostgreSQL store's buffers
 are the server's: the line says so)."""
 

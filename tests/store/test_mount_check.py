@@ -1,5 +1,5 @@
 """The mount's fsck checks what changed since the last check that passed; `contextfs fsck`
-checks everything (docs/scaling-tree.md). Each test runs on DuckDB and on a real
+checks everything (docs/fsck.md). Each test runs on DuckDB and on a real
 PostgreSQL, through `app.open_memory` (what a mount runs) and the real `contextfs fsck`.
 
 Damage is done the way bit rot or a bug would leave it: straight in the database, with no
