@@ -3,6 +3,22 @@
 The mount fixture runs the daemon in a subprocess (`--foreground`), never inside the
 test's own trio loop: a kernel request from the loop that serves it would deadlock.
 Every fixture ends with `fsck` of the store as an oracle.
+
+The quick tier (`pytest -m quick`, a developer's run on every change, about 2 minutes on
+2 cores; CI runs everything) is chosen here, by `is_quick`, from the node id alone:
+
+- a test in `tests/unit`, `tests/fs`, `tests/index` or `tests/store` is quick unless
+  `NOT_QUICK` names it, its function or its module (a prefix of its node id ending at `::`
+  or `[`), so a new test in these layers is quick by default;
+- a test in `tests/integration` (a real mount) is quick only if `QUICK_MOUNTS` names it:
+  a few that mount, write a node, search and unmount, one per agent-facing room;
+- never a test marked `slow`, nor one that trains the tiny CLIP model (`tiny_clip`);
+- a test marked `quick` in its file is quick whatever the lists say.
+
+`NOT_QUICK` holds what took about 0.8 s or more (setup, call and teardown) in a run of its
+layer with `--durations=0` on 2 busy cores; add a test there when the quick tier nears 3
+minutes. `tests/unit/test_quick_tier.py` checks that every room of `contextfs/` keeps a
+quick test and that both lists name tests that exist.
 """
 
 from __future__ import annotations
@@ -50,6 +66,123 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo):
             if m.died():
                 rep.sections.append((f"daemon post-mortem: {m.path}", m.post_mortem()))
     return rep
+
+
+# ---- the quick tier: `pytest -m quick` (the module docstring says how it is chosen) -------
+
+QUICK_LAYERS = ("tests/unit/", "tests/fs/", "tests/index/", "tests/store/")
+
+NOT_QUICK = (
+    # unit: threads, subprocesses, fake endpoints, media decoding
+    "tests/unit/test_clip.py::test_the_built_in_architectures_are_open_clips",
+    "tests/unit/test_context_for_thread.py::test_context_for_in_a_thread_while_nodes_are_created",
+    "tests/unit/test_entity_names.py::test_after_many_changes_the_table_answers_as_the_store_does",
+    "tests/unit/test_extract.py::test_llm_extractor_keeps_valid_items_and_drops_invalid_ones",
+    "tests/unit/test_extract.py::test_llm_transport_failure_raises",
+    "tests/unit/test_llm_window.py::test_a_2mb_transcript_goes_in_overlapping_chunks_that_fit_the_window",
+    "tests/unit/test_llm_window.py::test_a_failing_chunk_is_extracted_by_rules_and_the_notes_say_so",
+    "tests/unit/test_llm_window.py::test_after_three_failures_in_a_row_the_rest_is_left_to_rules",
+    "tests/unit/test_llm_window.py::test_condensed_parts_that_still_overflow_are_condensed_again",
+    "tests/unit/test_offline.py::test_offline_command_imports_no_fuse",
+    "tests/unit/test_services.py::test_an_import_does_not_file_the_next_conversation_while_an_fsync_is_in_flight",
+    "tests/unit/test_video_gate.py::test_the_interval_sets_how_many_frames_the_gate_sees",
+    # fs: big inputs, randomised comparisons, crash and cache-pressure runs
+    "tests/fs/test_attachment_chunks.py::test_a_file_unlinked_while_open_keeps_what_it_held_when_removed",
+    "tests/fs/test_attachment_chunks.py::test_a_secret_written_into_the_middle_of_a_big_attachment_is_redacted",
+    "tests/fs/test_attachment_chunks.py::test_only_the_changed_bytes_and_a_margin_are_scanned",
+    "tests/fs/test_attachment_chunks.py::test_random_operations_match_a_native_file",
+    "tests/fs/test_attachment_chunks.py::test_truncating_a_closed_file_commits_at_once",
+    "tests/fs/test_big_transcript.py",
+    "tests/fs/test_blobs.py::test_garbage_is_reclaimed_in_batches_at_close_and_after_a_crash",
+    "tests/fs/test_consolidate.py::test_a_second_run_compares_only_what_changed_since_the_first",
+    "tests/fs/test_consolidate.py::test_contextfs_consolidate_command",
+    "tests/fs/test_consolidate.py::test_the_plan_finds_exactly_what_comparing_every_pair_finds",
+    "tests/fs/test_hard_links.py::test_soft_delete_and_restore_keep_the_links",
+    "tests/fs/test_heads.py::test_a_reopened_store_reads_no_node_and_counts_by_sql",
+    "tests/fs/test_heads.py::test_many_directories_used_hold_a_bounded_number_of_nodes",
+    "tests/fs/test_heads.py::test_search_over_a_store_larger_than_the_cache",
+    "tests/fs/test_heads.py::test_writes_to_cold_and_evicted_nodes_are_not_lost",
+    "tests/fs/test_inbox_receive.py::test_a_big_item_arrives_in_steps_and_is_processed_whole",
+    "tests/fs/test_inbox_receive.py::test_a_receive_cut_short_by_a_crash_is_dropped_by_the_next_mount",
+    "tests/fs/test_lazy_texts.py::test_a_write_to_a_node_whose_text_was_let_go_is_kept",
+    "tests/fs/test_lazy_texts.py::test_every_text_reads_back_and_only_a_few_stay_loaded",
+    "tests/fs/test_lazy_texts.py::test_search_threads_read_while_the_main_thread_writes",
+    "tests/fs/test_nodes.py::test_a_long_rm_r_is_restored_whole",
+    "tests/fs/test_video.py::test_a_video_of_repeated_frames_drops_most_of_them",
+    "tests/fs/test_video.py::test_bad_videos_are_refused_and_nothing_else_is_lost",
+    "tests/fs/test_virtual_dirs.py::test_a_model_that_loads_slowly_does_not_race_the_first_rebuild",
+    "tests/fs/test_virtual_dirs.py::test_a_question_naming_a_speaker_is_not_answered_by_greetings",
+    "tests/fs/test_virtual_dirs.py::test_a_turn_naming_an_entity_brings_the_turns_that_introduced_it",
+    # index: the real MiniLM and sentence-transformers, recall over many vectors
+    "tests/index/test_compact.py::test_recall_at_10_against_exact_search_on_real_minilm_vectors",
+    "tests/index/test_compact.py::test_the_indexer_moves_past_its_threshold_to_the_compact_index_and_still_finds",
+    "tests/index/test_embed.py::test_local_embeddings_are_sentence_transformers_own",
+    "tests/index/test_embed.py::test_openai_embedder_normalises_and_learns_dim",
+    "tests/index/test_image_vectors.py::test_a_checkpoint_that_does_not_load_leaves_the_hash_gate_saying_why",
+    "tests/index/test_passage_reads.py",
+    # store: mounts and command lines on PostgreSQL, damaged files, buffer limits
+    "tests/store/test_backends.py::test_consolidation_reweighs_and_counts_reads_in_bulk_on_either_store",
+    "tests/store/test_buffer_memory.py::test_a_limited_store_reads_more_than_its_limit_and_its_buffers_stay_under_it",
+    "tests/store/test_buffer_memory.py::test_a_read_past_the_limit_grows_it_and_answers",
+    "tests/store/test_cluster_mounts.py",
+    "tests/store/test_mount_check.py::test_a_store_without_a_checked_point_gets_the_full_check",
+    "tests/store/test_mount_check.py::test_blob_bytes_are_rehashed_by_fsck_and_their_sizes_checked_at_every_mount",
+    "tests/store/test_mount_check.py::test_damage_to_what_changed_after_the_point_turns_the_mount_read_only",
+    "tests/store/test_mount_check.py::test_fsck_records_its_pass_and_the_mount_starts_from_it",
+    "tests/store/test_mount_check.py::test_rot_before_the_checked_point_is_found_by_fsck_not_by_the_mount",
+    "tests/store/test_pg_mount.py",
+    "tests/store/test_pg_offline.py",
+    "tests/store/test_salvage.py::test_a_damaged_newest_backup_gives_way_to_the_one_before",
+    "tests/store/test_salvage.py::test_salvage_reads_around_each_damaged_block",
+)
+
+QUICK_MOUNTS = (
+    # mount, write a node, remount (the tree a new user sees)
+    "tests/integration/test_smoke.py::test_tree_and_remount",
+    # `contextfs mount` daemonises, returns once ready, `contextfs umount` waits; CI = README
+    "tests/integration/test_daemon.py::test_mount_daemonises_returns_ready_and_umount_waits",
+    "tests/integration/test_daemon.py::test_readme_documents_the_two_commands",
+    # write and search through each agent-facing room: client, memorytool, mcpserver
+    "tests/integration/test_client.py::test_an_agent_loop_through_the_client",
+    "tests/integration/test_memory_tool.py::test_each_command_is_a_node_operation_and_becomes_searchable_memory",
+    "tests/integration/test_mcp_server.py::test_a_session_from_start_to_archive",
+    # `contextfs export` and `import` of a data dir (vault, vault_targets)
+    "tests/integration/test_vault.py::test_export_import_export_is_the_same_tree",
+)
+
+
+def _names(nodeid: str, prefixes: tuple[str, ...]) -> bool:
+    return any(nodeid == p or nodeid.startswith((p + "::", p + "[")) for p in prefixes)
+
+
+def is_quick(nodeid: str, *, slow: bool = False, fixtures: tuple[str, ...] = ()) -> bool:
+    """Whether the test of this node id (relative to the repository) is in the quick tier."""
+    if slow or "tiny_clip" in fixtures:
+        return False
+    if nodeid.startswith(QUICK_LAYERS):
+        return not _names(nodeid, NOT_QUICK)
+    return _names(nodeid, QUICK_MOUNTS)
+
+
+# (whole suite collected, every node id, the quick ones): what test_quick_tier checks
+QUICK_IDS = pytest.StashKey[tuple[bool, list[str], list[str]]]()
+
+
+@pytest.hookimpl(tryfirst=True)  # before `-m quick` deselects by the mark added here
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    quick = []
+    for item in items:
+        if item.get_closest_marker("quick") or is_quick(
+            item.nodeid,
+            slow=item.get_closest_marker("slow") is not None,
+            fixtures=tuple(getattr(item, "fixturenames", ())),
+        ):
+            item.add_marker(pytest.mark.quick)
+            quick.append(item.nodeid)
+    here = config.invocation_params.dir
+    whole = {(here / a).resolve() for a in config.args} <= {REPO, REPO / "tests"}
+    whole = whole and not config.getoption("lf", False)
+    config.stash[QUICK_IDS] = (whole, [item.nodeid for item in items], quick)
 
 
 # ---- in-process store, memory and tree ---------------------------------------------------
