@@ -327,9 +327,9 @@ def _opens(db: Path) -> bool:
 def cmd_salvage(args: argparse.Namespace) -> int:
     """Copy every node a damaged store still holds readable into a markdown tree."""
     from contextfs.app import load_all_types
-    from contextfs.salvage import SalvageSource
     from contextfs.store.db import Store
-    from contextfs.vault import export_tree
+    from contextfs.transfer.salvage import SalvageSource
+    from contextfs.transfer.vault import export_tree
 
     cfg = load_config(args.data_dir)
     if cfg.store or not cfg.db_path.exists():
@@ -594,7 +594,7 @@ def cmd_consolidate(args: argparse.Namespace) -> int:
 
 def cmd_export(args: argparse.Namespace) -> int:
     """Write a mount's (or an unmounted data dir's) nodes as a markdown tree."""
-    from contextfs.vault import MountSource, export_tree
+    from contextfs.transfer.vault import MountSource, export_tree
 
     src, out = Path(args.src), Path(args.out)
     t0 = time.monotonic()
@@ -605,7 +605,7 @@ def cmd_export(args: argparse.Namespace) -> int:
     else:
         from contextfs.app import load_all_types
         from contextfs.memory.service import Memory
-        from contextfs.vault import StoreSource
+        from contextfs.transfer.vault import StoreSource
 
         cfg = _with_store(load_config(src), args)
         missing = f"{src} is neither a ContextFS mount nor a data dir"
@@ -650,7 +650,7 @@ def _mount_of(data_dir: Path) -> Path | None:
 def cmd_import(args: argparse.Namespace) -> int:
     """Route a markdown tree or vault into a mount, or restore it into an unmounted data
     dir (facts and ids too); a report of what was refused."""
-    from contextfs.vault import import_tree
+    from contextfs.transfer.vault import import_tree
 
     t0 = time.monotonic()
     show = _progress_bar("import", t0, unit="files")
@@ -667,7 +667,7 @@ def cmd_import(args: argparse.Namespace) -> int:
         )
     else:
         from contextfs.app import close_memory, load_all_types, open_memory
-        from contextfs.vault import store_destination
+        from contextfs.transfer.vault import store_destination
 
         cfg = _with_store(load_config(dest), args)
         _setup_logging("WARNING", None)
@@ -755,7 +755,7 @@ def cmd_mcp(args: argparse.Namespace) -> int:
     mnt = Path(args.mountpoint)
     if not _answers(mnt):
         raise UsageError(f"{mnt} is not a live ContextFS mount")
-    from contextfs.mcpserver import serve
+    from contextfs.agents.mcpserver import serve
 
     # stdout carries the protocol: logging goes to stderr only
     logging.basicConfig(level=logging.WARNING, stream=sys.stderr)

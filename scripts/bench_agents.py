@@ -45,8 +45,8 @@ from pathlib import Path
 
 import anyio
 
-from contextfs.client import ContextFS, Turn
-from contextfs.memorytool import MemoryDirectory, anthropic_memory_tool
+from contextfs.agents.client import ContextFS, Turn
+from contextfs.agents.memorytool import MemoryDirectory, anthropic_memory_tool
 from contextfs.testing import DrainedMount, machine_info, say, stats, write_json
 from contextfs.testing.agents import contextfs_server, filesystem_server, mcp_session
 from contextfs.testing.mount import wait_index_ready

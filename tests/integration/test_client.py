@@ -1,4 +1,4 @@
-"""The Python API (`contextfs.client`) driving a real mount, search on, as an agent would.
+"""The Python API (`contextfs.agents.client`) driving a real mount, search on, as an agent would.
 
 One agent loop: remember a preference (routed by its type), compose a session's context,
 record turns, search within a budget and a type, compact and dispose of the session (it
@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from contextfs.client import (
+from contextfs.agents.client import (
     ContextFS,
     InvalidInput,
     NotFound,

@@ -12,7 +12,7 @@ import time
 import pytest
 import trio
 
-from contextfs.mcpserver import TOOLS
+from contextfs.agents.mcpserver import TOOLS
 from contextfs.testing import Mount, contextfs_cmd, log_problems, wait_index_ready
 from contextfs.testing.agents import Session, contextfs_server, mcp_session
 

@@ -1,7 +1,7 @@
 """A vendor memory tool's `/memories` on a real mount, through the `anthropic` SDK's own
 memory-tool dispatch (`BetaAbstractMemoryTool.call` with the command objects the model
 sends): the SDK's `BetaLocalFilesystemMemoryTool` pointed at a node, and ContextFS's
-adapter that makes each memory file a node (`contextfs.memorytool`)."""
+adapter that makes each memory file a node (`contextfs.agents.memorytool`)."""
 
 from __future__ import annotations
 
@@ -14,7 +14,7 @@ import pytest
 from anthropic.lib.tools import ToolError
 from anthropic.lib.tools._beta_builtin_memory_tool import BetaLocalFilesystemMemoryTool
 
-from contextfs.memorytool import MemoryDirectory, anthropic_memory_tool
+from contextfs.agents.memorytool import MemoryDirectory, anthropic_memory_tool
 from contextfs.testing import Mount, log_problems
 
 pytestmark = pytest.mark.timeout(120)

@@ -14,11 +14,11 @@ import pytest
 from contextfs.app import load_all_types
 from contextfs.config import load_config
 from contextfs.memory.service import Memory
-from contextfs.salvage import SalvageSource
 from contextfs.store import Store
 from contextfs.store.backup import BackupPolicy, backups, restore, take
 from contextfs.store.fsck import check_store
-from contextfs.vault import export_tree
+from contextfs.transfer.salvage import SalvageSource
+from contextfs.transfer.vault import export_tree
 
 HEADER = 3 * 4096  # DuckDB's file header: the blocks after it are 256 KiB each
 BLOCK = 256 * 1024

@@ -83,6 +83,6 @@ def test_help_and_version_from_the_command_line():
 
 
 def test_the_mcp_server_reports_the_version(tmp_path):
-    from contextfs.mcpserver import build_server
+    from contextfs.agents.mcpserver import build_server
 
     assert build_server(tmp_path, __version__).version == __version__

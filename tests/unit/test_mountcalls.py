@@ -1,4 +1,4 @@
-"""How a refused call on the mount is told to an agent (`contextfs.mountcalls`): the errno
+"""How a refused call on the mount is told to an agent (`contextfs.agents.mountcalls`): the errno
 name, the call and the path, and the `.status` line that names it — only a recent one with
 the same errno, found by the path, a folder above it or a temporary file in it."""
 
@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from contextfs.mountcalls import MountCallError, inside, query_dir, refusal, status_reason
+from contextfs.agents.mountcalls import MountCallError, inside, query_dir, refusal, status_reason
 
 
 def stamp(ago: float = 0.0) -> str:

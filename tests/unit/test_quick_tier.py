@@ -1,7 +1,7 @@
 """The quick tier (`pytest -m quick`, chosen in tests/conftest.py) covers every room.
 
 A room is a folder of `contextfs/` (a package: fs, memory, search, ...) or a module at
-its root (cli, daemon, vault, ...). A room is covered when a quick test's module imports
+its root (cli, daemon, config, ...). A room is covered when a quick test's module imports
 it (`from contextfs.memory.service import ...`, `from contextfs import cli`), or, for a
 room a real mount reaches only through the command line, when `THROUGH_THE_CLI` names a
 quick test module for it. The lists of tests/conftest.py must also name tests that exist,
@@ -29,7 +29,6 @@ PKG = REPO / "contextfs"
 # rooms whose quick test drives them through `contextfs ...` in a subprocess, not an import
 THROUGH_THE_CLI = {
     "daemon": "tests/integration/test_daemon.py",  # `contextfs mount`, `contextfs umount`
-    "vault_targets": "tests/integration/test_vault.py",  # `contextfs export`, `import`
 }
 
 

@@ -1,4 +1,4 @@
-"""The exported file of a node and how an import reads it back (`contextfs.vault`, pure).
+"""The exported file of a node and how an import reads it back (`contextfs.transfer.vault`, pure).
 
 Whatever L2 looks like (no front matter, `...` as the closing fence, CRLF lines, a body
 that itself contains `---`), `read_note(node_markdown(record))` gives back L2 exactly and
@@ -13,7 +13,7 @@ import pytest
 import yaml
 
 from contextfs.memory.document import parse_document
-from contextfs.vault import NodeRecord, node_markdown, read_note
+from contextfs.transfer.vault import NodeRecord, node_markdown, read_note
 
 L2S = [
     "She uses vim.\n",

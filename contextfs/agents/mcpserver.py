@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 
-from contextfs.mountcalls import MountCallError, inside, query_dir, refusal
+from contextfs.agents.mountcalls import MountCallError, inside, query_dir, refusal
 
 log = logging.getLogger(__name__)
 

@@ -8,7 +8,7 @@ and `dispose` write the session's `control` file and `rmdir` it, `search` reads
 by the type's strategy) or into `.inbox/`, and `status` parses `.status.json`. Whatever a
 shell can do here, this does the same way; nothing is decided twice.
 
-Boundary: the standard library and `contextfs.mountcalls` (stdlib only, shared with the
+Boundary: the standard library and `contextfs.agents.mountcalls` (stdlib only, shared with the
 MCP server and the memory-tool adapter): nothing of the daemon or pyfuse3, so an agent
 process can use it next to a mount run by someone else. Errors
 from the kernel (an errno) become `ContextFSError` subclasses carrying the errno and, when
@@ -27,7 +27,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
-from contextfs.mountcalls import PLAIN_ERRNOS, REFUSAL, query_dir, status_reason
+from contextfs.agents.mountcalls import PLAIN_ERRNOS, REFUSAL, query_dir, status_reason
 
 Role = Literal["user", "assistant", "system", "tool"]
 

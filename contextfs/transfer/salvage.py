@@ -22,7 +22,7 @@ from collections.abc import Iterator
 from typing import Any
 
 from contextfs.ctxtypes import ContextType
-from contextfs.vault import AttachmentRecord, NodeRecord, Source
+from contextfs.transfer.vault import AttachmentRecord, NodeRecord, Source
 
 log = logging.getLogger(__name__)
 

@@ -40,7 +40,7 @@ import yaml
 from contextfs.ctxtypes import ContextType, load_types
 from contextfs.errors import ContextFSError, InvalidInput, UsageError
 from contextfs.memory.document import parse_document
-from contextfs.vault_targets import MountTarget, Place, StoreTarget, Target
+from contextfs.transfer.vault_targets import MountTarget, Place, StoreTarget, Target
 
 if TYPE_CHECKING:
     from contextfs.memory.service import Memory

@@ -25,7 +25,7 @@ import shutil
 from dataclasses import dataclass
 from pathlib import Path
 
-from contextfs.mountcalls import MountCallError, refusal
+from contextfs.agents.mountcalls import MountCallError, refusal
 
 PREFIX = "/memories"
 # The file number width and wording of the SDK's reference implementation, so an agent

@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
-from contextfs.client import refusal_reason
+from contextfs.agents.client import refusal_reason
 from contextfs.ctxtypes import ContextType
 
 if TYPE_CHECKING:
