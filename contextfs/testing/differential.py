@@ -479,6 +479,7 @@ class Differ:
         subprocess.run(["rm", "-r", str(self.nat)], check=True)
         away.rename(self.nat)
         self.removals = 0
+        STATS.outcomes[("restore", "ok")] += 1
         self.check()
 
     def remount(self) -> None:
