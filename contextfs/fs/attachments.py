@@ -324,6 +324,8 @@ class Attachments(RoleBase):
         self.memory.swap_names(inode.att, ln.att)
         inode.parent, ln.parent = ln.parent, inode.parent
         inode.name, ln.name = ln.name, inode.name
+        for d in {inode.parent, ln.parent}:  # both names' readdir offsets changed
+            self.tree.listing_rekeyed(d)
 
     def make_primary(self, inode: Inode, d: Inode, name: str) -> None:
         """Make (d, name) the holder's name (before it is moved)."""

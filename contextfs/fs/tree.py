@@ -309,6 +309,16 @@ class Tree:
             d.mtime_ns = max(time.time_ns(), d.mtime_ns + 1)
             self.invalidations.append(Invalidation(d.ino, listing=True))
 
+    def listing_rekeyed(self, d: Inode) -> None:
+        """The same names in d took other readdir offsets (a hard link's names swapped
+        which one holds the file): the sorted view and the kernel's cached pages go; d's
+        mtime stays, as nothing was added or removed (the listing is not empty, so dropping
+        its pages is enough)."""
+        d.sorted_names = None
+        if d.listed:
+            d.listed = False
+            self.invalidations.append(Invalidation(d.ino, listing=True))
+
     def invalidate(self, inode: Inode | None, *, attr_only: bool = False) -> None:
         if inode is not None:
             self.file_cache.pop(inode.ino, None)
