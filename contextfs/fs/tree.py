@@ -301,13 +301,11 @@ class Tree:
     def listing_changed(self, d: Inode) -> None:
         """d's entries changed: drop the sorted view, and the kernel's cached listing
         if it may hold one (see docs/architecture.md, "Directory listings")."""
-        d.sorted_names = None
         if d.listed:
-            d.listed = False
             # a new mtime resets the kernel's cache even where dropping pages cannot (an
             # empty listing has none), and POSIX moves a directory's mtime on a change
             d.mtime_ns = max(time.time_ns(), d.mtime_ns + 1)
-            self.invalidations.append(Invalidation(d.ino, listing=True))
+        self.listing_rekeyed(d)
 
     def listing_rekeyed(self, d: Inode) -> None:
         """The same names in d took other readdir offsets (a hard link's names swapped
