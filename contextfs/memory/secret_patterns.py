@@ -515,6 +515,10 @@ _STRONG_WORDS = (
     пароль adgangskode adgangskoden passord passordet lozinka jelszó pass"""),
     "pass code",
     "pin code",
+    *_joined(["pin"], (" ", "-"), _words("number nummer code kode koodi")),
+    *_joined(_words("code codice número numero numéro código"), [" "], ["pin"]),
+    "geheimzahl",
+    "geheimnummer",
     "mot de passe",
     "kata sandi",
     "secret answer",
@@ -558,12 +562,16 @@ _PROSE_KW_RE = re.compile(
 )
 _KEYWORDS_ALL = (*_STRONG_WORDS, *_SEED_WORDS, *_LOCK_CODE_WORDS, *_WEAK_WORDS)
 # Keywords whose value may be a bare code: `PIN 4921`, `door code 1397#`.
-_NUMERIC_KW = re.compile(r"pin|puk|pass[ \t]?code|.*code$|combination|combo", re.I)
+_NUMERIC_KW = re.compile(
+    r"pin|puk|pass[ \t]?code|.*code$|combination|combo|pin[ -].*|.*[ ]pin|geheim(?:zahl|nummer)",
+    re.I,
+)
 # What a plain `code` must be for (`the code to the storage unit is 6614`), and where a
 # plain `key` is a wifi key (`ssid: CoffeeBar, key: …`).
 _LOCK_NOUN_RE = re.compile(
     r"\b(?:door|gate|safe|lock|alarm|garage|shed|unit|locker|box|house|flat|apartment"
-    r"|entrance|building|storage|vault|cabinet|padlock|keypad)s?\b",
+    r"|entrance|building|storage|vault|cabinet|padlock|keypad|phone|iphone|ipad|tablet|laptop"
+    r"|computer|bike|car)s?\b",
     re.I,
 )
 # A plain `code` after one of these is no secret: `the zip code for the house is 30301`.
@@ -596,7 +604,7 @@ _LINK_RE = re.compile(
     r"(?:set|changed|reset|updated)[ \t]+to[ \t]+",
     re.I,
 )
-_COLON_LINK_RE = re.compile(r"[ \t]*(?::|=|->)[ \t]*")
+_COLON_LINK_RE = re.compile(r"[ \t]*(?::|=>?|->)[ \t]*")
 # A question and its answer: "Her password? It's …", "Q: router password? A: …".
 _QA_LINK_RE = re.compile(
     r"[ \t]*\?[ \t]+(?:(?:a|answer)[ \t]*[:.)-][ \t]*)?"
@@ -610,8 +618,9 @@ _BARE_LINK_RE = re.compile(r"[ \t]+")
 # year, Tigger2008.": a verb, a few words, a colon or a comma, a value ending the sentence.
 _LATE_COLON_RE = re.compile(r"[ \t]+(?:is|was)[ \t]+[^\n.?!:;,]{1,60}?[:,][ \t]+", re.I)
 _SENTENCE_END_RE = re.compile(r"[.!?]?(?:[ \t]*$|[ \t]*\n|[ \t]+[A-Z])", re.M)
-# An aside between a keyword and its link: "the wifi password (case sensitive) is …".
-_ASIDE_RE = re.compile(r"[ \t]*\([^()\n]{1,40}\)")
+# An aside between a keyword and its link: "the wifi password (case sensitive) is …",
+# "the password, if you need it, is …".
+_ASIDE_RE = re.compile(r"[ \t]*\([^()\n]{1,40}\)|,[ \t]+[^,\n]{1,40},(?=[ \t])")
 _PROSE_QUOTED_RE = re.compile(r"([\"'`“‘])([^\"'`“”‘’\r\n]{1,64})([\"'`”’])")
 _PROSE_BARE_RE = re.compile(r"[^\s\"'`<>()\[\]{}]{1,128}")
 _CODE_VALUE_RE = re.compile(r"(?:\d{1,4}(?:[-–]\d{1,4}){1,5}|[#*]?\d{3,12})[#*]?")
@@ -825,6 +834,13 @@ def _prose_span(m: re.Match[str]) -> Span | None:
                 span = _value(text, link.end(), kind)
                 if span is not None:
                     return span
+        if i > 0 and kind in ("pin", "code"):
+            # "passcode for the phone 1379": a bare code after what it is for, ending the
+            # clause (not "the PIN for the 2024 card is mailed")
+            link = _BARE_LINK_RE.match(text, at)
+            span = _code_value(text, link.end()) if link is not None else None
+            if span is not None and text[span[1] : span[1] + 1] in ("", *".,;!?)\r\n"):
+                return span
         if i == 0 and kind not in ("weak", "loose"):
             link = _TO_RE.match(text, at)  # "changed the root password to …"
             if link is not None and (span := _value(text, link.end(), kind)) is not None:
@@ -861,7 +877,8 @@ def _late_value(text: str, pos: int) -> Span | None:
 
 
 _USE_AS_RE = re.compile(
-    r"(?i:use|used|using|try|tried)[ \t]+(?P<q>[\"'`]?)(?P<s>[^\s\"'`]{4,64})(?P=q)[ \t]+"
+    r"(?i:use|used|using|try|tried|set|chose|chosen|picked|put)[ \t]+"
+    r"(?P<q>[\"'`]?)(?P<s>[^\s\"'`]{4,64})(?P=q)[ \t]+"
     r"(?i:as)[ \t]+(?:(?i:the|my|our|your|a|an|his|her|their)[ \t]+)?(?:[\w-]+[ \t]+)?"
     rf"(?i:{_trie(_STRONG_WORDS)})(?![A-Za-z0-9])"
 )
@@ -869,7 +886,7 @@ _USE_AS_RE = re.compile(
 
 # A superset of what `_prose_span` accepts after a keyword, checked while seeking.
 _LINK_AHEAD = (
-    r"(?=(?:'s|’s)[ \t]|[ \t]*(?::|=|->|\?|\()|[ \t]+(?:is|was|are|were|to|set|changed|reset"
+    r"(?=(?:'s|’s)[ \t]|,[ \t]|[ \t]*(?::|=|->|\?|\()|[ \t]+(?:is|was|are|were|to|set|changed|reset"
     r"|updated|has|had|got|for|of|on|at|in|into|with|est|c'est|c’est|ist|lautet|war|es|era"
     r"|é|è|är|er|je|jest|sont|du|de|des|del|della|dello|di|do|da|dos|für|fürs|van|voor|för"
     r"|till|til|zu|pour)(?![\w])|[ \t]+[#*]?[0-9]|[ \t]+[^\s]*[0-9])"
@@ -880,6 +897,21 @@ def _use_as_span(m: re.Match[str]) -> Span | None:
     if m.start() > 0 and m.string[m.start() - 1].isalnum():
         return None
     return m.span("s") if _credential_like(m.group("s"), True) else None
+
+
+# Keywords in scripts without spaces between words, and the particle or verb that links
+# them to the value: "パスワードは Sakura2024!", "密码是Panda#888", "비밀번호는 …".
+_CJK_KEYWORDS = ("パスワード", "暗証番号", "暗号", "密码", "密碼", "口令", "비밀번호", "암호")
+_CJK_RE = re.compile(
+    rf"(?:{'|'.join(_CJK_KEYWORDS)})[ \t]*(?:は|是|为|為|는|은|：|:|=)[ \t]*(?:：|:)?[ \t]*"
+    r"(?P<s>[^\s。、，,「」『』\"'`]{1,128})"
+)
+
+
+def _cjk_span(m: re.Match[str]) -> Span | None:
+    start = m.start("s")
+    end = _trim(m.string, start, m.end("s"))
+    return (start, end) if _credential_like(m.string[start:end], True) else None
 
 
 # A login and its password written as a pair: "credentials are admin/S3cretPass99",
@@ -965,7 +997,7 @@ BUILTIN += [
         _use_as_span,
         9,
         fold=True,
-        seek=re.compile(r"(?:use|used|using|try|tried)[ \t]"),
+        seek=re.compile(r"(?:use|used|using|try|tried|set|chose|chosen|picked|put)[ \t]"),
     ),
     Detector(
         "keyword_secret",
@@ -980,6 +1012,7 @@ BUILTIN += [
         ),
     ),
     Detector("keyword_secret", _EMAIL_PAIR_RE, ("@",), _loose_pair_span, 9),
+    Detector("keyword_secret", _CJK_RE, _CJK_KEYWORDS, _cjk_span, 9),
     Detector(
         "keyword_secret",
         _ADMIN_PAIR_RE,
