@@ -9,11 +9,18 @@ and every failure found (shrunk steps included), and writes bench-results/differ
      tolerated_known_bugs, outcomes: {"op result": count}, failure_details: [{batch, message}]}
 
     .venv/bin/python scripts/campaign_differential.py --examples 300 --steps 50
+
+With `--disk-full` (root: it mounts a tmpfs for the data dir), each example may take one
+disk-full step (`Differ.disk_full`): the data dir's disk fills, a few path operations run
+(refused ones must fail with ENOSPC and change nothing), the disk is freed and the mount
+remounted, and it must show what it showed.
 """
 
 from __future__ import annotations
 
 import argparse
+import os
+import subprocess
 import sys
 import tempfile
 import time
@@ -24,8 +31,13 @@ from hypothesis.stateful import run_state_machine_as_test
 
 from contextfs.testing import Mount, write_json
 from contextfs.testing.differential import EXCLUDED, KNOWN_BUGS, STATS, machine_for
+from contextfs.testing.mount import fill_disk
 
 REPO = Path(__file__).resolve().parent.parent
+
+
+# What a full disk makes the daemon say, by design (tests/integration/test_disk_full.py).
+FULL_DISK_LOG = ("disk full: writes are refused", "no trace of the refused write")
 
 
 def _signature(message: str) -> str:
@@ -55,6 +67,11 @@ def main() -> int:
         help="leave a known ContextFS bug out of the comparison, to look for "
         "others (repeatable; recorded in the JSON)",
     )
+    ap.add_argument(
+        "--disk-full",
+        action="store_true",
+        help="put the data dir on a 512 MiB tmpfs and add the disk-full step (root)",
+    )
     ap.add_argument("--out", type=Path, default=REPO / "bench-results/differential.json")
     args = ap.parse_args()
 
@@ -64,7 +81,21 @@ def main() -> int:
         tmp_path = Path(tmp)
         mnt = tmp_path / "mnt"
         mnt.mkdir()
-        mount = Mount(mnt, tmp_path / "data")
+        disk = tmp_path / "disk"
+        fill = None
+        if args.disk_full:
+            if os.geteuid() != 0:
+                ap.error("--disk-full mounts a tmpfs: run it as root")
+            disk.mkdir()
+            subprocess.run(
+                ["mount", "-t", "tmpfs", "-o", "size=512m", "tmpfs", str(disk)], check=True
+            )
+
+            def fill():
+                filler = fill_disk(disk)
+                return lambda: filler.unlink(missing_ok=True)
+
+        mount = Mount(mnt, (disk if args.disk_full else tmp_path) / "data")
         mount.start()
         try:
             machine = machine_for(
@@ -72,6 +103,7 @@ def main() -> int:
                 tmp_path / "native",
                 max_remounts=args.remounts,
                 tolerate=frozenset(args.tolerate),
+                fill=fill,
             )
             batch = 0
             while STATS.examples < args.examples:
@@ -112,17 +144,21 @@ def main() -> int:
             mount.stop()
             problems = mount.fsck()
             log = mount.log.read_text(errors="replace") if mount.log.exists() else ""
+            if args.disk_full:
+                subprocess.run(["umount", "-l", str(disk)], check=False)
     seconds = round(time.monotonic() - start, 1)
     bad_log = [
         line
         for line in log.splitlines()
-        if " ERROR " in line or " WARNING " in line or "Traceback" in line
+        if (" ERROR " in line or " WARNING " in line or "Traceback" in line)
+        and not any(said in line for said in FULL_DISK_LOG)
     ]
     distinct = sorted({_signature(f["message"]) for f in failures})
     result = {
         "examples": STATS.examples,
         "steps": STATS.steps,
         "remounts": STATS.remounts,
+        "disk_full": args.disk_full,
         "failures": len(failures),
         "distinct_failures": distinct,
         "seconds": seconds,

@@ -147,6 +147,25 @@ class Buffers:
         mtime_ns: int | None,
     ) -> None:
         """chmod, chown and utimes; an attachment keeps its mode and mtime in the store."""
+        before = (inode.mode, inode.uid, inode.gid, inode.atime_ns, inode.mtime_ns, inode.ctime_ns)
+        try:
+            self._set_attributes(inode, mode, uid, gid, atime_ns, mtime_ns)
+        except ContextFSError:
+            # refused (a full disk): the rollback put the record back, and the inode shows
+            # it as it was, not a change that was not stored
+            (inode.mode, inode.uid, inode.gid) = before[:3]
+            inode.atime_ns, inode.mtime_ns, inode.ctime_ns = before[3:]
+            raise
+
+    def _set_attributes(
+        self,
+        inode: Inode,
+        mode: int | None,
+        uid: int | None,
+        gid: int | None,
+        atime_ns: int | None,
+        mtime_ns: int | None,
+    ) -> None:
         changed_meta = False
         if mode is not None and inode.role == Role.INBOX_ITEM:
             # what was handed in stays read-only; a copier's chmod after the close

@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING
 
 from contextfs.errors import ContextFSError, ReadOnly
 from contextfs.fs.handler import RoleBase
-from contextfs.fs.inode import META_FILE, NAME_MAX, Handle, Inode, Role
+from contextfs.fs.inode import META_FILE, NAME_MAX, Handle, Inode, Role, ns
 from contextfs.fs.query import SearchPort
 from contextfs.memory.document import decode_text, trace_name
 from contextfs.memory.texts import LRU
@@ -231,6 +231,12 @@ class Tiers(RoleBase):
                 )
                 self.tree.invalidate(inode)
                 self.leave_trace(inode.parent, inode.name, data, refusal)
+            elif role == Role.ATTACH and inode.att is not None:
+                # the file shows what is stored (the rollback put its record back), as a
+                # remount would: refused bytes are not shown as if they were kept
+                inode.data, inode.changed = None, None
+                inode.mtime_ns = ns(inode.att.mtime)
+                self.tree.invalidate(inode)
             raise
         inode.dirty = False
 

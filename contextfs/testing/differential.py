@@ -56,6 +56,8 @@ TIMES = (
 )
 SET_LIMIT = 1_600_000_000 * 10**9
 SLOTS = 3
+# Files written while the disk is full: small ones may still fit in the store's log.
+BIG_SIZES = (65536, 262144)
 
 _ACC = (os.O_RDONLY, os.O_WRONLY, os.O_RDWR)
 OPEN_FLAGS = tuple(
@@ -184,6 +186,9 @@ class Differ:
     # back what was removed shortly before the `rm -r` (docs/operations.md), which a
     # native directory has no model of, so the machine restores only when this is 0
     removals: int = 0
+    # fills the disk under the mount's data dir and returns what frees it again (None: the
+    # data dir is not on a disk of its own, and the machine takes no disk-full step)
+    fill_fn: Callable[[], Callable[[], None]] | None = None
 
     # ---- plumbing ---------------------------------------------------------------------------
 
@@ -350,7 +355,8 @@ class Differ:
             finally:
                 os.close(fd)
 
-        return self._op(f"write_file(path={path!r}, data={data!r}, mode={mode:#o})", put)
+        shown = repr(data) if len(data) <= 64 else f"<{len(data)} bytes>"
+        return self._op(f"write_file(path={path!r}, data={shown}, mode={mode:#o})", put)
 
     def populate(self, dirs: tuple[str, ...], files: tuple[str, ...]) -> None:
         """A starting tree, so that names collide from the first step."""
@@ -482,6 +488,114 @@ class Differ:
         STATS.outcomes[("restore", "ok")] += 1
         self.check()
 
+    # What a full disk may refuse: the path operations that store something.
+    FULL_DISK_OPS = ("write_file", "chmod", "rename", "unlink", "mkdir", "rmdir", "symlink")
+
+    def disk_full(self, ops: list[tuple[str, tuple]], exhaust: bool = False) -> None:
+        """The disk under the data dir fills; `ops` (a method of FULL_DISK_OPS and its
+        arguments) run. An operation the mount takes runs on the native side too and must
+        give the same result; one it refuses must fail with ENOSPC and change nothing (a
+        refused `write_file` may leave the file it created, empty, as on a native disk).
+        Reads go on meanwhile. Then the disk is freed and the mount remounted: it must show
+        what it showed before (nothing shown that was not stored, nothing stored that was
+        not shown). The native side then takes the mount's state (`rsync -aH`), so the
+        comparison goes on from there. With `exhaust`, small changes to another node use up
+        the room the store's log still has first, so that `ops` are refused."""
+        assert self.fill_fn is not None
+        self.close_all()
+        self.log.append(f"disk_full({ops!r}, exhaust={exhaust})")
+        ballast = self.mnt.with_name(self.mnt.name + "-ballast")
+        if exhaust and not ballast.exists():
+            ballast.mkdir()
+            (ballast / "L2.md").write_text("Room the store's log had, used up.\n")
+        free = self.fill_fn()
+        try:
+            for i in range(2000 if exhaust else 0):
+                try:
+                    os.chmod(ballast, (0o755, 0o700)[i % 2])
+                except OSError as exc:
+                    if exc.errno != errno.ENOSPC:
+                        raise
+                    break
+            for name, args in ops:
+                self._full_disk_op(name, args)
+            shown = self.snapshot(self.mnt)
+        finally:
+            free()
+        if self.remount_fn is not None:
+            self.remount_fn()
+        after = self.snapshot(self.mnt)
+        if after != shown:
+            diffs = [
+                f"  {k}: shown {shown.get(k)!r}, after a remount {after.get(k)!r}"
+                for k in sorted(set(shown) | set(after))
+                if shown.get(k) != after.get(k)
+            ]
+            raise Mismatch(
+                "a full disk: the mount showed what it did not store:\n"
+                + "\n".join(diffs)
+                + "\nsteps:\n  "
+                + "\n  ".join(self.log)
+            )
+        excludes = [f"--exclude=/{e}" for e in sorted(NODE_ENTRIES)]
+        subprocess.run(
+            ["rsync", "-aH", "--delete", *excludes, f"{self.mnt}/", f"{self.nat}/"], check=True
+        )
+        self.check()
+
+    def _full_disk_op(self, name: str, args: tuple) -> None:
+        if name == "write_file" and isinstance(args[1], int):  # a big file, by its size
+            args = (args[0], bytes(range(256)) * (args[1] // 256), *args[2:])
+        before = self.snapshot(self.mnt)
+        refused: list[tuple] = []
+        compare = self._compare
+
+        def on_mount_first(what: str, m: tuple, n: tuple) -> tuple:
+            return compare("disk full: " + what, m, n)
+
+        # run the mount's side first: when it refuses with ENOSPC, the native side is
+        # left alone (it has room)
+        both = self._both
+
+        def mount_then_native(what: str, fn: Callable[[Path], Any]) -> tuple[tuple, tuple]:
+            m = _outcome(lambda: fn(self.mnt))
+            if m == ("err", "ENOSPC"):
+                refused.append(m)
+                return m, m
+            return m, _outcome(lambda: fn(self.nat))
+
+        self._both, self._compare = mount_then_native, on_mount_first  # type: ignore[method-assign]
+        try:
+            getattr(self, name)(*args)
+        except Mismatch:
+            if not refused:
+                raise  # the tree check after a refusal is judged below
+        finally:
+            self._both, self._compare = both, compare  # type: ignore[method-assign]
+        if not refused:
+            return
+        now = self.snapshot(self.mnt)
+        path = args[0] if name != "symlink" else args[1]
+        allowed = set()
+        if name == "write_file" and path not in before:  # created, then the write refused
+            folder = path.rsplit("/", 1)[0] if "/" in path else "."
+            allowed = {path, folder, folder + "/"}
+            desc = now.get(path)
+            if desc is not None and (not desc[0].startswith("-") or desc[3] != ("size", 0)):
+                allowed.discard(path)
+        diffs = [
+            f"  {k}: before {before.get(k)!r}, after {now.get(k)!r}"
+            for k in sorted(set(before) | set(now))
+            if before.get(k) != now.get(k) and k not in allowed
+        ]
+        if diffs:
+            raise Mismatch(
+                f"a full disk: {name}{args!r} was refused with ENOSPC and changed the tree:\n"
+                + "\n".join(diffs)
+                + "\nsteps:\n  "
+                + "\n  ".join(self.log)
+            )
+
     def remount(self) -> None:
         """Unmount and mount again; open descriptors are closed first on both sides."""
         self.close_all()
@@ -496,7 +610,12 @@ class Differ:
 _node_numbers = itertools.count(1)
 
 
-def new_differ(mount: Any, native_root: Path, tolerate: frozenset[str] = frozenset()) -> Differ:
+def new_differ(
+    mount: Any,
+    native_root: Path,
+    tolerate: frozenset[str] = frozenset(),
+    fill: Callable[[], Callable[[], None]] | None = None,
+) -> Differ:
     """A fresh node in the mount and a fresh native directory for one example."""
     name = f"diff-{os.getpid()}-{next(_node_numbers)}"
     mnt = mount.path / "user/default/preferences" / name
@@ -504,13 +623,20 @@ def new_differ(mount: Any, native_root: Path, tolerate: frozenset[str] = frozens
     (mnt / "L2.md").write_text(f"Differential test node {name}.\n")
     nat = native_root / name
     nat.mkdir(parents=True)
-    return Differ(mnt, nat, remount_fn=mount.remount, tolerate=tolerate)
+    return Differ(mnt, nat, remount_fn=mount.remount, tolerate=tolerate, fill_fn=fill)
 
 
 def machine_for(
-    mount: Any, native_root: Path, *, max_remounts: int = 2, tolerate: frozenset[str] = frozenset()
+    mount: Any,
+    native_root: Path,
+    *,
+    max_remounts: int = 2,
+    tolerate: frozenset[str] = frozenset(),
+    fill: Callable[[], Callable[[], None]] | None = None,
 ) -> type:
-    """A RuleBasedStateMachine class bound to one mount and a native directory."""
+    """A RuleBasedStateMachine class bound to one mount and a native directory; with
+    `fill` (fills the disk of the mount's data dir, returns what frees it), at most one
+    disk-full step per example (`Differ.disk_full`)."""
     from hypothesis import strategies as st
     from hypothesis.stateful import RuleBasedStateMachine, initialize, precondition, rule
 
@@ -524,8 +650,9 @@ def machine_for(
     class DifferentialMachine(RuleBasedStateMachine):
         def __init__(self) -> None:
             super().__init__()
-            self.d = new_differ(mount, native_root, tolerate)
+            self.d = new_differ(mount, native_root, tolerate, fill)
             self.remounts = 0
+            self.full = False
             STATS.examples += 1
 
         def _step(self) -> None:
@@ -668,6 +795,30 @@ def machine_for(
         def restore(self):
             self._step()
             self.d.restore()
+
+        # under a full disk: small writes may still fit in the store's log, big ones not
+        full_data = st.one_of(data, st.sampled_from(BIG_SIZES))
+        full_ops = st.lists(
+            st.one_of(
+                st.tuples(st.just("write_file"), st.tuples(paths, full_data, modes)),
+                st.tuples(st.just("chmod"), st.tuples(paths, modes)),
+                st.tuples(st.just("rename"), st.tuples(paths, paths)),
+                st.tuples(st.just("unlink"), st.tuples(paths)),
+                st.tuples(st.just("mkdir"), st.tuples(paths)),
+                st.tuples(st.just("rmdir"), st.tuples(paths)),
+                st.tuples(st.just("symlink"), st.tuples(st.sampled_from(TARGETS), paths)),
+            ),
+            min_size=1,
+            max_size=4,
+        )
+
+        @precondition(lambda self: fill is not None and not self.full)
+        @rule(ops=full_ops, exhaust=st.booleans())
+        def disk_full(self, ops, exhaust):
+            self._step()
+            self.full = True
+            STATS.remounts += 1
+            self.d.disk_full(ops, exhaust)
 
         @precondition(lambda self: self.remounts < max_remounts)
         @rule()

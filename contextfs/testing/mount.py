@@ -31,6 +31,24 @@ BENIGN_LOG = ["fuse_release(): fuse_reply_* failed with No such file or director
 BAD_LOG = re.compile(r" ERROR |Traceback|--- Logging error ---| CRITICAL ")
 
 
+def fill_disk(disk: Path) -> Path:
+    """Take every free byte of the filesystem at `disk`: the file that holds them."""
+    filler = disk / f"filler-{os.getpid()}"
+    fd = os.open(filler, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    try:
+        for size in (1 << 20, 4096, 1):
+            chunk = b"\0" * size
+            try:
+                while True:
+                    os.write(fd, chunk)
+            except OSError as exc:
+                if exc.errno != errno.ENOSPC:
+                    raise
+    finally:
+        os.close(fd)
+    return filler
+
+
 def fsck_store(db: Path) -> list[str]:
     """`check_store` of the DuckDB file at `db`, opened read-only (so not while mounted)."""
     from contextfs.store import Store

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from contextfs.testing import Mount
-from contextfs.testing.mount import BENIGN_LOG, log_problems
+from contextfs.testing.mount import BENIGN_LOG, fill_disk, log_problems
 
 pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="mounts a tmpfs (root)")
 
@@ -30,22 +30,6 @@ def _write(path: Path, data: bytes) -> int:
     return 0
 
 
-def _fill(disk: Path) -> Path:
-    """Take every free byte of the filesystem at `disk`."""
-    filler = disk / "filler"
-    fd = os.open(filler, os.O_WRONLY | os.O_CREAT, 0o600)
-    try:
-        for size in (1 << 20, 4096, 1):
-            try:
-                while True:
-                    os.write(fd, b"\0" * size)
-            except OSError as exc:
-                assert exc.errno == errno.ENOSPC
-    finally:
-        os.close(fd)
-    return filler
-
-
 def test_a_full_disk_refuses_writes_and_keeps_the_mount(tmp_path: Path):
     disk = tmp_path / "disk"
     disk.mkdir()
@@ -59,7 +43,7 @@ def test_a_full_disk_refuses_writes_and_keeps_the_mount(tmp_path: Path):
         (node / "L2.md").write_text("Files kept before the disk filled.\n")
         before = os.urandom(1 << 20)
         assert _write(node / "before.bin", before) == 0
-        filler = _fill(disk)
+        filler = fill_disk(disk)
 
         assert _write(node / "during.bin", os.urandom(2 << 20)) == errno.ENOSPC
         assert _write(node / "L2.md", b"A new version that does not fit.\n" * 20000) in (
@@ -85,7 +69,7 @@ def test_a_full_disk_refuses_writes_and_keeps_the_mount(tmp_path: Path):
         # store's waits for room, and the writes stay in the log meanwhile.
         bulk = [os.urandom(10 << 20), os.urandom(8 << 20)]
         assert _write(node / "bulk0.bin", bulk[0]) == 0
-        filler = _fill(disk)
+        filler = fill_disk(disk)
         os.truncate(filler, filler.stat().st_size - (14 << 20))
         assert _write(node / "bulk1.bin", bulk[1]) == 0
         wal = disk / "data/contextfs.duckdb.wal"
@@ -124,3 +108,50 @@ def test_a_full_disk_refuses_writes_and_keeps_the_mount(tmp_path: Path):
     problems = [p for p in log if not any(e in p for e in expected)]
     assert problems == [], problems
     assert any("disk full: writes are refused until there is room" in p for p in log), log
+
+
+def test_a_change_refused_for_a_full_disk_is_not_shown(tmp_path: Path):
+    """What the mount shows under a full disk is what it stored: a refused chmod leaves
+    the old mode, a refused rewrite the old bytes, before and after a remount (found by
+    the differential campaign's disk-full step)."""
+    disk = tmp_path / "disk"
+    disk.mkdir()
+    subprocess.run(["mount", "-t", "tmpfs", "-o", "size=160m", "tmpfs", str(disk)], check=True)
+    (tmp_path / "mnt").mkdir()
+    m = Mount(tmp_path / "mnt", disk / "data")
+    try:
+        m.start()
+        node = m.path / "user/default/preferences/kept"
+        node.mkdir()
+        (node / "L2.md").write_text("A node whose files stay as stored.\n")
+        (node / "notes.txt").write_bytes(b"stored\n")
+        os.chmod(node / "notes.txt", 0o644)
+        filler = fill_disk(disk)
+
+        assert _write(node / "notes.txt", os.urandom(256 << 10)) == errno.ENOSPC
+        assert (node / "notes.txt").read_bytes() == b"stored\n"
+        # small changes fit in what the store's log has room for, until they do not
+        mode, refused = 0o644, None
+        for i in range(500):
+            try:
+                os.chmod(node / "notes.txt", (0o600, 0o640)[i % 2])
+            except OSError as exc:
+                refused = exc.errno
+                break
+            mode = (0o600, 0o640)[i % 2]
+        assert refused == errno.ENOSPC
+        listed = {e.name: e.stat().st_mode for e in os.scandir(node)}  # fresh from the mount
+        assert oct(listed["notes.txt"] & 0o777) == oct(mode)
+        assert oct(os.stat(node / "notes.txt").st_mode & 0o777) == oct(mode)
+        assert (node / "notes.txt").read_bytes() == b"stored\n"
+
+        filler.unlink()
+        m.remount()
+        assert oct(os.stat(node / "notes.txt").st_mode & 0o777) == oct(mode)
+        assert (node / "notes.txt").read_bytes() == b"stored\n"
+        m.stop()
+        assert m.fsck() == []
+    finally:
+        if m.proc is not None:
+            m.stop()
+        subprocess.run(["umount", "-l", str(disk)], check=False)
