@@ -181,7 +181,8 @@ def close_memory(memory: Memory, cfg: Config) -> None:
     else:
         try:
             close_session(memory.store, _session_key(cfg))
-        except (StoreDamaged, *memory.store.errors, *memory.store.unavailable) as exc:
+        # concatenated, not starred: mypy rejects a starred tuple of exception classes
+        except (StoreDamaged,) + memory.store.errors + memory.store.unavailable as exc:
             log.warning("could not mark the session closed (%s): the next mount says so", exc)
     memory.store.close()
 

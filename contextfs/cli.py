@@ -382,7 +382,7 @@ def _record_fsck(cfg: Config, run: CheckRun) -> str:
         return f"checked up to seq {run.upto}, but could not record it: {exc}"
     try:
         record_passed(store, run)
-    except (ContextFSError, *store.errors) as exc:
+    except (ContextFSError,) + store.errors as exc:  # not starred: mypy rejects that
         return f"checked up to seq {run.upto}, but could not record it: {exc}"
     finally:
         store.close()
@@ -931,8 +931,8 @@ def main(argv: list[str] | None = None) -> int:
         rest = group.subgroup(lambda e: not isinstance(e, BaseExceptionGroup) and not _damaged(e))
         if rest is not None:
             raise rest from None
-        for exc in group.exceptions:
-            print(f"contextfs: the store cannot be read (damaged?): {_first_line(exc)}",
+        for damaged in group.exceptions:
+            print(f"contextfs: the store cannot be read (damaged?): {_first_line(damaged)}",
                   file=sys.stderr)  # fmt: skip
         code = 1
     return code

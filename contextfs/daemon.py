@@ -31,7 +31,7 @@ from collections.abc import Awaitable, Callable, Iterator
 from importlib import metadata
 from pathlib import Path
 from types import TracebackType
-from typing import ParamSpec, TypeVar
+from typing import ParamSpec, Protocol, TypeVar
 
 import pyfuse3
 import trio
@@ -62,7 +62,7 @@ from contextfs.errors import (
 )
 from contextfs.fs.build import FsOptions, build_operations
 from contextfs.fs.ops import DIR_HANDLE_IS_INODE, Operations
-from contextfs.memory.background import BACKGROUND, Service
+from contextfs.memory.background import BACKGROUND
 from contextfs.memory.cluster import ClusterSync, Loaded
 from contextfs.memory.consolidate import ConsolidationService
 from contextfs.memory.remote import catch_up
@@ -432,7 +432,16 @@ def _close_fuse(
     return False  # never swallow the exception
 
 
-async def _run_services(ops: Operations, services: tuple[Service | None, ...]) -> None:
+class RunningService(Protocol):
+    """What the daemon runs in its nursery and stops at the end: a
+    `contextfs.memory.background.Service` with its `run` loop."""
+
+    async def run(self) -> None: ...
+
+    def stop(self) -> None: ...
+
+
+async def _run_services(ops: Operations, services: tuple[RunningService | None, ...]) -> None:
     """`_serve`, then every background service's `stop()`, also when serving failed.
 
     In reverse order of registration: the services that commit changes first, the indexer
@@ -444,7 +453,7 @@ async def _run_services(ops: Operations, services: tuple[Service | None, ...]) -
         await _serve(ops, services)
 
 
-async def _stop(service: Service) -> None:
+async def _stop(service: RunningService) -> None:
     service.stop()
 
 
@@ -458,7 +467,7 @@ _NAMES = {
 }
 
 
-async def _serve(ops: Operations, services: tuple[Service | None, ...]) -> None:
+async def _serve(ops: Operations, services: tuple[RunningService | None, ...]) -> None:
     async with trio.open_nursery() as nursery:
         nursery.start_soon(_guarded, "invalidator", ops.run_invalidator)
         nursery.start_soon(_watch_signals, nursery)

@@ -86,7 +86,8 @@ def memory_line(memory: Memory) -> str:
     m = memory_facts(memory)
 
     def mib(key: str) -> str:
-        return "?" if m[key] is None else f"{m[key] / 2**20:,.0f}"
+        value = m[key]
+        return "?" if value is None else f"{value / 2**20:,.0f}"
 
     store = (
         f"store buffers {mib('store_buffers_bytes')} of {mib('store_buffers_limit_bytes')} MiB"

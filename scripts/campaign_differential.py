@@ -127,10 +127,13 @@ def main() -> int:
                     print("interrupted: stopping", flush=True)
                     break
                 except Exception as exc:  # noqa: BLE001 - a failure is a finding, go on
-                    msg = f"{type(exc).__name__}: {exc}"
-                    notes = "\n".join(getattr(exc, "__notes__", []))
-                    failures.append({"batch": batch, "message": msg, "steps": notes})
-                    print(f"\n=== failure in batch {batch} ===\n{msg}\n{notes}\n", flush=True)
+                    # hypothesis groups distinct failures of one run: each is a finding
+                    found = exc.exceptions if isinstance(exc, ExceptionGroup) else (exc,)
+                    for one in found:
+                        msg = f"{type(one).__name__}: {one}"
+                        notes = "\n".join(getattr(one, "__notes__", []))
+                        failures.append({"batch": batch, "message": msg, "steps": notes})
+                        print(f"\n=== failure in batch {batch} ===\n{msg}\n{notes}\n", flush=True)
                     if not mount.path.joinpath(".status").exists():
                         mount.remount()  # keep going even if a failure took the mount down
                 print(

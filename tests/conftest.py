@@ -74,6 +74,7 @@ QUICK_LAYERS = ("tests/unit/", "tests/fs/", "tests/index/", "tests/store/")
 
 NOT_QUICK = (
     # unit: threads, subprocesses, fake endpoints, media decoding
+    "tests/unit/test_types.py",  # mypy over the package: 30-60 s
     "tests/unit/test_clip.py::test_the_built_in_architectures_are_open_clips",
     "tests/unit/test_context_for_thread.py::test_context_for_in_a_thread_while_nodes_are_created",
     "tests/unit/test_entity_names.py::test_after_many_changes_the_table_answers_as_the_store_does",

@@ -13,6 +13,7 @@ errno name, followed by the reason the mount wrote in `.status` when there is on
 
 from __future__ import annotations
 
+import builtins
 import json
 import logging
 import os
@@ -161,7 +162,8 @@ class MountClient:
             raise self.refused(exc, d, "mkdir") from None
         return self._read(d / "context.md")
 
-    def add_turns(self, session: str, turns: list[dict], *, owner: str = "") -> str:
+    # builtins.list: in this class `list` is the method above
+    def add_turns(self, session: str, turns: builtins.list[dict], *, owner: str = "") -> str:
         d = self._session(session, owner)
         lines = "".join(json.dumps(t, ensure_ascii=False) + "\n" for t in turns)
         p = d / "transcript.jsonl"

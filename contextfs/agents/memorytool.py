@@ -42,7 +42,7 @@ def _numbered(lines: list[str], start: int) -> str:
     )
 
 
-def _size(n: int) -> str:
+def _size(n: float) -> str:
     for unit in ("B", "K", "M"):
         if n < 1024:
             return f"{n}{unit}" if unit == "B" or n == int(n) else f"{n:.1f}{unit}"

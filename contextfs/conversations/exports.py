@@ -127,6 +127,7 @@ def _read_list(text: str, start: int) -> Export | None:
         return None
     if not isinstance(first, dict):
         raise InvalidInput(f"a JSON list of {_json_type(first)}s is not a conversation: {EXPECTED}")
+    shape: str | None
     if "role" in first:
         shape = "messages"
     else:
@@ -139,6 +140,7 @@ def _read_list(text: str, start: int) -> Export | None:
     notes: list[str] = []
     messages: list[dict] = []
     conversations: list[Conversation] = []
+    obj: object
     index, obj = 0, first
     while True:
         index += 1
@@ -251,7 +253,7 @@ def openai_conversation(obj: dict, notes: list[str]) -> Conversation:
 def _tool_call(call: object) -> str:
     if not isinstance(call, dict):
         return ""
-    fn = call.get("function") if isinstance(call.get("function"), dict) else {}
+    fn = _dict(call.get("function"))
     name = fn.get("name") or call.get("name") or "a tool"
     args = fn.get("arguments", call.get("arguments"))
     return f"called {name}" + (f" with {args}" if args not in (None, "", {}) else "")
@@ -307,12 +309,12 @@ def _chatgpt_branch(mapping: dict, current: object) -> list[str]:
 
 
 def _chatgpt_turn(msg: dict, node_id: str, line: int) -> Turn | None:
-    author = msg.get("author") if isinstance(msg.get("author"), dict) else {}
+    author = _dict(msg.get("author"))
     role = _text(author.get("role")) or "user"
-    metadata = msg.get("metadata") if isinstance(msg.get("metadata"), dict) else {}
+    metadata = _dict(msg.get("metadata"))
     if role == "system" or metadata.get("is_visually_hidden_from_conversation"):
         return None
-    content = msg.get("content") if isinstance(msg.get("content"), dict) else {}
+    content = _dict(msg.get("content"))
     kind = content.get("content_type", "text")
     pieces: list[str] = []
     if kind not in _CHATGPT_TEXT:
@@ -406,6 +408,11 @@ def _claude_text(msg: dict) -> str:
 
 
 # --- values -----------------------------------------------------------------------------
+
+
+def _dict(value: object) -> dict:
+    """`value` when it is a JSON object, else an empty one."""
+    return value if isinstance(value, dict) else {}
 
 
 def _text(value: object) -> str | None:

@@ -148,10 +148,11 @@ class _Collector:
         if prev is not None:
             merged = dict(prev.fields)
             for name, value in coerced.items():
-                if isinstance(value, list) and isinstance(merged.get(name), list):
-                    merged[name] = list(dict.fromkeys([*merged[name], *value]))
-                elif isinstance(value, dict) and isinstance(merged.get(name), dict):
-                    merged[name] = {**merged[name], **value}
+                old = merged.get(name)
+                if isinstance(value, list) and isinstance(old, list):
+                    merged[name] = list(dict.fromkeys([*old, *value]))
+                elif isinstance(value, dict) and isinstance(old, dict):
+                    merged[name] = {**old, **value}
                 else:
                     merged[name] = value
             text = prev.body if body in prev.body else f"{prev.body}\n\n{body}".strip()

@@ -1040,15 +1040,16 @@ class Intake:
         parts = split_turns(turns, max(self.memory.max_tier_size // 4, 4096))
         documents = []
         for i, part in enumerate(parts, 1):
-            fields = {
+            part_summary = (summary + "\n" if summary else "") + episodes.summary(part)
+            if len(parts) > 1:
+                part_summary += f"\nPart {i} of {len(parts)} of the conversation."
+            fields: dict[str, object] = {
                 "date": day,
                 "title": title if len(parts) == 1 else f"{title} part {i}",
                 "source": source,
                 "turns": len(part),
-                "summary": (summary + "\n" if summary else "") + episodes.summary(part),
+                "summary": part_summary,
             }
-            if len(parts) > 1:
-                fields["summary"] += f"\nPart {i} of {len(parts)} of the conversation."
             body = f"# {episodes.heading(part)}\n\n{render_turns(part)}" if part else ""
             documents.append(Document(fields, body))
         return documents

@@ -609,7 +609,8 @@ class LLMSummarizer:
                 f"{short_text(answer.text, 80)!r}"
             )
         l0_text = _cut(" ".join(obj["l0"].split()), l0_max - 1)
-        l1_raw = obj.get("l1") if isinstance(obj.get("l1"), str) else ""
+        l1 = obj.get("l1")
+        l1_raw = l1 if isinstance(l1, str) else ""
         l1_text = "\n".join(ln.rstrip() for ln in l1_raw.strip().splitlines())
         if not l1_text:
             l1_text = l0_text

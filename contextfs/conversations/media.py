@@ -24,12 +24,18 @@ import logging
 import re
 import time
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 import xxhash
 
 from contextfs.memory.document import Document
 from contextfs.memory.service import Memory
 from contextfs.model import Node
+
+if TYPE_CHECKING:
+    from contextfs.media.audio import AudioDecision, Pcm, WavStream
+    from contextfs.media.video import VideoResult
+    from contextfs.media.visual import ImageInfo, VisualGate
 
 log = logging.getLogger(__name__)
 
@@ -93,12 +99,12 @@ class Analysis:
     kind: str  # 'image' | 'audio' | 'video'
     hash: str = ""
     error: str = ""  # a refusal: the bytes are not what the name says, damaged, too big
-    info: object = None  # media.visual.ImageInfo
+    info: ImageInfo | None = None  # an image's
     signature: object = None  # the visual gate's signature
-    decision: object = None  # media.audio.AudioDecision
-    pcm: object = None  # media.audio.Pcm
+    decision: AudioDecision | None = None  # a recording's, or a video's audio track's
+    pcm: Pcm | WavStream | None = None
     source_format: str = ""
-    video: object = None  # media.video.VideoResult
+    video: VideoResult | None = None
     seconds: float = 0.0  # time the analysis took
     extra: dict = field(default_factory=dict)
 
@@ -208,7 +214,7 @@ class MediaIntake:
             self._clip_gate = ClipGate(model)
         return self._clip_gate
 
-    def visual_gate(self) -> tuple[object, float, float]:
+    def visual_gate(self) -> tuple[VisualGate, float, float]:
         """The visual gate a video's frames go through, and its thresholds (drop at or
         above, new below): CLIP when it is configured and loads, as for images."""
         gate = self.gate()
@@ -359,9 +365,12 @@ class MediaIntake:
         d = self.describer
         try:
             if a.kind == "image":
+                assert a.info is not None  # needs_words: an image analysed without error
                 mime = "image/" + a.info.format.lower().replace("jpg", "jpeg")
                 a.extra["caption"] = d.caption(data, mime, filename)
             else:
+                # needs_words: a recording or a video whose speech the gate kept
+                assert a.decision is not None and a.pcm is not None
                 a.extra["transcripts"] = [
                     d.transcribe(wav_bytes(a.pcm, seg), f"{i:04d}.wav")
                     for i, seg in enumerate(a.decision.segments, 1)

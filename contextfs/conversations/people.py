@@ -41,7 +41,7 @@ def attribute_speakers(
     speaker = {t.ref: t.name for t in turns}
     out: list[Candidate] = []
     for c in candidates:
-        said_by = {speaker.get(ref) for ref in c.turns} - {None}
+        said_by = {n for ref in c.turns if (n := speaker.get(ref)) is not None}
         if c.type not in ("profile", "preference") or not said_by or owner in said_by:
             out.append(c)
             continue

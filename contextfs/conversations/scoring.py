@@ -39,7 +39,7 @@ def key_matches(expected: object, got: object) -> bool:
 
 
 def _field_text(fields: Mapping[str, object]) -> str:
-    parts = []
+    parts: list[str] = []
     for value in fields.values():
         if isinstance(value, dict):
             parts.extend(f"{k}: {v}" for k, v in value.items())

@@ -346,6 +346,7 @@ def _r_year(m: re.Match[str], ref: date, text: str) -> _Got:
 def _r_explicit(m: re.Match[str], ref: date, text: str) -> _Got:
     groups = m.groupdict()
     mo = groups.get("m") or groups.get("mn")
+    assert mo is not None  # every explicit-date rule has a month group, "m" or "mn"
     if mo == "may" and not m["y"]:
         return None  # "these 2 may be..."
     mo_n = int(mo) if mo.isdigit() else _month(mo)

@@ -121,15 +121,15 @@ def _one(
     suffix = suffix_of(name)
     if suffix not in MEDIA_NAME_SUFFIXES:
         return TurnMedia(turn, ref, base, error=f"{name} is not an image, recording or video")
-    data = read_inbox(name)
-    if data is None:
+    found = read_inbox(name)
+    if found is None:
         return TurnMedia(
             turn,
             ref,
             base,
             error=f"no file {name} in this inbox (copy it in before the transcript)",
         )
-    return TurnMedia(turn, ref, base + suffix, data)
+    return TurnMedia(turn, ref, base + suffix, found)
 
 
 def annotate(turns: Sequence[Turn], notes: dict[tuple[int, str, int], str]) -> list[Turn]:

@@ -206,7 +206,9 @@ class Buffers:
                 inode.mtime_ns = inode.ctime_ns = time.time_ns()
                 return bytearray()
             return bytearray(self.tree.file_bytes(inode))
+        cut = False  # an attachment with bytes, cut by O_TRUNC
         if flags & os.O_TRUNC and inode.role == Role.ATTACH:
+            cut = bool(inode.data) if inode.data is not None else bool(inode.att and inode.att.size)
             if inode.data is None:  # no need to load what is cut away
                 inode.data = bytearray()
                 inode.changed = ChangedBytes(inode.data)
@@ -218,6 +220,10 @@ class Buffers:
                 inode.data = bytearray()
             inode.dirty = True
             inode.mtime_ns = inode.ctime_ns = time.time_ns()
+        if cut:
+            # stored now, as a native O_TRUNC cuts at open: a refusal (a full disk) is then
+            # open's error, not lost at a release, which cannot report one
+            self.tree.tiers.commit(inode)
         return None
 
     def write(self, h: Handle, off: int, buf: bytes) -> int:

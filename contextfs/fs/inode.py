@@ -25,7 +25,7 @@ import os
 import re
 import stat
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypedDict
 
 from contextfs.conversations.inbox import InboxItem, Session
 from contextfs.ctxtypes import ContextType
@@ -294,3 +294,38 @@ class Invalidation:
 
 def ns(ts: float) -> int:
     return int(ts * 1e9)
+
+
+class InodeRest(TypedDict, total=False):
+    """The `Inode` fields `Tree.new` passes on as they are given."""
+
+    children: dict[str, Inode] | None
+    populated: bool
+    data: bytearray | None
+    target: bytes | None
+    node: Node | None
+    att: Attachment | None
+    owner: tuple[str, str] | None
+    ctype: ContextType | None
+    tier: str | None
+    version: int
+    dirty: bool
+    opened: int
+    lookups: int
+    drop_id: int | None
+    trashed: bool
+    att_rescan: bool
+    ndirs: int
+    sorted_names: list[tuple[int, str]] | None
+    listed: bool
+    payload: Payload | None
+    changed: ChangedBytes | None
+    links: list[LinkName] | None
+
+
+class InodeFields(InodeRest, total=False):
+    """The `Inode` fields `Tree.new` takes as keywords (uid, gid, mtime_ns: the defaults)."""
+
+    uid: int
+    gid: int
+    mtime_ns: int

@@ -141,9 +141,9 @@ class Nodes(RoleBase):
         t = self.tree
         if d.role == Role.TYPEDIR:
             assert d.children is not None and d.ctype is not None
-            for n in self._live_in(d):
-                if n.name not in d.children:
-                    self.place(n)
+            for live in self._live_in(d):
+                if live.name not in d.children:
+                    self.place(live)
             self.hot_dirs[d.ino] = d
             self.hot_dirs.move_to_end(d.ino)
             self._evict_cold(keep=d)

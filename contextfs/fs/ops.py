@@ -18,9 +18,9 @@ import functools
 import logging
 import math
 import os
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Coroutine, Sequence
 from importlib import metadata
-from typing import Concatenate, ParamSpec, TypeVar
+from typing import Any, Concatenate, ParamSpec, TypeVar
 
 import pyfuse3
 import trio
@@ -57,7 +57,7 @@ R = TypeVar("R")
 
 def _handler(
     fn: Callable[Concatenate[Operations, P], Awaitable[R]],
-) -> Callable[Concatenate[Operations, P], Awaitable[R]]:
+) -> Callable[Concatenate[Operations, P], Coroutine[Any, Any, R]]:
     """Run a handler; map domain errors to FUSEError, anything else to EIO."""
 
     @functools.wraps(fn)
@@ -414,7 +414,7 @@ class Operations(pyfuse3.Operations):
             fh=pyfuse3.FileHandleT(h.fh), direct_io=uncached, keep_cache=not uncached
         )
         if NOFLUSH and not h.writable:  # close() of a reader: no FLUSH (Tree.flush: no-op)
-            info.noflush = True
+            info.noflush = True  # type: ignore[attr-defined]  # only our pyfuse3 build has it
         return info
 
     @_handler

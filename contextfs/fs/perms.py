@@ -285,13 +285,14 @@ class Perms:
         ):
             return
         shown_mode, shown_uid, shown_gid = self.attrs(inode)
+        new_mode: int | None = mode
         if inode.role == Role.ATTACH:
-            mode = None  # already its attachments.mode
+            new_mode = None  # already its attachments.mode
         elif stat.S_IMODE(mode) == stat.S_IMODE(shown_mode):
-            mode = None
-        if uid == shown_uid and gid == shown_gid and mode is None:
+            new_mode = None
+        if uid == shown_uid and gid == shown_gid and new_mode is None:
             return
-        self.change(inode, mode, uid, gid)
+        self.change(inode, new_mode, uid, gid)
 
     def _store(self, kind: str, key: str, current: Access, new: Access) -> None:
         if new != current:

@@ -107,7 +107,8 @@ class QueryDirs(RoleBase):
         super().__init__(tree)
         self.search = search
         self.kept = kept
-        self._roots: dict[int, Inode] = {}  # directory inode -> its .query
+        # (directory inode, reader's key or "") -> its .query
+        self._roots: dict[tuple[int, str], Inode] = {}
         # question and options directories by inode number, least recently used first
         self._recent: OrderedDict[int, Inode] = OrderedDict()
         self._counted: set[int] = set()  # question directories whose reads were counted

@@ -28,7 +28,7 @@ import stat
 import time
 from bisect import bisect_right
 from collections.abc import Awaitable, Callable, Iterator
-from typing import ParamSpec, TypeVar
+from typing import ParamSpec, TypeVar, Unpack
 
 from contextfs.conversations.inbox import Intake
 from contextfs.errors import (
@@ -53,6 +53,8 @@ from contextfs.fs.inode import (
     Attr,
     Handle,
     Inode,
+    InodeFields,
+    InodeRest,
     Invalidation,
     Role,
     ns,
@@ -182,10 +184,13 @@ class Tree:
 
     # ---- the table ------------------------------------------------------------------------
 
-    def new(self, role: Role, mode: int, name: str, parent: Inode | None, **kw: object) -> Inode:
+    def new(
+        self, role: Role, mode: int, name: str, parent: Inode | None, **kw: Unpack[InodeFields]
+    ) -> Inode:
         ino = self._next_ino
         self._next_ino += 1
         now = time.time_ns()
+        rest: InodeRest = kw  # what is left once uid, gid and mtime_ns are popped below
         inode = Inode(
             ino=ino,
             role=role,
@@ -193,12 +198,12 @@ class Tree:
             name=name,
             parent=parent,
             uid=kw.pop("uid", self.uid),
-            gid=kw.pop("gid", self.gid),  # type: ignore[arg-type]
+            gid=kw.pop("gid", self.gid),
             mtime_ns=kw.pop("mtime_ns", now),
             atime_ns=now,
-            ctime_ns=now,  # type: ignore[arg-type]
-            **kw,
-        )  # type: ignore[arg-type]
+            ctime_ns=now,
+            **rest,
+        )
         if stat.S_ISDIR(mode) and inode.children is None:
             inode.children = {}
         self.inodes[ino] = inode
@@ -207,7 +212,12 @@ class Tree:
         return inode
 
     def new_dir(
-        self, role: Role, name: str, parent: Inode | None, mode: int = 0o755, **kw: object
+        self,
+        role: Role,
+        name: str,
+        parent: Inode | None,
+        mode: int = 0o755,
+        **kw: Unpack[InodeFields],
     ) -> Inode:
         return self.new(role, stat.S_IFDIR | mode, name, parent, **kw)
 

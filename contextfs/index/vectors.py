@@ -160,7 +160,7 @@ class VectorIndex:
         wanted = [x for x in labels if x in self._labels and x not in self._deleted]
         if not wanted:
             return Snapshot((), np.zeros((0, self.dim), dtype=np.float32), self.space)
-        items = np.asarray(self._index.get_items(wanted), dtype=np.float32)
+        items: np.ndarray = np.asarray(self._index.get_items(wanted), dtype=np.float32)
         if self.space == "cosine":
             norms = np.linalg.norm(items, axis=1, keepdims=True)
             items = items / np.where(norms == 0, 1.0, norms)

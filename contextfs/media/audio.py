@@ -305,7 +305,7 @@ def _segments(speech: np.ndarray, s: VadSettings, duration: float) -> tuple[Segm
     runs: list[list[int]] = []
     for i in np.flatnonzero(speech):
         if runs and (i - runs[-1][1]) * s.frame_ms <= s.join_ms:
-            runs[-1][1] = i + 1
+            runs[-1][1] = int(i) + 1
         else:
             runs.append([int(i), int(i) + 1])
     out: list[Segment] = []

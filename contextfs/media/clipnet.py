@@ -557,10 +557,14 @@ class CLIP(nn.Module):
         width, layers = self.transformer.width, self.transformer.layers
         proj_std = (width**-0.5) * ((2 * layers) ** -0.5)
         for block in self.transformer.resblocks:
+            # what Transformer builds (an nn.ModuleList and an nn.Sequential type as Module)
+            assert isinstance(block, ResidualAttentionBlock)
+            c_fc, c_proj = block.mlp.c_fc, block.mlp.c_proj
+            assert isinstance(c_fc, nn.Linear) and isinstance(c_proj, nn.Linear)
             nn.init.normal_(block.attn.in_proj_weight, std=width**-0.5)
             nn.init.normal_(block.attn.out_proj.weight, std=proj_std)
-            nn.init.normal_(block.mlp.c_fc.weight, std=(2 * width) ** -0.5)
-            nn.init.normal_(block.mlp.c_proj.weight, std=proj_std)
+            nn.init.normal_(c_fc.weight, std=(2 * width) ** -0.5)
+            nn.init.normal_(c_proj.weight, std=proj_std)
         if isinstance(self.text_projection, nn.Linear):
             nn.init.normal_(self.text_projection.weight, std=width**-0.5)
             nn.init.zeros_(self.text_projection.bias)
@@ -717,7 +721,7 @@ class Preprocess:
             else:  # open_clip's ResizeKeepRatio, which is always bicubic
                 img = _resize(img, _keep_ratio(img.size, self.size, longest=False), bicubic)
             img = _center_crop(img, self.size, 0)
-        x = np.asarray(img, dtype=np.float32) / np.float32(255.0)
+        x: np.ndarray = np.asarray(img, dtype=np.float32) / np.float32(255.0)
         x = (x - np.asarray(self.mean, dtype=np.float32)) / np.asarray(self.std, dtype=np.float32)
         return np.ascontiguousarray(x.transpose(2, 0, 1))
 

@@ -149,6 +149,8 @@ def analyse_video(
         try:
             for packet in container.demux(*streams):
                 for frame in packet.decode():
+                    # only the video and audio streams are demuxed: no subtitle frames
+                    assert isinstance(frame, av.VideoFrame | av.AudioFrame)
                     t = float(frame.time or 0.0)
                     if packet.stream is vstream:
                         end = max(end, t)
@@ -171,7 +173,7 @@ def analyse_video(
                             )
                         )
                     else:
-                        assert resampler is not None
+                        assert resampler is not None and isinstance(frame, av.AudioFrame)
                         end = max(end, t + frame.samples / (frame.sample_rate or 1))
                         for out in resampler.resample(frame):
                             chunks.append(out.to_ndarray().reshape(-1).copy())

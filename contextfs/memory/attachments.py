@@ -10,7 +10,8 @@ nodes only by id and path.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import contextlib
+from collections.abc import Callable, Iterator
 from dataclasses import replace
 from typing import TYPE_CHECKING
 
@@ -19,7 +20,9 @@ from contextfs.model import Attachment, Node
 from contextfs.store.schema import CHUNK_SIZE
 
 if TYPE_CHECKING:
-    from contextfs.memory.redact import Redactor
+    from contextfs.memory.heads import NodeCache
+    from contextfs.memory.redact import Redaction, Redactor
+    from contextfs.memory.transactions import Journal
     from contextfs.store import Store
 
 # Bytes scanned for secrets on each side of a changed range of an attachment (see
@@ -36,13 +39,27 @@ class AttachmentStore:
 
     # set by Memory.__init__
     store: Store
-    nodes: dict[int, Node]
+    nodes: NodeCache
     attachments: dict[int, Attachment]
     redactor: Redactor | None
     max_file_size: int
     clock: Callable[[], float]
     failsafe: str | None
+    _tx: Journal | None
     _dirty_atts: dict[int, Attachment]
+
+    if TYPE_CHECKING:  # the other parts of Memory (memory.transactions, memory.service)
+
+        @contextlib.contextmanager
+        def transaction(self) -> Iterator[None]: ...
+
+        def _touch_att(self, a: Attachment) -> None: ...
+
+        def node_path(self, n: Node) -> str: ...
+
+        def _store_node(self, n: Node, reason: str | None = None) -> None: ...
+
+        def _log_found(self, path: str, found: tuple[Redaction, ...]) -> None: ...
 
     def attachment_path(self, a: Attachment) -> str:
         parts = [a.name]
@@ -143,8 +160,10 @@ class AttachmentStore:
             self.store.insert_attachment(a, data)
             a.size = len(data or b"")
             self.attachments[a.id] = a
-            self._tx.new_atts.append(a.id)
-            self._tx.atts[a.id] = (a, replace(a))
+            tx = self._tx
+            assert tx is not None
+            tx.new_atts.append(a.id)
+            tx.atts[a.id] = (a, replace(a))
         return a
 
     def add_link(self, holder: Attachment, parent_id: int | None, name: str) -> Attachment:
@@ -164,8 +183,10 @@ class AttachmentStore:
         with self.transaction():
             self.store.insert_attachment(a, None)
             self.attachments[a.id] = a
-            self._tx.new_atts.append(a.id)
-            self._tx.atts[a.id] = (a, replace(a))
+            tx = self._tx
+            assert tx is not None
+            tx.new_atts.append(a.id)
+            tx.atts[a.id] = (a, replace(a))
         return a
 
     def swap_names(self, a: Attachment, b: Attachment) -> None:
@@ -278,6 +299,7 @@ class AttachmentStore:
         from the store, unless this transaction kept a copy of it first)."""
         with self.transaction():
             tx = self._tx
+            assert tx is not None
             if a.id not in tx.atts:
                 tx.atts[a.id] = (a, None)
             self.store.update_attachment(a)
@@ -303,7 +325,9 @@ class AttachmentStore:
             return
         with self.transaction():
             self.store.purge_attachment(a.id)
-            self._tx.gone_atts[a.id] = a
+            tx = self._tx
+            assert tx is not None
+            tx.gone_atts[a.id] = a
             self.attachments.pop(a.id, None)
 
     def remove_attachment(self, a: Attachment) -> None:

@@ -336,16 +336,16 @@ def apply(memory: Memory, plan: Plan, report: Report) -> Iterator[None]:
         held = memory.nodes.get_many(batch)
         for nid in batch:
             n = held.get(nid)
-            ctype = memory.types.get(n.type) if n is not None else None
-            if n is None or nid in gone or ctype is None or not memory.is_live(n):
+            ntype = memory.types.get(n.type) if n is not None else None
+            if n is None or nid in gone or ntype is None or not memory.is_live(n):
                 continue
-            if importance(memory, n, now) < ctype.min_importance:
+            if importance(memory, n, now) < ntype.min_importance:
                 path = memory.node_path(n)
                 memory.archive_node(n)
                 report.archived += 1
                 report.touched.append(n)
                 report.details.append(
-                    f"archived {path} (importance {n.importance:.3f} < {ctype.min_importance})"
+                    f"archived {path} (importance {n.importance:.3f} < {ntype.min_importance})"
                 )
                 yield
     for group in plan.skipped:

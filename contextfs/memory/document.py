@@ -78,7 +78,7 @@ def decode_text(data: bytes, what: str) -> str:
         ) from None
 
 
-class _FrontMatterLoader(_Loader):  # type: ignore[misc, valid-type]
+class _FrontMatterLoader(_Loader):
     """Safe YAML with YAML 1.2 booleans and refused duplicate keys.
 
     Only true/false are booleans: in a memory, `answer: no` or `country: NO` are words, and
@@ -107,7 +107,7 @@ _FrontMatterLoader.add_implicit_resolver(
 )
 
 
-class _RenderDumper(_Dumper):  # type: ignore[misc, valid-type]
+class _RenderDumper(_Dumper):
     """Block style, multi-line strings as literal blocks, never anchors/aliases."""
 
     def ignore_aliases(self, data: object) -> bool:

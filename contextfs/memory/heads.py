@@ -307,7 +307,7 @@ class LiveIndex:
         return nid
 
     def __contains__(self, key: object) -> bool:
-        return isinstance(key, tuple) and self.get(key) is not None  # type: ignore[arg-type]
+        return isinstance(key, tuple) and self.get(key) is not None
 
     def _unstored(self) -> dict[LiveKey, int]:
         """pending, without the nodes stored since (the store names those itself)."""

@@ -11,10 +11,11 @@ next start. Nodes are saved through `memory.service`.
 
 from __future__ import annotations
 
+import contextlib
 import datetime as dt
 import logging
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -38,8 +39,9 @@ from contextfs.memory.strategies import (
 from contextfs.model import Access, Node
 
 if TYPE_CHECKING:
-    from contextfs.memory.heads import LiveIndex
+    from contextfs.memory.heads import LiveIndex, NodeCache
     from contextfs.memory.service import Refusal
+    from contextfs.memory.transactions import Journal
     from contextfs.store import Store
 
 log = logging.getLogger("contextfs.memory.service")  # the name these lines always had
@@ -96,11 +98,68 @@ class Routing:
 
     # set by Memory.__init__
     store: Store
-    nodes: dict[int, Node]
+    nodes: NodeCache
     live: LiveIndex
     max_tier_size: int
     clock: Callable[[], float]
     access: dict[tuple[str, str], Access]
+    _tx: Journal | None
+
+    if TYPE_CHECKING:  # the other parts of Memory (memory.transactions, memory.service)
+
+        @contextlib.contextmanager
+        def transaction(self) -> Iterator[None]: ...
+
+        def _add_node(self, n: Node) -> None: ...
+
+        def _set_live(self, key: tuple[str, str, str, str], nid: int | None) -> None: ...
+
+        def type_named(self, name: str) -> ContextType: ...
+
+        def live_node(
+            self, owner: tuple[str, str], ctype: ContextType, name: str
+        ) -> Node | None: ...
+
+        def walk(
+            self,
+            *,
+            owner: tuple[str, str] | None = None,
+            types: tuple[str, ...] | None = None,
+            live: bool | None = True,
+            texts: bool = False,
+        ) -> Iterator[Node]: ...
+
+        def _owner_path(
+            self, owner: tuple[str, str], ctype: ContextType | None, name: str
+        ) -> str: ...
+
+        def redact(self, text: str, path: str) -> str: ...
+
+        def redact_bytes(self, data: bytes, path: str) -> bytes: ...
+
+        def check_writable(self) -> None: ...
+
+        def refuse(
+            self,
+            path: str,
+            exc: ContextFSError,
+            data: bytes | None = None,
+            uid: int | None = None,
+        ) -> Refusal: ...
+
+        def set_access(self, kind: str, key: str, access: Access | None) -> None: ...
+
+        def _new_node(
+            self,
+            owner: tuple[str, str],
+            ctype: ContextType,
+            name: str,
+            node_id: int | None = None,
+        ) -> Node: ...
+
+        def add_source(self, n: Node, source: str) -> None: ...
+
+        def save_l2(self, n: Node, text: str, reason: str = "write") -> bool: ...
 
     # ---- routed writes (SPEC §5, first bullet) ------------------------------------------
 
@@ -230,7 +289,7 @@ class Routing:
             raise InvalidInput(f"{ctype.name} needs field(s): " + ", ".join(missing))
         text = render_document(ctype, merged)
         created = target is None
-        n = self._new_node(owner, ctype, name) if created else target
+        n = self._new_node(owner, ctype, name) if target is None else target
         with self.transaction():
             if source not in n.sources and len(n.sources) < 100:
                 self.add_source(n, source)  # provenance, stored with this version

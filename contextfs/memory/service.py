@@ -337,7 +337,9 @@ class Memory(Transactions, AttachmentStore, Routing):
         with self.transaction():
             self.store.add_owner(kind, owner_id)
             self.owners.add((kind, owner_id))
-            self._tx.owners.append((kind, owner_id))
+            tx = self._tx
+            assert tx is not None
+            tx.owners.append((kind, owner_id))
 
     def set_access(self, kind: str, key: str, access: Access | None) -> None:
         """Store who owns an owner directory (`owner`, 'user/alice'), one of its fixed
@@ -361,9 +363,10 @@ class Memory(Transactions, AttachmentStore, Routing):
         self, owner: tuple[str, str], ctype: ContextType, name: str, node_id: int | None = None
     ) -> Node:
         now = self.clock()
-        free = node_id is not None and self.store.claim_id(node_id)
+        if node_id is None or not self.store.claim_id(node_id):
+            node_id = self.store.new_id()
         n = LazyNode(
-            id=node_id if free else self.store.new_id(),
+            id=node_id,
             owner_kind=owner[0],
             owner_id=owner[1],
             type=ctype.name,
@@ -737,7 +740,9 @@ class Memory(Transactions, AttachmentStore, Routing):
         """A file closed in an `.inbox/`: stored as it arrived (already redacted)."""
         with self.transaction():
             self.store.add_inbox_item(item_id, owner, filename, data, created, state, report)
-            self._tx.other.append(
+            tx = self._tx
+            assert tx is not None
+            tx.other.append(
                 Change(
                     "inbox", "created", _inbox_path(owner, filename), self.generation, id=item_id
                 )
@@ -802,7 +807,9 @@ class Memory(Transactions, AttachmentStore, Routing):
         item has just finished arriving (`receive_inbox_item`)."""
         with self.transaction():
             self.store.set_inbox_state(item_id, state, report, progress)
-            self._tx.other.append(
+            tx = self._tx
+            assert tx is not None
+            tx.other.append(
                 Change(
                     "inbox",
                     "created" if created else "updated",
@@ -828,7 +835,9 @@ class Memory(Transactions, AttachmentStore, Routing):
     ) -> None:
         with self.transaction():
             self.store.put_session(owner, sid, created, transcript, processed, summary)
-            self._tx.other.append(
+            tx = self._tx
+            assert tx is not None
+            tx.other.append(
                 Change(
                     "session",
                     "created" if created_now else "updated",
@@ -840,7 +849,9 @@ class Memory(Transactions, AttachmentStore, Routing):
     def delete_session(self, owner: tuple[str, str], sid: str) -> None:
         with self.transaction():
             self.store.delete_session(owner, sid)
-            self._tx.other.append(
+            tx = self._tx
+            assert tx is not None
+            tx.other.append(
                 Change("session", "deleted", _session_path(owner, sid), self.generation)
             )
 

@@ -27,9 +27,9 @@ from __future__ import annotations
 import logging
 import threading
 from collections import OrderedDict
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from operator import attrgetter
-from typing import TYPE_CHECKING, Generic, TypeVar
+from typing import TYPE_CHECKING, Generic, Protocol, TypeVar
 
 import trio
 
@@ -49,15 +49,26 @@ WARM_BATCH = 500  # texts read by one query of the warm-up (about 10-40 ms here)
 
 K = TypeVar("K")
 V = TypeVar("V")
+T = TypeVar("T")
+
+if TYPE_CHECKING:
+
+    class _Slot(Protocol[T]):
+        """A slot descriptor of Node holding a T (None: not loaded)."""
+
+        def __get__(self, obj: Node, owner: type[Node]) -> T: ...
+
+        def __set__(self, obj: Node, value: T | None) -> None: ...
+
 
 # The slot descriptors the dataclass made for Node's l1 and l2: LazyNode's properties
 # keep the text in them (None = not loaded), so a loaded node costs what a Node does.
-_L1 = Node.__dict__["l1"]
-_L2 = Node.__dict__["l2"]
+_L1: _Slot[str] = Node.__dict__["l1"]
+_L2: _Slot[str] = Node.__dict__["l2"]
 # ... and for the version list and person_wrote, read per node when first asked for
 # (memory.heads: a node read from the store does not read its versions until then)
-_HISTORY = Node.__dict__["history"]
-_PERSON = Node.__dict__["person_wrote"]
+_HISTORY: _Slot[list[tuple[int, float, int]]] = Node.__dict__["history"]
+_PERSON: _Slot[bool] = Node.__dict__["person_wrote"]
 
 
 class LRU(OrderedDict, Generic[K, V]):
@@ -83,7 +94,7 @@ class LRU(OrderedDict, Generic[K, V]):
             self.popitem(last=False)
 
 
-def _peek(slot, n: Node) -> str | None:
+def _peek(slot: _Slot[T], n: Node) -> T | None:
     """The text in a slot; None when not loaded (or not yet set: during __init__)."""
     try:
         return slot.__get__(n, Node)
@@ -99,9 +110,12 @@ class LazyNode(Node):
     (L1, L2) while they are not loaded, so `stat` does not read them."""
 
     __slots__ = ("_texts", "_sizes", "_dirty", "__weakref__")
+    _texts: TierTexts
+    _sizes: tuple[int, int]
+    _dirty: bool
 
     @property
-    def history(self) -> list[tuple[int, float, int]]:  # type: ignore[override]
+    def history(self) -> list[tuple[int, float, int]]:
         v = _peek(_HISTORY, self)
         return v if v is not None else self._load_history()[0]
 
@@ -110,7 +124,7 @@ class LazyNode(Node):
         _HISTORY.__set__(self, value)
 
     @property
-    def person_wrote(self) -> bool:  # type: ignore[override]
+    def person_wrote(self) -> bool:
         v = _peek(_PERSON, self)
         return v if v is not None else self._load_history()[1]
 
@@ -136,7 +150,7 @@ class LazyNode(Node):
             return _HISTORY.__get__(self, Node), _PERSON.__get__(self, Node)
 
     @property
-    def l1(self) -> str:  # type: ignore[override]
+    def l1(self) -> str:
         v = _peek(_L1, self)
         return v if v is not None else self._load()[0]
 
@@ -145,7 +159,7 @@ class LazyNode(Node):
         self._set(_L1, _L2, value)
 
     @property
-    def l2(self) -> str:  # type: ignore[override]
+    def l2(self) -> str:
         v = _peek(_L2, self)
         return v if v is not None else self._load()[1]
 
@@ -153,7 +167,7 @@ class LazyNode(Node):
     def l2(self, value: str) -> None:
         self._set(_L2, _L1, value)
 
-    def _set(self, slot, other, value: str) -> None:
+    def _set(self, slot: _Slot[str], other: _Slot[str], value: str) -> None:
         texts: TierTexts | None = getattr(self, "_texts", None)
         if texts is None:  # being built (dataclass __init__, replace): a plain slot
             self._dirty = True
@@ -237,7 +251,7 @@ class TierTexts:
             self._use(n)
             return l1, l2
 
-    def prefetch(self, nodes: list[Node | None]) -> None:
+    def prefetch(self, nodes: Sequence[Node | None]) -> None:
         """Load the texts of those of these nodes that are not loaded, in one query (a
         search reads the texts of its candidates; one query each costs a millisecond)."""
         want: dict[int, LazyNode] = {}

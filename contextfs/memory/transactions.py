@@ -25,7 +25,7 @@ from contextfs.errors import (
     StoreUnavailable,
     disk_full,
 )
-from contextfs.model import Access, Attachment, Change, Node
+from contextfs.model import Access, Attachment, Change, ChangeOp, Node
 
 if TYPE_CHECKING:
     from contextfs.memory.heads import LiveIndex, NodeCache
@@ -79,6 +79,14 @@ class Transactions:
     _subscribers: list[Callable[[Sequence[Change]], None]]
     _dirty_atts: dict[int, Attachment]
     texts: TierTexts
+
+    if TYPE_CHECKING:  # the other parts of Memory (memory.service, memory.attachments)
+
+        def node_path(self, n: Node) -> str: ...
+
+        def is_live(self, n: Node) -> bool: ...
+
+        def attachment_path(self, a: Attachment) -> str: ...
 
     @contextlib.contextmanager
     def transaction(self) -> Iterator[None]:
@@ -211,24 +219,24 @@ class Transactions:
         for aid in tx.new_atts:
             self.attachments.pop(aid, None)
         self.attachments.update(tx.gone_atts)
-        for a, before in tx.atts.values():
-            if before is None:  # changed by the caller before update_attachment: reload
+        for a, a_before in tx.atts.values():
+            if a_before is None:  # changed by the caller before update_attachment: reload
                 try:
-                    before = self.store.attachment(a.id)
-                except (*self.store.errors, StoreUnavailable) as exc:
+                    a_before = self.store.attachment(a.id)
+                except self.store.errors + (StoreUnavailable,) as exc:
                     log.error("cannot reload attachment %d after a rollback: %s", a.id, exc)
                     continue
-                if before is None:
+                if a_before is None:
                     continue
             for name in _ATTACHMENT_FIELDS:
-                setattr(a, name, getattr(before, name))
+                setattr(a, name, getattr(a_before, name))
         for owner in tx.owners:
             self.owners.discard(owner)
-        for key, before in tx.access.items():
-            if before is None:
-                self.access.pop(key, None)
+        for access_key, access_before in tx.access.items():
+            if access_before is None:
+                self.access.pop(access_key, None)
             else:
-                self.access[key] = before
+                self.access[access_key] = access_before
         del self.pending_redactions[tx.redactions :]
         self.generation = tx.generation
 
@@ -238,6 +246,7 @@ class Transactions:
         gen = self.generation
         for owner in tx.owners:
             out.append(Change("owner", "created", f"{owner[0]}/{owner[1]}", gen))
+        op: ChangeOp
         for nid, ngen in tx.stored.items():
             n, before = tx.nodes[nid]
             path = self.node_path(n)
@@ -252,12 +261,12 @@ class Transactions:
                 if op == "updated":
                     old_path = None
             out.append(Change("node", op, path, ngen, node_id=nid, old_path=old_path))
-        for aid, (a, before) in tx.atts.items():
+        for aid, (a, a_before) in tx.atts.items():
             if aid in tx.new_atts:
                 op = "created"
-            elif a.deleted_at is not None and (before is None or before.deleted_at is None):
+            elif a.deleted_at is not None and (a_before is None or a_before.deleted_at is None):
                 op = "deleted"
-            elif before is not None and (before.node_id, before.parent_id, before.name) != (
+            elif a_before is not None and (a_before.node_id, a_before.parent_id, a_before.name) != (
                 a.node_id,
                 a.parent_id,
                 a.name,

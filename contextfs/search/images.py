@@ -133,6 +133,7 @@ class ImageVectors:
         """Worker thread: embed what changed, then update the index."""
         if not self.ready or not (todo or gone):
             return
+        assert self.model is not None and self.index is not None  # ready
         vecs, labels, digests = [], [], []
         for nid, digest, data in todo:
             try:
@@ -166,6 +167,7 @@ class ImageVectors:
         with self.lock:
             if not self.ready:
                 return
+            assert self.model is not None and self.index is not None  # ready
             self.index.save(folder / "images.bin")
             (folder / "images.json").write_text(
                 json.dumps(
@@ -182,6 +184,7 @@ class ImageVectors:
         empty index, to be filled from the store) otherwise."""
         if not self.ready:
             return False
+        assert self.model is not None  # ready
         try:
             if folder is None:
                 raise FileNotFoundError("no snapshot")
@@ -209,6 +212,7 @@ class ImageVectors:
         question has a nearest picture: only a near one is a hit)."""
         if not self.ready or not question.strip():
             return []
+        assert self.model is not None and self.index is not None  # ready
         qvec = self.model.embed_texts([question])[0]
         with self.lock:
             hits = self.index.search(qvec, k, allow=allow)
@@ -216,6 +220,7 @@ class ImageVectors:
 
     def status_line(self) -> str:
         if self.ready:
+            assert self.model is not None  # ready
             line = f"image_vectors: {len(self.digests)} images ({self.model.name}, CLIP text tower)"
             return line + (f"; {self.failed} not embedded" if self.failed else "")
         if self.error:

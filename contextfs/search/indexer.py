@@ -401,6 +401,7 @@ class Indexer(Service):
             worked = await self._text_step() or worked
         if self.ready:
             if self._images_fill:
+                assert self.images is not None  # only images set it
                 self._images_fill = False
                 todo, gone = self.images.collect(self.memory, self.images.all_images(self.memory))
                 await trio.to_thread.run_sync(self.images.apply, todo, gone)
@@ -563,6 +564,7 @@ class Indexer(Service):
         target = self.memory.generation
         ids = self.memory.live.ids()  # ids only, by SQL (memory.heads)
         with self.text_lock:
+            assert self.text is not None  # `_open_text` opened it
             self.text.clear()
         for i in range(0, len(ids), 256):
             if self.stopping:
@@ -590,7 +592,8 @@ class Indexer(Service):
         """Worker thread, once the model is in: the vector snapshot if it is whole and was
         built with this model, else an empty index (rebuilt by `run`)."""
         meta = self._read_meta()
-        vectors, digests, generation = VectorIndex(emb.dim), UnitDigests(), 0
+        vectors: VectorIndex | CompactVectorIndex = VectorIndex(emb.dim)
+        digests, generation = UnitDigests(), 0
         try:
             if not meta:
                 raise FileNotFoundError("no index yet")
@@ -623,6 +626,7 @@ class Indexer(Service):
             shutil.rmtree(old, ignore_errors=True)
         shutil.rmtree(self.dir / "text", ignore_errors=True)
         self._data_path().unlink(missing_ok=True)
+        assert self.embedder is not None  # the caller loaded it
         self.vectors = VectorIndex(self.embedder.dim)
         self.text = TextIndex(self.dir / "text")
         self.digests = UnitDigests()
@@ -638,10 +642,12 @@ class Indexer(Service):
             snap = self.dir / f"snap-{generation}-{time.time_ns()}"
             snap.mkdir()
             self._maybe_compact()
+            assert self.vectors is not None  # saved once open
             self.vectors.save(snap / "vectors.bin")
             self.digests.save(snap / "digests.npy")
             if self.images is not None:
                 self.images.save(snap)
+        assert self.embedder is not None  # saved once the model is in
         tmp = self.dir / f"index.json.{snap.name}.tmp"  # never shared by two saves
         tmp.write_text(
             json.dumps(
@@ -963,6 +969,7 @@ class Indexer(Service):
                 if keep:
                     units = [part[i][0] for i in keep]
                     labels = [unit_label(u) for u in units]
+                    assert self.vectors is not None  # the vector lane runs once open
                     self.vectors.upsert(labels, rows[keep])
                     self.digests.set_many(labels, [digest_int(u.digest) for u in units])
                     self.epoch += 1
@@ -992,6 +999,7 @@ class Indexer(Service):
                     labels = {unit_label(u) for u in doc.units}
                     stale += [x for x in self.labels_of(doc.id) if x not in labels]
             if stale:
+                assert self.vectors is not None  # the vector lane runs once open
                 self.vectors.delete(stale)
                 self.digests.remove(stale)
                 self.epoch += 1
@@ -1022,6 +1030,7 @@ class Indexer(Service):
             self._embed_pool = ThreadPoolExecutor(
                 1, thread_name_prefix="contextfs-embed", initializer=_lower_priority
             )
+        assert self.embedder is not None  # the vector lane runs once the model is in
         return self._embed_pool.submit(self.embedder.embed, texts).result()
 
     def _snapshot(self, node_ids: Sequence[int]) -> tuple[list[_Doc], dict[int, int]]:
@@ -1126,6 +1135,7 @@ class Indexer(Service):
             units += doc.text_units
             metas[doc.id] = doc.meta
         with self.text_lock:
+            assert self.text is not None  # `_fresh` opened it
             if units:
                 self.text.upsert(units, metas, commit=commit)
             elif commit:

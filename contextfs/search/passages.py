@@ -67,7 +67,7 @@ def _turn_passages(l2: str) -> list[Passage]:
     if not blocks:
         return []
     per = -(-len(blocks) // MAX_PASSAGES)  # turns per passage: 1 unless the archive is huge
-    out = []
+    out: list[Passage] = []
     for i in range(0, len(blocks), per):
         group = blocks[i : i + per]
         first = group[0]
@@ -91,7 +91,7 @@ def _turn_passages(l2: str) -> list[Passage]:
 
 
 def _chunk_passages(l2: str, date: str | None) -> list[Passage]:
-    out = []
+    out: list[Passage] = []
     for ov, start, end in chunk_spans(l2, CHUNK_CHARS, CHUNK_CHARS // 10):
         text = l2[ov:end].strip()
         if text and l2[start:end].strip():

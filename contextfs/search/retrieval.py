@@ -14,6 +14,7 @@ from __future__ import annotations
 import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import TypeGuard
 
 from contextfs.errors import InvalidInput
 from contextfs.index.vectors import Snapshot
@@ -51,7 +52,8 @@ def parse_options(segment: str, known_types: set[str]) -> QueryOptions:
     """`@k=20,budget=4000,type=event` -> QueryOptions; EINVAL with the reason otherwise."""
     if not segment.startswith("@"):
         raise InvalidInput("an options segment starts with '@'")
-    values: dict[str, object] = {}
+    numbers: dict[str, int] = {}  # k, budget
+    type_name: str | None = None
     for part in filter(None, segment[1:].split(",")):
         key, eq, value = part.partition("=")
         key = key.strip()
@@ -65,17 +67,17 @@ def parse_options(segment: str, known_types: set[str]) -> QueryOptions:
             lo, hi = (1, 100) if key == "k" else (50, 100_000)
             if not lo <= number <= hi:
                 raise InvalidInput(f"query option {key} must be between {lo} and {hi}")
-            values[key] = number
+            numbers[key] = number
         elif key == "type":
             if value not in known_types:
                 raise InvalidInput(
                     f"unknown type {value!r} in query options; known: "
                     + ", ".join(sorted(known_types))
                 )
-            values[key] = value
+            type_name = value
         else:
             raise InvalidInput(f"unknown query option {key!r}; known: k, budget, type")
-    return QueryOptions(**values)
+    return QueryOptions(**numbers, type=type_name)
 
 
 @dataclass(frozen=True, slots=True)
@@ -249,7 +251,7 @@ class Searcher:
         memory = self.memory
         nodes = memory.nodes
 
-        def allowed(n: Node | None) -> bool:
+        def allowed(n: Node | None) -> TypeGuard[Node]:
             return (
                 n is not None
                 and memory.is_live(n)
@@ -261,7 +263,7 @@ class Searcher:
         emb = ix.embedder  # once: the model may fail and be dropped meanwhile
         vectors_on = ix.ready and emb is not None
         asked = self._without_participants(question, scope)
-        qvec = emb.embed([asked])[0] if vectors_on else None
+        qvec = emb.embed([asked])[0] if emb is not None and vectors_on else None
         depth = unit_depth(opts)
         # BM25 first, then the vectors and what they hold of each candidate under one hold
         # of the indexer's lock: a node whose vectors land between the two readings would
@@ -301,7 +303,7 @@ class Searcher:
         images_on = images is not None and images.ready and opts.type in (None, IMAGE_TYPE)
         image_hits = (
             images.search(asked, depth, allow=lambda nid: allowed(nodes.get(nid)))
-            if images_on
+            if images is not None and images_on
             else []
         )
         # Reciprocal-rank fusion twice. Nodes: each ranker ranks nodes by their best unit
@@ -354,8 +356,8 @@ class Searcher:
             node_rank[2][nid] = rank
             tiers.setdefault(nid, set()).add("image")
             image_bonus[nid] = SIDE_WEIGHT[2] / (RRF_K + rank + 1)
-        for h in text_hits:  # a node's snippet: from its best unit by BM25
-            best_unit.setdefault(h.node_id, (h.tier, h.chunk))
+        for th in text_hits:  # a node's snippet: from its best unit by BM25
+            best_unit.setdefault(th.node_id, (th.tier, th.chunk))
         text_rank = node_rank[1]
         if vectors_on:
             # A node BM25 found that the vectors hold nothing of yet (saved moments ago,
@@ -441,7 +443,7 @@ class Searcher:
             text = _unit_text(h.node, *unit) if unit is not None else ""
             if text.strip():
                 h.snippet = ix.text.snippet(question, text)[:300]
-        sides = ("bm25", "vectors") if vectors_on else ("bm25",)
+        sides: tuple[str, ...] = ("bm25", "vectors") if vectors_on else ("bm25",)
         if images_on:
             sides += ("clip",)
         note = "" if vectors_on else f"vectors not used yet: {ix.state}"
@@ -576,8 +578,8 @@ class Searcher:
             else:  # a turn naming a known entity ("Will had a twelve-hour shift")
                 names = []
                 p = _passage(c.node, c.index)
-                for m in _PROPER.finditer(p.text if p is not None else ""):
-                    phrase = m.group(0).lower()
+                for match in _PROPER.finditer(p.text if p is not None else ""):
+                    phrase = match.group(0).lower()
                     for cand in (phrase, phrase.split()[0]):
                         if any(allowed(nodes.get(i)) for i in self.names.ids(cand)):
                             names.append(cand)

@@ -12,9 +12,12 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator
 from contextlib import AbstractContextManager
 from pathlib import Path
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from contextfs.model import Access, Attachment, Node
+
+if TYPE_CHECKING:
+    from contextfs.store.backup import BackupPolicy
 
 
 class StoreBackend(Protocol):
@@ -34,6 +37,7 @@ class StoreBackend(Protocol):
     conflict: tuple[type[BaseException], ...]
     unavailable: tuple[type[BaseException], ...]
     garbage: set[str]
+    backup: BackupPolicy | None  # a backup taken at close (a checked DuckDB store's mount)
     con: Any  # DuckDB's connection, or a PostgreSQL one with its call shape (fsck reads it)
 
     def describe(self) -> str: ...
@@ -42,6 +46,7 @@ class StoreBackend(Protocol):
     def close(self) -> None: ...
     def atomic(self) -> AbstractContextManager[None]: ...
     def sweep(self) -> None: ...
+    def big_reads(self) -> AbstractContextManager[None]: ...
     def new_id(self) -> int: ...
 
     def claim_id(self, wanted: int) -> bool: ...
@@ -73,7 +78,15 @@ class StoreBackend(Protocol):
     def set_home(self) -> None: ...
     def node_head(self, node_id: int, make: Callable[..., Node] = ...) -> tuple | None: ...
     def node_head_page(
-        self, after: int, limit: int, make: Callable[..., Node] = ..., **filters: Any
+        self,
+        after: int,
+        limit: int,
+        make: Callable[..., Node] = ...,
+        *,
+        owner: tuple[str, str] | None = None,
+        types: tuple[str, ...] | None = None,
+        live: bool | None = None,
+        ids: list[int] | None = None,
     ) -> list[tuple[Node, int, int]]: ...
     def live_node_head(
         self, kind: str, owner_id: str, type_name: str, name: str, make: Callable[..., Node] = ...

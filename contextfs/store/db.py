@@ -188,6 +188,7 @@ class Store:
     over PostgreSQL. What both offer is `contextfs.store.backend.StoreBackend`."""
 
     dialect = DUCKDB
+    path: Path | None  # the DuckDB file; None on PostgreSQL (PgStore)
     # set by a mount whose store passed its check: a backup taken at close, when due
     backup: BackupPolicy | None = None
     # the driver's errors: any fault; a refused value; the server gone (none: embedded)
@@ -215,7 +216,9 @@ class Store:
         # memory by default: over a big store a daemon's reads kept growing them (hundreds
         # of MiB at a million nodes). A limit makes them a cache of that size; a statement
         # that needs more makes it grow (`_Roomy`); big scans (fsck) spill to `<file>.tmp`.
-        config = {"memory_limit": f"{memory_mb}MiB"} if memory_mb > 0 else {}
+        config: dict[str, str | bool | int | float | list[str]] = (
+            {"memory_limit": f"{memory_mb}MiB"} if memory_mb > 0 else {}
+        )
         if not read_only:  # checkpoints are the Store's (`_checkpoint_if_due`)
             config["checkpoint_threshold"] = "1000GB"
         self._wal = self.path.with_name(self.path.name + ".wal")
@@ -311,6 +314,7 @@ class Store:
         daemon's memory."""
         if not hasattr(os, "posix_fadvise"):
             return
+        assert self.path is not None  # PgStore overrides this
         try:
             fd = os.open(self.path, os.O_RDONLY)
         except OSError:
@@ -332,6 +336,7 @@ class Store:
                 log.warning("could not reclaim %d unheld blob(s) at close", len(self.garbage))
         _close_when_idle(self.con)
         if self.backup is not None:  # the file is whole now, and still ours (the lock)
+            assert self.path is not None  # PgStore overrides close
             try:
                 take(self.path, self.backup)
             except OSError as exc:
@@ -413,6 +418,7 @@ class Store:
             return
         if wal < self.CHECKPOINT_WAL:
             return
+        assert self.path is not None  # PgStore overrides atomic, which calls this
         free = shutil.disk_usage(self.path.parent).free
         if free < wal + wal // 4 + self.CHECKPOINT_ROOM:
             if not self._postponed:
@@ -508,7 +514,7 @@ class Store:
             "SELECT id, node_id, parent_id, name, kind, mode, mtime, target, deleted_at, "
             "size, link_of FROM attachments ORDER BY id"
         ).fetchall()
-        return [Attachment(*r[:8], deleted_at=r[8], size=r[9], link_of=r[10]) for r in rows]
+        return [Attachment(*r) for r in rows]  # the columns in Attachment's field order
 
     def attachment(self, att_id: int) -> Attachment | None:
         """One attachment record as stored (a rollback reloads what it had changed)."""
@@ -519,7 +525,7 @@ class Store:
         ).fetchone()
         if row is None:
             return None
-        return Attachment(*row[:8], deleted_at=row[8], size=row[9], link_of=row[10])
+        return Attachment(*row)
 
     def attachment_data(self, att_id: int) -> bytearray:
         """A file attachment's bytes: its chunks in order (empty for no chunks)."""
@@ -759,6 +765,7 @@ class Store:
             ],
         )
         if size:
+            assert data is not None  # size is 0 without data
             insert_chunks(self.con, a.id, data, range(-(-size // CHUNK_SIZE)))
 
     def update_attachment(self, a: Attachment) -> None:
@@ -988,11 +995,11 @@ class Store:
         )
         while rows := cur.fetchmany(self._HEAD_BATCH):
             for node_id, version, created, size, reason in rows:
-                n = by_id.get(node_id)
-                if n is not None:
-                    n.history.append((version, created, size))
+                node = by_id.get(node_id)
+                if node is not None:
+                    node.history.append((version, created, size))
                     if not reason.startswith(MACHINE_REASONS):
-                        n.person_wrote = True
+                        node.person_wrote = True
         return out
 
     def node_text(self, node_id: int) -> tuple[str, str] | None:
@@ -1064,7 +1071,8 @@ class Store:
         # a page of given ids: no range and no ORDER BY (sorted here), which let DuckDB scan
         # the ids for the IN list and took 2-3x as long at a million rows
         by_ids = ids is not None and after <= 0 and limit >= len(ids)
-        where, params = ([] if by_ids else ["id > ?"]), ([] if by_ids else [after])
+        where: list[str] = [] if by_ids else ["id > ?"]
+        params: list[object] = [] if by_ids else [after]
         if owner is not None:
             where.append("owner_kind = ? AND owner_id = ?")
             params += list(owner)

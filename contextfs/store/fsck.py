@@ -15,20 +15,20 @@ from dataclasses import dataclass
 
 import xxhash
 
-from contextfs.store.db import Store
+from contextfs.store.backend import StoreBackend
 from contextfs.store.dialect import POSTGRES
 from contextfs.store.schema import CHUNK_SIZE, LIVE_NAME_INDEXES, SCHEMA_VERSION
 
 log = logging.getLogger(__name__)
 
-Check = Callable[[Store], list[str]]
+Check = Callable[[StoreBackend], list[str]]
 
 
-def _rows(store: Store, sql: str) -> list[tuple]:
+def _rows(store: StoreBackend, sql: str) -> list[tuple]:
     return store.con.execute(sql).fetchall()
 
 
-def _each(store: Store, sql: str, batch: int = 10_000) -> Iterator[tuple]:
+def _each(store: StoreBackend, sql: str, batch: int = 10_000) -> Iterator[tuple]:
     """The rows of sql a batch at a time: a check that reads every text of a big store
     (at every mount) must not hold them all at once (freed memory stays with the process)."""
     cur = store.con.execute(sql)
@@ -36,14 +36,14 @@ def _each(store: Store, sql: str, batch: int = 10_000) -> Iterator[tuple]:
         yield from rows
 
 
-def schema_version(store: Store) -> list[str]:
+def schema_version(store: StoreBackend) -> list[str]:
     row = store.con.execute("SELECT value FROM store_meta WHERE key='schema_version'").fetchone()
     if row is None or int(row[0]) != SCHEMA_VERSION:
         return [f"schema version is {row and row[0]}, expected {SCHEMA_VERSION}"]
     return []
 
 
-def live_name_constraints(store: Store) -> list[str]:
+def live_name_constraints(store: StoreBackend) -> list[str]:
     """The unique indexes that make a second live name impossible exist (a store migrated
     with duplicates in it goes without them until `fsck --repair` mends those)."""
     if store.dialect == POSTGRES:
@@ -58,7 +58,7 @@ def live_name_constraints(store: Store) -> list[str]:
     ]
 
 
-def unique_live_nodes(store: Store) -> list[str]:
+def unique_live_nodes(store: StoreBackend) -> list[str]:
     return [
         f"{k}/{o}/{t}/{n or '(singleton)'}: {c} live nodes share one path"
         for k, o, t, n, c in _rows(
@@ -71,7 +71,7 @@ def unique_live_nodes(store: Store) -> list[str]:
     ]
 
 
-def node_owners_exist(store: Store) -> list[str]:
+def node_owners_exist(store: StoreBackend) -> list[str]:
     return [
         f"node {i} belongs to missing owner {k}/{o}"
         for i, k, o in _rows(
@@ -83,7 +83,7 @@ def node_owners_exist(store: Store) -> list[str]:
     ]
 
 
-def versions_complete(store: Store) -> list[str]:
+def versions_complete(store: StoreBackend) -> list[str]:
     """version = number of version rows, numbered 1..version, and nodes.l2 = the last."""
     problems = []
     # only the nodes that break it come back (a million rows would at every mount)
@@ -130,7 +130,7 @@ def _node_texts_agree(rows: Iterable[tuple], problems: list[str]) -> None:
 _TEXT_COLS = "id, l1, l2, content_hash, l1_size, l2_size"
 
 
-def content_hashes(store: Store) -> list[str]:
+def content_hashes(store: StoreBackend) -> list[str]:
     problems: list[str] = []
     _node_texts_agree(_each(store, f"SELECT {_TEXT_COLS} FROM nodes"), problems)
     for i, v, l2, h in _each(store, "SELECT node_id, version, l2, content_hash FROM versions"):
@@ -139,7 +139,7 @@ def content_hashes(store: Store) -> list[str]:
     return problems
 
 
-def attachments_consistent(store: Store) -> list[str]:
+def attachments_consistent(store: StoreBackend) -> list[str]:
     problems = [
         f"attachment {i} belongs to missing node {n}"
         for i, n in _rows(
@@ -183,7 +183,7 @@ def attachments_consistent(store: Store) -> list[str]:
     return problems
 
 
-def chunks_belong_to_files(store: Store) -> list[str]:
+def chunks_belong_to_files(store: StoreBackend) -> list[str]:
     """Chunks only of existing file attachments (a purge removes them with the row)."""
     return [
         f"attachment {i} ({k or 'missing'}) has {c} chunk(s)"
@@ -197,7 +197,7 @@ def chunks_belong_to_files(store: Store) -> list[str]:
     ]
 
 
-def chunks_contiguous(store: Store) -> list[str]:
+def chunks_contiguous(store: StoreBackend) -> list[str]:
     """A file's chunks are numbered 0, 1, ... without a gap."""
     return [
         f"attachment {i}: chunks numbered {lo}..{hi} but {c} present"
@@ -210,7 +210,7 @@ def chunks_contiguous(store: Store) -> list[str]:
     ]
 
 
-def chunk_sizes(store: Store) -> list[str]:
+def chunk_sizes(store: StoreBackend) -> list[str]:
     """Every chunk but the last is CHUNK_SIZE bytes, the last 1..CHUNK_SIZE, and their
     lengths add up to attachments.size (an empty file has no chunk)."""
     problems = [
@@ -242,7 +242,7 @@ def chunk_sizes(store: Store) -> list[str]:
     return problems
 
 
-def garbage_blobs(store: Store) -> tuple[int, int]:
+def garbage_blobs(store: StoreBackend) -> tuple[int, int]:
     """(count, bytes) of the blobs no chunk holds: reclaimed at the next sweep."""
     n, size = store.con.execute(
         "SELECT count(*), coalesce(sum(octet_length(data)), 0) FROM blobs "
@@ -252,7 +252,7 @@ def garbage_blobs(store: Store) -> tuple[int, int]:
     return int(n), int(size)
 
 
-def inbox_chunks_complete(store: Store) -> list[str]:
+def inbox_chunks_complete(store: StoreBackend) -> list[str]:
     """(v6) An inbox item's chunks belong to an item, are numbered 0, 1, ... without a gap,
     and their lengths add up to inbox_items.size; except while it is `receiving` (stored
     in steps: a daemon that died meanwhile left it, and the next mount drops it)."""
@@ -281,7 +281,7 @@ def inbox_chunks_complete(store: Store) -> list[str]:
     return problems
 
 
-def inbox_chunks_numbered(store: Store) -> list[str]:
+def inbox_chunks_numbered(store: StoreBackend) -> list[str]:
     """The half of `inbox_chunks_complete` a mount runs: chunks belong to an item, and an
     item has ceil(size / CHUNK_SIZE) of them numbered 0, 1, ... without a gap. It reads
     no blob: summing the bytes of a 100 MB item's blobs grew the store's buffers past
@@ -310,7 +310,7 @@ def inbox_chunks_numbered(store: Store) -> list[str]:
     return problems
 
 
-def blobs_present(store: Store) -> list[str]:
+def blobs_present(store: StoreBackend) -> list[str]:
     """(v6) Every chunk's hash has its blob, and a blob is 1..CHUNK_SIZE bytes: the half
     of `blobs_consistent` that SQL answers without reading the bytes into Python."""
     problems = [
@@ -337,7 +337,7 @@ def blobs_present(store: Store) -> list[str]:
     return problems
 
 
-def blobs_consistent(store: Store) -> list[str]:
+def blobs_consistent(store: StoreBackend) -> list[str]:
     """(v6) Bytes stored once by content: every chunk's hash has its blob, a blob is
     1..CHUNK_SIZE bytes and its hash is the xxh3-128 of its bytes (read back a few at a
     time). A blob no chunk holds is garbage waiting to be reclaimed (`garbage_blobs`), not
@@ -351,7 +351,7 @@ def blobs_consistent(store: Store) -> list[str]:
     return problems
 
 
-def links_consistent(store: Store) -> list[str]:
+def links_consistent(store: StoreBackend) -> list[str]:
     """A hard link (v5) names a holder of its own node: of the link's kind (not a folder),
     no link itself, live whenever the link is, and with the same symlink target; the link
     has no bytes of its own and no access row."""
@@ -389,7 +389,7 @@ def links_consistent(store: Store) -> list[str]:
     return problems
 
 
-def outbox_covers_nodes(store: Store) -> list[str]:
+def outbox_covers_nodes(store: StoreBackend) -> list[str]:
     """Every node's current state has an outbox row, so derived indexes can catch up."""
     return [
         f"node {i}: version {v} has no outbox row (newest is {o})"
@@ -421,7 +421,7 @@ CHECKS: tuple[Check, ...] = (
 )
 
 
-def check_store(store: Store, checks: Iterable[Check] = CHECKS) -> list[str]:
+def check_store(store: StoreBackend, checks: Iterable[Check] = CHECKS) -> list[str]:
     problems: list[str] = []
     for check in checks:
         problems += [f"{check.__name__}: {p}" for p in check(store)]
@@ -451,7 +451,7 @@ OPEN_PREFIX = "mount_open:"  # + host and data dir: a mount is writing (unclean 
 _CHANGED = "(SELECT node_id FROM outbox WHERE seq > ?)"
 
 
-def unique_live_nodes_since(store: Store, since: int) -> list[str]:
+def unique_live_nodes_since(store: StoreBackend, since: int) -> list[str]:
     """`unique_live_nodes` for the paths of the nodes changed since: a duplicate made
     after a passing check has at least one row written since. DuckDB has no index on the
     path (a scan of those columns, ~50 ms at a million nodes); PostgreSQL's unique
@@ -472,7 +472,7 @@ def unique_live_nodes_since(store: Store, since: int) -> list[str]:
     ]
 
 
-def node_owners_exist_since(store: Store, since: int) -> list[str]:
+def node_owners_exist_since(store: StoreBackend, since: int) -> list[str]:
     """`node_owners_exist` for the nodes changed since (an owner is never deleted)."""
     return [
         f"node {i} belongs to missing owner {k}/{o}"
@@ -486,7 +486,7 @@ def node_owners_exist_since(store: Store, since: int) -> list[str]:
     ]
 
 
-def versions_complete_since(store: Store, since: int) -> list[str]:
+def versions_complete_since(store: StoreBackend, since: int) -> list[str]:
     """`versions_complete` for the nodes changed since: a version row is only ever written
     with its node's outbox row."""
     problems = [
@@ -534,7 +534,7 @@ def versions_complete_since(store: Store, since: int) -> list[str]:
     return problems
 
 
-def content_hashes_since(store: Store, since: int) -> list[str]:
+def content_hashes_since(store: StoreBackend, since: int) -> list[str]:
     """`content_hashes` of the nodes changed since, and of the versions they wrote (each
     version row has the outbox row of the change that wrote it)."""
     problems: list[str] = []
@@ -554,7 +554,7 @@ def content_hashes_since(store: Store, since: int) -> list[str]:
     return problems
 
 
-def outbox_covers_nodes_since(store: Store, since: int) -> list[str]:
+def outbox_covers_nodes_since(store: StoreBackend, since: int) -> list[str]:
     """`outbox_covers_nodes` for the nodes changed since: their newest outbox row is one
     of those after `since` (a node's outbox versions only grow)."""
     return [
@@ -569,7 +569,7 @@ def outbox_covers_nodes_since(store: Store, since: int) -> list[str]:
     ]
 
 
-Since = Callable[[Store, int], list[str]]
+Since = Callable[[StoreBackend, int], list[str]]
 
 # The mount's check after a passing one: the node checks restricted to what changed, the
 # rest whole. blobs_present, not blobs_consistent: a blob's hash is computed from its bytes
@@ -638,7 +638,7 @@ class CheckRun:
         }
 
 
-def checked_point(store: Store) -> int | None:
+def checked_point(store: StoreBackend) -> int | None:
     """The outbox seq up to which the last passing check reached, if it checked this
     schema; None: never recorded (a store from before), or a migration since."""
     seq, schema = store.meta(CHECKED_SEQ), store.meta(CHECKED_SCHEMA)
@@ -647,7 +647,7 @@ def checked_point(store: Store) -> int | None:
     return int(seq)
 
 
-def full_check(store: Store, checks: Iterable[Check] = CHECKS) -> CheckRun:
+def full_check(store: StoreBackend, checks: Iterable[Check] = CHECKS) -> CheckRun:
     """Every check over every row (`contextfs fsck`, and a mount with no checked point)."""
     t0 = time.perf_counter()
     upto = store.generation()  # before: whatever commits during the check is after it
@@ -656,7 +656,7 @@ def full_check(store: Store, checks: Iterable[Check] = CHECKS) -> CheckRun:
     return CheckRun(tuple(problems), None, upto, nodes, time.perf_counter() - t0)
 
 
-def mount_check(store: Store) -> CheckRun:
+def mount_check(store: StoreBackend) -> CheckRun:
     """The check a mount runs: since the recorded checked point when there is one (and the
     store has not gone back before it), else the full check once."""
     since = checked_point(store)
@@ -674,7 +674,7 @@ def mount_check(store: Store) -> CheckRun:
     return CheckRun(tuple(problems), since, upto, changed, time.perf_counter() - t0)
 
 
-def record_passed(store: Store, run: CheckRun) -> None:
+def record_passed(store: StoreBackend, run: CheckRun) -> None:
     """Remember that `run` passed (a writable store): the next mount checks what changed
     after run.upto. A restricted check never moves the point back (another mount of a
     shared store may have recorded a later one)."""
@@ -693,7 +693,7 @@ def record_passed(store: Store, run: CheckRun) -> None:
             store.set_meta(FULL_AT, now)
 
 
-def open_session(store: Store, who: str) -> str | None:
+def open_session(store: StoreBackend, who: str) -> str | None:
     """Mark a mount (`who`: its host and data dir) as writing; returns when the previous
     session of the same mount began if it never closed the store (killed, crashed, power
     lost), else None."""
@@ -704,7 +704,7 @@ def open_session(store: Store, who: str) -> str | None:
     return left
 
 
-def close_session(store: Store, who: str) -> None:
+def close_session(store: StoreBackend, who: str) -> None:
     """The mount closes the store: its session ended cleanly."""
     with store.atomic():
         store.con.execute("DELETE FROM store_meta WHERE key = ?", [OPEN_PREFIX + who])

@@ -203,12 +203,12 @@ class PgStore(Store):
             with self.atomic():
                 # one mount at a time creates or migrates the schema
                 self.con.execute("SELECT pg_advisory_xact_lock(?)", [OUTBOX_LOCK])
-                create_tables(self.con)  # type: ignore[arg-type]
+                create_tables(self.con)
                 self.con.execute("CREATE SEQUENCE IF NOT EXISTS outbox_seq START 1")
                 # create_tables and migrate make the unique index nodes_live_path (schema
                 # LIVE_NAME_INDEXES): two mounts creating one path at once cannot both
                 # commit (the second re-applies: VersionConflict)
-                migrate(self.con)  # type: ignore[arg-type]
+                migrate(self.con)
                 self.con.execute(
                     "INSERT INTO store_meta VALUES ('created', ?) ON CONFLICT DO NOTHING",
                     [str(time.time())],
@@ -421,7 +421,7 @@ class PgStore(Store):
     def _reader(self) -> PgConnection:
         """A connection of its own for a thread that reads tier texts (Store.node_text):
         every thread, since this store does not record the one that opened it."""
-        return PgConnection(self.con._dsn, read_only=True)  # type: ignore[attr-defined]
+        return PgConnection(self.con._dsn, read_only=True)
 
 
 class PgListener:

@@ -22,15 +22,15 @@ from pathlib import PurePosixPath
 
 import xxhash
 
-from contextfs.store.db import Store
+from contextfs.store.backend import StoreBackend
 from contextfs.store.schema import create_live_name_indexes
 
-Repair = Callable[[Store, float], list[str]]
+Repair = Callable[[StoreBackend, float], list[str]]
 
 REASON = "fsck-repair"
 
 
-def _taken_names(store: Store, sql: str, args: list) -> set[str]:
+def _taken_names(store: StoreBackend, sql: str, args: list) -> set[str]:
     return {r[0] for r in store.con.execute(sql, args).fetchall()}
 
 
@@ -50,7 +50,7 @@ def _beside(name: str, row_id: int, taken: set[str], *, keep_suffix: bool) -> st
     raise RuntimeError(f"no free name beside {name!r}")  # 100 duplicates of one name
 
 
-def duplicate_nodes(store: Store, now: float) -> list[str]:
+def duplicate_nodes(store: StoreBackend, now: float) -> list[str]:
     """Live nodes sharing a path: the one written last keeps it; each other one is
     renamed beside it, or (a singleton type: no name) moved to the trash."""
     done = []
@@ -87,7 +87,7 @@ def duplicate_nodes(store: Store, now: float) -> list[str]:
     return done
 
 
-def duplicate_attachments(store: Store, now: float) -> list[str]:
+def duplicate_attachments(store: StoreBackend, now: float) -> list[str]:
     """Live attachments of one name in one folder: the one changed last keeps the name,
     each other one is renamed beside it (a folder with what it holds)."""
     done = []
@@ -122,7 +122,7 @@ def duplicate_attachments(store: Store, now: float) -> list[str]:
     return done
 
 
-def orphan_attachments(store: Store, now: float) -> list[str]:
+def orphan_attachments(store: StoreBackend, now: float) -> list[str]:
     """An attachment whose folder is missing, or is not a folder of its node, goes to the
     top of its node's directory (under a free name)."""
     done = []
@@ -149,7 +149,7 @@ def orphan_attachments(store: Store, now: float) -> list[str]:
     return done
 
 
-def missing_owners(store: Store, now: float) -> list[str]:
+def missing_owners(store: StoreBackend, now: float) -> list[str]:
     rows = store.con.execute(
         """
         SELECT DISTINCT n.owner_kind, n.owner_id FROM nodes n WHERE NOT EXISTS
@@ -160,7 +160,7 @@ def missing_owners(store: Store, now: float) -> list[str]:
     return [f"owner {k}/{o} added (its nodes had none)" for k, o in rows]
 
 
-def text_hashes(store: Store, now: float) -> list[str]:
+def text_hashes(store: StoreBackend, now: float) -> list[str]:
     """A hash or size that does not match its text is recomputed from the text (the text
     is what there is; which of the two changed cannot be known); a current L2 that then
     differs from its version row becomes a new version, so both texts are in .history."""
@@ -202,7 +202,7 @@ def text_hashes(store: Store, now: float) -> list[str]:
     return done
 
 
-def missing_current_versions(store: Store, now: float) -> list[str]:
+def missing_current_versions(store: StoreBackend, now: float) -> list[str]:
     """A node whose current version has no row (its L2 not in .history) gets that row."""
     rows = store.con.execute(
         """
@@ -218,7 +218,7 @@ def missing_current_versions(store: Store, now: float) -> list[str]:
     return [f"node {nid}: version {v} row written from its L2" for nid, v in rows]
 
 
-def outbox_rows(store: Store, now: float) -> list[str]:
+def outbox_rows(store: StoreBackend, now: float) -> list[str]:
     """A node whose current state has no outbox row gets one, so the indexes catch up."""
     rows = store.con.execute(
         """
@@ -244,7 +244,7 @@ REPAIRS: tuple[Repair, ...] = (
 )
 
 
-def repair_store(store: Store) -> list[str]:
+def repair_store(store: StoreBackend) -> list[str]:
     """Run every repair in one transaction, then create the missing unique indexes;
     returns one line per thing done."""
     now = time.time()

@@ -7,8 +7,8 @@ always builds the newest schema, `migrate()` brings an older file up to it.
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import Any, Protocol
 
-import duckdb
 import xxhash
 
 SCHEMA_VERSION = 10
@@ -16,6 +16,21 @@ SCHEMA_VERSION = 10
 # An attachment's bytes are stored in chunks of this size (v3): a commit rewrites only
 # the chunks it changed, so an fsync of a 4 KiB write into a 32 MiB file stores 64 KiB.
 CHUNK_SIZE = 64 * 1024
+
+
+class Rows(Protocol):
+    """What a statement gives back: a DuckDB connection, or a psycopg cursor."""
+
+    def fetchone(self) -> tuple[Any, ...] | None: ...
+    def fetchall(self) -> list[tuple[Any, ...]]: ...
+
+
+class Connection(Protocol):
+    """What the schema's statements run on: a DuckDB connection, the Store's wrapper of
+    one (`contextfs.store.db._Roomy`), or PgStore's `PgConnection` (DuckDB's call shape)."""
+
+    def execute(self, sql: str, params: object = ..., /) -> Rows: ...
+
 
 SCHEMA = """
 -- Key/value facts about the store itself. Keys: 'schema_version', 'created'.
@@ -244,7 +259,7 @@ CREATE TABLE IF NOT EXISTS consolidation_runs (
 """
 
 
-def _chunk_attachments(con: duckdb.DuckDBPyConnection) -> None:
+def _chunk_attachments(con: Connection) -> None:
     """v2 -> v3: every file's `data` BLOB becomes rows of attachment_chunks, and the
     attachments table is rebuilt with a `size` column in place of `data`.
 
@@ -269,15 +284,17 @@ def _chunk_attachments(con: duckdb.DuckDBPyConnection) -> None:
         ).fetchall()
     ]
     for att_id in ids:  # one file in memory at a time
-        data = con.execute("SELECT data FROM attachments_v2 WHERE id = ?", [att_id]).fetchone()[0]
+        row = con.execute("SELECT data FROM attachments_v2 WHERE id = ?", [att_id]).fetchone()
+        assert row is not None  # one of the ids just read
+        data = row[0]
         insert_chunks(con, att_id, memoryview(data), range(-(-len(data) // CHUNK_SIZE)))
     con.execute("DROP TABLE attachments_v2")
 
 
 def insert_chunks(
-    con: duckdb.DuckDBPyConnection,
+    con: Connection,
     att_id: int,
-    data: bytes | memoryview,
+    data: bytes | bytearray | memoryview,
     indexes: range | list[int],
     *,
     table: str = "attachment_chunks",
@@ -320,7 +337,7 @@ def insert_chunks(
         )
 
 
-def sweep_blobs(con: duckdb.DuckDBPyConnection, hashes: list[str] | None = None) -> None:
+def sweep_blobs(con: Connection, hashes: list[str] | None = None) -> None:
     """Delete the blobs (of these hashes; None: all) that no chunk holds."""
     if hashes is None:
         con.execute(
@@ -342,7 +359,7 @@ def sweep_blobs(con: duckdb.DuckDBPyConnection, hashes: list[str] | None = None)
 _ROWS_PER_INSERT = 64
 
 
-def _add_link_of(con: duckdb.DuckDBPyConnection) -> None:
+def _add_link_of(con: Connection) -> None:
     """v4 -> v5: attachments.link_of (hard links). A store migrated from v2 already has it
     (step 2 builds the newest attachments table)."""
     cols = {
@@ -355,7 +372,7 @@ def _add_link_of(con: duckdb.DuckDBPyConnection) -> None:
         con.execute("ALTER TABLE attachments ADD COLUMN link_of BIGINT")
 
 
-def _columns(con: duckdb.DuckDBPyConnection, table: str) -> set[str]:
+def _columns(con: Connection, table: str) -> set[str]:
     return {
         r[0]
         for r in con.execute(
@@ -364,7 +381,7 @@ def _columns(con: duckdb.DuckDBPyConnection, table: str) -> set[str]:
     }
 
 
-def _content_address(con: duckdb.DuckDBPyConnection) -> None:
+def _content_address(con: Connection) -> None:
     """v5 -> v6: bytes stored once by content. attachment_chunks' `data` becomes a `hash`
     of a row of `blobs`; inbox_items' `data` becomes chunks in inbox_chunks (and a `size`
     column). Rebuilt rather than altered, one file in memory at a time, inside the Store's
@@ -398,16 +415,16 @@ def _content_address(con: duckdb.DuckDBPyConnection) -> None:
         for (item_id,) in con.execute(
             "SELECT id FROM inbox_items_v5 WHERE octet_length(data) > 0 ORDER BY id"
         ).fetchall():
-            data = con.execute(
-                "SELECT data FROM inbox_items_v5 WHERE id = ?", [item_id]
-            ).fetchone()[0]
+            row = con.execute("SELECT data FROM inbox_items_v5 WHERE id = ?", [item_id]).fetchone()
+            assert row is not None  # one of the ids just read
+            data = row[0]
             insert_chunks(
                 con, item_id, data, range(-(-len(data) // CHUNK_SIZE)), table="inbox_chunks"
             )
         con.execute("DROP TABLE inbox_items_v5")
 
 
-def _text_sizes(con: duckdb.DuckDBPyConnection) -> None:
+def _text_sizes(con: Connection) -> None:
     """v7 -> v8: nodes.l1_size, l2_size, filled from the texts. DuckDB cannot ALTER a table
     an index depends on: the path index goes and comes back around it."""
     cols = {
@@ -422,7 +439,7 @@ def _text_sizes(con: duckdb.DuckDBPyConnection) -> None:
     con.execute("ALTER TABLE nodes ADD COLUMN l1_size BIGINT DEFAULT 0")
     con.execute("ALTER TABLE nodes ADD COLUMN l2_size BIGINT DEFAULT 0")
     con.execute("UPDATE nodes SET l1_size = strlen(l1), l2_size = strlen(l2)")
-    con.execute(MIGRATIONS[6])  # type: ignore[arg-type]
+    con.execute(_NODES_OWNER_TYPE_NAME)
 
 
 # (v10) fsck's one-live-name invariants as constraints: a second live node at a path, or
@@ -450,7 +467,7 @@ _LIVE_DUPLICATES = {
 }
 
 
-def create_live_name_indexes(con: duckdb.DuckDBPyConnection) -> list[str]:
+def create_live_name_indexes(con: Connection) -> list[str]:
     """Create the LIVE_NAME_INDEXES a store lacks, unless its rows already hold the
     duplicates one forbids; returns the names of those left out."""
     left_out = []
@@ -462,23 +479,26 @@ def create_live_name_indexes(con: duckdb.DuckDBPyConnection) -> list[str]:
     return left_out
 
 
-def drop_live_name_indexes(con: duckdb.DuckDBPyConnection) -> None:
+def drop_live_name_indexes(con: Connection) -> None:
     for name in LIVE_NAME_INDEXES:
         con.execute(f"DROP INDEX IF EXISTS {name}")
 
 
+# v7: a live node by its path without a scan, on both engines (memory.heads reads the
+# nodes a mount uses on demand instead of every node at open)
+_NODES_OWNER_TYPE_NAME = (
+    "CREATE INDEX IF NOT EXISTS nodes_owner_type_name ON nodes (owner_kind, owner_id, type, name)"
+)
+
 # MIGRATIONS[n] upgrades a store at schema version n to n + 1: SQL, or a function for a
 # step that needs more than one statement.
-MIGRATIONS: dict[int, str | Callable[[duckdb.DuckDBPyConnection], object]] = {
+MIGRATIONS: dict[int, str | Callable[[Connection], object]] = {
     1: "ALTER TABLE nodes ADD COLUMN archived_at DOUBLE",
     2: _chunk_attachments,
     3: "SELECT 1",  # the access table: created by create_tables on any store
     4: _add_link_of,
     5: _content_address,
-    # v7: a live node by its path without a scan, on both engines (memory.heads reads the
-    # nodes a mount uses on demand instead of every node at open)
-    6: "CREATE INDEX IF NOT EXISTS nodes_owner_type_name ON nodes "
-    "(owner_kind, owner_id, type, name)",
+    6: _NODES_OWNER_TYPE_NAME,
     7: _text_sizes,
     # v9: inbox_items.progress, where an export's processing resumes after a remount
     8: "ALTER TABLE inbox_items ADD COLUMN IF NOT EXISTS progress TEXT DEFAULT ''",
@@ -487,21 +507,20 @@ MIGRATIONS: dict[int, str | Callable[[duckdb.DuckDBPyConnection], object]] = {
 }
 
 
-def create_tables(con: duckdb.DuckDBPyConnection) -> None:
+def create_tables(con: Connection) -> None:
     """The newest schema on a new store; on an older one, the tables it lacks (its
     changed tables are brought up to date by `migrate`)."""
-    fresh = (
-        con.execute(
-            "SELECT count(*) FROM information_schema.tables WHERE table_name = 'nodes'"
-        ).fetchone()[0]
-        == 0
-    )
+    row = con.execute(
+        "SELECT count(*) FROM information_schema.tables WHERE table_name = 'nodes'"
+    ).fetchone()
+    assert row is not None  # a count is one row
+    fresh = row[0] == 0
     con.execute(SCHEMA)
     con.execute(SCHEMA_V2)
     if not fresh:
         return
     # not in SCHEMA: DuckDB cannot ALTER a table an index depends on (migration 1 does)
-    con.execute(MIGRATIONS[6])
+    con.execute(_NODES_OWNER_TYPE_NAME)
     create_live_name_indexes(con)
     con.execute(
         "INSERT INTO store_meta VALUES ('schema_version', ?) ON CONFLICT DO NOTHING",
@@ -509,9 +528,10 @@ def create_tables(con: duckdb.DuckDBPyConnection) -> None:
     )
 
 
-def migrate(con: duckdb.DuckDBPyConnection) -> int:
+def migrate(con: Connection) -> int:
     """Bring the store to SCHEMA_VERSION; return the version it was at."""
     row = con.execute("SELECT value FROM store_meta WHERE key = 'schema_version'").fetchone()
+    assert row is not None  # create_tables wrote it
     found = int(row[0])
     for v in range(found, SCHEMA_VERSION):
         step = MIGRATIONS[v]

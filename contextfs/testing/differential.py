@@ -152,7 +152,8 @@ def _outcome(fn: Callable[[], Any]) -> tuple[str, Any]:
     try:
         return ("ok", fn())
     except OSError as exc:
-        return ("err", errno.errorcode.get(exc.errno, exc.errno))
+        code = exc.errno
+        return ("err", None if code is None else errno.errorcode.get(code, code))
 
 
 def _mtime(st: os.stat_result) -> Any:
@@ -180,7 +181,7 @@ class Differ:
     # Known ContextFS bugs (KNOWN_BUGS keys) left out of the comparison. Empty in the CI test
     # and the regression tests; the campaign may tolerate one to look for other bugs.
     tolerate: frozenset[str] = frozenset()
-    fds: dict[int, tuple[int | None, int | None, str]] = field(default_factory=dict)
+    fds: dict[int, tuple[int, int, str]] = field(default_factory=dict)  # slot: (mnt, nat, path)
     log: list[str] = field(default_factory=list)
     # entries removed or renamed since the start or the last restore: a restore brings
     # back what was removed shortly before the `rm -r` (docs/operations.md), which a
@@ -495,7 +496,8 @@ class Differ:
         """The disk under the data dir fills; `ops` (a method of FULL_DISK_OPS and its
         arguments) run. An operation the mount takes runs on the native side too and must
         give the same result; one it refuses must fail with ENOSPC and change nothing (a
-        refused `write_file` may leave the file it created, empty, as on a native disk).
+        refused `write_file` may leave the file it created or cut at open, empty, as on a
+        native disk).
         Reads go on meanwhile. Then the disk is freed and the mount remounted: it must show
         what it showed before (nothing shown that was not stored, nothing stored that was
         not shown). The native side then takes the mount's state (`rsync -aH`), so the
@@ -537,11 +539,15 @@ class Differ:
                 + "\nsteps:\n  "
                 + "\n  ".join(self.log)
             )
+        self._adopt_mount()
+        self.check()
+
+    def _adopt_mount(self) -> None:
+        """The native side takes the mount's tree, as a refusal left it."""
         excludes = [f"--exclude=/{e}" for e in sorted(NODE_ENTRIES)]
         subprocess.run(
             ["rsync", "-aH", "--delete", *excludes, f"{self.mnt}/", f"{self.nat}/"], check=True
         )
-        self.check()
 
     def _full_disk_op(self, name: str, args: tuple) -> None:
         if name == "write_file" and isinstance(args[1], int):  # a big file, by its size
@@ -577,7 +583,7 @@ class Differ:
         now = self.snapshot(self.mnt)
         path = args[0] if name != "symlink" else args[1]
         allowed = set()
-        if name == "write_file" and path not in before:  # created, then the write refused
+        if name == "write_file":  # created or cut at open, then the write refused
             folder = path.rsplit("/", 1)[0] if "/" in path else "."
             allowed = {path, folder, folder + "/"}
             desc = now.get(path)
@@ -595,6 +601,8 @@ class Differ:
                 + "\nsteps:\n  "
                 + "\n  ".join(self.log)
             )
+        if now != before:  # what the refusal may leave (an empty file): the next op's start
+            self._adopt_mount()
 
     def remount(self) -> None:
         """Unmount and mount again; open descriptors are closed first on both sides."""

@@ -187,11 +187,14 @@ def video(
     buf = io.BytesIO()
     with av.open(buf, mode="w", format=fmt) as c:
         v = c.add_stream(vcodec, rate=fps)
+        assert isinstance(v, av.VideoStream)  # a codec name typed str: any kind of stream
         v.width, v.height, v.pix_fmt = size[0], size[1], "yuv420p"
-        a = None
+        a: av.AudioStream | None = None
         if wav is not None:
             samples, rate = pcm_of(wav)
-            a = c.add_stream(acodec, rate=rate)
+            added = c.add_stream(acodec, rate=rate)
+            assert isinstance(added, av.AudioStream)
+            a = added
             a.layout = "mono"
         n = 0
         for data in slides:
@@ -207,12 +210,12 @@ def video(
         if a is not None:
             step = 1024
             for k in range(0, len(samples), step):
-                frame = av.AudioFrame.from_ndarray(
+                chunk = av.AudioFrame.from_ndarray(
                     samples[None, k : k + step].copy(), format="s16", layout="mono"
                 )
-                frame.sample_rate = rate
-                frame.pts = k
-                for packet in a.encode(frame):
+                chunk.sample_rate = rate
+                chunk.pts = k
+                for packet in a.encode(chunk):
                     c.mux(packet)
             for packet in a.encode():
                 c.mux(packet)

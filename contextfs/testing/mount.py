@@ -118,6 +118,7 @@ class Mount:
         # a dead mount left by kill -9 also looks like a mount point: wait for an answer
         while not (os.path.ismount(self.path) and os.path.exists(self.path / ".status")):
             if self.proc.poll() is not None:
+                assert self.proc.stdout is not None  # stdout=PIPE
                 out = self.proc.stdout.read().decode(errors="replace")
                 raise AssertionError(f"daemon exited {self.proc.returncode}:\n{out}")
             if time.monotonic() > deadline:
@@ -130,6 +131,7 @@ class Mount:
         return self.proc
 
     def _drain(self, proc: subprocess.Popen) -> None:
+        assert proc.stdout is not None  # started with stdout=PIPE
         for raw in iter(proc.stdout.readline, b""):
             self.output.append(raw.decode("utf-8", "replace"))
 

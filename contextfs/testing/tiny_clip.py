@@ -147,6 +147,7 @@ def random_weights(folder: Path, name: str = TINY_NAME) -> tuple[Path | None, Pa
     from contextfs.media import clipnet
 
     config = None
+    arch: dict[str, object] | None
     if name == TINY_NAME:
         config = write_config(folder)
         arch = TINY_CONFIG

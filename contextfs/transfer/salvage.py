@@ -136,9 +136,10 @@ class SalvageSource(Source):
                 parts.append(r[2])
                 if r[1] is None:
                     return "/".join(reversed(parts))
-                r = by_id.get(r[1])
-                if r is None:
+                parent = by_id.get(r[1])
+                if parent is None:
                     return None
+                r = parent
             return None
 
         out = []

@@ -112,8 +112,9 @@ def test_a_full_disk_refuses_writes_and_keeps_the_mount(tmp_path: Path):
 
 def test_a_change_refused_for_a_full_disk_is_not_shown(tmp_path: Path):
     """What the mount shows under a full disk is what it stored: a refused chmod leaves
-    the old mode, a refused rewrite the old bytes, before and after a remount (found by
-    the differential campaign's disk-full step)."""
+    the old mode, a refused rewrite the old bytes, a refused O_TRUNC fails its open (it
+    was lost at the release, silently), before and after a remount (found by the
+    differential campaign's disk-full step)."""
     disk = tmp_path / "disk"
     disk.mkdir()
     subprocess.run(["mount", "-t", "tmpfs", "-o", "size=160m", "tmpfs", str(disk)], check=True)
@@ -128,7 +129,11 @@ def test_a_change_refused_for_a_full_disk_is_not_shown(tmp_path: Path):
         os.chmod(node / "notes.txt", 0o644)
         filler = fill_disk(disk)
 
-        assert _write(node / "notes.txt", os.urandom(256 << 10)) == errno.ENOSPC
+        fd = os.open(node / "notes.txt", os.O_WRONLY)  # overwritten in place, then closed
+        os.write(fd, os.urandom(256 << 10))
+        with pytest.raises(OSError) as rewrite:
+            os.close(fd)
+        assert rewrite.value.errno == errno.ENOSPC
         assert (node / "notes.txt").read_bytes() == b"stored\n"
         # small changes fit in what the store's log has room for, until they do not
         mode, refused = 0o644, None
@@ -143,6 +148,11 @@ def test_a_change_refused_for_a_full_disk_is_not_shown(tmp_path: Path):
         listed = {e.name: e.stat().st_mode for e in os.scandir(node)}  # fresh from the mount
         assert oct(listed["notes.txt"] & 0o777) == oct(mode)
         assert oct(os.stat(node / "notes.txt").st_mode & 0o777) == oct(mode)
+        assert (node / "notes.txt").read_bytes() == b"stored\n"
+        # `: > notes.txt`: the cut is refused by open, not lost at a release
+        with pytest.raises(OSError) as cut:
+            os.close(os.open(node / "notes.txt", os.O_WRONLY | os.O_TRUNC))
+        assert cut.value.errno == errno.ENOSPC
         assert (node / "notes.txt").read_bytes() == b"stored\n"
 
         filler.unlink()
