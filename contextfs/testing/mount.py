@@ -31,6 +31,28 @@ BENIGN_LOG = ["fuse_release(): fuse_reply_* failed with No such file or director
 BAD_LOG = re.compile(r" ERROR |Traceback|--- Logging error ---| CRITICAL ")
 
 
+def mount_tmpfs(disk: Path, size: str) -> Path:
+    """A tmpfs of `size` (`160m`) at `disk` (root): a disk that fills on demand.
+    `unmount_tmpfs` takes it away."""
+    disk.mkdir(parents=True, exist_ok=True)
+    subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={size}", "tmpfs", str(disk)], check=True)
+    return disk
+
+
+def unmount_tmpfs(disk: Path) -> None:
+    subprocess.run(["umount", "-l", str(disk)], check=False)
+
+
+def disk_filler(disk: Path) -> Callable[[], Callable[[], None]]:
+    """What the differential machine's disk-full step calls: fill `disk`, get what frees it."""
+
+    def fill() -> Callable[[], None]:
+        filler = fill_disk(disk)
+        return lambda: filler.unlink(missing_ok=True)
+
+    return fill
+
+
 def fill_disk(disk: Path) -> Path:
     """Take every free byte of the filesystem at `disk`: the file that holds them."""
     filler = disk / f"filler-{os.getpid()}"

@@ -10,7 +10,6 @@ test_differential_regressions.py.
 from __future__ import annotations
 
 import os
-import subprocess
 
 import pytest
 from hypothesis import HealthCheck, settings
@@ -18,7 +17,7 @@ from hypothesis.stateful import run_state_machine_as_test
 
 from contextfs.testing import Mount
 from contextfs.testing.differential import STATS, machine_for
-from contextfs.testing.mount import fill_disk
+from contextfs.testing.mount import disk_filler, mount_tmpfs, unmount_tmpfs
 
 CI_SETTINGS = settings(
     max_examples=25,
@@ -42,19 +41,13 @@ def test_a_full_disk_refuses_without_showing_what_it_did_not_store(tmp_path):
     """The same machine with its data dir on a small tmpfs and the disk-full step
     (`Differ.disk_full`): refused operations fail with ENOSPC and change nothing, what
     the mount showed is what a remount shows."""
-    disk = tmp_path / "disk"
-    disk.mkdir()
-    subprocess.run(["mount", "-t", "tmpfs", "-o", "size=256m", "tmpfs", str(disk)], check=True)
+    disk = mount_tmpfs(tmp_path / "disk", "256m")
     (tmp_path / "mnt").mkdir()
     m = Mount(tmp_path / "mnt", disk / "data")
     try:
         m.start()
 
-        def fill():
-            filler = fill_disk(disk)
-            return lambda: filler.unlink(missing_ok=True)
-
-        machine = machine_for(m, tmp_path / "native", max_remounts=0, fill=fill)
+        machine = machine_for(m, tmp_path / "native", max_remounts=0, fill=disk_filler(disk))
         before = sum(n for (op, _), n in STATS.outcomes.items() if op.startswith("disk full"))
         run_state_machine_as_test(
             machine, settings=settings(CI_SETTINGS, max_examples=12, stateful_step_count=15)
@@ -67,4 +60,4 @@ def test_a_full_disk_refuses_without_showing_what_it_did_not_store(tmp_path):
     finally:
         if m.proc is not None:
             m.stop()
-        subprocess.run(["umount", "-l", str(disk)], check=False)
+        unmount_tmpfs(disk)

@@ -8,13 +8,18 @@ from __future__ import annotations
 import errno
 import os
 import shutil
-import subprocess
 from pathlib import Path
 
 import pytest
 
 from contextfs.testing import Mount
-from contextfs.testing.mount import BENIGN_LOG, fill_disk, log_problems
+from contextfs.testing.mount import (
+    BENIGN_LOG,
+    fill_disk,
+    log_problems,
+    mount_tmpfs,
+    unmount_tmpfs,
+)
 
 pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="mounts a tmpfs (root)")
 
@@ -31,9 +36,7 @@ def _write(path: Path, data: bytes) -> int:
 
 
 def test_a_full_disk_refuses_writes_and_keeps_the_mount(tmp_path: Path):
-    disk = tmp_path / "disk"
-    disk.mkdir()
-    subprocess.run(["mount", "-t", "tmpfs", "-o", "size=160m", "tmpfs", str(disk)], check=True)
+    disk = mount_tmpfs(tmp_path / "disk", "160m")
     (tmp_path / "mnt").mkdir()
     m = Mount(tmp_path / "mnt", disk / "data")
     try:
@@ -96,7 +99,7 @@ def test_a_full_disk_refuses_writes_and_keeps_the_mount(tmp_path: Path):
             m.stop()
         if m.log.exists():  # kept beside, for a failure to be read
             shutil.copy(m.log, tmp_path / "contextfs.log")
-        subprocess.run(["umount", "-l", str(disk)], check=False)
+        unmount_tmpfs(disk)
     log = log_problems(tmp_path / "contextfs.log")
     # said once when it fills; a refused tier write's trace file has no room either
     expected = (
@@ -115,9 +118,7 @@ def test_a_change_refused_for_a_full_disk_is_not_shown(tmp_path: Path):
     the old mode, a refused rewrite the old bytes, a refused O_TRUNC fails its open (it
     was lost at the release, silently), before and after a remount (found by the
     differential campaign's disk-full step)."""
-    disk = tmp_path / "disk"
-    disk.mkdir()
-    subprocess.run(["mount", "-t", "tmpfs", "-o", "size=160m", "tmpfs", str(disk)], check=True)
+    disk = mount_tmpfs(tmp_path / "disk", "160m")
     (tmp_path / "mnt").mkdir()
     m = Mount(tmp_path / "mnt", disk / "data")
     try:
@@ -164,4 +165,4 @@ def test_a_change_refused_for_a_full_disk_is_not_shown(tmp_path: Path):
     finally:
         if m.proc is not None:
             m.stop()
-        subprocess.run(["umount", "-l", str(disk)], check=False)
+        unmount_tmpfs(disk)
