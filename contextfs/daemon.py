@@ -278,12 +278,6 @@ def _mount(
 
     summaries: SummaryService | None = None
 
-    def committed() -> None:  # something was stored: index it, summarise it
-        if indexer is not None:
-            indexer.wake()
-        if summaries is not None:
-            summaries.wake()
-
     ops, intake_service = build_operations(
         memory,
         FsOptions(
@@ -300,7 +294,6 @@ def _mount(
         intake=intake,
         indexer=indexer,
         searcher=searcher,
-        on_commit=committed,
     )
     tree = ops.tree
 
@@ -330,7 +323,11 @@ def _mount(
                 if created:
                     tree.node_routed(n, True)
             tree.refresh_nodes([n for n, created in items if not created])
-            committed()
+            # what another host committed reaches no subscriber here: index it, summarise it
+            if indexer is not None:
+                indexer.wake()
+            if summaries is not None:
+                summaries.wake()
 
         cluster = ClusterSync(memory, then_flush(remote, flush))
     fuse_options = set(pyfuse3.default_options)

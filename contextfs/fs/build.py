@@ -44,12 +44,8 @@ def build_operations(
     intake: Intake,
     indexer: Indexer | None = None,
     searcher: Searcher | None = None,
-    on_commit: Callable[[], None] | None = None,
 ) -> tuple[Operations, IntakeService]:
-    """The adapter over a tree over `memory`, and the intake service to run.
-
-    `on_commit` runs after a request (or a background change) committed something: the
-    daemon wakes the indexer and the summary service with it."""
+    """The adapter over a tree over `memory`, and the intake service to run."""
     search = None
     if indexer is not None and searcher is not None:
         search = SearchPort(
@@ -68,7 +64,6 @@ def build_operations(
         schema_files=schema_files,
         search=search,
         intake=intake,
-        on_commit=on_commit,
         sessions_config=SessionsConfig(options.session_budget, options.session_k, service),
     )
     intake.node_changed = tree.node_routed  # type: ignore[method-assign]

@@ -146,10 +146,8 @@ class Operations(pyfuse3.Operations):
 
     def flush_invalidations(self) -> None:
         """After a background change (inbox, consolidation, summaries, the indexer): send
-        what the tree wants the kernel to forget (and let the tree tell whoever follows
-        commits)."""
+        what the tree wants the kernel to forget."""
         self._flush_invalidations()
-        self.tree.notify_commits()
 
     def _flush_invalidations(self) -> None:
         if self.tree.invalidations:

@@ -12,23 +12,21 @@ buffer before its commit is `fs.buffers`.
 
 The tree lives in memory and writes through to the memory service at the durability
 points (close, fsync, rename, truncate without an open file), so lookup, getattr and
-readdir never touch the database. After an operation that may have committed, the
-`on_commit` hook given at construction runs (it wakes the indexer and the summary
-service); it can later be replaced by a subscription to the memory service's feed.
+readdir never touch the database. Whoever follows commits (the indexer, the summary
+service) subscribes to the memory service's feed; the tree tells no one.
 """
 
 from __future__ import annotations
 
 import contextlib
 import errno
-import functools
 import logging
 import os
 import stat
 import time
 from bisect import bisect_right
-from collections.abc import Awaitable, Callable, Iterator
-from typing import ParamSpec, TypeVar, Unpack
+from collections.abc import Callable, Iterator
+from typing import Unpack
 
 from contextfs.conversations.inbox import Intake
 from contextfs.errors import (
@@ -74,34 +72,7 @@ from contextfs.model import Node
 
 log = logging.getLogger(__name__)
 
-P = ParamSpec("P")
-R = TypeVar("R")
 FILE_CACHE_ENTRIES = 4096  # tier and version files whose bytes are kept
-
-
-def _commits(fn: Callable[P, R]) -> Callable[P, R]:
-    """The operation may have committed: tell whoever follows commits (even on a refusal,
-    which may come after part of the work was stored)."""
-
-    @functools.wraps(fn)
-    def wrapper(*args: P.args, **kwargs: P.kwargs) -> R:
-        try:
-            return fn(*args, **kwargs)
-        finally:
-            args[0].notify_commits()  # type: ignore[attr-defined]
-
-    return wrapper
-
-
-def _commits_async(fn: Callable[P, Awaitable[R]]) -> Callable[P, Awaitable[R]]:
-    @functools.wraps(fn)
-    async def wrapper(*args: P.args, **kwargs: P.kwargs) -> R:
-        try:
-            return await fn(*args, **kwargs)
-        finally:
-            args[0].notify_commits()  # type: ignore[attr-defined]
-
-    return wrapper
 
 
 def _listing_key(c: Inode, d: Inode | None = None, name: str = "") -> int:
@@ -131,7 +102,6 @@ class Tree:
         search: SearchPort | None = None,
         intake: Intake | None = None,
         sessions_config: SessionsConfig | None = None,
-        on_commit: Callable[[], None] | None = None,
     ) -> None:
         self.memory = memory
         self.uid = os.getuid() if uid is None else uid
@@ -144,11 +114,9 @@ class Tree:
         # tier and version bytes, by inode: the hot ones only (a million nodes read once
         # would otherwise all stay here)
         self.file_cache: LRU[int, bytes] = LRU(FILE_CACHE_ENTRIES)
-        self.on_commit = on_commit
         # what a refused commit of invalid input answers: EINVAL, but EPERM inside rename
         # (fs.rename says why)
         self.invalid_errno = errno.EINVAL
-        self._seen_generation = memory.generation
         self.buffers = Buffers(self)  # file bytes and attributes between open and commit
         self.perms = Perms(memory, self.uid, self.gid)  # stored owners, groups, modes
         # the role handlers; the tree knows them by role and nothing else about them
@@ -378,13 +346,6 @@ class Tree:
         inode.opened += 1
         return h
 
-    def notify_commits(self) -> None:
-        """Something may have been committed: run the on_commit hook if it was."""
-        if self.memory.generation != self._seen_generation:
-            self._seen_generation = self.memory.generation
-            if self.on_commit is not None:
-                self.on_commit()
-
     # ---- attributes ----------------------------------------------------------------------
 
     def attr(self, inode: Inode) -> Attr:
@@ -418,7 +379,6 @@ class Tree:
             inode.role in VOLATILE,
         )
 
-    @_commits
     def setattr(
         self,
         ino: int,
@@ -560,7 +520,6 @@ class Tree:
     def write(self, fh: int, off: int, buf: bytes) -> int:
         return self.buffers.write(self.handle(fh), off, buf)
 
-    @_commits_async
     async def flush(self, fh: int) -> None:
         """close(): the commit point for written bytes, and routing for dropped files.
 
@@ -575,14 +534,12 @@ class Tree:
         h.wrote = False
         await self.handler(h.inode).flush(h)
 
-    @_commits_async
     async def fsync(self, fh: int) -> None:
         """Commit like close; for a node's text, also wait until it is searchable."""
         h = self.handle(fh)
         with FOREGROUND.serving():  # background services step aside meanwhile
             await self.handler(h.inode).fsync(h)
 
-    @_commits
     def release(self, fh: int) -> None:
         h = self.handles.pop(fh, None)
         if h is None:
@@ -609,7 +566,6 @@ class Tree:
         assert d.children is not None
         return d
 
-    @_commits_async
     async def create(
         self, parent_ino: int, name: str, mode: int, flags: int, uid: int, gid: int
     ) -> Handle:
@@ -628,7 +584,6 @@ class Tree:
         self.perms.created(handle.inode, mode, uid, gid)
         return handle
 
-    @_commits
     def mkdir(self, parent_ino: int, name: str, mode: int, uid: int, gid: int) -> Inode:
         d = self._new_entry_in(parent_ino, name)
         assert d.children is not None
@@ -639,7 +594,6 @@ class Tree:
         self.perms.created(inode, mode, uid, gid)
         return inode
 
-    @_commits
     def symlink(self, parent_ino: int, name: str, target: bytes, uid: int, gid: int) -> Inode:
         d = self._new_entry_in(parent_ino, name)
         assert d.children is not None
@@ -650,7 +604,6 @@ class Tree:
         self.perms.created(inode, stat.S_IMODE(inode.mode), uid, gid)
         return inode
 
-    @_commits
     def unlink(self, parent_ino: int, name: str) -> None:
         d = self.get(parent_ino)
         inode = self.child(d, name)
@@ -661,7 +614,6 @@ class Tree:
         else:
             self.handler(inode).unlink(d, inode)
 
-    @_commits_async
     async def rmdir(self, parent_ino: int, name: str) -> None:
         d = self.get(parent_ino)
         inode = self.child(d, name)
@@ -669,13 +621,11 @@ class Tree:
             raise NotADirectory("not a directory")
         await self.handler(inode).rmdir(d, inode)
 
-    @_commits
     def rename(
         self, old_parent: int, old_name: str, new_parent: int, new_name: str, flags: int = 0
     ) -> None:
         rename(self, self.get(old_parent), old_name, self.get(new_parent), new_name, flags)
 
-    @_commits
     def fsyncdir(self, ino: int) -> None:
         """fsync of a directory makes the nodes made in it by mkdir, and its entries'
         times, durable."""
@@ -683,7 +633,6 @@ class Tree:
         self.memory.persist_pending(d.owner)
         self.memory.flush_touched()
 
-    @_commits
     def link(self, ino: int, new_parent_ino: int, name: str) -> Inode:
         """A hard link: another name for an attachment file, inside its own node."""
         inode = self.get(ino)
@@ -694,7 +643,6 @@ class Tree:
         self.memory.check_writable()
         return self.attachments.link(inode, d, name)
 
-    @_commits_async
     async def mknod(self, parent_ino: int, name: str, mode: int, uid: int, gid: int) -> Inode:
         """A regular file made with mknod: created, closed, and returned; a FIFO or a
         socket inside a node: an attachment of that kind; a device node: refused."""

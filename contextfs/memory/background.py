@@ -14,6 +14,7 @@ import, consolidation), and only that.
 from __future__ import annotations
 
 import contextlib
+import threading
 import time
 from collections.abc import Iterator
 from contextvars import ContextVar
@@ -50,24 +51,48 @@ class Service:
     def __init__(self) -> None:
         self._wake = trio.Event()
         self._stopping = False
+        # the trio run this service sleeps in and its thread: `wake()` may come from any
+        # thread (a `Memory.subscribe` callback runs in the thread that committed), and a
+        # trio.Event may only be set from its own run
+        self._token: trio.lowlevel.TrioToken | None = None
+        self._loop_thread = 0
+        self._bind()
 
     @property
     def stopping(self) -> bool:
         return self._stopping
 
     def wake(self) -> None:
+        """End the current (or next) `_idle`; safe from any thread."""
+        if self._token is None or threading.get_ident() == self._loop_thread:
+            self._wake.set()
+            return
+        with contextlib.suppress(trio.RunFinishedError):  # the mount is going: nothing to wake
+            self._token.run_sync_soon(self._set_wake)
+
+    def _set_wake(self) -> None:
         self._wake.set()
 
     def stop(self) -> None:
         self._stopping = True
-        self._wake.set()
+        self.wake()
+
+    def _bind(self) -> None:
+        """Remember the trio run we are in (no-op outside one)."""
+        try:
+            self._token = trio.lowlevel.current_trio_token()
+        except RuntimeError:  # built outside trio (tests, offline commands): bound at run()
+            return
+        self._loop_thread = threading.get_ident()
 
     def _rearm(self) -> None:
         """Before looking for work: a wake from then on ends the next `_idle`."""
+        self._bind()
         self._wake = trio.Event()
 
     async def _idle(self, timeout: float) -> None:
         """Sleep until woken, stopped, or `timeout` seconds passed."""
+        self._bind()
         if self._stopping:
             return
         with trio.move_on_after(timeout):
@@ -89,6 +114,7 @@ class Service:
     async def _pause(self, seconds: float) -> None:
         """Sleep `seconds` whatever wakes arrive (after a failure: a busy store would
         otherwise retry on every commit); only `stop()` ends it early."""
+        self._bind()
         with trio.move_on_after(seconds):
             while not self._stopping:
                 self._rearm()

@@ -324,12 +324,12 @@ class Indexer(Service):
         )
 
     def _committed(self, changes: Sequence[Change]) -> None:
-        nodes = [c.node_id for c in changes if c.kind == "node" and c.node_id is not None]
-        if not nodes:
-            return
-        if not BACKGROUND.get():  # saved through the mount: ahead of any bulk backlog
-            for nid in nodes:
-                self._urgent[nid] = None
+        """Every commit wakes the indexer once (any change moves the store generation it
+        reports against); nodes saved through the mount go ahead of any bulk backlog."""
+        if not BACKGROUND.get():
+            for c in changes:
+                if c.kind == "node" and c.node_id is not None:
+                    self._urgent[c.node_id] = None
         self.wake()
 
     async def run(self) -> None:

@@ -258,7 +258,6 @@ async def test_search_over_a_store_larger_than_the_cache(built, tmp_path, types,
         intake=Intake(m, extract_every=1000),
         indexer=indexer,
         searcher=Searcher(m, indexer),
-        on_commit=indexer.wake,
     )
     fs = FS(ops)
     nursery.start_soon(indexer.run)

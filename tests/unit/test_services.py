@@ -55,6 +55,23 @@ async def test_the_feed_wakes_the_summaries(memory: Memory) -> None:
     assert summarizer.calls == 1 and n.l1 == "longer"
 
 
+async def test_a_commit_in_a_worker_thread_wakes_the_summaries(memory: Memory) -> None:
+    """The feed calls its subscribers in the thread that committed (a big write is stored
+    in a worker thread): the wake must still reach the service sleeping in trio."""
+    summarizer = Summarizer()
+    service = SummaryService(memory, summarizer)
+    n = memory.create_node(OWNER, memory.types["entity"], "x")
+    with trio.fail_after(5):
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(service.run)
+            await trio.sleep(0.05)
+            await trio.to_thread.run_sync(memory.save_l2, n, "Saved from a worker thread.\n")
+            while n.l0 != "short":  # far sooner than the 30 s the service sleeps
+                await trio.sleep(0.01)
+            service.stop()
+    assert summarizer.calls == 1
+
+
 async def test_the_feed_wakes_the_intake(memory: Memory) -> None:
     intake = Intake(memory)
     service = IntakeService(intake)
