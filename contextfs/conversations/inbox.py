@@ -1309,6 +1309,7 @@ class IntakeService(Service):
     async def step(self) -> bool:
         intake = self.intake
         for item in intake.pending():
+            await self._after_models()  # an import waits for the model (`Foreground.loading`)
             # a worker thread reads what is committed: an export of 100 MB takes seconds
             if intake.is_media(item):
                 data = await trio.to_thread.run_sync(intake.item_data, item, abandon_on_cancel=True)
@@ -1405,6 +1406,7 @@ class IntakeService(Service):
                     progress.total,
                 )
                 return
+            await self._after_models()  # a remount's model load goes first
             await self._yield()  # an fsync in flight goes first (`FOREGROUND`)
             ready, media_lines = await self._prepare(item, parsed, progress.done)
             await self._yield()

@@ -34,6 +34,8 @@ class Foreground:
 
     def __init__(self) -> None:
         self.busy = 0
+        # until when (time.monotonic) bulk work waits for the models to load: see `loading`
+        self.loading_until = 0.0
 
     @contextlib.contextmanager
     def serving(self) -> Iterator[None]:
@@ -42,6 +44,19 @@ class Foreground:
             yield
         finally:
             self.busy -= 1
+
+    @contextlib.contextmanager
+    def loading(self, most: float) -> Iterator[None]:
+        """While the embedding model loads (at most `most` seconds), bulk work
+        (`Service._after_models`: an inbox import) does not start its next step. The
+        import is torch's, pure Python under the GIL: beside an inbox filing conversations
+        on the event loop it took 20-26 s after a remount instead of ~6, and every node
+        saved meanwhile waited that long for its vectors."""
+        self.loading_until = time.monotonic() + most
+        try:
+            yield
+        finally:
+            self.loading_until = 0.0
 
 
 FOREGROUND = Foreground()
@@ -110,6 +125,11 @@ class Service:
         until = time.monotonic() + self.YIELD_MOST
         while FOREGROUND.busy and time.monotonic() < until and not self._stopping:
             await trio.sleep(0.002)
+
+    async def _after_models(self) -> None:
+        """Before a step of bulk work: wait while the models load (`Foreground.loading`)."""
+        while time.monotonic() < FOREGROUND.loading_until and not self._stopping:
+            await trio.sleep(0.05)
 
     async def _pause(self, seconds: float) -> None:
         """Sleep `seconds` whatever wakes arrive (after a failure: a busy store would

@@ -44,7 +44,7 @@ from contextfs.index.embed import Embedder
 from contextfs.index.text import TextIndex
 from contextfs.index.units import Unit
 from contextfs.index.vectors import VectorIndex
-from contextfs.memory.background import BACKGROUND, Service
+from contextfs.memory.background import BACKGROUND, FOREGROUND, Service
 from contextfs.memory.service import Memory
 from contextfs.model import Change, Node
 from contextfs.search.images import ImageVectors
@@ -121,6 +121,7 @@ SLICE_UNITS = (1, 512)  # the bounds of a slice, in units
 EMBED_NICE = 10
 URGENT_NODES = 16  # foreground nodes taken into one urgent job
 BUSY_CHECKPOINT_SECONDS = 60.0  # while a backlog drains, the vectors are saved this often
+MODELS_FIRST = 30.0  # at most this long an inbox import waits for the models to load
 
 
 @dataclass(slots=True)
@@ -417,25 +418,22 @@ class Indexer(Service):
 
     async def _load_model(self) -> None:
         try:
-            # abandon_on_cancel: an unmount while the model still loads must not wait for it
-            embedder = await trio.to_thread.run_sync(self.embedder_factory, abandon_on_cancel=True)
-            if self.images is not None:
-                self.state = "loading the CLIP model (BM25 answers meanwhile)"
-                await trio.to_thread.run_sync(self.images.load_model, abandon_on_cancel=True)
-            self.state = "opening the vector index"
-            await trio.to_thread.run_sync(self._open_vectors, embedder, abandon_on_cancel=True)
-            # The rebuild runs in `run`'s loop as the vector lane's jobs, never beside
-            # them: both would index the same rows.
-            if self.generation == 0 and self.memory.generation > 0:
-                self._rebuild_target = self.memory.generation
-                self._rebuild = self.memory.live.ids()  # ids only, by SQL (memory.heads)
-                self._rebuild_at = 0
-                if self.images is not None:
-                    self.images.clear()
-                self._images_fill = False
-                log.info("indexing %d nodes from scratch", len(self._rebuild))
-                self.state = "rebuilding the vectors (BM25 answers meanwhile)"
-            self.embedder = embedder
+            # bulk work (an inbox import) waits meanwhile, at most MODELS_FIRST seconds:
+            # what people save while the model loads gets its vectors that much sooner
+            with FOREGROUND.loading(MODELS_FIRST):
+                embedder = await self._load_models()
+                # The rebuild runs in `run`'s loop as the vector lane's jobs, never beside
+                # them: both would index the same rows.
+                if self.generation == 0 and self.memory.generation > 0:
+                    self._rebuild_target = self.memory.generation
+                    self._rebuild = self.memory.live.ids()  # ids only, by SQL (memory.heads)
+                    self._rebuild_at = 0
+                    if self.images is not None:
+                        self.images.clear()
+                    self._images_fill = False
+                    log.info("indexing %d nodes from scratch", len(self._rebuild))
+                    self.state = "rebuilding the vectors (BM25 answers meanwhile)"
+                self.embedder = embedder
             if self._rebuild is None and self.warm_up is not None:
                 self.state = "warming up (questions are answered meanwhile)"
                 await trio.to_thread.run_sync(self._warm_up, abandon_on_cancel=True)
@@ -451,6 +449,17 @@ class Indexer(Service):
             self.embedder = self.vectors = None
             self._failed(f"vectors failed: {exc}; BM25 answers alone", exc)
         self.wake()
+
+    async def _load_models(self) -> Embedder:
+        """The embedding model (and CLIP's) loaded and the vector index opened, in worker
+        threads; abandon_on_cancel: an unmount while they load must not wait for them."""
+        embedder = await trio.to_thread.run_sync(self.embedder_factory, abandon_on_cancel=True)
+        if self.images is not None:
+            self.state = "loading the CLIP model (BM25 answers meanwhile)"
+            await trio.to_thread.run_sync(self.images.load_model, abandon_on_cancel=True)
+        self.state = "opening the vector index"
+        await trio.to_thread.run_sync(self._open_vectors, embedder, abandon_on_cancel=True)
+        return embedder
 
     def _warm_up(self) -> None:
         """Worker thread: `warm_up`, whose failure costs only speed."""

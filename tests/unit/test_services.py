@@ -166,3 +166,26 @@ async def test_an_import_does_not_file_the_next_conversation_while_an_fsync_is_i
         # the fsync's wait ran out (it held on past YIELD_MOST): filing went on all the same
         assert item.state == "done", item.report
     assert "2 of 2 conversations archived" in item.report
+
+
+async def test_an_import_waits_while_the_models_load(memory: Memory) -> None:
+    """While the embedding model loads after a mount (`Foreground.loading`, set by the
+    indexer), an inbox import files nothing; once it is in, the import goes on."""
+    from contextfs.memory.background import FOREGROUND
+
+    export = (
+        b'[{"title": "one", "mapping": {"a": {"id": "a", "message": {"author": {"role": '
+        b'"user"}, "content": {"parts": ["I like green tea."]}}, "parent": null, '
+        b'"children": []}}}]'
+    )
+    intake = Intake(memory)
+    service = IntakeService(intake)
+    item = intake.submit(OWNER, "conversations.json", export)
+    with trio.fail_after(20):
+        async with trio.open_nursery() as nursery:
+            with FOREGROUND.loading(15):
+                nursery.start_soon(service.step)
+                await trio.sleep(1.0)
+                assert item.state == "pending" and item.progress == ""  # nothing filed
+    assert item.state == "done", item.report
+    assert "1 of 1 conversations archived" in item.report
