@@ -21,7 +21,7 @@ import sys
 import threading
 import time
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from pathlib import Path
 from typing import Any
 
@@ -212,13 +212,15 @@ class Store:
         showing a backup of a damaged store keeps `restore` and other mounts off it)."""
         self.path = Path(path)
         self.location = str(self.path)
+        self.read_only = read_only
         # DuckDB keeps the pages it read in its own buffers, up to 80% of the machine's
         # memory by default: over a big store a daemon's reads kept growing them (hundreds
         # of MiB at a million nodes). A limit makes them a cache of that size; a statement
         # that needs more makes it grow (`_Roomy`); big scans (fsck) spill to `<file>.tmp`.
-        config: dict[str, str | bool | int | float | list[str]] = (
-            {"memory_limit": f"{memory_mb}MiB"} if memory_mb > 0 else {}
-        )
+        # The limit is set once the file is open: opening replays the write-ahead log of a
+        # daemon that died and checkpoints it, which needs room for the row groups it
+        # rewrites (`_checkpoint`), more than the limit after a big import.
+        config: dict[str, str | bool | int | float | list[str]] = {}
         if not read_only:  # checkpoints are the Store's (`_checkpoint_if_due`)
             config["checkpoint_threshold"] = "1000GB"
         self._wal = self.path.with_name(self.path.name + ".wal")
@@ -228,6 +230,8 @@ class Store:
             self.con = _Roomy(
                 duckdb.connect(str(self.path), read_only=read_only, config=config), self
             )
+            if memory_mb > 0:
+                self.con.execute(f"SET memory_limit = '{memory_mb}MiB'")
         except duckdb.IOException as exc:
             unlock_store(self._lock_fd)
             if "lock" in str(exc).lower():
@@ -334,6 +338,10 @@ class Store:
                     self.sweep()
             except (duckdb.Error, StoreDamaged):  # a later sweep reclaims them
                 log.warning("could not reclaim %d unheld blob(s) at close", len(self.garbage))
+        if not self.read_only:  # closing checkpoints: with room for it (`_checkpoint`)
+            # another connection in a transaction: the close's own checkpoint, then
+            with suppress(duckdb.Error):
+                self._checkpoint()
         _close_when_idle(self.con)
         if self.backup is not None:  # the file is whole now, and still ours (the lock)
             assert self.path is not None  # PgStore overrides close
@@ -431,10 +439,29 @@ class Store:
             self._postponed = True
             return
         try:
-            self.con.execute("CHECKPOINT")
+            self._checkpoint()
             self._postponed = False
         except duckdb.TransactionException:
             pass  # another connection's transaction is open: at a later commit
+
+    def _checkpoint(self) -> None:
+        """CHECKPOINT with the buffer limit lifted to the machine's ceiling, then put back.
+
+        A checkpoint rewrites the row groups the log changed whole, and the blobs of a big
+        import share one: it needs buffers for all of them at once (at 128 MiB it failed
+        once a store held about 220 MB of blobs). DuckDB raises that failure as fatal and
+        invalidates the database: every read and write of the mount would fail until a
+        restart. The buffers it takes are let go after; what a process keeps of them is
+        its allocator's."""
+        con = self.con._con
+        with self._grow_lock:
+            limit = con.execute("SELECT current_setting('memory_limit')").fetchone()[0]
+            ceiling = int(os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") * 0.8)
+            con.execute(f"SET memory_limit = '{ceiling // 1024}KiB'")
+            try:
+                con.execute("CHECKPOINT")
+            finally:
+                con.execute(f"SET memory_limit = '{limit}'")
 
     _ID_BLOCK = 256
 
