@@ -18,6 +18,7 @@ from contextfs.errors import ContextFSError
 from contextfs.memory.background import Service
 from contextfs.memory.service import Memory
 from contextfs.model import Change, Node
+from contextfs.store.backend import FeedRows
 
 log = logging.getLogger(__name__)
 
@@ -34,6 +35,7 @@ class SummaryService(Service):
     ) -> None:
         super().__init__()
         self.memory = memory
+        self.feed: FeedRows = memory.store  # the outbox: the nodes that changed
         self.summarizer = summarizer
         self.on_change = on_change
         self.seq = memory.generation  # nodes that change from now on
@@ -51,7 +53,7 @@ class SummaryService(Service):
     async def run(self) -> None:
         while not self.stopping:
             self._rearm()
-            rows = self.memory.store.outbox_since(self.seq, 64)
+            rows = self.feed.outbox_since(self.seq, 64)
             if not rows:
                 await self._idle(30)
                 continue

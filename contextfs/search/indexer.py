@@ -41,7 +41,7 @@ from contextfs.errors import IndexCorrupt
 from contextfs.index.compact import CompactVectorIndex, load_vectors
 from contextfs.index.digests import UnitDigests, digest_int
 from contextfs.index.embed import Embedder
-from contextfs.index.text import TextIndex
+from contextfs.index.text import TextHit, TextIndex
 from contextfs.index.units import Unit
 from contextfs.index.vectors import VectorIndex
 from contextfs.memory.background import BACKGROUND, FOREGROUND, Service
@@ -49,6 +49,7 @@ from contextfs.memory.service import Memory
 from contextfs.model import Change, Node
 from contextfs.search.images import ImageVectors
 from contextfs.search.passages import SESSION_TYPE, Passage, node_passages, passages_of
+from contextfs.store.backend import FeedRows
 
 log = logging.getLogger(__name__)
 
@@ -211,6 +212,7 @@ class Indexer(Service):
         compact_units: int = COMPACT_UNITS,
     ) -> None:
         super().__init__()
+        self.feed: FeedRows = memory.store  # the outbox: what changed, in commit order
         self.compact_units = compact_units
         self.images = images  # CLIP image vectors (search.images), when configured
         self._images_fill = False  # the CLIP model is in, its saved vectors were not usable
@@ -708,6 +710,27 @@ class Indexer(Service):
             time.monotonic() - t0,
         )
 
+    def search_text(
+        self,
+        query: str,
+        k: int,
+        *,
+        path_prefix: str | None = None,
+        types: tuple[str, ...] | None = None,
+        require: str = "",
+    ) -> list[TextHit]:
+        """BM25's k best units (`TextIndex.search`), under the text index's lock; none
+        while the text index is not open."""
+        with self.text_lock:
+            if self.text is None:
+                return []
+            return self.text.search(query, k, path_prefix=path_prefix, types=types, require=require)
+
+    def snippet(self, question: str, text: str) -> str:
+        """The part of a unit's text that best matches the question (`TextIndex.snippet`)."""
+        text_index = self.text
+        return text_index.snippet(question, text) if text_index is not None else text[:300]
+
     def labels_of(self, node_id: int) -> list[int]:
         """The labels of a node's units in the vector index (under the lock)."""
         return self.digests.in_range(node_id * SLOTS, (node_id + 1) * SLOTS)
@@ -829,7 +852,7 @@ class Indexer(Service):
     def _bulk_job(self, cursor: int, *, images: bool = False) -> _Job | None:
         """Trio thread: the outbox rows after `cursor`, as a job of at most `batch` rows
         and about JOB_BYTES of text (at least one node), or None when there are none."""
-        rows = self.memory.store.outbox_since(cursor, self.batch)
+        rows = self.feed.outbox_since(cursor, self.batch)
         if not rows:
             return None
         live, gone = self._snapshot(list(dict.fromkeys(r[1] for r in rows)))

@@ -21,6 +21,7 @@ import numpy as np
 import xxhash
 
 from contextfs.memory.service import Memory
+from contextfs.store.backend import FeedRows, NodeRows
 
 ENTITY_TYPE = "entity"
 # Past this many nodes changed since the last look, the table is read again whole.
@@ -47,6 +48,8 @@ class EntityNames:
 
     def __init__(self, memory: Memory, refresh_max: int = REFRESH_MAX) -> None:
         self.memory = memory
+        self.feed: FeedRows = memory.store  # which nodes changed since the table was read
+        self.rows: NodeRows = memory.store  # the entities' names
         self.refresh_max = refresh_max
         self.full_reads = 0  # how often the whole table was read (once, unless much changed)
         # searches run in worker threads, several at once, and the warm-up in another
@@ -66,19 +69,18 @@ class EntityNames:
     def _refresh(self) -> None:
         if self._upto == self.memory.generation:
             return
-        store = self.memory.store
-        upto = store.outbox_upto()
+        upto = self.feed.outbox_upto()
         if upto == self._upto:
             return  # the newest change is not committed yet: seen when it is
         changed = (
-            None if self._upto < 0 else store.nodes_changed_since(self._upto, self.refresh_max)
+            None if self._upto < 0 else self.feed.nodes_changed_since(self._upto, self.refresh_max)
         )
         if changed is None:
-            self._set(store.all_live_names(ENTITY_TYPE))
+            self._set(self.rows.all_live_names(ENTITY_TYPE))
             self.full_reads += 1
         elif changed:
             self._drop(np.asarray(changed, np.int64))
-            self._add(store.live_names(ENTITY_TYPE, changed))
+            self._add(self.rows.live_names(ENTITY_TYPE, changed))
         self._upto = upto
 
     def _pairs(self, rows: list[tuple[int, str]]) -> tuple[np.ndarray, np.ndarray]:
@@ -130,7 +132,7 @@ class EntityNames:
         """phrase -> ids of the live entities so named, from the store itself (one query)."""
         slugs = {p.replace(" ", "-"): p for p in phrases if len(p) >= 3}
         found: dict[str, list[int]] = {}
-        for nid, name in self.memory.store.live_named(ENTITY_TYPE, sorted(slugs)):
+        for nid, name in self.rows.live_named(ENTITY_TYPE, sorted(slugs)):
             found.setdefault(slugs[name], []).append(nid)
         return {p: sorted(ids) for p, ids in found.items()}
 

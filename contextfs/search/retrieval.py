@@ -14,9 +14,10 @@ from __future__ import annotations
 import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import TypeGuard
+from typing import Any, TypeGuard
 
 from contextfs.errors import InvalidInput
+from contextfs.index.text import TextHit
 from contextfs.index.vectors import Snapshot
 from contextfs.memory.service import Memory
 from contextfs.memory.texts import LazyNode
@@ -98,6 +99,53 @@ class _Candidate:
     path: str
     index: int
     score: float
+
+
+@dataclass(frozen=True, slots=True)
+class _Question:
+    """One question on its way through `Searcher.search`'s steps."""
+
+    text: str  # as asked
+    asked: str  # as the rankers get it: without the participants' names
+    scope: str
+    opts: QueryOptions
+    allowed: Callable[[Node | None], TypeGuard[Node]]  # live, in scope, of the type, readable
+    reader_key: str
+    depth: int  # units asked of each ranker (`unit_depth`)
+    vectors_on: bool
+    qvec: Any  # the question's embedding (None while vectors are off)
+
+
+@dataclass(frozen=True, slots=True)
+class _Found:
+    """What the rankers returned for a question."""
+
+    text_hits: list[TextHit]
+    vec_hits: list[tuple[int, float]]  # (label, similarity)
+    image_hits: list[tuple[int, float]]  # (node id, similarity)
+    images_on: bool
+    counts: dict[int, int]  # node id -> passages the index holds (`Indexer.passage_counts`)
+    held: dict[int, Node]  # every candidate's head, kept for the rest of the search
+
+    def passage_count(self, n: Node) -> int:
+        return count_passages(n, self.counts.get(n.id))
+
+
+@dataclass(slots=True)
+class _Fused:
+    """The rankers' lists fused: passages by unit, nodes by their best unit."""
+
+    unit_score: dict[tuple[int, str, int], float] = field(default_factory=dict)
+    node_score: dict[int, float] = field(default_factory=dict)
+    text_rank: dict[int, int] = field(default_factory=dict)  # node -> its rank by BM25
+    tiers: dict[int, set[str]] = field(default_factory=dict)  # node -> tiers that matched
+    best_unit: dict[int, tuple[str, int]] = field(default_factory=dict)  # by BM25
+    image_bonus: dict[int, float] = field(default_factory=dict)  # CLIP's, by node
+
+    @property
+    def far(self) -> int:
+        """The BM25 rank of a node BM25 did not find (ties sort it after those it did)."""
+        return len(self.node_score) + 1
 
 
 def _passage(n: Node, index: int) -> Passage | None:
@@ -242,14 +290,45 @@ class Searcher:
     ) -> Results:
         """Worker thread. Scope is a mount-relative path ('' = everything). `readable`
         keeps only the nodes a caller may read (`reader_key` names that caller, for the
-        cached scope vectors)."""
+        cached scope vectors).
+
+        A pipeline of named steps: `_question` (who may see what, the question as the
+        rankers get it), `_retrieve` (BM25, vectors, CLIP), `_fuse` (reciprocal-rank
+        fusion of units and of nodes), `_node_hits` (the links, best first),
+        `_passage_candidates` (the passages, ranked by number), three expansions
+        (`_add_named_entities`, `_add_entity_mentions`, `_add_linked_turns`),
+        `_read_passages` (their texts, within the budget), `_snippets` and `_sides`."""
         ix = self.indexer
         if ix.text is None:
             return Results([], [], (), note=f"the search index is not open yet ({ix.state})")
         if not question.strip():
             return Results([], [], ())
+        q = self._question(question, scope, opts, readable, reader_key)
+        found = self._retrieve(q)
+        fused = self._fuse(q, found)
+        by_node = self._node_hits(q, fused)
+        cands = self._passage_candidates(q, found, fused, by_node)
+        self._add_named_entities(question, cands, by_node, q.allowed)
+        self._add_entity_mentions(question, scope, cands, by_node, q.allowed)
+        self._add_linked_turns(cands, by_node, q.allowed)
+        cands.sort(key=lambda c: (-c.score, fused.text_rank.get(c.node.id, fused.far), -c.node.id))
+        hits = list(by_node.values())[: opts.k]
+        passages = self._read_passages(cands, opts.budget, {h.node.id for h in hits})
+        for ph in passages:
+            by_node[ph.node.id].passages.append(ph)
+        self._snippets(question, hits, fused.best_unit)
+        return Results(hits, passages, *self._sides(q, found))
+
+    def _question(
+        self,
+        question: str,
+        scope: str,
+        opts: QueryOptions,
+        readable: Callable[[Node], bool] | None,
+        reader_key: str,
+    ) -> _Question:
+        """The question as the rankers get it, and which nodes may answer it."""
         memory = self.memory
-        nodes = memory.nodes
 
         def allowed(n: Node | None) -> TypeGuard[Node]:
             return (
@@ -260,36 +339,46 @@ class Searcher:
                 and (readable is None or readable(n))
             )
 
-        emb = ix.embedder  # once: the model may fail and be dropped meanwhile
-        vectors_on = ix.ready and emb is not None
+        emb = self.indexer.embedder  # once: the model may fail and be dropped meanwhile
+        vectors_on = self.indexer.ready and emb is not None
         asked = self._without_participants(question, scope)
         qvec = emb.embed([asked])[0] if emb is not None and vectors_on else None
-        depth = unit_depth(opts)
+        return _Question(
+            question, asked, scope, opts, allowed, reader_key, unit_depth(opts), vectors_on, qvec
+        )
+
+    def _retrieve(self, q: _Question) -> _Found:
+        """What each ranker finds: units by BM25 and by vectors, pictures by CLIP; and how
+        many passages the index holds of each candidate."""
+        ix = self.indexer
+        nodes = self.memory.nodes
+        allowed = q.allowed
         # BM25 first, then the vectors and what they hold of each candidate under one hold
         # of the indexer's lock: a node whose vectors land between the two readings would
-        # be counted as held (no stand-in rank on the vector side, below) yet missing from
-        # the vector hits, and rank below older nodes only for that (fsync, then a question
-        # at once, meets exactly this moment).
-        with ix.text_lock:
-            text_hits = ix.text.search(keywords(asked), depth, path_prefix=scope or None)
+        # be counted as held (no stand-in rank on the vector side, `_fuse`) yet missing
+        # from the vector hits, and rank below older nodes only for that (fsync, then a
+        # question at once, meets exactly this moment).
+        text_hits = ix.search_text(keywords(q.asked), q.depth, path_prefix=q.scope or None)
         vec_hits: list[tuple[int, float]] = []
         counts: dict[int, int] = {}
         with ix.lock:  # the indexer's digests (labels_of) belong to its lock too
-            if qvec is not None and ix.vectors is not None:
+            if q.qvec is not None and ix.vectors is not None:
                 snap = (
-                    self._scoped_vectors(scope, opts.type, allowed, reader_key) if scope else None
+                    self._scoped_vectors(q.scope, q.opts.type, allowed, q.reader_key)
+                    if q.scope
+                    else None
                 )
                 if snap is not None:  # a small subtree: exact, no graph walk with a filter
-                    vec_hits = snap.nearest(qvec, depth)
+                    vec_hits = snap.nearest(q.qvec, q.depth)
                 else:
                     vec_hits = ix.vectors.search(
-                        qvec,
-                        depth,
+                        q.qvec,
+                        q.depth,
                         allow=None
-                        if not scope and opts.type is None
+                        if not q.scope and q.opts.type is None
                         else lambda label: allowed(nodes.get(label_node(label))),
                     )
-            if vectors_on:
+            if q.vectors_on:
                 counts = ix.passage_counts(
                     list(
                         dict.fromkeys(
@@ -300,32 +389,36 @@ class Searcher:
                 )
         # the CLIP side: pictures near the question in CLIP's space (their own index)
         images = ix.images
-        images_on = images is not None and images.ready and opts.type in (None, IMAGE_TYPE)
+        images_on = images is not None and images.ready and q.opts.type in (None, IMAGE_TYPE)
         image_hits = (
-            images.search(asked, depth, allow=lambda nid: allowed(nodes.get(nid)))
+            images.search(q.asked, q.depth, allow=lambda nid: allowed(nodes.get(nid)))
             if images is not None and images_on
             else []
         )
-        # Reciprocal-rank fusion twice. Nodes: each ranker ranks nodes by their best unit
-        # (an L0 or L1 hit stands for its node), as for the links. Passages: each ranker's
-        # own unit ranks, so the bundle shows the turn or chunk that matched.
         # Every candidate's head in one query: a node the memory does not hold is a row to
         # read, and one query each (~1 ms) was most of a search over a big store (480 a
-        # question). Referenced here, they stay held for the rest of the search.
-        _held = nodes.get_many(
+        # question). Referenced by `held`, they stay held for the rest of the search.
+        held = nodes.get_many(
             list({label_node(label) for label, _sim in vec_hits} | {h.node_id for h in text_hits})
         )
-        unit_score: dict[tuple[int, str, int], float] = {}
+        return _Found(text_hits, vec_hits, image_hits, images_on, counts, held)
+
+    def _fuse(self, q: _Question, found: _Found) -> _Fused:
+        """Reciprocal-rank fusion twice. Nodes: each ranker ranks nodes by their best unit
+        (an L0 or L1 hit stands for its node), as for the links. Passages: each ranker's
+        own unit ranks, so the bundle shows the turn or chunk that matched."""
+        memory = self.memory
+        nodes = memory.nodes
+        fused = _Fused()
         node_rank: tuple[dict[int, int], ...] = ({}, {}, {})
-        text_rank: dict[int, int] = {}
-        best_unit: dict[int, tuple[str, int]] = {}
-        tiers: dict[int, set[str]] = {}
         units = [
             ((label_node(label), label_tier(label), label_chunk(label)), 0)
-            for label, _sim in vec_hits
+            for label, _sim in found.vec_hits
         ]
         units += [
-            ((h.node_id, h.tier, h.chunk), 1) for h in text_hits if allowed(nodes.get(h.node_id))
+            ((h.node_id, h.tier, h.chunk), 1)
+            for h in found.text_hits
+            if q.allowed(nodes.get(h.node_id))
         ]
         # How many passages each candidate has: the index knows (its units), so the texts
         # of hundreds of candidates are not read from the store to count them (at a
@@ -333,80 +426,91 @@ class Searcher:
         # holds no unit of, or every node while vectors are off (the units are counted
         # where the vectors are), are counted from their texts, read in one query.
         candidates = list(dict.fromkeys(key[0] for key, _side in units))
-        memory.texts.prefetch([nodes.get(nid) for nid in candidates if nid not in counts])
-
-        def passage_count(n: Node) -> int:
-            return count_passages(n, counts.get(n.id))
-
+        memory.texts.prefetch([nodes.get(nid) for nid in candidates if nid not in found.counts])
         seen = [0, 0]
         for key, side in units:
             # passages rank among passages: summaries of long nodes do not push them down
             # (a short node's one unit is its L0, which stands for its one passage)
             n = nodes.get(key[0])
-            if key[1] == "L2" or (n is not None and passage_count(n) == 1):
+            if key[1] == "L2" or (n is not None and found.passage_count(n) == 1):
                 rank = seen[side]
                 seen[side] += 1
-                unit_score[key] = unit_score.get(key, 0.0) + SIDE_WEIGHT[side] / (RRF_K + rank + 1)
+                fused.unit_score[key] = fused.unit_score.get(key, 0.0) + SIDE_WEIGHT[side] / (
+                    RRF_K + rank + 1
+                )
             node_rank[side].setdefault(key[0], len(node_rank[side]))
-            tiers.setdefault(key[0], set()).add(key[1])
+            fused.tiers.setdefault(key[0], set()).add(key[1])
         # CLIP ranks pictures, not passages: its score goes to the picture's first passage
         # (its caption or derived text), on top of what the text rankers gave it
-        image_bonus: dict[int, float] = {}
-        for rank, (nid, _sim) in enumerate(image_hits):
+        for rank, (nid, _sim) in enumerate(found.image_hits):
             node_rank[2][nid] = rank
-            tiers.setdefault(nid, set()).add("image")
-            image_bonus[nid] = SIDE_WEIGHT[2] / (RRF_K + rank + 1)
-        for th in text_hits:  # a node's snippet: from its best unit by BM25
-            best_unit.setdefault(th.node_id, (th.tier, th.chunk))
-        text_rank = node_rank[1]
-        if vectors_on:
+            fused.tiers.setdefault(nid, set()).add("image")
+            fused.image_bonus[nid] = SIDE_WEIGHT[2] / (RRF_K + rank + 1)
+        for th in found.text_hits:  # a node's snippet: from its best unit by BM25
+            fused.best_unit.setdefault(th.node_id, (th.tier, th.chunk))
+        fused.text_rank = node_rank[1]
+        if q.vectors_on:
             # A node BM25 found that the vectors hold nothing of yet (saved moments ago,
             # its vectors queued behind others) stands on the vector side at its BM25
             # rank: not ranked below older nodes only because its embedding is pending.
-            for nid, rank in text_rank.items():
-                if nid not in counts:
+            for nid, rank in fused.text_rank.items():
+                if nid not in found.counts:
                     node_rank[0].setdefault(nid, rank)
-        node_score: dict[int, float] = {}
         for side, ranking in enumerate(node_rank):
             for nid, rank in ranking.items():
-                node_score[nid] = node_score.get(nid, 0.0) + NODE_WEIGHT[side] / (RRF_K + rank + 1)
-        # ties (one ranker each): the exact word match goes first, then the newer node
-        far = len(node_score) + 1
+                fused.node_score[nid] = fused.node_score.get(nid, 0.0) + NODE_WEIGHT[side] / (
+                    RRF_K + rank + 1
+                )
+        return fused
+
+    def _node_hits(self, q: _Question, fused: _Fused) -> dict[int, Hit]:
+        """The nodes found, best first (ties, one ranker each: the exact word match goes
+        first, then the newer node), those the question may see."""
+        memory = self.memory
         best = sorted(
-            node_score.items(), key=lambda kv: (-kv[1], text_rank.get(kv[0], far), -kv[0])
+            fused.node_score.items(),
+            key=lambda kv: (-kv[1], fused.text_rank.get(kv[0], fused.far), -kv[0]),
         )
         by_node: dict[int, Hit] = {}
         for nid, score in best:
-            n = nodes.get(nid)
-            if allowed(n):
+            n = memory.nodes.get(nid)
+            if q.allowed(n):
                 by_node[nid] = Hit(
                     n,
                     memory.node_path(n),
                     round(score, 6),
-                    sorted(tiers.get(nid, ())),
+                    sorted(fused.tiers.get(nid, ())),
                     n.l0.strip()[:300],
                 )
                 if n.type == IMAGE_TYPE:
                     att = original_of(memory, n)
                     if att is not None:
                         by_node[nid].media = memory.attachment_path(att)
-        # the people the question names: what they said themselves is the likelier answer
+        return by_node
+
+    def _passage_candidates(
+        self, q: _Question, found: _Found, fused: _Fused, by_node: dict[int, Hit]
+    ) -> list[_Candidate]:
+        """The matched passages of the nodes found, ranked by number: their texts are read
+        once the ranking is done, for the best of them only (`_read_passages`). What the
+        people the question names said themselves is the likelier answer."""
         named = {
             x.lower()
-            for x in self._participants(scope)
-            if re.search(rf"\b{re.escape(x)}\b", question)
+            for x in self._participants(q.scope)
+            if re.search(rf"\b{re.escape(x)}\b", q.text)
         }
         if named:  # a turn's speaker is in its archive's text
-            memory.texts.prefetch([h.node for h in by_node.values() if h.node.type == SESSION_TYPE])
-        # The passages, ranked by number: their texts are read once the ranking is done,
-        # for the best of them only (`_read_passages`).
+            self.memory.texts.prefetch(
+                [h.node for h in by_node.values() if h.node.type == SESSION_TYPE]
+            )
+        image_bonus = dict(fused.image_bonus)
         cands: list[_Candidate] = []
         have: set[tuple[int, int]] = set()
-        for (nid, tier, chunk), score in unit_score.items():
+        for (nid, tier, chunk), score in fused.unit_score.items():
             hit = by_node.get(nid)
             if hit is None:
                 continue
-            count = passage_count(hit.node)
+            count = found.passage_count(hit.node)
             if count == 1:  # a short node: any of its tiers stands for its one passage
                 index = 0
             elif tier == "L2" and chunk < count:
@@ -425,33 +529,34 @@ class Searcher:
             cands.append(_Candidate(hit.node, hit.path, index, round(score, 6)))
         for nid, bonus in image_bonus.items():  # pictures no text ranker found
             hit = by_node.get(nid)
-            if hit is not None and passage_count(hit.node) > 0:
+            if hit is not None and found.passage_count(hit.node) > 0:
                 cands.append(_Candidate(hit.node, hit.path, 0, round(bonus, 6)))
-        self._add_named_entities(question, cands, by_node, allowed)
-        self._add_entity_mentions(question, scope, cands, by_node, allowed)
-        self._add_linked_turns(cands, by_node, allowed)
-        cands.sort(key=lambda c: (-c.score, text_rank.get(c.node.id, far), -c.node.id))
-        hits = list(by_node.values())[: opts.k]
-        passages = self._read_passages(cands, opts.budget, {h.node.id for h in hits})
-        for ph in passages:
-            by_node[ph.node.id].passages.append(ph)
-        # the shown hits' snippets, from their best BM25 unit's text (read by now, or
-        # together in one query)
-        memory.texts.prefetch([h.node for h in hits if h.node.id in best_unit])
+        return cands
+
+    def _snippets(
+        self, question: str, hits: list[Hit], best_unit: dict[int, tuple[str, int]]
+    ) -> None:
+        """The shown hits' snippets, from their best BM25 unit's text (read by now, or
+        together in one query)."""
+        self.memory.texts.prefetch([h.node for h in hits if h.node.id in best_unit])
         for h in hits:
             unit = best_unit.get(h.node.id)
             text = _unit_text(h.node, *unit) if unit is not None else ""
             if text.strip():
-                h.snippet = ix.text.snippet(question, text)[:300]
-        sides: tuple[str, ...] = ("bm25", "vectors") if vectors_on else ("bm25",)
-        if images_on:
+                h.snippet = self.indexer.snippet(question, text)[:300]
+
+    def _sides(self, q: _Question, found: _Found) -> tuple[tuple[str, ...], str]:
+        """Which rankers answered, and why one is missing or behind."""
+        ix = self.indexer
+        sides: tuple[str, ...] = ("bm25", "vectors") if q.vectors_on else ("bm25",)
+        if found.images_on:
             sides += ("clip",)
-        note = "" if vectors_on else f"vectors not used yet: {ix.state}"
+        note = "" if q.vectors_on else f"vectors not used yet: {ix.state}"
         behind = self.memory.generation - ix.generation
-        if vectors_on and (behind > 0 or ix.vector_rebuilding):
+        if q.vectors_on and (behind > 0 or ix.vector_rebuilding):
             # BM25 covers every change; the vectors are still embedding some (a backlog)
             note = f"vectors behind BM25 by {max(behind, 1)} change(s) (being indexed)"
-        return Results(hits, passages, sides, note)
+        return sides, note
 
     def _read_passages(
         self, cands: list[_Candidate], budget: int, hits: set[int]
@@ -595,14 +700,13 @@ class Searcher:
             # only the archives' turns that hold the name can join (below): asking BM25
             # for those alone, not for every unit with a word of the question (at a
             # million nodes three such hops were 60% of a question's time)
-            with ix.lock:
-                hits = ix.text.search(
-                    f"{name} {keywords(question)}",
-                    HOP_DEPTH,
-                    path_prefix=scope or None,
-                    types=(SESSION_TYPE,),
-                    require=name,
-                )
+            hits = ix.search_text(
+                f"{name} {keywords(question)}",
+                HOP_DEPTH,
+                path_prefix=scope or None,
+                types=(SESSION_TYPE,),
+                require=name,
+            )
             rank = 0
             batch = nodes.get_many([h.node_id for h in hits])  # one query, as in search()
             self.memory.texts.prefetch(list(batch.values()))
