@@ -295,34 +295,34 @@ def _mount(
         indexer=indexer,
         searcher=searcher,
     )
-    tree = ops.tree
+    nodes = ops.tree.nodes  # what the tree shows of nodes changed outside a request
 
     flush = ops.flush_invalidations
     consolidation = ConsolidationService(
         memory,
         cfg.consolidate_every,
-        then_flush(lambda report: tree.refresh_nodes(report.touched), flush),
+        then_flush(lambda report: nodes.refresh(report.touched), flush),
     )
     llm_summaries = summarizer(cfg)
     if llm_summaries is not None:
         summaries = SummaryService(
             memory,
             llm_summaries,
-            on_change=then_flush(lambda n: tree.refresh_nodes([n]), flush),
+            on_change=then_flush(lambda n: nodes.refresh([n]), flush),
         )
     if indexer is not None:
-        indexer.on_indexed = then_flush(tree.nodes_indexed, flush)
+        indexer.on_indexed = then_flush(nodes.indexed, flush)
     cluster = None
     if memory.store.dialect == "postgresql":  # other mounts may share it: docs/scaling.md
 
         def remote(items: Loaded) -> None:
             owners, memory.new_owners = memory.new_owners, []
             for owner in owners:
-                tree.owner_joined(owner)
+                nodes.owner_joined(owner)
             for n, created in items:
                 if created:
-                    tree.node_routed(n, True)
-            tree.refresh_nodes([n for n, created in items if not created])
+                    nodes.routed(n, True)
+            nodes.refresh([n for n, created in items if not created])
             # what another host committed reaches no subscriber here: index it, summarise it
             if indexer is not None:
                 indexer.wake()

@@ -7,7 +7,7 @@ file learns the same things; docs/reference.md lists every field. The text stays
 human's; numbers here are numbers and times are ISO 8601 UTC strings.
 
 Boundary: a composition-root helper like `app` (no pyfuse3, no `contextfs.fs`); the tree
-serves what it returns through `fs.static` as it serves `.status`.
+serves what it returns through `fs.roles.static` as it serves `.status`.
 """
 
 from __future__ import annotations

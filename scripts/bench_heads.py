@@ -5,7 +5,7 @@ store as `bench_scale.py` does (`contextfs.testing.bench_store`: in-process, str
 DuckDB), then:
 
 1. In-process, twice (a first mount's full fsck, then a mount's check since the point it
-   recorded): the seconds of `open_store`, `Memory(...)`, `Tree(...)` (the mount's build)
+   recorded): the seconds of `open_store`, `Memory(...)`, `build_tree(...)` (the mount's build)
    and the mount's fsck (`mount_check`), and the process RSS after them.
 2. The real daemon (`contextfs mount` in a subprocess, search off), once the store has a
    recorded point: start to `ls user/<owner>` answering, and VmRSS a few seconds later
@@ -31,7 +31,7 @@ import time
 from pathlib import Path
 
 from contextfs.ctxtypes import builtin_schema_dir, load_types
-from contextfs.fs.tree import Tree
+from contextfs.fs.build import build_tree
 from contextfs.memory.service import Memory
 from contextfs.store.backend import open_store
 from contextfs.store.fsck import mount_check, record_passed
@@ -66,7 +66,7 @@ def in_process(db: Path) -> list[dict]:
         memory = Memory(store, types, data_dir=db.parent)
         row["memory_s"] = time.perf_counter() - t
         t = time.perf_counter()
-        tree = Tree(memory, status=lambda: "")
+        tree = build_tree(memory, status=lambda: "")
         row["tree_s"] = time.perf_counter() - t
         t = time.perf_counter()
         run = mount_check(store)
@@ -137,7 +137,9 @@ def main() -> None:
             results.append({"n": n, "steps": steps, "daemon": daemon(data, n, args.wait)})
     finally:
         shutil.rmtree(base, ignore_errors=True)
-    print("| N | open | open_store | `Memory(...)` | `Tree(...)` | fsck at mount | RSS | held |")
+    print(
+        "| N | open | open_store | `Memory(...)` | `build_tree(...)` | fsck at mount | RSS | held |"
+    )
     print("|---|---|---|---|---|---|---|---|")
     for r in results:
         for s in r["steps"]:

@@ -45,15 +45,15 @@ def in_process(n: int, base: Path, block: int, profile: bool) -> list[float]:
     import trio
 
     from contextfs.ctxtypes import builtin_schema_dir, load_types
+    from contextfs.fs.build import build_tree
     from contextfs.fs.ops import Operations
-    from contextfs.fs.tree import Tree
     from contextfs.memory.service import Memory
     from contextfs.store import Store
 
     store = Store(base / "contextfs.duckdb")
     memory = Memory(store, load_types([builtin_schema_dir()]), data_dir=base)
     memory.create_owner("user", "default")
-    ops = Operations(Tree(memory))
+    ops = Operations(build_tree(memory))
     ctx = pyfuse3.RequestContext()
     prof = cProfile.Profile()
     flags = os.O_WRONLY | os.O_CREAT | os.O_TRUNC

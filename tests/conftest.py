@@ -31,6 +31,7 @@ from pathlib import Path
 import pytest
 
 from contextfs.ctxtypes import builtin_schema_dir, load_types
+from contextfs.fs.build import build_tree
 from contextfs.fs.tree import Tree
 from contextfs.memory.service import Memory
 from contextfs.store import Store
@@ -206,7 +207,7 @@ def memory(tmp_path: Path, types) -> Iterator[Memory]:
 
 @pytest.fixture
 def tree(memory: Memory) -> Tree:
-    return Tree(memory, status=lambda: "status\n")
+    return build_tree(memory, status=lambda: "status\n")
 
 
 # ---- a real mount (contextfs.testing.Mount: the daemon in a subprocess) -----------------

@@ -1,2 +1,3 @@
-"""The filesystem: `tree` (what the memory looks like as POSIX, pure Python) and `ops`
-(the pyfuse3 adapter)."""
+"""The filesystem: `tree` (every operation dispatched by role, pure Python) over `table` (the
+inode table) and `roles` (the role handlers), assembled by `build`; `ops` is the pyfuse3
+adapter."""

@@ -1,13 +1,14 @@
 """Open-file buffers: what write(2), ftruncate(2), O_TRUNC and setattr(2) do to a file's bytes
 and attributes before a commit.
 
-`Tree` owns one `Buffers` and hands it every change to a regular file's content or
-metadata; the role handlers decide what a commit of the buffer means (`flush`, `fsync`,
-`release`). A buffer is `Inode.data` (a `bytearray` loaded on the first write); for an
-attachment, `Inode.changed` records the byte spans each write touched so its commit
-rewrites only those chunks (`fs.inode.ChangedBytes`). Nothing here touches the store
-except through the tree's handlers (a truncate with no open file commits at once) and
-`Memory.update_attachment` (an attachment's mode and mtime).
+The tree hands `Buffers` every open of a file and every change to a regular file's content
+or metadata; the role handlers decide what a commit of the buffer means (`flush`, `fsync`,
+`release`, `commit`). A buffer is `Inode.data` (a `bytearray` loaded on the first write),
+or a tier handle's own copy (`Handle.buffer`); for an attachment, `Inode.changed` records
+the byte spans each write touched so its commit rewrites only those chunks
+(`fs.inode.ChangedBytes`). Nothing here touches the store except through the role
+handlers (a truncate with no open file commits at once) and `Memory.update_attachment`
+(an attachment's mode and mtime).
 """
 
 from __future__ import annotations
@@ -17,11 +18,20 @@ import stat
 import time
 from typing import TYPE_CHECKING
 
-from contextfs.errors import BadHandle, ContextFSError, IsADirectory, NotPermitted, ReadOnly, TooBig
-from contextfs.fs.inode import READ_ONLY_FILES, ChangedBytes, Handle, Inode, Role
+from contextfs.errors import (
+    BadHandle,
+    ContextFSError,
+    IsADirectory,
+    NotPermitted,
+    ReadOnly,
+    TooBig,
+)
+from contextfs.fs.inode import GENERATED, READ_ONLY_FILES, ChangedBytes, Handle, Inode, Role
+from contextfs.fs.roles.base import Refusals, RoleMap
+from contextfs.fs.table import InodeTable
 
 if TYPE_CHECKING:
-    from contextfs.fs.tree import Tree
+    from contextfs.memory.service import Memory
 
 # Roles whose permissions are fixed: chmod on them is refused (EPERM).
 _FIXED_MODE = frozenset({Role.ROOT, Role.KIND, Role.SCHEMAS, Role.HISTORY}) | READ_ONLY_FILES
@@ -34,9 +44,13 @@ _KEEP_ATTACHMENT_BUFFER = 256 * 1024
 class Buffers:
     """The bytes and attributes of regular files between open and commit."""
 
-    def __init__(self, tree: Tree) -> None:
-        self.tree = tree
-        self.memory = tree.memory
+    def __init__(
+        self, memory: Memory, table: InodeTable, roles: RoleMap, refusals: Refusals
+    ) -> None:
+        self.memory = memory
+        self.table = table
+        self.roles = roles  # a file's content and its commit are its role's
+        self.refusals = refusals
 
     def writable(self, inode: Inode) -> None:
         """Refuse a write to a derived file, a deleted node's file, or a read-only mount."""
@@ -51,7 +65,7 @@ class Buffers:
 
     def load(self, inode: Inode) -> bytearray:
         """inode.data, loaded for writing (an attachment's buffer is loaded only once)."""
-        data = self.tree.file_bytes(inode)
+        data = self.roles.file_bytes(inode)
         if inode.data is None:
             inode.data = bytearray(data)
         return inode.data
@@ -100,13 +114,13 @@ class Buffers:
             h.dirty, h.rebase = True, None
             return
         if inode.role == Role.TIER and inode.data is None:
-            data = bytearray(self.tree.file_bytes(inode))
+            data = bytearray(self.roles.file_bytes(inode))
             if size != len(data):
                 del data[size:]
                 data.extend(bytes(size - len(data)))
                 inode.data, inode.dirty, inode.mtime_ns = data, True, time.time_ns()
                 try:
-                    self.tree.tiers.commit(inode)
+                    self.roles.commit(inode)
                 finally:
                     inode.data = None
             return
@@ -134,7 +148,7 @@ class Buffers:
             inode.dirty = True
             inode.mtime_ns = time.time_ns()
         if inode.opened <= 0 and inode.dirty and inode.role != Role.DROP:  # drops: at close
-            self.tree.tiers.commit(inode)
+            self.roles.commit(inode)
 
     def set_attributes(
         self,
@@ -193,6 +207,24 @@ class Buffers:
 
     # ---- open, write, release -------------------------------------------------------------
 
+    def open(self, inode: Inode, flags: int) -> Handle:
+        """Open without the role's own work at open (a generated file's snapshot is
+        taken; what the role adds, the tree awaits)."""
+        if inode.is_dir:
+            raise IsADirectory("is a directory")
+        writing = (flags & os.O_ACCMODE) != os.O_RDONLY
+        own = None
+        if writing or flags & os.O_TRUNC:
+            own = self.open_for_writing(inode, flags)
+        h = self.table.new_handle(inode, flags)
+        if own is not None:  # a tier: this handle's own copy, saved whole at its close
+            h.buffer, h.dirty = own, bool(flags & os.O_TRUNC)
+            if flags & os.O_APPEND and not flags & os.O_TRUNC:
+                h.rebase = len(own)
+        if inode.role in GENERATED:
+            h.snapshot = bytes(self.roles.file_bytes(inode))
+        return h
+
     def open_for_writing(self, inode: Inode, flags: int) -> bytearray | None:
         """An open for writing or with O_TRUNC: the buffer is loaded (or cut) now.
 
@@ -205,7 +237,7 @@ class Buffers:
             if flags & os.O_TRUNC:
                 inode.mtime_ns = inode.ctime_ns = time.time_ns()
                 return bytearray()
-            return bytearray(self.tree.file_bytes(inode))
+            return bytearray(self.roles.file_bytes(inode))
         cut = False  # an attachment with bytes, cut by O_TRUNC
         if flags & os.O_TRUNC and inode.role == Role.ATTACH:
             cut = bool(inode.data) if inode.data is not None else bool(inode.att and inode.att.size)
@@ -223,7 +255,7 @@ class Buffers:
         if cut:
             # stored now, as a native O_TRUNC cuts at open: a refusal (a full disk) is then
             # open's error, not lost at a release, which cannot report one
-            self.tree.tiers.commit(inode)
+            self.roles.commit(inode)
         return None
 
     def write(self, h: Handle, off: int, buf: bytes) -> int:
@@ -245,9 +277,9 @@ class Buffers:
             if not h.failed:
                 h.failed = True
                 if h.buffer is not None:  # only this handle's copy is dropped
-                    self.tree.refuse(inode, exc, None)
-                    h.buffer, h.dirty = bytearray(self.tree.file_bytes(inode)), False
-                    self.tree.invalidate(inode)
+                    self.refusals.refuse(inode, exc, None)
+                    h.buffer, h.dirty = bytearray(self.roles.file_bytes(inode)), False
+                    self.table.invalidate(inode)
                 else:
                     self._abandon(inode, exc)
             raise exc
@@ -267,15 +299,15 @@ class Buffers:
     def _abandon(self, inode: Inode, exc: ContextFSError) -> None:
         """A write was refused midway: drop what this save wrote so far, so the stored
         content stays as it was (nothing half-written is ever committed)."""
-        self.tree.refuse(inode, exc, None)
+        self.refusals.refuse(inode, exc, None)
         inode.dirty = False
         if inode.role in (Role.TIER, Role.ATTACH):
             inode.data, inode.changed = None, None
-            self.tree.invalidate(inode)
+            self.table.invalidate(inode)
         elif inode.role == Role.DROP:
             inode.data = bytearray()
             if inode.parent is not None:
-                self.tree.unlink_inode(inode)
+                self.table.unlink_inode(inode)
 
     def unload_clean(self, inode: Inode) -> None:
         """The last close of a file with nothing left to commit: a node's tier is served

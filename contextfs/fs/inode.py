@@ -1,8 +1,8 @@
 """The values the tree is made of: roles, inodes, open handles, attributes, invalidations.
 
-Plain data with no behaviour beyond small properties; `fs.tree` owns the table of these
-and the role handlers (`fs.nodes`, `fs.attachments`, `fs.trash`, `fs.query`, `fs.inbox`,
-`fs.sessions`, `fs.static`) decide what each role shows. Nothing here imports pyfuse3.
+Plain data with no behaviour beyond small properties; `fs.table` holds these and the role
+handlers (`fs.roles`: nodes, tiers, attachments, trash, query, inbox, sessions, static)
+decide what each role shows. Nothing here imports pyfuse3.
 
 Roles of inodes:
 
@@ -297,7 +297,7 @@ def ns(ts: float) -> int:
 
 
 class InodeRest(TypedDict, total=False):
-    """The `Inode` fields `Tree.new` passes on as they are given."""
+    """The `Inode` fields `InodeTable.new` passes on as they are given."""
 
     children: dict[str, Inode] | None
     populated: bool
@@ -324,7 +324,7 @@ class InodeRest(TypedDict, total=False):
 
 
 class InodeFields(InodeRest, total=False):
-    """The `Inode` fields `Tree.new` takes as keywords (uid, gid, mtime_ns: the defaults)."""
+    """The `Inode` fields `InodeTable.new` takes as keywords (uid, gid, mtime_ns: the defaults)."""
 
     uid: int
     gid: int

@@ -119,7 +119,7 @@ class Operations(pyfuse3.Operations):
     def _where(self, op: str, args: Sequence[object]) -> str:
         try:
             if args and isinstance(args[0], int):
-                inode = self.tree.inodes.get(args[0])
+                inode = self.tree.table.inodes.get(args[0])
                 if inode is not None and op in (
                     "lookup",
                     "mkdir",
@@ -131,15 +131,15 @@ class Operations(pyfuse3.Operations):
                     "rename",
                 ):
                     name = args[1] if len(args) > 1 and isinstance(args[1], bytes) else b""
-                    base = self.tree.path(inode)
+                    base = self.tree.table.path(inode)
                     name_s = os.fsdecode(name)
                     return f"{op} {name_s if base == '/' else base + '/' + name_s}"
                 if inode is not None:
-                    return f"{op} {self.tree.path(inode)}"
+                    return f"{op} {self.tree.table.path(inode)}"
                 if op in ("read", "write", "flush", "fsync", "release"):
-                    h = self.tree.handles.get(args[0])
+                    h = self.tree.table.handles.get(args[0])
                     if h is not None:
-                        return f"{op} {self.tree.path(h.inode)}"
+                        return f"{op} {self.tree.table.path(h.inode)}"
         except Exception:  # noqa: BLE001 - describing a path must never fail a request
             pass
         return op
@@ -150,8 +150,8 @@ class Operations(pyfuse3.Operations):
         self._flush_invalidations()
 
     def _flush_invalidations(self) -> None:
-        if self.tree.invalidations:
-            for inv in self.tree.invalidations:
+        if self.tree.table.invalidations:
+            for inv in self.tree.table.invalidations:
                 if inv.listing:
                     self._drop_listing(inv.ino)
                     continue
@@ -160,7 +160,7 @@ class Operations(pyfuse3.Operations):
                     # its page cache (see _info)
                     self._unsettled[inv.ino] = self._unsettled.get(inv.ino, 0) + 1
                 self._send.send_nowait(inv)
-            self.tree.invalidations.clear()
+            self.tree.table.invalidations.clear()
 
     def _drop_listing(self, ino: int) -> None:
         """Drop the kernel's cached listing of a directory before the reply goes out, so

@@ -28,10 +28,10 @@ _BOOL_TAG = "tag:yaml.org,2002:bool"
 _MERGE_TAG = "tag:yaml.org,2002:merge"
 
 
-# A refused write stays visible beside where it was written as `NAME.refused` (fs.tiers:
-# `leave_trace`): this note with the reason, then the bytes as written. The note is an
-# HTML comment (markdown shows nothing of it) that `strip_trace` takes off again whenever
-# such bytes are written back as memory (renamed to NAME, copied, cat into L2.md), so
+# A refused write stays visible beside where it was written as `NAME.refused`
+# (fs.roles.tiers: `leave_trace`): this note with the reason, then the bytes as written. The
+# note is an HTML comment (markdown shows nothing of it) that `strip_trace` takes off again
+# whenever such bytes are written back as memory (renamed to NAME, copied, cat into L2.md), so
 # "fix the bytes, then `mv NAME.refused NAME`" is a retry.
 TRACE_SUFFIX = ".refused"
 _TRACE_OPEN = b"<!-- contextfs refused this write: "

@@ -95,7 +95,7 @@ class FS:
         ino = await self.ino(path)
         inode = self.ops.tree.get(ino)
         for name in [name for name, _c, _o in self.ops.tree.listdir(ino, 0)]:
-            child = self.ops.tree.child(inode, name)
+            child = self.ops.tree.table.child(inode, name)
             if child.is_dir:
                 await self.rm_r(f"{path}/{name}")
             else:

@@ -18,8 +18,8 @@ from types import SimpleNamespace
 import pyfuse3
 import pytest
 
+from contextfs.fs.build import build_tree
 from contextfs.fs.ops import Operations
-from contextfs.fs.tree import Tree
 from contextfs.memory.redact import Redactor
 from contextfs.memory.service import Memory
 from contextfs.store import Store
@@ -62,7 +62,7 @@ class Mounted:
         if ("user", "default") not in memory.owners:
             memory.create_owner("user", "default")
         self.memory = memory
-        self.fs = FS(Operations(Tree(memory, status=lambda: "status\n")))
+        self.fs = FS(Operations(build_tree(memory, status=lambda: "status\n")))
 
     def remount(self) -> None:
         self.memory.flush_touched()

@@ -131,14 +131,14 @@ async def test_garbage_is_reclaimed_in_batches_at_close_and_after_a_crash(tmp_pa
 
 
 async def test_a_version_5_store_gets_its_bytes_stored_once(tmp_path, types) -> None:
+    from contextfs.fs.build import build_tree
     from contextfs.fs.ops import Operations
-    from contextfs.fs.tree import Tree
     from tests.fs.conftest import FS
 
     db = tmp_path / "contextfs.duckdb"
     memory = Memory(Store(db), types, data_dir=tmp_path)
     memory.create_owner("user", "default")
-    fs = FS(Operations(Tree(memory, status=lambda: "")))
+    fs = FS(Operations(build_tree(memory, status=lambda: "")))
     photo = os.urandom(2 * CHUNK_SIZE + 3)
     for node in ("a", "b"):
         await fs.mkdir(f"user/default/preferences/{node}")

@@ -38,7 +38,7 @@ async def test_old_unread_nodes_are_archived_and_restored_with_mv(fs, memory):
     old.updated -= 2000 * DAY  # long ago: well below preference's min_importance
     report = consolidate(memory)
     assert report.archived == 1 and "archived user/default/preferences/old" in report.details[0]
-    fs.ops.tree.refresh_nodes(report.touched)
+    fs.ops.tree.nodes.refresh(report.touched)
     assert await fs.listdir(P) == ["fresh"]
     assert await fs.listdir("user/default/.archive/preferences") == ["old"]
     assert "An opinion" in await fs.text("user/default/.archive/preferences/old/L2.md")
@@ -62,7 +62,7 @@ async def test_near_duplicates_merge_into_the_older_node(fs, memory):
     await fs.write("agent/bot/patterns/deploys.md", b"- Deploy on Tuesdays only.\n")
     report = consolidate(memory)
     assert report.merged == 1
-    fs.ops.tree.refresh_nodes(report.touched)
+    fs.ops.tree.nodes.refresh(report.touched)
     assert await fs.listdir("agent/bot/patterns") == ["deploys", "testing"]
     assert await fs.listdir("agent/bot/.trash/patterns") == ["tests"]
     meta = await fs.text("agent/bot/patterns/testing/meta.yaml")

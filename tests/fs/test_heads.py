@@ -20,9 +20,8 @@ import trio
 
 from contextfs.conversations.inbox import Intake
 from contextfs.ctxtypes import builtin_schema_dir, load_types
-from contextfs.fs.build import FsOptions, build_operations
+from contextfs.fs.build import FsOptions, build_operations, build_tree
 from contextfs.fs.ops import Operations
-from contextfs.fs.tree import Tree
 from contextfs.memory.service import Memory
 from contextfs.search.indexer import Indexer
 from contextfs.search.retrieval import Searcher
@@ -81,13 +80,13 @@ class Mounted:
         self.tmp = tmp_path
         self.store = Store(self.path)
         self.memory = Memory(self.store, types, data_dir=tmp_path, hot_nodes=hot)
-        self.tree = Tree(self.memory, status=lambda: "status\n")
+        self.tree = build_tree(self.memory, status=lambda: "status\n")
         self.tree.nodes.hot_type_dirs = 2
         self.fs = FS(Operations(self.tree))
 
     async def forget_all(self) -> None:
         """What the kernel does under memory pressure: forget every inode it looked up."""
-        held = [(i.ino, i.lookups) for i in self.tree.inodes.values() if i.lookups > 0]
+        held = [(i.ino, i.lookups) for i in self.tree.table.inodes.values() if i.lookups > 0]
         await self.fs.ops.forget(held)
 
     async def churn(self, rounds: int = 4) -> None:
@@ -291,4 +290,4 @@ async def test_search_over_a_store_larger_than_the_cache(built, tmp_path, types,
 
 async def mounted_forget(fs: FS) -> None:
     tree = fs.ops.tree
-    await fs.ops.forget([(i.ino, i.lookups) for i in tree.inodes.values() if i.lookups > 0])
+    await fs.ops.forget([(i.ino, i.lookups) for i in tree.table.inodes.values() if i.lookups > 0])

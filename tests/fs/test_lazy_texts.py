@@ -14,8 +14,8 @@ from pathlib import Path
 
 import pytest
 
+from contextfs.fs.build import build_tree
 from contextfs.fs.ops import Operations
-from contextfs.fs.tree import Tree
 from contextfs.memory.service import Memory
 from contextfs.memory.texts import LazyNode
 from contextfs.store import Store
@@ -49,7 +49,7 @@ class Reopened:
         self.path = tmp_path / "contextfs.duckdb"
         self.store = Store(self.path)
         self.memory = Memory(self.store, types, data_dir=tmp_path, hot_nodes=hot)
-        self.fs = FS(Operations(Tree(self.memory, status=lambda: "status\n")))
+        self.fs = FS(Operations(build_tree(self.memory, status=lambda: "status\n")))
 
     def node(self, i: int) -> LazyNode:
         n = self.memory.live_node(("user", "default"), self.memory.types["preference"], f"n{i:02d}")
@@ -165,7 +165,9 @@ def test_search_threads_read_while_the_main_thread_writes(reopened):
 
 async def test_a_reopened_tree_builds_a_type_directory_when_first_used(reopened):
     tree = reopened.fs.ops.tree
-    node_dirs = [i for i in tree.inodes.values() if i.role.name == "NODE" and i.node is not None]
+    node_dirs = [
+        i for i in tree.table.inodes.values() if i.role.name == "NODE" and i.node is not None
+    ]
     assert not [d for d in node_dirs if not d.ctype.singleton]  # nothing built at mount
     td = await reopened.fs.ino("user/default/preferences")
     attr = await reopened.fs.ops.getattr(td, reopened.fs.ctx)
@@ -205,11 +207,11 @@ async def test_cold_type_directories_let_their_nodes_go_and_come_back(reopened):
     tree.nodes.hot_type_dirs = 1
     prefs = "user/default/preferences"
     assert len(await fs.listdir(prefs)) == N
-    built = {i.ino for i in tree.inodes.values() if i.role.name == "NODE" and i.node}
+    built = {i.ino for i in tree.table.inodes.values() if i.role.name == "NODE" and i.node}
     assert len(built) == N
     await fs.listdir("user/default/entities")  # one more built: preferences is cold
     assert tree.nodes.evicted == 1
-    assert not built & set(tree.inodes)
+    assert not built & set(tree.table.inodes)
     assert await fs.listdir(prefs) == [f"n{i:02d}" for i in range(N)]
     assert await fs.text(path(9)) == l2_of(9)
 
@@ -224,7 +226,7 @@ async def test_a_type_directory_the_kernel_holds_is_kept_until_forgotten(reopene
     await fs.ops.forget([(node, 1)])  # the kernel lets it go
     await fs.listdir("user/default/events")
     assert tree.nodes.evicted == 2  # preferences now, and entities (empty, cold)
-    assert node not in tree.inodes
+    assert node not in tree.table.inodes
     assert await fs.text(path(5)) == l2_of(5)
 
 
@@ -232,7 +234,7 @@ async def test_looking_up_one_node_builds_its_directory_only(reopened):
     fs, tree = reopened.fs, reopened.fs.ops.tree
 
     def built() -> int:
-        return sum(1 for i in tree.inodes.values() if i.role.name == "NODE" and i.node)
+        return sum(1 for i in tree.table.inodes.values() if i.role.name == "NODE" and i.node)
 
     assert await fs.text(path(3)) == l2_of(3)
     assert built() == 1

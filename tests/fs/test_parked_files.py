@@ -3,8 +3,8 @@ type directory are not memories, but they are kept (parked) as they were closed.
 
 from __future__ import annotations
 
+from contextfs.fs.build import build_tree
 from contextfs.fs.ops import Operations
-from contextfs.fs.tree import Tree
 from contextfs.memory.service import Memory
 from tests.fs.conftest import FS
 
@@ -15,7 +15,7 @@ NAMES = ["2024", "123", "notes.tmp", ".draft.md", "draft~", "tmpab12cd34"]
 def remount(memory: Memory) -> tuple[Memory, FS]:
     again = Memory(memory.store, memory.types, data_dir=memory.data_dir)
     assert again.recover_drops() == [], "a parked file is never routed"
-    return again, FS(Operations(Tree(again, status=lambda: "status\n")))
+    return again, FS(Operations(build_tree(again, status=lambda: "status\n")))
 
 
 async def test_temp_and_scratch_names_in_a_type_dir_survive_a_remount(fs, memory):

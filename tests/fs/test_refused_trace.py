@@ -11,8 +11,8 @@ import stat
 import pytest
 
 from contextfs.errors import InvalidInput
+from contextfs.fs.build import build_tree
 from contextfs.fs.ops import Operations
-from contextfs.fs.tree import Tree
 from contextfs.memory.service import Memory
 from tests.fs.conftest import FS
 
@@ -24,7 +24,7 @@ BAD = b"---\nbogus_field: 1\n---\nhello\n"
 def remount(memory: Memory) -> tuple[Memory, FS]:
     again = Memory(memory.store, memory.types, data_dir=memory.data_dir)
     assert again.recover_drops() == [], "a trace is never routed"
-    return again, FS(Operations(Tree(again, status=lambda: "status\n")))
+    return again, FS(Operations(build_tree(again, status=lambda: "status\n")))
 
 
 async def test_a_refused_drop_leaves_its_trace_until_removed(fs: FS, memory: Memory):

@@ -88,7 +88,7 @@ async def test_distinct_questions_keep_a_bounded_tree(searching: Mount):
     tree.query.kept = 8
     qroot = await fs.ino(".query")
     opened = None
-    before = len(tree.inodes)
+    before = len(tree.table.inodes)
     for i in range(60):
         parent = qroot if i % 3 else await fs.ino(f".query/@k={1 + i % 5}")
         q = await fs.ops.lookup(parent, f"which editor {i}".encode(), fs.ctx)
@@ -101,13 +101,13 @@ async def test_distinct_questions_keep_a_bounded_tree(searching: Mount):
     assert len(tree.query._recent) <= 8
     # what is left beyond the start: the kept directories with their entries, and the open
     # file of the first question (its directory went, its bytes stay while it is open)
-    assert len(tree.inodes) - before < 8 * 16
+    assert len(tree.table.inodes) - before < 8 * 16
     assert opened is not None
     assert await fs.ops.read(opened.fh, 0, 1 << 20) == first
-    held = tree.inodes[fs.ops.tree.handles[opened.fh].inode.ino]
+    held = tree.table.inodes[fs.ops.tree.table.handles[opened.fh].inode.ino]
     assert held.parent is None and (await fs.ops.getattr(held.ino, fs.ctx)).st_nlink == 0
     await fs.ops.release(opened.fh)
-    assert held.ino not in tree.inodes
+    assert held.ino not in tree.table.inodes
     # a question that went is asked again
     assert b"which editor 0" in await fs.read(".query/which editor 0/_context.md")
     # without forget (the kernel holds every inode), the answers' bytes still go
@@ -117,7 +117,7 @@ async def test_distinct_questions_keep_a_bounded_tree(searching: Mount):
         q = await fs.ops.lookup(qroot, f"held {i}".encode(), fs.ctx)
         questions.append(q.st_ino)
         held.append((await fs.ops.lookup(q.st_ino, b"_results.json", fs.ctx)).st_ino)
-    assert [tree.inodes[ino].data is None for ino in held] == [True] * 8 + [False] * 2
+    assert [tree.table.inodes[ino].data is None for ino in held] == [True] * 8 + [False] * 2
     # a lookup in a question's directory that went answers ENOENT, as in a removed one
     lookup = fs.ops.lookup(questions[0], b"_results.json", fs.ctx)
     assert await fs.errno_of(lookup) == errno.ENOENT

@@ -222,8 +222,8 @@ def test_fsck_finds_a_broken_invariant(tmp_path, memory, types):
 async def test_a_version_2_store_with_attachments_opens_with_the_same_bytes(tmp_path, types):
     """v2 kept a file in one BLOB; v3 keeps 64 KiB chunks. Every file, folder, symlink and
     soft-deleted file comes back as it was, and the migrated file takes offset writes."""
+    from contextfs.fs.build import build_tree
     from contextfs.fs.ops import Operations
-    from contextfs.fs.tree import Tree
     from contextfs.memory.service import Memory
     from tests.fs.conftest import FS
 
@@ -238,7 +238,7 @@ async def test_a_version_2_store_with_attachments_opens_with_the_same_bytes(tmp_
     }
 
     def fs_over(memory: Memory) -> FS:
-        return FS(Operations(Tree(memory, status=lambda: "")))
+        return FS(Operations(build_tree(memory, status=lambda: "")))
 
     memory = Memory(Store(db), types, data_dir=tmp_path)
     memory.create_owner("user", "default")

@@ -21,6 +21,7 @@ import trio
 
 from contextfs.conversations.inbox import Intake
 from contextfs.fs.build import FsOptions, build_operations
+from contextfs.fs.inode import Role
 from contextfs.memory.service import Memory
 from contextfs.search.indexer import Indexer
 from contextfs.search.retrieval import Searcher
@@ -278,7 +279,7 @@ async def test_session_context_uses_search_when_there_is_one(searching: Mount) -
     assert "## Relevant memories" in context
     assert "user/default/preferences/editor" in context
     # the sessions handler takes its k from configuration (default documented there)
-    assert fs.ops.tree.sessions.config.k == 8
+    assert fs.ops.tree.roles[Role.SESSION].config.k == 8
     fi = await fs.ops.open(await fs.ino(".sessions/s3/context.md"), os.O_RDONLY, fs.ctx)
     assert fi.direct_io, "generated per open: never from the page cache"
     await fs.ops.release(fi.fh)

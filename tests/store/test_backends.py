@@ -9,8 +9,8 @@ import os
 import pytest
 
 from contextfs.errors import Exists
+from contextfs.fs.build import build_tree
 from contextfs.fs.ops import Operations
-from contextfs.fs.tree import Tree
 from contextfs.memory.consolidate import consolidate, plan
 from contextfs.memory.service import Memory
 from contextfs.store.fsck import check_store
@@ -28,7 +28,7 @@ def _memory(opener, types, tmp_path):
 
 
 def _fs(memory: Memory) -> FS:
-    return FS(Operations(Tree(memory, status=lambda: "status\n")))
+    return FS(Operations(build_tree(memory, status=lambda: "status\n")))
 
 
 async def test_a_memory_written_comes_back_after_reopening(opener, types, tmp_path):

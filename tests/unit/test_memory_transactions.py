@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 
+from contextfs.fs.build import build_tree
 from contextfs.fs.ops import Operations
-from contextfs.fs.tree import Tree
 from contextfs.memory.redact import Redactor
 from contextfs.memory.service import Memory
 from contextfs.model import Change
@@ -190,7 +190,7 @@ def test_create_and_save_in_one_transaction_is_persisted(mem: Memory, persist: b
 
 @pytest.fixture
 def fs(mem: Memory) -> FS:
-    return FS(Operations(Tree(mem, status=lambda: "status\n")))
+    return FS(Operations(build_tree(mem, status=lambda: "status\n")))
 
 
 async def _rename_open_drop_over_l2(fs: FS, node_dir: str, data: bytes) -> None:

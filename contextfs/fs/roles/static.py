@@ -13,13 +13,13 @@ import stat
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
-from contextfs.fs.handler import RoleBase
 from contextfs.fs.inode import Inode, Role
-from contextfs.fs.perms import Caller
+from contextfs.fs.perms import Caller, Perms
+from contextfs.fs.roles.base import RoleBase
+from contextfs.fs.table import InodeTable
 
 if TYPE_CHECKING:
-    from contextfs.fs.tree import Tree
-    from contextfs.memory.service import Refusal
+    from contextfs.memory.service import Memory, Refusal
 
 
 _OWNER_IN_PATH = re.compile(r"(?:^|\s)(user|agent)/([^/\s]+)")
@@ -33,22 +33,27 @@ class Static(RoleBase):
 
     def __init__(
         self,
-        tree: Tree,
+        table: InodeTable,
         status: Callable[..., str],
         schema_files: dict[str, bytes],
         status_json: Callable[..., str] | None = None,
+        *,
+        memory: Memory,
+        perms: Perms,
     ) -> None:
-        super().__init__(tree)
+        super().__init__(table)
+        self.memory = memory  # its default owner owns the root's .inbox and .sessions
+        self.perms = perms  # whose refusals a caller may see
         self.status_text = status
         self.status_json = status_json or (lambda visible=None: "{}\n")
         self.schema_files = schema_files
 
     def build(self, root: Inode) -> None:
-        schemas = self.tree.new_dir(Role.SCHEMAS, ".schemas", root, 0o555)
+        schemas = self.table.new_dir(Role.SCHEMAS, ".schemas", root, 0o555)
         for fname in sorted(self.schema_files):
-            self.tree.new(Role.SCHEMA_FILE, stat.S_IFREG | 0o444, fname, schemas)
-        self.tree.new(Role.STATUS, stat.S_IFREG | 0o444, ".status", root)
-        self.tree.new(Role.STATUS, stat.S_IFREG | 0o444, STATUS_JSON, root)
+            self.table.new(Role.SCHEMA_FILE, stat.S_IFREG | 0o444, fname, schemas)
+        self.table.new(Role.STATUS, stat.S_IFREG | 0o444, ".status", root)
+        self.table.new(Role.STATUS, stat.S_IFREG | 0o444, STATUS_JSON, root)
 
     def content(self, inode: Inode) -> bytes:
         if inode.role == Role.SCHEMA_FILE:
@@ -62,8 +67,8 @@ class Static(RoleBase):
         """`.status` (or `.status.json`, the inode) as a caller who is not root sees it:
         the refusals in owner directories they cannot open are counted, not shown (their
         paths name nodes)."""
-        perms = self.tree.perms
-        default = ("user", self.tree.memory.default_owner)
+        perms = self.perms
+        default = ("user", self.memory.default_owner)
 
         def visible(r: Refusal) -> bool:
             path = r.path

@@ -28,7 +28,6 @@ from contextfs.errors import (
     NotSupported,
     ReadOnly,
 )
-from contextfs.fs.handler import RoleBase
 from contextfs.fs.inode import (
     RESERVED_IN_NODE,
     TIER_FILES,
@@ -40,10 +39,12 @@ from contextfs.fs.inode import (
     is_editor_scratch,
     ns,
 )
+from contextfs.fs.roles.base import Refusals, RoleBase
+from contextfs.fs.table import InodeTable
 from contextfs.model import Attachment, Node
 
 if TYPE_CHECKING:
-    from contextfs.fs.tree import Tree
+    from contextfs.memory.service import Memory
 
 log = logging.getLogger(__name__)
 
@@ -62,9 +63,10 @@ SPECIAL_KINDS = {stat.S_IFIFO: "fifo", stat.S_IFSOCK: "socket"}
 class Attachments(RoleBase):
     roles = frozenset({Role.ATTACH})
 
-    def __init__(self, tree: Tree) -> None:
-        super().__init__(tree)
-        self.memory = tree.memory
+    def __init__(self, table: InodeTable, memory: Memory, refusals: Refusals) -> None:
+        super().__init__(table)
+        self.memory = memory
+        self.refusals = refusals
         # attachments whose inodes are not built yet, by (node id, parent folder id)
         self._unbuilt: dict[tuple[int, int | None], list[Attachment]] = {}
         # hard links not built yet, by the id of the row that holds their file
@@ -101,7 +103,7 @@ class Attachments(RoleBase):
             for other in self._unbuilt_links.pop(a.id, []) if a.link_of is None else ():
                 folder = self._folder(d, other.parent_id)
                 if folder is not None:
-                    self.tree.ensure(folder)
+                    self.table.ensure(folder)
         for a in rows:
             if a.link_of is None:
                 continue
@@ -128,7 +130,7 @@ class Attachments(RoleBase):
         cur = top
         try:
             for name in reversed(names):
-                cur = self.tree.child(cur, name)
+                cur = self.table.child(cur, name)
         except ContextFSError:
             return None
         return cur
@@ -140,7 +142,7 @@ class Attachments(RoleBase):
         if h is None or folder is None:
             return None
         try:
-            c = self.tree.child(folder, h.name)
+            c = self.table.child(folder, h.name)
         except ContextFSError:
             return None
         return c if c.att is not None and c.att.id == h.id else None
@@ -151,10 +153,10 @@ class Attachments(RoleBase):
         inode.links.append(LinkName(d, name, row))
         assert d.children is not None
         d.children[name] = inode
-        self.tree.listing_changed(d)
+        self.table.listing_changed(d)
 
     def inode_for(self, d: Inode, n: Node, a: Attachment) -> Inode:
-        inode = self.tree.new(
+        inode = self.table.new(
             Role.ATTACH,
             _KINDS[a.kind] | a.mode,
             a.name,
@@ -195,6 +197,14 @@ class Attachments(RoleBase):
 
     # ---- new entries (in a node or an attachment folder) ---------------------------------
 
+    def touch_dir(self, d: Inode) -> None:
+        """An entry was added to or removed from d: its mtime and ctime move (POSIX), and
+        an attachment folder keeps the new mtime across remounts."""
+        self.table.touch_dir(d)
+        if d.role == Role.ATTACH and d.att is not None and not d.trashed:
+            d.att.mtime = d.mtime_ns / 1e9
+            self.memory.touch_attachment(d.att)
+
     def _writable_dir(self, d: Inode) -> None:
         if d.trashed:
             raise ReadOnly("a deleted node is read-only; restore it with mv first")
@@ -205,7 +215,7 @@ class Attachments(RoleBase):
 
     def create(self, d: Inode, name: str, mode: int, flags: int, uid: int, gid: int) -> Handle:
         if self.new_file_role(d, name) == Role.SCRATCH:
-            t = self.tree
+            t = self.table
             inode = t.new(
                 Role.SCRATCH,
                 stat.S_IFREG | stat.S_IMODE(mode),
@@ -218,7 +228,7 @@ class Attachments(RoleBase):
                 uid=uid,
                 gid=gid,
             )
-            t.touch_dir(d)
+            self.touch_dir(d)
             return t.new_handle(inode, flags)
         return self.create_file(d, name, mode, flags, uid, gid)
 
@@ -226,7 +236,7 @@ class Attachments(RoleBase):
         perm = stat.S_IMODE(mode)
         assert d.node is not None
         a = self.memory.add_attachment(d.node, d.att.id if d.att else None, name, "file", perm)
-        inode = self.tree.new(
+        inode = self.table.new(
             Role.ATTACH,
             stat.S_IFREG | perm,
             name,
@@ -238,8 +248,8 @@ class Attachments(RoleBase):
             gid=gid,
         )
         inode.changed = ChangedBytes(inode.data)  # type: ignore[arg-type]
-        self.tree.touch_dir(d)
-        return self.tree.new_handle(inode, flags)
+        self.touch_dir(d)
+        return self.table.new_handle(inode, flags)
 
     def mkdir(self, d: Inode, name: str, mode: int, uid: int, gid: int) -> Inode:
         self._writable_dir(d)
@@ -252,7 +262,7 @@ class Attachments(RoleBase):
         inode = self.inode_for(d, d.node, a)
         inode.populated = True
         inode.uid, inode.gid = uid, gid
-        self.tree.touch_dir(d)
+        self.touch_dir(d)
         return inode
 
     def special(self, d: Inode, name: str, mode: int, uid: int, gid: int) -> Inode:
@@ -269,7 +279,7 @@ class Attachments(RoleBase):
         a = self.memory.add_attachment(d.node, d.att.id if d.att else None, name, kind, perm)
         inode = self.inode_for(d, d.node, a)
         inode.uid, inode.gid = uid, gid
-        self.tree.touch_dir(d)
+        self.touch_dir(d)
         return inode
 
     def symlink(self, d: Inode, name: str, target: bytes, uid: int, gid: int) -> Inode:
@@ -282,7 +292,7 @@ class Attachments(RoleBase):
         )
         inode = self.inode_for(d, d.node, a)
         inode.uid, inode.gid = uid, gid
-        self.tree.touch_dir(d)
+        self.touch_dir(d)
         return inode
 
     # ---- hard links ----------------------------------------------------------------------
@@ -308,7 +318,7 @@ class Attachments(RoleBase):
         row = self.memory.add_link(src.att, d.att.id if d.att else None, name)
         self._add_name(src, d, name, row)
         src.ctime_ns = time.time_ns()
-        self.tree.touch_dir(d)
+        self.touch_dir(d)
         return src
 
     @staticmethod
@@ -325,7 +335,7 @@ class Attachments(RoleBase):
         inode.parent, ln.parent = ln.parent, inode.parent
         inode.name, ln.name = ln.name, inode.name
         for d in {inode.parent, ln.parent}:  # both names' readdir offsets changed
-            self.tree.listing_rekeyed(d)
+            self.table.listing_rekeyed(d)
 
     def make_primary(self, inode: Inode, d: Inode, name: str) -> None:
         """Make (d, name) the holder's name (before it is moved)."""
@@ -350,7 +360,7 @@ class Attachments(RoleBase):
 
     def holds_links(self, d: Inode) -> bool:
         """Whether an attachment folder holds a name of a hard-linked file."""
-        self.tree.ensure(d)
+        self.table.ensure(d)
         assert d.children is not None
         return any(c.links or (c.is_dir and self.holds_links(c)) for c in d.children.values())
 
@@ -372,35 +382,56 @@ class Attachments(RoleBase):
             assert d.children is not None
             if d.children.get(name) is child:
                 del d.children[name]
-                self.tree.listing_changed(d)
+                self.table.listing_changed(d)
             child.ctime_ns = time.time_ns()
-            self.tree.touch_dir(d)
+            self.touch_dir(d)
             return
         self.memory.remove_attachment(child.att)
-        self.tree.unlink_inode(child)
-        self.tree.touch_dir(d)
+        self.table.unlink_inode(child)
+        self.touch_dir(d)
 
     async def rmdir(self, d: Inode, child: Inode) -> None:
-        self.tree.ensure(child)
+        self.table.ensure(child)
         if child.children:
-            raise NotEmpty(f"{self.tree.child_path(d, child.name)} is not empty")
+            raise NotEmpty(f"{self.table.child_path(d, child.name)} is not empty")
         self.unlink(d, child)
 
     # ---- commit points -------------------------------------------------------------------
 
     async def flush(self, h: Handle) -> None:
         if h.inode.dirty:
-            self.tree.tiers.commit(h.inode)
+            self.commit(h.inode)
 
     async def fsync(self, h: Handle) -> None:
         if h.inode.dirty:
-            self.tree.tiers.commit(h.inode)
+            self.commit(h.inode)
 
     def release(self, h: Handle) -> None:
         if h.inode.dirty and h.inode.parent is not None:
-            self.tree.tiers.commit(h.inode)
+            self.commit(h.inode)
 
     def commit(self, inode: Inode) -> None:
+        """Make an attachment's written bytes durable (`store`); a refused commit is
+        recorded in .status and the file shows what is stored (the rollback put its
+        record back), as a remount would: refused bytes are not shown as if they were
+        kept."""
+        if inode.data is None:
+            inode.dirty = False
+            return
+        try:
+            if inode.att is not None:
+                self.store(inode)
+        except ContextFSError as exc:
+            self.refusals.refuse(inode, exc, bytes(inode.data))
+            inode.dirty = False
+            if inode.att is not None:
+                inode.data, inode.changed = None, None
+                inode.mtime_ns = ns(inode.att.mtime)
+                self.table.invalidate(inode)
+            raise
+        inode.dirty = False
+
+    def store(self, inode: Inode) -> None:
         """Store the chunks an attachment's writes touched (all of them when that is not
         known); a refused commit keeps the marks, so the next one still stores them.
 
@@ -416,11 +447,11 @@ class Attachments(RoleBase):
         changed = inode.changed
         runs = changed.runs() if changed is not None and changed.buffer is inode.data else None
         stored = self.memory.commit_attachment(
-            inode.att, inode.data, inode.mtime_ns / 1e9, self.tree.path(inode), runs
+            inode.att, inode.data, inode.mtime_ns / 1e9, self.table.path(inode), runs
         )
         if stored is not None:  # a secret was redacted: show what is stored
             inode.data = bytearray(stored)
-            self.tree.invalidate(inode)
+            self.table.invalidate(inode)
         inode.changed = ChangedBytes(inode.data)
 
     # ---- moving --------------------------------------------------------------------------
@@ -446,14 +477,14 @@ class Attachments(RoleBase):
             if src.is_dir and node is not src.node:
                 self._reparent(src, node)
         if dst is not None:
-            self.tree.unlink_inode(dst)
-        self.tree.unlink_inode(src)
+            self.table.unlink_inode(dst)
+        self.table.unlink_inode(src)
         src.name = new_name
         src.node = node
-        self.tree.link_inode(dst_dir, src)
+        self.table.link_inode(dst_dir, src)
 
     def _reparent(self, d: Inode, node: Node) -> None:
-        self.tree.ensure(d)
+        self.table.ensure(d)
         assert d.children is not None
         for c in d.children.values():
             if c.att is not None:

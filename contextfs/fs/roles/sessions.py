@@ -19,13 +19,14 @@ import trio
 
 from contextfs.conversations.inbox import Intake, IntakeService, Session
 from contextfs.errors import InvalidInput
-from contextfs.fs.handler import RoleBase
 from contextfs.fs.inode import SESSIONS_DIR, Handle, Inode, Role, SessionDir, ns
-from contextfs.fs.query import SearchPort
+from contextfs.fs.roles.base import Refusals, RoleBase
+from contextfs.fs.searchport import SearchPort
+from contextfs.fs.table import InodeTable
 from contextfs.search.retrieval import Hit, QueryOptions
 
 if TYPE_CHECKING:
-    from contextfs.fs.tree import Tree
+    from contextfs.memory.service import Memory
 
 # How many memories a session's context.md asks the search for (the token budget then
 # decides how many of them fit). A default for `SessionsConfig.k`, not a rule.
@@ -60,12 +61,17 @@ class Sessions(RoleBase):
 
     def __init__(
         self,
-        tree: Tree,
+        table: InodeTable,
+        memory: Memory,
         intake: Intake | None,
         search: SearchPort | None,
         config: SessionsConfig | None,
+        *,
+        refusals: Refusals,
     ) -> None:
-        super().__init__(tree)
+        super().__init__(table)
+        self.memory = memory
+        self.refusals = refusals
         self.intake = intake
         self.search = search
         self.config = config or SessionsConfig()
@@ -74,7 +80,7 @@ class Sessions(RoleBase):
         self._contexts: dict[tuple[str, str, str], tuple[tuple[object, ...], bytes]] = {}
 
     def add_dir(self, d: Inode, owner: tuple[str, str]) -> None:
-        self.tree.new_dir(Role.SESSIONS, SESSIONS_DIR, d, 0o755, owner=owner, populated=False)
+        self.table.new_dir(Role.SESSIONS, SESSIONS_DIR, d, 0o755, owner=owner, populated=False)
 
     def populate(self, d: Inode) -> None:
         d.populated = True
@@ -84,7 +90,7 @@ class Sessions(RoleBase):
                 self._show(d, sess)
 
     def _show(self, d: Inode, sess: Session) -> Inode:
-        t = self.tree
+        t = self.table
         payload = SessionDir(sess)
         sd = t.new_dir(
             Role.SESSION,
@@ -146,7 +152,7 @@ class Sessions(RoleBase):
     def _state(self, sess: Session) -> tuple[object, ...]:
         """What context.md depends on: the store, the index, the session's turns."""
         index = self.search.generation if self.search is not None else 0
-        gen = self.tree.memory.generation
+        gen = self.memory.generation
         return (gen, index, len(sess.transcript), sess.processed, sess.summary)
 
     def _context_now(self, sess: Session) -> bytes:
@@ -201,13 +207,13 @@ class Sessions(RoleBase):
         old = sess.transcript.encode()
         if not data.startswith(old):
             inode.data, inode.dirty = None, False
-            self.tree.invalidate(inode)
+            self.table.invalidate(inode)
             exc = InvalidInput("transcript.jsonl is append-only: add lines with >>")
-            self.tree.refuse(inode, exc, data[len(old) :] or data)
+            self.refusals.refuse(inode, exc, data[len(old) :] or data)
             raise exc
         self.intake.record(sess, data[len(old) :])
         inode.data, inode.dirty = None, False
-        self.tree.invalidate(inode, attr_only=True)
+        self.table.invalidate(inode, attr_only=True)
 
     async def _act(self, sd: Inode, command: str) -> None:
         """compact / end: extract what is pending (off the event loop), then act."""
@@ -222,5 +228,5 @@ class Sessions(RoleBase):
         self._contexts.pop(self._key(sess), None)
         if sd.parent is not None:  # the session directory is gone
             for c in list((sd.children or {}).values()):
-                self.tree.unlink_inode(c)
-            self.tree.unlink_inode(sd)
+                self.table.unlink_inode(c)
+            self.table.unlink_inode(sd)

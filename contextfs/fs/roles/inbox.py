@@ -17,7 +17,6 @@ import trio
 
 from contextfs.conversations.inbox import MEDIA_SUFFIXES, TEXT_SUFFIXES, InboxItem, Intake
 from contextfs.errors import ContextFSError, Forbidden, InvalidInput, NotAccepted
-from contextfs.fs.handler import RoleBase
 from contextfs.fs.inode import (
     INBOX_DIR,
     Handle,
@@ -27,6 +26,9 @@ from contextfs.fs.inode import (
     is_temp_name,
     ns,
 )
+from contextfs.fs.roles.base import RoleBase
+from contextfs.fs.roles.sessions import Sessions
+from contextfs.fs.table import InodeTable
 from contextfs.memory.document import TRACE_SUFFIX
 from contextfs.memory.redact import secret_filename_reason
 
@@ -37,22 +39,26 @@ REPORT_SUFFIX = ".report.md"  # beside each item: what processing did, or why it
 BIG_INBOX_FILE = 1024 * 1024
 
 if TYPE_CHECKING:
-    from contextfs.fs.tree import Tree
+    from contextfs.memory.service import Memory
 
 
 class Inbox(RoleBase):
     roles = frozenset({Role.INBOX, Role.INBOX_NEW, Role.INBOX_ITEM, Role.INBOX_REPORT})
 
-    def __init__(self, tree: Tree, intake: Intake | None) -> None:
-        super().__init__(tree)
+    def __init__(
+        self, table: InodeTable, memory: Memory, intake: Intake | None, *, sessions: Sessions
+    ) -> None:
+        super().__init__(table)
+        self.memory = memory
         self.intake = intake
+        self.sessions = sessions  # `.sessions` is made beside each `.inbox`
 
     def add_dirs(self, d: Inode, owner: tuple[str, str]) -> None:
         """The intake directories of an owner (or the root): `.inbox` and `.sessions`."""
         if self.intake is None:
             return
-        self.tree.new_dir(Role.INBOX, INBOX_DIR, d, 0o755, owner=owner, populated=False)
-        self.tree.sessions.add_dir(d, owner)
+        self.table.new_dir(Role.INBOX, INBOX_DIR, d, 0o755, owner=owner, populated=False)
+        self.sessions.add_dir(d, owner)
 
     def populate(self, d: Inode) -> None:
         d.populated = True
@@ -68,7 +74,7 @@ class Inbox(RoleBase):
             stem, dot, ext = name.rpartition(".")
             name = f"{stem}-{item.id}.{ext}" if dot and stem else f"{name}-{item.id}"
         entry = InboxEntry(item)
-        inode = self.tree.new(
+        inode = self.table.new(
             Role.INBOX_ITEM,
             stat.S_IFREG | 0o444,
             name,
@@ -77,7 +83,7 @@ class Inbox(RoleBase):
             mtime_ns=ns(item.created),
             payload=entry,
         )
-        self.tree.new(
+        self.table.new(
             Role.INBOX_REPORT,
             stat.S_IFREG | 0o444,
             name + REPORT_SUFFIX,
@@ -113,9 +119,9 @@ class Inbox(RoleBase):
 
     def changed(self) -> None:
         """Processing moved on: every report shows the new state."""
-        for inode in list(self.tree.inodes.values()):
+        for inode in list(self.table.inodes.values()):
             if inode.role == Role.INBOX_REPORT:
-                self.tree.invalidate(inode)
+                self.table.invalidate(inode)
 
     # ---- new files -----------------------------------------------------------------------
 
@@ -137,7 +143,7 @@ class Inbox(RoleBase):
 
     def create(self, d: Inode, name: str, mode: int, flags: int, uid: int, gid: int) -> Handle:
         role = self.new_file_role(d, name)
-        inode = self.tree.new(
+        inode = self.table.new(
             role,
             stat.S_IFREG | stat.S_IMODE(mode),
             name,
@@ -147,7 +153,7 @@ class Inbox(RoleBase):
             uid=uid,
             gid=gid,
         )
-        return self.tree.new_handle(inode, flags)
+        return self.table.new_handle(inode, flags)
 
     # ---- files ---------------------------------------------------------------------------
 
@@ -162,7 +168,7 @@ class Inbox(RoleBase):
         report = d.children.get(child.name + REPORT_SUFFIX)
         for inode in (child, report):
             if inode is not None:
-                self.tree.unlink_inode(inode)
+                self.table.unlink_inode(inode)
 
     def content(self, inode: Inode) -> bytes:
         assert self.intake is not None
@@ -213,7 +219,7 @@ class Inbox(RoleBase):
         the mount serves other requests meanwhile: its bytes redacted and what was found;
         None for a small one, or when the file changed while it ran (stored as a small
         one: redacted at commit)."""
-        redactor = self.tree.memory.redactor
+        redactor = self.memory.redactor
         data = inode.data
         if inode.role != Role.INBOX_NEW or redactor is None or data is None:
             return None
@@ -258,9 +264,9 @@ class Inbox(RoleBase):
     def _replace(self, inode: Inode, item: InboxItem, parent: Inode) -> None:
         """The stored item (and its report) in the place of the file handed in (in
         `parent`, where it was closed); a refusal is raised for close() to show."""
-        path = self.tree.child_path(parent, inode.name)
+        path = self.table.child_path(parent, inode.name)
         if inode.parent is not None:  # not removed while it was stored
-            self.tree.unlink_inode(inode)  # the stored item (redacted) takes its place
+            self.table.unlink_inode(inode)  # the stored item (redacted) takes its place
         shown = self._show(parent, item)
         inode.dirty = False
         refused = self.refusal(inode.name) if item.state == "refused" else None
@@ -268,6 +274,6 @@ class Inbox(RoleBase):
             # close() says so (cp exits 1); the item and its report stay (a secret
             # store without its bytes), and .status points at the report
             refused.reason += f" (see {shown.name}.report.md)"
-            self.tree.memory.refuse(path, refused)
+            self.memory.refuse(path, refused)
             refused.recorded = True  # type: ignore[attr-defined]
             raise refused

@@ -18,16 +18,19 @@ import stat
 from typing import TYPE_CHECKING
 
 from contextfs.errors import ContextFSError, ReadOnly
-from contextfs.fs.handler import RoleBase
-from contextfs.fs.inode import META_FILE, NAME_MAX, Handle, Inode, Role, ns
-from contextfs.fs.query import SearchPort
+from contextfs.fs.inode import META_FILE, NAME_MAX, Handle, Inode, Role
+from contextfs.fs.perms import Perms
+from contextfs.fs.roles.attachments import Attachments
+from contextfs.fs.roles.base import Refusals, RoleBase
+from contextfs.fs.roles.nodes import Nodes
+from contextfs.fs.searchport import SearchPort
+from contextfs.fs.table import InodeTable
 from contextfs.memory.document import decode_text, trace_name
 from contextfs.memory.texts import LRU
 from contextfs.model import Access, Node
 
 if TYPE_CHECKING:
-    from contextfs.fs.tree import Tree
-    from contextfs.memory.service import Refusal
+    from contextfs.memory.service import Memory, Refusal
 
 log = logging.getLogger(__name__)
 
@@ -35,9 +38,23 @@ log = logging.getLogger(__name__)
 class Tiers(RoleBase):
     roles = frozenset({Role.TIER, Role.META, Role.VERSION, Role.DROP, Role.SCRATCH})
 
-    def __init__(self, tree: Tree, search: SearchPort | None) -> None:
-        super().__init__(tree)
-        self.memory = tree.memory
+    def __init__(
+        self,
+        table: InodeTable,
+        memory: Memory,
+        *,
+        nodes: Nodes,
+        attachments: Attachments,
+        perms: Perms,
+        refusals: Refusals,
+        search: SearchPort | None,
+    ) -> None:
+        super().__init__(table)
+        self.memory = memory
+        self.nodes = nodes  # the node directories these files are in
+        self.attachments = attachments  # a refused write's trace in a node is one
+        self.perms = perms
+        self.refusals = refusals
         self.search = search
         # meta.yaml bytes by node id: the hot ones only
         self._meta_cache: LRU[int, tuple[tuple[object, ...], bytes]] = LRU(4096)
@@ -45,7 +62,7 @@ class Tiers(RoleBase):
     # ---- reading -------------------------------------------------------------------------
 
     def content(self, inode: Inode) -> bytes:
-        cache = self.tree.file_cache
+        cache = self.table.file_cache
         n = inode.node
         if inode.role == Role.TIER and n is not None and inode.tier is not None:
             cached = cache.get(inode.ino)
@@ -66,7 +83,7 @@ class Tiers(RoleBase):
     def size(self, inode: Inode) -> int:
         n = inode.node
         if inode.role == Role.TIER and n is not None and inode.tier is not None:
-            cached = self.tree.file_cache.get(inode.ino)
+            cached = self.table.file_cache.get(inode.ino)
             # a node's L1/L2 may be in the store only (memory.texts): stat does not load it
             return len(cached) if cached is not None else n.tier_size(inode.tier)
         if inode.role == Role.VERSION and inode.node is not None:
@@ -104,7 +121,7 @@ class Tiers(RoleBase):
     async def opened(self, h: Handle) -> None:
         # Opening a file never counts as an access: `cat`, `grep -r`, rsync and backups
         # read without changing anything (meta.yaml keeps its size while it is copied).
-        # What counts is reading a `.query` answer (fs.query: count_access).
+        # What counts is reading a `.query` answer (fs.roles.query: count_access).
         if h.inode.role == Role.META:
             h.inode.listed = True
 
@@ -112,11 +129,11 @@ class Tiers(RoleBase):
         """An access to n (SPEC §7), which meta.yaml shows: forget what the kernel cached
         of meta.yaml, once until it is looked at again."""
         self.memory.record_access(n)
-        d = self.tree.nodes.node_inode(n)
+        d = self.nodes.node_inode(n)
         meta = d.children.get(META_FILE) if d is not None and d.children else None
         if meta is not None and meta.listed:
             meta.listed = False
-            self.tree.invalidate(meta)
+            self.table.invalidate(meta)
 
     # ---- commit points -------------------------------------------------------------------
 
@@ -159,7 +176,7 @@ class Tiers(RoleBase):
             if inode.dirty and inode.data:
                 self.route_drop(inode)
             elif inode.parent is not None and not inode.data:
-                self.tree.unlink_inode(inode)  # an empty drop (touch) is not a memory
+                self.table.unlink_inode(inode)  # an empty drop (touch) is not a memory
         elif inode.dirty and inode.parent is not None:
             self.commit(inode)
 
@@ -188,14 +205,14 @@ class Tiers(RoleBase):
         assert h.buffer is not None and inode.node is not None and inode.tier is not None
         data = bytes(h.buffer)
         if h.rebase is not None:  # O_APPEND: what it appended, after the file as it is now
-            data = bytes(self.tree.file_bytes(inode)) + data[h.rebase :]
+            data = bytes(self.bytes_of(inode)) + data[h.rebase :]
         h.dirty = False
         try:
             stored = self.save_tier(inode, inode.node, inode.tier, data)
         except ContextFSError as exc:
-            refusal = self.tree.refuse(inode, exc, data)
+            refusal = self.refusals.refuse(inode, exc, data)
             h.buffer = bytearray(inode.node.tier(inode.tier).encode("utf-8"))
-            self.tree.invalidate(inode)
+            self.table.invalidate(inode)
             self.leave_trace(inode.parent, inode.name, data, refusal)
             raise
         # the handle now holds what is stored (a redacted secret included)
@@ -204,8 +221,8 @@ class Tiers(RoleBase):
             h.rebase = len(h.buffer)
 
     def commit(self, inode: Inode) -> None:
-        """Make an inode's written bytes durable according to its role (a truncate of a
-        file that is not open comes here for attachments too)."""
+        """Make an inode's written bytes durable according to its role: a tier's save, a
+        scratch file parked."""
         role = inode.role
         if role == Role.SCRATCH and inode.data is not None:
             self.park(inode)
@@ -216,27 +233,18 @@ class Tiers(RoleBase):
             if role == Role.TIER:
                 assert inode.node is not None and inode.tier is not None
                 self.save_tier(inode, inode.node, inode.tier, bytes(inode.data))
-            elif role == Role.ATTACH and inode.att is not None:
-                self.tree.attachments.commit(inode)
         except ContextFSError as exc:
             data = bytes(inode.data)
-            refusal = self.tree.refuse(inode, exc, data)
+            refusal = self.refusals.refuse(inode, exc, data)
             inode.dirty = False
-            if role == Role.TIER:
-                assert inode.node is not None and inode.tier is not None
-                inode.data = (
-                    None
-                    if inode.opened <= 0
-                    else bytearray(inode.node.tier(inode.tier).encode("utf-8"))
-                )
-                self.tree.invalidate(inode)
-                self.leave_trace(inode.parent, inode.name, data, refusal)
-            elif role == Role.ATTACH and inode.att is not None:
-                # the file shows what is stored (the rollback put its record back), as a
-                # remount would: refused bytes are not shown as if they were kept
-                inode.data, inode.changed = None, None
-                inode.mtime_ns = ns(inode.att.mtime)
-                self.tree.invalidate(inode)
+            assert inode.node is not None and inode.tier is not None
+            inode.data = (
+                None
+                if inode.opened <= 0
+                else bytearray(inode.node.tier(inode.tier).encode("utf-8"))
+            )
+            self.table.invalidate(inode)
+            self.leave_trace(inode.parent, inode.name, data, refusal)
             raise
         inode.dirty = False
 
@@ -249,12 +257,12 @@ class Tiers(RoleBase):
         else:
             changed = self.memory.save_pinned(n, tier, text)
         if changed:
-            self.tree.nodes.changed(n, writer=inode)
+            self.nodes.changed(n, writer=inode)
             stored = n.tier(tier).encode("utf-8")
             if stored != data:  # a secret was redacted: the file shows what is stored
                 if inode.data is not None:
                     inode.data = bytearray(stored) if inode.opened > 0 else None
-                self.tree.invalidate(inode)
+                self.table.invalidate(inode)
                 return stored
         return None
 
@@ -287,20 +295,20 @@ class Tiers(RoleBase):
         """A parked file's owner, group and mode, to show again after a remount (None:
         the defaults, the daemon's user and 0644)."""
         mode = stat.S_IMODE(inode.mode)
-        if (inode.uid, inode.gid, mode) == (self.tree.uid, self.tree.gid, 0o644):
+        if (inode.uid, inode.gid, mode) == (self.table.uid, self.table.gid, 0o644):
             return None
         return Access(inode.uid, inode.gid, mode, mode)
 
     def restore_parked(self) -> None:
         """At mount: show the parked files again where they were closed."""
         for drop_id, owner, tname, filename, data in self.memory.parked_files():
-            od = self.tree.nodes.owner_dirs.get(owner)
+            od = self.nodes.owner_dirs.get(owner)
             ctype = self.memory.types.get(tname)
             d = od.children.get(ctype.type_dir) if od and od.children and ctype else None
             if d is None or d.children is None or filename in d.children:
                 continue
             a = self.memory.access.get(("parked", str(drop_id)))
-            self.tree.new(
+            self.table.new(
                 Role.SCRATCH,
                 stat.S_IFREG | (a.file_mode if a else 0o644),
                 filename,
@@ -310,8 +318,8 @@ class Tiers(RoleBase):
                 ctype=ctype,
                 data=bytearray(data),
                 drop_id=drop_id,
-                uid=a.uid if a else self.tree.uid,
-                gid=a.gid if a else self.tree.gid,
+                uid=a.uid if a else self.table.uid,
+                gid=a.gid if a else self.table.gid,
             )
 
     def route_drop(self, inode: Inode) -> None:
@@ -323,7 +331,7 @@ class Tiers(RoleBase):
         try:
             res = self.memory.route(inode.owner, inode.ctype, inode.name, data)
         except ContextFSError as exc:
-            refusal = self.tree.refuse(inode, exc, data)
+            refusal = self.refusals.refuse(inode, exc, data)
             self._forget_drop(inode, parent)
             self.leave_trace(
                 parent, inode.name, data, refusal, inode.uid, inode.gid, stat.S_IMODE(inode.mode)
@@ -333,7 +341,7 @@ class Tiers(RoleBase):
             self._forget_drop(inode, parent)
             raise
         self._forget_drop(inode, parent)
-        self.tree.nodes.routed(res.node, res.created)
+        self.nodes.routed(res.node, res.created)
 
     def _forget_drop(self, inode: Inode, parent: Inode | None) -> None:
         """A drop was routed or refused: it leaves the tree, and its pending row the store."""
@@ -342,7 +350,7 @@ class Tiers(RoleBase):
             inode.drop_id = None
         if parent is not None:
             # drops are never cached by the kernel (volatile): no invalidation needed
-            self.tree.unlink_inode(inode)
+            self.table.unlink_inode(inode)
 
     # ---- traces of refused writes --------------------------------------------------------
 
@@ -366,7 +374,7 @@ class Tiers(RoleBase):
         deleted and is private with it. It takes the owner, group and mode of the refused
         file (a tier's: the node's), so no one reads it who could not read that. A later
         refusal of the same NAME replaces it (every refused write is also in refused/)."""
-        t = self.tree
+        t = self.table
         if d is None or d.trashed or not data or d.role not in (Role.TYPEDIR, Role.NODE):
             return
         if self.memory.failsafe:
@@ -383,14 +391,17 @@ class Tiers(RoleBase):
             body = self.memory.trace_of(refusal, tname, data)
             n = d.node
             if d.role == Role.NODE and n is not None:
-                a = self.tree.perms.node_access(n)
-                if old is not None:
-                    t.handler(old).unlink(d, old)
+                a = self.perms.node_access(n)
+                if old is not None:  # a scratch file or an attachment
+                    if old.role == Role.ATTACH:
+                        self.attachments.unlink(d, old)
+                    else:
+                        self.unlink(d, old)
                 att = self.memory.add_attachment(
                     n, None, tname, "file", a.file_mode if mode is None else mode, data=body
                 )
-                inode = t.attachments.inode_for(d, n, att)
-                t.perms.created(
+                inode = self.attachments.inode_for(d, n, att)
+                self.perms.created(
                     inode, att.mode, a.uid if uid is None else uid, a.gid if gid is None else gid
                 )
             else:
@@ -410,7 +421,7 @@ class Tiers(RoleBase):
                     gid=t.gid if gid is None else gid,
                 )
                 self.park(inode)
-            t.touch_dir(d)
+            self.attachments.touch_dir(d)
         except ContextFSError as exc:
             # the refusal itself is recorded and its bytes kept: only the trace is missing
             log.warning("no trace of the refused write %s: %s", t.child_path(d, tname), exc)
@@ -422,7 +433,7 @@ class Tiers(RoleBase):
             # Derived: they go with their node. `rm -r` of the node removes its tiers first
             # and then passes over these (0, nothing hidden, the rmdir of the node follows);
             # anywhere else (`rm meta.yaml`, `tar x` over a node, `rm -r .history`): EACCES.
-            if self.tree.nodes.emptying(d if child.role == Role.META else d.parent):
+            if self.nodes.emptying(d if child.role == Role.META else d.parent):
                 return
             raise ReadOnly(
                 f"{child.name} is derived and read-only; it goes with its node (rm -r the node)"
@@ -430,9 +441,9 @@ class Tiers(RoleBase):
         if child.role == Role.TIER:
             # Hidden, not changed: editors and `mv` remove the name before writing a new
             # file, and `rm -r` removes it before rmdir. The stored text stays.
-            self.tree.unlink_inode(child)
+            self.table.unlink_inode(child)
             return
         if child.drop_id is not None:  # a drop or a scratch file
             self.memory.forget_drop(child.drop_id)
-        self.tree.unlink_inode(child)
-        self.tree.touch_dir(d)
+        self.table.unlink_inode(child)
+        self.attachments.touch_dir(d)

@@ -2,13 +2,14 @@
 
 Decides what `user/`, `agent/`, an owner, a type directory and a node directory contain:
 where a node's directory is placed (its type directory, or the trash for a deleted or
-archived one, via `fs.trash`), how a node directory is populated on first use (tiers,
+archived one, via `fs.roles.trash`), how a node directory is populated on first use (tiers,
 meta.yaml, .history, attachments), what a new name in one of them becomes (a tier, a
 routed drop, an editor's scratch file, an attachment), and how the tree follows a node the
 daemon changed (a save, a routed drop, consolidation, the indexer).
 
-The files themselves (tiers, meta.yaml, versions, drops, scratch) are `fs.tiers`;
-attachments are `fs.attachments`.
+The files themselves (tiers, meta.yaml, versions, drops, scratch) are `fs.roles.tiers`;
+attachments are `fs.roles.attachments`; an owner's `.inbox` and `.sessions` are made by
+`fs.roles.inbox` with the owner's directory.
 """
 
 from __future__ import annotations
@@ -21,7 +22,7 @@ from collections.abc import Iterator
 from typing import TYPE_CHECKING
 
 from contextfs.errors import InvalidInput, NotEmpty, NotPermitted, ReadOnly
-from contextfs.fs.handler import RoleBase, missing
+from contextfs.fs.buffers import Buffers
 from contextfs.fs.inode import (
     ARCHIVE_DIR,
     HISTORY_DIR,
@@ -38,13 +39,18 @@ from contextfs.fs.inode import (
     is_temp_name,
     ns,
 )
+from contextfs.fs.roles.attachments import Attachments
+from contextfs.fs.roles.base import RoleBase, missing
+from contextfs.fs.roles.inbox import Inbox
+from contextfs.fs.roles.trash import Trash
+from contextfs.fs.table import InodeTable
 from contextfs.model import Node
 
 # `.history` version lists read together when one is listed (`_prefetch_history`)
 HISTORY_BATCH = 1000
 
 if TYPE_CHECKING:
-    from contextfs.fs.tree import Tree
+    from contextfs.memory.service import Memory
 
 
 HOT_TYPE_DIRS = 64  # built type directories kept before the cold ones are emptied
@@ -55,9 +61,23 @@ _RELEASABLE = frozenset({Role.NODE, Role.TIER, Role.META, Role.HISTORY, Role.VER
 class Nodes(RoleBase):
     roles = frozenset({Role.KIND, Role.OWNER, Role.TYPEDIR, Role.NODE, Role.HISTORY})
 
-    def __init__(self, tree: Tree) -> None:
-        super().__init__(tree)
-        self.memory = tree.memory
+    def __init__(
+        self,
+        table: InodeTable,
+        memory: Memory,
+        *,
+        attachments: Attachments,
+        trash: Trash,
+        inbox: Inbox,
+        buffers: Buffers,
+    ) -> None:
+        super().__init__(table)
+        self.memory = memory
+        self.attachments = attachments  # what a node holds besides its tiers
+        self.trash = trash  # where a deleted or archived node's directory is
+        self.inbox = inbox  # an owner's intake directories
+        self.buffers = buffers  # a new tier is opened with a buffer of its own
+        self.kinds: dict[str, Inode] = {}  # user/ and agent/
         self.owner_dirs: dict[tuple[str, str], Inode] = {}
         # built type directories, least recently used first: past HOT_TYPE_DIRS the cold
         # ones let their node directories go (`_evict_cold`)
@@ -67,10 +87,15 @@ class Nodes(RoleBase):
 
     # ---- building ------------------------------------------------------------------------
 
+    def add_kinds(self, root: Inode) -> None:
+        self.kinds = {k: self.table.new_dir(Role.KIND, k, root) for k in ("user", "agent")}
+
     def build(self) -> None:
-        self.tree.attachments.load_index()
+        """Every owner's directory; the directories of the trashed and archived nodes and
+        of the singletons."""
+        self.attachments.load_index()
         for owner in sorted(self.memory.owners):
-            self.tree.add_owner(owner)
+            self.add_owner(owner)
         # a type directory builds its node directories when first used (`populate`):
         # mount time and memory do not grow with the nodes no one looks at. Read from the
         # store (memory.heads): the trashed and archived nodes, and the singletons
@@ -79,11 +104,11 @@ class Nodes(RoleBase):
             self.place(n)
         for n in self.memory.walk(types=singletons):
             self.place(n)
-        self.tree.tiers.restore_parked()
 
     def add_owner(self, owner: tuple[str, str]) -> Inode:
-        t = self.tree
-        od = t.new_dir(Role.OWNER, owner[1], t.kinds[owner[0]], owner=owner)
+        """An owner's directory with its type directories, trash and intake directories."""
+        t = self.table
+        od = t.new_dir(Role.OWNER, owner[1], self.kinds[owner[0]], owner=owner)
         self.owner_dirs[owner] = od
         for ct in self.memory.types_for(owner[0]):
             if ct.singleton:
@@ -92,7 +117,19 @@ class Nodes(RoleBase):
                 t.new_dir(Role.TYPEDIR, ct.type_dir, od, owner=owner, ctype=ct, populated=False)
         t.new_dir(Role.TRASH, TRASH_DIR, od, 0o755, owner=owner)
         t.new_dir(Role.TRASH, ARCHIVE_DIR, od, 0o755, owner=owner)
+        self.inbox.add_dirs(od, owner)
         return od
+
+    def owner_joined(self, owner: tuple[str, str]) -> None:
+        """An owner made outside a request (another mount on a shared store): its
+        directory appears in user/ or agent/, and the kernel's listing of that is dropped."""
+        kind = self.kinds[owner[0]]
+        if kind.children is not None and owner[1] in kind.children:
+            return
+        self.add_owner(owner)
+        self.table.touch_dir(kind)
+        self.table.listing_changed(kind)
+        self.table.invalidate(kind, attr_only=True)
 
     def place(self, n: Node) -> Inode | None:
         """Put a node's directory where it belongs (its type dir, or the owner's trash)."""
@@ -101,7 +138,7 @@ class Nodes(RoleBase):
         if od is None or ctype is None:
             return None
         if n.deleted_at is not None or n.archived_at is not None:
-            return self.tree.trash.place(od, ctype, n)
+            return self.trash.place(od, ctype, n)
         assert od.children is not None
         if ctype.singleton:
             d = od.children.get(ctype.type_dir)
@@ -112,7 +149,7 @@ class Nodes(RoleBase):
                 d.children = {
                     k: v for k, v in d.children.items() if v.role in (Role.DROP, Role.SCRATCH)
                 }
-                self.tree.listing_changed(d)
+                self.table.listing_changed(d)
                 d.ndirs = 0
             return d
         td = od.children.get(ctype.type_dir)
@@ -121,7 +158,7 @@ class Nodes(RoleBase):
         found = (td.children or {}).get(n.name) if not td.populated else None
         if found is not None and found.node is n:  # built by a lookup before the listing
             return found
-        return self.tree.new_dir(
+        return self.table.new_dir(
             Role.NODE,
             n.name,
             td,
@@ -138,7 +175,7 @@ class Nodes(RoleBase):
         if d.populated:
             return
         d.populated = True
-        t = self.tree
+        t = self.table
         if d.role == Role.TYPEDIR:
             assert d.children is not None and d.ctype is not None
             for live in self._live_in(d):
@@ -167,7 +204,7 @@ class Nodes(RoleBase):
             return
         if d.trashed or n.deleted_at is not None or d.att_rescan:
             d.att_rescan = False
-            t.attachments.rescan(n)
+            self.attachments.rescan(n)
         assert d.children is not None
         ro = 0o444 if d.trashed else 0o644
         for fname, tier in TIER_FILES.items():
@@ -175,9 +212,9 @@ class Nodes(RoleBase):
                 t.new(Role.TIER, stat.S_IFREG | ro, fname, d, node=n, tier=tier)
         t.new(Role.META, stat.S_IFREG | 0o444, META_FILE, d, node=n)
         t.new_dir(Role.HISTORY, HISTORY_DIR, d, 0o555, node=n, populated=False)
-        t.attachments.add_inodes(d, n, None)
+        self.attachments.add_inodes(d, n, None)
         if d.trashed:
-            t.trash.retag(d, trashed=True)
+            self.trash.retag(d, trashed=True)
 
     def _prefetch_history(self, d: Inode) -> None:
         """A `.history` is listed: the version lists of its node's siblings too, in one
@@ -216,9 +253,9 @@ class Nodes(RoleBase):
         if n is None or d.role == Role.HISTORY:
             return 0
         if d.att_rescan or d.trashed:
-            self.tree.ensure(d)
+            self.table.ensure(d)
             return d.ndirs
-        dirs = self.tree.attachments.unloaded_dirs(d, n)
+        dirs = self.attachments.unloaded_dirs(d, n)
         return dirs + (1 if d.role == Role.NODE else 0)  # a node also holds .history
 
     async def lookup(self, d: Inode, name: str) -> Inode:
@@ -229,7 +266,7 @@ class Nodes(RoleBase):
             if c is None:
                 n = self.memory.live_node(d.owner, d.ctype, name)
                 if n is None:
-                    raise missing(self.tree, d, name)
+                    raise missing(self.table, d, name)
                 c = self.place(n)
                 assert c is not None
             self.hot_dirs[d.ino] = d
@@ -268,7 +305,7 @@ class Nodes(RoleBase):
         for c in td.children.values():
             if not self._cold(c, inodes):
                 return False
-        t = self.tree
+        t = self.table
         for c in inodes:
             t.inodes.pop(c.ino, None)
             t.file_cache.pop(c.ino, None)
@@ -326,10 +363,10 @@ class Nodes(RoleBase):
         raise self.no_files_here(d)
 
     def create(self, d: Inode, name: str, mode: int, flags: int, uid: int, gid: int) -> Handle:
-        t = self.tree
+        t = self.table
         role = self.new_file_role(d, name)
         if role == Role.ATTACH:
-            return t.attachments.create_file(d, name, mode, flags, uid, gid)
+            return self.attachments.create_file(d, name, mode, flags, uid, gid)
         if role == Role.TIER:
             if d.node is None:  # first L2.md of a singleton
                 assert d.ctype is not None and d.owner is not None
@@ -349,7 +386,7 @@ class Nodes(RoleBase):
             t.touch_dir(d)
             # its own buffer, like any open for writing; a file created and closed empty
             # (`touch`) is saved empty at its close
-            return t.open_file(inode, flags | os.O_TRUNC)
+            return self.buffers.open(inode, flags | os.O_TRUNC)
         else:  # a drop or a scratch file
             inode = t.new(
                 role,
@@ -369,7 +406,7 @@ class Nodes(RoleBase):
     def mkdir(self, d: Inode, name: str, mode: int, uid: int, gid: int) -> Inode:
         if d.role == Role.KIND:
             self.memory.create_owner(d.name, name)
-            return self.tree.add_owner((d.name, name))
+            return self.add_owner((d.name, name))
         if d.role == Role.TYPEDIR:
             if is_editor_scratch(name) or name.startswith("."):
                 raise InvalidInput(f"{name!r} is not a node name")
@@ -381,7 +418,7 @@ class Nodes(RoleBase):
         if d.role == Role.NODE and d.node is not None and not d.trashed:
             if name in RESERVED_IN_NODE:
                 raise ReadOnly(f"{name} is reserved in a node")
-            return self.tree.attachments.mkdir(d, name, mode, uid, gid)
+            return self.attachments.mkdir(d, name, mode, uid, gid)
         if d.trashed:
             raise ReadOnly("a deleted node is read-only; restore it with mv first")
         raise self.no_files_here(d)
@@ -389,7 +426,7 @@ class Nodes(RoleBase):
     # ---- removing ------------------------------------------------------------------------
 
     async def rmdir(self, d: Inode, child: Inode) -> None:
-        t = self.tree
+        t = self.table
         t.ensure(child)
         if child.role == Role.HISTORY:
             # the versions go with their node, never alone: removing the node as a whole
@@ -428,7 +465,7 @@ class Nodes(RoleBase):
             return None
         assert od.children is not None
         if n.deleted_at is not None or n.archived_at is not None:
-            return self.tree.trash.find(od, ctype, n)
+            return self.trash.find(od, ctype, n)
         td = od.children.get(ctype.type_dir)
         if td is None or ctype.singleton:
             return td
@@ -437,7 +474,7 @@ class Nodes(RoleBase):
 
     def changed(self, n: Node, writer: Inode | None = None) -> None:
         """The daemon changed a node: refresh what the kernel may have cached about it."""
-        t = self.tree
+        t = self.table
         rewritten = self.memory.rewritten_versions.pop(n.id, set())
         d = self.node_inode(n)
         if d is None:
@@ -492,7 +529,7 @@ class Nodes(RoleBase):
 
     def refresh(self, nodes: list[Node]) -> None:
         """Nodes changed outside a request (consolidation): show each where it now is."""
-        t = self.tree
+        t = self.table
         for n in nodes:
             od = self.owner_dirs.get(n.owner)
             ctype = self.memory.types.get(n.type)
@@ -529,4 +566,4 @@ class Nodes(RoleBase):
                 else None
             )
             if meta is not None:
-                self.tree.invalidate(meta)
+                self.table.invalidate(meta)

@@ -6,9 +6,8 @@ hybrid search in a worker thread and shows the answer as a read-only directory: 
 symlinks to the matching nodes, `_context.md` (the hits packed into a token budget) and
 `_results.json`. A question's directory is computed once per index generation.
 
-`SearchPort` is what the fs layer needs of search: the searcher, the indexer's epoch (it
-moves whenever an index changed) and fsync's promise (`sync`, awaited by `fs.tiers`),
-and the options parser.
+What it needs of search is `fs.searchport.SearchPort`; a question's first read counts an
+access to each node it delivers (`fs.roles.tiers`).
 """
 
 from __future__ import annotations
@@ -17,55 +16,20 @@ import os
 import stat
 import urllib.parse
 from collections import OrderedDict
-from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
 import trio
 
 from contextfs.errors import InvalidInput, NotFound
-from contextfs.fs.handler import RoleBase
 from contextfs.fs.inode import QUERY_DIR, QUERY_ROLES, Handle, Inode, Invalidation, QueryDir, Role
-from contextfs.fs.perms import Caller
+from contextfs.fs.perms import Caller, Perms
+from contextfs.fs.roles.base import RoleBase
+from contextfs.fs.roles.tiers import Tiers
+from contextfs.fs.searchport import SearchPort
+from contextfs.fs.table import InodeTable
 from contextfs.memory.background import FOREGROUND
-from contextfs.model import Node
 from contextfs.search.bundle import pack_context, results_json
-from contextfs.search.indexer import Indexer
-from contextfs.search.retrieval import Hit, QueryOptions, Results, Searcher, parse_options
-
-if TYPE_CHECKING:
-    from contextfs.fs.tree import Tree
-
-
-@dataclass(frozen=True, slots=True)
-class SearchPort:
-    """Search as the fs layer uses it (None in a mount with `search: false`)."""
-
-    searcher: Searcher
-    indexer: Indexer
-    known_types: frozenset[str]
-    barrier_timeout: float = 30.0  # fsync waits at most this long for the index
-
-    @property
-    def generation(self) -> int:
-        """Moves whenever either index changed: an answer computed at another is stale."""
-        return self.indexer.epoch
-
-    def search(
-        self,
-        question: str,
-        scope: str,
-        opts: QueryOptions,
-        readable: Callable[[Node], bool] | None = None,
-        reader_key: str = "",
-    ) -> Results:
-        """Worker thread only (embedding, hnswlib, tantivy)."""
-        return self.searcher.search(question, scope, opts, readable, reader_key)
-
-    async def sync(self, node_ids: list[int]) -> None:
-        """fsync's promise (SPEC §3): these nodes, as stored, are found by BM25 when this
-        returns, whatever the indexer's backlog; their vectors follow ahead of it."""
-        await self.indexer.sync_nodes(node_ids, self.barrier_timeout)
+from contextfs.search.retrieval import Hit, QueryOptions, parse_options
 
 
 def _check_utf8(name: str) -> None:
@@ -102,10 +66,18 @@ class QueryDirs(RoleBase):
     roles = QUERY_ROLES
 
     def __init__(
-        self, tree: Tree, search: SearchPort | None, *, kept: int = QUERY_DIRS_KEPT
+        self,
+        table: InodeTable,
+        search: SearchPort | None,
+        *,
+        tiers: Tiers,
+        perms: Perms,
+        kept: int = QUERY_DIRS_KEPT,
     ) -> None:
-        super().__init__(tree)
+        super().__init__(table)
         self.search = search
+        self.tiers = tiers  # counts a read answer as an access to its nodes
+        self.perms = perms  # what a caller who is not root may read
         self.kept = kept
         # (directory inode, reader's key or "") -> its .query
         self._roots: dict[tuple[int, str], Inode] = {}
@@ -128,13 +100,13 @@ class QueryDirs(RoleBase):
         key = (d.ino, reader.key if reader is not None else "")
         root = self._roots.get(key)
         if root is None:
-            listed = d is self.tree.root and reader is None
-            root = self.tree.new(
+            listed = d is self.table.root and reader is None
+            root = self.table.new(
                 Role.QUERYROOT,
                 stat.S_IFDIR | 0o555,
                 QUERY_DIR,
                 d if listed else None,
-                payload=QueryDir("" if d is self.tree.root else self.tree.path(d), reader=reader),
+                payload=QueryDir("" if d is self.table.root else self.table.path(d), reader=reader),
             )
             root.parent = d  # its path is d's path + /.query
             self._roots[key] = root
@@ -170,12 +142,12 @@ class QueryDirs(RoleBase):
         if h.inode.role == Role.QFILE and qd is not None and qd.ino not in self._counted:
             self._counted.add(qd.ino)
             for hit in qd.query.hits:
-                self.tree.tiers.count_access(hit.node)
+                self.tiers.count_access(hit.node)
 
     def _options_dir(self, d: Inode, name: str) -> Inode:
         assert self.search is not None
         opts = parse_options(name, set(self.search.known_types))
-        return self.tree.new(
+        return self.table.new(
             Role.QUERYOPTS,
             stat.S_IFDIR | 0o555,
             name,
@@ -202,22 +174,22 @@ class QueryDirs(RoleBase):
     def _drop(self, qd: Inode) -> None:
         """Take a question's (or an options segment's) directory out of the tree: its
         names go, and so do the answer's bytes unless a file is open. The inodes the
-        kernel still holds stay in the table until it forgets them (Tree._maybe_free);
+        kernel still holds stay in the table until it forgets them (InodeTable.maybe_free);
         a lookup through them answers ENOENT, as in a removed directory. The kernel is
         told to drop the directory's name, so it forgets them now: it keeps an unused
         name until memory is short, and each kept a dozen inodes (~14 KB) in the table."""
         self._recent.pop(qd.ino, None)
         if qd.parent is not None:
-            self.tree.invalidations.append(Invalidation(qd.parent.ino, name=qd.name))
+            self.table.invalidations.append(Invalidation(qd.parent.ino, name=qd.name))
         for c in list((qd.children or {}).values()):
             if c.role in (Role.QUERY, Role.QUERYOPTS):
                 self._drop(c)
                 continue
-            self.tree.unlink_inode(c)
+            self.table.unlink_inode(c)
             if c.opened <= 0:
                 c.data = None
         if qd.parent is not None and (qd.parent.children or {}).get(qd.name) is qd:
-            self.tree.unlink_inode(qd)
+            self.table.unlink_inode(qd)
 
     def release(self, h: Handle) -> None:
         if h.inode.parent is None:  # its question went while the file was open
@@ -231,7 +203,7 @@ class QueryDirs(RoleBase):
         search = self.search
         assert search is not None
         generation = search.generation
-        perms = self.tree.perms
+        perms = self.perms
         readable = None if reader is None else (lambda n: perms.may_read(reader, n))
         reader_key = "" if reader is None else reader.key
 
@@ -250,7 +222,7 @@ class QueryDirs(RoleBase):
     def _install(self, d: Inode, name: str, answer: Answer) -> Inode:
         """The directory of a computed question (another lookup may have made it while
         this one searched: the newer generation wins)."""
-        t = self.tree
+        t = self.table
         assert d.children is not None
         old = d.children.get(name)
         if old is not None:

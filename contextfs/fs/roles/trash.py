@@ -2,32 +2,23 @@
 
 `rm -r` of a node soft-deletes it and its directory reappears here, read-only;
 consolidation puts nodes below their type's minimum importance in `.archive`. `mv` back
-into a type directory restores either (`fs.rename`); a deleted singleton (the profile) is
-restored by renaming it over the empty type directory. Nothing here writes the store
-except that restore.
+into a type directory restores either (`fs.roles.rename`); a deleted singleton (the
+profile) is restored by renaming it over the empty type directory. Nothing here writes the
+store.
 """
 
 from __future__ import annotations
 
 import stat
-from typing import TYPE_CHECKING
 
 from contextfs.ctxtypes import ContextType
-from contextfs.errors import NotEmpty
-from contextfs.fs.handler import RoleBase
 from contextfs.fs.inode import ARCHIVE_DIR, TRASH_DIR, Inode, Role, ns
+from contextfs.fs.roles.base import RoleBase
 from contextfs.model import Node
-
-if TYPE_CHECKING:
-    from contextfs.fs.tree import Tree
 
 
 class Trash(RoleBase):
     roles = frozenset({Role.TRASH, Role.TRASH_TYPE})
-
-    def __init__(self, tree: Tree) -> None:
-        super().__init__(tree)
-        self.memory = tree.memory
 
     @staticmethod
     def _box(od: Inode, n: Node) -> Inode:
@@ -40,12 +31,14 @@ class Trash(RoleBase):
         assert box.children is not None
         tt = box.children.get(ctype.type_dir)
         if tt is None:
-            tt = self.tree.new_dir(Role.TRASH_TYPE, ctype.type_dir, box, owner=n.owner, ctype=ctype)
+            tt = self.table.new_dir(
+                Role.TRASH_TYPE, ctype.type_dir, box, owner=n.owner, ctype=ctype
+            )
         assert tt.children is not None
         name = n.name or ctype.type_dir
         if name in tt.children:
             name = f"{name}.{n.id}"
-        return self.tree.new_dir(
+        return self.table.new_dir(
             Role.NODE,
             name,
             tt,
@@ -74,23 +67,3 @@ class Trash(RoleBase):
                 c.mode = stat.S_IFREG | (0o444 if trashed else 0o644)
             if c.is_dir:
                 self.retag(c, trashed=trashed)
-
-    def restore_singleton(self, src: Inode, dst: Inode) -> None:
-        """mv .trash/profile/profile profile: the deleted node's directory takes the place
-        of the empty one, as the kernel expects after a rename over an empty directory."""
-        t = self.tree
-        t.ensure(dst)
-        if any(c.role != Role.SCRATCH for c in (dst.children or {}).values()):
-            raise NotEmpty(f"{dst.name} is not empty")
-        n = src.node
-        assert n is not None and dst.owner is not None and dst.ctype is not None
-        self.memory.rename_node(n, dst.owner, dst.ctype, "")
-        owner_dir = dst.parent
-        assert owner_dir is not None
-        t.unlink_inode(src)
-        t.unlink_inode(dst)
-        src.name, src.trashed = dst.name, False
-        t.link_inode(owner_dir, src)
-        if src.populated:
-            self.retag(src, trashed=False)
-        t.nodes.changed(n)
