@@ -28,10 +28,11 @@ import tempfile
 import threading
 import time
 from collections.abc import Awaitable, Callable, Iterator
+from dataclasses import dataclass
 from importlib import metadata
 from pathlib import Path
 from types import TracebackType
-from typing import ParamSpec, Protocol, TypeVar
+from typing import Protocol, TypeVar
 
 import pyfuse3
 import trio
@@ -60,10 +61,10 @@ from contextfs.errors import (
     UsageError,
     VersionConflict,
 )
-from contextfs.fs.build import FsOptions, build_operations
+from contextfs.fs.build import Background, FsOptions, build_operations
 from contextfs.fs.ops import DIR_HANDLE_IS_INODE, Operations
 from contextfs.memory.background import BACKGROUND
-from contextfs.memory.cluster import ClusterSync, Loaded
+from contextfs.memory.cluster import ClusterSync
 from contextfs.memory.consolidate import ConsolidationService
 from contextfs.memory.remote import catch_up
 from contextfs.memory.service import Memory, Refusal
@@ -169,23 +170,69 @@ def _init_fuse(ops: Operations, mountpoint: Path, fuse_options: set[str]) -> Non
     raise refused(f"cannot mount {mountpoint}: {reason}") from None
 
 
-P = ParamSpec("P")
 R = TypeVar("R")
 
 
-def then_flush(refresh: Callable[P, object], flush: Callable[[], object]) -> Callable[P, None]:
-    """The `on_change` of a background service: show the change in the tree, then flush.
+@dataclass(frozen=True, slots=True)
+class Status:
+    """`.status` and `.status.json` of a mount: the same facts (`app.render_status`,
+    `status_json.render_status_json`), as a caller may see them."""
 
-    A service changes the memory outside any FUSE handler, so nothing else would send the
-    invalidations the tree queued (or wake the indexer) until the next kernel request.
-    `flush` is called late (`lambda: ops.flush_invalidations()`): the adapter is built after
-    the services it is given."""
+    memory: Memory
+    cfg: Config
+    mountpoint: Path
+    started: float
+    indexer: Indexer | None
+    intake: Intake
+    summaries: SummaryService | None
+    dir_cache: str
 
-    def changed(*args: P.args, **kwargs: P.kwargs) -> None:
-        refresh(*args, **kwargs)
-        flush()
+    def text(
+        self,
+        visible: Callable[[Refusal], bool] | None,
+        unsettled: Callable[[], int],
+        render: Callable[..., str] = render_status,
+    ) -> str:
+        return render(
+            self.memory,
+            self.cfg,
+            self.mountpoint,
+            self.started,
+            self.indexer,
+            self.intake,
+            self.dir_cache,
+            unsettled,
+            visible,
+            summaries=self.summaries,
+        )
 
-    return changed
+    def json(self, visible: Callable[[Refusal], bool] | None, unsettled: Callable[[], int]) -> str:
+        return self.text(visible, unsettled, render_status_json)
+
+
+def _waker(*services: Indexer | SummaryService | None) -> Callable[..., None]:
+    """A follower that wakes these services, whatever it is told."""
+
+    def wake(*_told: object) -> None:
+        for service in services:
+            if service is not None:
+                service.wake()
+
+    return wake
+
+
+def _dir_cache(cfg: Config) -> tuple[str, bool]:
+    """What `.status` says of directory listings, and whether the kernel keeps them."""
+    if cfg.dir_cache and DIR_HANDLE_IS_INODE:
+        return "kept by the kernel until they change (no opendir)", True
+    if cfg.dir_cache:
+        said = (
+            f"asked on every read: pyfuse3 {metadata.version('pyfuse3')} is not the "
+            "build from scripts/build_pyfuse3.py"
+        )
+        log.info("directory listings are not cached: %s", said)
+        return said, False
+    return "asked on every read (dir_cache: false in config.yaml)", False
 
 
 # Mount options that are ours, not the kernel's: they are removed before pyfuse3.init.
@@ -243,8 +290,7 @@ def _mount(
             images=image_vectors(cfg, clip),
             compact_units=cfg.vector_compact_units,
         )
-        searcher = Searcher(memory, indexer)
-        indexer.warm_up = searcher.warm_up
+        searcher = Searcher(memory, indexer, warm_up=True)
     intake = Intake(
         memory,
         extractor=extractor(cfg),
@@ -254,30 +300,16 @@ def _mount(
         clip=clip,
         describer=describer(cfg),
     )
-    cache_dirs = cfg.dir_cache and DIR_HANDLE_IS_INODE
-    if cache_dirs:
-        dir_cache = "kept by the kernel until they change (no opendir)"
-    elif cfg.dir_cache:
-        dir_cache = (
-            f"asked on every read: pyfuse3 {metadata.version('pyfuse3')} is not the "
-            "build from scripts/build_pyfuse3.py"
-        )
-        log.info("directory listings are not cached: %s", dir_cache)
-    else:
-        dir_cache = "asked on every read (dir_cache: false in config.yaml)"
-
-    def status(
-        visible: Callable[[Refusal], bool] | None = None, render: Callable[..., str] = render_status
-    ) -> str:
-        """`.status` (or, with `render_status_json`, `.status.json`): the same facts."""
-        args = (indexer, intake, dir_cache, lambda: ops.unsettled, visible)
-        return render(memory, cfg, mountpoint, started, *args, summaries=summaries)
-
-    def status_json(visible: Callable[[Refusal], bool] | None = None) -> str:
-        return status(visible, render_status_json)
-
-    summaries: SummaryService | None = None
-
+    consolidation = ConsolidationService(memory, cfg.consolidate_every)
+    llm_summaries = summarizer(cfg)
+    summaries = SummaryService(memory, llm_summaries) if llm_summaries is not None else None
+    cluster = None
+    if memory.store.dialect == "postgresql":  # other mounts may share it: docs/scaling.md
+        cluster = ClusterSync(memory)
+        # what another host committed reaches no subscriber here: index it, summarise it
+        cluster.follow(_waker(indexer, summaries))
+    dir_cache, cache_dirs = _dir_cache(cfg)
+    status = Status(memory, cfg, mountpoint, started, indexer, intake, summaries, dir_cache)
     ops, intake_service = build_operations(
         memory,
         FsOptions(
@@ -289,47 +321,11 @@ def _mount(
             session_budget=cfg.session_context_budget,
         ),
         status=status,
-        status_json=status_json,
         schema_files=schema_files(types),
         intake=intake,
-        indexer=indexer,
         searcher=searcher,
+        background=Background(indexer, consolidation, summaries, cluster),
     )
-    nodes = ops.tree.nodes  # what the tree shows of nodes changed outside a request
-
-    flush = ops.flush_invalidations
-    consolidation = ConsolidationService(
-        memory,
-        cfg.consolidate_every,
-        then_flush(lambda report: nodes.refresh(report.touched), flush),
-    )
-    llm_summaries = summarizer(cfg)
-    if llm_summaries is not None:
-        summaries = SummaryService(
-            memory,
-            llm_summaries,
-            on_change=then_flush(lambda n: nodes.refresh([n]), flush),
-        )
-    if indexer is not None:
-        indexer.on_indexed = then_flush(nodes.indexed, flush)
-    cluster = None
-    if memory.store.dialect == "postgresql":  # other mounts may share it: docs/scaling.md
-
-        def remote(items: Loaded) -> None:
-            owners, memory.new_owners = memory.new_owners, []
-            for owner in owners:
-                nodes.owner_joined(owner)
-            for n, created in items:
-                if created:
-                    nodes.routed(n, True)
-            nodes.refresh([n for n, created in items if not created])
-            # what another host committed reaches no subscriber here: index it, summarise it
-            if indexer is not None:
-                indexer.wake()
-            if summaries is not None:
-                summaries.wake()
-
-        cluster = ClusterSync(memory, then_flush(remote, flush))
     fuse_options = set(pyfuse3.default_options)
     # the kernel checks every access against the owners and modes the tree reports (the
     # stored ones: fs/perms.py); without it, under allow_other anyone could open anything

@@ -32,6 +32,7 @@ import logging
 import re
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
+from typing import Protocol
 
 import trio
 import xxhash
@@ -381,6 +382,13 @@ def split_turns(turns: Sequence[Turn], limit: int) -> list[list[Turn]]:
     return parts
 
 
+class IntakeFollower(Protocol):
+    """Who shows what the intake changed (fs.roles.nodes.Nodes)."""
+
+    def routed(self, n: Node, created: bool) -> None: ...
+    def add_owner(self, owner: tuple[str, str]) -> object: ...
+
+
 class Intake:
     """Inbox items and sessions over a Memory. Methods run in the daemon's trio thread,
     except `analyse`, which is pure and runs in a worker thread."""
@@ -422,7 +430,9 @@ class Intake:
             self.items[item.id] = item
         # the export being processed: item id -> (conversations done, conversations)
         self.processing: dict[int, tuple[int, int]] = {}
-        # the tree's hooks, held while a conversation's transaction is open (`_filing`)
+        # who shows what the intake changed (`follow`), and what they are told once a
+        # conversation's transaction commits (`_filing`)
+        self._followers: list[IntakeFollower] = []
         self._held: list[tuple[str, tuple]] | None = None
         self.sessions: dict[tuple[str, str, str], Session] = {}
         for kind, oid, sid, created, transcript, processed, summary in memory.sessions():
@@ -1094,12 +1104,18 @@ class Intake:
             self._hook("node_changed", res.node, res.created)
         return changed, refused
 
-    # hooks the tree sets, so new nodes and owners show up in the mount
+    def follow(self, follower: IntakeFollower) -> None:
+        """Tell `follower` (the tree) of the nodes and owners the intake made or changed,
+        once they are committed, so they show up in the mount."""
+        self._followers.append(follower)
+
     def node_changed(self, n: Node, created: bool) -> None:
-        pass
+        for f in self._followers:
+            f.routed(n, created)
 
     def owner_created(self, owner: tuple[str, str]) -> None:
-        pass
+        for f in self._followers:
+            f.add_owner(owner)
 
     # ---- sessions (SPEC §6) ---------------------------------------------------------------
 
@@ -1277,13 +1293,13 @@ class IntakeService(Service):
     """Processes pending inbox items and session extractions in the background.
 
     Woken by the change feed when an inbox item is stored, and by `Intake.record` when a
-    session has enough new turns. `on_change()` (optional) runs after each item or
-    extraction it finished; what they stored is published by the change feed as well."""
+    session has enough new turns. Its followers are told (with no argument) after each
+    item or extraction it finished, and as an export's report moves; what they stored is
+    published by the change feed as well."""
 
-    def __init__(self, intake: Intake, *, on_change: Callable[[], None] | None = None) -> None:
+    def __init__(self, intake: Intake) -> None:
         super().__init__()
         self.intake = intake
-        self.on_change = on_change
         intake.wake = self.wake
         self.unsubscribe = intake.memory.subscribe(self._committed)
 
@@ -1292,8 +1308,7 @@ class IntakeService(Service):
             self.wake()
 
     def _changed(self) -> None:
-        if self.on_change is not None:
-            self.on_change()
+        self._tell()
 
     async def run(self) -> None:
         while not self.stopping:

@@ -6,14 +6,17 @@ the peers it names, fills the role map the tree dispatches by, and builds the to
 tree. The daemon calls `build_operations` once with what it built (the memory, the search
 and intake services, configuration values) and gets the pyfuse3 `Operations` back, plus
 the `IntakeService` it runs in its nursery. This is the one place that ties the sessions'
-extraction and the background hooks (new nodes and owners from the inbox) to the tree.
+extraction and the background services (what the inbox, the indexer, consolidation, the
+summaries and other mounts change) to the tree: the tree `follow`s each of them.
 """
 
 from __future__ import annotations
 
+import functools
 import os
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import ParamSpec, Protocol
 
 from contextfs.conversations.inbox import Intake, IntakeService
 from contextfs.fs.buffers import Buffers
@@ -38,7 +41,11 @@ from contextfs.fs.roles.trash import Trash
 from contextfs.fs.searchport import SearchPort
 from contextfs.fs.table import InodeTable
 from contextfs.fs.tree import Tree
-from contextfs.memory.service import Memory
+from contextfs.memory.cluster import ClusterSync, Loaded
+from contextfs.memory.consolidate import ConsolidationService, Report
+from contextfs.memory.service import Memory, Refusal
+from contextfs.memory.summaries import SummaryService
+from contextfs.model import Node
 from contextfs.search.indexer import Indexer
 from contextfs.search.retrieval import Searcher
 
@@ -152,42 +159,79 @@ def _assemble(
     return tree, inbox
 
 
+P = ParamSpec("P")
+
+
+def then_flush(show: Callable[P, object], flush: Callable[[], object]) -> Callable[P, None]:
+    """What a background service changed, shown in the tree, then sent to the kernel.
+
+    A service changes the memory outside any FUSE handler, so nothing else would send the
+    invalidations the tree queued until the next kernel request."""
+
+    def changed(*args: P.args, **kwargs: P.kwargs) -> None:
+        show(*args, **kwargs)
+        flush()
+
+    return changed
+
+
+class StatusSource(Protocol):
+    """`.status` and `.status.json` of a mount: the facts, as a caller may see them
+    (`visible`), with the invalidations the adapter has not sent yet (`unsettled`)."""
+
+    def text(
+        self, visible: Callable[[Refusal], bool] | None, unsettled: Callable[[], int]
+    ) -> str: ...
+
+    def json(
+        self, visible: Callable[[Refusal], bool] | None, unsettled: Callable[[], int]
+    ) -> str: ...
+
+
+@dataclass(frozen=True, slots=True)
+class Background:
+    """The background services whose changes the tree shows (each optional)."""
+
+    indexer: Indexer | None = None
+    consolidation: ConsolidationService | None = None
+    summaries: SummaryService | None = None
+    cluster: ClusterSync | None = None
+
+
 def build_operations(
     memory: Memory,
     options: FsOptions,
     *,
-    status: Callable[..., str],
-    status_json: Callable[..., str] | None = None,
+    status: StatusSource,
     schema_files: dict[str, bytes],
     intake: Intake,
-    indexer: Indexer | None = None,
     searcher: Searcher | None = None,
+    background: Background = Background(),
 ) -> tuple[Operations, IntakeService]:
-    """The adapter over a tree over `memory`, and the intake service to run."""
+    """The adapter over a tree over `memory`, and the intake service to run. The tree
+    follows the intake and every background service given, to show what they change."""
+    indexer = background.indexer
     search = None
     if indexer is not None and searcher is not None:
         search = SearchPort(
             searcher, indexer, frozenset(memory.types), options.fsync_barrier_timeout
         )
+    service = IntakeService(intake)
 
-    def intake_changed() -> None:
-        inbox.changed()
-        ops.flush_invalidations()
+    def unsettled() -> int:  # the adapter wraps the tree: it is made just below
+        return ops.unsettled
 
-    service = IntakeService(intake, on_change=intake_changed)
     tree, inbox = _assemble(
         memory,
         None,
         None,
-        status,
-        status_json,
+        lambda visible=None: status.text(visible, unsettled),
+        lambda visible=None: status.json(visible, unsettled),
         schema_files,
         search,
         intake,
         SessionsConfig(options.session_budget, options.session_k, service),
     )
-    intake.node_changed = tree.nodes.routed  # type: ignore[method-assign]
-    intake.owner_created = tree.nodes.add_owner  # type: ignore[method-assign,assignment]
     ops = Operations(
         tree,
         entry_timeout=options.entry_timeout,
@@ -195,4 +239,35 @@ def build_operations(
         xattrs=options.xattrs,
         cache_dirs=options.cache_dirs,
     )
+    nodes, flush = tree.nodes, ops.flush_invalidations
+    intake.follow(nodes)
+    service.follow(then_flush(inbox.changed, flush))
+    if indexer is not None:
+        indexer.follow(then_flush(nodes.indexed, flush))
+    if background.consolidation is not None:
+
+        def consolidated(report: Report) -> None:
+            nodes.refresh(report.touched)
+
+        background.consolidation.follow(then_flush(consolidated, flush))
+    if background.summaries is not None:
+
+        def summarised(n: Node) -> None:
+            nodes.refresh([n])
+
+        background.summaries.follow(then_flush(summarised, flush))
+    if background.cluster is not None:
+        background.cluster.follow(then_flush(functools.partial(_loaded, memory, nodes), flush))
     return ops, service
+
+
+def _loaded(memory: Memory, nodes: Nodes, items: Loaded) -> None:
+    """What another mount of a shared store committed, loaded here: its new owners and
+    nodes shown, the nodes it changed refreshed."""
+    owners, memory.new_owners = memory.new_owners, []
+    for owner in owners:
+        nodes.owner_joined(owner)
+    for n, created in items:
+        if created:
+            nodes.routed(n, True)
+    nodes.refresh([n for n, created in items if not created])

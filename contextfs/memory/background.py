@@ -3,7 +3,8 @@
 A service's `run()` runs in the daemon's trio nursery until `stop()`; between rounds of
 work it sleeps until `wake()` (usually called from a `Memory.subscribe` callback when a
 commit concerns it) or a timeout. `stop()` sets a flag and wakes it, so `run()` returns
-at its next check instead of at the end of a sleep.
+at its next check instead of at the end of a sleep. Whoever shows what a service changed
+(the tree) `follow`s it.
 
 `BACKGROUND` tells a commit's listeners whether it was made by a background service (the
 daemon sets it in each service's task; the threads a task starts inherit it): the indexer
@@ -16,7 +17,7 @@ from __future__ import annotations
 import contextlib
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextvars import ContextVar
 
 import trio
@@ -72,6 +73,16 @@ class Service:
         self._token: trio.lowlevel.TrioToken | None = None
         self._loop_thread = 0
         self._bind()
+        self._followers: list[Callable[..., object]] = []
+
+    def follow(self, follower: Callable[..., object]) -> None:
+        """Call `follower` with what this service changed, after each change (the tree,
+        to show it; each service says what it passes)."""
+        self._followers.append(follower)
+
+    def _tell(self, *what: object) -> None:
+        for follower in self._followers:
+            follower(*what)
 
     @property
     def stopping(self) -> bool:

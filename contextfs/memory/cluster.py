@@ -4,8 +4,8 @@ with the other mounts' commits (docs/scaling.md).
 Role: a worker thread waits on PostgreSQL's LISTEN for the commit notices every mount
 sends (`store.pg.PgListener`); on each (and once a second in any case, for a notice missed
 while the server was away) the service loads what changed (`memory.remote.catch_up`) and
-hands the nodes to `on_change`, which the daemon wires to the tree (kernel caches
-invalidated) and the indexer (woken: the local indexes are fed from the shared outbox).
+hands the nodes (`Loaded`) to its followers: the tree (kernel caches invalidated) and the
+daemon, which wakes the indexer (the local indexes are fed from the shared outbox).
 Boundary: run()/stop() in the daemon's nursery like the other services; no FUSE.
 """
 
@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import contextlib
 import logging
-from collections.abc import Callable
 
 import trio
 
@@ -31,16 +30,9 @@ Loaded = list[tuple[Node, bool]]  # nodes loaded from other mounts' commits: (no
 class ClusterSync(Service):
     """Loads other mounts' commits into `memory` as their notices arrive."""
 
-    def __init__(
-        self,
-        memory: Memory,
-        on_change: Callable[[Loaded], None],
-        *,
-        poll: float = 1.0,
-    ) -> None:
+    def __init__(self, memory: Memory, *, poll: float = 1.0) -> None:
         super().__init__()
         self.memory = memory
-        self.on_change = on_change
         self.poll = poll
         self.rounds = 0
 
@@ -73,4 +65,4 @@ class ClusterSync(Service):
                 catch_up(self.memory)
         if self.memory.reloaded or self.memory.new_owners:
             items, self.memory.reloaded = self.memory.reloaded, []
-            self.on_change(items)
+            self._tell(items)

@@ -395,15 +395,12 @@ class ConsolidationService(Service):
     worker thread, `apply` in the trio thread.
 
     What a run merged or archived is published by the memory's change feed like any
-    commit; `on_done(report)` is optional."""
+    commit; its followers get each run's `Report`."""
 
-    def __init__(
-        self, memory: Memory, every: float, on_done: Callable[[Report], None] | None = None
-    ) -> None:
+    def __init__(self, memory: Memory, every: float) -> None:
         super().__init__()
         self.memory = memory
         self.every = every
-        self.on_done = on_done
 
     async def run(self) -> None:
         while not self.stopping:
@@ -422,8 +419,7 @@ class ConsolidationService(Service):
                 report = Report()
                 for _ in apply(self.memory, found, report):
                     await trio.sleep(0)
-                if self.on_done is not None:
-                    self.on_done(report)
+                self._tell(report)
             except Stopped:
                 return
             except Exception:  # noqa: BLE001 - a failed run must not stop the daemon

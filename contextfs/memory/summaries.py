@@ -10,14 +10,14 @@ is the one the daemon wires in; it fits each request into the model's context wi
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 
 import trio
 
 from contextfs.errors import ContextFSError
 from contextfs.memory.background import Service
 from contextfs.memory.service import Memory
-from contextfs.model import Change, Node
+from contextfs.model import Change
 from contextfs.store.backend import FeedRows
 
 log = logging.getLogger(__name__)
@@ -28,16 +28,14 @@ class SummaryService(Service):
     extractive ones stand in until the model's answer arrives; a failed call leaves them.
 
     Woken by every commit that changed a node (`Memory.subscribe`); the summaries it
-    writes are commits too, published like any other. `on_change(node)` is optional."""
+    writes are commits too, published like any other. Its followers get each node it
+    summarised."""
 
-    def __init__(
-        self, memory: Memory, summarizer, *, on_change: Callable[[Node], None] | None = None
-    ) -> None:
+    def __init__(self, memory: Memory, summarizer) -> None:
         super().__init__()
         self.memory = memory
         self.feed: FeedRows = memory.store  # the outbox: the nodes that changed
         self.summarizer = summarizer
-        self.on_change = on_change
         self.seq = memory.generation  # nodes that change from now on
         self.done: dict[int, int] = {}  # node id -> version summarised
         self.failures = 0
@@ -79,8 +77,7 @@ class SummaryService(Service):
                     if self.memory.set_summaries(n, l0, l1, version):
                         self.written += 1
                         self.done[nid] = n.version
-                        if self.on_change is not None:
-                            self.on_change(n)
+                        self._tell(n)
                 except ContextFSError as exc:
                     self.failures += 1
                     path = self.memory.node_path(n)

@@ -207,7 +207,6 @@ class Indexer(Service):
         *,
         model_name: str,
         batch: int = 64,
-        on_indexed: Callable[[list[int]], None] | None = None,
         images: ImageVectors | None = None,
         compact_units: int = COMPACT_UNITS,
     ) -> None:
@@ -221,10 +220,8 @@ class Indexer(Service):
         self.embedder_factory = embedder_factory
         self.model_name = model_name
         self.batch = batch
-        self.on_indexed = on_indexed
-        # asked once the model is in, before `.status` says ready (search.Searcher.warm_up:
-        # the first questions after a mount find what they touch loaded)
-        self.warm_up: Callable[[], object] | None = None
+        # asked once the model is in, before `.status` says ready (`add_warm_up`)
+        self._warm_ups: list[Callable[[], object]] = []
         self._closing = False  # set as `run` ends: late failures of abandoned threads are quiet
         self.lock = threading.Lock()  # hnswlib and the digests: one user at a time
         self.text_lock = threading.Lock()  # tantivy: one user at a time
@@ -436,7 +433,7 @@ class Indexer(Service):
                     log.info("indexing %d nodes from scratch", len(self._rebuild))
                     self.state = "rebuilding the vectors (BM25 answers meanwhile)"
                 self.embedder = embedder
-            if self._rebuild is None and self.warm_up is not None:
+            if self._rebuild is None and self._warm_ups:
                 self.state = "warming up (questions are answered meanwhile)"
                 await trio.to_thread.run_sync(self._warm_up, abandon_on_cancel=True)
             if self._rebuild is None:
@@ -463,11 +460,18 @@ class Indexer(Service):
         await trio.to_thread.run_sync(self._open_vectors, embedder, abandon_on_cancel=True)
         return embedder
 
+    def add_warm_up(self, warm_up: Callable[[], object]) -> None:
+        """Run `warm_up` in a worker thread once the model is in, before `.status` says
+        ready (search.Searcher's: the first questions after a mount find what they touch
+        loaded)."""
+        self._warm_ups.append(warm_up)
+
     def _warm_up(self) -> None:
-        """Worker thread: `warm_up`, whose failure costs only speed."""
+        """Worker thread: the warm-ups, whose failure costs only speed."""
         t0 = time.monotonic()
         try:
-            self.warm_up()  # type: ignore[misc]
+            for warm_up in self._warm_ups:
+                warm_up()
         except Exception as exc:  # noqa: BLE001 - a cold first question, not a dead index
             if self._closing:  # the mount stopped under it: nothing was lost
                 log.info("search warm-up stopped by the unmount")
@@ -878,14 +882,14 @@ class Indexer(Service):
 
     def _indexed(self, job: _Job) -> None:
         """Trio thread: the nodes whose vectors now match their version (meta.yaml's
-        indexed version, `on_indexed`)."""
+        indexed version): their ids go to the indexer's followers."""
         done = []
         for d in job.docs:
             if d.node.indexed_version != d.version and d.node.version == d.version:
                 d.node.indexed_version = d.version
                 done.append(d.id)
-        if self.on_indexed is not None and done:
-            self.on_indexed(done)
+        if done:
+            self._tell(done)
 
     # ---- worker-thread halves ------------------------------------------------------------
 

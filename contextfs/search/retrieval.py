@@ -222,9 +222,12 @@ def _in_scope(path: str, scope: str) -> bool:
 
 
 class Searcher:
-    def __init__(self, memory: Memory, indexer: Indexer) -> None:
+    def __init__(self, memory: Memory, indexer: Indexer, *, warm_up: bool = False) -> None:
+        """`warm_up`: ask the indexer to run `warm_up` once its model is in (a mount's)."""
         self.memory = memory
         self.indexer = indexer
+        if warm_up:
+            indexer.add_warm_up(self.warm_up)
         self._archives: dict[tuple[str, str, str], Node] = {}  # (kind, owner, source)
         self._archives_at = -1  # the store generation the table reflects
         self.names = EntityNames(memory)

@@ -15,6 +15,16 @@ import pytest
 from contextfs.fs.ops import Operations
 
 
+class FixedStatus:
+    """A mount's `.status` for trees built without a daemon (`build_operations`)."""
+
+    def text(self, visible: object, unsettled: object) -> str:
+        return "status\n"
+
+    def json(self, visible: object, unsettled: object) -> str:
+        return "{}\n"
+
+
 class FS:
     def __init__(self, ops: Operations) -> None:
         self.ops = ops

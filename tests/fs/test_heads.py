@@ -20,14 +20,14 @@ import trio
 
 from contextfs.conversations.inbox import Intake
 from contextfs.ctxtypes import builtin_schema_dir, load_types
-from contextfs.fs.build import FsOptions, build_operations, build_tree
+from contextfs.fs.build import Background, FsOptions, build_operations, build_tree
 from contextfs.fs.ops import Operations
 from contextfs.memory.service import Memory
 from contextfs.search.indexer import Indexer
 from contextfs.search.retrieval import Searcher
 from contextfs.store import Store
 from contextfs.testing import fsck_store
-from tests.fs.conftest import FS
+from tests.fs.conftest import FS, FixedStatus
 from tests.fs.test_virtual_dirs import WordEmbedder
 
 OWNERS = [f"u{i}" for i in range(6)]
@@ -252,11 +252,11 @@ async def test_search_over_a_store_larger_than_the_cache(built, tmp_path, types,
     ops, _service = build_operations(
         m,
         FsOptions(fsync_barrier_timeout=30.0),
-        status=lambda: "status\n",
+        status=FixedStatus(),
         schema_files={},
         intake=Intake(m, extract_every=1000),
-        indexer=indexer,
         searcher=Searcher(m, indexer),
+        background=Background(indexer=indexer),
     )
     fs = FS(ops)
     nursery.start_soon(indexer.run)

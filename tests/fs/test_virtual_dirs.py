@@ -20,12 +20,12 @@ import pytest
 import trio
 
 from contextfs.conversations.inbox import Intake
-from contextfs.fs.build import FsOptions, build_operations
+from contextfs.fs.build import Background, FsOptions, build_operations
 from contextfs.fs.inode import Role
 from contextfs.memory.service import Memory
 from contextfs.search.indexer import Indexer
 from contextfs.search.retrieval import Searcher
-from tests.fs.conftest import FS
+from tests.fs.conftest import FS, FixedStatus
 
 CORPUS = Path(__file__).resolve().parents[1] / "corpus" / "transcripts"
 
@@ -57,11 +57,11 @@ class Mount:
         self.ops, self.service = build_operations(
             memory,
             FsOptions(fsync_barrier_timeout=20.0),
-            status=lambda: "status\n",
+            status=FixedStatus(),
             schema_files={},
             intake=self.intake,
-            indexer=self.indexer,
             searcher=searcher,
+            background=Background(indexer=self.indexer),
         )
         self.fs = FS(self.ops)
 

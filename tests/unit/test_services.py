@@ -94,7 +94,8 @@ async def test_consolidation_plans_in_a_thread_and_applies_in_the_loop(memory: M
     ):
         memory.save_l2(memory.create_node(OWNER, ctype, name), text + "\n")
     reports = []
-    service = ConsolidationService(memory, 0.05, on_done=reports.append)
+    service = ConsolidationService(memory, 0.05)
+    service.follow(reports.append)
     with trio.fail_after(10):
         async with trio.open_nursery() as nursery:
             nursery.start_soon(service.run)
