@@ -243,6 +243,10 @@ class Indexer(Service):
         self._urgent: dict[int, None] = {}  # foreground node ids, in commit order
         self._urgent_vec: dict[int, None] = {}  # those in BM25, their vectors next
         self._urgent_job: _Job | None = None
+        # the urgent lane's nodes a restart found in the checkpoint (`_urgent_ids`): done
+        # by the lane when it has nothing fresher, so a node saved after a remount never
+        # waits behind the hundreds saved before it
+        self._resumed: dict[int, None] = {}
         self._text_job: _Job | None = None
         self._vec_job: _Job | None = None
         # node id -> seq of the urgent snapshot applied, per side, until a bulk slice that
@@ -277,7 +281,7 @@ class Indexer(Service):
         return (
             self.generation != self.saved_generation
             or self._vec_epoch != self._saved_epoch
-            or bool(self._urgent or self._urgent_vec or self._urgent_job)
+            or bool(self._urgent or self._urgent_vec or self._urgent_job or self._resumed)
         )
 
     @property
@@ -314,7 +318,7 @@ class Indexer(Service):
         committed = self.memory.generation
         return bool(
             self._urgent
-            or (self.ready and self._urgent_vec)
+            or (self.ready and (self._urgent_vec or self._resumed))
             or self._urgent_job
             or self._text_job
             or self._vec_job
@@ -394,7 +398,7 @@ class Indexer(Service):
     async def _step(self) -> bool:
         """One slice of each lane that has work; whether there was any."""
         worked = False
-        if self._urgent or self._urgent_vec or self._urgent_job is not None:
+        if self._urgent or self._urgent_vec or self._urgent_job is not None or self._resumed:
             worked = await self._urgent_step()
         await self._yield()  # an fsync in flight goes first (`FOREGROUND`)
         if self.text is not None:
@@ -517,7 +521,12 @@ class Indexer(Service):
                 vectors_behind = self.ready and (
                     self.generation < target or self._rebuild is not None
                 )
-                urgent = self._urgent or self._urgent_vec or self._urgent_job is not None
+                urgent = (
+                    self._urgent
+                    or self._urgent_vec
+                    or self._urgent_job is not None
+                    or (self.ready and self._resumed)
+                )
                 if self.text_generation >= target and not vectors_behind and not urgent:
                     return True
                 self.wake()
@@ -567,7 +576,7 @@ class Indexer(Service):
         if vectors <= self.memory.generation:
             self.generation = self.saved_generation = vectors
         for nid in meta.get("urgent", ()) if isinstance(meta.get("urgent"), list) else ():
-            self._urgent.setdefault(int(nid), None)
+            self._resumed.setdefault(int(nid), None)
         self.text_generation = generation
         self.state = "loading the embedding model (BM25 answers meanwhile)"
         return generation == 0 and self.memory.generation > 0
@@ -690,6 +699,7 @@ class Indexer(Service):
         `indexed_version`, kept in memory only, is shown again once the lane sees them;
         their units are not embedded twice)."""
         ids = list(self._urgent) + list(self._urgent_vec) + list(self._vec_seen)
+        ids += list(self._resumed)
         if self._urgent_job is not None:
             ids += [d.id for d in self._urgent_job.docs]
         return list(dict.fromkeys(ids))[:10_000]
@@ -766,6 +776,10 @@ class Indexer(Service):
         """Foreground nodes: BM25 at once, then (once the model is in) their vectors, a
         slice a round for a big node."""
         worked = False
+        if not (self._urgent or self._urgent_vec or self._urgent_job) and self._resumed:
+            for nid in list(self._resumed)[:URGENT_NODES]:  # nothing fresher: a batch
+                del self._resumed[nid]
+                self._urgent[nid] = None
         if self._urgent:
             ids = list(self._urgent)[:URGENT_NODES]
             for nid in ids:
@@ -1121,6 +1135,7 @@ class Indexer(Service):
             "vector_changes": vec_changes,
             "urgent_nodes": len(self._urgent)
             + len(self._urgent_vec)
+            + len(self._resumed)
             + (len(self._urgent_job.docs) if self._urgent_job is not None else 0),
             "units_in_progress": units,
             "units_per_second": round(self.rate, 1),
