@@ -33,7 +33,8 @@ from contextfs.errors import LLMUnavailable, NoSpace, SchemaError, StoreDamaged
 from contextfs.index.embed import Embedder, LocalEmbedder, OpenAIEmbedder
 from contextfs.media.clip import ClipSpec, LazyClip
 from contextfs.memory.redact import Redactor
-from contextfs.memory.service import Memory, Refusal
+from contextfs.memory.service import Memory
+from contextfs.model import Refusal
 from contextfs.search.images import ImageVectors
 from contextfs.status_json import memory_line
 from contextfs.store import Store

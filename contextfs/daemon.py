@@ -66,9 +66,10 @@ from contextfs.memory.background import BACKGROUND
 from contextfs.memory.cluster import ClusterSync, Loaded
 from contextfs.memory.consolidate import ConsolidationService
 from contextfs.memory.remote import catch_up
-from contextfs.memory.service import Memory, Refusal
+from contextfs.memory.service import Memory
 from contextfs.memory.summaries import SummaryService
 from contextfs.memory.texts import TextWarmup
+from contextfs.model import Refusal
 from contextfs.search.indexer import Indexer
 from contextfs.search.retrieval import Searcher
 from contextfs.status_json import render_status_json

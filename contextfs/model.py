@@ -115,3 +115,15 @@ class Change:
     node_id: int | None = None
     id: int | None = None
     old_path: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Refusal:
+    """A commit refused with an errno, as `.status` lists it (and where its bytes are kept)."""
+
+    when: float
+    path: str
+    errno: int
+    reason: str
+    kept_at: str | None
+    uid: int | None = None  # who asked, when the request said (a question names its asker)

@@ -36,11 +36,10 @@ from contextfs.memory.strategies import (
     machine_writer,
     strategy_for,
 )
-from contextfs.model import Access, Node
+from contextfs.model import Access, Node, Refusal
 
 if TYPE_CHECKING:
     from contextfs.memory.heads import LiveIndex, NodeCache
-    from contextfs.memory.service import Refusal
     from contextfs.memory.transactions import Journal
     from contextfs.store import Store
 

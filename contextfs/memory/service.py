@@ -21,7 +21,6 @@ import re
 import time
 from collections import deque
 from collections.abc import Callable, Iterator, Sequence
-from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -46,7 +45,7 @@ from contextfs.memory.strategies import strategy_for
 from contextfs.memory.summarize import summarize
 from contextfs.memory.texts import DEFAULT_HOT_NODES, LazyNode, TierTexts
 from contextfs.memory.transactions import Journal, Transactions
-from contextfs.model import MACHINE_REASONS, Access, Attachment, Change, Node
+from contextfs.model import MACHINE_REASONS, Access, Attachment, Change, Node, Refusal
 from contextfs.store import Store
 from contextfs.store.schema import CHUNK_SIZE
 
@@ -71,18 +70,6 @@ def _iso(ts: float | None) -> str:
     if ts is None:
         return "null"
     return dt.datetime.fromtimestamp(ts, dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
-
-
-@dataclass(frozen=True, slots=True)
-class Refusal:
-    """A commit refused with an errno, as `.status` lists it (and where its bytes are kept)."""
-
-    when: float
-    path: str
-    errno: int
-    reason: str
-    kept_at: str | None
-    uid: int | None = None  # who asked, when the request said (a question names its asker)
 
 
 class Memory(Transactions, AttachmentStore, Routing):

@@ -30,7 +30,8 @@ from contextfs.memory.texts import LRU
 from contextfs.model import Access, Node
 
 if TYPE_CHECKING:
-    from contextfs.memory.service import Memory, Refusal
+    from contextfs.memory.service import Memory
+    from contextfs.model import Refusal
 
 log = logging.getLogger(__name__)
 
