@@ -100,7 +100,7 @@ ChangeOp = Literal["created", "updated", "deleted", "moved"]
 
 @dataclass(frozen=True, slots=True)
 class Change:
-    """One thing a committed transaction changed, as `Memory.subscribe` callbacks see it.
+    """One thing a committed transaction changed, as `Transactions.subscribe` callbacks see it.
 
     `node_id` is the node (for an attachment: its node; None for owners, inbox items and
     sessions); `id` is the attachment or inbox item id; `path` is where it shows in the

@@ -1285,7 +1285,7 @@ class IntakeService(Service):
         self.intake = intake
         self.on_change = on_change
         intake.wake = self.wake
-        self.unsubscribe = intake.memory.subscribe(self._committed)
+        self.unsubscribe = intake.memory.transactions.subscribe(self._committed)
 
     def _committed(self, changes: Sequence[Change]) -> None:
         if any(c.kind == "inbox" and c.op == "created" for c in changes):

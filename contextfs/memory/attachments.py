@@ -10,9 +10,8 @@ nodes only by id and path.
 
 from __future__ import annotations
 
-import contextlib
-from collections.abc import Callable, Iterator
-from dataclasses import replace
+from collections.abc import Callable
+from contextlib import AbstractContextManager
 from typing import TYPE_CHECKING
 
 from contextfs.errors import TooBig
@@ -22,7 +21,7 @@ from contextfs.store.schema import CHUNK_SIZE
 if TYPE_CHECKING:
     from contextfs.memory.heads import NodeCache
     from contextfs.memory.redact import Redaction, Redactor
-    from contextfs.memory.transactions import Journal
+    from contextfs.memory.transactions import Transactions
     from contextfs.store import Store
 
 # Bytes scanned for secrets on each side of a changed range of an attachment (see
@@ -45,19 +44,13 @@ class AttachmentStore:
     max_file_size: int
     clock: Callable[[], float]
     failsafe: str | None
-    _tx: Journal | None
-    _dirty_atts: dict[int, Attachment]
+    transactions: Transactions
 
     if TYPE_CHECKING:  # the other parts of Memory (memory.transactions, memory.service)
 
-        @contextlib.contextmanager
-        def transaction(self) -> Iterator[None]: ...
-
-        def _touch_att(self, a: Attachment) -> None: ...
+        def transaction(self) -> AbstractContextManager[None]: ...
 
         def node_path(self, n: Node) -> str: ...
-
-        def _store_node(self, n: Node, reason: str | None = None) -> None: ...
 
         def _log_found(self, path: str, found: tuple[Redaction, ...]) -> None: ...
 
@@ -125,7 +118,7 @@ class AttachmentStore:
         if deleted_at is None:
             return
         for a in self._went_with(n, deleted_at):
-            self._touch_att(a)
+            self.transactions.keep_attachment(a)
             a.deleted_at = None
             self.store.update_attachment(a)
 
@@ -156,14 +149,11 @@ class AttachmentStore:
             data = b""
         with self.transaction():
             if not node.persisted:
-                self._store_node(node)
+                self.transactions.store_node(node)
             self.store.insert_attachment(a, data)
             a.size = len(data or b"")
             self.attachments[a.id] = a
-            tx = self._tx
-            assert tx is not None
-            tx.new_atts.append(a.id)
-            tx.atts[a.id] = (a, replace(a))
+            self.transactions.note_new_attachment(a)
         return a
 
     def add_link(self, holder: Attachment, parent_id: int | None, name: str) -> Attachment:
@@ -183,18 +173,15 @@ class AttachmentStore:
         with self.transaction():
             self.store.insert_attachment(a, None)
             self.attachments[a.id] = a
-            tx = self._tx
-            assert tx is not None
-            tx.new_atts.append(a.id)
-            tx.atts[a.id] = (a, replace(a))
+            self.transactions.note_new_attachment(a)
         return a
 
     def swap_names(self, a: Attachment, b: Attachment) -> None:
         """Two rows of one hard-linked file trade their names (node, folder, name): the
         holder takes the name that must stay, so it always keeps a live name."""
         with self.transaction():
-            self._touch_att(a)
-            self._touch_att(b)
+            self.transactions.keep_attachment(a)
+            self.transactions.keep_attachment(b)
             a.node_id, b.node_id = b.node_id, a.node_id
             a.parent_id, b.parent_id = b.parent_id, a.parent_id
             a.name, b.name = b.name, a.name
@@ -251,7 +238,7 @@ class AttachmentStore:
             stored = view if redacted is None else redacted
             with self.transaction():
                 self.store.write_attachment_chunks(a.id, stored, sorted(chunks), mtime)
-                self._touch_att(a)
+                self.transactions.keep_attachment(a)
                 a.mtime, a.size = mtime, len(stored)
         return redacted
 
@@ -298,19 +285,16 @@ class AttachmentStore:
         """Store a's record, which the caller has changed already (a rollback reloads it
         from the store, unless this transaction kept a copy of it first)."""
         with self.transaction():
-            tx = self._tx
-            assert tx is not None
-            if a.id not in tx.atts:
-                tx.atts[a.id] = (a, None)
+            self.transactions.note_changed_attachment(a)
             self.store.update_attachment(a)
 
     def touch_attachment(self, a: Attachment) -> None:
         """A folder's mtime moved: stored with the next transaction (or at unmount), so a
         create in a folder costs one transaction, not two."""
-        self._dirty_atts[a.id] = a
+        self.transactions.dirty_attachments[a.id] = a
 
     def flush_touched(self) -> None:
-        if self._dirty_atts and not self.failsafe:
+        if self.transactions.dirty_attachments and not self.failsafe:
             with self.transaction():
                 pass  # the folder mtimes are written with every commit
 
@@ -325,15 +309,13 @@ class AttachmentStore:
             return
         with self.transaction():
             self.store.purge_attachment(a.id)
-            tx = self._tx
-            assert tx is not None
-            tx.gone_atts[a.id] = a
+            self.transactions.note_purged_attachment(a)
             self.attachments.pop(a.id, None)
 
     def remove_attachment(self, a: Attachment) -> None:
         """Unlink/rmdir: soft until the retention purge, so `rm -r` of a node can be undone."""
         with self.transaction():
-            self._touch_att(a)
+            self.transactions.keep_attachment(a)
             a.deleted_at = self.clock()
             self.store.update_attachment(a)
 

@@ -26,7 +26,7 @@ from contextfs.model import Node
 if TYPE_CHECKING:
     from contextfs.memory.heads import LiveIndex, NodeCache
     from contextfs.memory.texts import TierTexts
-    from contextfs.memory.transactions import Journal
+    from contextfs.memory.transactions import Transactions
     from contextfs.store.backend import NodeRows
 
 log = logging.getLogger(__name__)
@@ -41,9 +41,7 @@ ATTEMPTS = 5  # re-applications of one write before the conflict reaches the cal
 class Mirror(Protocol):
     """What catching up with other mounts uses of the memory (`memory.service.Memory` is
     one): its mirrors of the store, where loaded nodes and owners wait for the tree, its
-    generation, its transaction and a save of L2."""
-
-    generation: int
+    transactions (the journal, the generation), a transaction and a save of L2."""
 
     @property
     def store(self) -> NodeRows: ...  # a shared store (store.pg.PgStore) in practice
@@ -62,7 +60,7 @@ class Mirror(Protocol):
     @property
     def conflicts(self) -> deque[str]: ...
     @property
-    def _tx(self) -> Journal | None: ...
+    def transactions(self) -> Transactions: ...
     def transaction(self) -> AbstractContextManager[None]: ...
     def save_l2(self, n: Node, text: str, reason: str = ...) -> bool: ...
     def node_path(self, n: Node) -> str: ...
@@ -72,7 +70,7 @@ def reload_nodes(memory: Mirror, ids: list[int]) -> list[tuple[Node, bool]]:
     """Load these nodes as stored now into memory: (node, created) of each that differed.
     Between transactions, or at the start of one before it changed these nodes: what is
     loaded is committed, so a rollback has nothing of it to undo."""
-    tx = memory._tx
+    tx = memory.transactions.journal
     assert tx is None or not set(ids) & set(tx.nodes), "loaded over a change in progress"
     fresh = memory.store.nodes_by_id(ids)  # type: ignore[attr-defined]
     out: list[tuple[Node, bool]] = []
@@ -129,7 +127,7 @@ def catch_up(memory: Mirror) -> int:
             return count
         count += len(reload_nodes(memory, ids)) if ids else 0
         store.mark_applied(upto)  # type: ignore[attr-defined]
-        memory.generation = max(memory.generation, upto)
+        memory.transactions.generation = max(memory.transactions.generation, upto)
 
 
 def lock_and_load(memory: Mirror, node_id: int) -> None:

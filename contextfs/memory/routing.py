@@ -11,11 +11,11 @@ next start. Nodes are saved through `memory.service`.
 
 from __future__ import annotations
 
-import contextlib
 import datetime as dt
 import logging
 import re
 from collections.abc import Callable, Iterator
+from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -40,7 +40,7 @@ from contextfs.model import Access, Node, Refusal
 
 if TYPE_CHECKING:
     from contextfs.memory.heads import LiveIndex, NodeCache
-    from contextfs.memory.transactions import Journal
+    from contextfs.memory.transactions import Transactions
     from contextfs.store import Store
 
 log = logging.getLogger("contextfs.memory.service")  # the name these lines always had
@@ -102,16 +102,11 @@ class Routing:
     max_tier_size: int
     clock: Callable[[], float]
     access: dict[tuple[str, str], Access]
-    _tx: Journal | None
+    transactions: Transactions
 
     if TYPE_CHECKING:  # the other parts of Memory (memory.transactions, memory.service)
 
-        @contextlib.contextmanager
-        def transaction(self) -> Iterator[None]: ...
-
-        def _add_node(self, n: Node) -> None: ...
-
-        def _set_live(self, key: tuple[str, str, str, str], nid: int | None) -> None: ...
+        def transaction(self) -> AbstractContextManager[None]: ...
 
         def type_named(self, name: str) -> ContextType: ...
 
@@ -182,7 +177,7 @@ class Routing:
             except VersionConflict as exc:
                 # another mount changed the node first (a shared store): merge or add to
                 # its newest version instead, never over it
-                if self._tx is not None or attempt == ATTEMPTS - 1:
+                if self.transactions.journal is not None or attempt == ATTEMPTS - 1:
                     raise
                 log.info("%s: another mount wrote first; re-applying on its version", filename)
                 catch_up(self)  # type: ignore[arg-type]
@@ -294,8 +289,8 @@ class Routing:
                 self.add_source(n, source)  # provenance, stored with this version
             changed = self.save_l2(n, text, reason)  # a new node: inserted with version 1
             if created:
-                self._add_node(n)
-                self._set_live((owner[0], owner[1], ctype.name, name), n.id)
+                self.transactions.add_node(n)
+                self.transactions.set_live((owner[0], owner[1], ctype.name, name), n.id)
         return RouteResult(n, created, changed, folded, kept_person_text=protect and changed)
 
     # ---- drops --------------------------------------------------------------------------
