@@ -416,7 +416,7 @@ def _last_writes(memory: Memory) -> None:
                 catch_up(memory)  # what other mounts (or a lost commit answer) stored
             memory.persist_pending()  # empty nodes made by mkdir survive a remount
             memory.flush_access_counts()
-            memory.flush_touched()
+            memory.attachment_store.flush_touched()
         except (StoreUnavailable, VersionConflict) as exc:  # a shared store's server
             log.warning("the last writes (empty folders, access counts) not stored: %s", exc)
 

@@ -73,7 +73,7 @@ def _iso(ts: float | None) -> str:
     return dt.datetime.fromtimestamp(ts, dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
-class Memory(AttachmentStore, Routing):
+class Memory(Routing):
     """Typed memory nodes with versions, write-through to the Store.
 
     The façade the rest of ContextFS calls: this class holds the state and the nodes,
@@ -139,11 +139,23 @@ class Memory(AttachmentStore, Routing):
             owners=self.owners,
             access=self.access,
             attachments=self.attachments,
-            clock=clock,
+            clock=lambda: self.clock(),  # the memory's clock, as it is when asked
             node_path=self.node_path,
-            attachment_path=lambda a: self.attachment_path(a),
+            attachment_path=lambda a: self.attachment_store.attachment_path(a),
         )
         self.redactor = redactor
+        # attachment records and their chunked bytes
+        self.attachment_store = AttachmentStore(
+            store,
+            self.transactions,
+            nodes=self.nodes,
+            attachments=self.attachments,
+            node_path=self.node_path,
+            record_redactions=self.record_redactions,
+            redactor=redactor,
+            max_file_size=max_file_size,
+            clock=lambda: self.clock(),  # the memory's clock, as it is when asked
+        )
         self.default_owner = default_owner
         self.redaction_count = 0
 
@@ -635,7 +647,7 @@ class Memory(AttachmentStore, Routing):
             n.updated = max(self.clock(), n.updated)
             self.transactions.store_node(n)
             if was_deleted:
-                self._restore_attachments(n, deleted_at)
+                self.attachment_store.restore_attachments(n, deleted_at)
             else:
                 self.transactions.set_live(old_key, None)
             self.transactions.set_live((n.owner_kind, n.owner_id, n.type, n.name), n.id)

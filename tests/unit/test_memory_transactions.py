@@ -96,8 +96,8 @@ def test_rollback_undoes_every_mirror_and_the_store(mem: Memory) -> None:
     mem.save_l2(n, "first text\n")
     gone = mem.create_node(OWNER, entity, "gone")
     mem.save_l2(gone, "to be deleted\n")
-    att = mem.add_attachment(n, None, "a.bin", "file", 0o644, data=b"abc")
-    moved = mem.add_attachment(n, None, "m.bin", "file", 0o644, data=b"m")
+    att = mem.attachment_store.add_attachment(n, None, "a.bin", "file", 0o644, data=b"abc")
+    moved = mem.attachment_store.add_attachment(n, None, "m.bin", "file", 0o644, data=b"m")
     mkdir_node = mem.create_node(OWNER, entity, "empty", persist=False)
     mem.record_access(n)
     before, rows = _state(mem), _rows(mem.store)
@@ -110,10 +110,10 @@ def test_rollback_undoes_every_mirror_and_the_store(mem: Memory) -> None:
         mem.create_owner("agent", "helper")
         mem.delete_node(gone)
         mem.rename_node(n, OWNER, entity, "renamed")
-        mem.remove_attachment(att)
+        mem.attachment_store.remove_attachment(att)
         moved.name, moved.mode = "renamed.bin", 0o600  # the tree's way: change, then store
-        mem.update_attachment(moved)
-        mem.add_attachment(n, None, "b.txt", "file", 0o644, data=b"x")
+        mem.attachment_store.update_attachment(moved)
+        mem.attachment_store.add_attachment(n, None, "b.txt", "file", 0o644, data=b"x")
         mem.route(OWNER, mem.types["preference"], "tea.md", b"Green tea.\n")
         raise RuntimeError("the caller's own code fails after the saves returned")
 
@@ -276,7 +276,7 @@ def test_one_batch_per_outer_commit_with_what_committed(mem: Memory) -> None:
         ("node", "deleted", "user/default/entities/b", None),
     ]
     mem.create_owner("agent", "bot")
-    att = mem.add_attachment(a, None, "f.txt", "file", 0o644, data=b"x")
+    att = mem.attachment_store.add_attachment(a, None, "f.txt", "file", 0o644, data=b"x")
     assert [(c.kind, c.op, c.path) for c in rec.batches[-2] + rec.batches[-1]] == [
         ("owner", "created", "agent/bot"),
         ("attachment", "created", "user/default/entities/a2/f.txt"),

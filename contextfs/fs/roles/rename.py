@@ -274,7 +274,7 @@ class Renames:
     def _drop_source_row(self, src: Inode) -> None:
         """The source's own store row goes with the move (an attachment's, a pending drop's)."""
         if src.role == Role.ATTACH and src.att is not None:
-            self.memory.drop_moved_attachment(src.att)
+            self.memory.attachment_store.drop_moved_attachment(src.att)
         if src.drop_id is not None:
             self.memory.forget_drop(src.drop_id)
 
@@ -369,7 +369,7 @@ class Renames:
             if stored != data:
                 data = stored
                 self.table.invalidate(src)  # the kernel may hold the unredacted pages
-        a = self.memory.add_attachment(
+        a = self.memory.attachment_store.add_attachment(
             dst_dir.node,
             dst_dir.att.id if dst_dir.att else None,
             new_name,
@@ -389,7 +389,7 @@ class Renames:
 
     def _become_scratch(self, src: Inode, dst_dir: Inode, new_name: str, data: bytes) -> None:
         if src.role == Role.ATTACH and src.att is not None:
-            self.memory.drop_moved_attachment(src.att)
+            self.memory.attachment_store.drop_moved_attachment(src.att)
         self.table.unlink_inode(src)
         src.name, src.role, src.att, src.tier = new_name, Role.SCRATCH, None, None
         src.data = bytearray(data)

@@ -398,7 +398,7 @@ class Tiers(RoleBase):
                         self.attachments.unlink(d, old)
                     else:
                         self.unlink(d, old)
-                att = self.memory.add_attachment(
+                att = self.memory.attachment_store.add_attachment(
                     n, None, tname, "file", a.file_mode if mode is None else mode, data=body
                 )
                 inode = self.attachments.inode_for(d, n, att)
