@@ -109,7 +109,7 @@ def open_memory(cfg: Config, types: dict[str, ContextType]) -> Memory:
         try:
             if owner not in memory.owners:
                 memory.create_owner(*owner)
-            for path, res in memory.recover_drops():
+            for path, res in memory.routing.recover_drops():
                 log.info("routed a file left pending by the last run: %s -> %s", path, res)
         except NoSpace as exc:
             memory.disk_full = (time.time(), exc.reason)

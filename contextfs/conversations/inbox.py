@@ -1004,7 +1004,9 @@ class Intake:
         with self.memory.transaction():  # all parts or none
             documents.reverse()
             while documents:
-                res = self.memory.route_document(owner, ctype, documents.pop(), source=source)
+                res = self.memory.routing.route_document(
+                    owner, ctype, documents.pop(), source=source
+                )
                 if key:
                     self._keep_key(res.node, key)
                 nodes.append(res)
@@ -1077,7 +1079,7 @@ class Intake:
                     self.memory.create_owner(*target)
                     self._hook("owner_created", target)
                 fields = validate_candidate(ctype, c.fields, where=c.type)
-                res = self.memory.route_document(
+                res = self.memory.routing.route_document(
                     target,
                     ctype,
                     Document(dict(fields), c.body),

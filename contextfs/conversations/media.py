@@ -711,7 +711,7 @@ class MediaIntake:
         memory = self.memory
         ctype = memory.types[kind]
         with memory.transaction():
-            res = memory.route_document(
+            res = memory.routing.route_document(
                 owner, ctype, Document(fields, body), source=str(fields["source"])
             )
             folders: dict[str, int] = {}

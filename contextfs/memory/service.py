@@ -40,7 +40,7 @@ from contextfs.memory.attachments import AttachmentStore
 from contextfs.memory.document import Document, parse_document, trace_bytes
 from contextfs.memory.heads import LiveIndex, NodeCache
 from contextfs.memory.redact import escape_controls, marker
-from contextfs.memory.remote import keep_both
+from contextfs.memory.remote import catch_up, keep_both, lock_and_load
 from contextfs.memory.routing import Routing
 from contextfs.memory.strategies import strategy_for
 from contextfs.memory.summarize import summarize
@@ -73,7 +73,7 @@ def _iso(ts: float | None) -> str:
     return dt.datetime.fromtimestamp(ts, dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
-class Memory(Routing):
+class Memory:
     """Typed memory nodes with versions, write-through to the Store.
 
     The façade the rest of ContextFS calls: this class holds the state and the nodes,
@@ -157,6 +157,16 @@ class Memory(Routing):
             clock=lambda: self.clock(),  # the memory's clock, as it is when asked
         )
         self.default_owner = default_owner
+        # dropped files and extracted documents into nodes
+        self.routing = Routing(
+            store,
+            self.transactions,
+            self,
+            catch_up=lambda: catch_up(self),
+            lock_and_load=lambda node_id: lock_and_load(self, node_id),
+            max_tier_size=max_tier_size,
+            clock=lambda: self.clock(),
+        )
         self.redaction_count = 0
 
     # ---- the memory as a whole: its transaction, generation and state -------------------
@@ -239,7 +249,7 @@ class Memory(Routing):
     def _unflushed(self, n: Node) -> bool:
         return n.id in self._access_dirty
 
-    def _owner_path(self, owner: tuple[str, str], ctype: ContextType | None, name: str) -> str:
+    def owner_path(self, owner: tuple[str, str], ctype: ContextType | None, name: str) -> str:
         base = f"{owner[0]}/{owner[1]}"
         return f"{base}/{ctype.type_dir}/{name}" if ctype else f"{base}/{name}"
 
@@ -391,7 +401,7 @@ class Memory(Routing):
             else:
                 self.access[(kind, key)] = access
 
-    def _new_node(
+    def new_node(
         self, owner: tuple[str, str], ctype: ContextType, name: str, node_id: int | None = None
     ) -> Node:
         now = self.clock()
@@ -444,7 +454,7 @@ class Memory(Routing):
         self.check_writable()
         if self.live_node(owner, ctype, name) is not None:
             raise Exists(f"{ctype.type_dir}/{name} already exists")
-        n = self._new_node(owner, ctype, name, node_id)
+        n = self.new_node(owner, ctype, name, node_id)
         if created is not None:
             n.created = created
         if persist:

@@ -30,7 +30,7 @@ class Strategy:
     - `new_node_each_write`: every write is a node of its own (its key name numbered
       `-2`, `-3`… when taken) instead of going into the node its key fields name.
     - `match_similar`: a write that does not give all its key fields joins the node of
-      the type whose items share most words with it (`Memory._similar_node`), if any.
+      the type whose items share most words with it (`Routing._similar_node`), if any.
     - `start`: the document of a node a write creates.
     - `combine`: an existing node's document with a new write (routing), or a
       near-duplicate node folded into the older one (consolidation).

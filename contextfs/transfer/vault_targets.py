@@ -202,7 +202,7 @@ class StoreTarget:
 
     def route(self, owner: str, ctype: ContextType, filename: str, data: bytes) -> None:
         kind, _, oid = owner.partition("/")
-        self.memory.route((kind, oid), ctype, filename, data)
+        self.memory.routing.route((kind, oid), ctype, filename, data)
 
     def make_node(
         self, place: Place, versions: list[bytes], pins: dict[str, str], facts: dict[str, Any]

@@ -114,7 +114,7 @@ def test_rollback_undoes_every_mirror_and_the_store(mem: Memory) -> None:
         moved.name, moved.mode = "renamed.bin", 0o600  # the tree's way: change, then store
         mem.attachment_store.update_attachment(moved)
         mem.attachment_store.add_attachment(n, None, "b.txt", "file", 0o644, data=b"x")
-        mem.route(OWNER, mem.types["preference"], "tea.md", b"Green tea.\n")
+        mem.routing.route(OWNER, mem.types["preference"], "tea.md", b"Green tea.\n")
         raise RuntimeError("the caller's own code fails after the saves returned")
 
     assert _state(mem) == before

@@ -276,7 +276,7 @@ class Renames:
         if src.role == Role.ATTACH and src.att is not None:
             self.memory.attachment_store.drop_moved_attachment(src.att)
         if src.drop_id is not None:
-            self.memory.forget_drop(src.drop_id)
+            self.memory.routing.forget_drop(src.drop_id)
 
     def _save_over_tier(
         self, src: Inode, dst_dir: Inode, new_name: str, dst: Inode | None, data: bytes
@@ -337,7 +337,7 @@ class Renames:
         assert dst_dir.owner is not None and dst_dir.ctype is not None
         try:
             with self.memory.transaction():
-                res = self.memory.route(dst_dir.owner, dst_dir.ctype, new_name, data)
+                res = self.memory.routing.route(dst_dir.owner, dst_dir.ctype, new_name, data)
                 self._drop_source_row(src)
         except ContextFSError as exc:
             self.refusals.refuse(src, exc, data)
@@ -379,7 +379,7 @@ class Renames:
             data=None if kind == "symlink" else data,
         )
         if src.drop_id is not None:
-            self.memory.forget_drop(src.drop_id)
+            self.memory.routing.forget_drop(src.drop_id)
         self.table.unlink_inode(src)
         src.name, src.role, src.att, src.node = new_name, Role.ATTACH, a, dst_dir.node
         src.data = bytearray(data) if kind == "file" else None
