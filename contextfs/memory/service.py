@@ -1,15 +1,15 @@
-"""The memory service: typed nodes, versions, routing and attachments over the Store.
+"""The memory service: typed nodes and versions over the Store, and the parts it holds.
 
 This is where context types, documents and the canonical store meet. It holds the nodes
 in use and every attachment in memory (write-through to the store); a node not held is
 read from the store when asked for (`memory.heads`: `nodes`, `live`, `walk`), so opening
 a store of a million nodes costs what opening one of a thousand does. It knows nothing of
-inodes or FUSE. `Memory` is the
-one façade: this module holds its state, owners, nodes and versions, refusals, the
-redaction log and the rows of conversations; its other parts are mixins in their own
-modules: `memory.transactions` (the transaction boundary, journal and change feed),
-`memory.attachments` (attachment records and chunked bytes) and `memory.routing`
-(dropped files and extracted documents into nodes).
+inodes or FUSE. This module holds the memory's state, owners, nodes and versions,
+refusals, the redaction log and the rows of conversations; `Memory` builds and holds
+its other parts, each given only what it uses: `transactions` (`memory.transactions`:
+the transaction boundary, journal and change feed), `attachment_store`
+(`memory.attachments`: attachment records and chunked bytes) and `routing`
+(`memory.routing`: dropped files and extracted documents into nodes).
 """
 
 from __future__ import annotations
@@ -76,10 +76,11 @@ def _iso(ts: float | None) -> str:
 class Memory:
     """Typed memory nodes with versions, write-through to the Store.
 
-    The façade the rest of ContextFS calls: this class holds the state and the nodes,
-    owners, refusals and redaction log; the transaction boundary and change feed
-    (`Transactions`), attachments (`AttachmentStore`) and routing (`Routing`) are its
-    parts in their own modules."""
+    This class holds the nodes, owners, refusals and redaction log; its parts are
+    `transactions` (the transaction boundary and change feed), `attachment_store`
+    (attachments) and `routing` (routed writes), reached through it by callers.
+    `transaction()`, `generation`, `failsafe` and `disk_full` stay here as thin
+    delegations to `transactions`: they are the memory's as a whole."""
 
     def __init__(
         self,

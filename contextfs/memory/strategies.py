@@ -1,7 +1,7 @@
 """Write strategies: one entry per context-type mode (`ctxtypes.MODES`).
 
 A strategy says how a write is routed to a node and how two documents of the type
-combine. Routing of dropped files and extracted candidates (`Memory.route_document`) and
+combine. Routing of dropped files and extracted candidates (`Routing.route_document`) and
 consolidation's near-duplicate merge (`consolidate._merge`) both look the type's mode up
 here, so adding a mode is one entry in `STRATEGIES` (plus its name in `ctxtypes.MODES`,
 which sits below this package; `Memory` refuses a type whose mode has no entry, and a
