@@ -33,7 +33,8 @@ from contextfs.errors import LLMUnavailable, NoSpace, SchemaError, StoreDamaged
 from contextfs.index.embed import Embedder, LocalEmbedder, OpenAIEmbedder
 from contextfs.media.clip import ClipSpec, LazyClip
 from contextfs.memory.redact import Redactor
-from contextfs.memory.service import Memory, Refusal
+from contextfs.memory.service import Memory
+from contextfs.model import Refusal
 from contextfs.search.images import ImageVectors
 from contextfs.status_json import memory_line
 from contextfs.store import Store
@@ -108,7 +109,7 @@ def open_memory(cfg: Config, types: dict[str, ContextType]) -> Memory:
         try:
             if owner not in memory.owners:
                 memory.create_owner(*owner)
-            for path, res in memory.recover_drops():
+            for path, res in memory.routing.recover_drops():
                 log.info("routed a file left pending by the last run: %s -> %s", path, res)
         except NoSpace as exc:
             memory.disk_full = (time.time(), exc.reason)

@@ -677,7 +677,7 @@ def cmd_import(args: argparse.Namespace) -> int:
                 Path(args.dir), store_destination(memory), type_name=args.type, progress=show
             )
             memory.persist_pending()
-            memory.flush_touched()
+            memory.attachment_store.flush_touched()
         finally:
             close_memory(memory, cfg)
         report.dest = str(cfg.data_dir)

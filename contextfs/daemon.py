@@ -67,9 +67,10 @@ from contextfs.memory.background import BACKGROUND
 from contextfs.memory.cluster import ClusterSync
 from contextfs.memory.consolidate import ConsolidationService
 from contextfs.memory.remote import catch_up
-from contextfs.memory.service import Memory, Refusal
+from contextfs.memory.service import Memory
 from contextfs.memory.summaries import SummaryService
 from contextfs.memory.texts import TextWarmup
+from contextfs.model import Refusal
 from contextfs.search.indexer import Indexer
 from contextfs.search.retrieval import Searcher
 from contextfs.status_json import render_status_json
@@ -411,7 +412,7 @@ def _last_writes(memory: Memory) -> None:
                 catch_up(memory)  # what other mounts (or a lost commit answer) stored
             memory.persist_pending()  # empty nodes made by mkdir survive a remount
             memory.flush_access_counts()
-            memory.flush_touched()
+            memory.attachment_store.flush_touched()
         except (StoreUnavailable, VersionConflict) as exc:  # a shared store's server
             log.warning("the last writes (empty folders, access counts) not stored: %s", exc)
 

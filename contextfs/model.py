@@ -100,7 +100,7 @@ ChangeOp = Literal["created", "updated", "deleted", "moved"]
 
 @dataclass(frozen=True, slots=True)
 class Change:
-    """One thing a committed transaction changed, as `Memory.subscribe` callbacks see it.
+    """One thing a committed transaction changed, as `Transactions.subscribe` callbacks see it.
 
     `node_id` is the node (for an attachment: its node; None for owners, inbox items and
     sessions); `id` is the attachment or inbox item id; `path` is where it shows in the
@@ -115,3 +115,15 @@ class Change:
     node_id: int | None = None
     id: int | None = None
     old_path: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Refusal:
+    """A commit refused with an errno, as `.status` lists it (and where its bytes are kept)."""
+
+    when: float
+    path: str
+    errno: int
+    reason: str
+    kept_at: str | None
+    uid: int | None = None  # who asked, when the request said (a question names its asker)

@@ -24,8 +24,9 @@ from contextfs import __version__
 if TYPE_CHECKING:  # annotations only: the daemon passes the live objects in
     from contextfs.config import Config
     from contextfs.conversations.inbox import Intake
-    from contextfs.memory.service import Memory, Refusal
+    from contextfs.memory.service import Memory
     from contextfs.memory.summaries import SummaryService
+    from contextfs.model import Refusal
     from contextfs.search.indexer import Indexer
 
 # Bumped when a field changes meaning or goes away (adding a field does not bump it).

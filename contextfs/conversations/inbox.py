@@ -1014,7 +1014,9 @@ class Intake:
         with self.memory.transaction():  # all parts or none
             documents.reverse()
             while documents:
-                res = self.memory.route_document(owner, ctype, documents.pop(), source=source)
+                res = self.memory.routing.route_document(
+                    owner, ctype, documents.pop(), source=source
+                )
                 if key:
                     self._keep_key(res.node, key)
                 nodes.append(res)
@@ -1087,7 +1089,7 @@ class Intake:
                     self.memory.create_owner(*target)
                     self._hook("owner_created", target)
                 fields = validate_candidate(ctype, c.fields, where=c.type)
-                res = self.memory.route_document(
+                res = self.memory.routing.route_document(
                     target,
                     ctype,
                     Document(dict(fields), c.body),
@@ -1301,7 +1303,7 @@ class IntakeService(Service):
         super().__init__()
         self.intake = intake
         intake.wake = self.wake
-        self.unsubscribe = intake.memory.subscribe(self._committed)
+        self.unsubscribe = intake.memory.transactions.subscribe(self._committed)
 
     def _committed(self, changes: Sequence[Change]) -> None:
         if any(c.kind == "inbox" and c.op == "created" for c in changes):

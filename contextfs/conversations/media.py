@@ -711,7 +711,7 @@ class MediaIntake:
         memory = self.memory
         ctype = memory.types[kind]
         with memory.transaction():
-            res = memory.route_document(
+            res = memory.routing.route_document(
                 owner, ctype, Document(fields, body), source=str(fields["source"])
             )
             folders: dict[str, int] = {}
@@ -719,9 +719,11 @@ class MediaIntake:
                 parent = None
                 if folder is not None:
                     if folder not in folders:
-                        folders[folder] = memory.add_attachment(
+                        folders[folder] = memory.attachment_store.add_attachment(
                             res.node, None, folder, "dir", 0o755
                         ).id
                     parent = folders[folder]
-                memory.add_attachment(res.node, parent, name, "file", 0o644, data=data)
+                memory.attachment_store.add_attachment(
+                    res.node, parent, name, "file", 0o644, data=data
+                )
         return res.node

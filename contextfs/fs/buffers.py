@@ -7,7 +7,7 @@ or metadata; the role handlers decide what a commit of the buffer means (`flush`
 or a tier handle's own copy (`Handle.buffer`); for an attachment, `Inode.changed` records
 the byte spans each write touched so its commit rewrites only those chunks
 (`fs.inode.ChangedBytes`). Nothing here touches the store except through the role
-handlers (a truncate with no open file commits at once) and `Memory.update_attachment`
+handlers (a truncate with no open file commits at once) and `AttachmentStore.update_attachment`
 (an attachment's mode and mtime).
 """
 
@@ -203,7 +203,7 @@ class Buffers:
         if changed_meta and inode.att is not None and inode.role == Role.ATTACH:
             inode.att.mode = stat.S_IMODE(inode.mode)
             inode.att.mtime = inode.mtime_ns / 1e9
-            self.memory.update_attachment(inode.att)
+            self.memory.attachment_store.update_attachment(inode.att)
 
     # ---- open, write, release -------------------------------------------------------------
 

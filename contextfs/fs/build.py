@@ -43,9 +43,9 @@ from contextfs.fs.table import InodeTable
 from contextfs.fs.tree import Tree
 from contextfs.memory.cluster import ClusterSync, Loaded
 from contextfs.memory.consolidate import ConsolidationService, Report
-from contextfs.memory.service import Memory, Refusal
+from contextfs.memory.service import Memory
 from contextfs.memory.summaries import SummaryService
-from contextfs.model import Node
+from contextfs.model import Node, Refusal
 from contextfs.search.indexer import Indexer
 from contextfs.search.retrieval import Searcher
 

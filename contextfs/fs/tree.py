@@ -366,7 +366,7 @@ class Tree:
         times, durable."""
         d = self.get(ino)
         self.memory.persist_pending(d.owner)
-        self.memory.flush_touched()
+        self.memory.attachment_store.flush_touched()
 
     def link(self, ino: int, new_parent_ino: int, name: str) -> Inode:
         """A hard link: another name for an attachment file, inside its own node."""

@@ -1,29 +1,29 @@
 """The attachments of nodes: their records, their bytes in 64 KiB chunks, and the secret
 scan of a partial write.
 
-`AttachmentStore` is one part of `Memory` (a mixin whose state `Memory.__init__` sets
-up): it adds, commits, updates, removes and restores attachments through the memory's
+`AttachmentStore` is the part of `Memory` that owns the attachments
+(`Memory.attachment_store`): it adds, commits, updates, removes and restores attachment
+records (the `attachments` mirror it shares with the memory) through the memory's
 transaction (`memory.transactions`), writes only the chunks a commit changed, and scans
 only the changed ranges for secrets when that is enough (`_secret_near`). It knows the
-nodes only by id and path.
+nodes only by id and path: it is given the node cache, a callable that names a node and
+one that records what a redaction found.
 """
 
 from __future__ import annotations
 
-import contextlib
-from collections.abc import Callable, Iterator
-from dataclasses import replace
-from typing import TYPE_CHECKING
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Protocol
 
 from contextfs.errors import TooBig
 from contextfs.model import Attachment, Node
+from contextfs.store import backend
 from contextfs.store.schema import CHUNK_SIZE
 
 if TYPE_CHECKING:
     from contextfs.memory.heads import NodeCache
     from contextfs.memory.redact import Redaction, Redactor
-    from contextfs.memory.transactions import Journal
-    from contextfs.store import Store
+    from contextfs.memory.transactions import Transactions
 
 # Bytes scanned for secrets on each side of a changed range of an attachment (see
 # `AttachmentStore._secret_near`): the longest secret an offset write is sure to be checked for.
@@ -34,32 +34,35 @@ REDACT_MARGIN = 8 * 1024
 ATTACHMENT_CHUNK = CHUNK_SIZE  # for fs.inode, which sees the store only through memory
 
 
+class AttachmentRowStore(backend.Transactions, backend.AttachmentRows, Protocol):
+    """What the attachments use of the store: ids and the attachment rows and bytes."""
+
+
 class AttachmentStore:
     """Attachment records and bytes, written through the memory's transaction."""
 
-    # set by Memory.__init__
-    store: Store
-    nodes: NodeCache
-    attachments: dict[int, Attachment]
-    redactor: Redactor | None
-    max_file_size: int
-    clock: Callable[[], float]
-    failsafe: str | None
-    _tx: Journal | None
-    _dirty_atts: dict[int, Attachment]
-
-    if TYPE_CHECKING:  # the other parts of Memory (memory.transactions, memory.service)
-
-        @contextlib.contextmanager
-        def transaction(self) -> Iterator[None]: ...
-
-        def _touch_att(self, a: Attachment) -> None: ...
-
-        def node_path(self, n: Node) -> str: ...
-
-        def _store_node(self, n: Node, reason: str | None = None) -> None: ...
-
-        def _log_found(self, path: str, found: tuple[Redaction, ...]) -> None: ...
+    def __init__(
+        self,
+        store: AttachmentRowStore,
+        transactions: Transactions,
+        *,
+        nodes: NodeCache,
+        attachments: dict[int, Attachment],
+        node_path: Callable[[Node], str],
+        record_redactions: Callable[[str, tuple[Redaction, ...]], None],
+        redactor: Redactor | None,
+        max_file_size: int,
+        clock: Callable[[], float],
+    ) -> None:
+        self.store = store
+        self.transactions = transactions
+        self.nodes = nodes
+        self.attachments = attachments  # id -> record: the memory's mirror, shared
+        self.node_path = node_path
+        self.record_redactions = record_redactions
+        self.redactor = redactor
+        self.max_file_size = max_file_size
+        self.clock = clock
 
     def attachment_path(self, a: Attachment) -> str:
         parts = [a.name]
@@ -121,11 +124,11 @@ class AttachmentStore:
                     grew = True
         return sorted(kept.values(), key=lambda a: a.id)
 
-    def _restore_attachments(self, n: Node, deleted_at: float | None) -> None:
+    def restore_attachments(self, n: Node, deleted_at: float | None) -> None:
         if deleted_at is None:
             return
         for a in self._went_with(n, deleted_at):
-            self._touch_att(a)
+            self.transactions.keep_attachment(a)
             a.deleted_at = None
             self.store.update_attachment(a)
 
@@ -154,16 +157,13 @@ class AttachmentStore:
         )
         if kind == "file" and data is None:
             data = b""
-        with self.transaction():
+        with self.transactions.transaction():
             if not node.persisted:
-                self._store_node(node)
+                self.transactions.store_node(node)
             self.store.insert_attachment(a, data)
             a.size = len(data or b"")
             self.attachments[a.id] = a
-            tx = self._tx
-            assert tx is not None
-            tx.new_atts.append(a.id)
-            tx.atts[a.id] = (a, replace(a))
+            self.transactions.note_new_attachment(a)
         return a
 
     def add_link(self, holder: Attachment, parent_id: int | None, name: str) -> Attachment:
@@ -180,21 +180,18 @@ class AttachmentStore:
             holder.target,
             link_of=holder.id,
         )
-        with self.transaction():
+        with self.transactions.transaction():
             self.store.insert_attachment(a, None)
             self.attachments[a.id] = a
-            tx = self._tx
-            assert tx is not None
-            tx.new_atts.append(a.id)
-            tx.atts[a.id] = (a, replace(a))
+            self.transactions.note_new_attachment(a)
         return a
 
     def swap_names(self, a: Attachment, b: Attachment) -> None:
         """Two rows of one hard-linked file trade their names (node, folder, name): the
         holder takes the name that must stay, so it always keeps a live name."""
-        with self.transaction():
-            self._touch_att(a)
-            self._touch_att(b)
+        with self.transactions.transaction():
+            self.transactions.keep_attachment(a)
+            self.transactions.keep_attachment(b)
             a.node_id, b.node_id = b.node_id, a.node_id
             a.parent_id, b.parent_id = b.parent_id, a.parent_id
             a.name, b.name = b.name, a.name
@@ -243,15 +240,15 @@ class AttachmentStore:
             if scan_all and self.redactor is not None:
                 out, found = self.redactor.redact_bytes(bytes(view))
                 if found:
-                    self._log_found(path, found)
+                    self.record_redactions(path, found)
                     # a marker is not as long as the secret: every later byte moves
                     first = min(r.start for r in found)
                     chunks.update(range(first // CHUNK_SIZE, -(-len(out) // CHUNK_SIZE)))
                     redacted = out
             stored = view if redacted is None else redacted
-            with self.transaction():
+            with self.transactions.transaction():
                 self.store.write_attachment_chunks(a.id, stored, sorted(chunks), mtime)
-                self._touch_att(a)
+                self.transactions.keep_attachment(a)
                 a.mtime, a.size = mtime, len(stored)
         return redacted
 
@@ -297,21 +294,18 @@ class AttachmentStore:
     def update_attachment(self, a: Attachment) -> None:
         """Store a's record, which the caller has changed already (a rollback reloads it
         from the store, unless this transaction kept a copy of it first)."""
-        with self.transaction():
-            tx = self._tx
-            assert tx is not None
-            if a.id not in tx.atts:
-                tx.atts[a.id] = (a, None)
+        with self.transactions.transaction():
+            self.transactions.note_changed_attachment(a)
             self.store.update_attachment(a)
 
     def touch_attachment(self, a: Attachment) -> None:
         """A folder's mtime moved: stored with the next transaction (or at unmount), so a
         create in a folder costs one transaction, not two."""
-        self._dirty_atts[a.id] = a
+        self.transactions.dirty_attachments[a.id] = a
 
     def flush_touched(self) -> None:
-        if self._dirty_atts and not self.failsafe:
-            with self.transaction():
+        if self.transactions.dirty_attachments and not self.transactions.failsafe:
+            with self.transactions.transaction():
                 pass  # the folder mtimes are written with every commit
 
     def drop_moved_attachment(self, a: Attachment) -> None:
@@ -323,17 +317,15 @@ class AttachmentStore:
         if any(x.link_of == a.id and x.deleted_at is None for x in self.attachments.values()):
             self.remove_attachment(a)
             return
-        with self.transaction():
+        with self.transactions.transaction():
             self.store.purge_attachment(a.id)
-            tx = self._tx
-            assert tx is not None
-            tx.gone_atts[a.id] = a
+            self.transactions.note_purged_attachment(a)
             self.attachments.pop(a.id, None)
 
     def remove_attachment(self, a: Attachment) -> None:
         """Unlink/rmdir: soft until the retention purge, so `rm -r` of a node can be undone."""
-        with self.transaction():
-            self._touch_att(a)
+        with self.transactions.transaction():
+            self.transactions.keep_attachment(a)
             a.deleted_at = self.clock()
             self.store.update_attachment(a)
 

@@ -1,7 +1,7 @@
 """The shape every background service shares (indexer, intake, summaries, consolidation).
 
 A service's `run()` runs in the daemon's trio nursery until `stop()`; between rounds of
-work it sleeps until `wake()` (usually called from a `Memory.subscribe` callback when a
+work it sleeps until `wake()` (usually called from a `Transactions.subscribe` callback when a
 commit concerns it) or a timeout. `stop()` sets a flag and wakes it, so `run()` returns
 at its next check instead of at the end of a sleep. Whoever shows what a service changed
 (the tree) `follow`s it.
@@ -68,7 +68,7 @@ class Service:
         self._wake = trio.Event()
         self._stopping = False
         # the trio run this service sleeps in and its thread: `wake()` may come from any
-        # thread (a `Memory.subscribe` callback runs in the thread that committed), and a
+        # thread (a `Transactions.subscribe` callback runs in the thread that committed), and a
         # trio.Event may only be set from its own run
         self._token: trio.lowlevel.TrioToken | None = None
         self._loop_thread = 0

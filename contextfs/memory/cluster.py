@@ -58,7 +58,7 @@ class ClusterSync(Service):
         """Load what the others committed, then tell the tree what was loaded (also the
         nodes a re-applied write loaded meanwhile)."""
         self.rounds += 1
-        if self.memory._tx is None:
+        if self.memory.transactions.journal is None:
             # while the server is away its reconnection says so in .status; the next
             # round retries
             with contextlib.suppress(StoreUnavailable):

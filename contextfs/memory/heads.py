@@ -14,7 +14,7 @@ open, and hold a node object per node: a mount's time and memory grew with the s
   set and not committed); a pinned node returns to the LRU when `release`d.
 - `LiveIndex` is `Memory.live`: (owner kind, owner id, type, name) -> id of the live node,
   asked of the store (`Store.live_node_id`, index nodes_owner_type_name), with the live
-  nodes the store does not hold yet (`pending`, journaled by `Memory._set_live`) first.
+  nodes the store does not hold yet (`pending`, journaled by `Transactions.set_live`) first.
 - `walk` streams nodes from the store page by page (`Store.node_head_page`, keyset by
   id), giving the held object where there is one: what consolidation, an index rebuild,
   an export and routing read instead of iterating a dict of every node.
@@ -244,7 +244,7 @@ def _fits(
 class LiveIndex:
     """(owner kind, owner id, type, name) -> id of the live node there, asked of the store,
     with the live nodes not stored yet (`pending`) first. Maintained by
-    `Memory._set_live`; reads only."""
+    `Transactions.set_live`; reads only."""
 
     def __init__(self, store: Store, nodes: NodeCache) -> None:
         self.store = store

@@ -15,14 +15,19 @@ from __future__ import annotations
 
 import datetime as dt
 import logging
+from collections import deque
+from contextlib import AbstractContextManager
 from dataclasses import fields
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
 from contextfs.errors import VersionConflict
 from contextfs.model import Node
 
 if TYPE_CHECKING:
-    from contextfs.memory.service import Memory
+    from contextfs.memory.heads import LiveIndex, NodeCache
+    from contextfs.memory.texts import TierTexts
+    from contextfs.memory.transactions import Transactions
+    from contextfs.store.backend import NodeRows
 
 log = logging.getLogger(__name__)
 
@@ -33,11 +38,39 @@ _COPIED = tuple(f.name for f in fields(Node) if f.name not in _LOCAL)
 ATTEMPTS = 5  # re-applications of one write before the conflict reaches the caller
 
 
-def reload_nodes(memory: Memory, ids: list[int]) -> list[tuple[Node, bool]]:
+class Mirror(Protocol):
+    """What catching up with other mounts uses of the memory (`memory.service.Memory` is
+    one): its mirrors of the store, where loaded nodes and owners wait for the tree, its
+    transactions (the journal, the generation), a transaction and a save of L2."""
+
+    @property
+    def store(self) -> NodeRows: ...  # a shared store (store.pg.PgStore) in practice
+    @property
+    def nodes(self) -> NodeCache: ...
+    @property
+    def texts(self) -> TierTexts: ...
+    @property
+    def live(self) -> LiveIndex: ...
+    @property
+    def owners(self) -> set[tuple[str, str]]: ...
+    @property
+    def new_owners(self) -> list[tuple[str, str]]: ...
+    @property
+    def reloaded(self) -> list[tuple[Node, bool]]: ...
+    @property
+    def conflicts(self) -> deque[str]: ...
+    @property
+    def transactions(self) -> Transactions: ...
+    def transaction(self) -> AbstractContextManager[None]: ...
+    def save_l2(self, n: Node, text: str, reason: str = ...) -> bool: ...
+    def node_path(self, n: Node) -> str: ...
+
+
+def reload_nodes(memory: Mirror, ids: list[int]) -> list[tuple[Node, bool]]:
     """Load these nodes as stored now into memory: (node, created) of each that differed.
     Between transactions, or at the start of one before it changed these nodes: what is
     loaded is committed, so a rollback has nothing of it to undo."""
-    tx = memory._tx
+    tx = memory.transactions.journal
     assert tx is None or not set(ids) & set(tx.nodes), "loaded over a change in progress"
     fresh = memory.store.nodes_by_id(ids)  # type: ignore[attr-defined]
     out: list[tuple[Node, bool]] = []
@@ -73,13 +106,13 @@ def reload_nodes(memory: Memory, ids: list[int]) -> list[tuple[Node, bool]]:
     return out
 
 
-def _owner_joined(memory: Memory, owner: tuple[str, str]) -> None:
+def _owner_joined(memory: Mirror, owner: tuple[str, str]) -> None:
     if owner not in memory.owners:
         memory.owners.add(owner)
         memory.new_owners.append(owner)
 
 
-def catch_up(memory: Memory) -> int:
+def catch_up(memory: Mirror) -> int:
     """Load everything other mounts committed since `store.applied`; returns how many
     nodes changed. Memory's generation moves to the newest commit seen. Owners made
     elsewhere (an owner is no outbox row: one small query a round) join first, so their
@@ -94,10 +127,10 @@ def catch_up(memory: Memory) -> int:
             return count
         count += len(reload_nodes(memory, ids)) if ids else 0
         store.mark_applied(upto)  # type: ignore[attr-defined]
-        memory.generation = max(memory.generation, upto)
+        memory.transactions.generation = max(memory.transactions.generation, upto)
 
 
-def lock_and_load(memory: Memory, node_id: int) -> None:
+def lock_and_load(memory: Mirror, node_id: int) -> None:
     """At the start of a transaction re-applying a write that lost: lock the node's row
     (waiting for a writer that holds it), then load what every mount committed. No other
     mount can change the node before this transaction ends, so the re-applied write
@@ -106,7 +139,7 @@ def lock_and_load(memory: Memory, node_id: int) -> None:
     catch_up(memory)
 
 
-def keep_both(memory: Memory, n: Node, text: str, reason: str) -> bool:
+def keep_both(memory: Mirror, n: Node, text: str, reason: str) -> bool:
     """A whole-file save of n's L2 lost to another mount's newer version: keep the losing
     text as a version in .history, then the newer one again as the current version, and
     say so in `.status`. Returns whether anything was stored."""

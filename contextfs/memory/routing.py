@@ -1,23 +1,24 @@
 """Routing: a file dropped into a type directory, or a candidate extracted from a
 conversation, becomes memory by its type's mode.
 
-`Routing` is one part of `Memory` (a mixin whose state `Memory.__init__` sets up): it
-finds the node a document goes to (its key fields from front matter, the file name, the
-date or the first words; a similar topic node where the mode matches them), merges it
-with the type's write strategy (`memory.strategies`) and saves it as a new version; and
-it keeps dropped files fsync()ed before a crash (pending drops) to route them at the
-next start. Nodes are saved through `memory.service`.
+`Routing` is the part of `Memory` that routes (`Memory.routing`): it finds the node a
+document goes to (its key fields from front matter, the file name, the date or the first
+words; a similar topic node where the mode matches them), merges it with the type's
+write strategy (`memory.strategies`) and saves it as a new version; and it keeps dropped
+files fsync()ed before a crash (pending drops) to route them at the next start. What it
+uses of the memory's nodes is the `RoutedMemory` protocol (nodes are saved through
+`memory.service`); a write another mount of a shared store won is re-applied through the
+`catch_up` and `lock_and_load` it is given (`memory.remote`).
 """
 
 from __future__ import annotations
 
-import contextlib
 import datetime as dt
 import logging
 import re
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
 from contextfs.ctxtypes import ContextType
 from contextfs.errors import ContextFSError, InvalidInput, TooBig, VersionConflict
@@ -30,19 +31,17 @@ from contextfs.memory.document import (
     render_document,
     strip_trace,
 )
-from contextfs.memory.remote import ATTEMPTS, catch_up, lock_and_load
+from contextfs.memory.remote import ATTEMPTS
 from contextfs.memory.strategies import (
     combine_keeping_person_text,
     machine_writer,
     strategy_for,
 )
-from contextfs.model import Access, Node
+from contextfs.model import Access, Node, Refusal
+from contextfs.store import backend
 
 if TYPE_CHECKING:
-    from contextfs.memory.heads import LiveIndex, NodeCache
-    from contextfs.memory.service import Refusal
-    from contextfs.memory.transactions import Journal
-    from contextfs.store import Store
+    from contextfs.memory.transactions import Transactions
 
 log = logging.getLogger("contextfs.memory.service")  # the name these lines always had
 
@@ -93,73 +92,60 @@ class RouteResult:
     kept_person_text: bool = False
 
 
+class RoutedMemory(Protocol):
+    """What routing uses of the memory (`memory.service.Memory` is one): types, the live
+    node at a name, the nodes of an owner and type, the redaction of what is written, a
+    new node, its provenance and its L2 save, refusals and the access rows of parked
+    files."""
+
+    @property
+    def access(self) -> dict[tuple[str, str], Access]: ...
+    def type_named(self, name: str) -> ContextType: ...
+    def live_node(self, owner: tuple[str, str], ctype: ContextType, name: str) -> Node | None: ...
+    def walk(
+        self,
+        *,
+        owner: tuple[str, str] | None = None,
+        types: tuple[str, ...] | None = None,
+        live: bool | None = True,
+        texts: bool = False,
+    ) -> Iterator[Node]: ...
+    def owner_path(self, owner: tuple[str, str], ctype: ContextType | None, name: str) -> str: ...
+    def redact(self, text: str, path: str) -> str: ...
+    def redact_bytes(self, data: bytes, path: str) -> bytes: ...
+    def check_writable(self) -> None: ...
+    def refuse(
+        self, path: str, exc: ContextFSError, data: bytes | None = None, uid: int | None = None
+    ) -> Refusal: ...
+    def set_access(self, kind: str, key: str, access: Access | None) -> None: ...
+    def new_node(
+        self, owner: tuple[str, str], ctype: ContextType, name: str, node_id: int | None = None
+    ) -> Node: ...
+    def add_source(self, n: Node, source: str) -> None: ...
+    def save_l2(self, n: Node, text: str, reason: str = "write") -> bool: ...
+
+
 class Routing:
     """Dropped files and extracted documents routed into nodes by their type's mode."""
 
-    # set by Memory.__init__
-    store: Store
-    nodes: NodeCache
-    live: LiveIndex
-    max_tier_size: int
-    clock: Callable[[], float]
-    access: dict[tuple[str, str], Access]
-    _tx: Journal | None
-
-    if TYPE_CHECKING:  # the other parts of Memory (memory.transactions, memory.service)
-
-        @contextlib.contextmanager
-        def transaction(self) -> Iterator[None]: ...
-
-        def _add_node(self, n: Node) -> None: ...
-
-        def _set_live(self, key: tuple[str, str, str, str], nid: int | None) -> None: ...
-
-        def type_named(self, name: str) -> ContextType: ...
-
-        def live_node(
-            self, owner: tuple[str, str], ctype: ContextType, name: str
-        ) -> Node | None: ...
-
-        def walk(
-            self,
-            *,
-            owner: tuple[str, str] | None = None,
-            types: tuple[str, ...] | None = None,
-            live: bool | None = True,
-            texts: bool = False,
-        ) -> Iterator[Node]: ...
-
-        def _owner_path(
-            self, owner: tuple[str, str], ctype: ContextType | None, name: str
-        ) -> str: ...
-
-        def redact(self, text: str, path: str) -> str: ...
-
-        def redact_bytes(self, data: bytes, path: str) -> bytes: ...
-
-        def check_writable(self) -> None: ...
-
-        def refuse(
-            self,
-            path: str,
-            exc: ContextFSError,
-            data: bytes | None = None,
-            uid: int | None = None,
-        ) -> Refusal: ...
-
-        def set_access(self, kind: str, key: str, access: Access | None) -> None: ...
-
-        def _new_node(
-            self,
-            owner: tuple[str, str],
-            ctype: ContextType,
-            name: str,
-            node_id: int | None = None,
-        ) -> Node: ...
-
-        def add_source(self, n: Node, source: str) -> None: ...
-
-        def save_l2(self, n: Node, text: str, reason: str = "write") -> bool: ...
+    def __init__(
+        self,
+        store: backend.InboxRows,
+        transactions: Transactions,
+        memory: RoutedMemory,
+        *,
+        catch_up: Callable[[], int],
+        lock_and_load: Callable[[int], None],
+        max_tier_size: int,
+        clock: Callable[[], float],
+    ) -> None:
+        self.store = store  # the pending drops
+        self.transactions = transactions
+        self.memory = memory
+        self.catch_up = catch_up  # a shared store: load what other mounts committed
+        self.lock_and_load = lock_and_load  # and lock a node first (memory.remote)
+        self.max_tier_size = max_tier_size
+        self.clock = clock
 
     # ---- routed writes (SPEC §5, first bullet) ------------------------------------------
 
@@ -174,19 +160,20 @@ class Routing:
         lock: int | None = None  # a node another mount changed first: locked on a retry
         for attempt in range(ATTEMPTS):
             try:
-                with self.transaction():  # the redaction is logged only if the write is stored
+                # the redaction is logged only if the write is stored
+                with self.transactions.transaction():
                     if lock is not None:
-                        lock_and_load(self, lock)  # type: ignore[arg-type]
-                    text = self.redact(raw, self._owner_path(owner, ctype, filename))
+                        self.lock_and_load(lock)
+                    text = self.memory.redact(raw, self.memory.owner_path(owner, ctype, filename))
                     doc = parse_document(text)
                     return self.route_document(owner, ctype, doc, filename, source=filename)
             except VersionConflict as exc:
                 # another mount changed the node first (a shared store): merge or add to
                 # its newest version instead, never over it
-                if self._tx is not None or attempt == ATTEMPTS - 1:
+                if self.transactions.journal is not None or attempt == ATTEMPTS - 1:
                     raise
                 log.info("%s: another mount wrote first; re-applying on its version", filename)
-                catch_up(self)  # type: ignore[arg-type]
+                self.catch_up()
                 lock = exc.node_id
         raise AssertionError("unreachable")
 
@@ -202,14 +189,14 @@ class Routing:
         """Route fields + body (a dropped file, or an extracted candidate) by the type's
         mode (its entry in `strategies.STRATEGIES`). `filename` may give a key; `source`
         is recorded as provenance."""
-        self.check_writable()
+        self.memory.check_writable()
         strategy = strategy_for(ctype)
         fields = ctype.coerce_fields(doc.fields, where="front matter") if doc.fields else {}
         incoming = Document(fields, doc.body)
         stem = _slug_stem(filename)
         reason = f"route:{source or filename}"
         if ctype.singleton:
-            target = self.live_node(owner, ctype, "")
+            target = self.memory.live_node(owner, ctype, "")
             return self._route_into(owner, ctype, "", target, incoming, reason)
         explicit = all(k in fields for k in ctype.key_fields)
         values = dict(fields)
@@ -233,11 +220,11 @@ class Routing:
         name = ctype.node_name(values)
         if strategy.new_node_each_write:
             base, i = name, 2
-            while self.live_node(owner, ctype, name) is not None:
+            while self.memory.live_node(owner, ctype, name) is not None:
                 name = f"{base}-{i}"
                 i += 1
             return self._route_into(owner, ctype, name, None, incoming, reason)
-        target = self.live_node(owner, ctype, name)
+        target = self.memory.live_node(owner, ctype, name)
         if target is None and strategy.match_similar and not explicit:
             target = self._similar_node(owner, ctype, doc.body)
             if target is not None:
@@ -253,7 +240,7 @@ class Routing:
         if len(new) < 3:
             return None
         best, best_score = None, 0.0
-        for n in self.walk(owner=owner, types=(ctype.name,), texts=True):
+        for n in self.memory.walk(owner=owner, types=(ctype.name,), texts=True):
             for item in body_items(parse_document(n.l2).body):
                 old = _tokens(item)
                 if not old:
@@ -289,14 +276,14 @@ class Routing:
             raise InvalidInput(f"{ctype.name} needs field(s): " + ", ".join(missing))
         text = render_document(ctype, merged)
         created = target is None
-        n = self._new_node(owner, ctype, name) if target is None else target
-        with self.transaction():
+        n = self.memory.new_node(owner, ctype, name) if target is None else target
+        with self.transactions.transaction():
             if source not in n.sources and len(n.sources) < 100:
-                self.add_source(n, source)  # provenance, stored with this version
-            changed = self.save_l2(n, text, reason)  # a new node: inserted with version 1
+                self.memory.add_source(n, source)  # provenance, stored with this version
+            changed = self.memory.save_l2(n, text, reason)  # a new node: inserted with version 1
             if created:
-                self._add_node(n)
-                self._set_live((owner[0], owner[1], ctype.name, name), n.id)
+                self.transactions.add_node(n)
+                self.transactions.set_live((owner[0], owner[1], ctype.name, name), n.id)
         return RouteResult(n, created, changed, folded, kept_person_text=protect and changed)
 
     # ---- drops --------------------------------------------------------------------------
@@ -312,18 +299,18 @@ class Routing:
     ) -> None:
         """Store a dropped or parked file's bytes; `access`: the owner, group and mode a
         parked file shows again after a remount (kept as the `parked` access row)."""
-        with self.transaction():
-            data = self.redact_bytes(data, self._owner_path(owner, ctype, filename))
+        with self.transactions.transaction():
+            data = self.memory.redact_bytes(data, self.memory.owner_path(owner, ctype, filename))
             self.store.add_pending_drop(drop_id, owner, ctype.name, filename, data)
             key = ("parked", str(drop_id))
-            if access is not None and self.access.get(key) != access:
-                self.set_access(*key, access)
+            if access is not None and self.memory.access.get(key) != access:
+                self.memory.set_access(*key, access)
 
     def forget_drop(self, drop_id: int) -> None:
-        with self.transaction():
+        with self.transactions.transaction():
             self.store.remove_pending_drop(drop_id)
-            if ("parked", str(drop_id)) in self.access:
-                self.set_access("parked", str(drop_id), None)
+            if ("parked", str(drop_id)) in self.memory.access:
+                self.memory.set_access("parked", str(drop_id), None)
 
     def parked_files(self) -> list[tuple[int, tuple[str, str], str, str, bytes]]:
         """(id, owner, type name, file name, bytes) of every parked file: a temporary or
@@ -343,10 +330,10 @@ class Routing:
                 continue
             path = f"{kind}/{oid}/{tname}/{filename}"
             try:
-                ctype = self.type_named(tname)
+                ctype = self.memory.type_named(tname)
                 res: RouteResult | Refusal = self.route((kind, oid), ctype, filename, data)
             except ContextFSError as exc:
-                res = self.refuse(path, exc, data)
+                res = self.memory.refuse(path, exc, data)
             self.forget_drop(drop_id)
             done.append((path, res))
             log.info("recovered pending drop %s", path)

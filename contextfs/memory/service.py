@@ -1,15 +1,15 @@
-"""The memory service: typed nodes, versions, routing and attachments over the Store.
+"""The memory service: typed nodes and versions over the Store, and the parts it holds.
 
 This is where context types, documents and the canonical store meet. It holds the nodes
 in use and every attachment in memory (write-through to the store); a node not held is
 read from the store when asked for (`memory.heads`: `nodes`, `live`, `walk`), so opening
 a store of a million nodes costs what opening one of a thousand does. It knows nothing of
-inodes or FUSE. `Memory` is the
-one façade: this module holds its state, owners, nodes and versions, refusals, the
-redaction log and the rows of conversations; its other parts are mixins in their own
-modules: `memory.transactions` (the transaction boundary, journal and change feed),
-`memory.attachments` (attachment records and chunked bytes) and `memory.routing`
-(dropped files and extracted documents into nodes).
+inodes or FUSE. This module holds the memory's state, owners, nodes and versions,
+refusals, the redaction log and the rows of conversations; `Memory` builds and holds
+its other parts, each given only what it uses: `transactions` (`memory.transactions`:
+the transaction boundary, journal and change feed), `attachment_store`
+(`memory.attachments`: attachment records and chunked bytes) and `routing`
+(`memory.routing`: dropped files and extracted documents into nodes).
 """
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ import re
 import time
 from collections import deque
 from collections.abc import Callable, Iterator, Sequence
-from dataclasses import dataclass
+from contextlib import AbstractContextManager
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -40,13 +40,13 @@ from contextfs.memory.attachments import AttachmentStore
 from contextfs.memory.document import Document, parse_document, trace_bytes
 from contextfs.memory.heads import LiveIndex, NodeCache
 from contextfs.memory.redact import escape_controls, marker
-from contextfs.memory.remote import keep_both
+from contextfs.memory.remote import catch_up, keep_both, lock_and_load
 from contextfs.memory.routing import Routing
 from contextfs.memory.strategies import strategy_for
 from contextfs.memory.summarize import summarize
 from contextfs.memory.texts import DEFAULT_HOT_NODES, LazyNode, TierTexts
-from contextfs.memory.transactions import Journal, Transactions
-from contextfs.model import MACHINE_REASONS, Access, Attachment, Change, Node
+from contextfs.memory.transactions import Transactions
+from contextfs.model import MACHINE_REASONS, Access, Attachment, Change, Node, Refusal
 from contextfs.store import Store
 from contextfs.store.schema import CHUNK_SIZE
 
@@ -73,25 +73,14 @@ def _iso(ts: float | None) -> str:
     return dt.datetime.fromtimestamp(ts, dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
-@dataclass(frozen=True, slots=True)
-class Refusal:
-    """A commit refused with an errno, as `.status` lists it (and where its bytes are kept)."""
-
-    when: float
-    path: str
-    errno: int
-    reason: str
-    kept_at: str | None
-    uid: int | None = None  # who asked, when the request said (a question names its asker)
-
-
-class Memory(Transactions, AttachmentStore, Routing):
+class Memory:
     """Typed memory nodes with versions, write-through to the Store.
 
-    The façade the rest of ContextFS calls: this class holds the state and the nodes,
-    owners, refusals and redaction log; the transaction boundary and change feed
-    (`Transactions`), attachments (`AttachmentStore`) and routing (`Routing`) are its
-    parts in their own modules."""
+    This class holds the nodes, owners, refusals and redaction log; its parts are
+    `transactions` (the transaction boundary and change feed), `attachment_store`
+    (attachments) and `routing` (routed writes), reached through it by callers.
+    `transaction()`, `generation`, `failsafe` and `disk_full` stay here as thin
+    delegations to `transactions`: they are the memory's as a whole."""
 
     def __init__(
         self,
@@ -121,11 +110,9 @@ class Memory(Transactions, AttachmentStore, Routing):
         self.clock = clock
         self.refusals: deque[Refusal] = deque(maxlen=50)
         self.refusal_count = 0
-        self.failsafe: str | None = None  # reason, when the store turned read-only
         # node id: versions whose stored text a later save redacted (`_redact_versions`);
         # the tree takes them to refresh what the kernel holds of those files
         self.rewritten_versions: dict[int, set[int]] = {}
-        self.disk_full: tuple[float, str] | None = None  # since, why: ENOSPC until room
         # what the mount's fsck checked (app.open_memory), for .status
         self.mount_check: CheckRun | None = None
         # a shared store (memory.remote): nodes loaded from other mounts' commits, for the
@@ -144,14 +131,74 @@ class Memory(Transactions, AttachmentStore, Routing):
         self.nodes = NodeCache(store, self.texts, hot_nodes, keep=self._unflushed)
         self.live = LiveIndex(store, self.nodes)
         self.attachments: dict[int, Attachment] = {a.id: a for a in store.attachments()}
-        self.generation = store.generation()
-        self._tx: Journal | None = None
-        self._subscribers: list[Callable[[Sequence[Change]], None]] = []
-        self._dirty_atts: dict[int, Attachment] = {}  # folder mtimes to store
+        # the one transaction boundary, its journal and the change feed
+        self.transactions = Transactions(
+            store,
+            nodes=self.nodes,
+            live=self.live,
+            texts=self.texts,
+            owners=self.owners,
+            access=self.access,
+            attachments=self.attachments,
+            clock=lambda: self.clock(),  # the memory's clock, as it is when asked
+            node_path=self.node_path,
+            attachment_path=lambda a: self.attachment_store.attachment_path(a),
+        )
         self.redactor = redactor
+        # attachment records and their chunked bytes
+        self.attachment_store = AttachmentStore(
+            store,
+            self.transactions,
+            nodes=self.nodes,
+            attachments=self.attachments,
+            node_path=self.node_path,
+            record_redactions=self.record_redactions,
+            redactor=redactor,
+            max_file_size=max_file_size,
+            clock=lambda: self.clock(),  # the memory's clock, as it is when asked
+        )
         self.default_owner = default_owner
+        # dropped files and extracted documents into nodes
+        self.routing = Routing(
+            store,
+            self.transactions,
+            self,
+            catch_up=lambda: catch_up(self),
+            lock_and_load=lambda node_id: lock_and_load(self, node_id),
+            max_tier_size=max_tier_size,
+            clock=lambda: self.clock(),
+        )
         self.redaction_count = 0
-        self.pending_redactions: list[tuple[float, str, str, int]] = []
+
+    # ---- the memory as a whole: its transaction, generation and state -------------------
+
+    def transaction(self) -> AbstractContextManager[None]:
+        """One store transaction around any number of changes (`Transactions.transaction`:
+        nested uses join the outermost; a rollback puts memory back as it was)."""
+        return self.transactions.transaction()
+
+    @property
+    def generation(self) -> int:
+        """The store generation (outbox seq) the in-memory mirrors reflect."""
+        return self.transactions.generation
+
+    @property
+    def failsafe(self) -> str | None:
+        """Why the mount is read-only (a store fault, fsck's finding), or None."""
+        return self.transactions.failsafe
+
+    @failsafe.setter
+    def failsafe(self, reason: str | None) -> None:
+        self.transactions.failsafe = reason
+
+    @property
+    def disk_full(self) -> tuple[float, str] | None:
+        """Since when and why writes are refused with ENOSPC, or None."""
+        return self.transactions.disk_full
+
+    @disk_full.setter
+    def disk_full(self, value: tuple[float, str] | None) -> None:
+        self.transactions.disk_full = value
 
     # ---- small helpers ------------------------------------------------------------------
 
@@ -203,7 +250,7 @@ class Memory(Transactions, AttachmentStore, Routing):
     def _unflushed(self, n: Node) -> bool:
         return n.id in self._access_dirty
 
-    def _owner_path(self, owner: tuple[str, str], ctype: ContextType | None, name: str) -> str:
+    def owner_path(self, owner: tuple[str, str], ctype: ContextType | None, name: str) -> str:
         base = f"{owner[0]}/{owner[1]}"
         return f"{base}/{ctype.type_dir}/{name}" if ctype else f"{base}/{name}"
 
@@ -261,7 +308,7 @@ class Memory(Transactions, AttachmentStore, Routing):
         now = self.clock()
         for kind, count in counts.items():
             self.redaction_count += count
-            self.pending_redactions.append((now, path, kind, count))
+            self.transactions.pending_redactions.append((now, path, kind, count))
         log.info("redacted %s in %s", ", ".join(f"{c} {k}" for k, c in counts.items()), path)
 
     def check_writable(self) -> None:
@@ -337,9 +384,7 @@ class Memory(Transactions, AttachmentStore, Routing):
         with self.transaction():
             self.store.add_owner(kind, owner_id)
             self.owners.add((kind, owner_id))
-            tx = self._tx
-            assert tx is not None
-            tx.owners.append((kind, owner_id))
+            self.transactions.note_owner((kind, owner_id))
 
     def set_access(self, kind: str, key: str, access: Access | None) -> None:
         """Store who owns an owner directory (`owner`, 'user/alice'), one of its fixed
@@ -350,16 +395,14 @@ class Memory(Transactions, AttachmentStore, Routing):
             raise InvalidInput(f"no access is kept for {kind!r}")
         self.check_writable()
         with self.transaction():
-            tx = self._tx
-            assert tx is not None
-            tx.access.setdefault((kind, key), self.access.get((kind, key)))
+            self.transactions.note_access((kind, key))
             self.store.set_access(kind, key, access)
             if access is None:
                 self.access.pop((kind, key), None)
             else:
                 self.access[(kind, key)] = access
 
-    def _new_node(
+    def new_node(
         self, owner: tuple[str, str], ctype: ContextType, name: str, node_id: int | None = None
     ) -> Node:
         now = self.clock()
@@ -412,30 +455,18 @@ class Memory(Transactions, AttachmentStore, Routing):
         self.check_writable()
         if self.live_node(owner, ctype, name) is not None:
             raise Exists(f"{ctype.type_dir}/{name} already exists")
-        n = self._new_node(owner, ctype, name, node_id)
+        n = self.new_node(owner, ctype, name, node_id)
         if created is not None:
             n.created = created
         if persist:
             with self.transaction():
-                self._store_node(n)
-                self._add_node(n)
-                self._set_live((owner[0], owner[1], ctype.name, name), n.id)
+                self.transactions.store_node(n)
+                self.transactions.add_node(n)
+                self.transactions.set_live((owner[0], owner[1], ctype.name, name), n.id)
         else:  # nothing stored: journaled only when a caller's transaction is open
-            self._add_node(n)
-            self._set_live((owner[0], owner[1], ctype.name, name), n.id)
+            self.transactions.add_node(n)
+            self.transactions.set_live((owner[0], owner[1], ctype.name, name), n.id)
         return n
-
-    def _store_node(self, n: Node, reason: str | None = None) -> None:
-        """Inside a transaction: write n (insert on its first commit), with a new version
-        row when reason is given. A rollback puts `persisted` back with the rest of n."""
-        assert self._tx is not None, "a node is stored inside Memory.transaction()"
-        self._touch(n)
-        if n.persisted:
-            self.generation = self.store.update_node(n, new_version_reason=reason)
-        else:
-            self.generation = self.store.insert_node(n, new_version_reason=reason)
-            n.persisted = True
-        self._tx.stored[n.id] = self.generation
 
     def persist_pending(self, owner: tuple[str, str] | None = None) -> int:
         """Store nodes made by mkdir and never written (fsync of a type dir, unmount)."""
@@ -443,12 +474,12 @@ class Memory(Transactions, AttachmentStore, Routing):
         if pending:
             with self.transaction():
                 for n in pending:
-                    self._store_node(n)
+                    self.transactions.store_node(n)
         return len(pending)
 
     def add_source(self, n: Node, source: str) -> None:
         """Provenance for n, stored with its next write in this transaction."""
-        self._touch(n)
+        self.transactions.keep(n)
         n.sources.append(source)
 
     def validate_l2(self, ctype: ContextType, text: str) -> Document:
@@ -480,20 +511,20 @@ class Memory(Transactions, AttachmentStore, Routing):
         now = max(self.clock(), n.updated)
         try:
             with self.transaction():
-                self._touch(n)
+                self.transactions.keep(n)
                 n.version += 1
                 n.l0, n.l1, n.l2 = l0, l1, text
                 n.l0_pinned = n.l1_pinned = False
                 n.content_hash, n.updated = h, now
                 if not reason.startswith(MACHINE_REASONS):
                     n.person_wrote = True
-                self._store_node(n, reason)
+                self.transactions.store_node(n, reason)
                 n.history.append((n.version, now, len(text.encode("utf-8"))))
                 self._redact_versions(n, raw, earlier)
         except VersionConflict:
             # another mount saved a newer version first (a shared store): a whole-file
             # save keeps both; inside a caller's transaction, the caller re-applies
-            if self._tx is not None or not n.persisted:
+            if self.transactions.journal is not None or not n.persisted:
                 raise
             return keep_both(self, n, text, reason)
         return True
@@ -564,22 +595,22 @@ class Memory(Transactions, AttachmentStore, Routing):
         if old == text and pinned:
             return False
         with self.transaction():
-            self._touch(n)
+            self.transactions.keep(n)
             if tier == "L0":
                 n.l0, n.l0_pinned = text, True
             else:
                 n.l1, n.l1_pinned = text, True
             n.updated = max(self.clock(), n.updated)
-            self._store_node(n)
+            self.transactions.store_node(n)
         return True
 
     def add_sources(self, n: Node, extra: Sequence[str]) -> None:
         """More provenance for a node (a writer's key beside what routing recorded, in
         the same transaction as the write), nothing else of it changed."""
         with self.transaction():
-            self._touch(n)
+            self.transactions.keep(n)
             n.sources = [*n.sources, *(x for x in extra if x not in n.sources)]
-            self._store_node(n)
+            self.transactions.store_node(n)
 
     def restore_facts(
         self,
@@ -594,11 +625,11 @@ class Memory(Transactions, AttachmentStore, Routing):
         """An import restoring an exported node: its last change, provenance, tags,
         importance and reads as they were (after its text and versions were written)."""
         with self.transaction():
-            self._touch(n)
+            self.transactions.keep(n)
             n.updated = updated
             n.sources, n.tags = list(sources), list(tags)
             n.importance, n.access_count = importance, access_count
-            self._store_node(n)
+            self.transactions.store_node(n)
 
     def rename_node(self, n: Node, owner: tuple[str, str], ctype: ContextType, name: str) -> None:
         """mv of a node directory: a new name, owner or type (validated)."""
@@ -620,17 +651,17 @@ class Memory(Transactions, AttachmentStore, Routing):
         was_deleted = n.deleted_at is not None or n.archived_at is not None
         deleted_at = n.deleted_at
         with self.transaction():
-            self._touch(n)
+            self.transactions.keep(n)
             n.owner_kind, n.owner_id, n.type, n.name = owner[0], owner[1], ctype.name, name
             n.deleted_at = None
             n.archived_at = None
             n.updated = max(self.clock(), n.updated)
-            self._store_node(n)
+            self.transactions.store_node(n)
             if was_deleted:
-                self._restore_attachments(n, deleted_at)
+                self.attachment_store.restore_attachments(n, deleted_at)
             else:
-                self._set_live(old_key, None)
-            self._set_live((n.owner_kind, n.owner_id, n.type, n.name), n.id)
+                self.transactions.set_live(old_key, None)
+            self.transactions.set_live((n.owner_kind, n.owner_id, n.type, n.name), n.id)
 
     def _keys_from_name(self, ctype: ContextType, name: str) -> dict[str, object]:
         return dict(ctype.parse_node_name(name) or {}) if name else {}
@@ -638,16 +669,16 @@ class Memory(Transactions, AttachmentStore, Routing):
     def delete_node(self, n: Node) -> None:
         """Soft delete: the node leaves the tree, its rows stay restorable."""
         with self.transaction():
-            self._touch(n)
+            self.transactions.keep(n)
             n.deleted_at = self.clock()
             n.updated = max(n.deleted_at, n.updated)
-            self._store_node(n)
+            self.transactions.store_node(n)
             for a in self.attachments.values():
                 if a.node_id == n.id and a.deleted_at is None:
-                    self._touch_att(a)
+                    self.transactions.keep_attachment(a)
                     a.deleted_at = n.deleted_at
                     self.store.update_attachment(a)
-            self._set_live((n.owner_kind, n.owner_id, n.type, n.name), None)
+            self.transactions.set_live((n.owner_kind, n.owner_id, n.type, n.name), None)
 
     def set_summaries(self, n: Node, l0: str, l1: str, version: int) -> bool:
         """L0/L1 written by the LLM for version `version` of n's L2 (no new version).
@@ -657,20 +688,20 @@ class Memory(Transactions, AttachmentStore, Routing):
         if (n.l0, n.l1) == (l0, l1):
             return False
         with self.transaction():
-            self._touch(n)
+            self.transactions.keep(n)
             n.l0 = self.redact(l0, self.node_path(n))
             n.l1 = self.redact(l1, self.node_path(n))
-            self._store_node(n)
+            self.transactions.store_node(n)
         return True
 
     def archive_node(self, n: Node) -> None:
         """Consolidation: a node below its type's minimum importance leaves the type
         directory for the owner's .archive (visible, restorable with mv, not searched)."""
         with self.transaction():
-            self._touch(n)
+            self.transactions.keep(n)
             n.archived_at = self.clock()
-            self._store_node(n)
-            self._set_live((n.owner_kind, n.owner_id, n.type, n.name), None)
+            self.transactions.store_node(n)
+            self.transactions.set_live((n.owner_kind, n.owner_id, n.type, n.name), None)
 
     def set_importance(self, changes: dict[int, float]) -> None:
         """Importance of nodes by id, and the access counts read since the last flush, in
@@ -740,9 +771,7 @@ class Memory(Transactions, AttachmentStore, Routing):
         """A file closed in an `.inbox/`: stored as it arrived (already redacted)."""
         with self.transaction():
             self.store.add_inbox_item(item_id, owner, filename, data, created, state, report)
-            tx = self._tx
-            assert tx is not None
-            tx.other.append(
+            self.transactions.note_change(
                 Change(
                     "inbox", "created", _inbox_path(owner, filename), self.generation, id=item_id
                 )
@@ -807,9 +836,7 @@ class Memory(Transactions, AttachmentStore, Routing):
         item has just finished arriving (`receive_inbox_item`)."""
         with self.transaction():
             self.store.set_inbox_state(item_id, state, report, progress)
-            tx = self._tx
-            assert tx is not None
-            tx.other.append(
+            self.transactions.note_change(
                 Change(
                     "inbox",
                     "created" if created else "updated",
@@ -835,9 +862,7 @@ class Memory(Transactions, AttachmentStore, Routing):
     ) -> None:
         with self.transaction():
             self.store.put_session(owner, sid, created, transcript, processed, summary)
-            tx = self._tx
-            assert tx is not None
-            tx.other.append(
+            self.transactions.note_change(
                 Change(
                     "session",
                     "created" if created_now else "updated",
@@ -849,9 +874,7 @@ class Memory(Transactions, AttachmentStore, Routing):
     def delete_session(self, owner: tuple[str, str], sid: str) -> None:
         with self.transaction():
             self.store.delete_session(owner, sid)
-            tx = self._tx
-            assert tx is not None
-            tx.other.append(
+            self.transactions.note_change(
                 Change("session", "deleted", _session_path(owner, sid), self.generation)
             )
 

@@ -1,7 +1,7 @@
 """Write strategies: one entry per context-type mode (`ctxtypes.MODES`).
 
 A strategy says how a write is routed to a node and how two documents of the type
-combine. Routing of dropped files and extracted candidates (`Memory.route_document`) and
+combine. Routing of dropped files and extracted candidates (`Routing.route_document`) and
 consolidation's near-duplicate merge (`consolidate._merge`) both look the type's mode up
 here, so adding a mode is one entry in `STRATEGIES` (plus its name in `ctxtypes.MODES`,
 which sits below this package; `Memory` refuses a type whose mode has no entry, and a
@@ -30,7 +30,7 @@ class Strategy:
     - `new_node_each_write`: every write is a node of its own (its key name numbered
       `-2`, `-3`… when taken) instead of going into the node its key fields name.
     - `match_similar`: a write that does not give all its key fields joins the node of
-      the type whose items share most words with it (`Memory._similar_node`), if any.
+      the type whose items share most words with it (`Routing._similar_node`), if any.
     - `start`: the document of a node a write creates.
     - `combine`: an existing node's document with a new write (routing), or a
       near-duplicate node folded into the older one (consolidation).

@@ -27,7 +27,7 @@ class SummaryService(Service):
     """With an LLM configured, writes L0/L1 of every node whose L2 changed (SPEC §5): the
     extractive ones stand in until the model's answer arrives; a failed call leaves them.
 
-    Woken by every commit that changed a node (`Memory.subscribe`); the summaries it
+    Woken by every commit that changed a node (`Transactions.subscribe`); the summaries it
     writes are commits too, published like any other. Its followers get each node it
     summarised."""
 
@@ -42,7 +42,7 @@ class SummaryService(Service):
         self.written = 0
         self.warned: set[int] = set()  # nodes whose failure was logged as a warning
         self.last_failure = ""  # "<path>: <reason>" of the newest failure
-        self.unsubscribe = memory.subscribe(self._committed)
+        self.unsubscribe = memory.transactions.subscribe(self._committed)
 
     def _committed(self, changes: Sequence[Change]) -> None:
         if any(c.kind == "node" for c in changes):

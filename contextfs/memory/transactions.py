@@ -1,12 +1,14 @@
 """The memory's transaction boundary, its journal and its change feed.
 
-`Transactions` is one part of `Memory` (a mixin whose state `Memory.__init__` sets up):
-`transaction()` is the only store transaction boundary. Inside it, every change to the
-in-memory mirrors (nodes, the live map, owners, attachments) is journaled through
-`_touch`, `_touch_att`, `_add_node` and `_set_live`, so a rollback puts memory back as it
-was; a commit tells the subscribers what changed (`subscribe`). A database fault turns
-the mount read-only (`failsafe`). What a change means is decided by the other parts of
-`Memory` (`memory.service`, `memory.attachments`, `memory.routing`).
+`Transactions` is the part of `Memory` (`memory.transactions`) that owns the one store
+transaction boundary, `transaction()`. Inside it, every change to the in-memory mirrors
+(nodes, the live map, owners, access rows, attachments) is journaled through `keep`,
+`keep_attachment`, `add_node`, `set_live`, `store_node` and the `note_*` methods, so a
+rollback puts memory back as it was; a commit tells the subscribers what changed
+(`subscribe`). A database fault turns the mount read-only (`failsafe`), a full disk
+refuses writes until there is room (`disk_full`). What a change means is decided by the
+other parts (`memory.service`, `memory.attachments`, `memory.routing`); this part is given
+the mirrors it restores and two callables that name a node and an attachment.
 """
 
 from __future__ import annotations
@@ -15,7 +17,7 @@ import contextlib
 import logging
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field, fields, replace
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
 from contextfs.errors import (
     Exists,
@@ -26,11 +28,11 @@ from contextfs.errors import (
     disk_full,
 )
 from contextfs.model import Access, Attachment, Change, ChangeOp, Node
+from contextfs.store import backend
 
 if TYPE_CHECKING:
     from contextfs.memory.heads import LiveIndex, NodeCache
     from contextfs.memory.texts import TierTexts
-    from contextfs.store import Store
 
 log = logging.getLogger("contextfs.memory.service")  # the name these lines always had
 
@@ -38,6 +40,18 @@ log = logging.getLogger("contextfs.memory.service")  # the name these lines alwa
 # outside transactions.
 _RESTORED_NODE_FIELDS = tuple(f.name for f in fields(Node) if f.name != "indexed_version")
 _ATTACHMENT_FIELDS = tuple(f.name for f in fields(Attachment))
+
+
+class JournalStore(
+    backend.Transactions, backend.NodeRows, backend.AttachmentRows, backend.Bookkeeping, Protocol
+):
+    """What the transaction boundary uses of the store: its transactions and errors, the
+    node rows it writes (`store_node`), the attachment rows it writes at commit (folder
+    mtimes) and reloads after a rollback, and the redaction log."""
+
+
+def _is_live(n: Node) -> bool:
+    return n.deleted_at is None and n.archived_at is None
 
 
 @dataclass(slots=True)
@@ -63,30 +77,48 @@ class Journal:
 class Transactions:
     """The transaction boundary, the journal that undoes a rollback, and the change feed."""
 
-    # set by Memory.__init__
-    store: Store
-    nodes: NodeCache
-    live: LiveIndex
-    owners: set[tuple[str, str]]
-    access: dict[tuple[str, str], Access]
-    attachments: dict[int, Attachment]
-    generation: int
-    failsafe: str | None
-    disk_full: tuple[float, str] | None  # since when, and why: writes refused (ENOSPC)
-    clock: Callable[[], float]
-    pending_redactions: list[tuple[float, str, str, int]]
-    _tx: Journal | None
-    _subscribers: list[Callable[[Sequence[Change]], None]]
-    _dirty_atts: dict[int, Attachment]
-    texts: TierTexts
+    def __init__(
+        self,
+        store: JournalStore,
+        *,
+        nodes: NodeCache,
+        live: LiveIndex,
+        texts: TierTexts,
+        owners: set[tuple[str, str]],
+        access: dict[tuple[str, str], Access],
+        attachments: dict[int, Attachment],
+        clock: Callable[[], float],
+        node_path: Callable[[Node], str],
+        attachment_path: Callable[[Attachment], str],
+    ) -> None:
+        self.store = store
+        self.nodes = nodes
+        self.live = live
+        self.texts = texts
+        self.owners = owners  # the memory's mirrors, restored in place on rollback
+        self.access = access
+        self.attachments = attachments
+        self.clock = clock
+        self.node_path = node_path
+        self.attachment_path = attachment_path
+        self.generation = store.generation()
+        self.failsafe: str | None = None  # reason, when the store turned read-only
+        self.disk_full: tuple[float, str] | None = None  # since, why: ENOSPC until room
+        # redaction-log rows (when, path, kind, count), written with the next commit
+        self.pending_redactions: list[tuple[float, str, str, int]] = []
+        self.dirty_attachments: dict[int, Attachment] = {}  # folder mtimes to store
+        self._tx: Journal | None = None
+        self._subscribers: list[Callable[[Sequence[Change]], None]] = []
 
-    if TYPE_CHECKING:  # the other parts of Memory (memory.service, memory.attachments)
+    @property
+    def journal(self) -> Journal | None:
+        """The open outermost transaction's journal (None: no transaction is open)."""
+        return self._tx
 
-        def node_path(self, n: Node) -> str: ...
-
-        def is_live(self, n: Node) -> bool: ...
-
-        def attachment_path(self, a: Attachment) -> str: ...
+    def _open(self) -> Journal:
+        tx = self._tx
+        assert tx is not None, "journaled inside Memory.transaction()"
+        return tx
 
     @contextlib.contextmanager
     def transaction(self) -> Iterator[None]:
@@ -114,7 +146,7 @@ class Transactions:
                 # the log never names a change that was not stored, nor misses one that was
                 for row in self.pending_redactions:
                     self.store.add_redaction(*row)
-                for a in self._dirty_atts.values():
+                for a in self.dirty_attachments.values():
                     self.store.update_attachment(a)
         except BaseException as exc:
             if isinstance(exc, NoSpace) and self.disk_full is None:
@@ -129,7 +161,7 @@ class Transactions:
             log.info("the disk has room again: writes are taken")
             self.disk_full = None
         self.pending_redactions.clear()
-        self._dirty_atts.clear()
+        self.dirty_attachments.clear()
         # what committed is the store's now: those nodes' texts may be let go (memory.texts)
         stored = [tx.nodes[nid][0] for nid in tx.stored]
         if stored:  # where they were and where they are now
@@ -170,7 +202,7 @@ class Transactions:
 
     # ---- the journal: undo on rollback, changes on commit ---------------------------------
 
-    def _touch(self, n: Node) -> None:
+    def keep(self, n: Node) -> None:
         """Before n's first change in a transaction: keep a copy to restore on rollback."""
         tx = self._tx
         if tx is not None and n.id not in tx.nodes:
@@ -179,17 +211,17 @@ class Transactions:
                 replace(n, sources=list(n.sources), tags=list(n.tags), history=list(n.history)),
             )
 
-    def _touch_att(self, a: Attachment) -> None:
+    def keep_attachment(self, a: Attachment) -> None:
         tx = self._tx
         if tx is not None and a.id not in tx.atts:
             tx.atts[a.id] = (a, replace(a))
 
-    def _add_node(self, n: Node) -> None:
+    def add_node(self, n: Node) -> None:
         if self._tx is not None and self.nodes.peek(n.id) is None:
             self._tx.new_nodes.append(n.id)
         self.nodes[n.id] = n
 
-    def _set_live(self, key: tuple[str, str, str, str], nid: int | None) -> None:
+    def set_live(self, key: tuple[str, str, str, str], nid: int | None) -> None:
         """The live node at key is nid (None: none), journaled. The store answers for the
         stored nodes (its rows change with the node, in the same transaction); only a
         node not stored yet (mkdir) is kept in `live.pending`."""
@@ -202,6 +234,48 @@ class Transactions:
             pending[key] = n.id
         else:
             pending.pop(key, None)
+
+    def store_node(self, n: Node, reason: str | None = None) -> None:
+        """Inside a transaction: write n (insert on its first commit), with a new version
+        row when reason is given. A rollback puts `persisted` back with the rest of n."""
+        tx = self._open()
+        self.keep(n)
+        if n.persisted:
+            self.generation = self.store.update_node(n, new_version_reason=reason)
+        else:
+            self.generation = self.store.insert_node(n, new_version_reason=reason)
+            n.persisted = True
+        tx.stored[n.id] = self.generation
+
+    def note_owner(self, owner: tuple[str, str]) -> None:
+        """A new owner, added to `owners` by the caller: taken away again on rollback."""
+        self._open().owners.append(owner)
+
+    def note_access(self, key: tuple[str, str]) -> None:
+        """Before the access row `key` changes: what it was, put back on rollback."""
+        self._open().access.setdefault(key, self.access.get(key))
+
+    def note_change(self, change: Change) -> None:
+        """A change of an inbox item or a session, published when the transaction
+        commits (with the generation it committed)."""
+        self._open().other.append(change)
+
+    def note_new_attachment(self, a: Attachment) -> None:
+        """An attachment just added to `attachments`: gone again on rollback."""
+        tx = self._open()
+        tx.new_atts.append(a.id)
+        tx.atts[a.id] = (a, replace(a))
+
+    def note_purged_attachment(self, a: Attachment) -> None:
+        """An attachment just taken out of `attachments` for good: back on rollback."""
+        self._open().gone_atts[a.id] = a
+
+    def note_changed_attachment(self, a: Attachment) -> None:
+        """An attachment the caller changed already: reloaded from the store on rollback,
+        unless this transaction kept a copy of it first (`keep_attachment`)."""
+        tx = self._open()
+        if a.id not in tx.atts:
+            tx.atts[a.id] = (a, None)
 
     def _undo(self, tx: Journal) -> None:
         """The outermost transaction rolled back: memory as it was before it began."""
@@ -253,11 +327,11 @@ class Transactions:
             old_path = None
             if not before.persisted:
                 op = "created"
-            elif not self.is_live(n):
-                op = "deleted" if self.is_live(before) else "updated"
+            elif not _is_live(n):
+                op = "deleted" if _is_live(before) else "updated"
             else:
                 old_path = self.node_path(before)
-                op = "moved" if old_path != path or not self.is_live(before) else "updated"
+                op = "moved" if old_path != path or not _is_live(before) else "updated"
                 if op == "updated":
                     old_path = None
             out.append(Change("node", op, path, ngen, node_id=nid, old_path=old_path))

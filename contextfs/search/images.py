@@ -60,7 +60,7 @@ class ModelSource(Protocol):
 
 def original_of(memory: Memory, n: Node):
     """The node's `original.<image ext>` attachment, or None."""
-    for a in memory.node_attachments(n):
+    for a in memory.attachment_store.node_attachments(n):
         if a.kind == "file" and a.parent_id is None and _ORIGINAL.match(a.name):
             return a
     return None
@@ -126,7 +126,7 @@ class ImageVectors:
                 if nid in self.digests:
                     gone.append(nid)
                 continue
-            todo.append((nid, digest, bytes(memory.attachment_data(att))))
+            todo.append((nid, digest, bytes(memory.attachment_store.attachment_data(att))))
         return todo, gone
 
     def apply(self, todo: list, gone: list[int]) -> None:

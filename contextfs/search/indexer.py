@@ -188,7 +188,7 @@ class _Job:
 
 class Indexer(Service):
     """Keeps hnswlib and tantivy caught up with the outbox. run() in the nursery, until
-    stop(); woken by every commit that changed a node (`Memory.subscribe`).
+    stop(); woken by every commit that changed a node (`Transactions.subscribe`).
 
     Three lanes, each advanced one bounded slice per round: urgent (nodes saved through
     the mount by a person or an agent: BM25 at once, then their vectors), the BM25
@@ -265,7 +265,7 @@ class Indexer(Service):
         self._units_per_change = 0.0  # smoothed: how many units a queued change brings
         self._text_open = trio.Event()
         self._progress = trio.Event()
-        self.unsubscribe = memory.subscribe(self._committed)
+        self.unsubscribe = memory.transactions.subscribe(self._committed)
 
     # ---- lifecycle ----------------------------------------------------------------------
 

@@ -488,7 +488,7 @@ class Searcher:
                 if n.type == IMAGE_TYPE:
                     att = original_of(memory, n)
                     if att is not None:
-                        by_node[nid].media = memory.attachment_path(att)
+                        by_node[nid].media = memory.attachment_store.attachment_path(att)
         return by_node
 
     def _passage_candidates(

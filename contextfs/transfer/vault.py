@@ -246,8 +246,8 @@ class StoreSource(Source):
         for n in self._live():
             meta = yaml.safe_load(m.meta_yaml(n)) or {}
             atts = []
-            for a in m.node_attachments(n):
-                rel = m.attachment_path(a).removeprefix(m.node_path(n) + "/")
+            for a in m.attachment_store.node_attachments(n):
+                rel = m.attachment_store.attachment_path(a).removeprefix(m.node_path(n) + "/")
                 if a.kind == "dir":
                     atts.append(AttachmentRecord(rel, "dir", a.mode & 0o7777, a.mtime))
                 elif a.kind == "symlink":
@@ -255,7 +255,7 @@ class StoreSource(Source):
                     atts.append(AttachmentRecord(rel, "symlink", 0o777, a.mtime, target=target))
                 elif a.kind == "file":
                     holder = m.attachments[a.link_of] if a.link_of is not None else a
-                    data = bytes(m.attachment_data(holder))
+                    data = bytes(m.attachment_store.attachment_data(holder))
                     atts.append(
                         AttachmentRecord(rel, "file", holder.mode & 0o7777, holder.mtime, data)
                     )

@@ -202,7 +202,7 @@ class StoreTarget:
 
     def route(self, owner: str, ctype: ContextType, filename: str, data: bytes) -> None:
         kind, _, oid = owner.partition("/")
-        self.memory.route((kind, oid), ctype, filename, data)
+        self.memory.routing.route((kind, oid), ctype, filename, data)
 
     def make_node(
         self, place: Place, versions: list[bytes], pins: dict[str, str], facts: dict[str, Any]
@@ -239,7 +239,8 @@ class StoreTarget:
             m = self.memory
             base = m.node_path(n) + "/"
             self._atts[n.id] = {
-                Path(m.attachment_path(a).removeprefix(base)): a for a in m.node_attachments(n)
+                Path(m.attachment_store.attachment_path(a).removeprefix(base)): a
+                for a in m.attachment_store.node_attachments(n)
             }
         return n, self._atts[n.id]
 
@@ -247,7 +248,9 @@ class StoreTarget:
         n, tree = self._tree(place)
         self.memory.check_name(rel.name, "an attachment name")
         parent = tree.get(rel.parent) if rel.parent != Path() else None
-        a = self.memory.add_attachment(n, parent.id if parent else None, rel.name, kind, mode, **kw)
+        a = self.memory.attachment_store.add_attachment(
+            n, parent.id if parent else None, rel.name, kind, mode, **kw
+        )
         tree[rel] = a
         return a
 
@@ -264,14 +267,14 @@ class StoreTarget:
 
     def add_file(self, place: Place, rel: Path, data: bytes, mode: int, mtime: float) -> None:
         a = self._add(place, rel, "file", mode)
-        path = self.memory.attachment_path(a)
-        self.memory.commit_attachment(a, data, mtime, path)
+        path = self.memory.attachment_store.attachment_path(a)
+        self.memory.attachment_store.commit_attachment(a, data, mtime, path)
 
     def set_dir_mode(self, place: Place, rel: Path, mode: int) -> None:
         a = self._tree(place)[1][rel]
         if a.mode != mode:
             a.mode = mode
-            self.memory.update_attachment(a)
+            self.memory.attachment_store.update_attachment(a)
 
     def reason(self, exc: OSError) -> str:
         return exc.strerror or str(exc)

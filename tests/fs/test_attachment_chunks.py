@@ -65,7 +65,7 @@ class Mounted:
         self.fs = FS(Operations(build_tree(memory, status=lambda: "status\n")))
 
     def remount(self) -> None:
-        self.memory.flush_touched()
+        self.memory.attachment_store.flush_touched()
         self.memory.persist_pending()
         self.memory.store.close()
         assert self.fsck() == []
@@ -423,7 +423,8 @@ async def test_only_the_changed_bytes_and_a_margin_are_scanned(m, twin):
     await t.pwrite(0, text_blob(1 << 20))
     await t.pwrite(100, b" acme=424242 ")
     await t.close()
-    m.memory.redactor = Redactor({"acme_pin": r"acme=(?P<secret>\d{6})"})
+    later = Redactor({"acme_pin": r"acme=(?P<secret>\d{6})"})
+    m.memory.redactor = m.memory.attachment_store.redactor = later  # each part holds its own
     await t.open()
     await t.pwrite(900_000, b" an unrelated edit ")
     await t.fsync()

@@ -59,12 +59,14 @@ async def test_a_person_drop_counts_as_person_text_across_a_restart(memory: Memo
     """Who wrote a version is stored with it (versions.reason): after a restart a person's
     node is still protected."""
     ctype = memory.types["preference"]
-    memory.route(("user", "default"), ctype, "editor.md", b"---\nvalue: vim\n---\nI like vim.\n")
+    memory.routing.route(
+        ("user", "default"), ctype, "editor.md", b"---\nvalue: vim\n---\nI like vim.\n"
+    )
     store = memory.store
     again = Memory(store, memory.types, data_dir=memory.data_dir)
     n = again.live_node(("user", "default"), ctype, "editor")
     assert n is not None and n.person_wrote
-    res = again.route_document(
+    res = again.routing.route_document(
         ("user", "default"),
         ctype,
         Document({"topic": "editor", "value": "emacs"}, "Uses emacs."),
@@ -78,9 +80,9 @@ async def test_consolidation_keeps_the_person_text_of_the_node_it_keeps(memory: 
     ctype = memory.types["preference"]
     owner = ("user", "default")
     mine = "I use vim for all editing, with relative line numbers and no plugins at all."
-    memory.route(owner, ctype, "editor.md", f"{mine}\n".encode())
+    memory.routing.route(owner, ctype, "editor.md", f"{mine}\n".encode())
     memory.clock = lambda: 2e9  # the machine's node is newer: the person's is kept
-    memory.route_document(
+    memory.routing.route_document(
         owner,
         ctype,
         Document({"topic": "text-editor"}, mine.replace("no plugins", "few plugins")),

@@ -14,7 +14,7 @@ NAMES = ["2024", "123", "notes.tmp", ".draft.md", "draft~", "tmpab12cd34"]
 
 def remount(memory: Memory) -> tuple[Memory, FS]:
     again = Memory(memory.store, memory.types, data_dir=memory.data_dir)
-    assert again.recover_drops() == [], "a parked file is never routed"
+    assert again.routing.recover_drops() == [], "a parked file is never routed"
     return again, FS(Operations(build_tree(again, status=lambda: "status\n")))
 
 

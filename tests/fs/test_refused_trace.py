@@ -23,7 +23,7 @@ BAD = b"---\nbogus_field: 1\n---\nhello\n"
 
 def remount(memory: Memory) -> tuple[Memory, FS]:
     again = Memory(memory.store, memory.types, data_dir=memory.data_dir)
-    assert again.recover_drops() == [], "a trace is never routed"
+    assert again.routing.recover_drops() == [], "a trace is never routed"
     return again, FS(Operations(build_tree(again, status=lambda: "status\n")))
 
 

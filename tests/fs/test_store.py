@@ -299,7 +299,9 @@ async def test_a_version_2_store_with_attachments_opens_with_the_same_bytes(tmp_
     assert await fs.ops.readlink(await fs.ino(f"{node}/link"), fs.ctx) == b"sub/inner.bin"
     assert not await fs.exists(f"{node}/gone.bin")
     gone = next(a for a in memory.attachments.values() if a.name == "gone.bin")
-    assert memory.attachment_data(gone) == b"removed before the upgrade"  # restorable
+    assert (
+        memory.attachment_store.attachment_data(gone) == b"removed before the upgrade"
+    )  # restorable
 
     ino = await fs.ino(f"{node}/big.bin")
     fi = await fs.ops.open(ino, os.O_RDWR, fs.ctx)
@@ -316,8 +318,10 @@ async def test_a_version_2_store_with_attachments_opens_with_the_same_bytes(tmp_
 def test_fsck_finds_broken_chunks(tmp_path, memory, types):
     """Each chunk invariant is its own check, and each one can fail."""
     n = memory.create_node(("user", "default"), types["preference"], "tea")
-    f = memory.add_attachment(n, None, "f.bin", "file", 0o644, data=os.urandom(3 * CHUNK_SIZE))
-    d = memory.add_attachment(n, None, "d", "dir", 0o755)
+    f = memory.attachment_store.add_attachment(
+        n, None, "f.bin", "file", 0o644, data=os.urandom(3 * CHUNK_SIZE)
+    )
+    d = memory.attachment_store.add_attachment(n, None, "d", "dir", 0o755)
     con = memory.store.con
     assert check_store(memory.store) == []
 

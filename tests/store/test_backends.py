@@ -170,7 +170,7 @@ async def test_a_second_live_name_is_refused_and_repair_mends_old_duplicates(
     b = next(x for x in m.attachments.values() if x.name == "b.txt")
     b.name = "a.txt"
     with pytest.raises(Exists):
-        m.update_attachment(b)
+        m.attachment_store.update_attachment(b)
     assert (b.name, m.failsafe) == ("b.txt", None)  # rolled back, still writable
     await fs.write(f"{node}/c.txt", b"third\n")
     tea1 = next(x for x in m.nodes.values() if x.name == "tea")

@@ -57,11 +57,11 @@ def test_a_stale_routed_write_is_reapplied_on_the_newest_version(two, types):
     pattern = types["pattern"]
     owner = ("agent", "default")
     a.create_owner(*owner)
-    a.route(owner, pattern, "retries.md", b"---\ntopic: retries\n---\n- flaky network\n")
+    a.routing.route(owner, pattern, "retries.md", b"---\ntopic: retries\n---\n- flaky network\n")
     catch_up(b)
-    a.route(owner, pattern, "retries.md", b"---\ntopic: retries\n---\n- slow disk\n")
+    a.routing.route(owner, pattern, "retries.md", b"---\ntopic: retries\n---\n- slow disk\n")
     # b still holds the first version; its evidence is added to the newest one
-    b.route(owner, pattern, "retries.md", b"---\ntopic: retries\n---\n- full queue\n")
+    b.routing.route(owner, pattern, "retries.md", b"---\ntopic: retries\n---\n- full queue\n")
     nb = _node(b, "retries")
     for item in ("flaky network", "slow disk", "full queue"):
         assert item in nb.l2, nb.l2
@@ -93,8 +93,8 @@ def test_two_hosts_creating_one_path_do_not_both_commit(two, types):
     owner = ("agent", "default")
     a.create_owner(*owner)
     b.create_owner(*owner)
-    a.route(owner, pattern, "cache.md", b"---\ntopic: cache\n---\n- stale reads\n")
-    b.route(owner, pattern, "cache.md", b"---\ntopic: cache\n---\n- cold start\n")
+    a.routing.route(owner, pattern, "cache.md", b"---\ntopic: cache\n---\n- stale reads\n")
+    b.routing.route(owner, pattern, "cache.md", b"---\ntopic: cache\n---\n- cold start\n")
     nb = _node(b, "cache")
     assert "stale reads" in nb.l2 and "cold start" in nb.l2
     assert len([n for n in b.nodes.values() if n.name == "cache" and b.is_live(n)]) == 1

@@ -45,7 +45,9 @@ def stored(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict[str, st
         texts[f"n{i}"] = f"node {i}: " + " ".join(rnd.choice(words) for _ in range(1500)) + "\n"
         m.save_l2(n, texts[f"n{i}"])
     n0 = next(n for n in m.nodes.values() if n.name == "n0")
-    m.add_attachment(n0, None, "notes.txt", "file", 0o644, data=b"kept beside n0\n")
+    m.attachment_store.add_attachment(
+        n0, None, "notes.txt", "file", 0o644, data=b"kept beside n0\n"
+    )
     store.close()
     return d, texts, cfg.db_path.read_bytes()
 

@@ -79,7 +79,7 @@ def _state(m: Memory) -> dict:
             for aid, a in m.attachments.items()
         },
         "generation": m.generation,
-        "pending_redactions": list(m.pending_redactions),
+        "pending_redactions": list(m.transactions.pending_redactions),
     }
 
 
@@ -96,8 +96,8 @@ def test_rollback_undoes_every_mirror_and_the_store(mem: Memory) -> None:
     mem.save_l2(n, "first text\n")
     gone = mem.create_node(OWNER, entity, "gone")
     mem.save_l2(gone, "to be deleted\n")
-    att = mem.add_attachment(n, None, "a.bin", "file", 0o644, data=b"abc")
-    moved = mem.add_attachment(n, None, "m.bin", "file", 0o644, data=b"m")
+    att = mem.attachment_store.add_attachment(n, None, "a.bin", "file", 0o644, data=b"abc")
+    moved = mem.attachment_store.add_attachment(n, None, "m.bin", "file", 0o644, data=b"m")
     mkdir_node = mem.create_node(OWNER, entity, "empty", persist=False)
     mem.record_access(n)
     before, rows = _state(mem), _rows(mem.store)
@@ -110,11 +110,11 @@ def test_rollback_undoes_every_mirror_and_the_store(mem: Memory) -> None:
         mem.create_owner("agent", "helper")
         mem.delete_node(gone)
         mem.rename_node(n, OWNER, entity, "renamed")
-        mem.remove_attachment(att)
+        mem.attachment_store.remove_attachment(att)
         moved.name, moved.mode = "renamed.bin", 0o600  # the tree's way: change, then store
-        mem.update_attachment(moved)
-        mem.add_attachment(n, None, "b.txt", "file", 0o644, data=b"x")
-        mem.route(OWNER, mem.types["preference"], "tea.md", b"Green tea.\n")
+        mem.attachment_store.update_attachment(moved)
+        mem.attachment_store.add_attachment(n, None, "b.txt", "file", 0o644, data=b"x")
+        mem.routing.route(OWNER, mem.types["preference"], "tea.md", b"Green tea.\n")
         raise RuntimeError("the caller's own code fails after the saves returned")
 
     assert _state(mem) == before
@@ -146,7 +146,7 @@ def test_redaction_log_row_commits_with_the_outer_transaction(mem: Memory, db: P
     with mem.transaction():
         mem.save_l2(n, f"the key is {AWS_KEY}\n")
     assert AWS_KEY not in n.l2
-    assert mem.pending_redactions == []
+    assert mem.transactions.pending_redactions == []
     mem.store.close()  # nothing else runs: what a kill -9 right now would keep
     check = _read_only(db)
     try:
@@ -161,7 +161,7 @@ def test_a_rolled_back_write_leaves_no_redaction_log_row(mem: Memory) -> None:
     with pytest.raises(RuntimeError), mem.transaction():
         mem.save_l2(n, f"the key is {AWS_KEY}\n")
         raise RuntimeError("abandon")
-    assert mem.pending_redactions == []
+    assert mem.transactions.pending_redactions == []
     mem.save_l2(n, "no secret here\n")
     assert mem.store.redaction_total() == 0
 
@@ -244,7 +244,7 @@ class Recorder:
 
 def test_one_batch_per_outer_commit_with_what_committed(mem: Memory) -> None:
     rec = Recorder()
-    mem.subscribe(rec)
+    mem.transactions.subscribe(rec)
     entity = mem.types["entity"]
     with mem.transaction():
         a = mem.create_node(OWNER, entity, "a")
@@ -276,7 +276,7 @@ def test_one_batch_per_outer_commit_with_what_committed(mem: Memory) -> None:
         ("node", "deleted", "user/default/entities/b", None),
     ]
     mem.create_owner("agent", "bot")
-    att = mem.add_attachment(a, None, "f.txt", "file", 0o644, data=b"x")
+    att = mem.attachment_store.add_attachment(a, None, "f.txt", "file", 0o644, data=b"x")
     assert [(c.kind, c.op, c.path) for c in rec.batches[-2] + rec.batches[-1]] == [
         ("owner", "created", "agent/bot"),
         ("attachment", "created", "user/default/entities/a2/f.txt"),
@@ -286,7 +286,7 @@ def test_one_batch_per_outer_commit_with_what_committed(mem: Memory) -> None:
 
 def test_nothing_is_published_on_rollback_and_unsubscribe_stops(mem: Memory) -> None:
     rec = Recorder()
-    unsubscribe = mem.subscribe(rec)
+    unsubscribe = mem.transactions.subscribe(rec)
     n = mem.create_node(OWNER, mem.types["entity"], "x")
     assert len(rec.batches) == 1
     with pytest.raises(RuntimeError), mem.transaction():
@@ -307,8 +307,8 @@ def test_a_raising_subscriber_does_not_fail_the_write(
         raise ValueError("subscriber bug")
 
     rec = Recorder()
-    mem.subscribe(broken)
-    mem.subscribe(rec)
+    mem.transactions.subscribe(broken)
+    mem.transactions.subscribe(rec)
     n = mem.create_node(OWNER, mem.types["entity"], "x")
     assert mem.save_l2(n, "stored\n")
     assert mem.store.version_text(n.id, 1) == "stored\n"
@@ -323,7 +323,7 @@ def test_inbox_and_session_rows_reach_the_feed(mem: Memory) -> None:
 
     intake = Intake(mem)
     rec = Recorder()
-    mem.subscribe(rec)
+    mem.transactions.subscribe(rec)
     item = intake.submit(OWNER, "chat.md", b"# notes\n\nhello\n")
     s = intake.start_session(OWNER, "s1")
     intake.record(s, b'{"role": "user", "content": "hi"}\n')

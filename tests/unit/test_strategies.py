@@ -62,8 +62,8 @@ def last_wins(memory: Memory, monkeypatch: pytest.MonkeyPatch) -> list[str]:
 
 def test_a_new_mode_routes_through_its_entry(memory: Memory, last_wins: list[str]) -> None:
     entity = memory.types["entity"]
-    first = memory.route(OWNER, entity, "coffee.md", b"Likes espresso.\n")
-    second = memory.route(OWNER, entity, "coffee.md", b"Switched to tea.\n")
+    first = memory.routing.route(OWNER, entity, "coffee.md", b"Likes espresso.\n")
+    second = memory.routing.route(OWNER, entity, "coffee.md", b"Switched to tea.\n")
     assert second.node is first.node and not second.created
     assert first.node.l2.endswith("---\nSwitched to tea.\n")
     assert "espresso" not in first.node.l2  # the entity type's own body merge appends
@@ -74,8 +74,12 @@ def test_a_new_mode_consolidates_through_the_same_entry(
     memory: Memory, last_wins: list[str]
 ) -> None:
     entity = memory.types["entity"]
-    keep = memory.route(OWNER, entity, "a.md", b"The office coffee machine is broken.\n").node
-    other = memory.route(OWNER, entity, "b.md", b"The office coffee machine is broken!\n").node
+    keep = memory.routing.route(
+        OWNER, entity, "a.md", b"The office coffee machine is broken.\n"
+    ).node
+    other = memory.routing.route(
+        OWNER, entity, "b.md", b"The office coffee machine is broken!\n"
+    ).node
     assert last_wins == []
     report = consolidate(memory, now=memory.clock())
     assert report.merged == 1
@@ -96,9 +100,9 @@ def test_builtin_modes_route_and_consolidate_by_the_table(
 
     monkeypatch.setitem(STRATEGIES, "merge", replace(STRATEGIES["merge"], combine=combine))
     pref = memory.types["preference"]
-    memory.route(OWNER, pref, "tea.md", b"Green tea in the morning, every day.\n")
-    memory.route(OWNER, pref, "tea.md", b"Green tea in the morning, every day.\n")
-    memory.route(OWNER, pref, "tea-again.md", b"Green tea in the morning, every day!\n")
+    memory.routing.route(OWNER, pref, "tea.md", b"Green tea in the morning, every day.\n")
+    memory.routing.route(OWNER, pref, "tea.md", b"Green tea in the morning, every day.\n")
+    memory.routing.route(OWNER, pref, "tea-again.md", b"Green tea in the morning, every day!\n")
     assert calls == ["preference"]
     consolidate(memory, now=memory.clock())
     assert calls == ["preference", "preference"]

@@ -90,7 +90,7 @@ class Attachments(RoleBase):
             for a in self._unbuilt.pop(key):
                 if a.link_of is not None:
                     self._unbuilt_links.pop(a.link_of, None)
-        for a in self.memory.node_attachments(n):
+        for a in self.memory.attachment_store.node_attachments(n):
             self._unbuilt_row(a)
 
     def add_inodes(self, d: Inode, n: Node, parent_id: int | None) -> None:
@@ -186,7 +186,7 @@ class Attachments(RoleBase):
         assert inode.att is not None
         if inode.att.kind != "file":
             return b""
-        inode.data = self.memory.attachment_data(inode.att)
+        inode.data = self.memory.attachment_store.attachment_data(inode.att)
         inode.changed = ChangedBytes(inode.data)
         return inode.data
 
@@ -203,7 +203,7 @@ class Attachments(RoleBase):
         self.table.touch_dir(d)
         if d.role == Role.ATTACH and d.att is not None and not d.trashed:
             d.att.mtime = d.mtime_ns / 1e9
-            self.memory.touch_attachment(d.att)
+            self.memory.attachment_store.touch_attachment(d.att)
 
     def _writable_dir(self, d: Inode) -> None:
         if d.trashed:
@@ -235,7 +235,9 @@ class Attachments(RoleBase):
     def create_file(self, d: Inode, name: str, mode: int, flags: int, uid: int, gid: int) -> Handle:
         perm = stat.S_IMODE(mode)
         assert d.node is not None
-        a = self.memory.add_attachment(d.node, d.att.id if d.att else None, name, "file", perm)
+        a = self.memory.attachment_store.add_attachment(
+            d.node, d.att.id if d.att else None, name, "file", perm
+        )
         inode = self.table.new(
             Role.ATTACH,
             stat.S_IFREG | perm,
@@ -258,7 +260,9 @@ class Attachments(RoleBase):
         if d.mode & stat.S_ISGID:  # POSIX: a setgid directory passes on its bit and group
             perm |= stat.S_ISGID
             gid = d.gid
-        a = self.memory.add_attachment(d.node, d.att.id if d.att else None, name, "dir", perm)
+        a = self.memory.attachment_store.add_attachment(
+            d.node, d.att.id if d.att else None, name, "dir", perm
+        )
         inode = self.inode_for(d, d.node, a)
         inode.populated = True
         inode.uid, inode.gid = uid, gid
@@ -276,7 +280,9 @@ class Attachments(RoleBase):
         if d.role == Role.NODE and name in RESERVED_IN_NODE:
             raise ReadOnly(f"{name} is reserved in a node")
         perm = stat.S_IMODE(mode)
-        a = self.memory.add_attachment(d.node, d.att.id if d.att else None, name, kind, perm)
+        a = self.memory.attachment_store.add_attachment(
+            d.node, d.att.id if d.att else None, name, kind, perm
+        )
         inode = self.inode_for(d, d.node, a)
         inode.uid, inode.gid = uid, gid
         self.touch_dir(d)
@@ -287,7 +293,7 @@ class Attachments(RoleBase):
             raise NotSupported("symbolic links can only be made inside a node")
         if d.role == Role.NODE and name in RESERVED_IN_NODE:
             raise ReadOnly(f"{name} is reserved in a node")
-        a = self.memory.add_attachment(
+        a = self.memory.attachment_store.add_attachment(
             d.node, d.att.id if d.att else None, name, "symlink", 0o777, target=target
         )
         inode = self.inode_for(d, d.node, a)
@@ -315,7 +321,7 @@ class Attachments(RoleBase):
             raise ReadOnly("a deleted node is read-only; restore it with mv first")
         if d.role == Role.NODE and name in RESERVED_IN_NODE:
             raise NotSupported(f"{name} is reserved in a node: a hard link cannot take it (EPERM)")
-        row = self.memory.add_link(src.att, d.att.id if d.att else None, name)
+        row = self.memory.attachment_store.add_link(src.att, d.att.id if d.att else None, name)
         self._add_name(src, d, name, row)
         src.ctime_ns = time.time_ns()
         self.touch_dir(d)
@@ -331,7 +337,7 @@ class Attachments(RoleBase):
     def _swap(self, inode: Inode, ln: LinkName) -> None:
         """The holder row takes ln's name and ln's row the holder's: store and inode."""
         assert inode.att is not None and inode.parent is not None
-        self.memory.swap_names(inode.att, ln.att)
+        self.memory.attachment_store.swap_names(inode.att, ln.att)
         inode.parent, ln.parent = ln.parent, inode.parent
         inode.name, ln.name = ln.name, inode.name
         for d in {inode.parent, ln.parent}:  # both names' readdir offsets changed
@@ -375,7 +381,7 @@ class Attachments(RoleBase):
             if ln is None:  # the holder's name goes: it takes another one first
                 ln = child.links[0]
                 self._swap(child, ln)
-            self.memory.remove_attachment(ln.att)
+            self.memory.attachment_store.remove_attachment(ln.att)
             child.links.remove(ln)
             if not child.links:
                 child.links = None
@@ -386,7 +392,7 @@ class Attachments(RoleBase):
             child.ctime_ns = time.time_ns()
             self.touch_dir(d)
             return
-        self.memory.remove_attachment(child.att)
+        self.memory.attachment_store.remove_attachment(child.att)
         self.table.unlink_inode(child)
         self.touch_dir(d)
 
@@ -446,7 +452,7 @@ class Attachments(RoleBase):
         assert inode.att is not None and inode.data is not None
         changed = inode.changed
         runs = changed.runs() if changed is not None and changed.buffer is inode.data else None
-        stored = self.memory.commit_attachment(
+        stored = self.memory.attachment_store.commit_attachment(
             inode.att, inode.data, inode.mtime_ns / 1e9, self.table.path(inode), runs
         )
         if stored is not None:  # a secret was redacted: show what is stored
@@ -469,11 +475,11 @@ class Attachments(RoleBase):
         with self.memory.transaction():
             if dst is not None and dst.role == Role.ATTACH:
                 assert dst.att is not None
-                self.memory.remove_attachment(dst.att)
+                self.memory.attachment_store.remove_attachment(dst.att)
             a.node_id = node.id
             a.parent_id = dst_dir.att.id if dst_dir.att else None
             a.name = new_name
-            self.memory.update_attachment(a)
+            self.memory.attachment_store.update_attachment(a)
             if src.is_dir and node is not src.node:
                 self._reparent(src, node)
         if dst is not None:
@@ -490,6 +496,6 @@ class Attachments(RoleBase):
             if c.att is not None:
                 c.att.node_id = node.id
                 c.node = node
-                self.memory.update_attachment(c.att)
+                self.memory.attachment_store.update_attachment(c.att)
             if c.is_dir:
                 self._reparent(c, node)

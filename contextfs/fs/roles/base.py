@@ -33,7 +33,8 @@ from contextfs.fs.inode import NAME_MAX, Handle, Inode, Role
 from contextfs.fs.table import InodeTable
 
 if TYPE_CHECKING:
-    from contextfs.memory.service import Memory, Refusal
+    from contextfs.memory.service import Memory
+    from contextfs.model import Refusal
 
 
 class RoleHandler(Protocol):

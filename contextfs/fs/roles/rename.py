@@ -274,9 +274,9 @@ class Renames:
     def _drop_source_row(self, src: Inode) -> None:
         """The source's own store row goes with the move (an attachment's, a pending drop's)."""
         if src.role == Role.ATTACH and src.att is not None:
-            self.memory.drop_moved_attachment(src.att)
+            self.memory.attachment_store.drop_moved_attachment(src.att)
         if src.drop_id is not None:
-            self.memory.forget_drop(src.drop_id)
+            self.memory.routing.forget_drop(src.drop_id)
 
     def _save_over_tier(
         self, src: Inode, dst_dir: Inode, new_name: str, dst: Inode | None, data: bytes
@@ -337,7 +337,7 @@ class Renames:
         assert dst_dir.owner is not None and dst_dir.ctype is not None
         try:
             with self.memory.transaction():
-                res = self.memory.route(dst_dir.owner, dst_dir.ctype, new_name, data)
+                res = self.memory.routing.route(dst_dir.owner, dst_dir.ctype, new_name, data)
                 self._drop_source_row(src)
         except ContextFSError as exc:
             self.refusals.refuse(src, exc, data)
@@ -369,7 +369,7 @@ class Renames:
             if stored != data:
                 data = stored
                 self.table.invalidate(src)  # the kernel may hold the unredacted pages
-        a = self.memory.add_attachment(
+        a = self.memory.attachment_store.add_attachment(
             dst_dir.node,
             dst_dir.att.id if dst_dir.att else None,
             new_name,
@@ -379,7 +379,7 @@ class Renames:
             data=None if kind == "symlink" else data,
         )
         if src.drop_id is not None:
-            self.memory.forget_drop(src.drop_id)
+            self.memory.routing.forget_drop(src.drop_id)
         self.table.unlink_inode(src)
         src.name, src.role, src.att, src.node = new_name, Role.ATTACH, a, dst_dir.node
         src.data = bytearray(data) if kind == "file" else None
@@ -389,7 +389,7 @@ class Renames:
 
     def _become_scratch(self, src: Inode, dst_dir: Inode, new_name: str, data: bytes) -> None:
         if src.role == Role.ATTACH and src.att is not None:
-            self.memory.drop_moved_attachment(src.att)
+            self.memory.attachment_store.drop_moved_attachment(src.att)
         self.table.unlink_inode(src)
         src.name, src.role, src.att, src.tier = new_name, Role.SCRATCH, None, None
         src.data = bytearray(data)

@@ -19,7 +19,8 @@ from contextfs.fs.roles.base import RoleBase
 from contextfs.fs.table import InodeTable
 
 if TYPE_CHECKING:
-    from contextfs.memory.service import Memory, Refusal
+    from contextfs.memory.service import Memory
+    from contextfs.model import Refusal
 
 
 _OWNER_IN_PATH = re.compile(r"(?:^|\s)(user|agent)/([^/\s]+)")

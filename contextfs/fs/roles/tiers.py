@@ -30,7 +30,8 @@ from contextfs.memory.texts import LRU
 from contextfs.model import Access, Node
 
 if TYPE_CHECKING:
-    from contextfs.memory.service import Memory, Refusal
+    from contextfs.memory.service import Memory
+    from contextfs.model import Refusal
 
 log = logging.getLogger(__name__)
 
@@ -155,7 +156,7 @@ class Tiers(RoleBase):
                 if inode.drop_id is None:
                     inode.drop_id = self.memory.new_id()
                 assert inode.owner is not None and inode.ctype is not None
-                self.memory.persist_drop(
+                self.memory.routing.persist_drop(
                     inode.drop_id, inode.owner, inode.ctype, inode.name, bytes(inode.data)
                 )
             return
@@ -281,13 +282,13 @@ class Tiers(RoleBase):
         returned survives a remount (SPEC §8: nothing a user wrote is lost)."""
         if inode.owner is None or inode.ctype is None or not self.parks(inode.parent):
             if inode.drop_id is not None:  # moved out of a type directory
-                self.memory.forget_drop(inode.drop_id)
+                self.memory.routing.forget_drop(inode.drop_id)
                 inode.drop_id = None
             return
         if inode.drop_id is None:
             inode.drop_id = self.memory.new_id()
         data = bytes(inode.data or b"")
-        self.memory.persist_drop(
+        self.memory.routing.persist_drop(
             inode.drop_id, inode.owner, inode.ctype, inode.name, data, self._parked_access(inode)
         )
 
@@ -301,7 +302,7 @@ class Tiers(RoleBase):
 
     def restore_parked(self) -> None:
         """At mount: show the parked files again where they were closed."""
-        for drop_id, owner, tname, filename, data in self.memory.parked_files():
+        for drop_id, owner, tname, filename, data in self.memory.routing.parked_files():
             od = self.nodes.owner_dirs.get(owner)
             ctype = self.memory.types.get(tname)
             d = od.children.get(ctype.type_dir) if od and od.children and ctype else None
@@ -329,7 +330,7 @@ class Tiers(RoleBase):
         inode.dirty = False
         assert inode.owner is not None and inode.ctype is not None
         try:
-            res = self.memory.route(inode.owner, inode.ctype, inode.name, data)
+            res = self.memory.routing.route(inode.owner, inode.ctype, inode.name, data)
         except ContextFSError as exc:
             refusal = self.refusals.refuse(inode, exc, data)
             self._forget_drop(inode, parent)
@@ -346,7 +347,7 @@ class Tiers(RoleBase):
     def _forget_drop(self, inode: Inode, parent: Inode | None) -> None:
         """A drop was routed or refused: it leaves the tree, and its pending row the store."""
         if inode.drop_id is not None:
-            self.memory.forget_drop(inode.drop_id)
+            self.memory.routing.forget_drop(inode.drop_id)
             inode.drop_id = None
         if parent is not None:
             # drops are never cached by the kernel (volatile): no invalidation needed
@@ -397,7 +398,7 @@ class Tiers(RoleBase):
                         self.attachments.unlink(d, old)
                     else:
                         self.unlink(d, old)
-                att = self.memory.add_attachment(
+                att = self.memory.attachment_store.add_attachment(
                     n, None, tname, "file", a.file_mode if mode is None else mode, data=body
                 )
                 inode = self.attachments.inode_for(d, n, att)
@@ -444,6 +445,6 @@ class Tiers(RoleBase):
             self.table.unlink_inode(child)
             return
         if child.drop_id is not None:  # a drop or a scratch file
-            self.memory.forget_drop(child.drop_id)
+            self.memory.routing.forget_drop(child.drop_id)
         self.table.unlink_inode(child)
         self.attachments.touch_dir(d)
