@@ -35,6 +35,7 @@ class ClusterSync(Service):
         self.memory = memory
         self.poll = poll
         self.rounds = 0
+        self._told = memory.generation  # the generation the followers last heard of
 
     async def run(self) -> None:
         listener = self.memory.store.listener()  # type: ignore[attr-defined]
@@ -55,14 +56,18 @@ class ClusterSync(Service):
                 self.wake()
 
     def sync_once(self) -> None:
-        """Load what the others committed, then tell the tree what was loaded (also the
-        nodes a re-applied write loaded meanwhile)."""
+        """Load what the others committed, then tell the followers what was loaded (also
+        the nodes a re-applied write loaded meanwhile), and that the generation moved."""
         self.rounds += 1
         if self.memory.transactions.journal is None:
             # while the server is away its reconnection says so in .status; the next
             # round retries
             with contextlib.suppress(StoreUnavailable):
                 catch_up(self.memory)
-        if self.memory.reloaded or self.memory.new_owners:
+        # the generation moves without a node reloaded when the tree read the node first
+        # (a lookup loads it as stored): the indexer must hear of that commit all the same
+        moved = self.memory.generation != self._told
+        if self.memory.reloaded or self.memory.new_owners or moved:
+            self._told = self.memory.generation
             items, self.memory.reloaded = self.memory.reloaded, []
             self._tell(items)
