@@ -61,6 +61,15 @@ _NAME_RE = re.compile(r"[a-z0-9_]+")
 _MAX_PASSES = 4
 _NAME_SEPARATORS = frozenset("-_.+@=~/ ")
 
+# A text longer than BIG_TEXT characters is redacted a window at a time (`_redact_long`):
+# Python's regex engine holds the GIL for a whole search, and one search of a 100 MB
+# inbox file that finds nothing held it for a second or more, stalling the event loop
+# (every FUSE request) meanwhile. A window of WINDOW characters is read with OVERLAP
+# more, so a secret that starts in it is read whole (none is that long).
+BIG_TEXT = 1 << 20
+WINDOW = 1 << 18
+OVERLAP = 1 << 16
+
 
 @dataclass(frozen=True, slots=True)
 class Redaction:
@@ -218,12 +227,18 @@ class Redactor:
         )
         return _apply(text, done).encode("latin-1"), redactions
 
-    def _redact(self, text: str, *, ascii_only: bool, name: bool = False) -> RedactResult:
+    def _redact(
+        self, text: str, *, ascii_only: bool, name: bool = False, at_end: bool = True
+    ) -> RedactResult:
+        """`at_end`: the text ends where the content ends (a window of a long text does
+        not), so a token cut there may be the first part of a secret (`Detector.tail`)."""
+        if len(text) > BIG_TEXT and not name:
+            return self._redact_long(text, ascii_only)
         # Replacements so far, in original coordinates: (start, end, kind), sorted.
         done: list[tuple[int, int, str]] = []
         current = text
         for _ in range(_MAX_PASSES):
-            found = self._scan(current, ascii_only, name=name)
+            found = self._scan(current, ascii_only, name=name, at_end=at_end)
             if not found:
                 break
             found = [(*_to_original(s, e, done), k) for s, e, k in found]
@@ -237,8 +252,40 @@ class Redactor:
         )
         return RedactResult(current, redactions)
 
+    def _redact_long(self, text: str, ascii_only: bool) -> RedactResult:
+        """`_redact` a window at a time (see BIG_TEXT): each window starts after a line
+        break and is read with OVERLAP more; what a window finds starting in it is kept,
+        unless an earlier window's find covers it. Line numbers are counted once, in order."""
+        n = len(text)
+        taken = _Intervals()
+        done: list[tuple[int, int, str]] = []
+        a = 0
+        while a < n:
+            if n - a <= WINDOW + OVERLAP:
+                b = end = n
+            else:
+                b = text.rfind("\n", a + WINDOW // 2, a + WINDOW) + 1 or a + WINDOW
+                end = text.rfind("\n", b + OVERLAP // 2, b + OVERLAP) + 1 or b + OVERLAP
+            part = self._redact(text[a:end], ascii_only=ascii_only, at_end=end == n)
+            for r in part.redactions:
+                if r.start >= b - a:
+                    break
+                if taken.add(a + r.start, a + r.end):
+                    done.append((a + r.start, a + r.end, r.kind))
+            a = b
+        if not done:
+            return RedactResult(text, ())
+        done.sort()
+        redactions = []
+        line, pos = 1, 0
+        for s, e, kind in done:
+            line += text.count("\n", pos, s)
+            pos = s
+            redactions.append(Redaction(kind, s, e, line))
+        return RedactResult(_apply(text, done), tuple(redactions))
+
     def _scan(
-        self, text: str, ascii_only: bool, *, name: bool = False
+        self, text: str, ascii_only: bool, *, name: bool = False, at_end: bool = True
     ) -> list[tuple[int, int, str]]:
         """Every detector's spans in text, overlaps resolved by priority. A name is never
         cut by two writes: the detectors of a cut token's first part skip it."""
@@ -248,7 +295,11 @@ class Redactor:
         for det in self._detectors:
             if det.tail:
                 if cut is None:
-                    cut = not name and bool(CUT_GATE.search(text, max(0, len(text) - det.tail)))
+                    cut = (
+                        not name
+                        and at_end
+                        and bool(CUT_GATE.search(text, max(0, len(text) - det.tail)))
+                    )
                 if not cut:
                     continue
             if det.anchors:

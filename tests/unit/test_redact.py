@@ -1002,3 +1002,32 @@ def test_names_are_never_cut_tokens() -> None:
     name = "notes ghp" + "_Lm3N"  # a name is never written in two appends
     assert R.redact_name(name).text == name
     assert R.redact(name).text == "notes " + marker("github_token")
+
+
+def test_a_long_text_is_redacted_window_by_window_with_nothing_missed_at_the_edges():
+    """An inbox file of many MiB is scanned a window at a time (the event loop is not
+    held for seconds); a secret on either side of a window's edge, a private key that
+    spans one, and their line numbers come out as in a text short enough to scan whole."""
+    from contextfs.memory import redact as mod
+
+    filler = "we talked about the garden and the tea we planted in spring\n"
+    lines = [filler] * ((mod.BIG_TEXT * 3 // 2) // len(filler))
+    planted = [GITHUB_CLASSIC, PEM, f"password: {PW}", AWS_ID, JWT, PEM]
+    edges = [mod.WINDOW // 2, mod.WINDOW, mod.WINDOW + mod.OVERLAP // 2, 2 * mod.WINDOW]
+    at = sorted({(e // len(filler)) + d for e in edges for d in (-1, 0, 1)})
+    for i, line_no in enumerate(at):
+        lines.insert(line_no, f"note {i}: {planted[i % len(planted)]}\n")
+    text = "".join(lines)
+    assert len(text) > mod.BIG_TEXT
+    res = R.redact(text)
+    for secret in (GITHUB_CLASSIC, AWS_ID, PW, JWT, PEM.splitlines()[1]):
+        assert secret not in res.text
+    assert len(res.redactions) == len(at)
+    for r in res.redactions:  # each where it was, on its line
+        assert text.count("\n", 0, r.start) + 1 == r.line
+        assert any(text[r.start : r.end] in secret for secret in planted)
+    whole = mod.Redactor()._redact(text[: mod.BIG_TEXT], ascii_only=False)  # scanned whole
+    windowed = R.redact(text[: mod.BIG_TEXT + 1])
+    assert [r.start for r in windowed.redactions if r.end <= mod.BIG_TEXT] == [
+        r.start for r in whole.redactions
+    ]
