@@ -73,7 +73,11 @@ def open_memory(cfg: Config, types: dict[str, ContextType]) -> Memory:
     redactor = Redactor(cfg.redact_patterns)  # bad user patterns refuse the mount
     store = None
     try:
-        store = open_store(cfg.store_location, memory_mb=cfg.store_memory_mb)
+        store = open_store(
+            cfg.store_location,
+            memory_mb=cfg.store_memory_mb,
+            checkpoint_mb=cfg.store_checkpoint_mb,
+        )
         memory = _memory(store, cfg, types, redactor)
         # since the last check that passed (docs/fsck.md); the full one only once
         run = mount_check(store)

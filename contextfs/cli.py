@@ -104,7 +104,9 @@ def _offline_store(cfg: Config, missing: str, *, read_only: bool = False):  # no
 
     if not cfg.store and not cfg.db_path.exists():
         raise UsageError(missing)
-    return open_store(cfg.store_location, read_only=read_only)
+    return open_store(
+        cfg.store_location, read_only=read_only, checkpoint_mb=cfg.store_checkpoint_mb
+    )
 
 
 def cmd_mount(args: argparse.Namespace) -> int:
@@ -357,7 +359,7 @@ def _repair(cfg: Config) -> CheckRun:
     from contextfs.store.fsck import full_check
     from contextfs.store.repair import repair_store
 
-    store = open_store(cfg.store_location)
+    store = open_store(cfg.store_location, checkpoint_mb=cfg.store_checkpoint_mb)
     try:
         for line in repair_store(store):
             print(f"repaired {line}")
@@ -377,7 +379,7 @@ def _record_fsck(cfg: Config, run: CheckRun) -> str:
     from contextfs.store.fsck import record_passed
 
     try:
-        store = open_store(cfg.store_location)
+        store = open_store(cfg.store_location, checkpoint_mb=cfg.store_checkpoint_mb)
     except (ContextFSError, OSError) as exc:
         return f"checked up to seq {run.upto}, but could not record it: {exc}"
     try:

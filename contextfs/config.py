@@ -80,6 +80,10 @@ class Config:
     # DuckDB's buffers (MiB): what the store's pages may hold of the daemon's memory;
     # 0 = DuckDB's own default, 80% of the machine's memory (docs/scaling.md)
     store_memory_mb: int = 128
+    # The store's write-ahead log is moved into the database file (a checkpoint) once it
+    # holds this many MiB (docs/operations.md#disk-full): rarer checkpoints stall writes
+    # less often during a big import; a larger log takes longer to replay after a crash
+    store_checkpoint_mb: int = 64
     # Backups of the DuckDB file (docs/operations.md#backups): a mount that closes a store
     # which passed its check copies it to <data dir>/backups/ when the newest copy there
     # is older than this; the newest backup_keep are kept (0: none taken)
@@ -194,6 +198,9 @@ def load_config(data_dir: Path | None) -> Config:
     mem = raw.get("store_memory_mb", 0)
     if isinstance(mem, int) and not isinstance(mem, bool) and (mem < 0 or 0 < mem < 32):
         raise UsageError(f"{path}: store_memory_mb must be 0 (DuckDB's default) or at least 32")
+    ckpt = raw.get("store_checkpoint_mb", 64)
+    if not isinstance(ckpt, int) or isinstance(ckpt, bool) or not 1 <= ckpt <= 4096:
+        raise UsageError(f"{path}: store_checkpoint_mb must be MiB, 1 .. 4096")
     window = raw.get("llm_context_tokens", 16000)
     if isinstance(window, int) and not isinstance(window, bool) and window < 2048:
         raise UsageError(f"{path}: llm_context_tokens must be at least 2048")

@@ -207,17 +207,24 @@ def is_remote(location: str | Path) -> bool:
 
 
 def open_store(
-    location: str | Path, *, read_only: bool = False, memory_mb: int = 0
+    location: str | Path,
+    *,
+    read_only: bool = False,
+    memory_mb: int = 0,
+    checkpoint_mb: int = 64,
 ) -> StoreBackend:
     """The store at `location`: a postgresql:// URL (PgStore) or a DuckDB file (Store);
-    `memory_mb` caps DuckDB's buffers (0: DuckDB's default; a server's memory is its own)."""
+    `memory_mb` caps DuckDB's buffers (0: DuckDB's default; a server's memory is its own),
+    `checkpoint_mb` is the size of DuckDB's log that starts a checkpoint."""
     if is_remote(location):
         from contextfs.store.pg import PgStore
 
         return PgStore(str(location), read_only=read_only)
     from contextfs.store.db import Store
 
-    return Store(Path(location), read_only=read_only, memory_mb=memory_mb)
+    return Store(
+        Path(location), read_only=read_only, memory_mb=memory_mb, checkpoint_mb=checkpoint_mb
+    )
 
 
 def shown(location: str | Path) -> str:

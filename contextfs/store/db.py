@@ -207,6 +207,7 @@ class Store:
         read_only: bool = False,
         memory_mb: int = 0,
         lock_as: Path | None = None,
+        checkpoint_mb: int = 64,
     ) -> None:
         """`lock_as`: hold that store's lock, exclusively, instead of path's (a mount
         showing a backup of a damaged store keeps `restore` and other mounts off it)."""
@@ -224,6 +225,11 @@ class Store:
         if not read_only:  # checkpoints are the Store's (`_checkpoint_if_due`)
             config["checkpoint_threshold"] = "1000GB"
         self._wal = self.path.with_name(self.path.name + ".wal")
+        # what the log holds is held in DuckDB's buffers too until a checkpoint moves it:
+        # past half the buffer limit, a commit failed out of memory, fatally
+        self.checkpoint_wal = (
+            min(checkpoint_mb, max(1, memory_mb // 2)) if memory_mb > 0 else checkpoint_mb
+        ) << 20
         self._postponed = False
         self._lock_fd = lock_store(lock_as or self.path, read_only and lock_as is None)
         try:
@@ -409,8 +415,12 @@ class Store:
             raise StoreDamaged(f"commit failed: {exc}") from exc
         self._checkpoint_if_due()
 
-    # DuckDB's own threshold: past it, the write-ahead log goes into the database file
-    CHECKPOINT_WAL = 16 * 1024 * 1024
+    # Past `checkpoint_wal` (store_checkpoint_mb) the write-ahead log goes into the
+    # database file. A checkpoint rewrites every column a change touched in the row groups
+    # it touched, whole: a node's L2 saved rewrites the L2s of all the nodes beside it. So
+    # its cost grows with the store, and during a 100 MB import DuckDB's own 16 MiB made
+    # one every few seconds, each stalling every write for up to 0.8 s; at 64 MiB there
+    # are a quarter as many, and replaying such a log after a crash takes about 0.5 s.
     # a checkpoint writes the log's pages into the file before it cuts the log: with less
     # free space than the log, a quarter more and this, it waits (DuckDB's own checkpoint,
     # failing on a full disk, invalidates the database for the rest of the process: every
@@ -419,12 +429,12 @@ class Store:
 
     def _checkpoint_if_due(self) -> None:
         """Move the write-ahead log into the database file when it has grown past
-        CHECKPOINT_WAL and the disk has room for it; else later (logged once)."""
+        `checkpoint_wal` and the disk has room for it; else later (logged once)."""
         try:
             wal = os.stat(self._wal).st_size
         except OSError:
             return
-        if wal < self.CHECKPOINT_WAL:
+        if wal < self.checkpoint_wal:
             return
         assert self.path is not None  # PgStore overrides atomic, which calls this
         free = shutil.disk_usage(self.path.parent).free

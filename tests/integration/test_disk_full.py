@@ -38,6 +38,9 @@ def _write(path: Path, data: bytes) -> int:
 def test_a_full_disk_refuses_writes_and_keeps_the_mount(tmp_path: Path):
     disk = mount_tmpfs(tmp_path / "disk", "160m")
     (tmp_path / "mnt").mkdir()
+    (disk / "data").mkdir()
+    # the log is moved into the file at 16 MiB here (64 by default): the tmpfs is small
+    (disk / "data/config.yaml").write_text("store_checkpoint_mb: 16\n")
     m = Mount(tmp_path / "mnt", disk / "data")
     try:
         m.start()
@@ -66,7 +69,7 @@ def test_a_full_disk_refuses_writes_and_keeps_the_mount(tmp_path: Path):
         assert _write(node / "after.bin", after) == 0
         assert "disk full" not in m.status()
 
-        # nearly full: the store's log outgrows DuckDB's checkpoint threshold (16 MiB)
+        # nearly full: the store's log outgrows its checkpoint size (16 MiB here)
         # with no room to move it into the database file. DuckDB's own checkpoint would
         # fail there and invalidate the database (every read EIO until a restart); the
         # store's waits for room, and the writes stay in the log meanwhile.
