@@ -313,6 +313,17 @@ class Indexer(Service):
         return self._rebuild is not None
 
     @property
+    def vector_coverage(self) -> tuple[int, int] | None:
+        """While the vectors are built from scratch: (nodes they hold so far, nodes in
+        all); None otherwise. The nodes of the batch being embedded count once it is
+        done. Read from other threads: a moment's snapshot."""
+        rebuild, job = self._rebuild, self._vec_job
+        if rebuild is None:
+            return None
+        pending = len(job.docs) if job is not None else 0
+        return max(0, min(self._rebuild_at, len(rebuild)) - pending), len(rebuild)
+
+    @property
     def busy(self) -> bool:
         """Work is queued or under way on either side."""
         committed = self.memory.generation

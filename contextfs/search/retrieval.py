@@ -556,9 +556,18 @@ class Searcher:
             sides += ("clip",)
         note = "" if q.vectors_on else f"vectors not used yet: {ix.state}"
         behind = self.memory.generation - ix.generation
-        if q.vectors_on and (behind > 0 or ix.vector_rebuilding):
+        cover = ix.vector_coverage
+        if q.vectors_on and cover is not None:
+            # built from scratch (a new index, a model changed): how far, so a reader
+            # knows the vector side answered from part of the store; a node they do not
+            # hold yet stands at its BM25 rank on their side (`_fuse`)
+            note = (
+                f"vectors cover {cover[0]:,} of {cover[1]:,} nodes (being built); BM25 covers "
+                "every node"
+            )
+        elif q.vectors_on and behind > 0:
             # BM25 covers every change; the vectors are still embedding some (a backlog)
-            note = f"vectors behind BM25 by {max(behind, 1)} change(s) (being indexed)"
+            note = f"vectors behind BM25 by {behind} change(s) (being indexed)"
         return sides, note
 
     def _read_passages(
