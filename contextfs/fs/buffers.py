@@ -213,10 +213,11 @@ class Buffers:
         if inode.is_dir:
             raise IsADirectory("is a directory")
         writing = (flags & os.O_ACCMODE) != os.O_RDONLY
-        own = None
+        own = before = None
         if writing or flags & os.O_TRUNC:
-            own = self.open_for_writing(inode, flags)
+            own, before = self.open_for_writing(inode, flags)
         h = self.table.new_handle(inode, flags)
+        h.before = before
         if own is not None:  # a tier: this handle's own copy, saved whole at its close
             h.buffer, h.dirty = own, bool(flags & os.O_TRUNC)
             if flags & os.O_APPEND and not flags & os.O_TRUNC:
@@ -225,23 +226,29 @@ class Buffers:
             h.snapshot = bytes(self.roles.file_bytes(inode))
         return h
 
-    def open_for_writing(self, inode: Inode, flags: int) -> bytearray | None:
+    def open_for_writing(
+        self, inode: Inode, flags: int
+    ) -> tuple[bytearray | None, bytes | None]:
         """An open for writing or with O_TRUNC: the buffer is loaded (or cut) now.
+        Returns (the handle's own buffer, what an attachment held before its O_TRUNC cut).
 
-        A tier gets a buffer of the handle's own (returned): what that handle writes is
-        saved whole at its close, and another open's O_TRUNC or writes do not touch it,
-        so every version is a state one writer saved (concurrent rewriters: the last
-        close wins, like an editor's atomic rename)."""
+        A tier gets a buffer of the handle's own: what that handle writes is saved whole
+        at its close, and another open's O_TRUNC or writes do not touch it, so every
+        version is a state one writer saved (concurrent rewriters: the last close wins,
+        like an editor's atomic rename)."""
         self.writable(inode)
         if inode.role == Role.TIER:
             if flags & os.O_TRUNC:
                 inode.mtime_ns = inode.ctime_ns = time.time_ns()
-                return bytearray()
-            return bytearray(self.roles.file_bytes(inode))
+                return bytearray(), None
+            return bytearray(self.roles.file_bytes(inode)), None
         cut = False  # an attachment with bytes, cut by O_TRUNC
+        before = None
         if flags & os.O_TRUNC and inode.role == Role.ATTACH:
             cut = bool(inode.data) if inode.data is not None else bool(inode.att and inode.att.size)
-            if inode.data is None:  # no need to load what is cut away
+            if cut:  # kept until the handle's close, should a write of it be refused
+                before = bytes(self.load(inode))
+            if inode.data is None:
                 inode.data = bytearray()
                 inode.changed = ChangedBytes(inode.data)
             self.resize(inode, 0)
@@ -256,7 +263,7 @@ class Buffers:
             # stored now, as a native O_TRUNC cuts at open: a refusal (a full disk) is then
             # open's error, not lost at a release, which cannot report one
             self.roles.commit(inode)
-        return None
+        return None, before
 
     def write(self, h: Handle, off: int, buf: bytes) -> int:
         inode = h.inode
@@ -282,6 +289,9 @@ class Buffers:
                     self.table.invalidate(inode)
                 else:
                     self._abandon(inode, exc)
+                    if h.before is not None:  # its O_TRUNC's cut is undone too
+                        self._put_back(inode, h.before)
+                h.before = None
             raise exc
         old_size = len(data)
         if off > old_size:
@@ -308,6 +318,18 @@ class Buffers:
             inode.data = bytearray()
             if inode.parent is not None:
                 self.table.unlink_inode(inode)
+
+    def _put_back(self, inode: Inode, before: bytes) -> None:
+        """An attachment's bytes as they were before an O_TRUNC, stored again."""
+        self.load(inode)
+        assert inode.data is not None
+        self.resize(inode, 0)
+        inode.data.extend(before)
+        self._mark_changed(inode, 0, len(before))
+        inode.dirty = True
+        inode.mtime_ns = time.time_ns()
+        self.roles.commit(inode)
+        self.table.invalidate(inode)
 
     def unload_clean(self, inode: Inode) -> None:
         """The last close of a file with nothing left to commit: a node's tier is served

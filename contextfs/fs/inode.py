@@ -263,6 +263,10 @@ class Handle:
     # O_APPEND: the length of `buffer` when it last matched the file; what follows is
     # appended to the file as it is at the commit (concurrent `>>` lose nothing)
     rebase: int | None = None
+    # ATTACH whose bytes this handle's O_TRUNC cut (stored at open): what it held, put
+    # back when a write of this handle is refused before it stored anything (`dd` past
+    # the size limit leaves the file as it was, not empty)
+    before: bytes | None = None
 
     @property
     def writable(self) -> bool:

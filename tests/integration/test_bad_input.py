@@ -190,7 +190,11 @@ def test_size_limits_at_the_boundary(box: Box) -> None:
     assert _errno(_write, att, b"b", os.O_APPEND) == errno.EFBIG
     assert _errno(os.truncate, att, MAX_FILE + 1) == errno.EFBIG
     assert _errno(_write, box.node / "over.bin", b"c" * (MAX_FILE + 1)) == errno.EFBIG
+    # `dd of=blob.bin` past the limit (O_TRUNC, then writes): refused, and the file keeps
+    # what it held before, neither the cut nor the part written
+    assert _errno(_write, att, b"g" * (MAX_FILE + 1)) == errno.EFBIG
     assert att.read_bytes() == b"a" * MAX_FILE
+    assert (box.node / "over.bin").stat().st_size == 0  # created; nothing of the refused write
     l2 = box.node / "L2.md"
     before = l2.read_text()
     assert _errno(_write, l2, b"d" * (MAX_TIER + 1)) == errno.EFBIG
