@@ -226,9 +226,7 @@ class Buffers:
             h.snapshot = bytes(self.roles.file_bytes(inode))
         return h
 
-    def open_for_writing(
-        self, inode: Inode, flags: int
-    ) -> tuple[bytearray | None, bytes | None]:
+    def open_for_writing(self, inode: Inode, flags: int) -> tuple[bytearray | None, bytes | None]:
         """An open for writing or with O_TRUNC: the buffer is loaded (or cut) now.
         Returns (the handle's own buffer, what an attachment held before its O_TRUNC cut).
 
