@@ -6,6 +6,8 @@ Reads what exists, says "not run" for what does not:
 - `concurrency.json`  scripts/concurrency.py  (concurrent writers/readers, lost updates)
 - `differential.json` differential testing against a reference model:
   {examples, steps, failures, seconds, excluded: [{op, reason}]}
+- `differential-disk-full.json` the same with the disk-full step
+  (`scripts/campaign_differential.py --disk-full --out ...`), same keys
 - `crash.json`        kill -9 (and power-cut) trials:
   {trials, writers, acknowledged, lost, fsck_errors, seconds, power_cut: {run, reason | …}}
 - `bad_input.json`    hostile inputs: {cases, passed, failed: [...]}
@@ -95,6 +97,14 @@ def summary_table(data: dict[str, dict | None]) -> list[str]:
         )
     else:
         out.append("| differential | not run | | | | |")
+    f = data["differential-disk-full.json"]
+    if f and "examples" in f:
+        out.append(
+            f"| differential with a full disk | {f['examples']} examples, {f.get('steps')} "
+            f"steps | {f['examples'] - _count(f.get('failures'))} | "
+            f"{_count(f.get('failures'))} | {len(f.get('excluded') or [])} ops | "
+            f"{'pass' if not _count(f.get('failures')) else 'FAIL'} |"
+        )
     k = data["crash.json"]
     if k and "trials" in k:
         bad = (k.get("lost") or 0) + (k.get("fsck_errors") or 0)
@@ -209,18 +219,24 @@ def concurrency_section(c: dict | None) -> list[str]:
     return out
 
 
-def differential_section(d: dict | None) -> list[str]:
+def differential_section(d: dict | None, full: dict | None = None) -> list[str]:
     out = ["## Differential testing", ""]
     nr = _not_run("differential.json", d)
     if nr:
         return out + nr
     out += [
-        "| examples | steps | failures | seconds |",
-        "|---|---|---|---|",
-        f"| {d.get('examples')} | {d.get('steps')} | {_count(d.get('failures'))} | "
-        f"{_n(d.get('seconds'))} |",
-        "",
+        "| run | examples | steps | failures | seconds |",
+        "|---|---|---|---|---|",
+        f"| on the local disk | {d.get('examples')} | {d.get('steps')} | "
+        f"{_count(d.get('failures'))} | {_n(d.get('seconds'))} |",
     ]
+    if full and "examples" in full:
+        out.append(
+            f"| data dir on a 512 MiB tmpfs, with the disk-full step | {full.get('examples')} "
+            f"| {full.get('steps')} | {_count(full.get('failures'))} | "
+            f"{_n(full.get('seconds'))} |"
+        )
+    out.append("")
     if isinstance(d.get("failures"), list) and d["failures"]:
         out += ["Failures:", ""] + [f"- {_cell(f)[:300]}" for f in d["failures"][:20]] + [""]
     if d.get("excluded"):
@@ -272,7 +288,14 @@ def bad_input_section(b: dict | None) -> list[str]:
     return out
 
 
-FILES = ("stress.json", "concurrency.json", "differential.json", "crash.json", "bad_input.json")
+FILES = (
+    "stress.json",
+    "concurrency.json",
+    "differential.json",
+    "differential-disk-full.json",
+    "crash.json",
+    "bad_input.json",
+)
 
 
 def render(results: Path) -> str:
@@ -290,7 +313,7 @@ def render(results: Path) -> str:
         *summary_table(data),
         *stress_section(data["stress.json"]),
         *concurrency_section(data["concurrency.json"]),
-        *differential_section(data["differential.json"]),
+        *differential_section(data["differential.json"], data["differential-disk-full.json"]),
         *crash_section(data["crash.json"]),
         *bad_input_section(data["bad_input.json"]),
     ]
