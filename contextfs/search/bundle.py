@@ -25,8 +25,9 @@ from contextfs.search.retrieval import Hit, PassageHit, Results
 
 SIDE_NAMES = {"bm25": "BM25", "vectors": "vectors", "clip": "CLIP images"}
 NOTHING_RELEVANT = "Nothing relevant found"
-NEAREST_SHOWN = 3  # pointers under "Nothing relevant found"
-NEAREST_CHARS = 100  # of each one's L0
+NEAREST_SHOWN = 3  # pointers under "Nothing relevant found", at most
+NEAREST_CHARS = 80  # of each one's L0
+NOTHING_SHARE = 0.1  # of the budget, the most a "Nothing relevant found" bundle takes
 
 
 @dataclass(slots=True)
@@ -114,7 +115,7 @@ def pack_context(question: str, scope: str, res: Results, budget: int) -> str:
     if estimate_tokens(header) > budget:
         return header[: budget * 4]
     if res.relevant is False:
-        return _trim(header + _nothing_relevant(res), budget)
+        return _trim(_nothing_relevant(header, scope, res, budget), budget)
     used = estimate_tokens(header)
     sections: dict[int, _Section] = {}
     for ph in res.passages:
@@ -158,19 +159,25 @@ def _trim(text: str, budget: int) -> str:
     return text
 
 
-def _nothing_relevant(res: Results) -> str:
+def _nothing_relevant(header: str, scope: str, res: Results, budget: int) -> str:
     """The bundle of a question nothing is close to: a line saying so, and the nearest
-    few nodes as one-line pointers (path and the start of their L0)."""
+    few nodes as one-line pointers (path under the scope, the start of their L0), as many
+    as fit in a tenth of the budget."""
     best = max((h.confidence or 0.0 for h in res.hits), default=0.0)
-    out = [f"\n{NOTHING_RELEVANT}: no memory is close to this question (confidence {best:.2f}).\n"]
-    if res.hits:
-        out.append("\n## Nearest, not relevant\n\n")
-        for h in res.hits[:NEAREST_SHOWN]:
-            l0 = " ".join(h.node.l0.split())
-            if len(l0) > NEAREST_CHARS:
-                l0 = l0[: NEAREST_CHARS - 1].rstrip() + "…"
-            out.append(f"- {h.path}: {l0}\n")
-    return "".join(out)
+    text = header + f"\n{NOTHING_RELEVANT}: no memory is close to this question ({best:.2f}).\n"
+    room = budget * NOTHING_SHARE
+    pointers = ""
+    for h in res.hits[:NEAREST_SHOWN]:
+        path = h.path[len(scope) + 1 :] if scope and h.path.startswith(scope + "/") else h.path
+        l0 = " ".join(h.node.l0.split())
+        if len(l0) > NEAREST_CHARS:
+            l0 = l0[: NEAREST_CHARS - 1].rstrip() + "…"
+        line = f"- {path}: {l0}\n"
+        heading = "" if pointers else "\n## Nearest, not relevant\n\n"
+        if estimate_tokens(text + pointers + heading + line) > room:
+            break
+        pointers += heading + line
+    return text + pointers
 
 
 def results_json(question: str, scope: str, res: Results) -> str:

@@ -524,11 +524,14 @@ class Searcher:
         self, q: _Question, cands: list[_Candidate], by_node: dict[int, Hit]
     ) -> dict[int, Hit]:
         """A memory found whose name the question names (`preferences/tea` for "tea" or
-        "what tea does she like") goes first, its passages at the best passage's score:
-        it is the node kept for that key. Without this, a dozen archived conversations
-        whose turns say "tea" (and the events made of them) filled the k hits and the
-        bundle, and the preference was not in either. Session archives are not named this
-        way (their names are dates), and only the nodes found are looked at."""
+        "what tea does she like") is kept among the first hits: right after the best one
+        (first, if it is that), its passages raised to the second best passage's score;
+        it is the node kept for that key, but a better match of the question's rarer words
+        stays ahead ("quokkafern for the shade corner" before `preferences/shade-corner`).
+        Without this, a dozen archived conversations whose turns say "tea" (and the events
+        made of them) filled the k hits and the bundle, and the preference was in neither.
+        Session archives are not named this way (their names are dates), and only the
+        nodes found are looked at."""
         words = set(_WORD.findall(q.text.lower()))
         named = {
             nid
@@ -537,18 +540,23 @@ class Searcher:
         }
         if not named:
             return by_node
-        top_node = max(h.score for h in by_node.values())
-        top = max((c.score for c in cands), default=top_node)
+        order = list(by_node)
+        first = order[:1] if order[0] not in named else []
+        scores = sorted((c.score for c in cands if c.node.id not in named), reverse=True)
+        second = scores[min(1, len(scores) - 1)] if scores else 0.0
         for i, c in enumerate(cands):
-            if c.node.id in named and c.score < top:
-                cands[i] = _Candidate(c.node, c.path, c.index, round(top, 6))
+            if c.node.id in named and c.score < second:
+                cands[i] = _Candidate(c.node, c.path, c.index, second)
+        below = by_node[first[0]].score if first else None
         for nid in named:
             hit = by_node[nid]
-            hit.score = round(max(hit.score, top_node), 6)
+            if below is not None and hit.score < below:
+                hit.score = below
             if q.scale is not None:
                 hit.confidence = max(hit.confidence or 0.0, NAMED_CONFIDENCE)
-        return {nid: by_node[nid] for nid in named} | {
-            nid: h for nid, h in by_node.items() if nid not in named
+        ahead = [*first, *(nid for nid in order if nid in named)]
+        return {nid: by_node[nid] for nid in ahead} | {
+            nid: h for nid, h in by_node.items() if nid not in set(ahead)
         }
 
     def _confidence(self, q: _Question, fused: _Fused, nid: int) -> float | None:
