@@ -41,8 +41,16 @@ What it does:
    only, a turn that does not fit skipped.
 5. Metrics per kind x budget, for both systems: evidence coverage (`evidence_covered`: the
    share of a question's evidence turns found in the bundle) and answer-in-bundle
-   (`answer_forms`: the answer, or its head, occurs in the bundle); for unanswerable
-   questions neither applies and the mean bundle size in tokens is reported instead.
+   (`answer_forms`: the answer, or its head, occurs in the bundle). For the questions with
+   nothing to find neither applies: `unanswerable` (never stated, about things the
+   conversation does mention: "What colour is Maya's Volvo?") and `off-topic` (about
+   nothing it mentions, and strings that are no question: `recall_data/offtopic.json`, the
+   half's list asked of each conversation of that half; `--no-off-topic` leaves them out).
+   For those, the relevance table gives the mean bundle size, the share of the budget used
+   and the share of bundles at most 10% of the budget; and, for every kind, how often
+   ContextFS's bundle said "Nothing relevant found" (on answerable questions, a wrong
+   floor). Each ContextFS record also keeps `relevant` and the best `confidence` from the
+   question's `_results.json` (the figures a calibration of the floor reads).
    Latency: ContextFS query p50/p99 per budget against the raw floor, and their ratio.
    Table cells read "ContextFS / raw / raw-text".
 
@@ -89,7 +97,12 @@ ROOT = Path(__file__).resolve().parent.parent
 
 DATA = ROOT / "scripts" / "recall_data"
 BUDGETS = (500, 1000, 2000, 4000)
-KINDS = ("single-hop", "multi-hop", "temporal", "inference", "update", "unanswerable")
+KINDS = ("single-hop", "multi-hop", "temporal", "inference", "update", "unanswerable", "off-topic")
+# Kinds with nothing to find: no evidence, no answer; their bundles are measured by size.
+NOTHING_KINDS = ("unanswerable", "off-topic")
+SMALL_SHARE = 0.10  # a bundle at most this share of its budget counts as short
+# What ContextFS's bundle says when nothing found is relevant (contextfs.search.bundle)
+NOTHING_RELEVANT = "Nothing relevant found"
 RRF_K = 60
 # The systems compared: ContextFS through the mount; the raw turns with speaker and date
 # indexed with the text (the issue's baseline, and the latency "raw floor"); the raw turns
@@ -210,8 +223,31 @@ def kind_balanced(questions: list[dict], n: int) -> list[dict]:
     return sorted(out, key=lambda q: order[q["id"]])
 
 
+def off_topic(conv: Conversation, half: list[dict]) -> list[dict]:
+    """The off-topic questions of the conversation's half (`recall_data/offtopic.json`),
+    as questions of kind "off-topic"; each one's key words must be absent from every turn
+    (whole words, any case), or the data is wrong."""
+    said = " ".join(t["text"] for t in conv.turns.values()).lower()
+    out = []
+    for i, q in enumerate(half, 1):
+        for word in q["absent"]:
+            if re.search(rf"\b{re.escape(word.lower())}\b", said):
+                raise RuntimeError(f"off-topic {q['question']!r}: {word!r} occurs in {conv.id}")
+        out.append(
+            {
+                "id": f"OT{i}",
+                "question": q["question"],
+                "answer": "not mentioned",
+                "evidence": [],
+                "kind": "off-topic",
+            }
+        )
+    return out
+
+
 def load(args: argparse.Namespace) -> list[Conversation]:
     split_of = load_split()
+    offtopic = json.loads((DATA / "offtopic.json").read_text())
     sets = ("generated", "handwritten") if args.set == "both" else (args.set,)
     convs = []
     for name in sets:
@@ -224,17 +260,19 @@ def load(args: argparse.Namespace) -> list[Conversation]:
                 continue
             if args.conversations and data["id"] not in args.conversations:
                 continue
-            convs.append(
-                Conversation(
-                    name, split, data["id"], data["speakers"], data["sessions"], data["questions"]
-                )
+            conv = Conversation(
+                name, split, data["id"], data["speakers"], data["sessions"], data["questions"]
             )
+            if not args.no_off_topic:
+                conv.questions = conv.questions + off_topic(conv, offtopic[split])
+            convs.append(conv)
     if args.quick:  # one small conversation: the first sessions of the first dev one
         c = next(c for c in convs if c.split == "dev")
         sessions = c.sessions[:QUICK_SESSIONS]
         ids = {t["id"] for s in sessions for t in s["turns"]}
         qs = [q for q in c.questions if q["evidence"] and set(q["evidence"]) <= ids]
         qs += [q for q in c.questions if q["kind"] == "unanswerable"][:2]
+        qs += [q for q in c.questions if q["kind"] == "off-topic"][:2]
         c = Conversation(
             c.set, c.split, c.id, c.speakers, sessions, kind_balanced(qs, QUICK_QUESTIONS)
         )
@@ -537,8 +575,17 @@ def read_bundle(path: Path) -> tuple[str, float, str | None]:
 # Measuring
 
 
+def read_relevance(path: Path) -> tuple[bool | None, float | None]:
+    """`relevant` and the best `confidence` of a `_results.json` (None when absent)."""
+    try:
+        data = json.loads(path.read_text())
+    except (OSError, ValueError):
+        return None, None
+    return data.get("relevant"), data.get("confidence")
+
+
 def score(conv: Conversation, q: dict, bundle: str) -> tuple[float | None, bool | None]:
-    if q["kind"] == "unanswerable" or not q["evidence"]:
+    if q["kind"] in NOTHING_KINDS or not q["evidence"]:
         return None, None
     norm = normalise(bundle)
     ev = [conv.turns[t]["text"] for t in q["evidence"] if t in conv.turns]
@@ -575,9 +622,11 @@ def run_queries(
                 t0 = time.perf_counter()
                 rankings[name] = (bl.rank(q["question"]), time.perf_counter() - t0)
             for b in budgets:
-                cfs, cfs_s, err = read_bundle(query_path(mnt, c.id, q["question"], b))
+                path = query_path(mnt, c.id, q["question"], b)
+                cfs, cfs_s, err = read_bundle(path)
                 if err:
                     errors.append(f"{c.id} {q['id']} @{b}: {err}")
+                relevant, confidence = read_relevance(path.with_name("_results.json"))
                 bundles = {"contextfs": (cfs, cfs_s)}
                 for name, bl in baselines[c.id].items():
                     ranking, rank_s = rankings[name]
@@ -598,8 +647,14 @@ def run_queries(
                             "coverage": cov,
                             "answer_in": ans,
                             "tokens": estimate_tokens(bundle),
+                            "nothing_relevant": NOTHING_RELEVANT in bundle,
                             "seconds": round(secs, 6),
                             "error": err if system == "contextfs" else None,
+                            **(
+                                {"relevant": relevant, "confidence": confidence}
+                                if system == "contextfs"
+                                else {}
+                            ),
                         }
                     )
                 if b == example_budget and q["kind"] not in seen_kinds:
@@ -632,7 +687,7 @@ def summarise(records: list[dict], budgets: list[int]) -> list[dict]:
     """Aggregate rows: (set, split, kind or 'all answerable', budget, system)."""
     groups: dict[tuple, list[dict]] = {}
     for r in records:
-        kinds = [r["kind"]] + (["all answerable"] if r["kind"] != "unanswerable" else [])
+        kinds = [r["kind"]] + (["all answerable"] if r["kind"] not in NOTHING_KINDS else [])
         for kind in kinds:
             groups.setdefault((r["set"], r["split"], kind, r["budget"], r["system"]), []).append(r)
     rows = []
@@ -653,6 +708,11 @@ def summarise(records: list[dict], budgets: list[int]) -> list[dict]:
                     [float(r["answer_in"]) for r in rs if r["answer_in"] is not None]
                 ),
                 "tokens": _mean([float(r["tokens"]) for r in rs]),
+                # the share of the budget a bundle used, and how often it was short
+                "budget_share": _mean([r["tokens"] / budget for r in rs]),
+                "short": _mean([float(r["tokens"] <= SMALL_SHARE * budget) for r in rs]),
+                # how often the bundle said nothing relevant was found
+                "said_nothing": _mean([float(r.get("nothing_relevant", False)) for r in rs]),
             }
         )
     return rows
@@ -697,6 +757,41 @@ def _cell(rows: dict, key: tuple, metric: str) -> str:
     return " / ".join(out)
 
 
+def _relevance_rows(rows: dict, set_: str, split: str, budgets: list[int]) -> list[str]:
+    """The relevance table of one group: for the kinds with nothing to find, the share of
+    the budget their bundles used and the share of short bundles; for answerable
+    questions, how often ContextFS said nothing relevant (wrongly)."""
+    out = []
+    for kind in NOTHING_KINDS:
+        some = rows.get((set_, split, kind, budgets[0], "contextfs"))
+        if not some:
+            continue
+        for metric, what in (
+            ("tokens", "mean bundle tokens"),
+            ("budget_share", "share of the budget used"),
+            ("short", f"bundles <= {SMALL_SHARE:.0%} of the budget"),
+        ):
+            cells = [_cell(rows, (set_, split, kind, b), metric) for b in budgets]
+            out.append(f"| {kind}: {what} | {some['n']} | " + " | ".join(cells) + " |")
+    for kind in (*NOTHING_KINDS, "all answerable"):
+        some = rows.get((set_, split, kind, budgets[0], "contextfs"))
+        if not some:
+            continue
+        cells = []
+        for b in budgets:
+            r = rows.get((set_, split, kind, b, "contextfs"))
+            cells.append(
+                "–" if r is None or r["said_nothing"] is None else f"{r['said_nothing']:.2f}"
+            )
+        label = "**all answerable**" if kind == "all answerable" else kind
+        out.append(
+            f"| {label}: said nothing relevant (ContextFS) | {some['n']} | "
+            + " | ".join(cells)
+            + " |"
+        )
+    return out
+
+
 def tables(summary: list[dict], budgets: list[int], convs: list[Conversation]) -> str:
     rows = {(r["set"], r["split"], r["kind"], r["budget"], r["system"]): r for r in summary}
     out = []
@@ -730,18 +825,18 @@ def tables(summary: list[dict], budgets: list[int], convs: list[Conversation]) -
                 cells = [_cell(rows, (set_, split, kind, b), metric) for b in budgets]
                 label = f"**{kind}**" if kind == "all answerable" else kind
                 out.append(f"| {label} | {some['n']} | " + " | ".join(cells) + " |")
-            if metric == "answer_in":
-                some = rows.get((set_, split, "unanswerable", budgets[0], "contextfs"))
-                if some:
-                    cells = [
-                        _cell(rows, (set_, split, "unanswerable", b), "tokens") for b in budgets
-                    ]
-                    out.append(
-                        f"| unanswerable: mean bundle tokens | {some['n']} | "
-                        + " | ".join(cells)
-                        + " |"
-                    )
             out.append("")
+        relevance = _relevance_rows(rows, set_, split, budgets)
+        if relevance:
+            out += [
+                "Relevance: the bundles of questions with nothing to find (unanswerable: "
+                "never stated; off-topic: about nothing the conversation mentions), "
+                f"{LEGEND}; how often ContextFS said nothing relevant\n",
+                head,
+                rule,
+                *relevance,
+                "",
+            ]
     return "\n".join(out)
 
 
@@ -871,6 +966,11 @@ def main(argv: list[str] | None = None) -> int:
         "--conversations",
         default="",
         help="comma-separated conversation ids (default: all of the set/split)",
+    )
+    p.add_argument(
+        "--no-off-topic",
+        action="store_true",
+        help="leave out the off-topic questions (recall_data/offtopic.json)",
     )
     p.add_argument(
         "--json", default="bench-results/bench_recall.json", help="where to write the JSON"

@@ -5,6 +5,10 @@ its node's path and date with its turn ids (the turns of one session are shown i
 they were said), never over the budget; a passage that does not fit is skipped for a later
 one that does. What room is left goes to one-line pointers (L0) to further hits. Nothing is
 spent on a long tier that did not match. The header says which rankers answered.
+
+When nothing found is relevant (no hit above the similarity floor, `Results.relevant`), the
+bundle says so in one line and points at the nearest few nodes instead of packing what
+merely came closest: an agent that injects it gets a few lines, not unrelated memories.
 """
 
 from __future__ import annotations
@@ -20,6 +24,10 @@ from contextfs.memory.tokens import estimate_tokens
 from contextfs.search.retrieval import Hit, PassageHit, Results
 
 SIDE_NAMES = {"bm25": "BM25", "vectors": "vectors", "clip": "CLIP images"}
+NOTHING_RELEVANT = "Nothing relevant found"
+NEAREST_SHOWN = 3  # pointers under "Nothing relevant found", at most
+NEAREST_CHARS = 80  # of each one's L0
+NOTHING_SHARE = 0.1  # of the budget, the most a "Nothing relevant found" bundle takes
 
 
 @dataclass(slots=True)
@@ -106,6 +114,8 @@ def pack_context(question: str, scope: str, res: Results, budget: int) -> str:
     header = _header(question, scope, res, budget)
     if estimate_tokens(header) > budget:
         return header[: budget * 4]
+    if res.relevant is False:
+        return _trim(_nothing_relevant(header, scope, res, budget), budget)
     used = estimate_tokens(header)
     sections: dict[int, _Section] = {}
     for ph in res.passages:
@@ -140,14 +150,40 @@ def pack_context(question: str, scope: str, res: Results, budget: int) -> str:
             out.append(f"bytes: {media[nid]}\n")
     if shown_pointers:
         out.append(pointers + "".join(shown_pointers))
-    text = "".join(out)
+    return _trim("".join(out), budget)
+
+
+def _trim(text: str, budget: int) -> str:
     while estimate_tokens(text) > budget:  # rounding per piece: trim the last line
         text = text[: text.rstrip("\n").rfind("\n") + 1] or text[: budget * 4]
     return text
 
 
+def _nothing_relevant(header: str, scope: str, res: Results, budget: int) -> str:
+    """The bundle of a question nothing is close to: a line saying so, and the nearest
+    few nodes as one-line pointers (path under the scope, the start of their L0), as many
+    as fit in a tenth of the budget."""
+    best = max((h.confidence or 0.0 for h in res.hits), default=0.0)
+    text = header + f"\n{NOTHING_RELEVANT}: no memory is close to this question ({best:.2f}).\n"
+    room = budget * NOTHING_SHARE
+    pointers = ""
+    for h in res.hits[:NEAREST_SHOWN]:
+        path = h.path[len(scope) + 1 :] if scope and h.path.startswith(scope + "/") else h.path
+        l0 = " ".join(h.node.l0.split())
+        if len(l0) > NEAREST_CHARS:
+            l0 = l0[: NEAREST_CHARS - 1].rstrip() + "…"
+        line = f"- {path}: {l0}\n"
+        heading = "" if pointers else "\n## Nearest, not relevant\n\n"
+        if estimate_tokens(text + pointers + heading + line) > room:
+            break
+        pointers += heading + line
+    return text + pointers
+
+
 def results_json(question: str, scope: str, res: Results) -> str:
-    """Machine-readable hits: each node with its score and matched tiers and passages."""
+    """Machine-readable hits: each node with its score, confidence (0-1, how close it is
+    to the question; null while that cannot be told) and matched tiers and passages; at the
+    top, `relevant` (false when no hit is above the floor) and the best hit's confidence."""
 
     def passage(ph: PassageHit) -> dict:
         p = ph.passage
@@ -163,6 +199,7 @@ def results_json(question: str, scope: str, res: Results) -> str:
             "rank": i + 1,
             "path": h.path,
             "score": h.score,
+            "confidence": h.confidence,
             "type": h.node.type,
             "version": h.node.version,
             "tiers": h.tiers,
@@ -178,6 +215,10 @@ def results_json(question: str, scope: str, res: Results) -> str:
                 "scope": scope or "/",
                 "searched_by": list(res.sides),
                 "note": res.note,
+                "relevant": res.relevant,
+                "confidence": max(
+                    (h.confidence for h in res.hits if h.confidence is not None), default=None
+                ),
                 "hits": [hit(i, h) for i, h in enumerate(res.hits)],
             },
             indent=2,

@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from typing import Any, TypeGuard
 
 from contextfs.errors import InvalidInput
+from contextfs.index.embed import LOCAL_MODEL_NAME
 from contextfs.index.text import TextHit
 from contextfs.index.vectors import Snapshot
 from contextfs.memory.service import Memory
@@ -114,6 +115,7 @@ class _Question:
     depth: int  # units asked of each ranker (`unit_depth`)
     vectors_on: bool
     qvec: Any  # the question's embedding (None while vectors are off)
+    scale: tuple[float, float] | None  # the embedder's (floor, sure) similarities, if known
 
 
 @dataclass(frozen=True, slots=True)
@@ -141,6 +143,10 @@ class _Fused:
     tiers: dict[int, set[str]] = field(default_factory=dict)  # node -> tiers that matched
     best_unit: dict[int, tuple[str, int]] = field(default_factory=dict)  # by BM25
     image_bonus: dict[int, float] = field(default_factory=dict)  # CLIP's, by node
+    # node -> the cosine of its closest unit to the question (the vectors' hits only)
+    similarity: dict[int, float] = field(default_factory=dict)
+    # the similarity of a node the vectors did not return: at most that of their last hit
+    below: float | None = None
 
     @property
     def far(self) -> int:
@@ -184,6 +190,7 @@ class Hit:
     snippet: str = ""
     passages: list[PassageHit] = field(default_factory=list)  # its matched passages
     media: str = ""  # an image node: the path of its original bytes
+    confidence: float | None = None  # 0-1, how close it is to the question (`confidence`)
 
 
 @dataclass(slots=True)
@@ -195,6 +202,9 @@ class Results:
     passages: list[PassageHit]
     sides: tuple[str, ...]
     note: str = ""  # why a side is missing, when one is
+    # whether anything found is relevant (a hit's confidence above 0); None while it
+    # cannot be told (BM25 alone, or an embedder whose similarities are not calibrated)
+    relevant: bool | None = None
 
 
 # Words that carry no topic: dropped from the BM25 side of a question (the vector side
@@ -298,9 +308,11 @@ class Searcher:
         A pipeline of named steps: `_question` (who may see what, the question as the
         rankers get it), `_retrieve` (BM25, vectors, CLIP), `_fuse` (reciprocal-rank
         fusion of units and of nodes), `_node_hits` (the links, best first),
-        `_passage_candidates` (the passages, ranked by number), three expansions
-        (`_add_named_entities`, `_add_entity_mentions`, `_add_linked_turns`),
-        `_read_passages` (their texts, within the budget), `_snippets` and `_sides`."""
+        `_passage_candidates` (the passages, ranked by number), `_named_memories` (a
+        memory the question names goes first), three expansions (`_add_named_entities`,
+        `_add_entity_mentions`, `_add_linked_turns`),
+        `_read_passages` (their texts, within the budget), `_snippets`, `_relevant` (is
+        anything close enough to the question to be worth showing) and `_sides`."""
         ix = self.indexer
         if ix.text is None:
             return Results([], [], (), note=f"the search index is not open yet ({ix.state})")
@@ -311,7 +323,8 @@ class Searcher:
         fused = self._fuse(q, found)
         by_node = self._node_hits(q, fused)
         cands = self._passage_candidates(q, found, fused, by_node)
-        self._add_named_entities(question, cands, by_node, q.allowed)
+        by_node = self._named_memories(q, cands, by_node)
+        self._add_named_entities(question, cands, by_node, q.allowed, q.scale is not None)
         self._add_entity_mentions(question, scope, cands, by_node, q.allowed)
         self._add_linked_turns(cands, by_node, q.allowed)
         cands.sort(key=lambda c: (-c.score, fused.text_rank.get(c.node.id, fused.far), -c.node.id))
@@ -320,7 +333,8 @@ class Searcher:
         for ph in passages:
             by_node[ph.node.id].passages.append(ph)
         self._snippets(question, hits, fused.best_unit)
-        return Results(hits, passages, *self._sides(q, found))
+        sides, note = self._sides(q, found)
+        return Results(hits, passages, sides, note, self._relevant(q, by_node))
 
     def _question(
         self,
@@ -346,8 +360,18 @@ class Searcher:
         vectors_on = self.indexer.ready and emb is not None
         asked = self._without_participants(question, scope)
         qvec = emb.embed([asked])[0] if emb is not None and vectors_on else None
+        scale = SIMILARITY_SCALE.get(emb.name) if emb is not None and vectors_on else None
         return _Question(
-            question, asked, scope, opts, allowed, reader_key, unit_depth(opts), vectors_on, qvec
+            question,
+            asked,
+            scope,
+            opts,
+            allowed,
+            reader_key,
+            unit_depth(opts),
+            vectors_on,
+            qvec,
+            scale,
         )
 
     def _retrieve(self, q: _Question) -> _Found:
@@ -418,6 +442,10 @@ class Searcher:
             ((label_node(label), label_tier(label), label_chunk(label)), 0)
             for label, _sim in found.vec_hits
         ]
+        for label, sim in found.vec_hits:  # best first: a node's first is its closest
+            fused.similarity.setdefault(label_node(label), sim)
+        if found.vec_hits and len(found.vec_hits) >= q.depth:
+            fused.below = found.vec_hits[-1][1]
         units += [
             ((h.node_id, h.tier, h.chunk), 1)
             for h in found.text_hits
@@ -484,12 +512,83 @@ class Searcher:
                     round(score, 6),
                     sorted(fused.tiers.get(nid, ())),
                     n.l0.strip()[:300],
+                    confidence=self._confidence(q, fused, nid),
                 )
                 if n.type == IMAGE_TYPE:
                     att = original_of(memory, n)
                     if att is not None:
                         by_node[nid].media = memory.attachment_store.attachment_path(att)
         return by_node
+
+    def _named_memories(
+        self, q: _Question, cands: list[_Candidate], by_node: dict[int, Hit]
+    ) -> dict[int, Hit]:
+        """A memory found whose name the question names (`preferences/tea` for "tea" or
+        "what tea does she like") is kept among the first hits: right after the best one
+        (first, if it is that), its passages raised to the second best passage's score;
+        it is the node kept for that key, but a better match of the question's rarer words
+        stays ahead ("quokkafern for the shade corner" before `preferences/shade-corner`).
+        Without this, a dozen archived conversations whose turns say "tea" (and the events
+        made of them) filled the k hits and the bundle, and the preference was in neither.
+        Session archives are not named this way (their names are dates), and only the
+        nodes found are looked at."""
+        words = set(_WORD.findall(q.text.lower()))
+        named = {
+            nid
+            for nid, h in by_node.items()
+            if h.node.type != SESSION_TYPE and _names(h.node.name, words)
+        }
+        if not named:
+            return by_node
+        order = list(by_node)
+        first = order[:1] if order[0] not in named else []
+        scores = sorted((c.score for c in cands if c.node.id not in named), reverse=True)
+        second = scores[min(1, len(scores) - 1)] if scores else 0.0
+        for i, c in enumerate(cands):
+            if c.node.id in named and c.score < second:
+                cands[i] = _Candidate(c.node, c.path, c.index, second)
+        below = by_node[first[0]].score if first else None
+        for nid in named:
+            hit = by_node[nid]
+            if below is not None and hit.score < below:
+                hit.score = below
+            if q.scale is not None:
+                hit.confidence = max(hit.confidence or 0.0, NAMED_CONFIDENCE)
+        ahead = [*first, *(nid for nid in order if nid in named)]
+        return {nid: by_node[nid] for nid in ahead} | {
+            nid: h for nid, h in by_node.items() if nid not in set(ahead)
+        }
+
+    def _confidence(self, q: _Question, fused: _Fused, nid: int) -> float | None:
+        """How close node `nid` is to the question, 0-1 (`confidence`), from the cosine of
+        its closest unit; None when the embedder's similarities are not calibrated, or the
+        vectors hold nothing of it yet. A picture CLIP finds near the question counts as
+        relevant whatever its derived text says."""
+        if q.scale is None:
+            return None
+        sim = fused.similarity.get(nid)
+        if sim is None:
+            if fused.below is None:  # every unit they hold was compared: none of its
+                return None
+            sim = fused.below
+        conf = confidence(sim, q.scale)
+        if nid in fused.image_bonus:
+            conf = max(conf, IMAGE_CONFIDENCE)
+        return conf
+
+    def _relevant(self, q: _Question, by_node: dict[int, Hit]) -> bool | None:
+        """Whether anything found is relevant: a hit of confidence above 0 (its closest
+        unit above the floor, or a memory the question names), or a question that names
+        a person who speaks in the scope's conversations ("Does Jonah have children?" is
+        asked of the rankers without "Jonah", and "Does have children?" is far from
+        "the kids are at school"). None when it cannot be told: no calibrated vectors, or
+        a hit the vectors hold nothing of yet (a node saved moments ago) and none above."""
+        if q.scale is None:
+            return None
+        confs = [h.confidence for h in by_node.values()]
+        if any(c for c in confs) or q.asked != q.text:
+            return True
+        return None if any(c is None for c in confs) else False
 
     def _passage_candidates(
         self, q: _Question, found: _Found, fused: _Fused, by_node: dict[int, Hit]
@@ -633,6 +732,9 @@ class Searcher:
                             score,
                             [],
                             archive.l0.strip()[:300],
+                            confidence=_share(
+                                by_node[n.id].confidence if n.id in by_node else None
+                            ),
                         )
                     extra.append(_Candidate(archive, hit.path, p.index, score))
         cands.extend(extra)
@@ -643,10 +745,12 @@ class Searcher:
         cands: list[_Candidate],
         by_node: dict[int, Hit],
         allowed: Callable[[Node | None], bool],
+        calibrated: bool,
     ) -> None:
         """An entity named in the question is a hub: its node joins the hits and its
         passage the candidates (at the best passage's score), so the turns it was gathered
-        from follow (`_add_linked_turns`), from every session that spoke of it."""
+        from follow (`_add_linked_turns`), from every session that spoke of it. Named, it
+        is relevant (`NAMED_CONFIDENCE` at least)."""
         top = max((c.score for c in cands), default=1.0 / (RRF_K + 1))
         have = {c.node.id for c in cands}
         for name in self.names.named(question):
@@ -661,6 +765,8 @@ class Searcher:
                     hit = by_node[n.id] = Hit(
                         n, self.memory.node_path(n), round(top, 6), [], n.l0.strip()[:300]
                     )
+                if calibrated:
+                    hit.confidence = max(hit.confidence or 0.0, NAMED_CONFIDENCE)
                 cands.append(_Candidate(n, hit.path, 0, round(top, 6)))
                 have.add(n.id)
 
@@ -738,7 +844,12 @@ class Searcher:
                 hit = by_node.get(m.id)
                 if hit is None:
                     hit = by_node[m.id] = Hit(
-                        m, self.memory.node_path(m), score, [], m.l0.strip()[:300]
+                        m,
+                        self.memory.node_path(m),
+                        score,
+                        [],
+                        m.l0.strip()[:300],
+                        confidence=_share(by_node[hub.node.id].confidence),
                     )
                 at = where.get(key)
                 if at is None:  # new: a candidate of its own
@@ -789,6 +900,25 @@ class Searcher:
         return self._archives.get((kind, owner, source))
 
 
+def confidence(similarity: float, scale: tuple[float, float]) -> float:
+    """A cosine similarity as a confidence in [0, 1]: 0 at or below the floor (nothing
+    there is about the question), 1 at or above `sure`, linear between."""
+    floor, sure = scale
+    return round(min(1.0, max(0.0, (similarity - floor) / (sure - floor))), 3)
+
+
+def _names(name: str, words: set[str]) -> bool:
+    """Whether a node's name (`tea`, `text-editor`) is named by a question of these
+    (lowercased) words: every word of it, and at least three letters in all."""
+    parts = _WORD.findall(name.lower())
+    return bool(parts) and sum(map(len, parts)) >= 3 and all(p in words for p in parts)
+
+
+def _share(conf: float | None) -> float | None:
+    """The confidence of what a hit leads to (a linked turn's session)."""
+    return None if conf is None else round(conf * LINK_SHARE, 3)
+
+
 def unit_depth(opts: QueryOptions) -> int:
     """Units asked of each ranker: enough passages to fill the budget a few times over (a
     passage is 25 tokens or more), at most UNIT_DEPTH, never fewer than 8 per hit."""
@@ -805,12 +935,19 @@ SIDE_WEIGHT = (1.0, 0.7, 2.0)  # the third: CLIP's pictures (search.images), as 
 # question at all (`clip_query_min`) are ranked by it.
 NODE_WEIGHT = (1.0, 1.0, 2.0)
 LINK_SHARE = 0.9  # a linked turn's score, as a share of the memory that links to it
+# Relevance: per embedder, the cosine (question to a node's closest unit) at or below which
+# nothing is about the question (confidence 0) and the one from which it surely is
+# (confidence 1). Calibrated on the development half of scripts/recall_data (docs/search.md).
+SIMILARITY_SCALE: dict[str, tuple[float, float]] = {LOCAL_MODEL_NAME: (0.30, 0.60)}
+NAMED_CONFIDENCE = 0.5  # an entity the question names is relevant
+IMAGE_CONFIDENCE = 0.5  # so is a picture CLIP finds near the question (`clip_query_min`)
 # A passage said by a person the question names, as a factor of its score: "Does Mateo have
 # children?" is answered by what Mateo said (dev conversations: 0.3 and 0.6 tried, 0.6 kept)
 SPEAKER_BOOST = 0.6
 ROLES = frozenset({"user", "assistant", "system", "tool", "developer"})
 # a capitalised word or two in a turn: where an entity's name may stand
 _PROPER = re.compile(r"(?<![\w'’])[A-Z][\w'’-]+(?: [A-Z][\w'’-]+)?")
+_WORD = re.compile(r"[^\W_]+")
 HOP_FROM = 6  # passages whose entities are asked about by name (a second hop)
 HOP_MAX = 3  # entity names asked about per question
 HOP_DEPTH = 40  # units asked of BM25 for an entity's name

@@ -44,7 +44,7 @@ def test_bench_recall_quick(tmp_path):
         if r["system"] != "contextfs":  # the baselines pack within the budget by construction
             assert r["tokens"] <= 1000, r
         assert r["seconds"] >= 0
-        if r["kind"] == "unanswerable":
+        if r["kind"] in ("unanswerable", "off-topic"):  # nothing to find
             assert r["coverage"] is None and r["answer_in"] is None
         else:
             assert 0.0 <= r["coverage"] <= 1.0, r
@@ -55,11 +55,14 @@ def test_bench_recall_quick(tmp_path):
     assert all(r["tokens"] > 0 for r in records if r["system"] == "contextfs")
 
     for row in rep["summary"]:
-        for key in ("coverage", "full_coverage", "answer_in"):
+        for key in ("coverage", "full_coverage", "answer_in", "budget_share", "short"):
             assert row[key] is None or 0.0 <= row[key] <= 1.0, row
     assert any(
         row["kind"] == "all answerable" and row["system"] == "contextfs" for row in rep["summary"]
     )
+    # the off-topic questions are asked, and ContextFS says whether each was relevant
+    off = [r for r in records if r["kind"] == "off-topic" and r["system"] == "contextfs"]
+    assert off and all(r["relevant"] in (True, False) for r in off), off
     lat = {row["budget"]: row for row in rep["latency"]}
     assert lat["all"]["contextfs_p50_ms"] > 0 and lat["all"]["raw_p50_ms"] > 0
     assert "## Recall" in p.stdout
