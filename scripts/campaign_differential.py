@@ -142,12 +142,18 @@ def main() -> int:
             if args.disk_full:
                 unmount_tmpfs(disk)
     seconds = round(time.monotonic() - start, 1)
-    bad_log = [
-        line
-        for line in log.splitlines()
-        if (" ERROR " in line or " WARNING " in line or "Traceback" in line)
-        and not any(said in line for said in (*FULL_DISK_LOG, *BENIGN_LOG))
-    ]
+    bad_log = []
+    in_traceback = False  # a traceback's lines follow its log line, up to the next record
+    for line in log.splitlines():
+        if in_traceback and not line[:4].isdigit():
+            bad_log.append(line)
+            continue
+        in_traceback = False
+        if (" ERROR " in line or " WARNING " in line) and not any(
+            said in line for said in (*FULL_DISK_LOG, *BENIGN_LOG)
+        ):
+            bad_log.append(line)
+            in_traceback = True
     distinct = sorted({_signature(f["message"]) for f in failures})
     result = {
         "examples": STATS.examples,
@@ -158,7 +164,7 @@ def main() -> int:
         "distinct_failures": distinct,
         "seconds": seconds,
         "fsck_problems": problems,
-        "daemon_log_problems": bad_log[:50],
+        "daemon_log_problems": bad_log[:200],
         "excluded": EXCLUDED,
         "tolerated_known_bugs": [{"bug": b, "what": KNOWN_BUGS[b]} for b in args.tolerate],
         "outcomes": {f"{op} {res}": n for (op, res), n in sorted(STATS.outcomes.items())},
