@@ -60,6 +60,7 @@ from contextfs.conversations.timeparse import parse_timestamp, resolve_relative
 from contextfs.conversations.transcript import Turn
 from contextfs.ctxtypes import ContextType
 from contextfs.errors import InvalidInput
+from contextfs.memory.background import FOREGROUND
 
 log = logging.getLogger(__name__)
 
@@ -188,6 +189,7 @@ class RuleExtractor:
             for turn in turns:
                 if turn.role != "user":
                     continue
+                FOREGROUND.step_aside()  # a worker thread: a request in flight goes first
                 ref_day = _reference_day(today, turn.timestamp)
                 for sentence in _sentences(turn.content):
                     bare = _assertion(sentence)
@@ -482,6 +484,7 @@ class RuleExtractor:
         for turn in turns:
             if turn.role not in ("user", "assistant"):
                 continue
+            FOREGROUND.step_aside()
             for sentence in _sentences(turn.content):
                 bare = _assertion(sentence)
                 if bare is None:

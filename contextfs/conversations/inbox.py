@@ -62,7 +62,7 @@ from contextfs.errors import (
     StoreDamaged,
     StoreUnavailable,
 )
-from contextfs.memory.background import Service
+from contextfs.memory.background import FOREGROUND, Service
 from contextfs.memory.document import Document, decode_text, parse_document
 from contextfs.memory.redact import Redaction, secret_filename_reason
 from contextfs.memory.service import Memory
@@ -1052,6 +1052,7 @@ class Intake:
         parts = split_turns(turns, max(self.memory.max_tier_size // 4, 4096))
         documents = []
         for i, part in enumerate(parts, 1):
+            FOREGROUND.step_aside()  # a worker thread: a request in flight goes first
             part_summary = (summary + "\n" if summary else "") + episodes.summary(part)
             if len(parts) > 1:
                 part_summary += f"\nPart {i} of {len(parts)} of the conversation."

@@ -63,7 +63,8 @@ def _handler(
     @functools.wraps(fn)
     async def wrapper(self: Operations, *args: P.args, **kwargs: P.kwargs) -> R:
         try:
-            return await fn(self, *args, **kwargs)
+            with self.tree.request(fn.__name__):
+                return await fn(self, *args, **kwargs)
         except pyfuse3.FUSEError:
             raise
         except ContextFSError as exc:

@@ -269,6 +269,30 @@ class Tree:
         h.wrote = False
         await self.handler(h.inode).flush(h)
 
+    # the requests that store something: background threads step aside while one runs
+    # (`Foreground.step_aside`); an fsync is `serving` as a whole
+    STORING = frozenset(
+        {
+            "mkdir",
+            "create",
+            "flush",
+            "release",
+            "rename",
+            "unlink",
+            "rmdir",
+            "setattr",
+            "symlink",
+            "link",
+            "mknod",
+            "setxattr",
+            "removexattr",
+        }
+    )
+
+    def request(self, op: str) -> contextlib.AbstractContextManager[None]:
+        """What a request named `op` (a pyfuse3 handler's name) marks while it runs."""
+        return FOREGROUND.storing() if op in self.STORING else contextlib.nullcontext()
+
     async def fsync(self, fh: int) -> None:
         """Commit like close; for a node's text, also wait until it is searchable."""
         h = self.table.handle(fh)

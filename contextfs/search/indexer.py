@@ -939,6 +939,7 @@ class Indexer(Service):
         count = 0
         while job.text_at < len(job.docs) and count < most:
             doc = job.docs[job.text_at]
+            FOREGROUND.step_aside()  # a bulk slice lets a request in flight go first
             doc.cut()
             assert doc.text_units is not None
             part = doc.text_units[job.text_off : job.text_off + (most - count)]
@@ -993,6 +994,7 @@ class Indexer(Service):
             self.images.apply(*job.images)
         every: list[tuple[int, Unit, int]] = []
         for doc in job.docs:
+            FOREGROUND.step_aside()
             doc.cut()
             assert doc.units is not None
             every += [(unit_label(u), u, doc.seq) for u in doc.units]

@@ -190,3 +190,44 @@ async def test_an_import_waits_while_the_models_load(memory: Memory) -> None:
                 assert item.state == "pending" and item.progress == ""  # nothing filed
     assert item.state == "done", item.report
     assert "1 of 1 conversations archived" in item.report
+
+
+def test_a_background_thread_steps_aside_while_a_request_stores_something() -> None:
+    """Rule extraction and passage cutting run Python in worker threads; while a request
+    that stores something is in flight they pause between two turns (the GIL let go), for
+    at most STEP_ASIDE_MOST each time, and threads of a request itself never pause."""
+    import contextvars
+    import threading
+    import time
+
+    from contextfs.memory.background import BACKGROUND, FOREGROUND, STEP_ASIDE_MOST
+
+    def paused(background: bool) -> float:
+        def run() -> None:
+            BACKGROUND.set(background)
+            t0 = time.monotonic()
+            FOREGROUND.step_aside()
+            took.append(time.monotonic() - t0)
+
+        took: list[float] = []
+        t = threading.Thread(target=contextvars.copy_context().run, args=(run,))
+        t.start()
+        t.join()
+        return took[0]
+
+    assert paused(True) < STEP_ASIDE_MOST / 2  # nothing in flight: no pause
+    with FOREGROUND.storing():
+        assert paused(True) >= STEP_ASIDE_MOST * 0.9  # in flight: the thread waits
+        assert paused(False) < STEP_ASIDE_MOST / 2  # a request's own thread does not
+    with FOREGROUND.serving():  # an fsync or a question
+        assert paused(True) >= STEP_ASIDE_MOST * 0.9
+    holder: list[float] = []
+
+    def release_soon() -> None:
+        time.sleep(STEP_ASIDE_MOST / 5)
+        FOREGROUND.writing -= 1
+
+    FOREGROUND.writing += 1
+    threading.Thread(target=release_soon).start()
+    holder.append(paused(True))
+    assert holder[0] < STEP_ASIDE_MOST * 0.9  # it goes on as soon as the request is done
