@@ -349,6 +349,9 @@ class Tree:
         if name in d.children:
             raise Exists(f"{self.table.child_path(d, name)} exists")
         self.memory.check_writable()
+        dmode, _, dgid = self.perms.attrs(d)
+        if dmode & stat.S_ISGID:  # a new folder takes a setgid directory's group
+            gid = dgid
         inode = self.handler(d).mkdir(d, name, mode, uid, gid)
         self.perms.created(inode, mode, uid, gid)
         return inode
@@ -359,6 +362,9 @@ class Tree:
         if name in d.children:
             raise Exists(f"{self.table.child_path(d, name)} exists")
         self.memory.check_name(os.fsdecode(target), "a symlink target")
+        dmode, _, dgid = self.perms.attrs(d)
+        if dmode & stat.S_ISGID:  # a new entry takes a setgid directory's group
+            gid = dgid
         inode = self.attachments.symlink(d, name, target, uid, gid)
         self.perms.created(inode, stat.S_IMODE(inode.mode), uid, gid)
         return inode

@@ -192,3 +192,27 @@ def test_a_fifo_and_a_socket_belong_to_whoever_made_them(shared: Mount) -> None:
     st = (node / "alice.fifo").lstat()
     assert (st.st_uid, st.st_gid) == (alice.pw_uid, alice.pw_gid)
     assert (node / "alice.sock").lstat().st_uid == alice.pw_uid
+
+
+def test_a_setgid_folder_gives_its_group_to_everything_made_in_it(shared: Mount) -> None:
+    """As on a native disk: a file, a folder, a FIFO and a symbolic link made in a folder
+    with the set-group-ID bit take the folder's group, whoever makes them."""
+    node = shared.path / "user/default/preferences/team"
+    node.mkdir()
+    (node / "L2.md").write_text("The team's shared files.\n")
+    shared_dir = node / "shared"
+    shared_dir.mkdir()
+    gid = pwd.getpwnam(ALICE).pw_gid
+    os.chown(shared_dir, -1, gid)
+    shared_dir.chmod(0o2775)
+    (shared_dir / "file.txt").write_text("x\n")
+    (shared_dir / "sub").mkdir()
+    os.mkfifo(shared_dir / "pipe")
+    os.symlink("file.txt", shared_dir / "link")
+    made = ("file.txt", "sub", "pipe", "link")
+    groups = {n: os.lstat(shared_dir / n).st_gid for n in made}
+    assert groups == dict.fromkeys(made, gid)
+    assert os.lstat(shared_dir / "sub").st_mode & 0o2000  # a folder takes the bit too
+    shared.stop()
+    shared.start("-o", "allow_other")
+    assert {n: os.lstat(shared_dir / n).st_gid for n in made} == groups  # stored
