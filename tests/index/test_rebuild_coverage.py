@@ -6,11 +6,8 @@ real MiniLM (slowed down, as on a busy machine), real hnswlib and tantivy, in-pr
 
 from __future__ import annotations
 
-import time
-from collections.abc import Sequence
 from pathlib import Path
 
-import numpy as np
 import pytest
 import trio
 
@@ -18,21 +15,10 @@ from contextfs.index.embed import LocalEmbedder
 from contextfs.memory.service import Memory
 from contextfs.search.indexer import Indexer
 from contextfs.search.retrieval import QueryOptions, Searcher
+from tests.index.slowed import Slowed
 
 OWNER = ("user", "default")
 PLANTS = ["tomatoes", "beans", "garlic", "basil", "lettuce", "carrots", "peas", "leeks"]
-
-
-class Slowed:
-    """The real model on a machine where each batch takes `delay` seconds more."""
-
-    def __init__(self, model: LocalEmbedder, delay: float) -> None:
-        self.model, self.delay = model, delay
-        self.name, self.dim = model.name, model.dim
-
-    def embed(self, texts: Sequence[str]) -> np.ndarray:
-        time.sleep(self.delay)
-        return self.model.embed(texts)
 
 
 @pytest.mark.model

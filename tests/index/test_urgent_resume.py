@@ -12,30 +12,17 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import Sequence
 from pathlib import Path
 
-import numpy as np
 import pytest
 import trio
 
 from contextfs.index.embed import LocalEmbedder
 from contextfs.memory.service import Memory
 from contextfs.search.indexer import URGENT_NODES, Indexer
+from tests.index.slowed import Slowed
 
 OWNER = ("user", "default")
-
-
-class Slowed:
-    """The real model on a machine where each batch takes `delay` seconds more."""
-
-    def __init__(self, model: LocalEmbedder, delay: float) -> None:
-        self.model, self.delay = model, delay
-        self.name, self.dim = model.name, model.dim
-
-    def embed(self, texts: Sequence[str]) -> np.ndarray:
-        time.sleep(self.delay)
-        return self.model.embed(texts)
 
 
 def _save(memory: Memory, name: str) -> int:
