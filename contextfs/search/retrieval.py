@@ -334,7 +334,7 @@ class Searcher:
             by_node[ph.node.id].passages.append(ph)
         self._snippets(question, hits, fused.best_unit)
         sides, note = self._sides(q, found)
-        return Results(hits, passages, sides, note, self._relevant(q, by_node))
+        return Results(hits, passages, sides, note, self._relevant(q, by_node, found))
 
     def _question(
         self,
@@ -576,19 +576,36 @@ class Searcher:
             conf = max(conf, IMAGE_CONFIDENCE)
         return conf
 
-    def _relevant(self, q: _Question, by_node: dict[int, Hit]) -> bool | None:
+    def _relevant(self, q: _Question, by_node: dict[int, Hit], found: _Found) -> bool | None:
         """Whether anything found is relevant: a hit of confidence above 0 (its closest
-        unit above the floor, or a memory the question names), or a question that names
+        unit above the floor, or a memory the question names), a question that names
         a person who speaks in the scope's conversations ("Does Jonah have children?" is
         asked of the rankers without "Jonah", and "Does have children?" is far from
-        "the kids are at school"). None when it cannot be told: no calibrated vectors, or
-        a hit the vectors hold nothing of yet (a node saved moments ago) and none above."""
+        "the kids are at school"), or a hit holding every word the question was searched
+        by (`flaky` finds "Marguerite maintains the flaky build farm", however far a
+        single word is from a sentence by meaning). None when it cannot be told: no
+        calibrated vectors, or a hit the vectors hold nothing of yet (a node saved
+        moments ago) and none above."""
         if q.scale is None:
             return None
         confs = [h.confidence for h in by_node.values()]
-        if any(c for c in confs) or q.asked != q.text:
+        if any(c for c in confs) or q.asked != q.text or self._literal(q, by_node, found):
             return True
         return None if any(c is None for c in confs) else False
+
+    def _literal(self, q: _Question, by_node: dict[int, Hit], found: _Found) -> bool:
+        """Whether a hit holds every word the question was searched by in one unit."""
+        words = keywords(q.asked)
+        if not by_node or not found.text_hits or not words.strip():
+            return False
+        held = self.indexer.search_text(
+            words,
+            LITERAL_DEPTH,
+            path_prefix=q.scope or None,
+            types=(q.opts.type,) if q.opts.type else None,
+            require=words,
+        )
+        return any(h.node_id in by_node for h in held)
 
     def _passage_candidates(
         self, q: _Question, found: _Found, fused: _Fused, by_node: dict[int, Hit]
@@ -940,6 +957,7 @@ LINK_SHARE = 0.9  # a linked turn's score, as a share of the memory that links t
 # (confidence 1). Calibrated on the development half of scripts/recall_data (docs/search.md).
 SIMILARITY_SCALE: dict[str, tuple[float, float]] = {LOCAL_MODEL_NAME: (0.30, 0.60)}
 NAMED_CONFIDENCE = 0.5  # an entity the question names is relevant
+LITERAL_DEPTH = 20  # units asked of BM25 for one holding every word of the question
 IMAGE_CONFIDENCE = 0.5  # so is a picture CLIP finds near the question (`clip_query_min`)
 # A passage said by a person the question names, as a factor of its score: "Does Mateo have
 # children?" is answered by what Mateo said (dev conversations: 0.3 and 0.6 tried, 0.6 kept)

@@ -135,3 +135,14 @@ def test_the_typed_memory_is_not_crowded_out_by_archives(store):
     sessions = [p for p in paths if "/sessions/" in p]
     assert len(sessions) >= 3, paths  # beside the archives, not instead of them
     assert "kettle on for tea" in context or "tea bags" in context, context
+
+
+@pytest.mark.parametrize("question", ["retriever", "golden retriever beach"])
+def test_a_memory_holding_every_word_asked_is_relevant(store, question):
+    # one word is far from a whole sentence by meaning (0.21 for "retriever" here, under
+    # the floor), but a memory that holds every word asked is what a keyword search wants
+    context, res = ask(store.path, question)
+    assert res["relevant"] is True, res
+    assert "Nothing relevant found" not in context, context
+    assert res["hits"][0]["path"] == "user/default/entities/rex", res["hits"]
+    assert "golden retriever" in context, context

@@ -145,7 +145,10 @@ class Tiers(RoleBase):
                 self.commit_own(h)
         elif inode.role == Role.DROP:
             if inode.dirty and inode.data:
-                self.route_drop(inode)
+                fsynced = inode.drop_id is not None  # fsync stored it: findable at close
+                node = self.route_drop(inode)
+                if fsynced and self.search is not None:
+                    await self.search.sync([node.id])
         elif inode.dirty:
             self.commit(inode)
 
@@ -323,8 +326,9 @@ class Tiers(RoleBase):
                 gid=a.gid if a else self.table.gid,
             )
 
-    def route_drop(self, inode: Inode) -> None:
-        """A file written into a type directory becomes memory, then leaves the tree."""
+    def route_drop(self, inode: Inode) -> Node:
+        """A file written into a type directory becomes memory (the node it went to),
+        then leaves the tree."""
         parent = inode.parent
         data = bytes(inode.data or b"")
         inode.dirty = False
@@ -343,6 +347,7 @@ class Tiers(RoleBase):
             raise
         self._forget_drop(inode, parent)
         self.nodes.routed(res.node, res.created)
+        return res.node
 
     def _forget_drop(self, inode: Inode, parent: Inode | None) -> None:
         """A drop was routed or refused: it leaves the tree, and its pending row the store."""
