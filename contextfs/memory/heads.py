@@ -154,6 +154,9 @@ class NodeCache:
 
     def _lru_add(self, n: Node) -> None:
         recent = self._recent
+        if recent.get(n.id) is n:  # held already (a search asks for a node many times)
+            recent.move_to_end(n.id)
+            return
         recent[n.id] = n
         recent.move_to_end(n.id)
         while len(recent) > self.capacity:

@@ -128,9 +128,14 @@ class _Found:
     images_on: bool
     counts: dict[int, int]  # node id -> passages the index holds (`Indexer.passage_counts`)
     held: dict[int, Node]  # every candidate's head, kept for the rest of the search
+    _passages: dict[int, int] = field(default_factory=dict)  # node id -> passage_count
 
     def passage_count(self, n: Node) -> int:
-        return count_passages(n, self.counts.get(n.id))
+        """How many passages n has (asked for each of its units: counted once)."""
+        got = self._passages.get(n.id)
+        if got is None:
+            got = self._passages[n.id] = count_passages(n, self.counts.get(n.id))
+        return got
 
 
 @dataclass(slots=True)
@@ -347,14 +352,20 @@ class Searcher:
         """The question as the rankers get it, and which nodes may answer it."""
         memory = self.memory
 
+        seen: dict[int, bool] = {}  # node id -> allowed: a search asks of a node often
+
         def allowed(n: Node | None) -> TypeGuard[Node]:
-            return (
-                n is not None
-                and memory.is_live(n)
-                and (opts.type is None or n.type == opts.type)
-                and _in_scope(memory.node_path(n), scope)
-                and (readable is None or readable(n))
-            )
+            if n is None:
+                return False
+            ok = seen.get(n.id)
+            if ok is None:
+                ok = seen[n.id] = (
+                    memory.is_live(n)
+                    and (opts.type is None or n.type == opts.type)
+                    and (not scope or _in_scope(memory.node_path(n), scope))
+                    and (readable is None or readable(n))
+                )
+            return ok
 
         emb = self.indexer.embedder  # once: the model may fail and be dropped meanwhile
         vectors_on = self.indexer.ready and emb is not None

@@ -126,7 +126,8 @@ def _hits(mnt: Path, question: str) -> tuple[list[dict], str]:
 def test_a_trace_is_never_a_search_result(searching: Mount):
     prefs = searching.path / "user/default/preferences"
     subprocess.run(["bash", "-c", f"printf '%s' '{BAD}' > colour.md"], cwd=prefs, check=True)
-    with open(prefs / "editor.md", "w") as f:  # a searchable neighbour: fsynced, findable once closed
+    # a searchable neighbour: fsynced, so findable once closed
+    with open(prefs / "editor.md", "w") as f:
         f.write("---\nvalue: vim\n---\nvim zanzibar please\n")
         f.flush()
         os.fsync(f.fileno())
