@@ -248,17 +248,58 @@ def _add_months(d: date, n: int) -> date:
 
 
 _FUTURE_RE = re.compile(
-    r"\b(?:will|shall|going\s+to|gonna|plan(?:ning|s)?\s+to|intend\s+to|next|upcoming)\b"
+    r"\b(?-i:will)\b"  # lower case: "Will proposed on Wednesday" names someone
+    r"|\b(?:shall|going\s+to|gonna|plan(?:ning|s)?\s+to|intend\s+to|next|upcoming)\b"
     r"|['’]ll\b",
     re.I,
 )
 
 
-def _future(text: str, start: int, end: int) -> bool:
-    """Whether the sentence around text[start:end] speaks of the future (simple cues)."""
+_PAST_RE = re.compile(
+    r"\b(?:was|were|did|had|went|came|got|saw|told|said|made|took|gave|rang|ran|met|left|"
+    r"won|lost|found|bought|sent|began|felt|flew|drove|spent|heard|thought|brought|sat|"
+    r"slept|ate|wrote|read\s+it|kept|paid|sold|broke|fell|hit)\b"
+    r"|\b(?!(?:need|indeed|speed|proceed|exceed|succeed|feed|seed|bleed|breed|excited|"
+    r"interested|tired|scared|worried|bored|supposed|used)\b)[a-z]{2,}ed\b",
+    re.I,
+)
+
+
+# A verb in the present tense: with a weekday and no past cue, a plan ("we fly out on
+# Sunday", "the party is on Saturday"), as English says what is scheduled
+_PRESENT_RE = re.compile(
+    r"\b(?:am|is|are|have|has|fly|flies|leave|leaves|start|starts|go|goes|arrive|arrives|"
+    r"begin|begins|head|heads|travel|travels|move|moves|meet|meets|drive|drives|visit|"
+    r"visits|open|opens|close|closes|finish|finishes|land|lands|get\s+back|gets\s+back)\b"
+    r"|['’](?:m|re)\b",
+    re.I,
+)
+
+
+def _sentence(text: str, start: int, end: int) -> str:
     lo = max(text.rfind(c, 0, start) for c in ".!?\n") + 1
     his = [i for i in (text.find(c, end) for c in ".!?\n") if i >= 0]
-    return bool(_FUTURE_RE.search(text[lo : min(his, default=len(text))]))
+    return text[lo : min(his, default=len(text))]
+
+
+def _future(text: str, start: int, end: int) -> bool:
+    """Whether the sentence around text[start:end] speaks of the future (simple cues)."""
+    return bool(_FUTURE_RE.search(_sentence(text, start, end)))
+
+
+def _planned(text: str, start: int, end: int) -> bool:
+    """Whether the sentence around text[start:end] says what is ahead: a future cue, or a
+    present-tense verb and no past cue."""
+    sentence = _sentence(text, start, end)
+    if _FUTURE_RE.search(sentence):
+        return True
+    return bool(_PRESENT_RE.search(sentence)) and not _PAST_RE.search(sentence)
+
+
+def _past(text: str, start: int, end: int) -> bool:
+    """Whether the sentence around text[start:end] is in the past tense (simple cues: a
+    common irregular past, or a word in -ed)."""
+    return bool(_PAST_RE.search(_sentence(text, start, end)))
 
 
 def _n(word: str) -> int:
@@ -308,11 +349,15 @@ def _r_weekday(m: re.Match[str], ref: date, text: str) -> _Got:
     target = _WEEKDAYS.index(m["wd"].lower())
     how = " ".join((m["dir"] or "").lower().split())
     if how in ("", "on"):
-        how = "next" if _future(text, m.start(), m.end()) else "last"
+        how = "next" if _planned(text, m.start(), m.end()) else "last"
     if how in ("last", "this past"):
         delta = -((ref.weekday() - target) % 7 or 7)
     elif how in ("next", "this coming", "coming"):
         delta = (target - ref.weekday()) % 7 or 7
+    elif target < ref.weekday() and not _past(text, m.start(), m.end()):
+        # "this Tuesday" said on a Thursday, not in the past tense ("we fly out this
+        # Tuesday"): the coming one; "I saw her this Tuesday": this week's
+        delta = target - ref.weekday() + 7
     else:  # "this": the one in the current Monday-Sunday week
         delta = target - ref.weekday()
     day = ref + timedelta(days=delta)

@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 from contextfs.errors import ContextFSError
 from contextfs.memory.document import parse_document
 from contextfs.memory.tokens import estimate_tokens
+from contextfs.search.passages import resolved_dates
 from contextfs.search.retrieval import Hit, PassageHit, Results
 
 SIDE_NAMES = {"bm25": "BM25", "vectors": "vectors", "clip": "CLIP images"}
@@ -52,11 +53,18 @@ def _heading(ph: PassageHit, scope: str) -> str:
     return f"\n## {path} · {when}\n"
 
 
-def _iso(human: str) -> str | None:
+@functools.lru_cache(maxsize=4096)
+def _day(human: str) -> dt.date | None:
+    """A passage's date ("14 March 2023") as a day."""
     try:
-        return dt.datetime.strptime(human, "%d %B %Y").date().isoformat()
+        return dt.datetime.strptime(human, "%d %B %Y").date()
     except ValueError:
         return None
+
+
+def _iso(human: str) -> str | None:
+    day = _day(human)
+    return day.isoformat() if day is not None else None
 
 
 def _line(ph: PassageHit, heading_date: str | None) -> str:
@@ -65,7 +73,7 @@ def _line(ph: PassageHit, heading_date: str | None) -> str:
     if p.turn_ids or p.speaker:
         who = f"{p.speaker}: " if p.speaker else ""
         date = f" ({p.date})" if p.date and p.date != heading_date else ""
-        return f"- [{p.label}]{date} {who}{text}\n"
+        return f"- [{p.label}]{date} {who}{text}{resolved_dates(text, p.date)}\n"
     if len(ph.node.l2.strip()) <= len(text) + 1:  # the whole L2: fields on one line
         return _compact_document(text) + "\n"
     return f"[{p.label}] {text}\n"

@@ -11,10 +11,16 @@ Pure: a node's passages are a function of its L2 text (cached by node id and ver
 
 from __future__ import annotations
 
+import datetime as dt
 from dataclasses import dataclass
 from functools import lru_cache
 
-from contextfs.conversations.timeparse import format_date, parse_timestamp
+from contextfs.conversations.timeparse import (
+    format_date,
+    format_range,
+    parse_timestamp,
+    resolve_relative,
+)
 from contextfs.conversations.transcript import turn_blocks
 from contextfs.index.units import chunk_spans
 from contextfs.model import Node
@@ -148,3 +154,29 @@ def _l2_date(l2: str) -> str | None:
                 if ts is not None:
                     return format_date(ts.date())
     return None
+
+
+@lru_cache(maxsize=8192)
+def resolved_dates(text: str, said: str | None) -> str:
+    """The days a turn's relative time words mean, counted from the day it was said
+    (`said`, a passage's date: "9 May 2023"): " [yesterday = Monday 8 May 2023; on
+    Saturday = Saturday 6 May 2023]". "I handed in my notice yesterday" is answered "8 May
+    2023", which its words alone never say. Empty when the turn has no date or says no
+    day relatively. A bundle puts it after the turn, whose own words stay as said."""
+    if not said:
+        return ""
+    try:
+        day = dt.datetime.strptime(said, "%d %B %Y").date()
+    except ValueError:
+        return ""
+    parts = []
+    for m in resolve_relative(text, day):
+        if not m.relative:
+            continue
+        when = (
+            f"{m.start.strftime('%A')} {format_date(m.start)}"
+            if m.start == m.end
+            else format_range(m.start, m.end)
+        )
+        parts.append(f"{' '.join(m.text.split())} = {when}")
+    return f" [{'; '.join(parts)}]" if parts else ""

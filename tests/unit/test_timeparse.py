@@ -232,7 +232,7 @@ def _one(text, ref=REF):
         ("next Tuesday", D(2023, 8, 22), None),
         ("next Friday", D(2023, 8, 18), None),
         ("this Friday", D(2023, 8, 18), None),
-        ("this Monday", D(2023, 8, 14), None),
+        ("this Monday", D(2023, 8, 21), None),  # passed this week, not said in the past
         ("on Tuesday", D(2023, 8, 8), None),
         ("on Friday", D(2023, 8, 11), None),
         ("Saturday", D(2023, 8, 12), None),
@@ -319,6 +319,25 @@ def test_longest_expression_wins_overlaps():
     assert _one("the day before yesterday").start == D(2023, 8, 13)  # not "yesterday"
     assert _one("last weekend").end == D(2023, 8, 13)  # not "last week"
     assert _one("Tuesday, 14 March 2023").start == D(2023, 3, 14)  # not a bare Tuesday
+
+
+def test_this_weekday_already_passed_is_the_coming_one_unless_said_in_the_past():
+    # REF is a Tuesday: its Monday has passed
+    assert _one("We fly out this Monday, me and Dev").start == D(2023, 8, 21)
+    assert _one("I saw her this Monday").start == D(2023, 8, 14)
+    assert _one("We walked there this Monday").start == D(2023, 8, 14)
+    assert _one("My exam is this Friday").start == D(2023, 8, 18)  # still ahead: this week's
+
+
+def test_a_weekday_in_the_present_tense_is_a_plan_and_in_the_past_tense_gone():
+    # REF is Tuesday 15 August 2023
+    assert _one("We fly out on Sunday, me and Euan, for a long weekend").start == D(2023, 8, 20)
+    assert _one("The party is on Saturday").start == D(2023, 8, 19)
+    assert _one("I'm seeing the vet on Friday").start == D(2023, 8, 18)
+    assert _one("I had an interview on Wednesday").start == D(2023, 8, 9)
+    assert _one("They rang him on Monday and offered him the job").start == D(2023, 8, 14)
+    assert _one("Will proposed on Wednesday, on the beach!").start == D(2023, 8, 9)  # a name
+    assert _one("Sunday was the best day").start == D(2023, 8, 13)
 
 
 def test_future_tense_moves_weekdays_and_months_forward():

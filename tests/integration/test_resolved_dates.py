@@ -1,0 +1,85 @@
+"""Resolved time in bundles (docs/search.md#dates-a-turn-says-relatively): a turn that
+says "yesterday" or "on Saturday" is shown with the day it means, counted from the day
+it was said, so a bundle answers "when" in the words an answer uses. A real mount with
+the real model, DuckDB, tantivy and hnswlib; the transcript goes in through the inbox."""
+
+from __future__ import annotations
+
+import json
+import os
+import urllib.parse
+from pathlib import Path
+
+import pytest
+
+from contextfs.testing import Mount
+from tests.integration.test_relevance import wait_indexed
+
+pytestmark = pytest.mark.timeout(600)
+
+SAID = "2023-05-09T10:00:00"  # a Tuesday
+TURNS = [
+    ("Efua", "Okay, so. I did a thing. I handed in my notice yesterday."),
+    ("Theo", "Wow! How did the people at Fernhill take the news?"),
+    ("Efua", "Better than expected. And Idris proposed on Saturday, on the pier at Clevedon!"),
+    ("Theo", "Congratulations to you both, that is wonderful."),
+    ("Efua", "We fly out this Monday to see his parents in Accra."),
+]
+
+
+def ask(root: Path, question: str) -> str:
+    d = root / ".query" / urllib.parse.quote(question, safe=" ?',")
+    return (d / "_context.md").read_text()
+
+
+@pytest.fixture(scope="module")
+def mnt(tmp_path_factory) -> Mount:
+    base = tmp_path_factory.mktemp("dates")
+    (base / "mnt").mkdir()
+    m = Mount(base / "mnt", base / "data", search=True)
+    m.start()
+    lines = "".join(
+        json.dumps(
+            {
+                "role": "user" if who == "Efua" else "assistant",
+                "name": who,
+                "content": text,
+                "timestamp": SAID,
+                "id": f"S4:{i + 1}",
+            }
+        )
+        + "\n"
+        for i, (who, text) in enumerate(TURNS)
+    )
+    fd = os.open(m.path / "user/default/.inbox/chat.jsonl", os.O_WRONLY | os.O_CREAT, 0o644)
+    try:
+        os.write(fd, lines.encode())
+    finally:
+        os.close(fd)
+    wait_indexed(m)
+    yield m
+    if m.proc is not None:
+        m.stop()
+    assert m.fsck() == []
+
+
+def test_a_turn_shows_the_day_its_relative_words_mean(mnt: Mount) -> None:
+    context = ask(mnt.path, "When did Efua hand in her notice?")
+    # the turn as it was said, then the day "yesterday" was
+    line = next(ln for ln in context.splitlines() if "handed in my notice" in ln)
+    assert line.endswith("I handed in my notice yesterday. [yesterday = Monday 8 May 2023]"), line
+
+
+def test_a_past_weekday_is_the_one_before_and_a_coming_one_the_one_after(mnt: Mount) -> None:
+    context = ask(mnt.path, "When did Idris propose to Efua?")
+    line = next(ln for ln in context.splitlines() if "proposed" in ln)
+    assert line.endswith("[on Saturday = Saturday 6 May 2023]"), line
+    context = ask(mnt.path, "When does Efua fly to Accra?")
+    line = next(ln for ln in context.splitlines() if "fly out" in ln)
+    assert line.endswith("[this Monday = Monday 15 May 2023]"), line
+
+
+def test_a_turn_with_no_time_words_is_shown_as_said(mnt: Mount) -> None:
+    context = ask(mnt.path, "How did Fernhill take the news?")
+    line = next(ln for ln in context.splitlines() if "people at Fernhill" in ln)
+    assert line.endswith("How did the people at Fernhill take the news?"), line
