@@ -119,6 +119,24 @@ def validate_candidate(
     return coerced
 
 
+# Words that say when a statement holds, not what it is about: "I can't stand genmaicha
+# tea any more" is about genmaicha tea (the node of the older "I love genmaicha tea"),
+# "I work as a product manager now" makes the role "product manager"
+_WHEN_WORDS = re.compile(
+    r"(?:[\s,]+(?:now|any\s*more|any\s+longer|these\s+days|nowadays|at\s+the\s+moment|"
+    r"right\s+now|lately|again|too|as\s+well|still))+\s*$",
+    re.I,
+)
+
+
+def _what(value: object) -> object:
+    """A field's text without the words that only say when it holds."""
+    if not isinstance(value, str):
+        return value
+    trimmed = _WHEN_WORDS.sub("", value).strip()
+    return trimmed or value
+
+
 @dataclass
 class _Collector:
     types: Mapping[str, ContextType]
@@ -135,6 +153,7 @@ class _Collector:
         ctype = self.types.get(type_name)
         if ctype is None:
             return
+        fields = {name: _what(value) for name, value in fields.items()}
         try:
             coerced = validate_candidate(ctype, fields, where=f"rule {type_name}")
         except InvalidInput as e:

@@ -1103,6 +1103,8 @@ class Intake:
             verb = "created" if res.created else ("changed" if res.changed else "unchanged")
             if res.kept_person_text:  # SPEC §5: never silently over a person's text
                 path += " (kept your text; added the extracted facts below it)"
+            elif res.superseded:  # a newer statement replaced an older one
+                path += " (" + "; ".join(f"{f}: {a} → {b}" for f, a, b in res.superseded) + ")"
             changed.append(f"{verb} {path}")
             self._hook("node_changed", res.node, res.created)
         return changed, refused

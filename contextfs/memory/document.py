@@ -383,12 +383,53 @@ def merge_documents(ctype: ContextType | None, old: Document, new: Document) -> 
     already contains it. sum: numbers are added. immutable: set once; a different later
     value raises `InvalidInput` naming the field and both values. The body follows
     `ctype.body_merge` (replace: a non-empty new body replaces; append: a new paragraph
-    unless already contained; immutable: a different non-empty body is refused). Without
-    a type every field and the body are replaced.
+    unless already contained, and a paragraph that states a value the write replaced is
+    dropped, `superseded`: "I live in Oslo." goes once `location` is Lisbon, the older
+    version keeps it; immutable: a different non-empty body is refused). Without a type
+    every field and the body are replaced.
     """
     fields = _merge_fields(ctype, old.fields, new.fields)
-    body = _merge_body(ctype, old.body, new.body)
+    gone = superseded(ctype, old.fields, fields)
+    body = _merge_body(ctype, _without_stated(old.body, gone) if gone else old.body, new.body)
     return Document(fields=fields, body=body)
+
+
+def superseded(
+    ctype: ContextType | None, old: Mapping[str, object], merged: Mapping[str, object]
+) -> list[tuple[str, str, str]]:
+    """(field, old value, new value) of each single-valued text field a merge replaced
+    (`location: Oslo` by `Lisbon`): what a newer statement made out of date."""
+    if ctype is None:
+        return []
+    out = []
+    for name, before in old.items():
+        spec = ctype.field(name)
+        after = merged.get(name)
+        if (
+            spec is not None
+            and spec.merge == "replace"
+            and isinstance(before, str)
+            and isinstance(after, str)
+            and before.strip()
+            and after.strip()
+            and before.strip().lower() != after.strip().lower()
+        ):
+            out.append((name, before.strip(), after.strip()))
+    return out
+
+
+def _without_stated(body: str, gone: list[tuple[str, str, str]]) -> str:
+    """The body without its paragraphs that state a replaced value and not its new one."""
+
+    def says(text: str, value: str) -> bool:
+        return re.search(rf"(?<!\w){re.escape(value)}(?!\w)", text, re.I) is not None
+
+    kept = [
+        para
+        for para in re.split(r"\n[ \t]*\n", body)
+        if not any(says(para, before) and not says(para, after) for _n, before, after in gone)
+    ]
+    return "\n\n".join(p.strip("\n") for p in kept if p.strip()) + ("\n" if kept else "")
 
 
 # --- aggregation -----------------------------------------------------------------------

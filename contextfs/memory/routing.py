@@ -30,6 +30,7 @@ from contextfs.memory.document import (
     parse_document,
     render_document,
     strip_trace,
+    superseded,
 )
 from contextfs.memory.remote import ATTEMPTS
 from contextfs.memory.strategies import (
@@ -90,6 +91,8 @@ class RouteResult:
     folded: int
     # a machine write changed a node a person wrote, adding below their text (SPEC §5)
     kept_person_text: bool = False
+    # (field, old value, new value) of each value the write replaced (`location: Oslo`)
+    superseded: tuple[tuple[str, str, str], ...] = ()
 
 
 class RoutedMemory(Protocol):
@@ -263,14 +266,13 @@ class Routing:
         source = reason.removeprefix("route:")
         # a machine write onto a person's text adds below it, never replaces (SPEC §5)
         protect = target is not None and target.person_wrote and bool(machine_writer(source))
-        if target is None:
+        before = parse_document(target.l2) if target is not None else None
+        if before is None:
             merged, folded = strategy.start(ctype, incoming)
         elif protect:
-            merged, folded = combine_keeping_person_text(
-                ctype, parse_document(target.l2), incoming, source
-            )
+            merged, folded = combine_keeping_person_text(ctype, before, incoming, source)
         else:
-            merged, folded = strategy.combine(ctype, parse_document(target.l2), incoming)
+            merged, folded = strategy.combine(ctype, before, incoming)
         missing = ctype.missing_required(merged.fields)
         if missing:
             raise InvalidInput(f"{ctype.name} needs field(s): " + ", ".join(missing))
@@ -284,7 +286,16 @@ class Routing:
             if created:
                 self.transactions.add_node(n)
                 self.transactions.set_live((owner[0], owner[1], ctype.name, name), n.id)
-        return RouteResult(n, created, changed, folded, kept_person_text=protect and changed)
+        return RouteResult(
+            n,
+            created,
+            changed,
+            folded,
+            kept_person_text=protect and changed,
+            superseded=tuple(superseded(ctype, before.fields, merged.fields))
+            if before is not None and changed
+            else (),
+        )
 
     # ---- drops --------------------------------------------------------------------------
 

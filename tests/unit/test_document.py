@@ -19,7 +19,9 @@ from contextfs.memory.document import (
     normalize_item,
     parse_document,
     render_document,
+    superseded,
 )
+from contextfs.memory.strategies import combine_keeping_person_text
 
 TYPES = load_types([builtin_schema_dir()])
 
@@ -376,3 +378,35 @@ def test_aggregate_immutable_conflict() -> None:
     case = TYPES["case"]
     with pytest.raises(InvalidInput, match="title"):
         aggregate_documents(case, Document({"title": "a"}, "x"), Document({"title": "b"}, "y"))
+
+
+def test_a_replaced_value_takes_the_paragraphs_that_state_it_out_of_the_body() -> None:
+    profile = TYPES["profile"]
+    old = Document(
+        {"location": "Oslo", "role": "data engineer"},
+        "I live in Oslo.\n\nI work as a data engineer.\n\nOslo or Lisbon, I speak Norwegian.\n",
+    )
+    new = Document({"location": "Lisbon"}, "I moved to Lisbon last month.")
+    merged = merge_documents(profile, old, new)
+    assert merged.fields == {"location": "Lisbon", "role": "data engineer"}
+    # the paragraph naming both stays: it does not state the older value alone
+    assert merged.body == (
+        "I work as a data engineer.\n\nOslo or Lisbon, I speak Norwegian.\n\n"
+        "I moved to Lisbon last month.\n"
+    )
+    assert superseded(profile, old.fields, merged.fields) == [("location", "Oslo", "Lisbon")]
+    # the same value in other words of case is no change; a list field is never superseded
+    same = merge_documents(profile, old, Document({"location": "oslo"}, ""))
+    assert "I live in Oslo." in same.body
+    assert superseded(profile, {"languages": ["nb"]}, {"languages": ["pt"]}) == []
+
+
+def test_a_person_s_paragraph_is_kept_when_extraction_replaces_its_value() -> None:
+    profile = TYPES["profile"]
+    mine = Document({"location": "Oslo"}, "I live in Oslo, by the fjord.\n")
+    merged, _ = combine_keeping_person_text(
+        profile, mine, Document({"location": "Lisbon"}, "I moved to Lisbon."), "inbox:a.jsonl"
+    )
+    assert merged.body.startswith("I live in Oslo, by the fjord.\n"), merged.body
+    assert "## Added by extraction (inbox:a.jsonl)" in merged.body
+    assert "- location: Lisbon" in merged.body and merged.fields["location"] == "Oslo"
