@@ -141,6 +141,8 @@ def _what(value: object) -> object:
 class _Collector:
     types: Mapping[str, ContextType]
     out: dict[tuple[str, str], Candidate] = field(default_factory=dict)
+    # turn ref -> its named speaker: one person's facts never merge into another's
+    speakers: Mapping[str, str] = field(default_factory=dict)
 
     def add(
         self,
@@ -164,6 +166,9 @@ class _Collector:
             # One profile candidate per field: each fact stands or falls on its own.
             key = ",".join(sorted(coerced))
         refs = tuple(dict.fromkeys(turns))
+        who = sorted({self.speakers[r] for r in refs if r in self.speakers})
+        if who:  # "I live in Bergen" (Ola) and "I live in Oslo" (Mina) stay two facts
+            key += "@" + ",".join(who)
         prev = self.out.get((type_name, key))
         if prev is not None:
             merged = dict(prev.fields)
@@ -203,7 +208,10 @@ class RuleExtractor:
         today: str | None = None,
         notes: list[str] | None = None,  # nothing to say: the rules read every turn at once
     ) -> list[Candidate]:
-        col = _Collector(allowed_types(types, owner_kind))
+        col = _Collector(
+            allowed_types(types, owner_kind),
+            speakers={t.ref: t.name for t in turns if t.role == "user" and t.name},
+        )
         if owner_kind != "agent":
             for turn in turns:
                 if turn.role != "user":

@@ -35,14 +35,31 @@ def attribute_speakers(
 ) -> list[Candidate]:
     """People apart: a first-person fact said by another named speaker is about that
     speaker, not the owner. Their profile facts and preferences become attributes of an
-    entity node named after them (kind person); everything else stays as it was."""
-    if owner is None:
+    entity node named after them (kind person), and their events name them among the
+    participants; everything else stays as it was. When two or more people speak in the
+    user turns and none is named like the owner (`owner` None: a conversation between
+    others the owner keeps), each one's facts go to their own entity: none of them is
+    taken for the owner, and two people's facts never mix in one profile."""
+    named = {t.name for t in turns if t.role == "user" and t.name}
+    if owner is None and len(named) < 2:
         return list(candidates)
-    speaker = {t.ref: t.name for t in turns}
+    speaker = {t.ref: t.name for t in turns if t.role == "user"}
     out: list[Candidate] = []
     for c in candidates:
         said_by = {n for ref in c.turns if (n := speaker.get(ref)) is not None}
-        if c.type not in ("profile", "preference") or not said_by or owner in said_by:
+        if not said_by or owner in said_by:
+            out.append(c)
+            continue
+        if c.type == "event":  # who it happened to: their name among its participants
+            had = c.fields.get("participants")
+            people = list(had) if isinstance(had, list) else []
+            people += [n for n in sorted(said_by) if n not in people]
+            out.append(
+                Candidate(c.type, {**c.fields, "participants": people}, c.body, c.turns,
+                          c.confidence)
+            )  # fmt: skip
+            continue
+        if c.type not in ("profile", "preference"):
             out.append(c)
             continue
         name = sorted(said_by)[0]

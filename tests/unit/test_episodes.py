@@ -143,7 +143,8 @@ def test_an_archive_splits_into_turn_passages_with_speaker_date_and_id():
 def test_facts_land_on_their_speaker(memory):
     """Between two named people, the owner is the one named like the owner (its directory
     or its profile's name); what the other says about themself goes to their entity node.
-    When no speaker is named like the owner, nothing is moved."""
+    When no speaker is named like the owner, each one's facts go to their own entity: none
+    lands in the owner's profile, where two people's facts would mix."""
     from contextfs.conversations.inbox import Intake
 
     lines = [
@@ -155,11 +156,19 @@ def test_facts_land_on_their_speaker(memory):
             "id": "S1:2",
         },
         {"role": "user", "name": "Theo", "content": "I love trail running.", "id": "S1:3"},
+        {"role": "user", "name": "Theo", "content": "I ran the Leeds 10k yesterday.", "id": "S1:4"},
     ]
     text = "\n".join(json.dumps({**x, "timestamp": "2023-03-14T18:05:00"}) for x in lines)
     intake = Intake(memory)
     _t, cands, _how = intake.analyse(text, "s1.jsonl", "user", "2026-12-01", ("user", "default"))
-    assert not any(c.fields.get("name") == "Theo" for c in cands), "no owner speaker: unmoved"
+    got = [(c.type, c.fields) for c in cands]
+    assert not any(t in ("profile", "preference") for t, _f in got), got
+    people: dict[str, dict] = {}
+    for t, f in got:
+        if t == "entity" and f.get("kind") == "person":
+            people.setdefault(f["name"], {}).update(f.get("attributes", {}))
+    assert people["Efua"] == {"location": "Leeds"}, people
+    assert {"role": "teacher", "trail running": "loves"}.items() <= people["Theo"].items()
     memory.create_owner("user", "efua")
     _t, cands, _how = intake.analyse(text, "s1.jsonl", "user", "2026-12-01", ("user", "efua"))
     got = [(c.type, c.fields) for c in cands]
@@ -169,3 +178,6 @@ def test_facts_land_on_their_speaker(memory):
     assert {"role": "teacher"}.items() <= theo[0]["attributes"].items(), theo
     assert any(f["attributes"].get("trail running") == "loves" for f in theo), theo
     assert not any(t == "preference" for t, _f in got), got
+    # an event another speaker tells of names them: whose it is stays known
+    [run] = [f for t, f in got if t == "event"]
+    assert str(run["date"]) == "2023-03-13" and run["participants"] == ["Theo"], run

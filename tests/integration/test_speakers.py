@@ -1,0 +1,78 @@
+"""Every speaker (docs/conversations.md#extraction, people apart): a conversation between
+two named people that the owner keeps puts each one's facts on their own entity node and
+names them on their events; a conversation with the owner keeps the owner's facts in the
+profile and the other's on theirs. A real mount; transcripts through the inbox, the
+offline rule extractor."""
+
+from __future__ import annotations
+
+import json
+import os
+
+import pytest
+
+from contextfs.testing import Mount
+from tests.integration.test_relevance import wait_indexed
+
+pytestmark = pytest.mark.timeout(600)
+
+WHEN = "2023-05-09T10:00:00"  # a Tuesday
+
+
+def drop(m: Mount, owner: str, name: str, turns: list[tuple[str, str]]) -> None:
+    lines = "".join(
+        json.dumps(
+            {"role": "user", "name": who, "content": text, "timestamp": WHEN, "id": f"S1:{i}"}
+        )
+        + "\n"
+        for i, (who, text) in enumerate(turns)
+    )
+    fd = os.open(m.path / f"user/{owner}/.inbox/{name}", os.O_WRONLY | os.O_CREAT, 0o644)
+    try:
+        os.write(fd, lines.encode())
+    finally:
+        os.close(fd)
+    wait_indexed(m)
+
+
+@pytest.fixture(scope="module")
+def mnt(tmp_path_factory) -> Mount:
+    base = tmp_path_factory.mktemp("speakers")
+    (base / "mnt").mkdir()
+    m = Mount(base / "mnt", base / "data", search=True)
+    m.start()
+    (m.path / "user/ola").mkdir()
+    yield m
+    if m.proc is not None:
+        m.stop()
+    assert m.fsck() == []
+
+
+def test_two_other_people_each_get_their_own_facts(mnt: Mount) -> None:
+    drop(
+        mnt,
+        "default",
+        "chat.jsonl",
+        [
+            ("Ola", "I live in Bergen."),
+            ("Mina", "I live in Oslo."),
+            ("Mina", "I love climbing."),
+            ("Ola", "I ran the fjord marathon yesterday."),
+        ],
+    )
+    me = mnt.path / "user/default"
+    assert not (me / "profile/L2.md").exists() or "Bergen" not in (me / "profile/L2.md").read_text()
+    ola = (me / "entities/ola/L2.md").read_text()
+    mina = (me / "entities/mina/L2.md").read_text()
+    assert "location: Bergen" in ola and "Oslo" not in ola, ola
+    assert "location: Oslo" in mina and "climbing: loves" in mina and "Bergen" not in mina, mina
+    [run] = [p for p in (me / "events").iterdir() if "marathon" in p.name]
+    event = (run / "L2.md").read_text()
+    assert "2023-05-08" in event and "participants:\n- Ola" in event, event
+
+
+def test_the_owner_s_facts_stay_in_the_profile(mnt: Mount) -> None:
+    drop(mnt, "ola", "chat.jsonl", [("Ola", "I live in Bergen."), ("Mina", "I live in Oslo.")])
+    profile = (mnt.path / "user/ola/profile/L2.md").read_text()
+    assert "location: Bergen" in profile and "Oslo" not in profile, profile
+    assert "location: Oslo" in (mnt.path / "user/ola/entities/mina/L2.md").read_text()
