@@ -137,6 +137,23 @@ def _what(value: object) -> object:
     return trimmed or value
 
 
+# Someone else's fact, named at the head of a sentence (`RuleExtractor._third_person`)
+_THIRD_PERSON_RES = [
+    (re.compile(rf"(?P<n>{_NAME})['’]s\s+favou?rite\s+(?P<t>[a-z][a-z ]{{1,30}}?)\s+"
+                r"(?:is|are|was)\s+(?P<v>[^.;!?]{2,60})"), "favourite"),
+    (re.compile(rf"(?P<n>{_NAME})\s+(?:now\s+)?(?:lives|is\s+living|is\s+based|has\s+moved|"
+                r"moved|relocated)\s+(?:in|to)\s+(?P<v>[A-Z][\w'-]+(?:\s[A-Z][\w'-]+)*)"),
+     "location"),
+    (re.compile(rf"(?P<n>{_NAME})\s+(?:works|is\s+working)\s+as\s+(?:an?\s+)?"
+                r"(?P<v>[a-z][a-z -]{2,60})"), "role"),
+    (re.compile(rf"(?P<n>{_NAME})\s+(?:really\s+)?(?:loves|adores)\s+(?P<v>[a-z][\w -]{{2,40}})"),
+     "loves"),
+    (re.compile(rf"(?P<n>{_NAME})\s+(?:really\s+)?likes\s+(?P<v>[a-z][\w -]{{2,40}})"), "likes"),
+    (re.compile(rf"(?P<n>{_NAME})\s+(?:really\s+)?(?:hates|dislikes|can['’]t\s+stand)\s+"
+                r"(?P<v>[a-z][\w -]{2,40})"), "dislikes"),
+]  # fmt: skip
+
+
 @dataclass
 class _Collector:
     types: Mapping[str, ContextType]
@@ -225,6 +242,7 @@ class RuleExtractor:
                     self._preferences(col, turn, sentence, bare)
                     self._profile(col, turn, sentence, bare)
                     self._entities(col, turn, sentence, bare)
+                    self._third_person(col, turn, sentence, bare)
                     self._event(col, turn, sentence, bare, ref_day)
                 self._someone(col, turn)
         self._decisions(col, turns)
@@ -422,6 +440,35 @@ class RuleExtractor:
                     "band": "organisation", "app": "product", "library": "product",
                     "podcast": "product"}.get(word, "project")  # fmt: skip
             col.add("entity", {"name": name, "kind": kind}, sentence, [turn.ref], 0.75)
+
+    def _third_person(self, col: _Collector, turn: Turn, sentence: str, bare: str) -> None:
+        """A fact about someone else, named at the head of the sentence: "Maya's favourite
+        tea is genmaicha", "Ola lives in Bergen" / "moved to Lisbon", "Ola works as a
+        chemistry teacher", "Ola loves climbing": an attribute of their entity node."""
+        for rx, what in _THIRD_PERSON_RES:
+            m = rx.match(bare.strip())
+            if m is None:
+                continue
+            name = m.group("n")
+            if name.split()[0] in _NOT_NAMES or name.split()[0].lower() in _PRONOUNS:
+                continue
+            if what == "favourite":
+                topic, value = _clean_phrase(m.group("t"), 3), _clean_phrase(m.group("v"), 5)
+                attrs = {f"favourite {topic.lower()}": value} if topic and value else {}
+            elif what == "location":
+                place = m.group("v").strip()
+                attrs = {"location": place} if place.split()[0] not in _NOT_NAMES else {}
+            elif what == "role":
+                role = _clean_phrase(re.split(r"\s+(?:at|for|in|with|on)\s+", m.group("v"))[0], 4)
+                attrs = {"role": role} if role else {}
+            else:
+                thing = _clean_phrase(m.group("v"), 4)
+                if thing is None or thing.split()[0].lower() in _PRONOUNS:
+                    continue
+                attrs = {str(_what(thing)).lower(): what}
+            if attrs:
+                col.add("entity", {"name": name, "kind": "person", "attributes": attrs},
+                        sentence, [turn.ref], 0.7)  # fmt: skip
 
     def _someone(self, col: _Collector, turn: Turn) -> None:
         """A person introduced as "someone" across a sentence break: "I've been on a few

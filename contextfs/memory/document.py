@@ -398,23 +398,31 @@ def superseded(
     ctype: ContextType | None, old: Mapping[str, object], merged: Mapping[str, object]
 ) -> list[tuple[str, str, str]]:
     """(field, old value, new value) of each single-valued text field a merge replaced
-    (`location: Oslo` by `Lisbon`): what a newer statement made out of date."""
+    (`location: Oslo` by `Lisbon`), and of each text entry of a patched map (an entity's
+    `attributes`, named by its key): what a newer statement made out of date."""
     if ctype is None:
         return []
-    out = []
-    for name, before in old.items():
-        spec = ctype.field(name)
-        after = merged.get(name)
+    out: list[tuple[str, str, str]] = []
+
+    def check(name: str, before: object, after: object) -> None:
         if (
-            spec is not None
-            and spec.merge == "replace"
-            and isinstance(before, str)
+            isinstance(before, str)
             and isinstance(after, str)
             and before.strip()
             and after.strip()
             and before.strip().lower() != after.strip().lower()
         ):
             out.append((name, before.strip(), after.strip()))
+
+    for name, before in old.items():
+        spec = ctype.field(name)
+        after = merged.get(name)
+        if spec is not None and spec.merge == "replace":
+            check(name, before, after)
+        elif spec is not None and spec.merge == "patch":
+            if isinstance(before, Mapping) and isinstance(after, Mapping):
+                for key, value in before.items():
+                    check(str(key), value, after.get(key))
     return out
 
 

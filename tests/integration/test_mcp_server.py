@@ -105,6 +105,11 @@ async def test_remember_routes_a_typed_write_or_drops_into_the_inbox(mnt):
         assert sorted(os.listdir(node / ".history")) == ["v1.md", "v2.md"]
         report = await ok(s, "remember", text="Marguerite adopted a greyhound named Quokka.")
         assert "state: done" in report and ".inbox/mcp-" in report
+        # a fact about someone else is a memory about them
+        report = await ok(s, "remember", text="Maya's favourite tea is genmaicha.")
+        assert "created user/default/entities/maya" in report, report
+        maya = (root / "user/default/entities/maya/L2.md").read_text()
+        assert "favourite tea: genmaicha" in maya, maya
         # the inbox item is an archived conversation: searchable like any other memory
         deadline = time.monotonic() + 30
         while "Quokka" not in (found := await ok(s, "search", question="greyhound Quokka")):

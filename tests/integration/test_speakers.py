@@ -76,3 +76,22 @@ def test_the_owner_s_facts_stay_in_the_profile(mnt: Mount) -> None:
     profile = (mnt.path / "user/ola/profile/L2.md").read_text()
     assert "location: Bergen" in profile and "Oslo" not in profile, profile
     assert "location: Oslo" in (mnt.path / "user/ola/entities/mina/L2.md").read_text()
+
+
+def test_a_fact_about_someone_else_is_theirs_and_a_newer_one_replaces_it(mnt: Mount) -> None:
+    drop(
+        mnt,
+        "default",
+        "march.jsonl",
+        [("Cy", "Noor lives in Bergen."), ("Cy", "Noor loves climbing.")],
+    )
+    drop(mnt, "default", "june.jsonl", [("Cy", "Noor moved to Lisbon in May.")])
+    noor = (mnt.path / "user/default/entities/noor/L2.md").read_text()
+    assert "location: Lisbon" in noor and "climbing: loves" in noor, noor
+    assert "Bergen" not in noor and "Noor moved to Lisbon in May." in noor, noor
+    report = (mnt.path / "user/default/.inbox/june.jsonl.report.md").read_text()
+    assert "changed user/default/entities/noor (location: Bergen → Lisbon)" in report, report
+    assert (
+        not (mnt.path / "user/default/profile/L2.md").exists()
+        or "Lisbon" not in (mnt.path / "user/default/profile/L2.md").read_text()
+    )

@@ -42,6 +42,41 @@ def of(cands: list[Candidate], type_name: str) -> list[dict]:
     return [c.fields for c in cands if c.type == type_name]
 
 
+# --- rules: someone else's facts -----------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("text", "name", "attrs"),
+    [
+        ("Maya's favourite tea is genmaicha.", "Maya", {"favourite tea": "genmaicha"}),
+        ("Ola lives in Bergen.", "Ola", {"location": "Bergen"}),
+        ("Ola moved to Lisbon last month.", "Ola", {"location": "Lisbon"}),
+        ("Ola works as a chemistry teacher at a school.", "Ola", {"role": "chemistry teacher"}),
+        ("Mina loves climbing.", "Mina", {"climbing": "loves"}),
+        ("Mina can't stand olives any more.", "Mina", {"olives": "dislikes"}),
+    ],
+)
+def test_a_fact_about_someone_named_is_an_attribute_of_their_entity(text, name, attrs):
+    [got] = of(extract(user(text)), "entity")
+    assert got == {"name": name, "kind": "person", "attributes": attrs}
+    assert of(extract(user(text)), "profile") == []
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "She loves climbing.",
+        "The team loves it.",
+        "Monday works as a start date.",
+        "Does Maya live in Bergen?",
+        "If Ola moved to Lisbon, I would visit.",
+        "Will proposed on Saturday.",
+    ],
+)
+def test_no_third_person_fact_without_a_named_person_stating_it(text):
+    assert not [f for f in of(extract(user(text)), "entity") if "attributes" in f], text
+
+
 # --- rules: preferences ------------------------------------------------------------------
 
 
