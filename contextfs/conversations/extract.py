@@ -137,6 +137,9 @@ def _what(value: object) -> object:
     return trimmed or value
 
 
+# Words that point at something said before: a topic holding one names nothing by itself
+_POINTING = {"it", "them", "this", "that", "these", "those", "him", "her", "one", "ones"}
+
 # Someone else's fact, named at the head of a sentence (`RuleExtractor._third_person`)
 _THIRD_PERSON_RES = [
     (re.compile(rf"(?P<n>{_NAME})['’]s\s+favou?rite\s+(?P<t>[a-z][a-z ]{{1,30}}?)\s+"
@@ -298,6 +301,8 @@ class RuleExtractor:
                 topic, value = value, kind  # "I hate cilantro": topic cilantro, dislikes
             if not topic or topic.split()[0].lower() in _PRONOUNS:
                 continue
+            if _POINTING & set(topic.lower().split()):
+                continue  # "I just hate setting them up": what "them" is, the turn never says
             fields: dict[str, object] = {"topic": topic.lower(), "value": value}
             reason = _reason(sentence)
             if reason:

@@ -114,6 +114,8 @@ def test_preference_for_topic_and_standing_instructions():
     "I like it.",
     "I'd like to book a table.",
     "I like how you explained that.",
+    "I just hate setting them up.",
+    "I love watching it grow.",
 ])  # fmt: skip
 def test_questions_hypotheticals_and_others_statements_are_not_preferences(text):
     assert of(extract(user(text)), "preference") == []
