@@ -137,6 +137,10 @@ def _what(value: object) -> object:
     return trimmed or value
 
 
+# Verbs that tell no deed of a named subject: no event of its own
+_NOT_DEEDS = {"was", "were", "is", "are", "said", "says", "told", "thought", "felt", "seemed",
+              "looked", "sounded", "asked", "mentioned", "wanted", "needed"}  # fmt: skip
+
 # Words that point at something said before: a topic holding one names nothing by itself
 _POINTING = {"it", "them", "this", "that", "these", "those", "him", "her", "one", "ones"}
 
@@ -514,8 +518,12 @@ class RuleExtractor:
         rest = re.sub(r"\s+", " ", rest).strip(" ,.!")
         m = re.search(r"(?:^|[,;]\s*|\b(?:and|so|then|on|in)\s+)(?P<subj>I|[Ww]e)"
                       r"(?P<rest>(?:'m|'re|'ll|'ve)?\s+.+)", rest)  # fmt: skip
-        if not m:
-            return
+        someone = None
+        if not m:  # "Idris proposed on Saturday": someone named, at the head of the sentence
+            m = re.match(rf"(?P<subj>{_NAME})(?P<rest>\s+.+)", rest)
+            if not m or m.group("subj").split()[0] in _NOT_NAMES:
+                return
+            someone = m.group("subj")
         text = m.group("rest")
         for short, full in (("'m", " am"), ("'re", " are"), ("'ll", " will"), ("'ve", " have")):
             if text.startswith(short):
@@ -524,6 +532,8 @@ class RuleExtractor:
         if not words:
             return
         verb = words[0].lower().strip(",")
+        if someone is not None and verb in _NOT_DEEDS:
+            return  # "Lisbon was lovely on Saturday", "Jonah said on Friday that …"
         going = re.match(r"(?:are|am)\s+going\s+to\s+", text.strip()) is not None
         progressive = (verb in ("am", "are") and len(words) > 1 and words[1].endswith("ing")
                        and not going)  # fmt: skip
@@ -543,11 +553,21 @@ class RuleExtractor:
                          title_text)  # fmt: skip
         if m_at and m_at.group("l").split()[0] not in _NOT_NAMES:
             location = m_at.group("l")
-        title = re.split(r"\s+(?:with|at|in|because|since|after|before|and then|so|but|to "
-                         r"discuss|where|which)\s+|[,;:]", title_text, maxsplit=1)[0]  # fmt: skip
+        # "in" starts a place ("in Portobello"), not a verb's particle ("handed in my notice")
+        title = re.split(r"\s+(?:with|at|in(?=\s+(?:the\s+)?[A-Z])|because|since|after|before|"
+                         r"and then|so|but|to discuss|where|which)\s+|[,;:]", title_text,
+                         maxsplit=1)[0]  # fmt: skip
         title = re.sub(r"^(?:had|have|has)\s+(?:a|an|the|our|my)\s+", "", title, flags=re.I)
-        title_list = [w for w in title.split() if w.lower() not in ("a", "an", "the", "our", "my")]
+        title_list = [
+            w
+            for w in title.split()
+            if w.lower() not in ("a", "an", "the", "our", "my", "today", "tonight", "yesterday")
+        ]
         title_list = title_list[:8]
+        if someone is not None:
+            title_list = [someone, *title_list][:8]
+            if someone not in participants:
+                participants.insert(0, someone)
         if len(title_list) < 2:
             return
         fields: dict[str, object] = {"date": day.isoformat(), "title": " ".join(title_list)}

@@ -419,10 +419,14 @@ def superseded(
         after = merged.get(name)
         if spec is not None and spec.merge == "replace":
             check(name, before, after)
-        elif spec is not None and spec.merge == "patch":
-            if isinstance(before, Mapping) and isinstance(after, Mapping):
-                for key, value in before.items():
-                    check(str(key), value, after.get(key))
+        elif (
+            spec is not None
+            and spec.merge == "patch"
+            and isinstance(before, Mapping)
+            and isinstance(after, Mapping)
+        ):
+            for key, value in before.items():
+                check(str(key), value, after.get(key))
     return out
 
 

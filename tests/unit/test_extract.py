@@ -77,6 +77,32 @@ def test_no_third_person_fact_without_a_named_person_stating_it(text):
     assert not [f for f in of(extract(user(text)), "entity") if "attributes" in f], text
 
 
+@pytest.mark.parametrize(
+    ("text", "title", "day", "participants"),
+    [
+        ("I handed in my notice yesterday.", "handed in notice", "2026-05-07", None),
+        ("We moved in on Saturday after the longest drive.", "moved in", "2026-05-02", None),
+        ("Idris proposed on Saturday!", "Idris proposed", "2026-05-02", ["Idris"]),
+        ("I gave up coffee two weeks ago today.", "gave up coffee", "2026-04-24", None),
+    ],
+)
+def test_an_event_keeps_its_verb_and_who_did_it(text, title, day, participants):
+    [ev] = of(extract(user(text)), "event")  # said on Friday 8 May 2026
+    assert (ev["title"], str(ev["date"]), ev.get("participants")) == (title, day, participants)
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "Lisbon was lovely on Saturday.",
+        "Jonah said on Friday that he was tired.",
+        "Monday was awful.",
+    ],
+)
+def test_no_event_of_a_named_subject_without_a_deed(text):
+    assert of(extract(user(text)), "event") == [], text
+
+
 # --- rules: preferences ------------------------------------------------------------------
 
 
