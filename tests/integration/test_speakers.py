@@ -19,10 +19,12 @@ pytestmark = pytest.mark.timeout(600)
 WHEN = "2023-05-09T10:00:00"  # a Tuesday
 
 
-def drop(m: Mount, owner: str, name: str, turns: list[tuple[str, str]]) -> None:
+def drop(m: Mount, owner: str, name: str, turns: list[tuple[str, str]], when: str = WHEN) -> None:
+    """A transcript of named user turns, all said at `when`, into an owner's inbox; back
+    once the inbox has filed it and the indexes hold it."""
     lines = "".join(
         json.dumps(
-            {"role": "user", "name": who, "content": text, "timestamp": WHEN, "id": f"S1:{i}"}
+            {"role": "user", "name": who, "content": text, "timestamp": when, "id": f"S1:{i}"}
         )
         + "\n"
         for i, (who, text) in enumerate(turns)

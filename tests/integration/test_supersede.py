@@ -5,32 +5,15 @@ the inbox and the offline rule extractor reads them."""
 
 from __future__ import annotations
 
-import json
 import os
 from pathlib import Path
 
 import pytest
 
 from contextfs.testing import Mount
-from tests.integration.test_relevance import wait_indexed
+from tests.integration.test_speakers import drop
 
 pytestmark = pytest.mark.timeout(600)
-
-
-def drop(m: Mount, name: str, turns: list[str], when: str) -> None:
-    lines = "".join(
-        json.dumps(
-            {"role": "user", "name": "Cy", "content": t, "timestamp": when, "id": f"{name}:{i}"}
-        )
-        + "\n"
-        for i, t in enumerate(turns)
-    )
-    fd = os.open(m.path / f"user/default/.inbox/{name}.jsonl", os.O_WRONLY | os.O_CREAT, 0o644)
-    try:
-        os.write(fd, lines.encode())
-    finally:
-        os.close(fd)
-    wait_indexed(m)
 
 
 def versions(node: Path) -> list[str]:
@@ -45,13 +28,13 @@ def mnt(tmp_path_factory) -> Mount:
     m = Mount(base / "mnt", base / "data", search=True)
     m.start()
     march = ["I live in Oslo.", "I work as a data engineer.", "I love genmaicha tea."]
-    drop(m, "march", march, "2023-03-01T10:00:00")
+    drop(m, "default", "march.jsonl", [("Cy", t) for t in march], "2023-03-01T10:00:00")
     september = [
         "I moved to Lisbon last month.",
         "I work as a product manager now.",
         "I can't stand genmaicha tea any more.",
     ]
-    drop(m, "september", september, "2023-09-01T10:00:00")
+    drop(m, "default", "september.jsonl", [("Cy", t) for t in september], "2023-09-01T10:00:00")
     yield m
     if m.proc is not None:
         m.stop()
