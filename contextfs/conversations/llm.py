@@ -196,12 +196,15 @@ def _near_same(a: str, b: str) -> bool:
 
 
 def merge_candidates(
-    candidates: Iterable[Candidate], types: Mapping[str, ContextType]
+    candidates: Iterable[Candidate],
+    types: Mapping[str, ContextType],
+    speakers: Mapping[str, str] | None = None,
 ) -> list[Candidate]:
     """One candidate per type and node key (a singleton type: one per type), in the order
     they first appear: the chunks' overlaps and a fact restated later fold into one. Lists
     are united, mappings merged, other values taken from the later candidate (a later turn
-    is newer); a near-identical body is kept once; the turns of both are its provenance."""
+    is newer); a near-identical body is kept once; the turns of both are its provenance.
+    `speakers` (turn ref -> named speaker): two people's facts never fold into one."""
     out: dict[tuple[str, str], Candidate] = {}
     for c in candidates:
         ctype = types.get(c.type)
@@ -209,6 +212,9 @@ def merge_candidates(
             key = "" if ctype is None or ctype.singleton else ctype.node_name(c.fields)
         except InvalidInput:
             key = json.dumps(c.fields, sort_keys=True, default=str)
+        who = sorted({speakers[r] for r in c.turns if r in speakers}) if speakers else []
+        if who:
+            key += "@" + ",".join(who)
         prev = out.get((c.type, key))
         if prev is None:
             out[(c.type, key)] = c
@@ -454,7 +460,9 @@ class LLMExtractor:
                         "; ".join(said[1:4]), "; …" if len(said) > 4 else "")  # fmt: skip
         if notes is not None:
             notes.extend(said)
-        return merge_candidates(found, allowed)
+        return merge_candidates(
+            found, allowed, {t.ref: t.name for t in turns if t.role == "user" and t.name}
+        )
 
     def _rules(
         self, chunk: Chunk, types: Mapping[str, ContextType], owner_kind: str, today: str | None

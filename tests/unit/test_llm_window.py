@@ -186,6 +186,15 @@ def test_merge_folds_near_identical_candidates_and_keeps_every_turn(chat: FakeOp
     assert merged[0].turns == ("a", "b") and merged[0].body.count("vim") == 1
 
 
+def test_merge_never_folds_two_speakers_facts_into_one():
+    ex = RuleExtractor()
+    a = ex.extract([Turn(line=1, role="user", content="I live in Bergen.", id="a")], TYPES)
+    b = ex.extract([Turn(line=2, role="user", content="I live in Oslo.", id="b")], TYPES)
+    assert len(merge_candidates([*a, *b], TYPES)) == 1  # one person: the later value
+    merged = merge_candidates([*a, *b], TYPES, {"a": "Ola", "b": "Mina"})
+    assert sorted(c.fields["location"] for c in merged) == ["Bergen", "Oslo"]
+
+
 # --- a failing chunk: rules for it, and the notes say so --------------------------------------
 
 
