@@ -589,14 +589,20 @@ class Differ:
             desc = now.get(path)
             if desc is not None and (not desc[0].startswith("-") or desc[3] != ("size", 0)):
                 allowed.discard(path)
+            elif desc is not None:  # its other names (hard links) are the same file, cut too
+                for part in desc:
+                    if isinstance(part, tuple) and part and part[0] == "same file as":
+                        allowed |= set(part[1])
         diffs = [
             f"  {k}: before {before.get(k)!r}, after {now.get(k)!r}"
             for k in sorted(set(before) | set(now))
             if before.get(k) != now.get(k) and k not in allowed
         ]
         if diffs:
+            shown = tuple(f"<{len(a)} bytes>" if isinstance(a, bytes) and len(a) > 64 else a
+                          for a in args)  # fmt: skip
             raise Mismatch(
-                f"a full disk: {name}{args!r} was refused with ENOSPC and changed the tree:\n"
+                f"a full disk: {name}{shown!r} was refused with ENOSPC and changed the tree:\n"
                 + "\n".join(diffs)
                 + "\nsteps:\n  "
                 + "\n  ".join(self.log)
