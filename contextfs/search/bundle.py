@@ -124,25 +124,26 @@ def pack_context(question: str, scope: str, res: Results, budget: int) -> str:
         return header[: budget * 4]
     if res.relevant is False:
         return _trim(_nothing_relevant(header, scope, res, budget), budget)
-    used = estimate_tokens(header)
-    sections: dict[int, _Section] = {}
-    for ph in res.passages:
-        sec = sections.get(ph.node.id)
-        heading = "" if sec is not None else _heading(ph, scope)
-        cost = estimate_tokens(heading + _line(ph, ph.passage.date))
-        if used + cost > budget:
-            continue
-        used += cost
-        if sec is None:
-            sec = sections[ph.node.id] = _Section(ph.path, heading)
-        sec.passages.append(ph)
+    sections, used = _fill(scope, res.passages, estimate_tokens(header), budget)
+    # a memory whose text a turn shown says already (an event extracted from that turn)
+    # gives its room to the next passage: the turn shows who said it and when
+    repeats = _repeated(sections)
+    said = set()  # the nodes of those memories: a pointer names them, without their text
+    if repeats:
+        said = {ph.node.id for ph in res.passages if id(ph) in repeats}
+        kept = [ph for ph in res.passages if id(ph) not in repeats]
+        sections, used = _fill(scope, kept, estimate_tokens(header), budget)
     pointers = "\n## Further hits\n\n"
     further = [h for h in res.hits if h.node.id not in sections]
     shown_pointers: list[str] = []
     if further:
         used += estimate_tokens(pointers)
         for h in further:
-            line = f"- {h.path}: {h.node.l0.strip()}\n"
+            line = (
+                f"- {h.path} (said in a turn above)\n"
+                if h.node.id in said
+                else f"- {h.path}: {h.node.l0.strip()}\n"
+            )
             if used + estimate_tokens(line) > budget:
                 continue
             used += estimate_tokens(line)
@@ -159,6 +160,49 @@ def pack_context(question: str, scope: str, res: Results, budget: int) -> str:
     if shown_pointers:
         out.append(pointers + "".join(shown_pointers))
     return _trim("".join(out), budget)
+
+
+def _fill(
+    scope: str, passages: list[PassageHit], used: int, budget: int
+) -> tuple[dict[int, _Section], int]:
+    """The passages that fit, best first, per node (a passage that does not fit is
+    skipped for a later one that does); and the tokens used."""
+    sections: dict[int, _Section] = {}
+    for ph in passages:
+        sec = sections.get(ph.node.id)
+        heading = "" if sec is not None else _heading(ph, scope)
+        cost = estimate_tokens(heading + _line(ph, ph.passage.date))
+        if used + cost > budget:
+            continue
+        used += cost
+        if sec is None:
+            sec = sections[ph.node.id] = _Section(ph.path, heading)
+        sec.passages.append(ph)
+    return sections, used
+
+
+def _repeated(sections: dict[int, _Section]) -> set[int]:
+    """The short memories shown whose whole text (without its fields) a turn shown says."""
+    turns = [
+        " ".join(ph.passage.text.split())
+        for sec in sections.values()
+        for ph in sec.passages
+        if ph.passage.turn_ids
+    ]
+    if not turns:
+        return set()
+    out: set[int] = set()
+    for sec in sections.values():
+        for ph in sec.passages:
+            if ph.passage.turn_ids or len(ph.node.l2.strip()) > len(ph.passage.text.strip()) + 1:
+                continue  # a turn, or a chunk of a long node
+            try:
+                body = " ".join(parse_document(ph.passage.text).body.split())
+            except ContextFSError:
+                continue
+            if len(body) >= 20 and any(body in t for t in turns):
+                out.add(id(ph))
+    return out
 
 
 def _trim(text: str, budget: int) -> str:

@@ -83,3 +83,17 @@ def test_a_turn_with_no_time_words_is_shown_as_said(mnt: Mount) -> None:
     context = ask(mnt.path, "How did Fernhill take the news?")
     line = next(ln for ln in context.splitlines() if "people at Fernhill" in ln)
     assert line.endswith("How did the people at Fernhill take the news?"), line
+
+
+def test_a_memory_a_turn_shown_says_already_is_shown_once(mnt: Mount) -> None:
+    # the rules made an event of "I handed in my notice yesterday", dated 8 May 2023; the
+    # turn it came from says the same and more (who, when): the bundle shows the turn only
+    events = mnt.path / "user/default/events"
+    [notice] = [p.name for p in events.iterdir() if "notice" in p.name]
+    assert notice.startswith("2023-05-08-"), notice
+    d = mnt.path / ".query" / urllib.parse.quote("When did Efua hand in her notice?", safe=" ?',")
+    context = (d / "_context.md").read_text()
+    hits = json.loads((d / "_results.json").read_text())["hits"]
+    assert any(h["path"].endswith(notice) for h in hits), hits  # found, as a hit
+    assert context.count("I handed in my notice yesterday.") == 1, context
+    assert "[yesterday = Monday 8 May 2023]" in context
