@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from contextfs.errors import ContextFSError
 from contextfs.memory.document import parse_document
 from contextfs.memory.tokens import estimate_tokens
-from contextfs.search.passages import resolved_dates
+from contextfs.search.passages import passage_day, resolved_dates
 from contextfs.search.retrieval import Hit, PassageHit, Results
 
 SIDE_NAMES = {"bm25": "BM25", "vectors": "vectors", "clip": "CLIP images"}
@@ -53,17 +53,8 @@ def _heading(ph: PassageHit, scope: str) -> str:
     return f"\n## {path} · {when}\n"
 
 
-@functools.lru_cache(maxsize=4096)
-def _day(human: str) -> dt.date | None:
-    """A passage's date ("14 March 2023") as a day."""
-    try:
-        return dt.datetime.strptime(human, "%d %B %Y").date()
-    except ValueError:
-        return None
-
-
 def _iso(human: str) -> str | None:
-    day = _day(human)
+    day = passage_day(human)
     return day.isoformat() if day is not None else None
 
 

@@ -156,6 +156,15 @@ def _l2_date(l2: str) -> str | None:
     return None
 
 
+@lru_cache(maxsize=4096)
+def passage_day(said: str) -> dt.date | None:
+    """A passage's date as `_when` writes it ("14 March 2023", `format_date`), as a day."""
+    try:
+        return dt.datetime.strptime(said, "%d %B %Y").date()
+    except ValueError:
+        return None
+
+
 @lru_cache(maxsize=8192)
 def resolved_dates(text: str, said: str | None) -> str:
     """The days a turn's relative time words mean, counted from the day it was said
@@ -163,11 +172,8 @@ def resolved_dates(text: str, said: str | None) -> str:
     Saturday = Saturday 6 May 2023]". "I handed in my notice yesterday" is answered "8 May
     2023", which its words alone never say. Empty when the turn has no date or says no
     day relatively. A bundle puts it after the turn, whose own words stay as said."""
-    if not said:
-        return ""
-    try:
-        day = dt.datetime.strptime(said, "%d %B %Y").date()
-    except ValueError:
+    day = passage_day(said) if said else None
+    if day is None:
         return ""
     parts = []
     for m in resolve_relative(text, day):
