@@ -148,6 +148,45 @@ def test_concurrent_writers_on_two_mounts_lose_nothing(tmp_path, pg_dsn, stopped
     _stop_and_check([a, b], pg_dsn)
 
 
+def test_nodes_both_mounts_make_at_once_are_listed_on_both(tmp_path, pg_dsn, stopped):
+    """Each round, both mounts drop a memory on one new topic at the same moment: one of
+    them makes the node, the other adds to it (its write retried, or its lookup finding
+    the node first). Every topic is listed and read with both items on both mounts,
+    whichever mount's write saw the node first (a node a mount only added to was never
+    shown there)."""
+    a = _mount(tmp_path, "a", pg_dsn)
+    stopped.append(a)
+    (a.path / "agent" / "default").mkdir()
+    b = _mount(tmp_path, "b", pg_dsn)
+    stopped.append(b)
+    rounds = 60
+    # b's shell has listed the type directory (the tree holds its listing), a's has not
+    assert os.listdir(b.path / "agent/default/patterns") == []
+    import threading
+
+    together = threading.Barrier(2)
+
+    def writer(m: Mount, who: str) -> None:
+        d = m.path / "agent" / "default" / "patterns"
+        for i in range(rounds):
+            together.wait()
+            (d / "drop.md").write_text(f"---\ntopic: round {i}\n---\n- {who} {i}\n")
+
+    threads = [threading.Thread(target=writer, args=mw) for mw in ((a, "alpha"), (b, "beta"))]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    topics = sorted(f"round-{i}" for i in range(rounds))
+    for m in (a, b):
+        d = m.path / "agent" / "default" / "patterns"
+        for i in range(rounds):
+            l2 = d / f"round-{i}" / "L2.md"
+            _until(lambda l2=l2: "alpha" in (t := l2.read_text()) and "beta" in t, 5)
+        assert sorted(os.listdir(d)) == topics
+    _stop_and_check([a, b], pg_dsn)
+
+
 @pytest.fixture(scope="module")
 def own_server() -> Iterator[PgServer]:
     """A server of this module's own: the fault test stops and starts it."""

@@ -155,8 +155,8 @@ class Nodes(RoleBase):
         td = od.children.get(ctype.type_dir)
         if td is None:
             return None
-        found = (td.children or {}).get(n.name) if not td.populated else None
-        if found is not None and found.node is n:  # built by a lookup before the listing
+        found = (td.children or {}).get(n.name)
+        if found is not None and found.node is n:  # shown already (a lookup built it)
             return found
         return self.table.new_dir(
             Role.NODE,
@@ -520,7 +520,11 @@ class Nodes(RoleBase):
                     )
 
     def routed(self, n: Node, created: bool) -> None:
-        if created:
+        """A write made or changed n (here, through the inbox, or on another mount). A live
+        node this tree does not show yet is placed even if the write only changed it: on a
+        shared store another mount may have made it, and this mount's first sight of it is
+        then its own write into it, or a catch-up that finds it held by the node cache."""
+        if created or self._unshown(n):
             d = self.place(n)  # ENOENT answers are not cached: nothing to invalidate
             if d is not None:
                 d.att_rescan = True  # it may come with attachments (an inbox's media)
@@ -553,7 +557,21 @@ class Nodes(RoleBase):
                     t.unlink_inode(shown)
                 self.place(n)
             else:
-                self.changed(n)
+                self.routed(n, False)
+
+    def _unshown(self, n: Node) -> bool:
+        """n is live, of a node type with a directory per node, and its type directory
+        lists no directory holding it."""
+        ctype = self.memory.types.get(n.type)
+        od = self.owner_dirs.get(n.owner)
+        if ctype is None or ctype.singleton or od is None or not self.memory.is_live(n):
+            return False
+        assert od.children is not None
+        td = od.children.get(ctype.type_dir)
+        if td is None or td.children is None:
+            return False
+        shown = td.children.get(n.name)
+        return shown is None or shown.node is not n
 
     def indexed(self, node_ids: list[int]) -> None:
         """The indexer caught up with these nodes: their meta.yaml shows it."""
