@@ -246,10 +246,17 @@ class AttachmentStore:
                     chunks.update(range(first // CHUNK_SIZE, -(-len(out) // CHUNK_SIZE)))
                     redacted = out
             stored = view if redacted is None else redacted
-            with self.transactions.transaction():
-                self.store.write_attachment_chunks(a.id, stored, sorted(chunks), mtime)
-                self.transactions.keep_attachment(a)
-                a.mtime, a.size = mtime, len(stored)
+            order = sorted(chunks)
+            staged = self.store.stage_blobs(stored, order)  # a big file's, ahead
+            held = False
+            try:
+                with self.transactions.transaction():
+                    self.store.write_attachment_chunks(a.id, stored, order, mtime)
+                    self.transactions.keep_attachment(a)
+                    a.mtime, a.size = mtime, len(stored)
+                held = True
+            finally:
+                self.store.unstage(staged, held=held)
         return redacted
 
     def _secret_near(self, view: memoryview, changed: list[tuple[int, int]]) -> bool:
@@ -287,9 +294,7 @@ class AttachmentStore:
                 windows[-1] = (windows[-1][0], max(hi, windows[-1][1]))
             else:
                 windows.append((lo, hi))
-        return any(
-            self.redactor.redact_bytes(bytes(view[lo:hi]))[1] for lo, hi in windows if lo < hi
-        )
+        return any(self.redactor.holds_secret(view[lo:hi]) for lo, hi in windows if lo < hi)
 
     def update_attachment(self, a: Attachment) -> None:
         """Store a's record, which the caller has changed already (a rollback reloads it

@@ -54,7 +54,11 @@ _MARKER_RE = re.compile(r"\[REDACTED:[a-z0-9_]+\]")
 # In bytes that are not UTF-8, where a replaced secret can be: printable ASCII (and the
 # blanks of a `password: value` line), at least as long as the shortest keyword secret
 PRINTABLE_RUN_MIN = 6
-_PRINTABLE_RUN = re.compile(rb"[\x20-\x7e\t\r\n]{%d,}" % PRINTABLE_RUN_MIN)
+# byte -> 1 if printable (as above), else 0: runs are found with bytes.find over the
+# translated bytes, 4-5x the speed of a regex character class (827 vs 152 MB/s on bytes
+# with no printable run, 363 vs 90 on random bytes)
+_PRINTABLE = bytes(1 if 0x20 <= c <= 0x7E or c in b"\t\r\n" else 0 for c in range(256))
+_RUN_WINDOW = 8 << 20  # bytes translated at a time: a big file is not copied whole
 _NAME_RE = re.compile(r"[a-z0-9_]+")
 # A rescan of redacted output finds nothing in practice; the bound only guards a
 # pathological user pattern against looping forever.
@@ -154,6 +158,15 @@ class Redactor:
     def redact(self, text: str) -> RedactResult:
         return self._redact(text, ascii_only=False)
 
+    def holds_secret(self, data: bytes | memoryview) -> bool:
+        """Whether `redact_bytes` would redact anything in data, without making the
+        redacted bytes, nor a copy of data when it is a memoryview of a big file."""
+        try:
+            text = str(data, "utf-8")
+        except UnicodeDecodeError:
+            return bool(self._binary_secrets(data))
+        return bool(self._redact(text, ascii_only=False).redactions)
+
     def redact_bytes(self, data: bytes) -> tuple[bytes, tuple[Redaction, ...]]:
         """Redact UTF-8 text, or ASCII secrets inside other bytes.
 
@@ -198,21 +211,33 @@ class Redactor:
     # -- internals
 
     def _redact_binary(self, data: bytes) -> tuple[bytes, tuple[Redaction, ...]]:
-        """Bytes that are not UTF-8: only their runs of printable ASCII can hold a secret
-        that is replaced (an all-ASCII one), so only those are scanned, joined in one
-        text: a picture or an archive of 60 MiB is a few hundred KiB of such runs, where
-        a scan of every byte as latin-1 ran every detector over all of them (7 MB/s). A
-        secret is never shorter than a run; one glued to control bytes is not an
-        ASCII-text secret this finds."""
-        runs = [m.span() for m in _PRINTABLE_RUN.finditer(data)]
-        if not runs:
+        """Bytes that are not UTF-8: the ASCII secrets `_binary_secrets` finds replaced,
+        every other byte kept."""
+        done = self._binary_secrets(data)
+        if not done:
             return data, ()
+        text = data.decode("latin-1")
+        redactions = tuple(
+            Redaction(kind, a, b, data.count(b"\n", 0, a) + 1) for a, b, kind in done
+        )
+        return _apply(text, done).encode("latin-1"), redactions
+
+    def _binary_secrets(self, data: bytes | memoryview) -> list[tuple[int, int, str]]:
+        """(start, end, kind) of the secrets in bytes that are not UTF-8: only their runs
+        of printable ASCII can hold a secret that is replaced (an all-ASCII one), so only
+        those are scanned, joined in one text: a picture or an archive of 60 MiB is a few
+        hundred KiB of such runs, where a scan of every byte as latin-1 ran every detector
+        over all of them (7 MB/s). A secret is never shorter than a run; one glued to
+        control bytes is not an ASCII-text secret this finds."""
+        runs = printable_runs(data)
+        if not runs:
+            return []
         # a non-ASCII separator: a match across two runs is not an ASCII secret, as a match
         # across the bytes between them is not in a scan of every byte
-        joined = "\x80".join(data[a:b].decode("ascii") for a, b in runs)
+        joined = "\x80".join(str(data[a:b], "ascii") for a, b in runs)
         result = self._redact(joined, ascii_only=True)
         if not result.redactions:
-            return data, ()
+            return []
         # joined offset of each run's start, to map a span back into `data`
         starts = list(itertools.accumulate((b - a + 1 for a, b in runs[:-1]), initial=0))
 
@@ -220,12 +245,7 @@ class Redactor:
             i = bisect.bisect_right(starts, pos - (1 if end else 0)) - 1
             return runs[i][0] + pos - starts[i]
 
-        done = [(back(r.start, False), back(r.end, True), r.kind) for r in result.redactions]
-        text = data.decode("latin-1")
-        redactions = tuple(
-            Redaction(kind, a, b, data.count(b"\n", 0, a) + 1) for a, b, kind in done
-        )
-        return _apply(text, done).encode("latin-1"), redactions
+        return [(back(r.start, False), back(r.end, True), r.kind) for r in result.redactions]
 
     def _redact(
         self, text: str, *, ascii_only: bool, name: bool = False, at_end: bool = True
@@ -557,3 +577,31 @@ def secret_filename_reason(name: str) -> str | None:
     if why is None:
         return None
     return f"{base!r} looks like {why}; secret stores are refused, not remembered"
+
+
+def printable_runs(
+    data: bytes | memoryview, least: int = PRINTABLE_RUN_MIN, window: int = _RUN_WINDOW
+) -> list[tuple[int, int]]:
+    """The [start, end) of every run of at least `least` printable bytes (see
+    `_PRINTABLE`), in order. Translated a window at a time; each window ends after a byte
+    that is not printable, so no run crosses one."""
+    view = memoryview(data)
+    size = len(view)
+    need = b"\x01" * least
+    out: list[tuple[int, int]] = []
+    pos = 0
+    while pos < size:
+        end = min(size, pos + window)
+        while end < size and _PRINTABLE[view[end - 1]]:
+            more = bytes(view[end : end + 65536]).translate(_PRINTABLE)
+            k = more.find(0)
+            end = min(size, end + (k + 1 if k >= 0 else len(more)))
+        marks = bytes(view[pos:end]).translate(_PRINTABLE)
+        i = marks.find(need)
+        while i >= 0:
+            j = marks.find(0, i + least)
+            j = len(marks) if j < 0 else j
+            out.append((pos + i, pos + j))
+            i = marks.find(need, j)
+        pos = end
+    return out

@@ -34,6 +34,7 @@ from contextfs.store.dialect import DUCKDB
 from contextfs.store.schema import (
     CHUNK_SIZE,
     create_tables,
+    insert_blobs,
     insert_chunks,
     migrate,
     sweep_blobs,
@@ -258,6 +259,7 @@ class Store:
         # a store that fails fsck is not written to, and its unheld blobs may be evidence
         self.garbage: set[str] = set()
         self._swept_all = False
+        self._staged: set[str] = set()  # blobs stored ahead of the chunks that hold them
         self._ids: list[int] = []
         self._seq = 0
         # Set by the Memory that owns this store: `transaction()` is then its transaction.
@@ -369,11 +371,52 @@ class Store:
 
     def sweep(self) -> None:
         """Delete the let-go blobs no chunk holds (inside the caller's transaction); the
-        first sweep deletes every blob no chunk holds."""
-        if self.garbage:
-            sweep_blobs(self.con, sorted(self.garbage) if self._swept_all else None)
-            self._swept_all = True
-            self.garbage.clear()
+        first sweep deletes every blob no chunk holds (not while staged blobs wait for
+        their chunks: it waits for a later one)."""
+        if not self.garbage or (self._staged and not self._swept_all):
+            return
+        sweep_blobs(self.con, sorted(self.garbage - self._staged) if self._swept_all else None)
+        self._swept_all = True
+        self.garbage.clear()
+
+    # A change that stores more new chunk bytes than this stores their blobs first, in
+    # transactions of their own of at most this many bytes each (`stage_blobs`).
+    STAGE_BYTES = 8 * 1024 * 1024
+
+    def stage_blobs(self, data: bytes | bytearray | memoryview, chunks: list[int]) -> list[str]:
+        """Before the transaction that writes these chunks of a big file: store their
+        blobs ahead, STAGE_BYTES a transaction, so that transaction holds hashes only.
+
+        DuckDB keeps what a transaction writes in its buffers until the commit, and a
+        commit that needs more than the buffer limit fails as fatal: the database is
+        invalidated and every later read and write fails until a restart (a 200 MB file
+        at the default 128 MiB). Staged blobs are held by no chunk until that commit: no
+        sweep takes them meanwhile; `unstage` releases them. Returns their hashes (none:
+        not staged, for a small change or inside an open transaction)."""
+        if self._depth or len(chunks) * CHUNK_SIZE <= self.STAGE_BYTES:
+            return []
+        per = self.STAGE_BYTES // CHUNK_SIZE
+        staged: list[str] = []
+        try:
+            for start in range(0, len(chunks), per):
+                part = chunks[start : start + per]
+                with self.atomic():
+                    hashes: list[str] = []
+                    for i in range(0, len(part), 64):
+                        hashes += insert_blobs(self.con, data, part[i : i + 64])
+                self._staged.update(hashes)
+                staged += hashes
+        except BaseException:
+            self.unstage(staged, held=False)
+            raise
+        return staged
+
+    def unstage(self, hashes: list[str], *, held: bool) -> None:
+        """The transaction that staged blobs were for has ended: committed (held), or
+        not, and then they are let go like any blob no chunk holds."""
+        self._staged.difference_update(hashes)
+        if not held:
+            self.garbage.update(hashes)
 
     @contextmanager
     def _joined(self) -> Iterator[None]:

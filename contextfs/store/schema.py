@@ -304,29 +304,10 @@ def insert_chunks(
     `blobs` unless a blob of the same hash is there already. Many rows per statement:
     `executemany` manages ~260 rows/s here."""
     key = {"attachment_chunks": "att_id", "inbox_chunks": "item_id"}[table]
-    view = memoryview(data)
     idx = list(indexes)
     for start in range(0, len(idx), _ROWS_PER_INSERT):
         batch = idx[start : start + _ROWS_PER_INSERT]
-        hashes: list[str] = []
-        new: dict[str, memoryview] = {}
-        for i in batch:
-            piece = view[i * CHUNK_SIZE : (i + 1) * CHUNK_SIZE]
-            h = xxhash.xxh3_128_hexdigest(piece)
-            hashes.append(h)
-            new.setdefault(h, piece)
-        have = {
-            r[0]
-            for r in con.execute(
-                "SELECT hash FROM blobs WHERE list_contains(?::TEXT[], hash)", [list(new)]
-            ).fetchall()
-        }
-        fresh = [(h, piece) for h, piece in new.items() if h not in have]
-        if fresh:
-            con.execute(
-                "INSERT INTO blobs (hash, data) VALUES " + ", ".join(["(?, ?)"] * len(fresh)),
-                [x for pair in fresh for x in pair],
-            )
+        hashes = insert_blobs(con, data, batch)
         params: list[object] = []
         for i, h in zip(batch, hashes, strict=True):
             params += [att_id, i, h]
@@ -335,6 +316,34 @@ def insert_chunks(
             + ", ".join(["(?, ?, ?)"] * len(batch)),
             params,
         )
+
+
+def insert_blobs(
+    con: Connection, data: bytes | bytearray | memoryview, indexes: list[int]
+) -> list[str]:
+    """Store the blobs of chunks `indexes` of `data` (the whole file) that `blobs` does
+    not hold yet; returns the chunks' hashes, in order. At most _ROWS_PER_INSERT at once."""
+    view = memoryview(data)
+    hashes: list[str] = []
+    new: dict[str, memoryview] = {}
+    for i in indexes:
+        piece = view[i * CHUNK_SIZE : (i + 1) * CHUNK_SIZE]
+        h = xxhash.xxh3_128_hexdigest(piece)
+        hashes.append(h)
+        new.setdefault(h, piece)
+    have = {
+        r[0]
+        for r in con.execute(
+            "SELECT hash FROM blobs WHERE list_contains(?::TEXT[], hash)", [list(new)]
+        ).fetchall()
+    }
+    fresh = [(h, piece) for h, piece in new.items() if h not in have]
+    if fresh:
+        con.execute(
+            "INSERT INTO blobs (hash, data) VALUES " + ", ".join(["(?, ?)"] * len(fresh)),
+            [x for pair in fresh for x in pair],
+        )
+    return hashes
 
 
 def sweep_blobs(con: Connection, hashes: list[str] | None = None) -> None:

@@ -171,3 +171,25 @@ async def test_a_version_5_store_gets_its_bytes_stored_once(tmp_path, types) -> 
                 assert bytes(store.attachment_data(a.id)) == photo
     finally:
         store.close()
+
+
+def test_blobs_staged_for_a_big_write_wait_for_it_and_go_if_it_fails(memory: Memory) -> None:
+    """A big file's blobs are stored ahead of the transaction that writes its chunks
+    (`Store.stage_blobs`): no sweep takes them meanwhile, not even the first one (which
+    takes every blob no chunk holds); if that transaction fails they are let go."""
+    store = memory.store
+    store.STAGE_BYTES = 4 * CHUNK_SIZE  # staged in transactions of 4 chunks
+    data = os.urandom(10 * CHUNK_SIZE)
+    assert store.stage_blobs(data, [0, 1, 2]) == []  # small: written with its chunks
+    staged = store.stage_blobs(data, list(range(10)))
+    assert len(set(staged)) == 10
+    assert garbage_blobs(store)[0] == 10  # stored, held by no chunk yet
+    store.garbage.add("0" * 32)  # something to sweep: the first sweep takes every unheld blob
+    with store.atomic():
+        store.sweep()
+    assert garbage_blobs(store)[0] == 10  # the staged ones stay
+    store.unstage(staged, held=False)  # their write failed
+    with store.atomic():
+        store.sweep()
+    assert garbage_blobs(store) == (0, 0)
+    assert check_store(store) == []

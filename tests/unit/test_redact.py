@@ -1031,3 +1031,26 @@ def test_a_long_text_is_redacted_window_by_window_with_nothing_missed_at_the_edg
     assert [r.start for r in windowed.redactions if r.end <= mod.BIG_TEXT] == [
         r.start for r in whole.redactions
     ]
+
+
+@given(
+    st.lists(
+        st.one_of(
+            st.binary(max_size=12),
+            st.sampled_from([b"password: hunter2", b"\t\r\n", b"\x00", b"\xff\xfe", b"abcdef"]),
+        ),
+        max_size=40,
+    ),
+    st.integers(min_value=1, max_value=40),
+)
+def test_printable_runs_are_the_runs_a_regex_finds_at_any_window(parts, window):
+    """The runs where a secret may be in bytes that are not text: the same as a regular
+    expression's over the whole, however the bytes are cut into windows."""
+    import re
+
+    from contextfs.memory.redact import PRINTABLE_RUN_MIN, printable_runs
+
+    data = b"".join(parts)
+    want = [m.span() for m in re.finditer(rb"[\x20-\x7e\t\r\n]{%d,}" % PRINTABLE_RUN_MIN, data)]
+    assert printable_runs(data, window=window) == want
+    assert printable_runs(memoryview(data)) == want
