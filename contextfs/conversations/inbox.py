@@ -971,6 +971,28 @@ class Intake:
                 lines.append(f"- … and {p.refused_n - len(p.refused)} more")
         return "\n".join(lines) + "\n"
 
+    def claim(self, item: InboxItem) -> bool:
+        """Take a pending item for this mount. False when another mount of a shared store
+        is processing it, or finished it meanwhile: its state, report and progress are
+        then taken as stored. A taken export goes on after the conversations filed before
+        (its progress as stored: another mount may have stopped in the middle of it)."""
+        if not self.memory.claim("inbox", item.id):
+            return False
+        row = self.memory.inbox_item(item.id)
+        if row is not None and row[5] == "pending":
+            item.progress = row[8]
+            return True
+        self.memory.release("inbox", item.id)
+        self.processing.pop(item.id, None)
+        if row is None:
+            self.items.pop(item.id, None)
+        else:
+            item.state, item.report, item.progress = row[5], row[6], row[8]
+        return False
+
+    def release(self, item: InboxItem) -> None:
+        self.memory.release("inbox", item.id)
+
     def fail_item(self, item: InboxItem, reason: str) -> None:
         self._set_state(item, "refused", f"refused: {reason}\n")
 
@@ -1306,6 +1328,7 @@ class IntakeService(Service):
         super().__init__()
         self.intake = intake
         intake.wake = self.wake
+        self.elsewhere = False  # a pending item was left to another mount last step
         self.unsubscribe = intake.memory.transactions.subscribe(self._committed)
 
     def _committed(self, changes: Sequence[Change]) -> None:
@@ -1324,42 +1347,59 @@ class IntakeService(Service):
                 log.exception("intake step failed")
                 worked = False
             if not worked:
-                await self._idle(30)
+                # an item another mount holds is asked for again each second: its report
+                # follows that mount's, and this mount takes it over if that one dies
+                await self._idle(1 if self.elsewhere else 30)
 
     async def step(self) -> bool:
         intake = self.intake
+        self.elsewhere = False
         for item in intake.pending():
-            await self._after_models()  # an import waits for the model (`Foreground.loading`)
-            # a worker thread reads what is committed: an export of 100 MB takes seconds
-            if intake.is_media(item):
-                data = await trio.to_thread.run_sync(intake.item_data, item, abandon_on_cancel=True)
-                assert intake.media is not None
-                media = intake.media
-                analysis = await trio.to_thread.run_sync(media.analyse, data, item.filename)
-                if media.needs_words(item.owner, analysis, item.created):  # a caption, speech
-                    analysis = await trio.to_thread.run_sync(
-                        media.add_words, analysis, data, item.filename
-                    )
-                intake.finish_media(item, data, analysis)
-                self._changed()
-                return True
+            if not intake.claim(item):  # another mount of a shared store has it
+                if item.state == "pending":
+                    self.elsewhere = True
+                else:  # it finished it: its report is shown here too
+                    self._changed()
+                continue
             try:
-                # a read and a pure parse: an unmount need not wait for a big export's
-                parsed = await trio.to_thread.run_sync(intake.parse, item, abandon_on_cancel=True)
-            except ContextFSError as exc:
-                intake.fail_item(item, exc.reason)
-                self._changed()
-                return True
-            if parsed.export:
-                await self.process_export(item, parsed)
-            else:
-                ready, media_lines = await self._prepare(item, parsed, 0)
-                parsed = parsed.without_turns()
-                await self._yield()
-                intake.finish_item(item, parsed, ready, media_lines)
+                return await self._process(item)
+            finally:
+                intake.release(item)
+        return await self._extract_sessions()
+
+    async def _process(self, item: InboxItem) -> bool:
+        """One pending item, claimed: processed, its report written."""
+        intake = self.intake
+        await self._after_models()  # an import waits for the model (`Foreground.loading`)
+        # a worker thread reads what is committed: an export of 100 MB takes seconds
+        if intake.is_media(item):
+            data = await trio.to_thread.run_sync(intake.item_data, item, abandon_on_cancel=True)
+            assert intake.media is not None
+            media = intake.media
+            analysis = await trio.to_thread.run_sync(media.analyse, data, item.filename)
+            if media.needs_words(item.owner, analysis, item.created):  # a caption, speech
+                analysis = await trio.to_thread.run_sync(
+                    media.add_words, analysis, data, item.filename
+                )
+            intake.finish_media(item, data, analysis)
             self._changed()
             return True
-        return await self._extract_sessions()
+        try:
+            # a read and a pure parse: an unmount need not wait for a big export's
+            parsed = await trio.to_thread.run_sync(intake.parse, item, abandon_on_cancel=True)
+        except ContextFSError as exc:
+            intake.fail_item(item, exc.reason)
+            self._changed()
+            return True
+        if parsed.export:
+            await self.process_export(item, parsed)
+        else:
+            ready, media_lines = await self._prepare(item, parsed, 0)
+            parsed = parsed.without_turns()
+            await self._yield()
+            intake.finish_item(item, parsed, ready, media_lines)
+        self._changed()
+        return True
 
     async def _extract_sessions(self) -> bool:
         """Extract the turns of one live session that has enough of them pending."""

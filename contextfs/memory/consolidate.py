@@ -410,6 +410,10 @@ class ConsolidationService(Service):
                 return
             if self.memory.failsafe:
                 continue
+            if not self.memory.claim("lead", 0):
+                # on a shared store one mount, the leader, runs it for all: the first to
+                # take the claim, until it stops (then the next run's first)
+                continue
             try:
                 # the comparing in a worker thread; the writes here, a transaction at a
                 # time, the mount answering between them

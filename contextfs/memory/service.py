@@ -755,6 +755,16 @@ class Memory:
     def inbox_items(self) -> list[tuple]:
         return self.store.inbox_items()
 
+    def inbox_item(self, item_id: int) -> tuple | None:
+        return self.store.inbox_item(item_id)
+
+    def claim(self, what: str, key: int) -> bool:
+        """Work one mount of a shared store does at a time (`Store.claim`)."""
+        return self.store.claim(what, key)
+
+    def release(self, what: str, key: int) -> None:
+        self.store.release(what, key)
+
     def inbox_data(self, item_id: int) -> bytes:
         return self.store.inbox_data(item_id)
 

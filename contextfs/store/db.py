@@ -904,6 +904,23 @@ class Store:
             "coalesce(progress, '') FROM inbox_items ORDER BY id"
         ).fetchall()
 
+    def claim(self, what: str, key: int) -> bool:
+        """Take work one mount of a store does at a time: an inbox item ("inbox", its
+        id), the daily jobs ("lead", 0). True when this mount holds it until `release`
+        or its exit. The embedded store has one mount (the file lock): always."""
+        return True
+
+    def release(self, what: str, key: int) -> None:
+        """Give back what `claim` took."""
+
+    def inbox_item(self, item_id: int) -> tuple | None:
+        """An item's row as `inbox_items` gives it, read now (None: there is none)."""
+        return self.con.execute(
+            "SELECT id, owner_kind, owner_id, filename, created, state, report, size, "
+            "coalesce(progress, '') FROM inbox_items WHERE id = ?",
+            [item_id],
+        ).fetchone()
+
     def add_inbox_item(
         self,
         item_id: int,

@@ -17,6 +17,7 @@ that has seen seq N has seen every commit before it. The commit also sends
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import re
 import time
@@ -38,6 +39,10 @@ log = logging.getLogger(__name__)
 
 CHANNEL = "contextfs_outbox"
 OUTBOX_LOCK = 0x636F6E74  # 'cont': the one advisory lock that orders outbox seqs
+# Work one mount does at a time (`PgStore.claim`): a session-level advisory lock of two
+# keys, this class and the key. The server lets go of it when the holder's connection
+# ends, so a mount that dies (kill -9, a lost host) leaves its work to the others at once.
+CLAIMS = {"inbox": 0x696E6278, "lead": 0x6C656164}  # 'inbx', 'lead'
 _CONNECT_TIMEOUT = 2  # seconds; a server that does not answer by then is down
 _BACKOFF_MAX = 2.0  # seconds between reconnection attempts at most
 
@@ -189,6 +194,7 @@ class PgStore(Store):
         self._depth = 0
         self.garbage: set[str] = set()
         self._swept_all = False
+        self._staged: set[str] = set()  # blobs stored ahead of their chunks (stage_blobs)
         self._ids: list[int] = []
         self._seq = 0
         self._notify = 0  # the newest outbox seq written by the open transaction
@@ -323,6 +329,22 @@ class PgStore(Store):
                 node_id=n.id,
             )
         return super().update_node(n, new_version_reason=new_version_reason)
+
+    def claim(self, what: str, key: int) -> bool:
+        """As the Store's, across every mount of the database. A held claim is this
+        connection's: if the connection is lost and made again (the server restarted),
+        it is gone, and another mount may take the work meanwhile."""
+        row = self.con.execute(
+            "SELECT pg_try_advisory_lock(?::INTEGER, ?::INTEGER)", [CLAIMS[what], key % 2**31]
+        ).fetchone()
+        return bool(row and row[0])
+
+    def release(self, what: str, key: int) -> None:
+        # a connection that is gone took the claim with it
+        with contextlib.suppress(psycopg.Error, StoreUnavailable):
+            self.con.execute(
+                "SELECT pg_advisory_unlock(?::INTEGER, ?::INTEGER)", [CLAIMS[what], key % 2**31]
+            )
 
     def lock_node(self, node_id: int) -> None:
         """Inside a transaction: hold n's row until the commit (waits for a holder)."""

@@ -187,6 +187,30 @@ def test_nodes_both_mounts_make_at_once_are_listed_on_both(tmp_path, pg_dsn, sto
     _stop_and_check([a, b], pg_dsn)
 
 
+def test_an_inbox_item_is_processed_by_one_mount(tmp_path, pg_dsn, stopped):
+    """A mount that starts while another processes an export in the inbox leaves it to
+    that mount (it is claimed): every conversation is archived once, and the report of
+    the item on the mount that left it says done once the other is. Without the claim
+    both processed it and archived conversations twice."""
+    from tests.integration.test_inbox_crash import TURNS, _export, _turn_ids
+
+    conversations = 60
+    a = _mount(tmp_path, "a", pg_dsn)
+    stopped.append(a)
+    (a.path / ".inbox" / "conversations.json").write_text(_export(0, conversations))
+    b = _mount(tmp_path, "b", pg_dsn)  # it reads the inbox while a files the export
+    stopped.append(b)
+    report = a.path / ".inbox" / "conversations.json.report.md"
+    assert "state: done" not in report.read_text()  # b started in time to take it too
+    _until(lambda: "state: done" in report.read_text(), 120)
+    ids = _turn_ids(a.path)
+    assert set(ids) == {f"c{c}t{t}" for c in range(conversations) for t in range(TURNS)}
+    assert max(ids.values()) == 1, [i for i, k in ids.items() if k > 1][:5]
+    b_report = b.path / ".inbox" / "conversations.json.report.md"
+    _until(lambda: "state: done" in b_report.read_text(), 5)
+    _stop_and_check([a, b], pg_dsn)
+
+
 @pytest.fixture(scope="module")
 def own_server() -> Iterator[PgServer]:
     """A server of this module's own: the fault test stops and starts it."""
