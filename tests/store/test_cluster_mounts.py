@@ -211,6 +211,31 @@ def test_an_inbox_item_is_processed_by_one_mount(tmp_path, pg_dsn, stopped):
     _stop_and_check([a, b], pg_dsn)
 
 
+def test_one_mount_leads_the_consolidation_and_another_takes_over(tmp_path, pg_dsn, stopped):
+    """Two mounts with consolidation due every second: only one runs it (the leader);
+    once the leader unmounts, the other runs it."""
+    mounts = []
+    for name in ("a", "b"):
+        data = tmp_path / f"data-{name}"
+        data.mkdir()
+        (data / "config.yaml").write_text(f"search: false\nstore: {pg_dsn}\nconsolidate_every: 1\n")
+        (tmp_path / f"mnt-{name}").mkdir()
+        m = Mount(tmp_path / f"mnt-{name}", data)
+        m.start()
+        stopped.append(m)
+        mounts.append(m)
+
+    def runs(m: Mount) -> int:
+        return m.log.read_text().count("consolidation: ")
+
+    _until(lambda: sum(map(runs, mounts)) >= 4, 30)
+    leader, other = sorted(mounts, key=runs, reverse=True)
+    assert runs(other) == 0, (runs(leader), runs(other))
+    leader.stop()
+    _until(lambda: runs(other) >= 2, 30)
+    _stop_and_check([other], pg_dsn)
+
+
 @pytest.fixture(scope="module")
 def own_server() -> Iterator[PgServer]:
     """A server of this module's own: the fault test stops and starts it."""
