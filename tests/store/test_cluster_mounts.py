@@ -236,6 +236,30 @@ def test_one_mount_leads_the_consolidation_and_another_takes_over(tmp_path, pg_d
     _stop_and_check([other], pg_dsn)
 
 
+def test_a_rename_and_a_delete_on_one_mount_are_seen_on_another(tmp_path, pg_dsn, stopped):
+    """A node renamed on mount A is listed and read under its new name on mount B within
+    a second, and its old name is gone there, though B's shell had looked it up (the
+    kernel keeps names for a minute); a node deleted on A goes from B as fast."""
+    a = _mount(tmp_path, "a", pg_dsn)
+    b = _mount(tmp_path, "b", pg_dsn)
+    stopped += [a, b]
+    write_node(a.path / PREFS, "tea", "Green tea, no sugar.\n", fsync=True)
+    write_node(a.path / PREFS, "coffee", "Black coffee.\n", fsync=True)
+    _until(lambda: (b.path / PREFS / "tea" / "L2.md").read_text(), 5)
+    _until(lambda: (b.path / PREFS / "coffee" / "L2.md").read_text(), 5)
+    assert sorted(os.listdir(b.path / PREFS)) == ["coffee", "tea"]
+    os.rename(a.path / PREFS / "tea", a.path / PREFS / "green-tea")
+    _, took = _until(lambda: sorted(os.listdir(b.path / PREFS)) == ["coffee", "green-tea"], 5)
+    assert took < 1.0, took
+    assert (b.path / PREFS / "green-tea" / "L2.md").read_text().endswith("Green tea, no sugar.\n")
+    assert not (b.path / PREFS / "tea").exists()
+    subprocess.run(["rm", "-r", str(a.path / PREFS / "coffee")], check=True)
+    _, took = _until(lambda: not (b.path / PREFS / "coffee").exists(), 5)
+    assert took < 1.0, took
+    assert os.listdir(b.path / PREFS) == ["green-tea"]
+    _stop_and_check([a, b], pg_dsn)
+
+
 @pytest.fixture(scope="module")
 def own_server() -> Iterator[PgServer]:
     """A server of this module's own: the fault test stops and starts it."""

@@ -525,6 +525,7 @@ class Nodes(RoleBase):
         shared store another mount may have made it, and this mount's first sight of it is
         then its own write into it, or a catch-up that finds it held by the node cache."""
         if created or self._unshown(n):
+            self._moved_away(n)
             d = self.place(n)  # ENOENT answers are not cached: nothing to invalidate
             if d is not None:
                 d.att_rescan = True  # it may come with attachments (an inbox's media)
@@ -554,10 +555,32 @@ class Nodes(RoleBase):
                     t.listing_changed(shown)
                     t.invalidate(shown)
                 else:
-                    t.unlink_inode(shown)
+                    self._forget(shown)
                 self.place(n)
             else:
                 self.routed(n, False)
+
+    def _forget(self, d: Inode) -> None:
+        """A node directory the daemon took away outside a request (deleted or renamed by
+        another mount, archived): its name goes, from the kernel's name cache too, which
+        keeps a name for `entry_timeout` (a minute) after a lookup."""
+        parent = d.parent
+        self.table.unlink_inode(d)
+        if parent is not None:
+            self.table.invalidations.append(Invalidation(parent.ino, name=d.name))
+
+    def _moved_away(self, n: Node) -> None:
+        """n, placed under its name now, may be shown under the name it had (renamed on
+        another mount): that directory goes."""
+        ctype = self.memory.types.get(n.type)
+        od = self.owner_dirs.get(n.owner)
+        if ctype is None or ctype.singleton or od is None or od.children is None:
+            return
+        td = od.children.get(ctype.type_dir)
+        if td is None or td.children is None:
+            return
+        for d in [d for d in td.children.values() if d.node is n and d.name != n.name]:
+            self._forget(d)
 
     def _unshown(self, n: Node) -> bool:
         """n is live, of a node type with a directory per node, and its type directory
