@@ -267,6 +267,9 @@ def _loaded(memory: Memory, nodes: Nodes, items: Loaded) -> None:
     owners, memory.new_owners = memory.new_owners, []
     for owner in owners:
         nodes.owner_joined(owner)
+    if memory.reaccessed:
+        keys, memory.reaccessed = memory.reaccessed, set()
+        nodes.access_changed(keys)
     for n, created in items:
         if created:
             nodes.routed(n, True)

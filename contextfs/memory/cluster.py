@@ -67,7 +67,7 @@ class ClusterSync(Service):
         # the generation moves without a node reloaded when the tree read the node first
         # (a lookup loads it as stored): the indexer must hear of that commit all the same
         moved = self.memory.generation != self._told
-        if self.memory.reloaded or self.memory.new_owners or moved:
+        if self.memory.reloaded or self.memory.new_owners or self.memory.reaccessed or moved:
             self._told = self.memory.generation
             items, self.memory.reloaded = self.memory.reloaded, []
             self._tell(items)

@@ -21,7 +21,7 @@ from dataclasses import fields
 from typing import TYPE_CHECKING, Protocol
 
 from contextfs.errors import VersionConflict
-from contextfs.model import Node
+from contextfs.model import Access, Node
 
 if TYPE_CHECKING:
     from contextfs.memory.heads import LiveIndex, NodeCache
@@ -55,6 +55,10 @@ class Mirror(Protocol):
     def owners(self) -> set[tuple[str, str]]: ...
     @property
     def new_owners(self) -> list[tuple[str, str]]: ...
+    @property
+    def access(self) -> dict[tuple[str, str], Access]: ...
+    @property
+    def reaccessed(self) -> set[tuple[str, str]]: ...
     @property
     def reloaded(self) -> list[tuple[Node, bool]]: ...
     @property
@@ -106,6 +110,20 @@ def reload_nodes(memory: Mirror, ids: list[int]) -> list[tuple[Node, bool]]:
     return out
 
 
+def reload_access(memory: Mirror) -> None:
+    """Owners, groups and modes as stored now (another mount changed some): `memory.access`
+    is updated in place (the transactions' journal holds the same dict), and the keys
+    that changed wait in `memory.reaccessed` for the tree, whose kernel caches of the
+    attributes they decide must go before the next permission check."""
+    fresh = memory.store.access()
+    held = memory.access
+    changed = {k for k in held.keys() | fresh.keys() if held.get(k) != fresh.get(k)}
+    if changed:
+        held.clear()
+        held.update(fresh)
+        memory.reaccessed.update(changed)
+
+
 def _owner_joined(memory: Mirror, owner: tuple[str, str]) -> None:
     if owner not in memory.owners:
         memory.owners.add(owner)
@@ -126,6 +144,9 @@ def catch_up(memory: Mirror) -> int:
         if upto <= store.applied:  # type: ignore[attr-defined]
             return count
         count += len(reload_nodes(memory, ids)) if ids else 0
+        if getattr(store, "access_moved", False):
+            store.access_moved = False  # type: ignore[attr-defined]
+            reload_access(memory)
         store.mark_applied(upto)  # type: ignore[attr-defined]
         memory.transactions.generation = max(memory.transactions.generation, upto)
 

@@ -119,6 +119,8 @@ class Memory:
         # tree; and the saves that lost to another mount's, kept in .history (.status)
         self.reloaded: list[tuple[Node, bool]] = []
         self.new_owners: list[tuple[str, str]] = []  # owners another mount made, for the tree
+        # access keys another mount changed (memory.remote.reload_access), for the tree
+        self.reaccessed: set[tuple[str, str]] = set()
         self.conflicts: deque[str] = deque(maxlen=50)
         self.owners: set[tuple[str, str]] = set(store.owners())
         # (kind, key) -> stored owner, group and modes; absent = the defaults

@@ -30,7 +30,7 @@ import psycopg
 import psycopg.errors
 
 from contextfs.errors import StoreDamaged, StoreUnavailable, VersionConflict
-from contextfs.model import MACHINE_REASONS, Node
+from contextfs.model import MACHINE_REASONS, Access, Node
 from contextfs.store.db import _NODE_COLS, Store, _node_from_row
 from contextfs.store.dialect import POSTGRES, render
 from contextfs.store.schema import create_tables, migrate
@@ -43,6 +43,7 @@ OUTBOX_LOCK = 0x636F6E74  # 'cont': the one advisory lock that orders outbox seq
 # keys, this class and the key. The server lets go of it when the holder's connection
 # ends, so a mount that dies (kill -9, a lost host) leaves its work to the others at once.
 CLAIMS = {"inbox": 0x696E6278, "lead": 0x6C656164}  # 'inbx', 'lead'
+ACCESS_OP = "access"  # an outbox row of node 0: the access rows changed (`set_access`)
 _CONNECT_TIMEOUT = 2  # seconds; a server that does not answer by then is down
 _BACKOFF_MAX = 2.0  # seconds between reconnection attempts at most
 
@@ -195,6 +196,7 @@ class PgStore(Store):
         self.garbage: set[str] = set()
         self._swept_all = False
         self._staged: set[str] = set()  # blobs stored ahead of their chunks (stage_blobs)
+        self.access_moved = False  # another mount changed access rows (`changes_after`)
         self._ids: list[int] = []
         self._seq = 0
         self._notify = 0  # the newest outbox seq written by the open transaction
@@ -363,15 +365,26 @@ class PgStore(Store):
             ).fetchall()
         ]
 
+    def set_access(self, kind: str, key: str, a: Access | None) -> None:
+        """As the Store's, with an outbox row (node 0, op 'access') that tells the other
+        mounts to read the access rows again: owners, groups and modes decide what their
+        readers may see. The indexer finds no node 0 and has nothing to do for it."""
+        super().set_access(kind, key, a)
+        self._outbox(0, 0, ACCESS_OP)
+
     def changes_after(self, seq: int, limit: int = 1000) -> tuple[int, list[int]]:
         """(the newest seq read, ids of nodes another mount changed) after seq; the seqs
-        this store wrote itself are skipped."""
+        this store wrote itself are skipped. Access rows another mount changed there set
+        `access_moved` (memory.remote reads them again and clears it)."""
         rows = self.con.execute(
-            "SELECT seq, node_id FROM outbox WHERE seq > ? ORDER BY seq LIMIT ?", [seq, limit]
+            "SELECT seq, node_id, op FROM outbox WHERE seq > ? ORDER BY seq LIMIT ?", [seq, limit]
         ).fetchall()
         if not rows:
             return seq, []
-        ids = [nid for sq, nid in rows if sq not in self._own]
+        theirs = [(nid, op) for sq, nid, op in rows if sq not in self._own]
+        if any(op == ACCESS_OP for _nid, op in theirs):
+            self.access_moved = True
+        ids = [nid for nid, op in theirs if op != ACCESS_OP]
         return rows[-1][0], list(dict.fromkeys(ids))
 
     def mark_applied(self, seq: int) -> None:

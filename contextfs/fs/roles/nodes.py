@@ -120,6 +120,30 @@ class Nodes(RoleBase):
         self.inbox.add_dirs(od, owner)
         return od
 
+    def access_changed(self, keys: set[tuple[str, str]]) -> None:
+        """Owners, groups or modes changed outside a request (another mount on a shared
+        store, `memory.remote.reload_access`): the kernel's attributes of everything
+        they decide go, before its next permission check (`default_permissions` checks
+        the cached ones). An owner's access decides its folders' and its nodes' too
+        (`Perms`), so everything of each owner concerned; for an attachment or a parked
+        file (whose node is not at hand here) everything owned."""
+        owners: set[tuple[str, str]] = set()
+        every = False
+        for kind, key in keys:
+            if kind in ("owner", "dir"):
+                owner_kind, _, rest = key.partition("/")
+                owners.add((owner_kind, rest.split("/", 1)[0]))
+            elif kind == "node" and key.isdigit():
+                n = self.memory.nodes.peek(int(key))
+                if n is not None:  # a node no inode holds shows nothing to invalidate
+                    owners.add(n.owner)
+            else:
+                every = True
+        for inode in list(self.table.inodes.values()):
+            owner = inode.owner or (inode.node.owner if inode.node is not None else None)
+            if owner is not None and (every or owner in owners):
+                self.table.invalidate(inode, attr_only=True)
+
     def owner_joined(self, owner: tuple[str, str]) -> None:
         """An owner made outside a request (another mount on a shared store): its
         directory appears in user/ or agent/, and the kernel's listing of that is dropped."""
