@@ -45,6 +45,27 @@ OUTBOX_LOCK = 0x636F6E74  # 'cont': the one advisory lock that orders outbox seq
 CLAIMS = {"inbox": 0x696E6278, "lead": 0x6C656164}  # 'inbx', 'lead'
 ACCESS_OP = "access"  # an outbox row of node 0: the access rows changed (`set_access`)
 _CONNECT_TIMEOUT = 2  # seconds; a server that does not answer by then is down
+# Deadlines the server keeps for each mount's session (docs/scaling.md, "Faults"). A
+# mount's transactions are milliseconds of statements with Python between them; one
+# idle longer than this is a mount that stopped (SIGSTOP, a frozen VM, a cut link)
+# while holding locks every other mount's commit needs: the server ends its session,
+# its transaction rolls back (it was never acknowledged) and the others go on.
+IDLE_IN_TRANSACTION_MS = 5_000
+# A lock another mount holds longer than this (a row, the outbox lock) refuses the
+# write waiting for it (EIO, the reason in .status) instead of hanging the caller; above
+# the idle deadline, so a stopped holder is ended before its waiters give up.
+LOCK_TIMEOUT_MS = 10_000
+_SESSION_OPTIONS = (
+    f"-c idle_in_transaction_session_timeout={IDLE_IN_TRANSACTION_MS} "
+    f"-c lock_timeout={LOCK_TIMEOUT_MS}"
+)
+# TCP keepalives: a server host that vanished without closing is found in ~25 s
+_KEEPALIVES = {
+    "keepalives": 1,
+    "keepalives_idle": 10,
+    "keepalives_interval": 5,
+    "keepalives_count": 3,
+}
 _BACKOFF_MAX = 2.0  # seconds between reconnection attempts at most
 
 _PW_IN_KV = re.compile(r"(password\s*=\s*)('(?:[^'\\]|\\.)*'|\S+)", re.I)
@@ -92,7 +113,13 @@ class PgConnection:
 
     def _connect(self) -> None:
         try:
-            self.raw = psycopg.connect(self._dsn, autocommit=True, connect_timeout=_CONNECT_TIMEOUT)
+            self.raw = psycopg.connect(
+                self._dsn,
+                autocommit=True,
+                connect_timeout=_CONNECT_TIMEOUT,
+                options=_SESSION_OPTIONS,
+                **_KEEPALIVES,
+            )
         except psycopg.Error as exc:
             self._down(exc)
             raise StoreUnavailable(self.down_reason) from None
@@ -151,7 +178,14 @@ class PgConnection:
             raise VersionConflict(
                 f"another mount's transaction collided with this one: {exc}"
             ) from None
-        except psycopg.OperationalError as exc:
+        except psycopg.errors.LockNotAvailable:
+            raise StoreUnavailable(
+                f"another mount held a lock this write needs for over {LOCK_TIMEOUT_MS // 1000}"
+                " s (a mount stopped in a transaction is ended by the server): try again"
+            ) from None
+        except psycopg.Error as exc:
+            # a lost connection, or one the server ended (its idle-in-transaction
+            # deadline, an administrator): reconnected for the next transaction
             if con.broken or con.closed:
                 self._down(exc)
                 raise StoreUnavailable(self.down_reason) from None

@@ -4,6 +4,7 @@ keeps reads working and comes back by itself."""
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import os
 import secrets
@@ -320,6 +321,45 @@ def test_a_permission_change_on_one_mount_holds_on_another_at_once(pg_dsn, stopp
     finally:
         os.umask(umask)
         shutil.rmtree(top, ignore_errors=True)
+
+
+@pytest.mark.allow_warnings  # the frozen store's own warning: its session was ended
+def test_a_mount_stopped_inside_a_transaction_does_not_stop_the_others(tmp_path, pg_dsn, stopped):
+    """A mount frozen (SIGSTOP, a paused VM) in the middle of a commit holds the lock
+    that orders every mount's commits. The server ends its session once it has been idle
+    in the transaction for IDLE_IN_TRANSACTION_MS, so another mount's write waits that
+    long at most, instead of until the frozen one wakes; the frozen one's transaction is
+    rolled back (it never acknowledged anything) and its next statement says so."""
+    import threading
+
+    from contextfs.errors import StoreUnavailable
+    from contextfs.store.pg import IDLE_IN_TRANSACTION_MS, OUTBOX_LOCK
+
+    b = _mount(tmp_path, "b", pg_dsn)
+    stopped.append(b)
+    frozen = PgStore(pg_dsn)  # a mount's connection, with the same session deadlines
+    try:
+        frozen.con.begin()
+        frozen.con.execute("SELECT pg_advisory_xact_lock(?)", [OUTBOX_LOCK])  # mid-commit
+        done = threading.Event()
+
+        def write() -> None:
+            write_node(b.path / PREFS, "tea", "Green tea.\n", fsync=True)
+            done.set()
+
+        t0 = time.monotonic()
+        threading.Thread(target=write, daemon=True).start()
+        assert done.wait(IDLE_IN_TRANSACTION_MS / 1000 + 5), "the write waited for the frozen mount"
+        took = time.monotonic() - t0
+        assert took > IDLE_IN_TRANSACTION_MS / 1000 - 1, took  # it did wait for the lock
+        with pytest.raises(StoreUnavailable):
+            frozen.con.execute("SELECT 1")
+    finally:
+        with contextlib.suppress(Exception):
+            frozen.con.rollback()
+        frozen.close()
+    assert (b.path / PREFS / "tea" / "L2.md").read_text().endswith("Green tea.\n")
+    _stop_and_check([b], pg_dsn)
 
 
 @pytest.fixture(scope="module")
