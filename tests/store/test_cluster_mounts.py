@@ -287,7 +287,8 @@ def test_a_permission_change_on_one_mount_holds_on_another_at_once(pg_dsn, stopp
         for name in ("a", "b"):
             data = top / f"data-{name}"
             data.mkdir()
-            (data / "config.yaml").write_text(f"search: false\nstore: {pg_dsn}\n")
+            search = str(name == "b").lower()  # bob asks mount B's .query too
+            (data / "config.yaml").write_text(f"search: {search}\nstore: {pg_dsn}\n")
             (top / f"mnt-{name}").mkdir(mode=0o755)
             (top / f"mnt-{name}").chmod(0o755)
             m = Mount(top / f"mnt-{name}", data)
@@ -305,11 +306,14 @@ def test_a_permission_change_on_one_mount_holds_on_another_at_once(pg_dsn, stopp
         seen = _until(lambda: as_user(BOB, f"cat {note_b}").stdout, 5)[0]
         assert seen == "Dear diary.\n"
         assert as_user(BOB, f"ls {b.path}/user/alice/preferences").stdout == "diary\n"
+        ask = f"cat {b.path}/.query/diary/_context.md"
+        _until(lambda: "Dear diary." in as_user(BOB, ask).stdout, 60)  # once B indexed it
         # alice closes the note, then her directory, through mount A
         assert as_user(ALICE, f"chmod 600 {diary}/L2.md").returncode == 0
         _, took = _until(lambda: as_user(BOB, f"cat {note_b}").returncode != 0, 5)
         assert took < 1.0, took
         assert "Permission denied" in as_user(BOB, f"cat {note_b}").stderr
+        assert "Dear diary." not in as_user(BOB, ask).stdout  # nor through his search
         assert as_user(ALICE, f"chmod 700 {alice}").returncode == 0
         listing = f"ls {b.path}/user/alice/preferences"
         _, took = _until(lambda: as_user(BOB, listing).returncode != 0, 5)
