@@ -24,6 +24,7 @@ quick test and that both lists name tests that exist.
 from __future__ import annotations
 
 import logging
+import os
 import shutil
 from collections.abc import Iterator
 from pathlib import Path
@@ -56,6 +57,16 @@ def _no_unexpected_warnings(request: pytest.FixtureRequest, caplog: pytest.LogCa
     bad = [r for r in caplog.get_records("call") if r.levelno >= logging.WARNING]
     if bad:
         pytest.fail("unexpected log records: " + "; ".join(r.getMessage() for r in bad))
+
+
+@pytest.fixture(autouse=True)
+def _usual_umask() -> Iterator[None]:
+    """Each test starts with a usual umask (022) and leaves it as it found it: an
+    in-process open of a data dir (`config.make_private`) sets the process's umask to
+    077, which every file a later test makes, and every shell it starts, would inherit."""
+    old = os.umask(0o022)
+    yield
+    os.umask(old)
 
 
 @pytest.hookimpl(wrapper=True)

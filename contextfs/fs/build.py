@@ -270,6 +270,9 @@ def _loaded(memory: Memory, nodes: Nodes, items: Loaded) -> None:
     if memory.reaccessed:
         keys, memory.reaccessed = memory.reaccessed, set()
         nodes.access_changed(keys)
+    if memory.reattached:
+        node_ids, memory.reattached = memory.reattached, set()
+        nodes.attachments_changed(node_ids)
     for n, created in items:
         if created:
             nodes.routed(n, True)

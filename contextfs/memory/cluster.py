@@ -67,7 +67,8 @@ class ClusterSync(Service):
         # the generation moves without a node reloaded when the tree read the node first
         # (a lookup loads it as stored): the indexer must hear of that commit all the same
         moved = self.memory.generation != self._told
-        if self.memory.reloaded or self.memory.new_owners or self.memory.reaccessed or moved:
+        memory = self.memory
+        if memory.reloaded or memory.new_owners or memory.reaccessed or memory.reattached or moved:
             self._told = self.memory.generation
             items, self.memory.reloaded = self.memory.reloaded, []
             self._tell(items)

@@ -21,7 +21,7 @@ from dataclasses import fields
 from typing import TYPE_CHECKING, Protocol
 
 from contextfs.errors import VersionConflict
-from contextfs.model import Access, Node
+from contextfs.model import Access, Attachment, Node
 
 if TYPE_CHECKING:
     from contextfs.memory.heads import LiveIndex, NodeCache
@@ -35,6 +35,7 @@ log = logging.getLogger(__name__)
 # own tallies (flushed by it, last writer wins), indexed_version and persisted are local.
 _LOCAL = {"indexed_version", "persisted", "importance", "access_count"}
 _COPIED = tuple(f.name for f in fields(Node) if f.name not in _LOCAL)
+_ATTACHMENT_FIELDS = tuple(f.name for f in fields(Attachment))
 ATTEMPTS = 5  # re-applications of one write before the conflict reaches the caller
 
 
@@ -59,6 +60,10 @@ class Mirror(Protocol):
     def access(self) -> dict[tuple[str, str], Access]: ...
     @property
     def reaccessed(self) -> set[tuple[str, str]]: ...
+    @property
+    def attachments(self) -> dict[int, Attachment]: ...
+    @property
+    def reattached(self) -> set[int]: ...
     @property
     def reloaded(self) -> list[tuple[Node, bool]]: ...
     @property
@@ -124,6 +129,26 @@ def reload_access(memory: Mirror) -> None:
         memory.reaccessed.update(changed)
 
 
+def reload_attachments(memory: Mirror, node_ids: set[int]) -> None:
+    """The attachments of these nodes as stored now (another mount changed some): the
+    records in `memory.attachments` updated in place (the tree's inodes hold them), new
+    ones added, purged ones dropped; the nodes wait in `memory.reattached` for the tree."""
+    fresh = memory.store.node_attachments(sorted(node_ids))  # type: ignore[attr-defined]
+    held = memory.attachments
+    seen = set()
+    for f in fresh:
+        seen.add(f.id)
+        a = held.get(f.id)
+        if a is None:
+            held[f.id] = f
+        else:
+            for name in _ATTACHMENT_FIELDS:
+                setattr(a, name, getattr(f, name))
+    for aid in [i for i, a in held.items() if a.node_id in node_ids and i not in seen]:
+        del held[aid]
+    memory.reattached.update(node_ids)
+
+
 def _owner_joined(memory: Mirror, owner: tuple[str, str]) -> None:
     if owner not in memory.owners:
         memory.owners.add(owner)
@@ -147,6 +172,10 @@ def catch_up(memory: Mirror) -> int:
         if getattr(store, "access_moved", False):
             store.access_moved = False  # type: ignore[attr-defined]
             reload_access(memory)
+        moved = getattr(store, "attach_moved", None)
+        if moved:
+            reload_attachments(memory, set(moved))
+            moved.clear()
         store.mark_applied(upto)  # type: ignore[attr-defined]
         memory.transactions.generation = max(memory.transactions.generation, upto)
 

@@ -121,6 +121,7 @@ class Memory:
         self.new_owners: list[tuple[str, str]] = []  # owners another mount made, for the tree
         # access keys another mount changed (memory.remote.reload_access), for the tree
         self.reaccessed: set[tuple[str, str]] = set()
+        self.reattached: set[int] = set()  # nodes whose attachments another mount changed
         self.conflicts: deque[str] = deque(maxlen=50)
         self.owners: set[tuple[str, str]] = set(store.owners())
         # (kind, key) -> stored owner, group and modes; absent = the defaults

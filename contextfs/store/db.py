@@ -596,6 +596,16 @@ class Store:
         ).fetchall()
         return [Attachment(*r) for r in rows]  # the columns in Attachment's field order
 
+    def node_attachments(self, node_ids: list[int]) -> list[Attachment]:
+        """The attachment records of these nodes as stored now, deleted ones too."""
+        rows = self.con.execute(
+            "SELECT id, node_id, parent_id, name, kind, mode, mtime, target, deleted_at, "
+            "size, link_of FROM attachments WHERE list_contains(?::BIGINT[], node_id) "
+            "ORDER BY id",
+            [node_ids],
+        ).fetchall()
+        return [Attachment(*r) for r in rows]
+
     def attachment(self, att_id: int) -> Attachment | None:
         """One attachment record as stored (a rollback reloads what it had changed)."""
         row = self.con.execute(

@@ -30,7 +30,7 @@ import psycopg
 import psycopg.errors
 
 from contextfs.errors import StoreDamaged, StoreUnavailable, VersionConflict
-from contextfs.model import MACHINE_REASONS, Access, Node
+from contextfs.model import MACHINE_REASONS, Access, Attachment, Node
 from contextfs.store.db import _NODE_COLS, Store, _node_from_row
 from contextfs.store.dialect import POSTGRES, render
 from contextfs.store.schema import create_tables, migrate
@@ -44,6 +44,7 @@ OUTBOX_LOCK = 0x636F6E74  # 'cont': the one advisory lock that orders outbox seq
 # ends, so a mount that dies (kill -9, a lost host) leaves its work to the others at once.
 CLAIMS = {"inbox": 0x696E6278, "lead": 0x6C656164}  # 'inbx', 'lead'
 ACCESS_OP = "access"  # an outbox row of node 0: the access rows changed (`set_access`)
+ATTACH_OP = "attach"  # an outbox row of a node whose attachments changed (version 0)
 _CONNECT_TIMEOUT = 2  # seconds; a server that does not answer by then is down
 # Deadlines the server keeps for each mount's session (docs/scaling.md, "Faults"). A
 # mount's transactions are milliseconds of statements with Python between them; one
@@ -59,13 +60,6 @@ _SESSION_OPTIONS = (
     f"-c idle_in_transaction_session_timeout={IDLE_IN_TRANSACTION_MS} "
     f"-c lock_timeout={LOCK_TIMEOUT_MS}"
 )
-# TCP keepalives: a server host that vanished without closing is found in ~25 s
-_KEEPALIVES = {
-    "keepalives": 1,
-    "keepalives_idle": 10,
-    "keepalives_interval": 5,
-    "keepalives_count": 3,
-}
 _BACKOFF_MAX = 2.0  # seconds between reconnection attempts at most
 
 _PW_IN_KV = re.compile(r"(password\s*=\s*)('(?:[^'\\]|\\.)*'|\S+)", re.I)
@@ -118,7 +112,11 @@ class PgConnection:
                 autocommit=True,
                 connect_timeout=_CONNECT_TIMEOUT,
                 options=_SESSION_OPTIONS,
-                **_KEEPALIVES,
+                # TCP keepalives: a server host gone silent is found in about 25 s
+                keepalives=1,
+                keepalives_idle=10,
+                keepalives_interval=5,
+                keepalives_count=3,
             )
         except psycopg.Error as exc:
             self._down(exc)
@@ -231,6 +229,7 @@ class PgStore(Store):
         self._swept_all = False
         self._staged: set[str] = set()  # blobs stored ahead of their chunks (stage_blobs)
         self.access_moved = False  # another mount changed access rows (`changes_after`)
+        self.attach_moved: set[int] = set()  # nodes whose attachments another mount changed
         self._ids: list[int] = []
         self._seq = 0
         self._notify = 0  # the newest outbox seq written by the open transaction
@@ -406,6 +405,37 @@ class PgStore(Store):
         super().set_access(kind, key, a)
         self._outbox(0, 0, ACCESS_OP)
 
+    # ---- attachments: each change tells the other mounts which node's to read again ----
+
+    def insert_attachment(self, a: Attachment, data: bytes | None) -> None:
+        super().insert_attachment(a, data)
+        self._outbox(a.node_id, 0, ATTACH_OP)
+
+    def update_attachment(self, a: Attachment) -> None:
+        was = self._attachment_node(a.id)
+        super().update_attachment(a)
+        self._outbox(a.node_id, 0, ATTACH_OP)
+        if was is not None and was != a.node_id:  # moved to another node
+            self._outbox(was, 0, ATTACH_OP)
+
+    def write_attachment_chunks(
+        self, att_id: int, data: bytes | bytearray | memoryview, chunks: list[int], mtime: float
+    ) -> None:
+        super().write_attachment_chunks(att_id, data, chunks, mtime)
+        node_id = self._attachment_node(att_id)
+        if node_id is not None:
+            self._outbox(node_id, 0, ATTACH_OP)
+
+    def purge_attachment(self, att_id: int) -> None:
+        node_id = self._attachment_node(att_id)
+        super().purge_attachment(att_id)
+        if node_id is not None:
+            self._outbox(node_id, 0, ATTACH_OP)
+
+    def _attachment_node(self, att_id: int) -> int | None:
+        row = self.con.execute("SELECT node_id FROM attachments WHERE id = ?", [att_id]).fetchone()
+        return row[0] if row else None
+
     def changes_after(self, seq: int, limit: int = 1000) -> tuple[int, list[int]]:
         """(the newest seq read, ids of nodes another mount changed) after seq; the seqs
         this store wrote itself are skipped. Access rows another mount changed there set
@@ -418,7 +448,8 @@ class PgStore(Store):
         theirs = [(nid, op) for sq, nid, op in rows if sq not in self._own]
         if any(op == ACCESS_OP for _nid, op in theirs):
             self.access_moved = True
-        ids = [nid for nid, op in theirs if op != ACCESS_OP]
+        self.attach_moved.update(nid for nid, op in theirs if op == ATTACH_OP)
+        ids = [nid for nid, op in theirs if op not in (ACCESS_OP, ATTACH_OP)]
         return rows[-1][0], list(dict.fromkeys(ids))
 
     def mark_applied(self, seq: int) -> None:

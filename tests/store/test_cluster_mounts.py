@@ -279,9 +279,6 @@ def test_a_permission_change_on_one_mount_holds_on_another_at_once(pg_dsn, stopp
     _user(ALICE), _user(BOB)
     top = Path(tempfile.mkdtemp(prefix="cfs-cluster-perm-"))
     top.chmod(0o755)
-    # the users' shells inherit this process's umask: a usual one (an in-process open of
-    # a data dir earlier in the run leaves 077, which would make alice's files private)
-    umask = os.umask(0o022)
     try:
         mounts = []
         for name in ("a", "b"):
@@ -323,7 +320,6 @@ def test_a_permission_change_on_one_mount_holds_on_another_at_once(pg_dsn, stopp
         assert as_user(BOB, f"cat {note_b}").returncode != 0  # the note stays closed
         _stop_and_check([a, b], pg_dsn)
     finally:
-        os.umask(umask)
         shutil.rmtree(top, ignore_errors=True)
 
 
@@ -364,6 +360,38 @@ def test_a_mount_stopped_inside_a_transaction_does_not_stop_the_others(tmp_path,
         frozen.close()
     assert (b.path / PREFS / "tea" / "L2.md").read_text().endswith("Green tea.\n")
     _stop_and_check([b], pg_dsn)
+
+
+def test_attachment_changes_on_one_mount_are_seen_on_another(tmp_path, pg_dsn, stopped):
+    """A file in a node written, rewritten, renamed, chmod-ed and removed on mount A: mount
+    B, which has listed the node and read the file (its kernel keeps both), shows each
+    change within a second."""
+    a = _mount(tmp_path, "a", pg_dsn)
+    b = _mount(tmp_path, "b", pg_dsn)
+    stopped += [a, b]
+    write_node(a.path / PREFS, "tea", "Green tea.\n", fsync=True)
+    (a.path / PREFS / "tea" / "notes.txt").write_text("one\n")
+    on_b = b.path / PREFS / "tea"
+    _, took = _until(lambda: (on_b / "notes.txt").read_text() == "one\n", 5)
+    assert took < 1.0, took
+    assert "notes.txt" in os.listdir(on_b)
+    (a.path / PREFS / "tea" / "notes.txt").write_text("two, longer\n")
+    _, took = _until(lambda: (on_b / "notes.txt").read_text() == "two, longer\n", 5)
+    assert took < 1.0, took
+    os.rename(a.path / PREFS / "tea" / "notes.txt", a.path / PREFS / "tea" / "old.txt")
+    _, took = _until(lambda: "old.txt" in os.listdir(on_b), 5)
+    assert took < 1.0, took
+    _until(lambda: not (on_b / "notes.txt").exists(), 1)
+    assert (on_b / "old.txt").read_text() == "two, longer\n"
+    os.chmod(a.path / PREFS / "tea" / "old.txt", 0o600)
+    _, took = _until(lambda: (on_b / "old.txt").stat().st_mode & 0o777 == 0o600, 5)
+    assert took < 1.0, took
+    os.unlink(a.path / PREFS / "tea" / "old.txt")
+    _, took = _until(lambda: not (on_b / "old.txt").exists(), 5)
+    assert took < 1.0, took
+    assert "old.txt" not in os.listdir(on_b)
+    assert (on_b / "L2.md").read_text().endswith("Green tea.\n")
+    _stop_and_check([a, b], pg_dsn)
 
 
 @pytest.fixture(scope="module")

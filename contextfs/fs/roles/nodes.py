@@ -144,6 +144,36 @@ class Nodes(RoleBase):
             if owner is not None and (every or owner in owners):
                 self.table.invalidate(inode, attr_only=True)
 
+    def attachments_changed(self, node_ids: set[int]) -> None:
+        """Another mount of a shared store changed attachments of these nodes (bytes,
+        names, folders, modes, deletions; `memory.remote.reload_attachments` read their
+        records again). A node directory already built is built again, under a new
+        inode: the kernel drops the old one's name, and the files it cached go with it
+        (a descriptor open on an old file keeps working on it). One not built yet reads
+        them when it is (`att_rescan`)."""
+        for nid in node_ids:
+            n = self.memory.nodes.peek(nid)  # a node no inode holds shows nothing
+            d = self.node_inode(n) if n is not None else None
+            if n is None or d is None:
+                continue
+            if not d.populated:
+                d.att_rescan = True
+                continue
+            ctype = self.memory.types.get(n.type)
+            if d.trashed or not self.memory.is_live(n) or ctype is None:
+                continue  # shown in .trash: its attachments come back with it
+            if ctype.singleton:
+                kept = (Role.DROP, Role.SCRATCH)
+                gone = [c for c in (d.children or {}).values() if c.role not in kept]
+                for c in gone:
+                    self.table.invalidations.append(Invalidation(d.ino, name=c.name))
+                placed = self.place(n)  # the type directory, built again in place
+            else:
+                self._forget(d)
+                placed = self.place(n)
+            if placed is not None:
+                placed.att_rescan = True
+
     def owner_joined(self, owner: tuple[str, str]) -> None:
         """An owner made outside a request (another mount on a shared store): its
         directory appears in user/ or agent/, and the kernel's listing of that is dropped."""
