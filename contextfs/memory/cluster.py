@@ -66,9 +66,9 @@ class ClusterSync(Service):
                 catch_up(self.memory)
         # the generation moves without a node reloaded when the tree read the node first
         # (a lookup loads it as stored): the indexer must hear of that commit all the same
-        moved = self.memory.generation != self._told
         memory = self.memory
+        moved = memory.generation != self._told
         if memory.reloaded or memory.new_owners or memory.reaccessed or memory.reattached or moved:
-            self._told = self.memory.generation
-            items, self.memory.reloaded = self.memory.reloaded, []
+            self._told = memory.generation
+            items, memory.reloaded = memory.reloaded, []
             self._tell(items)

@@ -165,19 +165,16 @@ def catch_up(memory: Mirror) -> int:
     for owner in store.owners():
         _owner_joined(memory, owner)
     while True:
-        upto, ids = store.changes_after(store.applied)  # type: ignore[attr-defined]
-        if upto <= store.applied:  # type: ignore[attr-defined]
+        changes = store.changes_after(store.applied)  # type: ignore[attr-defined]
+        if changes.upto <= store.applied:  # type: ignore[attr-defined]
             return count
-        count += len(reload_nodes(memory, ids)) if ids else 0
-        if getattr(store, "access_moved", False):
-            store.access_moved = False  # type: ignore[attr-defined]
+        count += len(reload_nodes(memory, changes.nodes)) if changes.nodes else 0
+        if changes.access:
             reload_access(memory)
-        moved = getattr(store, "attach_moved", None)
-        if moved:
-            reload_attachments(memory, set(moved))
-            moved.clear()
-        store.mark_applied(upto)  # type: ignore[attr-defined]
-        memory.transactions.generation = max(memory.transactions.generation, upto)
+        if changes.attachments:
+            reload_attachments(memory, changes.attachments)
+        store.mark_applied(changes.upto)  # type: ignore[attr-defined]
+        memory.transactions.generation = max(memory.transactions.generation, changes.upto)
 
 
 def lock_and_load(memory: Mirror, node_id: int) -> None:

@@ -17,12 +17,12 @@ that has seen seq N has seen every commit before it. The commit also sends
 
 from __future__ import annotations
 
-import contextlib
 import logging
 import re
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager, suppress
+from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
@@ -81,6 +81,16 @@ def redact_dsn(dsn: str) -> str:
         query = _PW_IN_KV.sub(r"\1***", parts.query.replace("&", " ")).replace(" ", "&")
         return urlunsplit((parts.scheme, netloc, parts.path, query, ""))
     return _PW_IN_KV.sub(r"\1***", dsn)
+
+
+@dataclass(frozen=True, slots=True)
+class Changes:
+    """What other mounts committed after a seq, by the outbox's ops (`changes_after`)."""
+
+    upto: int  # the newest seq read
+    nodes: list[int] = field(default_factory=list)  # nodes changed (upsert, delete)
+    access: bool = False  # access rows changed (op access): read them all again
+    attachments: set[int] = field(default_factory=set)  # nodes whose attachments changed
 
 
 class PgConnection:
@@ -228,8 +238,6 @@ class PgStore(Store):
         self.garbage: set[str] = set()
         self._swept_all = False
         self._staged: set[str] = set()  # blobs stored ahead of their chunks (stage_blobs)
-        self.access_moved = False  # another mount changed access rows (`changes_after`)
-        self.attach_moved: set[int] = set()  # nodes whose attachments another mount changed
         self._ids: list[int] = []
         self._seq = 0
         self._notify = 0  # the newest outbox seq written by the open transaction
@@ -376,7 +384,7 @@ class PgStore(Store):
 
     def release(self, what: str, key: int) -> None:
         # a connection that is gone took the claim with it
-        with contextlib.suppress(psycopg.Error, StoreUnavailable):
+        with suppress(psycopg.Error, StoreUnavailable):
             self.con.execute(
                 "SELECT pg_advisory_unlock(?::INTEGER, ?::INTEGER)", [CLAIMS[what], key % 2**31]
             )
@@ -420,37 +428,37 @@ class PgStore(Store):
 
     def write_attachment_chunks(
         self, att_id: int, data: bytes | bytearray | memoryview, chunks: list[int], mtime: float
-    ) -> None:
-        super().write_attachment_chunks(att_id, data, chunks, mtime)
-        node_id = self._attachment_node(att_id)
+    ) -> int | None:
+        node_id = super().write_attachment_chunks(att_id, data, chunks, mtime)
         if node_id is not None:
             self._outbox(node_id, 0, ATTACH_OP)
+        return node_id
 
-    def purge_attachment(self, att_id: int) -> None:
-        node_id = self._attachment_node(att_id)
-        super().purge_attachment(att_id)
+    def purge_attachment(self, att_id: int) -> int | None:
+        node_id = super().purge_attachment(att_id)
         if node_id is not None:
             self._outbox(node_id, 0, ATTACH_OP)
+        return node_id
 
     def _attachment_node(self, att_id: int) -> int | None:
         row = self.con.execute("SELECT node_id FROM attachments WHERE id = ?", [att_id]).fetchone()
         return row[0] if row else None
 
-    def changes_after(self, seq: int, limit: int = 1000) -> tuple[int, list[int]]:
-        """(the newest seq read, ids of nodes another mount changed) after seq; the seqs
-        this store wrote itself are skipped. Access rows another mount changed there set
-        `access_moved` (memory.remote reads them again and clears it)."""
+    def changes_after(self, seq: int, limit: int = 1000) -> Changes:
+        """What other mounts committed after seq (at most `limit` outbox rows); the seqs
+        this store wrote itself are skipped."""
         rows = self.con.execute(
             "SELECT seq, node_id, op FROM outbox WHERE seq > ? ORDER BY seq LIMIT ?", [seq, limit]
         ).fetchall()
         if not rows:
-            return seq, []
+            return Changes(seq)
         theirs = [(nid, op) for sq, nid, op in rows if sq not in self._own]
-        if any(op == ACCESS_OP for _nid, op in theirs):
-            self.access_moved = True
-        self.attach_moved.update(nid for nid, op in theirs if op == ATTACH_OP)
-        ids = [nid for nid, op in theirs if op not in (ACCESS_OP, ATTACH_OP)]
-        return rows[-1][0], list(dict.fromkeys(ids))
+        return Changes(
+            rows[-1][0],
+            list(dict.fromkeys(nid for nid, op in theirs if op not in (ACCESS_OP, ATTACH_OP))),
+            any(op == ACCESS_OP for _nid, op in theirs),
+            {nid for nid, op in theirs if op == ATTACH_OP},
+        )
 
     def mark_applied(self, seq: int) -> None:
         """Memory has loaded every change up to seq."""

@@ -626,29 +626,28 @@ class Nodes(RoleBase):
     def _moved_away(self, n: Node) -> None:
         """n, placed under its name now, may be shown under the name it had (renamed on
         another mount): that directory goes."""
-        ctype = self.memory.types.get(n.type)
-        od = self.owner_dirs.get(n.owner)
-        if ctype is None or ctype.singleton or od is None or od.children is None:
-            return
-        td = od.children.get(ctype.type_dir)
-        if td is None or td.children is None:
-            return
-        for d in [d for d in td.children.values() if d.node is n and d.name != n.name]:
-            self._forget(d)
+        td = self._node_type_dir(n)
+        if td is not None and td.children is not None:
+            for d in [d for d in td.children.values() if d.node is n and d.name != n.name]:
+                self._forget(d)
 
     def _unshown(self, n: Node) -> bool:
         """n is live, of a node type with a directory per node, and its type directory
         lists no directory holding it."""
-        ctype = self.memory.types.get(n.type)
-        od = self.owner_dirs.get(n.owner)
-        if ctype is None or ctype.singleton or od is None or not self.memory.is_live(n):
-            return False
-        assert od.children is not None
-        td = od.children.get(ctype.type_dir)
-        if td is None or td.children is None:
+        td = self._node_type_dir(n)
+        if td is None or td.children is None or not self.memory.is_live(n):
             return False
         shown = td.children.get(n.name)
         return shown is None or shown.node is not n
+
+    def _node_type_dir(self, n: Node) -> Inode | None:
+        """The type directory n's directory is in, for a type with a directory per node
+        (None for a singleton type, or an owner or type not shown)."""
+        ctype = self.memory.types.get(n.type)
+        od = self.owner_dirs.get(n.owner)
+        if ctype is None or ctype.singleton or od is None or od.children is None:
+            return None
+        return od.children.get(ctype.type_dir)
 
     def indexed(self, node_ids: list[int]) -> None:
         """The indexer caught up with these nodes: their meta.yaml shows it."""
