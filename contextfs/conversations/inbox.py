@@ -93,6 +93,13 @@ class InboxItem:
     size: int = 0
     progress: str = ""  # JSON of a `Progress` while an export is processed, else ''
 
+    @classmethod
+    def from_row(cls, row: tuple) -> InboxItem:
+        """An item as `Store.inbox_items` / `inbox_item` give its row."""
+        item = cls(row[0], (row[1], row[2]), row[3], row[4], row[5], row[6], row[7])
+        item.progress = row[8] if len(row) > 8 else ""
+        return item
+
 
 @dataclass(frozen=True, slots=True)
 class Parsed:
@@ -425,8 +432,7 @@ class Intake:
                 if not memory.failsafe:
                     memory.drop_inbox_item(row[0])
                 continue
-            item = InboxItem(row[0], (row[1], row[2]), row[3], row[4], row[5], row[6], row[7])
-            item.progress = row[8] if len(row) > 8 else ""
+            item = InboxItem.from_row(row)
             self.items[item.id] = item
         # the export being processed: item id -> (conversations done, conversations)
         self.processing: dict[int, tuple[int, int]] = {}
@@ -979,15 +985,16 @@ class Intake:
         if not self.memory.claim("inbox", item.id):
             return False
         row = self.memory.inbox_item(item.id)
-        if row is not None and row[5] == "pending":
-            item.progress = row[8]
+        stored = InboxItem.from_row(row) if row is not None else None
+        if stored is not None and stored.state == "pending":
+            item.progress = stored.progress
             return True
         self.memory.release("inbox", item.id)
         self.processing.pop(item.id, None)
-        if row is None:
+        if stored is None:
             self.items.pop(item.id, None)
         else:
-            item.state, item.report, item.progress = row[5], row[6], row[8]
+            item.state, item.report, item.progress = stored.state, stored.report, stored.progress
         return False
 
     def release(self, item: InboxItem) -> None:

@@ -401,9 +401,7 @@ class Store:
             for start in range(0, len(chunks), per):
                 part = chunks[start : start + per]
                 with self.atomic():
-                    hashes: list[str] = []
-                    for i in range(0, len(part), 64):
-                        hashes += insert_blobs(self.con, data, part[i : i + 64])
+                    hashes = insert_blobs(self.con, data, part)
                 self._staged.update(hashes)
                 staged += hashes
         except BaseException:

@@ -322,27 +322,28 @@ def insert_blobs(
     con: Connection, data: bytes | bytearray | memoryview, indexes: list[int]
 ) -> list[str]:
     """Store the blobs of chunks `indexes` of `data` (the whole file) that `blobs` does
-    not hold yet; returns the chunks' hashes, in order. At most _ROWS_PER_INSERT at once."""
+    not hold yet, _ROWS_PER_INSERT a statement; returns the chunks' hashes, in order."""
     view = memoryview(data)
     hashes: list[str] = []
-    new: dict[str, memoryview] = {}
-    for i in indexes:
-        piece = view[i * CHUNK_SIZE : (i + 1) * CHUNK_SIZE]
-        h = xxhash.xxh3_128_hexdigest(piece)
-        hashes.append(h)
-        new.setdefault(h, piece)
-    have = {
-        r[0]
-        for r in con.execute(
-            "SELECT hash FROM blobs WHERE list_contains(?::TEXT[], hash)", [list(new)]
-        ).fetchall()
-    }
-    fresh = [(h, piece) for h, piece in new.items() if h not in have]
-    if fresh:
-        con.execute(
-            "INSERT INTO blobs (hash, data) VALUES " + ", ".join(["(?, ?)"] * len(fresh)),
-            [x for pair in fresh for x in pair],
-        )
+    for start in range(0, len(indexes), _ROWS_PER_INSERT):
+        new: dict[str, memoryview] = {}
+        for i in indexes[start : start + _ROWS_PER_INSERT]:
+            piece = view[i * CHUNK_SIZE : (i + 1) * CHUNK_SIZE]
+            h = xxhash.xxh3_128_hexdigest(piece)
+            hashes.append(h)
+            new.setdefault(h, piece)
+        have = {
+            r[0]
+            for r in con.execute(
+                "SELECT hash FROM blobs WHERE list_contains(?::TEXT[], hash)", [list(new)]
+            ).fetchall()
+        }
+        fresh = [(h, piece) for h, piece in new.items() if h not in have]
+        if fresh:
+            con.execute(
+                "INSERT INTO blobs (hash, data) VALUES " + ", ".join(["(?, ?)"] * len(fresh)),
+                [x for pair in fresh for x in pair],
+            )
     return hashes
 
 
