@@ -511,11 +511,14 @@ _STRONG_WORDS = (
     *_PHRASE_WORDS,
     *_words("""password passwd passw0rd p@ssword p@ssw0rd p4ssword p4ssw0rd pa$$word pa$$w0rd pa$$
     p@ss pword pswd psw p/w pwd pw passcode pin puk passwort kennwort contraseña clave senha
+    pasword passwrod passowrd paswword pssword passwrd paasword passwod pasword paswd
+    pasuwado pasuwaado pasuwādo pasuwaado
     wachtwoord lösenord lösenordet hasło haslo heslo salasana şifre şifresi sifre parola
     пароль adgangskode adgangskoden passord passordet lozinka jelszó pass"""),
     "pass code",
     "pin code",
-    *_joined(["pin"], (" ", "-"), _words("number nummer code kode koodi")),
+    *_joined(["pin", "puk"], (" ", "-"), _words("number nummer code kode koodi")),
+    "pincode",
     *_joined(_words("code codice número numero numéro código"), [" "], ["pin"]),
     "geheimzahl",
     "geheimnummer",
@@ -524,6 +527,7 @@ _STRONG_WORDS = (
     "secret answer",
     "security answer",
     *_joined(_words("wifi wi-fi wlan wpa wpa2 wpa3 wep network wireless"), ("", " ", "-"), ["key"]),
+    *_words("wifi wi-fi wlan"),
 )
 _SEED_WORDS = (
     "mnemonic",
@@ -535,16 +539,29 @@ _SEED_WORDS = (
     ),
     *_joined(_words("12 24 twelve twenty-four"), (" ", "-"), ("word", "words")),
 )
+# What a code opens, named alone: its code only after a colon, ending the clause
+# (`- **Alarm:** 4826`, not `alarm 0630`).
+_LOCK_ALONE_TEXT = "alarm gate door safe garage shed"
+_LOCK_ALONE = frozenset(_words(_LOCK_ALONE_TEXT))
+# A code of no named kind: a secret only when a lock noun says what it opens.
+_PLAIN_CODES = frozenset(_words("code codice código codigo kode koden koodi kod"))
 _LOCK_CODE_WORDS = (
     "combination",
     "combo",
-    "code",
+    *_PLAIN_CODES,
     *_joined(
         _words("""door alarm gate garage keypad safe lock lockbox locker padlock entry entrance
-        access disarm security unlock"""),
+        access disarm security unlock duress bathroom restroom toilet mailbox"""),
         (" ", "-"),
         ["code"],
     ),
+    *_words("""lockbox keybox keysafe padlock keypad locker digicode türcode torcode
+    portcode dørkode"""),
+    *_words(_LOCK_ALONE_TEXT),
+    "key box",
+    "key safe",
+    "bike lock",
+    "combination lock",
 )
 _WEAK_WORDS = (
     "secret",
@@ -571,7 +588,9 @@ _NUMERIC_KW = re.compile(
 _LOCK_NOUN_RE = re.compile(
     r"\b(?:door|gate|safe|lock|alarm|garage|shed|unit|locker|box|house|flat|apartment"
     r"|entrance|building|storage|vault|cabinet|padlock|keypad|phone|iphone|ipad|tablet|laptop"
-    r"|computer|bike|car)s?\b",
+    r"|computer|bike|car|bathroom|restroom|toilet|wc|mailbox|lobby|elevator|lift|porte|portail"
+    r"|puerta|portón|portal|alarma|alarme|allarme|cancello|portone|kluis|deur|tür|haustür|tor"
+    r"|tresor|cofre|caja|cadeado|candado|cadenas|lucchetto|kłódka|sejf|drzwi|brama)s?\b",
     re.I,
 )
 # A plain `code` after one of these is no secret: `the zip code for the house is 30301`.
@@ -587,7 +606,8 @@ _WIFI_RE = re.compile(r"ssid|wi-?fi|wlan|wpa|wireless", re.I)
 # "le mot de passe du routeur", "Passwort für das WLAN".
 _QUALIFIER_RE = re.compile(
     r"[ \t]+(?:for|to|of|on|at|in|into|with|du|de|des|del|della|dello|di|do|da|dos|für|fürs"
-    r"|van|voor|för|till|til|zu|pour)(?=[ \t])",
+    r"|van|voor|för|till|til|zu|pour|next[ \t]+to|by|near|behind|under|outside|inside|beside)"
+    r"(?=[ \t])",
     re.I,
 )
 _WORD_RE = re.compile(r"[ \t]{1,8}[\w.@'/-]{1,64}")
@@ -595,24 +615,31 @@ _ADVERBS = (
     r"now|still|currently|just|always|simply|literally|probably|basically|actually"
     r"|definitely|really|also|again|officially"
 )
-_VERBS = r"is|was|are|were|=|est|c'est|c’est|ist|lautet|war|es|era|é|è|är|er|je|jest|sont"
+_VERBS = (
+    r"is|was|are|were|=|est|c'est|c’est|ist|lautet|war|es|era|é|è|är|er|je|jest|sont|wa"
+    r"|(?:will|would|should|shall|has[ \t]+to|is[ \t]+going[ \t]+to)[ \t]+be"
+)
 _LINK_RE = re.compile(
     rf"(?:'s|’s)(?:[ \t]+(?:{_ADVERBS}))?[ \t]+"
     rf"|[ \t]+(?:{_VERBS})(?:[ \t]+(?:{_ADVERBS})){{0,2}}"
     r"(?:[ \t]+(?:set|changed|reset|updated)[ \t]+to)?[ \t]*:?[ \t]+"
     r"|[ \t]+(?:has[ \t]+been[ \t]+|had[ \t]+been[ \t]+|got[ \t]+)?"
-    r"(?:set|changed|reset|updated)[ \t]+to[ \t]+",
+    r"(?:set|changed|reset|updated)[ \t]+to[ \t]+"
+    # "my old password, it was …", "the safe opens with …"
+    r"|,?[ \t]+(?:it|that)(?:'s|’s|[ \t]+(?:is|was))[ \t]+"
+    r"|[ \t]+(?:opens|unlocks)[ \t]+with[ \t]+",
     re.I,
 )
-_COLON_LINK_RE = re.compile(r"[ \t]*(?::|=>?|->)[ \t]*")
+# `password: …`, and in markdown `**Password:** …`, `**Password**: …`
+_COLON_LINK_RE = re.compile(r"[ \t]*(?:\*\*|__)?(?::|=>?|->)(?:\*\*|__)?[ \t]*")
 # A question and its answer: "Her password? It's …", "Q: router password? A: …".
 _QA_LINK_RE = re.compile(
-    r"[ \t]*\?[ \t]+(?:(?:a|answer)[ \t]*[:.)-][ \t]*)?"
+    r"[ \t]*\?(?:[ \t]*\r?\n[ \t]*|[ \t]+)(?:(?:a|answer)[ \t]*[:.)-][ \t]*)?"
     r"(?:(?:oh|ok|okay|um|uh|well|yes|yeah|yep|sure|hmm)[ \t]*[,.!]*[ \t]+)?"
     r"(?:(?:it'?s|it’s|it[ \t]+is|it[ \t]+was|that'?s|that’s|try|use)[ \t]*:?[ \t]+)?",
     re.I,
 )
-_TO_RE = re.compile(r"[ \t]+to[ \t]+", re.I)
+_TO_RE = re.compile(r"[ \t]+(?:to|as)[ \t]+", re.I)  # "changed … to …", "gave the PIN as …"
 _BARE_LINK_RE = re.compile(r"[ \t]+")
 # "Password is the same as last year: Snowfall2023!", "her password is her cat plus the
 # year, Tigger2008.": a verb, a few words, a colon or a comma, a value ending the sentence.
@@ -623,7 +650,8 @@ _SENTENCE_END_RE = re.compile(r"[.!?]?(?:[ \t]*$|[ \t]*\n|[ \t]+[A-Z])", re.M)
 _ASIDE_RE = re.compile(r"[ \t]*\([^()\n]{1,40}\)|,[ \t]+[^,\n]{1,40},(?=[ \t])")
 _PROSE_QUOTED_RE = re.compile(r"([\"'`“‘])([^\"'`“”‘’\r\n]{1,64})([\"'`”’])")
 _PROSE_BARE_RE = re.compile(r"[^\s\"'`<>()\[\]{}]{1,128}")
-_CODE_VALUE_RE = re.compile(r"(?:\d{1,4}(?:[-–]\d{1,4}){1,5}|[#*]?\d{3,12})[#*]?")
+# a keypad's digits, a combination, or a digicode's letter and digits (`B1984`)
+_CODE_VALUE_RE = re.compile(r"(?:\d{1,4}(?:[-–]\d{1,4}){1,5}|[#*]?[A-Z]?\d{3,12})[#*]?")
 _PHRASE_WORDS_RE = re.compile(r"[A-Za-z0-9][\w'’-]*(?:[ \t]+[A-Za-z0-9][\w'’-]*){0,9}")
 _JOINED_WORDS_RE = re.compile(r"[a-z]+(?:[-.][a-z0-9]+){2,}", re.I)
 _SEED_WORDS_RE = re.compile(r"[A-Za-z][a-z]{2,7}(?:[ \t]+[a-z]{3,8}){11,23}(?![A-Za-z0-9])")
@@ -639,6 +667,11 @@ _PHRASE_STOP = frozenset(
     random same different there here
     """)
 )
+# Words that start a new clause after a passphrase.
+_CLAUSE_WORDS = frozenset(
+    _words("""and but so because which who then if when or unless until since though although
+    while whereas i we you he she they it is are was were""")
+)
 # First words after a colon that start an instruction, not a phrase: `passphrase: use …`.
 _PHRASE_START_STOP = frozenset(
     _words("use see set enter type choose pick none required optional must should at least any")
@@ -646,11 +679,20 @@ _PHRASE_START_STOP = frozenset(
 _SYMBOLS = set("!@#$%^&*+=?~_|\\/;:")
 
 
+_MEASURE_RE = re.compile(
+    r"v?\d+(?:\.\d+){1,3}[a-z]?|\d+(?:[.,]\d+)?(?:ghz|mhz|mbps|gbps|kbps|kb|mb|gb|tb|ms|s|h|min"
+    r"|px|dpi|dbm|chars?|characters|digits?|letters?|%|x)",
+    re.I,
+)
+
+
 def _credential_like(value: str, strong: bool) -> bool:
     if _is_placeholder(value) or _DOTTED_RE.fullmatch(value):
         return False
     if value.startswith(("/", "~/", "./", "../")):
         return False  # a path: PWD=/home/alice
+    if _MEASURE_RE.fullmatch(value):
+        return False  # `v2.3.1`, `5GHz`, `12chars`
     if _SNAKE_RE.fullmatch(value):
         return False  # a name: `= key_password`
     digit = any(c.isdigit() for c in value)
@@ -709,6 +751,8 @@ def _phrase_value(text: str, pos: int, verb: bool) -> Span | None:
         return None
     if verb:  # `is correct horse battery staple`: up to a word that ends the phrase
         n = next((i for i, w in enumerate(words) if w.lower() in _PHRASE_STOP), len(words))
+        if n >= 3:  # `purple elephants dance at midnight`: to the end of the clause
+            n = next((i for i, w in enumerate(words) if w.lower() in _CLAUSE_WORDS), len(words))
         words = words[:n]
     elif 2 * sum(w.lower() in _PHRASE_STOP for w in words) >= len(words):
         return None  # `passphrase: the one on the sticky note`: a description
@@ -728,9 +772,9 @@ def _prose_value(text: str, pos: int, kind: str, bare_link: bool = False) -> Spa
     """The value at pos for a keyword of this kind (see `_keyword_kind`)."""
     strong = kind != "weak"
     q = _PROSE_QUOTED_RE.match(text, pos)
-    if q is not None and not bare_link:
-        value = q.group(2)
-        ok = (strong and kind != "loose") or _credential_like(value, strong)
+    if q is not None and (not bare_link or kind == "strong"):
+        value = q.group(2)  # bare: `and password "0psCenter!7"`
+        ok = (strong and kind != "loose" and not bare_link) or _credential_like(value, strong)
         if any(c.isalnum() for c in value) and not _is_placeholder(value) and ok:
             return q.span(2)
         return None
@@ -759,6 +803,54 @@ def _prose_value(text: str, pos: int, kind: str, bare_link: bool = False) -> Spa
         if len(value) < 6 or (kind == "loose" and not _password_like(value)):
             return None
     return (start, end) if _credential_like(value, strong) else None
+
+
+# One plain word that ends the statement after a password keyword and its link: `the
+# password is swordfish`, `My password is Winter` (the first of two appends). A word that
+# says what the password is like, not what it is, is no value: `the password is required`,
+# `… is incorrect.`, `… is mine`.
+_WORD_VALUE_RE = re.compile(
+    r"[A-Za-z][a-z]{3,23}(?=[ \t]*(?:[.!]?[ \t]*(?:\r?\n|\Z)|[.!;][ \t]+[A-Z]))"
+)
+_DESCRIBING = frozenset(
+    _words("""
+    wrong right correct incorrect invalid valid required optional mandatory empty blank none
+    null missing unset same different weak strong long short simple easy hard complex secure
+    insecure safe unsafe fine good bad okay great terrible awful horrible stupid dumb silly
+    obvious unique random private public secret hidden visible known unknown lost gone stolen
+    temporary permanent default there here mine yours ours theirs hers what which this that
+    case ready done enough fake real somewhere elsewhere below above inside pending obsolete
+    useless impossible possible weird strange odd same new old also still now too wrong
+    there nothing something everything anything ancient terrible garbage trash rubbish
+    """)
+)
+_DESCRIBING_ENDS = (
+    "ed", "able", "ible", "ing", "ive", "ful", "less", "ous", "ent", "ant", "ical", "ary",
+    "ly", "est", "er", "ic",
+)  # fmt: skip
+# The words above are English: a plain word is a value only after an English keyword and
+# link (`Das Passwort ist falsch`, `La contraseña es obligatoria` describe it).
+_ENGLISH_KW = frozenset(
+    _words("password passwd passw0rd p@ssword p@ssw0rd p4ssword pword pswd pwd pw passphrase")
+)
+_ENGLISH_LINK_RE = re.compile(r"[ \t]*(?:(?:'s|’s|is|was)\b[^:]*|:|\?[^:]*)?[ \t]*", re.I)
+
+
+def _english(keyword: str, link: str) -> bool:
+    return keyword.lower() in _ENGLISH_KW and bool(_ENGLISH_LINK_RE.fullmatch(link))
+
+
+def _word_value(text: str, pos: int) -> Span | None:
+    m = _WORD_VALUE_RE.match(text, pos)
+    if m is None:
+        return None
+    word = m.group()
+    low = word.lower()
+    if low in _DESCRIBING or _is_placeholder(word):
+        return None
+    if low.endswith(_DESCRIBING_ENDS) and word[0].islower():
+        return None  # `expired`, `case-sensitive`; a capital: a name (`Winter`, `Butterfly`)
+    return m.span()
 
 
 def _seed_value(text: str, pos: int) -> Span | None:
@@ -800,27 +892,67 @@ def _keyword_kind(m: re.Match[str]) -> str:
     return "pin" if _NUMERIC_KW.fullmatch(kw) else "strong"
 
 
+_NETWORK_WORDS = frozenset(("wifi", "wi-fi", "wlan"))
+_LATER_PASSWORD = _words("password pass pw pwd key passcode passwort wachtwoord contraseña senha")
+_LATER_PASSWORD_RE = re.compile(
+    rf"[^\n]{{0,60}}?(?<![A-Za-z0-9])(?:{_trie((*_LATER_PASSWORD, 'mot de passe'))})"
+    r"(?![A-Za-z0-9])|[^\n]{0,60}?[ \t]/[ \t]",
+    re.I,
+)
+
+
+def _names_network(text: str, pos: int) -> bool:
+    """`the wifi is HomeNet5G and the pass is …`, `WiFi: HomeBase / Hb!…`: what follows a
+    plain `wifi` is its name when a password follows on the line; alone, it is the key."""
+    return _LATER_PASSWORD_RE.match(text, pos) is not None
+
+
+def _lock_alone_value(text: str, pos: int) -> Span | None:
+    link = _COLON_LINK_RE.match(text, pos)
+    if link is None or ":" not in link.group():
+        return None
+    span = _code_value(text, link.end())
+    if span is None or text[span[1] : span[1] + 1] not in ("", *".,;!)\r\n"):
+        return None
+    return span
+
+
+_DOWN_RE = re.compile(r"[ \t]+(?:down|below|here)(?=[ \t]*:)", re.I)
+_BRACKETED_CODE_RE = re.compile(
+    r"[ \t]*\(((?:\d{1,4}(?:[-–]\d{1,4}){1,5}|[#*]?[A-Z]?\d{3,12})[#*]?)\)"
+)
+
+
 def _prose_span(m: re.Match[str]) -> Span | None:
     text = m.string
     if m.start() > 0 and (text[m.start() - 1].isalnum() or text[m.start() - 1] in "_."):
         return None  # bypass, spin, OLDPWD, key_password: the keyword inside a longer name
     kind = _keyword_kind(m)
-    if not kind:
+    if not kind or (m.group().lower() in _NETWORK_WORDS and _names_network(text, m.end())):
         return None
-    plain_code = kind == "code" and m.group().lower() == "code"
+    if m.group().lower() in _LOCK_ALONE:
+        return _lock_alone_value(text, m.end())
+    plain_code = kind == "code" and m.group().lower() in _PLAIN_CODES
     if plain_code:
-        before = text[max(0, m.start() - 24) : m.start()].split()
+        behind = text[max(0, m.start() - 24) : m.start()]
+        before = behind.split()
         if before and before[-1].lower().strip(".,:;") in _NOT_SECRET_CODES:
             return None
+        # what the code is for, said first: `Office alarm: code 7720`
+        plain_code = not _LOCK_NOUN_RE.search(behind[behind.rfind("\n") + 1 :])
     pos = m.end()
-    aside = _ASIDE_RE.match(text, pos)
+    if kind in ("code", "pin") and not plain_code:
+        bracketed = _BRACKETED_CODE_RE.match(text, pos)
+        if bracketed is not None:
+            return bracketed.span(1)
+    aside = _ASIDE_RE.match(text, pos) or (_DOWN_RE.match(text, pos) if kind == "seed" else None)
     if aside is not None:
         pos = aside.end()
     ends = [] if plain_code else [pos]
     qual = _QUALIFIER_RE.match(text, pos)
     if qual is not None:
         at = qual.end()
-        for _ in range(3):
+        for _ in range(5):
             w = _WORD_RE.match(text, at)
             if w is None:
                 break
@@ -832,6 +964,8 @@ def _prose_span(m: re.Match[str]) -> Span | None:
             link = link_re.match(text, at)
             if link is not None:
                 span = _value(text, link.end(), kind)
+                if span is None and kind == "strong" and _english(m.group(), link.group()):
+                    span = _word_value(text, link.end())
                 if span is not None:
                     return span
         if i > 0 and kind in ("pin", "code"):
@@ -859,7 +993,7 @@ def _prose_span(m: re.Match[str]) -> Span | None:
 
 def _value(text: str, pos: int, kind: str) -> Span | None:
     if kind == "seed":
-        return _seed_value(text, pos)
+        return _seed_value(text, pos + (text[pos : pos + 1] in "\"'“‘"))
     return _prose_value(text, pos, kind)
 
 
@@ -871,7 +1005,9 @@ def _late_value(text: str, pos: int) -> Span | None:
     if b is None:
         return None
     end = _trim(text, b.start(), b.end())
-    if _password_like(text[b.start() : end]) and _SENTENCE_END_RE.match(text, end):
+    value = text[b.start() : end]
+    long_number = value.isdigit() and 6 <= len(value) <= 12  # `my birthday backwards, 91870319`
+    if (_password_like(value) or long_number) and _SENTENCE_END_RE.match(text, end):
         return b.start(), end
     return None
 
@@ -884,12 +1020,147 @@ _USE_AS_RE = re.compile(
 )
 
 
+# A password corrected in the same breath: "paypal password Tr0ub — no wait, it's
+# Tr0ub4dor&9", "the wifi key is Bl… sorry, it's BlueFox#41". The keyword is on the line
+# a little before the correction.
+_CORRECTION_RE = re.compile(
+    r"(?i:no[ \t]*,?[ \t]*wait|wait|sorry|oops|correction|actually|i[ \t]+mean|my[ \t]+bad)"
+    r"[ \t]*[,:;.!—–-]*[ \t]+(?i:it'?s|it’s|it[ \t]+is|that'?s|should[ \t]+be)[ \t]*:?[ \t]*"
+    r"(?P<s>[^\s\"'`<>()\[\]{}]{4,64})"
+)
+
+
+def _correction_span(m: re.Match[str]) -> Span | None:
+    text = m.string
+    if m.start() > 0 and text[m.start() - 1].isalnum():
+        return None
+    start = m.start("s")
+    end = _trim(text, start, m.end("s"))
+    value = text[start:end]
+    if _password_like(value) and any(c in _SYMBOLS for c in value):
+        return start, end  # `sorry wrong one, actually it's Pickles#45`
+    if not _credential_like(value, True):
+        return None
+    line_start = max(text.rfind("\n", 0, m.start()) + 1, m.start() - 60)
+    for k in _PROSE_KW_RE.finditer(text, line_start, m.start()):
+        if k.group("strong") is not None and _keyword_kind(k) in ("strong", "pin"):
+            return start, end
+    return None
+
+
+# Recovery and backup codes, one or a list: "recovery codes for google: 8821-4403
+# 1176-9932", "FileVault recovery key: QW4R-T7YU-…", "2FA backup codes:⏎39482017⏎…".
+_RECOVERY_RE = re.compile(
+    r"(?i:recovery|backup|2fa|mfa|two-factor|2-step|emergency|scratch|one-time|host)[ \t-]+"
+    r"(?i:codes?|keys?)(?![\w])"
+    r"(?:[ \t]+(?i:for|of|to|on)(?:[ \t]+[\w.@'-]{1,40}){1,3}?)?"
+    r"(?:[ \t]*\(|[ \t]*(?::|=|->)|[ \t]+(?i:is|are|was|were)(?:[ \t]*:)?)"
+)
+_RECOVERY_CODE_RE = re.compile(
+    r"[ \t]*(?:\r?\n[ \t]*(?:[-*•][ \t]+|\d{1,2}[.)][ \t]+)?)?"
+    r"([A-Za-z0-9]{3,8}(?:[- ][A-Za-z0-9]{3,8}){0,7})[ \t]*[,;)]?"
+)
+
+
+def _recovery_span(m: re.Match[str]) -> Span | None:
+    text = m.string
+    if m.start() > 0 and text[m.start() - 1].isalnum():
+        return None
+    first = last = -1
+    pos = m.end()
+    for _ in range(32):
+        c = _RECOVERY_CODE_RE.match(text, pos)
+        if c is None or _glued(text, c.end(1)):
+            break
+        code = c.group(1)
+        if not any(ch.isdigit() for ch in code) or len(code.replace("-", "")) < 5:
+            break
+        if " " in code and not all(any(ch.isdigit() for ch in w) for w in code.split()):
+            break  # `R7KQ2 and then …`: one code, then words
+        first = c.start(1) if first < 0 else first
+        last = c.end(1)
+        pos = c.end()
+    return (first, last) if first >= 0 else None
+
+
+# A markdown table with a password column: each row's cell in that column.
+# `| Service | User | Password |⏎| --- | --- | --- |⏎| Grafana | admin | gr4fana!Dash |`
+_TABLE_ROW_RE = re.compile(r"^[ \t]*\|([^\n]*)\|[ \t]*$", re.M)
+_TABLE_RULE_RE = re.compile(r"[ \t]*\|?(?:[ \t]*:?-{3,}:?[ \t]*\|)+[ \t]*(?::?-{3,}:?[ \t]*)?")
+_CELL_EMPHASIS = " \t*_`"
+
+
+def _cells(row: str) -> list[tuple[int, int]]:
+    """The spans of a row's cells (inside its outer pipes), emphasis and blanks trimmed."""
+    out, at = [], 0
+    for cell in row.split("|"):
+        lo, hi = at, at + len(cell)
+        while lo < hi and row[lo] in _CELL_EMPHASIS:
+            lo += 1
+        while hi > lo and row[hi - 1] in _CELL_EMPHASIS:
+            hi -= 1
+        out.append((lo, hi))
+        at += len(cell) + 1
+    return out
+
+
+def _secret_column(header: str) -> tuple[int, str] | None:
+    """The first column whose header is a password, PIN or code keyword, and its kind."""
+    for i, (lo, hi) in enumerate(_cells(header)):
+        k = _PROSE_KW_RE.fullmatch(header, lo, hi)
+        if k is not None and k.group("weak") is None:
+            kind = _keyword_kind(k)
+            if kind in ("strong", "phrase", "pin", "code"):
+                return i, kind
+    return None
+
+
+def _table_span(m: re.Match[str]) -> Span | None:
+    text = m.string
+    rule_end = m.start() - 1  # the line above must be the rule, or a row of the table
+    for _ in range(64):
+        line_start = text.rfind("\n", 0, max(rule_end, 0)) + 1
+        if rule_end <= 0:
+            return None
+        line = text[line_start:rule_end]
+        if _TABLE_RULE_RE.fullmatch(line):
+            break
+        if not line.lstrip().startswith("|"):
+            return None
+        rule_end = line_start - 1
+    else:
+        return None
+    head_start = text.rfind("\n", 0, max(line_start - 1, 0)) + 1
+    header = _TABLE_ROW_RE.fullmatch(text, head_start, max(line_start - 1, head_start))
+    if header is None:
+        return None
+    column = _secret_column(header.group(1))
+    if column is None:
+        return None
+    cells = _cells(m.group(1))
+    if column[0] >= len(cells):
+        return None
+    lo, hi = cells[column[0]]
+    value = m.group(1)[lo:hi]
+    base = m.start(1)
+    if column[1] in ("pin", "code"):
+        ok = _CODE_VALUE_RE.fullmatch(value) is not None
+    elif column[1] == "phrase":
+        ok = len(value.split()) >= 3 and not _is_placeholder(value)
+    else:
+        ok = bool(value) and " " not in value and not _is_placeholder(value) and value != "-"
+    return (base + lo, base + hi) if ok else None
+
+
 # A superset of what `_prose_span` accepts after a keyword, checked while seeking.
 _LINK_AHEAD = (
-    r"(?=(?:'s|’s)[ \t]|,[ \t]|[ \t]*(?::|=|->|\?|\()|[ \t]+(?:is|was|are|were|to|set|changed|reset"
-    r"|updated|has|had|got|for|of|on|at|in|into|with|est|c'est|c’est|ist|lautet|war|es|era"
+    r"(?=(?:'s|’s)[ \t]|,[ \t]|[ \t]*(?:\*\*|__)?(?::|=|->|\?|\()"
+    r"|[ \t]+(?:is|was|are|were|to|set|changed|reset"
+    r"|updated|has|had|got|for|of|on|at|in|into|with|est|c'est|c’est|ist|lautet|war|es|era|wa"
+    r"|will|would|should|shall|as|opens|unlocks"
     r"|é|è|är|er|je|jest|sont|du|de|des|del|della|dello|di|do|da|dos|für|fürs|van|voor|för"
-    r"|till|til|zu|pour)(?![\w])|[ \t]+[#*]?[0-9]|[ \t]+[^\s]*[0-9])"
+    r"|till|til|zu|pour|next|by|near|behind|under|outside|inside|beside|down|below|here)(?![\w])"
+    r"|[ \t]+[#*]?[0-9]|[ \t]+[^\s]*[0-9])"
 )
 
 
@@ -953,10 +1224,23 @@ def _pair_span(m: re.Match[str]) -> Span | None:
 _EMAIL_PAIR_RE = re.compile(
     r"@[\w-]+(?:\.[\w-]+)+(?:[ \t]+/[ \t]+|[ \t]*:[ \t]*)(?P<s>[^\s\"'`<>()\[\]{}]{1,128})"
 )
+_ADMIN_USERS = r"admin|administrator|root|sa|postgres|guest|pi|ubuntu|superuser"
 _ADMIN_PAIR_RE = re.compile(
-    r"(?i:admin|administrator|root|sa|postgres|guest|pi|ubuntu|superuser)/"
-    r"(?P<s>[^\s/\"'`<>()\[\]{}]{6,64})(?![^\s.,;!?])"
+    rf"(?i:{_ADMIN_USERS})/(?P<s>[^\s/\"'`<>()\[\]{{}}]{{6,64}})(?![^\s.,;!?])"
 )
+# `admin / Stag1ng-Adm1n`, `root / devroot!`: written apart, a pair and no path
+_ADMIN_SPACED_RE = re.compile(
+    rf"(?i:{_ADMIN_USERS})[ \t]+/[ \t]+(?P<s>[^\s/\"'`<>()\[\]{{}}]{{4,64}})(?![^\s.,;!?])"
+)
+
+
+def _spaced_pair_span(m: re.Match[str]) -> Span | None:
+    text = m.string
+    if m.start() > 0 and (text[m.start() - 1].isalnum() or text[m.start() - 1] in "/._-"):
+        return None
+    start = m.start("s")
+    end = _trim(text, start, m.end("s"))
+    return (start, end) if _credential_like(text[start:end], True) else None
 
 
 def _loose_pair_span(m: re.Match[str]) -> Span | None:
@@ -1011,6 +1295,33 @@ BUILTIN += [
             r"(?=[ \t]*[:=]|[ \t]+(?:are|is|were|was|for|to|of|on|at)[ \t])"
         ),
     ),
+    Detector(
+        "keyword_secret",
+        _CORRECTION_RE,
+        (),
+        _correction_span,
+        9,
+        fold=True,
+        seek=re.compile(
+            r"(?:no[ \t]*,?[ \t]*wait|wait|sorry|oops|correction|actually|i[ \t]+mean"
+            r"|my[ \t]+bad)[ \t]*[,:;.!—–-]*[ \t]+it"
+        ),
+    ),
+    Detector(
+        "keyword_secret",
+        _RECOVERY_RE,
+        ("code", "key"),
+        _recovery_span,
+        9,
+        fold=True,
+        seek=re.compile(
+            _trie(
+                _words("recovery backup 2fa mfa two-factor 2-step emergency scratch one-time host")
+            )
+            + r"[ \t-]+(?:code|key)"
+        ),
+    ),
+    Detector("keyword_secret", _TABLE_ROW_RE, ("|",), _table_span, 9),
     Detector("keyword_secret", _EMAIL_PAIR_RE, ("@",), _loose_pair_span, 9),
     Detector("keyword_secret", _CJK_RE, _CJK_KEYWORDS, _cjk_span, 9),
     Detector(
@@ -1021,6 +1332,15 @@ BUILTIN += [
         9,
         fold=True,
         seek=re.compile(r"(?:admin|administrator|root|sa|postgres|guest|pi|ubuntu|superuser)/"),
+    ),
+    Detector(
+        "keyword_secret",
+        _ADMIN_SPACED_RE,
+        (" / ",),
+        _spaced_pair_span,
+        9,
+        fold=True,
+        seek=re.compile(rf"(?:{_ADMIN_USERS})[ \t]+/[ \t]"),
     ),
 ]
 

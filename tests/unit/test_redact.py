@@ -822,9 +822,74 @@ def test_prose_that_only_mentions_a_secret_is_left(text: str) -> None:
     assert R.redact(text).text == text
 
 
-def test_dictionary_word_after_password_is_a_known_miss() -> None:
-    # Documented in docs/secrets.md: `the password is required` looks the same.
-    assert R.redact("the password is swordfish").text == "the password is swordfish"
+@pytest.mark.parametrize(
+    ("text", "secret"),
+    [
+        ("the password is swordfish", "swordfish"),
+        ("My password is Winter", "Winter"),  # the first of two appends
+        ("Her password? Bluebird", "Bluebird"),
+        ("paypal password Tr0ub — no wait, it's Tr0ub4dor&9", "Tr0ub4dor&9"),
+        ("omg sorry wrong one, actually it's Pickles#45", "Pickles#45"),
+        ("Office alarm: code 7720, panel is by the kitchen.", "7720"),
+        ("the lockbox on the porch is 3-9-2-7, keys are inside", "3-9-2-7"),
+        ("The key safe next to the front door opens with 1357.", "1357"),
+        ("give Marco the storage unit code (2468) before Friday", "2468"),
+        ("Le digicode est B1984 et l'interphone", "B1984"),
+        ("il codice del cancello è 4545", "4545"),
+        ("- **Alarm:** 4826", "4826"),
+        ("PS: the wifi at the cabin is loonlake1987.", "loonlake1987"),
+        ("Logging in with username \"ops\" and password \"0psCenter!7\"...", "0psCenter!7"),
+        ("what's the router admin pass?\nadmin8812x unless someone changed it", "admin8812x"),
+        ("the staging admin is admin / Stag1ng-Adm1n", "Stag1ng-Adm1n"),
+        ("FileVault recovery key: QW4R-T7YU-9P2K-LM3N", "QW4R-T7YU-9P2K-LM3N"),
+        ("the passphrase for the drive is purple elephants dance at midnight", "midnight"),
+        ("the tablet password is my birthday backwards, 91870319", "91870319"),
+        ("Customer gave their account PIN as 6631 for verification.", "6631"),
+    ],
+)
+def test_natural_language_secret_is_redacted(text: str, secret: str) -> None:
+    assert secret not in R.redact(text).text
+
+
+def test_every_recovery_code_of_a_list_is_redacted() -> None:
+    text = "2FA backup codes:\n39482017\n55120938\n77340126\nkeep them safe"
+    out = R.redact(text).text
+    assert not any(c in out for c in ("39482017", "55120938", "77340126"))
+    assert out.endswith("\nkeep them safe")
+
+
+def test_password_column_of_a_markdown_table_is_redacted() -> None:
+    text = (
+        "| Service | User | Password |\n| --- | --- | --- |\n"
+        "| Grafana | admin | gr4fana!Dash |\n| Wiki | bob | (see vault) |"
+    )
+    out = R.redact(text).text
+    assert "gr4fana!Dash" not in out
+    assert "| Grafana | admin |" in out and "(see vault)" in out
+    table = "| Key | Value |\n|---|---|\n| timeout | 3000 |"
+    assert R.redact(table).text == table
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "The password is required.",
+        "the password is expired",
+        "Das Passwort ist falsch.",
+        "my password is still mine",
+        "the wifi is HomeNet5G and the pass is",
+        "the wifi is 5GHz",
+        "password policy changed, actually it's v2.3.1 now",
+        "alarm: 0630 wake up",
+        "Gate: 12",
+        "alarm set for 0600",
+        "I mean it's Python3 not Python2",
+        "backup codes are stored in the drawer",
+        "the zip code for the house is 30301",
+    ],
+)
+def test_ordinary_text_near_a_keyword_is_kept(text: str) -> None:
+    assert R.redact(text).text == text
 
 
 # --------------------------------------------------------------- a token split across writes
