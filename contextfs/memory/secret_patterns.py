@@ -512,7 +512,7 @@ _STRONG_WORDS = (
     *_words("""password passwd passw0rd p@ssword p@ssw0rd p4ssword p4ssw0rd pa$$word pa$$w0rd pa$$
     p@ss pword pswd psw p/w pwd pw passcode pin puk passwort kennwort contraseña clave senha
     pasword passwrod passowrd paswword pssword passwrd paasword passwod pasword paswd
-    pasuwado pasuwaado pasuwādo pasuwaado
+    pasuwado pasuwaado pasuwādo pasuwaado paswoord contrasena mdp
     wachtwoord lösenord lösenordet hasło haslo heslo salasana şifre şifresi sifre parola
     пароль adgangskode adgangskoden passord passordet lozinka jelszó pass"""),
     "pass code",
@@ -526,6 +526,9 @@ _STRONG_WORDS = (
     "kata sandi",
     "secret answer",
     "security answer",
+    "memorable word",
+    "anshou bangou",
+    "anshō bangō",
     *_joined(_words("wifi wi-fi wlan wpa wpa2 wpa3 wep network wireless"), ("", " ", "-"), ["key"]),
     *_words("wifi wi-fi wlan"),
 )
@@ -541,7 +544,7 @@ _SEED_WORDS = (
 )
 # What a code opens, named alone: its code only after a colon, ending the clause
 # (`- **Alarm:** 4826`, not `alarm 0630`).
-_LOCK_ALONE_TEXT = "alarm gate door safe garage shed"
+_LOCK_ALONE_TEXT = "alarm gate door safe garage shed locker lock"
 _LOCK_ALONE = frozenset(_words(_LOCK_ALONE_TEXT))
 # A code of no named kind: a secret only when a lock noun says what it opens.
 _PLAIN_CODES = frozenset(_words("code codice código codigo kode koden koodi kod"))
@@ -555,8 +558,8 @@ _LOCK_CODE_WORDS = (
         (" ", "-"),
         ["code"],
     ),
-    *_words("""lockbox keybox keysafe padlock keypad locker digicode türcode torcode
-    portcode dørkode"""),
+    *_words("""lockbox keybox keysafe padlock keypad digicode türcode torcode portcode
+    portkod portkoden dørkode dørkoden porttikoodi ovikoodi"""),
     *_words(_LOCK_ALONE_TEXT),
     "key box",
     "key safe",
@@ -590,7 +593,9 @@ _LOCK_NOUN_RE = re.compile(
     r"|entrance|building|storage|vault|cabinet|padlock|keypad|phone|iphone|ipad|tablet|laptop"
     r"|computer|bike|car|bathroom|restroom|toilet|wc|mailbox|lobby|elevator|lift|porte|portail"
     r"|puerta|portón|portal|alarma|alarme|allarme|cancello|portone|kluis|deur|tür|haustür|tor"
-    r"|tresor|cofre|caja|cadeado|candado|cadenas|lucchetto|kłódka|sejf|drzwi|brama)s?\b",
+    r"|tresor|cofre|caja|cadeado|candado|cadenas|lucchetto|kłódka|sejf|drzwi|brama|immeuble"
+    r"|intercom|interphone|domofon|citofono|portero|nøglebok|nøkkelbok|nyckelbox|fietsslot"
+    r"|cykellås|sykkellås|fahrradschloss|schlüsselkast|sleutelkast)\w{0,3}\b",
     re.I,
 )
 # A plain `code` after one of these is no secret: `the zip code for the house is 30301`.
@@ -606,11 +611,12 @@ _WIFI_RE = re.compile(r"ssid|wi-?fi|wlan|wpa|wireless", re.I)
 # "le mot de passe du routeur", "Passwort für das WLAN".
 _QUALIFIER_RE = re.compile(
     r"[ \t]+(?:for|to|of|on|at|in|into|with|du|de|des|del|della|dello|di|do|da|dos|für|fürs"
-    r"|van|voor|för|till|til|zu|pour|next[ \t]+to|by|near|behind|under|outside|inside|beside)"
+    r"|van|voor|för|till|til|zu|pour|next[ \t]+to|by|near|behind|under|outside|inside|beside"
+    r"|from|4)"
     r"(?=[ \t])",
     re.I,
 )
-_WORD_RE = re.compile(r"[ \t]{1,8}[\w.@'/-]{1,64}")
+_WORD_RE = re.compile(r"[ \t]{1,8}[\w.@'/-]{1,64}(?::[^\W\d_]{1,3}\b)?")  # `wifi:t`
 _ADVERBS = (
     r"now|still|currently|just|always|simply|literally|probably|basically|actually"
     r"|definitely|really|also|again|officially"
@@ -626,7 +632,7 @@ _LINK_RE = re.compile(
     r"|[ \t]+(?:has[ \t]+been[ \t]+|had[ \t]+been[ \t]+|got[ \t]+)?"
     r"(?:set|changed|reset|updated)[ \t]+to[ \t]+"
     # "my old password, it was …", "the safe opens with …"
-    r"|,?[ \t]+(?:it|that)(?:'s|’s|[ \t]+(?:is|was))[ \t]+"
+    r"|,?[ \t]+(?:it|that)(?:'s|’s|[ \t]+(?:is|was))[ \t]+|,?[ \t]+which[ \t]+(?:is|was)[ \t]+"
     r"|[ \t]+(?:opens|unlocks)[ \t]+with[ \t]+",
     re.I,
 )
@@ -634,7 +640,9 @@ _LINK_RE = re.compile(
 _COLON_LINK_RE = re.compile(r"[ \t]*(?:\*\*|__)?(?::|=>?|->)(?:\*\*|__)?[ \t]*")
 # A question and its answer: "Her password? It's …", "Q: router password? A: …".
 _QA_LINK_RE = re.compile(
-    r"[ \t]*\?(?:[ \t]*\r?\n[ \t]*|[ \t]+)(?:(?:a|answer)[ \t]*[:.)-][ \t]*)?"
+    r"(?:[ \t]+(?:again|now|exactly|pls|please|nochmal|again,?[ \t]+please))?"
+    r"[ \t]*\?+(?:[ \t]*\r?\n[ \t]*(?:>[ \t]*)?(?:[A-Z][\w.'’-]{0,20}[ \t]*:[ \t]*)?|[ \t]+)"
+    r"(?:(?:a|answer)[ \t]*[:.)-][ \t]*)?"
     r"(?:(?:oh|ok|okay|um|uh|well|yes|yeah|yep|sure|hmm)[ \t]*[,.!]*[ \t]+)?"
     r"(?:(?:it'?s|it’s|it[ \t]+is|it[ \t]+was|that'?s|that’s|try|use)[ \t]*:?[ \t]+)?",
     re.I,
@@ -681,7 +689,7 @@ _SYMBOLS = set("!@#$%^&*+=?~_|\\/;:")
 
 _MEASURE_RE = re.compile(
     r"v?\d+(?:\.\d+){1,3}[a-z]?|\d+(?:[.,]\d+)?(?:ghz|mhz|mbps|gbps|kbps|kb|mb|gb|tb|ms|s|h|min"
-    r"|px|dpi|dbm|chars?|characters|digits?|letters?|%|x)",
+    r"|px|dpi|dbm|chars?|characters|digits?|letters?|%|x)|[€$£¥]\d+(?:[.,]\d+)?|\d+(?:[.,]\d+)?[€$£¥]",
     re.I,
 )
 
@@ -691,8 +699,8 @@ def _credential_like(value: str, strong: bool) -> bool:
         return False
     if value.startswith(("/", "~/", "./", "../")):
         return False  # a path: PWD=/home/alice
-    if _MEASURE_RE.fullmatch(value):
-        return False  # `v2.3.1`, `5GHz`, `12chars`
+    if _MEASURE_RE.fullmatch(value) or "://" in value:
+        return False  # `v2.3.1`, `5GHz`, `12chars`, `€150`, a URL
     if _SNAKE_RE.fullmatch(value):
         return False  # a name: `= key_password`
     digit = any(c.isdigit() for c in value)
@@ -724,8 +732,13 @@ def _trim(text: str, start: int, end: int) -> int:
     return end
 
 
+_DIGIT_WORDS = "zero|oh|one|two|three|four|five|six|seven|eight|nine"
+# a code read out, as a voice message writes it
+_SPOKEN_CODE_RE = re.compile(rf"(?i:{_DIGIT_WORDS})(?:[ \t,-]+(?i:{_DIGIT_WORDS})){{2,11}}\b")
+
+
 def _code_value(text: str, pos: int) -> Span | None:
-    m = _CODE_VALUE_RE.match(text, pos)
+    m = _CODE_VALUE_RE.match(text, pos) or _SPOKEN_CODE_RE.match(text, pos)
     if m is None or _glued(text, m.end()):
         return None
     return m.span()
@@ -798,6 +811,10 @@ def _prose_value(text: str, pos: int, kind: str, bare_link: bool = False) -> Spa
     if bare_link:
         # "password espresso4life" without a verb; with a keyword that is also a verb or a
         # word ("we pass nact-2"), only a value that could be nothing but a password
+        if kind == "strong" and value.isdigit() and 4 <= len(value) <= 12:
+            # `Kapı şifresi 1919, yedek anahtar …`: a number ending the clause
+            ok = text[end : end + 1] in ("", *".,;!)\r\n")
+            return (start, end) if ok and not _YEAR_RE.fullmatch(value) else None
         if not (any(c.isdigit() for c in value) and any(c.isalpha() for c in value)):
             return None
         if len(value) < 6 or (kind == "loose" and not _password_like(value)):
@@ -831,7 +848,11 @@ _DESCRIBING_ENDS = (
 # The words above are English: a plain word is a value only after an English keyword and
 # link (`Das Passwort ist falsch`, `La contraseña es obligatoria` describe it).
 _ENGLISH_KW = frozenset(
-    _words("password passwd passw0rd p@ssword p@ssw0rd p4ssword pword pswd pwd pw passphrase")
+    (
+        *_words("password passwd passw0rd p@ssword p@ssw0rd p4ssword pword pswd pwd pw"),
+        *_words("passphrase pasword passwrod passowrd"),
+        "memorable word",
+    )
 )
 _ENGLISH_LINK_RE = re.compile(r"[ \t]*(?:(?:'s|’s|is|was)\b[^:]*|:|\?[^:]*)?[ \t]*", re.I)
 
@@ -853,7 +874,17 @@ def _word_value(text: str, pos: int) -> Span | None:
     return m.span()
 
 
+_NUMBERED_SEED_RE = re.compile(
+    r"[ \t]*\r?\n?[ \t]*1[.)][ \t]*[a-z]{3,8}"
+    r"(?:[ \t]*\r?\n?[ \t]*\d{1,2}[.)][ \t]*[a-z]{3,8}){11,23}\b"
+)
+
+
 def _seed_value(text: str, pos: int) -> Span | None:
+    numbered = _NUMBERED_SEED_RE.match(text, pos)
+    if numbered is not None:
+        start = numbered.start() + len(numbered.group()) - len(numbered.group().lstrip())
+        return start, numbered.end()
     m = _SEED_WORDS_RE.match(text, pos)
     return m.span() if m is not None else None
 
@@ -895,8 +926,8 @@ def _keyword_kind(m: re.Match[str]) -> str:
 _NETWORK_WORDS = frozenset(("wifi", "wi-fi", "wlan"))
 _LATER_PASSWORD = _words("password pass pw pwd key passcode passwort wachtwoord contraseña senha")
 _LATER_PASSWORD_RE = re.compile(
-    rf"[^\n]{{0,60}}?(?<![A-Za-z0-9])(?:{_trie((*_LATER_PASSWORD, 'mot de passe'))})"
-    r"(?![A-Za-z0-9])|[^\n]{0,60}?[ \t]/[ \t]",
+    rf"[^\n]{{0,60}}?(?:\n[^\n]{{0,20}}?)?(?<![A-Za-z0-9])"
+    rf"(?:{_trie((*_LATER_PASSWORD, 'mot de passe'))})(?![A-Za-z0-9])|[^\n]{{0,60}}?[ \t]/[ \t]",
     re.I,
 )
 
@@ -907,17 +938,22 @@ def _names_network(text: str, pos: int) -> bool:
     return _LATER_PASSWORD_RE.match(text, pos) is not None
 
 
+_LOCK_WORD_RE = re.compile(r"[ \t]+(?i:lock|combo|combination)\b")
+
+
 def _lock_alone_value(text: str, pos: int) -> Span | None:
-    link = _COLON_LINK_RE.match(text, pos)
+    lock = _LOCK_WORD_RE.match(text, pos)  # `Pool gate lock: 5-2-7`
+    link = _COLON_LINK_RE.match(text, lock.end() if lock is not None else pos)
     if link is None or ":" not in link.group():
         return None
     span = _code_value(text, link.end())
-    if span is None or text[span[1] : span[1] + 1] not in ("", *".,;!)\r\n"):
-        return None
+    if span is None or text[span[1] : span[1] + 2].strip()[:1] not in ("", *".,;!()\r\n"):
+        return None  # the code ends the clause, or an aside follows: `5-2-7 (dial it right)`
     return span
 
 
 _DOWN_RE = re.compile(r"[ \t]+(?:down|below|here)(?=[ \t]*:)", re.I)
+_BRACKETED_RE = re.compile(r"[ \t]*\(([^()\s]{6,64})\)")
 _BRACKETED_CODE_RE = re.compile(
     r"[ \t]*\(((?:\d{1,4}(?:[-–]\d{1,4}){1,5}|[#*]?[A-Z]?\d{3,12})[#*]?)\)"
 )
@@ -944,6 +980,10 @@ def _prose_span(m: re.Match[str]) -> Span | None:
     if kind in ("code", "pin") and not plain_code:
         bracketed = _BRACKETED_CODE_RE.match(text, pos)
         if bracketed is not None:
+            return bracketed.span(1)
+    elif kind == "strong":
+        bracketed = _BRACKETED_RE.match(text, pos)
+        if bracketed is not None and _password_like(bracketed.group(1)):
             return bracketed.span(1)
     aside = _ASIDE_RE.match(text, pos) or (_DOWN_RE.match(text, pos) if kind == "seed" else None)
     if aside is not None:
@@ -986,8 +1026,59 @@ def _prose_span(m: re.Match[str]) -> Span | None:
             span = _prose_value(text, link.end(), k, bare_link=True)
             if span is not None:
                 return span
+        if kind in ("strong", "pin", "phrase"):
+            span = _after_words_value(text, pos, kind)
+            if span is not None:
+                return span
         if kind in ("strong", "loose", "phrase"):
             return _late_value(text, pos)
+    return None
+
+
+# One to three words between a keyword and its value, with no verb or preposition:
+# `passcode iphone 482019`, `PIN ATM bapak 204617`, `kata sandi wifi kantor: KopiSusu88`,
+# `contraseña provisional Bienvenida#2024`.
+# Words after a keyword that name a thing about it, not what it opens.
+_NOT_A_HOLDER = frozenset(
+    _words("""pad pads model type length size format policy policies reset entry screen prompt
+    field rules requirements settings change manager hint strength link page expiry expires
+    label generator protected protection recovery rotation complexity check""")
+)
+_YEAR_RE = re.compile(r"(?:19|20)\d\d")
+_AFTER_WORD_RE = re.compile(r"[ \t]+([^\W\d_][\w'’-]{0,24})")
+
+
+def _after_words_value(text: str, pos: int, kind: str) -> Span | None:
+    at = pos
+    for _ in range(3):
+        w = _AFTER_WORD_RE.match(text, at)
+        if w is None:
+            return None
+        word = w.group(1).lower()
+        if word in _PHRASE_STOP or word in _CLAUSE_WORDS or word in _PHRASE_START_STOP:
+            return None  # `the PIN is …`, `password for …`: a sentence, not a label
+        if word in _NOT_A_HOLDER:
+            return None  # `PIN pad model: X200`, `password manager: 1Password`
+        at = w.end()
+        colon = _COLON_LINK_RE.match(text, at)
+        if colon is not None and ":" in colon.group():
+            return _prose_value(text, colon.end(), "strong" if kind == "phrase" else kind)
+        blank = _BARE_LINK_RE.match(text, at)
+        if blank is None:
+            return None
+        if kind == "pin":
+            span = _code_value(text, blank.end())
+            if span is not None and (
+                text[span[1] : span[1] + 1] in ("", *".,;!)\r\n")
+                or not _YEAR_RE.fullmatch(text, *span)
+            ):
+                return span  # `PIN ATM bapak 204617 jangan …`, not `PIN pad 2000 series`
+            continue
+        b = _PROSE_BARE_RE.match(text, blank.end())
+        if b is not None:
+            end = _trim(text, b.start(), b.end())
+            if _password_like(text[b.start() : end]):
+                return b.start(), end
     return None
 
 
@@ -1023,9 +1114,12 @@ _USE_AS_RE = re.compile(
 # A password corrected in the same breath: "paypal password Tr0ub — no wait, it's
 # Tr0ub4dor&9", "the wifi key is Bl… sorry, it's BlueFox#41". The keyword is on the line
 # a little before the correction.
+_CORRECTION_WORDS = _words("wait sorry oops correction actually mean bad")
 _CORRECTION_RE = re.compile(
-    r"(?i:no[ \t]*,?[ \t]*wait|wait|sorry|oops|correction|actually|i[ \t]+mean|my[ \t]+bad)"
-    r"[ \t]*[,:;.!—–-]*[ \t]+(?i:it'?s|it’s|it[ \t]+is|that'?s|should[ \t]+be)[ \t]*:?[ \t]*"
+    rf"(?:(?i:{'|'.join(_CORRECTION_WORDS)})"
+    r"(?:[ \t]+[a-z]{2,14})?[ \t]*[,:;.!—–-]*[ \t]+"
+    r"(?i:it'?s|it’s|it[ \t]+is|that'?s|should[ \t]+be)"
+    r"|(?i:(?:the[ \t]+)?new[ \t]+one(?:[ \t]+is|'s|’s)))[ \t]*:?[ \t]*"
     r"(?P<s>[^\s\"'`<>()\[\]{}]{4,64})"
 )
 
@@ -1041,9 +1135,11 @@ def _correction_span(m: re.Match[str]) -> Span | None:
         return start, end  # `sorry wrong one, actually it's Pickles#45`
     if not _credential_like(value, True):
         return None
-    line_start = max(text.rfind("\n", 0, m.start()) + 1, m.start() - 60)
-    for k in _PROSE_KW_RE.finditer(text, line_start, m.start()):
-        if k.group("strong") is not None and _keyword_kind(k) in ("strong", "pin"):
+    code = _CODE_VALUE_RE.fullmatch(value) is not None
+    # the keyword said a little before, on this line or the one above
+    for k in _PROSE_KW_RE.finditer(text, max(0, m.start() - 120), m.start()):
+        kind = _keyword_kind(k)
+        if kind in ("strong", "pin") or (kind == "code" and code):
             return start, end
     return None
 
@@ -1054,7 +1150,9 @@ _RECOVERY_RE = re.compile(
     r"(?i:recovery|backup|2fa|mfa|two-factor|2-step|emergency|scratch|one-time|host)[ \t-]+"
     r"(?i:codes?|keys?)(?![\w])"
     r"(?:[ \t]+(?i:for|of|to|on)(?:[ \t]+[\w.@'-]{1,40}){1,3}?)?"
+    r"(?:[ \t]*\([^()\n]{1,30}\))?"  # `(printed 2/3)`
     r"(?:[ \t]*\(|[ \t]*(?::|=|->)|[ \t]+(?i:is|are|was|were)(?:[ \t]*:)?)"
+    r"(?:[ \t]*(?i:currently|now)\b)?"
 )
 _RECOVERY_CODE_RE = re.compile(
     r"[ \t]*(?:\r?\n[ \t]*(?:[-*•][ \t]+|\d{1,2}[.)][ \t]+)?)?"
@@ -1118,7 +1216,7 @@ def _secret_column(header: str) -> tuple[int, str] | None:
 def _table_span(m: re.Match[str]) -> Span | None:
     text = m.string
     rule_end = m.start() - 1  # the line above must be the rule, or a row of the table
-    for _ in range(64):
+    for _ in range(256):
         line_start = text.rfind("\n", 0, max(rule_end, 0)) + 1
         if rule_end <= 0:
             return None
@@ -1144,7 +1242,7 @@ def _table_span(m: re.Match[str]) -> Span | None:
     value = m.group(1)[lo:hi]
     base = m.start(1)
     if column[1] in ("pin", "code"):
-        ok = _CODE_VALUE_RE.fullmatch(value) is not None
+        ok = _CODE_VALUE_RE.fullmatch(value) is not None or _password_like(value)
     elif column[1] == "phrase":
         ok = len(value.split()) >= 3 and not _is_placeholder(value)
     else:
@@ -1152,15 +1250,31 @@ def _table_span(m: re.Match[str]) -> Span | None:
     return (base + lo, base + hi) if ok else None
 
 
+# An agent's tool call that types into a password field:
+# `browser.fill(selector="#password", value="Vn8$wQ2#hZ")`, `type(field='passwd', text='…')`.
+_FILL_RE = re.compile(
+    r"(?i:pass(?:word|wd|code|phrase)?|pwd|pin)[\w-]*[\"'\]]*[^\n\"'()]{0,8}[\"']?"
+    r"[ \t]*[,;][^\n()]{0,40}?\b(?i:value|text|input|keys)[\"']?[ \t]*[:=][ \t]*"
+    r"(?P<q>[\"'])(?P<s>[^\"'\r\n]{1,128})(?P=q)"
+)
+
+
+def _fill_span(m: re.Match[str]) -> Span | None:
+    value = m.group("s")
+    return m.span("s") if value.strip() and not _is_placeholder(value) else None
+
+
 # A superset of what `_prose_span` accepts after a keyword, checked while seeking.
 _LINK_AHEAD = (
     r"(?=(?:'s|’s)[ \t]|,[ \t]|[ \t]*(?:\*\*|__)?(?::|=|->|\?|\()"
     r"|[ \t]+(?:is|was|are|were|to|set|changed|reset"
     r"|updated|has|had|got|for|of|on|at|in|into|with|est|c'est|c’est|ist|lautet|war|es|era|wa"
-    r"|will|would|should|shall|as|opens|unlocks"
+    r"|will|would|should|shall|as|opens|unlocks|which|from|4"
     r"|é|è|är|er|je|jest|sont|du|de|des|del|della|dello|di|do|da|dos|für|fürs|van|voor|för"
     r"|till|til|zu|pour|next|by|near|behind|under|outside|inside|beside|down|below|here)(?![\w])"
-    r"|[ \t]+[#*]?[0-9]|[ \t]+[^\s]*[0-9])"
+    r"|[ \t]+[#*]?[0-9]|[ \t]+[^\s]*[0-9]"
+    r"|(?:[ \t]+[^\s:]{1,25}){1,3}(?::|[ \t]+\S*[0-9])"
+    r"|[ \t]+(?:again|now|exactly|pls|please|nochmal)[ \t]*\?)"
 )
 
 
@@ -1188,11 +1302,18 @@ def _cjk_span(m: re.Match[str]) -> Span | None:
 # A login and its password written as a pair: "credentials are admin/S3cretPass99",
 # "Login for the NAS is admin / Nas#Box2019", "creds: root / T0orP@ss". The user name is
 # not the secret; the password after the `/` or `:` is.
-_PAIR_KW = r"credentials|creds|login|logins|log-in|account|acct|username|user|auth|wi-?fi|wlan|ssid"
+_PAIR_KW = (
+    r"credentials|creds|login|logins|log-in|account|acct|username|user|auth|wi-?fi|wlan|ssid|u/p"
+)
 _PAIR_RE = re.compile(
     rf"(?i:{_PAIR_KW})(?:[ \t]+(?i:for|to|of|on|at)(?:[ \t]+[\w.@'-]{{1,64}}){{1,3}})?"
     r"(?:[ \t]*[:=][ \t]*|[ \t]+(?i:are|is|were|was)[ \t]*:?[ \t]+)"
     r"(?P<u>[\w.@+-]{1,64})(?:[ \t]*/[ \t]*|:)(?P<s>[^\s\"'`<>()\[\]{}]{1,128})"
+)
+# `login apc / apc4ever`: a login keyword, the user and the password, no colon
+_BARE_PAIR_RE = re.compile(
+    r"(?i:login|log-in|creds|credentials|u/p)[ \t]+"
+    r"(?P<u>[\w.@+-]{1,64})[ \t]+/[ \t]+(?P<s>[^\s\"'`<>()\[\]{}]{1,128})"
 )
 _HOST_RE = re.compile(r"@[\w-]+(?:\.[\w-]+)+|@[\w.-]+:\d")
 
@@ -1230,8 +1351,12 @@ _ADMIN_PAIR_RE = re.compile(
 )
 # `admin / Stag1ng-Adm1n`, `root / devroot!`: written apart, a pair and no path
 _ADMIN_SPACED_RE = re.compile(
-    rf"(?i:{_ADMIN_USERS})[ \t]+/[ \t]+(?P<s>[^\s/\"'`<>()\[\]{{}}]{{4,64}})(?![^\s.,;!?])"
+    rf"(?i:{_ADMIN_USERS})[ \t]+/[ \t]+(?P<q>[`\"']?)(?P<s>[^\s/\"'`<>()\[\]{{}}]{{4,64}})(?P=q)"
+    r"(?![^\s.,;!?])"
 )
+
+
+_PATH_GOES_ON_RE = re.compile(r"[\"'`]?[ \t]*/")
 
 
 def _spaced_pair_span(m: re.Match[str]) -> Span | None:
@@ -1240,7 +1365,12 @@ def _spaced_pair_span(m: re.Match[str]) -> Span | None:
         return None
     start = m.start("s")
     end = _trim(text, start, m.end("s"))
-    return (start, end) if _credential_like(text[start:end], True) else None
+    value = text[start:end]
+    if value[0] in "_." or not any(c.isdigit() or c in "!@#$%^&*+=?~" for c in value):
+        return None  # `ROOT / "_core"`: a path's parts, not a login
+    if _PATH_GOES_ON_RE.match(text, end):
+        return None  # `ROOT / "f2py" / "__init__.pyi"`
+    return (start, end) if _credential_like(value, True) else None
 
 
 def _loose_pair_span(m: re.Match[str]) -> Span | None:
@@ -1298,14 +1428,11 @@ BUILTIN += [
     Detector(
         "keyword_secret",
         _CORRECTION_RE,
-        (),
+        ("wait", "sorry", "oops", "correction", "actually", "i mean", "my bad", "new one"),
         _correction_span,
         9,
         fold=True,
-        seek=re.compile(
-            r"(?:no[ \t]*,?[ \t]*wait|wait|sorry|oops|correction|actually|i[ \t]+mean"
-            r"|my[ \t]+bad)[ \t]*[,:;.!—–-]*[ \t]+it"
-        ),
+        seek=re.compile(rf"{_trie((*_CORRECTION_WORDS, 'new one'))}(?![a-z])"),
     ),
     Detector(
         "keyword_secret",
@@ -1321,7 +1448,25 @@ BUILTIN += [
             + r"[ \t-]+(?:code|key)"
         ),
     ),
+    Detector(
+        "keyword_secret",
+        _BARE_PAIR_RE,
+        (" / ",),
+        _pair_span,
+        9,
+        fold=True,
+        seek=re.compile(r"(?:login|log-in|creds|credentials|u/p)[ \t]+\S+[ \t]+/[ \t]"),
+    ),
     Detector("keyword_secret", _TABLE_ROW_RE, ("|",), _table_span, 9),
+    Detector(
+        "keyword_secret",
+        _FILL_RE,
+        ("value=", 'value":', "value':", "value:", "text=", 'text":', "keys=", "input="),
+        _fill_span,
+        9,
+        fold=True,
+        seek=re.compile(r"(?:pass|pwd|pin)"),
+    ),
     Detector("keyword_secret", _EMAIL_PAIR_RE, ("@",), _loose_pair_span, 9),
     Detector("keyword_secret", _CJK_RE, _CJK_KEYWORDS, _cjk_span, 9),
     Detector(

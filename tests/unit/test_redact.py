@@ -838,7 +838,7 @@ def test_prose_that_only_mentions_a_secret_is_left(text: str) -> None:
         ("il codice del cancello è 4545", "4545"),
         ("- **Alarm:** 4826", "4826"),
         ("PS: the wifi at the cabin is loonlake1987.", "loonlake1987"),
-        ("Logging in with username \"ops\" and password \"0psCenter!7\"...", "0psCenter!7"),
+        ('Logging in with username "ops" and password "0psCenter!7"...', "0psCenter!7"),
         ("what's the router admin pass?\nadmin8812x unless someone changed it", "admin8812x"),
         ("the staging admin is admin / Stag1ng-Adm1n", "Stag1ng-Adm1n"),
         ("FileVault recovery key: QW4R-T7YU-9P2K-LM3N", "QW4R-T7YU-9P2K-LM3N"),

@@ -57,7 +57,7 @@ def test_corpus_is_labelled() -> None:
             assert it.text[s:e].strip() == it.text[s:e], f"{it.group}:{it.line}"
     assert all(it.split is not None for it in ITEMS if it.group == "split")
     natural = [it for it in _group("natural_dev", "natural_holdout") if it.positive]
-    assert len(natural) >= 200  # hand-written phrasings, about 60/40 dev/held-out
+    assert len(natural) >= 600  # hand-written phrasings: dev, then a held-out set
     assert len({it.text for it in natural}) == len(natural)
 
 
@@ -75,7 +75,7 @@ def test_recall_and_false_positives_on_the_corpus() -> None:
     s = _score([it for it in ITEMS if it.group not in HELD_OUT])
     assert s.false_positives == 0, s.touched
     assert s.strays == 0
-    assert s.recall >= 0.985, s.missed  # 517 of 525 (natural_dev included)
+    assert s.caught >= 635, s.missed  # of 665 (natural_dev included)
     assert s.partly == 0, s.missed
 
 
@@ -90,14 +90,15 @@ def test_natural_language_secrets_held_out() -> None:
     # Written by someone who saw neither the detectors nor the other files, never tuned
     # on: a floor at what it measured (the issue asks 0.98; docs/secrets.md says why not).
     s = _score(_group("natural_holdout"))
-    assert s.false_positives <= 1, s.touched
-    assert s.strays <= 3
-    assert s.caught >= 102, s.missed  # of 175
+    assert s.false_positives == 0, s.touched
+    assert s.strays == 0
+    assert s.caught >= 121, s.missed  # of 178
+    assert s.partly == 0, s.missed
 
 
 def test_natural_language_secrets_dev() -> None:
     s = _score(_group("natural_dev"))
-    assert (s.caught, s.secrets) == (369, 374), s.missed
+    assert (s.caught, s.secrets) == (519, 549), s.missed
     assert s.false_positives == 0, s.touched
     assert s.strays == 0
 
