@@ -512,7 +512,7 @@ _STRONG_WORDS = (
     *_words("""password passwd passw0rd p@ssword p@ssw0rd p4ssword p4ssw0rd pa$$word pa$$w0rd pa$$
     p@ss pword pswd psw p/w pwd pw passcode pin puk passwort kennwort contraseña clave senha
     pasword passwrod passowrd paswword pssword passwrd paasword passwod pasword paswd
-    pasuwado pasuwaado pasuwādo pasuwaado paswoord contrasena mdp
+    pasuwado pasuwaado pasuwādo pasuwaado paswoord contrasena mdp passkey passnumber
     wachtwoord lösenord lösenordet hasło haslo heslo salasana şifre şifresi sifre parola
     пароль adgangskode adgangskoden passord passordet lozinka jelszó pass"""),
     "pass code",
@@ -527,6 +527,9 @@ _STRONG_WORDS = (
     "secret answer",
     "security answer",
     "memorable word",
+    "pass number",
+    "mat khau",
+    "mật khẩu",
     "anshou bangou",
     "anshō bangō",
     *_joined(_words("wifi wi-fi wlan wpa wpa2 wpa3 wep network wireless"), ("", " ", "-"), ["key"]),
@@ -535,6 +538,10 @@ _STRONG_WORDS = (
 _SEED_WORDS = (
     "mnemonic",
     "seed",
+    *_joined(["frase"], [" "], _words("semilla semente")),
+    "frase de recuperación",
+    "frase de recuperacion",
+    "phrase de récupération",
     *_joined(
         ("", "secret "),
         _words("recovery seed backup mnemonic wallet"),
@@ -547,14 +554,15 @@ _SEED_WORDS = (
 _LOCK_ALONE_TEXT = "alarm gate door safe garage shed locker lock"
 _LOCK_ALONE = frozenset(_words(_LOCK_ALONE_TEXT))
 # A code of no named kind: a secret only when a lock noun says what it opens.
-_PLAIN_CODES = frozenset(_words("code codice código codigo kode koden koodi kod"))
+_PLAIN_CODES = frozenset(_words("code codice código codigo kode koden koodi kod kód"))
 _LOCK_CODE_WORDS = (
     "combination",
     "combo",
     *_PLAIN_CODES,
     *_joined(
         _words("""door alarm gate garage keypad safe lock lockbox locker padlock entry entrance
-        access disarm security unlock duress bathroom restroom toilet mailbox"""),
+        access disarm security unlock duress bathroom restroom toilet mailbox keybox keysafe
+        master"""),
         (" ", "-"),
         ["code"],
     ),
@@ -593,7 +601,7 @@ _LOCK_NOUN_RE = re.compile(
     r"|entrance|building|storage|vault|cabinet|padlock|keypad|phone|iphone|ipad|tablet|laptop"
     r"|computer|bike|car|bathroom|restroom|toilet|wc|mailbox|lobby|elevator|lift|porte|portail"
     r"|puerta|portón|portal|alarma|alarme|allarme|cancello|portone|kluis|deur|tür|haustür|tor"
-    r"|tresor|cofre|caja|cadeado|candado|cadenas|lucchetto|kłódka|sejf|drzwi|brama|immeuble"
+    r"|tresor|trezor|cofre|caja|cadeado|candado|cadenas|lucchetto|kłódka|sejf|drzwi|brama|immeuble"
     r"|intercom|interphone|domofon|citofono|portero|nøglebok|nøkkelbok|nyckelbox|fietsslot"
     r"|cykellås|sykkellås|fahrradschloss|schlüsselkast|sleutelkast)\w{0,3}\b",
     re.I,
@@ -612,7 +620,7 @@ _WIFI_RE = re.compile(r"ssid|wi-?fi|wlan|wpa|wireless", re.I)
 _QUALIFIER_RE = re.compile(
     r"[ \t]+(?:for|to|of|on|at|in|into|with|du|de|des|del|della|dello|di|do|da|dos|für|fürs"
     r"|van|voor|för|till|til|zu|pour|next[ \t]+to|by|near|behind|under|outside|inside|beside"
-    r"|from|4)"
+    r"|from|4|od)"
     r"(?=[ \t])",
     re.I,
 )
@@ -622,7 +630,7 @@ _ADVERBS = (
     r"|definitely|really|also|again|officially"
 )
 _VERBS = (
-    r"is|was|are|were|=|est|c'est|c’est|ist|lautet|war|es|era|é|è|är|er|je|jest|sont|wa"
+    r"is|was|are|were|=|est|c'est|c’est|ist|lautet|war|es|era|é|è|är|er|je|jest|sont|wa|la|là"
     r"|(?:will|would|should|shall|has[ \t]+to|is[ \t]+going[ \t]+to)[ \t]+be"
 )
 _LINK_RE = re.compile(
@@ -633,11 +641,13 @@ _LINK_RE = re.compile(
     r"(?:set|changed|reset|updated)[ \t]+to[ \t]+"
     # "my old password, it was …", "the safe opens with …"
     r"|,?[ \t]+(?:it|that)(?:'s|’s|[ \t]+(?:is|was))[ \t]+|,?[ \t]+which[ \t]+(?:is|was)[ \t]+"
-    r"|[ \t]+(?:opens|unlocks)[ \t]+with[ \t]+",
+    r"|[ \t]+(?:opens|unlocks)[ \t]+with[ \t]+"
+    r"|,?[ \t]+is[ \t]+it[ \t]+|,[ \t]*(?:currently|now)[ \t]*:?[ \t]+"
+    r"|[ \t]+(?:mudou|mudei|cambió|cambié|changé)[ \t]+(?:para|pra|a|en)[ \t]+",
     re.I,
 )
 # `password: …`, and in markdown `**Password:** …`, `**Password**: …`
-_COLON_LINK_RE = re.compile(r"[ \t]*(?:\*\*|__)?(?::|=>?|->)(?:\*\*|__)?[ \t]*")
+_COLON_LINK_RE = re.compile(r"[ \t]*(?:\*\*|__)?(?::|=>?|->|→)(?:\*\*|__)?[ \t]*")
 # A question and its answer: "Her password? It's …", "Q: router password? A: …".
 _QA_LINK_RE = re.compile(
     r"(?:[ \t]+(?:again|now|exactly|pls|please|nochmal|again,?[ \t]+please))?"
@@ -651,7 +661,9 @@ _TO_RE = re.compile(r"[ \t]+(?:to|as)[ \t]+", re.I)  # "changed … to …", "ga
 _BARE_LINK_RE = re.compile(r"[ \t]+")
 # "Password is the same as last year: Snowfall2023!", "her password is her cat plus the
 # year, Tigger2008.": a verb, a few words, a colon or a comma, a value ending the sentence.
-_LATE_COLON_RE = re.compile(r"[ \t]+(?:is|was)[ \t]+[^\n.?!:;,]{1,60}?[:,][ \t]+", re.I)
+_LATE_COLON_RE = re.compile(
+    r"[ \t]+(?:is|was|got)[ \t]+[^\n.?!:;,→]{1,60}?(?:[:,→]|[ \t]so)[ \t]+", re.I
+)
 _SENTENCE_END_RE = re.compile(r"[.!?]?(?:[ \t]*$|[ \t]*\n|[ \t]+[A-Z])", re.M)
 # An aside between a keyword and its link: "the wifi password (case sensitive) is …",
 # "the password, if you need it, is …".
@@ -659,7 +671,9 @@ _ASIDE_RE = re.compile(r"[ \t]*\([^()\n]{1,40}\)|,[ \t]+[^,\n]{1,40},(?=[ \t])")
 _PROSE_QUOTED_RE = re.compile(r"([\"'`“‘])([^\"'`“”‘’\r\n]{1,64})([\"'`”’])")
 _PROSE_BARE_RE = re.compile(r"[^\s\"'`<>()\[\]{}]{1,128}")
 # a keypad's digits, a combination, or a digicode's letter and digits (`B1984`)
-_CODE_VALUE_RE = re.compile(r"(?:\d{1,4}(?:[-–]\d{1,4}){1,5}|[#*]?[A-Z]?\d{3,12})[#*]?")
+_CODE_VALUE_RE = re.compile(
+    r"(?:\d{1,4}(?:[-–]\d{1,4}){1,5}|\d{1,2}(?:[ ]\d{1,2}){2,7}(?![ ]?\d)|[#*]?[A-Z]?\d{3,12})[#*]?"
+)
 _PHRASE_WORDS_RE = re.compile(r"[A-Za-z0-9][\w'’-]*(?:[ \t]+[A-Za-z0-9][\w'’-]*){0,9}")
 _JOINED_WORDS_RE = re.compile(r"[a-z]+(?:[-.][a-z0-9]+){2,}", re.I)
 _SEED_WORDS_RE = re.compile(r"[A-Za-z][a-z]{2,7}(?:[ \t]+[a-z]{3,8}){11,23}(?![A-Za-z0-9])")
@@ -827,7 +841,8 @@ def _prose_value(text: str, pos: int, kind: str, bare_link: bool = False) -> Spa
 # says what the password is like, not what it is, is no value: `the password is required`,
 # `… is incorrect.`, `… is mine`.
 _WORD_VALUE_RE = re.compile(
-    r"[A-Za-z][a-z]{3,23}(?=[ \t]*(?:[.!]?[ \t]*(?:\r?\n|\Z)|[.!;][ \t]+[A-Z]))"
+    r"[A-Za-z][a-z]{3,23}(?=(?:[ \t]+(?:btw|lol|ok|thx|thanks|haha|xx|x))?"
+    r"[ \t]*(?:[.!]?[ \t]*(?:\r?\n|\Z)|[.!;][ \t]+[A-Z]|,[ \t]))"
 )
 _DESCRIBING = frozenset(
     _words("""
@@ -857,8 +872,12 @@ _ENGLISH_KW = frozenset(
 _ENGLISH_LINK_RE = re.compile(r"[ \t]*(?:(?:'s|’s|is|was)\b[^:]*|:|\?[^:]*)?[ \t]*", re.I)
 
 
-def _english(keyword: str, link: str) -> bool:
-    return keyword.lower() in _ENGLISH_KW and bool(_ENGLISH_LINK_RE.fullmatch(link))
+def _english(m: re.Match[str], link: str) -> bool:
+    """An English keyword and link, not a parameter of code (`def f(self, pw: Split)`)."""
+    before = m.string[max(0, m.start() - 2) : m.start()].rstrip()
+    if before.endswith(("(", ",", "[", "{")):
+        return False
+    return m.group().lower() in _ENGLISH_KW and bool(_ENGLISH_LINK_RE.fullmatch(link))
 
 
 def _word_value(text: str, pos: int) -> Span | None:
@@ -939,19 +958,24 @@ def _names_network(text: str, pos: int) -> bool:
 
 
 _LOCK_WORD_RE = re.compile(r"[ \t]+(?i:lock|combo|combination)\b")
+_LOCK_SET_RE = re.compile(r"[ \t]+(?i:(?:is[ \t]+)?set[ \t]+to|is)[ \t]+")
 
 
 def _lock_alone_value(text: str, pos: int) -> Span | None:
     lock = _LOCK_WORD_RE.match(text, pos)  # `Pool gate lock: 5-2-7`
-    link = _COLON_LINK_RE.match(text, lock.end() if lock is not None else pos)
+    at = lock.end() if lock is not None else pos
+    link = _COLON_LINK_RE.match(text, at)
     if link is None or ":" not in link.group():
+        link = _LOCK_SET_RE.match(text, at)  # `Hotel safe set to 280691`, `door is 1590,`
+    if link is None:
         return None
     span = _code_value(text, link.end())
-    if span is None or text[span[1] : span[1] + 2].strip()[:1] not in ("", *".,;!()\r\n"):
+    if span is None or text[span[1] : span[1] + 2].strip()[:1] not in ("", *".,;!()—–\r\n"):
         return None  # the code ends the clause, or an aside follows: `5-2-7 (dial it right)`
     return span
 
 
+_SEED_ASIDE_RE = re.compile(r",[ \t]+[^,:\n]{1,30}(?=:)")
 _DOWN_RE = re.compile(r"[ \t]+(?:down|below|here)(?=[ \t]*:)", re.I)
 _BRACKETED_RE = re.compile(r"[ \t]*\(([^()\s]{6,64})\)")
 _BRACKETED_CODE_RE = re.compile(
@@ -985,14 +1009,16 @@ def _prose_span(m: re.Match[str]) -> Span | None:
         bracketed = _BRACKETED_RE.match(text, pos)
         if bracketed is not None and _password_like(bracketed.group(1)):
             return bracketed.span(1)
-    aside = _ASIDE_RE.match(text, pos) or (_DOWN_RE.match(text, pos) if kind == "seed" else None)
+    aside = _ASIDE_RE.match(text, pos) or (
+        (_DOWN_RE.match(text, pos) or _SEED_ASIDE_RE.match(text, pos)) if kind == "seed" else None
+    )
     if aside is not None:
         pos = aside.end()
     ends = [] if plain_code else [pos]
     qual = _QUALIFIER_RE.match(text, pos)
     if qual is not None:
         at = qual.end()
-        for _ in range(5):
+        for _ in range(6):
             w = _WORD_RE.match(text, at)
             if w is None:
                 break
@@ -1004,10 +1030,17 @@ def _prose_span(m: re.Match[str]) -> Span | None:
             link = link_re.match(text, at)
             if link is not None:
                 span = _value(text, link.end(), kind)
-                if span is None and kind == "strong" and _english(m.group(), link.group()):
+                if span is None and kind == "strong" and _english(m, link.group()):
                     span = _word_value(text, link.end())
                 if span is not None:
                     return span
+        if i > 0 and kind == "strong":
+            link = _BARE_LINK_RE.match(text, at)
+            b = _PROSE_BARE_RE.match(text, link.end()) if link is not None else None
+            if b is not None:
+                end = _trim(text, b.start(), b.end())
+                if _password_like(text[b.start() : end]):
+                    return b.start(), end
         if i > 0 and kind in ("pin", "code"):
             # "passcode for the phone 1379": a bare code after what it is for, ending the
             # clause (not "the PIN for the 2024 card is mailed")
@@ -1061,7 +1094,7 @@ def _after_words_value(text: str, pos: int, kind: str) -> Span | None:
             return None  # `PIN pad model: X200`, `password manager: 1Password`
         at = w.end()
         colon = _COLON_LINK_RE.match(text, at)
-        if colon is not None and ":" in colon.group():
+        if colon is not None and (":" in colon.group() or "→" in colon.group()):
             return _prose_value(text, colon.end(), "strong" if kind == "phrase" else kind)
         blank = _BARE_LINK_RE.match(text, at)
         if blank is None:
@@ -1098,7 +1131,8 @@ def _late_value(text: str, pos: int) -> Span | None:
     end = _trim(text, b.start(), b.end())
     value = text[b.start() : end]
     long_number = value.isdigit() and 6 <= len(value) <= 12  # `my birthday backwards, 91870319`
-    if (_password_like(value) or long_number) and _SENTENCE_END_RE.match(text, end):
+    mixed = value.isalnum() and not value.isdigit() and not value.isalpha() and len(value) >= 8
+    if (_password_like(value) or long_number or mixed) and _SENTENCE_END_RE.match(text, end):
         return b.start(), end
     return None
 
@@ -1114,7 +1148,7 @@ _USE_AS_RE = re.compile(
 # A password corrected in the same breath: "paypal password Tr0ub — no wait, it's
 # Tr0ub4dor&9", "the wifi key is Bl… sorry, it's BlueFox#41". The keyword is on the line
 # a little before the correction.
-_CORRECTION_WORDS = _words("wait sorry oops correction actually mean bad")
+_CORRECTION_WORDS = _words("wait sorry oops correction actually mean bad changed")
 _CORRECTION_RE = re.compile(
     rf"(?:(?i:{'|'.join(_CORRECTION_WORDS)})"
     r"(?:[ \t]+[a-z]{2,14})?[ \t]*[,:;.!—–-]*[ \t]+"
@@ -1248,6 +1282,43 @@ def _table_span(m: re.Match[str]) -> Span | None:
     else:
         ok = bool(value) and " " not in value and not _is_placeholder(value) and value != "-"
     return (base + lo, base + hi) if ok else None
+
+
+# A reply on the next line to a line that asks for a password, after the speaker's name:
+# "Assistant: I need the sudo password to install the package.⏎User: it's hunter2hunter2",
+# "agent: please provide the passphrase for the deploy key⏎user: blue kettle sings at dawn".
+_REPLY_RE = re.compile(
+    r"\n[ \t]*(?:>[ \t]*)?[A-Za-z][\w.'’ -]{0,20}:[ \t]*"
+    r"(?:(?i:ok(?:ay)?|sure|yes|yeah|yep|sorry)[ \t]*,?[ \t]+)?"
+    r"(?:(?i:it'?s|its|it’s|it[ \t]+is|that'?s)[ \t]*:?[ \t]+)?"
+    r"(?P<s>[^\s\"'`<>()\[\]{}][^\n]{0,127})"
+)
+
+
+def _reply_span(m: re.Match[str]) -> Span | None:
+    text = m.string
+    asked = text[text.rfind("\n", 0, m.start()) + 1 : m.start()]
+    if "?" not in asked and not _ASK_RE.search(asked):
+        return None
+    kinds = {_keyword_kind(k) for k in _PROSE_KW_RE.finditer(asked)}
+    start = m.start("s")
+    if "phrase" in kinds or "seed" in kinds:
+        span = _phrase_value(text, start, False) or _seed_value(text, start)
+        if span is not None:
+            return span
+    if not kinds & {"strong", "pin"}:
+        return None
+    b = _PROSE_BARE_RE.match(text, start)
+    if b is None:
+        return None
+    end = _trim(text, start, b.end())
+    value = text[start:end]
+    if "pin" in kinds and _CODE_VALUE_RE.fullmatch(value):
+        return start, end
+    return (start, end) if _credential_like(value, True) else None
+
+
+_ASK_RE = re.compile(r"(?i:\b(?:need|provide|give|send|enter|type|share|tell|what|which)\b)")
 
 
 # An agent's tool call that types into a password field:
@@ -1428,7 +1499,17 @@ BUILTIN += [
     Detector(
         "keyword_secret",
         _CORRECTION_RE,
-        ("wait", "sorry", "oops", "correction", "actually", "i mean", "my bad", "new one"),
+        (
+            "wait",
+            "sorry",
+            "oops",
+            "correction",
+            "actually",
+            "i mean",
+            "my bad",
+            "new one",
+            "changed",
+        ),
         _correction_span,
         9,
         fold=True,
@@ -1458,6 +1539,7 @@ BUILTIN += [
         seek=re.compile(r"(?:login|log-in|creds|credentials|u/p)[ \t]+\S+[ \t]+/[ \t]"),
     ),
     Detector("keyword_secret", _TABLE_ROW_RE, ("|",), _table_span, 9),
+    Detector("keyword_secret", _REPLY_RE, (":",), _reply_span, 9),
     Detector(
         "keyword_secret",
         _FILL_RE,

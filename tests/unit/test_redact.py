@@ -845,6 +845,20 @@ def test_prose_that_only_mentions_a_secret_is_left(text: str) -> None:
         ("the passphrase for the drive is purple elephants dance at midnight", "midnight"),
         ("the tablet password is my birthday backwards, 91870319", "91870319"),
         ("Customer gave their account PIN as 6631 for verification.", "6631"),
+        (
+            "Assistant: I need the sudo password to install it.\nUser: it's hunter2hunter2",
+            "hunter2",
+        ),
+        (
+            "agent: please provide the passphrase for the key\nuser: blue kettle sings at dawn",
+            "kettle",
+        ),
+        ("Hotel safe set to 280691 — passports + cash in there", "280691"),
+        ("library locker 18 combo 27 15 33 — notes in there", "27 15 33"),
+        ("the password for the pension website, is it Rosie&Max2 or", "Rosie&Max2"),
+        ("@priya staging admin pw got rotated this morning → Tq9!rmv2LpX", "Tq9!rmv2LpX"),
+        ("the password for the team's zoom is giraffe btw, meeting ID is the usual one", "giraffe"),
+        ("mat khau wifi la phobo123 nha", "phobo123"),
     ],
 )
 def test_natural_language_secret_is_redacted(text: str, secret: str) -> None:
@@ -886,6 +900,9 @@ def test_password_column_of_a_markdown_table_is_redacted() -> None:
         "I mean it's Python3 not Python2",
         "backup codes are stored in the drawer",
         "the zip code for the house is 30301",
+        "    def try_split(self, pw: Split, red: Split) -> None:",
+        "User: what version?\nBot: v2.3.1",
+        "Q: what is the password policy?\nA: at least 12 chars",
     ],
 )
 def test_ordinary_text_near_a_keyword_is_kept(text: str) -> None:
