@@ -654,12 +654,24 @@ def cmd_import(args: argparse.Namespace) -> int:
     dir (facts and ids too); a report of what was refused."""
     from contextfs.transfer.vault import import_tree
 
+    folders: dict[str, str] = {}
+    for item in args.map:
+        folder, sep, type_name = item.partition("=")
+        if not sep or not folder.strip() or not type_name.strip():
+            raise UsageError(f"--map {item!r}: give FOLDER=TYPE")
+        folders[folder.strip()] = type_name.strip()
     t0 = time.monotonic()
     show = _progress_bar("import", t0, unit="files")
     dest = Path(args.dest)
     mnt = None if _inside_mount(dest) else _mount_of(dest)
     if _inside_mount(dest) or mnt is not None:  # the daemon owns the store: its files
-        report = import_tree(Path(args.dir), mnt or dest, type_name=args.type, progress=show)
+        report = import_tree(
+            Path(args.dir),
+            mnt or dest,
+            type_name=args.type,
+            folder_types=folders,
+            progress=show,
+        )
     elif dest.exists() and (
         not dest.is_dir() or (not load_config(dest).db_path.exists() and any(dest.iterdir()))
     ):
@@ -676,7 +688,11 @@ def cmd_import(args: argparse.Namespace) -> int:
         memory = open_memory(cfg, load_all_types(cfg))
         try:
             report = import_tree(
-                Path(args.dir), store_destination(memory), type_name=args.type, progress=show
+                Path(args.dir),
+                store_destination(memory),
+                type_name=args.type,
+                folder_types=folders,
+                progress=show,
             )
             memory.persist_pending()
             memory.attachment_store.flush_touched()
@@ -708,6 +724,14 @@ def _transfer_parsers(sub: argparse._SubParsersAction) -> None:
         "mounted (new or existing): the export is restored with its facts and ids",
     )
     im.add_argument("--type", default=None, help="context type of plain notes (default entity)")
+    im.add_argument(
+        "--map",
+        action="append",
+        default=[],
+        metavar="FOLDER=TYPE",
+        help="plain notes in a folder of this name are of this type (repeatable; beside the "
+        "defaults: People=entity, Journal=event, …)",
+    )
     im.add_argument("--json", action="store_true", help="print the report as JSON")
     im.add_argument("--store", default=None, help="a postgresql:// URL (default: config.yaml's)")
     im.set_defaults(func=cmd_import)

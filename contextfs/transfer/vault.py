@@ -29,6 +29,7 @@ import errno
 import json
 import logging
 import os
+import re
 import stat
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
@@ -66,6 +67,30 @@ FACTS = (
 )
 
 Progress = Callable[[int, int], None]
+
+# The type a plain note's folder gives it, when its own `type:` names none: the folders
+# of Obsidian, Logseq and Basic Memory vaults as people name them (case and blanks do not
+# matter; the nearest folder that has an entry wins). `contextfs import --map F=T` adds
+# or overrides entries. A type of another scope than the owner's is passed over.
+FOLDER_TYPES: dict[str, str] = {
+    **dict.fromkeys(
+        ("people", "persons", "contacts", "projects", "companies", "organizations",
+         "organisations", "places", "pages", "entities"),
+        "entity",
+    ),
+    **dict.fromkeys(
+        ("journal", "journals", "daily", "daily notes", "dailies", "diary", "meetings",
+         "calendar", "events"),
+        "event",
+    ),
+    **dict.fromkeys(("preferences", "likes"), "preference"),
+    **dict.fromkeys(("skills", "runbooks", "how-to", "howto", "guides"), "skill"),
+    **dict.fromkeys(("tools",), "tool"),
+    **dict.fromkeys(("cases", "incidents", "postmortems"), "case"),
+    **dict.fromkeys(("patterns",), "pattern"),
+}  # fmt: skip
+# A daily note's name: Obsidian's `2024-03-02`, Logseq's `2024_03_02`.
+_DAILY_NAME = re.compile(r"(\d{4})[-_.](\d{2})[-_.](\d{2})")
 
 
 # ---- records ---------------------------------------------------------------------------
@@ -512,7 +537,12 @@ def store_destination(memory: Memory) -> Destination:
 
 class _Importer:
     def __init__(
-        self, src: Path, dest: Destination, type_name: str | None, report: ImportReport
+        self,
+        src: Path,
+        dest: Destination,
+        type_name: str | None,
+        report: ImportReport,
+        folder_types: dict[str, str] | None = None,
     ) -> None:
         self.src = src
         self.dest = dest
@@ -523,6 +553,11 @@ class _Importer:
             if type_name not in dest.types:
                 raise UsageError(f"unknown context type {type_name!r}")
             self.forced = dest.types[type_name]
+        self.folder_types = dict(FOLDER_TYPES)
+        for folder, name in (folder_types or {}).items():
+            if name not in dest.types:
+                raise UsageError(f"--map {folder}={name}: unknown context type {name!r}")
+            self.folder_types[_folder_key(folder)] = name
 
     # -- refusals, kept and reported ------------------------------------------------------
 
@@ -647,6 +682,19 @@ class _Importer:
 
     # -- one plain note ---------------------------------------------------------------------
 
+    def folder_type(self, rel: Path, scope: str) -> ContextType | None:
+        """The type the note's folders name (the nearest first), else an event for a
+        daily note's name (`2024-03-02.md`)."""
+        for folder in reversed(rel.parts[:-1]):
+            name = self.folder_types.get(_folder_key(folder))
+            t = self.dest.types.get(name) if name else None
+            if t is not None and t.scope == scope:
+                return t
+        event = self.dest.types.get("event")
+        if _DAILY_NAME.fullmatch(rel.stem) and event is not None and event.scope == scope:
+            return event
+        return None
+
     def plain(self, file: Path, note: Note) -> None:
         """A note of any vault: routed into a type directory as a dropped file."""
         if not note.l2.strip():  # an empty drop is not a memory (reference.md)
@@ -655,6 +703,7 @@ class _Importer:
         doc = parse_document(note.l2)  # InvalidInput("front matter line N: …") is reported
         fields = dict(doc.fields)
         ctype = self.forced
+        rel = file.relative_to(self.src)
         if ctype is None:
             named = fields.get("type")
             scope = (self.dest.owner or "user").split("/")[0]
@@ -664,10 +713,18 @@ class _Importer:
             )
             if ctype is not None:
                 fields.pop("type")
-            elif scope == "user" and "entity" in self.dest.types:
-                ctype = self.dest.types["entity"]
             else:
+                ctype = self.folder_type(rel, scope)
+            if ctype is None and scope == "user" and "entity" in self.dest.types:
+                ctype = self.dest.types["entity"]
+            elif ctype is None:
                 raise InvalidInput("no type for a plain note under an agent: give --type")
+        day = _note_day(fields, file.stem)
+        date_field = ctype.field("date")
+        if day is not None and date_field is not None and "date" not in fields:
+            fields["date"] = day  # the day it was written, not the day of the import
+            if _DAILY_NAME.fullmatch(file.stem) and ctype.field("title") and "title" not in fields:
+                fields["title"] = "journal"  # `events/2024-03-02-journal`, not the day twice
         owner = self.dest.owner or f"{ctype.scope}/{self.dest.default_owner}"
         if owner.split("/")[0] != ctype.scope:
             raise InvalidInput(f"{ctype.name} nodes belong under {ctype.scope}/, not {owner}")
@@ -704,20 +761,46 @@ class _Importer:
         self.report.routed += 1
 
 
+def _folder_key(folder: str) -> str:
+    return " ".join(folder.lower().replace("_", " ").split())
+
+
+def _note_day(fields: dict[str, Any], stem: str) -> str | None:
+    """The day a note is about: its `created` property, else a daily note's name."""
+    created = fields.get("created")
+    if isinstance(created, dt.datetime):
+        return created.date().isoformat()
+    if isinstance(created, dt.date):
+        return created.isoformat()
+    if isinstance(created, str):
+        m = re.match(r"(\d{4}-\d{2}-\d{2})", created.strip())
+        if m is not None:
+            return m.group(1)
+    daily = _DAILY_NAME.fullmatch(stem)
+    if daily is not None:
+        try:
+            return dt.date(*map(int, daily.groups())).isoformat()
+        except ValueError:
+            return None
+    return None
+
+
 def import_tree(
     src: Path,
     dest: Path | Destination,
     *,
     type_name: str | None = None,
+    folder_types: dict[str, str] | None = None,
     progress: Progress | None = None,
 ) -> ImportReport:
     """Import every markdown file under `src` into the mount at (or above) `dest`, or
-    into the store of a `store_destination`."""
+    into the store of a `store_destination`. `folder_types` maps folder names to types
+    for plain notes (beside `FOLDER_TYPES`)."""
     if not src.is_dir():
         raise UsageError(f"{src} is not a directory")
     where = dest if isinstance(dest, Destination) else find_destination(dest)
     report = ImportReport(str(src), str(dest) if isinstance(dest, Path) else "the data dir")
-    imp = _Importer(src, where, type_name, report)
+    imp = _Importer(src, where, type_name, report, folder_types)
     report.nodes_before, redactions_before = where.target.counts()
     notes: list[Path] = []
     consumed: set[Path] = set()  # folders beside exported files: attachments, not notes

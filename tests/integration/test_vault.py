@@ -373,3 +373,37 @@ def test_import_into_an_owner_rehomes_an_export(tmp_path: Path, mount: Mount) ->
     assert "value: neovim" in merged  # merge: the field's op (replace) decided
     assert (bob_pref / "scripts/deep/keymap.lua").read_text() == "vim.g.mapleader = ' '\n"
     assert (root / "user/bob/profile/L2.md").read_text().startswith("Name: Zoë Ngata")
+
+
+VAULTS = Path(__file__).resolve().parents[1] / "corpus" / "vaults"
+
+
+def test_import_a_vault_keeps_its_shape(mount: Mount) -> None:
+    """Folders say what a plain note is (People/ → entity, Journal/ and Meetings/ →
+    event, `--map Recipes=preference`), a daily note's name and a `created:` property
+    date the event (not the day of the import), and a note's own `type:` still wins."""
+    r = cli("import", str(VAULTS / "obsidian"), str(mount.path), "--map", "Recipes=preference")
+    assert r.returncode == 0, r.stdout + r.stderr
+    r = cli("import", str(VAULTS / "logseq"), str(mount.path))
+    assert r.returncode == 0, r.stdout + r.stderr
+    home = mount.path / "user/default"
+    assert sorted(os.listdir(home / "entities")) == [
+        "ana-souza",
+        "harbor-migration",
+        "ola",
+        "readme",
+    ]
+    assert sorted(os.listdir(home / "events")) == [
+        "2024-01-09-standup-moved",  # type: event, created: 2024-01-09, in Notes/
+        "2024-02-14-kickoff-with-ana",  # Meetings/, created: 2024-02-14T09:30
+        "2024-03-02-journal",  # Obsidian's Journal/2024-03-02.md
+        "2024-03-05-journal",  # Logseq's journals/2024_03_05.md
+    ]
+    assert os.listdir(home / "preferences") == ["genmaicha"]
+    kickoff = (home / "events/2024-02-14-kickoff-with-ana/L2.md").read_text()
+    assert kickoff.startswith("---\ndate: '2024-02-14'\ntitle: Kickoff with Ana\n---\n")
+    assert "[[Ana Souza]]" in kickoff and "created:" in kickoff  # nothing dropped
+    day = (home / "events/2024-03-05-journal/L2.md").read_text()
+    assert "Harbor cutover part two" in day
+    bad = cli("import", str(VAULTS / "obsidian"), str(mount.path), "--map", "Recipes=recipe")
+    assert bad.returncode == 2 and "unknown context type 'recipe'" in bad.stderr
