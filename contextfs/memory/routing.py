@@ -16,7 +16,7 @@ from __future__ import annotations
 import datetime as dt
 import logging
 import re
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Protocol
 
@@ -55,6 +55,31 @@ _EDITOR_SCRATCH = re.compile(r"(\.sw[a-p]$|~$|^4913$|^\.#|^#.*#$)")
 TYPE_DIR_TEMP = re.compile(
     r"(^\.|^tmp[a-z0-9_]{6,}$|^sed[A-Za-z0-9]{6}$|\.tmp$|^[0-9]+$|\.refused$)"
 )
+
+
+def tag_list(raw: object) -> tuple[str, ...]:
+    """Tags as a vault writes them: a list, or one string of words or comma-separated
+    words; a leading `#` dropped (`[person, "#harbor"]`, `person, harbor`)."""
+    if isinstance(raw, str):
+        items: list[object] = [w for part in raw.split(",") for w in part.split()]
+    elif isinstance(raw, list):
+        items = list(raw)
+    elif raw is None:
+        return ()
+    else:
+        raise InvalidInput("front matter: tags must be a list of words")
+    out: list[str] = []
+    for item in items:
+        if not isinstance(item, str | int | float) or isinstance(item, bool):
+            raise InvalidInput("front matter: tags must be a list of words")
+        tag = str(item).strip().lstrip("#").strip()
+        if not tag or len(tag) > 100 or any(c in tag for c in "\n\r\t"):
+            raise InvalidInput(f"front matter: tag {str(item)[:40]!r} is not one word or phrase")
+        if tag not in out:
+            out.append(tag)
+    if len(out) > 64:
+        raise InvalidInput("front matter: more than 64 tags")
+    return tuple(out)
 
 
 def is_editor_scratch(name: str) -> bool:
@@ -125,6 +150,7 @@ class RoutedMemory(Protocol):
         self, owner: tuple[str, str], ctype: ContextType, name: str, node_id: int | None = None
     ) -> Node: ...
     def add_source(self, n: Node, source: str) -> None: ...
+    def add_tags(self, n: Node, tags: Sequence[str]) -> bool: ...
     def save_l2(self, n: Node, text: str, reason: str = "write") -> bool: ...
 
 
@@ -194,13 +220,19 @@ class Routing:
         is recorded as provenance."""
         self.memory.check_writable()
         strategy = strategy_for(ctype)
+        tags: tuple[str, ...] = ()
+        if "tags" in doc.fields and ctype.field("tags") is None:
+            # the node's tags (meta.yaml), as a vault note or a person gives them
+            rest = dict(doc.fields)
+            tags = tag_list(rest.pop("tags"))
+            doc = Document(rest, doc.body)
         fields = ctype.coerce_fields(doc.fields, where="front matter") if doc.fields else {}
         incoming = Document(fields, doc.body)
         stem = _slug_stem(filename)
         reason = f"route:{source or filename}"
         if ctype.singleton:
             target = self.memory.live_node(owner, ctype, "")
-            return self._route_into(owner, ctype, "", target, incoming, reason)
+            return self._route_into(owner, ctype, "", target, incoming, reason, tags)
         explicit = all(k in fields for k in ctype.key_fields)
         values = dict(fields)
         for k in ctype.key_fields:
@@ -226,7 +258,7 @@ class Routing:
             while self.memory.live_node(owner, ctype, name) is not None:
                 name = f"{base}-{i}"
                 i += 1
-            return self._route_into(owner, ctype, name, None, incoming, reason)
+            return self._route_into(owner, ctype, name, None, incoming, reason, tags)
         target = self.memory.live_node(owner, ctype, name)
         if target is None and strategy.match_similar and not explicit:
             target = self._similar_node(owner, ctype, doc.body)
@@ -235,7 +267,7 @@ class Routing:
                 incoming = Document(
                     {k: v for k, v in fields.items() if k not in ctype.key_fields}, doc.body
                 )
-        return self._route_into(owner, ctype, name, target, incoming, reason)
+        return self._route_into(owner, ctype, name, target, incoming, reason, tags)
 
     def _similar_node(self, owner: tuple[str, str], ctype: ContextType, body: str) -> Node | None:
         """The topic node whose items share most words with body, if close enough."""
@@ -261,6 +293,7 @@ class Routing:
         target: Node | None,
         incoming: Document,
         reason: str,
+        tags: Sequence[str] = (),
     ) -> RouteResult:
         strategy = strategy_for(ctype)
         source = reason.removeprefix("route:")
@@ -282,7 +315,10 @@ class Routing:
         with self.transactions.transaction():
             if source not in n.sources and len(n.sources) < 100:
                 self.memory.add_source(n, source)  # provenance, stored with this version
+            tagged = self.memory.add_tags(n, tags) if tags else False
             changed = self.memory.save_l2(n, text, reason)  # a new node: inserted with version 1
+            if tagged and not changed and not created:
+                self.transactions.store_node(n)  # the text is as it was, the tags are new
             if created:
                 self.transactions.add_node(n)
                 self.transactions.set_live((owner[0], owner[1], ctype.name, name), n.id)

@@ -485,6 +485,15 @@ class Memory:
         self.transactions.keep(n)
         n.sources.append(source)
 
+    def add_tags(self, n: Node, tags: Sequence[str]) -> bool:
+        """Tags for n (kept in order, each once), stored with its next write in this
+        transaction. Returns whether any was new."""
+        new = [t for t in tags if t not in n.tags]
+        if new:
+            self.transactions.keep(n)
+            n.tags = [*n.tags, *new]
+        return bool(new)
+
     def validate_l2(self, ctype: ContextType, text: str) -> Document:
         doc = parse_document(text)
         if doc.fields:

@@ -41,6 +41,7 @@ import yaml
 from contextfs.ctxtypes import ContextType, load_types
 from contextfs.errors import ContextFSError, InvalidInput, UsageError
 from contextfs.memory.document import parse_document
+from contextfs.memory.routing import tag_list
 from contextfs.transfer.vault_targets import MountTarget, Place, StoreTarget, Target
 
 if TYPE_CHECKING:
@@ -743,6 +744,12 @@ class _Importer:
                 fields[key] = fields.pop("title")
         kept = {k: v for k, v in fields.items() if k in known}
         extra = {k: v for k, v in fields.items() if k not in known}
+        if "tags" in extra:  # the node's tags (meta.yaml), when they are words
+            try:
+                kept["tags"] = list(tag_list(extra["tags"]))
+                del extra["tags"]
+            except InvalidInput:
+                pass  # kept as text with the rest
         body = doc.body
         if extra:  # nothing a person wrote is dropped: undeclared properties stay, as text
             dumped = yaml.dump(

@@ -14,12 +14,14 @@
 
 from __future__ import annotations
 
+import errno
 import json
 import os
 import shutil
 import subprocess
 from pathlib import Path
 
+import pytest
 import yaml
 
 from contextfs.testing import Mount, contextfs_cmd
@@ -285,7 +287,8 @@ def test_import_a_vault_routes_redacts_and_reports(tmp_path: Path, mount: Mount)
     note = (ents / "note-007/L2.md").read_text()
     assert "[[Note 008]]" in note and "#topic2" in note  # links and inline tags as written
     assert note.startswith("---\nname: Note 007\naliases:\n- N7\n---\n# Note 7\n")
-    assert "\ntags: [vault, n7]\n```" in note  # undeclared properties kept, as text
+    meta = yaml.safe_load((ents / "note-007/meta.yaml").read_text())
+    assert meta["tags"] == ["vault", "n7"]  # the note's tags are the node's
     coffee = (ents / "coffee-habits/L2.md").read_text()  # Basic Memory: title names it
     assert "name: Coffee Habits" in coffee and "permalink: coffee-habits" in coffee
     assert "helix" in (mount.path / "user/default/preferences/editor/L2.md").read_text()
@@ -405,5 +408,25 @@ def test_import_a_vault_keeps_its_shape(mount: Mount) -> None:
     assert "[[Ana Souza]]" in kickoff and "created:" in kickoff  # nothing dropped
     day = (home / "events/2024-03-05-journal/L2.md").read_text()
     assert "Harbor cutover part two" in day
+    ana = home / "entities/ana-souza"
+    assert yaml.safe_load((ana / "meta.yaml").read_text())["tags"] == ["person", "harbor"]
+    assert "tags" not in (ana / "L2.md").read_text()  # the node's tags, not text
     bad = cli("import", str(VAULTS / "obsidian"), str(mount.path), "--map", "Recipes=recipe")
     assert bad.returncode == 2 and "unknown context type 'recipe'" in bad.stderr
+
+
+def test_tags_in_a_dropped_file_are_the_nodes_tags(mount: Mount) -> None:
+    """`tags:` in the front matter of a file written into a type directory become the
+    node's tags in meta.yaml (each once, a leading # dropped), added to by later drops;
+    tags that are not words are refused with EINVAL and the node is left as it was."""
+    prefs = mount.path / "user/default/preferences"
+    (prefs / "tea.md").write_text("---\ntags: [drink, '#daily']\n---\nGenmaicha after lunch.\n")
+    meta = prefs / "tea/meta.yaml"
+    assert yaml.safe_load(meta.read_text())["tags"] == ["drink", "daily"]
+    (prefs / "tea.md").write_text("---\ntags: morning, drink\n---\nSencha in the morning.\n")
+    assert yaml.safe_load(meta.read_text())["tags"] == ["drink", "daily", "morning"]
+    with pytest.raises(OSError) as err:
+        (prefs / "tea.md").write_text("---\ntags: {a: 1}\n---\nOolong.\n")
+    assert err.value.errno == errno.EINVAL
+    assert "Oolong" not in (prefs / "tea/L2.md").read_text()
+    assert yaml.safe_load(meta.read_text())["tags"] == ["drink", "daily", "morning"]
