@@ -1247,37 +1247,54 @@ def _secret_column(header: str) -> tuple[int, str] | None:
     return None
 
 
+# The tables of the last text scanned, found once for all its rows (a table of 5,000 rows
+# is one pass, not 5,000 walks back to its rule). One entry, replaced whole: threads that
+# redact other texts at once only miss it.
+_LAST_TABLES: list[tuple[str, list[tuple[int, int, int, str]]] | None] = [None]
+_TABLE_RULE_LINE_RE = re.compile(rf"^{_TABLE_RULE_RE.pattern}$", re.M)
+
+
+def _tables(text: str) -> list[tuple[int, int, int, str]]:
+    """(first row, end of the last row, column, kind) of each markdown table of text
+    whose header names a password, PIN or code column."""
+    last = _LAST_TABLES[0]
+    if last is not None and last[0] is text:
+        return last[1]
+    out = []
+    for rule in _TABLE_RULE_LINE_RE.finditer(text):
+        head_end = rule.start() - 1
+        if head_end <= 0:
+            continue
+        header = _TABLE_ROW_RE.fullmatch(text, text.rfind("\n", 0, head_end) + 1, head_end)
+        column = _secret_column(header.group(1)) if header is not None else None
+        if column is None:
+            continue
+        first = pos = rule.end() + 1
+        while pos < len(text):
+            nl = text.find("\n", pos)
+            line_end = len(text) if nl < 0 else nl
+            if not text[pos:line_end].lstrip().startswith("|"):
+                break
+            pos = line_end + 1
+        out.append((first, pos, *column))
+    _LAST_TABLES[0] = (text, out)
+    return out
+
+
 def _table_span(m: re.Match[str]) -> Span | None:
-    text = m.string
-    rule_end = m.start() - 1  # the line above must be the rule, or a row of the table
-    for _ in range(256):
-        line_start = text.rfind("\n", 0, max(rule_end, 0)) + 1
-        if rule_end <= 0:
-            return None
-        line = text[line_start:rule_end]
-        if _TABLE_RULE_RE.fullmatch(line):
-            break
-        if not line.lstrip().startswith("|"):
-            return None
-        rule_end = line_start - 1
-    else:
+    table = next((t for t in _tables(m.string) if t[0] <= m.start() < t[1]), None)
+    if table is None:
         return None
-    head_start = text.rfind("\n", 0, max(line_start - 1, 0)) + 1
-    header = _TABLE_ROW_RE.fullmatch(text, head_start, max(line_start - 1, head_start))
-    if header is None:
-        return None
-    column = _secret_column(header.group(1))
-    if column is None:
-        return None
+    index, kind = table[2], table[3]
     cells = _cells(m.group(1))
-    if column[0] >= len(cells):
+    if index >= len(cells):
         return None
-    lo, hi = cells[column[0]]
+    lo, hi = cells[index]
     value = m.group(1)[lo:hi]
     base = m.start(1)
-    if column[1] in ("pin", "code"):
+    if kind in ("pin", "code"):
         ok = _CODE_VALUE_RE.fullmatch(value) is not None or _password_like(value)
-    elif column[1] == "phrase":
+    elif kind == "phrase":
         ok = len(value.split()) >= 3 and not _is_placeholder(value)
     else:
         ok = bool(value) and " " not in value and not _is_placeholder(value) and value != "-"

@@ -1136,3 +1136,9 @@ def test_printable_runs_are_the_runs_a_regex_finds_at_any_window(parts, window):
     want = [m.span() for m in re.finditer(rb"[\x20-\x7e\t\r\n]{%d,}" % PRINTABLE_RUN_MIN, data)]
     assert printable_runs(data, window=window) == want
     assert printable_runs(memoryview(data)) == want
+
+
+def test_every_row_of_a_long_password_table_is_redacted() -> None:
+    rows = [f"| svc{i} | user{i} | Pw!{i:05d}x |" for i in range(2000)]
+    out = R.redact("| Service | User | Password |\n|---|---|---|\n" + "\n".join(rows)).text
+    assert "Pw!" not in out and out.count("| svc1999 | user1999 | [REDACTED:") == 1
