@@ -38,7 +38,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 import yaml
 
-from contextfs.ctxtypes import ContextType, load_types
+from contextfs.ctxtypes import ContextType, load_types, slugify
 from contextfs.errors import ContextFSError, InvalidInput, UsageError
 from contextfs.memory.document import parse_document
 from contextfs.memory.routing import tag_list
@@ -135,6 +135,10 @@ class Source(Protocol):
 
     def count(self) -> int: ...
 
+    def names(self) -> set[str]:
+        """The file names (without `.md`) the export gives its nodes, for wikilinks."""
+        return set()
+
 
 class MountSource(Source):
     """A live mount, read through its files (reads do not count as accesses)."""
@@ -176,6 +180,9 @@ class MountSource(Source):
 
     def count(self) -> int:
         return len(self._node_dirs())
+
+    def names(self) -> set[str]:
+        return {d.name for d, _ in self._node_dirs()}
 
     def nodes(self, history: bool) -> Iterator[NodeRecord]:
         for d, t in self._node_dirs():
@@ -267,6 +274,9 @@ class StoreSource(Source):
     def count(self) -> int:
         return len(self._live())
 
+    def names(self) -> set[str]:
+        return {self.memory.node_path(n).rsplit("/", 1)[-1] for n in self._live()}
+
     def nodes(self, history: bool) -> Iterator[NodeRecord]:
         m = self.memory
         for n in self._live():
@@ -329,9 +339,45 @@ def _closing_fence(lines: list[str]) -> int | None:
     return None
 
 
-def node_markdown(rec: NodeRecord) -> str:
-    """The exported file: L2 exactly as stored, with a `contextfs:` mapping added as the
-    last key of its front matter (front matter is added when L2 has none)."""
+# `[[Title]]`, `[[Title#Heading]]` (no alias, not an embed), and `[[name|Title]]`.
+_WIKILINK_RE = re.compile(r"(?<!!)\[\[([^\[\]|#^\n]+)([#^][^\[\]|\n]*)?\]\]")
+_NAMED_LINK_RE = re.compile(r"(?<!!)\[\[([^\[\]|#^\n]+)([#^][^\[\]|\n]*)?\|([^\[\]\n]+)\]\]")
+
+
+def name_links(body: str, names: set[str]) -> str | None:
+    """body with each `[[Title]]` whose title names a node of the export by its file name
+    written `[[name|Title]]`, so the link resolves in Obsidian (`[[Ana Souza]]` →
+    `[[ana-souza|Ana Souza]]`); None when nothing is to change, or when the body already
+    holds a link of that form, which the import could not tell from one written here."""
+    if any(slugify(m.group(3)) == m.group(1) for m in _NAMED_LINK_RE.finditer(body)):
+        return None
+
+    def named(m: re.Match[str]) -> str:
+        name = slugify(m.group(1))
+        if name == m.group(1) or name not in names:
+            return m.group(0)
+        return f"[[{name}{m.group(2) or ''}|{m.group(1)}]]"
+
+    out = _WIKILINK_RE.sub(named, body)
+    return out if out != body else None
+
+
+def unname_links(body: str) -> str:
+    """`name_links` undone: `[[ana-souza|Ana Souza]]` → `[[Ana Souza]]`."""
+
+    def titled(m: re.Match[str]) -> str:
+        if slugify(m.group(3)) != m.group(1):
+            return m.group(0)
+        return f"[[{m.group(3)}{m.group(2) or ''}]]"
+
+    return _NAMED_LINK_RE.sub(titled, body)
+
+
+def node_markdown(rec: NodeRecord, names: set[str] | None = None) -> str:
+    """The exported file: L2 as stored, with a `contextfs:` mapping added as the last key
+    of its front matter (front matter is added when L2 has none), and its body's
+    wikilinks to other nodes of the export named by their files (`name_links`, marked
+    `links: named` in the mapping; an import undoes it)."""
     block: dict[str, Any] = {"type": rec.type}
     if rec.l0 is not None:
         block["l0"] = rec.l0
@@ -340,12 +386,20 @@ def node_markdown(rec: NodeRecord) -> str:
     lines = rec.l2.split("\n")
     close = _closing_fence(lines)
     block["front_matter"] = close is not None
+    head, body = (
+        lines[: close + 1 if close is not None else 0],
+        lines[close + 1 if close is not None else 0 :],
+    )
+    linked = name_links("\n".join(body), names) if names else None
+    if linked is not None:
+        block["links"] = "named"
+        lines = [*head, *linked.split("\n")]
     block["facts"] = rec.facts
     dumped = yaml.dump(
         {META_KEY: block}, Dumper=_Dumper, sort_keys=False, allow_unicode=True, width=4096
     )
     if close is None:
-        return "---\n" + dumped + "---\n" + rec.l2
+        return "---\n" + dumped + "---\n" + "\n".join(lines)
     return "\n".join(lines[:close]) + "\n" + dumped + "\n".join(lines[close:])
 
 
@@ -377,9 +431,12 @@ def read_note(text: str) -> Note:
     if not isinstance(meta, dict) or not isinstance(meta.get("type"), str):
         return Note(None, text)  # someone else's `contextfs:` key: a plain note
     own = lines[1:start] + lines[end:close]
+    rest = lines[close + 1 :]
+    if meta.get("links") == "named":
+        rest = unname_links("\n".join(rest)).split("\n")
     if not meta.get("front_matter", True) and not any(s.strip() for s in own):
-        return Note(meta, "\n".join(lines[close + 1 :]))
-    return Note(meta, "\n".join([lines[0], *own, *lines[close:]]))
+        return Note(meta, "\n".join(rest))
+    return Note(meta, "\n".join([lines[0], *own, lines[close], *rest]))
 
 
 # ---- export ------------------------------------------------------------------------------
@@ -412,12 +469,13 @@ def export_tree(
     for o in owners:
         (out / o).mkdir(parents=True, exist_ok=True)
     total = source.count()
+    names = source.names()
     nodes = atts = versions = 0
     problems: list[str] = []  # what the target could not take
     for rec in source.nodes(history):
         f = out / (rec.path + ".md")
         f.parent.mkdir(parents=True, exist_ok=True)
-        f.write_text(node_markdown(rec), encoding="utf-8")
+        f.write_text(node_markdown(rec, names), encoding="utf-8")
         folder = out / rec.path
         dir_modes: list[tuple[Path, AttachmentRecord]] = []
         for a in rec.attachments:

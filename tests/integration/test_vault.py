@@ -4,7 +4,7 @@
   nested attachments with modes and a symlink, a singleton, another user's dated event,
   an agent's skill, unicode) is exported, imported into an empty mount and exported
   again: the two trees are the same file for file and byte for byte, except the facts
-  docs/agents.md lists as not preserved (ids, times, provenance, access counts).
+  docs/agents.md lists as not preserved (ids, times, provenance, access counts, tags).
 - The export of the unmounted data dir is the mount's export byte for byte (facts too),
   and a data dir that is mounted is exported through its mount (found by its record).
 - A generated Obsidian/Basic Memory vault of a few hundred notes is routed in with
@@ -17,6 +17,7 @@ from __future__ import annotations
 import errno
 import json
 import os
+import re
 import shutil
 import subprocess
 from pathlib import Path
@@ -27,7 +28,7 @@ import yaml
 from contextfs.testing import Mount, contextfs_cmd
 
 # the store's own bookkeeping, not restored by an import (docs/agents.md)
-NOT_PRESERVED = {"id", "created", "updated", "sources", "access_count", "importance"}
+NOT_PRESERVED = {"id", "created", "updated", "sources", "access_count", "importance", "tags"}
 GITHUB = "ghp" + "_" + "Lm3Nq5Rs7Tu9Vw1Xy3Za5Bc7De9Fg1Hi3Jk5"  # assembled: not a real leak
 
 
@@ -430,3 +431,39 @@ def test_tags_in_a_dropped_file_are_the_nodes_tags(mount: Mount) -> None:
     assert err.value.errno == errno.EINVAL
     assert "Oolong" not in (prefs / "tea/L2.md").read_text()
     assert yaml.safe_load(meta.read_text())["tags"] == ["drink", "daily", "morning"]
+
+
+def test_an_exported_vault_links_resolve_and_come_back_as_written(tmp_path: Path) -> None:
+    """Exported, a note's `[[Ana Souza]]` is `[[ana-souza|Ana Souza]]`: the file is
+    `ana-souza.md`, so every wikilink to a node resolves when the export is opened as an
+    Obsidian vault; imported again it is `[[Ana Souza]]` as the person wrote it, and the
+    second export is the first, byte for byte but the store's own facts."""
+    (tmp_path / "a").mkdir()
+    (tmp_path / "b").mkdir()
+    a = Mount(tmp_path / "a", tmp_path / "data-a")
+    b = Mount(tmp_path / "b", tmp_path / "data-b")
+    a.start()
+    b.start()
+    try:
+        for vault in ("obsidian", "logseq"):
+            assert cli("import", str(VAULTS / vault), str(a.path)).returncode == 0
+        out1, out2 = tmp_path / "out1", tmp_path / "out2"
+        assert cli("export", str(a.path), str(out1)).returncode == 0
+        files = {p.stem for p in out1.rglob("*.md")}
+        links = [
+            (p.name, target)
+            for p in out1.rglob("*.md")
+            for target in re.findall(r"(?<!!)\[\[([^\]|#]+)", p.read_text())
+        ]
+        assert ("ana-souza.md", "harbor-migration") in links
+        assert ("harbor-migration.md", "ana-souza") in links
+        assert [(f, t) for f, t in links if t not in files] == []  # every link resolves
+        assert cli("import", str(out1), str(b.path)).returncode == 0
+        stored = (b.path / "user/default/entities/harbor-migration/L2.md").read_text()
+        assert "Owner: [[Ana Souza]]." in stored  # as written, not as exported
+        assert cli("export", str(b.path), str(out2)).returncode == 0
+        first, second = snapshot(out1, strip_facts=True), snapshot(out2, strip_facts=True)
+        assert first == second
+    finally:
+        a.stop()
+        b.stop()
