@@ -146,30 +146,30 @@ def test_token_cut_by_two_appends_without_a_keyword_leaves_no_piece(tmp_path, mo
 
 
 def test_a_password_split_across_appends_is_redacted_in_earlier_versions(mount: Mount):
-    """`printf 'My password is Winter'` then `printf 'Probe2024!'` to L2.md: the first
-    part is a plain word, not a secret by itself, so its version is stored as written;
-    the second save finds the password, and its first part goes from every version
-    that holds it, a `.history` file already read (its pages cached by the kernel)
-    included, and after a remount. (DuckDB's file may keep the bytes it overwrote in
-    free pages until it reuses them: docs/secrets.md.)"""
+    """`printf 'The door code is 48'` then `printf '21.'` to L2.md: two digits are no
+    code by themselves, so the first version is stored as written; the second save finds
+    the code, and its first part goes from every version that holds it, a `.history`
+    file already read (its pages cached by the kernel) included, and after a remount.
+    (DuckDB's file may keep the bytes it overwrote in free pages until it reuses them:
+    docs/secrets.md.)"""
     node = mount.path / "user/default/preferences/router"
     node.mkdir()
     l2 = node / "L2.md"
     l2.write_text("Router notes.\n")
-    append(l2, "My password is Winter")
-    assert l2.read_text().endswith("My password is Winter")
+    append(l2, "The door code is 48")
+    assert l2.read_text().endswith("The door code is 48")
     v2 = node / ".history/v2.md"
-    assert v2.read_text().endswith("Winter")  # read: the kernel keeps its pages
-    append(l2, "Probe2024!\n")
-    assert "Winter" not in l2.read_text() and "[REDACTED:" in l2.read_text()
+    assert v2.read_text().endswith("48")  # read: the kernel keeps its pages
+    append(l2, "21.\n")
+    assert "4821" not in l2.read_text() and "[REDACTED:" in l2.read_text()
     versions = sorted((node / ".history").iterdir())
     assert [v.name for v in versions] == ["v1.md", "v2.md", "v3.md"]
-    assert [v for v in versions if "Winter" in v.read_text()] == []
-    assert v2.read_text() == "Router notes.\nMy password is [REDACTED:keyword_secret]"
+    assert [v for v in versions if "is 48" in v.read_text()] == []
+    assert v2.read_text() == "Router notes.\nThe door code is [REDACTED:keyword_secret]"
     assert (node / ".history/v1.md").read_text() == "Router notes.\n"
     mount.stop()
     mount.start()
-    assert v2.read_text() == "Router notes.\nMy password is [REDACTED:keyword_secret]"
+    assert v2.read_text() == "Router notes.\nThe door code is [REDACTED:keyword_secret]"
 
 
 def test_names_that_carry_a_secret_are_refused_and_never_shown(mount: Mount):
