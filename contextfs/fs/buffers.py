@@ -33,6 +33,9 @@ from contextfs.fs.table import InodeTable
 if TYPE_CHECKING:
     from contextfs.memory.service import Memory
 
+# how every meta.yaml starts (memory.service.Memory.meta_yaml)
+META_START = b"id: "
+
 # Read-only files a copier may write back: the close compares (fs.roles.tiers.write_back).
 WRITTEN_BACK = (Role.META, Role.VERSION)
 
@@ -319,6 +322,20 @@ class Buffers:
         if off > old_size:
             data.extend(bytes(off - old_size))
         data[off : off + len(buf)] = buf
+        if (
+            inode.role == Role.META
+            and h.exact is None
+            and not META_START.startswith(bytes(data[: len(META_START)]))
+        ):
+            # another node's meta.yaml, written into a copy, is taken at the close; what
+            # does not start as one is refused now, where the shell can say so
+            refused = ReadOnly(
+                f"{inode.name} is derived and read-only: only the bytes it shows (or, in a "
+                "copy being made, another node's meta.yaml) can be written back"
+            )
+            self.refusals.refuse(inode, refused, bytes(data))
+            h.buffer, h.dirty = bytearray(self.roles.file_bytes(inode)), False
+            raise refused
         self._mark_changed(inode, min(off, old_size), off + len(buf))
         if h.buffer is not None:
             h.dirty = True

@@ -480,7 +480,8 @@ class Nodes(RoleBase):
     def _new_in_history(self, d: Inode, name: str) -> Role:
         """A new name in `.history`: a version written back into a node that has none
         yet (a copy being made: kept, and stored before its L2.md) or into a node made by
-        mkdir during this mount (put in its place: `Tiers.write_back`), or a copier's
+        mkdir during this mount (as stored, or put in its place in a copy:
+        `Tiers.write_back`), or a copier's
         temporary file (rsync's `.v1.md.XXXXXX`, in daemon memory only, to be renamed over
         a version with the bytes it holds)."""
         n = d.node
@@ -490,7 +491,7 @@ class Nodes(RoleBase):
         if name.startswith(".") or is_editor_scratch(name):
             return Role.SCRATCH
         if VERSION_NAME.fullmatch(name) and (
-            n.version == 0 or (node_dir is not None and node_dir.copied_from is not None)
+            n.version == 0 or (node_dir is not None and node_dir.made_here)
         ):
             return Role.VERSION
         raise ReadOnly(
@@ -639,9 +640,12 @@ class Nodes(RoleBase):
         if not d.populated:
             return
         assert d.children is not None
-        if n.version >= 1:  # saved: its tiers, meta.yaml and .history exist from now on
+        if n.version >= 1 and (d.unborn or n.version == 1):
+            # saved: what it did not show exists from now on (the tiers from the first save;
+            # a name hidden by `rm` of a tier stays hidden)
             for fname in (META_FILE, HISTORY_DIR, *TIER_FILES):
-                self.bear(d, fname)
+                if (d.unborn and fname in d.unborn) or (n.version == 1 and fname in TIER_FILES):
+                    self.bear(d, fname)
             d.unborn = None
         for name in (*TIER_FILES, META_FILE):
             c = d.children.get(name)

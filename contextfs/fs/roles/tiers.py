@@ -264,6 +264,12 @@ class Tiers(RoleBase):
                 self.write_back(inode, data)
             except ContextFSError as exc:
                 refusal = self.refusals.refuse(inode, exc, data)
+                n = inode.node
+                if inode.data is not None and n is not None and n.version > 0:
+                    # a version name made by this write: it goes (the stored ones stay)
+                    self.table.unlink_inode(inode)
+                    inode.data = None
+                    self.nodes.changed(n)
                 h.buffer = bytearray(self.content(inode))
                 self.table.invalidate(inode)
                 if inode.role == Role.META:  # `printf … > meta.yaml` ignores close()'s errno
@@ -332,9 +338,12 @@ class Tiers(RoleBase):
             inode.data = bytearray(data)
             inode.mtime_ns = time.time_ns()
             return
-        shown = self.content(inode)
-        if data == shown:
-            return
+        transient = inode.role == Role.VERSION and inode.data is not None
+        if transient:  # made again by a copier that unlinked it (tar x): as stored
+            stored = inode.version <= n.version
+            shown = self.memory.history_text(n, inode.version).encode() if stored else b""
+        else:
+            shown = self.content(inode)
         d = inode.parent
         if inode.role == Role.VERSION and d is not None:
             d = d.parent
@@ -345,15 +354,18 @@ class Tiers(RoleBase):
                 if copy is None:
                     d.copied_from = [None] * n.version
                 return
-        if inode.role == Role.VERSION and copy is not None:
-            text = decode_text(data, inode.name)
-            if self._late_version(n, copy, inode.version, text):
-                if inode.data is not None and inode.parent is not None:
-                    # a name no version had: the stored ones are shown (Nodes.changed)
-                    self.table.invalidations.append(Invalidation(inode.parent.ino, name=inode.name))
-                    self.table.unlink_inode(inode)
-                    inode.data = None
-                return
+        if data == shown or (
+            inode.role == Role.VERSION
+            and copy is not None
+            and self._late_version(n, copy, inode.version, decode_text(data, inode.name))
+        ):
+            if transient and inode.parent is not None:
+                # the name shows the stored version again (Nodes.changed makes it)
+                self.table.invalidations.append(Invalidation(inode.parent.ino, name=inode.name))
+                self.table.unlink_inode(inode)
+                inode.data = None
+                self.nodes.changed(n)
+            return
         what = (
             f"version {inode.version} as stored"
             if inode.role == Role.VERSION
@@ -381,7 +393,7 @@ class Tiers(RoleBase):
             return False
         self.memory.insert_version(n, place, text)
         copy.insert(place - 1, number)
-        self.nodes.changed(n)
+        self.nodes.changed(n)  # the versions from `place` on read again
         return True
 
     def first_save(self, d: Inode | None, n: Node, text: str, reason: str = "write") -> bool:
@@ -608,12 +620,29 @@ class Tiers(RoleBase):
 
     # ---- removing ------------------------------------------------------------------------
 
+    def _copy_unlinks(self, d: Inode, child: Inode) -> bool:
+        """`tar x` into a copy being made unlinks meta.yaml and each version it finds there
+        before it writes its own (`Tiers.write_back` takes them): in a node made by mkdir
+        during this mount, the name is hidden until it is written back or the node next
+        changes; nothing stored changes."""
+        if child.role == Role.META and d.made_here:
+            self.table.unlink_inode(child)
+            d.unborn = {**(d.unborn or {}), META_FILE: child}  # its number, for `cp`
+            return True
+        node_dir = d.parent
+        if child.role == Role.VERSION and node_dir is not None and node_dir.made_here:
+            self.table.unlink_inode(child)
+            return True
+        return False
+
     def unlink(self, d: Inode, child: Inode) -> None:
         if child.role in (Role.META, Role.VERSION):
             # Derived: they go with their node. `rm -r` of the node removes its tiers first
             # and then passes over these (0, nothing hidden, the rmdir of the node follows);
             # anywhere else (`rm meta.yaml`, `tar x` over a node, `rm -r .history`): EACCES.
             if self.nodes.emptying(d if child.role == Role.META else d.parent):
+                return
+            if self._copy_unlinks(d, child):
                 return
             raise ReadOnly(
                 f"{child.name} is derived and read-only; it goes with its node (rm -r the node)"
