@@ -33,6 +33,12 @@ from contextfs.fs.table import InodeTable
 if TYPE_CHECKING:
     from contextfs.memory.service import Memory
 
+# how every meta.yaml starts (memory.service.Memory.meta_yaml)
+META_START = b"id: "
+
+# Read-only files a copier may write back: the close compares (fs.roles.tiers.write_back).
+WRITTEN_BACK = (Role.META, Role.VERSION)
+
 # Roles whose permissions are fixed: chmod on them is refused (EPERM).
 _FIXED_MODE = frozenset({Role.ROOT, Role.KIND, Role.SCHEMAS, Role.HISTORY}) | READ_ONLY_FILES
 
@@ -53,8 +59,11 @@ class Buffers:
         self.refusals = refusals
 
     def writable(self, inode: Inode) -> None:
-        """Refuse a write to a derived file, a deleted node's file, or a read-only mount."""
-        if inode.role in READ_ONLY_FILES or inode.trashed:
+        """Refuse a write to a derived file, a deleted node's file, or a read-only mount.
+        meta.yaml and a `.history` version may be opened for writing: what is written is
+        compared at the close (`Tiers.write_back`), so a copier that writes back the bytes
+        they show succeeds."""
+        if (inode.role in READ_ONLY_FILES and inode.role not in WRITTEN_BACK) or inode.trashed:
             what = (
                 "a deleted node (restore it with mv first)"
                 if inode.trashed
@@ -113,6 +122,15 @@ class Buffers:
                 inode.mtime_ns = time.time_ns()
             h.dirty, h.rebase = True, None
             return
+        if inode.role in WRITTEN_BACK:
+            if size != len(self.roles.file_bytes(inode)):
+                exc = ReadOnly(
+                    f"{inode.name} is derived and read-only: truncating it to {size} bytes "
+                    "would change it"
+                )
+                self.refusals.refuse(inode, exc, None)
+                raise exc
+            return  # the size it has: nothing changes
         if inode.role == Role.TIER and inode.data is None:
             data = bytearray(self.roles.file_bytes(inode))
             if size != len(data):
@@ -235,7 +253,7 @@ class Buffers:
         version is a state one writer saved (concurrent rewriters: the last close wins,
         like an editor's atomic rename)."""
         self.writable(inode)
-        if inode.role == Role.TIER:
+        if inode.role in (Role.TIER, *WRITTEN_BACK):
             if flags & os.O_TRUNC:
                 inode.mtime_ns = inode.ctime_ns = time.time_ns()
                 return bytearray(), None
@@ -273,6 +291,15 @@ class Buffers:
             data = inode.data if inode.data is not None else self.load(inode)
         if h.flags & os.O_APPEND:
             off = len(data)
+        if h.exact is not None and buf != h.exact[off : off + len(buf)]:
+            refused = ReadOnly(
+                f"{inode.name} is derived and read-only: only the bytes it shows can be "
+                f"written back (a write at byte {off} differs)"
+            )
+            self.refusals.refuse(inode, refused, bytes(buf))
+            assert h.buffer is not None
+            h.buffer, h.dirty = bytearray(h.exact), False
+            raise refused
         limit = self.limit(inode)
         if h.failed or off + len(buf) > limit:
             exc = TooBig(
@@ -295,6 +322,20 @@ class Buffers:
         if off > old_size:
             data.extend(bytes(off - old_size))
         data[off : off + len(buf)] = buf
+        if (
+            inode.role == Role.META
+            and h.exact is None
+            and not META_START.startswith(bytes(data[: len(META_START)]))
+        ):
+            # another node's meta.yaml, written into a copy, is taken at the close; what
+            # does not start as one is refused now, where the shell can say so
+            refused = ReadOnly(
+                f"{inode.name} is derived and read-only: only the bytes it shows (or, in a "
+                "copy being made, another node's meta.yaml) can be written back"
+            )
+            self.refusals.refuse(inode, refused, bytes(data))
+            h.buffer, h.dirty = bytearray(self.roles.file_bytes(inode)), False
+            raise refused
         self._mark_changed(inode, min(off, old_size), off + len(buf))
         if h.buffer is not None:
             h.dirty = True

@@ -179,6 +179,17 @@ class Inode:
     # ATTACH file with hard links: its other names (parent, name) are each a link row;
     # (parent, name) is always the name of `att`, the row that holds the file
     links: list[LinkName] | None = None
+    # NODE: the files it does not show yet (a node made by mkdir and never written: its
+    # tiers, meta.yaml and .history), numbered when the node was first shown so that their
+    # inode numbers, which `cp` copies in, keep the derived files before L2.md
+    unborn: dict[str, Inode] | None = None
+    # NODE made by mkdir during this mount: a copier may write another node's meta.yaml
+    # into it, which makes it a copy being made (fs.roles.tiers: write_back)
+    made_here: bool = False
+    # NODE being made a copy of another (its versions written back into `.history`, or
+    # another node's meta.yaml), until L2.md is saved again: for each version stored, the
+    # number it had in the `.history` the copier wrote (None: a save of L2.md)
+    copied_from: list[int | None] | None = None
 
     @property
     def is_dir(self) -> bool:
@@ -267,6 +278,10 @@ class Handle:
     # back when a write of this handle is refused before it stored anything (`dd` past
     # the size limit leaves the file as it was, not empty)
     before: bytes | None = None
+    # meta.yaml or a stored version opened for writing: the bytes it shows, which every
+    # write must repeat at its offset (fs.roles.tiers: write_back), so that a write of
+    # other bytes is refused at write(2) and the shell says so
+    exact: bytes | None = None
 
     @property
     def writable(self) -> bool:

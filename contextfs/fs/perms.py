@@ -251,7 +251,15 @@ class Perms:
             )
             return mode is None  # a mode still goes to attachments.mode
         assert n is not None
-        if role in (Role.META, Role.VERSION, Role.HISTORY) and mode is not None:
+        derived = role in (Role.META, Role.VERSION, Role.HISTORY)
+        if derived and mode is not None and not mode & (stat.S_IWGRP | stat.S_IWOTH):
+            # They show the node's modes without write bits. A copier sets the mode it
+            # read, or adds u+w to a folder it fills and restores it after (`cp -r`,
+            # `cp -a`, `rsync -a`, `tar x`), while the node's folder may still have the
+            # mode the copier made it with: taken and not kept. Only making them
+            # writable by others is refused.
+            mode = None
+        if derived and mode is not None:
             if self._same_as_shown(inode, mode, None, None):
                 mode = None  # `cp -a`, `rsync -a` set what they read: fine
             else:

@@ -74,6 +74,12 @@ class InodeTable:
             self.link_inode(parent, inode)
         return inode
 
+    def reserve(self, role: Role, mode: int, name: str, **kw: Unpack[InodeFields]) -> Inode:
+        """An inode numbered now and given no name: `link_inode` shows it later."""
+        inode = self.new(role, mode, name, None, **kw)
+        del self.inodes[inode.ino]
+        return inode
+
     def new_dir(
         self,
         role: Role,

@@ -264,7 +264,9 @@ class Tree:
         release (or fsync), which keeps "one save, one version" for `> file`.
         """
         h = self.table.handle(fh)
-        if not h.wrote:
+        if not h.wrote and not (h.dirty and h.inode.role in (Role.META, Role.VERSION)):
+            # (meta.yaml or a version emptied by O_TRUNC and closed: refused here, where
+            # close() can say so, not at release)
             return
         h.wrote = False
         await self.handler(h.inode).flush(h)

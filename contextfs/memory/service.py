@@ -595,6 +595,30 @@ class Memory:
                 self.node_path(n),
             )
 
+    def insert_version(self, n: Node, position: int, text: str, reason: str = "write") -> None:
+        """An earlier version put back into n's history at `position` (1-based, at most
+        n.version): the versions from there on move one number up, and the current L2 stays
+        what it is and the newest (a copy written back in the order of its files, its
+        `.history` after its L2.md: rsync)."""
+        if not 1 <= position <= n.version:
+            raise InvalidInput(f"no version {position} to put a version before")
+        if len(text.encode("utf-8")) > self.max_tier_size:
+            raise TooBig(f"a version is limited to {self.max_tier_size} bytes")
+        text = self.redact(text, f"{self.node_path(n)}/.history/v{position}.md")
+        self.validate_l2(self.type_named(n.type), text)
+        moved = [self.history_text(n, v) for v in range(position, n.version)]
+        with self.transaction():
+            self.transactions.keep(n)
+            n.version += 1
+            self.transactions.store_node(n, reason)  # the current L2, one number up
+            n.history.append((n.version, max(self.clock(), n.updated), n.tier_size("L2")))
+            where = {v: i for i, (v, _c, _s) in enumerate(n.history)}
+            for v, new in zip(range(position, n.version), [text, *moved], strict=False):
+                self.store.redact_version(n.id, v, new, content_hash(new))
+                i = where[v]
+                n.history[i] = (v, n.history[i][1], len(new.encode("utf-8")))
+                self.rewritten_versions.setdefault(n.id, set()).add(v)
+
     def save_pinned(self, n: Node, tier: str, text: str) -> bool:
         """A hand-written L0 or L1: kept as written until L2 changes."""
         ctype = self.type_named(n.type)
@@ -604,8 +628,8 @@ class Memory:
         text = self.redact(text, f"{self.node_path(n)}/{tier}.md")
         old = n.l0 if tier == "L0" else n.l1
         pinned = n.l0_pinned if tier == "L0" else n.l1_pinned
-        if old == text and pinned:
-            return False
+        if old == text and (pinned or n.version > 0):
+            return False  # the text it shows, written back (cp, rsync): nothing to pin
         with self.transaction():
             self.transactions.keep(n)
             if tier == "L0":

@@ -29,8 +29,9 @@ async def test_owner_names_are_checked(fs):
 
 async def test_new_node_derives_l0_l1_and_counts_versions(fs, memory):
     await fs.mkdir(f"{P}/editor")
-    # tiers exist once written (so `cp -r` of a copied node can create them with O_EXCL)
-    assert await fs.listdir(f"{P}/editor") == [".history", "meta.yaml"]
+    # tiers, meta.yaml and .history exist once written (so `cp -r` of a copied node can
+    # create them with O_EXCL: docs/reference.md, "Copying nodes with cp, rsync and tar")
+    assert await fs.listdir(f"{P}/editor") == []
     text = "# Editor\n\nShe prefers vim with relative numbers. Nano is too simple for her.\n"
     await fs.write(f"{P}/editor/L2.md", text.encode())
     assert await fs.text(f"{P}/editor/L2.md") == text
@@ -203,7 +204,7 @@ async def test_rmdir_of_a_full_node_is_refused(fs):
     await fs.mkdir(f"{P}/full")
     await fs.write(f"{P}/full/L2.md", b"text\n")
     assert await fs.errno_of(fs.rmdir(f"{P}/full")) == errno.ENOTEMPTY
-    await fs.mkdir(f"{P}/fresh")  # never written: empty but for meta.yaml and .history
+    await fs.mkdir(f"{P}/fresh")  # never written: empty
     assert await fs.errno_of(fs.rmdir(f"{P}/fresh")) == 0
     assert await fs.errno_of(fs.rmdir("user/default/events")) == errno.EPERM
 

@@ -16,7 +16,9 @@ from __future__ import annotations
 
 import itertools
 import os
+import re
 import stat
+import time
 from collections import OrderedDict
 from collections.abc import Iterator
 from typing import TYPE_CHECKING
@@ -45,6 +47,8 @@ from contextfs.fs.roles.inbox import Inbox
 from contextfs.fs.roles.trash import Trash
 from contextfs.fs.table import InodeTable
 from contextfs.model import Node
+
+VERSION_NAME = re.compile(r"v([1-9][0-9]{0,8})\.md")
 
 # `.history` version lists read together when one is listed (`_prefetch_history`)
 HISTORY_BATCH = 1000
@@ -260,12 +264,33 @@ class Nodes(RoleBase):
             d.att_rescan = False
             self.attachments.rescan(n)
         assert d.children is not None
+        # Numbered in this order, shown or not: `cp` copies a directory in the order of
+        # its inode numbers, so a copy gets the derived files before L2.md and can create
+        # each (O_EXCL) before L2.md's first save makes them appear
+        # (docs/reference.md, "Copying nodes with cp, rsync and tar").
         ro = 0o444 if d.trashed else 0o644
-        for fname, tier in TIER_FILES.items():
-            if fname not in d.children and self.tier_exists(n, tier):
-                t.new(Role.TIER, stat.S_IFREG | ro, fname, d, node=n, tier=tier)
-        t.new(Role.META, stat.S_IFREG | 0o444, META_FILE, d, node=n)
-        t.new_dir(Role.HISTORY, HISTORY_DIR, d, 0o555, node=n, populated=False)
+        fresh = n.version == 0 and not d.trashed
+        unborn: dict[str, Inode] = {}
+        for fname in (META_FILE, HISTORY_DIR, *TIER_FILES):
+            if fname in d.children:
+                continue
+            if fname == META_FILE:
+                inode = t.reserve(Role.META, stat.S_IFREG | 0o444, fname, node=n)
+                shown = not fresh
+            elif fname == HISTORY_DIR:
+                inode = t.reserve(
+                    Role.HISTORY, stat.S_IFDIR | 0o555, fname, node=n, populated=False
+                )
+                shown = not fresh
+            else:
+                tier = TIER_FILES[fname]
+                inode = t.reserve(Role.TIER, stat.S_IFREG | ro, fname, node=n, tier=tier)
+                shown = self.tier_exists(n, tier)
+            if shown:
+                t.link_inode(d, inode)
+            else:
+                unborn[fname] = inode
+        d.unborn = unborn or None
         self.attachments.add_inodes(d, n, None)
         if d.trashed:
             self.trash.retag(d, trashed=True)
@@ -281,6 +306,37 @@ class Nodes(RoleBase):
             return
         siblings = [c.node for c in above.children.values() if c.node is not None]
         texts.prefetch_history([d.node, *siblings], HISTORY_BATCH)
+
+    def bear(self, d: Inode, name: str, uid: int | None = None, gid: int | None = None) -> Inode:
+        """Show a file of a node that it did not show yet (its inode numbered when the
+        node was populated), or the one it shows."""
+        assert d.children is not None
+        shown = d.children.get(name)
+        if shown is not None:
+            if d.unborn:
+                d.unborn.pop(name, None)
+            return shown
+        inode = d.unborn.pop(name, None) if d.unborn else None
+        if inode is None:  # populated before any was numbered (a singleton's first L2)
+            n = d.node
+            if name == META_FILE:
+                inode = self.table.reserve(Role.META, stat.S_IFREG | 0o444, name, node=n)
+            elif name == HISTORY_DIR:
+                inode = self.table.reserve(
+                    Role.HISTORY, stat.S_IFDIR | 0o555, name, node=n, populated=False
+                )
+            else:
+                inode = self.table.reserve(
+                    Role.TIER, stat.S_IFREG | 0o644, name, node=n, tier=TIER_FILES[name]
+                )
+        now = time.time_ns()
+        inode.mtime_ns = inode.atime_ns = inode.ctime_ns = now
+        if uid is not None:
+            inode.uid = uid
+        if gid is not None:
+            inode.gid = gid
+        self.table.link_inode(d, inode)
+        return inode
 
     @staticmethod
     def tier_exists(n: Node, tier: str) -> bool:
@@ -310,7 +366,8 @@ class Nodes(RoleBase):
             self.table.ensure(d)
             return d.ndirs
         dirs = self.attachments.unloaded_dirs(d, n)
-        return dirs + (1 if d.role == Role.NODE else 0)  # a node also holds .history
+        # a node also holds .history, once it has a version
+        return dirs + (1 if d.role == Role.NODE and n.version > 0 else 0)
 
     async def lookup(self, d: Inode, name: str) -> Inode:
         if d.role == Role.TYPEDIR and not d.populated:
@@ -402,6 +459,8 @@ class Nodes(RoleBase):
             if name in TIER_FILES:
                 return Role.TIER
             return Role.SCRATCH if is_temp_name(name) else Role.DROP
+        if d.role == Role.HISTORY:
+            return self._new_in_history(d, name)
         if d.role == Role.NODE:
             if d.trashed:
                 raise ReadOnly("a deleted node is read-only; restore it with mv first")
@@ -409,6 +468,8 @@ class Nodes(RoleBase):
                 return Role.SCRATCH
             if name in TIER_FILES:
                 return Role.TIER
+            if name == META_FILE and d.unborn and META_FILE in d.unborn:
+                return Role.META  # a copier's meta.yaml, before the node's first save
             if name in RESERVED_IN_NODE:
                 raise ReadOnly(f"{name} is derived and read-only")
             if d.ctype is not None and d.ctype.singleton and ROUTABLE_IN_SINGLETON.search(name):
@@ -416,27 +477,65 @@ class Nodes(RoleBase):
             return Role.ATTACH
         raise self.no_files_here(d)
 
+    def _new_in_history(self, d: Inode, name: str) -> Role:
+        """A new name in `.history`: a version written back into a node that has none
+        yet (a copy being made: kept, and stored before its L2.md) or into a node made by
+        mkdir during this mount (as stored, or put in its place in a copy:
+        `Tiers.write_back`), or a copier's
+        temporary file (rsync's `.v1.md.XXXXXX`, in daemon memory only, to be renamed over
+        a version with the bytes it holds)."""
+        n = d.node
+        node_dir = d.parent
+        if n is None or d.trashed or (node_dir is not None and node_dir.trashed):
+            raise ReadOnly(".history of a deleted node is read-only")
+        if name.startswith(".") or is_editor_scratch(name):
+            return Role.SCRATCH
+        if VERSION_NAME.fullmatch(name) and (
+            n.version == 0 or (node_dir is not None and node_dir.made_here)
+        ):
+            return Role.VERSION
+        raise ReadOnly(
+            f".history is read-only: {name} is not a stored version (versions are written "
+            "back only into a new node, before its L2.md, or with the bytes already stored)"
+        )
+
+    def pending_version(self, d: Inode, name: str) -> Inode:
+        """A version written back into the `.history` of a node with no version yet: held
+        in daemon memory, stored before the node's first L2.md (`Tiers.first_save`); or
+        into a copy after its L2.md: put in its place at its close (`Tiers.write_back`)."""
+        m = VERSION_NAME.fullmatch(name)
+        assert m is not None
+        inode = self.table.new(
+            Role.VERSION,
+            stat.S_IFREG | 0o444,
+            name,
+            d,
+            node=d.node,
+            version=int(m.group(1)),
+            data=bytearray(),
+        )
+        self.table.touch_dir(d)
+        return inode
+
     def create(self, d: Inode, name: str, mode: int, flags: int, uid: int, gid: int) -> Handle:
         t = self.table
         role = self.new_file_role(d, name)
         if role == Role.ATTACH:
             return self.attachments.create_file(d, name, mode, flags, uid, gid)
+        if role == Role.META:
+            # taken at its close and not kept: a new node's facts are its own
+            inode = self.bear(d, META_FILE)
+            t.touch_dir(d)
+            return self.buffers.open(inode, flags | os.O_TRUNC)
+        if role == Role.VERSION:
+            return self.buffers.open(self.pending_version(d, name), flags | os.O_TRUNC)
         if role == Role.TIER:
             if d.node is None:  # first L2.md of a singleton
                 assert d.ctype is not None and d.owner is not None
                 d.node = self.memory.create_node(d.owner, d.ctype, "", persist=False)
                 d.populated = False
                 self.populate(d)
-            inode = t.new(
-                Role.TIER,
-                stat.S_IFREG | 0o644,
-                name,
-                d,
-                node=d.node,
-                tier=TIER_FILES[name],
-                uid=uid,
-                gid=gid,
-            )
+            inode = self.bear(d, name, uid, gid)
             t.touch_dir(d)
             # its own buffer, like any open for writing; a file created and closed empty
             # (`touch`) is saved empty at its close
@@ -468,8 +567,12 @@ class Nodes(RoleBase):
             n = self.memory.create_node(d.owner, d.ctype, name, persist=False)
             placed = self.place(n)
             assert placed is not None
+            placed.made_here = True
             return placed
         if d.role == Role.NODE and d.node is not None and not d.trashed:
+            if name == HISTORY_DIR and d.unborn and HISTORY_DIR in d.unborn:
+                # a copier's `.history` (cp -r makes it before its versions): shown now
+                return self.bear(d, HISTORY_DIR)
             if name in RESERVED_IN_NODE:
                 raise ReadOnly(f"{name} is reserved in a node")
             return self.attachments.mkdir(d, name, mode, uid, gid)
@@ -537,11 +640,13 @@ class Nodes(RoleBase):
         if not d.populated:
             return
         assert d.children is not None
-        if n.version == 1:  # the first save: the tiers exist from now on
-            ro = 0o444 if d.trashed else 0o644
-            for fname, tier in TIER_FILES.items():
-                if fname not in d.children:
-                    t.new(Role.TIER, stat.S_IFREG | ro, fname, d, node=n, tier=tier)
+        if n.version >= 1 and (d.unborn or n.version == 1):
+            # saved: what it did not show exists from now on (the tiers from the first save;
+            # a name hidden by `rm` of a tier stays hidden)
+            for fname in (META_FILE, HISTORY_DIR, *TIER_FILES):
+                if (d.unborn and fname in d.unborn) or (n.version == 1 and fname in TIER_FILES):
+                    self.bear(d, fname)
+            d.unborn = None
         for name in (*TIER_FILES, META_FILE):
             c = d.children.get(name)
             if c is None or c.node is not n:

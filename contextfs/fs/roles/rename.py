@@ -27,7 +27,15 @@ from contextfs.errors import (
     NotSupported,
     ReadOnly,
 )
-from contextfs.fs.inode import READ_ONLY_FILES, TIER_FILES, ChangedBytes, Inode, Role
+from contextfs.fs.inode import (
+    META_FILE,
+    READ_ONLY_FILES,
+    TIER_FILES,
+    ChangedBytes,
+    Inode,
+    Invalidation,
+    Role,
+)
 from contextfs.fs.roles.attachments import Attachments
 from contextfs.fs.roles.base import Refusals, RoleBase, RoleMap, check_name, missing
 from contextfs.fs.roles.inbox import Inbox
@@ -239,9 +247,13 @@ class Renames:
             raise ReadOnly(f"{src.name} is read-only")
         if dst is not None and dst.is_dir:
             raise IsADirectory("is a directory")
-        if dst is not None and (dst.role in READ_ONLY_FILES or dst.trashed):
+        written_back = dst is not None and dst.role in (Role.META, Role.VERSION)
+        if dst is not None and ((dst.role in READ_ONLY_FILES and not written_back) or dst.trashed):
             raise ReadOnly(f"{new_name} is read-only")
         data = bytes(self.roles.file_bytes(src)) if not stat.S_ISLNK(src.mode) else b""
+        if dst_dir.role == Role.HISTORY or (dst_dir.role == Role.NODE and new_name == META_FILE):
+            self._write_back(src, dst_dir, new_name, dst, data)
+            return
         if dst_dir.role == Role.NODE and new_name in TIER_FILES and not dst_dir.trashed:
             self._save_over_tier(src, dst_dir, new_name, dst, data)
             return
@@ -260,6 +272,50 @@ class Renames:
                 self._become_attachment(src, dst_dir, new_name, data)
             else:
                 self._become_scratch(src, dst_dir, new_name, data)
+
+    def _write_back(
+        self, src: Inode, dst_dir: Inode, new_name: str, dst: Inode | None, data: bytes
+    ) -> None:
+        """A copier's temporary file renamed over meta.yaml or a `.history` version (rsync,
+        atomic writers): what it holds is written back (`Tiers.write_back`: the bytes the
+        file shows, or a new node's copy), and the temporary file is gone; anything else
+        is refused and the file stays where it was. In `.history` a copier's temporary
+        name may also be renamed to another temporary name."""
+        if not stat.S_ISREG(src.mode):
+            raise _no_symlink_memory(new_name)
+        made = None
+        if dst is None:
+            role = self.nodes.new_file_role(dst_dir, new_name)
+            if role == Role.SCRATCH:
+                self._replace_plain(dst_dir, new_name, dst)
+                self._become_scratch(src, dst_dir, new_name, data)
+                return
+            if role == Role.META:
+                dst = self.nodes.bear(dst_dir, META_FILE)
+            else:  # a version of a node that has none yet, stored before its L2.md
+                dst = self.nodes.pending_version(dst_dir, new_name)
+                made = dst
+        try:
+            with self.memory.transaction():
+                self.tiers.write_back(dst, data)
+                self._drop_source_row(src)
+        except ContextFSError as exc:
+            self.refusals.refuse(dst, exc, data)
+            if made is not None and made.parent is not None:
+                self.table.unlink_inode(made)
+            raise
+        self._keep_replaced(src, dst_dir, new_name)
+
+    def _keep_replaced(self, src: Inode, dst_dir: Inode, new_name: str) -> None:
+        """A rename over a file that keeps its inode (meta.yaml, a version, L0.md or
+        L1.md): the renamed file goes, and the kernel, which gave the name to the renamed
+        inode, looks the name up again. The replaced file keeps its inode number, by
+        which `cp` orders what it copies (docs/reference.md, "Copying nodes")."""
+        self.table.unlink_inode(src)
+        self.table.invalidations.append(Invalidation(dst_dir.ino, name=new_name))
+        shown = (dst_dir.children or {}).get(new_name)
+        if shown is not None:
+            self.table.invalidate(shown)
 
     def _file_role(self, d: Inode, name: str) -> Role:
         """What a new file `name` in d would become."""
@@ -296,7 +352,7 @@ class Renames:
         try:
             with self.memory.transaction():
                 if tier == "L2":
-                    self.memory.save_l2(n, decode_text(data, new_name), "rename-over")
+                    self.tiers.first_save(dst_dir, n, decode_text(data, new_name), "rename-over")
                 else:
                     self.memory.save_pinned(n, tier, decode_text(data, new_name))
                 self._drop_source_row(src)
@@ -306,6 +362,10 @@ class Renames:
         if not dst_dir.populated:
             self.nodes.populate(dst_dir)
             dst = (dst_dir.children or {}).get(new_name)
+        if dst is not None and tier != "L2" and dst.role == Role.TIER:
+            self._keep_replaced(src, dst_dir, new_name)
+            self.nodes.changed(n)
+            return
         if dst is not None:
             self.table.unlink_inode(dst)
         self.table.unlink_inode(src)

@@ -15,10 +15,21 @@ from __future__ import annotations
 import logging
 import os
 import stat
+import time
 from typing import TYPE_CHECKING
 
+import yaml
+
 from contextfs.errors import ContextFSError, ReadOnly
-from contextfs.fs.inode import META_FILE, NAME_MAX, Handle, Inode, Role
+from contextfs.fs.inode import (
+    HISTORY_DIR,
+    META_FILE,
+    NAME_MAX,
+    Handle,
+    Inode,
+    Invalidation,
+    Role,
+)
 from contextfs.fs.perms import Perms
 from contextfs.fs.roles.attachments import Attachments
 from contextfs.fs.roles.base import Refusals, RoleBase
@@ -34,6 +45,27 @@ if TYPE_CHECKING:
     from contextfs.model import Refusal
 
 log = logging.getLogger(__name__)
+
+# what the mount writes in every meta.yaml (Memory.meta_yaml)
+_META_KEYS = frozenset({"id", "type", "owner", "path", "version", "content_hash"})
+
+
+def _meta_id(data: bytes) -> int | None:
+    """The node id of bytes that read as a node's meta.yaml (a mapping with the facts
+    the mount writes in one), else None."""
+    try:
+        doc = yaml.safe_load(data.decode("utf-8"))
+    except (UnicodeDecodeError, yaml.YAMLError):
+        return None
+    if not isinstance(doc, dict) or not set(doc) >= _META_KEYS:
+        return None
+    node_id = doc["id"]
+    return node_id if isinstance(node_id, int) else None
+
+
+def _first_difference(a: bytes, b: bytes) -> int:
+    same = (i for i, (x, y) in enumerate(zip(a, b, strict=False)) if x != y)
+    return next(same, min(len(a), len(b)))
 
 
 class Tiers(RoleBase):
@@ -73,6 +105,8 @@ class Tiers(RoleBase):
         if inode.role == Role.META and n is not None:
             return self._meta_bytes(n)
         if inode.role == Role.VERSION and n is not None:
+            if inode.data is not None:  # written back, stored with the node's first L2
+                return bytes(inode.data)
             cached = cache.get(inode.ino)
             if cached is None:
                 cached = cache[inode.ino] = self.memory.history_text(n, inode.version).encode(
@@ -123,8 +157,24 @@ class Tiers(RoleBase):
         # Opening a file never counts as an access: `cat`, `grep -r`, rsync and backups
         # read without changing anything (meta.yaml keeps its size while it is copied).
         # What counts is reading a `.query` answer (fs.roles.query: count_access).
-        if h.inode.role == Role.META:
-            h.inode.listed = True
+        inode = h.inode
+        if inode.role == Role.META:
+            inode.listed = True
+        if h.writable and inode.role in (Role.META, Role.VERSION) and not self._taken(inode):
+            h.exact = self.content(inode)
+
+    @staticmethod
+    def _taken(inode: Inode) -> bool:
+        """Whether other bytes than it shows may be written into meta.yaml or a version
+        (checked at the close, `write_back`): a version of a node with no version yet, or
+        either in a node made by mkdir during this mount (a copy being made)."""
+        n, d = inode.node, inode.parent
+        if inode.role == Role.META:
+            return d is not None and (d.made_here or (n is not None and n.version == 0))
+        if n is not None and n.version == 0:
+            return True
+        d = d.parent if d is not None else None
+        return d is not None and d.copied_from is not None
 
     def count_access(self, n: Node) -> None:
         """An access to n (SPEC §7), which meta.yaml shows: forget what the kernel cached
@@ -206,6 +256,26 @@ class Tiers(RoleBase):
     def commit_own(self, h: Handle) -> None:
         """Save a tier handle's own buffer: one version, exactly what it held."""
         inode = h.inode
+        if inode.role in (Role.META, Role.VERSION):
+            assert h.buffer is not None
+            data = bytes(h.buffer)
+            h.dirty = False
+            try:
+                self.write_back(inode, data)
+            except ContextFSError as exc:
+                refusal = self.refusals.refuse(inode, exc, data)
+                n = inode.node
+                if inode.data is not None and n is not None and n.version > 0:
+                    # a version name made by this write: it goes (the stored ones stay)
+                    self.table.unlink_inode(inode)
+                    inode.data = None
+                    self.nodes.changed(n)
+                h.buffer = bytearray(self.content(inode))
+                self.table.invalidate(inode)
+                if inode.role == Role.META:  # `printf … > meta.yaml` ignores close()'s errno
+                    self.leave_trace(inode.parent, inode.name, data, refusal)
+                raise
+            return
         assert h.buffer is not None and inode.node is not None and inode.tier is not None
         data = bytes(h.buffer)
         if h.rebase is not None:  # O_APPEND: what it appended, after the file as it is now
@@ -252,12 +322,128 @@ class Tiers(RoleBase):
             raise
         inode.dirty = False
 
+    def write_back(self, inode: Inode, data: bytes) -> None:
+        """What a copier wrote into meta.yaml or a `.history` version, at its close.
+
+        The bytes the file shows: nothing changes (`cp`, `rsync`, `tar x` writing back what
+        they read). A version written into a node with no version yet: kept, and stored
+        before its L2.md (`first_save`). meta.yaml written into a node made by mkdir
+        during this mount: taken and not kept when it reads as a meta.yaml (a copy's: its
+        facts are the node it came from; the new node has its own). Anything else is a
+        conflict: EACCES, with the reason."""
+        n = inode.node
+        assert n is not None
+        if inode.role == Role.VERSION and inode.data is not None and n.version == 0:  # pending
+            decode_text(data, inode.name)
+            inode.data = bytearray(data)
+            inode.mtime_ns = time.time_ns()
+            return
+        transient = inode.role == Role.VERSION and inode.data is not None
+        if transient:  # made again by a copier that unlinked it (tar x): as stored
+            stored = inode.version <= n.version
+            shown = self.memory.history_text(n, inode.version).encode() if stored else b""
+        else:
+            shown = self.content(inode)
+        d = inode.parent
+        if inode.role == Role.VERSION and d is not None:
+            d = d.parent
+        copy = d.copied_from if d is not None else None
+        if inode.role == Role.META and d is not None and (d.made_here or n.version == 0):
+            other = _meta_id(data)
+            if other is not None and other != n.id:  # another node's: this is its copy
+                if copy is None:
+                    d.copied_from = [None] * n.version
+                return
+        if data == shown or (
+            inode.role == Role.VERSION
+            and copy is not None
+            and self._late_version(n, copy, inode.version, decode_text(data, inode.name))
+        ):
+            if transient and inode.parent is not None:
+                # the name shows the stored version again (Nodes.changed makes it)
+                self.table.invalidations.append(Invalidation(inode.parent.ino, name=inode.name))
+                self.table.unlink_inode(inode)
+                inode.data = None
+                self.nodes.changed(n)
+            return
+        what = (
+            f"version {inode.version} as stored"
+            if inode.role == Role.VERSION
+            else f"the facts of {self.memory.node_path(n)}"
+        )
+        raise ReadOnly(
+            f"{inode.name} is derived and read-only: what was written differs from {what} "
+            f"(first difference at byte {_first_difference(data, shown)}); only the bytes it "
+            "shows can be written back"
+        )
+
+    def _late_version(self, n: Node, copy: list[int | None], number: int, text: str) -> bool:
+        """A version written back into a copy after its L2.md (rsync copies a folder's
+        files before its subfolders): put into the history where its number goes among
+        the versions the copy wrote back, before the current L2, which stays the newest.
+        False when it has no place there (newer than the current L2): a conflict."""
+        copy.extend([None] * (n.version - len(copy)))  # saves since: L2.md's
+        saves = [p for p, src in enumerate(copy, 1) if src is None]
+        for p in saves:  # the save that wrote this very text: it had this number
+            if self.memory.history_text(n, p) == text:
+                copy[p - 1] = number
+                return True
+        place = next((p for p, src in enumerate(copy, 1) if src is None or src > number), None)
+        if place is None:
+            return False
+        self.memory.insert_version(n, place, text)
+        copy.insert(place - 1, number)
+        self.nodes.changed(n)  # the versions from `place` on read again
+        return True
+
+    def first_save(self, d: Inode | None, n: Node, text: str, reason: str = "write") -> bool:
+        """L2's save; in a node with no version yet, the versions written back into its
+        `.history` are stored first, in order (a copy keeps its history), and L0/L1 written
+        before it stay as written when they differ from what this L2 derives (a copy keeps
+        its pins). Returns whether a version was stored."""
+        if n.version > 0 or d is None:
+            if d is not None:
+                d.copied_from = None  # saved again: no longer a copy being made
+            return self.memory.save_l2(n, text, reason)
+        hist = (d.children or {}).get(HISTORY_DIR)
+        pending = sorted(
+            (c for c in (hist.children or {}).values() if c.role == Role.VERSION and c.data)
+            if hist is not None
+            else (),
+            key=lambda c: c.version,
+        )
+        pins = {
+            tier: (n.l0 if tier == "L0" else n.l1)
+            for tier, pinned in (("L0", n.l0_pinned), ("L1", n.l1_pinned))
+            if pinned
+        }
+        with self.memory.transaction():
+            numbers: list[int | None] = []
+            for c in pending:
+                assert c.data is not None
+                if self.memory.save_l2(n, decode_text(bytes(c.data), c.name), reason):
+                    numbers.append(c.version)
+            changed = self.memory.save_l2(n, text, reason)
+            if numbers:
+                d.copied_from = [*numbers, *([None] if changed else [])]
+            for tier, pinned_text in pins.items():
+                if pinned_text != (n.l0 if tier == "L0" else n.l1):
+                    self.memory.save_pinned(n, tier, pinned_text)
+        for c in pending:
+            # stored: what it shows comes from the store now; a number the store gave
+            # another version goes, and `Nodes.changed` shows the stored ones
+            c.data = None
+            if not any(v == c.version for v, _c, _s in n.history) and c.parent is not None:
+                self.table.invalidations.append(Invalidation(c.parent.ino, name=c.name))
+                self.table.unlink_inode(c)
+        return changed or bool(pending)
+
     def save_tier(self, inode: Inode, n: Node, tier: str, data: bytes) -> bytes | None:
         """Save data as a tier; returns what is stored when it differs from data (a secret
         was redacted), else None."""
         text = decode_text(data, f"{tier}.md")
         if tier == "L2":
-            changed = self.memory.save_l2(n, text)
+            changed = self.first_save(inode.parent, n, text)
         else:
             changed = self.memory.save_pinned(n, tier, text)
         if changed:
@@ -434,12 +620,29 @@ class Tiers(RoleBase):
 
     # ---- removing ------------------------------------------------------------------------
 
+    def _copy_unlinks(self, d: Inode, child: Inode) -> bool:
+        """`tar x` into a copy being made unlinks meta.yaml and each version it finds there
+        before it writes its own (`Tiers.write_back` takes them): in a node made by mkdir
+        during this mount, the name is hidden until it is written back or the node next
+        changes; nothing stored changes."""
+        if child.role == Role.META and d.made_here:
+            self.table.unlink_inode(child)
+            d.unborn = {**(d.unborn or {}), META_FILE: child}  # its number, for `cp`
+            return True
+        node_dir = d.parent
+        if child.role == Role.VERSION and node_dir is not None and node_dir.made_here:
+            self.table.unlink_inode(child)
+            return True
+        return False
+
     def unlink(self, d: Inode, child: Inode) -> None:
         if child.role in (Role.META, Role.VERSION):
             # Derived: they go with their node. `rm -r` of the node removes its tiers first
             # and then passes over these (0, nothing hidden, the rmdir of the node follows);
             # anywhere else (`rm meta.yaml`, `tar x` over a node, `rm -r .history`): EACCES.
             if self.nodes.emptying(d if child.role == Role.META else d.parent):
+                return
+            if self._copy_unlinks(d, child):
                 return
             raise ReadOnly(
                 f"{child.name} is derived and read-only; it goes with its node (rm -r the node)"

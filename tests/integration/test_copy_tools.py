@@ -1,0 +1,196 @@
+"""Ordinary copy tools through a real mount (docs/reference.md, "Copying nodes with cp,
+rsync and tar"): `cp -r`, `cp -a` and `rsync -a` of a node into a new one, of an owner into
+a new one, and `rsync` back of an `rsync` copy exit 0 with nothing lost; the copy keeps the
+text, the versions, a hand-written L0 and the attachments; the derived files a copier
+writes back with the bytes they show change nothing; other bytes into meta.yaml or a
+version are refused with an errno the tool prints and the reason in `.status`.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+
+V1 = "Ana drinks green tea.\n"
+V2 = "Ana drinks green tea, no sugar, after lunch.\n"
+PINNED = "Tea: green, no sugar.\n"
+
+
+def run(*args: str | Path, cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [str(a) for a in args], capture_output=True, text=True, timeout=120, cwd=cwd
+    )
+
+
+def meta(node: Path) -> dict[str, str]:
+    text = (node / "meta.yaml").read_text()
+    return dict(re.findall(r"^(\w+): (.*)$", text, re.M))
+
+
+def history(node: Path) -> dict[str, str]:
+    d = node / ".history"
+    return {n: (d / n).read_text() for n in sorted(os.listdir(d))}
+
+
+def make_tea(prefs: Path, name: str = "tea") -> Path:
+    """A node with two versions, a hand-written L0 and an attachment."""
+    node = prefs / name
+    node.mkdir()
+    (node / "L2.md").write_text(V1)
+    (node / "L2.md").write_text(V2)
+    (node / "L0.md").write_text(PINNED)
+    (node / "notes.txt").write_text("brew 3 minutes\n")
+    return node
+
+
+def assert_same_node(copy: Path, src: Path) -> None:
+    """What a user compares after a copy: text, versions, abstract, attachments."""
+    assert (copy / "L2.md").read_text() == V2
+    assert history(copy) == {"v1.md": V1, "v2.md": V2}, history(copy)
+    assert (copy / "L0.md").read_text() == PINNED
+    assert (copy / "L1.md").read_text() == (src / "L1.md").read_text()
+    assert (copy / "notes.txt").read_text() == "brew 3 minutes\n"
+    m, s = meta(copy), meta(src)
+    assert m["version"] == "2" and m["l0_pinned"] == "true" and m["l1_pinned"] == "false"
+    assert m["id"] != s["id"] and m["path"].endswith(f'/{copy.name}"')
+
+
+def assert_source_intact(src: Path, before: dict[str, str]) -> None:
+    assert (src / "L2.md").read_text() == V2
+    assert history(src) == {"v1.md": V1, "v2.md": V2}
+    assert (src / "L0.md").read_text() == PINNED
+    assert meta(src) == before
+
+
+@pytest.mark.parametrize(
+    "tool",
+    [["cp", "-r"], ["cp", "-a"], ["rsync", "-a"], ["tar"]],
+    ids=["cp-r", "cp-a", "rsync-a", "tar-x"],
+)
+def test_a_node_copied_into_a_new_one_keeps_its_text_history_and_pins(mount, tools, tool, tmp_path):
+    prefs = mount.path / "user/default/preferences"
+    src = make_tea(prefs)
+    before = meta(src)
+    if tool[0] == "rsync":  # rsync copies into a folder it makes: the trailing slashes
+        r = run(*tool, f"{src}/", f"{prefs / 'tea-copy'}/")
+    elif tool[0] == "tar":  # an archive of the node, extracted under a new name
+        r = run("tar", "-C", prefs, "-cf", tmp_path / "tea.tar", "tea")
+        assert (r.returncode, r.stderr) == (0, ""), r.stderr
+        r = run("tar", "-C", prefs, "-xf", tmp_path / "tea.tar", "--transform=s/^tea/tea-copy/")
+    else:
+        r = run(*tool, src, prefs / "tea-copy")
+    assert (r.returncode, r.stderr) == (0, ""), r.stderr
+    assert_same_node(prefs / "tea-copy", src)
+    assert_source_intact(src, before)
+    if tool[0] == "tar":  # and over the node it came from: what it holds already
+        r = run("tar", "-C", prefs, "-xf", tmp_path / "tea.tar")
+        assert (r.returncode, r.stderr) == (0, ""), r.stderr
+        assert_source_intact(src, before)
+    # the copy is a node like any other: searchable text, a new save is version 3
+    (prefs / "tea-copy/L2.md").write_text("Ana switched to coffee.\n")
+    assert meta(prefs / "tea-copy")["version"] == "3"
+    assert (prefs / "tea-copy/L0.md").read_text() != PINNED  # L2 changed: the pin goes
+    mount.remount()
+    assert history(prefs / "tea-copy") == {
+        "v1.md": V1,
+        "v2.md": V2,
+        "v3.md": "Ana switched to coffee.\n",
+    }
+    assert_source_intact(prefs / "tea", before)
+    # after a remount the files are numbered again, in the same order: a copy of the copy
+    r = run("cp", "-a", prefs / "tea", prefs / "tea-again")
+    assert (r.returncode, r.stderr) == (0, ""), r.stderr
+    assert_same_node(prefs / "tea-again", prefs / "tea")
+
+
+def test_an_owner_copied_into_a_new_one(mount, tools):
+    user = mount.path / "user"
+    src = make_tea(user / "default/preferences")
+    (user / "default/entities/ana").mkdir()
+    (user / "default/entities/ana/L2.md").write_text("Ana Souza, a colleague.\n")
+    # `cp -r OWNER NEW` cannot work: a new owner shows its type directories at once
+    # (documented); into an owner made first, `cp -r OWNER/. NEW/` and rsync do
+    (user / "you").mkdir()
+    r = run("cp", "-r", f"{user / 'default'}/.", f"{user / 'you'}/")
+    assert (r.returncode, r.stderr) == (0, ""), r.stderr
+    r = run("rsync", "-a", f"{user / 'default'}/", f"{user / 'them'}/")
+    assert (r.returncode, r.stderr) == (0, ""), r.stderr
+    for owner in ("you", "them"):
+        assert_same_node(user / owner / "preferences/tea", src)
+        ana = user / owner / "entities/ana"
+        assert (ana / "L2.md").read_text() == "Ana Souza, a colleague.\n"
+        assert meta(ana)["owner"] == f"user/{owner}"
+        assert history(ana) == {"v1.md": "Ana Souza, a colleague.\n"}
+
+
+def test_rsync_back_of_an_rsync_copy_changes_nothing(mount, tools, tmp_path):
+    prefs = mount.path / "user/default/preferences"
+    src = make_tea(prefs)
+    derived = prefs / "derived"
+    derived.mkdir()
+    (derived / "L2.md").write_text("Ana likes long walks.\n\nShe walks every evening.\n")
+    backup = tmp_path / "backup"
+    r = run("rsync", "-a", f"{prefs}/", f"{backup}/")
+    assert (r.returncode, r.stderr) == (0, ""), r.stderr
+    before = {n.name: (meta(n), history(n)) for n in (src, derived)}
+    l0 = (derived / "L0.md").read_text()
+    # back as it is (times equal: rsync skips), then every file rewritten (-I: each is
+    # written to a temporary name and renamed over the one in the mount)
+    for extra in ([], ["-I"], ["-I", "--inplace"]):
+        r = run("rsync", "-a", *extra, f"{backup}/", f"{prefs}/")
+        assert (r.returncode, r.stderr) == (0, ""), (extra, r.stderr)
+        for n in (src, derived):
+            assert (meta(n), history(n)) == before[n.name], extra
+        # a derived L0 written back as it shows is not a hand-written one
+        assert meta(derived)["l0_pinned"] == "false" and (derived / "L0.md").read_text() == l0
+    assert sorted(os.listdir(prefs)) == ["derived", "tea"]
+    assert "refusals: 0" in (mount.path / ".status").read_text()
+
+
+def test_other_bytes_into_derived_files_are_refused_with_the_reason(mount, tools, tmp_path):
+    prefs = mount.path / "user/default/preferences"
+    tea = make_tea(prefs)
+    # a node made by routing a dropped file, not by mkdir
+    (prefs / "coffee.md").write_text("Ana drinks her coffee black.\n")
+    coffee = prefs / "coffee"
+    before = meta(coffee)
+    # the bytes they show go back in, by any tool: no change, exit 0
+    saved = tmp_path / "saved"
+    shutil.copytree(coffee, saved)
+    for name in ("meta.yaml", ".history/v1.md"):
+        r = run("cp", saved / name, coffee / name)
+        assert (r.returncode, r.stderr) == (0, ""), r.stderr
+    assert meta(coffee) == before
+    # other bytes: an errno the tool prints, the reason in .status, nothing changed
+    edited = tmp_path / "meta.yaml"
+    edited.write_text((coffee / "meta.yaml").read_text().replace("version: 1", "version: 7"))
+    r = run("cp", edited, coffee / "meta.yaml")
+    assert r.returncode == 1 and "Permission denied" in r.stderr, r.stderr
+    r = run("sed", "-i", "s/version: 1/version: 7/", coffee / "meta.yaml")
+    assert r.returncode != 0 and "Permission denied" in r.stderr, r.stderr
+    (tmp_path / "v1.md").write_text("Ana drinks tea.\n")
+    r = run("cp", tmp_path / "v1.md", coffee / ".history/v1.md")
+    assert r.returncode == 1 and "Permission denied" in r.stderr, r.stderr
+    r = run("cp", tmp_path / "v1.md", coffee / ".history/v5.md")
+    assert r.returncode == 1 and "Permission denied" in r.stderr, r.stderr
+    # another node rsync-ed over this one: its meta.yaml and versions are not this one's
+    r = run("rsync", "-a", f"{tea}/", f"{coffee}/")
+    assert r.returncode == 23, r.stderr
+    assert re.search(
+        r'rename ".*/coffee/\.meta\.yaml\.\w+" -> "meta\.yaml": Permission denied', r.stderr
+    )
+    assert "v1.md" in r.stderr
+    status = (mount.path / ".status").read_text()
+    assert (
+        "EACCES user/default/preferences/coffee/meta.yaml: meta.yaml is derived and read-only"
+        in status
+    )
+    assert "v1.md is derived and read-only: what was written differs from version 1" in status
+    after = meta(coffee)
+    assert after["id"] == before["id"] and after["path"] == before["path"]
+    assert history(coffee)["v1.md"] == (saved / ".history/v1.md").read_text()
