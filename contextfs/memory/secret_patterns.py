@@ -1406,13 +1406,23 @@ _BARE_PAIR_RE = re.compile(
 _HOST_RE = re.compile(r"@[\w-]+(?:\.[\w-]+)+|@[\w.-]+:\d")
 
 
-def _pair_span(m: re.Match[str]) -> Span | None:
+def _pair_value(m: re.Match[str], glue: str = "") -> tuple[int, int, str] | None:
+    """A pair's value (group `s`, its sentence's punctuation trimmed) with its span, or
+    None when the match begins inside a word (or right after one of `glue`)."""
     text = m.string
-    if m.start() > 0 and text[m.start() - 1].isalnum():
+    if m.start() > 0 and (text[m.start() - 1].isalnum() or text[m.start() - 1] in glue):
         return None
     start = m.start("s")
     end = _trim(text, start, m.end("s"))
-    value = text[start:end]
+    return start, end, text[start:end]
+
+
+def _pair_span(m: re.Match[str]) -> Span | None:
+    found = _pair_value(m)
+    if found is None:
+        return None
+    text = m.string
+    start, end, value = found
     if _is_placeholder(value) or "/" in value or "\\" in value:
         return None
     if not _credential_like(value, True) or not any(c.isalpha() for c in value):
@@ -1448,15 +1458,13 @@ _PATH_GOES_ON_RE = re.compile(r"[\"'`]?[ \t]*/")
 
 
 def _spaced_pair_span(m: re.Match[str]) -> Span | None:
-    text = m.string
-    if m.start() > 0 and (text[m.start() - 1].isalnum() or text[m.start() - 1] in "/._-"):
+    found = _pair_value(m, "/._-")
+    if found is None:
         return None
-    start = m.start("s")
-    end = _trim(text, start, m.end("s"))
-    value = text[start:end]
+    start, end, value = found
     if value[0] in "_." or not any(c.isdigit() or c in "!@#$%^&*+=?~" for c in value):
         return None  # `ROOT / "_core"`: a path's parts, not a login
-    if _PATH_GOES_ON_RE.match(text, end):
+    if _PATH_GOES_ON_RE.match(m.string, end):
         return None  # `ROOT / "f2py" / "__init__.pyi"`
     return (start, end) if _credential_like(value, True) else None
 

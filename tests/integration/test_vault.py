@@ -14,12 +14,14 @@
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import json
 import os
 import re
 import shutil
 import subprocess
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -93,7 +95,9 @@ def fill(root: Path) -> None:
     (root / "agent/empty").mkdir()  # an owner with nothing yet
 
 
-def test_export_import_export_is_the_same_tree(tmp_path: Path) -> None:
+@contextlib.contextmanager
+def two_mounts(tmp_path: Path) -> Iterator[tuple[Mount, Mount]]:
+    """Two empty mounts, `a` and `b`, with data dirs `data-a` and `data-b`."""
     (tmp_path / "a").mkdir()
     (tmp_path / "b").mkdir()
     a = Mount(tmp_path / "a", tmp_path / "data-a")
@@ -101,6 +105,14 @@ def test_export_import_export_is_the_same_tree(tmp_path: Path) -> None:
     a.start()
     b.start()
     try:
+        yield a, b
+    finally:
+        a.stop()
+        b.stop()
+
+
+def test_export_import_export_is_the_same_tree(tmp_path: Path) -> None:
+    with two_mounts(tmp_path) as (a, b):
         fill(a.path)
         out1, out2 = tmp_path / "out1", tmp_path / "out2"
         r = cli("export", str(a.path), str(out1), "--history")
@@ -135,9 +147,6 @@ def test_export_import_export_is_the_same_tree(tmp_path: Path) -> None:
         assert first.keys() == second.keys()
         assert [k for k in first if first[k] != second[k]] == []
         assert first["user/default/preferences/editor.md"][3]["version"] == 2  # replayed
-    finally:
-        a.stop()
-        b.stop()
     # the data dir, unmounted: the same export, facts and all
     out3 = tmp_path / "out3"
     r = cli("export", str(tmp_path / "data-a"), str(out3), "--history")
@@ -438,13 +447,7 @@ def test_an_exported_vault_links_resolve_and_come_back_as_written(tmp_path: Path
     `ana-souza.md`, so every wikilink to a node resolves when the export is opened as an
     Obsidian vault; imported again it is `[[Ana Souza]]` as the person wrote it, and the
     second export is the first, byte for byte but the store's own facts."""
-    (tmp_path / "a").mkdir()
-    (tmp_path / "b").mkdir()
-    a = Mount(tmp_path / "a", tmp_path / "data-a")
-    b = Mount(tmp_path / "b", tmp_path / "data-b")
-    a.start()
-    b.start()
-    try:
+    with two_mounts(tmp_path) as (a, b):
         for vault in ("obsidian", "logseq"):
             assert cli("import", str(VAULTS / vault), str(a.path)).returncode == 0
         out1, out2 = tmp_path / "out1", tmp_path / "out2"
@@ -464,6 +467,3 @@ def test_an_exported_vault_links_resolve_and_come_back_as_written(tmp_path: Path
         assert cli("export", str(b.path), str(out2)).returncode == 0
         first, second = snapshot(out1, strip_facts=True), snapshot(out2, strip_facts=True)
         assert first == second
-    finally:
-        a.stop()
-        b.stop()
