@@ -242,7 +242,7 @@ async def test_refusals_reach_the_agent_as_errnos_with_the_reason_in_status(mnt)
     assert not [n for n in os.listdir(node) if n.endswith(".tmp")]
     assert not [n for n in os.listdir(root / ".inbox") if n.endswith(".tmp")]
     status = mnt.status()
-    assert "meta.yaml is read-only" in status
+    assert "meta.yaml is derived and read-only" in status
     assert "unknown field 'colour' for type preference" in status
     assert "once.md is read-only" in status
     assert "EINVAL mkdir agent/helper/patterns/Bad Name: 'Bad Name' does not fit" in status

@@ -623,17 +623,21 @@ class Tiers(RoleBase):
     def _copy_unlinks(self, d: Inode, child: Inode) -> bool:
         """`tar x` into a copy being made unlinks meta.yaml and each version it finds there
         before it writes its own (`Tiers.write_back` takes them): in a node made by mkdir
-        during this mount, the name is hidden until it is written back or the node next
-        changes; nothing stored changes."""
-        if child.role == Role.META and d.made_here:
-            self.table.unlink_inode(child)
+        during this mount that may be a copy being made (at most the one version its
+        L2.md gave it, tar extracting a node's tiers before its `.history`; or versions
+        written back by a copier), the name is hidden until it is written back or the node
+        next changes; nothing stored changes. In any other node, `rm -r .history` must not
+        look as if it took the history: EACCES."""
+        node_dir = d if child.role == Role.META else d.parent
+        if node_dir is None or not node_dir.made_here:
+            return False
+        n = node_dir.node
+        if n is not None and n.version > 1 and node_dir.copied_from is None:
+            return False  # its own versions: `rm -r .history` takes nothing and hides nothing
+        self.table.unlink_inode(child)
+        if child.role == Role.META:
             d.unborn = {**(d.unborn or {}), META_FILE: child}  # its number, for `cp`
-            return True
-        node_dir = d.parent
-        if child.role == Role.VERSION and node_dir is not None and node_dir.made_here:
-            self.table.unlink_inode(child)
-            return True
-        return False
+        return True
 
     def unlink(self, d: Inode, child: Inode) -> None:
         if child.role in (Role.META, Role.VERSION):
