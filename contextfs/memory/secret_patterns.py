@@ -740,6 +740,16 @@ def _password_like(value: str) -> bool:
     return digit and alpha and (upper or symbol) and not _DOTTED_RE.fullmatch(value)
 
 
+def _password_at(text: str, pos: int) -> Span | None:
+    """The bare word at pos, its sentence's punctuation trimmed, if it looks like a
+    password on its own (`_password_like`)."""
+    b = _PROSE_BARE_RE.match(text, pos)
+    if b is None:
+        return None
+    end = _trim(text, b.start(), b.end())
+    return (b.start(), end) if _password_like(text[b.start() : end]) else None
+
+
 def _trim(text: str, start: int, end: int) -> int:
     while end > start and text[end - 1] in ".,;:?)]}>”’":
         end -= 1  # a sentence's punctuation, not part of the value; `!` stays (often is)
@@ -1036,11 +1046,9 @@ def _prose_span(m: re.Match[str]) -> Span | None:
                     return span
         if i > 0 and kind == "strong":
             link = _BARE_LINK_RE.match(text, at)
-            b = _PROSE_BARE_RE.match(text, link.end()) if link is not None else None
-            if b is not None:
-                end = _trim(text, b.start(), b.end())
-                if _password_like(text[b.start() : end]):
-                    return b.start(), end
+            span = _password_at(text, link.end()) if link is not None else None
+            if span is not None:
+                return span
         if i > 0 and kind in ("pin", "code"):
             # "passcode for the phone 1379": a bare code after what it is for, ending the
             # clause (not "the PIN for the 2024 card is mailed")
@@ -1107,11 +1115,9 @@ def _after_words_value(text: str, pos: int, kind: str) -> Span | None:
             ):
                 return span  # `PIN ATM bapak 204617 jangan …`, not `PIN pad 2000 series`
             continue
-        b = _PROSE_BARE_RE.match(text, blank.end())
-        if b is not None:
-            end = _trim(text, b.start(), b.end())
-            if _password_like(text[b.start() : end]):
-                return b.start(), end
+        span = _password_at(text, blank.end())
+        if span is not None:
+            return span
     return None
 
 

@@ -583,7 +583,7 @@ class Memory:
                     new = new[:start] + marker(kind) + new[start + k :]
             if new == old:
                 break
-            self.store.redact_version(n.id, v, new, content_hash(new))
+            self.store.rewrite_version(n.id, v, new, content_hash(new))
             i = where[v]
             n.history[i] = (v, n.history[i][1], len(new.encode("utf-8")))
             self.rewritten_versions.setdefault(n.id, set()).add(v)
@@ -614,7 +614,7 @@ class Memory:
             n.history.append((n.version, max(self.clock(), n.updated), n.tier_size("L2")))
             where = {v: i for i, (v, _c, _s) in enumerate(n.history)}
             for v, new in zip(range(position, n.version), [text, *moved], strict=False):
-                self.store.redact_version(n.id, v, new, content_hash(new))
+                self.store.rewrite_version(n.id, v, new, content_hash(new))
                 i = where[v]
                 n.history[i] = (v, n.history[i][1], len(new.encode("utf-8")))
                 self.rewritten_versions.setdefault(n.id, set()).add(v)

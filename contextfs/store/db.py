@@ -632,9 +632,11 @@ class Store:
         ).fetchone()
         return row[0] if row else ""
 
-    def redact_version(self, node_id: int, version: int, text: str, content_hash: str) -> None:
-        """An earlier version's text with a secret's first part replaced by its marker
-        (a later save found the rest: Memory._redact_versions). Call in a transaction."""
+    def rewrite_version(self, node_id: int, version: int, text: str, content_hash: str) -> None:
+        """An earlier version's text replaced: a secret's first part by its marker (a later
+        save found the rest: Memory._redact_versions), or the versions from one on moved
+        up a number for one a copier put back (Memory.insert_version). Call in a
+        transaction."""
         self.con.execute(
             "UPDATE versions SET l2 = ?, content_hash = ? WHERE node_id = ? AND version = ?",
             [text, content_hash, node_id, version],
