@@ -203,13 +203,21 @@ def big_file(tmp: Path, mib: int) -> dict:
         peak = _rss(pid)["VmHWM"]
         status = (m.path / ".status").read_text()
         m.remount()
+        assert m.proc is not None
+        pid = m.proc.pid
+        read_idle = _rss(pid)["VmRSS"]
+        Path(f"/proc/{pid}/clear_refs").write_text("5")
+        read_s = {"native": timed_read(native), "contextfs": timed_read(node / "huge.bin")}
+        read_peak = _rss(pid)["VmHWM"]
         out.update(
             write_s={"native": nat_s, "contextfs": ours_s},
-            read_s={"native": timed_read(native), "contextfs": timed_read(node / "huge.bin")},
+            read_s=read_s,
             identical=sha(node / "huge.bin") == ours_sha == nat_sha,
             read_write="state: read-write" in status,
             rss_idle=idle,
             rss_peak=peak,
+            rss_read_idle=read_idle,
+            rss_read_peak=read_peak,
         )
     finally:
         if m.proc is not None:
@@ -355,7 +363,10 @@ def main(argv: list[str] | None = None) -> int:
         print(
             f"\ndaemon RSS: idle {big['rss_idle'] / 2**20:.0f} MiB, peak during the write "
             f"{big['rss_peak'] / 2**20:.0f} MiB (+{(big['rss_peak'] - big['rss_idle']) / 2**20:.0f}"
-            f" MiB); bytes identical: {big['identical']}; read-write after: {big['read_write']}"
+            f" MiB); during the read after the remount: idle {big['rss_read_idle'] / 2**20:.0f}"
+            f" MiB, peak {big['rss_read_peak'] / 2**20:.0f} MiB"
+            f" (+{(big['rss_read_peak'] - big['rss_read_idle']) / 2**20:.0f} MiB)"
+            f"; bytes identical: {big['identical']}; read-write after: {big['read_write']}"
         )
     if out["daemon_problems"]:
         print("daemon problems:\n  " + "\n  ".join(out["daemon_problems"]))

@@ -22,13 +22,23 @@ from contextfs.errors import (
     BadHandle,
     ContextFSError,
     IsADirectory,
+    NoSpace,
     NotPermitted,
     ReadOnly,
     TooBig,
 )
-from contextfs.fs.inode import GENERATED, READ_ONLY_FILES, ChangedBytes, Handle, Inode, Role
+from contextfs.fs.inode import (
+    GENERATED,
+    READ_ONLY_FILES,
+    ChangedBytes,
+    FileData,
+    Handle,
+    Inode,
+    Role,
+)
 from contextfs.fs.roles.base import Refusals, RoleMap
 from contextfs.fs.table import InodeTable
+from contextfs.memory.spill import SPILL_AT, SpillBuffer
 
 if TYPE_CHECKING:
     from contextfs.memory.service import Memory
@@ -45,6 +55,12 @@ _FIXED_MODE = frozenset({Role.ROOT, Role.KIND, Role.SCHEMAS, Role.HISTORY}) | RE
 # A clean attachment buffer larger than this is dropped at the last close and reloaded
 # from the store on demand; a smaller one stays cached.
 _KEEP_ATTACHMENT_BUFFER = 256 * 1024
+
+
+def own_copy(data: FileData) -> bytearray:
+    """A bytearray of a file's bytes (a spill buffer's read whole: never an attachment's
+    buffer, which stays where it is; a tier's, meta.yaml's or a version's)."""
+    return bytearray(bytes(data) if isinstance(data, SpillBuffer) else data)
 
 
 class Buffers:
@@ -72,23 +88,50 @@ class Buffers:
             raise ReadOnly(f"cannot write {what}")
         self.memory.check_writable()
 
-    def load(self, inode: Inode) -> bytearray:
+    def load(self, inode: Inode) -> bytearray | SpillBuffer:
         """inode.data, loaded for writing (an attachment's buffer is loaded only once)."""
         data = self.roles.file_bytes(inode)
         if inode.data is None:
-            inode.data = bytearray(data)
+            inode.data = own_copy(data)
         return inode.data
 
     def resize(self, inode: Inode, size: int) -> None:
         """ftruncate of a loaded buffer: cut, or extend with zeros (a hole)."""
         assert inode.data is not None
-        data = inode.data
+        data = self._room(inode, size)
         old = len(data)
-        if size < old:
+        if isinstance(data, SpillBuffer):
+            data.resize(size)
+        elif size < old:
             del data[size:]
         elif size > old:
             data.extend(bytes(size - old))
         self._mark_changed(inode, min(old, size), size)
+
+    @staticmethod
+    def _snapshot(data: bytearray | SpillBuffer) -> bytes | SpillBuffer:
+        """A copy of a buffer as it is now (in memory when the disk has no room)."""
+        if isinstance(data, SpillBuffer):
+            try:
+                return data.copy()
+            except NoSpace:
+                pass
+        return bytes(data)
+
+    def _room(self, inode: Inode, size: int) -> bytearray | SpillBuffer:
+        """inode.data, able to hold `size` bytes: an attachment's buffer that would grow
+        past SPILL_AT moves to a spill file first (memory.spill), so a big file is not
+        held in the daemon's memory while it is written."""
+        data = inode.data
+        assert data is not None
+        if size > SPILL_AT and isinstance(data, bytearray) and inode.role == Role.ATTACH:
+            spilled = self.memory.attachment_store.spill(data)
+            if spilled is data:
+                return data
+            if inode.changed is not None and inode.changed.buffer is data:
+                inode.changed.buffer = spilled
+            inode.data = data = spilled
+        return data
 
     def _mark_changed(self, inode: Inode, start: int, end: int) -> None:
         """Bytes [start, end) of an attachment's buffer were written (start == end: the
@@ -132,7 +175,7 @@ class Buffers:
                 raise exc
             return  # the size it has: nothing changes
         if inode.role == Role.TIER and inode.data is None:
-            data = bytearray(self.roles.file_bytes(inode))
+            data = own_copy(self.roles.file_bytes(inode))
             if size != len(data):
                 del data[size:]
                 data.extend(bytes(size - len(data)))
@@ -244,7 +287,9 @@ class Buffers:
             h.snapshot = bytes(self.roles.file_bytes(inode))
         return h
 
-    def open_for_writing(self, inode: Inode, flags: int) -> tuple[bytearray | None, bytes | None]:
+    def open_for_writing(
+        self, inode: Inode, flags: int
+    ) -> tuple[bytearray | None, bytes | SpillBuffer | None]:
         """An open for writing or with O_TRUNC: the buffer is loaded (or cut) now.
         Returns (the handle's own buffer, what an attachment held before its O_TRUNC cut).
 
@@ -257,13 +302,13 @@ class Buffers:
             if flags & os.O_TRUNC:
                 inode.mtime_ns = inode.ctime_ns = time.time_ns()
                 return bytearray(), None
-            return bytearray(self.roles.file_bytes(inode)), None
+            return own_copy(self.roles.file_bytes(inode)), None
         cut = False  # an attachment with bytes, cut by O_TRUNC
         before = None
         if flags & os.O_TRUNC and inode.role == Role.ATTACH:
             cut = bool(inode.data) if inode.data is not None else bool(inode.att and inode.att.size)
             if cut:  # kept until the handle's close, should a write of it be refused
-                before = bytes(self.load(inode))
+                before = self._snapshot(self.load(inode))
             if inode.data is None:
                 inode.data = bytearray()
                 inode.changed = ChangedBytes(inode.data)
@@ -285,10 +330,14 @@ class Buffers:
         inode = h.inode
         if not h.writable:
             raise BadHandle("file not open for writing")
+        data: bytearray | SpillBuffer
         if h.buffer is not None:
             data = h.buffer
         else:
-            data = inode.data if inode.data is not None else self.load(inode)
+            if inode.data is None:
+                self.load(inode)
+            end = (len(inode.data or b"") if h.flags & os.O_APPEND else off) + len(buf)
+            data = self._room(inode, end)
         if h.flags & os.O_APPEND:
             off = len(data)
         if h.exact is not None and buf != h.exact[off : off + len(buf)]:
@@ -310,7 +359,7 @@ class Buffers:
                 h.failed = True
                 if h.buffer is not None:  # only this handle's copy is dropped
                     self.refusals.refuse(inode, exc, None)
-                    h.buffer, h.dirty = bytearray(self.roles.file_bytes(inode)), False
+                    h.buffer, h.dirty = own_copy(self.roles.file_bytes(inode)), False
                     self.table.invalidate(inode)
                 else:
                     self._abandon(inode, exc)
@@ -334,7 +383,7 @@ class Buffers:
                 "copy being made, another node's meta.yaml) can be written back"
             )
             self.refusals.refuse(inode, refused, bytes(data))
-            h.buffer, h.dirty = bytearray(self.roles.file_bytes(inode)), False
+            h.buffer, h.dirty = own_copy(self.roles.file_bytes(inode)), False
             raise refused
         self._mark_changed(inode, min(off, old_size), off + len(buf))
         if h.buffer is not None:
@@ -358,12 +407,16 @@ class Buffers:
             if inode.parent is not None:
                 self.table.unlink_inode(inode)
 
-    def _put_back(self, inode: Inode, before: bytes) -> None:
+    def _put_back(self, inode: Inode, before: bytes | SpillBuffer) -> None:
         """An attachment's bytes as they were before an O_TRUNC, stored again."""
         self.load(inode)
         assert inode.data is not None
         self.resize(inode, 0)
-        inode.data.extend(before)
+        data = self._room(inode, len(before))
+        if isinstance(data, SpillBuffer):
+            data.extend(before)
+        else:
+            data.extend(bytes(before))
         self._mark_changed(inode, 0, len(before))
         inode.dirty = True
         inode.mtime_ns = time.time_ns()
@@ -377,5 +430,5 @@ class Buffers:
             inode.role == Role.TIER
             or (inode.role == Role.ATTACH and len(inode.data or b"") > _KEEP_ATTACHMENT_BUFFER)
         ):
-            inode.data = None
+            inode.data = None  # a spill file is closed with its last reference
             inode.changed = None

@@ -31,10 +31,14 @@ from contextfs.conversations.inbox import InboxItem, Session
 from contextfs.ctxtypes import ContextType
 from contextfs.memory.attachments import ATTACHMENT_CHUNK
 from contextfs.memory.routing import is_editor_scratch, is_temp_name  # noqa: F401 (re-exported)
+from contextfs.memory.spill import SpillBuffer
 from contextfs.model import Attachment, Node
 from contextfs.search.retrieval import Hit, QueryOptions
 
 NAME_MAX = 255
+
+# what a read of a regular file is served from: a big attachment's bytes in a spill file
+FileData = bytes | bytearray | SpillBuffer
 TIER_FILES = {"L0.md": "L0", "L1.md": "L1", "L2.md": "L2"}
 META_FILE = "meta.yaml"
 HISTORY_DIR = ".history"
@@ -154,7 +158,7 @@ class Inode:
     ctime_ns: int = 0
     children: dict[str, Inode] | None = None
     populated: bool = True
-    data: bytearray | None = None  # a written (or generated) file's bytes
+    data: bytearray | SpillBuffer | None = None  # a written (or generated) file's bytes
     target: bytes | None = None  # a symlink's
     node: Node | None = None
     att: Attachment | None = None
@@ -232,7 +236,7 @@ class ChangedBytes:
 
     __slots__ = ("buffer", "_spans")
 
-    def __init__(self, buffer: bytearray) -> None:
+    def __init__(self, buffer: bytearray | SpillBuffer) -> None:
         self.buffer = buffer
         self._spans: dict[int, list[int]] = {}
 
@@ -277,7 +281,7 @@ class Handle:
     # ATTACH whose bytes this handle's O_TRUNC cut (stored at open): what it held, put
     # back when a write of this handle is refused before it stored anything (`dd` past
     # the size limit leaves the file as it was, not empty)
-    before: bytes | None = None
+    before: bytes | SpillBuffer | None = None
     # meta.yaml or a stored version opened for writing: the bytes it shows, which every
     # write must repeat at its offset (fs.roles.tiers: write_back), so that a write of
     # other bytes is refused at write(2) and the shell says so
@@ -320,7 +324,7 @@ class InodeRest(TypedDict, total=False):
 
     children: dict[str, Inode] | None
     populated: bool
-    data: bytearray | None
+    data: bytearray | SpillBuffer | None
     target: bytes | None
     node: Node | None
     att: Attachment | None

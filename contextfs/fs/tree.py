@@ -34,7 +34,17 @@ from contextfs.errors import (
     NotSupported,
 )
 from contextfs.fs.buffers import Buffers
-from contextfs.fs.inode import GENERATED, NAME_MAX, VOLATILE, Attr, Handle, Inode, Role, ns
+from contextfs.fs.inode import (
+    GENERATED,
+    NAME_MAX,
+    VOLATILE,
+    Attr,
+    FileData,
+    Handle,
+    Inode,
+    Role,
+    ns,
+)
 from contextfs.fs.perms import Caller, Perms
 from contextfs.fs.roles.attachments import Attachments
 from contextfs.fs.roles.base import RoleHandler, RoleMap, check_name
@@ -99,7 +109,7 @@ class Tree:
     def get(self, ino: int) -> Inode:
         return self.table.get(ino)
 
-    def file_bytes(self, inode: Inode) -> bytes | bytearray:
+    def file_bytes(self, inode: Inode) -> FileData:
         """Current content of a regular file (what a read returns)."""
         return self.roles.file_bytes(inode)
 
@@ -247,7 +257,7 @@ class Tree:
 
     def read(self, fh: int, off: int, size: int) -> bytes:
         h = self.table.handle(fh)
-        data = h.snapshot if h.snapshot is not None else h.buffer
+        data: FileData | None = h.snapshot if h.snapshot is not None else h.buffer
         if data is None:
             data = self.file_bytes(h.inode)
         return bytes(data[off : off + size])

@@ -13,12 +13,14 @@ one that records what a redaction found.
 from __future__ import annotations
 
 from collections.abc import Callable
+from pathlib import Path
 from typing import TYPE_CHECKING, Protocol
 
-from contextfs.errors import TooBig
+from contextfs.errors import NoSpace, TooBig
+from contextfs.memory.spill import SPILL_AT, SpillBuffer
 from contextfs.model import Attachment, Node
 from contextfs.store import backend
-from contextfs.store.schema import CHUNK_SIZE
+from contextfs.store.schema import CHUNK_SIZE, ByteSource, FileBytes, byte_view
 
 if TYPE_CHECKING:
     from contextfs.memory.heads import NodeCache
@@ -32,6 +34,11 @@ if TYPE_CHECKING:
 # write scans about 2 * 8 KiB more than it wrote (~0.4 ms here).
 REDACT_MARGIN = 8 * 1024
 ATTACHMENT_CHUNK = CHUNK_SIZE  # for fs.inode, which sees the store only through memory
+
+# A changed range longer than this is scanned for secrets in pieces of this size that
+# overlap by REDACT_MARGIN (a secret that fits the margin lies wholly inside one of them),
+# so a big file's scan holds one piece of its text, not all of it.
+SCAN_PIECE = 4 * 1024 * 1024
 
 
 class AttachmentRowStore(backend.Transactions, backend.AttachmentRows, Protocol):
@@ -53,8 +60,10 @@ class AttachmentStore:
         redactor: Redactor | None,
         max_file_size: int,
         clock: Callable[[], float],
+        spill_dir: Path,
     ) -> None:
         self.store = store
+        self.spill_dir = spill_dir  # where a big open file's bytes wait (memory.spill)
         self.transactions = transactions
         self.nodes = nodes
         self.attachments = attachments  # id -> record: the memory's mirror, shared
@@ -206,7 +215,7 @@ class AttachmentStore:
     def commit_attachment(
         self,
         a: Attachment,
-        data: bytes | bytearray,
+        data: bytes | bytearray | SpillBuffer,
         mtime: float,
         path: str = "",
         changed: list[tuple[int, int]] | None = None,
@@ -219,47 +228,48 @@ class AttachmentStore:
         secrets. None means anything may have changed: every chunk is written and the
         whole file is scanned. Returns the stored content when redaction changed it (the
         caller must show that instead), else None. Never copies data as a whole unless a
-        secret was found.
+        secret was found (a secret in a spilled file is redacted in memory: the rare
+        case that costs its size).
         """
         size = len(data)
         if size > self.max_file_size:
             raise TooBig(f"attachments are limited to {self.max_file_size} bytes")
         path = path or a.name
-        with memoryview(data) as view:
-            if changed is None:
-                chunks = set(range(-(-size // CHUNK_SIZE)))
-                scan_all = True
-            else:
-                chunks = {
-                    i
-                    for lo, hi in changed
-                    for i in range(lo // CHUNK_SIZE, max(lo, hi - 1) // CHUNK_SIZE + 1)
-                }
-                scan_all = self._secret_near(view, changed)
-            redacted: bytes | None = None
-            if scan_all and self.redactor is not None:
-                out, found = self.redactor.redact_bytes(bytes(view))
-                if found:
-                    self.record_redactions(path, found)
-                    # a marker is not as long as the secret: every later byte moves
-                    first = min(r.start for r in found)
-                    chunks.update(range(first // CHUNK_SIZE, -(-len(out) // CHUNK_SIZE)))
-                    redacted = out
-            stored = view if redacted is None else redacted
-            order = sorted(chunks)
-            staged = self.store.stage_blobs(stored, order)  # a big file's, ahead
-            held = False
-            try:
-                with self.transactions.transaction():
-                    self.store.write_attachment_chunks(a.id, stored, order, mtime)
-                    self.transactions.keep_attachment(a)
-                    a.mtime, a.size = mtime, len(stored)
-                held = True
-            finally:
-                self.store.unstage(staged, held=held)
+        view = byte_view(data)
+        if changed is None:
+            chunks = set(range(-(-size // CHUNK_SIZE)))
+            changed = [(0, size)]
+        else:
+            chunks = {
+                i
+                for lo, hi in changed
+                for i in range(lo // CHUNK_SIZE, max(lo, hi - 1) // CHUNK_SIZE + 1)
+            }
+        redacted: bytes | None = None
+        if self.redactor is not None and self._secret_near(view, changed):
+            out, found = self.redactor.redact_bytes(bytes(view))
+            if found:
+                self.record_redactions(path, found)
+                # a marker is not as long as the secret: every later byte moves
+                first = min(r.start for r in found)
+                chunks.update(range(first // CHUNK_SIZE, -(-len(out) // CHUNK_SIZE)))
+                redacted = out
+        stored: FileBytes = data if redacted is None else redacted
+        order = sorted(chunks)
+        staged = self.store.stage_blobs(stored, order)  # a big file's, ahead
+        held = False
+        try:
+            with self.transactions.transaction():
+                known = dict(zip(order, staged, strict=True)) if staged else None
+                self.store.write_attachment_chunks(a.id, stored, order, mtime, known)
+                self.transactions.keep_attachment(a)
+                a.mtime, a.size = mtime, len(stored)
+            held = True
+        finally:
+            self.store.unstage(staged, held=held)
         return redacted
 
-    def _secret_near(self, view: memoryview, changed: list[tuple[int, int]]) -> bool:
+    def _secret_near(self, view: memoryview | ByteSource, changed: list[tuple[int, int]]) -> bool:
         """Does the redactor report anything in the changed ranges, each widened by
         REDACT_MARGIN bytes on both sides?
 
@@ -278,7 +288,8 @@ class AttachmentStore:
         only costs a full scan. The rest of a token appended after its redacted first
         part is glued to the stored marker, which lies within the margin. Windows are cut
         at UTF-8 character boundaries, so a window decodes as UTF-8 whenever the whole
-        file does. User patterns from
+        file does. A window longer than SCAN_PIECE is scanned in pieces that overlap by
+        REDACT_MARGIN, by the same argument. User patterns from
         config.yaml are assumed to match less than REDACT_MARGIN bytes; a pattern added
         later applies to bytes written after it, and to stored bytes near a change.
         """
@@ -294,7 +305,15 @@ class AttachmentStore:
                 windows[-1] = (windows[-1][0], max(hi, windows[-1][1]))
             else:
                 windows.append((lo, hi))
-        return any(self.redactor.holds_secret(view[lo:hi]) for lo, hi in windows if lo < hi)
+        for lo, hi in windows:
+            while lo < hi:
+                end = hi if hi - lo <= SCAN_PIECE else _char_start(view, lo + SCAN_PIECE, 1)
+                if self.redactor.holds_secret(view[lo:end]):
+                    return True
+                if end >= hi:
+                    break
+                lo = _char_start(view, end - REDACT_MARGIN, -1)
+        return False
 
     def update_attachment(self, a: Attachment) -> None:
         """Store a's record, which the caller has changed already (a rollback reloads it
@@ -334,11 +353,30 @@ class AttachmentStore:
             a.deleted_at = self.clock()
             self.store.update_attachment(a)
 
-    def attachment_data(self, a: Attachment) -> bytearray:
+    def attachment_data(self, a: Attachment) -> bytearray | SpillBuffer:
+        """A file's bytes for reading and writing: a big one (past SPILL_AT) in a spill
+        file, filled a few MiB at a time, never whole in memory."""
+        if a.size > SPILL_AT:
+            try:
+                return SpillBuffer.filled(
+                    self.spill_dir,
+                    a.size,
+                    ((i * CHUNK_SIZE, data) for i, data in self.store.attachment_chunks(a.id)),
+                )
+            except NoSpace:
+                pass  # a read does not fail for a full disk: the file is held in memory
         return self.store.attachment_data(a.id)
 
+    def spill(self, data: bytearray) -> bytearray | SpillBuffer:
+        """An open file grown past SPILL_AT: its bytes move to a spill file (they stay
+        where they are when the disk has no room for them)."""
+        try:
+            return SpillBuffer(self.spill_dir, data)
+        except NoSpace:
+            return data
 
-def _char_start(data: memoryview, i: int, step: int) -> int:
+
+def _char_start(data: memoryview | ByteSource, i: int, step: int) -> int:
     """i, moved by `step` (-1: back, 1: on) past UTF-8 continuation bytes (at most
     three), so that a window cut at i splits no character."""
     for _ in range(3):

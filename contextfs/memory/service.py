@@ -159,6 +159,7 @@ class Memory:
             redactor=redactor,
             max_file_size=max_file_size,
             clock=lambda: self.clock(),  # the memory's clock, as it is when asked
+            spill_dir=self.data_dir / "spill",
         )
         self.default_owner = default_owner
         # dropped files and extracted documents into nodes

@@ -33,6 +33,7 @@ from contextfs.store.backup import BackupPolicy, take
 from contextfs.store.dialect import DUCKDB
 from contextfs.store.schema import (
     CHUNK_SIZE,
+    FileBytes,
     create_tables,
     insert_blobs,
     insert_chunks,
@@ -383,7 +384,7 @@ class Store:
     # transactions of their own of at most this many bytes each (`stage_blobs`).
     STAGE_BYTES = 8 * 1024 * 1024
 
-    def stage_blobs(self, data: bytes | bytearray | memoryview, chunks: list[int]) -> list[str]:
+    def stage_blobs(self, data: FileBytes, chunks: list[int]) -> list[str]:
         """Before the transaction that writes these chunks of a big file: store their
         blobs ahead, STAGE_BYTES a transaction, so that transaction holds hashes only.
 
@@ -626,6 +627,18 @@ class Store:
             out += chunk
         return out
 
+    def attachment_chunks(self, att_id: int, batch: int = 64) -> Iterator[tuple[int, bytes]]:
+        """A file attachment's chunks as (index, bytes), in no set order, `batch` rows at
+        a time: a big file is never held whole in Python (`memory.spill`). One query: the
+        blobs of a file share row groups, which any query of some of them reads whole."""
+        cur = self.con.execute(
+            "SELECT c.idx, b.data FROM attachment_chunks c JOIN blobs b ON b.hash = c.hash "
+            "WHERE c.att_id = ?",
+            [att_id],
+        )
+        while rows := cur.fetchmany(batch):
+            yield from rows
+
     def version_text(self, node_id: int, version: int) -> str:
         row = self.con.execute(
             "SELECT l2 FROM versions WHERE node_id = ? AND version = ?", [node_id, version]
@@ -866,12 +879,18 @@ class Store:
         )
 
     def write_attachment_chunks(
-        self, att_id: int, data: bytes | bytearray | memoryview, chunks: list[int], mtime: float
+        self,
+        att_id: int,
+        data: FileBytes,
+        chunks: list[int],
+        mtime: float,
+        staged: dict[int, str] | None = None,
     ) -> int | None:
         """data is the whole new content of a file attachment; store chunks `chunks` of it
         (every chunk that differs from the stored one, or did not exist), drop the chunks
         past its new end, and set its size and mtime. Call inside a transaction. Returns
-        the attachment's node (None: no such attachment).
+        the attachment's node (None: no such attachment). `staged`: the hashes of chunks
+        whose blobs `stage_blobs` stored already.
 
         Delete-then-insert rather than UPDATE or INSERT OR REPLACE: measured here, a 64 KiB
         chunk replaced that way commits in ~3 ms, an UPDATE of the BLOB in ~9 ms."""
@@ -883,7 +902,7 @@ class Store:
             "AND (idx >= ? OR list_contains(?::INTEGER[], idx)) RETURNING hash",
             [att_id, count, chunks],
         ).fetchall()
-        insert_chunks(self.con, att_id, data, chunks)
+        insert_chunks(self.con, att_id, data, chunks, staged=staged)
         self._let_go([h for (h,) in gone])
         row = self.con.execute(
             "UPDATE attachments SET size = ?, mtime = ? WHERE id = ? RETURNING node_id",

@@ -33,7 +33,7 @@ from contextfs.errors import StoreDamaged, StoreUnavailable, VersionConflict
 from contextfs.model import MACHINE_REASONS, Access, Attachment, Node
 from contextfs.store.db import _NODE_COLS, Store, _node_from_row
 from contextfs.store.dialect import POSTGRES, render
-from contextfs.store.schema import create_tables, migrate
+from contextfs.store.schema import FileBytes, create_tables, migrate
 
 log = logging.getLogger(__name__)
 
@@ -427,9 +427,14 @@ class PgStore(Store):
             self._outbox(was, 0, ATTACH_OP)
 
     def write_attachment_chunks(
-        self, att_id: int, data: bytes | bytearray | memoryview, chunks: list[int], mtime: float
+        self,
+        att_id: int,
+        data: FileBytes,
+        chunks: list[int],
+        mtime: float,
+        staged: dict[int, str] | None = None,
     ) -> int | None:
-        node_id = super().write_attachment_chunks(att_id, data, chunks, mtime)
+        node_id = super().write_attachment_chunks(att_id, data, chunks, mtime, staged)
         if node_id is not None:
             self._outbox(node_id, 0, ATTACH_OP)
         return node_id

@@ -7,7 +7,7 @@ always builds the newest schema, `migrate()` brings an older file up to it.
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any, Protocol
+from typing import Any, Protocol, overload
 
 import xxhash
 
@@ -294,20 +294,25 @@ def _chunk_attachments(con: Connection) -> None:
 def insert_chunks(
     con: Connection,
     att_id: int,
-    data: bytes | bytearray | memoryview,
+    data: FileBytes,
     indexes: range | list[int],
     *,
     table: str = "attachment_chunks",
+    staged: dict[int, str] | None = None,
 ) -> None:
     """Insert chunks `indexes` of `data` (the whole file) for att_id (an inbox item's id
     with table='inbox_chunks'); rows with these keys must not exist. A chunk's bytes go to
-    `blobs` unless a blob of the same hash is there already. Many rows per statement:
+    `blobs` unless a blob of the same hash is there already, or `staged` holds its hash
+    (its blob stored ahead: `Store.stage_blobs`). Many rows per statement:
     `executemany` manages ~260 rows/s here."""
     key = {"attachment_chunks": "att_id", "inbox_chunks": "item_id"}[table]
     idx = list(indexes)
     for start in range(0, len(idx), _ROWS_PER_INSERT):
         batch = idx[start : start + _ROWS_PER_INSERT]
-        hashes = insert_blobs(con, data, batch)
+        if staged is not None and all(i in staged for i in batch):
+            hashes = [staged[i] for i in batch]
+        else:
+            hashes = insert_blobs(con, data, batch)
         params: list[object] = []
         for i, h in zip(batch, hashes, strict=True):
             params += [att_id, i, h]
@@ -318,15 +323,34 @@ def insert_chunks(
         )
 
 
-def insert_blobs(
-    con: Connection, data: bytes | bytearray | memoryview, indexes: list[int]
-) -> list[str]:
+class ByteSource(Protocol):
+    """A file's bytes that are not in memory (`memory.spill.SpillBuffer`): read by slices."""
+
+    def __len__(self) -> int: ...
+    @overload
+    def __getitem__(self, key: int, /) -> int: ...
+    @overload
+    def __getitem__(self, key: slice, /) -> bytes: ...
+    def __bytes__(self) -> bytes: ...
+
+
+# the whole content of a file, as the chunk writers take it
+FileBytes = bytes | bytearray | memoryview | ByteSource
+
+
+def byte_view(data: FileBytes) -> memoryview | ByteSource:
+    """Slices of data without copying what is in memory (a memoryview), or data itself
+    when it is read from elsewhere."""
+    return memoryview(data) if isinstance(data, bytes | bytearray | memoryview) else data
+
+
+def insert_blobs(con: Connection, data: FileBytes, indexes: list[int]) -> list[str]:
     """Store the blobs of chunks `indexes` of `data` (the whole file) that `blobs` does
     not hold yet, _ROWS_PER_INSERT a statement; returns the chunks' hashes, in order."""
-    view = memoryview(data)
+    view = byte_view(data)
     hashes: list[str] = []
     for start in range(0, len(indexes), _ROWS_PER_INSERT):
-        new: dict[str, memoryview] = {}
+        new: dict[str, memoryview | bytes] = {}
         for i in indexes[start : start + _ROWS_PER_INSERT]:
             piece = view[i * CHUNK_SIZE : (i + 1) * CHUNK_SIZE]
             h = xxhash.xxh3_128_hexdigest(piece)

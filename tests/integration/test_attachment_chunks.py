@@ -187,3 +187,91 @@ def test_a_file_bigger_than_the_store_buffers_is_stored_and_the_mount_stays_writ
         assert (node / "after.txt").read_text() == "still writable\n"
     finally:
         m.stop()
+
+
+def rss_anon(pid: int) -> int:
+    """The daemon's heap (RssAnon, bytes): what a file held in its memory would grow."""
+    with open(f"/proc/{pid}/status") as f:
+        return next(int(ln.split()[1]) * 1024 for ln in f if ln.startswith("RssAnon:"))
+
+
+@pytest.mark.slow
+def test_a_big_file_being_written_is_not_held_in_the_daemons_memory(tmp_path):
+    """64 MiB written in 1 MiB writes and not yet closed: the bytes wait in a spill file
+    (the kernel's page cache), not the daemon's heap, which grows by far less than the
+    file; the commit stores them, and they read back byte for byte, also after a
+    remount. Held in a bytearray, the heap grew by the file's size and more."""
+    from contextfs.testing import Mount
+
+    data = tmp_path / "data"
+    data.mkdir()
+    (data / "config.yaml").write_text(f"search: false\nmax_file_size: {256 << 20}\n")
+    (tmp_path / "mnt").mkdir()
+    m = Mount(tmp_path / "mnt", data)
+    m.start()
+    try:
+        assert m.proc is not None
+        node = node_dir(m)
+        rnd = random.Random(11)
+        block = bytes(b | 0x80 for b in rnd.randbytes(1 << 20))
+        want = hashlib.sha256()
+        fd = os.open(node / "big.bin", os.O_CREAT | os.O_WRONLY, 0o644)
+        try:
+            os.write(fd, block)  # the first MiB: the daemon has handled a write
+            want.update(block)
+            before = rss_anon(m.proc.pid)
+            for i in range(1, 64):
+                piece = block[i:] + block[:i]
+                os.write(fd, piece)
+                want.update(piece)
+            grown = rss_anon(m.proc.pid) - before
+            assert grown < 24 << 20, f"the daemon's heap grew {grown >> 20} MiB for 63 MiB"
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+        assert sha(node / "big.bin") == want.hexdigest()
+        assert os.listdir(data / "spill") == []  # a spill file has no name
+        m.remount()
+        assert sha(node / "big.bin") == want.hexdigest()
+    finally:
+        m.stop()
+
+
+def test_offset_writes_cuts_and_a_secret_in_a_spilled_file(mount, tmp_path):
+    """A file past the size that moves its buffer to a spill file (8 MiB) takes offset
+    writes, holes, cuts and appends as a native file does, across a remount; a secret
+    written into its middle is redacted in what the mount shows and stores."""
+    node = node_dir(mount)
+    native = tmp_path / "native.bin"
+    ours = node / "big.bin"
+    size = 10 << 20
+    base = os.urandom(size)
+    native.write_bytes(base)
+    ours.write_bytes(base)
+    rnd = random.Random(12)
+    fds = (os.open(native, os.O_RDWR), os.open(ours, os.O_RDWR))
+    try:
+        random_io(fds, rnd, size, 40)
+        for fd in fds:  # past the end: a hole, then an append
+            os.pwrite(fd, b"tail", size + 3 * CHUNK)
+            os.fsync(fd)
+    finally:
+        for fd in fds:
+            os.close(fd)
+    assert sha(ours) == sha(native)
+    mount.remount()
+    assert sha(ours) == sha(native)
+    text = node / "big.log"
+    line = b"an ordinary line of a long log file, nothing to hide here\n"
+    body = (line * ((9 << 20) // len(line) + 1))[: 9 << 20]
+    text.write_bytes(body)
+    fd = os.open(text, os.O_RDWR)
+    try:
+        os.pwrite(fd, b" " + AWS_KEY + b" ", 5_000_000)
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+    mount.remount()
+    stored = text.read_bytes()
+    assert AWS_KEY not in stored and stored.count(b"[REDACTED:aws_access_key]") == 1
+    assert stored[:5_000_000] == body[:5_000_000]

@@ -32,6 +32,7 @@ from contextfs.fs.inode import (
     RESERVED_IN_NODE,
     TIER_FILES,
     ChangedBytes,
+    FileData,
     Handle,
     Inode,
     LinkName,
@@ -182,7 +183,7 @@ class Attachments(RoleBase):
 
     # ---- reading -------------------------------------------------------------------------
 
-    def content(self, inode: Inode) -> bytes | bytearray:
+    def content(self, inode: Inode) -> FileData:
         assert inode.att is not None
         if inode.att.kind != "file":
             return b""

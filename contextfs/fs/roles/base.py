@@ -29,7 +29,7 @@ from contextfs.errors import (
     NotFound,
     NotPermitted,
 )
-from contextfs.fs.inode import NAME_MAX, Handle, Inode, Role
+from contextfs.fs.inode import NAME_MAX, FileData, Handle, Inode, Role
 from contextfs.fs.table import InodeTable
 
 if TYPE_CHECKING:
@@ -63,7 +63,7 @@ class RoleHandler(Protocol):
     async def rmdir(self, d: Inode, child: Inode) -> None:
         """Remove the directory `child` of d."""
 
-    def content(self, inode: Inode) -> bytes | bytearray:
+    def content(self, inode: Inode) -> FileData:
         """What a read of the file returns now (when it has no buffer of its own)."""
 
     def size(self, inode: Inode) -> int:
@@ -118,7 +118,7 @@ class RoleBase:
             "(owners, type directories and the trash are fixed)"
         )
 
-    def content(self, inode: Inode) -> bytes | bytearray:
+    def content(self, inode: Inode) -> FileData:
         return b""
 
     def size(self, inode: Inode) -> int:
@@ -126,7 +126,7 @@ class RoleBase:
             return len(inode.target or b"")
         return len(self.bytes_of(inode))
 
-    def bytes_of(self, inode: Inode) -> bytes | bytearray:
+    def bytes_of(self, inode: Inode) -> FileData:
         """What a read of a file of this handler's roles returns now."""
         return inode.data if inode.data is not None else self.content(inode)
 
@@ -186,7 +186,7 @@ class RoleMap:
     def populate(self, d: Inode) -> None:
         self._handlers[d.role].populate(d)
 
-    def file_bytes(self, inode: Inode) -> bytes | bytearray:
+    def file_bytes(self, inode: Inode) -> FileData:
         """Current content of a regular file (what a read returns)."""
         if inode.data is not None:
             return inode.data
