@@ -330,16 +330,10 @@ class Buffers:
         inode = h.inode
         if not h.writable:
             raise BadHandle("file not open for writing")
-        data: bytearray | SpillBuffer
-        if h.buffer is not None:
-            data = h.buffer
-        else:
-            if inode.data is None:
-                self.load(inode)
-            end = (len(inode.data or b"") if h.flags & os.O_APPEND else off) + len(buf)
-            data = self._room(inode, end)
+        if h.buffer is None and inode.data is None:
+            self.load(inode)
         if h.flags & os.O_APPEND:
-            off = len(data)
+            off = len(h.buffer if h.buffer is not None else inode.data or b"")
         if h.exact is not None and buf != h.exact[off : off + len(buf)]:
             refused = ReadOnly(
                 f"{inode.name} is derived and read-only: only the bytes it shows can be "
@@ -366,10 +360,14 @@ class Buffers:
                     if h.before is not None:  # its O_TRUNC's cut is undone too
                         self._put_back(inode, h.before)
                 h.before = None
-            raise exc
+            raise exc  # (no buffer is held by this frame, which its traceback keeps)
+        data = h.buffer if h.buffer is not None else self._room(inode, off + len(buf))
         old_size = len(data)
         if off > old_size:
-            data.extend(bytes(off - old_size))
+            if isinstance(data, SpillBuffer):
+                data.resize(off)  # a hole: nothing written
+            else:
+                data.extend(bytes(off - old_size))
         data[off : off + len(buf)] = buf
         if (
             inode.role == Role.META

@@ -8,7 +8,9 @@ import errno
 import hashlib
 import os
 import random
+import subprocess
 import time
+from pathlib import Path
 
 import pytest
 
@@ -275,3 +277,71 @@ def test_offset_writes_cuts_and_a_secret_in_a_spilled_file(mount, tmp_path):
     stored = text.read_bytes()
     assert AWS_KEY not in stored and stored.count(b"[REDACTED:aws_access_key]") == 1
     assert stored[:5_000_000] == body[:5_000_000]
+
+
+def spill_files(pid: int) -> list[str]:
+    """The spill files a daemon holds open, once the kernel's RELEASEs (sent after close()
+    returned) have had 5 s to arrive."""
+    deadline = time.monotonic() + 5
+    while True:
+        out = []
+        for fd in Path(f"/proc/{pid}/fd").iterdir():
+            try:
+                target = os.readlink(fd)
+            except FileNotFoundError:  # closed meanwhile
+                continue
+            if "/spill/" in target:
+                out.append(target)
+        if not out or time.monotonic() > deadline:
+            return out
+        time.sleep(0.05)
+
+
+@pytest.mark.slow
+def test_spilled_files_through_truncate_links_renames_and_a_refused_dd(tmp_path):
+    """What users do to big files, each past the 8 MiB that moves a buffer to a spill file:
+    `truncate -s` makes a hole that reads as zeros; a hard link and a rename show the same
+    bytes; a `dd` over a stored big file that runs past the size limit is refused and
+    leaves what the file held (kept in a second spill file while the O_TRUNC is undone)."""
+    from contextfs.testing import Mount
+
+    data = tmp_path / "data"
+    data.mkdir()
+    limit = 24 << 20
+    (data / "config.yaml").write_text(f"search: false\nmax_file_size: {limit}\n")
+    (tmp_path / "mnt").mkdir()
+    m = Mount(tmp_path / "mnt", data)
+    m.start()
+    try:
+        node = node_dir(m)
+        hole = node / "hole.bin"
+        subprocess.run(["truncate", "-s", "20M", str(hole)], check=True)
+        with open(hole, "r+b") as f:
+            f.seek(12 << 20)
+            f.write(b"middle")
+        assert hole.stat().st_size == 20 << 20
+        want = bytearray(20 << 20)
+        want[12 << 20 : (12 << 20) + 6] = b"middle"
+        assert hole.read_bytes() == want
+        big = node / "big.bin"
+        body = os.urandom(12 << 20)
+        big.write_bytes(body)
+        os.link(big, node / "same.bin")
+        os.rename(big, node / "renamed.bin")
+        assert m.proc is not None
+        assert spill_files(m.proc.pid) == [], "mv read the whole file"
+        assert (node / "same.bin").read_bytes() == body
+        r = subprocess.run(
+            ["dd", "if=/dev/urandom", f"of={node / 'renamed.bin'}", "bs=1M", "count=30"],
+            capture_output=True,
+            text=True,
+        )
+        assert r.returncode != 0 and "File too large" in r.stderr, r.stderr
+        assert (node / "renamed.bin").read_bytes() == body
+        assert spill_files(m.proc.pid) == [], "a refused dd's bytes are still held"
+        m.remount()
+        assert (node / "renamed.bin").read_bytes() == body
+        assert (node / "same.bin").read_bytes() == body
+        assert hole.read_bytes() == want
+    finally:
+        m.stop()

@@ -469,3 +469,28 @@ def test_fsck_of_a_shared_store_from_the_command_line(tmp_path, pg_dsn, stopped)
     assert "0 problem(s)" in r.stdout and "postgresql://postgres@/" in r.stdout
     password = pg_dsn.split(":", 2)[2].split("@", 1)[0]
     assert password not in r.stdout + r.stderr
+
+
+def test_a_big_file_written_on_one_mount_is_read_and_patched_on_another(tmp_path, pg_dsn, stopped):
+    """A file past the 8 MiB that moves an open file's bytes to a spill file, written on
+    mount A, reads back byte for byte on mount B (loaded from the shared store a few
+    chunks at a time); a patch in its middle made on B is what A shows next."""
+    a = _mount(tmp_path, "a", pg_dsn)
+    b = _mount(tmp_path, "b", pg_dsn)
+    stopped += [a, b]
+    write_node(a.path / PREFS, "tea", "Green tea.\n", fsync=True)
+    body = bytearray(os.urandom(12 << 20))
+    with open(a.path / PREFS / "tea" / "big.bin", "wb") as f:
+        f.write(body)
+        os.fsync(f.fileno())
+    on_b = b.path / PREFS / "tea" / "big.bin"
+    _until(lambda: on_b.stat().st_size == len(body), 5)
+    assert on_b.read_bytes() == body
+    with open(on_b, "r+b") as f:
+        f.seek(9 << 20)
+        f.write(b"patched on b")
+        os.fsync(f.fileno())
+    body[9 << 20 : (9 << 20) + 12] = b"patched on b"
+    on_a = a.path / PREFS / "tea" / "big.bin"
+    _until(lambda: on_a.read_bytes() == body, 5)
+    _stop_and_check([a, b], pg_dsn)

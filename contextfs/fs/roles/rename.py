@@ -250,6 +250,18 @@ class Renames:
         written_back = dst is not None and dst.role in (Role.META, Role.VERSION)
         if dst is not None and ((dst.role in READ_ONLY_FILES and not written_back) or dst.trashed):
             raise ReadOnly(f"{new_name} is read-only")
+        if (
+            src.role == Role.ATTACH
+            and dst_dir.role in (Role.NODE, Role.ATTACH)
+            and new_name not in TIER_FILES
+            and new_name != META_FILE
+            and self._file_role(dst_dir, new_name) == Role.ATTACH
+        ):
+            # an attachment to another attachment name: its stored bytes stay where they
+            # are (not read: a big file would be read whole for nothing)
+            self._replace_plain(dst_dir, new_name, dst)
+            self.attachments.move(src, dst_dir, new_name, None)
+            return
         data = bytes(self.roles.file_bytes(src)) if not stat.S_ISLNK(src.mode) else b""
         if dst_dir.role == Role.HISTORY or (dst_dir.role == Role.NODE and new_name == META_FILE):
             self._write_back(src, dst_dir, new_name, dst, data)
