@@ -14,6 +14,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.integration.test_conversations import make_mount
+
 CHUNK = 64 * 1024
 AWS_KEY = b"AKIAIOSFODNN7EXAMPLE"
 
@@ -46,21 +48,30 @@ def random_io(fds: tuple[int, int], rnd: random.Random, size: int, ops: int) -> 
             os.fsync(fd)
 
 
+def same_random_io(
+    paths: tuple, size: int, *, seed: int, ops: int, then: tuple[bytes, int] | None = None
+) -> None:
+    """The same random bytes of `size` written to each path, then the same `random_io`
+    (and a last pwrite + fsync `then`) on all of them."""
+    base = os.urandom(size)
+    for path in paths:
+        path.write_bytes(base)
+    fds = tuple(os.open(path, os.O_RDWR) for path in paths)
+    try:
+        random_io(fds, random.Random(seed), size, ops)
+        for fd in fds if then else ():
+            os.pwrite(fd, *then)
+            os.fsync(fd)
+    finally:
+        for fd in fds:
+            os.close(fd)
+
+
 def test_random_offset_writes_with_fsync_match_native_across_a_remount(mount, tmp_path):
     node = node_dir(mount)
     native = tmp_path / "native.bin"
     ours = node / "data.bin"
-    size = 2 << 20
-    base = os.urandom(size)
-    native.write_bytes(base)
-    ours.write_bytes(base)
-    rnd = random.Random(5)
-    fds = (os.open(native, os.O_RDWR), os.open(ours, os.O_RDWR))
-    try:
-        random_io(fds, rnd, size, 120)
-    finally:
-        for fd in fds:
-            os.close(fd)
+    same_random_io((native, ours), 2 << 20, seed=5, ops=120)
     assert ours.stat().st_size == native.stat().st_size
     assert sha(ours) == sha(native)
     mount.remount()
@@ -155,17 +166,10 @@ def test_a_file_bigger_than_the_store_buffers_is_stored_and_the_mount_stays_writ
     before and after a remount, and the mount keeps taking writes. One transaction
     holding it all did not fit DuckDB's buffers: the commit failed as fatal and every
     read and write of the mount failed until a restart."""
-    from contextfs.testing import Mount
-
-    data = tmp_path / "data"
-    data.mkdir()
     limit = 32  # MiB of buffers, the least store_memory_mb allowed
-    (data / "config.yaml").write_text(
-        f"search: false\nstore_memory_mb: {limit}\nmax_file_size: {256 << 20}\n"
+    m = make_mount(
+        tmp_path, f"search: false\nstore_memory_mb: {limit}\nmax_file_size: {256 << 20}\n"
     )
-    (tmp_path / "mnt").mkdir()
-    m = Mount(tmp_path / "mnt", data)
-    m.start()
     try:
         node = node_dir(m)
         rnd = random.Random(7)
@@ -203,14 +207,7 @@ def test_a_big_file_being_written_is_not_held_in_the_daemons_memory(tmp_path):
     (the kernel's page cache), not the daemon's heap, which grows by far less than the
     file; the commit stores them, and they read back byte for byte, also after a
     remount. Held in a bytearray, the heap grew by the file's size and more."""
-    from contextfs.testing import Mount
-
-    data = tmp_path / "data"
-    data.mkdir()
-    (data / "config.yaml").write_text(f"search: false\nmax_file_size: {256 << 20}\n")
-    (tmp_path / "mnt").mkdir()
-    m = Mount(tmp_path / "mnt", data)
-    m.start()
+    m = make_mount(tmp_path, f"search: false\nmax_file_size: {256 << 20}\n")
     try:
         assert m.proc is not None
         node = node_dir(m)
@@ -232,7 +229,7 @@ def test_a_big_file_being_written_is_not_held_in_the_daemons_memory(tmp_path):
         finally:
             os.close(fd)
         assert sha(node / "big.bin") == want.hexdigest()
-        assert os.listdir(data / "spill") == []  # a spill file has no name
+        assert os.listdir(m.data_dir / "spill") == []  # a spill file has no name
         m.remount()
         assert sha(node / "big.bin") == want.hexdigest()
     finally:
@@ -247,19 +244,8 @@ def test_offset_writes_cuts_and_a_secret_in_a_spilled_file(mount, tmp_path):
     native = tmp_path / "native.bin"
     ours = node / "big.bin"
     size = 10 << 20
-    base = os.urandom(size)
-    native.write_bytes(base)
-    ours.write_bytes(base)
-    rnd = random.Random(12)
-    fds = (os.open(native, os.O_RDWR), os.open(ours, os.O_RDWR))
-    try:
-        random_io(fds, rnd, size, 40)
-        for fd in fds:  # past the end: a hole, then an append
-            os.pwrite(fd, b"tail", size + 3 * CHUNK)
-            os.fsync(fd)
-    finally:
-        for fd in fds:
-            os.close(fd)
+    # then past the end: a hole and an append
+    same_random_io((native, ours), size, seed=12, ops=40, then=(b"tail", size + 3 * CHUNK))
     assert sha(ours) == sha(native)
     mount.remount()
     assert sha(ours) == sha(native)
@@ -303,15 +289,8 @@ def test_spilled_files_through_truncate_links_renames_and_a_refused_dd(tmp_path)
     `truncate -s` makes a hole that reads as zeros; a hard link and a rename show the same
     bytes; a `dd` over a stored big file that runs past the size limit is refused and
     leaves what the file held (kept in a second spill file while the O_TRUNC is undone)."""
-    from contextfs.testing import Mount
-
-    data = tmp_path / "data"
-    data.mkdir()
     limit = 24 << 20
-    (data / "config.yaml").write_text(f"search: false\nmax_file_size: {limit}\n")
-    (tmp_path / "mnt").mkdir()
-    m = Mount(tmp_path / "mnt", data)
-    m.start()
+    m = make_mount(tmp_path, f"search: false\nmax_file_size: {limit}\n")
     try:
         node = node_dir(m)
         hole = node / "hole.bin"
