@@ -760,13 +760,19 @@ def test_ordinary_filenames_pass(name: str) -> None:
 
 
 def test_one_megabyte_of_ordinary_text_is_fast() -> None:
+    """A guard against a regex blow-up (time growing faster than the text), not a speed
+    target, which scripts/bench_secrets.py measures: 1 MB of prose costs at most 20 times
+    what 100 KB of it costs (linear is 10), both in CPU time back to back, so a busy or
+    slow machine slows both alike."""
     text = (ORDINARY * (1_000_000 // len(ORDINARY) + 1))[:1_000_000]
     R.redact(text[:10_000])  # warm the regex caches
-    # CPU time, not wall time: a guard against a regex blow-up, not against a busy machine.
+    t0 = time.process_time()
+    R.redact(text[:100_000])
+    small = time.process_time() - t0
     t0 = time.process_time()
     res = R.redact(text)
-    elapsed = time.process_time() - t0
-    assert elapsed < 0.5, f"{elapsed:.3f}s for 1 MB"
+    big = time.process_time() - t0
+    assert big < 20 * small + 0.05, f"{big:.3f}s for 1 MB, {small:.3f}s for 100 KB"
     assert res.redactions == ()
 
 
