@@ -12,6 +12,7 @@ indexer under its lock.
 from __future__ import annotations
 
 import functools
+import heapq
 import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -255,7 +256,9 @@ class Searcher:
         self._archives: dict[tuple[str, str, str], Node] = {}  # (kind, owner, source)
         self._archives_at = -1  # the store generation the table reflects
         self.names = EntityNames(memory)
-        self._participants_at: tuple[object, tuple[str, ...]] = (None, ())
+        # (owner, store generation) -> the speakers of that owner's session archives, and
+        # whether it has any (`_participants`, `_has_sessions`)
+        self._participants_at: tuple[object, tuple[str, ...], bool] = (None, (), False)
         # (scope, type, reader, store and vector generations) -> that scope's vectors; read
         # and written under the indexer's lock
         self._snapshots: dict[tuple[str, str | None, str, int, int], Snapshot] = {}
@@ -836,14 +839,14 @@ class Searcher:
         speak of it ("Luca passed his exams, he's a vet now") join the candidates, at a
         share of the hub's score that falls with their rank."""
         ix = self.indexer
-        if ix.text is None:
-            return
+        if ix.text is None or not self._has_sessions(scope):
+            return  # a hop joins turns of session archives: the scope's owner has none
         asked = question.lower()
-        ranked = sorted(cands, key=lambda c: -c.score)
+        # the best, in the order a stable sort puts them, without sorting them all
+        ranked = heapq.nsmallest(READ_BATCH, cands, key=lambda c: -c.score)
         best = ranked[:HOP_FROM]
         # their texts, with those of the first batch `_read_passages` reads: one query
-        self.memory.texts.prefetch([c.node for c in ranked[:READ_BATCH]])
-        where = {(c.node.id, c.index): i for i, c in enumerate(cands)}
+        self.memory.texts.prefetch([c.node for c in ranked])
         taken: set[tuple[int, int]] = set()  # joined by a hop already
         nodes = self.memory.nodes
         hops: list[tuple[str, _Candidate]] = []
@@ -867,6 +870,8 @@ class Searcher:
                     and name not in {h for h, _ in hops}
                 ):
                     hops.append((name, c))
+        # candidate -> its place in cands, for a hop that finds it again
+        where = {(c.node.id, c.index): i for i, c in enumerate(cands)} if hops else {}
         for name, hub in hops[:HOP_MAX]:
             # only the archives' turns that hold the name can join (below): asking BM25
             # for those alone, not for every unit with a word of the question (at a
@@ -931,15 +936,26 @@ class Searcher:
 
     def _participants(self, scope: str) -> tuple[str, ...]:
         """Speaker names in the session archives of the scope's owner (not roles)."""
+        return self._sessions_of(scope)[1]
+
+    def _has_sessions(self, scope: str) -> bool:
+        """Whether the scope's owner (everyone's, for no owner) has a live session archive."""
+        return self._sessions_of(scope)[2]
+
+    def _sessions_of(self, scope: str) -> tuple[object, tuple[str, ...], bool]:
         owner = _owner_of(scope)
         key = (owner, self.memory.generation)
-        if self._participants_at[0] != key:
+        got = self._participants_at
+        if got[0] != key:
             names: set[str] = set()
+            some = False
             for n in self.memory.walk(owner=owner, types=(SESSION_TYPE,), texts=True):
+                some = True
                 names.update(p.speaker for p in node_passages(n) if p.speaker)
             names -= ROLES
-            self._participants_at = (key, tuple(sorted(x for x in names if len(x) >= 2)))
-        return self._participants_at[1]
+            got = (key, tuple(sorted(x for x in names if len(x) >= 2)), some)
+            self._participants_at = got
+        return got
 
     def _archive(self, kind: str, owner: str, source: str) -> Node | None:
         """The session archive made from an inbox file or session (`inbox:<file>`)."""
