@@ -783,7 +783,7 @@ def compare(args: argparse.Namespace) -> int:
     `_results.json` differs between the sides or between two runs of one."""
     tmp = Path(tempfile.mkdtemp(prefix="bench_search-compare-"))
     try:
-        src = {"branch": REPO, "base": tmp / "base"}
+        src = {"branch": REPO, "base": tmp / "base"}  # each side's contextfs/
         src["base"].mkdir()
         archive = subprocess.run(
             ["git", "-C", str(REPO), "archive", args.compare, "contextfs", "schemas"],
@@ -797,17 +797,19 @@ def compare(args: argparse.Namespace) -> int:
                 out = tmp / f"{side}-{i}.json"
                 cmd = [
                     sys.executable,
-                    __file__,
+                    str(Path(__file__).resolve()),
                     "--compare-worker",
                     str(out),
                     "--store",
-                    str(args.store),
+                    str(args.store.resolve()),
                 ]
                 cmd += ["--rounds", str(args.rounds), "--questions", str(args.questions)]
                 cmd += ["--no-mount"] if args.no_mount else []
                 env = os.environ | {"PYTHONPATH": str(src[side])}
                 print(f"run {i + 1}/{args.runs}: {side}", file=sys.stderr, flush=True)
-                subprocess.run(cmd, env=env, check=True)
+                # run in the side's tree: its daemon (`python -m contextfs`) imports the
+                # package of its working directory before PYTHONPATH's
+                subprocess.run(cmd, env=env, cwd=src[side], check=True)
                 runs[side].append(json.loads(out.read_text()))
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
