@@ -35,6 +35,16 @@ What it measures, for each store size N (default 1,000, 10,000 and 100,000 nodes
    (fsync is the index barrier: that is a bug) and a node found but ranked below another.
 6. Reads the daemon's VmRSS/VmHWM, unmounts (always), scans `contextfs.log` for warnings.
 
+`--compare REF --store DIR` measures no new store: it asks the questions of step 4 of a
+store a `--keep` run left (its `data-copy`, indexes included) with REF's `contextfs/`
+(extracted with `git archive`) and with this checkout's, in worker processes run
+alternately (`--runs` each), each on a fresh copy of the store: in-process (raw floor and
+`Searcher.search` + `pack_context`, in alternating order) and, unless `--no-mount`, through
+a mount by that side's daemon (first read of `_context.md`, next to its own raw floor). It
+prints the p50s and their ratios to the raw floor per side, and exits 1 when a
+`_context.md` or `_results.json` differs between the sides or between two runs of one: a
+change meant to make search faster must not change what it answers.
+
 It prints a markdown table (metric | N | raw | contextfs | ratio | target | pass/fail) and
 writes every number to JSON. Targets: `_context.md` p50 <= 1.5x the raw floor, p99 <= 100 ms
 (stated for 100k, checked at every size), fsync-to-searchable p50 <= 100 ms with no misses,
@@ -46,6 +56,7 @@ Run from the repository root:
     .venv/bin/python scripts/bench_search.py                    # 1k, 10k, 100k (~25 min here)
     .venv/bin/python scripts/bench_search.py --quick            # CI smoke: N = 300, ~1 minute
     .venv/bin/python scripts/bench_search.py --sizes 1000,10000 --json /tmp/s.json --keep
+    .venv/bin/python scripts/bench_search.py --compare main --store "$KEPT/data-copy"
 """
 
 from __future__ import annotations
@@ -58,6 +69,7 @@ import re
 import secrets
 import shutil
 import statistics
+import subprocess
 import sys
 import tempfile
 import time
@@ -69,7 +81,7 @@ from contextfs.app import load_all_types
 from contextfs.config import load_config
 from contextfs.index.embed import LocalEmbedder
 from contextfs.memory.service import Memory
-from contextfs.search.bundle import pack_context
+from contextfs.search.bundle import pack_context, results_json
 from contextfs.search.indexer import Indexer, _distinct, units_of
 from contextfs.search.retrieval import (
     QueryOptions,
@@ -700,6 +712,160 @@ def run_size(n: int, args: argparse.Namespace, embedder: LocalEmbedder) -> tuple
 # --------------------------------------------------------------------------------------
 
 
+# --------------------------------------------------------------------------------------
+# Two checkouts on one kept store (`--compare`)
+
+REPO = Path(__file__).resolve().parent.parent
+SIDES = ("base", "branch")
+DEFAULT_JSON = "bench-results/bench_search.json"
+COMPARE_JSON = "bench-results/bench_search-compare.json"
+
+
+def compare_worker(data: Path, out: Path, rounds: int, limit: int, mount: bool) -> None:
+    """One side's run of `--compare` (this process imports that side's `contextfs`):
+    in-process and (with `mount`) through a mount, each on its own copy of `data`."""
+    base = Path(tempfile.mkdtemp(prefix="bench_search-compare-"))
+    copy, mdata, mnt = base / "inproc", base / "mounted", base / "mnt"
+    shutil.copytree(data, copy)
+    embedder = LocalEmbedder()
+    inproc = InProcess(copy, embedder)
+    qs = questions(limit)
+    got: dict = {"raw": [], "full": [], "mount_raw": [], "mount": [], "texts": {}}
+    try:
+        if mount:
+            shutil.copytree(data, mdata)
+            mnt.mkdir()
+            cli_mount(mnt, mdata, timeout=600)
+            wait_index_ready(mnt, 900)
+            (qdir(mnt, "warm up", "", "@k=10,budget=1999") / "_context.md").read_bytes()
+        for question, scope, _ in qs:  # unmeasured: first model calls, page cache
+            inproc.full(question, scope, QueryOptions())
+        for r in range(rounds):
+            opts = QueryOptions(k=10, budget=2000 + r)
+            for j, (question, scope, _) in enumerate(qs):
+                key = f"{r}|{scope}|{question}"
+                first_raw = (r + j) % 2 == 0  # alternate which of the two goes first
+                raw = inproc.raw_floor(question, scope, opts.k) if first_raw else 0.0
+                t0 = time.perf_counter()
+                res = inproc.searcher.search(question, scope, opts)
+                bundle = pack_context(question, scope, res, opts.budget)
+                full = time.perf_counter() - t0
+                if not first_raw:
+                    raw = inproc.raw_floor(question, scope, opts.k)
+                got["raw"].append(raw)
+                got["full"].append(full)
+                texts = {"context": bundle, "results": results_json(question, scope, res)}
+                if mount:
+                    path = qdir(mnt, question, scope, f"@k={opts.k},budget={opts.budget}")
+                    mount_raw = inproc.raw_floor(question, scope, opts.k)
+                    t0 = time.perf_counter()
+                    texts["mount"] = (path / "_context.md").read_text()
+                    got["mount"].append(time.perf_counter() - t0)
+                    got["mount_raw"].append(mount_raw)
+                got["texts"][key] = texts
+    finally:
+        inproc.close()
+        if mount:
+            cli_umount(mnt)
+        shutil.rmtree(base, ignore_errors=True)
+    out.write_text(json.dumps(got))
+
+
+def p50_ms(xs: list[float]) -> float:
+    return statistics.median(xs) * 1000
+
+
+def compare(args: argparse.Namespace) -> int:
+    """`--compare REF`: the same questions on the kept store `--store`, by REF's
+    `contextfs/` (extracted with `git archive`) and by this checkout's, in worker
+    processes run alternately (`--runs` each, so a change of load hits both sides). Prints
+    the p50s and their ratios to the raw floor per side; 1 when any bundle or
+    `_results.json` differs between the sides or between two runs of one."""
+    tmp = Path(tempfile.mkdtemp(prefix="bench_search-compare-"))
+    try:
+        src = {"branch": REPO, "base": tmp / "base"}  # each side's contextfs/
+        src["base"].mkdir()
+        archive = subprocess.run(
+            ["git", "-C", str(REPO), "archive", args.compare, "contextfs", "schemas"],
+            check=True,
+            capture_output=True,
+        ).stdout
+        subprocess.run(["tar", "-x", "-C", str(src["base"])], input=archive, check=True)
+        runs: dict[str, list[dict]] = {s: [] for s in SIDES}
+        for i in range(args.runs):
+            for side in SIDES if i % 2 == 0 else SIDES[::-1]:
+                out = tmp / f"{side}-{i}.json"
+                cmd = [
+                    sys.executable,
+                    str(Path(__file__).resolve()),
+                    "--compare-worker",
+                    str(out),
+                    "--store",
+                    str(args.store.resolve()),
+                ]
+                cmd += ["--rounds", str(args.rounds), "--questions", str(args.questions)]
+                cmd += ["--no-mount"] if args.no_mount else []
+                env = os.environ | {"PYTHONPATH": str(src[side])}
+                print(f"run {i + 1}/{args.runs}: {side}", file=sys.stderr, flush=True)
+                # run in the side's tree: its daemon (`python -m contextfs`) imports the
+                # package of its working directory before PYTHONPATH's
+                subprocess.run(cmd, env=env, cwd=src[side], check=True)
+                runs[side].append(json.loads(out.read_text()))
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+
+    reference = runs["base"][0]["texts"]
+    differ = [
+        f"{side} run {i + 1}: {key} ({kind})"
+        for side in SIDES
+        for i, run in enumerate(runs[side])
+        for key, texts in run["texts"].items()
+        for kind, text in texts.items()
+        if text != reference[key][kind]
+    ]
+    print(f"\nbase = {args.compare}, branch = {REPO} (its working tree)")
+    print(f"{args.runs} run(s) a side, {len(reference)} searches a run\n")
+    print(
+        "| side | raw floor p50 | search+pack p50 | ratio | raw (mount) p50 "
+        "| _context.md p50 | ratio |"
+    )
+    print("|---|---:|---:|---:|---:|---:|---:|")
+    summary: dict = {}
+    for side in SIDES:
+        pooled = {
+            k: [x for run in runs[side] for x in run[k]]
+            for k in ("raw", "full", "mount_raw", "mount")
+        }
+        row = {k: p50_ms(v) if v else None for k, v in pooled.items()}
+        summary[side] = row
+        mount = (
+            f"{row['mount_raw']:.1f} ms | {row['mount']:.1f} ms | "
+            f"{row['mount'] / row['mount_raw']:.2f}x"
+            if row["mount"] is not None
+            else "- | - | -"
+        )
+        print(
+            f"| {side} | {row['raw']:.1f} ms | {row['full']:.1f} ms | "
+            f"{row['full'] / row['raw']:.2f}x | {mount} |"
+        )
+    print()
+    if differ:
+        print(f"DIFFERENT answers: {len(differ)}; first ones:")
+        for line in differ[:10]:
+            print(f"  {line}")
+    else:
+        kinds = ", ".join(reference[next(iter(reference))])
+        print(f"Same answers: every {kinds} identical across both sides and all runs.")
+    samples = {s: [{k: v for k, v in r.items() if k != "texts"} for r in runs[s]] for s in SIDES}
+    out = {"machine": machine_info(REPO), "args": vars(args), "summary": summary}
+    path = write_json(
+        COMPARE_JSON if args.json == DEFAULT_JSON else args.json,
+        out | {"samples": samples, "differ": differ},
+    )
+    print(f"\nJSON written to {path}")
+    return 1 if differ else 0
+
+
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--sizes", default="1000,10000,100000", help="comma separated node counts")
@@ -729,9 +895,32 @@ def main(argv: list[str] | None = None) -> int:
         default=2000,
         help="with synthetic vectors: how many unit texts are embedded for real",
     )
-    p.add_argument("--json", default="bench-results/bench_search.json", help="where to write JSON")
+    p.add_argument("--json", default=DEFAULT_JSON, help="where to write JSON")
     p.add_argument("--keep", action="store_true", help="keep the temp dirs (mount is undone)")
+    p.add_argument(
+        "--compare",
+        metavar="REF",
+        help="instead: search the kept store --store with REF's code and with this "
+        "checkout's, alternately, and check that both answer alike",
+    )
+    p.add_argument(
+        "--store",
+        type=Path,
+        help="with --compare: a data dir with its indexes (the data-copy a --keep run left)",
+    )
+    p.add_argument("--runs", type=int, default=2, help="with --compare: runs of each side")
+    p.add_argument("--no-mount", action="store_true", help="with --compare: in-process only")
+    p.add_argument("--compare-worker", type=Path, help=argparse.SUPPRESS)
     args = p.parse_args(argv)
+    if args.compare_worker:
+        compare_worker(
+            args.store, args.compare_worker, args.rounds, args.questions, not args.no_mount
+        )
+        return 0
+    if args.compare:
+        if args.store is None:
+            p.error("--compare needs --store")
+        return compare(args)
     if args.quick:
         sizes = [300]
         args.rounds, args.questions, args.fsync_trials = 1, 10, 10

@@ -80,6 +80,13 @@ def label_tier(label: int) -> str:
     return "L0" if slot == 0 else "L1" if slot == 1 else "L2"
 
 
+def label_unit(label: int) -> tuple[int, str, int]:
+    """(node id, tier, passage number) of a label: `label_node`, `label_tier` and
+    `label_chunk` at once (a search takes apart hundreds)."""
+    nid, slot = divmod(label, SLOTS)
+    return (nid, "L0", 0) if slot == 0 else (nid, "L1", 0) if slot == 1 else (nid, "L2", slot - 2)
+
+
 def unit_prefix(n: Node) -> str:
     """BM25 units carry their node's type and name ("preference editor: "); a session
     archive's turns carry their speaker and date instead (see `passages`)."""

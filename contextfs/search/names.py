@@ -28,6 +28,7 @@ ENTITY_TYPE = "entity"
 REFRESH_MAX = 5_000
 # While the table is first read, the longest name (in words) a question is asked for.
 LOADING_WORDS = 6
+LOOKED_UP_MAX = 8192  # names whose ids are kept between changes of the table
 _WORD = re.compile(r"\w+")
 _EMPTY_IDS = np.empty(0, np.int64)
 _EMPTY_KEYS = np.empty(0, np.uint64)
@@ -57,6 +58,10 @@ class EntityNames:
         self._upto = -1  # the outbox seq the table reflects; -1: never read
         self._keys, self._ids_by_key = _EMPTY_KEYS, _EMPTY_IDS  # ascending keys
         self._words = 1  # the most words a name has had (how long a phrase to look up)
+        # name -> ids, while the table does not change: a search looks up the capitalised
+        # words of its best passages, the same few names question after question, and a
+        # lookup in the arrays costs two numpy calls
+        self._looked_up: dict[str, tuple[int, ...]] = {}
 
     def refresh(self) -> None:
         """Bring the table up to what the store has committed (cheap when nothing changed).
@@ -100,11 +105,13 @@ class EntityNames:
         keys = np.concatenate([p[1] for p in pairs] or [_EMPTY_KEYS])
         order = np.argsort(keys, kind="stable")
         self._keys, self._ids_by_key = keys[order], ids[order]
+        self._looked_up.clear()
 
     def _drop(self, changed: np.ndarray) -> None:
         gone = np.isin(self._ids_by_key, changed)
         if gone.any():
             self._keys, self._ids_by_key = self._keys[~gone], self._ids_by_key[~gone]
+            self._looked_up.clear()
 
     def _add(self, rows: list[tuple[int, str]]) -> None:
         ids, keys = self._pairs(rows)
@@ -115,12 +122,19 @@ class EntityNames:
         at = np.searchsorted(self._keys, keys[order])
         self._keys = np.insert(self._keys, at, keys[order])
         self._ids_by_key = np.insert(self._ids_by_key, at, ids[order])
+        self._looked_up.clear()
 
     def _lookup(self, name: str) -> list[int]:
-        k = np.uint64(_key(name))
-        lo = int(np.searchsorted(self._keys, k, "left"))
-        hi = int(np.searchsorted(self._keys, k, "right"))
-        return sorted(int(i) for i in self._ids_by_key[lo:hi])
+        got = self._looked_up.get(name)
+        if got is None:
+            k = np.uint64(_key(name))
+            lo = int(np.searchsorted(self._keys, k, "left"))
+            hi = int(np.searchsorted(self._keys, k, "right"))
+            got = tuple(sorted(int(i) for i in self._ids_by_key[lo:hi]))
+            if len(self._looked_up) >= LOOKED_UP_MAX:
+                self._looked_up.clear()
+            self._looked_up[name] = got
+        return list(got)
 
     def _loading(self) -> bool:
         """Whether another thread is reading the whole table for the first time (the

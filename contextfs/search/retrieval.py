@@ -11,6 +11,8 @@ indexer under its lock.
 
 from __future__ import annotations
 
+import functools
+import heapq
 import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -25,7 +27,7 @@ from contextfs.memory.texts import LazyNode
 from contextfs.memory.tokens import estimate_tokens
 from contextfs.model import Node
 from contextfs.search.images import IMAGE_TYPE, original_of
-from contextfs.search.indexer import Indexer, label_chunk, label_node, label_tier
+from contextfs.search.indexer import Indexer, label_node, label_unit
 from contextfs.search.names import EntityNames
 from contextfs.search.passages import SESSION_TYPE, Passage, node_passages
 
@@ -92,9 +94,11 @@ class PassageHit:
     score: float
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True, eq=False)
 class _Candidate:
-    """A passage while a search ranks it: its node and number, its text not read yet."""
+    """A passage while a search ranks it: its node and number, its text not read yet.
+    Replaced, never changed (not frozen: a frozen dataclass's __init__ costs four times
+    as much, and a search makes hundreds)."""
 
     node: Node
     path: str
@@ -129,6 +133,12 @@ class _Found:
     counts: dict[int, int]  # node id -> passages the index holds (`Indexer.passage_counts`)
     held: dict[int, Node]  # every candidate's head, kept for the rest of the search
     _passages: dict[int, int] = field(default_factory=dict)  # node id -> passage_count
+
+    def node(self, nid: int, get: Callable[[int], Node | None]) -> Node | None:
+        """A candidate's head: the one `held` keeps (the object `memory.nodes.get` gives
+        while it is held, without the cache's LRU bookkeeping), else `get(nid)`."""
+        n = self.held.get(nid)
+        return n if n is not None else get(nid)
 
     def passage_count(self, n: Node) -> int:
         """How many passages n has (asked for each of its units: counted once)."""
@@ -246,7 +256,9 @@ class Searcher:
         self._archives: dict[tuple[str, str, str], Node] = {}  # (kind, owner, source)
         self._archives_at = -1  # the store generation the table reflects
         self.names = EntityNames(memory)
-        self._participants_at: tuple[object, tuple[str, ...]] = (None, ())
+        # (owner, store generation) -> the speakers of that owner's session archives, and
+        # whether it has any (`_participants`, `_has_sessions`)
+        self._participants_at: tuple[object, tuple[str, ...], bool] = (None, (), False)
         # (scope, type, reader, store and vector generations) -> that scope's vectors; read
         # and written under the indexer's lock
         self._snapshots: dict[tuple[str, str | None, str, int, int], Snapshot] = {}
@@ -326,7 +338,7 @@ class Searcher:
         q = self._question(question, scope, opts, readable, reader_key)
         found = self._retrieve(q)
         fused = self._fuse(q, found)
-        by_node = self._node_hits(q, fused)
+        by_node = self._node_hits(q, found, fused)
         cands = self._passage_candidates(q, found, fused, by_node)
         by_node = self._named_memories(q, cands, by_node)
         self._add_named_entities(question, cands, by_node, q.allowed, q.scale is not None)
@@ -446,42 +458,55 @@ class Searcher:
         (an L0 or L1 hit stands for its node), as for the links. Passages: each ranker's
         own unit ranks, so the bundle shows the turn or chunk that matched."""
         memory = self.memory
-        nodes = memory.nodes
+        get = memory.nodes.get
         fused = _Fused()
         node_rank: tuple[dict[int, int], ...] = ({}, {}, {})
-        units = [
-            ((label_node(label), label_tier(label), label_chunk(label)), 0)
-            for label, _sim in found.vec_hits
-        ]
-        for label, sim in found.vec_hits:  # best first: a node's first is its closest
-            fused.similarity.setdefault(label_node(label), sim)
+        units = [(label_unit(label), 0) for label, _sim in found.vec_hits]
+        similarity = fused.similarity
+        for (key, _side), (_label, sim) in zip(units, found.vec_hits, strict=True):
+            if key[0] not in similarity:  # best first: a node's first is its closest
+                similarity[key[0]] = sim
         if found.vec_hits and len(found.vec_hits) >= q.depth:
             fused.below = found.vec_hits[-1][1]
+        allowed = q.allowed
         units += [
             ((h.node_id, h.tier, h.chunk), 1)
             for h in found.text_hits
-            if q.allowed(nodes.get(h.node_id))
+            if allowed(found.node(h.node_id, get))
         ]
         # How many passages each candidate has: the index knows (its units), so the texts
         # of hundreds of candidates are not read from the store to count them (at a
         # million nodes that read was a third of a question's time). Nodes the index
         # holds no unit of, or every node while vectors are off (the units are counted
         # where the vectors are), are counted from their texts, read in one query.
-        candidates = list(dict.fromkeys(key[0] for key, _side in units))
-        memory.texts.prefetch([nodes.get(nid) for nid in candidates if nid not in found.counts])
+        candidates = dict.fromkeys(key[0] for key, _side in units)
+        memory.texts.prefetch(
+            [found.node(nid, get) for nid in candidates if nid not in found.counts]
+        )
+        unit_score, tiers = fused.unit_score, fused.tiers
+        single: dict[int, bool] = {}  # node id -> whether it is one passage
         seen = [0, 0]
         for key, side in units:
             # passages rank among passages: summaries of long nodes do not push them down
             # (a short node's one unit is its L0, which stands for its one passage)
-            n = nodes.get(key[0])
-            if key[1] == "L2" or (n is not None and found.passage_count(n) == 1):
+            nid, tier, _chunk = key
+            if tier != "L2":
+                one = single.get(nid)
+                if one is None:
+                    n = found.node(nid, get)
+                    one = single[nid] = n is not None and found.passage_count(n) == 1
+            if tier == "L2" or one:
                 rank = seen[side]
                 seen[side] += 1
-                fused.unit_score[key] = fused.unit_score.get(key, 0.0) + SIDE_WEIGHT[side] / (
-                    RRF_K + rank + 1
-                )
-            node_rank[side].setdefault(key[0], len(node_rank[side]))
-            fused.tiers.setdefault(key[0], set()).add(key[1])
+                unit_score[key] = unit_score.get(key, 0.0) + SIDE_WEIGHT[side] / (RRF_K + rank + 1)
+            ranking = node_rank[side]
+            if nid not in ranking:
+                ranking[nid] = len(ranking)
+            held = tiers.get(nid)
+            if held is None:
+                tiers[nid] = {tier}
+            else:
+                held.add(tier)
         # CLIP ranks pictures, not passages: its score goes to the picture's first passage
         # (its caption or derived text), on top of what the text rankers gave it
         for rank, (nid, _sim) in enumerate(found.image_hits):
@@ -505,30 +530,33 @@ class Searcher:
                 )
         return fused
 
-    def _node_hits(self, q: _Question, fused: _Fused) -> dict[int, Hit]:
+    def _node_hits(self, q: _Question, found: _Found, fused: _Fused) -> dict[int, Hit]:
         """The nodes found, best first (ties, one ranker each: the exact word match goes
         first, then the newer node), those the question may see."""
         memory = self.memory
+        get, node_path, allowed = memory.nodes.get, memory.node_path, q.allowed
+        text_rank, far, tiers = fused.text_rank, fused.far, fused.tiers
         best = sorted(
             fused.node_score.items(),
-            key=lambda kv: (-kv[1], fused.text_rank.get(kv[0], fused.far), -kv[0]),
+            key=lambda kv: (-kv[1], text_rank.get(kv[0], far), -kv[0]),
         )
         by_node: dict[int, Hit] = {}
         for nid, score in best:
-            n = memory.nodes.get(nid)
-            if q.allowed(n):
-                by_node[nid] = Hit(
-                    n,
-                    memory.node_path(n),
-                    round(score, 6),
-                    sorted(fused.tiers.get(nid, ())),
-                    n.l0.strip()[:300],
-                    confidence=self._confidence(q, fused, nid),
-                )
-                if n.type == IMAGE_TYPE:
-                    att = original_of(memory, n)
-                    if att is not None:
-                        by_node[nid].media = memory.attachment_store.attachment_path(att)
+            n = found.node(nid, get)
+            if not allowed(n):
+                continue
+            hit = by_node[nid] = Hit(
+                n,
+                node_path(n),
+                round(score, 6),
+                sorted(tiers[nid]) if nid in tiers else [],
+                n.l0.strip()[:300],
+                confidence=self._confidence(q, fused, nid),
+            )
+            if n.type == IMAGE_TYPE:
+                att = original_of(memory, n)
+                if att is not None:
+                    hit.media = memory.attachment_store.attachment_path(att)
         return by_node
 
     def _named_memories(
@@ -811,14 +839,14 @@ class Searcher:
         speak of it ("Luca passed his exams, he's a vet now") join the candidates, at a
         share of the hub's score that falls with their rank."""
         ix = self.indexer
-        if ix.text is None:
-            return
+        if ix.text is None or not self._has_sessions(scope):
+            return  # a hop joins turns of session archives: the scope's owner has none
         asked = question.lower()
-        ranked = sorted(cands, key=lambda c: -c.score)
+        # the best, in the order a stable sort puts them, without sorting them all
+        ranked = heapq.nsmallest(READ_BATCH, cands, key=lambda c: -c.score)
         best = ranked[:HOP_FROM]
         # their texts, with those of the first batch `_read_passages` reads: one query
-        self.memory.texts.prefetch([c.node for c in ranked[:READ_BATCH]])
-        where = {(c.node.id, c.index): i for i, c in enumerate(cands)}
+        self.memory.texts.prefetch([c.node for c in ranked])
         taken: set[tuple[int, int]] = set()  # joined by a hop already
         nodes = self.memory.nodes
         hops: list[tuple[str, _Candidate]] = []
@@ -842,6 +870,8 @@ class Searcher:
                     and name not in {h for h, _ in hops}
                 ):
                     hops.append((name, c))
+        # candidate -> its place in cands, for a hop that finds it again
+        where = {(c.node.id, c.index): i for i, c in enumerate(cands)} if hops else {}
         for name, hub in hops[:HOP_MAX]:
             # only the archives' turns that hold the name can join (below): asking BM25
             # for those alone, not for every unit with a word of the question (at a
@@ -906,15 +936,26 @@ class Searcher:
 
     def _participants(self, scope: str) -> tuple[str, ...]:
         """Speaker names in the session archives of the scope's owner (not roles)."""
+        return self._sessions_of(scope)[1]
+
+    def _has_sessions(self, scope: str) -> bool:
+        """Whether the scope's owner (everyone's, for no owner) has a live session archive."""
+        return self._sessions_of(scope)[2]
+
+    def _sessions_of(self, scope: str) -> tuple[object, tuple[str, ...], bool]:
         owner = _owner_of(scope)
         key = (owner, self.memory.generation)
-        if self._participants_at[0] != key:
+        got = self._participants_at
+        if got[0] != key:
             names: set[str] = set()
+            some = False
             for n in self.memory.walk(owner=owner, types=(SESSION_TYPE,), texts=True):
+                some = True
                 names.update(p.speaker for p in node_passages(n) if p.speaker)
             names -= ROLES
-            self._participants_at = (key, tuple(sorted(x for x in names if len(x) >= 2)))
-        return self._participants_at[1]
+            got = (key, tuple(sorted(x for x in names if len(x) >= 2)), some)
+            self._participants_at = got
+        return got
 
     def _archive(self, kind: str, owner: str, source: str) -> Node | None:
         """The session archive made from an inbox file or session (`inbox:<file>`)."""
@@ -938,8 +979,16 @@ def confidence(similarity: float, scale: tuple[float, float]) -> float:
 def _names(name: str, words: set[str]) -> bool:
     """Whether a node's name (`tea`, `text-editor`) is named by a question of these
     (lowercased) words: every word of it, and at least three letters in all."""
+    parts = _name_words(name)
+    return parts is not None and parts <= words
+
+
+@functools.lru_cache(maxsize=16384)
+def _name_words(name: str) -> frozenset[str] | None:
+    """The words of a node's name, lowercased; None when it has none or fewer than three
+    letters in all (a search asks this of every node found)."""
     parts = _WORD.findall(name.lower())
-    return bool(parts) and sum(map(len, parts)) >= 3 and all(p in words for p in parts)
+    return frozenset(parts) if parts and sum(map(len, parts)) >= 3 else None
 
 
 def _share(conf: float | None) -> float | None:

@@ -10,7 +10,14 @@ import xxhash
 
 from contextfs.index.units import Unit, chunk_spans, chunk_text
 from contextfs.model import Node
-from contextfs.search.indexer import units_of
+from contextfs.search.indexer import (
+    SLOTS,
+    label_chunk,
+    label_node,
+    label_tier,
+    label_unit,
+    units_of,
+)
 
 
 def sample_text(n_paragraphs: int, seed: int = 0) -> str:
@@ -144,3 +151,10 @@ def test_units_of_skips_empty_tiers():
     assert units_of(_node("", "  ", "")) == []
     assert [u.tier for u in units_of(_node("", "", "body"))] == ["L2"]
     assert [u.tier for u in units_of(_node("abstract", "", ""))] == ["L0"]
+
+
+def test_a_label_taken_apart_at_once_is_its_node_tier_and_chunk():
+    for nid in (0, 1, 7, 123_456_789):
+        for slot in (0, 1, 2, 3, 40, SLOTS - 1):
+            label = nid * SLOTS + slot
+            assert label_unit(label) == (label_node(label), label_tier(label), label_chunk(label))
