@@ -5,7 +5,9 @@ a save that returned 0 survives a remount, concurrent rewrites give only saved s
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
+import tempfile
 import threading
 from pathlib import Path
 
@@ -75,14 +77,20 @@ def _refused_only_derived(stderr: str) -> None:
     assert all(any(d in line for d in derived) for line in lines), repr(stderr)
 
 
-def test_cp_r_of_a_copied_node_creates_its_tiers(mount, tmp_path):
+def test_cp_r_of_a_copied_node_creates_its_tiers(mount):
     """mkdir makes a node whose tiers do not exist until written, so `cp -r` (O_EXCL)
     creates them, and its meta.yaml and .history too: the copy keeps both versions
-    (docs/reference.md, copying nodes)."""
+    (docs/reference.md, copying nodes). `cp` copies by inode number: the copy kept
+    outside is on tmpfs, which numbers files and folders in the order `cp` made them
+    (the mount's order); ext4 may number `.history` after L2.md (what reference.md says)."""
     node = _node_with_history(mount)
-    subprocess.run(["cp", "-r", str(node), str(tmp_path / "copy")], check=True)
-    dest = mount.path / TYPE_DIR / "editor2"
-    cp = subprocess.run(["cp", "-r", str(tmp_path / "copy"), str(dest)], capture_output=True)
+    outside = Path(tempfile.mkdtemp(dir="/dev/shm"))
+    try:
+        subprocess.run(["cp", "-r", str(node), str(outside / "copy")], check=True)
+        dest = mount.path / TYPE_DIR / "editor2"
+        cp = subprocess.run(["cp", "-r", str(outside / "copy"), str(dest)], capture_output=True)
+    finally:
+        shutil.rmtree(outside)
     _refused_only_derived(cp.stderr.decode())
     assert (dest / "L2.md").read_text() == "I use vim daily.\n"
     assert (dest / "notes.txt").read_text() == "an attachment\n"
