@@ -159,6 +159,19 @@ def test_a_secret_saved_by_rename_over_an_attachment_is_redacted(mount):
     assert stored == shown and stored.startswith(b"second draft, key ")
 
 
+def high_bit_mib(seed: int) -> bytes:
+    """1 MiB with the high bit set: no printable run for the redactor to take a secret from."""
+    return bytes(b | 0x80 for b in random.Random(seed).randbytes(1 << 20))
+
+
+def write_mibs(fd: int, block: bytes, mibs: range, want) -> None:
+    """MiB i of a file: `block` rotated by i (every MiB differs: no blob is shared)."""
+    for i in mibs:
+        piece = block[i:] + block[:i]
+        os.write(fd, piece)
+        want.update(piece)
+
+
 @pytest.mark.slow
 def test_a_file_bigger_than_the_store_buffers_is_stored_and_the_mount_stays_writable(tmp_path):
     """A file several times the store's buffer limit, written in 1 MiB writes and fsynced
@@ -172,16 +185,10 @@ def test_a_file_bigger_than_the_store_buffers_is_stored_and_the_mount_stays_writ
     )
     try:
         node = node_dir(m)
-        rnd = random.Random(7)
-        # bytes with the high bit set: no printable run for the redactor to take a secret from
-        block = bytes(b | 0x80 for b in rnd.randbytes(1 << 20))
-        want = hashlib.sha256()
+        block, want = high_bit_mib(7), hashlib.sha256()
         fd = os.open(node / "big.bin", os.O_CREAT | os.O_WRONLY, 0o644)
         try:
-            for i in range(3 * limit):
-                piece = block[i:] + block[:i]  # every MiB differs: no blob is shared
-                os.write(fd, piece)
-                want.update(piece)
+            write_mibs(fd, block, range(3 * limit), want)
             os.fsync(fd)
         finally:
             os.close(fd)
@@ -211,18 +218,12 @@ def test_a_big_file_being_written_is_not_held_in_the_daemons_memory(tmp_path):
     try:
         assert m.proc is not None
         node = node_dir(m)
-        rnd = random.Random(11)
-        block = bytes(b | 0x80 for b in rnd.randbytes(1 << 20))
-        want = hashlib.sha256()
+        block, want = high_bit_mib(11), hashlib.sha256()
         fd = os.open(node / "big.bin", os.O_CREAT | os.O_WRONLY, 0o644)
         try:
-            os.write(fd, block)  # the first MiB: the daemon has handled a write
-            want.update(block)
+            write_mibs(fd, block, range(1), want)  # the first MiB: a write was handled
             before = rss_anon(m.proc.pid)
-            for i in range(1, 64):
-                piece = block[i:] + block[:i]
-                os.write(fd, piece)
-                want.update(piece)
+            write_mibs(fd, block, range(1, 64), want)
             grown = rss_anon(m.proc.pid) - before
             assert grown < 24 << 20, f"the daemon's heap grew {grown >> 20} MiB for 63 MiB"
             os.fsync(fd)
