@@ -1,6 +1,8 @@
 """Creating many files in one node (issue 11): does the cost per file grow with the count?
 
-`open(node / f"f{i}", "w").close()` N times in one node, timed in ten blocks, either
+`open(node / f"f{i}", "w").close()` N times in one node (with `--size B`, each file
+written with B bytes of its own prose first, as `cp -r` of small notes does), timed in
+ten blocks, either
 through a real mount (default: `contextfs mount --foreground` in a subprocess, the data
 dir in a temporary directory) or in-process on the `Operations` handlers over a real
 store (`--in-process`: the same LOOKUP, CREATE, FLUSH, RELEASE the kernel sends, no
@@ -10,6 +12,12 @@ ms/file across the blocks means nothing scans the directory per create.
     .venv/bin/python scripts/create_many.py                  # 2,000 files through a mount
     .venv/bin/python scripts/create_many.py -n 20000
     .venv/bin/python scripts/create_many.py --in-process --profile
+    .venv/bin/python scripts/create_many.py --size 300        # small notes, as cp -r
+    .venv/bin/python scripts/create_many.py --size 300 --compare /path/to/other/checkout
+
+`--compare DIR` runs the same measure with the code of another checkout (DIR on the
+module path and as the working directory, so its daemon too) and with this one,
+alternating `--reps` times, and prints each side's median ms/file and their ratio.
 """
 
 from __future__ import annotations
@@ -17,9 +25,12 @@ from __future__ import annotations
 import argparse
 import contextlib
 import cProfile
+import json
 import os
 import pstats
 import shutil
+import statistics
+import subprocess
 import sys
 import tempfile
 import time
@@ -28,19 +39,30 @@ from pathlib import Path
 from contextfs.testing import Mount, machine_info, write_json
 
 
-def through_mount(n: int, base: Path, block: int) -> list[float]:
+def body(i: int, size: int) -> bytes:
+    """File i's bytes: `size` bytes of prose that begin with its number (no two alike)."""
+    return (b"%d: a small note, one line of prose.\n" % i * (size // 30 + 1))[:size]
+
+
+def write_file(path: Path, data: bytes) -> None:
+    with open(path, "wb") as f:
+        if data:
+            f.write(data)
+
+
+def through_mount(n: int, base: Path, block: int, size: int = 0) -> list[float]:
     (base / "mnt").mkdir()
     m = Mount(base / "mnt", base / "data")
     m.start()
     try:
         node = base / "mnt/user/default/preferences/bulk"
         node.mkdir()
-        return _timed(n, block, lambda i: open(node / f"f{i}", "w").close())  # noqa: SIM115
+        return _timed(n, block, lambda i: write_file(node / f"f{i}", body(i, size)))
     finally:
         m.stop()
 
 
-def in_process(n: int, base: Path, block: int, profile: bool) -> list[float]:
+def in_process(n: int, base: Path, block: int, profile: bool, size: int = 0) -> list[float]:
     import pyfuse3
     import trio
 
@@ -72,6 +94,8 @@ def in_process(n: int, base: Path, block: int, profile: bool) -> list[float]:
             with contextlib.suppress(pyfuse3.FUSEError):
                 await ops.lookup(node, name, ctx)  # the kernel's negative lookup
             fi, _ = await ops.create(node, name, 0o644, flags, ctx)
+            if size:
+                await ops.write(fi.fh, 0, body(i, size))
             await ops.flush(fi.fh)
             await ops.release(fi.fh)
             if (i + 1) % block == 0:
@@ -104,21 +128,56 @@ def _timed(n: int, block: int, create) -> list[float]:
     return out
 
 
+def compare(args: argparse.Namespace, argv: list[str]) -> int:
+    """This checkout against `args.compare`, run after run; a table and JSON."""
+    here = Path(__file__).resolve().parent.parent
+    sides = {"this checkout": here, "compared": Path(args.compare).resolve()}
+    runs: dict[str, list[float]] = {k: [] for k in sides}
+    with tempfile.TemporaryDirectory() as tmp:
+        for rep in range(args.reps):
+            for label, root in sides.items():
+                out = Path(tmp) / f"{rep}-{label[0]}.json"
+                env = {**os.environ, "PYTHONPATH": str(root)}
+                cmd = [sys.executable, str(Path(__file__).resolve()), *argv, "--json", str(out)]
+                subprocess.run(cmd, cwd=root, env=env, check=True, stdout=subprocess.DEVNULL)
+                blocks = json.loads(out.read_text())["ms_per_file_blocks"]
+                runs[label].append(statistics.median(blocks))
+                print(f"run {rep + 1} {label}: {runs[label][-1]:.2f} ms/file", flush=True)
+    med = {k: statistics.median(v) for k, v in runs.items()}
+    mode = "in-process" if args.in_process else "mount"
+    print(f"\n| N = {args.n}, {mode}, {args.size} B a file | ms/file, median of {args.reps} |")
+    print("|---|---:|")
+    for label, root in sides.items():
+        print(f"| {label} ({root}) | {med[label]:.2f} |")
+    print(f"| ratio, this / compared | {med['this checkout'] / med['compared']:.2f}x |")
+    write_json(
+        args.json,
+        {"machine": machine_info(), "n": args.n, "mode": mode, "size": args.size, "runs": runs},
+    )
+    return 0
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("-n", type=int, default=2000)
     ap.add_argument("--in-process", action="store_true")
     ap.add_argument("--profile", action="store_true", help="with --in-process")
+    ap.add_argument("--size", type=int, default=0, help="bytes written into each file")
     ap.add_argument("--json", type=Path, default=Path("create_many.json"))
+    ap.add_argument("--compare", metavar="DIR", help="another checkout, run alternately")
+    ap.add_argument("--reps", type=int, default=3, help="with --compare")
     args = ap.parse_args()
+    if args.compare:
+        argv = ["-n", str(args.n), "--size", str(args.size)]
+        return compare(args, argv + (["--in-process"] if args.in_process else []))
     base = Path(tempfile.mkdtemp(prefix="cfs-create-"))
     block = max(1, args.n // 10)
     t0 = time.perf_counter()
     try:
         if args.in_process:
-            blocks = in_process(args.n, base, block, args.profile)
+            blocks = in_process(args.n, base, block, args.profile, args.size)
         else:
-            blocks = through_mount(args.n, base, block)
+            blocks = through_mount(args.n, base, block, args.size)
     finally:
         shutil.rmtree(base, ignore_errors=True)
     total = time.perf_counter() - t0
@@ -133,6 +192,7 @@ def main() -> int:
             "machine": machine_info(),
             "n": args.n,
             "mode": "in-process" if args.in_process else "mount",
+            "size": args.size,
             "ms_per_file_blocks": blocks,
         },
     )

@@ -404,8 +404,8 @@ class Tree:
         self.renames.rename(self.get(old_parent), old_name, self.get(new_parent), new_name, flags)
 
     def fsyncdir(self, ino: int) -> None:
-        """fsync of a directory makes the nodes made in it by mkdir, and its entries'
-        times, durable."""
+        """fsync of a directory makes the nodes made in it by mkdir, the files made by
+        create and not stored yet, and its entries' times, durable."""
         d = self.get(ino)
         self.memory.persist_pending(d.owner)
         self.memory.attachment_store.flush_touched()

@@ -160,12 +160,23 @@ class AttachmentStore:
         *,
         target: bytes | None = None,
         data: bytes | None = None,
+        created: bool = False,
     ) -> Attachment:
+        """A new attachment, stored now; `created` (an empty file made by create, outside
+        any transaction): stored by its first commit instead (`commit_attachment`), or
+        first thing in the next transaction, so a file written and closed costs one
+        transaction, not two (`Transactions.created_attachments`)."""
         a = Attachment(
             self.store.new_id(), node.id, parent_id, name, kind, mode & 0o7777, self.clock(), target
         )
         if kind == "file" and data is None:
             data = b""
+        tx = self.transactions
+        deferred = created and kind == "file" and not data and tx.journal is None
+        if deferred and not tx.failsafe and not tx.disk_full:
+            self.attachments[a.id] = a
+            self.transactions.created_attachments[a.id] = a
+            return a
         with self.transactions.transaction():
             if not node.persisted:
                 self.transactions.store_node(node)
@@ -258,15 +269,24 @@ class AttachmentStore:
         order = sorted(chunks)
         staged = self.store.stage_blobs(stored, order)  # a big file's, ahead
         held = False
+        # a file made by create and not stored yet: its row and bytes in one statement each
+        first = self.transactions.journal is None and self.transactions.take_created(a)
         try:
             with self.transactions.transaction():
                 known = dict(zip(order, staged, strict=True)) if staged else None
-                self.store.write_attachment_chunks(a.id, stored, order, mtime, known)
                 self.transactions.keep_attachment(a)
+                if first:
+                    self.transactions.first_store(a)
+                    a.mtime = mtime
+                    self.store.insert_attachment(a, stored, known)
+                else:
+                    self.store.write_attachment_chunks(a.id, stored, order, mtime, known)
                 a.mtime, a.size = mtime, len(stored)
             held = True
         finally:
             self.store.unstage(staged, held=held)
+            if first and not held:
+                self.transactions.wait_again(a)
         return redacted
 
     def _secret_near(self, view: memoryview | ByteSource, changed: list[tuple[int, int]]) -> bool:
@@ -328,9 +348,12 @@ class AttachmentStore:
         self.transactions.dirty_attachments[a.id] = a
 
     def flush_touched(self) -> None:
-        if self.transactions.dirty_attachments and not self.transactions.failsafe:
-            with self.transactions.transaction():
-                pass  # the folder mtimes are written with every commit
+        """Store folder mtimes and files made by create not stored yet (fsync of their
+        folder, unmount)."""
+        tx = self.transactions
+        if (tx.dirty_attachments or tx.created_attachments) and not tx.failsafe:
+            with tx.transaction():
+                pass  # both are written with every commit
 
     def drop_moved_attachment(self, a: Attachment) -> None:
         """A file whose name and bytes moved on (renamed over a tier by an editor's save,

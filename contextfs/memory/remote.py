@@ -144,7 +144,10 @@ def reload_attachments(memory: Mirror, node_ids: set[int]) -> None:
         else:
             for name in _ATTACHMENT_FIELDS:
                 setattr(a, name, getattr(f, name))
-    for aid in [i for i, a in held.items() if a.node_id in node_ids and i not in seen]:
+    waiting = memory.transactions.created_attachments  # made here, stored with the next commit
+    for aid in [
+        i for i, a in held.items() if a.node_id in node_ids and i not in seen and i not in waiting
+    ]:
         del held[aid]
     memory.reattached.update(node_ids)
 

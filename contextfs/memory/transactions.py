@@ -69,6 +69,8 @@ class Journal:
     # id: (attachment, copy before its first change, or None: reload from the store)
     atts: dict[int, tuple[Attachment, Attachment | None]] = field(default_factory=dict)
     new_atts: list[int] = field(default_factory=list)
+    # files made by create whose rows this transaction stores: waiting again on undo
+    first_stored_atts: list[int] = field(default_factory=list)
     gone_atts: dict[int, Attachment] = field(default_factory=dict)  # purged: back on undo
     stored: dict[int, int] = field(default_factory=dict)  # node id: generation of its row
     other: list[Change] = field(default_factory=list)  # inbox items, sessions
@@ -107,6 +109,10 @@ class Transactions:
         # redaction-log rows (when, path, kind, count), written with the next commit
         self.pending_redactions: list[tuple[float, str, str, int]] = []
         self.dirty_attachments: dict[int, Attachment] = {}  # folder mtimes to store
+        # files made by create, not stored yet: each is stored by its first commit (its
+        # close or fsync stores row and bytes in one transaction), or first thing in the
+        # next transaction, whatever it is, so nothing stored later can miss its row
+        self.created_attachments: dict[int, Attachment] = {}
         self._tx: Journal | None = None
         self._subscribers: list[Callable[[Sequence[Change]], None]] = []
 
@@ -142,6 +148,10 @@ class Transactions:
         self._tx = tx
         try:
             with self._store_errors(), self.store.atomic():
+                for a in list(self.created_attachments.values()):
+                    if self.take_created(a):
+                        self.first_store(a)
+                        self.store.insert_attachment(a, b"")
                 yield
                 # the log never names a change that was not stored, nor misses one that was
                 for row in self.pending_redactions:
@@ -266,6 +276,29 @@ class Transactions:
         tx.new_atts.append(a.id)
         tx.atts[a.id] = (a, replace(a))
 
+    def take_created(self, a: Attachment) -> bool:
+        """Is a a file made by create whose row is not stored yet? Then it waits no more:
+        the caller stores it (`first_store`) or lets it wait again (`wait_again`). A row
+        gone from `attachments` meanwhile (its creation undone) is never stored."""
+        return (
+            self.created_attachments.pop(a.id, None) is not None and self.attachments.get(a.id) is a
+        )
+
+    def first_store(self, a: Attachment) -> None:
+        """Inside a transaction, before the caller inserts the row of a (`take_created`):
+        its node stored first when mkdir left it unstored; a rollback makes a wait again."""
+        tx = self._open()
+        tx.first_stored_atts.append(a.id)
+        tx.atts.setdefault(a.id, (a, replace(a)))
+        n = self.nodes.peek(a.node_id)
+        if n is not None and not n.persisted:
+            self.store_node(n)
+
+    def wait_again(self, a: Attachment) -> None:
+        """a, taken by `take_created`, was not stored after all: stored later, as before."""
+        if self.attachments.get(a.id) is a:
+            self.created_attachments[a.id] = a
+
     def note_purged_attachment(self, a: Attachment) -> None:
         """An attachment just taken out of `attachments` for good: back on rollback."""
         self._open().gone_atts[a.id] = a
@@ -292,6 +325,9 @@ class Transactions:
                 setattr(n, name, getattr(before, name))
         for aid in tx.new_atts:
             self.attachments.pop(aid, None)
+        for aid in tx.first_stored_atts:
+            if aid in self.attachments:
+                self.created_attachments[aid] = self.attachments[aid]
         self.attachments.update(tx.gone_atts)
         for a, a_before in tx.atts.values():
             if a_before is None:  # changed by the caller before update_attachment: reload
@@ -336,7 +372,7 @@ class Transactions:
                     old_path = None
             out.append(Change("node", op, path, ngen, node_id=nid, old_path=old_path))
         for aid, (a, a_before) in tx.atts.items():
-            if aid in tx.new_atts:
+            if aid in tx.new_atts or aid in tx.first_stored_atts:
                 op = "created"
             elif a.deleted_at is not None and (a_before is None or a_before.deleted_at is None):
                 op = "deleted"

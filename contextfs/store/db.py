@@ -847,8 +847,11 @@ class Store:
             "consolidation_runs) FROM consolidation_runs ORDER BY ts DESC LIMIT 1"
         ).fetchone()
 
-    def insert_attachment(self, a: Attachment, data: bytes | None) -> None:
-        """A new attachment row; a file's bytes (data, never None for a file) as chunks."""
+    def insert_attachment(
+        self, a: Attachment, data: FileBytes | None, staged: dict[int, str] | None = None
+    ) -> None:
+        """A new attachment row; a file's bytes (data, never None for a file) as chunks
+        (`staged`: as for `write_attachment_chunks`)."""
         size = len(data) if a.kind == "file" and data else 0
         self.con.execute(
             "INSERT INTO attachments (id, node_id, parent_id, name, kind, mode, mtime, size, "
@@ -869,7 +872,7 @@ class Store:
         )
         if size:
             assert data is not None  # size is 0 without data
-            insert_chunks(self.con, a.id, data, range(-(-size // CHUNK_SIZE)))
+            insert_chunks(self.con, a.id, data, range(-(-size // CHUNK_SIZE)), staged=staged)
 
     def update_attachment(self, a: Attachment) -> None:
         self.con.execute(

@@ -415,8 +415,10 @@ class PgStore(Store):
 
     # ---- attachments: each change tells the other mounts which node's to read again ----
 
-    def insert_attachment(self, a: Attachment, data: bytes | None) -> None:
-        super().insert_attachment(a, data)
+    def insert_attachment(
+        self, a: Attachment, data: FileBytes | None, staged: dict[int, str] | None = None
+    ) -> None:
+        super().insert_attachment(a, data, staged)
         self._outbox(a.node_id, 0, ATTACH_OP)
 
     def update_attachment(self, a: Attachment) -> None:

@@ -458,3 +458,96 @@ async def test_a_file_unlinked_while_open_keeps_what_it_held_when_removed(m, twi
     await m.fs.rename("user/default/.trash/preferences/files", NODE)
     m.remount()
     assert await m.fs.read(t.path) == b"as it was when removed"
+
+
+# ---- a new file: row and bytes stored by one commit ------------------------------------------
+
+
+def _commits(m: Mounted) -> list[list[tuple[str, str, str]]]:
+    """What each transaction that commits from now on changed, as (kind, op, path)."""
+    seen: list[list[tuple[str, str, str]]] = []
+    m.memory.transactions.subscribe(lambda cs: seen.append([(c.kind, c.op, c.path) for c in cs]))
+    return seen
+
+
+def _stored(m: Mounted, name: str) -> tuple[int, int] | None:
+    """(size, chunks) of the live row of an attachment named `name`, as stored now."""
+    row = m.memory.store.con.execute(
+        "SELECT a.size, (SELECT count(*) FROM attachment_chunks c WHERE c.att_id = a.id) "
+        "FROM attachments a WHERE a.name = ? AND a.deleted_at IS NULL",
+        [name],
+    ).fetchone()
+    return None if row is None else (row[0], row[1])
+
+
+async def test_a_new_file_written_and_closed_is_stored_by_one_commit(m, twin):
+    """cp of a small file: create, write, close. The row and its bytes are one
+    transaction, published once as the file's creation with its bytes, and durable when
+    close returns (a remount reads them)."""
+    t = await twin("note.txt")
+    commits = _commits(m)
+    await t.open(os.O_WRONLY)
+    assert _stored(m, "note.txt") is None  # not stored yet: nothing but create happened
+    await t.pwrite(0, b"one small note\n")
+    await t.close()
+    assert [c for c in commits if any(kind == "attachment" for kind, _o, _p in c)] == [
+        [("attachment", "created", f"{NODE}/note.txt")]
+    ]
+    assert _stored(m, "note.txt") == (15, 1)
+    m.remount()
+    await t.same()
+
+
+async def test_an_empty_file_is_stored_when_it_is_closed(m, twin):
+    """touch: nothing written, the close stores it all the same."""
+    t = await twin("empty")
+    await t.open(os.O_WRONLY)
+    assert _stored(m, "empty") is None
+    await t.close()
+    assert _stored(m, "empty") == (0, 0)
+    m.remount()
+    await t.same()
+
+
+async def test_a_new_file_still_open_is_stored_by_the_next_commit_of_anything(m, twin):
+    """A file created and held open is stored first thing in the next transaction,
+    whatever it changes, so what that changes later (a rename, a link, an unlink) always
+    finds its row; fsync of its folder stores it too."""
+    a, b = await twin("open-a.txt"), await twin("other.txt")
+    await a.open(os.O_WRONLY)
+    await b.open(os.O_WRONLY)
+    await b.pwrite(0, b"closed first\n")
+    await b.close()
+    assert _stored(m, "open-a.txt") == (0, 0)
+    await a.pwrite(0, b"written after the other file's commit\n")
+    await a.close()
+    assert _stored(m, "open-a.txt") == (38, 1)
+
+    c = await twin("renamed-while-open.txt")
+    await c.open(os.O_WRONLY)
+    await m.fs.rename(c.path, f"{NODE}/new-name.txt")
+    os.rename(c.native, c.native.with_name("new-name.txt"))
+    c.path, c.native = f"{NODE}/new-name.txt", c.native.with_name("new-name.txt")
+    assert _stored(m, "new-name.txt") == (0, 0)
+    await c.pwrite(0, b"bytes after the rename\n")
+    await c.close()
+
+    d = await twin("synced-folder.txt")
+    await d.open(os.O_WRONLY)
+    await m.fs.ops.fsyncdir(await m.fs.ino(NODE), False)  # a directory's handle is its inode
+    assert _stored(m, "synced-folder.txt") == (0, 0)
+
+    e = await twin("gone-while-open.txt")
+    await e.open(os.O_WRONLY)
+    await m.fs.unlink(e.path)
+    await m.fs.ops.write(e.fh, 0, b"never stored")
+    await m.fs.ops.flush(e.fh)
+    await m.fs.ops.release(e.fh)
+    os.close(e.fd)
+    assert _stored(m, "gone-while-open.txt") is None
+    await d.close()
+
+    m.remount()
+    for t in (a, b, c, d):
+        await t.same()
+    assert not await m.fs.exists(e.path)

@@ -87,7 +87,9 @@ def test_a_full_disk_refuses_writes_and_keeps_the_mount(tmp_path: Path):
         assert (node / "before.bin").read_bytes() == before
         filler.unlink()
         assert _write(node / "small.txt", b"room again\n") == 0
-        assert wal.stat().st_size < 1 << 20  # moved into the file at that commit
+        # moved into the file at that commit (DuckDB removes the emptied log; the next
+        # commit makes it again)
+        assert not wal.exists() or wal.stat().st_size < 1 << 20
         m.stop()
 
         m.start()  # nothing acknowledged is lost

@@ -105,3 +105,33 @@ def test_remount_shows_everything(mount):
     assert after == before
     assert os.readlink(u / "preferences/a/link") == "sub/f.txt"
     assert (u / "preferences/a/.history/v1.md").read_text() == "alpha\n"
+
+
+@pytest.mark.allow_warnings
+def test_kill_9_keeps_new_files_from_their_first_commit_point(mount):
+    """A new file is stored by its close (written or not), its fsync, or an fsync of its
+    folder (reference.md, commit points), not when create returns: each survives a
+    kill -9 of the daemon."""
+    node = mount.path / "user/default/preferences/files"
+    node.mkdir()
+    (node / "L2.md").write_text("Files kept next to this memory.\n")
+    (node / "touched").touch()
+    _write(node / "closed.txt", b"written and closed\n", fsync=False)
+    synced = os.open(node / "synced.txt", os.O_WRONLY | os.O_CREAT, 0o644)
+    os.write(synced, b"written and fsynced, still open\n")
+    os.fsync(synced)
+    in_synced_folder = os.open(node / "in-synced-folder.txt", os.O_WRONLY | os.O_CREAT, 0o644)
+    folder = os.open(node, os.O_RDONLY | os.O_DIRECTORY)
+    os.fsync(folder)
+    os.close(folder)
+    mount.kill()
+    for fd in (synced, in_synced_folder):
+        try:
+            os.close(fd)
+        except OSError as exc:
+            assert exc.errno in (errno.ENOTCONN, errno.ECONNABORTED, errno.EIO)
+    mount.start()
+    assert (node / "touched").read_bytes() == b""
+    assert (node / "closed.txt").read_bytes() == b"written and closed\n"
+    assert (node / "synced.txt").read_bytes() == b"written and fsynced, still open\n"
+    assert (node / "in-synced-folder.txt").read_bytes() == b""

@@ -237,7 +237,7 @@ class Attachments(RoleBase):
         perm = stat.S_IMODE(mode)
         assert d.node is not None
         a = self.memory.attachment_store.add_attachment(
-            d.node, d.att.id if d.att else None, name, "file", perm
+            d.node, d.att.id if d.att else None, name, "file", perm, created=True
         )
         inode = self.table.new(
             Role.ATTACH,
@@ -251,6 +251,7 @@ class Attachments(RoleBase):
             gid=gid,
         )
         inode.changed = ChangedBytes(inode.data)  # type: ignore[arg-type]
+        inode.dirty = True  # its row is stored by its first commit, at the latest its close
         self.touch_dir(d)
         return self.table.new_handle(inode, flags)
 
