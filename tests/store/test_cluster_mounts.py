@@ -471,6 +471,28 @@ def test_fsck_of_a_shared_store_from_the_command_line(tmp_path, pg_dsn, stopped)
     assert password not in r.stdout + r.stderr
 
 
+def test_a_file_still_open_on_one_mount_outlives_another_mounts_change_to_its_node(
+    tmp_path, pg_dsn, stopped
+):
+    """A new file's row waits for its first commit (reference.md, commit points). While
+    it waits, mount B changes another file of the same node, and A reads that node's
+    files again: the waiting file stays, and its close stores it for both mounts."""
+    a = _mount(tmp_path, "a", pg_dsn)
+    b = _mount(tmp_path, "b", pg_dsn)
+    stopped += [a, b]
+    write_node(a.path / PREFS, "tea", "Green tea.\n", fsync=True)
+    on_a, on_b = a.path / PREFS / "tea", b.path / PREFS / "tea"
+    with open(on_a / "draft.txt", "w") as draft:
+        _until(lambda: (on_b / "L2.md").exists(), 5)
+        (on_b / "from-b.txt").write_text("written on b\n")
+        _until(lambda: (on_a / "from-b.txt").read_text() == "written on b\n", 5)
+        assert "draft.txt" in os.listdir(on_a)
+        draft.write("drafted on a\n")
+    assert (on_a / "draft.txt").read_text() == "drafted on a\n"
+    _until(lambda: (on_b / "draft.txt").read_text() == "drafted on a\n", 5)
+    _stop_and_check([a, b], pg_dsn)
+
+
 def test_a_big_file_written_on_one_mount_is_read_and_patched_on_another(tmp_path, pg_dsn, stopped):
     """A file past the 8 MiB that moves an open file's bytes to a spill file, written on
     mount A, reads back byte for byte on mount B (loaded from the shared store a few

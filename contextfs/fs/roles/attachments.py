@@ -72,6 +72,8 @@ class Attachments(RoleBase):
         self._unbuilt: dict[tuple[int, int | None], list[Attachment]] = {}
         # hard links not built yet, by the id of the row that holds their file
         self._unbuilt_links: dict[int, list[Attachment]] = {}
+        # open files of a node directory built again (`keep_open`), by attachment id
+        self._kept_open: dict[int, Inode] = {}
 
     # ---- building ------------------------------------------------------------------------
 
@@ -156,7 +158,28 @@ class Attachments(RoleBase):
         d.children[name] = inode
         self.table.listing_changed(d)
 
+    def keep_open(self, n: Node) -> None:
+        """n's directory is about to be built again (another mount changed its files):
+        a file open here keeps its inode, shown again in the new directory, so what it
+        writes and commits is what that name reads, not a second inode's cached size and
+        pages. A file with hard links is shown again under new inodes, as before."""
+        self._kept_open = {k: v for k, v in self._kept_open.items() if v.opened}
+        for h in self.table.handles.values():
+            inode, a = h.inode, h.inode.att
+            if inode.role == Role.ATTACH and inode.node is n and a is not None and not inode.links:
+                self._kept_open[a.id] = inode
+
     def inode_for(self, d: Inode, n: Node, a: Attachment) -> Inode:
+        kept = self._kept_open.pop(a.id, None)
+        if kept is not None and kept.att is a and a.kind == "file" and kept.opened:
+            old = kept.parent
+            if old is not None and old.children is not None and old.children.get(kept.name) is kept:
+                del old.children[kept.name]
+            kept.name, kept.node, kept.trashed = a.name, n, d.trashed
+            kept.mode = _KINDS[a.kind] | a.mode
+            self.table.link_inode(d, kept)
+            self.table.invalidate(kept, attr_only=True)
+            return kept
         inode = self.table.new(
             Role.ATTACH,
             _KINDS[a.kind] | a.mode,

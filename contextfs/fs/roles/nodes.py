@@ -166,6 +166,7 @@ class Nodes(RoleBase):
             ctype = self.memory.types.get(n.type)
             if d.trashed or not self.memory.is_live(n) or ctype is None:
                 continue  # shown in .trash: its attachments come back with it
+            self.attachments.keep_open(n)
             if ctype.singleton:
                 kept = (Role.DROP, Role.SCRATCH)
                 gone = [c for c in (d.children or {}).values() if c.role not in kept]
