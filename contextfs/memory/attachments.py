@@ -175,9 +175,9 @@ class AttachmentStore:
         deferred = created and kind == "file" and not data and tx.journal is None
         if deferred and not tx.failsafe and not tx.disk_full:
             self.attachments[a.id] = a
-            self.transactions.created_attachments[a.id] = a
+            tx.created_attachments[a.id] = a
             return a
-        with self.transactions.transaction():
+        with tx.transaction():
             if not node.persisted:
                 self.transactions.store_node(node)
             self.store.insert_attachment(a, data)
@@ -275,13 +275,13 @@ class AttachmentStore:
             with self.transactions.transaction():
                 known = dict(zip(order, staged, strict=True)) if staged else None
                 self.transactions.keep_attachment(a)
+                a.mtime = mtime  # the row a first commit inserts carries it
                 if first:
                     self.transactions.first_store(a)
-                    a.mtime = mtime
                     self.store.insert_attachment(a, stored, known)
                 else:
                     self.store.write_attachment_chunks(a.id, stored, order, mtime, known)
-                a.mtime, a.size = mtime, len(stored)
+                a.size = len(stored)
             held = True
         finally:
             self.store.unstage(staged, held=held)
