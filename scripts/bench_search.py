@@ -781,16 +781,13 @@ def compare(args: argparse.Namespace) -> int:
     processes run alternately (`--runs` each, so a change of load hits both sides). Prints
     the p50s and their ratios to the raw floor per side; 1 when any bundle or
     `_results.json` differs between the sides or between two runs of one."""
+    # here, not at the top: the other side runs this script with its own package
+    from contextfs.testing.report import checkout_at
+
     tmp = Path(tempfile.mkdtemp(prefix="bench_search-compare-"))
     try:
-        src = {"branch": REPO, "base": tmp / "base"}  # each side's contextfs/
-        src["base"].mkdir()
-        archive = subprocess.run(
-            ["git", "-C", str(REPO), "archive", args.compare, "contextfs", "schemas"],
-            check=True,
-            capture_output=True,
-        ).stdout
-        subprocess.run(["tar", "-x", "-C", str(src["base"])], input=archive, check=True)
+        # each side's contextfs/
+        src = {"branch": REPO, "base": checkout_at(REPO, args.compare, tmp / "base")}
         runs: dict[str, list[dict]] = {s: [] for s in SIDES}
         for i in range(args.runs):
             for side in SIDES if i % 2 == 0 else SIDES[::-1]:
@@ -807,8 +804,6 @@ def compare(args: argparse.Namespace) -> int:
                 cmd += ["--no-mount"] if args.no_mount else []
                 env = os.environ | {"PYTHONPATH": str(src[side])}
                 print(f"run {i + 1}/{args.runs}: {side}", file=sys.stderr, flush=True)
-                # run in the side's tree: its daemon (`python -m contextfs`) imports the
-                # package of its working directory before PYTHONPATH's
                 subprocess.run(cmd, env=env, cwd=src[side], check=True)
                 runs[side].append(json.loads(out.read_text()))
     finally:

@@ -13,11 +13,11 @@ ms/file across the blocks means nothing scans the directory per create.
     .venv/bin/python scripts/create_many.py -n 20000
     .venv/bin/python scripts/create_many.py --in-process --profile
     .venv/bin/python scripts/create_many.py --size 300        # small notes, as cp -r
-    .venv/bin/python scripts/create_many.py --size 300 --compare /path/to/other/checkout
+    .venv/bin/python scripts/create_many.py --size 300 --compare 4a8d140
 
-`--compare DIR` runs the same measure with the code of another checkout (DIR on the
-module path and as the working directory, so its daemon too) and with this one,
-alternating `--reps` times, and prints each side's median ms/file and their ratio.
+`--compare REF` runs the same measure with the code of commit REF (extracted with
+`git archive`, its daemon too) and with this checkout's, alternating `--reps` times, and
+prints each side's median ms/file and their ratio.
 """
 
 from __future__ import annotations
@@ -129,11 +129,14 @@ def _timed(n: int, block: int, create) -> list[float]:
 
 
 def compare(args: argparse.Namespace, argv: list[str]) -> int:
-    """This checkout against `args.compare`, run after run; a table and JSON."""
+    """This checkout against commit `args.compare`, run after run; a table and JSON."""
+    # here, not at the top: the other side runs this script with its own package
+    from contextfs.testing.report import checkout_at
+
     here = Path(__file__).resolve().parent.parent
-    sides = {"this checkout": here, "compared": Path(args.compare).resolve()}
-    runs: dict[str, list[float]] = {k: [] for k in sides}
+    runs: dict[str, list[float]] = {"this checkout": [], "compared": []}
     with tempfile.TemporaryDirectory() as tmp:
+        sides = {"this checkout": here, "compared": checkout_at(here, args.compare, Path(tmp))}
         for rep in range(args.reps):
             for label, root in sides.items():
                 out = Path(tmp) / f"{rep}-{label[0]}.json"
@@ -147,8 +150,8 @@ def compare(args: argparse.Namespace, argv: list[str]) -> int:
     mode = "in-process" if args.in_process else "mount"
     print(f"\n| N = {args.n}, {mode}, {args.size} B a file | ms/file, median of {args.reps} |")
     print("|---|---:|")
-    for label, root in sides.items():
-        print(f"| {label} ({root}) | {med[label]:.2f} |")
+    for label in runs:
+        print(f"| {label} ({args.compare if label == 'compared' else here}) | {med[label]:.2f} |")
     print(f"| ratio, this / compared | {med['this checkout'] / med['compared']:.2f}x |")
     write_json(
         args.json,
@@ -164,7 +167,7 @@ def main() -> int:
     ap.add_argument("--profile", action="store_true", help="with --in-process")
     ap.add_argument("--size", type=int, default=0, help="bytes written into each file")
     ap.add_argument("--json", type=Path, default=Path("create_many.json"))
-    ap.add_argument("--compare", metavar="DIR", help="another checkout, run alternately")
+    ap.add_argument("--compare", metavar="REF", help="another commit, run alternately")
     ap.add_argument("--reps", type=int, default=3, help="with --compare")
     args = ap.parse_args()
     if args.compare:

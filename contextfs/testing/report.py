@@ -1,4 +1,5 @@
-"""What the benchmark and reliability scripts report with: progress, statistics, JSON.
+"""What the benchmark and reliability scripts report with: progress, statistics, JSON,
+and the code of another commit to measure beside this checkout (`checkout_at`).
 
 Plain Python and /proc only: no store, no FUSE.
 """
@@ -148,3 +149,18 @@ def write_json(path: Path | str, doc: Any, *, ensure_ascii: bool = True) -> Path
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(json.dumps(doc, indent=2, default=str, ensure_ascii=ensure_ascii) + "\n")
     return path
+
+
+def checkout_at(repo: Path, ref: str, dest: Path) -> Path:
+    """`contextfs/` and `schemas/` of commit `ref` of `repo`, extracted (`git archive`)
+    into dest: the other side of a side-by-side benchmark. Run that side with
+    PYTHONPATH=dest and dest as its working directory: its daemon (`python -m contextfs`)
+    imports the package of its working directory before PYTHONPATH's."""
+    dest.mkdir(parents=True, exist_ok=True)
+    archive = subprocess.run(
+        ["git", "-C", str(repo), "archive", ref, "contextfs", "schemas"],
+        check=True,
+        capture_output=True,
+    ).stdout
+    subprocess.run(["tar", "-x", "-C", str(dest)], input=archive, check=True)
+    return dest
