@@ -29,7 +29,11 @@ What it does:
    date>, "id": <turn id>}` (a speaker called "Assistant" is `role: assistant`). Then it
    polls `.status` until no inbox item is pending, reads every `<file>.report.md` (each
    must say `state: done`), and polls `.status` until the index generation has caught up
-   with the store (`queue 0`). Timed per conversation.
+   with the store (`queue 0`). Timed per conversation. Then, for each named speaker, the
+   node that holds what is known of them (`entities/<name>`, or the owner's `profile` when
+   they are the one user who speaks) and how many of the facts asked about them (the
+   single-hop and update questions that name them) its `L2.md` holds, or only another
+   speaker's node holds (`speaker_nodes`).
 4. Queries: for every question and every budget B (default 500, 1000, 2000, 4000) it reads
    `<mnt>/user/<id>/.query/@budget=B/<question>/_context.md` ('%' written `%25`, '/'
    `%2F`), timing the read (lookup, search, packing: each (question, budget) is a fresh
@@ -48,9 +52,10 @@ What it does:
    half's list asked of each conversation of that half; `--no-off-topic` leaves them out).
    For those, the relevance table gives the mean bundle size, the share of the budget used
    and the share of bundles at most 10% of the budget; and, for every kind, how often
-   ContextFS's bundle said "Nothing relevant found" (on answerable questions, a wrong
-   floor). Each ContextFS record also keeps `relevant` and the best `confidence` from the
-   question's `_results.json` (the figures a calibration of the floor reads).
+   ContextFS's bundle said "Nothing relevant found" or "No answer found" (on answerable
+   questions, a wrong floor or a wrong answer check). Each ContextFS record also keeps
+   `relevant` and the best `confidence` from the question's `_results.json` (the figures
+   a calibration of the floor reads).
    Latency: ContextFS query p50/p99 per budget against the raw floor, and their ratio.
    Table cells read "ContextFS / raw / raw-text".
 
@@ -101,8 +106,10 @@ KINDS = ("single-hop", "multi-hop", "temporal", "inference", "update", "unanswer
 # Kinds with nothing to find: no evidence, no answer; their bundles are measured by size.
 NOTHING_KINDS = ("unanswerable", "off-topic")
 SMALL_SHARE = 0.10  # a bundle at most this share of its budget counts as short
-# What ContextFS's bundle says when nothing found is relevant (contextfs.search.bundle)
+# What ContextFS's bundle says when nothing found is relevant, or when nothing found holds
+# the kind of answer the question asks for (contextfs.search.bundle)
 NOTHING_RELEVANT = "Nothing relevant found"
+NO_ANSWER = "No answer found"
 RRF_K = 60
 # The systems compared: ContextFS through the mount; the raw turns with speaker and date
 # indexed with the text (the issue's baseline, and the latency "raw floor"); the raw turns
@@ -648,6 +655,7 @@ def run_queries(
                             "answer_in": ans,
                             "tokens": estimate_tokens(bundle),
                             "nothing_relevant": NOTHING_RELEVANT in bundle,
+                            "no_answer": NO_ANSWER in bundle,
                             "seconds": round(secs, 6),
                             "error": err if system == "contextfs" else None,
                             **(
@@ -711,8 +719,10 @@ def summarise(records: list[dict], budgets: list[int]) -> list[dict]:
                 # the share of the budget a bundle used, and how often it was short
                 "budget_share": _mean([r["tokens"] / budget for r in rs]),
                 "short": _mean([float(r["tokens"] <= SMALL_SHARE * budget) for r in rs]),
-                # how often the bundle said nothing relevant was found
-                "said_nothing": _mean([float(r.get("nothing_relevant", False)) for r in rs]),
+                # how often the bundle said nothing relevant was found, or no answer
+                "said_nothing": _mean(
+                    [float(r.get("nothing_relevant") or r.get("no_answer", False)) for r in rs]
+                ),
             }
         )
     return rows
@@ -785,7 +795,7 @@ def _relevance_rows(rows: dict, set_: str, split: str, budgets: list[int]) -> li
             )
         label = "**all answerable**" if kind == "all answerable" else kind
         out.append(
-            f"| {label}: said nothing relevant (ContextFS) | {some['n']} | "
+            f"| {label}: said nothing relevant or no answer (ContextFS) | {some['n']} | "
             + " | ".join(cells)
             + " |"
         )
@@ -880,6 +890,75 @@ def ingest_table(rows: list[dict]) -> str:
 
 
 # --------------------------------------------------------------------------------------
+# Every speaker's own node
+
+
+def _slug(name: str) -> str:
+    plain = unicodedata.normalize("NFKD", name).encode("ascii", "ignore").decode()
+    return re.sub(r"[^a-z0-9]+", "-", plain.lower()).strip("-")
+
+
+def speaker_nodes(mnt: Path, conv: Conversation) -> list[dict]:
+    """For each named speaker (not an assistant): the node that holds what is known of
+    them (the entity named after them; the owner's profile when they are the one user
+    who speaks), and the facts asked about them (single-hop and update questions that
+    name them) whose answer that node's L2 holds, or only another speaker's node holds."""
+    owner = mnt / "user" / conv.id
+    people = [s for s in conv.speakers if s.lower() != "assistant"]
+    nodes: dict[str, tuple[str, str]] = {}
+    for s in people:
+        candidates = [f"entities/{_slug(s)}"] + (["profile"] if len(people) == 1 else [])
+        found = next((c for c in candidates if (owner / c / "L2.md").exists()), "")
+        text = (owner / found / "L2.md").read_text(errors="replace") if found else ""
+        nodes[s] = (found, normalise(text))
+    rows = []
+    for s, (path, text) in nodes.items():
+        facts = [
+            q
+            for q in conv.questions
+            if q["kind"] in ("single-hop", "update")
+            and re.search(rf"\b{re.escape(s)}\b", q["question"])
+        ]
+        held = [q["id"] for q in facts if answer_in(q["answer"], text)]
+        elsewhere = [
+            q["id"]
+            for q in facts
+            if q["id"] not in held
+            and any(answer_in(q["answer"], t) for o, (_, t) in nodes.items() if o != s)
+        ]
+        rows.append(
+            {
+                "conversation": conv.id,
+                "set": conv.set,
+                "split": conv.split,
+                "speaker": s,
+                "node": path or None,
+                "facts": len(facts),
+                "held": len(held),
+                "held_ids": held,
+                "elsewhere": len(elsewhere),
+                "elsewhere_ids": elsewhere,
+                "l2_chars": len(text),
+            }
+        )
+    return rows
+
+
+def speakers_table(rows: list[dict]) -> str:
+    out = [
+        "| conversation | set · split | speaker | their node | facts asked about them | "
+        "held in their node | held only in another speaker's |",
+        "|---|---|---|---|---:|---:|---:|",
+    ]
+    for r in rows:
+        out.append(
+            f"| {r['conversation']} | {r['set']} · {r['split']} | {r['speaker']} | "
+            f"{r['node'] or '(none)'} | {r['facts']} | {r['held']} | {r['elsewhere']} |"
+        )
+    return "\n".join(out)
+
+
+# --------------------------------------------------------------------------------------
 
 
 def run(args: argparse.Namespace, convs: list[Conversation], result: dict) -> None:
@@ -911,6 +990,7 @@ def run(args: argparse.Namespace, convs: list[Conversation], result: dict) -> No
         say(f"  index ready after {result['ready_s']:.1f}s")
         result["ingest"] = [ingest(mnt, c) for c in convs]
         result["status_after_ingest"] = status(mnt)
+        result["speakers"] = [row for c in convs for row in speaker_nodes(mnt, c)]
         records, examples, errors = run_queries(mnt, convs, baselines, budgets)
         result["records"] = records
         result["examples"] = examples
@@ -1012,6 +1092,10 @@ def main(argv: list[str] | None = None) -> int:
     if result.get("ingest"):
         print("## Ingest through the inbox\n")
         print(ingest_table(result["ingest"]))
+        print()
+    if result.get("speakers"):
+        print("## Every speaker's own node\n")
+        print(speakers_table(result["speakers"]))
         print()
     if records:
         print("## Recall\n")

@@ -9,6 +9,9 @@ spent on a long tier that did not match. The header says which rankers answered.
 When nothing found is relevant (no hit above the similarity floor, `Results.relevant`), the
 bundle says so in one line and points at the nearest few nodes instead of packing what
 merely came closest: an agent that injects it gets a few lines, not unrelated memories.
+So it does when the question says what kind of answer it wants (a colour, a name for the
+hotel) and nothing found holds one (`Results.unanswered`): the memories talk about the
+subject but do not say the answer.
 """
 
 from __future__ import annotations
@@ -26,8 +29,10 @@ from contextfs.search.retrieval import Hit, PassageHit, Results
 
 SIDE_NAMES = {"bm25": "BM25", "vectors": "vectors", "clip": "CLIP images"}
 NOTHING_RELEVANT = "Nothing relevant found"
+NO_ANSWER = "No answer found"
 NEAREST_SHOWN = 3  # pointers under "Nothing relevant found", at most
 NEAREST_CHARS = 80  # of each one's L0
+PASSAGE_CHARS = 160  # of its best passage, under "No answer found"
 NOTHING_SHARE = 0.1  # of the budget, the most a "Nothing relevant found" bundle takes
 
 
@@ -114,7 +119,15 @@ def pack_context(question: str, scope: str, res: Results, budget: int) -> str:
     if estimate_tokens(header) > budget:
         return header[: budget * 4]
     if res.relevant is False:
-        return _trim(_nothing_relevant(header, scope, res, budget), budget)
+        best = max((h.confidence or 0.0 for h in res.hits), default=0.0)
+        line = f"{NOTHING_RELEVANT}: no memory is close to this question ({best:.2f}).\n"
+        return _trim(
+            _short(header + "\n" + line, scope, res, budget, "Nearest, not relevant"), budget
+        )
+    if res.unanswered:
+        line = f"{NO_ANSWER}: the memories found do not say {res.unanswered}.\n"
+        short = _short(header + "\n" + line, scope, res, budget, "Nearest", passages=True)
+        return _trim(short, budget)
     sections, used = _fill(scope, res.passages, estimate_tokens(header), budget)
     # a memory whose text a turn shown says already (an event extracted from that turn)
     # gives its room to the next passage: the turn shows who said it and when
@@ -202,25 +215,35 @@ def _trim(text: str, budget: int) -> str:
     return text
 
 
-def _nothing_relevant(header: str, scope: str, res: Results, budget: int) -> str:
-    """The bundle of a question nothing is close to: a line saying so, and the nearest
-    few nodes as one-line pointers (path under the scope, the start of their L0), as many
-    as fit in a tenth of the budget."""
-    best = max((h.confidence or 0.0 for h in res.hits), default=0.0)
-    text = header + f"\n{NOTHING_RELEVANT}: no memory is close to this question ({best:.2f}).\n"
+def _short(
+    text: str, scope: str, res: Results, budget: int, title: str, *, passages: bool = False
+) -> str:
+    """The bundle of a question nothing answers: `text` (the header and a line saying
+    why), and the nearest few nodes as one-line pointers under `title`, as many as fit in
+    a tenth of the budget: the path under the scope and the start of the node's L0, or
+    with `passages` of its best passage ("- sessions/2023-03-06-s17 [S17:3] Maya: Nacho
+    ate …"), which says why the node came up."""
     room = budget * NOTHING_SHARE
     pointers = ""
     for h in res.hits[:NEAREST_SHOWN]:
         path = h.path[len(scope) + 1 :] if scope and h.path.startswith(scope + "/") else h.path
-        l0 = " ".join(h.node.l0.split())
-        if len(l0) > NEAREST_CHARS:
-            l0 = l0[: NEAREST_CHARS - 1].rstrip() + "…"
-        line = f"- {path}: {l0}\n"
-        heading = "" if pointers else "\n## Nearest, not relevant\n\n"
+        if passages and h.passages:
+            p = h.passages[0].passage
+            who = f"{p.speaker}: " if p.speaker else ""
+            label = f" [{p.label}]" if p.turn_ids else ":"
+            line = f"- {path}{label} {who}{_clip(p.text, PASSAGE_CHARS)}\n"
+        else:
+            line = f"- {path}: {_clip(h.node.l0, NEAREST_CHARS)}\n"
+        heading = "" if pointers else f"\n## {title}\n\n"
         if estimate_tokens(text + pointers + heading + line) > room:
             break
         pointers += heading + line
     return text + pointers
+
+
+def _clip(text: str, chars: int) -> str:
+    text = " ".join(text.split())
+    return text if len(text) <= chars else text[: chars - 1].rstrip() + "…"
 
 
 def results_json(question: str, scope: str, res: Results) -> str:
@@ -259,6 +282,8 @@ def results_json(question: str, scope: str, res: Results) -> str:
                 "searched_by": list(res.sides),
                 "note": res.note,
                 "relevant": res.relevant,
+                # what the question asks for that nothing found says ("a colour"), or null
+                "unanswered": res.unanswered or None,
                 "confidence": max(
                     (h.confidence for h in res.hits if h.confidence is not None), default=None
                 ),

@@ -26,6 +26,7 @@ from contextfs.memory.service import Memory
 from contextfs.memory.texts import LazyNode
 from contextfs.memory.tokens import estimate_tokens
 from contextfs.model import Node
+from contextfs.search.answers import wanted
 from contextfs.search.images import IMAGE_TYPE, original_of
 from contextfs.search.indexer import Indexer, label_node, label_unit
 from contextfs.search.names import EntityNames
@@ -220,6 +221,9 @@ class Results:
     # whether anything found is relevant (a hit's confidence above 0); None while it
     # cannot be told (BM25 alone, or an embedder whose similarities are not calibrated)
     relevant: bool | None = None
+    # what the question asks for ("a colour") when it says and no passage read holds
+    # anything of that kind (`search.answers`); "" otherwise
+    unanswered: str = ""
 
 
 # Words that carry no topic: dropped from the BM25 side of a question (the vector side
@@ -240,6 +244,17 @@ def keywords(question: str) -> str:
     words = question.split()
     kept = [w for w in words if w.strip("?!.,;:'\"()").lower() not in STOPWORDS]
     return " ".join(kept) if kept else question
+
+
+def _unanswered(question: str, passages: list[PassageHit]) -> str:
+    """What `question` asks for ("a colour"), when it says and none of the passages read
+    (the bundle's and the first hits' others) holds anything of that kind; "" otherwise."""
+    want = wanted(question, keywords(question))
+    if want is None or not passages:
+        return ""
+    if want.found_in((ph.passage.text, ph.passage.speaker) for ph in passages):
+        return ""
+    return want.what
 
 
 def _in_scope(path: str, scope: str) -> bool:
@@ -329,7 +344,8 @@ class Searcher:
         memory the question names goes first), three expansions (`_add_named_entities`,
         `_add_entity_mentions`, `_add_linked_turns`),
         `_read_passages` (their texts, within the budget), `_snippets`, `_relevant` (is
-        anything close enough to the question to be worth showing) and `_sides`."""
+        anything close enough to the question to be worth showing), `_unanswered` (do the
+        passages hold the kind of answer it asks for) and `_sides`."""
         ix = self.indexer
         if ix.text is None:
             return Results([], [], (), note=f"the search index is not open yet ({ix.state})")
@@ -351,7 +367,9 @@ class Searcher:
             by_node[ph.node.id].passages.append(ph)
         self._snippets(question, hits, fused.best_unit)
         sides, note = self._sides(q, found)
-        return Results(hits, passages, sides, note, self._relevant(q, by_node, found))
+        relevant = self._relevant(q, by_node, found)
+        unanswered = _unanswered(question, passages) if relevant is not False else ""
+        return Results(hits, passages, sides, note, relevant, unanswered)
 
     def _question(
         self,

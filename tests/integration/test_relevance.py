@@ -1,7 +1,8 @@
 """Relevance (docs/search.md): a question nothing in the store is about gets a short bundle
-that says so and `relevant: false`; a real question is still answered; a typed memory is
-not crowded out by the session archives that say the same thing. A real mount with the
-real model, DuckDB, tantivy and hnswlib."""
+that says so and `relevant: false`; a question whose kind of answer (a colour, a hotel's
+name) nothing found holds gets a short bundle that says "No answer found"; a real question
+is still answered; a typed memory is not crowded out by the session archives that say the
+same thing. A real mount with the real model, DuckDB, tantivy and hnswlib."""
 
 from __future__ import annotations
 
@@ -25,6 +26,14 @@ NOTES = {
     "user/default/preferences/editor": "Neovim with a light theme for all programming work.\n",
     "user/default/entities/rex": "Rex is her golden retriever; he loves the beach.\n",
     "user/default/preferences/running": "Runs 5 km along the river before breakfast.\n",
+    "user/default/entities/volvo": (
+        "Maya's Volvo V60: bought second-hand in May to replace the Polo; heated seats, "
+        "a roof box for the bikes.\n"
+    ),
+    "user/default/events/2024-05-02-lisbon-trip": (
+        "Maya flew to Lisbon with Dev for four days; the highlight was the tram ride up "
+        "to the castle.\n"
+    ),
 }
 
 # Small talk in which tea comes up again and again: a dozen conversations, each archived
@@ -146,3 +155,53 @@ def test_a_memory_holding_every_word_asked_is_relevant(store, question):
     assert "Nothing relevant found" not in context, context
     assert res["hits"][0]["path"] == "user/default/entities/rex", res["hits"]
     assert "golden retriever" in context, context
+
+
+@pytest.mark.parametrize(
+    ("question", "asked_for", "pointer", "said"),
+    [
+        (
+            "What colour is Maya's Volvo V60?",
+            "a colour",
+            "user/default/entities/volvo",
+            "heated seats",
+        ),
+        (
+            "Which hotel did Maya stay at in Lisbon?",
+            "a name for the hotel",
+            "user/default/events/2024-05-02-lisbon-trip",
+            "tram ride",
+        ),
+    ],
+)
+def test_a_question_whose_answer_the_memories_never_say_gets_a_short_bundle(
+    store, question, asked_for, pointer, said
+):
+    # the memories talk about the Volvo and the trip (relevant), but none says a colour
+    # or names a hotel: the agent is told so in a line, not handed the budget's worth
+    context, res = ask(store.path, question)
+    assert res["relevant"] is True, res
+    assert res["unanswered"] == asked_for, res
+    assert f"No answer found: the memories found do not say {asked_for}." in context, context
+    assert estimate_tokens(context) <= BUDGET // 10, context
+    assert [ln for ln in context.splitlines() if ln.startswith("## ")] == ["## Nearest"], context
+    # the nearest memory is pointed at with its passage, which says why it came up
+    assert any(ln.startswith(f"- {pointer}: ") and said in ln for ln in context.splitlines()), (
+        context
+    )
+
+
+def test_once_a_memory_says_it_the_question_is_answered(store):
+    question = "What colour is Maya's Kia Niro?"
+    kia = store.path / "user/default/entities/kia"
+    kia.mkdir()
+    write(kia / "L2.md", "Maya's Kia Niro is the estate; she drives it to the climbing gym.\n")
+    wait_indexed(store)
+    context, res = ask(store.path, question)
+    assert res["unanswered"] == "a colour", context
+    write(kia / "L2.md", "Maya's Kia Niro is a dark teal estate; she drives it to the gym.\n")
+    wait_indexed(store)
+    context, res = ask(store.path, question)  # the store changed: asked again
+    assert res["unanswered"] is None, res
+    assert "No answer found" not in context, context
+    assert "dark teal" in context, context
