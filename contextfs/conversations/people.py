@@ -2,11 +2,13 @@
 
 The owner of the memory is one of the speakers; what another speaker says about themself is
 about them, not the owner. These functions decide the owner speaker and move other
-speakers' self-descriptions from the owner's profile to an entity node per person.
+speakers' self-descriptions from the owner's profile to an entity node per person, and
+relate the people another speaker names to that speaker, not to the owner.
 """
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 
 from contextfs.conversations.extract import Candidate
@@ -36,7 +38,8 @@ def attribute_speakers(
     """People apart: a first-person fact said by another named speaker is about that
     speaker, not the owner. Their profile facts and preferences become attributes of an
     entity node named after them (kind person), and their events name them among the
-    participants; everything else stays as it was. When two or more people speak in the
+    participants; a person or thing they name ("my brother Kofi") is related to them
+    (`_theirs`); everything else stays as it was. When two or more people speak in the
     user turns and none is named like the owner (`owner` None: a conversation between
     others the owner keeps), each one's facts go to their own entity: none of them is
     taken for the owner, and two people's facts never mix in one profile."""
@@ -59,10 +62,13 @@ def attribute_speakers(
                           c.confidence)
             )  # fmt: skip
             continue
+        name = sorted(said_by)[0]
+        if c.type == "entity":  # "my brother Kofi", said by Efua: Efua's brother
+            out.append(_theirs(c, name))
+            continue
         if c.type not in ("profile", "preference"):
             out.append(c)
             continue
-        name = sorted(said_by)[0]
         if c.type == "profile":
             attrs = {
                 k: (
@@ -89,3 +95,17 @@ def attribute_speakers(
             )
         )
     return out
+
+
+def _theirs(c: Candidate, speaker: str) -> Candidate:
+    """An entity another speaker told of ("my brother Kofi", "I met someone called Sam",
+    the firm they work at): its relation and text are the speaker's, not the owner's
+    ("Kofi is Efua's brother.")."""
+    body = re.sub(r"\bthe owner's\b", f"{speaker}'s", c.body)
+    body = re.sub(r"\bthe owner\b", speaker, body)
+    fields = dict(c.fields)
+    attrs = fields.get("attributes")
+    rel = attrs.get("relation") if isinstance(attrs, dict) else None
+    if isinstance(attrs, dict) and isinstance(rel, str):
+        fields["attributes"] = {**attrs, "relation": f"{speaker}'s {rel}"}
+    return Candidate(c.type, fields, body, c.turns, c.confidence)

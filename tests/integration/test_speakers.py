@@ -97,3 +97,20 @@ def test_a_fact_about_someone_else_is_theirs_and_a_newer_one_replaces_it(mnt: Mo
         not (mnt.path / "user/default/profile/L2.md").exists()
         or "Lisbon" not in (mnt.path / "user/default/profile/L2.md").read_text()
     )
+
+
+def test_someone_another_speaker_names_is_related_to_them_not_to_the_owner(mnt: Mount) -> None:
+    # "my brother Kofi", said by Efua in a conversation the owner keeps, is Efua's brother:
+    # the owner is not made anyone's sibling
+    drop(
+        mnt,
+        "default",
+        "move.jsonl",
+        [
+            ("Efua", "My brother Kofi is coming to help with the lifting."),
+            ("Theo", "Good luck with the stairs."),
+        ],
+    )
+    kofi = (mnt.path / "user/default/entities/kofi/L2.md").read_text()
+    assert "relation: Efua's brother" in kofi and "Kofi is Efua's brother." in kofi, kofi
+    assert "owner" not in kofi, kofi
