@@ -90,6 +90,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
 
+from contextfs.ctxtypes import slugify  # how a node is named after a person
 from contextfs.index.embed import LocalEmbedder
 from contextfs.index.text import TextIndex
 from contextfs.index.units import Unit
@@ -893,11 +894,6 @@ def ingest_table(rows: list[dict]) -> str:
 # Every speaker's own node
 
 
-def _slug(name: str) -> str:
-    plain = unicodedata.normalize("NFKD", name).encode("ascii", "ignore").decode()
-    return re.sub(r"[^a-z0-9]+", "-", plain.lower()).strip("-")
-
-
 def speaker_nodes(mnt: Path, conv: Conversation) -> list[dict]:
     """For each named speaker (not an assistant): the node that holds what is known of
     them (the entity named after them; the owner's profile when they are the one user
@@ -907,7 +903,7 @@ def speaker_nodes(mnt: Path, conv: Conversation) -> list[dict]:
     people = [s for s in conv.speakers if s.lower() != "assistant"]
     nodes: dict[str, tuple[str, str]] = {}
     for s in people:
-        candidates = [f"entities/{_slug(s)}"] + (["profile"] if len(people) == 1 else [])
+        candidates = [f"entities/{slugify(s)}"] + (["profile"] if len(people) == 1 else [])
         found = next((c for c in candidates if (owner / c / "L2.md").exists()), "")
         text = (owner / found / "L2.md").read_text(errors="replace") if found else ""
         nodes[s] = (found, normalise(text))
