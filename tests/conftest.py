@@ -26,6 +26,7 @@ from __future__ import annotations
 import logging
 import os
 import shutil
+import subprocess
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -78,6 +79,20 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo):
             if m.died():
                 rep.sections.append((f"daemon post-mortem: {m.path}", m.post_mortem()))
     return rep
+
+
+def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
+    """Take down every mount still up: a fixture whose set-up failed after it started
+    its mount (a `mkdir` before its `yield`) never reaches its teardown, and its daemon
+    would keep running, and its mount stay, after the run."""
+    for m in list(Mount.started):
+        if m.proc is not None and m.proc.poll() is None:
+            unmount(m.path)
+            try:
+                m.proc.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                m.proc.kill()
+                m.proc.wait()
 
 
 # ---- the quick tier: `pytest -m quick` (the module docstring says how it is chosen) -------
