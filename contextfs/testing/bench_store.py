@@ -13,6 +13,7 @@ store in a subprocess.
 
 from __future__ import annotations
 
+import functools
 import os
 import random
 import subprocess
@@ -96,6 +97,7 @@ def node_rel(i: int) -> str:
 FILLER = 20_000  # made-up words beside WORDS in the Zipf vocabulary
 
 
+@functools.cache  # made once: a caller asks for a word at a time
 def vocabulary(kind: str) -> tuple[str, ...]:
     """The words texts are drawn from, most frequent first.
 
