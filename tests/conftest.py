@@ -23,6 +23,8 @@ quick test and that both lists name tests that exist.
 
 from __future__ import annotations
 
+import fcntl
+import json
 import logging
 import os
 import shutil
@@ -279,7 +281,20 @@ def tools() -> None:
 def tiny_clip(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
     """(config JSON, weights) of a tiny CLIP model (media.clipnet) trained here on
     generated coloured shapes with their captions (no registry package ships CLIP
-    weights); about 30 s of one core, once per session."""
+    weights); about 30 s of one core, once per run: the workers of a parallel run
+    (pytest-xdist) share the first one's, under a lock in the run's temp dir."""
     from contextfs.testing.tiny_clip import train
 
-    return train(tmp_path_factory.mktemp("tiny-clip"))
+    run_dir = tmp_path_factory.getbasetemp()
+    if os.environ.get("PYTEST_XDIST_WORKER"):  # .../pytest-N/popen-gwK: pytest-N is shared
+        run_dir = run_dir.parent
+    folder = run_dir / "tiny-clip"
+    with open(run_dir / "tiny-clip.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)  # a second worker waits for the first's model
+        made = folder / "made.json"
+        if not made.exists():
+            folder.mkdir(exist_ok=True)
+            config, weights = train(folder)
+            made.write_text(json.dumps([str(config), str(weights)]))
+        config_path, weights_path = json.loads(made.read_text())
+    return Path(config_path), Path(weights_path)
