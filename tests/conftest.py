@@ -213,31 +213,6 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     whole = {(here / a).resolve() for a in config.args} <= {REPO, REPO / "tests"}
     whole = whole and not config.getoption("lf", False)
     config.stash[QUICK_IDS] = (whole, [item.nodeid for item in items], quick)
-    # the longest files first: with a worker per core (pytest-xdist, a file a work unit)
-    # they start at once instead of being the last ones a worker runs while the other
-    # waits; the rest keeps its order
-    first = {f: i for i, f in enumerate(LONGEST_FILES)}
-    items.sort(key=lambda item: first.get(item.nodeid.split("::")[0], len(first)))
-
-
-# Files of a minute or more of one core each (a run of the whole suite with --durations),
-# longest first: `pytest_collection_modifyitems` starts them first.
-LONGEST_FILES = (
-    "tests/integration/test_bench_backlog.py",
-    "tests/integration/test_pjdfstest.py",
-    "tests/integration/test_exports.py",
-    "tests/integration/test_stress_quick.py",
-    "tests/index/test_image_vectors.py",
-    "tests/index/test_passage_reads.py",
-    "tests/integration/test_saving.py",
-    "tests/integration/test_search.py",
-    "tests/integration/test_bad_input.py",
-    "tests/unit/test_types.py",
-    "tests/integration/test_bench_consolidate.py",
-    "tests/integration/test_backlog.py",
-    "tests/store/test_cluster_mounts.py",
-    "tests/integration/test_differential.py",
-)
 
 
 # ---- in-process store, memory and tree ---------------------------------------------------

@@ -21,7 +21,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import LONGEST_FILES, NOT_QUICK, QUICK_IDS, QUICK_MOUNTS
+from tests.conftest import NOT_QUICK, QUICK_IDS, QUICK_MOUNTS
 
 REPO = Path(__file__).resolve().parents[2]
 PKG = REPO / "contextfs"
@@ -90,7 +90,7 @@ def test_the_lists_of_the_quick_tier_name_tests_that_exist(
     every, _ = suite
     stale = [
         p
-        for p in NOT_QUICK + QUICK_MOUNTS + LONGEST_FILES
+        for p in NOT_QUICK + QUICK_MOUNTS
         if not any(n == p or n.startswith((p + "::", p + "[")) for n in every)
     ]
     assert not stale, f"tests/conftest.py names tests that are not collected: {stale}"
