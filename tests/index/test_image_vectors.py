@@ -28,6 +28,7 @@ def _take(intake: MediaIntake, name: str, data: bytes, when: float) -> str:
 
 
 @pytest.mark.model
+@pytest.mark.timeout(600)
 def test_reindex_embeds_pictures_and_a_restart_uses_the_saved_vectors(
     memory: Memory, embedder, tiny_clip, tmp_path: Path
 ) -> None:

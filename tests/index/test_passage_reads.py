@@ -109,6 +109,7 @@ def test_the_index_counts_a_nodes_passages_as_its_text_does(tmp_path: Path, type
 
 
 @pytest.mark.model
+@pytest.mark.timeout(600)
 def test_a_question_reads_the_texts_it_shows_and_answers_as_with_every_text_loaded(
     tmp_path: Path, types, embedder
 ):

@@ -19,7 +19,8 @@ import pytest
 
 from contextfs.testing.mount import Mount, contextfs_cmd, unmount, wait_for
 
-pytestmark = pytest.mark.slow
+# the backlog test waits up to 10 minutes for the index to drain after its remount
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(900)]
 
 WORDS = [
     "garden",

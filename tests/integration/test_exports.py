@@ -213,6 +213,7 @@ def test_ingest_wait_shows_the_conversations_of_an_export(mnt, tmp_path):
     assert len(sessions(mnt.path)) == 12
 
 
+@pytest.mark.timeout(600)
 def test_a_big_export_is_redacted_off_the_event_loop_and_an_oversize_one_is_refused(mnt, tmp_path):
     """A file of megabytes handed in is redacted in a worker thread at its close and
     stored a few MiB a transaction (the mount answers meanwhile), whole and without its
