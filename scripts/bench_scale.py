@@ -29,6 +29,15 @@ mount <= 2 s, query p99 <= 100 ms; warm `ls`/`cat` as fast as at 1k (ratio about
     .venv/bin/python scripts/bench_scale.py --quick                # 1k, 10k (< 3 min)
     .venv/bin/python scripts/bench_scale.py                        # 1k, 100k, 1M
     .venv/bin/python scripts/bench_scale.py --sizes 1000,100000 --no-search
+    .venv/bin/python scripts/bench_scale.py --store postgresql --sizes 1000,100000 \
+        --real-share 0.1
+
+With `--store postgresql` the same store is built in DuckDB, copied into a database of a
+real PostgreSQL server started in a temp dir (`contextfs.testing.postgres`, fsync on),
+and mounted with `store:` set to it; the DuckDB file is deleted first. The daemon's RSS
+then leaves out the server's memory (its database size is reported beside). With
+`--real-share S` that share of the units, spread over the store, is embedded by MiniLM
+and the others are noisy copies of those (instead of the first `--real-vectors`).
 """
 
 from __future__ import annotations
@@ -61,6 +70,7 @@ from contextfs.testing.bench_store import (
     TYPES,
     Daemon,
     build_store,
+    copy_to_postgres,
     node_rel,
     owner_of,
 )
@@ -90,21 +100,27 @@ QUESTIONS = [
 ]
 
 
-def build_indexes(data: Path, real_vectors: int) -> dict:
+def write_config(data: Path, *, search: bool, store: str) -> None:
+    """The data dir's config.yaml: search on or off, and the store (DuckDB when "")."""
+    lines = [f"search: {str(search).lower()}"] + ([f"store: {store}"] if store else [])
+    (data / "config.yaml").write_text("\n".join(lines) + "\n")
+
+
+def build_indexes(data: Path, real_vectors: int, real_share: float | None = None) -> dict:
     """The vector and text indexes of the store, with synthetic vectors (see the docstring)."""
     from contextfs.app import load_all_types
     from contextfs.config import load_config
     from contextfs.index.embed import LocalEmbedder
     from contextfs.memory.service import Memory
     from contextfs.search.indexer import Indexer
-    from contextfs.store import Store
+    from contextfs.store.backend import open_store
 
     cfg = load_config(data)
-    store = Store(cfg.db_path)
+    store = open_store(cfg.store_location)
     try:
         memory = Memory(store, load_all_types(cfg), data_dir=data)
         n = len(memory.live)
-        bench = BenchEmbedder(LocalEmbedder(), real_vectors)
+        bench = BenchEmbedder(LocalEmbedder(), real_vectors, real_share=real_share)
         indexer = Indexer(memory, cfg.index_dir, lambda: bench, model_name=cfg.model_name)
         prog = Progress(f"index N={n} (synthetic vectors)", n)
         indexer.rebuild_sync(progress=lambda done, _t: prog.update(done))
@@ -118,10 +134,27 @@ def build_indexes(data: Path, real_vectors: int) -> dict:
             "seconds": seconds,
             "units": len(indexer.digests),
             "real": bench.model_texts,
+            "model_s": bench.model_seconds,
             "vectors": kind,
         }
     finally:
         store.close()
+
+
+def to_postgres(server, data: Path, pg_data: Path, n: int) -> tuple[str, dict]:
+    """The DuckDB store of `data`, as built, copied into a new database `scale<n>` of the
+    server; `pg_data` a data dir of its own whose config points at it. (DSN, figures.)"""
+    import psycopg
+
+    from contextfs.config import load_config
+
+    dsn = server.create_database(f"scale{n}")
+    res = copy_to_postgres(load_config(data).db_path, dsn)
+    with psycopg.connect(dsn) as con:
+        res["pg_bytes"] = con.execute("SELECT pg_database_size(current_database())").fetchone()[0]
+    pg_data.mkdir(parents=True)
+    write_config(pg_data, search=False, store=dsn)
+    return dsn, res
 
 
 # --------------------------------------------------------------------------------------
@@ -235,9 +268,11 @@ def measure_fs(mnt: Path, data: Path, n: int, args: argparse.Namespace) -> dict:
     return res
 
 
-def measure_search(mnt: Path, data: Path, n: int, args: argparse.Namespace) -> dict:
-    res: dict = {"index": build_indexes(data, args.real_vectors)}
-    (data / "config.yaml").write_text("search: true\n")
+def measure_search(
+    mnt: Path, data: Path, n: int, args: argparse.Namespace, store: str = ""
+) -> dict:
+    res: dict = {"index": build_indexes(data, args.real_vectors, args.real_share)}
+    write_config(data, search=True, store=store)
     d = Daemon(mnt, data)
     try:
         res["mount_s"] = d.wait_ready(mnt / "user" / owner_of(0))
@@ -279,7 +314,7 @@ def measure_search(mnt: Path, data: Path, n: int, args: argparse.Namespace) -> d
         )
     finally:
         d.stop()
-    (data / "config.yaml").write_text("search: false\n")
+    write_config(data, search=False, store=store)
     res["log_problems"] = log_problems(data / "contextfs.log")[:20]
     return res
 
@@ -291,8 +326,19 @@ def measure_search(mnt: Path, data: Path, n: int, args: argparse.Namespace) -> d
 def metrics(r: dict) -> dict[str, tuple[float | None, str]]:
     fs, se = r["fs"], r.get("search") or {}
     mib = 2**20
+    idx = se.get("index") or {}
     return {
         "build store (in-process)": (r["build"]["build_s"], "s"),
+        "copy into PostgreSQL": (r["build"].get("copy_s"), "s"),
+        "PostgreSQL database size": (
+            r["build"]["pg_bytes"] / mib if "pg_bytes" in r["build"] else None,
+            "MiB",
+        ),
+        "build vector + text indexes (in-process)": (idx.get("seconds"), "s"),
+        "units embedded by the model, % of all": (
+            100 * idx["real"] / idx["units"] if idx.get("units") else None,
+            "%",
+        ),
         "first mount of the new store (full check)": (fs.get("first_mount_s"), "s"),
         "mount (start to `ls` answers)": (fs["mount_s"], "s"),
         "daemon VmRSS, search off": (fs["rss_after"]["VmRSS"] / mib, "MiB"),
@@ -330,6 +376,26 @@ def table(results: list[dict]) -> str:
     return "\n".join(lines)
 
 
+def side_by_side(duck: list[dict], pg: list[dict]) -> str:
+    """Each figure on PostgreSQL beside DuckDB's, for each size: pg, duckdb, ratio."""
+    sizes = [r["n"] for r in duck]
+    head = "| metric | " + " | ".join(f"N={n:,}: PostgreSQL / DuckDB" for n in sizes) + " |"
+    lines = [head, "|" + "---|" * (1 + len(sizes))]
+    per_d, per_p = [metrics(r) for r in duck], [metrics(r) for r in pg]
+    for name in per_d[0]:
+        cells = []
+        for d, p in zip(per_d, per_p, strict=True):
+            (dv, unit), pv = d[name], p[name][0]
+            if dv is None and pv is None:
+                cells.append("—")
+                continue
+            ratio = f" = {pv / dv:.2f}x" if dv and pv is not None else ""
+            show = [f"{v:,.1f}" if v is not None else "—" for v in (pv, dv)]
+            cells.append(f"{show[0]} / {show[1]} {unit}{ratio}")
+        lines.append(f"| {name} | " + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
 def verdicts(results: list[dict]) -> list[str]:
     big = results[-1]
     m = metrics(big)
@@ -357,6 +423,20 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--creates", type=int, default=30)
     ap.add_argument("--rounds", type=int, default=4, help="query rounds over the questions")
     ap.add_argument("--real-vectors", type=int, default=256)
+    ap.add_argument(
+        "--real-share",
+        type=float,
+        default=None,
+        help="embed this share of the units by the model, spread over the store "
+        "(instead of the first --real-vectors)",
+    )
+    ap.add_argument(
+        "--store",
+        choices=("duckdb", "postgresql", "both"),
+        default="duckdb",
+        help="the canonical store the mount uses (postgresql: a server in a temp dir; "
+        "both: the same store measured on each, side by side)",
+    )
     ap.add_argument("--json", type=Path, default=None)
     ap.add_argument("--keep", action="store_true", help="keep the data dirs")
     ap.add_argument(
@@ -370,31 +450,56 @@ def main(argv: list[str] | None = None) -> int:
         sizes = [int(s) for s in args.sizes.split(",")]
     else:
         sizes = [1000, 10_000] if args.quick else [1000, 100_000, 1_000_000]
+    stores = ["duckdb", "postgresql"] if args.store == "both" else [args.store]
     base = Path(tempfile.mkdtemp(prefix="cfs-scale-"))
-    results: list[dict] = []
+    results: dict[str, list[dict]] = {s: [] for s in stores}
     started = time.perf_counter()
+    server = None
+    if "postgresql" in stores:
+        from contextfs.testing.postgres import PgServer
+
+        server = PgServer(fsync=True)
+        server.start()
     try:
         for n in sizes:
             say(f"N={n:,}")
-            data, mnt = base / f"data-{n}", base / f"mnt-{n}"
-            mnt.mkdir()
-            r: dict = {"n": n, "build": build_store(data, n, args.vocab)}
-            r["fs"] = measure_fs(mnt, data, n, args)
-            if args.search:
-                r["search"] = measure_search(mnt, data, n, args)
-            results.append(r)
+            data, pg_data = base / f"data-{n}", base / f"pgdata-{n}"
+            build = build_store(data, n, args.vocab)
+            where = {}
+            if "duckdb" in stores:
+                where["duckdb"] = (data, "", build)
+            if server is not None:  # copied before any mount touches the DuckDB file
+                dsn, copied = to_postgres(server, data, pg_data, n)
+                where["postgresql"] = (pg_data, dsn, {**build, **copied})
+            for store, (d, dsn, built) in where.items():
+                say(f"N={n:,} on {store}")
+                mnt = base / f"mnt-{store}-{n}"
+                mnt.mkdir()
+                r: dict = {"n": n, "store": store, "build": built}
+                r["fs"] = measure_fs(mnt, d, n, args)
+                if args.search:
+                    r["search"] = measure_search(mnt, d, n, args, dsn)
+                results[store].append(r)
+                if not args.keep:
+                    shutil.rmtree(d, ignore_errors=True)
             if not args.keep:
                 shutil.rmtree(data, ignore_errors=True)
     finally:
-        for n in sizes:
-            unmount(base / f"mnt-{n}")
+        for mnt in base.glob("mnt-*"):
+            unmount(mnt)
+        if server is not None:
+            server.close()
         if not args.keep:
             shutil.rmtree(base, ignore_errors=True)
-    out = table(results)
-    print(out)
-    print()
-    print("\n".join(verdicts(results)))
-    problems = sum(len(r["fs"]["log_problems"]) for r in results)
+    for store in stores:
+        print(f"\nstore: {store}\n")
+        print(table(results[store]))
+        print()
+        print("\n".join(verdicts(results[store])))
+    if len(stores) == 2:
+        print("\nPostgreSQL / DuckDB, same store, same run:\n")
+        print(side_by_side(results["duckdb"], results["postgresql"]))
+    problems = sum(len(r["fs"]["log_problems"]) for rs in results.values() for r in rs)
     total = time.perf_counter() - started
     print(f"\n{problems} warning/error line(s) in the daemons' logs; total {total:.0f}s")
     stamp = time.strftime("%Y%m%d-%H%M%S")
@@ -405,11 +510,17 @@ def main(argv: list[str] | None = None) -> int:
             "machine": machine_info(),
             "sizes": sizes,
             "quick": args.quick,
+            "stores": stores,
+            "real_share": args.real_share,
             "vocab": args.vocab,
-            "results": results,
-            "median_query_ms": statistics.median(
-                [r["search"]["query"]["p50"] * 1000 for r in results if r.get("search")] or [0]
-            ),
+            # one store: the list as before; both: by store
+            "results": results[stores[0]] if len(stores) == 1 else results,
+            "median_query_ms": {
+                s: statistics.median(
+                    [r["search"]["query"]["p50"] * 1000 for r in rs if r.get("search")] or [0]
+                )
+                for s, rs in results.items()
+            },
         },
     )
     say(f"wrote {path}")

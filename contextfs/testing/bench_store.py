@@ -7,8 +7,9 @@ and `bench_consolidate.py` share it).
 an L2 (about 1,000 characters) of words drawn from `vocabulary` (Zipf's law by default), one
 saved version and one outbox row, in one transaction of set-based INSERT ... SELECT
 (building through `Memory.create_node` runs at about 1,000 nodes/s). `owner_of(i)` and
-`node_rel(i)` say where node i is; `Daemon` runs `contextfs mount --foreground` over the
-store in a subprocess.
+`node_rel(i)` say where node i is; `copy_to_postgres` copies the store built into a
+PostgreSQL database (`bench_scale.py --store postgresql`); `Daemon` runs `contextfs mount
+--foreground` over the store in a subprocess.
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ import random
 import subprocess
 import time
 from pathlib import Path
+from typing import Any
 
 import xxhash
 
@@ -208,6 +210,57 @@ def build_store(data: Path, n: int, vocab: str = "zipf") -> dict:
         "db_bytes": cfg.db_path.stat().st_size,
         "wall_s": time.perf_counter() - t0,
     }
+
+
+COPIED_TABLES = ("owners", "nodes", "versions", "outbox")  # what build_store fills
+
+
+def copy_to_postgres(db_path: Path, dsn: str, block: int = 20_000) -> dict:
+    """The store `build_store` made, copied into the empty PostgreSQL database at `dsn`
+    (`COPY ... FROM STDIN`, one transaction), its sequences moved past the ids copied.
+    The schema is made by opening a `PgStore` first, so the rows land in the tables a
+    mount reads. The DuckDB file is left as it was."""
+    import duckdb
+    import psycopg
+
+    from contextfs.store.pg import PgStore
+
+    PgStore(dsn).close()  # the schema, as a mount makes it
+    src = duckdb.connect(str(db_path), read_only=True)
+
+    def one(sql: str) -> Any:
+        row = src.execute(sql).fetchone()
+        assert row is not None
+        return row[0]
+
+    t0 = time.perf_counter()
+    counts: dict[str, int] = {}
+    try:
+        total = sum(one(f"SELECT count(*) FROM {t}") for t in COPIED_TABLES)
+        prog = Progress("copy into PostgreSQL", total)
+        done = 0
+        with psycopg.connect(dsn) as dst:
+            for table in COPIED_TABLES:
+                cols = [r[0] for r in src.execute(f"DESCRIBE {table}").fetchall()]
+                cur = src.execute(f"SELECT {', '.join(cols)} FROM {table}")
+                counts[table] = 0
+                with dst.cursor().copy(f"COPY {table} ({', '.join(cols)}) FROM STDIN") as cp:
+                    while rows := cur.fetchmany(block):
+                        for row in rows:
+                            cp.write_row(row)
+                        counts[table] += len(rows)
+                        done += len(rows)
+                        prog.update(done)
+            top_id = one("SELECT max(id) FROM nodes") or 1000
+            top_seq = one("SELECT max(seq) FROM outbox") or 0
+            dst.execute("SELECT setval('object_ids', %s)", [top_id])
+            if top_seq:
+                dst.execute("SELECT setval('outbox_seq', %s)", [top_seq])
+            dst.execute("ANALYZE")
+        seconds = prog.done()
+    finally:
+        src.close()
+    return {"copy_s": seconds, "rows": counts, "wall_s": time.perf_counter() - t0}
 
 
 class Daemon:
