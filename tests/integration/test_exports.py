@@ -254,7 +254,8 @@ def test_a_big_export_is_redacted_off_the_event_loop_and_an_oversize_one_is_refu
     assert key.encode() not in stored
     half = len(raw) // 2  # the key is in the last conversation: the first half is as sent
     assert stored[:half] == raw[:half] and stored.count(b"harbour") == raw.count(b"harbour")
-    assert "state: done" in finished(inbox, "conversations.json", timeout=120)
+    # 400 archives filed: 75 s in one process here, past 120 s on two busy workers
+    assert "state: done" in finished(inbox, "conversations.json", timeout=480)
     assert "redactions: 1 this run" in (mnt.path / ".status").read_text()
 
     mnt.stop()
