@@ -448,6 +448,7 @@ def cmd_reindex(args: argparse.Namespace) -> int:
             model_name=cfg.model_name,
             images=images,
             compact_units=cfg.vector_compact_units,
+            shared=store.shared_vectors() if cfg.share_vectors else None,
         )
         t0 = time.monotonic()
         total = indexer.rebuild_sync(progress=_progress_bar("reindex", t0))

@@ -103,6 +103,10 @@ class Config:
     # vector index (about 100 B a unit; index/compact.py), trained on the units there are
     # then: a small value makes a poorly trained index (tests use one)
     vector_compact_units: int = 100_000
+    # On a shared (PostgreSQL) store: take the vectors of texts another mount embedded
+    # from the store and put this mount's there, so each text is embedded once across
+    # the mounts (docs/scaling.md, "Vectors embedded once"); off: every mount embeds all
+    share_vectors: bool = True
     # Conversations (SPEC §5, §6)
     default_agent: str = "default"  # agent/<id> that agent-scope memories go to
     llm_base_url: str = ""  # an OpenAI-compatible chat endpoint: LLM extraction

@@ -290,6 +290,7 @@ def _mount(
             model_name=cfg.model_name,
             images=image_vectors(cfg, clip),
             compact_units=cfg.vector_compact_units,
+            shared=memory.store.shared_vectors() if cfg.share_vectors else None,
         )
         searcher = Searcher(memory, indexer, warm_up=True)
     intake = Intake(

@@ -54,6 +54,10 @@ def _index(indexer: Indexer | None, committed: int) -> dict[str, Any] | None:
         "dimensions": emb.dim if emb else None,  # None until the model has loaded
         "indexed_units": len(indexer.digests),
         "vector_index": indexer.vector_kind,  # hnswlib, compact (large stores) or None
+        # units run through the model by this mount, and (a shared store) those whose
+        # vectors another mount had embedded; None: vectors are not shared
+        "embedded_here": indexer.embedded_here,
+        "taken_from_store": indexer.shared_taken if indexer.shared is not None else None,
         "error": indexer.error or None,
     }
 

@@ -34,8 +34,11 @@ mount <= 2 s, query p99 <= 100 ms; warm `ls`/`cat` as fast as at 1k (ratio about
 
 With `--store postgresql` the same store is built in DuckDB, copied into a database of a
 real PostgreSQL server started in a temp dir (`contextfs.testing.postgres`, fsync on),
-and mounted with `store:` set to it; the DuckDB file is deleted first. The daemon's RSS
-then leaves out the server's memory (its database size is reported beside). With
+and mounted with `store:` set to it (a data dir of its own). The daemon's RSS then leaves
+out the server's memory (its database size is reported beside). With search, a further
+mount starts on the store with an empty data dir, as a new host would: the time until its
+vector index covers the store, and how many units it embedded against those it took from
+the store (`share_vectors`, docs/scaling.md). With
 `--real-share S` that share of the units, spread over the store, is embedded by MiniLM
 and the others are noisy copies of those (instead of the first `--real-vectors`).
 """
@@ -43,6 +46,7 @@ and the others are noisy copies of those (instead of the first `--real-vectors`)
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import random
 import shutil
@@ -121,7 +125,14 @@ def build_indexes(data: Path, real_vectors: int, real_share: float | None = None
         memory = Memory(store, load_all_types(cfg), data_dir=data)
         n = len(memory.live)
         bench = BenchEmbedder(LocalEmbedder(), real_vectors, real_share=real_share)
-        indexer = Indexer(memory, cfg.index_dir, lambda: bench, model_name=cfg.model_name)
+        # on PostgreSQL the vectors go to the store too, as a mount's would (share_vectors)
+        indexer = Indexer(
+            memory,
+            cfg.index_dir,
+            lambda: bench,
+            model_name=cfg.model_name,
+            shared=store.shared_vectors(),
+        )
         prog = Progress(f"index N={n} (synthetic vectors)", n)
         indexer.rebuild_sync(progress=lambda done, _t: prog.update(done))
         seconds = prog.done()
@@ -319,6 +330,39 @@ def measure_search(
     return res
 
 
+def measure_new_host(base: Path, n: int, dsn: str) -> dict:
+    """A mount started on the shared store with an empty data dir, as on a new host:
+    seconds until its vector index covers the store (`.status` ready, queue 0), and how
+    many units it embedded itself against those it took from the store."""
+    data, mnt = base / f"newhost-{n}", base / f"mnt-newhost-{n}"
+    data.mkdir()
+    mnt.mkdir()
+    write_config(data, search=True, store=dsn)
+    d = Daemon(mnt, data)
+    try:
+        res: dict = {"mount_s": d.wait_ready(mnt / "user" / owner_of(0))}
+        res["ready_s"], _ = wait_index_ready(mnt, 7200)
+        res["covered_s"] = time.perf_counter() - d.t0  # from the start of the process
+        facts = json.loads((mnt / ".status.json").read_text())["index"]
+        res.update(
+            units=facts["indexed_units"],
+            embedded_here=facts["embedded_here"],
+            taken_from_store=facts["taken_from_store"],
+        )
+        text = (mnt / ".query" / QUESTIONS[0] / "_context.md").read_text()
+        res["answered_by_vectors"] = "vectors" in text.splitlines()[1]
+        say(
+            f"  N={n}: a new host covered the store in {res['covered_s']:.1f}s from its start "
+            f"({res['taken_from_store']} units taken from the store, "
+            f"{res['embedded_here']} embedded)"
+        )
+    finally:
+        d.stop()
+    res["log_problems"] = log_problems(data / "contextfs.log")[:20]
+    shutil.rmtree(data, ignore_errors=True)
+    return res
+
+
 # --------------------------------------------------------------------------------------
 # Report
 
@@ -327,6 +371,7 @@ def metrics(r: dict) -> dict[str, tuple[float | None, str]]:
     fs, se = r["fs"], r.get("search") or {}
     mib = 2**20
     idx = se.get("index") or {}
+    new = r.get("new_host") or {}
     return {
         "build store (in-process)": (r["build"]["build_s"], "s"),
         "copy into PostgreSQL": (r["build"].get("copy_s"), "s"),
@@ -357,6 +402,9 @@ def metrics(r: dict) -> dict[str, tuple[float | None, str]]:
         "create + fsync p50": (fs["create_fsync"]["p50"] * 1000, "ms"),
         "query `_context.md` p50": (se["query"]["p50"] * 1000 if se else None, "ms"),
         "query `_context.md` p99": (se["query"]["p99"] * 1000 if se else None, "ms"),
+        "new host: start until vector search covers the store": (new.get("covered_s"), "s"),
+        "new host: units embedded by its model": (new.get("embedded_here"), "units"),
+        "new host: units taken from the store": (new.get("taken_from_store"), "units"),
     }
 
 
@@ -479,6 +527,8 @@ def main(argv: list[str] | None = None) -> int:
                 r["fs"] = measure_fs(mnt, d, n, args)
                 if args.search:
                     r["search"] = measure_search(mnt, d, n, args, dsn)
+                    if dsn:
+                        r["new_host"] = measure_new_host(base, n, dsn)
                 results[store].append(r)
                 if not args.keep:
                     shutil.rmtree(d, ignore_errors=True)
@@ -499,7 +549,11 @@ def main(argv: list[str] | None = None) -> int:
     if len(stores) == 2:
         print("\nPostgreSQL / DuckDB, same store, same run:\n")
         print(side_by_side(results["duckdb"], results["postgresql"]))
-    problems = sum(len(r["fs"]["log_problems"]) for rs in results.values() for r in rs)
+    problems = sum(
+        len(r["fs"]["log_problems"]) + len((r.get("new_host") or {}).get("log_problems", []))
+        for rs in results.values()
+        for r in rs
+    )
     total = time.perf_counter() - started
     print(f"\n{problems} warning/error line(s) in the daemons' logs; total {total:.0f}s")
     stamp = time.strftime("%Y%m%d-%H%M%S")

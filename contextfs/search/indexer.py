@@ -35,7 +35,9 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
+import numpy as np
 import trio
+import xxhash
 
 from contextfs.errors import IndexCorrupt
 from contextfs.index.compact import CompactVectorIndex, load_vectors
@@ -49,7 +51,7 @@ from contextfs.memory.service import Memory
 from contextfs.model import Change, Node
 from contextfs.search.images import ImageVectors
 from contextfs.search.passages import SESSION_TYPE, Passage, node_passages, passages_of
-from contextfs.store.backend import FeedRows
+from contextfs.store.backend import FeedRows, SharedVectors
 
 log = logging.getLogger(__name__)
 
@@ -216,9 +218,14 @@ class Indexer(Service):
         batch: int = 64,
         images: ImageVectors | None = None,
         compact_units: int = COMPACT_UNITS,
+        shared: SharedVectors | None = None,
     ) -> None:
         super().__init__()
         self.feed: FeedRows = memory.store  # the outbox: what changed, in commit order
+        # a shared store's vectors: what another mount embedded is taken, not embedded
+        self.shared = shared
+        self.embedded_here = 0  # units this indexer ran through the model
+        self.shared_taken = 0  # units whose vectors came from the shared store
         self.compact_units = compact_units
         self.images = images  # CLIP image vectors (search.images), when configured
         self._images_fill = False  # the CLIP model is in, its saved vectors were not usable
@@ -411,7 +418,11 @@ class Indexer(Service):
                     with self.text_lock:
                         self.text.close()  # release tantivy's writer lock
                 if self._embed_pool is not None:
+                    if self.shared is not None:  # after the embedding in progress, if any
+                        self._embed_pool.submit(self.shared.close)
                     self._embed_pool.shutdown(wait=False)
+                elif self.shared is not None:
+                    self.shared.close()
 
     async def _step(self) -> bool:
         """One slice of each lane that has work; whether there was any."""
@@ -1101,7 +1112,35 @@ class Indexer(Service):
                 1, thread_name_prefix="contextfs-embed", initializer=_lower_priority
             )
         assert self.embedder is not None  # the vector lane runs once the model is in
-        return self._embed_pool.submit(self.embedder.embed, texts).result()
+        return self._embed_pool.submit(self._embed_or_take, texts).result()
+
+    def _embed_or_take(self, texts: list[str]):  # noqa: ANN202 - float32 rows
+        """Embedding thread: the rows of texts another mount of a shared store embedded
+        are taken from it (same model, same text); the rest are embedded here and shared."""
+        emb = self.embedder
+        assert emb is not None
+        if self.shared is None:
+            self.embedded_here += len(texts)
+            return emb.embed(texts)
+        dim = emb.dim
+        model = f"{emb.name}/{dim}"
+        keys = [shared_digest(t) for t in texts]
+        found = self.shared.get(model, keys)
+        out = np.empty((len(texts), dim), np.float32)
+        missing: list[int] = []
+        for i, key in enumerate(keys):
+            row = found.get(key)
+            if row is not None and len(row) == dim * 4:
+                out[i] = np.frombuffer(row, np.float32)
+            else:
+                missing.append(i)
+        if missing:
+            rows = np.asarray(emb.embed([texts[i] for i in missing]), np.float32)
+            out[missing] = rows
+            self.shared.put(model, [(keys[i], rows[j].tobytes()) for j, i in enumerate(missing)])
+        self.embedded_here += len(missing)
+        self.shared_taken += len(texts) - len(missing)
+        return out
 
     def _snapshot(self, node_ids: Sequence[int]) -> tuple[list[_Doc], dict[int, int]]:
         """Trio thread: the live nodes among these, with their texts, and the others (gone)
@@ -1191,6 +1230,8 @@ class Indexer(Service):
         self._save()
         if self._embed_pool is not None:
             self._embed_pool.shutdown()
+        if self.shared is not None:
+            self.shared.close()
         if progress and total == 0:
             progress(0, 0)
         return total
@@ -1234,6 +1275,11 @@ class Indexer(Service):
             f"embedding_model: {name}" + (f" ({self.embedder.dim}-d)" if self.embedder else ""),
             f"indexed_units: {len(self.digests)}",
         ]
+        if self.shared is not None:
+            lines.append(
+                f"shared_vectors: {self.shared_taken} unit(s) taken from the store, "
+                f"{self.embedded_here} embedded here"
+            )
         if self.vector_kind == "hnswlib":
             lines.append(f"vector_index: hnswlib (compact from {self.compact_units} units)")
         elif self.vector_kind == "compact":
@@ -1262,6 +1308,12 @@ def _load_digests(snap: Path) -> UnitDigests:
         return UnitDigests.load(snap / "digests.npy")
     old = json.loads((snap / "digests.json").read_text())
     return UnitDigests([int(k) for k in old], [digest_int(v) for v in old.values()])
+
+
+def shared_digest(text: str) -> int:
+    """A text's key among shared vectors: its xxh64 as a signed 64-bit integer (BIGINT)."""
+    d = xxhash.xxh64_intdigest(text.encode("utf-8", "surrogatepass"))
+    return d - 2**64 if d >= 2**63 else d
 
 
 def _distinct(units: list[Unit]) -> list[Unit]:

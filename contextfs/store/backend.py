@@ -4,14 +4,15 @@ Role: `StoreBackend` is the protocol both stores implement — `contextfs.store.
 (DuckDB, embedded, the default) and `contextfs.store.pg.PgStore` (PostgreSQL, shared by
 many mounts: docs/scaling.md) — made of small protocols that say which rows a part of
 the memory uses: `Transactions`, `NodeRows`, `TextRows` (texts and versions),
-`AttachmentRows`, `InboxRows`, `FeedRows` (the outbox) and `Bookkeeping`. `open_store`
+`AttachmentRows`, `InboxRows`, `FeedRows` (the outbox) and `Bookkeeping`; a shared store
+also offers `SharedVectors` (`shared_vectors()`, None on the embedded one). `open_store`
 picks one from a location: a postgresql:// URL, or the path of a DuckDB file. Boundary:
 no FUSE, no Memory; psycopg is imported only when a PostgreSQL store is opened.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import AbstractContextManager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
@@ -207,12 +208,26 @@ class Bookkeeping(Protocol):
     def add_redaction(self, ts: float, path: str, kind: str, count: int) -> None: ...
 
 
+class SharedVectors(Protocol):
+    """Unit vectors kept in a store that many mounts share, so a text is embedded once
+    across them (`PgStore.shared_vectors`): keyed by the embedding model (its name and
+    dimension, `model`) and the xxh64 of the unit's text (a signed 64-bit `digest`), the
+    vector as the bytes of its float32 row. A fault is a miss, never an error: the caller
+    embeds the text itself. Used from one worker thread at a time."""
+
+    def get(self, model: str, digests: Sequence[int]) -> dict[int, bytes]: ...
+    def put(self, model: str, rows: Sequence[tuple[int, bytes]]) -> None: ...
+    def close(self) -> None: ...
+
+
 class StoreBackend(
     Transactions, NodeRows, TextRows, AttachmentRows, InboxRows, FeedRows, Bookkeeping, Protocol
 ):
     """The canonical store: every read and write of the rows (contextfs.store.schema), as
     the small protocols above group them. Both engines implement all of it; a part of the
     memory that needs one group names that protocol."""
+
+    def shared_vectors(self) -> SharedVectors | None: ...
 
 
 def is_remote(location: str | Path) -> bool:
@@ -250,4 +265,4 @@ def shown(location: str | Path) -> str:
     return str(location)
 
 
-__all__ = ["StoreBackend", "is_remote", "open_store", "shown"]
+__all__ = ["SharedVectors", "StoreBackend", "is_remote", "open_store", "shown"]

@@ -23,7 +23,7 @@ import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager, suppress
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import duckdb
 
@@ -40,6 +40,9 @@ from contextfs.store.schema import (
     migrate,
     sweep_blobs,
 )
+
+if TYPE_CHECKING:
+    from contextfs.store.backend import SharedVectors
 
 log = logging.getLogger(__name__)
 
@@ -942,6 +945,10 @@ class Store:
             "SELECT id, owner_kind, owner_id, filename, created, state, report, size, "
             "coalesce(progress, '') FROM inbox_items ORDER BY id"
         ).fetchall()
+
+    def shared_vectors(self) -> SharedVectors | None:
+        """The embedded store has one mount: no vectors to share (`SharedVectors`)."""
+        return None
 
     def claim(self, what: str, key: int) -> bool:
         """Take work one mount of a store does at a time: an inbox item ("inbox", its

@@ -20,7 +20,7 @@ from __future__ import annotations
 import logging
 import re
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager, suppress
 from dataclasses import dataclass, field
 from typing import Any
@@ -61,6 +61,22 @@ _SESSION_OPTIONS = (
     f"-c lock_timeout={LOCK_TIMEOUT_MS}"
 )
 _BACKOFF_MAX = 2.0  # seconds between reconnection attempts at most
+# Unit vectors every mount of the database reuses (`PgVectorShare`, docs/scaling.md,
+# "Vectors embedded once"): derived data, like the local indexes, but shared, so a text is
+# embedded by one mount and a new mount builds its index without the model. model: the
+# embedding model's name and dimension ("all-MiniLM-L6-v2/384"); digest: the xxh64 of the
+# unit's text as a signed BIGINT; vector: the float32 row's bytes. Rows are only added
+# (a text's vector never changes); rows no unit uses any more stay (docs/scaling.md says
+# what they cost and how to empty the table).
+UNIT_VECTORS = """
+CREATE TABLE IF NOT EXISTS unit_vectors (
+    model  TEXT   NOT NULL,
+    digest BIGINT NOT NULL,
+    vector BYTEA  NOT NULL,
+    PRIMARY KEY (model, digest)
+)
+"""
+_SHARE_TIMEOUT_MS = 5_000  # a share that does not answer by then is a miss
 
 _PW_IN_KV = re.compile(r"(password\s*=\s*)('(?:[^'\\]|\\.)*'|\S+)", re.I)
 
@@ -258,6 +274,7 @@ class PgStore(Store):
                 # LIVE_NAME_INDEXES): two mounts creating one path at once cannot both
                 # commit (the second re-applies: VersionConflict)
                 migrate(self.con)
+                self.con.execute(UNIT_VECTORS)
                 self.con.execute(
                     "INSERT INTO store_meta VALUES ('created', ?) ON CONFLICT DO NOTHING",
                     [str(time.time())],
@@ -372,6 +389,10 @@ class PgStore(Store):
                 node_id=n.id,
             )
         return super().update_node(n, new_version_reason=new_version_reason)
+
+    def shared_vectors(self) -> PgVectorShare:
+        """The vectors every mount of the database reuses, on a connection of their own."""
+        return PgVectorShare(self.con._dsn, read_only=self.con.read_only)
 
     def claim(self, what: str, key: int) -> bool:
         """As the Store's, across every mount of the database. A held claim is this
@@ -537,6 +558,73 @@ class PgStore(Store):
         """A connection of its own for a thread that reads tier texts (Store.node_text):
         every thread, since this store does not record the one that opened it."""
         return PgConnection(self.con._dsn, read_only=True)
+
+
+class PgVectorShare:
+    """`SharedVectors` on the database's `unit_vectors` table, through a connection of its
+    own (autocommit), used from the indexer's embedding thread. Every call has a deadline;
+    a fault is a miss (the caller embeds) or a row not shared, logged once until the
+    share answers again."""
+
+    def __init__(self, dsn: str, *, read_only: bool = False) -> None:
+        self._dsn = dsn
+        self.read_only = read_only
+        self.raw: psycopg.Connection | None = None
+        self._failing = False
+
+    def _con(self) -> psycopg.Connection:
+        if self.raw is None or self.raw.closed or self.raw.broken:
+            self.raw = psycopg.connect(
+                self._dsn,
+                autocommit=True,
+                connect_timeout=_CONNECT_TIMEOUT,
+                options=f"-c statement_timeout={_SHARE_TIMEOUT_MS}",
+            )
+        return self.raw
+
+    def _fault(self, what: str, exc: psycopg.Error) -> None:
+        if not self._failing:
+            log.warning("shared vectors: %s failed (%s); embedding here", what, type(exc).__name__)
+        self._failing = True
+        self.close()
+
+    def get(self, model: str, digests: Sequence[int]) -> dict[int, bytes]:
+        if not digests:
+            return {}
+        try:
+            rows = (
+                self._con()
+                .execute(
+                    "SELECT digest, vector FROM unit_vectors WHERE model = %s AND digest = ANY(%s)",
+                    [model, list(digests)],
+                )
+                .fetchall()
+            )
+        except psycopg.Error as exc:
+            self._fault("a read", exc)
+            return {}
+        self._failing = False
+        return {int(d): bytes(v) for d, v in rows}
+
+    def put(self, model: str, rows: Sequence[tuple[int, bytes]]) -> None:
+        if not rows or self.read_only:
+            return
+        try:
+            self._con().execute(
+                "INSERT INTO unit_vectors SELECT %s, d, v FROM unnest(%s::BIGINT[], %s::BYTEA[]) "
+                "AS t(d, v) ON CONFLICT DO NOTHING",
+                [model, [d for d, _v in rows], [v for _d, v in rows]],
+            )
+        except psycopg.Error as exc:
+            self._fault("a write", exc)
+            return
+        self._failing = False
+
+    def close(self) -> None:
+        if self.raw is not None:
+            with suppress(psycopg.Error):
+                self.raw.close()
+            self.raw = None
 
 
 class PgListener:

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import contextlib
 import errno
+import json
 import os
 import secrets
 import subprocess
@@ -20,7 +21,7 @@ from contextfs.store.pg import PgStore
 from contextfs.testing import Mount
 from contextfs.testing.mount import contextfs_cmd
 from contextfs.testing.postgres import PgServer
-from tests.integration.test_search import results, wait_indexed, write_node
+from tests.integration.test_search import qdir, results, wait_indexed, write_node
 
 pytestmark = pytest.mark.timeout(300)
 PREFS = Path("user/default/preferences")
@@ -518,3 +519,66 @@ def test_a_big_file_written_on_one_mount_is_read_and_patched_on_another(tmp_path
     on_a = a.path / PREFS / "tea" / "big.bin"
     _until(lambda: on_a.read_bytes() == body, 30)
     _stop_and_check([a, b], pg_dsn)
+
+
+TEAS = {
+    "sencha": "Sencha is a steamed green tea, grassy and bright, brewed at 70 degrees.",
+    "hojicha": "Hojicha is roasted green tea with a nutty, toasty taste and little caffeine.",
+    "darjeeling": "Darjeeling black tea from the Himalayan foothills, muscatel and floral.",
+    "rooibos": "Rooibos is a red herbal infusion from South Africa, naturally sweet.",
+    "matcha": "Matcha is stone-ground green tea powder, whisked into a frothy bowl.",
+    "earl-grey": "Earl Grey is black tea scented with bergamot orange oil.",
+}
+
+
+def _index_facts(m: Mount) -> dict:
+    return json.loads((m.path / ".status.json").read_text())["index"]
+
+
+def test_a_new_mount_takes_the_vectors_another_embedded_and_answers_by_meaning(
+    tmp_path, pg_dsn, stopped
+):
+    """Each text is embedded once across the mounts of a shared store: a mount that starts
+    on it with an empty index takes the vectors the first one made from the store (none
+    through its own model) and answers a question by meaning with them; a mount with
+    `share_vectors: false` embeds everything itself."""
+    a = _mount(tmp_path, "a", pg_dsn, search=True)
+    stopped.append(a)
+    for name, text in TEAS.items():
+        write_node(a.path / PREFS, name, text + "\n")
+    wait_indexed(a)
+    facts_a = _index_facts(a)
+    units = facts_a["indexed_units"]
+    assert units >= len(TEAS), facts_a
+    assert facts_a["embedded_here"] >= units and facts_a["taken_from_store"] == 0, facts_a
+    assert "shared_vectors: 0 unit(s) taken from the store" in a.status()
+
+    b = _mount(tmp_path, "b", pg_dsn, search=True)
+    stopped.append(b)
+    wait_indexed(b)
+    facts_b = _index_facts(b)
+    assert facts_b["indexed_units"] == units, facts_b
+    assert facts_b["embedded_here"] == 0, f"b ran the model over the store: {facts_b}"
+    assert facts_b["taken_from_store"] >= units, facts_b
+    question = "a drink made from dried red bush leaves"
+    hits = results(b.path, question)
+    assert hits and hits[0]["path"] == "user/default/preferences/rooibos", hits[:3]
+    assert "searched by BM25 + vectors" in (qdir(b.path, question) / "_context.md").read_text()
+
+    # a mount that shares nothing embeds every unit itself, to the same answer
+    data_c = tmp_path / "data-c"
+    data_c.mkdir()
+    (data_c / "config.yaml").write_text(f"search: true\nstore: {pg_dsn}\nshare_vectors: false\n")
+    (tmp_path / "mnt-c").mkdir()
+    c = Mount(tmp_path / "mnt-c", data_c, search=True)
+    c.start()
+    stopped.append(c)
+    wait_indexed(c)
+    facts_c = _index_facts(c)
+    assert facts_c["embedded_here"] >= units and facts_c["taken_from_store"] is None, facts_c
+    # b's vectors are the ones c's model made: the same hits, the same scores
+    for q in (question, "roasted and toasty", "a citrus scented black tea", "whisked powder"):
+        got_b, got_c = results(b.path, q), results(c.path, q)
+        assert [h["path"] for h in got_b] == [h["path"] for h in got_c], q
+        assert [round(h["score"], 4) for h in got_b] == [round(h["score"], 4) for h in got_c], q
+    _stop_and_check([a, b, c], pg_dsn)
