@@ -77,6 +77,7 @@ CREATE TABLE IF NOT EXISTS unit_vectors (
 )
 """
 _SHARE_TIMEOUT_MS = 5_000  # a share that does not answer by then is a miss
+_SHARE_RETRY_S = 10.0  # after a fault the share is left alone this long (no connect per slice)
 
 _PW_IN_KV = re.compile(r"(password\s*=\s*)('(?:[^'\\]|\\.)*'|\S+)", re.I)
 
@@ -564,13 +565,14 @@ class PgVectorShare:
     """`SharedVectors` on the database's `unit_vectors` table, through a connection of its
     own (autocommit), used from the indexer's embedding thread. Every call has a deadline;
     a fault is a miss (the caller embeds) or a row not shared, logged once until the
-    share answers again."""
+    share answers again, and for `_SHARE_RETRY_S` after it every call is one."""
 
     def __init__(self, dsn: str, *, read_only: bool = False) -> None:
         self._dsn = dsn
         self.read_only = read_only
         self.raw: psycopg.Connection | None = None
         self._failing = False
+        self._retry_at = 0.0
 
     def _con(self) -> psycopg.Connection:
         if self.raw is None or self.raw.closed or self.raw.broken:
@@ -586,10 +588,11 @@ class PgVectorShare:
         if not self._failing:
             log.warning("shared vectors: %s failed (%s); embedding here", what, type(exc).__name__)
         self._failing = True
+        self._retry_at = time.monotonic() + _SHARE_RETRY_S
         self.close()
 
     def get(self, model: str, digests: Sequence[int]) -> dict[int, bytes]:
-        if not digests:
+        if not digests or time.monotonic() < self._retry_at:
             return {}
         try:
             rows = (
@@ -607,7 +610,7 @@ class PgVectorShare:
         return {int(d): bytes(v) for d, v in rows}
 
     def put(self, model: str, rows: Sequence[tuple[int, bytes]]) -> None:
-        if not rows or self.read_only:
+        if not rows or self.read_only or time.monotonic() < self._retry_at:
             return
         try:
             self._con().execute(
