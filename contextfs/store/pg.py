@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import logging
 import re
+import select
 import time
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager, suppress
@@ -78,6 +79,10 @@ CREATE TABLE IF NOT EXISTS unit_vectors (
 """
 _SHARE_TIMEOUT_MS = 5_000  # a share that does not answer by then is a miss
 _SHARE_RETRY_S = 10.0  # after a fault the share is left alone this long (no connect per slice)
+
+# Statements sent again, once, when the connection broke under them outside a
+# transaction: reads and the BEGIN of a transaction (`PgConnection.execute`).
+_REPEATABLE = re.compile(r"\s*(SELECT|WITH|BEGIN)\b", re.I)
 
 _PW_IN_KV = re.compile(r"(password\s*=\s*)('(?:[^'\\]|\\.)*'|\S+)", re.I)
 
@@ -180,7 +185,7 @@ class PgConnection:
         return self.raw is not None and not self.raw.closed and not self.raw.broken
 
     def _ready(self) -> psycopg.Connection:
-        if self.up:
+        if self.up and (self.in_tx or self._still_open()):
             assert self.raw is not None
             return self.raw
         if self.in_tx:
@@ -193,7 +198,32 @@ class PgConnection:
         assert self.raw is not None
         return self.raw
 
+    def _still_open(self) -> bool:
+        """Whether the idle connection is still the server's. With no statement in flight
+        the server writes to it only to end it (a restart, an administrator, a deadline):
+        a socket with something to read is taken in, and a connection that ended is
+        closed here, before a statement is sent down it and fails (EIO for nothing)."""
+        assert self.raw is not None
+        pg = self.raw.pgconn
+        try:
+            if not select.select([pg.socket], [], [], 0)[0]:
+                return True
+            pg.consume_input()
+        except (OSError, ValueError, psycopg.Error):
+            pass
+        if pg.status == psycopg.pq.ConnStatus.OK and not self.raw.broken:
+            return True
+        log.info("the connection to %s was ended by the server; connecting again", self.shown)
+        with suppress(psycopg.Error):
+            self.raw.close()
+        self.raw = None
+        self._next_try = 0.0  # not a fault of the server's now: connect at once
+        return False
+
     def execute(self, sql: str, params: Any = None) -> psycopg.Cursor:
+        return self._execute(sql, params, again=not self.in_tx and bool(_REPEATABLE.match(sql)))
+
+    def _execute(self, sql: str, params: Any, *, again: bool) -> psycopg.Cursor:
         con = self._ready()
         try:
             return con.execute(render(sql, POSTGRES), params)
@@ -209,12 +239,20 @@ class PgConnection:
                 " s (a mount stopped in a transaction is ended by the server): try again"
             ) from None
         except psycopg.Error as exc:
+            if not (con.broken or con.closed):
+                raise
+            if again:
+                # a read outside a transaction, or the BEGIN of one, whose connection
+                # broke under it: sent once more on a fresh connection (nothing of it
+                # took effect that a second run could repeat wrongly)
+                with suppress(psycopg.Error):
+                    con.close()
+                self.raw = None
+                return self._execute(sql, params, again=False)
             # a lost connection, or one the server ended (its idle-in-transaction
             # deadline, an administrator): reconnected for the next transaction
-            if con.broken or con.closed:
-                self._down(exc)
-                raise StoreUnavailable(self.down_reason) from None
-            raise
+            self._down(exc)
+            raise StoreUnavailable(self.down_reason) from None
 
     def begin(self) -> None:
         self.execute("BEGIN")
@@ -584,6 +622,19 @@ class PgVectorShare:
             )
         return self.raw
 
+    def _run(self, sql: str, params: Sequence[Any]) -> psycopg.Cursor:
+        """One statement, sent once more on a fresh connection when the one it went down
+        had broken (a server restart ends every idle session); both statements of the
+        share can run twice."""
+        con = self._con()
+        try:
+            return con.execute(sql, params)
+        except psycopg.Error:
+            if not (con.broken or con.closed):
+                raise
+            self.close()
+            return self._con().execute(sql, params)
+
     def _fault(self, what: str, exc: psycopg.Error) -> None:
         if not self._failing:
             log.warning("shared vectors: %s failed (%s); embedding here", what, type(exc).__name__)
@@ -595,14 +646,10 @@ class PgVectorShare:
         if not digests or time.monotonic() < self._retry_at:
             return {}
         try:
-            rows = (
-                self._con()
-                .execute(
-                    "SELECT digest, vector FROM unit_vectors WHERE model = %s AND digest = ANY(%s)",
-                    [model, list(digests)],
-                )
-                .fetchall()
-            )
+            rows = self._run(
+                "SELECT digest, vector FROM unit_vectors WHERE model = %s AND digest = ANY(%s)",
+                [model, list(digests)],
+            ).fetchall()
         except psycopg.Error as exc:
             self._fault("a read", exc)
             return {}
@@ -613,7 +660,7 @@ class PgVectorShare:
         if not rows or self.read_only or time.monotonic() < self._retry_at:
             return
         try:
-            self._con().execute(
+            self._run(
                 "INSERT INTO unit_vectors SELECT %s, d, v FROM unnest(%s::BIGINT[], %s::BYTEA[]) "
                 "AS t(d, v) ON CONFLICT DO NOTHING",
                 [model, [d for d, _v in rows], [v for _d, v in rows]],

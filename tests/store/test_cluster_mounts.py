@@ -14,6 +14,7 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 
+import psycopg
 import pytest
 
 from contextfs.store.fsck import check_store
@@ -444,6 +445,37 @@ def test_a_server_that_goes_away_refuses_writes_and_comes_back(tmp_path, own_ser
     log = m.log.read_text()
     assert own_server.password not in log
     m.stop()
+
+
+def test_sessions_the_server_ended_are_replaced_without_an_error(tmp_path, pg_dsn, stopped):
+    """A server restart, a failover or an administrator ends every idle session of the
+    mounts. The first write, the first read of a stored file and a new question after it
+    succeed at once, without EIO, and no mount says the server was unreachable: each
+    finds its ended connection before sending a statement down it."""
+    a = _mount(tmp_path, "a", pg_dsn)
+    b = _mount(tmp_path, "b", pg_dsn, search=True)
+    stopped += [a, b]
+    write_node(a.path / PREFS, "tea", "Genmaicha, green tea with toasted rice.\n", fsync=True)
+    (a.path / PREFS / "tea" / "notes.txt").write_text("brew at 80 degrees\n")
+    _until(lambda: "notes.txt" in os.listdir(b.path / PREFS / "tea"), 5)
+    wait_indexed(b)
+    assert results(b.path, "toasted rice")[0]["path"].startswith(f"{PREFS}/tea")
+    with psycopg.connect(pg_dsn, autocommit=True) as admin:
+        row = admin.execute(
+            "SELECT count(*) FILTER (WHERE pg_terminate_backend(pid, 5000)) FROM pg_stat_activity"
+            " WHERE datname = current_database() AND pid <> pg_backend_pid()"
+        ).fetchone()
+    assert row is not None and row[0] >= 4, row  # each mount's store, listener and readers
+
+    write_node(a.path / PREFS, "coffee", "A flat white, no sugar.\n", fsync=True)
+    assert (b.path / PREFS / "tea" / "notes.txt").read_text() == "brew at 80 degrees\n"
+    assert results(b.path, "green tea with toasted rice")[0]["path"].startswith(f"{PREFS}/tea")
+    write_node(b.path / PREFS, "juice", "Orange juice in the morning.\n", fsync=True)
+    _until(lambda: (a.path / PREFS / "juice" / "L2.md").exists(), 5)
+    assert (b.path / PREFS / "coffee" / "L2.md").read_text().endswith("no sugar.\n")
+    for m in (a, b):
+        assert "unreachable" not in m.status()
+    _stop_and_check([a, b], pg_dsn)
 
 
 def test_a_mount_killed_loses_no_acknowledged_write(tmp_path, pg_dsn, stopped):
