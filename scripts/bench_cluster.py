@@ -19,11 +19,18 @@ derived indexes). Phases, all in one run so the ratios compare like with like:
    (search off everywhere); writes/s and ratios.
 4. PostgreSQL restart mid-run: 3 mounts x 3 writers write continuously; the server is
    stopped (pg_ctl -m fast) for a few seconds and started again. Writes during the outage
-   must fail (EIO); every acknowledged write must be on every mount afterwards, and after a
-   remount of one of them.
+   must fail (EIO); once a mount has written again, none of its writes may fail, and each
+   mount's first read of a file stored before the outage (an attachment on another mount,
+   read from the server) must succeed; every acknowledged write must be on every mount
+   afterwards, and after a remount of one of them.
+5. PostgreSQL frozen (SIGSTOP of its processes: a paused VM) for 3 s (--quick) or 30 s
+   while the three mounts are idle: each reads the files and listings it read before, in
+   a loop (p50/p99/max latency, target p99 <= 50 ms; a read that waits for the server is
+   a failure), then, thawed, writes once.
 
 Prints a markdown table, writes JSON (default bench-results/bench_cluster.json). Exit
-status 1 when an update was lost or an acknowledged write is missing, else 0.
+status 1 when an update was lost, an acknowledged write is missing, or a write or read
+failed with EIO after recovery; else 0.
 
     .venv/bin/python scripts/bench_cluster.py --quick     # under 2 minutes
     .venv/bin/python scripts/bench_cluster.py             # the full run
@@ -218,6 +225,16 @@ def restart_phase(server: PgServer, mounts: list[Mount], outage: float, run: flo
     stop = threading.Event()
     down = threading.Event()
     acked_while_down: list[str] = []
+    # per mount: when its first write after the restart was acknowledged, and when each
+    # of its writes that was refused started (an EIO after that first ack is spurious:
+    # the server was back and this mount had reached it)
+    back_at: dict[int, float] = {}
+    refused_at: dict[int, list[float]] = {mi: [] for mi in range(len(mounts))}
+    # one node with an attachment per mount, written before the outage and never read
+    # on the other mounts: after it, each mount's first read of them goes to the server
+    for mi, m in enumerate(mounts):
+        write_node(m.path, f"cold{mi}", f"Cold note {mi}.\n")
+        write_file(m.path / PREFS / f"cold{mi}" / "notes.txt", f"attachment {mi}\n")
 
     def writer(mi: int, ti: int) -> None:
         i = 0
@@ -226,11 +243,14 @@ def restart_phase(server: PgServer, mounts: list[Mount], outage: float, run: flo
             i += 1
             text = f"Restart note {name}.\n"
             was_down = down.is_set()
+            started = time.perf_counter()
             try:
                 write_node(mounts[mi].path, name, text)
             except OSError as e:
                 if e.errno == errno.EIO:
-                    w.refused += 1
+                    with w.lock:
+                        w.refused += 1
+                        refused_at[mi].append(started)
                 else:
                     w.other_errors.append(f"{name}: {e}")
                 time.sleep(0.05)
@@ -239,7 +259,10 @@ def restart_phase(server: PgServer, mounts: list[Mount], outage: float, run: flo
                 w.acked[name] = (mounts[mi].path, text)
                 if was_down and down.is_set():
                     acked_while_down.append(name)
+                if restarted.is_set() and mi not in back_at:
+                    back_at[mi] = time.perf_counter()
 
+    restarted = threading.Event()
     threads = [
         threading.Thread(target=writer, args=(mi, ti))
         for mi in range(len(mounts))
@@ -254,6 +277,7 @@ def restart_phase(server: PgServer, mounts: list[Mount], outage: float, run: flo
     time.sleep(outage)
     down.clear()
     server.start()
+    restarted.set()
     t_up = time.perf_counter()
     # the first write acknowledged after the restart: how long the mounts took to reconnect
     before = len(w.acked)
@@ -262,6 +286,23 @@ def restart_phase(server: PgServer, mounts: list[Mount], outage: float, run: flo
     stop.set()
     for t in threads:
         t.join()
+    eio_after_recovery = sum(
+        1 for mi, at in refused_at.items() for t in at if mi in back_at and t > back_at[mi]
+    )
+    # the server was restarted while these mounts held connections it ended: the first
+    # read of a stored file each mount has not read yet
+    cold, cold_eio = 0, 0
+    for mi, m in enumerate(mounts):
+        for k in range(len(mounts)):
+            if k == mi:
+                continue
+            cold += 1
+            try:
+                (m.path / PREFS / f"cold{k}" / "notes.txt").read_text()
+            except OSError as e:
+                if e.errno != errno.EIO:
+                    raise
+                cold_eio += 1
     time.sleep(1.0)  # the last commits reach every mount (notices: milliseconds)
     lost = lost_updates(mounts, w)
     mounts[0].remount()
@@ -273,12 +314,73 @@ def restart_phase(server: PgServer, mounts: list[Mount], outage: float, run: flo
     return {
         "acknowledged": len(w.acked),
         "refused_eio": w.refused,
+        "refused_eio_after_recovery": eio_after_recovery,
+        "cold_reads_after_recovery": cold,
+        "cold_reads_eio": cold_eio,
         "other_errors": w.other_errors[:10],
         "acknowledged_while_down": len(acked_while_down),
         "recovered_after_s": None if recovered is None else round(recovered, 2),
+        "mounts_back_after_s": sorted(round(t - t_up, 2) for t in back_at.values()),
         "lost": lost,
         "lost_after_remount": lost_after_remount,
         "restart_at": t_up,
+    }
+
+
+def frozen_phase(server: PgServer, mounts: list[Mount], seconds: float) -> dict:
+    """The server frozen (SIGSTOP of its processes) for `seconds` while the mounts are
+    idle: every mount reads files and listings it read before, in a loop; then the server
+    is thawed and each mount writes once (how long until it is acknowledged)."""
+    held = []
+    for mi, m in enumerate(mounts):
+        write_node(m.path, f"held{mi}", f"Held note {mi}.\n")
+    time.sleep(1.0)
+    for m in mounts:
+        for mi in range(len(mounts)):
+            held += [m.path / PREFS / f"held{mi}" / name for name in ("L2.md", "L0.md")]
+    before = {p: p.read_bytes() for p in held}
+    listings = {m.path / PREFS: sorted(os.listdir(m.path / PREFS)) for m in mounts}
+    lat: list[float] = []
+    wrong = 0
+    stuck = threading.Event()
+
+    def reader(until: float) -> None:
+        nonlocal wrong
+        while time.perf_counter() < until:
+            for p in held:
+                t0 = time.perf_counter()
+                ok = p.read_bytes() == before[p]
+                lat.append((time.perf_counter() - t0) * 1000)
+                wrong += not ok
+            for d, names in listings.items():
+                t0 = time.perf_counter()
+                wrong += sorted(os.listdir(d)) != names
+                lat.append((time.perf_counter() - t0) * 1000)
+            time.sleep(0.02)
+
+    say(f"  freezing PostgreSQL for {seconds:g} s")
+    server.freeze()
+    try:
+        t = threading.Thread(target=reader, args=(time.perf_counter() + seconds,), daemon=True)
+        t.start()
+        t.join(seconds + 60)
+        if t.is_alive():
+            stuck.set()
+    finally:
+        server.thaw()
+    t.join()
+    t_thaw = time.perf_counter()
+    back = []
+    for mi, m in enumerate(mounts):
+        write_node(m.path, f"thawed{mi}", f"After the freeze {mi}.\n")
+        back.append(round(time.perf_counter() - t_thaw, 2))
+    return {
+        "seconds": seconds,
+        "reads": len(lat),
+        "read_ms": stats(lat),
+        "wrong_reads": wrong,
+        "reads_blocked": stuck.is_set(),
+        "first_write_after_thaw_s": back,
     }
 
 
@@ -297,6 +399,7 @@ def main() -> int:
     per_writer = 4 if args.quick else 30
     tput = 15 if args.quick else 100
     outage, run = (2.0, 6.0) if args.quick else (5.0, 20.0)
+    freeze = 3.0 if args.quick else 30.0
     root = Path(tempfile.mkdtemp(prefix="bench-cluster-"))
     doc: dict = {"machine": machine_info(), "quick": args.quick}
     server = PgServer(fsync=True)
@@ -359,6 +462,8 @@ def main() -> int:
         mounts = [start_mount(root, f"r{k}", dsn3) for k in range(3)]
         doc["restart"] = restart_phase(server, mounts, outage, run)
         doc["restart"].pop("restart_at")
+        say(f"frozen: PostgreSQL stopped (SIGSTOP) for {freeze:g} s, 3 idle mounts read")
+        doc["frozen"] = frozen_phase(server, mounts, freeze)
         for m in mounts:
             m.stop()
         mounts = []
@@ -371,7 +476,7 @@ def main() -> int:
                     say(f"stopping {m.path}: {e}")
         server.close()
     doc["seconds"] = round(time.perf_counter() - t_all, 1)
-    lat, tp, rs = doc["latency"], doc["throughput"], doc["restart"]
+    lat, tp, rs, fz = doc["latency"], doc["throughput"], doc["restart"], doc["frozen"]
 
     def ms(s: dict | None, k: str) -> str:
         return "-" if not s else f"{s[k]:.0f} ms"
@@ -402,8 +507,21 @@ def main() -> int:
         ("restart: acknowledged while the server was down",
          str(rs["acknowledged_while_down"]), "0"),
         ("restart: first write acknowledged after start", f"{rs['recovered_after_s']} s", ""),
+        ("restart: each mount's first write acknowledged after start",
+         ", ".join(f"{t} s" for t in rs["mounts_back_after_s"]), ""),
+        ("restart: writes refused (EIO) after their mount's first acknowledged one",
+         str(rs["refused_eio_after_recovery"]), "0"),
+        ("restart: first reads of stored files after recovery, EIO",
+         f"{rs['cold_reads_eio']} of {rs['cold_reads_after_recovery']}", "0"),
         ("restart: acknowledged writes lost (live / after remount)",
          f"{rs['lost']} / {rs['lost_after_remount']}", "0 / 0"),
+        (f"server frozen {fz['seconds']:g} s: reads of what each mount holds, p50 / p99 / max",
+         "blocked" if fz["reads_blocked"] else
+         f"{fz['read_ms']['p50']:.1f} / {fz['read_ms']['p99']:.1f} / {fz['read_ms']['max']:.1f} ms",
+         "p99 <= 50 ms"),
+        ("server frozen: reads that returned other bytes or listings", str(fz["wrong_reads"]), "0"),
+        ("server thawed: each mount's first write acknowledged after",
+         ", ".join(f"{t} s" for t in fz["first_write_after_thaw_s"]), ""),
     ]  # fmt: skip
     print(f"\n## bench_cluster ({'quick' if args.quick else 'full'}, {doc['seconds']} s)\n")
     print("| measure | value | target |\n|---|---|---|")
@@ -413,6 +531,8 @@ def main() -> int:
     say(f"JSON: {out}")
     bad = lat["lost_updates"] or rs["lost"] or rs["lost_after_remount"]
     bad = bad or rs["acknowledged_while_down"]
+    bad = bad or rs["refused_eio_after_recovery"] or rs["cold_reads_eio"]
+    bad = bad or fz["reads_blocked"] or fz["wrong_reads"]
     return 1 if bad else 0
 
 

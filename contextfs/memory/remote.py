@@ -5,10 +5,13 @@ Role: the parts of `Memory` that only a shared store (PostgreSQL) needs. `catch_
 every node another mount changed since this one last looked (the outbox after
 `store.applied`) into the in-memory mirrors, in place, so the tree's inodes keep their
 nodes; what it loaded waits in `memory.reloaded` for the tree (the `ClusterSync` service
-tells it). `keep_both` is the answer to a whole-file save of L2 that lost the race: the
-newer version stays current, the losing text is kept as a version in `.history` and named
-in `.status`. Boundary: memory and store only; no FUSE, no trio. On the embedded DuckDB
-store nothing here runs (no conflict is ever raised there).
+tells it). It is two steps: `fetch` only reads the store and may run in a worker thread,
+so a slow or frozen server never holds up the event loop's reads; `apply` loads what was
+read, in the thread that owns the memory, unless memory moved meanwhile. `keep_both` is
+the answer to a whole-file save of L2 that lost the race: the newer version stays
+current, the losing text is kept as a version in `.history` and named in `.status`.
+Boundary: memory and store only; no FUSE, no trio. On the embedded DuckDB store nothing
+here runs (no conflict is ever raised there).
 """
 
 from __future__ import annotations
@@ -17,10 +20,11 @@ import datetime as dt
 import logging
 from collections import deque
 from contextlib import AbstractContextManager
-from dataclasses import fields
+from dataclasses import dataclass, field, fields
 from typing import TYPE_CHECKING, Protocol
 
 from contextfs.errors import VersionConflict
+from contextfs.memory.texts import LazyNode
 from contextfs.model import Access, Attachment, Node
 
 if TYPE_CHECKING:
@@ -75,25 +79,108 @@ class Mirror(Protocol):
     def node_path(self, n: Node) -> str: ...
 
 
-def reload_nodes(memory: Mirror, ids: list[int]) -> list[tuple[Node, bool]]:
-    """Load these nodes as stored now into memory: (node, created) of each that differed.
-    Between transactions, or at the start of one before it changed these nodes: what is
-    loaded is committed, so a rollback has nothing of it to undo."""
-    tx = memory.transactions.journal
-    assert tx is None or not set(ids) & set(tx.nodes), "loaded over a change in progress"
-    fresh = memory.store.nodes_by_id(ids)  # type: ignore[attr-defined]
-    out: list[tuple[Node, bool]] = []
-    for nid in ids:
-        f = fresh.get(nid)
-        if f is None:
-            continue
+@dataclass
+class Fetched:
+    """What other mounts committed after `since`, as read by `fetch` (in any thread) for
+    `apply` (in the thread that owns the memory)."""
+
+    since: int  # store.applied when it was read
+    opened: int  # the memory's transactions begun by then (-1: one was open)
+    upto: int  # the newest outbox seq read
+    owners: list[tuple[str, str]]
+    nodes: dict[int, Node] = field(default_factory=dict)  # the changed nodes' rows
+    # of those, the ones held when read (kept, so they stay the ones held), and the heads
+    # (memory.heads) of the others
+    held: dict[int, Node] = field(default_factory=dict)
+    heads: dict[int, tuple[Node, int, int]] = field(default_factory=dict)
+    access: dict[tuple[str, str], Access] | None = None  # when another mount changed some
+    attachment_nodes: set[int] = field(default_factory=set)  # whose attachments changed
+    attachments: list[Attachment] = field(default_factory=list)  # theirs, as stored
+    complete: bool = True  # False: more outbox rows wait after upto
+
+
+def fetch(memory: Mirror, rounds: int = 10, *, in_memory_thread: bool = False) -> Fetched:
+    """Read what other mounts committed since `store.applied`: up to `rounds` pages of the
+    outbox, and the rows `apply` needs. Only reads (each thread on a connection of its
+    own) and changes nothing in memory, so it may run off the event loop while the
+    server is slow or frozen, and what it read may be dropped. `in_memory_thread`: called
+    by the thread that owns the memory (`catch_up`), inside its transaction maybe."""
+    store = memory.store
+    opened = memory.transactions.opened
+    if memory.transactions.journal is not None and not in_memory_thread:
+        # a transaction of the memory's thread is open (this runs in another thread): the
+        # rows read now may be overtaken by its commit without a new one being opened
+        opened = -1
+    got = Fetched(store.applied, opened, store.applied, store.owners())  # type: ignore[attr-defined]
+    ids: list[int] = []
+    for _ in range(rounds):
+        changes = store.changes_after(got.upto)  # type: ignore[attr-defined]
+        if changes.upto <= got.upto:
+            break
+        got.upto = changes.upto
+        ids += changes.nodes
+        got.attachment_nodes |= changes.attachments
+        if changes.access and got.access is None:
+            got.access = {}
+    else:
+        got.complete = False
+    ids = list(dict.fromkeys(ids))
+    unheld = []
+    for nid in ids:  # before the rows are read: they are as new as the held nodes, or newer
         n = memory.nodes.peek(nid)
         if n is None:
-            # not held: nothing here shows it (an inode would hold it); read as stored now
-            # (memory.heads), for the tree to place where it belongs
-            n = memory.nodes.get(nid)
-            if n is None:
-                continue
+            unheld.append(nid)
+        else:
+            got.held[nid] = n
+    got.nodes = store.nodes_by_id(ids) if ids else {}  # type: ignore[attr-defined]
+    for i in range(0, len(unheld), 1000):
+        part = unheld[i : i + 1000]
+        for head in store.node_head_page(0, len(part), LazyNode, ids=part):
+            got.heads[head[0].id] = head
+    if got.access is not None:
+        got.access = store.access()
+    if got.attachment_nodes:
+        got.attachments = store.node_attachments(sorted(got.attachment_nodes))  # type: ignore[attr-defined]
+    return got
+
+
+def apply(memory: Mirror, got: Fetched) -> int | None:
+    """Load what `fetch` read into memory; how many nodes changed. None, with nothing
+    loaded, when memory moved since (a transaction of this mount began, or another catch
+    up loaded changes): what was read may be older than memory, and must be read again."""
+    store = memory.store
+    if memory.transactions.opened != got.opened or store.applied != got.since:  # type: ignore[attr-defined]
+        return None
+    if any(memory.nodes.peek(nid) is not got.held.get(nid) for nid in got.nodes):
+        return None  # a lookup read one of them meanwhile, maybe before its row was read
+    for owner in got.owners:
+        _owner_joined(memory, owner)
+    count = len(_load_nodes(memory, got)) if got.nodes else 0
+    if got.access is not None:
+        _load_access(memory, got.access)
+    if got.attachment_nodes:
+        _load_attachments(memory, got.attachment_nodes, got.attachments)
+    if got.upto > got.since:
+        store.mark_applied(got.upto)  # type: ignore[attr-defined]
+        memory.transactions.generation = max(memory.transactions.generation, got.upto)
+    return count
+
+
+def _load_nodes(memory: Mirror, got: Fetched) -> list[tuple[Node, bool]]:
+    """The nodes as stored (`got.nodes`) into memory, the held ones in place; one nothing
+    held is not loaded but made from its head, for the tree to place where it belongs
+    (`apply` saw that the same ones are held as when they were read)."""
+    tx = memory.transactions.journal
+    assert tx is None or not set(got.nodes) & set(tx.nodes), "loaded over a change in progress"
+    out: list[tuple[Node, bool]] = []
+    for nid, f in got.nodes.items():
+        n = got.held.get(nid)
+        if n is None:
+            head = got.heads.get(nid)
+            if head is None:
+                continue  # no row by then
+            n = memory.nodes.adopt(*head)
+            memory.nodes.use(n)
             _owner_joined(memory, n.owner)
             out.append((n, True))
             continue
@@ -115,12 +202,11 @@ def reload_nodes(memory: Mirror, ids: list[int]) -> list[tuple[Node, bool]]:
     return out
 
 
-def reload_access(memory: Mirror) -> None:
-    """Owners, groups and modes as stored now (another mount changed some): `memory.access`
-    is updated in place (the transactions' journal holds the same dict), and the keys
-    that changed wait in `memory.reaccessed` for the tree, whose kernel caches of the
-    attributes they decide must go before the next permission check."""
-    fresh = memory.store.access()
+def _load_access(memory: Mirror, fresh: dict[tuple[str, str], Access]) -> None:
+    """`memory.access` updated in place to `fresh` (the transactions' journal holds the
+    same dict), and the keys that changed wait in `memory.reaccessed` for the tree, whose
+    kernel caches of the attributes they decide must go before the next permission
+    check."""
     held = memory.access
     changed = {k for k in held.keys() | fresh.keys() if held.get(k) != fresh.get(k)}
     if changed:
@@ -129,11 +215,10 @@ def reload_access(memory: Mirror) -> None:
         memory.reaccessed.update(changed)
 
 
-def reload_attachments(memory: Mirror, node_ids: set[int]) -> None:
-    """The attachments of these nodes as stored now (another mount changed some): the
-    records in `memory.attachments` updated in place (the tree's inodes hold them), new
-    ones added, purged ones dropped; the nodes wait in `memory.reattached` for the tree."""
-    fresh = memory.store.node_attachments(sorted(node_ids))  # type: ignore[attr-defined]
+def _load_attachments(memory: Mirror, node_ids: set[int], fresh: list[Attachment]) -> None:
+    """The records in `memory.attachments` of these nodes updated in place to `fresh`
+    (the tree's inodes hold them), new ones added, purged ones dropped; the nodes wait in
+    `memory.reattached` for the tree."""
     held = memory.attachments
     seen = set()
     for f in fresh:
@@ -159,25 +244,19 @@ def _owner_joined(memory: Mirror, owner: tuple[str, str]) -> None:
 
 
 def catch_up(memory: Mirror) -> int:
-    """Load everything other mounts committed since `store.applied`; returns how many
-    nodes changed. Memory's generation moves to the newest commit seen. Owners made
-    elsewhere (an owner is no outbox row: one small query a round) join first, so their
-    nodes have a directory to show in."""
-    store = memory.store
+    """Load everything other mounts committed since `store.applied`, in the thread that
+    owns the memory (inside a transaction too); returns how many nodes changed. Memory's
+    generation moves to the newest commit seen. Owners made elsewhere (an owner is no
+    outbox row: one small query a round) join first, so their nodes have a directory to
+    show in."""
     count = 0
-    for owner in store.owners():
-        _owner_joined(memory, owner)
     while True:
-        changes = store.changes_after(store.applied)  # type: ignore[attr-defined]
-        if changes.upto <= store.applied:  # type: ignore[attr-defined]
+        got = fetch(memory, in_memory_thread=True)
+        loaded = apply(memory, got)
+        assert loaded is not None, "nothing runs between a fetch and an apply here"
+        count += loaded
+        if got.complete:
             return count
-        count += len(reload_nodes(memory, changes.nodes)) if changes.nodes else 0
-        if changes.access:
-            reload_access(memory)
-        if changes.attachments:
-            reload_attachments(memory, changes.attachments)
-        store.mark_applied(changes.upto)  # type: ignore[attr-defined]
-        memory.transactions.generation = max(memory.transactions.generation, changes.upto)
 
 
 def lock_and_load(memory: Mirror, node_id: int) -> None:

@@ -119,7 +119,7 @@ class Memory:
         # tree; and the saves that lost to another mount's, kept in .history (.status)
         self.reloaded: list[tuple[Node, bool]] = []
         self.new_owners: list[tuple[str, str]] = []  # owners another mount made, for the tree
-        # access keys another mount changed (memory.remote.reload_access), for the tree
+        # access keys another mount changed (memory.remote.apply), for the tree
         self.reaccessed: set[tuple[str, str]] = set()
         self.reattached: set[int] = set()  # nodes whose attachments another mount changed
         self.conflicts: deque[str] = deque(maxlen=50)

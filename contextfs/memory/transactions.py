@@ -114,6 +114,9 @@ class Transactions:
         # next transaction, whatever it is, so nothing stored later can miss its row
         self.created_attachments: dict[int, Attachment] = {}
         self._tx: Journal | None = None
+        # outermost transactions begun: what was read off the event loop meanwhile may be
+        # older than memory (memory.remote.apply)
+        self.opened = 0
         self._subscribers: list[Callable[[Sequence[Change]], None]] = []
 
     @property
@@ -146,6 +149,7 @@ class Transactions:
             return
         tx = Journal(self.generation, len(self.pending_redactions))
         self._tx = tx
+        self.opened += 1
         try:
             with self._store_errors(), self.store.atomic():
                 for a in list(self.created_attachments.values()):

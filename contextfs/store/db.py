@@ -566,13 +566,15 @@ class Store:
         return row[0] or 0
 
     def owners(self) -> list[tuple[str, str]]:
-        rows = self.con.execute("SELECT kind, id FROM owners ORDER BY 1, 2").fetchall()
+        rows = self._meta_con().execute("SELECT kind, id FROM owners ORDER BY 1, 2").fetchall()
         return [tuple(r) for r in rows]
 
     def access(self) -> dict[tuple[str, str], Access]:
-        rows = self.con.execute(
-            "SELECT kind, key, uid, gid, dir_mode, file_mode FROM access"
-        ).fetchall()
+        rows = (
+            self._meta_con()
+            .execute("SELECT kind, key, uid, gid, dir_mode, file_mode FROM access")
+            .fetchall()
+        )
         return {(k, key): Access(uid, gid, dm, fm) for k, key, uid, gid, dm, fm in rows}
 
     def nodes(self) -> list[Node]:
@@ -599,13 +601,18 @@ class Store:
         return [Attachment(*r) for r in rows]  # the columns in Attachment's field order
 
     def node_attachments(self, node_ids: list[int]) -> list[Attachment]:
-        """The attachment records of these nodes as stored now, deleted ones too."""
-        rows = self.con.execute(
-            "SELECT id, node_id, parent_id, name, kind, mode, mtime, target, deleted_at, "
-            "size, link_of FROM attachments WHERE list_contains(?::BIGINT[], node_id) "
-            "ORDER BY id",
-            [node_ids],
-        ).fetchall()
+        """The attachment records of these nodes as stored now, deleted ones too. Any
+        thread (`_meta_con`)."""
+        rows = (
+            self._meta_con()
+            .execute(
+                "SELECT id, node_id, parent_id, name, kind, mode, mtime, target, deleted_at, "
+                "size, link_of FROM attachments WHERE list_contains(?::BIGINT[], node_id) "
+                "ORDER BY id",
+                [node_ids],
+            )
+            .fetchall()
+        )
         return [Attachment(*r) for r in rows]
 
     def attachment(self, att_id: int) -> Attachment | None:

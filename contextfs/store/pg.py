@@ -513,10 +513,15 @@ class PgStore(Store):
 
     def changes_after(self, seq: int, limit: int = 1000) -> Changes:
         """What other mounts committed after seq (at most `limit` outbox rows); the seqs
-        this store wrote itself are skipped."""
-        rows = self.con.execute(
-            "SELECT seq, node_id, op FROM outbox WHERE seq > ? ORDER BY seq LIMIT ?", [seq, limit]
-        ).fetchall()
+        this store wrote itself are skipped. Any thread (`_meta_con`)."""
+        rows = (
+            self._meta_con()
+            .execute(
+                "SELECT seq, node_id, op FROM outbox WHERE seq > ? ORDER BY seq LIMIT ?",
+                [seq, limit],
+            )
+            .fetchall()
+        )
         if not rows:
             return Changes(seq)
         theirs = [(nid, op) for sq, nid, op in rows if sq not in self._own]
@@ -534,14 +539,16 @@ class PgStore(Store):
             self._own = {s for s in self._own if s > seq}
 
     def nodes_by_id(self, ids: list[int]) -> dict[int, Node]:
-        """These nodes as stored now, with their history (another mount changed them)."""
+        """These nodes as stored now, with their history (another mount changed them).
+        Any thread (`_meta_con`)."""
         if not ids:
             return {}
-        rows = self.con.execute(
+        con = self._meta_con()
+        rows = con.execute(
             f"SELECT {_NODE_COLS} FROM nodes WHERE id = ANY(?::BIGINT[])", [ids]
         ).fetchall()
         out = {r[0]: _node_from_row(r) for r in rows}
-        for node_id, version, created, size, reason in self.con.execute(
+        for node_id, version, created, size, reason in con.execute(
             "SELECT node_id, version, created, octet_length(l2), reason FROM versions "
             "WHERE node_id = ANY(?::BIGINT[]) ORDER BY node_id, version",
             [ids],

@@ -2,17 +2,20 @@
 
 `PgServer` runs Debian's `initdb` and `pg_ctl` (scripts/setup.sh installs them) on a
 fresh cluster listening only on a unix socket in its own directory; `stop()`/`start()`
-take it away and bring it back (the fault tests). The superuser has a random password and
-every connection must give it (scram-sha-256), so a test can look for it where it must
-never appear. PostgreSQL refuses to run as root: as root, the cluster belongs to `nobody`
-and its commands run through `runuser`. Boundary: no import of ours; no mock of anything.
+take it away and bring it back, `freeze()`/`thaw()` stop and resume its processes (the
+fault tests). The superuser has a random password and every connection must give it
+(scram-sha-256), so a test can look for it where it must never appear. PostgreSQL refuses
+to run as root: as root, the cluster belongs to `nobody` and its commands run through
+`runuser`. Boundary: no import of ours; no mock of anything.
 """
 
 from __future__ import annotations
 
+import contextlib
 import os
 import secrets
 import shutil
+import signal
 import subprocess
 import tempfile
 from pathlib import Path
@@ -69,6 +72,7 @@ class PgServer:
         )
         pwfile.unlink()
         self.running = False
+        self.frozen = False
 
     def _run(self, *cmd: str) -> subprocess.CompletedProcess:
         argv = ["runuser", "-u", RUN_AS, "--", *cmd] if self._as_root else list(cmd)
@@ -96,6 +100,29 @@ class PgServer:
             )
             self.running = False
 
+    def _pids(self) -> list[int]:
+        """The postmaster and every process it started (backends, checkpointer, ...)."""
+        main = int((self.data / "postmaster.pid").read_text().split()[0])
+        kids = subprocess.run(
+            ["pgrep", "-P", str(main)], capture_output=True, text=True
+        ).stdout.split()
+        return [main, *map(int, kids)]
+
+    def freeze(self) -> None:
+        """Stop every process of the server (SIGSTOP), as a paused VM or a host that
+        stopped answering: connections stay open, nothing answers. `thaw()` resumes."""
+        for pid in self._pids():
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGSTOP)
+        self.frozen = True
+
+    def thaw(self) -> None:
+        if self.frozen:
+            for pid in self._pids():
+                with contextlib.suppress(ProcessLookupError):
+                    os.kill(pid, signal.SIGCONT)
+            self.frozen = False
+
     def dsn(self, dbname: str = "postgres") -> str:
         """A postgresql:// URL with the password, on the unix socket."""
         return (
@@ -112,6 +139,7 @@ class PgServer:
 
     def close(self) -> None:
         try:
+            self.thaw()
             self.stop()
         finally:
             shutil.rmtree(self.root, ignore_errors=True)

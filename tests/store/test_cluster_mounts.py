@@ -478,6 +478,109 @@ def test_sessions_the_server_ended_are_replaced_without_an_error(tmp_path, pg_ds
     _stop_and_check([a, b], pg_dsn)
 
 
+def test_every_node_written_on_two_busy_mounts_is_read_on_both(tmp_path, pg_dsn, stopped):
+    """Three writers on each of two mounts make nodes without pause for three seconds:
+    each mount catches up with the other while its own writes go on (what it reads off
+    the event loop may be overtaken by its own commits and is read again). Every
+    acknowledged node is then read, byte for byte, on both."""
+    import threading
+
+    mounts = [_mount(tmp_path, "a", pg_dsn), _mount(tmp_path, "b", pg_dsn)]
+    stopped += mounts
+    acked: dict[str, str] = {}
+    until = time.monotonic() + 3
+
+    def writer(m: Mount, tag: str) -> None:
+        i = 0
+        while time.monotonic() < until:
+            name, text = f"{tag}-{i}", f"Note {tag} {i}.\n"
+            write_node(m.path / PREFS, name, text, fsync=True)
+            acked[name] = text
+            i += 1
+
+    threads = [
+        threading.Thread(target=writer, args=(m, f"w{k}{t}"))
+        for k, m in enumerate(mounts)
+        for t in range(3)
+    ]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert len(acked) > 60, len(acked)
+
+    def missing() -> list[str]:
+        return [
+            f"{m.path.name}:{name}"
+            for m in mounts
+            for name, text in acked.items()
+            if not (m.path / PREFS / name / "L2.md").exists()
+            or (m.path / PREFS / name / "L2.md").read_text() != text
+        ]
+
+    _until(lambda: not missing(), 10, 0.2)
+    assert sorted(os.listdir(mounts[0].path / PREFS)) == sorted(os.listdir(mounts[1].path / PREFS))
+    _stop_and_check(mounts, pg_dsn)
+
+
+def test_a_frozen_server_does_not_hold_up_reads_of_what_a_mount_holds(
+    tmp_path, own_server, stopped
+):
+    """The server stops answering (SIGSTOP of its processes: a paused VM, a host gone
+    silent) while two mounts are idle. Reading what each holds (files and listings read
+    before, `meta.yaml`) goes on at its usual speed on both: catching up with the other
+    mounts waits for the server in a worker thread, not on the loop that serves reads.
+    Once the server answers again, a write on one is read on the other."""
+    import threading
+
+    dsn = own_server.create_database("frozen")
+    a = _mount(tmp_path, "a", dsn)
+    b = _mount(tmp_path, "b", dsn)
+    stopped += [a, b]
+    for i in range(5):
+        write_node(a.path / PREFS, f"n{i}", f"Note {i}.\n", fsync=True)
+    (a.path / PREFS / "n0" / "notes.txt").write_text("attached\n")
+    _until(lambda: "notes.txt" in os.listdir(b.path / PREFS / "n0"), 5)
+    held = [
+        m.path / PREFS / f"n{i}" / name
+        for m in (a, b)
+        for i in range(5)
+        for name in ("L2.md", "L0.md", "meta.yaml")
+    ]
+    before = {p: p.read_bytes() for p in held}
+    listed = {p.parent.parent: sorted(os.listdir(p.parent.parent)) for p in held}
+    worst: list[float] = []
+    wrong: list[Path] = []
+
+    def read_all(until: float) -> None:
+        while time.monotonic() < until:
+            for p in held:
+                t0 = time.monotonic()
+                if p.read_bytes() != before[p]:
+                    wrong.append(p)
+                if sorted(os.listdir(p.parent.parent)) != listed[p.parent.parent]:
+                    wrong.append(p.parent.parent)
+                worst.append(time.monotonic() - t0)
+            time.sleep(0.05)
+
+    own_server.freeze()
+    try:
+        reader = threading.Thread(target=read_all, args=(time.monotonic() + 3,), daemon=True)
+        reader.start()
+        reader.join(20)
+        alive = reader.is_alive()
+    finally:
+        own_server.thaw()
+    assert not alive, "a read of what the mount holds waited for the frozen server"
+    assert not wrong, wrong
+    assert len(worst) > 2 * len(held) and max(worst) < 1.0, max(worst)
+
+    write_node(a.path / PREFS, "tea", "Green tea.\n", fsync=True)
+    text, _ = _until(lambda: (b.path / PREFS / "tea" / "L2.md").read_text(), 10)
+    assert text.endswith("Green tea.\n")
+    _stop_and_check([a, b], dsn)
+
+
 def test_a_mount_killed_loses_no_acknowledged_write(tmp_path, pg_dsn, stopped):
     a = _mount(tmp_path, "a", pg_dsn)
     b = _mount(tmp_path, "b", pg_dsn)

@@ -126,7 +126,7 @@ class Nodes(RoleBase):
 
     def access_changed(self, keys: set[tuple[str, str]]) -> None:
         """Owners, groups or modes changed outside a request (another mount on a shared
-        store, `memory.remote.reload_access`): the kernel's attributes of everything
+        store, `memory.remote.apply`): the kernel's attributes of everything
         they decide go, before its next permission check (`default_permissions` checks
         the cached ones). An owner's access decides its folders' and its nodes' too
         (`Perms`), so everything of each owner concerned; for an attachment or a parked
@@ -150,7 +150,7 @@ class Nodes(RoleBase):
 
     def attachments_changed(self, node_ids: set[int]) -> None:
         """Another mount of a shared store changed attachments of these nodes (bytes,
-        names, folders, modes, deletions; `memory.remote.reload_attachments` read their
+        names, folders, modes, deletions; `memory.remote.apply` read their
         records again). A node directory already built is built again, under a new
         inode: the kernel drops the old one's name, and the files it cached go with it
         (a descriptor open on an old file keeps working on it). One not built yet reads
