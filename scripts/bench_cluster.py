@@ -27,6 +27,10 @@ derived indexes). Phases, all in one run so the ratios compare like with like:
    while the three mounts are idle: each reads the files and listings it read before, in
    a loop (p50/p99/max latency, target p99 <= 50 ms; a read that waits for the server is
    a failure), then, thawed, writes once.
+6. One mount's daemon frozen (SIGSTOP) as long, while every mount has 3 writers writing
+   without pause: the other mounts' reads of files they read before and their writes
+   (latency, how many acknowledged during the freeze), then every acknowledged write read
+   back on every mount (0 lost).
 
 Prints a markdown table, writes JSON (default bench-results/bench_cluster.json). Exit
 status 1 when an update was lost, an acknowledged write is missing, or a write or read
@@ -43,6 +47,7 @@ import errno
 import json
 import os
 import secrets
+import signal
 import sys
 import tempfile
 import threading
@@ -384,6 +389,96 @@ def frozen_phase(server: PgServer, mounts: list[Mount], seconds: float) -> dict:
     }
 
 
+def frozen_mount_phase(mounts: list[Mount], seconds: float) -> dict:
+    """One mount's daemon frozen (SIGSTOP: a paused VM, a host that stopped) for
+    `seconds` while 3 writers a mount write without pause; the other mounts' readers
+    read files they read before. Their reads' and writes' latency during the freeze,
+    their writes acknowledged meanwhile, and every acknowledged write read back after the
+    thaw on every mount."""
+    frozen, others = mounts[0], mounts[1:]
+    w = Writes()
+    for mi, m in enumerate(others):
+        write_node(m.path, f"mine{mi}", f"Mine {mi}.\n")
+    time.sleep(1.0)
+    held = [m.path / PREFS / f"mine{k}" / "L2.md" for m in others for k in range(len(others))]
+    before = {p: p.read_bytes() for p in held}
+    stop = threading.Event()
+    window: list[float] = []  # [start, end] of the freeze
+    reads: list[tuple[float, float]] = []  # (when, ms)
+    writes: list[tuple[float, float]] = []  # others' acknowledged writes: (when, ms)
+    wrong = 0
+
+    def during(when: float) -> bool:
+        return len(window) == 2 and window[0] <= when <= window[1]
+
+    def writer(mi: int, ti: int) -> None:
+        i = 0
+        while not stop.is_set():
+            name = f"f{mi}{ti}-{i}"
+            i += 1
+            text = f"Frozen-host note {name}.\n"
+            t0 = time.perf_counter()
+            try:
+                write_node(mounts[mi].path, name, text)
+            except OSError as e:
+                with w.lock:
+                    if e.errno == errno.EIO:
+                        w.refused += 1
+                    else:
+                        w.other_errors.append(f"{name}: {e}")
+                time.sleep(0.05)
+                continue
+            with w.lock:
+                w.acked[name] = (mounts[mi].path, text)
+                if mi:
+                    writes.append((t0, (time.perf_counter() - t0) * 1000))
+
+    def reader() -> None:
+        nonlocal wrong
+        while not stop.is_set():
+            for p in held:
+                t0 = time.perf_counter()
+                wrong += p.read_bytes() != before[p]
+                reads.append((t0, (time.perf_counter() - t0) * 1000))
+            time.sleep(0.01)
+
+    threads = [
+        threading.Thread(target=writer, args=(mi, ti))
+        for mi in range(len(mounts))
+        for ti in range(3)
+    ] + [threading.Thread(target=reader)]
+    for t in threads:
+        t.start()
+    time.sleep(1.0)
+    assert frozen.proc is not None
+    say(f"  freezing mount {frozen.path.name}'s daemon for {seconds:g} s")
+    window.append(time.perf_counter())
+    os.kill(frozen.proc.pid, signal.SIGSTOP)
+    try:
+        time.sleep(seconds)
+    finally:
+        window.append(time.perf_counter())
+        os.kill(frozen.proc.pid, signal.SIGCONT)
+    time.sleep(2.0)
+    stop.set()
+    for t in threads:
+        t.join()
+    time.sleep(1.0)
+    lost = lost_updates(mounts, w)
+    in_freeze = [ms for when, ms in writes if during(when)]
+    return {
+        "seconds": seconds,
+        "reads_ms": stats([ms for when, ms in reads if during(when)]),
+        "wrong_reads": wrong,
+        "others_writes_acknowledged": len(in_freeze),
+        "others_write_ms": stats(in_freeze),
+        "refused_eio": w.refused,
+        "other_errors": w.other_errors[:10],
+        "acknowledged": len(w.acked),
+        "lost": lost,
+    }
+
+
 def _reads(path: Path, text: str) -> bool:
     try:
         return path.read_text() == text
@@ -464,6 +559,8 @@ def main() -> int:
         doc["restart"].pop("restart_at")
         say(f"frozen: PostgreSQL stopped (SIGSTOP) for {freeze:g} s, 3 idle mounts read")
         doc["frozen"] = frozen_phase(server, mounts, freeze)
+        say(f"frozen mount: one daemon stopped (SIGSTOP) for {freeze:g} s, 3 writers a mount")
+        doc["frozen_mount"] = frozen_mount_phase(mounts, freeze)
         for m in mounts:
             m.stop()
         mounts = []
@@ -477,9 +574,13 @@ def main() -> int:
         server.close()
     doc["seconds"] = round(time.perf_counter() - t_all, 1)
     lat, tp, rs, fz = doc["latency"], doc["throughput"], doc["restart"], doc["frozen"]
+    fm = doc["frozen_mount"]
 
     def ms(s: dict | None, k: str) -> str:
         return "-" if not s else f"{s[k]:.0f} ms"
+
+    def ms3(s: dict | None) -> str:
+        return "-" if not s else f"{s['p50']:.1f} / {s['p99']:.1f} / {s['max']:.1f} ms"
 
     rows = [
         ("write -> visible on another mount, p50", ms(lat["visible_ms"], "p50"), "<= 1 s"),
@@ -522,6 +623,12 @@ def main() -> int:
         ("server frozen: reads that returned other bytes or listings", str(fz["wrong_reads"]), "0"),
         ("server thawed: each mount's first write acknowledged after",
          ", ".join(f"{t} s" for t in fz["first_write_after_thaw_s"]), ""),
+        (f"mount frozen {fm['seconds']:g} s: the others' reads of what they hold, p50 / p99 / max",
+         ms3(fm["reads_ms"]), "p99 <= 50 ms"),
+        ("mount frozen: the others' writes acknowledged meanwhile, and their p50 / p99 / max",
+         f"{fm['others_writes_acknowledged']}, {ms3(fm['others_write_ms'])}", "writes continue"),
+        ("mount frozen: writes refused (EIO) / acknowledged writes lost",
+         f"{fm['refused_eio']} / {fm['lost']}", "- / 0"),
     ]  # fmt: skip
     print(f"\n## bench_cluster ({'quick' if args.quick else 'full'}, {doc['seconds']} s)\n")
     print("| measure | value | target |\n|---|---|---|")
@@ -533,6 +640,7 @@ def main() -> int:
     bad = bad or rs["acknowledged_while_down"]
     bad = bad or rs["refused_eio_after_recovery"] or rs["cold_reads_eio"]
     bad = bad or fz["reads_blocked"] or fz["wrong_reads"]
+    bad = bad or fm["lost"] or fm["wrong_reads"]
     return 1 if bad else 0
 
 
