@@ -5,7 +5,8 @@ postgres.py) and real mounts (daemons in subprocesses, each with its own data di
 derived indexes). Phases, all in one run so the ratios compare like with like:
 
 1. Latency: 3 mounts (a, b, c; search on c only: one embedding model per machine is what
-   two cores allow), 3 writer threads per mount. Each write is a new node's `L2.md`
+   two cores allow; `--mounts N` for N, search on the last), 3 writer threads per mount
+   (`--writers W`). Each write is a new node's `L2.md`
    (open, write, fsync, close = acknowledged) with a unique token; the writer then polls
    the next mount for the file (write -> visible elsewhere) and, for writes made on a or
    b, mount c's `.query/<token>/` until the node is a hit (write -> searchable elsewhere).
@@ -132,7 +133,9 @@ def wait_ready(m: Mount, timeout: float = 180) -> None:
     raise RuntimeError("the index did not get ready")
 
 
-def latency_phase(mounts: list[Mount], per_writer: int, w: Writes, *, hot: bool) -> None:
+def latency_phase(
+    mounts: list[Mount], per_writer: int, w: Writes, *, hot: bool, writers: int = 3
+) -> None:
     """hot=False: nodes, each polled for on another mount; hot=True: nodes and items of
     the shared aggregate node as fast as the writers go, nothing polled."""
     search_on = mounts[-1]
@@ -173,7 +176,7 @@ def latency_phase(mounts: list[Mount], per_writer: int, w: Writes, *, hot: bool)
     threads = [
         threading.Thread(target=writer, args=(mi, ti))
         for mi in range(len(mounts))
-        for ti in range(3)
+        for ti in range(writers)
     ]
     for t in threads:
         t.start()
@@ -490,7 +493,14 @@ def main() -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--quick", action="store_true", help="small sizes: under 2 minutes")
     p.add_argument("--json", default="bench-results/bench_cluster.json")
+    p.add_argument(
+        "--mounts", type=int, default=3, help="mounts of the latency and contention phases"
+    )
+    p.add_argument("--writers", type=int, default=3, help="writer threads a mount in those")
     args = p.parse_args()
+    if not 2 <= args.mounts <= 26:
+        p.error("--mounts: 2 to 26")
+    n, nw = args.mounts, args.writers
     per_writer = 4 if args.quick else 30
     tput = 15 if args.quick else 100
     outage, run = (2.0, 6.0) if args.quick else (5.0, 20.0)
@@ -502,21 +512,23 @@ def main() -> int:
     t_all = time.perf_counter()
     try:
         server.start()
-        say("PostgreSQL up; starting 3 mounts (search on the third)")
+        say(f"PostgreSQL up; starting {n} mounts (search on the last)")
         dsn = server.create_database("cluster")
-        for name, search in (("a", False), ("b", False), ("c", True)):
-            mounts.append(start_mount(root, name, dsn, search=search))
-            if name == "a":
+        for k in range(n):
+            mounts.append(start_mount(root, chr(ord("a") + k), dsn, search=k == n - 1))
+            if k == 0:
                 (mounts[0].path / "agent" / "default").mkdir()  # the aggregate's owner
         wait_ready(mounts[-1])
-        say(f"latency: 3 mounts x 3 writers x {per_writer} writes")
+        say(f"latency: {n} mounts x {nw} writers x {per_writer} writes")
         w = Writes()
-        latency_phase(mounts, per_writer, w, hot=False)
-        say(f"contention: 3 mounts x 3 writers x {per_writer} nodes + items of one node")
-        latency_phase(mounts, per_writer, w, hot=True)
+        latency_phase(mounts, per_writer, w, hot=False, writers=nw)
+        say(f"contention: {n} mounts x {nw} writers x {per_writer} nodes + items of one node")
+        latency_phase(mounts, per_writer, w, hot=True, writers=nw)
         time.sleep(1.0)
         lost = lost_updates(mounts, w)
         doc["latency"] = {
+            "mounts": n,
+            "writers_per_mount": nw,
             "writes": len(w.acked),
             "aggregate_items": len(w.items),
             "errors": w.other_errors[:10],
@@ -583,6 +595,7 @@ def main() -> int:
         return "-" if not s else f"{s['p50']:.1f} / {s['p99']:.1f} / {s['max']:.1f} ms"
 
     rows = [
+        ("mounts x writers of the latency and contention phases", f"{n} x {nw}", ""),
         ("write -> visible on another mount, p50", ms(lat["visible_ms"], "p50"), "<= 1 s"),
         ("write -> visible on another mount, p99", ms(lat["visible_ms"], "p99"), "<= 1 s"),
         ("write -> searchable on another mount, p50", ms(lat["searchable_ms"], "p50"), "<= 2 s"),
