@@ -32,6 +32,9 @@ derived indexes). Phases, all in one run so the ratios compare like with like:
    without pause: the other mounts' reads of files they read before and their writes
    (latency, how many acknowledged during the freeze), then every acknowledged write read
    back on every mount (0 lost).
+7. A slow link: create+fsync throughput of 3 mounts x 3 writers and of 1 mount x 3
+   writers, each mount reaching the server through a TCP proxy that adds nothing, then
+   `--rtt` ms (30) a round trip (contextfs/testing/latency.py), in one run.
 
 Prints a markdown table, writes JSON (default bench-results/bench_cluster.json). Exit
 status 1 when an update was lost, an acknowledged write is missing, or a write or read
@@ -58,6 +61,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from contextfs.testing import Mount, machine_info, say, stats, write_json
+from contextfs.testing.latency import LatencyProxy
 from contextfs.testing.postgres import PgServer
 
 PREFS = Path("user/default/preferences")
@@ -226,6 +230,30 @@ def throughput(mounts: list[Mount], per_writer: int, prefix: str) -> tuple[float
         t.join()
     took = time.perf_counter() - t0
     return (len(threads) * per_writer - len(errors)) / took, len(errors)
+
+
+def slow_link_phase(server: PgServer, root: Path, per_writer: int, rtt_ms: float) -> dict:
+    """create+fsync throughput of 3 mounts x 3 writers and of 1 mount x 3 writers, each
+    mount reaching the server through a proxy that adds no latency and then `rtt_ms` a
+    round trip (contextfs/testing/latency.py), in one run: the ratio is what the link
+    costs a cluster whose commits take one lock in turn."""
+    out: dict = {"rtt_ms": rtt_ms, "writes_per_writer": per_writer}
+    sock = str(server.root / ".s.PGSQL.5432")
+    for label, one_way in (("0ms", 0.0), (f"{rtt_ms:g}ms", rtt_ms / 2000)):
+        with LatencyProxy(sock, one_way) as proxy:
+            for n in (3, 1):
+                db = f"link{label}{n}"
+                server.create_database(db)
+                dsn = proxy.dsn(server.password, db)
+                mounts = [start_mount(root, f"{db}-{k}", dsn) for k in range(n)]
+                try:
+                    rate, errors = throughput(mounts, per_writer, "s")
+                finally:
+                    for m in mounts:
+                        m.stop()
+                out[f"{label}_{n}_mounts_writes_per_s"] = round(rate, 1)
+                out[f"{label}_{n}_mounts_errors"] = errors
+    return out
 
 
 def restart_phase(server: PgServer, mounts: list[Mount], outage: float, run: float) -> dict:
@@ -497,6 +525,9 @@ def main() -> int:
         "--mounts", type=int, default=3, help="mounts of the latency and contention phases"
     )
     p.add_argument("--writers", type=int, default=3, help="writer threads a mount in those")
+    p.add_argument(
+        "--rtt", type=float, default=30.0, help="ms a round trip the slow-link phase adds"
+    )
     args = p.parse_args()
     if not 2 <= args.mounts <= 26:
         p.error("--mounts: 2 to 26")
@@ -505,6 +536,7 @@ def main() -> int:
     tput = 15 if args.quick else 100
     outage, run = (2.0, 6.0) if args.quick else (5.0, 20.0)
     freeze = 3.0 if args.quick else 30.0
+    slow_writes = 3 if args.quick else 15
     root = Path(tempfile.mkdtemp(prefix="bench-cluster-"))
     doc: dict = {"machine": machine_info(), "quick": args.quick}
     server = PgServer(fsync=True)
@@ -576,6 +608,8 @@ def main() -> int:
         for m in mounts:
             m.stop()
         mounts = []
+        say(f"slow link: 3 and 1 mounts through a proxy adding 0 and {args.rtt:g} ms a round trip")
+        doc["slow_link"] = slow_link_phase(server, root, slow_writes, args.rtt)
     finally:
         for m in mounts:
             if m.proc is not None:
@@ -586,7 +620,8 @@ def main() -> int:
         server.close()
     doc["seconds"] = round(time.perf_counter() - t_all, 1)
     lat, tp, rs, fz = doc["latency"], doc["throughput"], doc["restart"], doc["frozen"]
-    fm = doc["frozen_mount"]
+    fm, sl = doc["frozen_mount"], doc["slow_link"]
+    slow = f"{sl['rtt_ms']:g}ms"
 
     def ms(s: dict | None, k: str) -> str:
         return "-" if not s else f"{s[k]:.0f} ms"
@@ -642,6 +677,15 @@ def main() -> int:
          f"{fm['others_writes_acknowledged']}, {ms3(fm['others_write_ms'])}", "writes continue"),
         ("mount frozen: writes refused (EIO) / acknowledged writes lost",
          f"{fm['refused_eio']} / {fm['lost']}", "- / 0"),
+        (f"link + 0 / + {slow}: throughput, 3 mounts",
+         f"{sl['0ms_3_mounts_writes_per_s']:.1f}/s / {sl[slow + '_3_mounts_writes_per_s']:.1f}/s",
+         ""),
+        (f"link + 0 / + {slow}: throughput, 1 mount",
+         f"{sl['0ms_1_mounts_writes_per_s']:.1f}/s / {sl[slow + '_1_mounts_writes_per_s']:.1f}/s",
+         ""),
+        (f"ratio + {slow} / + 0: 3 mounts; 1 mount",
+         f"{sl[slow + '_3_mounts_writes_per_s'] / sl['0ms_3_mounts_writes_per_s']:.3f}; "
+         f"{sl[slow + '_1_mounts_writes_per_s'] / sl['0ms_1_mounts_writes_per_s']:.3f}", ""),
     ]  # fmt: skip
     print(f"\n## bench_cluster ({'quick' if args.quick else 'full'}, {doc['seconds']} s)\n")
     print("| measure | value | target |\n|---|---|---|")
