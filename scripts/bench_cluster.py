@@ -95,6 +95,22 @@ def write_node(mnt: Path, name: str, text: str) -> None:
     write_file(d / "L2.md", text)
 
 
+def try_write(mnt: Path, name: str, text: str, w: Writes) -> int:
+    """Write a node as `write_node` does: 0 when acknowledged, else the errno (an EIO is
+    counted in w.refused, another error listed), after a short pause."""
+    try:
+        write_node(mnt, name, text)
+    except OSError as e:
+        with w.lock:
+            if e.errno == errno.EIO:
+                w.refused += 1
+            else:
+                w.other_errors.append(f"{name}: {e}")
+        time.sleep(0.05)
+        return e.errno or -1
+    return 0
+
+
 def poll(what, timeout: float) -> float | None:
     """Seconds until what() is true; None after timeout."""
     t0 = time.perf_counter()
@@ -280,16 +296,11 @@ def restart_phase(server: PgServer, mounts: list[Mount], outage: float, run: flo
             text = f"Restart note {name}.\n"
             was_down = down.is_set()
             started = time.perf_counter()
-            try:
-                write_node(mounts[mi].path, name, text)
-            except OSError as e:
-                if e.errno == errno.EIO:
+            failed = try_write(mounts[mi].path, name, text, w)
+            if failed:
+                if failed == errno.EIO:
                     with w.lock:
-                        w.refused += 1
                         refused_at[mi].append(started)
-                else:
-                    w.other_errors.append(f"{name}: {e}")
-                time.sleep(0.05)
                 continue
             with w.lock:
                 w.acked[name] = (mounts[mi].path, text)
@@ -449,15 +460,7 @@ def frozen_mount_phase(mounts: list[Mount], seconds: float) -> dict:
             i += 1
             text = f"Frozen-host note {name}.\n"
             t0 = time.perf_counter()
-            try:
-                write_node(mounts[mi].path, name, text)
-            except OSError as e:
-                with w.lock:
-                    if e.errno == errno.EIO:
-                        w.refused += 1
-                    else:
-                        w.other_errors.append(f"{name}: {e}")
-                time.sleep(0.05)
+            if try_write(mounts[mi].path, name, text, w):
                 continue
             with w.lock:
                 w.acked[name] = (mounts[mi].path, text)
