@@ -29,6 +29,8 @@ import json
 import logging
 import os
 import shutil
+import subprocess
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -42,6 +44,18 @@ from contextfs.store import Store
 from contextfs.testing import BENIGN_LOG, Mount, fsck_store, unmount
 
 REPO = Path(__file__).resolve().parent.parent
+
+
+def run_script(name: str, *args: str, timeout: float) -> subprocess.CompletedProcess:
+    """scripts/NAME ARGS as a user runs it (this interpreter, in the checkout), its
+    output captured: the test asserts on its exit status, its table and its JSON."""
+    return subprocess.run(
+        [sys.executable, str(REPO / "scripts" / name), *args],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        cwd=REPO,
+    )
 
 
 # ---- fail a test that logs a warning it did not expect (S3QL's pytest_checklogs) ---------

@@ -11,33 +11,20 @@ returned 0, and every probe written during the backlog became the BM25 top hit. 
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 
 import pytest
 
-from tests.conftest import REPO
+from tests.conftest import run_script
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(1500)]
 
 
 def test_bench_backlog_quick(tmp_path):
     out = tmp_path / "bench_backlog.json"
-    p = subprocess.run(
-        [
-            sys.executable,
-            str(REPO / "scripts/bench_ingest.py"),
-            "--backlog",
-            "--quick",
-            "--export-mb",
-            "0.5",
-            "--json",
-            str(out),
-        ],
-        capture_output=True,
-        text=True,
+    p = run_script(
+        "bench_ingest.py", "--backlog", "--quick", "--export-mb", "0.5", "--json", str(out),
         timeout=1450,
-    )
+    )  # fmt: skip
     doc = json.loads(out.read_text())
     tail = p.stdout[-3000:] + p.stderr[-3000:]
     assert doc["error"] is None, tail

@@ -11,24 +11,17 @@ run ended with the mount answering and no warning in its log. Times are reported
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 
 import pytest
 
-from tests.conftest import REPO
+from tests.conftest import run_script
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(900)]
 
 
 def test_bench_consolidate_quick(tmp_path):
     out = tmp_path / "bench_consolidate.json"
-    p = subprocess.run(
-        [sys.executable, str(REPO / "scripts/bench_consolidate.py"), "--quick", "--json", str(out)],
-        capture_output=True,
-        text=True,
-        timeout=880,
-    )
+    p = run_script("bench_consolidate.py", "--quick", "--json", str(out), timeout=880)
     assert p.returncode == 0, p.stdout[-3000:] + p.stderr[-3000:]
     (r,) = json.loads(out.read_text())["results"]
     first, second = r["first"], r["second"]

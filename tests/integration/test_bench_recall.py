@@ -9,24 +9,17 @@ benchmark measures); that the run completes and the numbers are well-formed is.
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 
 import pytest
 
-from tests.conftest import REPO
+from tests.conftest import run_script
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(600)]
 
 
 def test_bench_recall_quick(tmp_path):
     out = tmp_path / "bench_recall.json"
-    p = subprocess.run(
-        [sys.executable, str(REPO / "scripts/bench_recall.py"), "--quick", "--json", str(out)],
-        capture_output=True,
-        text=True,
-        timeout=580,
-    )
+    p = run_script("bench_recall.py", "--quick", "--json", str(out), timeout=580)
     assert p.returncode == 0, p.stdout[-3000:] + p.stderr[-3000:]
     assert out.exists(), p.stderr[-3000:]
     rep = json.loads(out.read_text())

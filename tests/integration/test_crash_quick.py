@@ -6,13 +6,11 @@ The full campaign (100 trials, and the power-cut variant) is the script itself."
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
-REPO = Path(__file__).resolve().parents[2]
+from tests.conftest import run_script
 
 pytestmark = pytest.mark.slow
 
@@ -20,28 +18,11 @@ pytestmark = pytest.mark.slow
 @pytest.mark.timeout(300)
 def test_five_crash_trials_lose_nothing(tmp_path: Path) -> None:
     out = tmp_path / "crash.json"
-    r = subprocess.run(
-        [
-            sys.executable,
-            str(REPO / "scripts/crash_trials.py"),
-            "--trials",
-            "5",
-            "--writers",
-            "3",
-            "--seed",
-            "7",
-            "--max-delay",
-            "1.5",
-            "--out",
-            str(out),
-            "--tmp",
-            str(tmp_path),
-        ],
-        capture_output=True,
-        text=True,
+    r = run_script(
+        "crash_trials.py", "--trials", "5", "--writers", "3", "--seed", "7",
+        "--max-delay", "1.5", "--out", str(out), "--tmp", str(tmp_path),
         timeout=280,
-        cwd=REPO,
-    )
+    )  # fmt: skip
     assert out.exists(), r.stdout + r.stderr
     res = json.loads(out.read_text())
     assert res["trials"] == 5 and res["writers"] == 3

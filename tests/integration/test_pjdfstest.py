@@ -9,12 +9,10 @@ from __future__ import annotations
 import json
 import os
 import shutil
-import subprocess
-import sys
 
 import pytest
 
-from tests.conftest import REPO
+from tests.conftest import REPO, run_script
 
 pytestmark = [
     pytest.mark.slow,
@@ -30,12 +28,7 @@ def test_pjdfstest_quick_has_no_unexplained_failure(tmp_path):
     for tool in ("autoreconf", "cc", "make", "prove"):
         assert shutil.which(tool), f"{tool} is not installed (scripts/setup.sh installs it)"
     out = tmp_path / "pjdfstest.json"
-    p = subprocess.run(
-        [sys.executable, str(REPO / "scripts/pjdfstest.py"), "--quick", "--json", str(out)],
-        capture_output=True,
-        text=True,
-        timeout=460,
-    )
+    p = run_script("pjdfstest.py", "--quick", "--json", str(out), timeout=460)
     assert out.exists(), p.stdout + p.stderr[-4000:]
     rep = json.loads(out.read_text())
     table = p.stdout

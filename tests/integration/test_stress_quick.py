@@ -11,12 +11,10 @@ from __future__ import annotations
 
 import json
 import shutil
-import subprocess
-import sys
 
 import pytest
 
-from tests.conftest import REPO
+from tests.conftest import run_script
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(600)]
 
@@ -25,12 +23,7 @@ def test_third_party_stress_quick(tmp_path):
     for tool in ("fio", "stress-ng", "dbench"):
         assert shutil.which(tool), f"{tool} is not installed (see .ci/run)"
     out = tmp_path / "stress.json"
-    p = subprocess.run(
-        [sys.executable, str(REPO / "scripts/stress.py"), "--quick", "--json", str(out)],
-        capture_output=True,
-        text=True,
-        timeout=580,
-    )
+    p = run_script("stress.py", "--quick", "--json", str(out), timeout=580)
     assert out.exists(), p.stdout + p.stderr
     rep = json.loads(out.read_text())
     table = p.stdout

@@ -7,13 +7,11 @@ what the benchmark measures; these are what it asserts."""
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 
 import pytest
 
 from contextfs.testing import postgres
-from tests.conftest import REPO
+from tests.conftest import run_script
 
 pytestmark = [
     pytest.mark.slow,
@@ -24,12 +22,7 @@ pytestmark = [
 
 def test_bench_cluster_quick_loses_nothing_and_reads_through_a_frozen_server(tmp_path):
     out = tmp_path / "bench_cluster.json"
-    p = subprocess.run(
-        [sys.executable, str(REPO / "scripts/bench_cluster.py"), "--quick", "--json", str(out)],
-        capture_output=True,
-        text=True,
-        timeout=580,
-    )
+    p = run_script("bench_cluster.py", "--quick", "--json", str(out), timeout=580)
     assert p.returncode == 0, p.stdout[-3000:] + p.stderr[-3000:]
     assert "| lost updates | 0 | 0 |" in p.stdout
     rep = json.loads(out.read_text())

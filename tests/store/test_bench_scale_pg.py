@@ -7,13 +7,11 @@ no problem is what this asserts."""
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 
 import pytest
 
 from contextfs.testing import postgres
-from tests.conftest import REPO
+from tests.conftest import run_script
 
 pytestmark = [
     pytest.mark.slow,
@@ -25,26 +23,11 @@ pytestmark = [
 def test_bench_scale_measures_the_same_store_on_duckdb_and_postgresql(tmp_path):
     out = tmp_path / "bench_scale.json"
     n = 300
-    p = subprocess.run(
-        [
-            sys.executable,
-            str(REPO / "scripts/bench_scale.py"),
-            "--store",
-            "both",
-            "--sizes",
-            str(n),
-            "--no-search",
-            "--cats",
-            "50",
-            "--creates",
-            "3",
-            "--json",
-            str(out),
-        ],
-        capture_output=True,
-        text=True,
+    p = run_script(
+        "bench_scale.py", "--store", "both", "--sizes", str(n), "--no-search",
+        "--cats", "50", "--creates", "3", "--json", str(out),
         timeout=580,
-    )
+    )  # fmt: skip
     assert p.returncode == 0, p.stdout[-3000:] + p.stderr[-3000:]
     rep = json.loads(out.read_text())
     assert rep["stores"] == ["duckdb", "postgresql"]
