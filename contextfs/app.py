@@ -77,6 +77,7 @@ def open_memory(cfg: Config, types: dict[str, ContextType]) -> Memory:
             cfg.store_location,
             memory_mb=cfg.store_memory_mb,
             checkpoint_mb=cfg.store_checkpoint_mb,
+            deadline_s=cfg.store_deadline_s,
         )
         memory = _memory(store, cfg, types, redactor)
         # since the last check that passed (docs/fsck.md); the full one only once

@@ -105,7 +105,10 @@ def _offline_store(cfg: Config, missing: str, *, read_only: bool = False):  # no
     if not cfg.store and not cfg.db_path.exists():
         raise UsageError(missing)
     return open_store(
-        cfg.store_location, read_only=read_only, checkpoint_mb=cfg.store_checkpoint_mb
+        cfg.store_location,
+        read_only=read_only,
+        checkpoint_mb=cfg.store_checkpoint_mb,
+        deadline_s=cfg.store_deadline_s,
     )
 
 
@@ -265,7 +268,7 @@ def cmd_fsck(args: argparse.Namespace) -> int:
     if not cfg.store and not cfg.db_path.exists():
         raise UsageError(f"no store at {cfg.db_path}")
     try:
-        store = open_store(cfg.store_location, read_only=True)
+        store = open_store(cfg.store_location, read_only=True, deadline_s=cfg.store_deadline_s)
         try:
             run = full_check(store)
         finally:
@@ -359,7 +362,9 @@ def _repair(cfg: Config) -> CheckRun:
     from contextfs.store.fsck import full_check
     from contextfs.store.repair import repair_store
 
-    store = open_store(cfg.store_location, checkpoint_mb=cfg.store_checkpoint_mb)
+    store = open_store(
+        cfg.store_location, checkpoint_mb=cfg.store_checkpoint_mb, deadline_s=cfg.store_deadline_s
+    )
     try:
         for line in repair_store(store):
             print(f"repaired {line}")
@@ -379,7 +384,11 @@ def _record_fsck(cfg: Config, run: CheckRun) -> str:
     from contextfs.store.fsck import record_passed
 
     try:
-        store = open_store(cfg.store_location, checkpoint_mb=cfg.store_checkpoint_mb)
+        store = open_store(
+            cfg.store_location,
+            checkpoint_mb=cfg.store_checkpoint_mb,
+            deadline_s=cfg.store_deadline_s,
+        )
     except (ContextFSError, OSError) as exc:
         return f"checked up to seq {run.upto}, but could not record it: {exc}"
     try:

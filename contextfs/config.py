@@ -84,6 +84,11 @@ class Config:
     # holds this many MiB (docs/operations.md#disk-full): rarer checkpoints stall writes
     # less often during a big import; a larger log takes longer to replay after a crash
     store_checkpoint_mb: int = 64
+    # On PostgreSQL: how long one statement may take (seconds). The server cancels a
+    # longer one, and a server that does not answer at all (stopped, a frozen host) is
+    # given up on a second later: the call fails (a write: EIO, the reason in .status)
+    # instead of holding the mount (docs/scaling.md, "Faults")
+    store_deadline_s: float = 30.0
     # Backups of the DuckDB file (docs/operations.md#backups): a mount that closes a store
     # which passed its check copies it to <data dir>/backups/ when the newest copy there
     # is older than this; the newest backup_keep are kept (0: none taken)
@@ -205,6 +210,9 @@ def load_config(data_dir: Path | None) -> Config:
     ckpt = raw.get("store_checkpoint_mb", 64)
     if not isinstance(ckpt, int) or isinstance(ckpt, bool) or not 1 <= ckpt <= 4096:
         raise UsageError(f"{path}: store_checkpoint_mb must be MiB, 1 .. 4096")
+    deadline = raw.get("store_deadline_s", 30.0)
+    if isinstance(deadline, int | float) and not 0.5 <= deadline <= 3600:
+        raise UsageError(f"{path}: store_deadline_s must be seconds, 0.5 .. 3600")
     window = raw.get("llm_context_tokens", 16000)
     if isinstance(window, int) and not isinstance(window, bool) and window < 2048:
         raise UsageError(f"{path}: llm_context_tokens must be at least 2048")

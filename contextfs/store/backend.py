@@ -241,14 +241,20 @@ def open_store(
     read_only: bool = False,
     memory_mb: int = 0,
     checkpoint_mb: int = 64,
+    deadline_s: float | None = None,
 ) -> StoreBackend:
     """The store at `location`: a postgresql:// URL (PgStore) or a DuckDB file (Store);
     `memory_mb` caps DuckDB's buffers (0: DuckDB's default; a server's memory is its own),
-    `checkpoint_mb` is the size of DuckDB's log that starts a checkpoint."""
+    `checkpoint_mb` is the size of DuckDB's log that starts a checkpoint, `deadline_s` how
+    long a PostgreSQL statement may take (None: `pg.STATEMENT_DEADLINE_S`)."""
     if is_remote(location):
-        from contextfs.store.pg import PgStore
+        from contextfs.store.pg import STATEMENT_DEADLINE_S, PgStore
 
-        return PgStore(str(location), read_only=read_only)
+        return PgStore(
+            str(location),
+            read_only=read_only,
+            deadline_s=STATEMENT_DEADLINE_S if deadline_s is None else deadline_s,
+        )
     from contextfs.store.db import Store
 
     return Store(

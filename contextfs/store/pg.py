@@ -18,8 +18,11 @@ that has seen seq N has seen every commit before it. The commit also sends
 from __future__ import annotations
 
 import logging
+import os
 import re
 import select
+import socket
+import threading
 import time
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager, suppress
@@ -57,10 +60,82 @@ IDLE_IN_TRANSACTION_MS = 5_000
 # write waiting for it (EIO, the reason in .status) instead of hanging the caller; above
 # the idle deadline, so a stopped holder is ended before its waiters give up.
 LOCK_TIMEOUT_MS = 10_000
-_SESSION_OPTIONS = (
-    f"-c idle_in_transaction_session_timeout={IDLE_IN_TRANSACTION_MS} "
-    f"-c lock_timeout={LOCK_TIMEOUT_MS}"
-)
+# How long a statement may take (config `store_deadline_s`): the server cancels one that
+# runs longer (statement_timeout), and a server that does not answer at all (its
+# processes stopped, a host frozen: the kernel still acknowledges every byte, so neither
+# TCP keepalives nor a server-side timeout fire) is given up on by the mount a second
+# later (`Deadlines`): the call fails like a lost connection instead of waiting for ever.
+STATEMENT_DEADLINE_S = 30.0
+_GIVE_UP_AFTER_S = 1.0  # past the server's own deadline: its cancel answers first
+
+
+def _session_options(deadline_s: float) -> str:
+    return (
+        f"-c idle_in_transaction_session_timeout={IDLE_IN_TRANSACTION_MS} "
+        f"-c lock_timeout={LOCK_TIMEOUT_MS} "
+        f"-c statement_timeout={int(deadline_s * 1000)}"
+    )
+
+
+class Deadlines:
+    """Statements in flight and the time by which each must have been answered. One
+    thread of its own waits for the earliest; when it passes, the statement's socket is
+    shut down (`shutdown(2)` on a duplicate of its descriptor), so the psycopg call
+    blocked on it returns with a broken connection, which the caller handles as a lost
+    one. `watch` / `done` bracket each statement."""
+
+    def __init__(self) -> None:
+        self._cond = threading.Condition()
+        self._due: dict[int, tuple[float, int]] = {}  # token -> (monotonic due, fd)
+        self._fired: set[int] = set()
+        self._next = 0
+        self._thread: threading.Thread | None = None
+
+    def watch(self, fd: int, seconds: float) -> int:
+        with self._cond:
+            self._next += 1
+            self._due[self._next] = (time.monotonic() + seconds, fd)
+            if self._thread is None:
+                self._thread = threading.Thread(target=self._run, name="pg-deadlines", daemon=True)
+                self._thread.start()
+            self._cond.notify()
+            return self._next
+
+    def done(self, token: int) -> bool:
+        """The statement returned (or failed); whether its deadline had passed first."""
+        with self._cond:
+            self._due.pop(token, None)
+            if token in self._fired:
+                self._fired.discard(token)
+                return True
+            return False
+
+    def _run(self) -> None:
+        with self._cond:
+            while True:
+                now = time.monotonic()
+                late = [t for t, (due, _fd) in self._due.items() if due <= now]
+                for token in late:
+                    _due, fd = self._due.pop(token)
+                    self._fired.add(token)
+                    _cut(fd)
+                nearest = min((due for due, _fd in self._due.values()), default=None)
+                self._cond.wait(None if nearest is None else max(0.0, nearest - now))
+
+
+def _cut(fd: int) -> None:
+    """Shut the connection on `fd` down in both directions (its descriptor stays open:
+    psycopg closes it, as after any lost connection)."""
+    try:
+        dup = socket.socket(fileno=os.dup(fd))
+    except OSError:
+        return
+    with suppress(OSError):
+        dup.shutdown(socket.SHUT_RDWR)
+    dup.close()
+
+
+DEADLINES = Deadlines()
 _BACKOFF_MAX = 2.0  # seconds between reconnection attempts at most
 # Unit vectors every mount of the database reuses (`PgVectorShare`, docs/scaling.md,
 # "Vectors embedded once"): derived data, like the local indexes, but shared, so a text is
@@ -125,10 +200,13 @@ class PgConnection:
     transaction: the transaction fails (its rollback is the server's), the next one
     reconnects."""
 
-    def __init__(self, dsn: str, *, read_only: bool = False) -> None:
+    def __init__(
+        self, dsn: str, *, read_only: bool = False, deadline_s: float = STATEMENT_DEADLINE_S
+    ) -> None:
         self._dsn = dsn
         self.shown = redact_dsn(dsn)
         self.read_only = read_only
+        self.deadline_s = deadline_s
         self.raw: psycopg.Connection | None = None
         self.down_reason = ""
         self.down_since: float | None = None
@@ -143,7 +221,7 @@ class PgConnection:
                 self._dsn,
                 autocommit=True,
                 connect_timeout=_CONNECT_TIMEOUT,
-                options=_SESSION_OPTIONS,
+                options=_session_options(self.deadline_s),
                 # TCP keepalives: a server host gone silent is found in about 25 s
                 keepalives=1,
                 keepalives_idle=10,
@@ -225,6 +303,7 @@ class PgConnection:
 
     def _execute(self, sql: str, params: Any, *, again: bool) -> psycopg.Cursor:
         con = self._ready()
+        token = DEADLINES.watch(con.pgconn.socket, self.deadline_s + _GIVE_UP_AFTER_S)
         try:
             return con.execute(render(sql, POSTGRES), params)
         except psycopg.errors.TransactionRollback as exc:
@@ -239,8 +318,17 @@ class PgConnection:
                 " s (a mount stopped in a transaction is ended by the server): try again"
             ) from None
         except psycopg.Error as exc:
+            late = DEADLINES.done(token)
             if not (con.broken or con.closed):
                 raise
+            cause: BaseException = exc
+            if late:
+                # the server did not answer in time (stopped, frozen): given up on, not
+                # sent again, which would only wait as long once more
+                cause = psycopg.OperationalError(
+                    f"no answer within {self.deadline_s + _GIVE_UP_AFTER_S:g} s (store_deadline_s)"
+                )
+                again = False
             if again:
                 # a read outside a transaction, or the BEGIN of one, whose connection
                 # broke under it: sent once more on a fresh connection (nothing of it
@@ -251,8 +339,10 @@ class PgConnection:
                 return self._execute(sql, params, again=False)
             # a lost connection, or one the server ended (its idle-in-transaction
             # deadline, an administrator): reconnected for the next transaction
-            self._down(exc)
+            self._down(cause)
             raise StoreUnavailable(self.down_reason) from None
+        finally:
+            DEADLINES.done(token)
 
     def begin(self) -> None:
         self.execute("BEGIN")
@@ -284,11 +374,16 @@ class PgStore(Store):
     conflict: tuple[type[BaseException], ...] = (psycopg.errors.UniqueViolation,)
     unavailable: tuple[type[BaseException], ...] = (StoreUnavailable, psycopg.OperationalError)
 
-    def __init__(self, dsn: str, *, read_only: bool = False) -> None:
+    def __init__(
+        self, dsn: str, *, read_only: bool = False, deadline_s: float = STATEMENT_DEADLINE_S
+    ) -> None:
         # Store.__init__ opens DuckDB: this sets the same state up over PostgreSQL
         self.path = None
         self.location = redact_dsn(dsn)
-        self.con = PgConnection(dsn, read_only=read_only)  # type: ignore[assignment]
+        self.deadline_s = deadline_s
+        self.con = PgConnection(  # type: ignore[assignment]
+            dsn, read_only=read_only, deadline_s=deadline_s
+        )
         self._depth = 0
         self.garbage: set[str] = set()
         self._swept_all = False
@@ -603,7 +698,7 @@ class PgStore(Store):
     def _reader(self) -> PgConnection:
         """A connection of its own for a thread that reads tier texts (Store.node_text):
         every thread, since this store does not record the one that opened it."""
-        return PgConnection(self.con._dsn, read_only=True)
+        return PgConnection(self.con._dsn, read_only=True, deadline_s=self.deadline_s)
 
 
 class PgVectorShare:

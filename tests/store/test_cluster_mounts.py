@@ -28,10 +28,10 @@ pytestmark = pytest.mark.timeout(300)
 PREFS = Path("user/default/preferences")
 
 
-def _mount(tmp_path: Path, name: str, dsn: str, *, search: bool = False) -> Mount:
+def _mount(tmp_path: Path, name: str, dsn: str, *, search: bool = False, config: str = "") -> Mount:
     data = tmp_path / f"data-{name}"
     data.mkdir()
-    (data / "config.yaml").write_text(f"search: {str(search).lower()}\nstore: {dsn}\n")
+    (data / "config.yaml").write_text(f"search: {str(search).lower()}\nstore: {dsn}\n{config}")
     mnt = tmp_path / f"mnt-{name}"
     mnt.mkdir()
     m = Mount(mnt, data, search=search)
@@ -578,6 +578,69 @@ def test_a_frozen_server_does_not_hold_up_reads_of_what_a_mount_holds(
     write_node(a.path / PREFS, "tea", "Green tea.\n", fsync=True)
     text, _ = _until(lambda: (b.path / PREFS / "tea" / "L2.md").read_text(), 10)
     assert text.endswith("Green tea.\n")
+    _stop_and_check([a, b], dsn)
+
+
+@pytest.mark.allow_warnings
+def test_a_write_while_the_server_is_frozen_is_refused_by_its_deadline(
+    tmp_path, own_server, stopped
+):
+    """The server stops answering (SIGSTOP) with a write on its way: no server-side
+    timeout can fire and the kernel still acknowledges the bytes, so only the mount's own
+    deadline (`store_deadline_s`) ends the wait. The write is refused with EIO once it
+    passes, `.status` says why, what the mount holds is still read, and once the server
+    answers again the next write is stored and read by the other mount."""
+    import threading
+
+    dsn = own_server.create_database("deadline")
+    a = _mount(tmp_path, "a", dsn, config="store_deadline_s: 2\n")
+    b = _mount(tmp_path, "b", dsn)
+    stopped += [a, b]
+    write_node(a.path / PREFS, "tea", "Green tea.\n", fsync=True)
+    outcome: dict[str, object] = {}
+
+    def write() -> None:
+        t0 = time.monotonic()
+        try:
+            write_node(a.path / PREFS, "coffee", "A flat white.\n", fsync=True)
+            outcome["write"] = "stored"
+        except OSError as e:
+            outcome["write"] = e.errno
+        outcome["took"] = time.monotonic() - t0
+
+    def read() -> None:  # after the refusal: what the mount holds, and why it refused
+        outcome["tea"] = (a.path / PREFS / "tea" / "L2.md").read_text()
+        outcome["status"] = a.status()
+
+    own_server.freeze()
+    try:
+        for step in (write, read):  # each in a thread: one that hangs fails the test
+            t = threading.Thread(target=step, daemon=True)
+            t.start()
+            t.join(20)
+            if t.is_alive():
+                break
+    finally:
+        own_server.thaw()
+    assert not t.is_alive(), f"{step.__name__} waited for the frozen server past its deadline"
+    assert outcome["write"] == errno.EIO, outcome
+    assert 1.5 < float(outcome["took"]) < 15, outcome  # type: ignore[arg-type]
+    assert str(outcome["tea"]).endswith("Green tea.\n")
+    status = str(outcome["status"])
+    assert "no answer within 3 s" in status and own_server.password not in status, status
+    assert "state: read-write" in status
+
+    def write_ok() -> bool:
+        try:
+            write_node(a.path / PREFS, "juice", "Orange juice.\n", fsync=True)
+        except OSError as e:
+            assert e.errno == errno.EIO
+            return False
+        return True
+
+    _until(write_ok, 15, 0.2)
+    text, _ = _until(lambda: (b.path / PREFS / "juice" / "L2.md").read_text(), 10)
+    assert text.endswith("Orange juice.\n")
     _stop_and_check([a, b], dsn)
 
 
