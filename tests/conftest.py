@@ -29,8 +29,10 @@ import json
 import logging
 import os
 import shutil
+import signal
 import subprocess
 import sys
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -88,11 +90,19 @@ def _usual_umask() -> Iterator[None]:
 
 @pytest.hookimpl(wrapper=True)
 def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo):
-    """A failed test whose daemon died shows why: exit code, output, log tail."""
+    """A failed test shows its daemons: one that died, why (exit code, output, log tail);
+    one still running, every thread's stack (SIGUSR1: the daemon's faulthandler writes
+    them to its output), so a hang says where it waits."""
     rep = yield
     if rep.failed:
+        running = [m for m in Mount.started if m.proc is not None and m.proc.poll() is None]
+        for m in running:
+            with contextlib.suppress(OSError):
+                m.proc.send_signal(signal.SIGUSR1)  # type: ignore[union-attr]
+        if running:
+            time.sleep(0.5)  # the stacks reach the output reader
         for m in list(Mount.started):
-            if m.died():
+            if m.died() or m in running:
                 rep.sections.append((f"daemon post-mortem: {m.path}", m.post_mortem()))
     return rep
 

@@ -35,12 +35,14 @@ def mount_tmpfs(disk: Path, size: str) -> Path:
     """A tmpfs of `size` (`160m`) at `disk` (root): a disk that fills on demand.
     `unmount_tmpfs` takes it away."""
     disk.mkdir(parents=True, exist_ok=True)
-    subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={size}", "tmpfs", str(disk)], check=True)
+    subprocess.run(
+        ["mount", "-t", "tmpfs", "-o", f"size={size}", "tmpfs", str(disk)], check=True, timeout=60
+    )
     return disk
 
 
 def unmount_tmpfs(disk: Path) -> None:
-    subprocess.run(["umount", "-l", str(disk)], check=False)
+    subprocess.run(["umount", "-l", str(disk)], check=False, timeout=60)
 
 
 def disk_filler(disk: Path) -> Callable[[], Callable[[], None]]:
@@ -86,9 +88,10 @@ def fsck_store(db: Path) -> list[str]:
 def unmount(mnt: Path) -> None:
     """fusermount3 -u, lazily (-z) if the mount is busy; nothing if `mnt` is not mounted."""
     if os.path.ismount(mnt):
-        r = subprocess.run(["fusermount3", "-u", str(mnt)], capture_output=True)
+        # bounded: a stuck call shows as a failure with its traceback, not a silent hang
+        r = subprocess.run(["fusermount3", "-u", str(mnt)], capture_output=True, timeout=60)
         if r.returncode != 0:
-            subprocess.run(["fusermount3", "-u", "-z", str(mnt)], capture_output=True)
+            subprocess.run(["fusermount3", "-u", "-z", str(mnt)], capture_output=True, timeout=60)
 
 
 def contextfs_cmd(*args: str) -> list[str]:
@@ -200,7 +203,7 @@ class Mount:
         self.proc.send_signal(signal.SIGKILL)
         self.proc.wait(timeout=30)
         self.proc = None
-        subprocess.run(["fusermount3", "-u", "-z", str(self.path)], capture_output=True)
+        subprocess.run(["fusermount3", "-u", "-z", str(self.path)], capture_output=True, timeout=60)
 
     def remount(self, *extra: str) -> None:
         if self.proc is not None:
@@ -232,7 +235,7 @@ class DrainedMount(Mount):
     aborted (stacks to the log, then kill) when it hangs."""
 
     def stop(self) -> str:
-        subprocess.run(["fusermount3", "-u", str(self.path)], capture_output=True)
+        subprocess.run(["fusermount3", "-u", str(self.path)], capture_output=True, timeout=60)
         proc = self.proc
         assert proc is not None
         try:
@@ -248,7 +251,7 @@ class DrainedMount(Mount):
 
     def abort(self) -> None:
         """A hung mount: detach it lazily and kill the daemon (ours, by pid)."""
-        subprocess.run(["fusermount3", "-u", "-z", str(self.path)], capture_output=True)
+        subprocess.run(["fusermount3", "-u", "-z", str(self.path)], capture_output=True, timeout=60)
         if self.proc is not None and self.proc.poll() is None:
             self.proc.send_signal(signal.SIGUSR1)  # stacks to the log first
             time.sleep(0.5)
@@ -310,7 +313,7 @@ def cli_umount(mnt: Path) -> str | None:
         err = f"contextfs umount exited {res.returncode}: {res.stderr.strip()}"
     except subprocess.TimeoutExpired:
         err = "contextfs umount timed out"
-    subprocess.run(["fusermount3", "-u", "-z", str(mnt)], capture_output=True)
+    subprocess.run(["fusermount3", "-u", "-z", str(mnt)], capture_output=True, timeout=60)
     return err
 
 
