@@ -362,6 +362,7 @@ class Searcher:
         self._add_linked_turns(cands, by_node, q.allowed)
         cands.sort(key=lambda c: (-c.score, fused.text_rank.get(c.node.id, fused.far), -c.node.id))
         hits = list(by_node.values())[: opts.k]
+        self._shown(hits, fused)
         passages = self._read_passages(cands, opts.budget, {h.node.id for h in hits})
         for ph in passages:
             by_node[ph.node.id].passages.append(ph)
@@ -553,7 +554,7 @@ class Searcher:
         first, then the newer node), those the question may see."""
         memory = self.memory
         get, node_path, allowed = memory.nodes.get, memory.node_path, q.allowed
-        text_rank, far, tiers = fused.text_rank, fused.far, fused.tiers
+        text_rank, far = fused.text_rank, fused.far
         best = sorted(
             fused.node_score.items(),
             key=lambda kv: (-kv[1], text_rank.get(kv[0], far), -kv[0]),
@@ -563,19 +564,27 @@ class Searcher:
             n = found.node(nid, get)
             if not allowed(n):
                 continue
-            hit = by_node[nid] = Hit(
-                n,
-                node_path(n),
-                round(score, 6),
-                sorted(tiers[nid]) if nid in tiers else [],
-                n.l0.strip()[:300],
-                confidence=self._confidence(q, fused, nid),
+            by_node[nid] = Hit(
+                n, node_path(n), round(score, 6), confidence=self._confidence(q, fused, nid)
             )
-            if n.type == IMAGE_TYPE:
-                att = original_of(memory, n)
+        return by_node
+
+    def _shown(self, hits: list[Hit], fused: _Fused) -> None:
+        """What only the links show, for the k hits `_node_hits` made (of the hundreds of
+        nodes a search ranks, only these): the tiers that matched, the L0 as the snippet
+        until `_snippets` finds a better one, a picture's original."""
+        memory = self.memory
+        for hit in hits:
+            nid = hit.node.id
+            if nid not in fused.node_score or hit.tiers or hit.snippet:
+                continue  # made by an expansion, which fills its own
+            if nid in fused.tiers:
+                hit.tiers = sorted(fused.tiers[nid])
+            hit.snippet = hit.node.l0.strip()[:300]
+            if hit.node.type == IMAGE_TYPE:
+                att = original_of(memory, hit.node)
                 if att is not None:
                     hit.media = memory.attachment_store.attachment_path(att)
-        return by_node
 
     def _named_memories(
         self, q: _Question, cands: list[_Candidate], by_node: dict[int, Hit]
