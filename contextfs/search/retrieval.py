@@ -97,12 +97,11 @@ class PassageHit:
 
 @dataclass(slots=True, eq=False)
 class _Candidate:
-    """A passage while a search ranks it: its node and number, its text not read yet.
-    Replaced, never changed (not frozen: a frozen dataclass's __init__ costs four times
-    as much, and a search makes hundreds)."""
+    """A passage while a search ranks it: its node and number, its text not read yet (its
+    node's path too: made for the passages read). Replaced, never changed (not frozen: a
+    frozen dataclass's __init__ costs four times as much, and a search makes hundreds)."""
 
     node: Node
-    path: str
     index: int
     score: float
 
@@ -552,8 +551,7 @@ class Searcher:
     def _node_hits(self, q: _Question, found: _Found, fused: _Fused) -> dict[int, Hit]:
         """The nodes found, best first (ties, one ranker each: the exact word match goes
         first, then the newer node), those the question may see."""
-        memory = self.memory
-        get, node_path, allowed = memory.nodes.get, memory.node_path, q.allowed
+        get, allowed = self.memory.nodes.get, q.allowed
         text_rank, far = fused.text_rank, fused.far
         best = sorted(
             fused.node_score.items(),
@@ -564,20 +562,19 @@ class Searcher:
             n = found.node(nid, get)
             if not allowed(n):
                 continue
-            by_node[nid] = Hit(
-                n, node_path(n), round(score, 6), confidence=self._confidence(q, fused, nid)
-            )
+            by_node[nid] = Hit(n, "", round(score, 6), confidence=self._confidence(q, fused, nid))
         return by_node
 
     def _shown(self, hits: list[Hit], fused: _Fused) -> None:
         """What only the links show, for the k hits `_node_hits` made (of the hundreds of
-        nodes a search ranks, only these): the tiers that matched, the L0 as the snippet
-        until `_snippets` finds a better one, a picture's original."""
+        nodes a search ranks, only these): the node's path, the tiers that matched, the L0
+        as the snippet until `_snippets` finds a better one, a picture's original."""
         memory = self.memory
         for hit in hits:
             nid = hit.node.id
-            if nid not in fused.node_score or hit.tiers or hit.snippet:
+            if hit.path:
                 continue  # made by an expansion, which fills its own
+            hit.path = memory.node_path(hit.node)
             if nid in fused.tiers:
                 hit.tiers = sorted(fused.tiers[nid])
             hit.snippet = hit.node.l0.strip()[:300]
@@ -612,7 +609,7 @@ class Searcher:
         second = scores[min(1, len(scores) - 1)] if scores else 0.0
         for i, c in enumerate(cands):
             if c.node.id in named and c.score < second:
-                cands[i] = _Candidate(c.node, c.path, c.index, second)
+                cands[i] = _Candidate(c.node, c.index, second)
         below = by_node[first[0]].score if first else None
         for nid in named:
             hit = by_node[nid]
@@ -711,11 +708,11 @@ class Searcher:
                     score *= 1 + SPEAKER_BOOST
             if index == 0:
                 score += image_bonus.pop(nid, 0.0)
-            cands.append(_Candidate(hit.node, hit.path, index, round(score, 6)))
+            cands.append(_Candidate(hit.node, index, round(score, 6)))
         for nid, bonus in image_bonus.items():  # pictures no text ranker found
             hit = by_node.get(nid)
             if hit is not None and found.passage_count(hit.node) > 0:
-                cands.append(_Candidate(hit.node, hit.path, 0, round(bonus, 6)))
+                cands.append(_Candidate(hit.node, 0, round(bonus, 6)))
         return cands
 
     def _snippets(
@@ -763,7 +760,8 @@ class Searcher:
         that passage (its L2 changed since it was indexed) is dropped."""
         out: list[PassageHit] = []
         tokens = 0
-        headed: set[int] = set()
+        paths: dict[int, str] = {}  # node id -> its path, made once and for these only
+        node_path = self.memory.node_path
         for i in range(0, len(cands), READ_BATCH):
             batch = cands[i : i + READ_BATCH]
             if tokens >= budget * READ_FILL:
@@ -773,11 +771,12 @@ class Searcher:
                 p = _passage(c.node, c.index)
                 if p is None:
                     continue
-                out.append(PassageHit(c.node, c.path, p, c.score))
+                path = paths.get(c.node.id)
+                if path is None:  # the node's heading, once
+                    path = paths[c.node.id] = node_path(c.node)
+                    tokens += estimate_tokens(path) + HEADING_TOKENS
+                out.append(PassageHit(c.node, path, p, c.score))
                 tokens += estimate_tokens(p.text)
-                if c.node.id not in headed:  # the node's heading, once
-                    headed.add(c.node.id)
-                    tokens += estimate_tokens(c.path) + HEADING_TOKENS
         return out
 
     def _add_linked_turns(
@@ -819,7 +818,7 @@ class Searcher:
                                 by_node[n.id].confidence if n.id in by_node else None
                             ),
                         )
-                    extra.append(_Candidate(archive, hit.path, p.index, score))
+                    extra.append(_Candidate(archive, p.index, score))
         cands.extend(extra)
 
     def _add_named_entities(
@@ -850,7 +849,7 @@ class Searcher:
                     )
                 if calibrated:
                     hit.confidence = max(hit.confidence or 0.0, NAMED_CONFIDENCE)
-                cands.append(_Candidate(n, hit.path, 0, round(top, 6)))
+                cands.append(_Candidate(n, 0, round(top, 6)))
                 have.add(n.id)
 
     def _add_entity_mentions(
@@ -939,9 +938,9 @@ class Searcher:
                 at = where.get(key)
                 if at is None:  # new: a candidate of its own
                     where[key] = len(cands)
-                    cands.append(_Candidate(m, hit.path, p.index, score))
+                    cands.append(_Candidate(m, p.index, score))
                 elif cands[at].score < score:  # found weakly before: the hop raises it
-                    cands[at] = _Candidate(m, hit.path, p.index, score)
+                    cands[at] = _Candidate(m, p.index, score)
                 if rank >= HOP_TURNS:
                     break
 
