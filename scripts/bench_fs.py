@@ -52,6 +52,7 @@ from __future__ import annotations
 import argparse
 import os
 import random
+import resource
 import shutil
 import statistics
 import subprocess
@@ -207,12 +208,35 @@ def mount_passthrough(binary: Path, source: Path, mnt: Path, cached: bool) -> No
     """The example serving `source` at mnt (it returns once mounted, in the background)."""
     mnt.mkdir(exist_ok=True)
     opts = f"source={source}" + (",cache=always" if cached else "")
-    subprocess.run([str(binary), "-o", opts, str(mnt)], check=True, timeout=60)
+    subprocess.run(
+        [str(binary), "-o", opts, str(mnt)], check=True, timeout=60, preexec_fn=_many_files
+    )
     deadline = time.monotonic() + 30
     while not os.path.ismount(mnt):
         if time.monotonic() > deadline:
             raise RuntimeError(f"the C passthrough did not mount at {mnt}")
         time.sleep(0.05)
+
+
+def _many_files() -> None:
+    """passthrough_ll holds a descriptor of every inode the kernel knows (about 7.4 a
+    node): its limit on open files is raised to the hard limit."""
+    _soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
+
+
+def passthrough_fits(native: Path) -> bool:
+    """Whether passthrough_ll can hold a descriptor for every entry of the tree within
+    the hard limit on open files (and a margin); says why not when it cannot."""
+    entries = sum(1 + len(files) for _dir, _dirs, files in os.walk(native))
+    hard = resource.getrlimit(resource.RLIMIT_NOFILE)[1]
+    if entries + 1_000 <= hard:
+        return True
+    say(
+        f"C passthrough: not measured here: passthrough_ll keeps a descriptor per inode "
+        f"({entries:,} entries) and the limit on open files is {hard:,} (ulimit -Hn)"
+    )
+    return False
 
 
 def unmount_passthrough(mnt: Path) -> None:
@@ -486,7 +510,8 @@ def run_size(n: int, reps: int, create_count: int, keep: bool, passthrough: bool
         result["rss_after_build"] = proc_status(pid) if pid else None
 
         roots = {"native": native, "contextfs": mnt}
-        binary = build_passthrough(base) if passthrough else None
+        fits = passthrough and passthrough_fits(native)
+        binary = build_passthrough(base) if fits else None
         if binary is not None:
             for side, at in pt_mounts.items():
                 mount_passthrough(binary, native, at, cached=side == "passthrough-cached")
