@@ -344,17 +344,37 @@ _WIKILINK_RE = re.compile(r"(?<!!)\[\[([^\[\]|#^\n]+)([#^][^\[\]|\n]*)?\]\]")
 _NAMED_LINK_RE = re.compile(r"(?<!!)\[\[([^\[\]|#^\n]+)([#^][^\[\]|\n]*)?\|([^\[\]\n]+)\]\]")
 
 
+_DATED_NAME = re.compile(r"\d{4}-\d{2}-\d{2}-(.+)")  # an event's node name: its day first
+
+
+def _links_to(name: str, title: str) -> bool:
+    """Whether `[[name|title]]` is a link `name_links` wrote for `[[title]]`: the title's
+    slug is the node's name, or its name after the day (`2024-04-18-roastery-visit` for
+    "Roastery visit", an event named by its date and title)."""
+    slug = slugify(title)
+    dated = _DATED_NAME.fullmatch(name)
+    return slug == name or (dated is not None and dated.group(1) == slug)
+
+
 def name_links(body: str, names: set[str]) -> str | None:
     """body with each `[[Title]]` whose title names a node of the export by its file name
     written `[[name|Title]]`, so the link resolves in Obsidian (`[[Ana Souza]]` →
-    `[[ana-souza|Ana Souza]]`); None when nothing is to change, or when the body already
-    holds a link of that form, which the import could not tell from one written here."""
-    if any(slugify(m.group(3)) == m.group(1) for m in _NAMED_LINK_RE.finditer(body)):
+    `[[ana-souza|Ana Souza]]`; `[[Roastery visit]]` → `[[2024-04-18-roastery-visit|Roastery
+    visit]]` when one event of the export is named so by its day, and no node by the
+    title alone); None when nothing is to change, or when the body already holds a link
+    of that form, which the import could not tell from one written here."""
+    if any(_links_to(m.group(1), m.group(3)) for m in _NAMED_LINK_RE.finditer(body)):
         return None
+    dated: dict[str, str | None] = {}  # title slug -> the one dated name (None: several)
+    for n in names:
+        m = _DATED_NAME.fullmatch(n)
+        if m is not None:
+            dated[m.group(1)] = None if m.group(1) in dated else n
 
     def named(m: re.Match[str]) -> str:
-        name = slugify(m.group(1))
-        if name == m.group(1) or name not in names:
+        slug = slugify(m.group(1))
+        name = slug if slug in names else dated.get(slug)
+        if name is None or name == m.group(1):
             return m.group(0)
         return f"[[{name}{m.group(2) or ''}|{m.group(1)}]]"
 
@@ -366,7 +386,7 @@ def unname_links(body: str) -> str:
     """`name_links` undone: `[[ana-souza|Ana Souza]]` → `[[Ana Souza]]`."""
 
     def titled(m: re.Match[str]) -> str:
-        if slugify(m.group(3)) != m.group(1):
+        if not _links_to(m.group(1), m.group(3)):
             return m.group(0)
         return f"[[{m.group(3)}{m.group(2) or ''}]]"
 

@@ -425,6 +425,33 @@ def test_import_a_vault_keeps_its_shape(mount: Mount) -> None:
     assert bad.returncode == 2 and "unknown context type 'recipe'" in bad.stderr
 
 
+def test_import_a_basic_memory_project_keeps_its_shape(mount: Mount) -> None:
+    """Basic Memory's notes are named by their `title:` and all say `type: note`, which
+    names no type: the folder decides (`people/` an entity, `meetings/` an event dated by
+    its `created:`, `coffee/` none, so an entity), the `#` tags are the node's tags, and
+    what the type does not declare (`permalink`) stays as text, with the observations and
+    relations as written."""
+    r = cli("import", str(VAULTS / "basic-memory"), str(mount.path), "--json")
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert json.loads(r.stdout)["routed"] == 4
+    home = mount.path / "user/default"
+    assert sorted(os.listdir(home / "entities")) == [
+        "coffee-bean-origins",
+        "coffee-brewing-methods",
+        "maya-lindqvist",
+    ]
+    assert os.listdir(home / "events") == ["2024-04-18-roastery-visit"]
+    maya = home / "entities/maya-lindqvist"
+    assert yaml.safe_load((maya / "meta.yaml").read_text())["tags"] == ["person", "coffee"]
+    text = (maya / "L2.md").read_text()
+    assert text.startswith("---\nname: Maya Lindqvist\n---\n# Maya Lindqvist\n")
+    assert "- [role] Runs the roastery on Södermalm #work" in text
+    assert "- met_at [[Roastery visit]]" in text
+    assert "permalink: people/maya-lindqvist" in text and "type: note" in text
+    visit = (home / "events/2024-04-18-roastery-visit/L2.md").read_text()
+    assert visit.startswith("---\ndate: '2024-04-18'\ntitle: Roastery visit\n---\n")
+
+
 def test_tags_in_a_dropped_file_are_the_nodes_tags(mount: Mount) -> None:
     """`tags:` in the front matter of a file written into a type directory become the
     node's tags in meta.yaml (each once, a leading # dropped), added to by later drops;
@@ -445,10 +472,12 @@ def test_tags_in_a_dropped_file_are_the_nodes_tags(mount: Mount) -> None:
 def test_an_exported_vault_links_resolve_and_come_back_as_written(tmp_path: Path) -> None:
     """Exported, a note's `[[Ana Souza]]` is `[[ana-souza|Ana Souza]]`: the file is
     `ana-souza.md`, so every wikilink to a node resolves when the export is opened as an
-    Obsidian vault; imported again it is `[[Ana Souza]]` as the person wrote it, and the
-    second export is the first, byte for byte but the store's own facts."""
+    Obsidian vault (a link to an event, named by its day and title, too: `[[Roastery
+    visit]]` is `[[2024-04-18-roastery-visit|Roastery visit]]`); imported again it is
+    `[[Ana Souza]]` as the person wrote it, and the second export is the first, byte for
+    byte but the store's own facts."""
     with two_mounts(tmp_path) as (a, b):
-        for vault in ("obsidian", "logseq"):
+        for vault in ("obsidian", "logseq", "basic-memory"):
             assert cli("import", str(VAULTS / vault), str(a.path)).returncode == 0
         out1, out2 = tmp_path / "out1", tmp_path / "out2"
         assert cli("export", str(a.path), str(out1)).returncode == 0
@@ -460,10 +489,13 @@ def test_an_exported_vault_links_resolve_and_come_back_as_written(tmp_path: Path
         ]
         assert ("ana-souza.md", "harbor-migration") in links
         assert ("harbor-migration.md", "ana-souza") in links
+        assert ("maya-lindqvist.md", "2024-04-18-roastery-visit") in links
         assert [(f, t) for f, t in links if t not in files] == []  # every link resolves
         assert cli("import", str(out1), str(b.path)).returncode == 0
         stored = (b.path / "user/default/entities/harbor-migration/L2.md").read_text()
         assert "Owner: [[Ana Souza]]." in stored  # as written, not as exported
+        maya = (b.path / "user/default/entities/maya-lindqvist/L2.md").read_text()
+        assert "- met_at [[Roastery visit]]" in maya
         assert cli("export", str(b.path), str(out2)).returncode == 0
         first, second = snapshot(out1, strip_facts=True), snapshot(out2, strip_facts=True)
         assert first == second
