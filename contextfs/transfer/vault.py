@@ -31,6 +31,7 @@ import logging
 import os
 import re
 import stat
+import urllib.parse
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -90,6 +91,12 @@ FOLDER_TYPES: dict[str, str] = {
     **dict.fromkeys(("cases", "incidents", "postmortems"), "case"),
     **dict.fromkeys(("patterns",), "pattern"),
 }  # fmt: skip
+# A note's links to the vault's other files: `![[diagram.png]]`, `[[spec.pdf|the spec]]`
+# (a name with an extension that is not markdown's), and `![alt](img/a.png)`.
+_FILE_WIKILINK_RE = re.compile(
+    r"!?\[\[([^\[\]|#^\n]+\.(?!md\b|markdown\b)[A-Za-z0-9]{1,8})(?:[|#^][^\[\]\n]*)?\]\]"
+)
+_FILE_MDLINK_RE = re.compile(r"!?\[[^\]\n]*\]\(<?([^)<>\s]+)>?(?:\s+\"[^\"]*\")?\)")
 # A daily note's name: Obsidian's `2024-03-02`, Logseq's `2024_03_02`.
 _DAILY_NAME = re.compile(r"(\d{4})[-_.](\d{2})[-_.](\d{2})")
 
@@ -632,6 +639,8 @@ class _Importer:
             if type_name not in dest.types:
                 raise UsageError(f"unknown context type {type_name!r}")
             self.forced = dest.types[type_name]
+        self.files: dict[str, list[Path]] = {}  # the vault's other files, by lowercase name
+        self.attached: set[Path] = set()  # those added to a note's node
         self.folder_types = dict(FOLDER_TYPES)
         for folder, name in (folder_types or {}).items():
             if name not in dest.types:
@@ -842,8 +851,66 @@ class _Importer:
         if kept:
             text = "---\n" + yaml.dump(kept, Dumper=_Dumper, sort_keys=False, allow_unicode=True)
             text += "---\n" + body
-        self.to.route(self.owner(owner), ctype, f"{file.stem}.md", text.encode("utf-8"))
+        embedded = self.embedded(file, doc.body)
+        made = self.to.route(self.owner(owner), ctype, f"{file.stem}.md", text.encode("utf-8"))
         self.report.routed += 1
+        if embedded:
+            self.attach(file, embedded, Place(owner, ctype, made) if made else None)
+
+    # -- the files a plain note embeds or links to ----------------------------------------
+
+    def embedded(self, note: Path, body: str) -> list[Path]:
+        """The vault's files (not notes) that `note` embeds or links to, in order:
+        `![[diagram.png]]` / `[[spec.pdf]]` by name, found anywhere in the vault as
+        Obsidian finds them (the note's own folder first, then the shortest path), and
+        `![alt](img/diagram.png)` / `[spec](spec%20v2.pdf)` relative to the note."""
+        found: list[Path] = []
+        for m in _FILE_WIKILINK_RE.finditer(body):
+            p = self.by_name(note, m.group(1).strip())
+            if p is not None and p not in found:
+                found.append(p)
+        for m in _FILE_MDLINK_RE.finditer(body):
+            target = urllib.parse.unquote(m.group(1))
+            if re.match(r"[a-z][a-z0-9+.-]*:", target, re.I):  # a URL, not a file
+                continue
+            p = (self.src / target.lstrip("/")) if target.startswith("/") else note.parent / target
+            p = Path(os.path.normpath(p))
+            if p in self.files.get(p.name.lower(), []) and p not in found:
+                found.append(p)
+        return found
+
+    def by_name(self, note: Path, target: str) -> Path | None:
+        if "/" in target:
+            p = Path(os.path.normpath(self.src / target))
+            return p if p in self.files.get(p.name.lower(), []) else None
+        options = self.files.get(target.lower(), [])
+        if not options:
+            return None
+        here = [p for p in options if p.parent == note.parent]
+        return (here or sorted(options, key=lambda p: (len(p.parts), str(p))))[0]
+
+    def attach(self, note: Path, files: list[Path], place: Place | None) -> None:
+        """Add the files a note embeds to the node it made, each under its own name."""
+        for src in files:
+            rel = str(src.relative_to(self.src))
+            if place is None:
+                why = "its note went into a node that was already there: not added to it"
+                self.report.skipped.append({"file": rel, "why": why})
+                continue
+            if self.to.has_attachment(place, Path(src.name)):
+                why = "the node already has an attachment of this name"
+                self.report.skipped.append({"file": rel, "why": why})
+                continue
+            try:
+                st = src.stat()
+                self.to.add_file(
+                    place, Path(src.name), src.read_bytes(), stat.S_IMODE(st.st_mode), st.st_mtime
+                )
+            except (OSError, ContextFSError) as exc:
+                self.refuse(src, exc)
+                continue
+            self.attached.add(src)
+            self.report.attachments += 1
 
 
 def _folder_key(folder: str) -> str:
@@ -906,6 +973,7 @@ def import_tree(
                 notes.append(p)
             else:
                 report.skipped.append({"file": str(p.relative_to(src)), "why": "not markdown"})
+                imp.files.setdefault(name.lower(), []).append(p)
     parsed: list[tuple[Path, Note]] = []
     for p in notes:
         try:
@@ -941,6 +1009,10 @@ def import_tree(
             imp.refuse(p, exc)
         if progress is not None:
             progress(i, len(parsed))
+    attached = {str(p.relative_to(src)) for p in imp.attached}
+    report.skipped = [
+        s for s in report.skipped if not (s["why"] == "not markdown" and s["file"] in attached)
+    ]
     report.nodes_after, redactions_after = where.target.counts()
     report.redactions = redactions_after - redactions_before
     return report

@@ -64,7 +64,10 @@ class Target(Protocol):
 
     def has_node(self, place: Place) -> bool: ...
 
-    def route(self, owner: str, ctype: ContextType, filename: str, data: bytes) -> None: ...
+    def route(self, owner: str, ctype: ContextType, filename: str, data: bytes) -> str | None:
+        """Route a note; the name of the node it made, when that can be told (None: it
+        was merged into a node, or the target cannot tell)."""
+        ...
 
     def make_node(
         self, place: Place, versions: list[bytes], pins: dict[str, str], facts: dict[str, Any]
@@ -105,8 +108,14 @@ class MountTarget:
     def has_node(self, place: Place) -> bool:
         return (self.mount / place.rel / "meta.yaml").exists()
 
-    def route(self, owner: str, ctype: ContextType, filename: str, data: bytes) -> None:
-        self._write(self.mount / owner / ctype.type_dir / filename, data)
+    def route(self, owner: str, ctype: ContextType, filename: str, data: bytes) -> str | None:
+        """The drop does not stay (SPEC §5): a node made by it is the one new name in
+        its type directory."""
+        typedir = self.mount / owner / ctype.type_dir
+        before = set(os.listdir(typedir)) if typedir.is_dir() else set()
+        self._write(typedir / filename, data)
+        made = set(os.listdir(typedir)) - before - {filename}
+        return made.pop() if len(made) == 1 else None
 
     def make_node(
         self, place: Place, versions: list[bytes], pins: dict[str, str], facts: dict[str, Any]
@@ -200,9 +209,10 @@ class StoreTarget:
     def has_node(self, place: Place) -> bool:
         return self._node(place) is not None
 
-    def route(self, owner: str, ctype: ContextType, filename: str, data: bytes) -> None:
+    def route(self, owner: str, ctype: ContextType, filename: str, data: bytes) -> str | None:
         kind, _, oid = owner.partition("/")
-        self.memory.routing.route((kind, oid), ctype, filename, data)
+        done = self.memory.routing.route((kind, oid), ctype, filename, data)
+        return done.node.name if done.created else None
 
     def make_node(
         self, place: Place, versions: list[bytes], pins: dict[str, str], facts: dict[str, Any]

@@ -394,9 +394,19 @@ VAULTS = Path(__file__).resolve().parents[1] / "corpus" / "vaults"
 def test_import_a_vault_keeps_its_shape(mount: Mount) -> None:
     """Folders say what a plain note is (People/ → entity, Journal/ and Meetings/ →
     event, `--map Recipes=preference`), a daily note's name and a `created:` property
-    date the event (not the day of the import), and a note's own `type:` still wins."""
-    r = cli("import", str(VAULTS / "obsidian"), str(mount.path), "--map", "Recipes=preference")
+    date the event (not the day of the import), and a note's own `type:` still wins. The
+    files a note embeds or links to (a picture found by name in another folder, a file
+    linked the markdown way) are its node's attachments, byte for byte; a file no note
+    mentions is listed as skipped."""
+    r = cli(
+        "import", str(VAULTS / "obsidian"), str(mount.path), "--map", "Recipes=preference", "--json"
+    )
     assert r.returncode == 0, r.stdout + r.stderr
+    report = json.loads(r.stdout)
+    assert report["attachments"] == 2
+    assert report["skipped"] == [
+        {"file": "Projects/attachments/old-sketch.png", "why": "not markdown"}
+    ]
     r = cli("import", str(VAULTS / "logseq"), str(mount.path))
     assert r.returncode == 0, r.stdout + r.stderr
     home = mount.path / "user/default"
@@ -420,6 +430,11 @@ def test_import_a_vault_keeps_its_shape(mount: Mount) -> None:
     assert "Harbor cutover part two" in day
     ana = home / "entities/ana-souza"
     assert yaml.safe_load((ana / "meta.yaml").read_text())["tags"] == ["person", "harbor"]
+    picture = VAULTS / "obsidian/Projects/attachments/harbor-diagram.png"
+    harbor = home / "entities/harbor-migration"
+    assert (harbor / "harbor-diagram.png").read_bytes() == picture.read_bytes()
+    assert "![[harbor-diagram.png]]" in (harbor / "L2.md").read_text()
+    assert (ana / "ana-cv.txt").read_bytes() == (VAULTS / "obsidian/People/ana-cv.txt").read_bytes()
     assert "tags" not in (ana / "L2.md").read_text()  # the node's tags, not text
     bad = cli("import", str(VAULTS / "obsidian"), str(mount.path), "--map", "Recipes=recipe")
     assert bad.returncode == 2 and "unknown context type 'recipe'" in bad.stderr
@@ -491,11 +506,23 @@ def test_an_exported_vault_links_resolve_and_come_back_as_written(tmp_path: Path
         assert ("harbor-migration.md", "ana-souza") in links
         assert ("maya-lindqvist.md", "2024-04-18-roastery-visit") in links
         assert [(f, t) for f, t in links if t not in files] == []  # every link resolves
+        # an embed names its file, which Obsidian finds anywhere in the vault: the
+        # picture is exported with its node
+        embeds = {
+            e for p in out1.rglob("*.md") for e in re.findall(r"!\[\[([^\]|]+)", p.read_text())
+        }
+        assert embeds == {"harbor-diagram.png"}
+        assert [p.name for p in out1.rglob("harbor-diagram.png")] == ["harbor-diagram.png"]
         assert cli("import", str(out1), str(b.path)).returncode == 0
         stored = (b.path / "user/default/entities/harbor-migration/L2.md").read_text()
         assert "Owner: [[Ana Souza]]." in stored  # as written, not as exported
         maya = (b.path / "user/default/entities/maya-lindqvist/L2.md").read_text()
         assert "- met_at [[Roastery visit]]" in maya
+        picture = b.path / "user/default/entities/harbor-migration/harbor-diagram.png"
+        assert (
+            picture.read_bytes()
+            == (VAULTS / "obsidian/Projects/attachments/harbor-diagram.png").read_bytes()
+        )
         assert cli("export", str(b.path), str(out2)).returncode == 0
         first, second = snapshot(out1, strip_facts=True), snapshot(out2, strip_facts=True)
         assert first == second
