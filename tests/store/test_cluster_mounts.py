@@ -53,6 +53,20 @@ def _until(what, timeout: float, step: float = 0.01):
         time.sleep(step)
 
 
+def _written_once_back(m: Mount, name: str, text: str, timeout: float = 15) -> None:
+    """Write node `name` until the mount takes it (EIO while its server is not back)."""
+
+    def write_ok() -> bool:
+        try:
+            write_node(m.path / PREFS, name, text, fsync=True)
+        except OSError as e:
+            assert e.errno == errno.EIO
+            return False
+        return True
+
+    _until(write_ok, timeout, 0.2)
+
+
 def _stop_and_check(mounts: list[Mount], dsn: str) -> None:
     """Unmount (each daemon must exit cleanly), then fsck the shared store."""
     for m in mounts:
@@ -425,15 +439,7 @@ def test_a_server_that_goes_away_refuses_writes_and_comes_back(tmp_path, own_ser
         own_server.start()
 
     # it comes back by itself (backoff of at most 2 s between tries)
-    def write_ok() -> bool:
-        try:
-            write_node(m.path / PREFS, "tea", "Oolong.\n", fsync=True)
-        except OSError as e:
-            assert e.errno == errno.EIO
-            return False
-        return True
-
-    _ok, took = _until(write_ok, 15, 0.2)
+    _written_once_back(m, "tea", "Oolong.\n")
     assert "(connected)" in m.status()
     m.stop()
     m.start()
@@ -630,15 +636,7 @@ def test_a_write_while_the_server_is_frozen_is_refused_by_its_deadline(
     assert "no answer within 3 s" in status and own_server.password not in status, status
     assert "state: read-write" in status
 
-    def write_ok() -> bool:
-        try:
-            write_node(a.path / PREFS, "juice", "Orange juice.\n", fsync=True)
-        except OSError as e:
-            assert e.errno == errno.EIO
-            return False
-        return True
-
-    _until(write_ok, 15, 0.2)
+    _written_once_back(a, "juice", "Orange juice.\n")
     text, _ = _until(lambda: (b.path / PREFS / "juice" / "L2.md").read_text(), 10)
     assert text.endswith("Orange juice.\n")
     _stop_and_check([a, b], dsn)
