@@ -830,7 +830,13 @@ class _Importer:
             if key is not None:
                 fields[key] = fields.pop("title")
         kept = {k: v for k, v in fields.items() if k in known}
-        extra = {k: v for k, v in fields.items() if k not in known}
+        # a date or time the type does not declare is kept as the note wrote it in ISO
+        # form (`created: '2024-04-18T10:00:00'`), not as YAML's `!!timestamp` tag
+        extra = {
+            k: v.isoformat() if isinstance(v, dt.date) else v
+            for k, v in fields.items()
+            if k not in known
+        }
         if "tags" in extra:  # the node's tags (meta.yaml), when they are words
             try:
                 kept["tags"] = list(tag_list(extra["tags"]))

@@ -465,6 +465,7 @@ def test_import_a_basic_memory_project_keeps_its_shape(mount: Mount) -> None:
     assert "permalink: people/maya-lindqvist" in text and "type: note" in text
     visit = (home / "events/2024-04-18-roastery-visit/L2.md").read_text()
     assert visit.startswith("---\ndate: '2024-04-18'\ntitle: Roastery visit\n---\n")
+    assert "created: '2024-04-18T10:00:00'" in visit and "!!timestamp" not in visit
 
 
 def test_tags_in_a_dropped_file_are_the_nodes_tags(mount: Mount) -> None:
