@@ -400,6 +400,49 @@ def unname_links(body: str) -> str:
     return _NAMED_LINK_RE.sub(titled, body)
 
 
+def _link_target(target: str) -> str | None:
+    """A markdown link's target as a path in the vault, or None for a URL."""
+    if re.match(r"[a-z][a-z0-9+.-]*:", target, re.I):
+        return None
+    return urllib.parse.unquote(target)
+
+
+def folder_links(body: str, node: str, files: set[str]) -> str | None:
+    """body with each markdown link to one of the node's own attachment files
+    (`![plan](plan.png)`, the path as the note gave it) pointed into the folder the export
+    writes them to beside the node's file (`![plan](harbor-migration/plan.png)`), so it
+    resolves there; None when nothing is to change, or when a link already points into
+    that folder, which the import could not tell from one written here."""
+    links = list(_FILE_MDLINK_RE.finditer(body))
+    if any((_link_target(m.group(1)) or "").startswith(f"{node}/") for m in links):
+        return None
+
+    def inside(m: re.Match[str]) -> str:
+        path = _link_target(m.group(1))
+        if path is None or path not in files:
+            return m.group(0)
+        start, end = m.span(1)
+        whole = m.group(0)
+        at = start - m.start(0)
+        return whole[:at] + f"{node}/" + whole[at:]
+
+    out = _FILE_MDLINK_RE.sub(inside, body)
+    return out if out != body else None
+
+
+def unfolder_links(body: str, node: str) -> str:
+    """`folder_links` undone: `![plan](harbor-migration/plan.png)` → `![plan](plan.png)`."""
+
+    def outside(m: re.Match[str]) -> str:
+        if not m.group(1).startswith(f"{node}/"):
+            return m.group(0)
+        at = m.start(1) - m.start(0)
+        whole = m.group(0)
+        return whole[:at] + whole[at + len(node) + 1 :]
+
+    return _FILE_MDLINK_RE.sub(outside, body)
+
+
 def node_markdown(rec: NodeRecord, names: set[str] | None = None) -> str:
     """The exported file: L2 as stored, with a `contextfs:` mapping added as the last key
     of its front matter (front matter is added when L2 has none), and its body's
@@ -420,7 +463,14 @@ def node_markdown(rec: NodeRecord, names: set[str] | None = None) -> str:
     linked = name_links("\n".join(body), names) if names else None
     if linked is not None:
         block["links"] = "named"
-        lines = [*head, *linked.split("\n")]
+        body = linked.split("\n")
+        lines = [*head, *body]
+    node = rec.path.rsplit("/", 1)[-1]
+    files = {a.rel for a in rec.attachments if a.kind == "file"}
+    inside = folder_links("\n".join(body), node, files) if files else None
+    if inside is not None:
+        block["file_links"] = "in_folder"
+        lines = [*head, *inside.split("\n")]
     block["facts"] = rec.facts
     dumped = yaml.dump(
         {META_KEY: block}, Dumper=_Dumper, sort_keys=False, allow_unicode=True, width=4096
@@ -439,8 +489,9 @@ class Note:
     l2: str
 
 
-def read_note(text: str) -> Note:
-    """Split a vault file into the ContextFS facts (if it was exported) and its L2."""
+def read_note(text: str, name: str = "") -> Note:
+    """Split a vault file into the ContextFS facts (if it was exported) and its L2;
+    `name` is the file's name without `.md` (an exported node's folder)."""
     lines = text.split("\n")
     close = _closing_fence(lines)
     if close is None:
@@ -461,6 +512,8 @@ def read_note(text: str) -> Note:
     rest = lines[close + 1 :]
     if meta.get("links") == "named":
         rest = unname_links("\n".join(rest)).split("\n")
+    if meta.get("file_links") == "in_folder" and name:
+        rest = unfolder_links("\n".join(rest), name).split("\n")
     if not meta.get("front_matter", True) and not any(s.strip() for s in own):
         return Note(meta, "\n".join(rest))
     return Note(meta, "\n".join([lines[0], *own, lines[close], *rest]))
@@ -983,7 +1036,7 @@ def import_tree(
     parsed: list[tuple[Path, Note]] = []
     for p in notes:
         try:
-            note = read_note(p.read_text(encoding="utf-8"))
+            note = read_note(p.read_text(encoding="utf-8"), p.stem)
         except UnicodeDecodeError:
             imp.refuse(p, InvalidInput("a markdown file must be UTF-8 text"))
             continue

@@ -514,9 +514,20 @@ def test_an_exported_vault_links_resolve_and_come_back_as_written(tmp_path: Path
         }
         assert embeds == {"harbor-diagram.png"}
         assert [p.name for p in out1.rglob("harbor-diagram.png")] == ["harbor-diagram.png"]
+        # a markdown link to a node's own file points into the folder beside the node's
+        # file, where the export writes it: it resolves, relative to the note
+        md_links = [
+            (p, target)
+            for p in out1.rglob("*.md")
+            for target in re.findall(r"\]\(([^)\s]+)\)", p.read_text())
+        ]
+        assert [t for _p, t in md_links] == ["ana-souza/ana-cv.txt"]
+        assert all((p.parent / t).is_file() for p, t in md_links)
         assert cli("import", str(out1), str(b.path)).returncode == 0
         stored = (b.path / "user/default/entities/harbor-migration/L2.md").read_text()
         assert "Owner: [[Ana Souza]]." in stored  # as written, not as exported
+        ana = (b.path / "user/default/entities/ana-souza/L2.md").read_text()
+        assert "Her CV: [Ana's CV](ana-cv.txt)." in ana  # as written, not as exported
         maya = (b.path / "user/default/entities/maya-lindqvist/L2.md").read_text()
         assert "- met_at [[Roastery visit]]" in maya
         picture = b.path / "user/default/entities/harbor-migration/harbor-diagram.png"
