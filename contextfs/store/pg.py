@@ -726,16 +726,21 @@ class PgVectorShare:
 
     def _run(self, sql: str, params: Sequence[Any]) -> psycopg.Cursor:
         """One statement, sent once more on a fresh connection when the one it went down
-        had broken (a server restart ends every idle session); both statements of the
-        share can run twice."""
+        had broken (a server restart ends every idle session), not when it was given up on
+        at its deadline; both statements of the share can run twice."""
         con = self._con()
+        # the server's statement_timeout cannot fire while it is stopped: the mount's
+        # own deadline ends the wait (`Deadlines`), and a call given up on is a miss
+        token = DEADLINES.watch(con.pgconn.socket, _SHARE_TIMEOUT_MS / 1000 + _GIVE_UP_AFTER_S)
         try:
             return con.execute(sql, params)
         except psycopg.Error:
-            if not (con.broken or con.closed):
+            if DEADLINES.done(token) or not (con.broken or con.closed):
                 raise
             self.close()
             return self._con().execute(sql, params)
+        finally:
+            DEADLINES.done(token)
 
     def _fault(self, what: str, exc: psycopg.Error) -> None:
         if not self._failing:

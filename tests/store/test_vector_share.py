@@ -76,3 +76,41 @@ def test_vectors_one_mount_shares_are_read_by_another_and_a_lost_server_is_a_mis
         b.close()
         store_a.close()
         store_b.close()
+
+
+@pytest.mark.allow_warnings  # the share's one warning while the server does not answer
+def test_a_frozen_server_makes_the_share_a_miss_by_its_deadline(server, monkeypatch):
+    """The server stops answering (SIGSTOP): its statement_timeout cannot fire, so the
+    share's own deadline (`_SHARE_TIMEOUT_MS` and a second) ends the call, which is a
+    miss (the indexer embeds) instead of holding the indexer's thread until the thaw."""
+    import threading
+
+    dsn = server.create_database("frozen")
+    store = PgStore(dsn)
+    share = store.shared_vectors()
+    monkeypatch.setattr(pg, "_SHARE_TIMEOUT_MS", 1_000)
+    try:
+        key = shared_digest("tea at dawn")
+        share.put(MODEL, [(key, _row(1))])
+        got: list[object] = []
+
+        def ask() -> None:
+            t0 = time.monotonic()
+            got.append(share.get(MODEL, [key]))
+            got.append(time.monotonic() - t0)
+
+        server.freeze()
+        try:
+            t = threading.Thread(target=ask, daemon=True)
+            t.start()
+            t.join(20)
+            hung = t.is_alive()
+        finally:
+            server.thaw()
+        assert not hung, "the share waited for the frozen server"
+        assert got[0] == {} and 1.5 < float(got[1]) < 10, got  # type: ignore[arg-type]
+        time.sleep(pg._SHARE_RETRY_S + 0.1)
+        assert share.get(MODEL, [key]) == {key: _row(1)}
+    finally:
+        share.close()
+        store.close()
