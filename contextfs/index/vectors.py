@@ -117,8 +117,10 @@ class VectorIndex:
         needed = len(self._labels) + new
         capacity = self._index.get_max_elements()
         if needed > capacity:
-            while capacity < needed:
-                capacity *= 2
+            # doubled, and at least what is needed: an empty index saved and loaded again
+            # holds room for 0 (hnswlib keeps its count as its size), which doubling alone
+            # never grew, and the upsert spun for ever holding the indexer's lock
+            capacity = max(needed, 2 * capacity)
             log.debug("growing vector index to %d", capacity)
             self._index.resize_index(capacity)
         # hnswlib replaces the vector of a known label and clears its deleted mark.

@@ -96,6 +96,19 @@ def test_capacity_grows():
     assert index.search(rows[250], 1)[0][0] == 250
 
 
+def test_an_empty_index_saved_and_loaded_takes_vectors(tmp_path: Path):
+    """hnswlib loads an empty index with room for 0 vectors; the first upsert after it
+    grows it (it spun for ever, holding the indexer's lock: every question of the mount
+    waited behind it)."""
+    path = tmp_path / "vectors.hnsw"
+    VectorIndex(DIM).save(path)
+    loaded = VectorIndex.load(path, DIM)
+    assert loaded._index.get_max_elements() == 0  # what made doubling go nowhere
+    rows = unit_rows(3)
+    loaded.upsert(range(3), rows)
+    assert len(loaded) == 3 and loaded.search(rows[1], 1)[0][0] == 1
+
+
 def test_allow_filter():
     rows = unit_rows(100)
     index = VectorIndex(DIM)
