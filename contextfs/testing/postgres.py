@@ -18,6 +18,8 @@ import shutil
 import signal
 import subprocess
 import tempfile
+import threading
+from collections.abc import Callable
 from pathlib import Path
 from urllib.parse import quote
 
@@ -115,6 +117,22 @@ class PgServer:
             with contextlib.suppress(ProcessLookupError):
                 os.kill(pid, signal.SIGSTOP)
         self.frozen = True
+
+    def while_frozen(self, *steps: Callable[[], object], timeout: float = 20) -> str | None:
+        """Freeze the server, run each step in a thread of its own (one after the other,
+        each given `timeout` s), thaw it whatever happens; the name of the first step
+        still running at its timeout (it waited for the frozen server), else None."""
+        self.freeze()
+        try:
+            for step in steps:
+                t = threading.Thread(target=step, daemon=True)
+                t.start()
+                t.join(timeout)
+                if t.is_alive():
+                    return getattr(step, "__name__", repr(step))
+            return None
+        finally:
+            self.thaw()
 
     def thaw(self) -> None:
         if self.frozen:

@@ -537,7 +537,6 @@ def test_a_frozen_server_does_not_hold_up_reads_of_what_a_mount_holds(
     before, `meta.yaml`) goes on at its usual speed on both: catching up with the other
     mounts waits for the server in a worker thread, not on the loop that serves reads.
     Once the server answers again, a write on one is read on the other."""
-    import threading
 
     dsn = own_server.create_database("frozen")
     a = _mount(tmp_path, "a", dsn)
@@ -569,15 +568,8 @@ def test_a_frozen_server_does_not_hold_up_reads_of_what_a_mount_holds(
                 worst.append(time.monotonic() - t0)
             time.sleep(0.05)
 
-    own_server.freeze()
-    try:
-        reader = threading.Thread(target=read_all, args=(time.monotonic() + 3,), daemon=True)
-        reader.start()
-        reader.join(20)
-        alive = reader.is_alive()
-    finally:
-        own_server.thaw()
-    assert not alive, "a read of what the mount holds waited for the frozen server"
+    stuck = own_server.while_frozen(lambda: read_all(time.monotonic() + 3))
+    assert stuck is None, "a read of what the mount holds waited for the frozen server"
     assert not wrong, wrong
     assert len(worst) > 2 * len(held) and max(worst) < 1.0, max(worst)
 
@@ -596,7 +588,6 @@ def test_a_write_while_the_server_is_frozen_is_refused_by_its_deadline(
     deadline (`store_deadline_s`) ends the wait. The write is refused with EIO once it
     passes, `.status` says why, what the mount holds is still read, and once the server
     answers again the next write is stored and read by the other mount."""
-    import threading
 
     dsn = own_server.create_database("deadline")
     a = _mount(tmp_path, "a", dsn, config="store_deadline_s: 2\n")
@@ -618,17 +609,8 @@ def test_a_write_while_the_server_is_frozen_is_refused_by_its_deadline(
         outcome["tea"] = (a.path / PREFS / "tea" / "L2.md").read_text()
         outcome["status"] = a.status()
 
-    own_server.freeze()
-    try:
-        for step in (write, read):  # each in a thread: one that hangs fails the test
-            t = threading.Thread(target=step, daemon=True)
-            t.start()
-            t.join(20)
-            if t.is_alive():
-                break
-    finally:
-        own_server.thaw()
-    assert not t.is_alive(), f"{step.__name__} waited for the frozen server past its deadline"
+    stuck = own_server.while_frozen(write, read)  # each in a thread: one that hangs fails
+    assert stuck is None, f"{stuck} waited for the frozen server past its deadline"
     assert outcome["write"] == errno.EIO, outcome
     assert 1.5 < float(outcome["took"]) < 15, outcome  # type: ignore[arg-type]
     assert str(outcome["tea"]).endswith("Green tea.\n")
