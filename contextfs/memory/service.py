@@ -450,14 +450,18 @@ class Memory:
         persist: bool = True,
         node_id: int | None = None,
         created: float | None = None,
+        absent: bool = False,
     ) -> Node:
         """A new, empty node. With persist=False (mkdir) it is stored with its first
         commit instead: one transaction per new node, not two. An import restoring an
         export asks for the node's id (taken only if it was never handed out) and its
-        creation time (immutable once stored)."""
+        creation time (immutable once stored). absent: the caller knows no live node is
+        at that path (a type directory's full listing, held by the tree), so the store is
+        not asked (a query of about a millisecond); a node there all the same (another
+        mount of a shared store, just now) is refused by its commit (`nodes_live_path`)."""
         self._check_name(ctype, name)
         self.check_writable()
-        if self.live_node(owner, ctype, name) is not None:
+        if not absent and self.live_node(owner, ctype, name) is not None:
             raise Exists(f"{ctype.type_dir}/{name} already exists")
         n = self.new_node(owner, ctype, name, node_id)
         if created is not None:

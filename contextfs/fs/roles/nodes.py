@@ -565,7 +565,10 @@ class Nodes(RoleBase):
             if is_editor_scratch(name) or name.startswith("."):
                 raise InvalidInput(f"{name!r} is not a node name")
             assert d.owner is not None and d.ctype is not None
-            n = self.memory.create_node(d.owner, d.ctype, name, persist=False)
+            # a listed type directory holds every live node's name (the kernel's LOOKUP
+            # before this MKDIR was answered from it): the store need not be asked again
+            absent = d.populated and name not in (d.children or {})
+            n = self.memory.create_node(d.owner, d.ctype, name, persist=False, absent=absent)
             placed = self.place(n)
             assert placed is not None
             placed.made_here = True
