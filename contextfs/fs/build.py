@@ -29,6 +29,7 @@ from contextfs.fs.roles.inbox import Inbox
 from contextfs.fs.roles.nodes import Nodes
 from contextfs.fs.roles.query import QueryDirs
 from contextfs.fs.roles.rename import Renames
+from contextfs.fs.roles.restore import Restore
 from contextfs.fs.roles.sessions import (
     SESSION_CONTEXT_BUDGET,
     SESSION_CONTEXT_K,
@@ -123,7 +124,8 @@ def _assemble(
         search=search,
     )
     query = QueryDirs(table, search, tiers=tiers, perms=perms)
-    roles.add(static, attachments, nodes, tiers, trash, query, inbox, sessions)
+    restore = Restore(table, memory, nodes, refusals)
+    roles.add(static, attachments, nodes, tiers, trash, query, inbox, sessions, restore)
     renames = Renames(
         table,
         memory,
@@ -154,6 +156,7 @@ def _assemble(
     static.build(root)
     query.build(root)
     inbox.add_dirs(root, ("user", memory.default_owner))
+    restore.build(root)
     nodes.build()
     tiers.restore_parked()
     return tree, inbox

@@ -83,6 +83,7 @@ class Role(enum.Enum):
     SESSION_CONTEXT = "session_context"  # context.md
     SESSION_TRANSCRIPT = "session_transcript"  # transcript.jsonl (append-only)
     SESSION_CONTROL = "session_control"  # control: write compact | end
+    RESTORE = "restore"  # /.restore: the owner makes an exported node with its facts
 
 
 QUERY_ROLES = frozenset({Role.QUERYROOT, Role.QUERYOPTS, Role.QUERY, Role.QLINK, Role.QFILE})

@@ -694,6 +694,9 @@ class _Importer:
             self.forced = dest.types[type_name]
         self.files: dict[str, list[Path]] = {}  # the vault's other files, by lowercase name
         self.attached: set[Path] = set()  # those added to a note's node
+        # exported nodes' attachment folders, copied once every node is made: an
+        # attachment takes a new id, which must not be one a node made later asks back
+        self.later: list[tuple[Path, Path, Place]] = []
         self.folder_types = dict(FOLDER_TYPES)
         for folder, name in (folder_types or {}).items():
             if name not in dest.types:
@@ -777,7 +780,7 @@ class _Importer:
         self.report.versions += len(history)
         self.report.created += 1
         if folder.is_dir():
-            self.attachments(folder, place, keep_existing=False)
+            self.later.append((file, folder, place))
 
     def attachments(self, folder: Path, place: Place, *, keep_existing: bool) -> None:
         """Copy the folder beside an exported file into the node (not its .history)."""
@@ -1068,6 +1071,11 @@ def import_tree(
             imp.refuse(p, exc)
         if progress is not None:
             progress(i, len(parsed))
+    for p, folder, place in imp.later:
+        try:
+            imp.attachments(folder, place, keep_existing=False)
+        except (OSError, ContextFSError) as exc:
+            imp.refuse(p, exc)
     attached = {str(p.relative_to(src)) for p in imp.attached}
     report.skipped = [
         s for s in report.skipped if not (s["why"] == "not markdown" and s["file"] in attached)

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import datetime as dt
 import errno
+import json
 import os
 from dataclasses import dataclass
 from pathlib import Path
@@ -24,6 +25,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from contextfs.agents.client import refusal_reason
 from contextfs.ctxtypes import ContextType
+from contextfs.memory.restore import RESTORE_FILE, restore_node
 
 if TYPE_CHECKING:
     from contextfs.memory.service import Memory
@@ -87,13 +89,14 @@ class Target(Protocol):
 
 
 class MountTarget:
-    """File calls on a live mount."""
-
-    restores_facts = False
+    """File calls on a live mount; an exported node through the mount's `.restore`, with
+    its facts, when the caller may write it (the mount's user or root), else by `mkdir`
+    and writes of its tiers (its facts then start again)."""
 
     def __init__(self, mount: Path, status: Any) -> None:
         self.mount = mount
         self._status = status  # () -> the mount's .status.json, parsed
+        self.restores_facts = os.access(mount / RESTORE_FILE, os.W_OK)
 
     def counts(self) -> tuple[int, int]:
         facts = self._status()
@@ -120,6 +123,15 @@ class MountTarget:
     def make_node(
         self, place: Place, versions: list[bytes], pins: dict[str, str], facts: dict[str, Any]
     ) -> None:
+        if self.restores_facts:
+            try:
+                texts = [data.decode("utf-8") for data in versions]
+            except UnicodeDecodeError:
+                texts = None  # written as files: the mount refuses them with its reason
+            if texts is not None:
+                doc = {"node": place.rel, "versions": texts, "pins": pins, "facts": facts}
+                self._write(self.mount / RESTORE_FILE, json.dumps(doc, default=_iso).encode())
+                return
         node = self.mount / place.rel
         if place.name:
             node.mkdir()
@@ -167,20 +179,11 @@ class MountTarget:
             raise
 
 
-def _time(value: Any) -> float | None:
-    """A time fact as meta.yaml writes it (YAML may have parsed it already)."""
-    if isinstance(value, dt.datetime):
-        return value.replace(tzinfo=value.tzinfo or dt.UTC).timestamp()
-    if isinstance(value, str):
-        try:
-            return dt.datetime.fromisoformat(value.replace("Z", "+00:00")).timestamp()
-        except ValueError:
-            return None
-    return None
-
-
-def _strings(value: Any) -> list[str]:
-    return [str(v) for v in value] if isinstance(value, list) else []
+def _iso(value: Any) -> str:
+    """A fact YAML parsed into a date or time, as JSON carries it."""
+    if isinstance(value, dt.date):
+        return value.isoformat()
+    raise TypeError(f"not JSON: {value!r}")
 
 
 class StoreTarget:
@@ -217,30 +220,8 @@ class StoreTarget:
     def make_node(
         self, place: Place, versions: list[bytes], pins: dict[str, str], facts: dict[str, Any]
     ) -> None:
-        m = self.memory
-        wanted = facts.get("id")
-        n = m.create_node(
-            place.owner_key,
-            place.ctype,
-            place.name,
-            persist=False,
-            node_id=wanted if isinstance(wanted, int) and wanted > 0 else None,
-            created=_time(facts.get("created")),
-        )
-        for data in versions:
-            m.save_l2(n, data.decode("utf-8"), reason="import")
-        for tier, text in pins.items():
-            m.save_pinned(n, tier, text)
-        importance = facts.get("importance")
-        reads = facts.get("access_count")
-        m.restore_facts(
-            n,
-            updated=_time(facts.get("updated")) or n.updated,
-            sources=_strings(facts.get("sources")),
-            tags=_strings(facts.get("tags")),
-            importance=float(importance) if isinstance(importance, int | float) else n.importance,
-            access_count=reads if isinstance(reads, int) and reads >= 0 else n.access_count,
-        )
+        texts = [data.decode("utf-8") for data in versions]
+        restore_node(self.memory, place.owner_key, place.ctype, place.name, texts, pins, facts)
 
     def _tree(self, place: Place) -> tuple[Node, dict[Path, Attachment]]:
         n = self._node(place)

@@ -12,7 +12,14 @@ P = "user/default/preferences"
 
 
 async def test_tree_shape(fs, memory):
-    assert await fs.listdir("") == [".schemas", ".status", ".status.json", "agent", "user"]
+    assert await fs.listdir("") == [
+        ".restore",
+        ".schemas",
+        ".status",
+        ".status.json",
+        "agent",
+        "user",
+    ]
     user_types = sorted(t.type_dir for t in memory.types.values() if t.scope == "user")
     assert await fs.listdir("user/default") == sorted([".archive", ".trash", *user_types])
     assert await fs.listdir("agent") == []

@@ -223,3 +223,18 @@ def test_a_setgid_folder_gives_its_group_to_everything_made_in_it(shared: Mount)
     shared.stop()
     shared.start("-o", "allow_other")
     assert {n: os.lstat(shared_dir / n).st_gid for n in made} == groups  # stored
+
+
+def test_only_the_mounts_user_may_restore_facts(shared: Mount) -> None:
+    """`.restore` sets what no file call can (a node's id, times, importance, reads): a
+    user who is not the mount's own (nor root) cannot write it, and makes nothing."""
+    mnt = shared.path
+    alice = mnt / "user" / "alice"
+    alice.mkdir()
+    shutil.chown(alice, ALICE, ALICE)
+    doc = '{"node": "user/alice/preferences/tea", "versions": ["Tea."], "facts": {"importance": 1}}'
+    done = as_user(ALICE, f"printf '%s' '{doc}' > {mnt}/.restore")
+    assert done.returncode != 0 and "Permission denied" in done.stderr
+    assert os.listdir(alice / "preferences") == []
+    (mnt / ".restore").write_text(doc)  # the mount's own user (root here) may
+    assert os.listdir(alice / "preferences") == ["tea"]

@@ -7,6 +7,7 @@ def test_tree_and_remount(mount):
     root = mount.path
     assert sorted(p.name for p in root.iterdir()) == [
         ".inbox",
+        ".restore",
         ".schemas",
         ".sessions",
         ".status",

@@ -3,8 +3,9 @@
 - A store with every kind of thing a person makes (fields, versions, hand-written L0/L1,
   nested attachments with modes and a symlink, a singleton, another user's dated event,
   an agent's skill, unicode) is exported, imported into an empty mount and exported
-  again: the two trees are the same file for file and byte for byte, except the facts
-  docs/agents.md lists as not preserved (ids, times, provenance, access counts, tags).
+  again: the two trees are the same file for file and byte for byte, the store's own
+  facts too (ids, times, provenance, importance, reads, tags: the import hands each node
+  to the mount's `.restore`), and `.restore` refuses what is not an exported node.
 - The export of the unmounted data dir is the mount's export byte for byte (facts too),
   and a data dir that is mounted is exported through its mount (found by its record).
 - A generated Obsidian/Basic Memory vault of a few hundred notes is routed in with
@@ -129,6 +130,12 @@ def test_export_import_export_is_the_same_tree(tmp_path: Path) -> None:
         assert (out1 / "user/default/preferences/editor/.history/v1.md").read_text().count("vim")
         assert (out1 / "user/default/profile.md").exists()
         assert (out1 / "agent/empty").is_dir()
+        exported = snapshot(out1, strip_facts=False)
+        # reads and importance as a store that lived longer would have them
+        text = editor.replace("importance: 0.5\n", "importance: 0.875\n", 1)
+        text = text.replace("access_count: 0\n", "access_count: 7\n", 1)
+        assert text.count("0.875") == 1 and text.count("access_count: 7") == 1
+        (out1 / "user/default/preferences/editor.md").write_text(text)
 
         r = cli("import", str(out1), str(b.path), "--json")
         assert r.returncode == 0, r.stdout + r.stderr
@@ -143,16 +150,78 @@ def test_export_import_export_is_the_same_tree(tmp_path: Path) -> None:
         )
         r = cli("export", str(b.path), str(out2), "--history")
         assert r.returncode == 0, r.stderr
-        first, second = snapshot(out1, strip_facts=True), snapshot(out2, strip_facts=True)
+        first, second = snapshot(out1, strip_facts=False), snapshot(out2, strip_facts=False)
         assert first.keys() == second.keys()
         assert [k for k in first if first[k] != second[k]] == []
-        assert first["user/default/preferences/editor.md"][3]["version"] == 2  # replayed
+        assert b"    version: 2\n" in first["user/default/preferences/editor.md"][2]  # replayed
+        meta = yaml.safe_load((b.path / "user/default/preferences/editor/meta.yaml").read_text())
+        facts = yaml.safe_load(text[4:].partition("\n---\n")[0])["contextfs"]["facts"]
+        assert (meta["id"], meta["importance"], meta["access_count"]) == (facts["id"], 0.875, 7)
+        assert meta["created"] == yaml.safe_load(f"t: {facts['created']}")["t"]
     # the data dir, unmounted: the same export, facts and all
     out3 = tmp_path / "out3"
     r = cli("export", str(tmp_path / "data-a"), str(out3), "--history")
     assert r.returncode == 0, r.stderr
-    assert snapshot(out3, strip_facts=False) == snapshot(out1, strip_facts=False)
+    assert snapshot(out3, strip_facts=False) == exported
     assert a.fsck() == [] and b.fsck() == []
+
+
+def test_restore_file_takes_exported_nodes_and_refuses_anything_else(mount: Mount) -> None:
+    """`.restore` at the root: write-only for the mount's user (0200), not a memory; one
+    exported node per close, made with its facts; what is not one is refused with an
+    errno and a reason in `.status`, and nothing is made."""
+    ctl = mount.path / ".restore"
+    st = ctl.stat()
+    assert (oct(st.st_mode & 0o777), st.st_uid, st.st_size) == ("0o200", os.getuid(), 0)
+    doc = {
+        "node": "user/default/preferences/tea",
+        "versions": [
+            "---\ntopic: tea\nvalue: sencha\n---\nSencha.\n",
+            "---\ntopic: tea\nvalue: genmaicha\n---\nGenmaicha now.\n",
+        ],
+        "pins": {"L0": "Tea: genmaicha (by hand)\n"},
+        "facts": {
+            "id": 4242,
+            "created": "2024-01-02T03:04:05+00:00",
+            "updated": "2024-05-06T07:08:09+00:00",
+            "sources": ["chat.jsonl#t3"],
+            "tags": ["drinks"],
+            "importance": 0.75,
+            "access_count": 3,
+        },
+    }
+    ctl.write_text(json.dumps(doc))
+    node = mount.path / "user/default/preferences/tea"
+    assert sorted(os.listdir(node.parent)) == ["tea"]
+    assert "Genmaicha now." in (node / "L2.md").read_text()
+    assert (node / "L0.md").read_text().startswith("Tea: genmaicha (by hand)")
+    assert sorted(os.listdir(node / ".history")) == ["v1.md", "v2.md"]
+    meta = yaml.safe_load((node / "meta.yaml").read_text())
+    assert (meta["id"], meta["version"], meta["importance"], meta["access_count"]) == (
+        4242,
+        2,
+        0.75,
+        3,
+    )
+    assert meta["sources"] == ["chat.jsonl#t3"] and meta["tags"] == ["drinks"]
+    assert yaml.safe_load(f"t: {meta['created']}")["t"].year == 2024
+    assert ctl.stat().st_size == 0 and (node / "meta.yaml").exists()
+
+    def refused(text: str) -> tuple[str, str]:
+        with pytest.raises(OSError) as info:
+            ctl.write_text(text)
+        status = (mount.path / ".status").read_text()
+        return errno.errorcode[info.value.errno or 0], status
+
+    code, status = refused("not json")
+    assert code == "EINVAL" and "EINVAL .restore: .restore takes one JSON document" in status
+    assert refused(json.dumps(doc))[0] == "EEXIST"  # made already
+    assert refused(json.dumps(doc | {"node": "user/nobody/preferences/tea"}))[0] == "ENOENT"
+    code, status = refused(json.dumps(doc | {"node": "user/default/nowhere/x"}))
+    assert code == "EINVAL" and "no context type keeps its nodes in nowhere/" in status
+    bad = doc | {"node": "user/default/preferences/Bad_Name", "facts": {"id": 4343}}
+    assert refused(json.dumps(bad))[0] == "EINVAL"  # the type's own check of a name
+    assert sorted(os.listdir(node.parent)) == ["tea"]  # nothing half made (fsck: the fixture)
 
 
 def test_restore_into_a_data_dir_is_lossless_facts_and_all(tmp_path: Path) -> None:
@@ -536,5 +605,5 @@ def test_an_exported_vault_links_resolve_and_come_back_as_written(tmp_path: Path
             == (VAULTS / "obsidian/Projects/attachments/harbor-diagram.png").read_bytes()
         )
         assert cli("export", str(b.path), str(out2)).returncode == 0
-        first, second = snapshot(out1, strip_facts=True), snapshot(out2, strip_facts=True)
+        first, second = snapshot(out1, strip_facts=False), snapshot(out2, strip_facts=False)
         assert first == second

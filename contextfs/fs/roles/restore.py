@@ -1,0 +1,117 @@
+"""`.restore`: how the mount's owner makes an exported node again with its facts.
+
+A file call cannot set what the store keeps about a node (its id, creation and change
+times, provenance, tags, importance, reads), so `contextfs import` of an export into a
+live mount writes each node here instead of `mkdir` + `L2.md`: one JSON document per
+close, `{"node": "user/alice/entities/ana", "versions": [...], "pins": {"L0": ...},
+"facts": {...}}` (an export's front matter, as JSON). The daemon makes the node with
+`memory.restore.restore_node` (the same call as a restore into an unmounted data dir) and
+shows it; its attachments then come through their files as usual.
+
+Only the mount's own user and root may write it (mode 0200, the daemon's user, checked by
+the kernel under `default_permissions`); a read returns nothing. A refusal is an errno at
+close (EINVAL for a document that is not one, ENOENT for an unknown owner, EEXIST for a
+node already there) with its reason in `.status`.
+"""
+
+from __future__ import annotations
+
+import json
+import stat
+from typing import TYPE_CHECKING
+
+from contextfs.errors import ContextFSError, InvalidInput, NotFound
+from contextfs.fs.inode import Handle, Inode, Role
+from contextfs.fs.roles.base import Refusals, RoleBase
+from contextfs.fs.table import InodeTable
+from contextfs.memory.restore import RESTORE_FILE, restore_node
+
+if TYPE_CHECKING:
+    from contextfs.ctxtypes import ContextType
+    from contextfs.fs.roles.nodes import Nodes
+    from contextfs.memory.service import Memory
+
+
+class Restore(RoleBase):
+    roles = frozenset({Role.RESTORE})
+
+    def __init__(self, table: InodeTable, memory: Memory, nodes: Nodes, refusals: Refusals) -> None:
+        super().__init__(table)
+        self.memory = memory
+        self.nodes = nodes  # shows a restored node where it belongs
+        self.refusals = refusals
+
+    def build(self, root: Inode) -> None:
+        self.table.new(Role.RESTORE, stat.S_IFREG | 0o200, RESTORE_FILE, root)
+
+    def size(self, inode: Inode) -> int:
+        return 0
+
+    def content(self, inode: Inode) -> bytes:
+        return b""
+
+    async def flush(self, h: Handle) -> None:
+        self.commit(h.inode)
+
+    async def fsync(self, h: Handle) -> None:
+        self.commit(h.inode)
+
+    def release(self, h: Handle) -> None:
+        h.inode.data, h.inode.dirty = None, False
+
+    def commit(self, inode: Inode) -> None:
+        data = bytes(inode.data or b"")
+        inode.data, inode.dirty = None, False
+        if not data.strip():
+            return
+        try:
+            self._restore(data)
+        except ContextFSError as exc:
+            self.refusals.refuse(inode, exc, data)
+            raise
+
+    def _restore(self, data: bytes) -> None:
+        try:
+            doc = json.loads(data)
+        except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+            raise InvalidInput(f"{RESTORE_FILE} takes one JSON document: {exc}") from None
+        if not isinstance(doc, dict):
+            raise InvalidInput(f"{RESTORE_FILE} takes a JSON object")
+        path, versions = doc.get("node"), doc.get("versions", [])
+        pins, facts = doc.get("pins", {}), doc.get("facts", {})
+        if not isinstance(path, str):
+            raise InvalidInput('"node" must be a path such as user/alice/entities/ana')
+        if not (isinstance(versions, list) and all(isinstance(v, str) for v in versions)):
+            raise InvalidInput('"versions" must be a list of texts')
+        if not (
+            isinstance(pins, dict)
+            and set(pins) <= {"L0", "L1"}
+            and all(isinstance(v, str) for v in pins.values())
+        ):
+            raise InvalidInput('"pins" maps L0 and L1 to their hand-written texts')
+        if not isinstance(facts, dict):
+            raise InvalidInput('"facts" must be an object')
+        owner, ctype, name = self._place(path)
+        n = restore_node(self.memory, owner, ctype, name, versions, pins, facts)
+        self.nodes.routed(n, True)
+
+    def _place(self, path: str) -> tuple[tuple[str, str], ContextType, str]:
+        parts = path.strip("/").split("/")
+        if len(parts) not in (3, 4) or parts[0] not in ("user", "agent"):
+            raise InvalidInput(f"{path!r} is not a node path (user|agent/<id>/<type-dir>/<name>)")
+        owner = (parts[0], parts[1])
+        if owner not in self.memory.owners:
+            raise NotFound(f"{parts[0]}/{parts[1]} does not exist: mkdir it first")
+        ctype = self._type_at(parts[2])
+        if ctype.scope != owner[0]:
+            raise InvalidInput(f"{ctype.name} nodes belong under {ctype.scope}/, not {owner[0]}/")
+        if ctype.singleton != (len(parts) == 3):
+            what = "a singleton: no name after" if ctype.singleton else "needs a node name after"
+            raise InvalidInput(f"{path!r}: {parts[2]} is {what} it")
+        return owner, ctype, parts[3] if len(parts) == 4 else ""
+
+    def _type_at(self, type_dir: str) -> ContextType:
+        found = next((t for t in self.memory.types.values() if t.type_dir == type_dir), None)
+        if found is None:
+            raise InvalidInput(f"no context type keeps its nodes in {type_dir}/")
+        return found

@@ -1,0 +1,84 @@
+"""An exported node made again with its facts: the one restore both import paths use.
+
+`restore_node` makes a node as `contextfs export` wrote it: its versions in order, its
+hand-written L0/L1, then the bookkeeping no file write can set (its id when the store never
+handed it out, creation and last-change times, provenance, tags, importance, reads), all in
+one transaction. An import into an unmounted data dir calls it through its own `Memory`
+(`transfer.vault_targets.StoreTarget`); a live mount calls it for the owner's writes to
+its `.restore` file (`fs.roles.restore`). Facts come as YAML parsed them from an export's
+front matter, or as JSON carried them (times then are ISO strings).
+
+Boundary: a `Memory` the caller owns, no files; redaction, validation and naming are the
+memory's own, as for any write.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING, Any
+
+# the mount's control file for it, at the root (`fs.roles.restore`)
+RESTORE_FILE = ".restore"
+
+if TYPE_CHECKING:
+    from contextfs.ctxtypes import ContextType
+    from contextfs.memory.service import Memory
+    from contextfs.model import Node
+
+
+def fact_time(value: Any) -> float | None:
+    """A time fact as meta.yaml writes it (YAML may have parsed it already)."""
+    if isinstance(value, dt.datetime):
+        return value.replace(tzinfo=value.tzinfo or dt.UTC).timestamp()
+    if isinstance(value, str):
+        try:
+            parsed = dt.datetime.fromisoformat(value.replace("Z", "+00:00"))
+        except ValueError:
+            return None
+        return parsed.replace(tzinfo=parsed.tzinfo or dt.UTC).timestamp()
+    return None
+
+
+def _strings(value: Any) -> list[str]:
+    return [str(v) for v in value] if isinstance(value, list) else []
+
+
+def restore_node(
+    memory: Memory,
+    owner: tuple[str, str],
+    ctype: ContextType,
+    name: str,
+    versions: Sequence[str],
+    pins: Mapping[str, str],
+    facts: Mapping[str, Any],
+) -> Node:
+    """Make the node `owner/ctype/name` ("" for a singleton) as exported: each of
+    `versions` saved in turn (the last is its L2), `pins` (tier -> text) written by hand,
+    then its facts. One transaction: a refusal anywhere leaves no part of it."""
+    m = memory
+    wanted = facts.get("id")
+    with m.transaction():
+        n = m.create_node(
+            owner,
+            ctype,
+            name,
+            persist=False,
+            node_id=wanted if isinstance(wanted, int) and wanted > 0 else None,
+            created=fact_time(facts.get("created")),
+        )
+        for text in versions:
+            m.save_l2(n, text, reason="import")
+        for tier, text in pins.items():
+            m.save_pinned(n, tier, text)
+        importance = facts.get("importance")
+        reads = facts.get("access_count")
+        m.restore_facts(
+            n,
+            updated=fact_time(facts.get("updated")) or n.updated,
+            sources=_strings(facts.get("sources")),
+            tags=_strings(facts.get("tags")),
+            importance=float(importance) if isinstance(importance, int | float) else n.importance,
+            access_count=reads if isinstance(reads, int) and reads >= 0 else n.access_count,
+        )
+    return n
