@@ -49,13 +49,14 @@ def restore_node(
     owner: tuple[str, str],
     ctype: ContextType,
     name: str,
-    versions: Sequence[str],
+    versions: Sequence[tuple[str, float | None]],
     pins: Mapping[str, str],
     facts: Mapping[str, Any],
 ) -> Node:
     """Make the node `owner/ctype/name` ("" for a singleton) as exported: each of
-    `versions` saved in turn (the last is its L2), `pins` (tier -> text) written by hand,
-    then its facts. One transaction: a refusal anywhere leaves no part of it."""
+    `versions` (text, when it was saved; None: now) saved in turn (the last is its L2),
+    `pins` (tier -> text) written by hand, then its facts. One transaction: a refusal
+    anywhere leaves no part of it."""
     m = memory
     wanted = facts.get("id")
     with m.transaction():
@@ -67,8 +68,8 @@ def restore_node(
             node_id=wanted if isinstance(wanted, int) and wanted > 0 else None,
             created=fact_time(facts.get("created")),
         )
-        for text in versions:
-            m.save_l2(n, text, reason="import")
+        for text, at in versions:
+            m.save_l2(n, text, reason="import", at=at)
         for tier, text in pins.items():
             m.save_pinned(n, tier, text)
         importance = facts.get("importance")

@@ -505,8 +505,11 @@ class Memory:
             ctype.coerce_fields(doc.fields, where="front matter")
         return doc
 
-    def save_l2(self, n: Node, text: str, reason: str = "write") -> bool:
-        """Commit text as n's L2: a new version when it differs. Returns whether it did."""
+    def save_l2(
+        self, n: Node, text: str, reason: str = "write", *, at: float | None = None
+    ) -> bool:
+        """Commit text as n's L2: a new version when it differs. Returns whether it did.
+        `at`: when the version was saved (an import restoring an exported one), else now."""
         if len(text.encode("utf-8")) > self.max_tier_size:
             raise TooBig(f"L2.md is limited to {self.max_tier_size} bytes")
         ctype = self.type_named(n.type)
@@ -525,7 +528,7 @@ class Memory:
         # it by then) and the rest this one added: out of those versions too
         earlier = self._reaching_back(n, raw, found) if found and n.version else []
         l0, l1 = summarize(ctype, text) if text.strip() else ("", "")
-        now = max(self.clock(), n.updated)
+        now = max(self.clock(), n.updated) if at is None else at
         try:
             with self.transaction():
                 self.transactions.keep(n)

@@ -172,15 +172,17 @@ class SalvageSource(Source):
             return None
         return b"".join(bytes(d) for _i, d in rows)
 
-    def _history(self, nid: int) -> tuple[tuple[int, str], ...]:
+    def _history(self, nid: int) -> tuple[tuple[int, str, float], ...]:
         out = []
-        for (v,) in (
-            self._try("SELECT version FROM versions WHERE node_id = ? ORDER BY version", [nid])
+        for v, created in (
+            self._try(
+                "SELECT version, created FROM versions WHERE node_id = ? ORDER BY version", [nid]
+            )
             or []
         ):
             got = self._try("SELECT l2 FROM versions WHERE node_id = ? AND version = ?", [nid, v])
             if got:
-                out.append((v, got[0][0]))
+                out.append((v, got[0][0], created))
         return tuple(out)
 
     def nodes(self, history: bool) -> Iterator[NodeRecord]:

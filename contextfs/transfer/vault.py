@@ -42,6 +42,7 @@ import yaml
 from contextfs.ctxtypes import ContextType, load_types, slugify
 from contextfs.errors import ContextFSError, InvalidInput, UsageError
 from contextfs.memory.document import parse_document
+from contextfs.memory.restore import fact_time
 from contextfs.memory.routing import tag_list
 from contextfs.transfer.vault_targets import MountTarget, Place, StoreTarget, Target
 
@@ -127,7 +128,8 @@ class NodeRecord:
     l1: str | None
     facts: dict[str, Any]
     attachments: tuple[AttachmentRecord, ...] = ()
-    history: tuple[tuple[int, str], ...] = ()
+    # (version, text, when it was saved: the mtime its `.history/vN.md` shows and gets)
+    history: tuple[tuple[int, str, float], ...] = ()
 
 
 class Source(Protocol):
@@ -200,11 +202,12 @@ class MountSource(Source):
 
     def _read(self, d: Path, t: ContextType, history: bool) -> NodeRecord:
         meta = yaml.safe_load((d / "meta.yaml").read_text(encoding="utf-8")) or {}
-        versions: list[tuple[int, str]] = []
+        versions: list[tuple[int, str, float]] = []
         if history and (d / HISTORY).is_dir():
             for v in (d / HISTORY).iterdir():
                 if v.name.startswith("v") and v.name[1:-3].isdigit() and v.name.endswith(".md"):
-                    versions.append((int(v.name[1:-3]), v.read_text(encoding="utf-8")))
+                    text = v.read_text(encoding="utf-8")
+                    versions.append((int(v.name[1:-3]), text, v.stat().st_mtime))
             versions.sort()
         l2 = d / "L2.md"  # a node made by mkdir and never written has no L2.md yet
         return NodeRecord(
@@ -304,7 +307,7 @@ class StoreSource(Source):
                     )
             atts.sort(key=lambda r: r.rel)
             versions = (
-                tuple((v, m.history_text(n, v)) for v, _c, _s in n.history) if history else ()
+                tuple((v, m.history_text(n, v), c) for v, c, _s in n.history) if history else ()
             )
             yield NodeRecord(
                 path=m.node_path(n),
@@ -575,10 +578,11 @@ def export_tree(
                 problems.append(f"{rec.path}/{a.rel}: {exc.strerror or exc}")
                 continue
             atts += 1
-        for v, text in rec.history:
+        for v, text, when in rec.history:
             h = folder / HISTORY / f"v{v}.md"
             h.parent.mkdir(parents=True, exist_ok=True)
             h.write_text(text, encoding="utf-8")
+            os.utime(h, (when, when))  # the time it was saved, which an import restores
             versions += 1
         for p, a in reversed(dir_modes):  # deepest first: a read-only folder is filled
             os.chmod(p, a.mode)
@@ -767,16 +771,22 @@ class _Importer:
             for v in (folder / HISTORY).glob("v*.md")
             if v.name[1:-3].isdigit()
         )
-        versions = [path.read_bytes() for _v, path in history[:-1]]  # the last one is L2
+        facts = note.meta.get("facts")
+        facts = facts if isinstance(facts, dict) else {}
+        # (text, when it was saved) of each version; the last one is L2 (its time: the
+        # last version file's, else the node's last change)
+        versions: list[tuple[bytes, float | None]] = [
+            (path.read_bytes(), path.stat().st_mtime) for _v, path in history[:-1]
+        ]
         if note.l2 or history:  # a node never written has no version to make
-            versions.append(note.l2.encode())
+            last = history[-1][1].stat().st_mtime if history else fact_time(facts.get("updated"))
+            versions.append((note.l2.encode(), last))
         pins = {
             tier.upper(): text
             for tier in ("l0", "l1")
             if isinstance(text := note.meta.get(tier), str)
         }
-        facts = note.meta.get("facts")
-        self.to.make_node(place, versions, pins, facts if isinstance(facts, dict) else {})
+        self.to.make_node(place, versions, pins, facts)
         self.report.versions += len(history)
         self.report.created += 1
         if folder.is_dir():

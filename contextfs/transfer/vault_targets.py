@@ -72,7 +72,11 @@ class Target(Protocol):
         ...
 
     def make_node(
-        self, place: Place, versions: list[bytes], pins: dict[str, str], facts: dict[str, Any]
+        self,
+        place: Place,
+        versions: list[tuple[bytes, float | None]],
+        pins: dict[str, str],
+        facts: dict[str, Any],
     ) -> None: ...
 
     def has_attachment(self, place: Place, rel: Path) -> bool: ...
@@ -121,11 +125,15 @@ class MountTarget:
         return made.pop() if len(made) == 1 else None
 
     def make_node(
-        self, place: Place, versions: list[bytes], pins: dict[str, str], facts: dict[str, Any]
+        self,
+        place: Place,
+        versions: list[tuple[bytes, float | None]],
+        pins: dict[str, str],
+        facts: dict[str, Any],
     ) -> None:
         if self.restores_facts:
             try:
-                texts = [data.decode("utf-8") for data in versions]
+                texts = [{"text": data.decode("utf-8"), "at": at} for data, at in versions]
             except UnicodeDecodeError:
                 texts = None  # written as files: the mount refuses them with its reason
             if texts is not None:
@@ -135,7 +143,7 @@ class MountTarget:
         node = self.mount / place.rel
         if place.name:
             node.mkdir()
-        for data in versions:  # each close is one version
+        for data, _at in versions:  # each close is one version (saved now)
             self._write(node / "L2.md", data)
         for tier, text in pins.items():
             self._write(node / f"{tier}.md", text.encode())
@@ -218,9 +226,13 @@ class StoreTarget:
         return done.node.name if done.created else None
 
     def make_node(
-        self, place: Place, versions: list[bytes], pins: dict[str, str], facts: dict[str, Any]
+        self,
+        place: Place,
+        versions: list[tuple[bytes, float | None]],
+        pins: dict[str, str],
+        facts: dict[str, Any],
     ) -> None:
-        texts = [data.decode("utf-8") for data in versions]
+        texts = [(data.decode("utf-8"), at) for data, at in versions]
         restore_node(self.memory, place.owner_key, place.ctype, place.name, texts, pins, facts)
 
     def _tree(self, place: Place) -> tuple[Node, dict[Path, Attachment]]:

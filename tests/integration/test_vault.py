@@ -22,6 +22,7 @@ import os
 import re
 import shutil
 import subprocess
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -62,6 +63,15 @@ def snapshot(root: Path, *, strip_facts: bool) -> dict[str, object]:
         else:
             out[rel] = ("file", oct(st.st_mode & 0o777), p.read_bytes())
     return out
+
+
+def version_times(root: Path) -> dict[str, float]:
+    """When each version under root was saved: the mtime of its `.history/vN.md`."""
+    return {str(p.relative_to(root)): p.stat().st_mtime for p in sorted(root.rglob("v*.md"))}
+
+
+def same_times(a: dict[str, float], b: dict[str, float]) -> bool:
+    return a.keys() == b.keys() and all(abs(a[k] - b[k]) < 1e-3 for k in a)
 
 
 def fill(root: Path) -> None:
@@ -131,6 +141,10 @@ def test_export_import_export_is_the_same_tree(tmp_path: Path) -> None:
         assert (out1 / "user/default/profile.md").exists()
         assert (out1 / "agent/empty").is_dir()
         exported = snapshot(out1, strip_facts=False)
+        # each version file carries the time its version was saved
+        saved_a = version_times(a.path / "user")
+        assert len(saved_a) == 5 and same_times(version_times(out1 / "user"), saved_a)
+        assert len(set(saved_a.values())) == 5
         # reads and importance as a store that lived longer would have them
         text = editor.replace("importance: 0.5\n", "importance: 0.875\n", 1)
         text = text.replace("access_count: 0\n", "access_count: 7\n", 1)
@@ -154,6 +168,8 @@ def test_export_import_export_is_the_same_tree(tmp_path: Path) -> None:
         assert first.keys() == second.keys()
         assert [k for k in first if first[k] != second[k]] == []
         assert b"    version: 2\n" in first["user/default/preferences/editor.md"][2]  # replayed
+        assert same_times(version_times(b.path / "user"), saved_a)  # restored, not "now"
+        assert same_times(version_times(out2 / "user"), saved_a)
         meta = yaml.safe_load((b.path / "user/default/preferences/editor/meta.yaml").read_text())
         facts = yaml.safe_load(text[4:].partition("\n---\n")[0])["contextfs"]["facts"]
         assert (meta["id"], meta["importance"], meta["access_count"]) == (facts["id"], 0.875, 7)
@@ -176,8 +192,11 @@ def test_restore_file_takes_exported_nodes_and_refuses_anything_else(mount: Moun
     doc = {
         "node": "user/default/preferences/tea",
         "versions": [
-            "---\ntopic: tea\nvalue: sencha\n---\nSencha.\n",
-            "---\ntopic: tea\nvalue: genmaicha\n---\nGenmaicha now.\n",
+            {
+                "text": "---\ntopic: tea\nvalue: sencha\n---\nSencha.\n",
+                "at": "2024-01-02T03:04:05Z",
+            },
+            "---\ntopic: tea\nvalue: genmaicha\n---\nGenmaicha now.\n",  # saved now
         ],
         "pins": {"L0": "Tea: genmaicha (by hand)\n"},
         "facts": {
@@ -196,6 +215,8 @@ def test_restore_file_takes_exported_nodes_and_refuses_anything_else(mount: Moun
     assert "Genmaicha now." in (node / "L2.md").read_text()
     assert (node / "L0.md").read_text().startswith("Tea: genmaicha (by hand)")
     assert sorted(os.listdir(node / ".history")) == ["v1.md", "v2.md"]
+    assert (node / ".history/v1.md").stat().st_mtime == 1704164645.0  # 2024-01-02T03:04:05Z
+    assert abs((node / ".history/v2.md").stat().st_mtime - time.time()) < 60
     meta = yaml.safe_load((node / "meta.yaml").read_text())
     assert (meta["id"], meta["version"], meta["importance"], meta["access_count"]) == (
         4242,
@@ -217,6 +238,12 @@ def test_restore_file_takes_exported_nodes_and_refuses_anything_else(mount: Moun
     assert code == "EINVAL" and "EINVAL .restore: .restore takes one JSON document" in status
     assert refused(json.dumps(doc))[0] == "EEXIST"  # made already
     assert refused(json.dumps(doc | {"node": "user/nobody/preferences/tea"}))[0] == "ENOENT"
+    late = doc | {
+        "node": "user/default/preferences/coffee",
+        "versions": [{"text": "x", "at": "soon"}],
+    }
+    code, status = refused(json.dumps(late))
+    assert code == "EINVAL" and "\"at\" of a version is a time, not 'soon'" in status
     code, status = refused(json.dumps(doc | {"node": "user/default/nowhere/x"}))
     assert code == "EINVAL" and "no context type keeps its nodes in nowhere/" in status
     bad = doc | {"node": "user/default/preferences/Bad_Name", "facts": {"id": 4343}}

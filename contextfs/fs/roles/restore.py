@@ -3,8 +3,9 @@
 A file call cannot set what the store keeps about a node (its id, creation and change
 times, provenance, tags, importance, reads), so `contextfs import` of an export into a
 live mount writes each node here instead of `mkdir` + `L2.md`: one JSON document per
-close, `{"node": "user/alice/entities/ana", "versions": [...], "pins": {"L0": ...},
-"facts": {...}}` (an export's front matter, as JSON). The daemon makes the node with
+close, `{"node": "user/alice/entities/ana", "versions": [{"text": ..., "at": ...}, ...],
+"pins": {"L0": ...}, "facts": {...}}` (an export's front matter and history, as JSON;
+a version may be a bare text, saved now). The daemon makes the node with
 `memory.restore.restore_node` (the same call as a restore into an unmounted data dir) and
 shows it; its attachments then come through their files as usual.
 
@@ -24,7 +25,7 @@ from contextfs.errors import ContextFSError, InvalidInput, NotFound
 from contextfs.fs.inode import Handle, Inode, Role
 from contextfs.fs.roles.base import Refusals, RoleBase
 from contextfs.fs.table import InodeTable
-from contextfs.memory.restore import RESTORE_FILE, restore_node
+from contextfs.memory.restore import RESTORE_FILE, fact_time, restore_node
 
 if TYPE_CHECKING:
     from contextfs.ctxtypes import ContextType
@@ -81,8 +82,8 @@ class Restore(RoleBase):
         pins, facts = doc.get("pins", {}), doc.get("facts", {})
         if not isinstance(path, str):
             raise InvalidInput('"node" must be a path such as user/alice/entities/ana')
-        if not (isinstance(versions, list) and all(isinstance(v, str) for v in versions)):
-            raise InvalidInput('"versions" must be a list of texts')
+        if not isinstance(versions, list):
+            raise InvalidInput('"versions" must be a list')
         if not (
             isinstance(pins, dict)
             and set(pins) <= {"L0", "L1"}
@@ -92,7 +93,8 @@ class Restore(RoleBase):
         if not isinstance(facts, dict):
             raise InvalidInput('"facts" must be an object')
         owner, ctype, name = self._place(path)
-        n = restore_node(self.memory, owner, ctype, name, versions, pins, facts)
+        saved = [_version(v) for v in versions]
+        n = restore_node(self.memory, owner, ctype, name, saved, pins, facts)
         self.nodes.routed(n, True)
 
     def _place(self, path: str) -> tuple[tuple[str, str], ContextType, str]:
@@ -115,3 +117,17 @@ class Restore(RoleBase):
         if found is None:
             raise InvalidInput(f"no context type keeps its nodes in {type_dir}/")
         return found
+
+
+def _version(v: object) -> tuple[str, float | None]:
+    """One of "versions": its text, or {"text": ..., "at": when it was saved (seconds since
+    the epoch, or an ISO time)}."""
+    if isinstance(v, str):
+        return v, None
+    if isinstance(v, dict) and isinstance(v.get("text"), str):
+        at = v.get("at")
+        when = at if isinstance(at, int | float) else fact_time(at)
+        if at is not None and when is None:
+            raise InvalidInput(f'"at" of a version is a time, not {at!r}')
+        return v["text"], float(when) if when is not None else None
+    raise InvalidInput('each of "versions" is a text or {"text": ..., "at": time}')
