@@ -8,6 +8,7 @@ version are refused with an errno the tool prints and the reason in `.status`.
 
 from __future__ import annotations
 
+import errno
 import os
 import re
 import shutil
@@ -15,6 +16,8 @@ import subprocess
 from pathlib import Path
 
 import pytest
+
+from contextfs.testing import contextfs_cmd
 
 V1 = "Ana drinks green tea.\n"
 V2 = "Ana drinks green tea, no sugar, after lunch.\n"
@@ -131,6 +134,47 @@ def test_an_owner_copied_into_a_new_one(mount, tools):
         assert (ana / "L2.md").read_text() == "Ana Souza, a colleague.\n"
         assert meta(ana)["owner"] == f"user/{owner}"
         assert history(ana) == {"v1.md": "Ana Souza, a colleague.\n"}
+
+
+@pytest.mark.parametrize("tool", ["rsync", "tar", "cp"])
+def test_an_export_copied_in_makes_its_nodes_again(mount, tools, tool, tmp_path):
+    """`rsync -a`, `tar x` or `cp -r` of a `contextfs export --history` tree into an owner
+    exit 0: each `<name>.md` (its L2 with a `contextfs:` mapping) is its node, with the
+    hand-written L0, every version of its `.history` and its attachments."""
+    user = mount.path / "user"
+    src = make_tea(user / "default/preferences")
+    (user / "default/entities/ana").mkdir()
+    (user / "default/entities/ana/L2.md").write_text("Ana Souza, a colleague.\n")
+    out = tmp_path / "out"
+    r = run(*contextfs_cmd("export", str(mount.path), str(out), "--history"))
+    assert r.returncode == 0, r.stderr
+    export = out / "user/default"
+    assert (export / "preferences/tea.md").read_text().count("contextfs:") == 1
+    (user / "x").mkdir()
+    if tool == "rsync":
+        r = run("rsync", "-a", f"{export}/", f"{user / 'x'}/")
+    elif tool == "tar":
+        r = run("tar", "-C", export, "-cf", tmp_path / "export.tar", ".")
+        assert (r.returncode, r.stderr) == (0, ""), r.stderr
+        r = run("tar", "-C", user / "x", "-xf", tmp_path / "export.tar")
+    else:
+        r = run("cp", "-r", f"{export}/.", f"{user / 'x'}/")
+    assert (r.returncode, r.stderr) == (0, ""), r.stderr
+    assert_same_node(user / "x/preferences/tea", src)
+    ana = user / "x/entities/ana"
+    assert (ana / "L2.md").read_text() == "Ana Souza, a colleague.\n"
+    assert history(ana) == {"v1.md": "Ana Souza, a colleague.\n"}
+    assert sorted(os.listdir(user / "x/preferences")) == ["tea"]  # no .md file stays
+    # a node's file copied into the folder of another type is refused, with the reason
+    wrong = user / "x/entities/tea.md"
+    with pytest.raises(OSError) as info:
+        wrong.write_bytes((export / "preferences/tea.md").read_bytes())
+    assert info.value.errno == errno.EINVAL
+    status = (mount.path / ".status").read_text()
+    assert "tea.md was exported as a node of type preference; this folder keeps type entity" in (
+        status
+    )
+    assert not (user / "x/entities/tea").exists()
 
 
 def test_rsync_back_of_an_rsync_copy_changes_nothing(mount, tools, tmp_path):

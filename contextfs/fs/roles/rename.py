@@ -409,7 +409,7 @@ class Renames:
         assert dst_dir.owner is not None and dst_dir.ctype is not None
         try:
             with self.memory.transaction():
-                res = self.memory.routing.route(dst_dir.owner, dst_dir.ctype, new_name, data)
+                res = self.tiers.route(dst_dir.owner, dst_dir.ctype, new_name, data)
                 self._drop_source_row(src)
         except ContextFSError as exc:
             self.refusals.refuse(src, exc, data)

@@ -16,11 +16,12 @@ import logging
 import os
 import stat
 import time
+from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 import yaml
 
-from contextfs.errors import ContextFSError, ReadOnly
+from contextfs.errors import ContextFSError, InvalidInput, ReadOnly
 from contextfs.fs.inode import (
     HISTORY_DIR,
     META_FILE,
@@ -37,10 +38,13 @@ from contextfs.fs.roles.nodes import Nodes
 from contextfs.fs.searchport import SearchPort
 from contextfs.fs.table import InodeTable
 from contextfs.memory.document import decode_text, trace_name
+from contextfs.memory.exported import Note, read_note
+from contextfs.memory.restore import restore_node
 from contextfs.memory.texts import LRU
 from contextfs.model import Access, Node
 
 if TYPE_CHECKING:
+    from contextfs.ctxtypes import ContextType
     from contextfs.memory.service import Memory
     from contextfs.model import Refusal
 
@@ -520,7 +524,7 @@ class Tiers(RoleBase):
         inode.dirty = False
         assert inode.owner is not None and inode.ctype is not None
         try:
-            res = self.memory.routing.route(inode.owner, inode.ctype, inode.name, data)
+            res = self.route(inode.owner, inode.ctype, inode.name, data)
         except ContextFSError as exc:
             refusal = self.refusals.refuse(inode, exc, data)
             self._forget_drop(inode, parent)
@@ -534,6 +538,58 @@ class Tiers(RoleBase):
         self._forget_drop(inode, parent)
         self.nodes.routed(res.node, res.created)
         return res.node
+
+    def route(self, owner: tuple[str, str], ctype: ContextType, name: str, data: bytes) -> Routed:
+        """A file closed in (or renamed into) a type directory: a node's file as
+        `contextfs export` wrote it (`<name>.md` with a `contextfs:` mapping: `rsync`,
+        `tar x` or `cp` of an export) is that node (`exported`); anything else is routed
+        by the type's strategy."""
+        note = _exported_note(ctype, name, data)
+        if note is not None:
+            done = self.exported(owner, ctype, name[: -len(".md")], note)
+            if done is not None:
+                return done
+            data = note.l2.encode()  # a node of that name with versions: its strategy
+        res = self.memory.routing.route(owner, ctype, name, data)
+        return Routed(res.node, res.created)
+
+    def exported(
+        self, owner: tuple[str, str], ctype: ContextType, name: str, note: Note
+    ) -> Routed | None:
+        """The node `name` as exported: made with its L2 and hand-written L0/L1 when there
+        is none (its facts start again, as for any write through a file: `contextfs
+        import` restores them), or, when a node made by `mkdir` has no version yet (rsync
+        makes a node's folder, its `.history` and attachments before the file beside it),
+        given them, after the versions written into its `.history`. Either way it is a copy
+        being made: versions written into its `.history` later (`tar x` extracts the file
+        first) take their places before its L2. None: a node with versions is there."""
+        assert note.meta is not None
+        pins = {
+            tier.upper(): text
+            for tier in ("l0", "l1")
+            if isinstance(text := note.meta.get(tier), str)
+        }
+        n = self.memory.live_node(owner, ctype, name)
+        if n is not None and n.version > 0:
+            return None
+        created = n is None
+        if n is None:
+            texts = [(note.l2, None)] if note.l2 else []  # a node never written: no version
+            n = restore_node(self.memory, owner, ctype, name, texts, pins, {})
+            self.nodes.routed(n, True)
+            d = self.nodes.node_inode(n)
+        else:
+            d = self.nodes.node_inode(n)
+            with self.memory.transaction():
+                self.first_save(d, n, note.l2)
+                for tier, text in pins.items():
+                    self.memory.save_pinned(n, tier, text)
+            self.nodes.changed(n)
+        if d is not None:
+            d.made_here = True
+            if d.copied_from is None:
+                d.copied_from = [None] * n.version
+        return Routed(n, created)
 
     def _forget_drop(self, inode: Inode, parent: Inode | None) -> None:
         """A drop was routed or refused: it leaves the tree, and its pending row the store."""
@@ -660,3 +716,31 @@ class Tiers(RoleBase):
             self.memory.routing.forget_drop(child.drop_id)
         self.table.unlink_inode(child)
         self.attachments.touch_dir(d)
+
+
+@dataclass(frozen=True, slots=True)
+class Routed:
+    """Where a file written into a type directory went: the node, and whether it is new."""
+
+    node: Node
+    created: bool
+
+
+def _exported_note(ctype: ContextType, name: str, data: bytes) -> Note | None:
+    """`data` read as the file an export writes for a node of `ctype` named by `name`
+    (`<node>.md`), or None when it is not one. One exported as another type is refused."""
+    if not name.endswith(".md") or ctype.singleton:
+        return None
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError:
+        return None
+    note = read_note(text, name[: -len(".md")])
+    if note.meta is None:
+        return None
+    if note.meta["type"] != ctype.name:
+        raise InvalidInput(
+            f"{name} was exported as a node of type {note.meta['type']}; this folder keeps "
+            f"type {ctype.name}"
+        )
+    return note
