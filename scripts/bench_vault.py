@@ -61,6 +61,27 @@ def cp(src: Path, dst: Path) -> float:
     return time.perf_counter() - t
 
 
+def timed(cmd: list[str]) -> float:
+    """Seconds a tool took; a tool that fails fails the benchmark (its errors shown)."""
+    t = time.perf_counter()
+    r = subprocess.run(cmd, capture_output=True, text=True)
+    took = time.perf_counter() - t
+    if r.returncode != 0:
+        raise RuntimeError(f"{' '.join(cmd[:2])} exited {r.returncode}: {r.stderr[-2000:]}")
+    return took
+
+
+def node_texts(owner: Path) -> dict[str, bytes]:
+    """Each node of an owner in a mount (type dir/name) and its L2, hand-written L0 aside."""
+    return {
+        f"{td.name}/{node.name}": (node / "L2.md").read_bytes()
+        for td in sorted(owner.iterdir())
+        if not td.name.startswith(".") and td.is_dir()
+        for node in sorted(td.iterdir())
+        if (node / "L2.md").exists()
+    }
+
+
 def tree_bytes(tree: Path) -> dict[str, bytes]:
     return {
         str(p.relative_to(tree)): p.read_bytes() for p in sorted(tree.rglob("*")) if p.is_file()
@@ -124,6 +145,27 @@ def main() -> int:
             and not json.loads(r2.stdout)["refused"]
             and not json.loads(r3.stdout)["refused"]
         )
+        # the export copied into a mount with ordinary tools, beside the same to local disk
+        say(f"copying the export of {nodes} nodes in with rsync -a and tar x ...")
+        src = top / "out1/user/default"
+        subprocess.run(["tar", "-C", str(src), "-cf", str(top / "export.tar"), "."], check=True)
+        copies = {}
+        for tool in ("rsync", "tar"):
+            for side, dest in (("local disk", top / f"{tool}-native"), ("a mount", b.path)):
+                where = dest / "user" / f"{tool}-copy" if side == "a mount" else dest
+                where.mkdir(parents=True)
+                cmd = (
+                    ["rsync", "-a", f"{src}/", f"{where}/"]
+                    if tool == "rsync"
+                    else ["tar", "-C", str(where), "-xf", str(top / "export.tar")]
+                )
+                secs = timed(cmd)
+                verb = "rsync -a" if tool == "rsync" else "tar x"
+                rows.append((f"{verb} the export into {side}", secs, nodes / secs, "nodes/s"))
+            copies[tool] = node_texts(b.path / "user" / f"{tool}-copy")
+        imported = node_texts(b.path / "user/default")
+        copied_same = all(c == imported for c in copies.values()) and len(imported) == nodes
+        ok = ok and copied_same
         # the same files written as plain attachments of one node: no routing, no summary
         (b.path / "user/default/preferences/copy").mkdir()
         t_attach = cp(vault, b.path / "user/default/preferences/copy/vault")
@@ -148,7 +190,8 @@ def main() -> int:
         f"\nround trip export → import into a mount → export byte for byte, facts and ids too: "
         f"{same}; offline export = mount "
         f"export: {offline_same}; export → restore into a data dir → export byte for byte, "
-        f"facts and ids too: {restored_same}"
+        f"facts and ids too: {restored_same}; rsync -a and tar x of the export into a mount "
+        f"give every node its L2: {copied_same}"
     )
     doc = {
         "machine": machine_info(),
@@ -157,6 +200,7 @@ def main() -> int:
         "round_trip_same": same,
         "offline_export_same": offline_same,
         "restore_same_bytes": restored_same,
+        "tools_copy_same": copied_same,
     }
     say(f"wrote {write_json(args.json, doc)}")
     return 0 if ok else 1
