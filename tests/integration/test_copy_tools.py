@@ -22,6 +22,8 @@ from contextfs.testing import contextfs_cmd
 V1 = "Ana drinks green tea.\n"
 V2 = "Ana drinks green tea, no sugar, after lunch.\n"
 PINNED = "Tea: green, no sugar.\n"
+P1 = "---\nname: Ola\n---\nOla teaches chemistry.\n"
+P2 = "---\nname: Ola\n---\nOla teaches chemistry in Bergen.\n"
 
 
 def run(*args: str | Path, cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
@@ -145,6 +147,10 @@ def test_an_export_copied_in_makes_its_nodes_again(mount, tools, tool, tmp_path)
     src = make_tea(user / "default/preferences")
     (user / "default/entities/ana").mkdir()
     (user / "default/entities/ana/L2.md").write_text("Ana Souza, a colleague.\n")
+    profile = user / "default/profile"  # a singleton: exported as profile.md beside
+    (profile / "L2.md").write_text(P1)
+    (profile / "L2.md").write_text(P2)
+    (profile / "L0.md").write_text("Ola, by hand.\n")
     out = tmp_path / "out"
     r = run(*contextfs_cmd("export", str(mount.path), str(out), "--history"))
     assert r.returncode == 0, r.stderr
@@ -165,6 +171,11 @@ def test_an_export_copied_in_makes_its_nodes_again(mount, tools, tool, tmp_path)
     assert (ana / "L2.md").read_text() == "Ana Souza, a colleague.\n"
     assert history(ana) == {"v1.md": "Ana Souza, a colleague.\n"}
     assert sorted(os.listdir(user / "x/preferences")) == ["tea"]  # no .md file stays
+    copied = user / "x/profile"
+    assert (copied / "L2.md").read_text() == P2
+    assert (copied / "L0.md").read_text() == "Ola, by hand.\n"
+    assert history(copied) == {"v1.md": P1, "v2.md": P2}
+    assert "profile.md" not in os.listdir(user / "x")
     # a node's file copied into the folder of another type is refused, with the reason
     wrong = user / "x/entities/tea.md"
     with pytest.raises(OSError) as info:

@@ -52,8 +52,11 @@ VERSION_NAME = re.compile(r"v([1-9][0-9]{0,8})\.md")
 
 # `.history` version lists read together when one is listed (`_prefetch_history`)
 HISTORY_BATCH = 1000
+# rsync's temporary name for a file it is copying: `.<name>.XXXXXX`
+_COPIER_TEMP = re.compile(r"\.(.+)\.[A-Za-z0-9]{6}")
 
 if TYPE_CHECKING:
+    from contextfs.ctxtypes import ContextType
     from contextfs.memory.service import Memory
 
 
@@ -462,6 +465,9 @@ class Nodes(RoleBase):
             return Role.SCRATCH if is_temp_name(name) else Role.DROP
         if d.role == Role.HISTORY:
             return self._new_in_history(d, name)
+        if d.role == Role.OWNER and self.singleton_file_type(d, name) is not None:
+            # an export's singleton (`profile.md` beside the type directories), copied in
+            return Role.SCRATCH if is_temp_name(name) else Role.DROP
         if d.role == Role.NODE:
             if d.trashed:
                 raise ReadOnly("a deleted node is read-only; restore it with mv first")
@@ -477,6 +483,22 @@ class Nodes(RoleBase):
                 return Role.DROP
             return Role.ATTACH
         raise self.no_files_here(d)
+
+    def singleton_file_type(self, d: Inode, name: str) -> ContextType | None:
+        """The singleton type whose exported file `name` is in owner directory d
+        (`profile.md`, or rsync's temporary `.profile.md.XXXXXX` for it), else None."""
+        if d.role != Role.OWNER or d.owner is None:
+            return None
+        m = _COPIER_TEMP.fullmatch(name)
+        base = m.group(1) if m else name
+        return next(
+            (
+                t
+                for t in self.memory.types.values()
+                if t.singleton and t.scope == d.owner[0] and base == f"{t.type_dir}.md"
+            ),
+            None,
+        )
 
     def _new_in_history(self, d: Inode, name: str) -> Role:
         """A new name in `.history`: a version written back into a node that has none
@@ -549,7 +571,7 @@ class Nodes(RoleBase):
                 d,
                 node=d.node,
                 owner=d.owner,
-                ctype=d.ctype,
+                ctype=d.ctype or self.singleton_file_type(d, name),
                 data=bytearray(),
                 uid=uid,
                 gid=gid,
@@ -573,6 +595,14 @@ class Nodes(RoleBase):
             assert placed is not None
             placed.made_here = True
             return placed
+        if d.role == Role.NODE and d.node is None and name == HISTORY_DIR and not d.trashed:
+            # a singleton never written, copied into (`tar x` of an export: its folder's
+            # `.history` before the file beside it): made now, as its first L2.md would
+            assert d.ctype is not None and d.owner is not None
+            d.node = self.memory.create_node(d.owner, d.ctype, "", persist=False)
+            d.populated = False
+            self.populate(d)
+            d.made_here = True
         if d.role == Role.NODE and d.node is not None and not d.trashed:
             if name == HISTORY_DIR and d.unborn and HISTORY_DIR in d.unborn:
                 # a copier's `.history` (cp -r makes it before its versions): shown now

@@ -333,7 +333,7 @@ class Renames:
         """What a new file `name` in d would become."""
         if d.role == Role.INBOX:
             return self.inbox.new_file_role(d, name)
-        if d.role in (Role.TYPEDIR, Role.NODE):
+        if d.role in (Role.TYPEDIR, Role.NODE, Role.OWNER):
             return self.nodes.new_file_role(d, name)
         if d.role == Role.ATTACH:
             return self.attachments.new_file_role(d, name)
@@ -406,10 +406,12 @@ class Renames:
         """Renamed into a type directory under a memory name: routed now, in one transaction
         with the source's removal, so a refused one leaves the file where it was (mv says it
         could not move it; the bytes are also kept in refused/)."""
-        assert dst_dir.owner is not None and dst_dir.ctype is not None
+        # an owner directory takes only a singleton's exported file (`Nodes.new_file_role`)
+        ctype = dst_dir.ctype or self.nodes.singleton_file_type(dst_dir, new_name)
+        assert dst_dir.owner is not None and ctype is not None
         try:
             with self.memory.transaction():
-                res = self.tiers.route(dst_dir.owner, dst_dir.ctype, new_name, data)
+                res = self.tiers.route(dst_dir.owner, ctype, new_name, data)
                 self._drop_source_row(src)
         except ContextFSError as exc:
             self.refusals.refuse(src, exc, data)

@@ -546,7 +546,7 @@ class Tiers(RoleBase):
         by the type's strategy."""
         note = _exported_note(ctype, name, data)
         if note is not None:
-            done = self.exported(owner, ctype, name[: -len(".md")], note)
+            done = self.exported(owner, ctype, "" if ctype.singleton else name[:-3], note)
             if done is not None:
                 return done
             data = note.l2.encode()  # a node of that name with versions: its strategy
@@ -728,14 +728,15 @@ class Routed:
 
 def _exported_note(ctype: ContextType, name: str, data: bytes) -> Note | None:
     """`data` read as the file an export writes for a node of `ctype` named by `name`
-    (`<node>.md`), or None when it is not one. One exported as another type is refused."""
-    if not name.endswith(".md") or ctype.singleton:
+    (`<node>.md`; a singleton's, `<type-dir>.md`, beside the type directories or in its
+    own), or None when it is not one. One exported as another type is refused."""
+    if not name.endswith(".md"):
         return None
     try:
         text = data.decode("utf-8")
     except UnicodeDecodeError:
         return None
-    note = read_note(text, name[: -len(".md")])
+    note = read_note(text, ctype.type_dir if ctype.singleton else name[:-3])
     if note.meta is None:
         return None
     if note.meta["type"] != ctype.name:
