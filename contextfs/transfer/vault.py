@@ -618,7 +618,9 @@ class _Importer:
         if self.to.has_node(place):
             # a node of that name lives here: the type's strategy decides (a file routed
             # into the type directory); its own tiers and history stay
-            self.to.route(owner, ctype, f"{place.name or ctype.type_dir}.md", note.l2.encode())
+            self.to.route(
+                owner, ctype, f"{place.name or ctype.type_dir}.md", note.l2.encode(), False
+            )
             self.report.routed += 1
             if folder.is_dir() and ctype.mode != "append":
                 self.attachments(folder, place, keep_existing=True)
@@ -785,7 +787,9 @@ class _Importer:
             text = "---\n" + yaml.dump(kept, Dumper=_Dumper, sort_keys=False, allow_unicode=True)
             text += "---\n" + body
         embedded = self.embedded(file, doc.body)
-        made = self.to.route(self.owner(owner), ctype, f"{file.stem}.md", text.encode("utf-8"))
+        made = self.to.route(
+            self.owner(owner), ctype, f"{file.stem}.md", text.encode("utf-8"), bool(embedded)
+        )
         self.report.routed += 1
         if embedded:
             self.attach(file, embedded, Place(owner, ctype, made) if made else None)

@@ -66,9 +66,11 @@ class Target(Protocol):
 
     def has_node(self, place: Place) -> bool: ...
 
-    def route(self, owner: str, ctype: ContextType, filename: str, data: bytes) -> str | None:
-        """Route a note; the name of the node it made, when that can be told (None: it
-        was merged into a node, or the target cannot tell)."""
+    def route(
+        self, owner: str, ctype: ContextType, filename: str, data: bytes, named: bool
+    ) -> str | None:
+        """Route a note; with `named`, the name of the node it made, when that can be told
+        (None: it was merged into a node, or the target cannot tell)."""
         ...
 
     def make_node(
@@ -115,12 +117,17 @@ class MountTarget:
     def has_node(self, place: Place) -> bool:
         return (self.mount / place.rel / "meta.yaml").exists()
 
-    def route(self, owner: str, ctype: ContextType, filename: str, data: bytes) -> str | None:
+    def route(
+        self, owner: str, ctype: ContextType, filename: str, data: bytes, named: bool
+    ) -> str | None:
         """The drop does not stay (SPEC §5): a node made by it is the one new name in
-        its type directory."""
+        its type directory, looked for only when asked (`named`): listing a type
+        directory of n nodes twice for every note made an import quadratic."""
         typedir = self.mount / owner / ctype.type_dir
-        before = set(os.listdir(typedir)) if typedir.is_dir() else set()
+        before = set(os.listdir(typedir)) if named and typedir.is_dir() else set()
         self._write(typedir / filename, data)
+        if not named:
+            return None
         made = set(os.listdir(typedir)) - before - {filename}
         return made.pop() if len(made) == 1 else None
 
@@ -220,7 +227,9 @@ class StoreTarget:
     def has_node(self, place: Place) -> bool:
         return self._node(place) is not None
 
-    def route(self, owner: str, ctype: ContextType, filename: str, data: bytes) -> str | None:
+    def route(
+        self, owner: str, ctype: ContextType, filename: str, data: bytes, named: bool
+    ) -> str | None:
         kind, _, oid = owner.partition("/")
         done = self.memory.routing.route((kind, oid), ctype, filename, data)
         return done.node.name if done.created else None
