@@ -140,6 +140,12 @@ class Note:
     meta: dict[str, Any] | None
     l2: str
 
+    @property
+    def pins(self) -> dict[str, str]:
+        """The tiers a person wrote by hand, as exported (tier -> text: "L0", "L1")."""
+        meta = self.meta or {}
+        return {t.upper(): v for t in ("l0", "l1") if isinstance(v := meta.get(t), str)}
+
 
 def read_note(text: str, name: str = "") -> Note:
     """Split a vault file into the ContextFS facts (if it was exported) and its L2;

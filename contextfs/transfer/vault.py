@@ -644,12 +644,7 @@ class _Importer:
         if note.l2 or history:  # a node never written has no version to make
             last = history[-1][1].stat().st_mtime if history else fact_time(facts.get("updated"))
             versions.append((note.l2.encode(), last))
-        pins = {
-            tier.upper(): text
-            for tier in ("l0", "l1")
-            if isinstance(text := note.meta.get(tier), str)
-        }
-        self.to.make_node(place, versions, pins, facts)
+        self.to.make_node(place, versions, note.pins, facts)
         self.report.versions += len(history)
         self.report.created += 1
         if folder.is_dir():

@@ -16,7 +16,6 @@ import logging
 import os
 import stat
 import time
-from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 import yaml
@@ -40,6 +39,7 @@ from contextfs.fs.table import InodeTable
 from contextfs.memory.document import decode_text, trace_name
 from contextfs.memory.exported import Note, read_note
 from contextfs.memory.restore import restore_node
+from contextfs.memory.routing import RouteResult
 from contextfs.memory.texts import LRU
 from contextfs.model import Access, Node
 
@@ -539,7 +539,9 @@ class Tiers(RoleBase):
         self.nodes.routed(res.node, res.created)
         return res.node
 
-    def route(self, owner: tuple[str, str], ctype: ContextType, name: str, data: bytes) -> Routed:
+    def route(
+        self, owner: tuple[str, str], ctype: ContextType, name: str, data: bytes
+    ) -> RouteResult:
         """A file closed in (or renamed into) a type directory: a node's file as
         `contextfs export` wrote it (`<name>.md` with a `contextfs:` mapping: `rsync`,
         `tar x` or `cp` of an export) is that node (`exported`); anything else is routed
@@ -550,12 +552,11 @@ class Tiers(RoleBase):
             if done is not None:
                 return done
             data = note.l2.encode()  # a node of that name with versions: its strategy
-        res = self.memory.routing.route(owner, ctype, name, data)
-        return Routed(res.node, res.created)
+        return self.memory.routing.route(owner, ctype, name, data)
 
     def exported(
         self, owner: tuple[str, str], ctype: ContextType, name: str, note: Note
-    ) -> Routed | None:
+    ) -> RouteResult | None:
         """The node `name` as exported: made with its L2 and hand-written L0/L1 when there
         is none (its facts start again, as for any write through a file: `contextfs
         import` restores them), or, when a node made by `mkdir` has no version yet (rsync
@@ -563,12 +564,7 @@ class Tiers(RoleBase):
         given them, after the versions written into its `.history`. Either way it is a copy
         being made: versions written into its `.history` later (`tar x` extracts the file
         first) take their places before its L2. None: a node with versions is there."""
-        assert note.meta is not None
-        pins = {
-            tier.upper(): text
-            for tier in ("l0", "l1")
-            if isinstance(text := note.meta.get(tier), str)
-        }
+        pins = note.pins
         n = self.memory.live_node(owner, ctype, name)
         if n is not None and n.version > 0:
             return None
@@ -589,7 +585,7 @@ class Tiers(RoleBase):
             d.made_here = True
             if d.copied_from is None:
                 d.copied_from = [None] * n.version
-        return Routed(n, created)
+        return RouteResult(n, created, changed=True, folded=0)
 
     def _forget_drop(self, inode: Inode, parent: Inode | None) -> None:
         """A drop was routed or refused: it leaves the tree, and its pending row the store."""
@@ -716,14 +712,6 @@ class Tiers(RoleBase):
             self.memory.routing.forget_drop(child.drop_id)
         self.table.unlink_inode(child)
         self.attachments.touch_dir(d)
-
-
-@dataclass(frozen=True, slots=True)
-class Routed:
-    """Where a file written into a type directory went: the node, and whether it is new."""
-
-    node: Node
-    created: bool
 
 
 def _exported_note(ctype: ContextType, name: str, data: bytes) -> Note | None:
