@@ -28,7 +28,10 @@ if TYPE_CHECKING:
 
 
 def fact_time(value: Any) -> float | None:
-    """A time fact as meta.yaml writes it (YAML may have parsed it already)."""
+    """A time fact as meta.yaml writes it (YAML may have parsed it already), or seconds
+    since the epoch."""
+    if isinstance(value, int | float) and not isinstance(value, bool):
+        return float(value)
     if isinstance(value, dt.datetime):
         return value.replace(tzinfo=value.tzinfo or dt.UTC).timestamp()
     if isinstance(value, str):

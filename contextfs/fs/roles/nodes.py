@@ -491,14 +491,10 @@ class Nodes(RoleBase):
             return None
         m = _COPIER_TEMP.fullmatch(name)
         base = m.group(1) if m else name
-        return next(
-            (
-                t
-                for t in self.memory.types.values()
-                if t.singleton and t.scope == d.owner[0] and base == f"{t.type_dir}.md"
-            ),
-            None,
-        )
+        if not base.endswith(".md"):
+            return None
+        t = self.memory.types_by_dir.get((d.owner[0], base[: -len(".md")]))
+        return t if t is not None and t.singleton else None
 
     def _new_in_history(self, d: Inode, name: str) -> Role:
         """A new name in `.history`: a version written back into a node that has none

@@ -104,19 +104,13 @@ class Restore(RoleBase):
         owner = (parts[0], parts[1])
         if owner not in self.memory.owners:
             raise NotFound(f"{parts[0]}/{parts[1]} does not exist: mkdir it first")
-        ctype = self._type_at(parts[2])
-        if ctype.scope != owner[0]:
-            raise InvalidInput(f"{ctype.name} nodes belong under {ctype.scope}/, not {owner[0]}/")
+        ctype = self.memory.types_by_dir.get((owner[0], parts[2]))
+        if ctype is None:
+            raise InvalidInput(f"no context type keeps its nodes in {parts[2]}/ under {parts[0]}/")
         if ctype.singleton != (len(parts) == 3):
             what = "a singleton: no name after" if ctype.singleton else "needs a node name after"
             raise InvalidInput(f"{path!r}: {parts[2]} is {what} it")
         return owner, ctype, parts[3] if len(parts) == 4 else ""
-
-    def _type_at(self, type_dir: str) -> ContextType:
-        found = next((t for t in self.memory.types.values() if t.type_dir == type_dir), None)
-        if found is None:
-            raise InvalidInput(f"no context type keeps its nodes in {type_dir}/")
-        return found
 
 
 def _version(v: object) -> tuple[str, float | None]:
@@ -126,8 +120,8 @@ def _version(v: object) -> tuple[str, float | None]:
         return v, None
     if isinstance(v, dict) and isinstance(v.get("text"), str):
         at = v.get("at")
-        when = at if isinstance(at, int | float) else fact_time(at)
+        when = fact_time(at)
         if at is not None and when is None:
             raise InvalidInput(f'"at" of a version is a time, not {at!r}')
-        return v["text"], float(when) if when is not None else None
+        return v["text"], when
     raise InvalidInput('each of "versions" is a text or {"text": ..., "at": time}')
