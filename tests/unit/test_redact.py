@@ -1148,3 +1148,43 @@ def test_every_row_of_a_long_password_table_is_redacted() -> None:
     rows = [f"| svc{i} | user{i} | Pw!{i:05d}x |" for i in range(2000)]
     out = R.redact("| Service | User | Password |\n|---|---|---|\n" + "\n".join(rows)).text
     assert "Pw!" not in out and out.count("| svc1999 | user1999 | [REDACTED:") == 1
+
+
+@pytest.mark.parametrize(
+    ("text", "secret"),
+    [
+        ("I've reset it to Sunshine!88 but it still says incorrect", "Sunshine!88"),
+        ("log in with Poppy!Seed9 and then change it", "Poppy!Seed9"),
+        ("it's Tr0ub4dor&3, zero not O", "Tr0ub4dor&3"),
+        ("sw-core enable secret C0reSw!tch#9", "C0reSw!tch#9"),
+    ],
+)
+def test_a_password_shaped_word_is_caught_without_a_keyword(text: str, secret: str) -> None:
+    res = Redactor().redact(text)
+    assert secret not in res.text and res.changed
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "seconds += minutes*60 + hours*3600",
+        "return this for Http2ServerRequest#setTimeout",
+        "see sentencepiece_model.proto#L299C29-L299C33 for the field",
+        "encoded words look like =?iso-8859-1?q?Hello_World?= in headers",
+        "Enter a parse tree produced by AutolevParser#varDecl2.",
+        'Version("1!1.2.3dev1+abc").public',
+        "line width=3,green!90 and purple!90",
+        "the answer is Python3 and COVID19, not a password",
+    ],
+)
+def test_code_and_references_are_not_password_shaped(text: str) -> None:
+    assert not Redactor().redact(text).changed
+
+
+def test_a_recovery_phrase_alone_on_a_line_is_caught() -> None:
+    words = "tiger ocean marble fossil ribbon crisp elder nation velvet siren humble aware"
+    res = Redactor().redact(f"wallet backup, do not lose:\n{words}\n")
+    assert not any(w in res.text for w in words.split())
+    # twelve words of a sentence are not one
+    prose = "we walked along the river and then sat down near the old mill for lunch"
+    assert not Redactor().redact(f"notes:\n{prose}\n").changed
