@@ -66,6 +66,12 @@ class Node:
         return len(self.tier(name).encode("utf-8"))
 
 
+# The permission bits of what has no stored `access` row: an owner directory, a node
+# directory (its files: FILE_MODE), a fixed folder.
+DIR_MODE = 0o755
+FILE_MODE = 0o644
+
+
 @dataclass(frozen=True, slots=True)
 class Access:
     """POSIX owner, group and permission bits of an owner directory, a node (its

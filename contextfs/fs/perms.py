@@ -19,13 +19,11 @@ from typing import TYPE_CHECKING
 
 from contextfs.errors import NotPermitted
 from contextfs.fs.inode import Inode, Role
-from contextfs.model import Access, Node
+from contextfs.model import DIR_MODE, FILE_MODE, Access, Node
 
 if TYPE_CHECKING:
     from contextfs.memory.service import Memory
 
-DIR_MODE = 0o755
-FILE_MODE = 0o644
 _NO_WRITE = ~0o222
 # An owner's fixed folders: their own stored access, else the owner directory's.
 FIXED_DIRS = frozenset({Role.TYPEDIR, Role.TRASH, Role.TRASH_TYPE, Role.INBOX, Role.SESSIONS})

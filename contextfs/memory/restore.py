@@ -18,6 +18,9 @@ import datetime as dt
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
+from contextfs.errors import InvalidInput
+from contextfs.model import Access
+
 # the mount's control file for it, at the root (`fs.roles.restore`)
 RESTORE_FILE = ".restore"
 
@@ -43,6 +46,36 @@ def fact_time(value: Any) -> float | None:
     return None
 
 
+def access_fact(a: Access, default: Access) -> dict[str, Any] | None:
+    """How an export writes a node's owner, group and modes (`contextfs.facts.access`):
+    None when they are the defaults its owner directory gives it."""
+    if a == default:
+        return None
+    return {
+        "uid": a.uid,
+        "gid": a.gid,
+        "dir_mode": f"{a.dir_mode:04o}",
+        "file_mode": f"{a.file_mode:04o}",
+    }
+
+
+def fact_access(value: Any) -> Access | None:
+    """The `access` fact read back; None when there is none. A bad one is refused."""
+    if value is None:
+        return None
+    try:
+        return Access(
+            int(value["uid"]),
+            int(value["gid"]),
+            int(str(value["dir_mode"]), 8) & 0o7777,
+            int(str(value["file_mode"]), 8) & 0o7777,
+        )
+    except (KeyError, TypeError, ValueError):
+        raise InvalidInput(
+            "access is {uid, gid, dir_mode, file_mode} with octal modes, not " + repr(value)
+        ) from None
+
+
 def _strings(value: Any) -> list[str]:
     return [str(v) for v in value] if isinstance(value, list) else []
 
@@ -58,10 +91,11 @@ def restore_node(
 ) -> Node:
     """Make the node `owner/ctype/name` ("" for a singleton) as exported: each of
     `versions` (text, when it was saved; None: now) saved in turn (the last is its L2),
-    `pins` (tier -> text) written by hand, then its facts. One transaction: a refusal
-    anywhere leaves no part of it."""
+    `pins` (tier -> text) written by hand, then its facts (its owner, group and modes
+    among them). One transaction: a refusal anywhere leaves no part of it."""
     m = memory
     wanted = facts.get("id")
+    access = fact_access(facts.get("access"))
     with m.transaction():
         n = m.create_node(
             owner,
@@ -85,4 +119,6 @@ def restore_node(
             importance=float(importance) if isinstance(importance, int | float) else n.importance,
             access_count=reads if isinstance(reads, int) and reads >= 0 else n.access_count,
         )
+        if access is not None:
+            m.set_access("node", str(n.id), access)
     return n

@@ -51,8 +51,9 @@ from contextfs.memory.exported import (
     name_links,
     read_note,
 )
-from contextfs.memory.restore import fact_time
+from contextfs.memory.restore import access_fact, fact_access, fact_time
 from contextfs.memory.routing import tag_list
+from contextfs.model import DIR_MODE, FILE_MODE, Access
 from contextfs.transfer.vault_targets import MountTarget, Place, StoreTarget, Target
 
 if TYPE_CHECKING:
@@ -155,6 +156,11 @@ class Source(Protocol):
         """The file names (without `.md`) the export gives its nodes, for wikilinks."""
         return set()
 
+    def folders(self) -> list[tuple[str, Access]]:
+        """Each owner directory and its type folders (`user/alice`, `user/alice/events`)
+        with their owner, group and mode (`dir_mode`)."""
+        return []
+
 
 class MountSource(Source):
     """A live mount, read through its files (reads do not count as accesses)."""
@@ -200,6 +206,35 @@ class MountSource(Source):
     def names(self) -> set[str]:
         return {d.name for d, _ in self._node_dirs()}
 
+    def folders(self) -> list[tuple[str, Access]]:
+        out = []
+        for owner in self.owners():
+            for rel in [owner] + sorted(
+                f"{owner}/{t.type_dir}"
+                for t in self.types.values()
+                if t.scope == owner.split("/")[0] and not t.singleton
+            ):
+                try:
+                    st = (self.mount / rel).stat()
+                except OSError:
+                    continue
+                out.append((rel, Access(st.st_uid, st.st_gid, stat.S_IMODE(st.st_mode), 0)))
+        return out
+
+    def _access(self, d: Path) -> dict[str, Any] | None:
+        """The node's owner, group and modes when they are not what its owner directory
+        gives a node (`access_fact`)."""
+        rel = d.relative_to(self.mount).parts
+        o = (self.mount / rel[0] / rel[1]).stat()
+        st = d.stat()
+        tier = d / "L2.md"
+        if tier.exists():
+            file_mode = stat.S_IMODE(tier.stat().st_mode)
+        else:  # never written: meta.yaml shows the files' mode without its write bits
+            file_mode = stat.S_IMODE((d / "meta.yaml").stat().st_mode) | 0o200
+        node = Access(st.st_uid, st.st_gid, stat.S_IMODE(st.st_mode), file_mode)
+        return access_fact(node, Access(o.st_uid, o.st_gid, DIR_MODE, FILE_MODE))
+
     def nodes(self, history: bool) -> Iterator[NodeRecord]:
         for d, t in self._node_dirs():
             try:
@@ -223,19 +258,22 @@ class MountSource(Source):
             l2=l2.read_text(encoding="utf-8") if l2.exists() else "",
             l0=(d / "L0.md").read_text(encoding="utf-8") if meta.get("l0_pinned") else None,
             l1=(d / "L1.md").read_text(encoding="utf-8") if meta.get("l1_pinned") else None,
-            facts=_facts(meta),
+            facts=_facts(meta, self._access(d)),
             attachments=tuple(_walk_attachments(d, self.problems, self.mount)),
             history=tuple(versions),
         )
 
 
-def _facts(meta: dict[str, Any]) -> dict[str, Any]:
-    """The meta.yaml facts an export shows, times as the ISO strings meta.yaml writes."""
+def _facts(meta: dict[str, Any], access: dict[str, Any] | None) -> dict[str, Any]:
+    """The meta.yaml facts an export shows, times as the ISO strings meta.yaml writes, and
+    the node's owner, group and modes when they are its own (`access`)."""
     out = {}
     for k in FACTS:
         if k in meta:
             v = meta[k]
             out[k] = v.strftime("%Y-%m-%dT%H:%M:%SZ") if isinstance(v, dt.datetime) else v
+    if access is not None:
+        out["access"] = access
     return out
 
 
@@ -294,6 +332,21 @@ class StoreSource(Source):
     def names(self) -> set[str]:
         return {self.memory.node_path(n).rsplit("/", 1)[-1] for n in self._live()}
 
+    def _owner_access(self, owner: str) -> Access:
+        found = self.memory.access.get(("owner", owner))
+        return found or Access(os.getuid(), os.getgid(), DIR_MODE, FILE_MODE)
+
+    def folders(self) -> list[tuple[str, Access]]:
+        out = []
+        for owner in self.owners():
+            o = self._owner_access(owner)
+            out.append((owner, o))
+            for t in sorted(self.memory.types.values(), key=lambda t: t.type_dir):
+                if t.scope == owner.split("/")[0] and not t.singleton:
+                    rel = f"{owner}/{t.type_dir}"
+                    out.append((rel, self.memory.access.get(("dir", rel)) or o))
+        return out
+
     def nodes(self, history: bool) -> Iterator[NodeRecord]:
         m = self.memory
         for n in self._live():
@@ -316,13 +369,16 @@ class StoreSource(Source):
             versions = (
                 tuple((v, m.history_text(n, v), c) for v, c, _s in n.history) if history else ()
             )
+            own = m.access.get(("node", str(n.id)))
+            o = self._owner_access(f"{n.owner_kind}/{n.owner_id}")
+            default = Access(o.uid, o.gid, DIR_MODE, FILE_MODE)
             yield NodeRecord(
                 path=m.node_path(n),
                 type=n.type,
                 l2=n.l2,
                 l0=n.l0 if n.l0_pinned else None,
                 l1=n.l1 if n.l1_pinned else None,
-                facts=_facts(meta),
+                facts=_facts(meta, access_fact(own, default) if own is not None else None),
                 attachments=tuple(atts),
                 history=versions,
             )
@@ -421,6 +477,9 @@ def export_tree(
         f.parent.mkdir(parents=True, exist_ok=True)
         f.write_text(node_markdown(rec, names), encoding="utf-8")
         folder = out / rec.path
+        own = fact_access(rec.facts.get("access"))
+        if own is not None:  # a private node stays private on the disk it is exported to
+            _set_access(f, own, own.file_mode)
         dir_modes: list[tuple[Path, AttachmentRecord]] = []
         for a in rec.attachments:
             p = folder / a.rel
@@ -447,10 +506,37 @@ def export_tree(
             versions += 1
         for p, a in reversed(dir_modes):  # deepest first: a read-only folder is filled
             os.chmod(p, a.mode)
+        if own is not None and folder.is_dir():
+            _set_access(folder, own, own.dir_mode)
         nodes += 1
         if progress is not None:
             progress(nodes, total)
+    # owner directories and their type folders as the mount shows them, deepest first
+    # (a type folder is written only when it differs from its owner directory)
+    shown = dict(source.folders())
+    for rel, shows in sorted(shown.items(), reverse=True):
+        p = out / rel
+        parent = shown.get(rel.rsplit("/", 1)[0])
+        if not p.is_dir():
+            if parent is None or (shows.uid, shows.gid, shows.dir_mode) == (
+                parent.uid,
+                parent.gid,
+                parent.dir_mode,
+            ):
+                continue
+            p.mkdir()
+        _set_access(p, shows, shows.dir_mode)
     return ExportReport(nodes, atts, versions, len(owners), (*source.problems, *problems))
+
+
+def _set_access(path: Path, a: Access, mode: int) -> None:
+    """`mode` on an exported file or folder, and its owner and group when root exports
+    (as `cp -a` keeps them); the exporter keeps read and write on what it wrote."""
+    if os.geteuid() == 0:
+        os.chown(path, a.uid, a.gid)
+        os.chmod(path, mode)
+    else:
+        os.chmod(path, mode | (0o700 if path.is_dir() else 0o600))
 
 
 # ---- import ------------------------------------------------------------------------------
@@ -691,6 +777,24 @@ class _Importer:
                 self.to.set_dir_mode(place, rel, mode)
             except OSError as exc:
                 self.refuse(src, exc)
+
+    def folder_access(self, owner: str) -> None:
+        """An exported owner directory's mode (and owner and group, for root), and those
+        of its type folders, given to the owner and folders it was imported into."""
+        kind = owner.split("/")[0]
+        rels = [owner] + [
+            f"{owner}/{t.type_dir}"
+            for t in self.dest.types.values()
+            if t.scope == kind and not t.singleton and (self.src / owner / t.type_dir).is_dir()
+        ]
+        for rel in rels:
+            st = (self.src / rel).stat()
+            try:
+                self.to.set_folder_access(
+                    rel, Access(st.st_uid, st.st_gid, stat.S_IMODE(st.st_mode), 0)
+                )
+            except (OSError, ContextFSError) as exc:
+                self.refuse(self.src / rel, exc)
 
     # -- one plain note ---------------------------------------------------------------------
 
@@ -946,6 +1050,9 @@ def import_tree(
             imp.attachments(folder, place, keep_existing=False)
         except (OSError, ContextFSError) as exc:
             imp.refuse(p, exc)
+    if not where.owner and consumed:
+        for o in owners:
+            imp.folder_access(o)
     attached = {str(p.relative_to(src)) for p in imp.attached}
     report.skipped = [
         s for s in report.skipped if not (s["why"] == "not markdown" and s["file"] in attached)

@@ -19,13 +19,15 @@ import datetime as dt
 import errno
 import json
 import os
+import stat
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
 from contextfs.agents.client import refusal_reason
 from contextfs.ctxtypes import ContextType
-from contextfs.memory.restore import RESTORE_FILE, restore_node
+from contextfs.memory.restore import RESTORE_FILE, fact_access, restore_node
+from contextfs.model import DIR_MODE, FILE_MODE, Access
 
 if TYPE_CHECKING:
     from contextfs.memory.service import Memory
@@ -91,6 +93,10 @@ class Target(Protocol):
 
     def set_dir_mode(self, place: Place, rel: Path, mode: int) -> None: ...
 
+    def set_folder_access(self, rel: str, a: Access) -> None:
+        """An owner directory (`user/alice`) or one of its type folders: `a.dir_mode`, and
+        `a.uid`/`a.gid` where the importer may give them (root)."""
+
     def reason(self, exc: OSError) -> str: ...
 
 
@@ -154,6 +160,13 @@ class MountTarget:
             self._write(node / "L2.md", data)
         for tier, text in pins.items():
             self._write(node / f"{tier}.md", text.encode())
+        own = fact_access(facts.get("access"))
+        if own is not None:  # as chmod and chown would (chown: root only)
+            if os.geteuid() == 0:
+                os.chown(node, own.uid, own.gid)
+            if (node / "L2.md").exists():
+                os.chmod(node / "L2.md", own.file_mode)
+            os.chmod(node, own.dir_mode)
 
     def has_attachment(self, place: Place, rel: Path) -> bool:
         return os.path.lexists(self.mount / place.rel / rel)
@@ -174,6 +187,14 @@ class MountTarget:
 
     def set_dir_mode(self, place: Place, rel: Path, mode: int) -> None:
         os.chmod(self.mount / place.rel / rel, mode)
+
+    def set_folder_access(self, rel: str, a: Access) -> None:
+        path = self.mount / rel
+        st = path.stat()
+        if os.geteuid() == 0 and (st.st_uid, st.st_gid) != (a.uid, a.gid):
+            os.chown(path, a.uid, a.gid)
+        if stat.S_IMODE(st.st_mode) != a.dir_mode:
+            os.chmod(path, a.dir_mode)
 
     def reason(self, exc: OSError) -> str:
         where = Path(exc.filename) if exc.filename else None
@@ -287,6 +308,18 @@ class StoreTarget:
         if a.mode != mode:
             a.mode = mode
             self.memory.attachment_store.update_attachment(a)
+
+    def set_folder_access(self, rel: str, a: Access) -> None:
+        access = self.memory.access
+        owner = "/".join(rel.split("/")[:2])
+        shown = access.get(("owner", owner)) or Access(
+            os.getuid(), os.getgid(), DIR_MODE, FILE_MODE
+        )
+        kind = "owner" if rel == owner else "dir"
+        if kind == "dir":
+            shown = access.get(("dir", rel)) or shown
+        if (shown.uid, shown.gid, shown.dir_mode) != (a.uid, a.gid, a.dir_mode):
+            self.memory.set_access(kind, rel, Access(a.uid, a.gid, a.dir_mode, shown.file_mode))
 
     def reason(self, exc: OSError) -> str:
         return exc.strerror or str(exc)

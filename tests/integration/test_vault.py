@@ -33,6 +33,7 @@ from contextfs.testing import Mount, contextfs_cmd
 
 # the store's own bookkeeping, not restored by an import (docs/agents.md)
 NOT_PRESERVED = {"id", "created", "updated", "sources", "access_count", "importance", "tags"}
+OTHER_UID = 4321  # a user a node is given to (chown: when the tests run as root)
 GITHUB = "ghp" + "_" + "Lm3Nq5Rs7Tu9Vw1Xy3Za5Bc7De9Fg1Hi3Jk5"  # assembled: not a real leak
 
 
@@ -98,12 +99,43 @@ def fill(root: Path) -> None:
     ev = root / "user/alice/events/2024-05-01-trip-to-lyon"
     ev.mkdir()
     (ev / "L2.md").write_text("Went to Lyon by train; rain all week.\n")
+    # who may read what: a private trip, a folder of her people only she opens
+    os.chmod(ev / "L2.md", 0o600)
+    os.chmod(ev, 0o700)
+    if os.geteuid() == 0:  # given to another user, as root may
+        os.chown(ev, OTHER_UID, OTHER_UID)
+    os.chmod(root / "user/alice/entities", 0o700)
+    os.chmod(root / "user/alice", 0o750)
     (root / "user/alice/preferences/tea.md").write_text("Green tea, no sugar.\n")  # routed
     (root / "agent/coder").mkdir()
     skill = root / "agent/coder/skills/release"
     skill.mkdir()
     (skill / "L2.md").write_text("1. bump the version\n2. tag\n3. push\n")
     (root / "agent/empty").mkdir()  # an owner with nothing yet
+
+
+def assert_private_trip(out: Path, mount: Path) -> None:
+    """What `fill` made private shows so in the mount and in its export: the owner
+    directory's and a type folder's modes on the exported folders, the node's owner,
+    group and modes in its front matter and on its exported file and folder."""
+    uid = OTHER_UID if os.geteuid() == 0 else os.getuid()
+    trip = "user/alice/events/2024-05-01-trip-to-lyon"
+    for root in (mount, out):
+        assert oct((root / "user/alice").stat().st_mode & 0o777) == "0o750"
+        assert oct((root / "user/alice/entities").stat().st_mode & 0o777) == "0o700"
+    st = (mount / trip).stat()
+    assert (oct(st.st_mode & 0o777), st.st_uid) == ("0o700", uid)
+    assert oct((mount / trip / "L2.md").stat().st_mode & 0o777) == "0o600"
+    text = (out / f"{trip}.md").read_text()
+    access = yaml.safe_load(text[4:].partition("\n---\n")[0])["contextfs"]["facts"]["access"]
+    assert access == {
+        "uid": uid,
+        "gid": uid if os.geteuid() == 0 else os.getgid(),
+        "dir_mode": "0700",
+        "file_mode": "0600",
+    }
+    st = (out / f"{trip}.md").stat()
+    assert oct(st.st_mode & 0o777) == "0o600" and (st.st_uid == uid or os.geteuid() != 0)
 
 
 @contextlib.contextmanager
@@ -140,6 +172,7 @@ def test_export_import_export_is_the_same_tree(tmp_path: Path) -> None:
         assert (out1 / "user/default/preferences/editor/.history/v1.md").read_text().count("vim")
         assert (out1 / "user/default/profile.md").exists()
         assert (out1 / "agent/empty").is_dir()
+        assert_private_trip(out1, a.path)
         exported = snapshot(out1, strip_facts=False)
         # each version file carries the time its version was saved
         saved_a = version_times(a.path / "user")
@@ -164,6 +197,7 @@ def test_export_import_export_is_the_same_tree(tmp_path: Path) -> None:
         )
         r = cli("export", str(b.path), str(out2), "--history")
         assert r.returncode == 0, r.stderr
+        assert_private_trip(out2, b.path)
         first, second = snapshot(out1, strip_facts=False), snapshot(out2, strip_facts=False)
         assert first.keys() == second.keys()
         assert [k for k in first if first[k] != second[k]] == []
@@ -248,7 +282,27 @@ def test_restore_file_takes_exported_nodes_and_refuses_anything_else(mount: Moun
     assert code == "EINVAL" and "no context type keeps its nodes in nowhere/" in status
     bad = doc | {"node": "user/default/preferences/Bad_Name", "facts": {"id": 4343}}
     assert refused(json.dumps(bad))[0] == "EINVAL"  # the type's own check of a name
+    odd = doc | {"node": "user/default/preferences/odd", "facts": {"access": {"uid": 1}}}
+    code, status = refused(json.dumps(odd))
+    assert code == "EINVAL" and "access is {uid, gid, dir_mode, file_mode}" in status
     assert sorted(os.listdir(node.parent)) == ["tea"]  # nothing half made (fsck: the fixture)
+    # a private node: its owner, group and modes as chmod would give them
+    private = doc | {
+        "node": "user/default/preferences/diary",
+        "facts": {
+            "access": {
+                "uid": os.getuid(),
+                "gid": os.getgid(),
+                "dir_mode": "0700",
+                "file_mode": "0600",
+            }
+        },
+    }
+    ctl.write_text(json.dumps(private))
+    diary = mount.path / "user/default/preferences/diary"
+    assert oct(diary.stat().st_mode & 0o777) == "0o700"
+    assert oct((diary / "L2.md").stat().st_mode & 0o777) == "0o600"
+    assert oct((diary / "meta.yaml").stat().st_mode & 0o777) == "0o400"
 
 
 def test_restore_into_a_data_dir_is_lossless_facts_and_all(tmp_path: Path) -> None:
@@ -297,6 +351,7 @@ def test_restore_into_a_data_dir_is_lossless_facts_and_all(tmp_path: Path) -> No
     b = Mount(tmp_path / "b", data_b)
     b.start()
     try:
+        assert_private_trip(out2, b.path)  # restored offline, exported offline: the same
         meta = yaml.safe_load((b.path / "user/default/preferences/editor/meta.yaml").read_text())
         assert meta["id"] == facts["id"] and meta["version"] == 2
         assert (meta["importance"], meta["access_count"]) == (0.875, 7)
