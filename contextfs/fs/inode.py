@@ -195,6 +195,10 @@ class Inode:
     # another node's meta.yaml), until L2.md is saved again: for each version stored, the
     # number it had in the `.history` the copier wrote (None: a save of L2.md)
     copied_from: list[int | None] | None = None
+    # VERSION written by a copier (its bytes not placed in the history yet): the copier
+    # set its time (`utimensat` before the close: tar x), which the version takes once
+    # placed (fs.roles.tiers: copied_version_time)
+    time_set: bool = False
 
     @property
     def is_dir(self) -> bool:

@@ -172,6 +172,8 @@ class Tree:
         self.buffers.set_attributes(
             inode, mode=mode, uid=uid, gid=gid, atime_ns=atime_ns, mtime_ns=mtime_ns
         )
+        if mtime_ns is not None and inode.role == Role.VERSION:
+            self.tiers.copied_version_time(inode, mtime_ns)
         return inode
 
     # ---- lookups and listing -------------------------------------------------------------

@@ -627,6 +627,19 @@ class Memory:
                 n.history[i] = (v, n.history[i][1], len(new.encode("utf-8")))
                 self.rewritten_versions.setdefault(n.id, set()).add(v)
 
+    def set_version_time(self, n: Node, version: int, at: float) -> None:
+        """A copier gave a `.history/vN.md` of a node it is making the time its source
+        shows (`tar x`, `cp -a`, `rsync -a` set it after the bytes): version `version` of n
+        was saved then. Not the current version: its time is n's last change."""
+        i = next((i for i, (v, _c, _s) in enumerate(n.history) if v == version), None)
+        if i is None or version == n.version or n.history[i][1] == at:
+            return
+        self.check_writable()
+        with self.transaction():
+            self.transactions.keep(n)
+            self.store.set_version_time(n.id, version, at)
+            n.history[i] = (version, at, n.history[i][2])
+
     def save_pinned(self, n: Node, tier: str, text: str) -> bool:
         """A hand-written L0 or L1: kept as written until L2 changes."""
         ctype = self.type_named(n.type)

@@ -665,6 +665,14 @@ class Store:
             [text, content_hash, node_id, version],
         )
 
+    def set_version_time(self, node_id: int, version: int, created: float) -> None:
+        """When a version was saved, as the copy it came from says (`Memory.set_version_time`).
+        Call in a transaction."""
+        self.con.execute(
+            "UPDATE versions SET created = ? WHERE node_id = ? AND version = ?",
+            [created, node_id, version],
+        )
+
     def pending_drops(self) -> list[tuple[int, str, str, str, str, bytes]]:
         rows = self.con.execute(
             "SELECT id, owner_kind, owner_id, type, filename, data FROM pending_drops ORDER BY id"

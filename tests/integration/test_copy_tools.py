@@ -156,6 +156,10 @@ def test_an_export_copied_in_makes_its_nodes_again(mount, tools, tool, tmp_path)
     assert r.returncode == 0, r.stderr
     export = out / "user/default"
     assert (export / "preferences/tea.md").read_text().count("contextfs:") == 1
+    # an old export: its first versions were saved years ago (their files' times say so)
+    saved = {"preferences/tea": 1609495200.0, "profile": 1612173600.0}  # 2021-01-01, 02-01
+    for rel, when in saved.items():
+        os.utime(export / rel / ".history/v1.md", (when, when))
     (user / "x").mkdir()
     if tool == "rsync":
         r = run("rsync", "-a", f"{export}/", f"{user / 'x'}/")
@@ -176,6 +180,9 @@ def test_an_export_copied_in_makes_its_nodes_again(mount, tools, tool, tmp_path)
     assert (copied / "L0.md").read_text() == "Ola, by hand.\n"
     assert history(copied) == {"v1.md": P1, "v2.md": P2}
     assert "profile.md" not in os.listdir(user / "x")
+    if tool != "cp":  # rsync -a and tar x give each file its source's time; cp -r does not
+        for rel, when in saved.items():
+            assert (user / "x" / rel / ".history/v1.md").stat().st_mtime == when, rel
     # a node's file copied into the folder of another type is refused, with the reason
     wrong = user / "x/entities/tea.md"
     with pytest.raises(OSError) as info:
@@ -186,6 +193,10 @@ def test_an_export_copied_in_makes_its_nodes_again(mount, tools, tool, tmp_path)
         status
     )
     assert not (user / "x/entities/tea").exists()
+    if tool != "cp":  # kept by the store, not only shown
+        mount.remount()
+        for rel, when in saved.items():
+            assert (user / "x" / rel / ".history/v1.md").stat().st_mtime == when, rel
 
 
 def test_rsync_back_of_an_rsync_copy_changes_nothing(mount, tools, tmp_path):

@@ -311,6 +311,8 @@ class Renames:
             with self.memory.transaction():
                 self.tiers.write_back(dst, data)
                 self._drop_source_row(src)
+                if dst.role == Role.VERSION:  # rsync set its source's time on the temp file
+                    self.tiers.copied_version_time(dst, src.mtime_ns)
         except ContextFSError as exc:
             self.refusals.refuse(dst, exc, data)
             if made is not None and made.parent is not None:

@@ -340,7 +340,8 @@ class Tiers(RoleBase):
         if inode.role == Role.VERSION and inode.data is not None and n.version == 0:  # pending
             decode_text(data, inode.name)
             inode.data = bytearray(data)
-            inode.mtime_ns = time.time_ns()
+            if not inode.time_set:  # else the copier's (tar x sets it before the close)
+                inode.mtime_ns = time.time_ns()
             return
         transient = inode.role == Role.VERSION and inode.data is not None
         if transient:  # made again by a copier that unlinked it (tar x): as stored
@@ -363,6 +364,9 @@ class Tiers(RoleBase):
             and copy is not None
             and self._late_version(n, copy, inode.version, decode_text(data, inode.name))
         ):
+            if transient and inode.time_set and inode.parent is not None:
+                inode.data, stamp = None, inode.mtime_ns  # placed: the copier's time
+                self.copied_version_time(inode, stamp)
             if transient and inode.parent is not None:
                 # the name shows the stored version again (Nodes.changed makes it)
                 self.table.invalidations.append(Invalidation(inode.parent.ino, name=inode.name))
@@ -380,6 +384,30 @@ class Tiers(RoleBase):
             f"(first difference at byte {_first_difference(data, shown)}); only the bytes it "
             "shows can be written back"
         )
+
+    def copied_version_time(self, inode: Inode, mtime_ns: int) -> None:
+        """A copier set the time of a `.history/vN.md` it wrote (tar x and cp -a set the
+        file's after its close; rsync its temporary file's before the rename): in a node
+        the copy is making, the version the file became keeps that time, as its source
+        had it. A version still waiting for its node's first L2 keeps it until then
+        (`first_save`); elsewhere a version's time is not a file's to set."""
+        n = inode.node
+        hist = inode.parent
+        d = hist.parent if hist is not None else None
+        if n is None or hist is None or d is None:
+            return
+        if inode.data is not None:  # its bytes are not placed yet: at their close
+            inode.mtime_ns, inode.time_set = mtime_ns, True
+            return
+        copy = d.copied_from
+        stored = next((p for p, src in enumerate(copy or (), 1) if src == inode.version), None)
+        if stored is None:
+            return
+        self.memory.set_version_time(n, stored, mtime_ns / 1e9)
+        shown = (hist.children or {}).get(f"v{stored}.md")
+        if shown is not None and shown.data is None:
+            shown.mtime_ns = mtime_ns
+            self.table.invalidate(shown)
 
     def _late_version(self, n: Node, copy: list[int | None], number: int, text: str) -> bool:
         """A version written back into a copy after its L2.md (rsync copies a folder's
@@ -425,7 +453,9 @@ class Tiers(RoleBase):
             numbers: list[int | None] = []
             for c in pending:
                 assert c.data is not None
-                if self.memory.save_l2(n, decode_text(bytes(c.data), c.name), reason):
+                text_c = decode_text(bytes(c.data), c.name)
+                # saved at the file's time: a copier set its source's (tar x, cp -a, rsync)
+                if self.memory.save_l2(n, text_c, reason, at=c.mtime_ns / 1e9):
                     numbers.append(c.version)
             changed = self.memory.save_l2(n, text, reason)
             if numbers:
