@@ -31,6 +31,7 @@ from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
 import psycopg
+import psycopg.conninfo
 import psycopg.errors
 
 from contextfs.errors import StoreDamaged, StoreUnavailable, VersionConflict
@@ -50,6 +51,17 @@ CLAIMS = {"inbox": 0x696E6278, "lead": 0x6C656164}  # 'inbx', 'lead'
 ACCESS_OP = "access"  # an outbox row of node 0: the access rows changed (`set_access`)
 ATTACH_OP = "attach"  # an outbox row of a node whose attachments changed (version 0)
 _CONNECT_TIMEOUT = 2  # seconds; a server that does not answer by then is down
+
+
+# TCP keepalives on every connection a mount opens (its store, its LISTEN, its vector
+# share): a server host gone silent (powered off, a cut link) is found in about 25 s
+# (10 s idle, then 3 probes 5 s apart) even on a connection that only waits
+def with_keepalives(dsn: str) -> str:
+    return psycopg.conninfo.make_conninfo(
+        dsn, keepalives=1, keepalives_idle=10, keepalives_interval=5, keepalives_count=3
+    )
+
+
 # Deadlines the server keeps for each mount's session (docs/scaling.md, "Faults"). A
 # mount's transactions are milliseconds of statements with Python between them; one
 # idle longer than this is a mount that stopped (SIGSTOP, a frozen VM, a cut link)
@@ -218,15 +230,10 @@ class PgConnection:
     def _connect(self) -> None:
         try:
             self.raw = psycopg.connect(
-                self._dsn,
+                with_keepalives(self._dsn),
                 autocommit=True,
                 connect_timeout=_CONNECT_TIMEOUT,
                 options=_session_options(self.deadline_s),
-                # TCP keepalives: a server host gone silent is found in about 25 s
-                keepalives=1,
-                keepalives_idle=10,
-                keepalives_interval=5,
-                keepalives_count=3,
             )
         except psycopg.Error as exc:
             self._down(exc)
@@ -717,7 +724,7 @@ class PgVectorShare:
     def _con(self) -> psycopg.Connection:
         if self.raw is None or self.raw.closed or self.raw.broken:
             self.raw = psycopg.connect(
-                self._dsn,
+                with_keepalives(self._dsn),
                 autocommit=True,
                 connect_timeout=_CONNECT_TIMEOUT,
                 options=f"-c statement_timeout={_SHARE_TIMEOUT_MS}",
@@ -800,7 +807,7 @@ class PgListener:
         if self.raw is None or self.raw.closed or self.raw.broken:
             try:
                 self.raw = psycopg.connect(
-                    self._dsn, autocommit=True, connect_timeout=_CONNECT_TIMEOUT
+                    with_keepalives(self._dsn), autocommit=True, connect_timeout=_CONNECT_TIMEOUT
                 )
                 self.raw.execute(f"LISTEN {CHANNEL}")
             except psycopg.Error:

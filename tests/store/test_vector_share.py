@@ -105,3 +105,25 @@ def test_a_frozen_server_makes_the_share_a_miss_by_its_deadline(server, monkeypa
     finally:
         share.close()
         store.close()
+
+
+def test_every_connection_a_mount_opens_probes_a_silent_server(server) -> None:
+    """The store's, the LISTEN's and the vector share's connections all ask for TCP
+    keepalives (10 s idle, 3 probes 5 s apart): a server host that goes silent is found
+    on each, the LISTEN that only waits included (a connection libpq made with them
+    lists them among its parameters)."""
+    dsn = server.create_database("alive")
+    store = PgStore(dsn)
+    listener, share = store.listener(), store.shared_vectors()
+    try:
+        listener.wait(0.1)
+        assert listener.raw is not None
+        for con in (store.con.raw, listener.raw, share._con()):
+            params = con.info.get_parameters()
+            assert (params["keepalives"], params["keepalives_idle"]) == ("1", "10"), params
+            assert (params["keepalives_interval"], params["keepalives_count"]) == ("5", "3")
+            assert con.execute("SELECT 1").fetchone() == (1,)
+    finally:
+        listener.close()
+        share.close()
+        store.close()
