@@ -313,6 +313,8 @@ class Redactor:
         candidates: list[tuple[int, int, int, str]] = []
         cut: bool | None = None  # whether the text ends in what may be a cut token
         for det in self._detectors:
+            if det.prose and ascii_only:  # bytes that are not text
+                continue
             if det.tail:
                 if cut is None:
                     cut = (

@@ -37,6 +37,10 @@ class Detector:
     # When set, `pattern` is tried only on the last `tail` characters of a content text
     # (never a name): a token cut at the end of a write (`CUT_TOKENS`).
     tail: int = 0
+    # A secret only text tells (a word shaped like a password, a recovery phrase): not
+    # looked for in bytes that are not text, whose printable runs hold such shapes by
+    # chance (a picture's bytes: `Ab3!kQz9`)
+    prose: bool = False
 
 
 def group_span(
@@ -1697,8 +1701,8 @@ def _seed_run_span(m: re.Match[str]) -> Span | None:
 
 
 BUILTIN += [
-    Detector("shaped_password", _SHAPE_RE, (), _shape_span, 10),
-    *(Detector("keyword_secret", r, (), _seed_run_span, 10) for r in _SEED_RUN_RES),
+    Detector("shaped_password", _SHAPE_RE, (), _shape_span, 10, prose=True),
+    *(Detector("keyword_secret", r, (), _seed_run_span, 10, prose=True) for r in _SEED_RUN_RES),
 ]
 
 # ---- the first part of a provider token at the very end of a text ----------------------
