@@ -479,7 +479,7 @@ def export_tree(
         folder = out / rec.path
         own = fact_access(rec.facts.get("access"))
         if own is not None:  # a private node stays private on the disk it is exported to
-            _set_access(f, own, own.file_mode)
+            _set_access(f, own, own.file_mode, problems)
         dir_modes: list[tuple[Path, AttachmentRecord]] = []
         for a in rec.attachments:
             p = folder / a.rel
@@ -507,7 +507,7 @@ def export_tree(
         for p, a in reversed(dir_modes):  # deepest first: a read-only folder is filled
             os.chmod(p, a.mode)
         if own is not None and folder.is_dir():
-            _set_access(folder, own, own.dir_mode)
+            _set_access(folder, own, own.dir_mode, problems)
         nodes += 1
         if progress is not None:
             progress(nodes, total)
@@ -525,18 +525,23 @@ def export_tree(
             ):
                 continue
             p.mkdir()
-        _set_access(p, shows, shows.dir_mode)
+        _set_access(p, shows, shows.dir_mode, problems)
     return ExportReport(nodes, atts, versions, len(owners), (*source.problems, *problems))
 
 
-def _set_access(path: Path, a: Access, mode: int) -> None:
+def _set_access(path: Path, a: Access, mode: int, problems: list[str]) -> None:
     """`mode` on an exported file or folder, and its owner and group when root exports
-    (as `cp -a` keeps them); the exporter keeps read and write on what it wrote."""
-    if os.geteuid() == 0:
-        os.chown(path, a.uid, a.gid)
-        os.chmod(path, mode)
-    else:
-        os.chmod(path, mode | (0o700 if path.is_dir() else 0o600))
+    (as `cp -a` keeps them); the exporter keeps read and write on what it wrote. A
+    target that keeps no modes or owners (a FAT stick) is reported, not the end of the
+    export: the node's own are in its facts."""
+    try:
+        if os.geteuid() == 0:
+            os.chown(path, a.uid, a.gid)
+            os.chmod(path, mode)
+        else:
+            os.chmod(path, mode | (0o700 if path.is_dir() else 0o600))
+    except OSError as exc:
+        problems.append(f"{path}: mode and owner not kept ({exc.strerror or exc})")
 
 
 # ---- import ------------------------------------------------------------------------------
