@@ -13,6 +13,7 @@ from contextfs.fs.build import build_tree
 from contextfs.fs.ops import Operations
 from contextfs.memory.consolidate import consolidate, plan
 from contextfs.memory.service import Memory
+from contextfs.model import Access
 from contextfs.store.fsck import check_store
 from contextfs.store.repair import repair_store
 from contextfs.store.schema import CHUNK_SIZE, SCHEMA_VERSION, drop_live_name_indexes
@@ -218,6 +219,27 @@ def test_a_rolled_back_write_leaves_store_and_memory_as_they_were(opener, types,
     again = _memory(opener, types, tmp_path)
     (node,) = [x for x in again.nodes.values() if x.name == "tea"]
     assert node.l2 == "one\n" and node.version == 1
+    assert check_store(again.store) == []
+    again.store.close()
+
+
+def test_a_versions_time_and_a_nodes_access_survive_a_reopen(opener, types, tmp_path):
+    """What a copy or an import gives back besides text: an earlier version's time (a
+    copier's `.history` file time, `Memory.set_version_time`) and a node's owner, group and
+    modes (an export's `access` fact), stored on either store."""
+    m = _memory(opener, types, tmp_path)
+    n = m.create_node(("user", "default"), types["preference"], "tea")
+    m.save_l2(n, "one\n")
+    m.save_l2(n, "two\n")
+    m.set_version_time(n, 1, 1609495200.0)
+    m.set_version_time(n, 2, 1.0)  # the current version's time is the node's last change
+    m.set_access("node", str(n.id), Access(4321, 4321, 0o700, 0o600))
+    m.store.close()
+    again = _memory(opener, types, tmp_path)
+    (node,) = [x for x in again.nodes.values() if x.name == "tea"]
+    times = {v: c for v, c, _s in again.store.node_history(node.id)[0]}
+    assert times[1] == 1609495200.0 and times[2] > 1.0
+    assert again.access[("node", str(node.id))] == Access(4321, 4321, 0o700, 0o600)
     assert check_store(again.store) == []
     again.store.close()
 
