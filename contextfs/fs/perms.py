@@ -109,8 +109,7 @@ class Perms:
     # ---- reading -------------------------------------------------------------------------
 
     def owner_access(self, owner: tuple[str, str]) -> Access:
-        found = self.memory.access.get(("owner", f"{owner[0]}/{owner[1]}"))
-        return found or Access(self.uid, self.gid, DIR_MODE, FILE_MODE)
+        return self.memory.owner_access(f"{owner[0]}/{owner[1]}", self.uid, self.gid)
 
     def node_access(self, n: Node) -> Access:
         found = self.memory.access.get(("node", str(n.id)))
@@ -122,8 +121,7 @@ class Perms:
     def dir_access(self, owner: tuple[str, str], rel: str) -> Access:
         """A fixed folder of an owner (`preferences`, `.trash/preferences`, `.inbox`): its
         own stored access once chmod/chown set one, else the owner directory's."""
-        found = self.memory.access.get(("dir", f"{owner[0]}/{owner[1]}/{rel}"))
-        return found or self.owner_access(owner)
+        return self.memory.dir_access(f"{owner[0]}/{owner[1]}/{rel}", self.uid, self.gid)
 
     def _fixed_dir(self, inode: Inode) -> str | None:
         """The path under its owner of a fixed folder, None for anything else."""

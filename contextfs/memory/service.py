@@ -46,7 +46,16 @@ from contextfs.memory.strategies import strategy_for
 from contextfs.memory.summarize import summarize
 from contextfs.memory.texts import DEFAULT_HOT_NODES, LazyNode, TierTexts
 from contextfs.memory.transactions import Transactions
-from contextfs.model import MACHINE_REASONS, Access, Attachment, Change, Node, Refusal
+from contextfs.model import (
+    DIR_MODE,
+    FILE_MODE,
+    MACHINE_REASONS,
+    Access,
+    Attachment,
+    Change,
+    Node,
+    Refusal,
+)
 from contextfs.store import Store
 from contextfs.store.schema import CHUNK_SIZE
 
@@ -405,6 +414,17 @@ class Memory:
                 self.access.pop((kind, key), None)
             else:
                 self.access[(kind, key)] = access
+
+    def owner_access(self, owner: str, uid: int, gid: int) -> Access:
+        """What an owner directory ('user/alice') shows: its stored access, else `uid` and
+        `gid` (the daemon's, or an offline command's) and the default modes."""
+        return self.access.get(("owner", owner)) or Access(uid, gid, DIR_MODE, FILE_MODE)
+
+    def dir_access(self, rel: str, uid: int, gid: int) -> Access:
+        """What a fixed folder of an owner ('user/alice/preferences') shows: its own
+        stored access, else its owner directory's."""
+        owner = "/".join(rel.split("/", 2)[:2])
+        return self.access.get(("dir", rel)) or self.owner_access(owner, uid, gid)
 
     def new_node(
         self, owner: tuple[str, str], ctype: ContextType, name: str, node_id: int | None = None

@@ -332,19 +332,15 @@ class StoreSource(Source):
     def names(self) -> set[str]:
         return {self.memory.node_path(n).rsplit("/", 1)[-1] for n in self._live()}
 
-    def _owner_access(self, owner: str) -> Access:
-        found = self.memory.access.get(("owner", owner))
-        return found or Access(os.getuid(), os.getgid(), DIR_MODE, FILE_MODE)
-
     def folders(self) -> list[tuple[str, Access]]:
+        m, uid, gid = self.memory, os.getuid(), os.getgid()
         out = []
         for owner in self.owners():
-            o = self._owner_access(owner)
-            out.append((owner, o))
-            for t in sorted(self.memory.types.values(), key=lambda t: t.type_dir):
+            out.append((owner, m.owner_access(owner, uid, gid)))
+            for t in sorted(m.types.values(), key=lambda t: t.type_dir):
                 if t.scope == owner.split("/")[0] and not t.singleton:
                     rel = f"{owner}/{t.type_dir}"
-                    out.append((rel, self.memory.access.get(("dir", rel)) or o))
+                    out.append((rel, m.dir_access(rel, uid, gid)))
         return out
 
     def nodes(self, history: bool) -> Iterator[NodeRecord]:
@@ -370,7 +366,7 @@ class StoreSource(Source):
                 tuple((v, m.history_text(n, v), c) for v, c, _s in n.history) if history else ()
             )
             own = m.access.get(("node", str(n.id)))
-            o = self._owner_access(f"{n.owner_kind}/{n.owner_id}")
+            o = m.owner_access(f"{n.owner_kind}/{n.owner_id}", os.getuid(), os.getgid())
             default = Access(o.uid, o.gid, DIR_MODE, FILE_MODE)
             yield NodeRecord(
                 path=m.node_path(n),

@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 from contextfs.agents.client import refusal_reason
 from contextfs.ctxtypes import ContextType
 from contextfs.memory.restore import RESTORE_FILE, fact_access, restore_node
-from contextfs.model import DIR_MODE, FILE_MODE, Access
+from contextfs.model import Access
 
 if TYPE_CHECKING:
     from contextfs.memory.service import Memory
@@ -310,14 +310,9 @@ class StoreTarget:
             self.memory.attachment_store.update_attachment(a)
 
     def set_folder_access(self, rel: str, a: Access) -> None:
-        access = self.memory.access
-        owner = "/".join(rel.split("/")[:2])
-        shown = access.get(("owner", owner)) or Access(
-            os.getuid(), os.getgid(), DIR_MODE, FILE_MODE
-        )
-        kind = "owner" if rel == owner else "dir"
-        if kind == "dir":
-            shown = access.get(("dir", rel)) or shown
+        kind = "owner" if rel.count("/") == 1 else "dir"
+        shows = self.memory.owner_access if kind == "owner" else self.memory.dir_access
+        shown = shows(rel, os.getuid(), os.getgid())
         if (shown.uid, shown.gid, shown.dir_mode) != (a.uid, a.gid, a.dir_mode):
             self.memory.set_access(kind, rel, Access(a.uid, a.gid, a.dir_mode, shown.file_mode))
 
