@@ -111,7 +111,7 @@ class Change:
     `node_id` is the node (for an attachment: its node; None for owners, inbox items and
     sessions); `id` is the attachment or inbox item id; `path` is where it shows in the
     mount, relative to the root (for a move: the new path, `old_path` the one before);
-    `generation` is the store generation (outbox seq) once the change committed.
+    `generation` is the store generation (outbox seq) its transaction committed at.
     """
 
     kind: ChangeKind

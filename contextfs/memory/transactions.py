@@ -72,7 +72,7 @@ class Journal:
     # files made by create whose rows this transaction stores: waiting again on undo
     first_stored_atts: list[int] = field(default_factory=list)
     gone_atts: dict[int, Attachment] = field(default_factory=dict)  # purged: back on undo
-    stored: dict[int, int] = field(default_factory=dict)  # node id: generation of its row
+    stored: dict[int, None] = field(default_factory=dict)  # ids of the nodes stored, in order
     other: list[Change] = field(default_factory=list)  # inbox items, sessions
 
 
@@ -171,6 +171,8 @@ class Transactions:
             self.live.changed()  # counts read inside it may have seen its rows
             raise
         self._tx = None
+        # a store that gives seqs out at its commit (PostgreSQL) returned lower bounds
+        self.generation = max(self.generation, self.store.last_seq)
         if self.disk_full is not None:
             log.info("the disk has room again: writes are taken")
             self.disk_full = None
@@ -259,7 +261,7 @@ class Transactions:
         else:
             self.generation = self.store.insert_node(n, new_version_reason=reason)
             n.persisted = True
-        tx.stored[n.id] = self.generation
+        tx.stored[n.id] = None
 
     def note_owner(self, owner: tuple[str, str]) -> None:
         """A new owner, added to `owners` by the caller: taken away again on rollback."""
@@ -361,7 +363,7 @@ class Transactions:
         for owner in tx.owners:
             out.append(Change("owner", "created", f"{owner[0]}/{owner[1]}", gen))
         op: ChangeOp
-        for nid, ngen in tx.stored.items():
+        for nid in tx.stored:
             n, before = tx.nodes[nid]
             path = self.node_path(n)
             old_path = None
@@ -374,7 +376,7 @@ class Transactions:
                 op = "moved" if old_path != path or not _is_live(before) else "updated"
                 if op == "updated":
                     old_path = None
-            out.append(Change("node", op, path, ngen, node_id=nid, old_path=old_path))
+            out.append(Change("node", op, path, gen, node_id=nid, old_path=old_path))
         for aid, (a, a_before) in tx.atts.items():
             if aid in tx.new_atts or aid in tx.first_stored_atts:
                 op = "created"

@@ -27,7 +27,8 @@ if TYPE_CHECKING:
 class Transactions(Protocol):
     """The store as a whole: where it is, its transactions (writes happen inside
     `atomic()`; nested uses join the outer transaction), ids, its generation (the last
-    outbox seq), and the driver's exception classes: `errors` for any fault, `invalid` for
+    outbox seq; `last_seq`, the newest its own commits gave out), and the driver's
+    exception classes: `errors` for any fault, `invalid` for
     a refused value, `conflict` for a row a constraint forbids (a second live name: the
     LIVE_NAME_INDEXES of contextfs.store.schema), `unavailable` for a server that is away
     (empty for an embedded store)."""
@@ -52,6 +53,11 @@ class Transactions(Protocol):
     def new_id(self) -> int: ...
     def claim_id(self, wanted: int) -> bool: ...
     def generation(self) -> int: ...
+    @property
+    def last_seq(self) -> int:
+        """The newest outbox seq this store's commits gave out (or found at open): a
+        write's returned generation is final once its transaction committed."""
+        ...
 
 
 class NodeRows(Protocol):

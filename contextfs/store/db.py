@@ -559,6 +559,11 @@ class Store:
         )
         return self._seq
 
+    @property
+    def last_seq(self) -> int:
+        """The newest outbox seq this store's commits gave out (or found at open)."""
+        return self._seq
+
     # ---- reading everything at mount time -------------------------------------------
 
     def generation(self) -> int:

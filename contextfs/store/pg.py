@@ -9,10 +9,14 @@ to it), transactions, ids, the outbox order across writers, and the commit notic
 Boundary: rows in, rows out, like the Store; it knows nothing of FUSE or of Memory. The
 DSN's password is never logged, shown or put in an exception (`redact_dsn`).
 
-Across writers: every transaction that writes an outbox row first takes one transaction
-advisory lock (`OUTBOX_LOCK`), so outbox seqs are given out in commit order and a reader
-that has seen seq N has seen every commit before it. The commit also sends
-`NOTIFY contextfs_outbox, '<seq>'` (delivered only if it commits) for the other mounts.
+Across writers: a transaction's outbox rows are kept here until it commits, then sent
+with the COMMIT in one message (`_COMMIT_WITH_OUTBOX`): take one transaction advisory lock
+(`OUTBOX_LOCK`), insert the rows with seqs from a sequence, `NOTIFY contextfs_outbox`
+(delivered only if it commits), COMMIT. So outbox seqs are given out in commit order and a
+reader that has seen seq N has seen every commit before it, while the lock is held only
+as long as the server takes to run that one message: never across a round trip to a
+mount, so a mount that stops (SIGSTOP, a paused VM, a slow link) cannot hold the others'
+commits up.
 """
 
 from __future__ import annotations
@@ -51,6 +55,18 @@ CLAIMS = {"inbox": 0x696E6278, "lead": 0x6C656164}  # 'inbx', 'lead'
 ACCESS_OP = "access"  # an outbox row of node 0: the access rows changed (`set_access`)
 ATTACH_OP = "attach"  # an outbox row of a node whose attachments changed (version 0)
 _CONNECT_TIMEOUT = 2  # seconds; a server that does not answer by then is down
+# How a transaction with outbox rows ends (`PgStore._commit`): one message, so the outbox
+# lock is taken and let go of within the server's run of it, never held across a round
+# trip to the mount. The seqs come from a sequence under the lock, so they are given out
+# in commit order and a transaction's are consecutive: currval is its newest.
+_COMMIT_WITH_OUTBOX = (
+    "SELECT pg_advisory_xact_lock(?); "
+    "INSERT INTO outbox SELECT nextval('outbox_seq'), u.node_id, u.version, u.op, u.created "
+    "FROM unnest(?::BIGINT[], ?::INTEGER[], ?::TEXT[], ?::DOUBLE[]) WITH ORDINALITY "
+    "AS u(node_id, version, op, created, i) ORDER BY u.i RETURNING seq; "
+    "SELECT pg_notify(?, currval('outbox_seq')::TEXT); "
+    "COMMIT"
+)
 
 
 # TCP keepalives on every connection a mount opens (its store, its LISTEN, its vector
@@ -259,7 +275,9 @@ class PgConnection:
         self._next_try = time.monotonic() + self._backoff
         self._backoff = min(_BACKOFF_MAX, self._backoff * 2)
         if first:
-            log.warning("%s; writes are refused until it returns", self.down_reason)
+            log.warning(
+                "%s; writes are refused until it returns", self.down_reason, stack_info=True
+            )
         if self.raw is not None:
             with suppress(psycopg.Error):
                 self.raw.close()
@@ -308,10 +326,16 @@ class PgConnection:
     def execute(self, sql: str, params: Any = None) -> psycopg.Cursor:
         return self._execute(sql, params, again=not self.in_tx and bool(_REPEATABLE.match(sql)))
 
-    def _execute(self, sql: str, params: Any, *, again: bool) -> psycopg.Cursor:
+    def _execute(
+        self, sql: str, params: Any, *, again: bool, one_message: bool = False
+    ) -> psycopg.Cursor:
         con = self._ready()
         token = DEADLINES.watch(con.pgconn.socket, self.deadline_s + _GIVE_UP_AFTER_S)
         try:
+            if one_message:
+                # parameters bound here, so several statements go as one simple query
+                cur = psycopg.ClientCursor(con)
+                return cur.execute(render(sql, POSTGRES), params)
             return con.execute(render(sql, POSTGRES), params)
         except psycopg.errors.TransactionRollback as exc:
             # a deadlock between two mounts' transactions (PostgreSQL aborts one): as
@@ -361,6 +385,27 @@ class PgConnection:
         finally:
             self.in_tx = False
 
+    def commit_with(self, sql: str, params: Sequence[Any]) -> psycopg.Cursor:
+        """End the open transaction with `sql`, several statements ending in COMMIT, sent
+        as one message: the server runs them one after the other without waiting for this
+        mount. The cursor is at the first statement's result (`nextset` for the others).
+        On an error the transaction is rolled back (a statement that failed skips the
+        rest, COMMIT included)."""
+        try:
+            return self._execute(sql, params, again=False, one_message=True)
+        except BaseException:
+            raw = self.raw
+            if (
+                raw is not None
+                and not (raw.broken or raw.closed)
+                and raw.info.transaction_status != psycopg.pq.TransactionStatus.IDLE
+            ):
+                with suppress(psycopg.Error):
+                    raw.execute("ROLLBACK")
+            raise
+        finally:
+            self.in_tx = False
+
     def rollback(self) -> None:
         self.in_tx = False
         if self.up:
@@ -397,8 +442,9 @@ class PgStore(Store):
         self._staged: set[str] = set()  # blobs stored ahead of their chunks (stage_blobs)
         self._ids: list[int] = []
         self._seq = 0
-        self._notify = 0  # the newest outbox seq written by the open transaction
-        self._tx_seqs: list[int] = []  # the outbox seqs the open transaction wrote
+        # the open transaction's outbox rows (node_id, version, op, created), sent with its
+        # COMMIT (`_COMMIT_WITH_OUTBOX`), which gives them their seqs
+        self._rows: list[tuple[int, int, str, float]] = []
         # Memory reflects every commit up to this outbox seq (`applied`): the indexer reads
         # no further (`outbox_since`), so it never indexes another mount's change before
         # this mount has loaded it. Seqs this store committed above it wait in `_own`.
@@ -456,12 +502,9 @@ class PgStore(Store):
             return
         self.con.begin()
         self._depth = 1
-        self._notify = 0
-        self._tx_seqs = []
+        self._rows = []
         try:
             yield
-            if self._notify:
-                self.con.execute("SELECT pg_notify(?, ?)", [CHANNEL, str(self._notify)])
         except BaseException:
             self._depth = 0
             self._ids.clear()  # harmless: ids are never reused either way
@@ -471,18 +514,33 @@ class PgStore(Store):
                 log.warning("rollback could not reach the server (it rolls back by itself)")
             raise
         self._depth = 0
+        rows, self._rows = self._rows, []
         try:
-            self.con.commit()
+            seqs = self._commit(rows)
         except (psycopg.OperationalError, StoreUnavailable) as exc:
             raise StoreUnavailable(
                 f"the commit's answer was lost ({type(exc).__name__}); nothing acknowledged"
             ) from None
         except psycopg.Error as exc:
             raise StoreDamaged(f"commit failed: {exc}") from exc
-        self._own.update(self._tx_seqs)
+        if seqs:
+            self._seq = max(self._seq, *seqs)
+        self._own.update(seqs)
         while self.applied + 1 in self._own:  # ours, and nothing of another mount between
             self.applied += 1
             self._own.discard(self.applied)
+
+    def _commit(self, rows: list[tuple[int, int, str, float]]) -> list[int]:
+        """COMMIT, with the transaction's outbox rows when it has any; their seqs."""
+        if not rows:
+            self.con.commit()
+            return []
+        node_ids, versions, ops, created = (list(col) for col in zip(*rows, strict=True))
+        cur = self.con.commit_with(
+            _COMMIT_WITH_OUTBOX, [OUTBOX_LOCK, node_ids, versions, ops, created, CHANNEL]
+        )
+        cur.nextset()  # past the lock's row: the INSERT's
+        return [r[0] for r in cur.fetchall()]
 
     def _next_ids(self, count: int) -> list[int]:
         rows = self.con.execute(
@@ -491,17 +549,12 @@ class PgStore(Store):
         return sorted(r[0] for r in rows)
 
     def _outbox(self, node_id: int, version: int, op: str) -> int:
-        """Outbox rows from every writer, in commit order: the first row of a transaction
-        takes the outbox lock (held to its commit), then the seq comes from a sequence."""
-        if not self._notify:
-            self.con.execute("SELECT pg_advisory_xact_lock(?)", [OUTBOX_LOCK])
-        seq = self.con.execute(
-            "INSERT INTO outbox VALUES (nextval('outbox_seq'), ?, ?, ?, ?) RETURNING seq",
-            [node_id, version, op, time.time()],
-        ).fetchone()[0]
-        self._seq = self._notify = seq
-        self._tx_seqs.append(seq)
-        return seq
+        """The row is sent with the COMMIT (`_COMMIT_WITH_OUTBOX`), which gives it its seq
+        in commit order. Returned meanwhile: the seq it would have with nothing of another
+        mount's committed before it, a lower bound (the caller takes the generation the
+        commit reached from `last_seq`)."""
+        self._rows.append((node_id, version, op, time.time()))
+        return self._seq + len(self._rows)
 
     def insert_node(self, n: Node, *, new_version_reason: str | None = None) -> int:
         """As the Store's; a live node at the same path made by another mount meanwhile

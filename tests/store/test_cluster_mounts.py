@@ -339,13 +339,61 @@ def test_a_permission_change_on_one_mount_holds_on_another_at_once(pg_dsn, stopp
         shutil.rmtree(top, ignore_errors=True)
 
 
+def test_a_mount_stopped_before_its_commit_holds_no_one_up(tmp_path, pg_dsn, stopped):
+    """A mount frozen (SIGSTOP, a paused VM, a slow link) in the middle of a write, its
+    rows written and its outbox row waiting for the COMMIT, holds no lock another
+    mount's write of another node needs: the outbox lock is taken only inside the one
+    message that ends a transaction. Another mount's write is acknowledged at its usual
+    speed, and the frozen write, once it goes on, commits after it, in order."""
+    import threading
+
+    from contextfs.model import Access
+
+    b = _mount(tmp_path, "b", pg_dsn)
+    stopped.append(b)
+    write_node(b.path / PREFS, "coffee", "Black coffee.\n", fsync=True)  # warm
+    frozen = PgStore(pg_dsn)  # a mount's store, with the same session deadlines
+    paused, go_on, failed = threading.Event(), threading.Event(), []
+
+    def frozen_write() -> None:
+        try:
+            with frozen.atomic():
+                frozen.add_owner("user", "zoe")
+                frozen.set_access("owner", "user/zoe", Access(1000, 1000, 0o700, 0o600))
+                paused.set()
+                go_on.wait(30)
+        except BaseException as exc:  # reported by the assertion below
+            failed.append(exc)
+
+    writer = threading.Thread(target=frozen_write, daemon=True)
+    writer.start()
+    try:
+        assert paused.wait(10)
+        t0 = time.monotonic()
+        write_node(b.path / PREFS, "tea", "Green tea.\n", fsync=True)
+        took = time.monotonic() - t0
+        assert took < 1.5, f"the write waited {took:.1f} s for the stopped mount"
+    finally:
+        go_on.set()
+        writer.join(30)
+    assert not failed, failed
+    seqs = frozen.con.execute("SELECT seq, node_id, op FROM outbox ORDER BY seq").fetchall()
+    assert seqs[-1][1:] == (0, "access"), seqs[-3:]  # the frozen write came last
+    assert [s for s, _n, _o in seqs] == list(range(seqs[0][0], seqs[-1][0] + 1))  # no gaps
+    frozen.close()
+    assert (b.path / PREFS / "tea" / "L2.md").read_text().endswith("Green tea.\n")
+    _until(lambda: os.path.isdir(b.path / "user" / "zoe"), 5)  # b loaded the frozen write
+    _stop_and_check([b], pg_dsn)
+
+
 @pytest.mark.allow_warnings  # the frozen store's own warning: its session was ended
-def test_a_mount_stopped_inside_a_transaction_does_not_stop_the_others(tmp_path, pg_dsn, stopped):
-    """A mount frozen (SIGSTOP, a paused VM) in the middle of a commit holds the lock
-    that orders every mount's commits. The server ends its session once it has been idle
-    in the transaction for IDLE_IN_TRANSACTION_MS, so another mount's write waits that
-    long at most, instead of until the frozen one wakes; the frozen one's transaction is
-    rolled back (it never acknowledged anything) and its next statement says so."""
+def test_a_session_stopped_holding_the_outbox_lock_is_ended(tmp_path, pg_dsn, stopped):
+    """A session frozen while it holds the lock that orders every mount's commits (a
+    mount of an older version, which took it at its first outbox row; an administrator's
+    `pg_advisory_xact_lock`). The server ends its session once it has been idle in the
+    transaction for IDLE_IN_TRANSACTION_MS, so another mount's write waits that long at
+    most, instead of until the frozen one wakes; the frozen one's transaction is rolled
+    back (it never acknowledged anything) and its next statement says so."""
     import threading
 
     from contextfs.errors import StoreUnavailable

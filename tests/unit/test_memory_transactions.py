@@ -255,13 +255,12 @@ def test_one_batch_per_outer_commit_with_what_committed(mem: Memory) -> None:
     assert len(rec.batches) == 1
     changes = {c.node_id: c for c in rec.batches[0]}
     assert set(changes) == {a.id, b.id}
+    # each change carries the generation its transaction committed at: the newest seq
     assert changes[a.id] == Change(
         "node",
         "created",
         "user/default/entities/a",
-        mem.store.con.execute("SELECT max(seq) FROM outbox WHERE node_id = ?", [a.id]).fetchone()[
-            0
-        ],
+        mem.store.con.execute("SELECT max(seq) FROM outbox").fetchone()[0],
         node_id=a.id,
     )
     assert changes[b.id].generation == mem.generation
