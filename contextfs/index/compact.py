@@ -67,7 +67,7 @@ _HEADER = struct.Struct("<8sIB16sQQQ")
 _DATA_MAGIC = b"CFSF16V1"
 _DATA_HEADER = struct.Struct("<8sI16s")  # magic, dim, data file id
 _CHUNK = 1 << 20
-_TRAIN_MAX = 40_000  # k-means on more points costs minutes and gains little recall
+TRAIN_UNITS = 40_000  # k-means on more points costs minutes and gains little recall
 _PQ_DIMS = 4  # dimensions a 4-bit sub-quantiser: a code of dim / 8 bytes (48 at 384-d)
 _TRAIN_MIN = 64  # a tiny index trains on copies of what it has (k-means needs points)
 # How many candidates an `allow` filter may make a search look at before it settles for
@@ -152,7 +152,7 @@ class CompactVectorIndex:
         index = cls(dim, data_path, space=space, nprobe=nprobe, shortlist=shortlist)
         vectors = index._rows_of(labels, vectors)
         index._create_data_file()
-        index._train(vectors[_sample(len(vectors), _TRAIN_MAX)])
+        index._train(vectors[_sample(len(vectors), TRAIN_UNITS)])
         index.upsert(labels, vectors)
         return index
 
@@ -171,7 +171,7 @@ class CompactVectorIndex:
         labels = source.live_labels()
         index = cls(source.dim, data_path, space=source.space, nprobe=nprobe, shortlist=shortlist)
         index._create_data_file()
-        sample = sorted(labels[i] for i in _sample(len(labels), _TRAIN_MAX))
+        sample = sorted(labels[i] for i in _sample(len(labels), TRAIN_UNITS))
         index._train(source.snapshot(sample).vectors)
         for i in range(0, len(labels), batch):
             part = labels[i : i + batch]

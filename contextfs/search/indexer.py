@@ -40,7 +40,7 @@ import trio
 import xxhash
 
 from contextfs.errors import IndexCorrupt
-from contextfs.index.compact import CompactVectorIndex, load_vectors
+from contextfs.index.compact import TRAIN_UNITS, CompactVectorIndex, load_vectors
 from contextfs.index.digests import UnitDigests, digest_int
 from contextfs.index.embed import Embedder
 from contextfs.index.text import TextHit, TextIndex
@@ -373,13 +373,15 @@ class Indexer(Service):
             self._failed(f"failed: {exc}", exc)
             return
         self._text_open.set()  # fsync's own writes go in from now on, even mid-rebuild
-        if rebuild:
-            await self._rebuild_text()
-        self._moved()
         last_save = time.monotonic()
         try:
             async with trio.open_nursery() as nursery:
+                # the model loads while BM25 is rebuilt (a new host: both at once)
                 nursery.start_soon(self._load_model)
+                if rebuild:
+                    await self._rebuild_text()
+                self._moved()
+                last_save = time.monotonic()
                 pause = 1.0
                 while not self.stopping:
                     self._rearm()  # fresh before looking: a wake meanwhile counts
@@ -612,8 +614,8 @@ class Indexer(Service):
 
     async def _rebuild_text(self) -> None:
         """Trio thread: a missing or unusable BM25 index is rebuilt from the live nodes
-        (cheaper than replaying the whole outbox), a batch at a time; an unmount
-        meanwhile leaves it for the next mount, which starts it again."""
+        (cheaper than replaying the whole outbox), a batch at a time, while the model
+        loads; an unmount meanwhile leaves it for the next mount, which starts it again."""
         target = self.memory.generation
         ids = self.memory.live.ids()  # ids only, by SQL (memory.heads)
         with self.text_lock:
@@ -622,13 +624,25 @@ class Indexer(Service):
         for i in range(0, len(ids), 256):
             if self.stopping:
                 return
-            self.state = f"rebuilding the text index ({i}/{len(ids)} nodes)"
+            if self.embedder is None:  # once the model is in, `state` is the vectors'
+                self.state = f"rebuilding the text index ({i}/{len(ids)} nodes)"
             live, gone = self._snapshot(ids[i : i + 256])
             job = _Job(live, gone)
-            while not await trio.to_thread.run_sync(self._text_slice, job, TEXT_SLICE_UNITS):
+            # a commit costs 30-100 ms: one every REBUILD_COMMIT_NODES nodes, not a slice
+            # (a new host's 100,000 nodes made 800 commits, most of its BM25 rebuild)
+            while not await trio.to_thread.run_sync(self._text_slice, job, TEXT_SLICE_UNITS, False):
                 pass
+            if _rebuild_commits(i, 256, len(ids)):
+                await trio.to_thread.run_sync(self._commit_text)
         self.text_generation = target
-        self.state = "loading the embedding model (BM25 answers meanwhile)"
+        if self.embedder is None:
+            self.state = "loading the embedding model (BM25 answers meanwhile)"
+
+    def _commit_text(self) -> None:
+        """Worker thread: what waits in the BM25 writer becomes searchable."""
+        with self.text_lock:
+            if self.text is not None:
+                self.text.commit()
 
     def open_sync(self, embedder: Embedder) -> None:
         """Open both indexes in the calling thread, without trio (scripts, offline use);
@@ -733,15 +747,21 @@ class Indexer(Service):
             ids += [d.id for d in self._urgent_job.docs]
         return list(dict.fromkeys(ids))[:10_000]
 
-    def _maybe_compact(self) -> None:
+    def _maybe_compact(self, projected: int = 0) -> None:
         """Under the lock, at a checkpoint or between the batches of a rebuild (which
         would otherwise grow hnswlib to the whole store first): past `compact_units`, move
-        the units from hnswlib into a compact index. Its `vectors.f16` is new; no saved
-        snapshot names the old one, if any (a compact index that loaded would not be an
-        hnswlib one here)."""
+        the units from hnswlib into a compact index. A rebuild whose `projected` units
+        (what it has done, scaled to the whole store) go past it moves as soon as hnswlib
+        holds what the compact index trains on (TRAIN_UNITS): every unit added to hnswlib
+        beyond is only copied out again (at 100,000 nodes, 60,000 units more cost a new
+        host about 15 s of hnswlib). Its `vectors.f16` is new; no saved snapshot names
+        the old one, if any (a compact index that loaded would not be an hnswlib one here)."""
         if not isinstance(self.vectors, VectorIndex):
             return
-        if len(self.vectors) < max(1, self.compact_units):  # it trains on what there is
+        most = max(1, self.compact_units)  # it trains on what there is
+        if projected >= most:
+            most = min(most, TRAIN_UNITS)
+        if len(self.vectors) < most:
             return
         state, self.state = self.state, f"moving {len(self.vectors)} units to a compact index"
         t0 = time.monotonic()
@@ -795,9 +815,11 @@ class Indexer(Service):
             if u > 0
         }
 
-    def _compact_locked(self) -> None:
+    def _compact_locked(self, done: int = 0, total: int = 0) -> None:
+        """Between a rebuild's batches: `done` of its `total` nodes are in."""
         with self.lock:
-            self._maybe_compact()
+            units = len(self.vectors) if self.vectors is not None else 0
+            self._maybe_compact(units * total // done if done else 0)
 
     # ---- the lanes ---------------------------------------------------------------------
 
@@ -877,7 +899,9 @@ class Indexer(Service):
                 self._units_per_change = _smooth(self._units_per_change, units / done)
             self.generation = max(self.generation, job.upto)
         elif self._rebuild is not None:
-            await trio.to_thread.run_sync(self._compact_locked)
+            await trio.to_thread.run_sync(
+                self._compact_locked, self._rebuild_at, len(self._rebuild)
+            )
             if self._rebuild_at >= len(self._rebuild):
                 self.generation = max(self.generation, self._rebuild_target)
                 self._rebuild = None
@@ -949,9 +973,10 @@ class Indexer(Service):
             del seen[nid]
         return True
 
-    def _text_slice(self, job: _Job, limit: int | None) -> bool:
-        """Worker thread: the next slice of the job's BM25 side, one commit; whether the
-        text side of the job is done. `limit` None: the whole job at once (urgent)."""
+    def _text_slice(self, job: _Job, limit: int | None, commit: bool = True) -> bool:
+        """Worker thread: the next slice of the job's BM25 side, one commit (without
+        `commit`, the documents wait in the writer for a later one); whether the text side
+        of the job is done. `limit` None: the whole job at once (urgent)."""
         most = limit if limit is not None else 1 << 62
         batch: list[tuple[_Doc, list[Unit], bool]] = []
         count = 0
@@ -998,8 +1023,8 @@ class Indexer(Service):
             if gone:
                 self.text.delete_nodes(gone, commit=False)
             if units or fresh:
-                self.text.upsert(units, metas, fresh=fresh)
-            elif gone:
+                self.text.upsert(units, metas, fresh=fresh, commit=commit)
+            elif gone and commit:
                 self.text.commit()
             if gone or units or fresh:
                 self.epoch += 1
@@ -1222,7 +1247,7 @@ class Indexer(Service):
                 pass
             self._vector_finish(job)
             self._bulk_text(job, commit=_rebuild_commits(i, step, total))
-            self._compact_locked()
+            self._compact_locked(min(i + step, total), total)
             self._indexed(job)
             if progress:
                 progress(min(i + step, total), total)
