@@ -117,6 +117,9 @@ def _tier_units(nid: int, l0: str, l1: str, passages: Sequence[Passage], prefix:
 # A bulk commit to the BM25 index adds at most this many documents (a huge node comes in
 # slices), so the text lock is never held long: an fsync waits for it.
 TEXT_SLICE_UNITS = 500
+# A rebuild headed for the compact index puts its vectors in this many at a time
+# (`Indexer._put_held`): faiss adds 300 units in about the time it adds 2,000
+HELD_UNITS = 8192
 # A job (a batch of at most `batch` outbox rows) holds about this much text at most: the
 # rows of a huge import are cut into jobs that each finish, move their cursor, and let the
 # next one start; the trio thread reads a job's texts, and a worker cuts them holding the
@@ -273,6 +276,17 @@ class Indexer(Service):
         self._rebuild: list[int] | None = None  # live ids a rebuild of the vectors walks
         self._rebuild_at = 0
         self._rebuild_target = 0
+        self._rebuild_since = 0.0  # monotonic
+        self._text_rebuilding = False  # `_rebuild_text` runs: the BM25 cursor waits
+        # A rebuild headed past compact_units holds its vectors (with their digests) and
+        # puts them in HELD_UNITS at a time (`_put_held`): the compact index is built
+        # straight from the first TRAIN_UNITS, never through hnswlib, and faiss adds in
+        # big batches (an add costs about the same for 300 units as for 2,000). Held units
+        # are in neither the vectors nor the digests: a search meanwhile does not see them.
+        self._holding = False
+        self._held: list[tuple[list[int], np.ndarray, list[int]]] = []
+        self._held_units = 0
+        self._held_nodes: set[int] = set()
         self.rate = 0.0  # units embedded per second, smoothed
         self.char_rate = 0.0  # characters embedded per second, smoothed (sizes the slices)
         self._embed_pool: ThreadPoolExecutor | None = None
@@ -334,7 +348,7 @@ class Indexer(Service):
         rebuild, job = self._rebuild, self._vec_job
         if rebuild is None:
             return None
-        pending = len(job.docs) if job is not None else 0
+        pending = (len(job.docs) if job is not None else 0) + len(self._held_nodes)
         return max(0, min(self._rebuild_at, len(rebuild)) - pending), len(rebuild)
 
     @property
@@ -376,12 +390,12 @@ class Indexer(Service):
         last_save = time.monotonic()
         try:
             async with trio.open_nursery() as nursery:
-                # the model loads while BM25 is rebuilt (a new host: both at once)
+                # the model loads while BM25 is rebuilt, and the vectors are rebuilt beside
+                # it once the model is in (a new host: all three at once, on two threads)
                 nursery.start_soon(self._load_model)
-                if rebuild:
-                    await self._rebuild_text()
+                if rebuild:  # emptied here, before anything else of the mount runs
+                    nursery.start_soon(self._rebuild_text, self._start_text_rebuild())
                 self._moved()
-                last_save = time.monotonic()
                 pause = 1.0
                 while not self.stopping:
                     self._rearm()  # fresh before looking: a wake meanwhile counts
@@ -462,6 +476,7 @@ class Indexer(Service):
                     self._rebuild_target = self.memory.generation
                     self._rebuild = self.memory.live.ids()  # ids only, by SQL (memory.heads)
                     self._rebuild_at = 0
+                    self._rebuild_since = time.monotonic()
                     if self.images is not None:
                         self.images.clear()
                     self._images_fill = False
@@ -612,15 +627,30 @@ class Indexer(Service):
         self.state = "loading the embedding model (BM25 answers meanwhile)"
         return generation == 0 and self.memory.generation > 0
 
-    async def _rebuild_text(self) -> None:
-        """Trio thread: a missing or unusable BM25 index is rebuilt from the live nodes
-        (cheaper than replaying the whole outbox), a batch at a time, while the model
-        loads; an unmount meanwhile leaves it for the next mount, which starts it again."""
+    def _start_text_rebuild(self) -> tuple[int, list[int], float]:
+        """Trio thread: the BM25 index emptied and the nodes to put back listed, at one
+        moment: what fsync applies from here on (the urgent lane) stays, the rebuild's
+        older reading of a node does not replace it (`_newest`). (target, ids, start)."""
+        self._text_rebuilding = True
         target = self.memory.generation
         ids = self.memory.live.ids()  # ids only, by SQL (memory.heads)
         with self.text_lock:
             assert self.text is not None  # `_open_text` opened it
             self.text.clear()
+        return target, ids, time.monotonic()
+
+    async def _rebuild_text(self, start: tuple[int, list[int], float] | None = None) -> None:
+        """Trio thread: a missing or unusable BM25 index is rebuilt from the live nodes
+        (cheaper than replaying the whole outbox), a batch at a time, while the model
+        loads and the vectors are rebuilt; an unmount meanwhile leaves it for the next
+        mount, which starts it again. The BM25 cursor waits for it."""
+        try:
+            await self._rebuild_text_from_nodes(*(start or self._start_text_rebuild()))
+        finally:
+            self._text_rebuilding = False
+            self.wake()  # the cursor takes over (what was committed meanwhile)
+
+    async def _rebuild_text_from_nodes(self, target: int, ids: list[int], t0: float) -> None:
         for i in range(0, len(ids), 256):
             if self.stopping:
                 return
@@ -635,6 +665,7 @@ class Indexer(Service):
             if _rebuild_commits(i, 256, len(ids)):
                 await trio.to_thread.run_sync(self._commit_text)
         self.text_generation = target
+        log.info("text index rebuilt: %d nodes in %.1f s", len(ids), time.monotonic() - t0)
         if self.embedder is None:
             self.state = "loading the embedding model (BM25 answers meanwhile)"
 
@@ -695,6 +726,7 @@ class Indexer(Service):
         self._data_path().unlink(missing_ok=True)
         assert self.embedder is not None  # the caller loaded it
         self.vectors = VectorIndex(self.embedder.dim)
+        self._holding, self._held, self._held_units, self._held_nodes = False, [], 0, set()
         self.text = TextIndex(self.dir / "text")
         self.digests = UnitDigests()
         if self.images is not None:
@@ -708,6 +740,7 @@ class Indexer(Service):
             generation, epoch = self.generation, self._vec_epoch
             snap = self.dir / f"snap-{generation}-{time.time_ns()}"
             snap.mkdir()
+            self._put_held()
             self._maybe_compact()
             assert self.vectors is not None  # saved once open
             self.vectors.save(snap / "vectors.bin")
@@ -816,10 +849,16 @@ class Indexer(Service):
         }
 
     def _compact_locked(self, done: int = 0, total: int = 0) -> None:
-        """Between a rebuild's batches: `done` of its `total` nodes are in."""
+        """Between a rebuild's batches: `done` of its `total` nodes are in (the last:
+        `done == total`, what is held goes in)."""
         with self.lock:
             units = len(self.vectors) if self.vectors is not None else 0
-            self._maybe_compact(units * total // done if done else 0)
+            units += self._held_units
+            projected = units * total // done if done else 0
+            self._holding = done < total and projected >= max(1, self.compact_units)
+            if not self._holding:
+                self._put_held()
+            self._maybe_compact(projected)
 
     # ---- the lanes ---------------------------------------------------------------------
 
@@ -862,7 +901,11 @@ class Indexer(Service):
         return True
 
     async def _text_step(self) -> bool:
-        """The BM25 cursor: one slice of the job after `text_generation`."""
+        """The BM25 cursor: one slice of the job after `text_generation` (none while the
+        text index is rebuilt: it ends at the generation it started at, and the cursor
+        goes on from there)."""
+        if self._text_rebuilding:
+            return False
         job = self._text_job
         if job is None:
             job = self._bulk_job(self.text_generation)
@@ -904,6 +947,14 @@ class Indexer(Service):
             )
             if self._rebuild_at >= len(self._rebuild):
                 self.generation = max(self.generation, self._rebuild_target)
+                log.info(
+                    "vectors rebuilt: %d nodes in %.1f s (%d units taken from the store, "
+                    "%d embedded here)",
+                    len(self._rebuild),
+                    time.monotonic() - self._rebuild_since,
+                    self.shared_taken,
+                    self.embedded_here,
+                )
                 self._rebuild = None
                 await trio.to_thread.run_sync(self._save)
                 self.state = "ready"
@@ -1075,12 +1126,64 @@ class Indexer(Service):
                 if keep:
                     units = [part[i][0] for i in keep]
                     labels = [unit_label(u) for u in units]
-                    assert self.vectors is not None  # the vector lane runs once open
-                    self.vectors.upsert(labels, rows[keep])
-                    self.digests.set_many(labels, [digest_int(u.digest) for u in units])
+                    digests = [digest_int(u.digest) for u in units]
+                    if self._holding and not job.urgent:
+                        self._held.append((labels, rows[keep], digests))
+                        self._held_units += len(labels)
+                        self._held_nodes.update(u.node_id for u in units)
+                        self._put_held(force=False)
+                    else:
+                        self._put_held()  # first: a later write of a label wins
+                        assert self.vectors is not None  # the vector lane runs once open
+                        self.vectors.upsert(labels, rows[keep])
+                        self.digests.set_many(labels, digests)
                     self.epoch += 1
                     self._vec_epoch += 1
         return job.vec_at >= len(job.todo)
+
+    def _put_held(self, *, force: bool = True) -> None:
+        """Under the lock: the held vectors go in, when there are HELD_UNITS of them (or
+        `force`: before anything else changes the vectors or they are saved). The first
+        batch of a rebuild headed past compact_units builds the compact index, once
+        there are TRAIN_UNITS to train on."""
+        if not self._held:
+            return
+        vectors = self.vectors
+        assert vectors is not None  # held by the vector lane, which runs once open
+        building = isinstance(vectors, VectorIndex)
+        if building:
+            enough = len(vectors) + self._held_units >= min(self.compact_units, TRAIN_UNITS)
+        else:
+            enough = self._held_units >= HELD_UNITS
+        if not (force or enough):
+            return
+        labels = np.asarray([x for part, _r, _d in self._held for x in part], dtype=np.int64)
+        rows = np.concatenate([r for _l, r, _d in self._held])
+        digests = [x for _l, _r, part in self._held for x in part]
+        self._held, self._held_units, self._held_nodes = [], 0, set()
+        # the last write of a label wins (a unit held twice)
+        _, last = np.unique(labels[::-1], return_index=True)
+        keep = np.sort(len(labels) - 1 - last)
+        labels, rows = labels[keep], rows[keep]
+        digests = [digests[i] for i in keep.tolist()]
+        if building and enough and isinstance(vectors, VectorIndex):
+            t0 = time.monotonic()
+            old = vectors.snapshot(vectors.live_labels())  # an urgent write's, if any
+            mine = set(labels.tolist())
+            kept = [i for i, x in enumerate(old.labels) if x not in mine]
+            both = np.concatenate([np.asarray(old.labels, dtype=np.int64)[kept], labels])
+            rows = np.concatenate([old.vectors[kept], rows])
+            self.vectors = CompactVectorIndex.build(
+                vectors.dim, self._data_path(), both.tolist(), rows, space=vectors.space
+            )
+            log.info(
+                "vector index: a compact index built from %d units in %.1f s",
+                len(both),
+                time.monotonic() - t0,
+            )
+        else:
+            vectors.upsert(labels.tolist(), rows)
+        self.digests.set_many(labels.tolist(), digests)
 
     def _fresh_for(self, nid: int, seq: int) -> bool:
         """Under the lock: no urgent snapshot read after `seq` was applied to the vectors."""
@@ -1106,6 +1209,7 @@ class Indexer(Service):
                     stale += [x for x in self.labels_of(doc.id) if x not in labels]
             if stale:
                 assert self.vectors is not None  # the vector lane runs once open
+                self._put_held()
                 self.vectors.delete(stale)
                 self.digests.remove(stale)
                 self.epoch += 1

@@ -451,6 +451,7 @@ class PgStore(Store):
         self.applied = 0
         self._own: set[int] = set()
         self._last_known: dict[str, Any] = {}
+        self._known_at: dict[str, tuple[int, int] | None] = {}  # `_remember`'s per_commit
         if not read_only:
             with self.atomic():
                 # one mount at a time creates or migrates the schema
@@ -718,17 +719,25 @@ class PgStore(Store):
         """A connection of its own that waits for other mounts' commits."""
         return PgListener(self.con._dsn, self.location)
 
-    def _remember(self, key: str, read: Any) -> Any:
-        """A read for `.status`: while the server is away, the last value it gave."""
+    def _remember(self, key: str, read: Any, *, per_commit: bool = False) -> Any:
+        """A read for `.status`: while the server is away, the last value it gave.
+        `per_commit`: a figure only a commit with outbox rows changes (counts of nodes,
+        versions, outbox rows), read again only once a commit was made or loaded since:
+        a count over 100,000 rows costs the server 10-30 ms, and `.status` read five
+        times a second during a new host's rebuild took a fifth of its event loop."""
+        mark = (self.applied, self._seq)
+        if per_commit and self._known_at.get(key) == mark:
+            return self._last_known[key]
         try:
             value = read()
         except (StoreUnavailable, psycopg.OperationalError):
             return self._last_known.get(key, 0)
         self._last_known[key] = value
+        self._known_at[key] = mark if per_commit else None
         return value
 
     def outbox_depth(self) -> int:
-        return self._remember("outbox_depth", super().outbox_depth)
+        return self._remember("outbox_depth", super().outbox_depth, per_commit=True)
 
     def last_consolidation(self) -> tuple | None:
         return self._remember("last_consolidation", super().last_consolidation) or None
@@ -742,6 +751,7 @@ class PgStore(Store):
         got = self._remember(
             f"node_counts {owner} {type_name}",
             lambda: super(PgStore, self).node_counts(owner, type_name),
+            per_commit=True,
         )
         return got if got else (0, 0)
 
@@ -749,7 +759,7 @@ class PgStore(Store):
         return self._remember("node_counts_by_dir", super().node_counts_by_dir) or {}
 
     def version_count(self) -> int:
-        return self._remember("version_count", super().version_count)
+        return self._remember("version_count", super().version_count, per_commit=True)
 
     def stored_bytes(self) -> tuple[int, int]:
         got = self._remember("stored_bytes", super().stored_bytes)
@@ -813,9 +823,13 @@ class PgVectorShare:
         if not digests or time.monotonic() < self._retry_at:
             return {}
         try:
+            # the keys as one array literal: psycopg dumps a list of ints one by one in
+            # Python (half the time of a new host's reads of the share went there)
+            keys = "{" + ",".join(map(str, digests)) + "}"
             rows = self._run(
-                "SELECT digest, vector FROM unit_vectors WHERE model = %s AND digest = ANY(%s)",
-                [model, list(digests)],
+                "SELECT digest, vector FROM unit_vectors "
+                "WHERE model = %s AND digest = ANY(%s::BIGINT[])",
+                [model, keys],
             ).fetchall()
         except psycopg.Error as exc:
             self._fault("a read", exc)

@@ -97,3 +97,45 @@ def test_past_the_threshold_search_runs_on_the_compact_index(tmp_path: Path) -> 
         if m.proc is not None:
             m.stop()
     assert m.fsck() == []
+
+
+def test_a_rebuild_past_the_threshold_builds_the_compact_index_straight(tmp_path: Path) -> None:
+    """Indexes lost (a new host, `rm -r DATA_DIR/index`): the rebuild sees early that the
+    store is past the threshold, holds its vectors, builds the compact index from the
+    first batch it can train on and adds the rest in batches. Every unit ends up in it,
+    and questions find their nodes by meaning as before."""
+    (tmp_path / "mnt").mkdir()
+    data = tmp_path / "data"
+    data.mkdir()
+    # 262 nodes of about 1.3 units each: the rebuild's first batch (64 nodes) stays under
+    # the threshold, the store is well past it
+    (data / "config.yaml").write_text("search: true\nvector_compact_units: 200\n")
+    m = Mount(tmp_path / "mnt", data, search=True)
+    m.start()
+    try:
+        for owner in ("user/alice", "user/bob", "agent/helper"):
+            (m.path / owner).mkdir()
+        for rel, text in filler():
+            write_node(m.path, rel, text)
+        for t in TARGETS:
+            write_node(m.path, t.path, t.text + "\n")
+        units = int(facts(wait_indexed(m))["indexed_units"])
+        assert units > 200
+        m.stop()
+        (data / "contextfs.log").unlink()
+        subprocess.run(["rm", "-r", str(data / "index")], check=True)
+        m.start()
+        status = wait_indexed(m)
+        assert facts(status)["vector_index"].startswith("compact"), status
+        assert int(facts(status)["indexed_units"]) == units, status
+        log = (data / "contextfs.log").read_text()
+        assert "a compact index built from" in log  # straight, not moved out of hnswlib
+        assert "moved to the compact index" not in log
+        for t in TARGETS:
+            answer = json.loads((qdir(m.path, t.question, t.scope) / "_results.json").read_text())
+            assert "vectors" in answer["searched_by"], answer
+            assert t.path in [h["path"] for h in answer["hits"][:3]], answer["hits"][:3]
+    finally:
+        if m.proc is not None:
+            m.stop()
+    assert m.fsck() == []
