@@ -120,7 +120,7 @@ class Service:
     def wake(self) -> None:
         """End the current (or next) `_idle`; safe from any thread."""
         if self._token is None or threading.get_ident() == self._loop_thread:
-            self._wake.set()
+            self._set_wake()
             return
         with contextlib.suppress(trio.RunFinishedError):  # the mount is going: nothing to wake
             self._token.run_sync_soon(self._set_wake)

@@ -278,6 +278,7 @@ class Indexer(Service):
         self._rebuild_target = 0
         self._rebuild_since = 0.0  # monotonic
         self._text_rebuilding = False  # `_rebuild_text` runs: the BM25 cursor waits
+        self._text_wake = trio.Event()  # set by every wake: `_text_lane` looks for work
         # A rebuild headed past compact_units holds its vectors (with their digests) and
         # puts them in HELD_UNITS at a time (`_put_held`): the compact index is built
         # straight from the first TRAIN_UNITS, never through hnswlib, and faiss adds in
@@ -395,6 +396,7 @@ class Indexer(Service):
                 nursery.start_soon(self._load_model)
                 if rebuild:  # emptied here, before anything else of the mount runs
                     nursery.start_soon(self._rebuild_text, self._start_text_rebuild())
+                nursery.start_soon(self._text_lane)
                 self._moved()
                 pause = 1.0
                 while not self.stopping:
@@ -404,7 +406,7 @@ class Indexer(Service):
                     except Exception as exc:  # noqa: BLE001 - the mount outlives the indexer
                         # The slice is not marked done: its job is read again after a
                         # pause that grows to a minute; `.status` says what failed.
-                        self._urgent_job = self._text_job = self._vec_job = None
+                        self._urgent_job = self._vec_job = None
                         self.error = f"indexing failed: {exc!r}"
                         log.exception("indexer: a batch failed; retrying in %.0f s", pause)
                         await self._pause(pause)
@@ -440,14 +442,46 @@ class Indexer(Service):
                 elif self.shared is not None:
                     self.shared.close()
 
+    async def _text_lane(self) -> None:
+        """The BM25 cursor's own loop, beside `run`'s (the urgent lane and the vectors): a
+        change is searchable by its words after a BM25 slice, never after an embedding
+        slice of the vectors (0.5 s or more on busy cores; another mount's writes waited
+        behind them for up to 3 s). Woken by every wake of the indexer."""
+        pause = 1.0
+        while not self.stopping:
+            self._text_wake = trio.Event()
+            await self._yield()  # an fsync in flight goes first (`FOREGROUND`)
+            try:
+                worked = self.text is not None and await self._text_step()
+            except Exception as exc:  # noqa: BLE001 - the mount outlives the indexer
+                self._text_job = None  # read again after the pause
+                self.error = f"indexing failed: {exc!r}"
+                log.exception("indexer: a BM25 batch failed; retrying in %.0f s", pause)
+                await self._pause(pause)
+                pause = min(60.0, pause * 2)
+                continue
+            pause = 1.0
+            if worked:
+                if self.error and self.error.startswith("indexing failed"):
+                    log.info("indexer: BM25 working again after %s", self.error)
+                    self.error = None
+                self._moved()
+                await trio.sleep(0)  # requests go between slices
+                continue
+            with trio.move_on_after(self.CHECKPOINT_SECONDS / 2):
+                await self._text_wake.wait()
+
+    def _set_wake(self) -> None:
+        super()._set_wake()
+        self._text_wake.set()
+
     async def _step(self) -> bool:
-        """One slice of each lane that has work; whether there was any."""
+        """One slice of each lane that has work but BM25's (`_text_lane`); whether there
+        was any."""
         worked = False
         if self._urgent or self._urgent_vec or self._urgent_job is not None or self._resumed:
             worked = await self._urgent_step()
         await self._yield()  # an fsync in flight goes first (`FOREGROUND`)
-        if self.text is not None:
-            worked = await self._text_step() or worked
         if self.ready:
             if self._images_fill:
                 assert self.images is not None  # only images set it
@@ -1303,9 +1337,11 @@ class Indexer(Service):
     async def drain_once(self) -> bool:
         """Run the lanes until nothing is left (tests and scripts); whether anything was."""
         worked = False
-        while await self._step():
+        while True:
+            text = self.text is not None and await self._text_step()
+            if not (await self._step() or text):
+                return worked
             worked = True
-        return worked
 
     def backlog(self) -> dict[str, float | int]:
         """What is queued, for `.status`: outbox changes behind each cursor, units left in
