@@ -23,16 +23,26 @@ def facts(status: str) -> dict[str, str]:
     return dict(ln.split(": ", 1) for ln in status.splitlines() if ": " in ln and ln[0] != " ")
 
 
-def test_past_the_threshold_search_runs_on_the_compact_index(tmp_path: Path) -> None:
+def _started(tmp_path: Path, compact_units: int) -> tuple[Mount, Path]:
+    """A mount with search on and a small threshold, its three owners made."""
     (tmp_path / "mnt").mkdir()
     data = tmp_path / "data"
     data.mkdir()
-    (data / "config.yaml").write_text("search: true\nvector_compact_units: 60\n")
+    (data / "config.yaml").write_text(f"search: true\nvector_compact_units: {compact_units}\n")
     m = Mount(tmp_path / "mnt", data, search=True)
     m.start()
     try:
         for owner in ("user/alice", "user/bob", "agent/helper"):
             (m.path / owner).mkdir()
+    except BaseException:
+        m.stop()
+        raise
+    return m, data
+
+
+def test_past_the_threshold_search_runs_on_the_compact_index(tmp_path: Path) -> None:
+    m, data = _started(tmp_path, 60)
+    try:
         write_node(m.path, "user/alice/preferences/first", "The first note.\n", fsync=True)
         status = wait_indexed(m)  # the model is in: from here the outbox is drained live
         assert facts(status)["vector_index"] == "hnswlib (compact from 60 units)", status
@@ -104,17 +114,10 @@ def test_a_rebuild_past_the_threshold_builds_the_compact_index_straight(tmp_path
     store is past the threshold, holds its vectors, builds the compact index from the
     first batch it can train on and adds the rest in batches. Every unit ends up in it,
     and questions find their nodes by meaning as before."""
-    (tmp_path / "mnt").mkdir()
-    data = tmp_path / "data"
-    data.mkdir()
     # 262 nodes of about 1.3 units each: the rebuild's first batch (64 nodes) stays under
     # the threshold, the store is well past it
-    (data / "config.yaml").write_text("search: true\nvector_compact_units: 200\n")
-    m = Mount(tmp_path / "mnt", data, search=True)
-    m.start()
+    m, data = _started(tmp_path, 200)
     try:
-        for owner in ("user/alice", "user/bob", "agent/helper"):
-            (m.path / owner).mkdir()
         for rel, text in filler():
             write_node(m.path, rel, text)
         for t in TARGETS:
