@@ -814,21 +814,15 @@ class Indexer(Service):
             ids += [d.id for d in self._urgent_job.docs]
         return list(dict.fromkeys(ids))[:10_000]
 
-    def _maybe_compact(self, projected: int = 0) -> None:
-        """Under the lock, at a checkpoint or between the batches of a rebuild (which
-        would otherwise grow hnswlib to the whole store first): past `compact_units`, move
-        the units from hnswlib into a compact index. A rebuild whose `projected` units
-        (what it has done, scaled to the whole store) go past it moves as soon as hnswlib
-        holds what the compact index trains on (TRAIN_UNITS): every unit added to hnswlib
-        beyond is only copied out again (at 100,000 nodes, 60,000 units more cost a new
-        host about 15 s of hnswlib). Its `vectors.f16` is new; no saved snapshot names
-        the old one, if any (a compact index that loaded would not be an hnswlib one here)."""
+    def _maybe_compact(self) -> None:
+        """Under the lock, at a checkpoint or between the batches of a rebuild: past
+        `compact_units`, move the units from hnswlib into a compact index (a rebuild
+        headed there builds it straight instead: `_put_held`). Its `vectors.f16` is new;
+        no saved snapshot names the old one, if any (a compact index that loaded would not
+        be an hnswlib one here)."""
         if not isinstance(self.vectors, VectorIndex):
             return
-        most = max(1, self.compact_units)  # it trains on what there is
-        if projected >= most:
-            most = min(most, TRAIN_UNITS)
-        if len(self.vectors) < most:
+        if len(self.vectors) < max(1, self.compact_units):  # it trains on what there is
             return
         state, self.state = self.state, f"moving {len(self.vectors)} units to a compact index"
         t0 = time.monotonic()
@@ -892,7 +886,7 @@ class Indexer(Service):
             self._holding = done < total and projected >= max(1, self.compact_units)
             if not self._holding:
                 self._put_held()
-            self._maybe_compact(projected)
+            self._maybe_compact()
 
     # ---- the lanes ---------------------------------------------------------------------
 
