@@ -275,9 +275,7 @@ class PgConnection:
         self._next_try = time.monotonic() + self._backoff
         self._backoff = min(_BACKOFF_MAX, self._backoff * 2)
         if first:
-            log.warning(
-                "%s; writes are refused until it returns", self.down_reason, stack_info=True
-            )
+            log.warning("%s; writes are refused until it returns", self.down_reason)
         if self.raw is not None:
             with suppress(psycopg.Error):
                 self.raw.close()
