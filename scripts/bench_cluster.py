@@ -74,6 +74,9 @@ class Writes:
     items: list[str] = field(default_factory=list)  # aggregate items acknowledged
     refused: int = 0  # EIO
     other_errors: list[str] = field(default_factory=list)
+    # name -> what each mount showed for an acknowledged write that did not read back
+    # (the evidence a rare loss leaves in the JSON)
+    lost: dict[str, list[str]] = field(default_factory=dict)
     visible_ms: list[float] = field(default_factory=list)
     searchable_ms: list[float] = field(default_factory=list)
     lock: threading.Lock = field(default_factory=threading.Lock)
@@ -205,15 +208,20 @@ def latency_phase(
 
 
 def lost_updates(mounts: list[Mount], w: Writes) -> int:
-    """Acknowledged writes not read back exactly on a mount (counted per mount)."""
+    """Acknowledged writes not read back exactly on a mount (counted per mount; each one
+    with what the mounts showed in w.lost)."""
     lost = 0
     for m in mounts:
-        for name, (_src, text) in w.acked.items():
+        for name, (src, text) in w.acked.items():
             try:
-                if (m.path / PREFS / name / "L2.md").read_text() != text:
-                    lost += 1
-            except OSError:
+                shown = (m.path / PREFS / name / "L2.md").read_text()
+            except OSError as e:
+                shown = f"({e.strerror})"
+            if shown != text:
                 lost += 1
+                w.lost.setdefault(name, [f"written on {src.name}"]).append(
+                    f"{m.path.name}: {shown[:80]!r}"
+                )
         if w.items:
             try:
                 agg = (m.path / AGG / "hot" / "L2.md").read_text()
@@ -370,6 +378,7 @@ def restart_phase(server: PgServer, mounts: list[Mount], outage: float, run: flo
         "mounts_back_after_s": sorted(round(t - t_up, 2) for t in back_at.values()),
         "lost": lost,
         "lost_after_remount": lost_after_remount,
+        "lost_writes": dict(list(w.lost.items())[:10]),
         "restart_at": t_up,
     }
 
@@ -510,6 +519,7 @@ def frozen_mount_phase(mounts: list[Mount], seconds: float) -> dict:
         "other_errors": w.other_errors[:10],
         "acknowledged": len(w.acked),
         "lost": lost,
+        "lost_writes": dict(list(w.lost.items())[:10]),
     }
 
 
@@ -571,6 +581,7 @@ def main() -> int:
             "searchable_ms": stats(w.searchable_ms),
             "not_visible_within_10s": len(w.acked) - len(w.visible_ms),
             "lost_updates": lost,
+            "lost_writes": dict(list(w.lost.items())[:10]),
         }
         for m in mounts:
             m.stop()
@@ -694,6 +705,9 @@ def main() -> int:
     print("| measure | value | target |\n|---|---|---|")
     for r in rows:
         print(f"| {r[0]} | {r[1]} | {r[2]} |")
+    for phase in ("latency", "restart", "frozen_mount"):
+        for name, seen in doc[phase].get("lost_writes", {}).items():
+            print(f"lost in {phase}: {name}, {'; '.join(seen)}")
     out = write_json(args.json, doc)
     say(f"JSON: {out}")
     bad = lat["lost_updates"] or rs["lost"] or rs["lost_after_remount"]

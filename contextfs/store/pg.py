@@ -241,6 +241,11 @@ class PgConnection:
         self._next_try = 0.0
         self._backoff = 0.1
         self.in_tx = False
+        # The one thread that may use it, once set (`PgStore.set_home`). Its transaction
+        # state is this object's: a statement of another thread would run inside that
+        # transaction, or reconnect under it, and a commit then sent down the new
+        # connection would acknowledge what the old one rolled back.
+        self.owner: int | None = None
         self._connect()
 
     def _connect(self) -> None:
@@ -327,6 +332,8 @@ class PgConnection:
     def _execute(
         self, sql: str, params: Any, *, again: bool, one_message: bool = False
     ) -> psycopg.Cursor:
+        if self.owner is not None and threading.get_ident() != self.owner:
+            raise RuntimeError(f"{self.shown}: a connection used outside its own thread")
         con = self._ready()
         token = DEADLINES.watch(con.pgconn.socket, self.deadline_s + _GIVE_UP_AFTER_S)
         try:
@@ -466,6 +473,10 @@ class PgStore(Store):
                     [str(time.time())],
                 )
         self._seq = self.applied = self.generation()
+
+    def set_home(self) -> None:
+        super().set_home()
+        self.con.owner = self._home  # type: ignore[attr-defined]  # other threads: `_reader`
 
     def read_ahead(self) -> None:
         """The server reads its own files."""
