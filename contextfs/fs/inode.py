@@ -29,6 +29,7 @@ from typing import Any, TypedDict
 
 from contextfs.conversations.inbox import InboxItem, Session
 from contextfs.ctxtypes import ContextType
+from contextfs.errors import ContextFSError
 from contextfs.memory.attachments import ATTACHMENT_CHUNK
 from contextfs.memory.routing import is_editor_scratch, is_temp_name  # noqa: F401 (re-exported)
 from contextfs.memory.spill import SpillBuffer
@@ -199,6 +200,12 @@ class Inode:
     # set its time (`utimensat` before the close: tar x), which the version takes once
     # placed (fs.roles.tiers: copied_version_time)
     time_set: bool = False
+    # A commit of its bytes refused (`Refusals.refuse_commit`) and not yet reported to a
+    # later fsync or close: the FLUSH that heard of it may have come from another process
+    # (every fork closes the descriptors it inherited, and each close is a FLUSH), while
+    # the writer's own fsync then finds nothing unsaved. Dropped when the bytes are saved
+    # after all, or when the last descriptor goes.
+    refused: ContextFSError | None = None
 
     @property
     def is_dir(self) -> bool:

@@ -276,12 +276,14 @@ class Tree:
         release (or fsync), which keeps "one save, one version" for `> file`.
         """
         h = self.table.handle(fh)
-        if not h.wrote and not (h.dirty and h.inode.role in (Role.META, Role.VERSION)):
-            # (meta.yaml or a version emptied by O_TRUNC and closed: refused here, where
-            # close() can say so, not at release)
-            return
-        h.wrote = False
-        await self.handler(h.inode).flush(h)
+        saved = False
+        # (meta.yaml or a version emptied by O_TRUNC and closed: refused here, where
+        # close() can say so, not at release)
+        if h.wrote or (h.dirty and h.inode.role in (Role.META, Role.VERSION)):
+            h.wrote = False
+            saved = h.dirty or h.inode.dirty
+            await self.handler(h.inode).flush(h)
+        self.report_refused(h.inode, saved=saved)
 
     # the requests that store something: background threads step aside while one runs
     # (`Foreground.step_aside`); an fsync is `serving` as a whole
@@ -310,8 +312,22 @@ class Tree:
     async def fsync(self, fh: int) -> None:
         """Commit like close; for a node's text, also wait until it is searchable."""
         h = self.table.handle(fh)
+        unsaved = h.dirty or h.inode.dirty
         with FOREGROUND.serving():  # background services step aside meanwhile
             await self.handler(h.inode).fsync(h)
+        self.report_refused(h.inode, saved=unsaved)
+
+    @staticmethod
+    def report_refused(inode: Inode, *, saved: bool) -> None:
+        """After an fsync or a close that raised nothing: a commit of this file refused
+        since (`Inode.refused`) is reported now, as Linux reports a writeback error to the
+        next fsync, unless this call just saved the bytes it holds. A process that forks
+        closes its copy of every descriptor in the child, and each of those closes is a
+        FLUSH that commits: when that commit is refused, only the child hears of it, and
+        the writer's own fsync must not then say its bytes are stored."""
+        refused, inode.refused = inode.refused, None
+        if refused is not None and not saved:
+            raise refused
 
     def release(self, fh: int) -> None:
         h = self.table.handles.pop(fh, None)
@@ -324,6 +340,7 @@ class Tree:
         inode.opened -= 1
         if inode.opened <= 0:
             inode.opened = 0
+            inode.refused = None  # no descriptor left to report it to
             # a refused commit is already recorded in .status; release has no reply
             with contextlib.suppress(ContextFSError):
                 self.handler(inode).release(h)

@@ -7,6 +7,8 @@ never becomes memory or a search result."""
 
 from __future__ import annotations
 
+import contextlib
+import errno
 import json
 import os
 import subprocess
@@ -138,3 +140,28 @@ def test_a_trace_is_never_a_search_result(searching: Mount):
     assert not [h for h in hits if "refused" in json.dumps(h) or "colour" in h["path"]], hits
     body = context.split("\n", 1)[1]  # after the title, which repeats the question
     assert "quokkafish" not in body and ".refused" not in body, context
+
+
+def test_a_commit_refused_at_a_childs_close_fails_the_writers_fsync(mount: Mount):
+    """A process that forks closes, in the child, every descriptor it holds (subprocess's
+    close_fds, or exec): each of those closes is a FLUSH, which commits what the file
+    holds. When that commit is refused, the writer's own fsync and close must still fail;
+    they found nothing unsaved and returned 0 for bytes that were never stored
+    (bench_cluster lost an acknowledged write this way: its writers' files were open
+    while it ran pg_ctl to restart PostgreSQL)."""
+    node = mount.path / "user/default/preferences/kettle"
+    node.mkdir()
+    fd = os.open(node / "L2.md", os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+    try:
+        os.write(fd, b"\xff\xfe\x00 not text")
+        subprocess.run(["true"], check=True)  # the child's copy of fd is closed: a FLUSH
+        with pytest.raises(OSError) as refused:
+            os.fsync(fd)
+        assert refused.value.errno == errno.EINVAL
+    finally:
+        with contextlib.suppress(OSError):
+            os.close(fd)
+    assert "user/default/preferences/kettle/L2.md" in mount.status()
+    # reported once: a later writer of the file is not told of it
+    (node / "L2.md").write_text("Kettle descaled in March.\n")
+    assert (node / "L2.md").read_text() == "Kettle descaled in March.\n"

@@ -453,7 +453,7 @@ class Attachments(RoleBase):
             if inode.att is not None:
                 self.store(inode)
         except ContextFSError as exc:
-            self.refusals.refuse(inode, exc, bytes(inode.data))
+            self.refusals.refuse_commit(inode, exc, bytes(inode.data))
             inode.dirty = False
             if inode.att is not None:
                 inode.data, inode.changed = None, None

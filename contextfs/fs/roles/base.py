@@ -216,6 +216,13 @@ class Refusals:
             exc.reason = f"{exc.reason} (your bytes are kept at {r.kept_at})"
         return r
 
+    def refuse_commit(self, inode: Inode, exc: ContextFSError, data: bytes | None) -> Refusal:
+        """A refused commit of inode's written bytes: recorded as `refuse` does, and kept
+        on the inode for the next fsync or close of it to report (`Tree.report_refused`)."""
+        r = self.refuse(inode, exc, data)
+        inode.refused = exc
+        return r
+
 
 def check_name(memory: Memory, name: str) -> None:
     """What a new name must be: at most NAME_MAX bytes of UTF-8 with no NUL, and one the

@@ -267,7 +267,7 @@ class Tiers(RoleBase):
             try:
                 self.write_back(inode, data)
             except ContextFSError as exc:
-                refusal = self.refusals.refuse(inode, exc, data)
+                refusal = self.refusals.refuse_commit(inode, exc, data)
                 n = inode.node
                 if inode.data is not None and n is not None and n.version > 0:
                     # a version name made by this write: it goes (the stored ones stay)
@@ -288,7 +288,7 @@ class Tiers(RoleBase):
         try:
             stored = self.save_tier(inode, inode.node, inode.tier, data)
         except ContextFSError as exc:
-            refusal = self.refusals.refuse(inode, exc, data)
+            refusal = self.refusals.refuse_commit(inode, exc, data)
             h.buffer = bytearray(inode.node.tier(inode.tier).encode("utf-8"))
             self.table.invalidate(inode)
             self.leave_trace(inode.parent, inode.name, data, refusal)
@@ -313,7 +313,7 @@ class Tiers(RoleBase):
                 self.save_tier(inode, inode.node, inode.tier, bytes(inode.data))
         except ContextFSError as exc:
             data = bytes(inode.data)
-            refusal = self.refusals.refuse(inode, exc, data)
+            refusal = self.refusals.refuse_commit(inode, exc, data)
             inode.dirty = False
             assert inode.node is not None and inode.tier is not None
             inode.data = (
@@ -556,7 +556,7 @@ class Tiers(RoleBase):
         try:
             res = self.route(inode.owner, inode.ctype, inode.name, data)
         except ContextFSError as exc:
-            refusal = self.refusals.refuse(inode, exc, data)
+            refusal = self.refusals.refuse_commit(inode, exc, data)
             self._forget_drop(inode, parent)
             self.leave_trace(
                 parent, inode.name, data, refusal, inode.uid, inode.gid, stat.S_IMODE(inode.mode)
