@@ -229,8 +229,14 @@ class PgConnection:
     reconnects."""
 
     def __init__(
-        self, dsn: str, *, read_only: bool = False, deadline_s: float = STATEMENT_DEADLINE_S
+        self,
+        dsn: str,
+        *,
+        read_only: bool = False,
+        deadline_s: float = STATEMENT_DEADLINE_S,
+        connect: bool = True,
     ) -> None:
+        """connect=False: connected at its first statement (`_ready`)."""
         self._dsn = dsn
         self.shown = redact_dsn(dsn)
         self.read_only = read_only
@@ -246,7 +252,8 @@ class PgConnection:
         # transaction, or reconnect under it, and a commit then sent down the new
         # connection would acknowledge what the old one rolled back.
         self.owner: int | None = None
-        self._connect()
+        if connect:
+            self._connect()
 
     def _connect(self) -> None:
         try:
@@ -422,6 +429,87 @@ class PgConnection:
             self.raw = None
 
 
+# The connections a mount's other threads read committed rows through (`PgReaders`): the
+# indexer's, the catch-up's, text loads. Trio makes and retires worker threads as it
+# likes; a connection each, kept for the thread's id, grew with them (six a mount where
+# two were in use). At most this many, lent for one statement at a time; one idle longer
+# than READER_IDLE_S is closed, so an idle mount holds its own connection and its
+# listener's, and the server's connections go further across hosts (docs/scaling.md).
+READERS = 2
+READER_IDLE_S = 60.0
+
+
+class PgReaders:
+    """At most `size` read-only PgConnections, shared by every thread but the memory's:
+    `execute` borrows one for a single statement and gives it back before returning the
+    cursor (psycopg has the whole result client-side by then, so it is read after the
+    connection has gone on to another thread's statement). Each connection keeps its own
+    deadlines, reconnection and backoff (PgConnection); a thread that finds every one
+    lent waits for one, as long as a statement may take."""
+
+    def __init__(self, dsn: str, *, size: int = READERS, deadline_s: float) -> None:
+        self._dsn = dsn
+        self.size = size
+        self.deadline_s = deadline_s
+        self._lock = threading.Lock()
+        self._free: list[tuple[float, PgConnection]] = []  # (idle since, connection)
+        self._lent = threading.BoundedSemaphore(size)
+        self._out = 0  # lent now
+        self._closed = False
+
+    @property
+    def open(self) -> int:
+        """Connections held now, idle or lent."""
+        with self._lock:
+            return len(self._free) + self._out
+
+    def execute(self, sql: str, params: Any = None) -> psycopg.Cursor:
+        if not self._lent.acquire(timeout=self.deadline_s + _GIVE_UP_AFTER_S):
+            raise StoreUnavailable(
+                f"every one of this mount's {self.size} reading connections was busy for "
+                f"{self.deadline_s + _GIVE_UP_AFTER_S:g} s (store_deadline_s)"
+            )
+        try:
+            con = self._borrow()
+            try:
+                return con.execute(sql, params)
+            finally:
+                self._give_back(con)
+        finally:
+            self._lent.release()
+
+    def _borrow(self) -> PgConnection:
+        with self._lock:
+            self._out += 1
+            if self._free:
+                return self._free.pop()[1]  # the newest: the oldest are left to idle out
+        # connected by its first statement: a server that is away refuses that statement,
+        # and the connection, given back, keeps its backoff for the next one
+        return PgConnection(self._dsn, read_only=True, deadline_s=self.deadline_s, connect=False)
+
+    def _give_back(self, con: PgConnection) -> None:
+        now = time.monotonic()
+        with self._lock:
+            self._out -= 1
+            if self._closed:
+                idle = [con]
+            else:
+                self._free.append((now, con))
+                idle = [c for since, c in self._free if now - since > READER_IDLE_S]
+                self._free = [(since, c) for since, c in self._free if c not in idle]
+        for c in idle:
+            with suppress(psycopg.Error):
+                c.close()
+
+    def close(self) -> None:
+        with self._lock:
+            self._closed = True
+            free, self._free = self._free, []
+        for _since, c in free:
+            with suppress(psycopg.Error):
+                c.close()
+
+
 class PgStore(Store):
     """The Store on PostgreSQL; `dsn` a libpq connection string or postgresql:// URL."""
 
@@ -476,7 +564,7 @@ class PgStore(Store):
 
     def set_home(self) -> None:
         super().set_home()
-        self.con.owner = self._home  # type: ignore[attr-defined]  # other threads: `_reader`
+        self.con.owner = self._home  # type: ignore[attr-defined]  # others: `_text_con`
 
     def read_ahead(self) -> None:
         """The server reads its own files."""
@@ -774,10 +862,19 @@ class PgStore(Store):
         got = self._remember("stored_bytes", super().stored_bytes)
         return got if got else (0, 0)
 
-    def _reader(self) -> PgConnection:
-        """A connection of its own for a thread that reads tier texts (Store.node_text):
-        every thread, since this store does not record the one that opened it."""
-        return PgConnection(self.con._dsn, read_only=True, deadline_s=self.deadline_s)
+    def _text_con(self) -> PgReaders:
+        """Every thread but the memory's (`_meta_con`) reads through the shared readers."""
+        readers = self.__dict__.get("_pool")
+        if readers is None:
+            readers = self.__dict__.setdefault(
+                "_pool", PgReaders(self.con._dsn, deadline_s=self.deadline_s)
+            )
+        return readers
+
+    def _close_readers(self) -> None:
+        readers = self.__dict__.pop("_pool", None)
+        if readers is not None:
+            readers.close()
 
 
 class PgVectorShare:
