@@ -60,6 +60,8 @@ import urllib.parse
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import psycopg
+
 from contextfs.testing import Mount, machine_info, say, stats, write_json
 from contextfs.testing.latency import LatencyProxy
 from contextfs.testing.postgres import PgServer
@@ -229,6 +231,15 @@ def lost_updates(mounts: list[Mount], w: Writes) -> int:
                 agg = ""
             lost += sum(1 for it in w.items if it not in agg)
     return lost
+
+
+def server_connections(server: PgServer, dbname: str) -> int:
+    """Sessions the server holds for the database (the mounts' connections)."""
+    with psycopg.connect(server.dsn(), autocommit=True) as admin:
+        row = admin.execute(
+            "SELECT count(*) FROM pg_stat_activity WHERE datname = %s", [dbname]
+        ).fetchone()
+    return int(row[0]) if row else 0
 
 
 def throughput(mounts: list[Mount], per_writer: int, prefix: str) -> tuple[float, int]:
@@ -571,6 +582,7 @@ def main() -> int:
         latency_phase(mounts, per_writer, w, hot=True, writers=nw)
         time.sleep(1.0)
         lost = lost_updates(mounts, w)
+        conns = server_connections(server, "cluster")
         doc["latency"] = {
             "mounts": n,
             "writers_per_mount": nw,
@@ -582,6 +594,7 @@ def main() -> int:
             "not_visible_within_10s": len(w.acked) - len(w.visible_ms),
             "lost_updates": lost,
             "lost_writes": dict(list(w.lost.items())[:10]),
+            "server_connections": conns,
         }
         for m in mounts:
             m.stop()
@@ -652,6 +665,8 @@ def main() -> int:
         ("acknowledged writes / aggregate items",
          f"{lat['writes']} / {lat['aggregate_items']}", ""),
         ("lost updates", str(lat["lost_updates"]), "0"),
+        ("server connections of those mounts after them (search on the last)",
+         f"{lat['server_connections']} ({lat['server_connections'] / n:.1f} a mount)", ""),
         ("throughput, 3 mounts on PostgreSQL", f"{tp['pg_3_mounts_writes_per_s']:.0f}/s", ""),
         ("throughput, 1 mount on PostgreSQL", f"{tp['pg_1_mount_writes_per_s']:.0f}/s", ""),
         ("throughput, 1 mount on DuckDB", f"{tp['duckdb_1_mount_writes_per_s']:.0f}/s", ""),

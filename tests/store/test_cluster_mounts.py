@@ -458,6 +458,35 @@ def test_attachment_changes_on_one_mount_are_seen_on_another(tmp_path, pg_dsn, s
     _stop_and_check([a, b], pg_dsn)
 
 
+def test_a_file_added_to_a_node_another_mount_has_not_looked_at_is_seen_there(
+    tmp_path, pg_dsn, stopped
+):
+    """Mount B starts after node `kettle` exists and never looks at it; A then adds a file
+    to it. When B is first asked for the file, it is there: B built its view of the
+    node's files when it started, and a change of them it loads for a node it shows
+    nothing of yet must not leave that view as it was (bench_cluster found such a file
+    missing for good on one of three mounts)."""
+    a = _mount(tmp_path, "a", pg_dsn)
+    stopped.append(a)
+    write_node(a.path / PREFS, "kettle", "Kettle descaled in March.\n", fsync=True)
+    b = _mount(tmp_path, "b", pg_dsn)
+    stopped.append(b)
+    (a.path / PREFS / "kettle" / "notes.txt").write_text("citric acid, 2 spoons\n")
+    # B has loaded the change once a node written after it on A is there
+    write_node(a.path / PREFS, "marker", "Marker.\n", fsync=True)
+    _until(lambda: (b.path / PREFS / "marker" / "L2.md").exists(), 5)
+    assert (b.path / PREFS / "kettle" / "notes.txt").read_text() == "citric acid, 2 spoons\n"
+    assert sorted(os.listdir(b.path / PREFS / "kettle")) == [
+        ".history",
+        "L0.md",
+        "L1.md",
+        "L2.md",
+        "meta.yaml",
+        "notes.txt",
+    ]
+    _stop_and_check([a, b], pg_dsn)
+
+
 @pytest.fixture(scope="module")
 def own_server() -> Iterator[PgServer]:
     """A server of this module's own: the fault test stops and starts it."""

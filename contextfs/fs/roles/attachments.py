@@ -74,6 +74,10 @@ class Attachments(RoleBase):
         self._unbuilt_links: dict[int, list[Attachment]] = {}
         # open files of a node directory built again (`keep_open`), by attachment id
         self._kept_open: dict[int, Inode] = {}
+        # nodes whose rows in `_unbuilt` are older than memory's: another mount changed
+        # their files while this tree showed nothing of them (`Nodes.attachments_changed`),
+        # read again from memory when their directory is built (`take_stale`)
+        self.stale: set[int] = set()
 
     # ---- building ------------------------------------------------------------------------
 
@@ -86,6 +90,13 @@ class Attachments(RoleBase):
         self._unbuilt.setdefault((a.node_id, a.parent_id), []).append(a)
         if a.link_of is not None:
             self._unbuilt_links.setdefault(a.link_of, []).append(a)
+
+    def take_stale(self, n: Node) -> bool:
+        """Whether n's rows must be read again (`stale`), forgetting that they must."""
+        if n.id in self.stale:
+            self.stale.discard(n.id)
+            return True
+        return False
 
     def rescan(self, n: Node) -> None:
         """Read n's attachments from the store again (a node in, or back from, the trash)."""

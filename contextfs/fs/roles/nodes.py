@@ -162,6 +162,8 @@ class Nodes(RoleBase):
             n = self.memory.nodes.peek(nid)  # a node no inode holds shows nothing
             d = self.node_inode(n) if n is not None else None
             if n is None or d is None:
+                # shown later, from memory's rows, not the ones read at the mount
+                self.attachments.stale.add(nid)
                 continue
             if not d.populated:
                 d.att_rescan = True
@@ -264,7 +266,7 @@ class Nodes(RoleBase):
             return
         if n is None:  # a singleton node not written yet: an empty directory
             return
-        if d.trashed or n.deleted_at is not None or d.att_rescan:
+        if self.attachments.take_stale(n) or d.trashed or n.deleted_at is not None or d.att_rescan:
             d.att_rescan = False
             self.attachments.rescan(n)
         assert d.children is not None
@@ -366,7 +368,7 @@ class Nodes(RoleBase):
         n = d.node
         if n is None or d.role == Role.HISTORY:
             return 0
-        if d.att_rescan or d.trashed:
+        if d.att_rescan or d.trashed or n.id in self.attachments.stale:
             self.table.ensure(d)
             return d.ndirs
         dirs = self.attachments.unloaded_dirs(d, n)
