@@ -98,13 +98,15 @@ class UnitDigests:
             x for i, j in zip(a.tolist(), b.tolist(), strict=True) for x in self._keys[i:j].tolist()
         ]
 
-    def last_in(self, starts: Sequence[int], width: int) -> tuple[list[int], list[int]]:
+    def last_in(
+        self, starts: Sequence[int] | np.ndarray, width: int
+    ) -> tuple[np.ndarray, np.ndarray]:
         """For every s: how many labels lie in [s, s + width), and the last of them (-1
-        when none)."""
+        when none), as int64 arrays."""
         lo = np.asarray(starts, dtype=np.int64)
         a, b = np.searchsorted(self._keys, lo), np.searchsorted(self._keys, lo + width)
         last = np.where(b > a, self._keys[np.maximum(b - 1, 0)] if len(self._keys) else -1, -1)
-        return (b - a).tolist(), last.tolist()
+        return (b - a).astype(np.int64), last.astype(np.int64)
 
     def labels(self) -> np.ndarray:
         return self._keys.copy()

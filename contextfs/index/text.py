@@ -301,24 +301,38 @@ class TextIndex:
     def snippet(self, query: str, text: str) -> str:
         """The part of `text` (a unit's) that best matches a question, at most
         SNIPPET_CHARS long; its head when no word of the question is in it."""
+        return self.snippets(query, [text])[0]
+
+    def snippets(self, query: str, texts: Sequence[str]) -> list[str]:
+        """`snippet` of each of these texts for one question: the question is analysed and
+        tantivy's snippet generator made once (a search makes the snippets of its k hits
+        together, and making the generator was most of each one's cost)."""
         terms = self.query_terms(query)
         if self._index is None or not terms:
-            return _head(text)
+            return [_head(text) for text in texts]
         Q, Occur = tantivy.Query, tantivy.Occur
         text_query = Q.boolean_query(
             [(Occur.Should, Q.term_query(self._schema, "text", t)) for t in terms]
         )
         try:
-            snippets = tantivy.SnippetGenerator.create(
+            generator = tantivy.SnippetGenerator.create(
                 self._index.searcher(), text_query, self._schema, "text"
             )
-            snippets.set_max_num_chars(SNIPPET_CHARS)
-            fragment = snippets.snippet_from_doc(tantivy.Document(text=text)).fragment()
+            generator.set_max_num_chars(SNIPPET_CHARS)
         except BaseException as e:
             if not _is_failure(e):
                 raise
-            return _head(text)
-        return fragment or _head(text)
+            return [_head(text) for text in texts]
+        out = []
+        for text in texts:
+            try:
+                fragment = generator.snippet_from_doc(tantivy.Document(text=text)).fragment()
+            except BaseException as e:
+                if not _is_failure(e):
+                    raise
+                fragment = ""
+            out.append(fragment or _head(text))
+        return out
 
     def _prefix_query(self, searcher: Any, prefix: str) -> tantivy.Query:
         """Paths starting with `prefix`, taken literally."""

@@ -850,10 +850,13 @@ class Indexer(Service):
                 return []
             return self.text.search(query, k, path_prefix=path_prefix, types=types, require=require)
 
-    def snippet(self, question: str, text: str) -> str:
-        """The part of a unit's text that best matches the question (`TextIndex.snippet`)."""
+    def snippets(self, question: str, texts: Sequence[str]) -> list[str]:
+        """The part of each of these units' texts that best matches the question
+        (`TextIndex.snippets`)."""
         text_index = self.text
-        return text_index.snippet(question, text) if text_index is not None else text[:300]
+        if text_index is None:
+            return [text[:300] for text in texts]
+        return text_index.snippets(question, texts)
 
     def labels_of(self, node_id: int) -> list[int]:
         """The labels of a node's units in the vector index (under the lock)."""
@@ -869,12 +872,12 @@ class Indexer(Service):
         passage is indexed once, `_distinct`). 0: none, so the node's L2 is empty or is
         one passage that repeats its L0 or L1 (a short node). A search needs to know
         which nodes are one passage without reading their texts from the store."""
-        units, last = self.digests.last_in([nid * SLOTS for nid in node_ids], SLOTS)
-        return {
-            nid: max(0, lab - nid * SLOTS - 1)
-            for nid, u, lab in zip(node_ids, units, last, strict=True)
-            if u > 0
-        }
+        # in numpy: a search asks this of a few hundred nodes
+        ids = np.asarray(node_ids, dtype=np.int64)
+        units, last = self.digests.last_in(ids * SLOTS, SLOTS)
+        held = units > 0
+        counts = np.maximum(0, last[held] - ids[held] * SLOTS - 1)
+        return dict(zip(ids[held].tolist(), counts.tolist(), strict=True))
 
     def _compact_locked(self, done: int = 0, total: int = 0) -> None:
         """Between a rebuild's batches: `done` of its `total` nodes are in (the last:

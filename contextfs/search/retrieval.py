@@ -134,12 +134,6 @@ class _Found:
     held: dict[int, Node]  # every candidate's head, kept for the rest of the search
     _passages: dict[int, int] = field(default_factory=dict)  # node id -> passage_count
 
-    def node(self, nid: int, get: Callable[[int], Node | None]) -> Node | None:
-        """A candidate's head: the one `held` keeps (the object `memory.nodes.get` gives
-        while it is held, without the cache's LRU bookkeeping), else `get(nid)`."""
-        n = self.held.get(nid)
-        return n if n is not None else get(nid)
-
     def passage_count(self, n: Node) -> int:
         """How many passages n has (asked for each of its units: counted once)."""
         got = self._passages.get(n.id)
@@ -155,7 +149,10 @@ class _Fused:
     unit_score: dict[tuple[int, str, int], float] = field(default_factory=dict)
     node_score: dict[int, float] = field(default_factory=dict)
     text_rank: dict[int, int] = field(default_factory=dict)  # node -> its rank by BM25
-    tiers: dict[int, set[str]] = field(default_factory=dict)  # node -> tiers that matched
+    # the units each ranker found, (node, tier, chunk): `tiers_of` the k hits shown
+    # (a set for every node found, made during the fusion, was hundreds a search)
+    units: tuple[list[tuple[int, str, int]], ...] = ()
+    images: list[int] = field(default_factory=list)  # nodes CLIP found
     best_unit: dict[int, tuple[str, int]] = field(default_factory=dict)  # by BM25
     image_bonus: dict[int, float] = field(default_factory=dict)  # CLIP's, by node
     # node -> the cosine of its closest unit to the question (the vectors' hits only)
@@ -167,6 +164,18 @@ class _Fused:
     def far(self) -> int:
         """The BM25 rank of a node BM25 did not find (ties sort it after those it did)."""
         return len(self.node_score) + 1
+
+    def tiers_of(self, nids: set[int]) -> dict[int, set[str]]:
+        """The tiers that matched of these nodes (any ranker's unit, or CLIP's picture)."""
+        out: dict[int, set[str]] = {}
+        for keys in self.units:
+            for nid, tier, _chunk in keys:
+                if nid in nids:
+                    out.setdefault(nid, set()).add(tier)
+        for nid in self.images:
+            if nid in nids:
+                out.setdefault(nid, set()).add("image")
+        return out
 
 
 def _passage(n: Node, index: int) -> Passage | None:
@@ -270,9 +279,11 @@ class Searcher:
         self._archives: dict[tuple[str, str, str], Node] = {}  # (kind, owner, source)
         self._archives_at = -1  # the store generation the table reflects
         self.names = EntityNames(memory)
-        # (owner, store generation) -> the speakers of that owner's session archives, and
-        # whether it has any (`_participants`, `_has_sessions`)
-        self._participants_at: tuple[object, tuple[str, ...], bool] = (None, (), False)
+        # owner (None: everyone) -> (store generation, the speakers of that owner's session
+        # archives, whether it has any) (`_participants`, `_has_sessions`): one entry per
+        # owner, as an agent asking of one owner and of everything does not read them again
+        # at every switch
+        self._sessions: dict[tuple[str, str] | None, tuple[int, tuple[str, ...], bool]] = {}
         # (scope, type, reader, store and vector generations) -> that scope's vectors; read
         # and written under the indexer's lock
         self._snapshots: dict[tuple[str, str | None, str, int, int], Snapshot] = {}
@@ -359,7 +370,8 @@ class Searcher:
         self._add_named_entities(question, cands, by_node, q.allowed, q.scale is not None)
         self._add_entity_mentions(question, scope, cands, by_node, q.allowed)
         self._add_linked_turns(cands, by_node, q.allowed)
-        cands.sort(key=lambda c: (-c.score, fused.text_rank.get(c.node.id, fused.far), -c.node.id))
+        text_rank, far = fused.text_rank, fused.far
+        cands.sort(key=lambda c: (-c.score, text_rank.get(c.node.id, far), -c.node.id))
         hits = list(by_node.values())[: opts.k]
         self._shown(hits, fused)
         passages = self._read_passages(cands, opts.budget, {h.node.id for h in hits})
@@ -446,15 +458,14 @@ class Searcher:
                         if not q.scope and q.opts.type is None
                         else lambda label: allowed(nodes.get(label_node(label))),
                     )
-            if q.vectors_on:
-                counts = ix.passage_counts(
-                    list(
-                        dict.fromkeys(
-                            [label_node(label) for label, _sim in vec_hits]
-                            + [h.node_id for h in text_hits]
-                        )
-                    )
+            # every candidate node, vectors' first: listed once for both uses below
+            ids = list(
+                dict.fromkeys(
+                    [label_node(label) for label, _sim in vec_hits] + [h.node_id for h in text_hits]
                 )
+            )
+            if q.vectors_on:
+                counts = ix.passage_counts(ids)
         # the CLIP side: pictures near the question in CLIP's space (their own index)
         images = ix.images
         images_on = images is not None and images.ready and q.opts.type in (None, IMAGE_TYPE)
@@ -466,70 +477,78 @@ class Searcher:
         # Every candidate's head in one query: a node the memory does not hold is a row to
         # read, and one query each (~1 ms) was most of a search over a big store (480 a
         # question). Referenced by `held`, they stay held for the rest of the search.
-        held = nodes.get_many(
-            list({label_node(label) for label, _sim in vec_hits} | {h.node_id for h in text_hits})
-        )
+        held = nodes.get_many(ids)
         return _Found(text_hits, vec_hits, image_hits, images_on, counts, held)
 
     def _fuse(self, q: _Question, found: _Found) -> _Fused:
         """Reciprocal-rank fusion twice. Nodes: each ranker ranks nodes by their best unit
         (an L0 or L1 hit stands for its node), as for the links. Passages: each ranker's
-        own unit ranks, so the bundle shows the turn or chunk that matched."""
+        own unit ranks, so the bundle shows the turn or chunk that matched.
+
+        Runs over every unit found (about 500 at the default budget): one pass a ranker,
+        over locals; the tiers that matched are left to the k hits shown (`_shown`)."""
         memory = self.memory
-        get = memory.nodes.get
+        get, held = memory.nodes.get, found.held
+
+        def node(nid: int) -> Node | None:
+            """A candidate's head: the one `held` keeps (the object `memory.nodes.get`
+            gives while it is held, without the cache's LRU bookkeeping), else get's."""
+            n = held.get(nid)
+            return n if n is not None else get(nid)
+
         fused = _Fused()
-        node_rank: tuple[dict[int, int], ...] = ({}, {}, {})
-        units = [(label_unit(label), 0) for label, _sim in found.vec_hits]
+        vec_hits = found.vec_hits
+        vec_units = [label_unit(label) for label, _sim in vec_hits]
         similarity = fused.similarity
-        for (key, _side), (_label, sim) in zip(units, found.vec_hits, strict=True):
+        for key, (_label, sim) in zip(vec_units, vec_hits, strict=True):
             if key[0] not in similarity:  # best first: a node's first is its closest
                 similarity[key[0]] = sim
-        if found.vec_hits and len(found.vec_hits) >= q.depth:
-            fused.below = found.vec_hits[-1][1]
+        if vec_hits and len(vec_hits) >= q.depth:
+            fused.below = vec_hits[-1][1]
         allowed = q.allowed
-        units += [
-            ((h.node_id, h.tier, h.chunk), 1)
-            for h in found.text_hits
-            if allowed(found.node(h.node_id, get))
+        text_units = [
+            (h.node_id, h.tier, h.chunk) for h in found.text_hits if allowed(node(h.node_id))
         ]
+        fused.units = (vec_units, text_units)
         # How many passages each candidate has: the index knows (its units), so the texts
         # of hundreds of candidates are not read from the store to count them (at a
         # million nodes that read was a third of a question's time). Nodes the index
         # holds no unit of, or every node while vectors are off (the units are counted
         # where the vectors are), are counted from their texts, read in one query.
-        candidates = dict.fromkeys(key[0] for key, _side in units)
-        memory.texts.prefetch(
-            [found.node(nid, get) for nid in candidates if nid not in found.counts]
-        )
-        unit_score, tiers = fused.unit_score, fused.tiers
+        counts = found.counts
+        uncounted = [
+            nid
+            for nid in dict.fromkeys(key[0] for keys in fused.units for key in keys)
+            if nid not in counts
+        ]
+        if uncounted:
+            memory.texts.prefetch([node(nid) for nid in uncounted])
+        unit_score = fused.unit_score
+        passage_count = found.passage_count
         single: dict[int, bool] = {}  # node id -> whether it is one passage
-        seen = [0, 0]
-        for key, side in units:
-            # passages rank among passages: summaries of long nodes do not push them down
-            # (a short node's one unit is its L0, which stands for its one passage)
-            nid, tier, _chunk = key
-            if tier != "L2":
-                one = single.get(nid)
-                if one is None:
-                    n = found.node(nid, get)
-                    one = single[nid] = n is not None and found.passage_count(n) == 1
-            if tier == "L2" or one:
-                rank = seen[side]
-                seen[side] += 1
-                unit_score[key] = unit_score.get(key, 0.0) + SIDE_WEIGHT[side] / (RRF_K + rank + 1)
-            ranking = node_rank[side]
-            if nid not in ranking:
-                ranking[nid] = len(ranking)
-            held = tiers.get(nid)
-            if held is None:
-                tiers[nid] = {tier}
-            else:
-                held.add(tier)
+        node_rank: tuple[dict[int, int], ...] = ({}, {}, {})
+        for side, keys in enumerate(fused.units):
+            weight, ranking, rank = SIDE_WEIGHT[side], node_rank[side], 0
+            for key in keys:
+                # passages rank among passages: summaries of long nodes do not push them
+                # down (a short node's one unit is its L0, which stands for its one passage)
+                nid, tier, _chunk = key
+                one: bool | None = tier == "L2"
+                if not one:
+                    one = single.get(nid)
+                    if one is None:
+                        n = node(nid)
+                        one = single[nid] = n is not None and passage_count(n) == 1
+                if one:
+                    unit_score[key] = unit_score.get(key, 0.0) + weight / (RRF_K + rank + 1)
+                    rank += 1
+                if nid not in ranking:
+                    ranking[nid] = len(ranking)
         # CLIP ranks pictures, not passages: its score goes to the picture's first passage
         # (its caption or derived text), on top of what the text rankers gave it
         for rank, (nid, _sim) in enumerate(found.image_hits):
             node_rank[2][nid] = rank
-            fused.tiers.setdefault(nid, set()).add("image")
+            fused.images.append(nid)
             fused.image_bonus[nid] = SIDE_WEIGHT[2] / (RRF_K + rank + 1)
         for th in found.text_hits:  # a node's snippet: from its best unit by BM25
             fused.best_unit.setdefault(th.node_id, (th.tier, th.chunk))
@@ -539,30 +558,47 @@ class Searcher:
             # its vectors queued behind others) stands on the vector side at its BM25
             # rank: not ranked below older nodes only because its embedding is pending.
             for nid, rank in fused.text_rank.items():
-                if nid not in found.counts:
+                if nid not in counts:
                     node_rank[0].setdefault(nid, rank)
+        node_score = fused.node_score
         for side, ranking in enumerate(node_rank):
+            weight = NODE_WEIGHT[side]
             for nid, rank in ranking.items():
-                fused.node_score[nid] = fused.node_score.get(nid, 0.0) + NODE_WEIGHT[side] / (
-                    RRF_K + rank + 1
-                )
+                node_score[nid] = node_score.get(nid, 0.0) + weight / (RRF_K + rank + 1)
         return fused
 
     def _node_hits(self, q: _Question, found: _Found, fused: _Fused) -> dict[int, Hit]:
         """The nodes found, best first (ties, one ranker each: the exact word match goes
         first, then the newer node), those the question may see."""
-        get, allowed = self.memory.nodes.get, q.allowed
+        get, held, allowed = self.memory.nodes.get, found.held, q.allowed
         text_rank, far = fused.text_rank, fused.far
+        # sorted as tuples (node ids are distinct: a total order), not by a key function
+        # called per node
         best = sorted(
-            fused.node_score.items(),
-            key=lambda kv: (-kv[1], text_rank.get(kv[0], far), -kv[0]),
+            (-score, text_rank.get(nid, far), -nid) for nid, score in fused.node_score.items()
         )
+        # A hit's confidence (0-1) comes from the cosine of its closest unit; None when
+        # the embedder's similarities are not calibrated, or the vectors hold nothing of
+        # it yet (one they did not return counts at `below`, their last hit's, unless they
+        # compared every unit they hold). A picture CLIP finds near the question counts as
+        # relevant whatever its derived text says.
+        scale, similarity, below = q.scale, fused.similarity, fused.below
         by_node: dict[int, Hit] = {}
-        for nid, score in best:
-            n = found.node(nid, get)
+        for neg_score, _text_rank, neg_id in best:
+            nid = -neg_id
+            n = held.get(nid)
+            if n is None:
+                n = get(nid)
             if not allowed(n):
                 continue
-            by_node[nid] = Hit(n, "", round(score, 6), confidence=self._confidence(q, fused, nid))
+            conf: float | None = None
+            if scale is not None:
+                sim = similarity.get(nid, below)
+                if sim is not None:
+                    conf = confidence(sim, scale)
+                    if nid in fused.image_bonus:
+                        conf = max(conf, IMAGE_CONFIDENCE)
+            by_node[nid] = Hit(n, "", round(-neg_score, 6), confidence=conf)
         return by_node
 
     def _shown(self, hits: list[Hit], fused: _Fused) -> None:
@@ -570,13 +606,14 @@ class Searcher:
         nodes a search ranks, only these): the node's path, the tiers that matched, the L0
         as the snippet until `_snippets` finds a better one, a picture's original."""
         memory = self.memory
+        tiers = fused.tiers_of({hit.node.id for hit in hits if not hit.path})
         for hit in hits:
             nid = hit.node.id
             if hit.path:
                 continue  # made by an expansion, which fills its own
             hit.path = memory.node_path(hit.node)
-            if nid in fused.tiers:
-                hit.tiers = sorted(fused.tiers[nid])
+            if nid in tiers:
+                hit.tiers = sorted(tiers[nid])
             hit.snippet = hit.node.l0.strip()[:300]
             if hit.node.type == IMAGE_TYPE:
                 att = original_of(memory, hit.node)
@@ -596,11 +633,11 @@ class Searcher:
         Session archives are not named this way (their names are dates), and only the
         nodes found are looked at."""
         words = set(_WORD.findall(q.text.lower()))
-        named = {
-            nid
-            for nid, h in by_node.items()
-            if h.node.type != SESSION_TYPE and _names(h.node.name, words)
-        }
+        named: set[int] = set()
+        for nid, h in by_node.items():  # `_names`, inlined: asked of every node found
+            parts = _name_words(h.node.name)
+            if parts is not None and parts <= words and h.node.type != SESSION_TYPE:
+                named.add(nid)
         if not named:
             return by_node
         order = list(by_node)
@@ -618,26 +655,10 @@ class Searcher:
             if q.scale is not None:
                 hit.confidence = max(hit.confidence or 0.0, NAMED_CONFIDENCE)
         ahead = [*first, *(nid for nid in order if nid in named)]
+        up = set(ahead)
         return {nid: by_node[nid] for nid in ahead} | {
-            nid: h for nid, h in by_node.items() if nid not in set(ahead)
+            nid: h for nid, h in by_node.items() if nid not in up
         }
-
-    def _confidence(self, q: _Question, fused: _Fused, nid: int) -> float | None:
-        """How close node `nid` is to the question, 0-1 (`confidence`), from the cosine of
-        its closest unit; None when the embedder's similarities are not calibrated, or the
-        vectors hold nothing of it yet. A picture CLIP finds near the question counts as
-        relevant whatever its derived text says."""
-        if q.scale is None:
-            return None
-        sim = fused.similarity.get(nid)
-        if sim is None:
-            if fused.below is None:  # every unit they hold was compared: none of its
-                return None
-            sim = fused.below
-        conf = confidence(sim, q.scale)
-        if nid in fused.image_bonus:
-            conf = max(conf, IMAGE_CONFIDENCE)
-        return conf
 
     def _relevant(self, q: _Question, by_node: dict[int, Hit], found: _Found) -> bool | None:
         """Whether anything found is relevant: a hit of confidence above 0 (its closest
@@ -688,11 +709,13 @@ class Searcher:
         image_bonus = dict(fused.image_bonus)
         cands: list[_Candidate] = []
         have: set[tuple[int, int]] = set()
+        passage_count = found.passage_count
         for (nid, tier, chunk), score in fused.unit_score.items():
             hit = by_node.get(nid)
             if hit is None:
                 continue
-            count = found.passage_count(hit.node)
+            n = hit.node
+            count = passage_count(n)
             if count == 1:  # a short node: any of its tiers stands for its one passage
                 index = 0
             elif tier == "L2" and chunk < count:
@@ -702,16 +725,16 @@ class Searcher:
             if (nid, index) in have:
                 continue
             have.add((nid, index))
-            if named and hit.node.type == SESSION_TYPE:
-                p = _passage(hit.node, index)
+            if named and n.type == SESSION_TYPE:
+                p = _passage(n, index)
                 if p is not None and p.speaker and p.speaker.lower() in named:
                     score *= 1 + SPEAKER_BOOST
-            if index == 0:
+            if index == 0 and image_bonus:
                 score += image_bonus.pop(nid, 0.0)
-            cands.append(_Candidate(hit.node, index, round(score, 6)))
+            cands.append(_Candidate(n, index, round(score, 6)))
         for nid, bonus in image_bonus.items():  # pictures no text ranker found
             hit = by_node.get(nid)
-            if hit is not None and found.passage_count(hit.node) > 0:
+            if hit is not None and passage_count(hit.node) > 0:
                 cands.append(_Candidate(hit.node, 0, round(bonus, 6)))
         return cands
 
@@ -721,11 +744,16 @@ class Searcher:
         """The shown hits' snippets, from their best BM25 unit's text (read by now, or
         together in one query)."""
         self.memory.texts.prefetch([h.node for h in hits if h.node.id in best_unit])
+        shown: list[tuple[Hit, str]] = []
         for h in hits:
             unit = best_unit.get(h.node.id)
             text = _unit_text(h.node, *unit) if unit is not None else ""
             if text.strip():
-                h.snippet = self.indexer.snippet(question, text)[:300]
+                shown.append((h, text))
+        if shown:
+            snippets = self.indexer.snippets(question, [text for _h, text in shown])
+            for (h, _text), snippet in zip(shown, snippets, strict=True):
+                h.snippet = snippet[:300]
 
     def _sides(self, q: _Question, found: _Found) -> tuple[tuple[str, ...], str]:
         """Which rankers answered, and why one is missing or behind."""
@@ -968,19 +996,21 @@ class Searcher:
         """Whether the scope's owner (everyone's, for no owner) has a live session archive."""
         return self._sessions_of(scope)[2]
 
-    def _sessions_of(self, scope: str) -> tuple[object, tuple[str, ...], bool]:
+    def _sessions_of(self, scope: str) -> tuple[int, tuple[str, ...], bool]:
         owner = _owner_of(scope)
-        key = (owner, self.memory.generation)
-        got = self._participants_at
-        if got[0] != key:
+        generation = self.memory.generation
+        got = self._sessions.get(owner)
+        if got is None or got[0] != generation:
             names: set[str] = set()
             some = False
             for n in self.memory.walk(owner=owner, types=(SESSION_TYPE,), texts=True):
                 some = True
                 names.update(p.speaker for p in node_passages(n) if p.speaker)
             names -= ROLES
-            got = (key, tuple(sorted(x for x in names if len(x) >= 2)), some)
-            self._participants_at = got
+            got = (generation, tuple(sorted(x for x in names if len(x) >= 2)), some)
+            if len(self._sessions) >= SESSION_OWNERS_KEPT:
+                self._sessions.clear()  # rare: many owners asked of in turn
+            self._sessions[owner] = got
         return got
 
     def _archive(self, kind: str, owner: str, source: str) -> Node | None:
@@ -1002,17 +1032,11 @@ def confidence(similarity: float, scale: tuple[float, float]) -> float:
     return round(min(1.0, max(0.0, (similarity - floor) / (sure - floor))), 3)
 
 
-def _names(name: str, words: set[str]) -> bool:
-    """Whether a node's name (`tea`, `text-editor`) is named by a question of these
-    (lowercased) words: every word of it, and at least three letters in all."""
-    parts = _name_words(name)
-    return parts is not None and parts <= words
-
-
 @functools.lru_cache(maxsize=16384)
 def _name_words(name: str) -> frozenset[str] | None:
-    """The words of a node's name, lowercased; None when it has none or fewer than three
-    letters in all (a search asks this of every node found)."""
+    """The words of a node's name (`tea`, `text-editor`), lowercased; None when it has
+    none or fewer than three letters in all. A question names the node when it has every
+    one of them (`Searcher._named_memories`, which asks this of every node found)."""
     parts = _WORD.findall(name.lower())
     return frozenset(parts) if parts and sum(map(len, parts)) >= 3 else None
 
@@ -1063,6 +1087,7 @@ READ_FILL = 2
 READ_BATCH = 32
 HEADING_TOKENS = 6
 LINKED_MAX = 200  # passages: enough to fill the largest budget many times over
+SESSION_OWNERS_KEPT = 256  # owners whose speakers are kept (`Searcher._sessions_of`)
 SNAPSHOTS_KEPT = 4  # scopes whose vectors are kept (each at most SCOPED_EXACT_MAX x dim)
 SCOPED_EXACT_MAX = 20_000  # units; above this a filtered graph search is cheaper
 
