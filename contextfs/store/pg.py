@@ -454,14 +454,7 @@ class PgReaders:
         self._lock = threading.Lock()
         self._free: list[tuple[float, PgConnection]] = []  # (idle since, connection)
         self._lent = threading.BoundedSemaphore(size)
-        self._out = 0  # lent now
         self._closed = False
-
-    @property
-    def open(self) -> int:
-        """Connections held now, idle or lent."""
-        with self._lock:
-            return len(self._free) + self._out
 
     def execute(self, sql: str, params: Any = None) -> psycopg.Cursor:
         if not self._lent.acquire(timeout=self.deadline_s + _GIVE_UP_AFTER_S):
@@ -480,7 +473,6 @@ class PgReaders:
 
     def _borrow(self) -> PgConnection:
         with self._lock:
-            self._out += 1
             if self._free:
                 return self._free.pop()[1]  # the newest: the oldest are left to idle out
         # connected by its first statement: a server that is away refuses that statement,
@@ -490,7 +482,6 @@ class PgReaders:
     def _give_back(self, con: PgConnection) -> None:
         now = time.monotonic()
         with self._lock:
-            self._out -= 1
             if self._closed:
                 idle = [con]
             else:
