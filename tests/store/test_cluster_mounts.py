@@ -469,12 +469,16 @@ def test_a_file_added_to_a_node_another_mount_has_not_looked_at_is_seen_there(
     a = _mount(tmp_path, "a", pg_dsn)
     stopped.append(a)
     write_node(a.path / PREFS, "kettle", "Kettle descaled in March.\n", fsync=True)
+    write_node(a.path / PREFS, "marker", "Marker one.\n", fsync=True)
     b = _mount(tmp_path, "b", pg_dsn)
     stopped.append(b)
+    marker = b.path / PREFS / "marker" / "L2.md"
+    assert marker.read_text().endswith("Marker one.\n")  # B holds marker, not kettle
     (a.path / PREFS / "kettle" / "notes.txt").write_text("citric acid, 2 spoons\n")
-    # B has loaded the change once a node written after it on A is there
-    write_node(a.path / PREFS, "marker", "Marker.\n", fsync=True)
-    _until(lambda: (b.path / PREFS / "marker" / "L2.md").exists(), 5)
+    # B has loaded the change once A's later change of a node B holds is shown there
+    # (a held node changes only with A's notices, which B loads in order)
+    write_node(a.path / PREFS, "marker", "Marker two.\n", fsync=True)
+    _until(lambda: marker.read_text().endswith("Marker two.\n"), 5)
     assert (b.path / PREFS / "kettle" / "notes.txt").read_text() == "citric acid, 2 spoons\n"
     assert sorted(os.listdir(b.path / PREFS / "kettle")) == [
         ".history",
