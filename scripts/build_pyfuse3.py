@@ -1,5 +1,5 @@
-"""Build pyfuse3 3.5.0 with two small changes: ContextFS may skip opendir, and a file opened
-only for reading may skip flush.
+"""Build pyfuse3 3.5.0 with three small changes: ContextFS may skip opendir, a file opened
+only for reading may skip flush, and write and flush know the sending process.
 
 Why: a directory listing through FUSE costs four requests (OPENDIR, READDIRPLUS, the empty
 READDIRPLUS that ends it, RELEASEDIR), about 85 us each through pyfuse3 here, and a memory
@@ -17,7 +17,14 @@ FOPEN_NOFLUSH, Linux >= 5.16). Every close() of a FUSE file waits for a FLUSH re
 which for a descriptor opened read-only has nothing to do; with `noflush` set at open the
 kernel does not send it, and a warm `cat` costs one round trip (OPEN) instead of two.
 
-The wheel gets the local version `3.5.0+contextfs.dirino2`, which satisfies the
+The third: `write` and `flush` are also handed the pid of the process that sent them
+(libfuse's `fuse_req_ctx`), which pyfuse3 3.5 gives only the handlers that create or open.
+A process that forks closes its copies of every descriptor in the child (at exit, or at
+exec for those opened close-on-exec, as Python opens them), and each of those closes is a
+FLUSH: the daemon commits at a FLUSH only from a process that opened or wrote through the
+file (docs/architecture.md, commit points).
+
+The wheel gets the local version `3.5.0+contextfs.dirino3`, which satisfies the
 `pyfuse3==3.5.0` pin and tells the daemon (contextfs.fs.ops.DIR_HANDLE_IS_INODE) that it
 may answer OPENDIR with ENOSYS. With an unpatched pyfuse3 the daemon keeps opendir and
 flush.
@@ -37,7 +44,7 @@ from importlib import metadata
 from pathlib import Path
 
 UPSTREAM = "3.5.0"
-LOCAL_VERSION = f"{UPSTREAM}+contextfs.dirino2"
+LOCAL_VERSION = f"{UPSTREAM}+contextfs.dirino3"
 
 # (handler, the line pyfuse3 has, the line we want); each must occur exactly once.
 PATCHES = [
@@ -83,6 +90,21 @@ FILE_PATCHES = [
         "            out.noflush = 1\n"
         "        else:\n"
         "            out.noflush = 0\n",
+    ),
+    (
+        "src/pyfuse3/handlers.pxi",
+        "        len_ = await operations.write(c.fh, c.off, pbuf)\n",
+        "        len_ = await operations.write(c.fh, c.off, pbuf, fuse_req_ctx(c.req).pid)\n",
+    ),
+    (
+        "src/pyfuse3/handlers.pxi",
+        "        len_ = await operations.write(c.fh, c.off, buf)\n",
+        "        len_ = await operations.write(c.fh, c.off, buf, fuse_req_ctx(c.req).pid)\n",
+    ),
+    (
+        "src/pyfuse3/handlers.pxi",
+        "        await operations.flush(c.fh)\n",
+        "        await operations.flush(c.fh, fuse_req_ctx(c.req).pid)\n",
     ),
 ]
 

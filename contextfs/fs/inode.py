@@ -24,7 +24,7 @@ import enum
 import os
 import re
 import stat
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, TypedDict
 
 from contextfs.conversations.inbox import InboxItem, Session
@@ -202,10 +202,12 @@ class Inode:
     time_set: bool = False
     # A commit of its bytes refused (`Refusals.refuse_commit`) and not yet reported to a
     # later fsync or close: the FLUSH that heard of it may have come from another process
-    # (every fork closes the descriptors it inherited, and each close is a FLUSH), while
-    # the writer's own fsync then finds nothing unsaved. Dropped when the bytes are saved
-    # after all, or when the last descriptor goes.
+    # (a child writing through a descriptor it inherited), while the writer's own fsync
+    # then finds nothing unsaved. Dropped when the bytes are saved after all, when a
+    # process other than those told (`told`, by thread group id) hears of it, or when the
+    # last descriptor goes.
     refused: ContextFSError | None = None
+    told: set[int] = field(default_factory=set)
 
     @property
     def is_dir(self) -> bool:
@@ -298,6 +300,10 @@ class Handle:
     # write must repeat at its offset (fs.roles.tiers: write_back), so that a write of
     # other bytes is refused at write(2) and the shell says so
     exact: bytes | None = None
+    # the processes (thread group ids) that opened this handle or wrote through it: a
+    # FLUSH from any other commits nothing (`Tree.flush`); empty: not known
+    processes: set[int] = field(default_factory=set)
+    last_pid: int = 0  # the pid (a thread's) of the last write, whose process is known
 
     @property
     def writable(self) -> bool:

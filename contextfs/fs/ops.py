@@ -432,7 +432,9 @@ class Operations(pyfuse3.Operations):
         flags: int,
         ctx: pyfuse3.RequestContext,
     ) -> tuple[pyfuse3.FileInfo, pyfuse3.EntryAttributes]:
-        h = await self.tree.create(parent_inode, os.fsdecode(name), mode, flags, ctx.uid, ctx.gid)
+        h = await self.tree.create(
+            parent_inode, os.fsdecode(name), mode, flags, ctx.uid, ctx.gid, ctx.pid
+        )
         return self._info(h), self._entry(h.inode)
 
     @_handler
@@ -440,12 +442,13 @@ class Operations(pyfuse3.Operations):
         return self.tree.read(fh, off, size)
 
     @_handler
-    async def write(self, fh: pyfuse3.FileHandleT, off: int, buf: bytes) -> int:
-        return self.tree.write(fh, off, buf)
+    async def write(self, fh: pyfuse3.FileHandleT, off: int, buf: bytes, pid: int = 0) -> int:
+        # pid: the writer's, from the build of scripts/build_pyfuse3.py (0 from a stock one)
+        return self.tree.write(fh, off, buf, pid)
 
     @_handler
-    async def flush(self, fh: pyfuse3.FileHandleT) -> None:
-        await self.tree.flush(fh)
+    async def flush(self, fh: pyfuse3.FileHandleT, pid: int = 0) -> None:
+        await self.tree.flush(fh, pid)
 
     @_handler
     async def fsync(self, fh: pyfuse3.FileHandleT, datasync: bool) -> None:

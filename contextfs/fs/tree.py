@@ -244,6 +244,8 @@ class Tree:
         self, ino: int, flags: int, caller: tuple[int, int, int] | None = None
     ) -> Handle:
         h = self.buffers.open(self.get(ino), flags)
+        if caller is not None:
+            _add_process(h, caller[2])
         if (
             h.inode.role == Role.STATUS
             and caller is not None
@@ -264,26 +266,44 @@ class Tree:
             data = self.file_bytes(h.inode)
         return bytes(data[off : off + size])
 
-    def write(self, fh: int, off: int, buf: bytes) -> int:
-        return self.buffers.write(self.table.handle(fh), off, buf)
+    def write(self, fh: int, off: int, buf: bytes, pid: int = 0) -> int:
+        h = self.table.handle(fh)
+        if pid and pid != h.last_pid:
+            h.last_pid = pid
+            _add_process(h, pid)
+        return self.buffers.write(h, off, buf)
 
-    async def flush(self, fh: int) -> None:
+    async def flush(self, fh: int, pid: int = 0) -> None:
         """close(): the commit point for written bytes, and routing for dropped files.
 
         flush comes for every close() of every descriptor, also for the one a shell
         closes right after dup2 of a freshly truncated file, before anything is written.
         So flush commits only what this handle wrote; a truncation alone is committed at
         release (or fsync), which keeps "one save, one version" for `> file`.
+
+        A process that forks closes its copy of every descriptor in the child, at its
+        exit or at exec (Python opens files close-on-exec), each close a FLUSH, while the
+        writer may be halfway through the file: a FLUSH from a process (`pid`, 0 when
+        not known) that neither opened the handle nor wrote through it commits nothing
+        and reports nothing; the writer's own fsync or close does, or the last release.
         """
         h = self.table.handle(fh)
+        closer = _process_of(pid) if pid else 0
+        if closer and h.processes and closer not in h.processes:
+            return
         saved = False
         # (meta.yaml or a version emptied by O_TRUNC and closed: refused here, where
         # close() can say so, not at release)
         if h.wrote or (h.dirty and h.inode.role in (Role.META, Role.VERSION)):
             h.wrote = False
             saved = h.dirty or h.inode.dirty
-            await self.handler(h.inode).flush(h)
-        self.report_refused(h.inode, saved=saved)
+            try:
+                await self.handler(h.inode).flush(h)
+            except ContextFSError as exc:
+                if h.inode.refused is exc and closer:  # this process hears of it now
+                    h.inode.told = {closer}
+                raise
+        self.report_refused(h.inode, saved=saved, caller=closer)
 
     # the requests that store something: background threads step aside while one runs
     # (`Foreground.step_aside`); an fsync is `serving` as a whole
@@ -318,15 +338,22 @@ class Tree:
         self.report_refused(h.inode, saved=unsaved)
 
     @staticmethod
-    def report_refused(inode: Inode, *, saved: bool) -> None:
+    def report_refused(inode: Inode, *, saved: bool, caller: int = 0) -> None:
         """After an fsync or a close that raised nothing: a commit of this file refused
         since (`Inode.refused`) is reported now, as Linux reports a writeback error to the
-        next fsync, unless this call just saved the bytes it holds. A process that forks
-        closes its copy of every descriptor in the child, and each of those closes is a
-        FLUSH that commits: when that commit is refused, only the child hears of it, and
-        the writer's own fsync must not then say its bytes are stored."""
-        refused, inode.refused = inode.refused, None
-        if refused is not None and not saved:
+        next fsync, unless this call just saved the bytes it holds, or comes from a
+        process (`caller`, 0 when not known) that was told already. A child that writes
+        through a descriptor it inherited commits at its close: when that commit is
+        refused, only the child hears of it (at that close, and not again at its next),
+        and the writer's own fsync must not then say its bytes are stored."""
+        refused = inode.refused
+        if refused is None:
+            return
+        if not saved and caller and caller in inode.told:
+            return
+        inode.refused = None
+        inode.told = set()
+        if not saved:
             raise refused
 
     def release(self, fh: int) -> None:
@@ -341,6 +368,7 @@ class Tree:
         if inode.opened <= 0:
             inode.opened = 0
             inode.refused = None  # no descriptor left to report it to
+            inode.told = set()
             # a refused commit is already recorded in .status; release has no reply
             with contextlib.suppress(ContextFSError):
                 self.handler(inode).release(h)
@@ -357,7 +385,7 @@ class Tree:
         return d
 
     async def create(
-        self, parent_ino: int, name: str, mode: int, flags: int, uid: int, gid: int
+        self, parent_ino: int, name: str, mode: int, flags: int, uid: int, gid: int, pid: int = 0
     ) -> Handle:
         d = self._new_entry_in(parent_ino, name)
         assert d.children is not None
@@ -365,12 +393,13 @@ class Tree:
         if existing is not None:
             if flags & os.O_EXCL and not self.tiers.unwritten(existing):
                 raise Exists(f"{self.table.child_path(d, name)} exists")
-            return await self.open(existing.ino, flags)
+            return await self.open(existing.ino, flags, (uid, gid, pid) if pid else None)
         self.memory.check_writable()
         dmode, _, dgid = self.perms.attrs(d)
         if dmode & stat.S_ISGID:  # a new file takes a setgid directory's group
             gid = dgid
         handle = self.handler(d).create(d, name, mode, flags, uid, gid)
+        _add_process(handle, pid)
         self.perms.created(handle.inode, mode, uid, gid)
         return handle
 
@@ -462,3 +491,22 @@ class Tree:
         )
         self.release(h.fh)
         return h.inode
+
+
+def _process_of(pid: int) -> int:
+    """The process (thread group id) of the thread `pid`, which a FUSE request names;
+    0 when it is gone or not visible here."""
+    try:
+        with open(f"/proc/{pid}/status", "rb") as f:
+            for line in f:
+                if line.startswith(b"Tgid:"):
+                    return int(line.split()[1])
+    except (OSError, ValueError):
+        pass
+    return 0
+
+
+def _add_process(h: Handle, pid: int) -> None:
+    """Count the process of thread `pid` among those that opened or wrote through h."""
+    if pid:
+        h.processes.add(_process_of(pid) or pid)

@@ -143,18 +143,18 @@ def test_a_trace_is_never_a_search_result(searching: Mount):
 
 
 def test_a_commit_refused_at_a_childs_close_fails_the_writers_fsync(mount: Mount):
-    """A process that forks closes, in the child, every descriptor it holds (subprocess's
-    close_fds, or exec): each of those closes is a FLUSH, which commits what the file
-    holds. When that commit is refused, the writer's own fsync and close must still fail;
-    they found nothing unsaved and returned 0 for bytes that were never stored
-    (bench_cluster lost an acknowledged write this way: its writers' files were open
-    while it ran pg_ctl to restart PostgreSQL)."""
+    """A child that writes through a descriptor it inherited commits what the file holds
+    at its close (a FLUSH). When that commit is refused, only the child hears of it; the
+    writer's own fsync and close must still fail, not find nothing unsaved and return 0
+    for bytes that were never stored (bench_cluster lost an acknowledged write this way
+    when a child's close still committed: `tests/integration/test_child_close.py`)."""
     node = mount.path / "user/default/preferences/kettle"
     node.mkdir()
     fd = os.open(node / "L2.md", os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
     try:
         os.write(fd, b"\xff\xfe\x00 not text")
-        subprocess.run(["true"], check=True)  # the child's copy of fd is closed: a FLUSH
+        # the child writes a line through fd, and its exit closes it: a refused commit
+        subprocess.run(["bash", "-c", f"echo more >&{fd}"], pass_fds=[fd], check=True)
         with pytest.raises(OSError) as refused:
             os.fsync(fd)
         assert refused.value.errno == errno.EINVAL
