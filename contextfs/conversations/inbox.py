@@ -52,7 +52,7 @@ from contextfs.conversations.media import (
     media_missing,
     video_missing,
 )
-from contextfs.conversations.people import attribute_speakers, owner_speaker
+from contextfs.conversations.people import attribute_speakers, owner_speaker, speaker_hubs
 from contextfs.conversations.transcript import Transcript, Turn, parse_transcript, render_turns
 from contextfs.errors import (
     ContextFSError,
@@ -641,7 +641,9 @@ class Intake:
             )
             candidates = self.rules.extract(turns, types, owner_kind=owner_kind, today=today)
             how = f"rules (the LLM failed: {exc})"
-        candidates = attribute_speakers(candidates, turns, owner_speaker(turns, *names))
+        owner = owner_speaker(turns, *names)
+        candidates = attribute_speakers(candidates, turns, owner)
+        candidates += speaker_hubs(candidates, turns, owner)
         return candidates, how, notes
 
     @contextlib.contextmanager

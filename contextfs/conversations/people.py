@@ -8,11 +8,22 @@ relate the people another speaker names to that speaker, not to the owner.
 
 from __future__ import annotations
 
+import datetime as dt
 import re
 from collections.abc import Sequence
 
 from contextfs.conversations.extract import Candidate
+from contextfs.conversations.rule_lexicon import _assertion, _sentences
 from contextfs.conversations.transcript import Turn
+
+# a speaker's node: at most this many of their sentences from one conversation file
+HUB_LINES = 16
+# said of themself or their own: a first-person word ...
+_FIRST_PERSON = re.compile(
+    r"\b(?:I|I['’](?:m|ve|d|ll)|[Mm]y|[Oo]ur|[Ww]e|[Ww]e['’](?:re|ve|d|ll)|me|us)\b"
+)
+# ... and something named or counted: a capitalised word past the first, or a number
+_NAMED = re.compile(r"(?<=\w )(?!I\b|I['’])[A-Z][a-z]+|\d")
 
 
 def owner_speaker(turns: Sequence[Turn], *owner_names: str | None) -> str | None:
@@ -109,3 +120,63 @@ def _theirs(c: Candidate, speaker: str) -> Candidate:
     if isinstance(attrs, dict) and isinstance(rel, str):
         fields["attributes"] = {**attrs, "relation": f"{speaker}'s {rel}"}
     return Candidate(c.type, fields, body, c.turns, c.confidence)
+
+
+def speaker_hubs(
+    candidates: Sequence[Candidate], turns: Sequence[Turn], owner: str | None
+) -> list[Candidate]:
+    """Every named speaker but the owner, when two or more people speak in the user turns:
+    an entity (kind person) named after them, whatever else the rules found of them. Its
+    attributes: who they talk with, and the people they named as theirs by relation
+    (`_theirs`: "Efua's partner" makes `partner: Idris`). Its body, appended per
+    conversation file: what they said of themself and their own (plain first-person
+    assertions that name or count something: "I've signed up for the Tatton Park half
+    marathon in October"), at most `HUB_LINES`, each with its day and turn id. Those lines
+    quote turns: search finds the turns themselves, where they were said
+    (`search.passages.without_quoted_turns`), and the node names no turn as its source."""
+    named = list(dict.fromkeys(t.name for t in turns if t.role == "user" and t.name))
+    if len(named) < 2:
+        return []
+    relations: dict[str, dict[str, str]] = {}
+    for c in candidates:
+        attrs = c.fields.get("attributes")
+        rel = attrs.get("relation") if isinstance(attrs, dict) else None
+        name = c.fields.get("name")
+        if c.type == "entity" and isinstance(rel, str) and isinstance(name, str):
+            whose, sep, what = rel.partition("'s ")
+            if sep and whose in named and what:
+                relations.setdefault(whose, {})[what] = name
+    out = []
+    for speaker in named:
+        if speaker == owner:
+            continue
+        others = [n for n in named if n != speaker]
+        lines: list[str] = []
+        for t in turns:
+            if t.role != "user" or t.name != speaker:
+                continue
+            day = _day(t.timestamp)
+            for sentence in _sentences(t.content):
+                bare = _assertion(sentence)
+                if bare is None or len(bare.split()) < 5 or len(lines) >= HUB_LINES:
+                    continue
+                if _FIRST_PERSON.search(bare) and _NAMED.search(bare):
+                    lines.append(f"- {day + ' ' if day else ''}[{t.ref}] {sentence}")
+        body = "\n".join(lines)
+        attrs = {"talks with": ", ".join(others), **relations.get(speaker, {})}
+        fields: dict[str, object] = {"name": speaker, "kind": "person", "attributes": attrs}
+        # no turns of its own: its lines cite theirs, and a search that finds this node
+        # by the name it asks about must not bring every turn of the person with it
+        # (`Searcher._add_linked_turns`)
+        out.append(Candidate("entity", fields, body, (), 0.7))
+    return out
+
+
+def _day(timestamp: str | None) -> str:
+    """A turn's day in words ("14 March 2023"), or "" when it has no readable one."""
+    if not timestamp:
+        return ""
+    try:
+        return dt.datetime.fromisoformat(timestamp.replace("Z", "+00:00")).strftime("%-d %B %Y")
+    except ValueError:
+        return ""

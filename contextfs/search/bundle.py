@@ -78,7 +78,14 @@ def _line(ph: PassageHit, heading_date: str | None) -> str:
         who = f"{p.speaker}: " if p.speaker else ""
         date = f" ({p.date})" if p.date and p.date != heading_date else ""
         return f"- [{p.label}]{date} {who}{text}{resolved_dates(text, p.date)}\n"
-    if len(ph.node.l2.strip()) <= len(text) + 1:  # the whole L2: fields on one line
+    whole = len(ph.node.l2.strip()) <= len(text) + 1
+    if p.plain is not None:
+        # a line quoting a turn (a speaker's node) is shown where it was said, as the turn;
+        # what is left is its fields, on one line
+        text, whole = p.plain, True
+        if not text:
+            return ""
+    if whole:  # the whole L2: fields on one line
         return _compact_document(text) + "\n"
     return f"[{p.label}] {text}\n"
 
@@ -182,8 +189,11 @@ def _fill(
     sections: dict[int, _Section] = {}
     for ph in passages:
         sec = sections.get(ph.node.id)
+        line = _line(ph, ph.passage.date)
+        if not line:
+            continue
         heading = "" if sec is not None else _heading(ph, scope)
-        cost = estimate_tokens(heading + _line(ph, ph.passage.date))
+        cost = estimate_tokens(heading + line)
         if used + cost > budget:
             continue
         used += cost
@@ -239,7 +249,7 @@ def _short(
             p = h.passages[0].passage
             who = f"{p.speaker}: " if p.speaker else ""
             label = f" [{p.label}]" if p.turn_ids else ":"
-            line = f"- {path}{label} {who}{_clip(p.text, PASSAGE_CHARS)}\n"
+            line = f"- {path}{label} {who}{_clip(p.index_text(), PASSAGE_CHARS)}\n"
         else:
             line = f"- {path}: {_clip(h.node.l0, NEAREST_CHARS)}\n"
         heading = "" if pointers else f"\n## {title}\n\n"

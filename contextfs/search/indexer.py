@@ -50,7 +50,13 @@ from contextfs.memory.background import BACKGROUND, FOREGROUND, Service
 from contextfs.memory.service import Memory
 from contextfs.model import Change, Node
 from contextfs.search.images import ImageVectors
-from contextfs.search.passages import SESSION_TYPE, Passage, node_passages, passages_of
+from contextfs.search.passages import (
+    SESSION_TYPE,
+    Passage,
+    node_passages,
+    passages_of,
+    without_quoted_turns,
+)
 from contextfs.store.backend import FeedRows, SharedVectors
 
 log = logging.getLogger(__name__)
@@ -105,12 +111,19 @@ def units_of(n: Node, *, prefix: str = "") -> list[Unit]:
 
 
 def _tier_units(nid: int, l0: str, l1: str, passages: Sequence[Passage], prefix: str) -> list[Unit]:
+    if not (passages and passages[0].turn_ids):  # no session archive: its quotes of turns
+        l0, l1 = without_quoted_turns(l0), without_quoted_turns(l1)  # are found as turns
     units = [
         Unit(nid, tier, 0, prefix + body.strip())
         for tier, body in (("L0", l0), ("L1", l1))
         if body.strip()
     ]
-    units += [Unit(nid, "L2", p.index, prefix + p.index_text()) for p in passages]
+    # (a chunk of nothing but quotes of turns has no words of its own to index)
+    units += [
+        Unit(nid, "L2", p.index, prefix + p.index_text())
+        for p in passages
+        if p.plain is None or p.plain
+    ]
     return units
 
 

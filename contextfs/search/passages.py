@@ -12,6 +12,7 @@ Pure: a node's passages are a function of its L2 text (cached by node id and ver
 from __future__ import annotations
 
 import datetime as dt
+import re
 from dataclasses import dataclass
 from functools import lru_cache
 
@@ -26,6 +27,8 @@ from contextfs.index.units import chunk_spans
 from contextfs.model import Node
 
 SESSION_TYPE = "session"
+# a line quoting a turn: "- 14 March 2023 [S1:5] what was said"
+_QUOTED_TURN = re.compile(r"^- (?:\d{1,2} [A-Z][a-z]+ \d{4} )?\[[^\]\n]+\] .*$\n?", re.M)
 CHUNK_CHARS = 1000  # MiniLM reads about 1,000 characters of English
 # An archive with more turns than a node has unit slots is cut into windows of turns.
 MAX_PASSAGES = 8000
@@ -42,6 +45,9 @@ class Passage:
     turn_ids: tuple[str, ...] = ()
     speaker: str | None = None
     date: str | None = None  # "14 March 2023", when known
+    # the text without the lines in it that quote a turn (`without_quoted_turns`; None:
+    # none does): what is indexed and shown of a speaker's node
+    plain: str | None = None
 
     @property
     def label(self) -> str:
@@ -57,8 +63,16 @@ class Passage:
     def index_text(self) -> str:
         """What the indexes see: the passage's own words. Speaker and date are shown in the
         bundle but not indexed: with the speaker's name in every turn, a question naming a
-        person matched their shortest small talk first (scripts/bench_recall.py, dev half)."""
-        return self.text
+        person matched their shortest small talk first (scripts/bench_recall.py, dev half).
+        A line of another node that quotes a turn ("- 14 March 2023 [S1:5] ...": a
+        speaker's node, `conversations.people.speaker_hubs`) is not indexed either: the
+        turn is, where it was said, and a question finds it there, whole."""
+        return self.text if self.plain is None else self.plain
+
+
+def without_quoted_turns(text: str) -> str:
+    """Text of a node that is no turn, without the lines that quote a turn."""
+    return _QUOTED_TURN.sub("", text) if "[" in text else text
 
 
 def _when(timestamp: str | None) -> str | None:
@@ -98,11 +112,25 @@ def _turn_passages(l2: str) -> list[Passage]:
 
 def _chunk_passages(l2: str, date: str | None) -> list[Passage]:
     out: list[Passage] = []
+    quoted = [m.span() for m in _QUOTED_TURN.finditer(l2)] if "[" in l2 else []
     for ov, start, end in chunk_spans(l2, CHUNK_CHARS, CHUNK_CHARS // 10):
         text = l2[ov:end].strip()
         if text and l2[start:end].strip():
-            out.append(Passage(len(out), ov, end, text, date=date))
+            plain = _outside(l2, ov, end, quoted) if quoted else None
+            out.append(Passage(len(out), ov, end, text, date=date, plain=plain))
     return out
+
+
+def _outside(l2: str, start: int, end: int, spans: list[tuple[int, int]]) -> str:
+    """l2[start:end] without what the spans cover (a chunk may begin inside one)."""
+    parts, at = [], start
+    for a, b in spans:
+        if b <= at or a >= end:
+            continue
+        parts.append(l2[at:a])
+        at = max(at, b)
+    parts.append(l2[at:end] if at < end else "")
+    return "".join(parts).strip()
 
 
 @lru_cache(maxsize=4096)

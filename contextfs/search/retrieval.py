@@ -260,7 +260,7 @@ def _unanswered(question: str, passages: list[PassageHit]) -> str:
     want = wanted(question, keywords(question))
     if want is None or not passages:
         return ""
-    if want.found_in((ph.passage.text, ph.passage.speaker) for ph in passages):
+    if want.found_in((ph.passage.index_text(), ph.passage.speaker) for ph in passages):
         return ""
     return want.what
 

@@ -114,3 +114,36 @@ def test_someone_another_speaker_names_is_related_to_them_not_to_the_owner(mnt: 
     kofi = (mnt.path / "user/default/entities/kofi/L2.md").read_text()
     assert "relation: Efua's brother" in kofi and "Kofi is Efua's brother." in kofi, kofi
     assert "owner" not in kofi, kofi
+
+
+def test_every_speaker_gets_a_node_with_what_they_said_of_themself(mnt: Mount) -> None:
+    """No rule reads "I've signed up for the Tatton Park half marathon" as a fact of a
+    kind, yet it is Theo's: each named speaker has a node saying who they talk with, the
+    people they named as theirs, and their own dated sentences with the turn they came
+    from."""
+    (mnt.path / "user/hubs").mkdir()
+    drop(
+        mnt,
+        "hubs",
+        "chat.jsonl",
+        [
+            ("Theo", "I've signed up for the Tatton Park half marathon in October."),
+            ("Efua", "Fernhill Studio is eight people and somehow I'm now the butter consultant."),
+            ("Theo", "My wife Ruth says it's a midlife crisis."),
+            ("Efua", "Haha, respect for the honesty."),
+        ],
+    )
+    me = mnt.path / "user/hubs"
+    theo = (me / "entities/theo/L2.md").read_text()
+    efua = (me / "entities/efua/L2.md").read_text()
+    assert "talks with: Efua" in theo and "talks with: Theo" in efua, theo
+    assert "- 9 May 2023 [S1:0] I've signed up for the Tatton Park half marathon" in theo, theo
+    assert "wife: Ruth" in theo, theo
+    assert "butter consultant" not in theo and "Tatton" not in efua, efua
+    assert "- 9 May 2023 [S1:1] Fernhill Studio is eight people" in efua, efua
+    assert "honesty" not in efua  # small talk names nothing of her own
+    # a search finds the turn where it was said, once: the node's quote of it is not
+    # indexed or shown again
+    context = (me / ".query/Tatton Park half marathon/_context.md").read_text()
+    assert context.count("signed up for the Tatton Park half marathon") == 1, context
+    assert "[S1:0] Theo: I've signed up" in context, context

@@ -167,7 +167,8 @@ def test_facts_land_on_their_speaker(memory):
     for t, f in got:
         if t == "entity" and f.get("kind") == "person":
             people.setdefault(f["name"], {}).update(f.get("attributes", {}))
-    assert people["Efua"] == {"location": "Leeds"}, people
+    # (and every speaker's node says who they talk with: `people.speaker_hubs`)
+    assert people["Efua"] == {"location": "Leeds", "talks with": "Theo"}, people
     assert {"role": "teacher", "trail running": "loves"}.items() <= people["Theo"].items()
     memory.create_owner("user", "efua")
     _t, cands, _how = intake.analyse(text, "s1.jsonl", "user", "2026-12-01", ("user", "efua"))
