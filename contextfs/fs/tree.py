@@ -244,7 +244,7 @@ class Tree:
         self, ino: int, flags: int, caller: tuple[int, int, int] | None = None
     ) -> Handle:
         h = self.buffers.open(self.get(ino), flags)
-        if caller is not None:
+        if caller is not None and h.writable:  # (a reader's close sends no FLUSH)
             _add_process(h, caller[2])
         if (
             h.inode.role == Role.STATUS
