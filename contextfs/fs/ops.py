@@ -8,7 +8,12 @@ so that nothing escapes a handler and kills the mount. It also tells the kernel 
 daemon changed (the invalidation task), which is kernel protocol too. No search, no
 sessions, no indexer here: those are the tree's role handlers.
 
-Imports: pyfuse3, trio, the standard library, `contextfs.fs.*` and `contextfs.errors`.
+On a shared store each request runs in `contextfs.greenwait`: while one waits for the
+server, the others are served; requests that only read (`_READERS`) may run in the middle
+of another's statement.
+
+Imports: pyfuse3, trio, the standard library, `contextfs.fs.*`, `contextfs.greenwait` and
+`contextfs.errors`.
 """
 
 from __future__ import annotations
@@ -25,6 +30,7 @@ from typing import Any, Concatenate, ParamSpec, TypeVar
 import pyfuse3
 import trio
 
+from contextfs import greenwait
 from contextfs.errors import ContextFSError
 from contextfs.fs.inode import Attr, Handle, Inode, Invalidation
 from contextfs.fs.tree import Tree
@@ -51,6 +57,24 @@ _QUIET = {
 }
 
 
+# Requests that only read what the tree holds (or the store, which they wait their turn
+# for): they may be served while another request's statement waits for the server
+# (greenwait). `open` is one when it opens for reading only, without O_TRUNC.
+_READERS = frozenset(
+    {"lookup", "getattr", "readlink", "opendir", "readdir", "read", "statfs", "access"}
+    | {"getxattr", "listxattr"}
+)
+
+
+def _reads_only(op: str, args: Sequence[object]) -> bool:
+    if op in _READERS:
+        return True
+    if op == "open" and len(args) > 1 and isinstance(args[1], int):
+        flags = args[1]
+        return flags & os.O_ACCMODE == os.O_RDONLY and not flags & os.O_TRUNC
+    return False
+
+
 P = ParamSpec("P")
 R = TypeVar("R")
 
@@ -64,7 +88,9 @@ def _handler(
     async def wrapper(self: Operations, *args: P.args, **kwargs: P.kwargs) -> R:
         try:
             with self.tree.request(fn.__name__):
-                return await fn(self, *args, **kwargs)
+                return await greenwait.run(
+                    fn(self, *args, **kwargs), reader=_reads_only(fn.__name__, args)
+                )
         except pyfuse3.FUSEError:
             raise
         except ContextFSError as exc:

@@ -39,6 +39,7 @@ import numpy as np
 import trio
 import xxhash
 
+from contextfs import greenwait
 from contextfs.errors import IndexCorrupt
 from contextfs.index.compact import TRAIN_UNITS, CompactVectorIndex, load_vectors
 from contextfs.index.digests import UnitDigests, digest_int
@@ -406,10 +407,13 @@ class Indexer(Service):
             async with trio.open_nursery() as nursery:
                 # the model loads while BM25 is rebuilt, and the vectors are rebuilt beside
                 # it once the model is in (a new host: all three at once, on two threads)
-                nursery.start_soon(self._load_model)
+                # (each a task of its own: run by greenwait, as the service is)
+                nursery.start_soon(greenwait.task, self._load_model)
                 if rebuild:  # emptied here, before anything else of the mount runs
-                    nursery.start_soon(self._rebuild_text, self._start_text_rebuild())
-                nursery.start_soon(self._text_lane)
+                    nursery.start_soon(
+                        greenwait.task, self._rebuild_text, self._start_text_rebuild()
+                    )
+                nursery.start_soon(greenwait.task, self._text_lane)
                 self._moved()
                 pause = 1.0
                 while not self.stopping:

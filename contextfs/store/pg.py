@@ -37,7 +37,10 @@ from urllib.parse import urlsplit, urlunsplit
 import psycopg
 import psycopg.conninfo
 import psycopg.errors
+from psycopg.abc import PQGen
+from psycopg.waiting import Ready
 
+from contextfs import greenwait
 from contextfs.errors import StoreDamaged, StoreUnavailable, VersionConflict
 from contextfs.model import MACHINE_REASONS, Access, Attachment, Node
 from contextfs.store.db import _NODE_COLS, Store, _node_from_row
@@ -218,6 +221,25 @@ class Changes:
     attachments: set[int] = field(default_factory=set)  # nodes whose attachments changed
 
 
+class _LoopConnection(psycopg.Connection):
+    """A psycopg connection whose waits for the server, inside a request or service that
+    `greenwait.run` drives, are trio's: the event loop serves the mount's other requests
+    while a statement is in flight (a read of a cached file no longer waits behind a write
+    to a slow or frozen server). Elsewhere (a worker thread, before the mount serves) it
+    waits as psycopg does."""
+
+    def wait(self, gen: PQGen[Any], interval: float = 0.1, timeout: float | None = None) -> Any:
+        if timeout is not None or not greenwait.inside():
+            return super().wait(gen, interval, timeout)
+        fd = self.pgconn.socket
+        try:
+            want = next(gen)
+            while True:
+                want = gen.send(Ready(greenwait.suspend(greenwait.fd_ready, fd, int(want))))
+        except StopIteration as done:
+            return done.value
+
+
 class PgConnection:
     """A psycopg connection with DuckDB's call shape (`execute(sql, params)` returning
     something with fetchone/fetchall/fetchmany; begin/commit/rollback), which renders the
@@ -257,11 +279,15 @@ class PgConnection:
 
     def _connect(self) -> None:
         try:
-            self.raw = psycopg.connect(
-                with_keepalives(self._dsn),
-                autocommit=True,
-                connect_timeout=_CONNECT_TIMEOUT,
-                options=_session_options(self.deadline_s),
+            # in a worker thread inside a request (greenwait): a server that does not
+            # answer holds the connection attempt, not the mount, until connect_timeout
+            self.raw = greenwait.off_loop(
+                lambda: _LoopConnection.connect(
+                    with_keepalives(self._dsn),
+                    autocommit=True,
+                    connect_timeout=_CONNECT_TIMEOUT,
+                    options=_session_options(self.deadline_s),
+                )
             )
         except psycopg.Error as exc:
             self._down(exc)
@@ -341,6 +367,7 @@ class PgConnection:
     ) -> psycopg.Cursor:
         if self.owner is not None and threading.get_ident() != self.owner:
             raise RuntimeError(f"{self.shown}: a connection used outside its own thread")
+        greenwait.enter_store()  # one coroutine at a time in the store (greenwait)
         con = self._ready()
         token = DEADLINES.watch(con.pgconn.socket, self.deadline_s + _GIVE_UP_AFTER_S)
         try:

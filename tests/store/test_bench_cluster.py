@@ -34,6 +34,9 @@ def test_bench_cluster_quick_loses_nothing_and_reads_through_a_frozen_server(tmp
     frozen = rep["frozen"]
     assert not frozen["reads_blocked"] and frozen["wrong_reads"] == 0
     assert frozen["read_ms"]["max"] < 1000, frozen["read_ms"]
+    # each mount's own write waited for the server all through those reads, then was stored
+    assert frozen["writes_waiting_through_the_reads"] == 3, frozen
+    assert frozen["waiting_writes"] == ["stored"] * 3, frozen
     mount = rep["frozen_mount"]
     assert mount["lost"] == 0 and mount["others_writes_acknowledged"] > 0
     link = rep["slow_link"]

@@ -10,6 +10,7 @@ import json
 import os
 import secrets
 import subprocess
+import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -703,6 +704,67 @@ def test_a_write_while_the_server_is_frozen_is_refused_by_its_deadline(
     text, _ = _until(lambda: (b.path / PREFS / "juice" / "L2.md").read_text(), 10)
     assert text.endswith("Orange juice.\n")
     _stop_and_check([a, b], dsn)
+
+
+@pytest.mark.allow_warnings
+def test_a_write_waiting_for_a_frozen_server_does_not_hold_up_the_mounts_reads(
+    tmp_path, own_server, stopped
+):
+    """The server stops answering while a write of this same mount is on its way. Until
+    its deadline refuses it, the mount's other requests go on: what it holds is read at
+    its usual speed, because the write's statement waits on the event loop's terms
+    (greenwait), not by blocking it (before: every read waited for the write, 6 s here)."""
+
+    dsn = own_server.create_database("waiting")
+    a = _mount(tmp_path, "a", dsn, config="store_deadline_s: 6\n")
+    stopped.append(a)
+    for i in range(3):
+        write_node(a.path / PREFS, f"n{i}", f"Note {i}.\n", fsync=True)
+    held = [a.path / PREFS / f"n{i}" / name for i in range(3) for name in ("L2.md", "L0.md")]
+    held.append(a.path / PREFS / "n0" / "meta.yaml")
+    before = {p: p.read_bytes() for p in held}
+    outcome: dict[str, object] = {}
+
+    def write() -> None:
+        try:
+            write_node(a.path / PREFS, "coffee", "A flat white.\n", fsync=True)
+            outcome["write"] = "stored"
+        except OSError as e:
+            outcome["write"] = e.errno
+
+    def read_while_writing() -> None:
+        writer = threading.Thread(target=write, daemon=True)
+        writer.start()
+        time.sleep(1.0)  # its statement is sent and waits for the frozen server
+        took: list[float] = []
+        wrong: list[Path] = []
+        until = time.monotonic() + 2.0
+        while time.monotonic() < until:
+            for p in held:
+                t0 = time.monotonic()
+                if p.read_bytes() != before[p]:
+                    wrong.append(p)
+                took.append(time.monotonic() - t0)
+            names = os.listdir(a.path / PREFS)
+            if not {"n0", "n1", "n2"} <= set(names):
+                wrong.append(a.path / PREFS)
+            time.sleep(0.02)
+        outcome.update(took=took, wrong=wrong, writing=writer.is_alive())
+        writer.join(20)
+
+    stuck = own_server.while_frozen(read_while_writing, timeout=30)
+    assert stuck is None, "the write outlived its deadline"
+    took = outcome["took"]
+    assert isinstance(took, list) and took
+    assert max(took) < 0.5, f"a read waited {max(took):.1f} s behind the write"
+    assert len(took) > 3 * len(held), len(took)
+    assert outcome["writing"], "the write did not wait for the server: nothing was tested"
+    assert not outcome["wrong"], outcome["wrong"]
+    assert outcome["write"] == errno.EIO, outcome  # refused by its deadline, as before
+
+    _written_once_back(a, "juice", "Orange juice.\n")
+    assert (a.path / PREFS / "juice" / "L2.md").read_text().endswith("Orange juice.\n")
+    _stop_and_check([a], dsn)
 
 
 def test_a_mount_killed_loses_no_acknowledged_write(tmp_path, pg_dsn, stopped):
