@@ -35,6 +35,7 @@ from contextfs.memory.secret_patterns import (
     CUT_GATE,
     Detector,
     Span,
+    continued_codes,
     group_span,
 )
 
@@ -346,6 +347,9 @@ class Redactor:
         taken = _Intervals((m.start(), m.end()) for m in _MARKER_RE.finditer(text))
         out: list[tuple[int, int, str]] = []
         for _prio, s, e, kind in sorted(candidates, key=lambda c: (c[0], c[1], -c[2])):
+            if taken.add(s, e):
+                out.append((s, e, kind))
+        for s, e, kind in continued_codes(text, sorted(out)):  # `…, the ipad one is 0505`
             if taken.add(s, e):
                 out.append((s, e, kind))
         return sorted(out)

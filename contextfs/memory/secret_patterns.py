@@ -1691,18 +1691,308 @@ _SEED_RUN_STOP = frozenset(
 )
 
 
+# A run after a colon whose label says it is a list of things (`shopping list: milk eggs …`).
+_LIST_LABEL_RE = re.compile(
+    r"\b(?:list|lists|items|ingredients|groceries|grocery|shopping|tags|keywords|topics|agenda"
+    r"|menu|todo|to-do|supplies|packing|inventory|vocab|vocabulary|glossary)\b[^\n:]*\Z",
+    re.I,
+)
+
+
 def _seed_run_span(m: re.Match[str]) -> Span | None:
     words = m.group("s").split()
     if len(words) not in (12, 15, 18, 21, 24) or len(set(words)) < len(words) - 1:
         return None
     if any(w in _SEED_RUN_STOP for w in words):
         return None
+    text = m.string
+    if text[m.start() : m.start() + 1] == ":":
+        label = text[text.rfind("\n", 0, m.start()) + 1 : m.start()]
+        if _LIST_LABEL_RE.search(label):
+            return None
     return m.span("s")
 
 
 BUILTIN += [
     Detector("shaped_password", _SHAPE_RE, (), _shape_span, 10, prose=True),
     *(Detector("keyword_secret", r, (), _seed_run_span, 10, prose=True) for r in _SEED_RUN_RES),
+]
+
+# ---- a code a little after what it opens -------------------------------------------------
+# `door code 0417, alarm 5512 then OFF`, `gym side door code after 10pm is 198402`, `Hotel
+# room safe: I set it to 1988`, `il codice del portone è 2207`, `Kapı şifresi 1919`: a
+# keyword of a numeric code (a PIN, a code of a lock, what a code opens) and, in the same
+# clause and at most 40 characters on, 3 to 8 digits (or pairs `80 12 44`, `19-43-07`)
+# right after the keyword or after a link word that ends the words between (`is`, `:`,
+# `to`, `it's`, `è`, `je` ...). Not a time, a count or a measure (`300 pins`, `10pm`), not
+# a year after a preposition (`in 2019`), and a plain `code` only near a lock noun and not
+# after a kind of code that is no secret (`zip code`, `error code`).
+_NEAR_CODE_WORDS = (
+    *_words("""pin pins pincode pinkod pinkode pin-code passcode passcodes combination combo
+    code codes codice código codigo koodi kode koden kod kód kodu şifre şifresi alarm alarms
+    safe door gate keypad lockbox keybox keysafe padlock locker intercom tresor trezor
+    digicode türcode sejf kluis cofre"""),
+    "pass code",
+)
+_NEAR_CODE_RE = re.compile(rf"(?<![\w.@/-])(?:{_trie(_NEAR_CODE_WORDS)})(?![\w-])", re.I)
+_NEAR_DIGITS_RE = re.compile(
+    r"(?<![\w.,:/#+$€£-])(?:\d{2}(?:[ -]\d{2}){2,3}|\d{3,8})(?![\w%]|[.,:/-]\d|[ -]\d)"
+)
+_NEAR_END_RE = re.compile(r"[.!?;](?:\s|$)|\n|\([^)]*$")
+_NEAR_LINK_RE = re.compile(
+    r"(?:^|[\s,])(?:is|was|are|=|to|now|it's|it’s|its|c'est|c’est|c'était|c’était|était|est|è"
+    r"|é|es|ist|lautet|war|je"
+    r"|er|är|on|be|then|use|enter|press|punch|dial|type)[ \t]*:?[ \t]*\Z"
+    r"|[:=→>][ \t]*\Z|\s[\-–—][ \t]*\Z|\A[ \t]*\Z",
+    re.I,
+)
+_NEAR_UNIT_RE = re.compile(
+    r"[ \t]*(?:am|pm|h|hrs?|hours?|min|mins|minutes?|secs?|seconds?|s|days?|weeks?|months?"
+    r"|years?|%|percent|digits?|characters?|chars|times|people|pins|items|units|pages?|words?"
+    r"|steps?|meters?|metres?|m|cm|mm|km|kg|g|mb|gb|kb|ms|€|eur|euros?|usd|dollars?|pounds?"
+    r"|x|px|rpm|mph|kmh|v|w|kw|mah)\b",
+    re.I,
+)
+_NEAR_NUMBERED_RE = re.compile(
+    r"(?:room|flat|unit|apt|apartment|floor|suite|no|nr|number|ext|extension|tel|phone|bus"
+    r"|platform|route|page|chapter|version|v|issue|ticket|order|invoice|account|acct|ref"
+    r"|model|serial|year|gate)\.?[ \t]*#?[ \t]*\Z",
+    re.I,
+)
+_NEAR_YEAR_RE = re.compile(
+    r"(?:in|since|from|until|till|by|before|after|of|during|around|circa|year|since)[ \t]+\Z",
+    re.I,
+)
+
+
+# After a code that only a lock noun announces (`alarm 5512`), the clause ends or goes on
+# to what is done with it.
+_NEAR_CLAUSE_ENDS_RE = re.compile(
+    r"[ \t]*(?:$|[,;.!?)\]—–+&-]|(?:then|to|and|or|on|in|if|for|plus|but|so|pls|please)\b)",
+    re.I,
+)
+
+
+def _near_code_span(m: re.Match[str]) -> Span | None:
+    text = m.string
+    kw = m.group().lower()
+    window = text[m.end() : m.end() + 40]
+    end = _NEAR_END_RE.search(window)
+    if end is not None:
+        window = window[: end.start()]
+    if kw in _PLAIN_CODES or kw in ("code", "codes"):
+        before = text[max(0, m.start() - 24) : m.start()].split()
+        if before and before[-1].lower().strip(".,:;") in _NOT_SECRET_CODES:
+            return None
+        around = text[max(0, m.start() - 40) : m.end() + len(window)]
+        if not _LOCK_NOUN_RE.search(around):
+            return None
+    for d in _NEAR_DIGITS_RE.finditer(window):
+        gap = window[: d.start()]
+        if not _NEAR_LINK_RE.search(gap) or _NEAR_NUMBERED_RE.search(gap):
+            continue
+        if _ENDING_RE.search(gap.rstrip()):
+            continue
+        value = d.group()
+        if _NEAR_UNIT_RE.match(window, d.end()):
+            continue
+        if kw in _LOCK_ALONE and (
+            not _NEAR_CLAUSE_ENDS_RE.match(window, d.end())
+            or (not gap.strip() and _NEAR_CODE_RE.search(text, m.end() + d.end(), m.end() + 80))
+        ):
+            continue  # `alarm: 0630 wake up`, `locker 212, code 8406`: a time, a number
+        if _YEAR_RE.fullmatch(value) and _NEAR_YEAR_RE.search(gap):
+            continue
+        return m.end() + d.start(), m.end() + d.end()
+    return None
+
+
+# A list of codes (`phone passcode is 291184, the ipad one is 0505`, `Portkoden är 4417 och
+# larmkoden 0815`, `alarm: 2468 to disarm, 2469 is the duress code`): after a numeric code
+# any detector found, more digits of about its length in the same sentence, after a list's
+# separator and at most five words (the last a link word, or none), are codes too.
+_LIST_GAP_RE = re.compile(
+    r"[^.!?\n]{0,24}?(?:,|;|\(|—|–|→|\b(?:and|or|und|oder|et|ou|e|y|o|och|eller|og|en|a|i|ve"
+    r"|da|und)\b)[ \t]*(?P<words>(?:[^\s.!?]+[ \t]+){0,5}?)(?P<link>[^\s.!?]*[ \t]*)\Z",
+    re.I,
+)
+_ALL_DIGITS_RE = re.compile(r"\d{3,8}|\d{2}(?:[ -]\d{2}){2,3}")
+
+
+def continued_codes(text: str, found: Iterable[tuple[int, int, str]]) -> list[tuple[int, int, str]]:
+    """More codes after the numeric codes found, as `(start, end, kind)` (see above)."""
+    out: list[tuple[int, int, str]] = []
+    for start, end, kind in found:
+        if not _ALL_DIGITS_RE.fullmatch(text, start, end):
+            continue
+        width = sum(c.isdigit() for c in text[start:end])
+        at = end
+        while True:
+            window = text[at : at + 60]
+            stop = _SENTENCE_STOP_RE.search(window)
+            if stop is not None:
+                window = window[: stop.start()]
+            nxt = None
+            for d in _NEAR_DIGITS_RE.finditer(window):
+                gap = window[: d.start()]
+                if not _LIST_GAP_RE.fullmatch(gap) or _NEAR_NUMBERED_RE.search(gap):
+                    continue
+                if _ENDING_RE.search(gap.rstrip()):
+                    continue  # `the debit card ending 4410`: the end of a card's number
+                if abs(sum(c.isdigit() for c in d.group()) - width) > 2:
+                    continue
+                if _NEAR_UNIT_RE.match(window, d.end()):
+                    continue
+                if _YEAR_RE.fullmatch(d.group()) and _NEAR_YEAR_RE.search(gap):
+                    continue
+                nxt = (at + d.start(), at + d.end())
+                break
+            if nxt is None:
+                break
+            out.append((*nxt, kind))
+            at = nxt[1]
+    return out
+
+
+_SENTENCE_STOP_RE = re.compile(r"[.!?](?:\s|$)|\n")
+
+
+BUILTIN += [
+    Detector(
+        "keyword_secret",
+        _NEAR_CODE_RE,
+        (),
+        _near_code_span,
+        9,
+        fold=True,
+        seek=re.compile(rf"{_trie(_NEAR_CODE_WORDS)}(?![a-z0-9_-])"),
+    ),
+]
+
+# ---- a password-shaped word where passwords are talked about ------------------------------
+# `use Wombat#2210 to log in`, `I've tried Molly2015 and molly2015!`, `crunchyroll animeNight99
+# ← that's the password`, `what's the guest wifi pw?⏎Tom: BlueDesk#guest`: a word of letters
+# with digits or a symbol, not tied to a keyword by any phrasing the rules above read, but
+# near a word for a password or a login (the same line, 60 characters either way, or the
+# line before). Not an address, a file, a version or a product's name, nor the name of a
+# user, an account or a network (`user is sam.k`, `network is Casa_Rossi_5G`).
+_CRED_CONTEXT_ANCHORS = (
+    "pass", "pw", "pwd", "login", "log in", "log-in", "logging in", "sign in", "signin",
+    "wifi", "wi-fi", "cred", "heslo", "senha", "contrase", "clave", "mot de passe", "mdp",
+    "wachtwoord", "lösen", "passord", "adgangskode", "salasana", "hasło", "şifre", "parola",
+    "sandi", "khẩu", "пароль", "кодов",
+)  # fmt: skip
+_CRED_CONTEXT_RE = re.compile(
+    # a bare `pass` only as a noun (`the pass is`, `pass: …`, `pass for the lobby`): not
+    # Python's statement, nor `pass the salt`
+    r"(?<![a-z])(?:pass(?=[ \t]*(?::|=|\?|\)|is\b|was\b|for\b|of\b|again\b))"
+    r"|pass(?:word|wort|wd|code|phrase|ord)s?|pw|pwd|log(?:ging|ged)?[ -]?in"
+    r"|sign[ -]?in|wi-?fi|creds?|credentials?|heslo|senha|contrase(?:ñ|n)a|clave|mot de passe|mdp"
+    r"|wachtwoord|lösenord(?:et)?|passordet|adgangskoden?|salasana|hasło|şifre(?:si)?|parola"
+    r"|kata sandi(?:nya)?|sandi(?:nya)?|mật khẩu|пароль)(?![a-z])",
+    re.I,
+)
+_CRED_WORD_RE = re.compile(  # a word with a digit or a symbol in it: ordinary words are passed
+    r"(?<![\w@./\\:#$+-])[A-Za-z](?=[\w!#$&*?@%+-]*[0-9!#$&*?@%])[\w!#$&*?@%+-]{4,40}"
+    r"(?![\w@/\\-])"
+)
+_CRED_NOT_RE = re.compile(
+    r"(?:v?\d|x86|x64|arm64|amd64|win32|win64|utf|sha\d|md5|base64|ipv|mp[34]|h26[45]|covid"
+    r"|windows|iphone|ipad|pixel|galaxy|ps[345]|xbox|python|gpt|es20|office|ubuntu|debian"
+    r"|macos|android|java|html|css|http|tls|ssl|oauth|web[23]|b2[bc]|[0-9]fa|mfa|\d+p"
+    r"|\d+k|utf8|ascii|rfc\d|iso\d|pep\d|cve-|ec2|s3)\w*",
+    re.I,
+)
+_CRED_NAME_BEFORE_RE = re.compile(
+    r"(?:user(?:[ _-]?name)?|login|e-?mail|account|acct|network|netz|ssid|name|id|handle"
+    r"|called|named|nick(?:name)?|from|by|with|as|heißt|sieć|usuário|usuario|utilisateur"
+    r"|benutzer(?:name)?|brukernavn|käyttäjä|uživatel|kullanıcı|@)[ \t]*(?:is|was|:|=|-|–)?"
+    r"[ \t]*[\"'“]?\Z",
+    re.I,
+)
+# After the word: it is the user's half of a pair (`class4b / kangaroo77`, `frontdesk1 pwd
+# Kibble_88`), or the password is told later (`the wifi is HomeNet5G and the pass is …`).
+_CRED_PAIR_AFTER_RE = re.compile(r"[\"'”]?[ \t]*(?:/|\||\\)[ \t]*\S|[ \t]+(?:pw|pwd|pass)\b", re.I)
+_CRED_TOLD_LATER_RE = re.compile(
+    r"(?:pass(?:word|wort|wd|code)?|pw|pwd|senha|contrase(?:ñ|n)a|heslo|hasło|key)"
+    r"[ \t]*(?:is|was|:|=|ist|est|é|è|je|er|är)(?:[ \t]+\S|[ \t]*\Z)",
+    re.I,
+)
+
+
+# Shapes of other things: a commit id, `query#fragment`, `svn+ssh`, `re$read`, `issue28563`,
+# markup (`**Revert**`).
+_CRED_NOT_SHAPE_RE = re.compile(
+    r"\A[0-9a-f]{6,40}\Z|\A[a-z]+[#+$][a-z]+\Z|\*"
+    r"|\A(?:issue|bug|ticket|case|pr|order|ref|id|no|nr|item|build|job|run)[-_]?\d+\Z",
+    re.I,
+)
+_CRED_CODE_AFTER_RE = re.compile(r"[(\[{}]|\.[A-Za-z_]|://|\*|[ \t]*(?:->|=)")
+_CODE_LINE_RE = re.compile(
+    r"\w\((?:[\w\"'*]|\))|->|\b(?:def|return|import|class|lambda|elif|self)\b|[{};]|==|\w\[|\$\{"
+    r"|['\"][^'\"\n]*['\"][ \t]*,[ \t]*r?['\"]"  # a list of strings
+)
+_LOWER_DIGITS_RE = re.compile(r"[A-Za-z]{3,}\d{1,6}|[a-z]+\d+[a-z]+\d*")
+_NETWORK_SUFFIX_RE = re.compile(r"[_-](?:2\.?4|5)g(?:hz)?\Z|[_-]ext\Z", re.I)
+
+
+def _cred_word_span(m: re.Match[str]) -> Span | None:
+    text = m.string
+    start, end = m.span()
+    while end > start and text[end - 1] in ".,;:?":
+        end -= 1
+    while end > start and text[end - 1] in "*+":  # markup (`**Dropbox**`), `disney+`
+        end -= 1
+    value = text[start:end]
+    if not 6 <= len(value) <= 40 or sum(c.isalpha() for c in value) < 3:
+        return None
+    if value.endswith("@") or "%" in value or "&" in value or _CRED_CODE_AFTER_RE.match(text, end):
+        return None  # an address, a query string, a call, an attribute, a URL, markup
+    if "@" in value and not (any(c.isdigit() for c in value) and any(c.isupper() for c in value)):
+        return None  # `me@home`: an address, not `CouncilT@x1`
+    if _CRED_PAIR_AFTER_RE.match(text, end) or _CRED_TOLD_LATER_RE.search(
+        text, end, min(len(text), end + 60)
+    ):
+        return None
+    digits = sum(c.isdigit() for c in value)
+    symbols = sum(c in "!#$&*?@%+" for c in value.rstrip("!?"))  # not a sentence's `!!`
+    if _NETWORK_SUFFIX_RE.search(value):
+        return None  # `Robinsons_5G`: a network's name
+    if not (digits or symbols):
+        return None
+    lower_and_digits = digits and not symbols and not any(c.isupper() for c in value[1:])
+    if lower_and_digits and not _LOWER_DIGITS_RE.fullmatch(value):
+        return None  # only `molly2015`, `hbo4life2` of lowercase letters and digits
+    if _CRED_NOT_RE.fullmatch(value) or value.isupper() or _CRED_NOT_SHAPE_RE.search(value):
+        return None
+    line_start = text.rfind("\n", 0, start) + 1
+    if _CRED_NAME_BEFORE_RE.search(text, max(line_start, start - 24), start):
+        return None
+    line_end = text.find("\n", end)
+    if _CODE_LINE_RE.search(text, line_start, len(text) if line_end < 0 else line_end):
+        return None  # a line of code: its names are identifiers (assignments have their own)
+    prev_line = text.rfind("\n", 0, max(0, line_start - 1)) + 1
+    lo = max(prev_line, start - 60)
+    hi = text.find("\n", end)
+    hi = min(len(text) if hi < 0 else hi, end + 60)
+    near = _CRED_CONTEXT_RE.search(text, lo, hi)
+    while near is not None and start <= near.start() < end:  # the word itself (`pass1234`)
+        near = _CRED_CONTEXT_RE.search(text, near.end(), hi)
+    if near is None:
+        return None
+    return start, end
+
+
+BUILTIN += [
+    Detector(
+        "keyword_secret",
+        _CRED_WORD_RE,
+        _CRED_CONTEXT_ANCHORS,
+        _cred_word_span,
+        11,
+        fold=True,
+        prose=True,
+    ),
 ]
 
 # ---- the first part of a provider token at the very end of a text ----------------------
