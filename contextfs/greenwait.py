@@ -46,10 +46,6 @@ def enable(on: bool = True) -> None:
     _on = on
 
 
-def enabled() -> bool:
-    return _on
-
-
 class _Child(greenlet.greenlet):
     """A coroutine driven inside a greenlet; its parent is the trio task that runs it."""
 
