@@ -140,7 +140,10 @@ class MountClient:
         out = []
         for e in entries:
             if e.is_symlink():
-                out.append(f"[LINK] {e.name} -> {os.readlink(e.path)}")
+                try:
+                    out.append(f"[LINK] {e.name} -> {os.readlink(e.path)}")
+                except FileNotFoundError:
+                    continue  # removed since the listing was read: not in it any more
             elif e.is_dir(follow_symlinks=False):
                 out.append(f"[DIR] {e.name}")
             else:

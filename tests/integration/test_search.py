@@ -225,6 +225,29 @@ def test_deleted_nodes_leave_the_results(corpus):
     assert all(h["path"] != "user/bob/preferences/gone" for h in results(corpus.path, "xylobanjos"))
 
 
+def test_ls_l_of_a_question_while_the_index_moves_on_finds_every_listed_name(corpus):
+    """`ls -l` lists, then looks each name up by its path; a write indexed in between
+    computes the question again and moves the ranks. Every listed name still resolves."""
+    root = corpus.path
+    write_node(root, "user/bob/preferences/zither", "Bob tunes a zitherwood zither.\n", fsync=True)
+    d = qdir(root, "zitherwood")
+    listed = sorted(n for n in os.listdir(d) if not n.startswith("_"))
+    assert listed[0] == "01_zither", listed
+    write_node(
+        root, "user/bob/preferences/bench", "Zitherwood zitherwood bench zitherwood.\n", fsync=True
+    )
+    now = sorted(n for n in os.listdir(d) if not n.startswith("_"))
+    assert now[:2] == ["01_bench", "02_zither"], now  # computed again: the ranks moved
+    r = subprocess.run(["ls", "-l", *[str(d / n) for n in listed]], capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr
+    assert os.readlink(d / "01_zither").endswith("user/bob/preferences/zither")
+    assert (d / "01_zither" / "L2.md").read_text() == "Bob tunes a zitherwood zither.\n"
+    assert "01_zither" not in os.listdir(d), "only the new names are listed"
+    write_node(root, "user/bob/preferences/stool", "A zitherwood stool.\n", fsync=True)
+    os.listdir(d)  # computed once more: the names of two computations ago are gone
+    assert not os.path.lexists(d / "01_zither")
+
+
 def test_inbox_memories_become_searchable_without_other_requests(corpus):
     inbox = corpus.path / ".inbox"
     (inbox / "late.jsonl").write_text(

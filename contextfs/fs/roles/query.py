@@ -84,6 +84,9 @@ class QueryDirs(RoleBase):
         # question and options directories by inode number, least recently used first
         self._recent: OrderedDict[int, Inode] = OrderedDict()
         self._counted: set[int] = set()  # question directories whose reads were counted
+        # question directory inode -> the links of the computation it replaced, by name
+        # (the target until looked up, then the inode made for it): see _retired_link
+        self._retired: dict[int, dict[str, bytes | Inode]] = {}
 
     def build(self, root: Inode) -> None:
         if self.search is not None:
@@ -116,8 +119,13 @@ class QueryDirs(RoleBase):
         return d.role not in (Role.QUERYROOT, Role.QUERYOPTS)  # asked, never listed
 
     async def lookup(self, d: Inode, name: str) -> Inode:
+        if d.role == Role.QUERY:
+            try:
+                return await super().lookup(d, name)
+            except NotFound:
+                return self._retired_link(d, name)
         if d.role not in (Role.QUERYROOT, Role.QUERYOPTS):
-            return await super().lookup(d, name)  # inside a question's results
+            return await super().lookup(d, name)  # inside a question's files
         if self.search is None:
             raise NotFound("search is not available in this mount")
         _check_utf8(name)
@@ -155,6 +163,23 @@ class QueryDirs(RoleBase):
             payload=QueryDir(d.query.scope, opts, reader=d.query.reader),
         )
 
+    def _retired_link(self, qd: Inode, name: str) -> Inode:
+        """A link of the question's previous computation, looked up by a name that is
+        no longer listed. `ls -l` reads a listing, then looks each name up by its path;
+        the question's directory is computed again when the index moved on in between
+        (every path walk asks again), and ranks may move. Such a name still leads where
+        it led until the question is computed once more; only the new names are listed."""
+        names = self._retired.get(qd.ino)
+        link = names.get(name) if names else None
+        if link is None:
+            raise NotFound(f"{self.table.child_path(qd, name)} does not exist")
+        if isinstance(link, bytes):
+            link = self.table.new(Role.QLINK, stat.S_IFLNK | 0o777, name, None, target=link)
+            link.parent = qd  # its path is under the question; it is never listed
+            assert names is not None
+            names[name] = link
+        return link
+
     # ---- bounded: every distinct question would otherwise stay for the life of the mount --
 
     def _used(self, qd: Inode) -> Inode:
@@ -179,6 +204,10 @@ class QueryDirs(RoleBase):
         told to drop the directory's name, so it forgets them now: it keeps an unused
         name until memory is short, and each kept a dozen inodes (~14 KB) in the table."""
         self._recent.pop(qd.ino, None)
+        for link in self._retired.pop(qd.ino, {}).values():
+            if isinstance(link, Inode):
+                link.parent = None
+                self.table.maybe_free(link)
         if qd.parent is not None:
             self.table.invalidations.append(Invalidation(qd.parent.ino, name=qd.name))
         for c in list((qd.children or {}).values()):
@@ -225,9 +254,13 @@ class QueryDirs(RoleBase):
         t = self.table
         assert d.children is not None
         old = d.children.get(name)
+        retired: dict[str, bytes | Inode] = {}
         if old is not None:
             if old.query.generation == answer.generation:
                 return old
+            for c in (old.children or {}).values():
+                if c.role == Role.QLINK and c.target is not None:
+                    retired[c.name] = c.target
             self._drop(old)
         qd = t.new(
             Role.QUERY,
@@ -248,4 +281,6 @@ class QueryDirs(RoleBase):
             t.new(Role.QLINK, stat.S_IFLNK | 0o777, f"{i + 1:02d}_{dirname}", qd, target=target)
         for fname, data in answer.files.items():
             t.new(Role.QFILE, stat.S_IFREG | 0o444, fname, qd, data=bytearray(data))
+        if retired:
+            self._retired[qd.ino] = retired
         return qd
