@@ -25,6 +25,13 @@ paragraph), with the redactor's speed on it; and writes everything to JSON. Exit
     .venv/bin/python scripts/bench_secrets.py                  # all detectors, timed 5x
     .venv/bin/python scripts/bench_secrets.py --quick          # one pass, no baseline
     .venv/bin/python scripts/bench_secrets.py --baseline HEAD~3 --json /tmp/s.json
+    .venv/bin/python scripts/bench_secrets.py --quick --library HEAD~1   # the wider check
+
+`--library REV` also runs this checkout's redactor and REV's over text nobody wrote as a
+secret corpus: the `.py`, `.md`, `.rst` and `.txt` files under 200 KB of the Python
+standard library, the installed packages and `/usr/share/doc` (about 40,000 files, a few
+minutes), each in a child process of its own side by side, and prints how many
+redactions each makes there and every value one takes and the other does not.
 """
 
 from __future__ import annotations
@@ -99,14 +106,7 @@ def _replace(text: str, spans: list[Span]) -> str:
 
 def baseline(rev: str, items: list[Item], extra: list[str]) -> Detector:
     """The redactor of commit `rev`, run in a child process over every text it needs."""
-    tmp = Path(tempfile.mkdtemp(prefix="bench-secrets-"))
-    archive = subprocess.run(
-        ["git", "-C", str(REPO), "archive", rev, "contextfs"], check=True, capture_output=True
-    ).stdout
-    tar = tmp / "src.tar"
-    tar.write_bytes(archive)
-    with tarfile.open(tar) as tf:
-        tf.extractall(tmp, filter="data")
+    tmp = _export(rev)
     env = dict(os.environ, PYTHONPATH=str(tmp))
     names = {it.text for it in items if it.group == "names"}  # scanned as a name is
 
@@ -130,6 +130,110 @@ def baseline(rev: str, items: list[Item], extra: list[str]) -> Detector:
     second = [seen[it.text[: it.split]][1] + it.text[it.split :] for it in items if it.split]
     seen.update(run(second))
     return (lambda t: seen[t][0]), (lambda t: seen[t][1])
+
+
+# Run by the child processes of `--library`: file paths in on stdin, the values redacted
+# in each out, as [path, value] pairs.
+_LIBRARY_CHILD = """
+import json, sys
+from contextfs.memory.redact import Redactor
+r = Redactor()
+out = []
+for path in json.load(sys.stdin):
+    try:
+        with open(path, encoding="utf-8") as f:
+            text = f.read()
+    except (OSError, UnicodeDecodeError):
+        continue
+    out += [[path, text[x.start:x.end]] for x in r.redact(text).redactions]
+json.dump(out, sys.stdout)
+"""
+LIBRARY_SUFFIXES = (".py", ".md", ".rst", ".txt")
+LIBRARY_MAX_BYTES = 200_000
+
+
+def library_files() -> list[str]:
+    """The text files of the wider check (see the module's docstring), sorted."""
+    import sysconfig
+
+    roots = {sysconfig.get_paths()["stdlib"], sysconfig.get_paths()["purelib"], "/usr/share/doc"}
+    out = set()
+    for root in roots:
+        for folder, _dirs, files in os.walk(root):
+            for f in files:
+                path = os.path.join(folder, f)
+                if f.endswith(LIBRARY_SUFFIXES) and not os.path.islink(path):
+                    try:
+                        if os.path.getsize(path) < LIBRARY_MAX_BYTES:
+                            out.add(path)
+                    except OSError:
+                        continue
+    return sorted(out)
+
+
+def _export(rev: str) -> Path:
+    """`contextfs/` of commit rev, in a temp dir of its own."""
+    tmp = Path(tempfile.mkdtemp(prefix="bench-secrets-"))
+    archive = subprocess.run(
+        ["git", "-C", str(REPO), "archive", rev, "contextfs"], check=True, capture_output=True
+    ).stdout
+    tar = tmp / "src.tar"
+    tar.write_bytes(archive)
+    with tarfile.open(tar) as tf:
+        tf.extractall(tmp, filter="data")
+    return tmp
+
+
+def library_check(rev: str) -> dict[str, object]:
+    """This checkout's and rev's redactions over the library files, side by side."""
+    files = library_files()
+    print(
+        f"\nthe wider check: {len(files)} files of the standard library, the packages and "
+        f"/usr/share/doc, this checkout beside {rev} (a few minutes) ...",
+        flush=True,
+    )
+    procs = {}
+    for name, src in (("contextfs", REPO), (f"contextfs@{rev}", _export(rev))):
+        procs[name] = subprocess.Popen(
+            [sys.executable, "-c", _LIBRARY_CHILD],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            text=True,
+            env=dict(os.environ, PYTHONPATH=str(src)),
+            cwd=src,
+        )
+    found = {}
+    for name, proc in procs.items():
+        out, _ = proc.communicate(json.dumps(files))
+        found[name] = [tuple(pair) for pair in json.loads(out)]
+    ours_, theirs = found["contextfs"], found[f"contextfs@{rev}"]
+
+    def minus(a: list, b: list) -> list:
+        left: dict[tuple, int] = {}
+        for pair in b:
+            left[pair] = left.get(pair, 0) + 1
+        out = []
+        for pair in a:
+            if left.get(pair, 0) > 0:
+                left[pair] -= 1
+            else:
+                out.append(pair)
+        return out
+
+    more, fewer = minus(ours_, theirs), minus(theirs, ours_)
+    print(f"\n| detector | redactions in {len(files)} files |\n|---|---|")
+    for name, pairs in found.items():
+        print(f"| {name} | {len(pairs)} |")
+    for title, pairs in (("only this checkout", more), (f"only {rev}", fewer)):
+        print(f"\n{title} ({len(pairs)}):")
+        for path, value in pairs:
+            print(f"  {value!r} in {path}")
+    return {
+        "files": len(files),
+        "redactions": {name: len(pairs) for name, pairs in found.items()},
+        "only_this_checkout": more,
+        "only_baseline": fewer,
+    }
 
 
 def detect_secrets() -> Detector | None:
@@ -197,6 +301,7 @@ def main() -> int:
     ap.add_argument("--baseline", default=BASELINE, help="commit to compare with ('' = none)")
     ap.add_argument("--corpus", type=Path, default=CORPUS)
     ap.add_argument("--json", type=Path, default=REPO / "bench-results" / "bench_secrets.json")
+    ap.add_argument("--library", metavar="REV", help="the wider check, beside commit REV")
     args = ap.parse_args()
     items = load(args.corpus)
     repeat = 1 if args.quick else 5
@@ -309,6 +414,8 @@ def main() -> int:
             for name, s, us, per in rows
         },
     }
+    if args.library:
+        doc["library"] = library_check(args.library)
     print(f"\nwrote {write_json(args.json, doc)}")
     return 0
 

@@ -37,6 +37,7 @@ from contextfs.memory.secret_patterns import (
     Span,
     continued_codes,
     group_span,
+    repeated_values,
 )
 
 __all__ = [
@@ -350,6 +351,9 @@ class Redactor:
             if taken.add(s, e):
                 out.append((s, e, kind))
         for s, e, kind in continued_codes(text, sorted(out)):  # `…, the ipad one is 0505`
+            if taken.add(s, e):
+                out.append((s, e, kind))
+        for s, e, kind in repeated_values(text, sorted(out)):  # told twice
             if taken.add(s, e):
                 out.append((s, e, kind))
         return sorted(out)

@@ -563,7 +563,9 @@ _SEED_WORDS = (
 _LOCK_ALONE_TEXT = "alarm gate door safe garage shed locker lock"
 _LOCK_ALONE = frozenset(_words(_LOCK_ALONE_TEXT))
 # A code of no named kind: a secret only when a lock noun says what it opens.
-_PLAIN_CODES = frozenset(_words("code codice código codigo kode koden koodi kod kód"))
+_PLAIN_CODES = frozenset(
+    _words("code codice código codigo kode koden koodi kod kód codul codi код кодом קוד הקוד")
+)
 _LOCK_CODE_WORDS = (
     "combination",
     "combo",
@@ -620,7 +622,7 @@ _LOCK_NOUN_RE = re.compile(
     r"|tresor|trezor|cofre|caja|cadeado|candado|cadenas|lucchetto|kłódka|sejf|drzwi|brama|immeuble"
     r"|intercom|interphone|domofon|citofono|portero|nøglebok|nøkkelbok|nyckelbox|fietsslot"
     r"|cykellås|sykkellås|fahrradschloss|schlüsselkast|sleutelkast|garasje|branka|branky"
-    r"|brána|brány|dveří|ovi|portti)\w{0,3}\b",
+    r"|brána|brány|dveří|ovi|portti|porta|interfon|під'їзд|подъезд|דלת|הדלת)\w{0,3}\b",
     re.I,
 )
 # A plain `code` after one of these is no secret: `the zip code for the house is 30301`.
@@ -649,6 +651,7 @@ _ADVERBS = (
 _VERBS = (
     r"is|was|are|were|=|est|c'est|c’est|ist|lautet|war|es|era|é|è|är|er|je|jest|sont|wa|la|là|on"
     r"|(?:will|would|should|shall|has[ \t]+to|is[ \t]+going[ \t]+to)[ \t]+be"
+    r"|equals|equal[ \t]+to"
 )
 _LINK_RE = re.compile(
     rf"(?:'s|’s)(?:[ \t]+(?:{_ADVERBS}))?[ \t]+"
@@ -775,7 +778,8 @@ def _trim(text: str, start: int, end: int) -> int:
 
 _DIGIT_WORDS = "zero|oh|one|two|three|four|five|six|seven|eight|nine"
 # a code read out, as a voice message writes it
-_SPOKEN_CODE_RE = re.compile(rf"(?i:{_DIGIT_WORDS})(?:[ \t,-]+(?i:{_DIGIT_WORDS})){{2,11}}\b")
+_SPOKEN_DIGIT = rf"(?:(?:double|triple)[ \t]+)?(?:{_DIGIT_WORDS})"  # `double one two three`
+_SPOKEN_CODE_RE = re.compile(rf"(?i:{_SPOKEN_DIGIT})(?:[ \t,-]+(?i:{_SPOKEN_DIGIT})){{2,11}}\b")
 
 
 def _code_value(text: str, pos: int) -> Span | None:
@@ -1022,6 +1026,10 @@ def _prose_span(m: re.Match[str]) -> Span | None:
         return None
     if m.group().lower() in _LOCK_ALONE:
         return _lock_alone_value(text, m.end())
+    if m.group().lower() == "combo" and not _LOCK_NOUN_RE.search(
+        text, max(0, m.start() - 40), m.end() + 40
+    ):
+        return None  # `my combo is 4-3-2 then dash`: a game's, not a lock's
     plain_code = kind == "code" and m.group().lower() in _PLAIN_CODES
     if plain_code:
         behind = text[max(0, m.start() - 24) : m.start()]
@@ -1244,6 +1252,9 @@ def _recovery_span(m: re.Match[str]) -> Span | None:
         last = c.end(1)
         pos = c.end()
     return (first, last) if first >= 0 else None
+
+
+_BITLOCKER_RE = re.compile(r"(?<![\w-])\d{6}(?:-\d{6}){7}(?![\w-])")
 
 
 # A markdown table with a password column: each row's cell in that column.
@@ -1595,6 +1606,9 @@ BUILTIN += [
         seek=re.compile(r"(?:login|log-in|creds|credentials|u/p)[ \t]+\S+[ \t]+/[ \t]"),
     ),
     Detector("keyword_secret", _TABLE_ROW_RE, ("|",), _table_span, 9),
+    # a BitLocker recovery key, which nothing else has the shape of: eight groups of six
+    # digits (`408122-553190-…-219987`), named or not
+    Detector("keyword_secret", _BITLOCKER_RE, ("-",), group_span(0), 9),
     Detector("keyword_secret", _REPLY_RE, (":",), _reply_span, 9),
     Detector(
         "keyword_secret",
@@ -1731,19 +1745,21 @@ _NEAR_CODE_WORDS = (
     *_words("""pin pins pincode pinkod pinkode pin-code passcode passcodes combination combo
     code codes codice código codigo koodi kode koden kod kód kodu şifre şifresi alarm alarms
     safe door gate keypad lockbox keybox keysafe padlock locker intercom tresor trezor
-    digicode türcode sejf kluis cofre"""),
+    digicode türcode sejf kluis cofre kapukód codul codi код кодом κωδικός 비밀번호 קוד הקוד"""),
     "pass code",
+    "namba ya siri",  # Swahili: a PIN
 )
 _NEAR_CODE_RE = re.compile(rf"(?<![\w.@/-])(?:{_trie(_NEAR_CODE_WORDS)})(?![\w-])", re.I)
 _NEAR_DIGITS_RE = re.compile(
-    r"(?<![\w.,:/#+$€£-])(?:\d{2}(?:[ -]\d{2}){2,3}|\d{3,8})(?![\w%]|[.,:/-]\d|[ -]\d)"
+    r"(?<![\w.,:/#+$€£-])(?:\d{2}(?:[ -]\d{2}){2,3}|\d(?: \d){3,7}|\d{3,8})"
+    r"(?![\w%]|[.,:/-]\d|[ -]\d)"
 )
 _NEAR_END_RE = re.compile(r"[.!?;](?:\s|$)|\n|\([^)]*$")
 _NEAR_LINK_RE = re.compile(
     r"(?:^|[\s,])(?:is|was|are|=|to|now|it's|it’s|its|c'est|c’est|c'était|c’était|était|est|è"
-    r"|é|es|ist|lautet|war|je"
+    r"|é|es|és|este|ist|lautet|war|je|είναι|ay|ni|הוא|היא"
     r"|er|är|on|be|then|use|enter|press|punch|dial|type)[ \t]*:?[ \t]*\Z"
-    r"|[:=→>][ \t]*\Z|\s[\-–—][ \t]*\Z|\A[ \t]*\Z",
+    r"|[:=→>][ \t]*\Z|\s[\-–—][ \t]*\Z|\A,?[ \t]*\Z",
     re.I,
 )
 _NEAR_UNIT_RE = re.compile(
@@ -1784,7 +1800,7 @@ def _near_code_span(m: re.Match[str]) -> Span | None:
         before = text[max(0, m.start() - 24) : m.start()].split()
         if before and before[-1].lower().strip(".,:;") in _NOT_SECRET_CODES:
             return None
-        around = text[max(0, m.start() - 40) : m.end() + len(window)]
+        around = text[max(0, m.start() - 60) : m.end() + len(window)]
         if not _LOCK_NOUN_RE.search(around):
             return None
     for d in _NEAR_DIGITS_RE.finditer(window):
@@ -1857,6 +1873,39 @@ def continued_codes(text: str, found: Iterable[tuple[int, int, str]]) -> list[tu
 _SENTENCE_STOP_RE = re.compile(r"[.!?](?:\s|$)|\n")
 
 
+# A secret told twice (`the code is four seven seven one, that's four seven seven one`,
+# `PIN 2012 ... I typed 2012 again`): another whole occurrence of a value a detector found,
+# in the 200 characters after it, is the same secret. Only a value of 4 characters or more
+# with a digit or a blank in it: a word (`Name`, `unreserved`) found once in a file of code
+# is more often a false positive, which repeating would multiply.
+_REPEAT_WINDOW = 200
+
+
+def _value_char(c: str) -> bool:
+    return c.isalnum() or c in "!#$%&*+=@_-/"  # `Garden2024!` is not `Garden2024` again
+
+
+def repeated_values(text: str, found: Iterable[tuple[int, int, str]]) -> list[tuple[int, int, str]]:
+    """The other occurrences of the values found, as `(start, end, kind)`."""
+    out: list[tuple[int, int, str]] = []
+    seen: set[str] = set()
+    for start, end, kind in found:
+        value = text[start:end]
+        if len(value) < 4 or value in seen or not any(c.isdigit() or c == " " for c in value):
+            continue
+        seen.add(value)
+        at = text.find(value, end, end + _REPEAT_WINDOW + len(value))
+        while at >= 0:
+            after = at + len(value)
+            edge_ok = (at == 0 or not _value_char(text[at - 1])) and (
+                after == len(text) or not _value_char(text[after])
+            )
+            if edge_ok:
+                out.append((at, after, kind))
+            at = text.find(value, after, end + _REPEAT_WINDOW + len(value))
+    return out
+
+
 BUILTIN += [
     Detector(
         "keyword_secret",
@@ -1880,7 +1929,8 @@ _CRED_CONTEXT_ANCHORS = (
     "pass", "pw", "pwd", "login", "log in", "log-in", "logging in", "sign in", "signin",
     "wifi", "wi-fi", "cred", "heslo", "senha", "contrase", "clave", "mot de passe", "mdp",
     "wachtwoord", "lösen", "passord", "adgangskode", "salasana", "hasło", "şifre", "parola",
-    "sandi", "khẩu", "пароль", "кодов",
+    "sandi", "khẩu", "пароль", "кодов", "كلمة السر", "كلمة المرور", "סיסמ", "비밀번호",
+    "requirepass", "locked out",
 )  # fmt: skip
 _CRED_CONTEXT_RE = re.compile(
     # a bare `pass` only as a noun (`the pass is`, `pass: …`, `pass for the lobby`): not
@@ -1889,7 +1939,8 @@ _CRED_CONTEXT_RE = re.compile(
     r"|pass(?:word|wort|wd|code|phrase|ord)s?|pw|pwd|log(?:ging|ged)?[ -]?in"
     r"|sign[ -]?in|wi-?fi|creds?|credentials?|heslo|senha|contrase(?:ñ|n)a|clave|mot de passe|mdp"
     r"|wachtwoord|lösenord(?:et)?|passordet|adgangskoden?|salasana|hasło|şifre(?:si)?|parola"
-    r"|kata sandi(?:nya)?|sandi(?:nya)?|mật khẩu|пароль)(?![a-z])",
+    r"|kata sandi(?:nya)?|sandi(?:nya)?|mật khẩu|пароль|كلمة (?:السر|المرور)|ה?סיסמה|비밀번호"
+    r"|requirepass|locked out)(?![a-z])",
     re.I,
 )
 _CRED_WORD_RE = re.compile(  # a word with a digit or a symbol in it: ordinary words are passed
@@ -1932,7 +1983,9 @@ _CODE_LINE_RE = re.compile(
     r"\w\((?:[\w\"'*]|\))|->|\b(?:def|return|import|class|lambda|elif|self)\b|[{};]|==|\w\[|\$\{"
     r"|['\"][^'\"\n]*['\"][ \t]*,[ \t]*r?['\"]"  # a list of strings
 )
-_LOWER_DIGITS_RE = re.compile(r"[A-Za-z]{3,}\d{1,6}|[a-z]+\d+[a-z]+\d*")
+_LOWER_DIGITS_RE = re.compile(
+    r"[A-Za-z]{3,}_?\d{1,6}|[a-z]+\d+[a-z]+\d*|[a-z]{3,}(?:-[a-z]{3,})+-\d{1,6}"
+)
 _NETWORK_SUFFIX_RE = re.compile(r"[_-](?:2\.?4|5)g(?:hz)?\Z|[_-]ext\Z", re.I)
 
 

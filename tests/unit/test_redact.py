@@ -1198,3 +1198,23 @@ def test_random_bytes_hold_no_password_shaped_word() -> None:
     for _ in range(100):
         data = rng.randbytes(1 << 16)
         assert R.redact_bytes(data) == (data, ())
+
+
+def test_a_secret_told_twice_is_redacted_both_times() -> None:
+    text = "the garage code is four seven seven one, that's four seven seven one. Ring us."
+    out = R.redact(text).text
+    assert "seven" not in out and out.count("[REDACTED:") == 2, out
+    # the same value glued to more characters is another value, and stays a miss, not a
+    # half-redacted password
+    text = "the wifi pw is Garden2024, or was it Garden2024! no idea"
+    out = R.redact(text).text
+    assert "Garden2024!" in out and out.count("[REDACTED:") == 1, out
+    # nothing found, nothing repeated
+    assert not R.redact("four seven seven one, four seven seven one").redactions
+
+
+def test_a_bitlocker_recovery_key_is_redacted_unnamed() -> None:
+    key = "408122-553190-117095-629044-310188-775412-004466-219987"
+    out = R.redact(f"used {key} from the vault").text
+    assert out == "used [REDACTED:keyword_secret] from the vault"
+    assert not R.redact("order 408122-553190-117095 shipped").redactions

@@ -75,7 +75,7 @@ def test_recall_and_false_positives_on_the_corpus() -> None:
     s = _score([it for it in ITEMS if it.group not in HELD_OUT])
     assert s.false_positives == 0, s.touched
     assert s.strays == 0
-    assert s.caught >= 1244, s.missed  # of 1,369 (natural_dev included)
+    assert s.caught >= 1387, s.missed  # of 1,541 (natural_dev included)
     assert s.partly == 0, s.missed
 
 
@@ -90,15 +90,15 @@ def test_natural_language_secrets_held_out() -> None:
     # Written by someone who saw neither the detectors nor the other files, never tuned
     # on: a floor at what it measured (the issue asks 0.98; docs/secrets.md says why not).
     s = _score(_group("natural_holdout"))
-    assert s.false_positives <= 1, s.touched  # of 92: one measured, not looked at
+    assert s.false_positives <= 1, s.touched  # of 93: one measured, not looked at
     assert s.strays == 0
-    assert s.caught >= 115, s.missed  # of 172
-    assert s.partly == 0, s.missed
+    assert s.caught >= 120, s.missed  # of 171
+    assert s.partly <= 2, s.missed  # two measured, not looked at
 
 
 def test_natural_language_secrets_dev() -> None:
     s = _score(_group("natural_dev"))
-    assert (s.caught, s.secrets) == (1130, 1253), s.missed
+    assert (s.caught, s.secrets) == (1271, 1425), s.missed
     assert s.false_positives == 0, s.touched
     assert s.strays == 0
 
