@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import os
 import stat
+import time
 import urllib.parse
 from collections import OrderedDict
 from dataclasses import dataclass
@@ -60,6 +61,9 @@ class Answer:
 # Question and options directories kept in the tree; the least recently looked up goes
 # first. A question asked again after it went is searched again.
 QUERY_DIRS_KEPT = 256
+# How long a name a question's directory listed still resolves after a new computation
+# of the question left it out (`QueryDirs._retired_link`)
+RETIRED_FOR = 5.0
 
 
 class QueryDirs(RoleBase):
@@ -84,9 +88,11 @@ class QueryDirs(RoleBase):
         # question and options directories by inode number, least recently used first
         self._recent: OrderedDict[int, Inode] = OrderedDict()
         self._counted: set[int] = set()  # question directories whose reads were counted
-        # question directory inode -> the links of the computation it replaced, by name
-        # (the target until looked up, then the inode made for it): see _retired_link
-        self._retired: dict[int, dict[str, bytes | Inode]] = {}
+        # question directory inode -> the links earlier computations listed and it does
+        # not, by name: (target, when the name left the listing); see _retired_link
+        self._retired: dict[int, dict[str, tuple[bytes, float]]] = {}
+        # the inodes made for those names when looked up, freed with their directory
+        self._retired_inodes: dict[int, dict[str, Inode]] = {}
 
     def build(self, root: Inode) -> None:
         if self.search is not None:
@@ -164,20 +170,22 @@ class QueryDirs(RoleBase):
         )
 
     def _retired_link(self, qd: Inode, name: str) -> Inode:
-        """A link of the question's previous computation, looked up by a name that is
-        no longer listed. `ls -l` reads a listing, then looks each name up by its path;
+        """A link an earlier computation of the question listed, looked up by a name that
+        is no longer listed. `ls -l` reads a listing, then looks each name up by its path;
         the question's directory is computed again when the index moved on in between
-        (every path walk asks again), and ranks may move. Such a name still leads where
-        it led until the question is computed once more; only the new names are listed."""
-        names = self._retired.get(qd.ino)
-        link = names.get(name) if names else None
-        if link is None:
+        (every path walk asks again: a write indexed, its vectors after it), and ranks
+        may move. Such a name still leads where it led for RETIRED_FOR seconds after it
+        left the listing; only the current names are listed."""
+        target, left = self._retired.get(qd.ino, {}).get(name, (b"", 0.0))
+        if not target or time.monotonic() - left > RETIRED_FOR:
             raise NotFound(f"{self.table.child_path(qd, name)} does not exist")
-        if isinstance(link, bytes):
-            link = self.table.new(Role.QLINK, stat.S_IFLNK | 0o777, name, None, target=link)
-            link.parent = qd  # its path is under the question; it is never listed
-            assert names is not None
-            names[name] = link
+        made = self._retired_inodes.setdefault(qd.ino, {})
+        link = made.get(name)
+        if link is not None:
+            return link
+        link = self.table.new(Role.QLINK, stat.S_IFLNK | 0o777, name, None, target=target)
+        link.parent = qd  # its path is under the question; it is never listed
+        made[name] = link
         return link
 
     # ---- bounded: every distinct question would otherwise stay for the life of the mount --
@@ -204,10 +212,10 @@ class QueryDirs(RoleBase):
         told to drop the directory's name, so it forgets them now: it keeps an unused
         name until memory is short, and each kept a dozen inodes (~14 KB) in the table."""
         self._recent.pop(qd.ino, None)
-        for link in self._retired.pop(qd.ino, {}).values():
-            if isinstance(link, Inode):
-                link.parent = None
-                self.table.maybe_free(link)
+        self._retired.pop(qd.ino, None)
+        for link in self._retired_inodes.pop(qd.ino, {}).values():
+            link.parent = None
+            self.table.maybe_free(link)
         if qd.parent is not None:
             self.table.invalidations.append(Invalidation(qd.parent.ino, name=qd.name))
         for c in list((qd.children or {}).values()):
@@ -254,13 +262,17 @@ class QueryDirs(RoleBase):
         t = self.table
         assert d.children is not None
         old = d.children.get(name)
-        retired: dict[str, bytes | Inode] = {}
+        retired: dict[str, tuple[bytes, float]] = {}
         if old is not None:
             if old.query.generation == answer.generation:
                 return old
+            now = time.monotonic()
+            for n, (target, left) in self._retired.get(old.ino, {}).items():
+                if now - left <= RETIRED_FOR:
+                    retired[n] = (target, left)
             for c in (old.children or {}).values():
                 if c.role == Role.QLINK and c.target is not None:
-                    retired[c.name] = c.target
+                    retired[c.name] = (c.target, now)
             self._drop(old)
         qd = t.new(
             Role.QUERY,
@@ -281,6 +293,8 @@ class QueryDirs(RoleBase):
             t.new(Role.QLINK, stat.S_IFLNK | 0o777, f"{i + 1:02d}_{dirname}", qd, target=target)
         for fname, data in answer.files.items():
             t.new(Role.QFILE, stat.S_IFREG | 0o444, fname, qd, data=bytearray(data))
+        for n in qd.children or {}:
+            retired.pop(n, None)  # listed again: the new link
         if retired:
             self._retired[qd.ino] = retired
         return qd
