@@ -44,6 +44,7 @@ import sys
 import tarfile
 import tempfile
 import time
+from collections import Counter
 from collections.abc import Callable
 from pathlib import Path
 
@@ -206,21 +207,8 @@ def library_check(rev: str) -> dict[str, object]:
     for name, proc in procs.items():
         out, _ = proc.communicate(json.dumps(files))
         found[name] = [tuple(pair) for pair in json.loads(out)]
-    ours_, theirs = found["contextfs"], found[f"contextfs@{rev}"]
-
-    def minus(a: list, b: list) -> list:
-        left: dict[tuple, int] = {}
-        for pair in b:
-            left[pair] = left.get(pair, 0) + 1
-        out = []
-        for pair in a:
-            if left.get(pair, 0) > 0:
-                left[pair] -= 1
-            else:
-                out.append(pair)
-        return out
-
-    more, fewer = minus(ours_, theirs), minus(theirs, ours_)
+    ours_, theirs = Counter(found["contextfs"]), Counter(found[f"contextfs@{rev}"])
+    more, fewer = sorted((ours_ - theirs).elements()), sorted((theirs - ours_).elements())
     print(f"\n| detector | redactions in {len(files)} files |\n|---|---|")
     for name, pairs in found.items():
         print(f"| {name} | {len(pairs)} |")

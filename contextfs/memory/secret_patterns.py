@@ -1897,10 +1897,10 @@ def repeated_values(text: str, found: Iterable[tuple[int, int, str]]) -> list[tu
         at = text.find(value, end, end + _REPEAT_WINDOW + len(value))
         while at >= 0:
             after = at + len(value)
-            edge_ok = (at == 0 or not _value_char(text[at - 1])) and (
+            # (at > end: there is a character before it)
+            if not _value_char(text[at - 1]) and (
                 after == len(text) or not _value_char(text[after])
-            )
-            if edge_ok:
+            ):
                 out.append((at, after, kind))
             at = text.find(value, after, end + _REPEAT_WINDOW + len(value))
     return out
