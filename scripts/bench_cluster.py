@@ -63,7 +63,7 @@ from pathlib import Path
 
 import psycopg
 
-from contextfs.testing import Mount, machine_info, say, stats, write_json
+from contextfs.testing import Mount, machine_info, say, stats, write_json, write_synced
 from contextfs.testing.latency import LatencyProxy
 from contextfs.testing.postgres import PgServer
 
@@ -86,20 +86,10 @@ class Writes:
     lock: threading.Lock = field(default_factory=threading.Lock)
 
 
-def write_file(path: Path, text: str) -> None:
-    """open, write, fsync, close: acknowledged when this returns."""
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
-    try:
-        os.write(fd, text.encode())
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-
-
 def write_node(mnt: Path, name: str, text: str) -> None:
     d = mnt / PREFS / name
     d.mkdir()
-    write_file(d / "L2.md", text)
+    write_synced(d / "L2.md", text)
 
 
 def try_write(mnt: Path, name: str, text: str, w: Writes) -> int:
@@ -183,7 +173,9 @@ def latency_phase(
             if hot:
                 item = f"- evidence {secrets.token_hex(6)} {mi}{ti}\n"
                 try:
-                    write_file(m.path / AGG / f"d{mi}{ti}-{i}.md", f"---\ntopic: hot\n---\n{item}")
+                    write_synced(
+                        m.path / AGG / f"d{mi}{ti}-{i}.md", f"---\ntopic: hot\n---\n{item}"
+                    )
                     with w.lock:
                         w.items.append(item.strip())
                 except OSError as e:
@@ -307,7 +299,7 @@ def restart_phase(server: PgServer, mounts: list[Mount], outage: float, run: flo
     # on the other mounts: after it, each mount's first read of them goes to the server
     for mi, m in enumerate(mounts):
         write_node(m.path, f"cold{mi}", f"Cold note {mi}.\n")
-        write_file(m.path / PREFS / f"cold{mi}" / "notes.txt", f"attachment {mi}\n")
+        write_synced(m.path / PREFS / f"cold{mi}" / "notes.txt", f"attachment {mi}\n")
 
     def writer(mi: int, ti: int) -> None:
         i = 0
@@ -435,7 +427,7 @@ def frozen_phase(server: PgServer, mounts: list[Mount], seconds: float) -> dict:
         d = mounts[mi].path / ENTITIES / f"waiting{mi}"
         try:
             d.mkdir()
-            write_file(d / "L2.md", f"Written while the server was frozen {mi}.\n")
+            write_synced(d / "L2.md", f"Written while the server was frozen {mi}.\n")
             outcomes[mi] = "stored"
         except OSError as e:
             outcomes[mi] = errno.errorcode.get(e.errno or 0, str(e.errno))

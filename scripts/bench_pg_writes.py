@@ -24,7 +24,7 @@ import threading
 import time
 from pathlib import Path
 
-from contextfs.testing import Mount
+from contextfs.testing import Mount, write_synced
 from contextfs.testing.postgres import PgServer
 from contextfs.testing.report import say
 
@@ -37,12 +37,7 @@ def create(mnt: Path, name: str) -> None:
     """mkdir a node, then open, write, fsync and close its L2.md: acknowledged on return."""
     d = mnt / PREFS / name
     d.mkdir()
-    fd = os.open(d / "L2.md", os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
-    try:
-        os.write(fd, f"A note called {name}.\n".encode())
-        os.fsync(fd)
-    finally:
-        os.close(fd)
+    write_synced(d / "L2.md", f"A note called {name}.\n")
 
 
 def throughput(mnt: Path, writes: int, prefix: str) -> tuple[float, int]:

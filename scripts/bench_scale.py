@@ -66,6 +66,7 @@ from contextfs.testing import (
     stats,
     wait_index_ready,
     write_json,
+    write_synced,
 )
 from contextfs.testing.bench_embedder import BenchEmbedder
 from contextfs.testing.bench_store import (
@@ -232,12 +233,7 @@ def create_fsync(mnt: Path, trials: int) -> list[float]:
         node = base / f"bench-new-{k:04d}"
         t0 = time.perf_counter()
         node.mkdir()
-        fd = os.open(node / "L2.md", os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
-        try:
-            os.write(fd, f"A new note number {k} about tea and the garden.\n".encode())
-            os.fsync(fd)
-        finally:
-            os.close(fd)
+        write_synced(node / "L2.md", f"A new note number {k} about tea and the garden.\n")
         out.append(time.perf_counter() - t0)
     return out
 

@@ -102,6 +102,7 @@ from contextfs.testing import (
     stats,
     wait_index_ready,
     write_json,
+    write_synced,
 )
 from contextfs.testing.bench_embedder import BenchEmbedder
 from contextfs.testing.prose import WORDS, sentence
@@ -501,12 +502,7 @@ def measure_fsync(mnt: Path, trials: int) -> dict:
         t0 = time.perf_counter()
         node = mnt / rel
         node.mkdir()
-        fd = os.open(node / "L2.md", os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
-        try:
-            os.write(fd, f"She keeps a {word} on the shelf by the window.\n".encode())
-            os.fsync(fd)
-        finally:
-            os.close(fd)
+        write_synced(node / "L2.md", f"She keeps a {word} on the shelf by the window.\n")
         t1 = time.perf_counter()
         hits = json.loads((mnt / ".query" / word / "_results.json").read_text())["hits"]
         t2 = time.perf_counter()

@@ -35,6 +35,7 @@ from contextfs.testing.mount import (
     log_problems,
     unmount,
     wait_index_ready,
+    write_synced,
 )
 from contextfs.testing.report import (
     Progress,
@@ -69,4 +70,5 @@ __all__ = [
     "unmount",
     "wait_index_ready",
     "write_json",
+    "write_synced",
 ]

@@ -376,6 +376,16 @@ def log_problems(log: Path) -> list[str]:
     ]
 
 
+def write_synced(path: Path, text: str) -> None:
+    """open (created or truncated), write, fsync, close: acknowledged when this returns."""
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+    try:
+        os.write(fd, text.encode())
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
 def errno_of(fn: Callable[..., object], *args: object) -> int:
     """The errno a call fails with through the mount, 0 when it succeeds."""
     try:
