@@ -37,6 +37,7 @@ from contextfs.memory.secret_patterns import (
     Span,
     continued_codes,
     group_span,
+    listed_values,
     repeated_values,
 )
 
@@ -354,6 +355,9 @@ class Redactor:
             if taken.add(s, e):
                 out.append((s, e, kind))
         for s, e, kind in repeated_values(text, sorted(out)):  # told twice
+            if taken.add(s, e):
+                out.append((s, e, kind))
+        for s, e, kind in listed_values(text, sorted(out)):  # the list's other entries
             if taken.add(s, e):
                 out.append((s, e, kind))
         return sorted(out)

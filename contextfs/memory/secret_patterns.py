@@ -295,6 +295,12 @@ _PLACEHOLDER_TEXT = """
     unknown secretstr secretbytes self this env await new lambda function async
 """
 _PLACEHOLDER_WORDS = frozenset(_PLACEHOLDER_TEXT.split())
+# what a placeholder that starts with `your`, `my`, `the`… names (`the_api_key`)
+_PLACEHOLDER_NOUN_TEXT = """
+    pw pin code value data me it here credentials creds username user login name id
+    secrets tokens keys passwords word phrase
+"""
+_PLACEHOLDER_NOUNS = _PLACEHOLDER_WORDS | frozenset(_PLACEHOLDER_NOUN_TEXT.split())
 # Bare words that are code, not a literal: constants, `self`, type names in annotations.
 _CODE_TEXT = """
     none null nil undefined true false self this cls await new lambda function async
@@ -316,7 +322,14 @@ def _is_placeholder(value: str) -> bool:
         return True
     if "..." in s or "…" in s or "***" in s or "xxxx" in low:
         return True
-    return bool(_PLACEHOLDER_PREFIX_RE.match(low) or low.endswith(("_here", "-here", " here")))
+    if low.endswith(("_here", "-here", " here")):
+        return True
+    if not _PLACEHOLDER_PREFIX_RE.match(low):
+        return False
+    # `your_password`, `the api key`, `enter-token-here`; not a phrase that starts with
+    # such a word (`my cat likes tuna`, `the cat sat on my keyboard again`)
+    words = re.split(r"[ _-]+", low)
+    return len(words) <= 2 or any(w in _PLACEHOLDER_NOUNS for w in words[1:])
 
 
 def _keyword_glued(text: str, start: int, kw: str) -> bool:
@@ -612,8 +625,9 @@ _NUMERIC_KW = re.compile(
     r"|geheim(?:zahl|nummer)|security number",
     re.I,
 )
-# What a plain `code` must be for (`the code to the storage unit is 6614`), and where a
-# plain `key` is a wifi key (`ssid: CoffeeBar, key: …`).
+# What a plain `code` must be for (`the code to the storage unit is 6614`, `the one-time
+# code they texted me was 482913`), and where a plain `key` is a wifi key (`ssid:
+# CoffeeBar, key: …`).
 _LOCK_NOUN_RE = re.compile(
     r"\b(?:door|gate|safe|lock|alarm|garage|shed|unit|locker|box|house|flat|apartment"
     r"|entrance|building|storage|vault|cabinet|padlock|keypad|phone|iphone|ipad|tablet|laptop"
@@ -625,11 +639,18 @@ _LOCK_NOUN_RE = re.compile(
     r"|brána|brány|dveří|ovi|portti|porta|interfon|під'їзд|подъезд|דלת|הדלת)\w{0,3}\b",
     re.I,
 )
+# A one-time code or a card's, named right before a plain `code` (`your login code is
+# 604913`, `ATM code 8824`): a secret like a lock's.
+_OTP_BEFORE_RE = re.compile(
+    r"\b(?:atm|card|one[- ]time|otp|2fa|mfa|sms|login|sign[- ]?in|verification|steam[ \t]+guard)"
+    r"[ \t-]*\Z",
+    re.I,
+)
 # A plain `code` after one of these is no secret: `the zip code for the house is 30301`.
 _NOT_SECRET_CODES = frozenset(
     _words("""
     zip postal post area country error status exit return promo discount coupon voucher
-    gift source bar qr dress building reference verification confirmation tracking product
+    gift source bar qr dress building reference confirmation tracking product
     colour color language currency airport station tax sort swift routing bank iata icao
     """)
 )
@@ -873,7 +894,11 @@ def _prose_value(text: str, pos: int, kind: str, bare_link: bool = False) -> Spa
 # `… is incorrect.`, `… is mine`.
 _WORD_VALUE_RE = re.compile(
     r"[A-Za-z][a-z]{3,23}(?=(?:[ \t]+(?:btw|lol|ok|thx|thanks|haha|xx|x))?"
-    r"[ \t]*(?:[.!]?[ \t]*(?:\r?\n|\Z)|[.!;][ \t]+[A-Z]|,[ \t]))"
+    r"[ \t]*(?:[.!]?[ \t]*(?:\r?\n|\Z)|[.!;][ \t]+[A-Z]|,[ \t]"
+    # how it is written: `moonwalk all lowercase`, `rosegarden all in small letters`
+    r"|[ \t]+(?i:all[ \t]+(?:lower|small|in[ \t]+(?:lower|small))|in[ \t]+(?:lower|small)"
+    r"|lower[ -]?case|no[ \t]+spaces?|one[ \t]+word|with[ \t]+(?:a|an|the)[ \t]+capital"
+    r"|\((?:lower|all|one|case|no)\b)))"
 )
 _DESCRIBING = frozenset(
     _words("""
@@ -917,7 +942,7 @@ def _word_value(text: str, pos: int) -> Span | None:
         return None
     word = m.group()
     low = word.lower()
-    if low in _DESCRIBING or _is_placeholder(word):
+    if low in _DESCRIBING or low in _NOT_ANSWERS or _is_placeholder(word):
         return None
     if low.endswith(_DESCRIBING_ENDS) and word[0].islower():
         return None  # `expired`, `case-sensitive`; a capital: a name (`Winter`, `Butterfly`)
@@ -1037,7 +1062,9 @@ def _prose_span(m: re.Match[str]) -> Span | None:
         if before and before[-1].lower().strip(".,:;") in _NOT_SECRET_CODES:
             return None
         # what the code is for, said first: `Office alarm: code 7720`
-        plain_code = not _LOCK_NOUN_RE.search(behind[behind.rfind("\n") + 1 :])
+        plain_code = not (
+            _LOCK_NOUN_RE.search(behind[behind.rfind("\n") + 1 :]) or _OTP_BEFORE_RE.search(behind)
+        )
     pos = m.end()
     if kind in ("code", "pin") and not plain_code:
         bracketed = _BRACKETED_CODE_RE.match(text, pos)
@@ -1380,6 +1407,139 @@ def _reply_span(m: re.Match[str]) -> Span | None:
 _ASK_RE = re.compile(r"(?i:\b(?:need|provide|give|send|enter|type|share|tell|what|which)\b)")
 
 
+# An answer on the next line to a line that asks for a password or a code, in any chat's
+# layout: `whats the pass for the private lobby⏎dragonz⏎thx`, `Welche PIN hat das Tablet
+# nochmal?⏎2019, wie immer`, `[10:42] Priya: what's the guest wifi pw?⏎[10:43] Tom:
+# BlueDesk#guest`. The asking line ends in a `?` or starts with an asking word and names
+# a password, a PIN or a lock's code (not a `password manager`); the answer is the next
+# line that is not the asker's, a short one: after a time, a speaker's name, a quote
+# mark, a yes or an `it's`, it starts with the value: a code for a PIN or a lock, a word
+# shaped like a password, or a plain word alone on its line for a password (`dragonz`,
+# not `Yesterday`).
+_ASKED_RE = re.compile(
+    rf"(?<![A-Za-z0-9_])(?:{_PROSE_KW_RE.pattern}|(?P<sq>security[ \t]+question|maiden[ \t]+name))",
+    re.I,
+)
+_ASKED_SEEK = re.compile(_trie((*_KEYWORDS_ALL, "security question", "maiden name")))
+# Where a line asks: its `?` or an asking word, up to the line's end (the keywords are
+# looked for on those lines only: a scan for any keyword anywhere costs far more).
+_ANSWER_MAX = 64  # an answer is a short line: longer lines after a question are prose
+_SHORT_NEXT = rf"(?=(?:[ \t]*\n)?[^\n]{{1,{_ANSWER_MAX}}}(?:\n|\Z))"
+_ASK_END_RE = re.compile(rf"\?[^\n?]{{0,24}}\n{_SHORT_NEXT}")
+_ASK_WORDS = _words("""what what's whats which wat need send give tell remind remember welche
+welcher welches welchen hast quel quelle cual cuál qual jaki jaka jakie""")
+# (an asking word first on its line, after a speaker's name and a greeting: a scan from
+# line starts, whose groups never backtrack, is cheap)
+_ASK_WORD_RES = tuple(
+    re.compile(
+        rf"{start}[ \t>\"“]*+(?>\[[^\]\n]{{1,24}}+\][ \t]*+)?(?>[A-Z][\w.'’ -]{{0,20}}+:[ \t]*+)?"
+        r"(?>(?i:hey|hi|ok|okay|so|and|um|oh|btw|also|sorry)[ \t,.!]++)?"
+        rf"(?i:{_trie(_ASK_WORDS)})(?![\w'’])[^\n?]{{0,80}}\n{_SHORT_NEXT}"
+    )
+    for start in (r"\A", r"\n")
+)
+_ANSWER_LEAD_RE = re.compile(
+    r"[ \t]*(?:>[ \t]*)?(?:\[(?!REDACTED)[^\]\n]{1,24}\][ \t]*)?(?:[A-Z][\w.'’ -]{0,20}:[ \t]*)?"
+    r"(?:(?i:ok(?:ay)?|sure|yes|yeah|yep|ja|oui|s[ií]|sorry|np|hmm+|um+|uh|so)[ \t]*[,.!:]*[ \t]+)?"
+    r"(?:(?i:it'?s|its|it’s|it[ \t]+is|that'?s|try|use|es|c'est|c’est|ist)[ \t]*:?[ \t]+)?"
+    r"[\"'“‘]?"
+)
+_SPEAKER_RE = re.compile(r"[ \t]*(?:>[ \t]*)?(?:\[[^\]\n]{1,24}\][ \t]*)?([A-Z][\w.'’ -]{0,20}):")
+# What a plain word answering the question says when it is no password.
+_NOT_ANSWERS = frozenset(
+    _words("""yesterday today tomorrow later soon never always maybe perhaps nope dunno idk
+    nothing thanks thank sorry please wait what why where when which who how same both
+    neither either check ask look here there mine yours this that these those none sure
+    okay fine yes yeah yep nah right left still again also just only exactly hang hold
+    hello hey morning evening night tonight unsure forgot forget changed reset""")
+)
+_ANSWER_TAIL_RE = re.compile(
+    r"[ \t]*[\"'”’]?[ \t]*[.!]*[ \t]*(?:(?i:thx|thanks|lol|xx|x|ok)[ \t]*[.!]*)?[ \t]*"
+    r"[^\w\s]{0,4}[ \t]*(?:\n|\Z)"  # an emoji, a full stop
+)
+
+
+def _answer_span(m: re.Match[str]) -> Span | None:
+    text = m.string
+    line_end = m.end() - 1
+    line_start = text.rfind("\n", 0, line_end) + 1
+    if "?" in m.group() and m.group()[0] != "?":
+        return None  # an asking word on a line with a `?`: that `?` is the match to read
+    if _ASKED_SEEK.search(text[line_start:line_end].lower()) is None:
+        return None  # no keyword: most lines that ask
+    if _CODE_LINE_RE.search(text, line_start, line_end):
+        return None
+    asked = None
+    for k in _ASKED_RE.finditer(text, line_start, line_end):
+        # the line's last keyword (`what's the pin for the bike lock?`), a password's
+        # before a lock's (`whats the pw for the shed laptop`)
+        if asked is None or k.group("code") is None or asked.group("code") is not None:
+            asked = k
+    if asked is None:
+        return None
+    after = _AFTER_WORD_RE.match(text, asked.end(), line_end)
+    if after is not None and after.group(1).lower().rstrip("s") in _NOT_A_HOLDER:
+        return None  # `which password manager do you use?`
+    if asked.group("sq") is not None:
+        kind = "strong"
+    else:
+        kind = _keyword_kind(asked)
+        if kind == "code" and not _LOCK_NOUN_RE.search(text, line_start, line_end):
+            kw = asked.group("code").lower()
+            if kw in _PLAIN_CODES or kw == "codes":
+                return None  # `what's the error code?`: a lock must be named
+        if kind not in ("strong", "loose", "pin", "code", "phrase", "seed"):
+            return None
+    asker = _SPEAKER_RE.match(text, line_start)
+    start = line_end + 1
+    for _ in range(2):  # the asker's own next line is not the answer
+        while text.startswith("\n", start):
+            start += 1
+        speaker = _SPEAKER_RE.match(text, start)
+        if asker is None or speaker is None or speaker.group(1) != asker.group(1):
+            break
+        start = text.find("\n", start) + 1
+        if start == 0:
+            return None
+    answer_end = text.find("\n", start)
+    answer_end = len(text) if answer_end < 0 else answer_end
+    if _CODE_LINE_RE.search(text, start, answer_end) or text[start:answer_end].rstrip().endswith(
+        (":", "=", "{", "(", ",")
+    ):
+        return None  # a line of code or a line that leads on
+    lead = _ANSWER_LEAD_RE.match(text, start)
+    pos = lead.end() if lead is not None else start
+    if kind in ("phrase", "seed"):
+        span = _phrase_value(text, pos, False) or _seed_value(text, pos)
+        if span is None or not _ANSWER_TAIL_RE.match(text, span[1]):
+            return None  # a passphrase answers alone on its line
+        return span
+    if kind in ("pin", "code"):
+        span = _code_value(text, pos)
+        if span is None or _NEAR_UNIT_RE.match(text, span[1]):
+            return None
+        return span
+    b = _PROSE_BARE_RE.match(text, pos)
+    if b is None:
+        return None
+    end = _trim(text, pos, b.end())
+    while end > pos and text[end - 1] in "\"'”’":
+        end -= 1
+    value = text[pos:end]
+    if not value[:1].isalnum() or value[-1] in "=:":
+        return None  # `_string`, `:class`, `mode=`: names in code
+    if _credential_like(value, True) and not _CRED_NOT_RE.fullmatch(value):
+        return pos, end
+    if not (value.isalpha() and len(value) >= 4 and _ANSWER_TAIL_RE.match(text, end)):
+        return None
+    low = value.lower()
+    if low in _NOT_ANSWERS or low in _DESCRIBING or _is_placeholder(value):
+        return None
+    if low.endswith(_DESCRIBING_ENDS) and value[0].islower() and m.group("sq") is None:
+        return None
+    return pos, end
+
+
 # An agent's tool call that types into a password field:
 # `browser.fill(selector="#password", value="Vn8$wQ2#hZ")`, `type(field='passwd', text='…')`.
 _FILL_RE = re.compile(
@@ -1491,8 +1651,8 @@ _ADMIN_PAIR_RE = re.compile(
 )
 # `admin / Stag1ng-Adm1n`, `root / devroot!`: written apart, a pair and no path
 _ADMIN_SPACED_RE = re.compile(
-    rf"(?i:{_ADMIN_USERS})[ \t]+/[ \t]+(?P<q>[`\"']?)(?P<s>[^\s/\"'`<>()\[\]{{}}]{{4,64}})(?P=q)"
-    r"(?![^\s.,;!?])"
+    rf"(?i:{_ADMIN_USERS})[`\"']?[ \t]+/[ \t]+"
+    r"(?P<q>[`\"']?)(?P<s>[^\s/\"'`<>()\[\]{}]{4,64})(?P=q)(?![^\s.,;!?])"
 )
 
 
@@ -1610,6 +1770,8 @@ BUILTIN += [
     # digits (`408122-553190-…-219987`), named or not
     Detector("keyword_secret", _BITLOCKER_RE, ("-",), group_span(0), 9),
     Detector("keyword_secret", _REPLY_RE, (":",), _reply_span, 9),
+    Detector("keyword_secret", _ASK_END_RE, ("?",), _answer_span, 9),
+    *(Detector("keyword_secret", r, ("\n",), _answer_span, 9) for r in _ASK_WORD_RES),
     Detector(
         "keyword_secret",
         _FILL_RE,
@@ -1637,23 +1799,27 @@ BUILTIN += [
         _spaced_pair_span,
         9,
         fold=True,
-        seek=re.compile(rf"(?:{_ADMIN_USERS})[ \t]+/[ \t]"),
+        seek=re.compile(rf"(?:{_ADMIN_USERS})[`\"']?[ \t]+/[ \t]"),
     ),
 ]
 
 # ---- secrets shaped like passwords, told without a keyword ------------------------------
 # Most secrets the held-out sets missed were told without a keyword next to them (`I've
-# reset it to Sunshine!88`, `old was …, new is Qz8!lmVr31`). A word of letters and digits
-# of capitals, small letters and digits with a symbol inside it (`Poppy!Seed9`,
-# `C0reSw!tch#9`, `Tr0ub4dor&3`) is a password wherever it stands: prose writes no such
-# word. Not `issue#123`, `file.py#L12`, `a!=b1`, `minutes*60` (`*`, `~`, `^` and `.` end
-# a word: arithmetic, versions), an address, a path or markup.
-_SHAPE_SYMBOLS = "!#$&?"
-# the symbol first: `re` scans for a character class far faster than for a lookbehind
-_SHAPE_RE = re.compile(r"[!#$&?]+(?=[A-Za-z0-9])")
-_SHAPE_CHARS = frozenset(_ALNUM + "!#$&?%+_-")
+# reset it to Sunshine!88`, `old was …, new is Qz8!lmVr31`). A word of capitals, small
+# letters and digits with a symbol inside it (`Poppy!Seed9`, `C0reSw!tch#9`,
+# `Tr0ub4dor&3`, `CouncilT@x1`) or one symbol after it (`Welcome123!`, `Un1F1ctrl$`) is a
+# password wherever it stands: prose writes no such word. Not `issue#123`, `file.py#L12`,
+# `a!=b1`, `minutes*60` (`*`, `~`, `^` and `.` end a word: arithmetic, versions), an
+# address, a path, markup, or a product's name cheered (`iPhone15!`).
+_SHAPE_SYMBOLS = "!#$&?@"
+# the symbol first (inside a word, or ending one: `Printer22!`): `re` scans for a
+# character class far faster than it tries a lookbehind everywhere
+_SHAPE_RE = re.compile(r"[!#$&?@](?:(?<=[0-9A-Za-z][!$#&])(?![\w!#$&?@])|[!#$&?@]*(?=[A-Za-z0-9]))")
+_SHAPE_CHARS = frozenset(_ALNUM + "!#$&?%+_-@")
 _SHAPE_CODE = ("&&", "!=", "**", "??", "?.", "#!", "$$", "&#")
 _SHAPE_REF_RE = re.compile(r"[\w.-]*#L?\d+(?:-L?\d+)?")
+_SHAPE_METRIC_RE = re.compile(r"[\w-]+@\d+")
+_SHAPE_TAIL = "!$#&"  # one symbol that may end a password (`?` ends a question)
 
 
 def _shape_span(m: re.Match[str]) -> Span | None:
@@ -1665,16 +1831,24 @@ def _shape_span(m: re.Match[str]) -> Span | None:
         start -= 1
     while end < len(text) and text[end] in _SHAPE_CHARS:
         end += 1
-    if start > 0 and text[start - 1] in "@/\\:=<[{}.`":
-        return None  # part of an address, a path, a file name, an assignment or markup
-    if end < len(text) and text[end] in "@/\\=(`]":
-        return None
-    while end > start and text[end - 1] in ",?!-_":  # a sentence's end, not the word's
+    if start > 0 and text[start - 1] in "@/\\:=<[{}.`$":
+        return None  # part of an address, a path, a file name, an assignment, markup, TeX
+    if end < len(text) and (
+        text[end] in "/\\=(`]" or (text[end] == "." and text[end + 1 : end + 2].isalnum())
+    ):
+        return None  # `Jo2@mail.example`, `Tab3!.select`
+    while end > start and text[end - 1] in ",?-_":  # a sentence's end, not the word's
         end -= 1
-    while start < end and text[start] in "_-#&$?!":
+    if text[end - 2 : end] == "!!":
+        while end > start and text[end - 1] == "!":  # `Summer2024!!!`: cheering
+            end -= 1
+    lead = start
+    while start < end and text[start] in "_-#&$?!@":
         start += 1
+    if "$" in text[lead:start]:
+        return None  # `$P_4$-free`: TeX
     value = text[start:end]
-    if re.search(r"#[a-z]", value) and not any(c in value for c in "!$&?"):
+    if re.search(r"#[a-z]", value) and not any(c in value for c in "!$&?@"):
         return None  # `Http2Stream#setTimeout`, `Parser#varDecl2`: a method, an anchor
     if not 8 <= len(value) <= 64 or any(c in value for c in _SHAPE_CODE):
         return None
@@ -1686,8 +1860,21 @@ def _shape_span(m: re.Match[str]) -> Span | None:
         return None
     if sum(c.isalpha() for c in value) < 3 or _SHAPE_REF_RE.fullmatch(value):
         return None
-    if not any(c in _SHAPE_SYMBOLS for c in value.strip(_SHAPE_SYMBOLS)):
+    if _SHAPE_METRIC_RE.fullmatch(value):
+        return None  # `Recall@10`, `nDCG@5`: a measure at a cut-off
+    symbols = sum(c in _SHAPE_SYMBOLS for c in value)
+    if symbols * 4 > len(value):
+        return None  # `B$3$N$?$a!`: escape sequences, not a word
+    if symbols == value.count("@") and not any(c.isupper() for c in value.split("@")[0]):
+        return None  # `ec2-user@i-02573cafc`: a user at a host
+    core = value.strip(_SHAPE_SYMBOLS)
+    if any(c in _SHAPE_SYMBOLS for c in core):
+        return start, end
+    tail = value[len(core) :]
+    if len(tail) != 1 or tail not in _SHAPE_TAIL or value[0] in _SHAPE_SYMBOLS or len(core) < 7:
         return None
+    if _CRED_NOT_RE.fullmatch(core):
+        return None  # `Windows11!`
     return start, end
 
 
@@ -1801,7 +1988,10 @@ def _near_code_span(m: re.Match[str]) -> Span | None:
         if before and before[-1].lower().strip(".,:;") in _NOT_SECRET_CODES:
             return None
         around = text[max(0, m.start() - 60) : m.end() + len(window)]
-        if not _LOCK_NOUN_RE.search(around):
+        if not (
+            _LOCK_NOUN_RE.search(around)
+            or _OTP_BEFORE_RE.search(text, max(0, m.start() - 24), m.start())
+        ):
             return None
     for d in _NEAR_DIGITS_RE.finditer(window):
         gap = window[: d.start()]
@@ -1906,6 +2096,212 @@ def repeated_values(text: str, found: Iterable[tuple[int, int, str]]) -> list[tu
     return out
 
 
+# The other entries of a list that holds a secret found in prose (`passwords for grandma:
+# facebook Rosebud1944, email Rosebud1944!, bank GardenGnome7`, `gmail: Hx!72kDp⏎dropbox:
+# cloudyday⏎spotify: Mixtape_90s`, `Streaming: Netflix Binge#Watch3; Disney+ MickeyEars22`):
+# an entry is a label and a value, on lines of the same layout next to the found one, or
+# after a `,` or a `;` on its line. A value with a digit or a symbol is a secret; a plain
+# word only where the list's lead names passwords or logins. Not a field that is no secret
+# (`user:`, `host:`, `email:`, `port:`), an address, a path, a number or a measure; only
+# after prose detectors: the neighbours of an assignment in a config file are its settings.
+_ENTRY_LINE_RE = re.compile(
+    r"[ \t]*(?:(?:[-*•]|\d{1,2}[.)])[ \t]+)?(?:\*\*|__)?(?P<label>[^\n:–—→=|]{1,32}?)(?:\*\*|__)?"
+    r"(?P<sep>[ \t]*(?:\*\*|__)?(?::|–|—|→|->|=)(?:\*\*|__)?[ \t]*|[ \t]+-[ \t]+)"
+)
+_LINE_REST_RE = re.compile(r"[\"'`”’]?[ \t]*(?:\([^()\n]{0,40}\))?[ \t]*[.!]?[ \t]*")
+_LIST_LINES = 12  # entry lines looked at on each side of the found one
+_ENTRY_VALUE_RE = re.compile(
+    r"[^\s,;]{3,64}(?=[ \t]*(?:\([^()\n]{0,40}\))?[ \t]*[.!]?[ \t]*$)", re.M
+)
+_SEGMENT_RE = re.compile(
+    r"(?:[,;]|(?<=:))[ \t]+(?:and[ \t]+)?(?P<label>(?:[\w+&'’.-]+[ \t]+)?[\w+&'’.-]+?)"
+    r"(?:[ \t]*(?::|–|—|→|=|-)[ \t]*|[ \t]+)(?P<value>[^\s,;]{3,64}?)(?=[.!]?[ \t]*(?:[,;]|$))",
+    re.M,
+)
+_FIELD_LABELS = frozenset(
+    _words("""user username user-name login email e-mail mail url link site website web host
+    hostname server port name id account acct ssid network db database region phone tel
+    address addr ip domain from to cc subject date time version year number no nr type
+    account-id tenant owner admin wifi wi-fi wlan sieć netz réseau red rete netwerk nätverk
+    nettverk netværk verkko síť ağ adı nombre nom naam namn nazwa nome имя сеть""")
+)
+# words that make a label a clause, not an entry's name: `network is …`, `same as …`
+_NOT_LABEL_WORDS = frozenset(
+    _words("is was are were be the a an my your our his her their its as it this that same")
+)
+_LIST_LEAD_RE = re.compile(
+    r"pass(?:word|wd|code)?s?\b|pws\b|pwds\b|logins?\b|log-?ins\b|accounts?\b|creds?\b"
+    r"|credentials\b|sign-?ins?\b|codes\b|pins\b|wachtw|contrase|mots? de passe|passw",
+    re.I,
+)
+_PROSE_KINDS = frozenset(("keyword_secret", "shaped_password"))
+
+
+def _entry_value_ok(value: str, label: str, plain: bool) -> bool:
+    words = label.strip(" \t*_").lower().split()
+    if not words or any(w in _FIELD_LABELS or w in _NOT_LABEL_WORDS for w in words):
+        return False
+    if "@" in value or "://" in value or value.startswith(("/", "~", ".")) or value.isdigit():
+        return False
+    if _MEASURE_RE.fullmatch(value) or _is_placeholder(value) or _CRED_NOT_RE.fullmatch(value):
+        return False
+    if _credential_like(value, True):
+        return True
+    low = value.lower()
+    return (
+        plain
+        and value.isalpha()
+        and len(value) >= 5
+        and low not in _NOT_ANSWERS
+        and low not in _DESCRIBING
+        and low not in _PHRASE_STOP
+    )
+
+
+def listed_values(text: str, found: Iterable[tuple[int, int, str]]) -> list[tuple[int, int, str]]:
+    """The other values of the lists the prose secrets found stand in, as `(start, end,
+    kind)` (see above)."""
+    out: list[tuple[int, int, str]] = []
+    done: set[int] = set()
+    for start, end, kind in found:
+        if kind not in _PROSE_KINDS:
+            continue
+        line_start = text.rfind("\n", 0, start) + 1
+        line_end = text.find("\n", end)
+        line_end = len(text) if line_end < 0 else line_end
+        if line_start not in done:
+            done.add(line_start)
+            out += _line_entries(text, line_start, end, line_end, kind)
+        out += _segment_entries(text, line_start, start, end, line_end, kind)
+    return out
+
+
+def _line_entries(
+    text: str, line_start: int, end: int, line_end: int, kind: str
+) -> list[tuple[int, int, str]]:
+    """The values of the lines next to the found one that have its layout."""
+    entry = _ENTRY_LINE_RE.match(text, line_start, line_end)
+    if entry is None or entry.end() > end or not _LINE_REST_RE.fullmatch(text, end, line_end):
+        return []  # the value found is not what ends an entry line
+    sep = entry.group("sep").strip(" \t*_")
+    lines: list[tuple[int, int]] = []
+    top = line_start
+    for step in (-1, 1):
+        lo, hi = line_start, line_end
+        for _ in range(_LIST_LINES):
+            if step < 0:
+                if lo == 0:
+                    break
+                lo, hi = text.rfind("\n", 0, lo - 1) + 1, lo - 1
+            else:
+                if hi >= len(text):
+                    break
+                lo = hi + 1
+                nl = text.find("\n", lo)
+                hi = len(text) if nl < 0 else nl
+            e = _ENTRY_LINE_RE.match(text, lo, hi)
+            if e is None or e.group("sep").strip(" \t*_") != sep:
+                break
+            lines.append((lo, hi))
+            top = min(top, lo)
+    heading = text[text.rfind("\n", 0, max(0, top - 1)) + 1 : max(0, top - 1)]
+    plain = bool(_LIST_LEAD_RE.search(heading))
+    out = []
+    for lo, hi in lines:
+        e = _ENTRY_LINE_RE.match(text, lo, hi)
+        v = _ENTRY_VALUE_RE.search(text, e.end(), hi) if e is not None else None
+        if e is None or v is None:
+            continue
+        piece = text[e.end() : hi].rsplit(sep, 1)[-1]
+        if len(_ASIDE_RE.sub("", piece).split()) != 1:
+            continue  # `Audible – on my amazon`: words, not a value
+        value_end = _trim(text, v.start(), v.end())
+        if _entry_value_ok(text[v.start() : value_end], e.group("label"), plain):
+            out.append((v.start(), value_end, kind))
+    return out
+
+
+def _segment_entries(
+    text: str, line_start: int, start: int, end: int, line_end: int, kind: str
+) -> list[tuple[int, int, str]]:
+    """The entries chained by `,` or `;` to the found one on its line, from the list's
+    lead (`passwords for grandma: facebook …, email …, bank GardenGnome7`) or from it."""
+    colon = text.rfind(":", line_start, start)
+    plain = colon >= 0 and bool(_LIST_LEAD_RE.search(text, line_start, colon))
+    out: list[tuple[int, int, str]] = []
+    if colon >= 0:  # the entries before the found one, when they chain up to it
+        chained, at = [], colon + 1
+        while at < start:
+            m = _SEGMENT_RE.match(text, at, line_end)
+            if m is None:
+                break
+            chained.append(m)
+            at = m.end("value")
+        if at == end or (chained and chained[-1].start("value") == start):
+            out += _segment_values(text, chained[:-1] if at == end else chained, plain, kind)
+    at, chained = end, []
+    while (m := _SEGMENT_RE.match(text, at, line_end)) is not None and len(chained) < 12:
+        chained.append(m)
+        at = m.end("value")
+    return out + _segment_values(text, chained, plain, kind)
+
+
+def _segment_values(
+    text: str, chained: list[re.Match[str]], plain: bool, kind: str
+) -> list[tuple[int, int, str]]:
+    out = []
+    for m in chained:
+        value_end = _trim(text, m.start("value"), m.end("value"))
+        if _entry_value_ok(text[m.start("value") : value_end], m.group("label"), plain):
+            out.append((m.start("value"), value_end, kind))
+    return out
+
+
+# A code entered on or set for a lock its sentence names, with no word for a code: `for
+# the hotel safe I used 271828`, `press 4417 on the intercom pad`, `the safe … so i put
+# 1988, the year we met`, `Der Tresor im Büro geht mit 19-43-07 auf`. The digits right
+# after a verb of keying in or setting; not a measure, a price or a count.
+_ENTERED_DIGITS_RE = re.compile(
+    # (a digit first and a blank behind it: `re` scans for digits far faster than for blanks)
+    r"\d(?<=[ \t]\d)(?:\d{0,3}(?:[-–]\d{1,4}){1,5}|\d{2,7})(?![\w%€$£]|[.,:/-]\d|[ \t]?\d)"
+)
+_ENTERED_VERB_RE = re.compile(
+    r"(?:\b(?:press(?:ed)?|enter(?:ed)?|punch(?:ed)?(?:[ \t]+in)?|dial(?:led)?|key(?:ed)?[ \t]+in"
+    r"|typed?|used?|put|set|chose|picked|geht[ \t]+mit|(?:disarm|unlock|open)(?:s|ed)?"
+    r"(?:[ \t]+it)?[ \t]+with)[ \t]+)\Z",
+    re.I,
+)
+_ENTRY_LOCK_RE = re.compile(
+    r"\b(?:safe|locker|padlock|keypad|intercom|alarm|lockbox|keybox|key[ \t]?safe|tresor|trezor"
+    r"|lock|gate|door|sejf|kluis|cofre|caja[ \t]+fuerte|cadenas|candado|lucchetto|tür|porte"
+    r"|puerta|cassaforte)(?:s|es|e|en)?\b",
+    re.I,
+)
+# what follows a code keyed in: the clause ends, or says where or why
+_ENTERED_AFTER_RE = re.compile(
+    r"[ \t]*(?:$|[,.;!?)\n]|(?:on|for|so|as|to|then|and|auf|at|in|into|first|now)\b)",
+    re.I | re.M,
+)
+_ENTRY_SENTENCE_RE = re.compile(r"[.!?;](?=\s)|\n")
+
+
+def _entered_span(m: re.Match[str]) -> Span | None:
+    text = m.string
+    start, end = m.span()
+    if not _ENTERED_VERB_RE.search(text, max(0, start - 24), start):
+        return None
+    if not _ENTERED_AFTER_RE.match(text, end):
+        return None  # `set 1500 aside`, `used 2000 calories`: an amount
+    lo = max(0, start - 100)
+    stops = list(_ENTRY_SENTENCE_RE.finditer(text, lo, start))
+    lo = stops[-1].end() if stops else lo
+    stop = _ENTRY_SENTENCE_RE.search(text, end, end + 100)
+    hi = stop.start() if stop is not None else min(len(text), end + 100)
+    if not _ENTRY_LOCK_RE.search(text, lo, hi) or _CODE_LINE_RE.search(text, lo, hi):
+        return None
+    return start, end
+
+
 BUILTIN += [
     Detector(
         "keyword_secret",
@@ -1916,6 +2312,7 @@ BUILTIN += [
         fold=True,
         seek=re.compile(rf"{_trie(_NEAR_CODE_WORDS)}(?![a-z0-9_-])"),
     ),
+    Detector("keyword_secret", _ENTERED_DIGITS_RE, (), _entered_span, 11, prose=True),
 ]
 
 # ---- a password-shaped word where passwords are talked about ------------------------------
@@ -1935,7 +2332,7 @@ _CRED_CONTEXT_ANCHORS = (
 _CRED_CONTEXT_RE = re.compile(
     # a bare `pass` only as a noun (`the pass is`, `pass: …`, `pass for the lobby`): not
     # Python's statement, nor `pass the salt`
-    r"(?<![a-z])(?:pass(?=[ \t]*(?::|=|\?|\)|is\b|was\b|for\b|of\b|again\b))"
+    r"(?<![a-z])(?:pass(?=[ \t]*(?::|=|\?|\)|is\b|iz\b|was\b|for\b|of\b|again\b))"
     r"|pass(?:word|wort|wd|code|phrase|ord)s?|pw|pwd|log(?:ging|ged)?[ -]?in"
     r"|sign[ -]?in|wi-?fi|creds?|credentials?|heslo|senha|contrase(?:ñ|n)a|clave|mot de passe|mdp"
     r"|wachtwoord|lösenord(?:et)?|passordet|adgangskoden?|salasana|hasło|şifre(?:si)?|parola"
@@ -1974,7 +2371,7 @@ _CRED_TOLD_LATER_RE = re.compile(
 # Shapes of other things: a commit id, `query#fragment`, `svn+ssh`, `re$read`, `issue28563`,
 # markup (`**Revert**`).
 _CRED_NOT_SHAPE_RE = re.compile(
-    r"\A[0-9a-f]{6,40}\Z|\A[a-z]+[#+$][a-z]+\Z|\*"
+    r"\A[0-9a-f]{6,40}\Z|\A[a-z]+[#+$][a-z]+\Z|\A\*|\*\Z|\*\*"
     r"|\A(?:issue|bug|ticket|case|pr|order|ref|id|no|nr|item|build|job|run)[-_]?\d+\Z",
     re.I,
 )
@@ -1984,7 +2381,7 @@ _CODE_LINE_RE = re.compile(
     r"|['\"][^'\"\n]*['\"][ \t]*,[ \t]*r?['\"]"  # a list of strings
 )
 _LOWER_DIGITS_RE = re.compile(
-    r"[A-Za-z]{3,}_?\d{1,6}|[a-z]+\d+[a-z]+\d*|[a-z]{3,}(?:-[a-z]{3,})+-\d{1,6}"
+    r"[A-Za-z]{3,}_?\d{1,6}|[A-Za-z][a-z]*\d+[a-z]+\d*|[a-z]{3,}(?:-[a-z]{3,})+-\d{1,6}"
 )
 _NETWORK_SUFFIX_RE = re.compile(r"[_-](?:2\.?4|5)g(?:hz)?\Z|[_-]ext\Z", re.I)
 
@@ -2014,7 +2411,7 @@ def _cred_word_span(m: re.Match[str]) -> Span | None:
     if not (digits or symbols):
         return None
     lower_and_digits = digits and not symbols and not any(c.isupper() for c in value[1:])
-    if lower_and_digits and not _LOWER_DIGITS_RE.fullmatch(value):
+    if lower_and_digits and not _LOWER_DIGITS_RE.fullmatch(value.rstrip("!?")):
         return None  # only `molly2015`, `hbo4life2` of lowercase letters and digits
     if _CRED_NOT_RE.fullmatch(value) or value.isupper() or _CRED_NOT_SHAPE_RE.search(value):
         return None
