@@ -145,6 +145,17 @@ BUILTIN: list[Detector] = [
         fold=True,
         seek=re.compile(r"aws[_-]?secret|secret[_-]?access"),
     ),
+    Detector(
+        "aws_secret_key",
+        # the secret told after its key id: `AKIA… with secret …`, `AKIA… / …`
+        re.compile(
+            r"(?:AKIA|ASIA)[A-Z0-9]{16}[^\n]{1,40}?(?<![A-Za-z0-9/+])(?P<s>[A-Za-z0-9/+]{40})"
+            r"(?![A-Za-z0-9/+=])"
+        ),
+        ("AKIA", "ASIA"),
+        group_span("s", lambda v: _upper_and_lower(v) and any(c.isdigit() for c in v)),
+        1,
+    ),
     _tok(
         "github_token",
         rf"(?:gh[pousr]_{_lb(4)}[A-Za-z0-9]{{36,251}}|github_pat_{_lb(11)}[A-Za-z0-9_]{{22,}})",
@@ -183,6 +194,11 @@ BUILTIN: list[Detector] = [
     _tok("google_oauth_token", r"ya29\." + _lb(5) + r"[A-Za-z0-9_-]{30,}", ("ya29.",)),
     _tok("huggingface_token", "hf_" + _lb(3) + r"[A-Za-z]{34,}", ("hf_",), _upper_and_lower),
     _tok("npm_token", "npm_" + _lb(4) + r"[A-Za-z0-9]{36}", ("npm_",), _mixed),
+    _tok(
+        "hubspot_token",
+        "pat-" + _lb(4) + r"(?:na|eu|ap)\d-[0-9a-f]{8}(?:-[0-9a-f]{4}){3}-[0-9a-f]{12}",
+        ("pat-",),
+    ),
     _tok("pypi_token", "pypi-" + _lb(5) + r"AgEIcHlwaS5vcmc[A-Za-z0-9_-]{50,}", ("pypi-",)),
     # Shapes detect-secrets knows and this table lacked (docs/secrets.md): taken by hand
     # rather than the library, whose entropy scan costs false positives and 2-9 ms a text.
@@ -636,7 +652,7 @@ _LOCK_NOUN_RE = re.compile(
     r"|tresor|trezor|cofre|caja|cadeado|candado|cadenas|lucchetto|kłódka|sejf|drzwi|brama|immeuble"
     r"|intercom|interphone|domofon|citofono|portero|nøglebok|nøkkelbok|nyckelbox|fietsslot"
     r"|cykellås|sykkellås|fahrradschloss|schlüsselkast|sleutelkast|garasje|branka|branky"
-    r"|brána|brány|dveří|ovi|portti|porta|interfon|під'їзд|подъезд|דלת|הדלת)\w{0,3}\b",
+    r"|brána|brány|dveří|ovi|portti|porta|interfon|під'їзд|подъезд|домофон|דלת|הדלת)\w{0,3}\b",
     re.I,
 )
 # A one-time code or a card's, named right before a plain `code` (`your login code is
@@ -677,9 +693,9 @@ _VERBS = (
 _LINK_RE = re.compile(
     rf"(?:'s|’s)(?:[ \t]+(?:{_ADVERBS}))?[ \t]+"
     rf"|[ \t]+(?:{_VERBS})(?:[ \t]+(?:{_ADVERBS})){{0,2}}"
-    r"(?:[ \t]+(?:set|changed|reset|updated)[ \t]+to)?[ \t]*:?[ \t]+"
+    r"(?:[ \t]+(?:set|changed|reset|updated|rotated|switched)[ \t]+to)?[ \t]*:?[ \t]+"
     r"|[ \t]+(?:has[ \t]+been[ \t]+|had[ \t]+been[ \t]+|got[ \t]+)?"
-    r"(?:set|changed|reset|updated)[ \t]+to[ \t]+"
+    r"(?:set|changed|reset|updated|rotated|switched|rolled[ \t]+over)[ \t]+to[ \t]+"
     # "my old password, it was …", "the safe opens with …"
     r"|,?[ \t]+(?:it|that)(?:'s|’s|[ \t]+(?:is|was))[ \t]+|,?[ \t]+which[ \t]+(?:is|was)[ \t]+"
     r"|[ \t]+(?:opens|unlocks)[ \t]+with[ \t]+"
@@ -714,6 +730,8 @@ _PROSE_BARE_RE = re.compile(r"[^\s\"'`<>()\[\]{}]{1,128}")
 # a keypad's digits, a combination, or a digicode's letter and digits (`B1984`)
 _CODE_VALUE_RE = re.compile(
     r"(?:\d{1,4}(?:[-–]\d{1,4}){1,5}|\d{1,2}(?:[ ]\d{1,2}){2,7}(?![ ]?\d)|[#*]?[A-Z]?\d{3,12})[#*]?"
+    # a dial's turns: `L12 R36 L4`, `R 22 L 8 R 40`, `left 24, right 11, left 38`
+    r"|(?:(?:[LR]|(?i:left|right))[ ]?\d{1,2}[ ]*,?[ ]+){2,5}(?:[LR]|(?i:left|right))[ ]?\d{1,2}\b"
 )
 _PHRASE_WORDS_RE = re.compile(r"[A-Za-z0-9][\w'’-]*(?:[ \t]+[A-Za-z0-9][\w'’-]*){0,9}")
 _JOINED_WORDS_RE = re.compile(r"[a-z]+(?:[-.][a-z0-9]+){2,}", re.I)
@@ -797,7 +815,11 @@ def _trim(text: str, start: int, end: int) -> int:
     return end
 
 
-_DIGIT_WORDS = "zero|oh|one|two|three|four|five|six|seven|eight|nine"
+_DIGIT_WORDS = (
+    "zero|oh|nought|one|two|three|four|five|six|seven|eight|nine|ten|eleven|twelve|thirteen"
+    "|fourteen|fifteen|sixteen|seventeen|eighteen|nineteen|twenty|thirty|forty|fifty|sixty"
+    "|seventy|eighty|ninety"
+)
 # a code read out, as a voice message writes it
 _SPOKEN_DIGIT = rf"(?:(?:double|triple)[ \t]+)?(?:{_DIGIT_WORDS})"  # `double one two three`
 _SPOKEN_CODE_RE = re.compile(rf"(?i:{_SPOKEN_DIGIT})(?:[ \t,-]+(?i:{_SPOKEN_DIGIT})){{2,11}}\b")
@@ -1128,9 +1150,34 @@ def _prose_span(m: re.Match[str]) -> Span | None:
             span = _after_words_value(text, pos, kind)
             if span is not None:
                 return span
+        span = _gap_value(text, pos, kind)
+        if span is not None:
+            return span
         if kind in ("strong", "loose", "phrase"):
             return _late_value(text, pos)
     return None
+
+
+# A few words between a keyword and its verb (`the password they gave me at work is
+# Welcome123!`, `the recovery key Apple gave me is R7KQ-2MXP-…`): the value then needs a
+# digit or a symbol, the words alone say little.
+_GAP_LINK_RE = re.compile(
+    r"(?:[ \t]+(?!(?:is|was|are|were)\b)[A-Za-z][\w'’-]{0,20}){1,5}[ \t]+(?:is|was)[ \t]+", re.I
+)
+
+
+def _gap_value(text: str, pos: int, kind: str) -> Span | None:
+    gap = _GAP_LINK_RE.match(text, pos)
+    if gap is None or kind in ("phrase", "seed"):
+        return None
+    span = _prose_value(text, gap.end(), kind)
+    if span is None:
+        return None
+    value = text[span[0] : span[1]]
+    core = value.strip("*_`'\".,!?")  # not markup's `available**`
+    if not any(c.isdigit() or c in _SYMBOLS for c in core) or _YEAR_RE.fullmatch(value):
+        return None
+    return span
 
 
 # One to three words between a keyword and its value, with no verb or preposition:
@@ -1557,14 +1604,16 @@ def _fill_span(m: re.Match[str]) -> Span | None:
 # A superset of what `_prose_span` accepts after a keyword, checked while seeking.
 _LINK_AHEAD = (
     r"(?=(?:'s|’s)[ \t]|,[ \t]|[ \t]*(?:\*\*|__)?(?::|=|->|\?|\()"
-    r"|[ \t]+(?:is|was|are|were|to|set|changed|reset"
+    r"|[ \t]+(?:is|was|are|were|to|set|changed|reset|rotated|switched|rolled"
     r"|updated|has|had|got|for|of|on|at|in|into|with|est|c'est|c’est|ist|lautet|war|es|era|wa"
     r"|will|would|should|shall|as|opens|unlocks|which|from|4"
     r"|é|è|är|er|je|jest|sont|du|de|des|del|della|dello|di|do|da|dos|für|fürs|van|voor|för"
     r"|till|til|zu|pour|next|by|near|behind|under|outside|inside|beside|down|below|here)(?![\w])"
     r"|[ \t]+[#*]?[0-9]|[ \t]+[^\s]*[0-9]"
     r"|(?:[ \t]+[^\s:]{1,25}){1,3}(?::|[ \t]+\S*[0-9])"
-    r"|[ \t]+(?:again|now|exactly|pls|please|nochmal)[ \t]*\?)"
+    r"|[ \t]+(?:again|now|exactly|pls|please|nochmal)[ \t]*\?"
+    r"|(?:[ \t]+[^\s:]{1,21}){1,5}[ \t]+(?:is|was)[ \t]+\S*[\d!#$&@%*?]"  # `_gap_value`
+    rf"|[ \t]+(?:{_DIGIT_WORDS})[ \t,-])"  # a code read out: `PIN seven zero three three`
 )
 
 
@@ -1817,7 +1866,8 @@ _SHAPE_SYMBOLS = "!#$&?@"
 _SHAPE_RE = re.compile(r"[!#$&?@](?:(?<=[0-9A-Za-z][!$#&])(?![\w!#$&?@])|[!#$&?@]*(?=[A-Za-z0-9]))")
 _SHAPE_CHARS = frozenset(_ALNUM + "!#$&?%+_-@")
 _SHAPE_CODE = ("&&", "!=", "**", "??", "?.", "#!", "$$", "&#")
-_SHAPE_REF_RE = re.compile(r"[\w.-]*#L?\d+(?:-L?\d+)?")
+# `issue#123`, `PR#12`, `file.py#L12`: not a word with a capital inside (`BeatDrop#31`)
+_SHAPE_REF_RE = re.compile(r"(?:[A-Z]?[a-z0-9_.-]*|[A-Z0-9_.-]*)#L?\d+(?:-L?\d+)?")
 _SHAPE_METRIC_RE = re.compile(r"[\w-]+@\d+")
 _SHAPE_TAIL = "!$#&"  # one symbol that may end a password (`?` ends a question)
 
@@ -1932,7 +1982,8 @@ _NEAR_CODE_WORDS = (
     *_words("""pin pins pincode pinkod pinkode pin-code passcode passcodes combination combo
     code codes codice código codigo koodi kode koden kod kód kodu şifre şifresi alarm alarms
     safe door gate keypad lockbox keybox keysafe padlock locker intercom tresor trezor
-    digicode türcode sejf kluis cofre kapukód codul codi код кодом κωδικός 비밀번호 קוד הקוד"""),
+    digicode türcode sejf kluis cofre kapukód codul codi код кодом κωδικός 비밀번호 קוד הקוד
+    पिन"""),
     "pass code",
     "namba ya siri",  # Swahili: a PIN
 )
@@ -1943,9 +1994,9 @@ _NEAR_DIGITS_RE = re.compile(
 )
 _NEAR_END_RE = re.compile(r"[.!?;](?:\s|$)|\n|\([^)]*$")
 _NEAR_LINK_RE = re.compile(
-    r"(?:^|[\s,])(?:is|was|are|=|to|now|it's|it’s|its|c'est|c’est|c'était|c’était|était|est|è"
+    r"(?:'s|’s|(?:^|[\s,])(?:is|was|are|=|to|now|it's|it’s|its|c'est|c’est|c'était|c’était|était|est|è"
     r"|é|es|és|este|ist|lautet|war|je|είναι|ay|ni|הוא|היא"
-    r"|er|är|on|be|then|use|enter|press|punch|dial|type)[ \t]*:?[ \t]*\Z"
+    r"|er|är|on|be|then|use|enter|press|punch|dial|type))[ \t]*:?[ \t]*\Z"
     r"|[:=→>][ \t]*\Z|\s[\-–—][ \t]*\Z|\A,?[ \t]*\Z",
     re.I,
 )
@@ -1971,7 +2022,8 @@ _NEAR_YEAR_RE = re.compile(
 # After a code that only a lock noun announces (`alarm 5512`), the clause ends or goes on
 # to what is done with it.
 _NEAR_CLAUSE_ENDS_RE = re.compile(
-    r"[ \t]*(?:$|[,;.!?)\]—–+&-]|(?:then|to|and|or|on|in|if|for|plus|but|so|pls|please)\b)",
+    r"[ \t]*(?:$|[,;.!?)\]—–+&-]"
+    r"|(?:then|to|and|or|on|in|if|for|plus|but|so|pls|please|after|before|when|until)\b)",
     re.I,
 )
 
@@ -2115,7 +2167,8 @@ _ENTRY_VALUE_RE = re.compile(
 )
 _SEGMENT_RE = re.compile(
     r"(?:[,;]|(?<=:))[ \t]+(?:and[ \t]+)?(?P<label>(?:[\w+&'’.-]+[ \t]+)?[\w+&'’.-]+?)"
-    r"(?:[ \t]*(?::|–|—|→|=|-)[ \t]*|[ \t]+)(?P<value>[^\s,;]{3,64}?)(?=[.!]?[ \t]*(?:[,;]|$))",
+    r"(?:[ \t]*(?::|–|—|→|=)[ \t]*|[ \t]+-[ \t]+|[ \t]+)(?P<value>[^\s,;]{3,64}?)"
+    r"(?=[.!]?[ \t]*(?:[,;]|$))",
     re.M,
 )
 _FIELD_LABELS = frozenset(
@@ -2137,11 +2190,13 @@ _LIST_LEAD_RE = re.compile(
 _PROSE_KINDS = frozenset(("keyword_secret", "shaped_password"))
 
 
-def _entry_value_ok(value: str, label: str, plain: bool) -> bool:
+def _entry_value_ok(value: str, label: str, plain: bool, digits: bool = False) -> bool:
     words = label.strip(" \t*_").lower().split()
     if not words or any(w in _FIELD_LABELS or w in _NOT_LABEL_WORDS for w in words):
         return False
-    if "@" in value or "://" in value or value.startswith(("/", "~", ".")) or value.isdigit():
+    if value.isdigit():  # a code in a list of codes: `front door 2468, alarm 13579`
+        return digits and 4 <= len(value) <= 8 and not _YEAR_RE.fullmatch(value)
+    if "@" in value or "://" in value or value.startswith(("/", "~", ".")):
         return False
     if _MEASURE_RE.fullmatch(value) or _is_placeholder(value) or _CRED_NOT_RE.fullmatch(value):
         return False
@@ -2212,7 +2267,7 @@ def _line_entries(
         v = _ENTRY_VALUE_RE.search(text, e.end(), hi) if e is not None else None
         if e is None or v is None:
             continue
-        piece = text[e.end() : hi].rsplit(sep, 1)[-1]
+        piece = text[e.end() : hi].rsplit(sep, 1)[-1].rsplit(" / ", 1)[-1]  # `user / pass`
         if len(_ASIDE_RE.sub("", piece).split()) != 1:
             continue  # `Audible – on my amazon`: words, not a value
         value_end = _trim(text, v.start(), v.end())
@@ -2228,6 +2283,7 @@ def _segment_entries(
     lead (`passwords for grandma: facebook …, email …, bank GardenGnome7`) or from it."""
     colon = text.rfind(":", line_start, start)
     plain = colon >= 0 and bool(_LIST_LEAD_RE.search(text, line_start, colon))
+    digits = text[start:end].isdigit()
     out: list[tuple[int, int, str]] = []
     if colon >= 0:  # the entries before the found one, when they chain up to it
         chained, at = [], colon + 1
@@ -2238,21 +2294,24 @@ def _segment_entries(
             chained.append(m)
             at = m.end("value")
         if at == end or (chained and chained[-1].start("value") == start):
-            out += _segment_values(text, chained[:-1] if at == end else chained, plain, kind)
+            out += _segment_values(
+                text, chained[:-1] if at == end else chained, plain, digits, kind
+            )
     at, chained = end, []
     while (m := _SEGMENT_RE.match(text, at, line_end)) is not None and len(chained) < 12:
         chained.append(m)
         at = m.end("value")
-    return out + _segment_values(text, chained, plain, kind)
+    return out + _segment_values(text, chained, plain, digits, kind)
 
 
 def _segment_values(
-    text: str, chained: list[re.Match[str]], plain: bool, kind: str
+    text: str, chained: list[re.Match[str]], plain: bool, digits: bool, kind: str
 ) -> list[tuple[int, int, str]]:
     out = []
     for m in chained:
         value_end = _trim(text, m.start("value"), m.end("value"))
-        if _entry_value_ok(text[m.start("value") : value_end], m.group("label"), plain):
+        value = text[m.start("value") : value_end]
+        if _entry_value_ok(value, m.group("label"), plain, digits):
             out.append((m.start("value"), value_end, kind))
     return out
 
@@ -2279,9 +2338,10 @@ _ENTRY_LOCK_RE = re.compile(
 )
 # what follows a code keyed in: the clause ends, or says where or why
 _ENTERED_AFTER_RE = re.compile(
-    r"[ \t]*(?:$|[,.;!?)\n]|(?:on|for|so|as|to|then|and|auf|at|in|into|first|now)\b)",
+    r"[ \t]*(?:$|[,.;!?)\n]|(?:on|for|so|as|to|then|and|auf|at|in|into|first|now|if)\b)",
     re.I | re.M,
 )
+_OPENS_RE = re.compile(r"(?:disarm|unlock|open)", re.I)  # a lock's verb: `phone unlocks with`
 _ENTRY_SENTENCE_RE = re.compile(r"[.!?;](?=\s)|\n")
 
 
@@ -2297,7 +2357,9 @@ def _entered_span(m: re.Match[str]) -> Span | None:
     lo = stops[-1].end() if stops else lo
     stop = _ENTRY_SENTENCE_RE.search(text, end, end + 100)
     hi = stop.start() if stop is not None else min(len(text), end + 100)
-    if not _ENTRY_LOCK_RE.search(text, lo, hi) or _CODE_LINE_RE.search(text, lo, hi):
+    verb = _ENTERED_VERB_RE.search(text, max(0, start - 24), start)
+    opens = verb is not None and bool(_OPENS_RE.match(verb.group()))
+    if not (opens or _ENTRY_LOCK_RE.search(text, lo, hi)) or _CODE_LINE_RE.search(text, lo, hi):
         return None
     return start, end
 
@@ -2327,7 +2389,7 @@ _CRED_CONTEXT_ANCHORS = (
     "wifi", "wi-fi", "cred", "heslo", "senha", "contrase", "clave", "mot de passe", "mdp",
     "wachtwoord", "lösen", "passord", "adgangskode", "salasana", "hasło", "şifre", "parola",
     "sandi", "khẩu", "пароль", "кодов", "كلمة السر", "كلمة المرور", "סיסמ", "비밀번호",
-    "requirepass", "locked out",
+    "requirepass", "locked out", "unlock", "keystore",
 )  # fmt: skip
 _CRED_CONTEXT_RE = re.compile(
     # a bare `pass` only as a noun (`the pass is`, `pass: …`, `pass for the lobby`): not
@@ -2337,7 +2399,7 @@ _CRED_CONTEXT_RE = re.compile(
     r"|sign[ -]?in|wi-?fi|creds?|credentials?|heslo|senha|contrase(?:ñ|n)a|clave|mot de passe|mdp"
     r"|wachtwoord|lösenord(?:et)?|passordet|adgangskoden?|salasana|hasło|şifre(?:si)?|parola"
     r"|kata sandi(?:nya)?|sandi(?:nya)?|mật khẩu|пароль|كلمة (?:السر|المرور)|ה?סיסמה|비밀번호"
-    r"|requirepass|locked out)(?![a-z])",
+    r"|requirepass|locked out|unlock(?:s|ed)?|keystore)(?![a-z])",
     re.I,
 )
 _CRED_WORD_RE = re.compile(  # a word with a digit or a symbol in it: ordinary words are passed

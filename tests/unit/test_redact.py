@@ -1307,3 +1307,36 @@ def test_a_code_for_a_card_a_login_or_a_lock_is_redacted(text: str, secret: str)
 )
 def test_numbers_near_a_lock_that_are_no_code_are_kept(text: str) -> None:
     assert not R.redact(text).changed, R.redact(text).text
+
+
+@pytest.mark.parametrize(
+    ("text", "secret"),
+    [
+        ("the storage safe combination is twenty one fifteen nine", "twenty one fifteen nine"),
+        ("new card PIN six one zero two, memorise it", "six one zero two"),
+        ("shed padlock combination: L14 R30 L7", "L14 R30 L7"),
+        ("the wall safe combination is right 12, left 40, right 3", "right 12, left 40, right 3"),
+        ("the router's admin pw rotated to Falcon-Ridge-71 last night", "Falcon-Ridge-71"),
+        ("my tablet unlocks with 408817 if you need it", "408817"),
+        ("forgot again, the locker code's 7715 right?", "7715"),
+        ("gaming: steam Pixel#Fox42, origin quest-knight-19", "Pixel#Fox42"),
+        ("gaming: steam Pixel#Fox42, origin quest-knight-19", "quest-knight-19"),
+        ("garage stuff: side door 4417, alarm 90210, freezer 3312", "4417"),
+        ("the password my manager set is Tq7-river-22, keep it", "Tq7-river-22"),
+    ],
+)
+def test_codes_read_out_dialled_rotated_or_listed_are_redacted(text: str, secret: str) -> None:
+    res = R.redact(text)
+    assert secret not in res.text, res.text
+
+
+def test_an_aws_secret_told_after_its_key_id_and_a_hubspot_token_are_redacted() -> None:
+    key_id = "AKIA" + "QX7RTN2WLM4PZK8D"
+    secret = "Wq7rTz2Lm9Xv4Nb8Kp1Yc6Df3Gh5Jk0Ae2Ur9Osx"
+    out = R.redact(f"staging bucket: {key_id} with secret {secret}, rotate after").text
+    assert key_id not in out and secret not in out, out
+    token = "pat-" + "na1-4f2c9e71-8b3a-4d6e-a1f0-77c2e9b3d514"
+    out = R.redact(f"kept the private app token ({token}) for now").text
+    assert "[REDACTED:hubspot_token]" in out, out
+    # a 40-character word far from any key id stays
+    assert not R.redact("see ThisIsAFortyCharacterIdentifierName01 in the docs").changed

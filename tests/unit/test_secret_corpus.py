@@ -74,11 +74,11 @@ def test_parse_line_markers() -> None:
 def test_recall_and_false_positives_on_the_corpus() -> None:
     s = _score([it for it in ITEMS if it.group not in HELD_OUT])
     # the one false positive and the two partly caught secrets the 9th held-out set
-    # measured (natural_dev now), and one stray: `Hunter22! not Hunter2!`, a mistyped
-    # password that has a password's shape
+    # measured and the 10th's one stray (natural_dev now), and one more stray: `Hunter22!
+    # not Hunter2!`, a mistyped password that has a password's shape
     assert s.false_positives <= 1, s.touched
-    assert s.strays <= 1
-    assert s.caught >= 1558, s.missed  # of 1,712 (natural_dev included)
+    assert s.strays <= 2
+    assert s.caught >= 1716, s.missed  # of 1,883 (natural_dev included)
     assert s.partly <= 2, s.missed
 
 
@@ -93,17 +93,17 @@ def test_natural_language_secrets_held_out() -> None:
     # Written by someone who saw neither the detectors nor the other files, never tuned
     # on: a floor at what it measured (the issue asks 0.98; docs/secrets.md says why not).
     s = _score(_group("natural_holdout"))
-    assert s.false_positives == 0, s.touched  # of 91
+    assert s.false_positives == 0, s.touched  # of 92
     assert s.strays <= 1  # one measured, not looked at
-    assert s.caught >= 133, s.missed  # of 171
+    assert s.caught >= 126, s.missed  # of 178
     assert s.partly == 0, s.missed
 
 
 def test_natural_language_secrets_dev() -> None:
     s = _score(_group("natural_dev"))
-    assert (s.caught, s.secrets) == (1444, 1596), s.missed
+    assert (s.caught, s.secrets) == (1602, 1767), s.missed
     assert s.false_positives <= 1, s.touched  # `password123 is one of the most common …`
-    assert s.strays <= 1
+    assert s.strays <= 2  # `Hunter2!` after `Hunter22! not`, `note2self`
 
 
 @pytest.mark.parametrize("group", ["prose", "names", "split"])
