@@ -1510,8 +1510,6 @@ def _answer_span(m: re.Match[str]) -> Span | None:
     text = m.string
     line_end = m.end() - 1
     line_start = text.rfind("\n", 0, line_end) + 1
-    if "?" in m.group() and m.group()[0] != "?":
-        return None  # an asking word on a line with a `?`: that `?` is the match to read
     if _ASKED_SEEK.search(text[line_start:line_end].lower()) is None:
         return None  # no keyword: most lines that ask
     if _CODE_LINE_RE.search(text, line_start, line_end):
@@ -2191,6 +2189,8 @@ _PROSE_KINDS = frozenset(("keyword_secret", "shaped_password"))
 
 
 def _entry_value_ok(value: str, label: str, plain: bool, digits: bool = False) -> bool:
+    """Whether an entry's value is a secret (see above): `plain` when the lead names
+    passwords, `digits` in a list of codes."""
     words = label.strip(" \t*_").lower().split()
     if not words or any(w in _FIELD_LABELS or w in _NOT_LABEL_WORDS for w in words):
         return False
@@ -2348,17 +2348,15 @@ _ENTRY_SENTENCE_RE = re.compile(r"[.!?;](?=\s)|\n")
 def _entered_span(m: re.Match[str]) -> Span | None:
     text = m.string
     start, end = m.span()
-    if not _ENTERED_VERB_RE.search(text, max(0, start - 24), start):
-        return None
-    if not _ENTERED_AFTER_RE.match(text, end):
-        return None  # `set 1500 aside`, `used 2000 calories`: an amount
+    verb = _ENTERED_VERB_RE.search(text, max(0, start - 24), start)
+    if verb is None or not _ENTERED_AFTER_RE.match(text, end):
+        return None  # `set 1500 aside`, `used 2000 calories`: an amount, or no verb
     lo = max(0, start - 100)
     stops = list(_ENTRY_SENTENCE_RE.finditer(text, lo, start))
     lo = stops[-1].end() if stops else lo
     stop = _ENTRY_SENTENCE_RE.search(text, end, end + 100)
     hi = stop.start() if stop is not None else min(len(text), end + 100)
-    verb = _ENTERED_VERB_RE.search(text, max(0, start - 24), start)
-    opens = verb is not None and bool(_OPENS_RE.match(verb.group()))
+    opens = _OPENS_RE.match(verb.group()) is not None
     if not (opens or _ENTRY_LOCK_RE.search(text, lo, hi)) or _CODE_LINE_RE.search(text, lo, hi):
         return None
     return start, end
