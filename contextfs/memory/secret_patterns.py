@@ -1159,7 +1159,7 @@ def _prose_span(m: re.Match[str]) -> Span | None:
 
 
 # A few words between a keyword and its verb (`the password they gave me at work is
-# Welcome123!`, `the recovery key Apple gave me is R7KQ-2MXP-…`): the value then needs a
+# Welcome123!`, `the password my manager set is Tq7-river-22`): the value then needs a
 # digit or a symbol, the words alone say little.
 _GAP_LINK_RE = re.compile(
     r"(?:[ \t]+(?!(?:is|was|are|were)\b)[A-Za-z][\w'’-]{0,20}){1,5}[ \t]+(?:is|was)[ \t]+", re.I
