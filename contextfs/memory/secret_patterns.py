@@ -149,7 +149,8 @@ BUILTIN: list[Detector] = [
         "aws_secret_key",
         # the secret told after its key id: `AKIA… with secret …`, `AKIA… / …`
         re.compile(
-            r"(?:AKIA|ASIA)[A-Z0-9]{16}[^\n]{1,40}?(?<![A-Za-z0-9/+])(?P<s>[A-Za-z0-9/+]{40})"
+            # (not the body of another token: `sk-proj…`)
+            r"(?:AKIA|ASIA)[A-Z0-9]{16}[^\n]{1,40}?(?<![A-Za-z0-9/+_-])(?P<s>[A-Za-z0-9/+]{40})"
             r"(?![A-Za-z0-9/+=])"
         ),
         ("AKIA", "ASIA"),

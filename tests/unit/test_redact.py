@@ -1340,3 +1340,7 @@ def test_an_aws_secret_told_after_its_key_id_and_a_hubspot_token_are_redacted() 
     assert "[REDACTED:hubspot_token]" in out, out
     # a 40-character word far from any key id stays
     assert not R.redact("see ThisIsAFortyCharacterIdentifierName01 in the docs").changed
+    # and another provider's token after a key id keeps its own kind
+    other = "sk-" + "proj4Tq9ZmX2vLw8RkP1nYb6HdJc3SfGa7Ue5Vt0"
+    out = R.redact(f"key {key_id} openai {other} ").text
+    assert "[REDACTED:aws_access_key]" in out and "[REDACTED:openai_key]" in out, out
