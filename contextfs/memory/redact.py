@@ -351,15 +351,13 @@ class Redactor:
         for _prio, s, e, kind in sorted(candidates, key=lambda c: (c[0], c[1], -c[2])):
             if taken.add(s, e):
                 out.append((s, e, kind))
-        for s, e, kind in continued_codes(text, sorted(out)):  # `…, the ipad one is 0505`
-            if taken.add(s, e):
-                out.append((s, e, kind))
-        for s, e, kind in repeated_values(text, sorted(out)):  # told twice
-            if taken.add(s, e):
-                out.append((s, e, kind))
-        for s, e, kind in listed_values(text, sorted(out)):  # the list's other entries
-            if taken.add(s, e):
-                out.append((s, e, kind))
+        # then what the finds bring with them, each pass seeing the ones before it: more
+        # codes of a list (`…, the ipad one is 0505`), a value told twice, a list's other
+        # entries
+        for more in (continued_codes, repeated_values, listed_values):
+            for s, e, kind in more(text, sorted(out)):
+                if taken.add(s, e):
+                    out.append((s, e, kind))
         return sorted(out)
 
 

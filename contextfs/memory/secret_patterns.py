@@ -1486,13 +1486,16 @@ _ASK_WORD_RES = tuple(
     )
     for start in (r"\A", r"\n")
 )
+# a chat line's lead: a quote mark `>`, a time in brackets (not a marker), then the speaker
+_CHAT_LEAD = r"[ \t]*(?:>[ \t]*)?(?:\[(?!REDACTED)[^\]\n]{1,24}\][ \t]*)?"
+_SPEAKER = r"[A-Z][\w.'’ -]{0,20}"
 _ANSWER_LEAD_RE = re.compile(
-    r"[ \t]*(?:>[ \t]*)?(?:\[(?!REDACTED)[^\]\n]{1,24}\][ \t]*)?(?:[A-Z][\w.'’ -]{0,20}:[ \t]*)?"
+    rf"{_CHAT_LEAD}(?:{_SPEAKER}:[ \t]*)?"
     r"(?:(?i:ok(?:ay)?|sure|yes|yeah|yep|ja|oui|s[ií]|sorry|np|hmm+|um+|uh|so)[ \t]*[,.!:]*[ \t]+)?"
     r"(?:(?i:it'?s|its|it’s|it[ \t]+is|that'?s|try|use|es|c'est|c’est|ist)[ \t]*:?[ \t]+)?"
     r"[\"'“‘]?"
 )
-_SPEAKER_RE = re.compile(r"[ \t]*(?:>[ \t]*)?(?:\[[^\]\n]{1,24}\][ \t]*)?([A-Z][\w.'’ -]{0,20}):")
+_SPEAKER_RE = re.compile(rf"{_CHAT_LEAD}({_SPEAKER}):")
 # What a plain word answering the question says when it is no password.
 _NOT_ANSWERS = frozenset(
     _words("""yesterday today tomorrow later soon never always maybe perhaps nope dunno idk
