@@ -23,7 +23,8 @@ Metrics per method: evidence recall@5/@10/@20 (share of a question's evidence tu
 top k, averaged over questions), MRR (first evidence turn), query latency (embedding the
 question + search; for a reranker also scoring its 50 pairs) with one thread
 (`torch.set_num_threads(1)`, onnxruntime and OpenMP likewise), and the one-off indexing time
-per 1,000 turns (embedding them, batch 32). conv_a1 is the dev set, conv_b1 held out.
+per 1,000 turns (embedding them, batch 32). conv_a1 is the dev set, conv_b1 held out (the
+split the models were compared on; `bench_recall.py` reads SPLIT.json, where conv_b1 is dev).
 
 Candidates come from the registry `EMBEDDERS` / `RERANKERS` below (each names the pip
 package and where its files sit inside the installed package) or from the command line:

@@ -5,7 +5,7 @@ the raw turns at the same token budget.
 The data (`scripts/recall_data/`, see its README): long two-speaker conversations of dated
 sessions with labelled questions (single-hop, multi-hop, temporal, inference, update,
 unanswerable), each with the turn ids that hold its answer. `generated/` is written by
-`scripts/make_recall_set.py`; `handwritten/` is a hand-written pair. `SPLIT.json` says which
+`scripts/make_recall_set.py`; `handwritten/` holds hand-written ones. `SPLIT.json` says which
 conversations are `dev` (used when tuning ContextFS) and which are `held-out` (never tuned
 on): the two halves are reported apart, and the two sets too.
 
@@ -606,6 +606,7 @@ def run_queries(
     convs: list[Conversation],
     baselines: dict[str, dict[str, Baseline]],
     budgets: list[int],
+    all_examples: bool = False,
 ) -> tuple[list[dict], list[dict], list[str]]:
     """Every question at every budget: the mount's bundle, then each baseline's. A baseline
     ranks once per question (the ranking does not depend on the budget) and packs per
@@ -666,7 +667,7 @@ def run_queries(
                             ),
                         }
                     )
-                if b == example_budget and q["kind"] not in seen_kinds:
+                if b == example_budget and (all_examples or q["kind"] not in seen_kinds):
                     seen_kinds.add(q["kind"])
                     examples.append(
                         {
@@ -987,7 +988,7 @@ def run(args: argparse.Namespace, convs: list[Conversation], result: dict) -> No
         result["ingest"] = [ingest(mnt, c) for c in convs]
         result["status_after_ingest"] = status(mnt)
         result["speakers"] = [row for c in convs for row in speaker_nodes(mnt, c)]
-        records, examples, errors = run_queries(mnt, convs, baselines, budgets)
+        records, examples, errors = run_queries(mnt, convs, baselines, budgets, args.all_examples)
         result["records"] = records
         result["examples"] = examples
         result["query_errors"] = errors
@@ -1051,6 +1052,12 @@ def main(argv: list[str] | None = None) -> int:
     )
     p.add_argument(
         "--json", default="bench-results/bench_recall.json", help="where to write the JSON"
+    )
+    p.add_argument(
+        "--all-examples",
+        action="store_true",
+        help="keep every question's bundles in the JSON (at the budget nearest 1,000), "
+        "not one example per kind",
     )
     p.add_argument(
         "--keep",

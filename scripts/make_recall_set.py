@@ -77,7 +77,7 @@ SPLIT = {
         "dev": ["gen01", "gen02", "gen03", "gen04", "gen06"],
         "held-out": ["gen05", "gen07", "gen08", "gen09", "gen10"],
     },
-    "handwritten": {"dev": ["conv_a1"], "held-out": ["conv_b1"]},
+    "handwritten": {"dev": ["conv_a1", "conv_b1"], "held-out": ["conv_c1", "conv_c2"]},
 }
 
 FEMALE = (

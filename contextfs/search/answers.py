@@ -1,9 +1,11 @@
 """Whether what a search found holds the kind of answer its question asks for.
 
 Some questions say what their answer is: a colour ("What colour is Maya's Volvo?"), an
-amount of money ("What was her salary at Hollin?"), a time ("What was his finishing
-time?"), a surname, or the name of a named thing ("Which hotel did she stay at in
-Lisbon?", "What is the name of Nacho's vet?"). When none of the passages a bundle would
+amount of money ("What was her salary at Hollin?", "How much did he pay for the running
+shoes?": an amount said of shoes), a time ("What was his finishing time?"), a place in a
+ranking ("What finishing position did he achieve?": "came 312th", "out of 2,400"), a
+surname, or the name of a named thing ("Which hotel did she stay at in Lisbon?", "What is
+the name of Nacho's vet?"). When none of the passages a bundle would
 show holds anything of that kind, the memory talks about the subject but never says the
 answer, and the bundle says so in a line instead of filling the budget with what is
 known of the Volvo (`Results.unanswered`, docs/search.md#relevance).
@@ -77,6 +79,12 @@ _MONEY_Q = re.compile(
     re.I,
 )
 _TIME_Q = re.compile(r"\b(?:finishing|finish|race|marathon|lap|personal best)\s+time\b", re.I)
+# a place in a ranking: "What finishing position did …", "What place did Theo come in …"
+_POSITION_Q = re.compile(
+    r"\b(?:finishing|final|overall)\s+(?:position|place|ranking)\b|\bwhat\s+(?:position|place)"
+    r"\s+(?:did|does|do|was|were|is)\b[^?]*\b(?:finish|come|place|end|rank)\b",
+    re.I,
+)
 _SURNAME_Q = re.compile(
     rf"\b{_PERSON}\s+(?:surname|last name|family name|maiden name)\b|"
     r"\b(?:surname|last name|family name|maiden name) of ([A-Z][\w'’-]+)"
@@ -112,6 +120,16 @@ _TIME = re.compile(
     r"\b\d{1,2}:\d{2}\b|\b(?:\d+(?:\.\d+)?|(?:" + "|".join(_NUMBER_WORDS.split()) + r")"
     r"(?:[- ](?:" + "|".join(_NUMBER_WORDS.split()) + r"))*)\s+(?:hours?|hrs?|minutes?|mins?"
     r"|seconds?|secs?)\b",
+    re.I,
+)
+_ORDINAL = (
+    r"(?:\d+(?:st|nd|rd|th)|first|second|third|fourth|fifth|sixth|seventh|eighth|ninth|tenth"
+    r"|last)"
+)
+_POSITION = re.compile(
+    rf"\b(?:came|come|finished|finish|placed|ranked|was|were|got)\s+(?:in\s+)?(?:joint\s+)?"
+    rf"{_ORDINAL}\b|\b{_ORDINAL}\s+(?:place|position|overall|out of|in (?:my|his|her|their|the)"
+    r" (?:age group|category|class))\b|\b(?:place|position)\s+\d+\b|\bout of [\d,]{2,}\b",
     re.I,
 )
 _SENTENCE_END = re.compile(r"(?<=[.!?;\n])\s+|\s+[-–—]\s+")
@@ -189,6 +207,8 @@ class Wanted:
             return _MONEY.search(text) is not None and self._says_subject(words)
         if self.kind == "time":
             return _TIME.search(text) is not None
+        if self.kind == "position":
+            return _POSITION.search(text) is not None
         # a surname
         if re.search(r"\b(?:surname|last name|family name|maiden name|née)\b", text, re.I):
             return True
@@ -271,9 +291,12 @@ def wanted(question: str, about: str = "") -> Wanted | None:
     if _COLOUR_Q.search(question):
         return Wanted("colour", "a colour", asked=asked, about=subject)
     if _MONEY_Q.search(question):
-        return Wanted("money", "an amount of money", asked=asked, about=subject)
+        thing = _paid_for(question)  # "pay for the running shoes": an amount said of shoes
+        return Wanted("money", "an amount of money", asked=asked, about=thing or subject)
     if _TIME_Q.search(question):
         return Wanted("time", "a time", asked=asked)
+    if _POSITION_Q.search(question):
+        return Wanted("position", "a place in the ranking", asked=asked)
     m = _SURNAME_Q.search(question)
     if m:
         person = m.group(1) or m.group(2)
@@ -284,6 +307,33 @@ def wanted(question: str, about: str = "") -> Wanted | None:
             "name", f"a name for the {noun}", NAMED_THINGS[noun], asked=asked, names=names
         )
     return None
+
+
+_PAID_FOR = re.compile(
+    r"\b(?:pay|paid|spend|spent|cost|costs)\s+(?:for|on)\s+(?:the|a|an|his|her|their|its|my"
+    r"|your|our)\s+(.*)",
+    re.I,
+)
+_PRONOUNS = _words("he she they it we i you him them")
+_PAID_NAMES = _words("rent salary salaries wage wages fee fees price prices")
+
+
+def _paid_for(question: str) -> frozenset[str]:
+    """The thing a money question says was paid for ("How much did Callum pay for the
+    running shoes he bought?" -> shoes, shoe), as the words an amount must be said beside;
+    empty when it does not say."""
+    m = _PAID_FOR.search(question)
+    if m is None or not _PAID_NAMES.isdisjoint(w.lower() for w in _WORD.findall(question)):
+        return frozenset()  # "pay in rent for the flat": the rent is what an amount is of
+    head = ""
+    for word in _WORD.findall(m.group(1)):
+        low = word.lower()
+        if low in _PHRASE_ENDS or low in _PRONOUNS:
+            break
+        head = _bare(word)
+    if not head:
+        return frozenset()
+    return frozenset({head, head[:-1]} if head.endswith("s") else {head, head + "s"})
 
 
 def _asked_noun(question: str) -> str | None:

@@ -17,6 +17,12 @@ from contextfs.search.answers import wanted
         ("How much did the new boiler cost?", "money", "an amount of money"),
         ("What was Theo's finishing time at the Edinburgh Marathon?", "time", "a time"),
         ("What is Aled's surname?", "surname", "Aled's surname"),
+        (
+            "What finishing position did Callum achieve in the half marathon?",
+            "position",
+            "a place in the ranking",
+        ),
+        ("What place did Theo come in the pub quiz?", "position", "a place in the ranking"),
         ("What is the name of Nacho's vet?", "name", "a name for the vet"),
         ("Which hotel did Maya stay at in Lisbon?", "name", "a name for the hotel"),
         ("Which climbing gym does Maya go to?", "name", "a name for the gym"),
@@ -40,6 +46,7 @@ def test_a_question_that_says_what_it_wants(question, kind, what):
         "Where did Idris propose to Efua?",
         "When did Maya fly to Lisbon?",
         "What is Theo's sourdough starter called?",
+        "What place did they visit first in Lisbon?",  # a place, not a ranking
         "zzzqqq xylophone",
     ],
 )
@@ -64,6 +71,11 @@ def test_a_question_that_does_not_say_is_never_called_unanswered(question):
             "What was Theo's finishing time at the Edinburgh Marathon?",
             "Finished Edinburgh in 3:58, legs are destroyed.",
             "Ran the Edinburgh Marathon yesterday, legs are destroyed.",
+        ),
+        (
+            "What finishing position did Callum achieve in the half marathon?",
+            "Finished the half in 1:57:48, 312th out of 2,400, chuffed.",
+            "I finished the half marathon on Sunday in 1:57:48, booked for the 16th of May.",
         ),
         (
             "What is Aled's surname?",
@@ -130,6 +142,14 @@ def test_a_colour_or_an_amount_counts_only_beside_what_the_question_is_about():
     assert w is not None
     assert not w.found_in([("Rex is her golden retriever; he loves the beach.", "Maya")])
     assert w.found_in([("The Volvo is dark blue.", None), ("Rex is golden.", None)])
+    q = "How much did Callum pay for the running shoes he bought in January?"
+    shoes = wanted(q, "much Callum pay running shoes bought January?")
+    assert shoes is not None
+    assert not shoes.found_in([("The race entry was £38, I'm running it in January.", "Callum")])
+    assert shoes.found_in([("The new shoes were £120 but they're worth it.", "Callum")])
+    # a rent is what its amount is of, whatever the flat is called in the text
+    rent = wanted("How much rent does Maya pay for the flat?", "rent Maya pay flat?")
+    assert rent is not None and rent.found_in([("Rent is £950 a month, Maya says.", None)])
     pay = wanted("What was Maya's salary at Hollin?", "Maya's salary Hollin?")
     assert pay is not None
     assert not pay.found_in([("Genmaicha at £4 a bag, loose leaf.", "Maya")])
