@@ -296,6 +296,23 @@ def _planned(text: str, start: int, end: int) -> bool:
     return bool(_PRESENT_RE.search(sentence)) and not _PAST_RE.search(sentence)
 
 
+# what may yet happen: "he could start in May", "we hope to go in June"
+_MAY_HAPPEN_RE = re.compile(
+    r"\b(?:could|can|would|might|should|hope\s+to|hoping\s+to|want\s+to|wants\s+to)\b", re.I
+)
+
+
+def _ahead(text: str, start: int, end: int) -> bool:
+    """Whether a month named in the sentence around text[start:end] is one to come: a
+    future cue, or what may yet happen ("Dev said he could start in May")."""
+    sentence = _sentence(text, start, end)
+    return bool(_FUTURE_RE.search(sentence) or _MAY_HAPPEN_RE.search(sentence))
+
+
+def _months_away(ref: date, year: int, month: int) -> int:
+    return abs((year - ref.year) * 12 + month - ref.month)
+
+
 def _past(text: str, start: int, end: int) -> bool:
     """Whether the sentence around text[start:end] is in the past tense (simple cues: a
     common irregular past, or a word in -ed)."""
@@ -375,10 +392,14 @@ def _r_month(m: re.Match[str], ref: date, text: str) -> _Got:
         return None
     elif pre == "this":
         year = ref.year
-    elif pre == "next" or (pre != "last" and _future(text, m.start(), m.end())):
+    elif pre == "next" or (pre != "last" and _ahead(text, m.start(), m.end())):
         year = ref.year + (month <= ref.month if pre == "next" else month < ref.month)
-    else:
+    elif pre == "last" or _past(text, m.start(), m.end()):
         year = ref.year - (month >= ref.month if pre == "last" else month > ref.month)
+    else:  # no tense to go by ("The one in May?"): the nearer May
+        year = min(
+            (ref.year - 1, ref.year, ref.year + 1), key=lambda y: _months_away(ref, y, month)
+        )
     first = date(year, month, 1)
     return first, _month_end(first), not m["y"]
 

@@ -250,7 +250,7 @@ def _one(text, ref=REF):
         ("next year", D(2024, 1, 1), D(2024, 12, 31)),
         ("in March", D(2023, 3, 1), D(2023, 3, 31)),
         ("in August", D(2023, 8, 1), D(2023, 8, 31)),
-        ("in October", D(2022, 10, 1), D(2022, 10, 31)),  # the most recent one
+        ("in October", D(2023, 10, 1), D(2023, 10, 31)),  # no tense: the nearer one
         ("in early March", D(2023, 3, 1), D(2023, 3, 31)),
         ("last March", D(2023, 3, 1), D(2023, 3, 31)),
         ("last August", D(2022, 8, 1), D(2022, 8, 31)),
@@ -344,6 +344,10 @@ def test_future_tense_moves_weekdays_and_months_forward():
     assert _one("I will see her on Friday").start == D(2023, 8, 18)
     assert _one("I'll call on Tuesday").start == D(2023, 8, 22)
     assert _one("we're going to Paris in March").start == D(2024, 3, 1)
+    assert _one("Dev said he could start in March").start == D(2024, 3, 1)
+    assert _one("We went to Paris in October").start == D(2022, 10, 1)
+    assert _one("The one in May?", D(2024, 2, 3)).start == D(2024, 5, 1)
+    assert _one("The one in December?", D(2024, 2, 3)).start == D(2023, 12, 1)
     assert _one("We met on Friday. I will call her soon.").start == D(2023, 8, 11)
 
 
