@@ -372,6 +372,8 @@ class Searcher:
         self._add_linked_turns(cands, by_node, q.allowed)
         text_rank, far = fused.text_rank, fused.far
         cands.sort(key=lambda c: (-c.score, text_rank.get(c.node.id, far), -c.node.id))
+        if _fill_gaps(cands, opts.budget):
+            cands.sort(key=lambda c: (-c.score, text_rank.get(c.node.id, far), -c.node.id))
         hits = list(by_node.values())[: opts.k]
         self._shown(hits, fused)
         passages = self._read_passages(cands, opts.budget, {h.node.id for h in hits})
@@ -1025,6 +1027,35 @@ class Searcher:
         return self._archives.get((kind, owner, source))
 
 
+def _fill_gaps(cands: list[_Candidate], budget: int) -> bool:
+    """A turn between two turns of the best passages (the same archive, one before it and
+    one after) joins them, just below the lower of the two: an exchange reads whole ("The
+    kitchen is finally finished!" / "It came to £19,400 in the end" / "only a little over
+    budget"), and the middle turn is often the one that says it in words the question
+    does not use. `cands` is ranked; whether any joined or rose."""
+    n_top = max(GAP_TOP_MIN, budget // GAP_TOKENS)
+    top = {(c.node.id, c.index): c for c in cands[:n_top]}
+    rest = {(c.node.id, c.index): c for c in cands[n_top:]}
+    changed = False
+    for c in list(top.values()):
+        if c.node.type != SESSION_TYPE:
+            continue
+        after = top.get((c.node.id, c.index + 2))
+        key = (c.node.id, c.index + 1)
+        if after is None or key in top:
+            continue
+        score = round(min(c.score, after.score) * GAP_SHARE, 6)
+        lower = rest.get(key)
+        if lower is not None:  # ranked further down: it rises
+            lower.score = max(lower.score, score)
+            top[key] = lower
+        else:
+            top[key] = gap = _Candidate(c.node, c.index + 1, score)
+            cands.append(gap)
+        changed = True
+    return changed
+
+
 def confidence(similarity: float, scale: tuple[float, float]) -> float:
     """A cosine similarity as a confidence in [0, 1]: 0 at or below the floor (nothing
     there is about the question), 1 at or above `sure`, linear between."""
@@ -1062,6 +1093,9 @@ SIDE_WEIGHT = (1.0, 0.7, 2.0)  # the third: CLIP's pictures (search.images), as 
 # question at all (`clip_query_min`) are ranked by it.
 NODE_WEIGHT = (1.0, 1.0, 2.0)
 LINK_SHARE = 0.9  # a linked turn's score, as a share of the memory that links to it
+GAP_SHARE = 0.99  # a turn between two of the best, as a share of the lower one's score
+GAP_TOKENS = 40  # the best passages are those of the budget's first budget/40 candidates
+GAP_TOP_MIN = 8
 # Relevance: per embedder, the cosine (question to a node's closest unit) at or below which
 # nothing is about the question (confidence 0) and the one from which it surely is
 # (confidence 1). Calibrated on the development half of scripts/recall_data (docs/search.md).
