@@ -11,6 +11,7 @@ a match not a secret. Pure data and regexes: the scanning, markers and user patt
 
 from __future__ import annotations
 
+import itertools
 import re
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
@@ -594,7 +595,7 @@ _LOCK_ALONE_TEXT = "alarm gate door safe garage shed locker lock"
 _LOCK_ALONE = frozenset(_words(_LOCK_ALONE_TEXT))
 # A code of no named kind: a secret only when a lock noun says what it opens.
 _PLAIN_CODES = frozenset(
-    _words("code codice código codigo kode koden koodi kod kód codul codi код кодом קוד הקוד")
+    _words("code codice código codigo kode koden koodi kod kód codul codi код кодом קוד הקוד رمز")
 )
 _LOCK_CODE_WORDS = (
     "combination",
@@ -653,7 +654,8 @@ _LOCK_NOUN_RE = re.compile(
     r"|tresor|trezor|cofre|caja|cadeado|candado|cadenas|lucchetto|kłódka|sejf|drzwi|brama|immeuble"
     r"|intercom|interphone|domofon|citofono|portero|nøglebok|nøkkelbok|nyckelbox|fietsslot"
     r"|cykellås|sykkellås|fahrradschloss|schlüsselkast|sleutelkast|garasje|branka|branky"
-    r"|brána|brány|dveří|ovi|portti|porta|interfon|під'їзд|подъезд|домофон|דלת|הדלת)\w{0,3}\b",
+    r"|brána|brány|dveří|ovi|portti|porta|interfon|під'їзд|подъезд|домофон|דלת|הדלת|אזעקה|האזעקה"
+    r"|כספת|הכספת|باب|الباب|بوابة|البوابة|خزنة|الخزنة)\w{0,3}\b",
     re.I,
 )
 # A one-time code or a card's, named right before a plain `code` (`your login code is
@@ -1490,7 +1492,8 @@ _ASK_WORD_RES = tuple(
 _CHAT_LEAD = r"[ \t]*(?:>[ \t]*)?(?:\[(?!REDACTED)[^\]\n]{1,24}\][ \t]*)?"
 _SPEAKER = r"[A-Z][\w.'’ -]{0,20}"
 _ANSWER_LEAD_RE = re.compile(
-    rf"{_CHAT_LEAD}(?:{_SPEAKER}:[ \t]*)?"
+    # (a dash opens a line of dialogue in Spanish, French, Russian…: `— 2211, pero…`)
+    rf"{_CHAT_LEAD}(?:{_SPEAKER}:[ \t]*)?(?:[—–][ \t]*)?"
     r"(?:(?i:ok(?:ay)?|sure|yes|yeah|yep|ja|oui|s[ií]|sorry|np|hmm+|um+|uh|so)[ \t]*[,.!:]*[ \t]+)?"
     r"(?:(?i:it'?s|its|it’s|it[ \t]+is|that'?s|try|use|es|c'est|c’est|ist)[ \t]*:?[ \t]+)?"
     r"[\"'“‘]?"
@@ -1558,16 +1561,46 @@ def _answer_span(m: re.Match[str]) -> Span | None:
         return None  # a line of code or a line that leads on
     lead = _ANSWER_LEAD_RE.match(text, start)
     pos = lead.end() if lead is not None else start
+    span = _answer_value(m, text, pos, kind)
+    if span is not None or kind in ("phrase", "seed"):
+        return span
+    # the value told later in the answer, after an `it's` (`sorry!! it changed on Monday,
+    # it's 4826 now`): a code or a password's shape only, not a plain word
+    later = _LATER_ITS_RE.search(text, pos, answer_end)
+    if later is None:
+        return None
+    if kind in ("pin", "code"):
+        return _answer_code(text, later.end())
+    b = _PROSE_BARE_RE.match(text, later.end(), answer_end)
+    if b is None:
+        return None
+    end = _trim(text, later.end(), b.end())
+    value = text[later.end() : end]
+    if _credential_like(value, True) and not _CRED_NOT_RE.fullmatch(value):
+        return later.end(), end
+    return None
+
+
+# `it's`, `it is`, `it's now` inside an answer, after a word (`…, it's 4826 now`)
+_LATER_ITS_RE = re.compile(r"(?<=[\w,;.!)])[ \t]+(?i:it'?s|it’s|it[ \t]+is)(?:[ \t]+now)?[ \t]+")
+
+
+def _answer_code(text: str, pos: int) -> Span | None:
+    span = _code_value(text, pos)
+    if span is None or _NEAR_UNIT_RE.match(text, span[1]):
+        return None
+    return span
+
+
+def _answer_value(m: re.Match[str], text: str, pos: int, kind: str) -> Span | None:
+    """The value that starts an answer line at `pos` (see `_answer_span`)."""
     if kind in ("phrase", "seed"):
         span = _phrase_value(text, pos, False) or _seed_value(text, pos)
         if span is None or not _ANSWER_TAIL_RE.match(text, span[1]):
             return None  # a passphrase answers alone on its line
         return span
     if kind in ("pin", "code"):
-        span = _code_value(text, pos)
-        if span is None or _NEAR_UNIT_RE.match(text, span[1]):
-            return None
-        return span
+        return _answer_code(text, pos)
     b = _PROSE_BARE_RE.match(text, pos)
     if b is None:
         return None
@@ -1626,18 +1659,35 @@ def _use_as_span(m: re.Match[str]) -> Span | None:
 
 
 # Keywords in scripts without spaces between words, and the particle or verb that links
-# them to the value: "パスワードは Sakura2024!", "密码是Panda#888", "비밀번호는 …".
-_CJK_KEYWORDS = ("パスワード", "暗証番号", "暗号", "密码", "密碼", "口令", "비밀번호", "암호")
+# them to the value: "パスワードは Sakura2024!", "密码是Panda#888", "비밀번호는 …", "门锁密码改成
+# 520131", or a blank alone ("와이파이 비번 pcbang0707!!"). Digits are a code from 3 on, and
+# a particle may be glued to them ("비밀번호 9146으로 바꿨어": "to 9146").
+_CJK_KEYWORDS = tuple(_words("パスワード 暗証番号 暗号 密码 密碼 口令 비밀번호 비번 암호"))
+_CJK_UNITS = "|".join(
+    (
+        "bits?",
+        "bytes?",
+        *_words("位 桁 자리 文字 字 次 回 個 个 件 人 年 月 日 時 时 分 秒"),
+        *_words("円 元 원 개 명 년 월 일 시 분 초 번"),
+    )
+)
 _CJK_RE = re.compile(
-    rf"(?:{'|'.join(_CJK_KEYWORDS)})[ \t]*(?:は|是|为|為|는|은|：|:|=)[ \t]*(?:：|:)?[ \t]*"
-    r"(?P<s>[^\s。、，,「」『』\"'`]{1,128})"
+    rf"(?:{'|'.join(_CJK_KEYWORDS)})(?:[ \t]*(?:は|是|为|為|는|은|：|:|=|改成|改为|改為|设为|设成"
+    r"|設為|設成)[ \t]*(?:：|:)?[ \t]*|[ \t]+)"
+    rf"(?:(?P<d>\d{{3,12}})(?![\d.,:/-]?[\dA-Za-z]|[ \t]*(?:{_CJK_UNITS}))"
+    r"|(?P<s>[^\s。、，,「」『』\"'`]{1,128}))"
 )
 
 
 def _cjk_span(m: re.Match[str]) -> Span | None:
+    if m.group("d") is not None:
+        return m.span("d")
     start = m.start("s")
     end = _trim(m.string, start, m.end("s"))
-    return (start, end) if _credential_like(m.string[start:end], True) else None
+    value = m.string[start:end]
+    if value.isdigit():
+        return None  # digits the code above did not take: a count, a measure
+    return (start, end) if _credential_like(value, True) else None
 
 
 # A login and its password written as a pair: "credentials are admin/S3cretPass99",
@@ -1984,8 +2034,8 @@ _NEAR_CODE_WORDS = (
     *_words("""pin pins pincode pinkod pinkode pin-code passcode passcodes combination combo
     code codes codice código codigo koodi kode koden kod kód kodu şifre şifresi alarm alarms
     safe door gate keypad lockbox keybox keysafe padlock locker intercom tresor trezor
-    digicode türcode sejf kluis cofre kapukód codul codi код кодом κωδικός 비밀번호 קוד הקוד
-    पिन"""),
+    digicode türcode sejf kluis cofre kapukód codul codi код кодом κωδικός 비밀번호
+    קוד הקוד رمز पिन override"""),
     "pass code",
     "namba ya siri",  # Swahili: a PIN
 )
@@ -2021,6 +2071,12 @@ _NEAR_YEAR_RE = re.compile(
 )
 
 
+# `код от подъезда 2749, квартира 47`, `رمز البوابة الخلفية ٧٣٩٢`: where a language writes
+# no verb for `is`, one to three words that name the lock between the keyword and digits
+# that end the clause
+_LOCK_GAP_RE = re.compile(r"[ \t]+(?:[^\W\d_]+[ \t]+){1,3}")
+
+
 # After a code that only a lock noun announces (`alarm 5512`), the clause ends or goes on
 # to what is done with it.
 _NEAR_CLAUSE_ENDS_RE = re.compile(
@@ -2037,7 +2093,7 @@ def _near_code_span(m: re.Match[str]) -> Span | None:
     end = _NEAR_END_RE.search(window)
     if end is not None:
         window = window[: end.start()]
-    if kw in _PLAIN_CODES or kw in ("code", "codes"):
+    if kw in _PLAIN_CODES or kw in ("code", "codes", "override"):
         before = text[max(0, m.start() - 24) : m.start()].split()
         if before and before[-1].lower().strip(".,:;") in _NOT_SECRET_CODES:
             return None
@@ -2049,9 +2105,13 @@ def _near_code_span(m: re.Match[str]) -> Span | None:
             return None
     for d in _NEAR_DIGITS_RE.finditer(window):
         gap = window[: d.start()]
-        if not _NEAR_LINK_RE.search(gap) or _NEAR_NUMBERED_RE.search(gap):
+        if _NEAR_NUMBERED_RE.search(gap) or _ENDING_RE.search(gap.rstrip()):
             continue
-        if _ENDING_RE.search(gap.rstrip()):
+        if not _NEAR_LINK_RE.search(gap) and not (
+            _LOCK_GAP_RE.fullmatch(gap)
+            and _LOCK_NOUN_RE.search(gap)
+            and _NEAR_CLAUSE_ENDS_RE.match(window, d.end())
+        ):
             continue
         value = d.group()
         if _NEAR_UNIT_RE.match(window, d.end()):
@@ -2076,7 +2136,7 @@ _LIST_GAP_RE = re.compile(
     r"|da|und)\b)[ \t]*(?P<words>(?:[^\s.!?]+[ \t]+){0,5}?)(?P<link>[^\s.!?]*[ \t]*)\Z",
     re.I,
 )
-_ALL_DIGITS_RE = re.compile(r"\d{3,8}|\d{2}(?:[ -]\d{2}){2,3}")
+_ALL_DIGITS_RE = re.compile(r"\d{3,8}|\d{2}(?:[ -]\d{2}){2,3}|\d(?: \d){3,7}")
 
 
 def continued_codes(text: str, found: Iterable[tuple[int, int, str]]) -> list[tuple[int, int, str]]:
@@ -2330,21 +2390,26 @@ _ENTERED_DIGITS_RE = re.compile(
 )
 _ENTERED_VERB_RE = re.compile(
     r"(?:\b(?:press(?:ed)?|enter(?:ed)?|punch(?:ed)?(?:[ \t]+in)?|dial(?:led)?|key(?:ed)?[ \t]+in"
-    r"|typed?|used?|put|set|chose|picked|geht[ \t]+mit|(?:disarm|unlock|open)(?:s|ed)?"
+    r"|typed?|used?|put|set|chose|picked|takes|wants|accepts|geht[ \t]+mit"
+    r"|(?:disarm|unlock|open)(?:s|ed)?"
     r"(?:[ \t]+it)?[ \t]+with)[ \t]+)\Z",
     re.I,
 )
 _ENTRY_LOCK_RE = re.compile(
     r"\b(?:safe|locker|padlock|keypad|intercom|alarm|lockbox|keybox|key[ \t]?safe|tresor|trezor"
     r"|lock|gate|door|sejf|kluis|cofre|caja[ \t]+fuerte|cadenas|candado|lucchetto|tür|porte"
-    r"|puerta|cassaforte)(?:s|es|e|en)?\b",
+    r"|puerta|cassaforte|schlüssel(?:kasten|safe|tresor))(?:s|es|e|en)?\b",
     re.I,
 )
 # what follows a code keyed in: the clause ends, or says where or why
 _ENTERED_AFTER_RE = re.compile(
-    r"[ \t]*(?:$|[,.;!?)\n]|(?:on|for|so|as|to|then|and|auf|at|in|into|first|now|if)\b)",
+    r"[ \t]*(?:$|[,.;!?)\n]|(?:on|for|so|as|to|then|and|auf|at|in|into|first|now|if|within)\b)",
     re.I | re.M,
 )
+# what a lock `takes` or `wants` is a code when the clause ends or goes on to what is keyed
+# next (`the keypad takes 5830 then the up arrow`), not a price or a count (`… 1500 for`)
+_WANTS_RE = re.compile(r"(?:takes|wants|accepts)\b", re.I)
+_WANTS_NOT_AFTER_RE = re.compile(r"[ \t]+(?:to|for|as|in|on|so|at|into|now|if)\b", re.I)
 _OPENS_RE = re.compile(r"(?:disarm|unlock|open)", re.I)  # a lock's verb: `phone unlocks with`
 _ENTRY_SENTENCE_RE = re.compile(r"[.!?;](?=\s)|\n")
 
@@ -2355,6 +2420,8 @@ def _entered_span(m: re.Match[str]) -> Span | None:
     verb = _ENTERED_VERB_RE.search(text, max(0, start - 24), start)
     if verb is None or not _ENTERED_AFTER_RE.match(text, end):
         return None  # `set 1500 aside`, `used 2000 calories`: an amount, or no verb
+    if _WANTS_RE.match(verb.group()) and _WANTS_NOT_AFTER_RE.match(text, end):
+        return None  # `the locksmith wants 1500 for the door`: a price
     lo = max(0, start - 100)
     stops = list(_ENTRY_SENTENCE_RE.finditer(text, lo, start))
     lo = stops[-1].end() if stops else lo
@@ -2377,6 +2444,47 @@ BUILTIN += [
         seek=re.compile(rf"{_trie(_NEAR_CODE_WORDS)}(?![a-z0-9_-])"),
     ),
     Detector("keyword_secret", _ENTERED_DIGITS_RE, (), _entered_span, 11, prose=True),
+]
+
+# A dial's turns where a lock is talked about, with no keyword and link before them (`The
+# safe combination only lives in my head, so: L 24, R 8, L 61`, `gun safe dial: R 22 L 8 R
+# 40`, `… has a new combo. Left 24, right 11, left 38`): three to six turns, to the left
+# and to the right by turns, after a lock, a combination or a dial named on the same line
+# (at most 120 characters before). Looked for from the lock's word: digits are everywhere.
+_DIAL_LOCK_WORDS = _words("""safe locker padlock lock combo combination dial tresor trezor sejf
+kluis cofre cadenas candado lucchetto cassaforte combinación combinacion combinaison
+kombination""")
+_DIAL_TURN = r"(?:[LR]|(?i:left|right))[ ]?\d{1,2}"
+_DIAL_RE = re.compile(
+    rf"(?<![^\W\d_])(?i:{_trie(_DIAL_LOCK_WORDS)})(?:s|es)?(?![^\W\d_])[^\n]{{0,120}}?"
+    rf"(?<![\w.-])(?P<s>{_DIAL_TURN}(?:[ ]*,?[ ]+{_DIAL_TURN}){{2,5}})(?![\w.-])"
+)
+_DIAL_AFTER_RE = re.compile(r"[ ]*(?:blocks?|streets?|turns?|exits?|lanes?)\b", re.I)
+
+
+def _dial_span(m: re.Match[str]) -> Span | None:
+    text, start, end = m.string, m.start("s"), m.end("s")
+    sides = [t[0].upper() for t in re.findall(r"[LR]|left|right", m.group("s"), re.I)]
+    if any(a == b for a, b in itertools.pairwise(sides)):
+        return None  # a dial turns one way, then the other
+    if _NEAR_UNIT_RE.match(text, end) or _DIAL_AFTER_RE.match(text, end):
+        return None  # `left 2, right 3, left 4 blocks`: a way, not a lock's turns
+    if _CODE_LINE_RE.search(text, m.start(), end):
+        return None
+    return start, end
+
+
+BUILTIN += [
+    Detector(
+        "keyword_secret",
+        _DIAL_RE,
+        (),
+        _dial_span,
+        11,
+        fold=True,
+        seek=re.compile(_trie(_DIAL_LOCK_WORDS)),
+        prose=True,
+    )
 ]
 
 # ---- a password-shaped word where passwords are talked about ------------------------------
