@@ -679,7 +679,7 @@ _WIFI_RE = re.compile(r"ssid|wi-?fi|wlan|wpa|wireless", re.I)
 _QUALIFIER_RE = re.compile(
     r"[ \t]+(?:for|to|of|on|at|in|into|with|du|de|des|del|della|dello|di|do|da|dos|für|fürs"
     r"|van|voor|för|till|til|zu|pour|next[ \t]+to|by|near|behind|under|outside|inside|beside"
-    r"|from|4|od|na)"
+    r"|from|4|od|na|para|per|pro|от|для|до|на|від|за)"
     r"(?=[ \t])",
     re.I,
 )
@@ -917,14 +917,16 @@ def _prose_value(text: str, pos: int, kind: str, bare_link: bool = False) -> Spa
 # password is swordfish`, `My password is Winter` (the first of two appends). A word that
 # says what the password is like, not what it is, is no value: `the password is required`,
 # `… is incorrect.`, `… is mine`.
-_WORD_VALUE_RE = re.compile(
-    r"[A-Za-z][a-z]{3,23}(?=(?:[ \t]+(?:btw|lol|ok|thx|thanks|haha|xx|x))?"
+_WORD_END = (
+    r"(?:[ \t]+(?:btw|lol|ok|thx|thanks|haha|xx|x))?"
     r"[ \t]*(?:[.!]?[ \t]*(?:\r?\n|\Z)|[.!;][ \t]+[A-Z]|,[ \t]"
     # how it is written: `moonwalk all lowercase`, `rosegarden all in small letters`
     r"|[ \t]+(?i:all[ \t]+(?:lower|small|in[ \t]+(?:lower|small))|in[ \t]+(?:lower|small)"
     r"|lower[ -]?case|no[ \t]+spaces?|one[ \t]+word|with[ \t]+(?:a|an|the)[ \t]+capital"
-    r"|\((?:lower|all|one|case|no)\b)))"
+    r"|\((?:lower|all|one|case|no)\b))"
 )
+_WORD_VALUE_RE = re.compile(rf"[A-Za-z][a-z]{{3,23}}(?={_WORD_END})")
+_WORD_END_RE = re.compile(_WORD_END)
 _DESCRIBING = frozenset(
     _words("""
     wrong right correct incorrect invalid valid required optional mandatory empty blank none
@@ -961,7 +963,26 @@ def _english(m: re.Match[str], link: str) -> bool:
     return m.group().lower() in _ENGLISH_KW and bool(_ENGLISH_LINK_RE.fullmatch(link))
 
 
+# A password read out: a word and digits said as words (`bluejay seven seven all
+# lowercase`, `lantern dash nine two`), ending the statement or saying how it is written.
+_SPOKEN_WORD_RE = re.compile(
+    rf"[A-Za-z][a-z]{{2,23}}(?:[ \t]+(?:dash|hyphen|underscore|dot|hash|at))?"
+    rf"(?:[ \t]+(?i:{_SPOKEN_DIGIT})){{2,8}}(?![\w-])"
+)
+
+
 def _word_value(text: str, pos: int) -> Span | None:
+    spoken = _SPOKEN_WORD_RE.match(text, pos)
+    if spoken is not None:
+        word = spoken.group().split()[0].lower()
+        if (
+            _WORD_END_RE.match(text, spoken.end())
+            and word not in _DESCRIBING
+            and word not in _PHRASE_STOP
+            and not word.endswith(_DESCRIBING_ENDS)
+            and not re.fullmatch(_DIGIT_WORDS, word)
+        ):
+            return spoken.span()
     m = _WORD_VALUE_RE.match(text, pos)
     if m is None:
         return None
@@ -1074,6 +1095,10 @@ def _prose_span(m: re.Match[str]) -> Span | None:
     kind = _keyword_kind(m)
     if not kind or (m.group().lower() in _NETWORK_WORDS and _names_network(text, m.end())):
         return None
+    if text[m.start() - 2 : m.start()] in (", ", "; "):
+        entry = _ENTRY_WORD_RE.match(text, m.start())
+        if entry is not None and (span := _entry_word_span(entry)) is not None:
+            return span
     if m.group().lower() in _LOCK_ALONE:
         return _lock_alone_value(text, m.end())
     if m.group().lower() == "combo" and not _LOCK_NOUN_RE.search(
@@ -1250,6 +1275,41 @@ def _late_value(text: str, pos: int) -> Span | None:
     return None
 
 
+# A plain word after a password keyword with no link, where the keyword opens the last
+# entry of a list after a comma (`Guest wifi: Robinsons_Guest, password welcomefriends`,
+# `…, passcode Bowline#2024, memorable word halyard.`): the entry is the keyword and its
+# value, and the word ends it. Not a word that says what the password is like or names
+# something about passwords (`…, password reset.`, `…, password protected`). Tried by
+# `_prose_span` where a keyword follows `, ` or `; `.
+_ENTRY_KW = _words("password passwd passcode pwd pw")
+_ENTRY_WORD_RE = re.compile(
+    rf"(?<=[,;] )(?i:{_trie((*_ENTRY_KW, 'memorable word'))})[ \t]+"
+    r"(?P<s>[A-Za-z][a-z]{3,23}|[A-Z]{4,24})"
+    r"(?=[ \t]*(?:[.;!]?[ \t]*(?:\r?\n|\Z)|[.;!][ \t]+[A-Z]|,[ \t]))"
+)
+_ENTRY_NOT_WORDS = _NOT_A_HOLDER | frozenset(
+    _words("""hash hashes hashing salt salted auth authentication login logins box input file
+    files store storage vault fields reminder history changes expiration lockout attempts
+    only please again twice here there etc form forms dialog usage update updates support
+    protect management handling reuse sharing sync encryption""")
+)
+
+
+def _entry_word_span(m: re.Match[str]) -> Span | None:
+    text, word = m.string, m.group("s")
+    low = word.lower()
+    if low in _ENTRY_NOT_WORDS or low in _DESCRIBING or low in _NOT_ANSWERS:
+        return None
+    if _is_placeholder(word) or _PROSE_KW_RE.fullmatch(word):
+        return None
+    if low.endswith(_DESCRIBING_ENDS) and word[0].islower():
+        return None  # `…, password expired`, `…, pw optional`
+    line = text.rfind("\n", 0, m.start()) + 1
+    if _CODE_LINE_RE.search(text, line, m.end()):
+        return None
+    return m.span("s")
+
+
 _USE_AS_RE = re.compile(
     r"(?i:use|used|using|try|tried|set|chose|chosen|picked|put)[ \t]+"
     r"(?P<q>[\"'`]?)(?P<s>[^\s\"'`]{4,64})(?P=q)[ \t]+"
@@ -1296,17 +1356,19 @@ def _correction_span(m: re.Match[str]) -> Span | None:
 _RECOVERY_RE = re.compile(
     r"(?i:recovery|backup|2fa|mfa|two-factor|2-step|emergency|scratch|one-time|host)[ \t-]+"
     r"(?i:codes?|keys?)(?![\w])"
-    r"(?:(?:[ \t]+(?i:for|of|to|on)(?:[ \t]+[\w.@'-]{1,40}){1,3}?)?"
+    # `key Apple gave me is …`, `codes for github:`, `key from the setup email: …`
+    r"(?:(?:(?:[ \t]+[\w.@'’-]{1,40}){1,4}?(?=[ \t]+(?i:is|are|was|were)\b|[ \t]*:))?"
     r"(?:[ \t]*\([^()\n]{1,30}\))?"  # `(printed 2/3)`
     r"(?:,[ \t]+[^:\n]{1,40}(?=:))?"  # `codes, keep them somewhere safe: …`
-    r"(?:[ \t]*\(|[ \t]*(?::|=|->)|[ \t]+(?i:is|are|was|were)(?:[ \t]*:)?)"
+    r"(?:[ \t]*\)?[ \t]*(?::|=|->)|[ \t]*\(|[ \t]+(?i:is|are|was|were)(?:[ \t]*:)?)"
     r"(?:[ \t]*(?i:currently|now)\b)?"
     # or a code straight after the words, taken only when `_recovery_span` finds one
     r"|(?=[ \t]))"
 )
 _RECOVERY_CODE_RE = re.compile(
     r"[ \t]*(?:\r?\n[ \t]*(?:[-*•][ \t]+|\d{1,2}[.)][ \t]+)?)?"
-    r"([A-Za-z0-9]{3,8}(?:[- ][A-Za-z0-9]{3,8}){0,7})[ \t]*[,;)]?"
+    # (or a key in one piece, in capitals and digits: a 2FA app's secret `K4RTQ7MZ2XWPLN5B`)
+    r"([A-Z0-9]{12,40}(?![\w-])|[A-Za-z0-9]{3,8}(?:[- ][A-Za-z0-9]{3,8}){0,7})[ \t]*[,;)]?"
 )
 
 
@@ -1332,6 +1394,34 @@ def _recovery_span(m: re.Match[str]) -> Span | None:
 
 
 _BITLOCKER_RE = re.compile(r"(?<![\w-])\d{6}(?:-\d{6}){7}(?![\w-])")
+
+# A product or recovery key's shape: three to eight groups of four or five capitals and
+# digits joined by dashes, each group with a digit, and letters no hex digit is
+# (`X7K9-MP2Q-44RT`, `R7KQ-2MXP-9WTD-4HLC-8NVB-3JFY`), with or without a keyword. Not a
+# hex id (`1A2B-3C4D-5E6F`), a date, or groups of letters (`ISO-8859-1`, `AES-256-GCM`).
+# Looked for from its first dash: `re` scans for a literal fast.
+_GROUPED_KEY_RE = re.compile(r"-(?<=[A-Z0-9]{4}-)[A-Z0-9]{4,5}(?:-[A-Z0-9]{4,5}){1,6}(?![\w-])")
+
+
+def _grouped_key_span(m: re.Match[str]) -> Span | None:
+    text = m.string
+    start = m.start()
+    while (
+        start > 0
+        and start > m.start() - 5
+        and (text[start - 1].isupper() or text[start - 1].isdigit())
+    ):
+        start -= 1
+    if m.start() - start < 4 or (
+        start and (text[start - 1].isalnum() or text[start - 1] in "_-./")
+    ):
+        return None
+    groups = text[start : m.end()].split("-")
+    if not all(any(c.isdigit() for c in g) for g in groups):
+        return None
+    if not any(c in "GHIJKLMNOPQRSTUVWXYZ" for c in text[start : m.end()]):
+        return None  # hex: an id
+    return start, m.end()
 
 
 # A markdown table with a password column: each row's cell in that column.
@@ -1396,8 +1486,46 @@ def _tables(text: str) -> list[tuple[int, int, int, str]]:
                 break
             pos = line_end + 1
         out.append((first, pos, *column))
+    out += _ruleless_tables(text, out)
     _LAST_TABLES[0] = (text, out)
     return out
+
+
+# A table of pipes with no rule under its header (`| Room | Device | Code |⏎| Kitchen |
+# Alarm panel | 5151 |`): the header is the first row of a block of rows of as many cells;
+# a plain code's column only where a lock is named in the rows.
+def _ruleless_tables(
+    text: str, ruled: list[tuple[int, int, int, str]]
+) -> list[tuple[int, int, int, str]]:
+    out: list[tuple[int, int, int, str]] = []
+    pos = 0
+    while True:
+        head = _TABLE_ROW_RE.search(text, pos)
+        if head is None:
+            return out
+        pos = head.end() + 1
+        if head.start() > 0:
+            above = text[text.rfind("\n", 0, head.start() - 1) + 1 : head.start() - 1].strip()
+            if above.startswith("|") and above.endswith("|"):
+                continue  # not the first row of its block
+        if any(t[0] <= pos < t[1] for t in ruled) or _TABLE_RULE_LINE_RE.match(text, pos):
+            continue
+        column = _secret_column(head.group(1))
+        if column is None:
+            continue
+        width = len(_cells(head.group(1)))
+        end = pos
+        while True:
+            row = _TABLE_ROW_RE.match(text, end)
+            if row is None or len(_cells(row.group(1))) != width:
+                break
+            end = row.end() + 1
+        if end == pos:
+            continue
+        if column[1] == "code" and not _LOCK_NOUN_RE.search(text, pos, end):
+            continue
+        out.append((pos, end, *column))
+        pos = end
 
 
 def _table_span(m: re.Match[str]) -> Span | None:
@@ -1564,8 +1692,8 @@ def _answer_span(m: re.Match[str]) -> Span | None:
     span = _answer_value(m, text, pos, kind)
     if span is not None or kind in ("phrase", "seed"):
         return span
-    # the value told later in the answer, after an `it's` (`sorry!! it changed on Monday,
-    # it's 4826 now`): a code or a password's shape only, not a plain word
+    # the value told later in the answer, after an `it's` or a colon (`sorry!! it changed on
+    # Monday, it's 4826 now`): a code or a password's shape only, not a plain word
     later = _LATER_ITS_RE.search(text, pos, answer_end)
     if later is None:
         return None
@@ -1581,8 +1709,11 @@ def _answer_span(m: re.Match[str]) -> Span | None:
     return None
 
 
-# `it's`, `it is`, `it's now` inside an answer, after a word (`…, it's 4826 now`)
-_LATER_ITS_RE = re.compile(r"(?<=[\w,;.!)])[ \t]+(?i:it'?s|it’s|it[ \t]+is)(?:[ \t]+now)?[ \t]+")
+# `it's`, `it is`, `it's now` inside an answer, after a word (`…, it's 4826 now`), or a
+# colon (`its on the sticker: 7HQ4-KP9X-22MR`)
+_LATER_ITS_RE = re.compile(
+    r"(?<=[\w,;.!)])(?:[ \t]+(?i:it'?s|it’s|it[ \t]+is)(?:[ \t]+now)?[ \t]+|:[ \t]+)"
+)
 
 
 def _answer_code(text: str, pos: int) -> Span | None:
@@ -1643,12 +1774,14 @@ _LINK_AHEAD = (
     r"|updated|has|had|got|for|of|on|at|in|into|with|est|c'est|c’est|ist|lautet|war|es|era|wa"
     r"|will|would|should|shall|as|opens|unlocks|which|from|4"
     r"|é|è|är|er|je|jest|sont|du|de|des|del|della|dello|di|do|da|dos|für|fürs|van|voor|för"
-    r"|till|til|zu|pour|next|by|near|behind|under|outside|inside|beside|down|below|here)(?![\w])"
+    r"|till|til|zu|pour|next|by|near|behind|under|outside|inside|beside|down|below|here|para"
+    r"|per|pro|от|для|до|на|від|за)(?![\w])"
     r"|[ \t]+[#*]?[0-9]|[ \t]+[^\s]*[0-9]"
     r"|(?:[ \t]+[^\s:]{1,25}){1,3}(?::|[ \t]+\S*[0-9])"
     r"|[ \t]+(?:again|now|exactly|pls|please|nochmal)[ \t]*\?"
     r"|(?:[ \t]+[^\s:]{1,21}){1,5}[ \t]+(?:is|was)[ \t]+\S*[\d!#$&@%*?]"  # `_gap_value`
-    rf"|[ \t]+(?:{_DIGIT_WORDS})[ \t,-])"  # a code read out: `PIN seven zero three three`
+    rf"|[ \t]+(?:{_DIGIT_WORDS})[ \t,-]"  # a code read out: `PIN seven zero three three`
+    r"|[ \t]+[a-z]{4,24}[ \t]*(?:[.;!]?[ \t]*(?:\n|\Z)|[.;!,][ \t]))"  # `_entry_word_span`
 )
 
 
@@ -1869,6 +2002,7 @@ BUILTIN += [
     Detector("keyword_secret", _TABLE_ROW_RE, ("|",), _table_span, 9),
     # a BitLocker recovery key, which nothing else has the shape of: eight groups of six
     # digits (`408122-553190-…-219987`), named or not
+    Detector("keyword_secret", _GROUPED_KEY_RE, (), _grouped_key_span, 11, prose=True),
     Detector("keyword_secret", _BITLOCKER_RE, ("-",), group_span(0), 9),
     Detector("keyword_secret", _REPLY_RE, (":",), _reply_span, 9),
     Detector("keyword_secret", _ASK_END_RE, ("?",), _answer_span, 9),
@@ -2016,9 +2150,38 @@ def _seed_run_span(m: re.Match[str]) -> Span | None:
     return m.span("s")
 
 
+# A recovery phrase numbered with no keyword: the words numbered 1 to 12 (15, 18, 21, 24)
+# in order, with or without a point after each number (`words as he numbered them: 1
+# rival 2 hedgehog 3 cabin … 12 oyster`), on one line or several; redacted whole.
+_NUMBERED_RUN_RE = re.compile(
+    r"1(?<![\w.]1)[.):]?[ \t]+[a-z]{3,8}"
+    r"(?:[ \t,;]*+\r?\n?[ \t]*+\d{1,2}[.):]?[ \t]+[a-z]{3,8}){11,23}+(?![\w])"
+)
+_NUMBERED_WORD_RE = re.compile(r"(\d{1,2})[.):]?[ \t]+([a-z]{3,8})")
+
+
+def _numbered_run_span(m: re.Match[str]) -> Span | None:
+    words: list[str] = []
+    end = m.start()
+    for w in _NUMBERED_WORD_RE.finditer(m.group()):
+        if int(w.group(1)) != len(words) + 1:
+            break
+        words.append(w.group(2))
+        end = m.start() + w.end()
+    nxt = re.match(r"[ \t,;]*\r?\n?[ \t]*(\d{1,2})[.):]?[ \t]", m.string[end : end + 16])
+    if nxt is not None and int(nxt.group(1)) == len(words) + 1:
+        return None  # a longer numbered list: steps, not a phrase
+    if len(words) not in (12, 15, 18, 21, 24) or len(set(words)) < len(words) - 1:
+        return None
+    if any(w in _SEED_RUN_STOP for w in words):
+        return None
+    return m.start(), end
+
+
 BUILTIN += [
     Detector("shaped_password", _SHAPE_RE, (), _shape_span, 10, prose=True),
     *(Detector("keyword_secret", r, (), _seed_run_span, 10, prose=True) for r in _SEED_RUN_RES),
+    Detector("keyword_secret", _NUMBERED_RUN_RE, (), _numbered_run_span, 10, prose=True),
 ]
 
 # ---- a code a little after what it opens -------------------------------------------------
@@ -2086,6 +2249,34 @@ _NEAR_CLAUSE_ENDS_RE = re.compile(
 )
 
 
+# A dial's turns after a lock, with no keyword and link before them (`The safe combination
+# only lives in my head, so: L 24, R 8, L 61`, `gun safe dial: R 22 L 8 R 40`, `… has a new
+# combo. Left 24, right 11, left 38`): three to six turns, to the left and to the right by
+# turns, on the lock word's line and at most 120 characters on. Looked for from the lock
+# words `_near_code_span` finds anyway: a scan of its own for them cost 3% of the time.
+_DIAL_TURN = r"(?:[LR]|(?i:left|right))[ ]?\d{1,2}"
+_DIAL_RE = re.compile(rf"(?<![\w.-]){_DIAL_TURN}(?:[ ]*,?[ ]+{_DIAL_TURN}){{2,5}}(?![\w.-])")
+_DIAL_AFTER_RE = re.compile(r"[ ]*(?:blocks?|streets?|turns?|exits?|lanes?)\b", re.I)
+_DIAL_WORDS = frozenset(
+    _words("safe locker padlock combo combination tresor trezor sejf kluis cofre lockbox")
+)
+
+
+def _dial_after(text: str, pos: int) -> Span | None:
+    end = text.find("\n", pos, pos + 120)
+    d = _DIAL_RE.search(text, pos, pos + 120 if end < 0 else end)
+    if d is None:
+        return None
+    sides = [t[0].upper() for t in re.findall(r"[LR]|left|right", d.group(), re.I)]
+    if any(a == b for a, b in itertools.pairwise(sides)):
+        return None  # a dial turns one way, then the other
+    if _NEAR_UNIT_RE.match(text, d.end()) or _DIAL_AFTER_RE.match(text, d.end()):
+        return None  # `left 2, right 3, left 4 blocks`: a way, not a lock's turns
+    if _CODE_LINE_RE.search(text, pos, d.end()):
+        return None
+    return d.span()
+
+
 def _near_code_span(m: re.Match[str]) -> Span | None:
     text = m.string
     kw = m.group().lower()
@@ -2105,13 +2296,13 @@ def _near_code_span(m: re.Match[str]) -> Span | None:
             return None
     for d in _NEAR_DIGITS_RE.finditer(window):
         gap = window[: d.start()]
-        if _NEAR_NUMBERED_RE.search(gap) or _ENDING_RE.search(gap.rstrip()):
-            continue
         if not _NEAR_LINK_RE.search(gap) and not (
             _LOCK_GAP_RE.fullmatch(gap)
             and _LOCK_NOUN_RE.search(gap)
             and _NEAR_CLAUSE_ENDS_RE.match(window, d.end())
         ):
+            continue
+        if _NEAR_NUMBERED_RE.search(gap) or _ENDING_RE.search(gap.rstrip()):
             continue
         value = d.group()
         if _NEAR_UNIT_RE.match(window, d.end()):
@@ -2124,7 +2315,7 @@ def _near_code_span(m: re.Match[str]) -> Span | None:
         if _YEAR_RE.fullmatch(value) and _NEAR_YEAR_RE.search(gap):
             continue
         return m.end() + d.start(), m.end() + d.end()
-    return None
+    return _dial_after(text, m.end()) if kw in _DIAL_WORDS else None
 
 
 # A list of codes (`phone passcode is 291184, the ipad one is 0505`, `Portkoden är 4417 och
@@ -2446,46 +2637,6 @@ BUILTIN += [
     Detector("keyword_secret", _ENTERED_DIGITS_RE, (), _entered_span, 11, prose=True),
 ]
 
-# A dial's turns where a lock is talked about, with no keyword and link before them (`The
-# safe combination only lives in my head, so: L 24, R 8, L 61`, `gun safe dial: R 22 L 8 R
-# 40`, `… has a new combo. Left 24, right 11, left 38`): three to six turns, to the left
-# and to the right by turns, after a lock, a combination or a dial named on the same line
-# (at most 120 characters before). Looked for from the lock's word: digits are everywhere.
-_DIAL_LOCK_WORDS = _words("""safe locker padlock lock combo combination dial tresor trezor sejf
-kluis cofre cadenas candado lucchetto cassaforte combinación combinacion combinaison
-kombination""")
-_DIAL_TURN = r"(?:[LR]|(?i:left|right))[ ]?\d{1,2}"
-_DIAL_RE = re.compile(
-    rf"(?<![^\W\d_])(?i:{_trie(_DIAL_LOCK_WORDS)})(?:s|es)?(?![^\W\d_])[^\n]{{0,120}}?"
-    rf"(?<![\w.-])(?P<s>{_DIAL_TURN}(?:[ ]*,?[ ]+{_DIAL_TURN}){{2,5}})(?![\w.-])"
-)
-_DIAL_AFTER_RE = re.compile(r"[ ]*(?:blocks?|streets?|turns?|exits?|lanes?)\b", re.I)
-
-
-def _dial_span(m: re.Match[str]) -> Span | None:
-    text, start, end = m.string, m.start("s"), m.end("s")
-    sides = [t[0].upper() for t in re.findall(r"[LR]|left|right", m.group("s"), re.I)]
-    if any(a == b for a, b in itertools.pairwise(sides)):
-        return None  # a dial turns one way, then the other
-    if _NEAR_UNIT_RE.match(text, end) or _DIAL_AFTER_RE.match(text, end):
-        return None  # `left 2, right 3, left 4 blocks`: a way, not a lock's turns
-    if _CODE_LINE_RE.search(text, m.start(), end):
-        return None
-    return start, end
-
-
-BUILTIN += [
-    Detector(
-        "keyword_secret",
-        _DIAL_RE,
-        (),
-        _dial_span,
-        11,
-        fold=True,
-        seek=re.compile(_trie(_DIAL_LOCK_WORDS)),
-        prose=True,
-    )
-]
 
 # ---- a password-shaped word where passwords are talked about ------------------------------
 # `use Wombat#2210 to log in`, `I've tried Molly2015 and molly2015!`, `crunchyroll animeNight99

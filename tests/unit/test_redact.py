@@ -1461,3 +1461,134 @@ def test_a_code_a_lock_takes_and_a_dial_s_turns_are_redacted(text: str, secret: 
 )
 def test_a_price_a_way_or_buttons_near_a_lock_are_kept(text: str) -> None:
     assert not R.redact(text).changed, R.redact(text).text
+
+
+@pytest.mark.parametrize(
+    ("text", "secret"),
+    [
+        ("Guest wifi: Robinsons_Guest, password welcomefriends", "welcomefriends"),
+        ("Club bank: customer no. 44817302, memorable word halyard. Delete this after", "halyard"),
+        ("Telephone banking — security number 662190, memorable word PRIMROSE", "PRIMROSE"),
+    ],
+)
+def test_a_plain_word_ending_a_list_entry_after_a_keyword_is_redacted(
+    text: str, secret: str
+) -> None:
+    res = R.redact(text)
+    assert secret not in res.text, res.text
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "Features: login, password reset.",
+        "Account settings: email, password protected",
+        "Fields: username, password required",
+        "You need your email, password manager, and phone.",
+        "the user sets a name, password twice.",
+        "Supported: OAuth, password hashing, 2FA",
+        "See also: login, password policy",
+        "def f(self, pw Split)",
+    ],
+)
+def test_words_about_passwords_in_a_list_are_kept(text: str) -> None:
+    assert not R.redact(text).changed, R.redact(text).text
+
+
+@pytest.mark.parametrize(
+    ("text", "secret"),
+    [
+        ("the wifi pasword is on the router, it says X7K9-MP2Q-44RT is that it?",
+         "X7K9-MP2Q-44RT"),
+        ("the recovery key Apple gave me is R7KQ-2MXP-9WTD-4HLC-8NVB-3JFY, I printed it",
+         "R7KQ-2MXP-9WTD-4HLC-8NVB-3JFY"),
+        ("Códigos de recuperación (recovery codes): 9K2M-4TXQ, 7PLW-3ZRN.", "7PLW-3ZRN"),
+        ("Exchange 2FA backup key from the setup email: K4RTQ7MZ2XWPLN5B", "K4RTQ7MZ2XWPLN5B"),
+        ("> whats the pw for the router\nits on the sticker: 7HQ4-KP9X-22MR", "7HQ4-KP9X-22MR"),
+    ],
+)  # fmt: skip
+def test_a_key_in_groups_or_named_a_few_words_before_is_redacted(text: str, secret: str) -> None:
+    res = R.redact(text)
+    assert secret not in res.text, res.text
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "ids 1A2B-3C4D-5E6F and ISO-8859-1 and AES-256-GCM and ABCD-EFGH-IJKL",
+        "released 2024-01-15, see RFC-2119-STYLE docs",
+        "the backup keys are stored in the vault",
+        "recovery codes were generated in 2023: see the admin page",
+        "the recovery key is required: ask IT",
+        "SN: AB12-CD34, part X-AB12-CD34-EF56",
+    ],
+)
+def test_ids_and_words_near_a_recovery_key_are_kept(text: str) -> None:
+    assert not R.redact(text).changed, R.redact(text).text
+
+
+def test_a_numbered_recovery_phrase_without_a_keyword_is_redacted() -> None:
+    words = "rival hedgehog cabin umbrella drastic pupil salmon boring verify meadow tunnel oyster"
+    numbered = " ".join(f"{i} {w}" for i, w in enumerate(words.split(), 1))
+    out = R.redact(f"words as he numbered them: {numbered}").text
+    assert not any(w in out for w in words.split()), out
+    out = R.redact("\n".join(f"{i}) {w}" for i, w in enumerate(words.split(), 1))).text
+    assert not any(w in out for w in words.split()), out
+    # a numbered list of steps that goes on, or is out of order, is no phrase
+    steps = " ".join(f"{i} {w}" for i, w in enumerate((*words.split(), "more"), 1))
+    assert not R.redact(f"steps: {steps}").changed
+    shuffled = (
+        "1 cup 3 eggs 2 sugar 4 milk 5 salt 6 flour 7 water 8 yeast 9 oil 10 honey 11 nut 12 fig"
+    )
+    assert not R.redact(shuffled).changed
+
+
+@pytest.mark.parametrize(
+    ("text", "secret"),
+    [
+        ("Пароль от вайфая на даче: Самовар_1987", "Самовар_1987"),
+        ("la contraseña para el wifi es Gato#2020", "Gato#2020"),
+        ("la password per il wifi è Gatto2020", "Gatto2020"),
+    ],
+)
+def test_a_password_for_something_named_with_another_language_s_preposition(
+    text: str, secret: str
+) -> None:
+    res = R.redact(text)
+    assert secret not in res.text, res.text
+
+
+@pytest.mark.parametrize(
+    ("text", "secret"),
+    [
+        ("school portal password is bluejay seven seven all lowercase", "bluejay seven seven"),
+        ("council tax site password is lantern dash nine two", "lantern dash nine two"),
+    ],
+)
+def test_a_password_read_out_as_a_word_and_digits_is_redacted(text: str, secret: str) -> None:
+    res = R.redact(text)
+    assert secret not in res.text, res.text
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "the password is at least eight characters",
+        "the password is required one two three times",
+        "my password is only four or five letters",
+        "the password is usually twelve or more",
+        "the password is changed every two three weeks",
+    ],
+)
+def test_numbers_in_words_about_a_password_are_kept(text: str) -> None:
+    assert not R.redact(text).changed, R.redact(text).text
+
+
+def test_a_table_of_pipes_without_a_rule_line_is_read_by_its_header() -> None:
+    text = "| Room | Device | Code |\n| Kitchen | Alarm panel | 5151 |\n| Study | Safe | 880412 |"
+    out = R.redact(text).text
+    assert "5151" not in out and "880412" not in out and "Alarm panel" in out, out
+    # a code column where no lock is named, and a header that is not a block's first row
+    assert not R.redact("| Code | Meaning |\n| 404 | Not found |\n| 500 | Error |").changed
+    text = "| a | b | c |\n| Service | User | Password |\n| Grafana | admin | Dash-board |"
+    assert not R.redact(text).changed

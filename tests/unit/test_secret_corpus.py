@@ -82,7 +82,7 @@ def test_recall_and_false_positives_on_the_corpus() -> None:
     # stray: `Hunter22! not Hunter2!`, a mistyped password that has a password's shape
     assert s.false_positives <= 1, s.touched
     assert s.strays <= 3
-    assert s.caught >= 1864, s.missed  # of 2,061 (natural_dev included)
+    assert s.caught >= 1891, s.missed  # of 2,061 (natural_dev included)
     assert s.partly <= 2, s.missed
 
 
@@ -94,8 +94,9 @@ def test_holdout_figures() -> None:
 
 
 def test_natural_language_secrets_held_out() -> None:
-    # Written by someone who saw neither the detectors nor the other files, never tuned
-    # on: a floor at what it measured (the issue asks 0.98; docs/secrets.md says why not).
+    # Written by someone who saw neither the detectors nor the other files: a floor at
+    # what it measured once (the issue asks 0.98; docs/secrets.md says why not). The 11th
+    # set here is also in natural_dev and was tuned on, until a new set replaces it.
     s = _score(_group("natural_holdout"))
     assert s.false_positives == 0, s.touched  # of 92
     assert s.strays <= 1  # one measured, not looked at
@@ -105,7 +106,7 @@ def test_natural_language_secrets_held_out() -> None:
 
 def test_natural_language_secrets_dev() -> None:
     s = _score(_group("natural_dev"))
-    assert (s.caught, s.secrets) == (1748, 1945), s.missed
+    assert (s.caught, s.secrets) == (1775, 1945), s.missed
     assert s.false_positives <= 1, s.touched  # `password123 is one of the most common …`
     assert s.strays <= 3  # `Hunter2!` after `Hunter22! not`, `note2self`, `BT-8XK2`
 
