@@ -11,6 +11,7 @@ a match not a secret. Pure data and regexes: the scanning, markers and user patt
 
 from __future__ import annotations
 
+import itertools
 import re
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
@@ -594,7 +595,7 @@ _LOCK_ALONE_TEXT = "alarm gate door safe garage shed locker lock"
 _LOCK_ALONE = frozenset(_words(_LOCK_ALONE_TEXT))
 # A code of no named kind: a secret only when a lock noun says what it opens.
 _PLAIN_CODES = frozenset(
-    _words("code codice código codigo kode koden koodi kod kód codul codi код кодом קוד הקוד")
+    _words("code codice código codigo kode koden koodi kod kód codul codi код кодом קוד הקוד رمز")
 )
 _LOCK_CODE_WORDS = (
     "combination",
@@ -653,7 +654,8 @@ _LOCK_NOUN_RE = re.compile(
     r"|tresor|trezor|cofre|caja|cadeado|candado|cadenas|lucchetto|kłódka|sejf|drzwi|brama|immeuble"
     r"|intercom|interphone|domofon|citofono|portero|nøglebok|nøkkelbok|nyckelbox|fietsslot"
     r"|cykellås|sykkellås|fahrradschloss|schlüsselkast|sleutelkast|garasje|branka|branky"
-    r"|brána|brány|dveří|ovi|portti|porta|interfon|під'їзд|подъезд|домофон|דלת|הדלת)\w{0,3}\b",
+    r"|brána|brány|dveří|ovi|portti|porta|interfon|під'їзд|подъезд|домофон|דלת|הדלת|אזעקה|האזעקה"
+    r"|כספת|הכספת|باب|الباب|بوابة|البوابة|خزنة|الخزنة)\w{0,3}\b",
     re.I,
 )
 # A one-time code or a card's, named right before a plain `code` (`your login code is
@@ -677,7 +679,7 @@ _WIFI_RE = re.compile(r"ssid|wi-?fi|wlan|wpa|wireless", re.I)
 _QUALIFIER_RE = re.compile(
     r"[ \t]+(?:for|to|of|on|at|in|into|with|du|de|des|del|della|dello|di|do|da|dos|für|fürs"
     r"|van|voor|för|till|til|zu|pour|next[ \t]+to|by|near|behind|under|outside|inside|beside"
-    r"|from|4|od|na)"
+    r"|from|4|od|na|para|per|pro|от|для|до|на|від|за)"
     r"(?=[ \t])",
     re.I,
 )
@@ -915,14 +917,16 @@ def _prose_value(text: str, pos: int, kind: str, bare_link: bool = False) -> Spa
 # password is swordfish`, `My password is Winter` (the first of two appends). A word that
 # says what the password is like, not what it is, is no value: `the password is required`,
 # `… is incorrect.`, `… is mine`.
-_WORD_VALUE_RE = re.compile(
-    r"[A-Za-z][a-z]{3,23}(?=(?:[ \t]+(?:btw|lol|ok|thx|thanks|haha|xx|x))?"
+_WORD_END = (
+    r"(?:[ \t]+(?:btw|lol|ok|thx|thanks|haha|xx|x))?"
     r"[ \t]*(?:[.!]?[ \t]*(?:\r?\n|\Z)|[.!;][ \t]+[A-Z]|,[ \t]"
     # how it is written: `moonwalk all lowercase`, `rosegarden all in small letters`
     r"|[ \t]+(?i:all[ \t]+(?:lower|small|in[ \t]+(?:lower|small))|in[ \t]+(?:lower|small)"
     r"|lower[ -]?case|no[ \t]+spaces?|one[ \t]+word|with[ \t]+(?:a|an|the)[ \t]+capital"
-    r"|\((?:lower|all|one|case|no)\b)))"
+    r"|\((?:lower|all|one|case|no)\b))"
 )
+_WORD_VALUE_RE = re.compile(rf"[A-Za-z][a-z]{{3,23}}(?={_WORD_END})")
+_WORD_END_RE = re.compile(_WORD_END)
 _DESCRIBING = frozenset(
     _words("""
     wrong right correct incorrect invalid valid required optional mandatory empty blank none
@@ -959,7 +963,26 @@ def _english(m: re.Match[str], link: str) -> bool:
     return m.group().lower() in _ENGLISH_KW and bool(_ENGLISH_LINK_RE.fullmatch(link))
 
 
+# A password read out: a word and digits said as words (`bluejay seven seven all
+# lowercase`, `lantern dash nine two`), ending the statement or saying how it is written.
+_SPOKEN_WORD_RE = re.compile(
+    rf"[A-Za-z][a-z]{{2,23}}(?:[ \t]+(?:dash|hyphen|underscore|dot|hash|at))?"
+    rf"(?:[ \t]+(?i:{_SPOKEN_DIGIT})){{2,8}}(?![\w-])"
+)
+
+
 def _word_value(text: str, pos: int) -> Span | None:
+    spoken = _SPOKEN_WORD_RE.match(text, pos)
+    if spoken is not None:
+        word = spoken.group().split()[0].lower()
+        if (
+            _WORD_END_RE.match(text, spoken.end())
+            and word not in _DESCRIBING
+            and word not in _PHRASE_STOP
+            and not word.endswith(_DESCRIBING_ENDS)
+            and not re.fullmatch(_DIGIT_WORDS, word)
+        ):
+            return spoken.span()
     m = _WORD_VALUE_RE.match(text, pos)
     if m is None:
         return None
@@ -1072,6 +1095,10 @@ def _prose_span(m: re.Match[str]) -> Span | None:
     kind = _keyword_kind(m)
     if not kind or (m.group().lower() in _NETWORK_WORDS and _names_network(text, m.end())):
         return None
+    if text[m.start() - 2 : m.start()] in (", ", "; "):
+        entry = _ENTRY_WORD_RE.match(text, m.start())
+        if entry is not None and (span := _entry_word_span(entry)) is not None:
+            return span
     if m.group().lower() in _LOCK_ALONE:
         return _lock_alone_value(text, m.end())
     if m.group().lower() == "combo" and not _LOCK_NOUN_RE.search(
@@ -1248,6 +1275,41 @@ def _late_value(text: str, pos: int) -> Span | None:
     return None
 
 
+# A plain word after a password keyword with no link, where the keyword opens the last
+# entry of a list after a comma (`Guest wifi: Robinsons_Guest, password welcomefriends`,
+# `…, passcode Bowline#2024, memorable word halyard.`): the entry is the keyword and its
+# value, and the word ends it. Not a word that says what the password is like or names
+# something about passwords (`…, password reset.`, `…, password protected`). Tried by
+# `_prose_span` where a keyword follows `, ` or `; `.
+_ENTRY_KW = _words("password passwd passcode pwd pw")
+_ENTRY_WORD_RE = re.compile(
+    rf"(?<=[,;] )(?i:{_trie((*_ENTRY_KW, 'memorable word'))})[ \t]+"
+    r"(?P<s>[A-Za-z][a-z]{3,23}|[A-Z]{4,24})"
+    r"(?=[ \t]*(?:[.;!]?[ \t]*(?:\r?\n|\Z)|[.;!][ \t]+[A-Z]|,[ \t]))"
+)
+_ENTRY_NOT_WORDS = _NOT_A_HOLDER | frozenset(
+    _words("""hash hashes hashing salt salted auth authentication login logins box input file
+    files store storage vault fields reminder history changes expiration lockout attempts
+    only please again twice here there etc form forms dialog usage update updates support
+    protect management handling reuse sharing sync encryption""")
+)
+
+
+def _entry_word_span(m: re.Match[str]) -> Span | None:
+    text, word = m.string, m.group("s")
+    low = word.lower()
+    if low in _ENTRY_NOT_WORDS or low in _DESCRIBING or low in _NOT_ANSWERS:
+        return None
+    if _is_placeholder(word) or _PROSE_KW_RE.fullmatch(word):
+        return None
+    if low.endswith(_DESCRIBING_ENDS) and word[0].islower():
+        return None  # `…, password expired`, `…, pw optional`
+    line = text.rfind("\n", 0, m.start()) + 1
+    if _CODE_LINE_RE.search(text, line, m.end()):
+        return None
+    return m.span("s")
+
+
 _USE_AS_RE = re.compile(
     r"(?i:use|used|using|try|tried|set|chose|chosen|picked|put)[ \t]+"
     r"(?P<q>[\"'`]?)(?P<s>[^\s\"'`]{4,64})(?P=q)[ \t]+"
@@ -1294,17 +1356,19 @@ def _correction_span(m: re.Match[str]) -> Span | None:
 _RECOVERY_RE = re.compile(
     r"(?i:recovery|backup|2fa|mfa|two-factor|2-step|emergency|scratch|one-time|host)[ \t-]+"
     r"(?i:codes?|keys?)(?![\w])"
-    r"(?:(?:[ \t]+(?i:for|of|to|on)(?:[ \t]+[\w.@'-]{1,40}){1,3}?)?"
+    # `key Apple gave me is …`, `codes for github:`, `key from the setup email: …`
+    r"(?:(?:(?:[ \t]+[\w.@'’-]{1,40}){1,4}?(?=[ \t]+(?i:is|are|was|were)\b|[ \t]*:))?"
     r"(?:[ \t]*\([^()\n]{1,30}\))?"  # `(printed 2/3)`
     r"(?:,[ \t]+[^:\n]{1,40}(?=:))?"  # `codes, keep them somewhere safe: …`
-    r"(?:[ \t]*\(|[ \t]*(?::|=|->)|[ \t]+(?i:is|are|was|were)(?:[ \t]*:)?)"
+    r"(?:[ \t]*\)?[ \t]*(?::|=|->)|[ \t]*\(|[ \t]+(?i:is|are|was|were)(?:[ \t]*:)?)"
     r"(?:[ \t]*(?i:currently|now)\b)?"
     # or a code straight after the words, taken only when `_recovery_span` finds one
     r"|(?=[ \t]))"
 )
 _RECOVERY_CODE_RE = re.compile(
     r"[ \t]*(?:\r?\n[ \t]*(?:[-*•][ \t]+|\d{1,2}[.)][ \t]+)?)?"
-    r"([A-Za-z0-9]{3,8}(?:[- ][A-Za-z0-9]{3,8}){0,7})[ \t]*[,;)]?"
+    # (or a key in one piece, in capitals and digits: a 2FA app's secret `K4RTQ7MZ2XWPLN5B`)
+    r"([A-Z0-9]{12,40}(?![\w-])|[A-Za-z0-9]{3,8}(?:[- ][A-Za-z0-9]{3,8}){0,7})[ \t]*[,;)]?"
 )
 
 
@@ -1330,6 +1394,34 @@ def _recovery_span(m: re.Match[str]) -> Span | None:
 
 
 _BITLOCKER_RE = re.compile(r"(?<![\w-])\d{6}(?:-\d{6}){7}(?![\w-])")
+
+# A product or recovery key's shape: three to eight groups of four or five capitals and
+# digits joined by dashes, each group with a digit, and letters no hex digit is
+# (`X7K9-MP2Q-44RT`, `R7KQ-2MXP-9WTD-4HLC-8NVB-3JFY`), with or without a keyword. Not a
+# hex id (`1A2B-3C4D-5E6F`), a date, or groups of letters (`ISO-8859-1`, `AES-256-GCM`).
+# Looked for from its first dash: `re` scans for a literal fast.
+_GROUPED_KEY_RE = re.compile(r"-(?<=[A-Z0-9]{4}-)[A-Z0-9]{4,5}(?:-[A-Z0-9]{4,5}){1,6}(?![\w-])")
+
+
+def _grouped_key_span(m: re.Match[str]) -> Span | None:
+    text = m.string
+    start = m.start()
+    while (
+        start > 0
+        and start > m.start() - 5
+        and (text[start - 1].isupper() or text[start - 1].isdigit())
+    ):
+        start -= 1
+    if m.start() - start < 4 or (
+        start and (text[start - 1].isalnum() or text[start - 1] in "_-./")
+    ):
+        return None
+    groups = text[start : m.end()].split("-")
+    if not all(any(c.isdigit() for c in g) for g in groups):
+        return None
+    if not any(c in "GHIJKLMNOPQRSTUVWXYZ" for c in text[start : m.end()]):
+        return None  # hex: an id
+    return start, m.end()
 
 
 # A markdown table with a password column: each row's cell in that column.
@@ -1394,8 +1486,46 @@ def _tables(text: str) -> list[tuple[int, int, int, str]]:
                 break
             pos = line_end + 1
         out.append((first, pos, *column))
+    out += _ruleless_tables(text, out)
     _LAST_TABLES[0] = (text, out)
     return out
+
+
+# A table of pipes with no rule under its header (`| Room | Device | Code |⏎| Kitchen |
+# Alarm panel | 5151 |`): the header is the first row of a block of rows of as many cells;
+# a plain code's column only where a lock is named in the rows.
+def _ruleless_tables(
+    text: str, ruled: list[tuple[int, int, int, str]]
+) -> list[tuple[int, int, int, str]]:
+    out: list[tuple[int, int, int, str]] = []
+    pos = 0
+    while True:
+        head = _TABLE_ROW_RE.search(text, pos)
+        if head is None:
+            return out
+        pos = head.end() + 1
+        if head.start() > 0:
+            above = text[text.rfind("\n", 0, head.start() - 1) + 1 : head.start() - 1].strip()
+            if above.startswith("|") and above.endswith("|"):
+                continue  # not the first row of its block
+        if any(t[0] <= pos < t[1] for t in ruled) or _TABLE_RULE_LINE_RE.match(text, pos):
+            continue
+        column = _secret_column(head.group(1))
+        if column is None:
+            continue
+        width = len(_cells(head.group(1)))
+        end = pos
+        while True:
+            row = _TABLE_ROW_RE.match(text, end)
+            if row is None or len(_cells(row.group(1))) != width:
+                break
+            end = row.end() + 1
+        if end == pos:
+            continue
+        if column[1] == "code" and not _LOCK_NOUN_RE.search(text, pos, end):
+            continue
+        out.append((pos, end, *column))
+        pos = end
 
 
 def _table_span(m: re.Match[str]) -> Span | None:
@@ -1490,7 +1620,8 @@ _ASK_WORD_RES = tuple(
 _CHAT_LEAD = r"[ \t]*(?:>[ \t]*)?(?:\[(?!REDACTED)[^\]\n]{1,24}\][ \t]*)?"
 _SPEAKER = r"[A-Z][\w.'’ -]{0,20}"
 _ANSWER_LEAD_RE = re.compile(
-    rf"{_CHAT_LEAD}(?:{_SPEAKER}:[ \t]*)?"
+    # (a dash opens a line of dialogue in Spanish, French, Russian…: `— 2211, pero…`)
+    rf"{_CHAT_LEAD}(?:{_SPEAKER}:[ \t]*)?(?:[—–][ \t]*)?"
     r"(?:(?i:ok(?:ay)?|sure|yes|yeah|yep|ja|oui|s[ií]|sorry|np|hmm+|um+|uh|so)[ \t]*[,.!:]*[ \t]+)?"
     r"(?:(?i:it'?s|its|it’s|it[ \t]+is|that'?s|try|use|es|c'est|c’est|ist)[ \t]*:?[ \t]+)?"
     r"[\"'“‘]?"
@@ -1558,16 +1689,49 @@ def _answer_span(m: re.Match[str]) -> Span | None:
         return None  # a line of code or a line that leads on
     lead = _ANSWER_LEAD_RE.match(text, start)
     pos = lead.end() if lead is not None else start
+    span = _answer_value(m, text, pos, kind)
+    if span is not None or kind in ("phrase", "seed"):
+        return span
+    # the value told later in the answer, after an `it's` or a colon (`sorry!! it changed on
+    # Monday, it's 4826 now`): a code or a password's shape only, not a plain word
+    later = _LATER_ITS_RE.search(text, pos, answer_end)
+    if later is None:
+        return None
+    if kind in ("pin", "code"):
+        return _answer_code(text, later.end())
+    b = _PROSE_BARE_RE.match(text, later.end(), answer_end)
+    if b is None:
+        return None
+    end = _trim(text, later.end(), b.end())
+    value = text[later.end() : end]
+    if _credential_like(value, True) and not _CRED_NOT_RE.fullmatch(value):
+        return later.end(), end
+    return None
+
+
+# `it's`, `it is`, `it's now` inside an answer, after a word (`…, it's 4826 now`), or a
+# colon (`its on the sticker: 7HQ4-KP9X-22MR`)
+_LATER_ITS_RE = re.compile(
+    r"(?<=[\w,;.!)])(?:[ \t]+(?i:it'?s|it’s|it[ \t]+is)(?:[ \t]+now)?[ \t]+|:[ \t]+)"
+)
+
+
+def _answer_code(text: str, pos: int) -> Span | None:
+    span = _code_value(text, pos)
+    if span is None or _NEAR_UNIT_RE.match(text, span[1]):
+        return None
+    return span
+
+
+def _answer_value(m: re.Match[str], text: str, pos: int, kind: str) -> Span | None:
+    """The value that starts an answer line at `pos` (see `_answer_span`)."""
     if kind in ("phrase", "seed"):
         span = _phrase_value(text, pos, False) or _seed_value(text, pos)
         if span is None or not _ANSWER_TAIL_RE.match(text, span[1]):
             return None  # a passphrase answers alone on its line
         return span
     if kind in ("pin", "code"):
-        span = _code_value(text, pos)
-        if span is None or _NEAR_UNIT_RE.match(text, span[1]):
-            return None
-        return span
+        return _answer_code(text, pos)
     b = _PROSE_BARE_RE.match(text, pos)
     if b is None:
         return None
@@ -1610,12 +1774,14 @@ _LINK_AHEAD = (
     r"|updated|has|had|got|for|of|on|at|in|into|with|est|c'est|c’est|ist|lautet|war|es|era|wa"
     r"|will|would|should|shall|as|opens|unlocks|which|from|4"
     r"|é|è|är|er|je|jest|sont|du|de|des|del|della|dello|di|do|da|dos|für|fürs|van|voor|för"
-    r"|till|til|zu|pour|next|by|near|behind|under|outside|inside|beside|down|below|here)(?![\w])"
+    r"|till|til|zu|pour|next|by|near|behind|under|outside|inside|beside|down|below|here|para"
+    r"|per|pro|от|для|до|на|від|за)(?![\w])"
     r"|[ \t]+[#*]?[0-9]|[ \t]+[^\s]*[0-9]"
     r"|(?:[ \t]+[^\s:]{1,25}){1,3}(?::|[ \t]+\S*[0-9])"
     r"|[ \t]+(?:again|now|exactly|pls|please|nochmal)[ \t]*\?"
     r"|(?:[ \t]+[^\s:]{1,21}){1,5}[ \t]+(?:is|was)[ \t]+\S*[\d!#$&@%*?]"  # `_gap_value`
-    rf"|[ \t]+(?:{_DIGIT_WORDS})[ \t,-])"  # a code read out: `PIN seven zero three three`
+    rf"|[ \t]+(?:{_DIGIT_WORDS})[ \t,-]"  # a code read out: `PIN seven zero three three`
+    r"|[ \t]+[a-z]{4,24}[ \t]*(?:[.;!]?[ \t]*(?:\n|\Z)|[.;!,][ \t]))"  # `_entry_word_span`
 )
 
 
@@ -1626,18 +1792,35 @@ def _use_as_span(m: re.Match[str]) -> Span | None:
 
 
 # Keywords in scripts without spaces between words, and the particle or verb that links
-# them to the value: "パスワードは Sakura2024!", "密码是Panda#888", "비밀번호는 …".
-_CJK_KEYWORDS = ("パスワード", "暗証番号", "暗号", "密码", "密碼", "口令", "비밀번호", "암호")
+# them to the value: "パスワードは Sakura2024!", "密码是Panda#888", "비밀번호는 …", "门锁密码改成
+# 520131", or a blank alone ("와이파이 비번 pcbang0707!!"). Digits are a code from 3 on, and
+# a particle may be glued to them ("비밀번호 9146으로 바꿨어": "to 9146").
+_CJK_KEYWORDS = tuple(_words("パスワード 暗証番号 暗号 密码 密碼 口令 비밀번호 비번 암호"))
+_CJK_UNITS = "|".join(
+    (
+        "bits?",
+        "bytes?",
+        *_words("位 桁 자리 文字 字 次 回 個 个 件 人 年 月 日 時 时 分 秒"),
+        *_words("円 元 원 개 명 년 월 일 시 분 초 번"),
+    )
+)
 _CJK_RE = re.compile(
-    rf"(?:{'|'.join(_CJK_KEYWORDS)})[ \t]*(?:は|是|为|為|는|은|：|:|=)[ \t]*(?:：|:)?[ \t]*"
-    r"(?P<s>[^\s。、，,「」『』\"'`]{1,128})"
+    rf"(?:{'|'.join(_CJK_KEYWORDS)})(?:[ \t]*(?:は|是|为|為|는|은|：|:|=|改成|改为|改為|设为|设成"
+    r"|設為|設成)[ \t]*(?:：|:)?[ \t]*|[ \t]+)"
+    rf"(?:(?P<d>\d{{3,12}})(?![\d.,:/-]?[\dA-Za-z]|[ \t]*(?:{_CJK_UNITS}))"
+    r"|(?P<s>[^\s。、，,「」『』\"'`]{1,128}))"
 )
 
 
 def _cjk_span(m: re.Match[str]) -> Span | None:
+    if m.group("d") is not None:
+        return m.span("d")
     start = m.start("s")
     end = _trim(m.string, start, m.end("s"))
-    return (start, end) if _credential_like(m.string[start:end], True) else None
+    value = m.string[start:end]
+    if value.isdigit():
+        return None  # digits the code above did not take: a count, a measure
+    return (start, end) if _credential_like(value, True) else None
 
 
 # A login and its password written as a pair: "credentials are admin/S3cretPass99",
@@ -1819,6 +2002,7 @@ BUILTIN += [
     Detector("keyword_secret", _TABLE_ROW_RE, ("|",), _table_span, 9),
     # a BitLocker recovery key, which nothing else has the shape of: eight groups of six
     # digits (`408122-553190-…-219987`), named or not
+    Detector("keyword_secret", _GROUPED_KEY_RE, (), _grouped_key_span, 11, prose=True),
     Detector("keyword_secret", _BITLOCKER_RE, ("-",), group_span(0), 9),
     Detector("keyword_secret", _REPLY_RE, (":",), _reply_span, 9),
     Detector("keyword_secret", _ASK_END_RE, ("?",), _answer_span, 9),
@@ -1966,9 +2150,38 @@ def _seed_run_span(m: re.Match[str]) -> Span | None:
     return m.span("s")
 
 
+# A recovery phrase numbered with no keyword: the words numbered 1 to 12 (15, 18, 21, 24)
+# in order, with or without a point after each number (`words as he numbered them: 1
+# rival 2 hedgehog 3 cabin … 12 oyster`), on one line or several; redacted whole.
+_NUMBERED_RUN_RE = re.compile(
+    r"1(?<![\w.]1)[.):]?[ \t]+[a-z]{3,8}"
+    r"(?:[ \t,;]*+\r?\n?[ \t]*+\d{1,2}[.):]?[ \t]+[a-z]{3,8}){11,23}+(?![\w])"
+)
+_NUMBERED_WORD_RE = re.compile(r"(\d{1,2})[.):]?[ \t]+([a-z]{3,8})")
+
+
+def _numbered_run_span(m: re.Match[str]) -> Span | None:
+    words: list[str] = []
+    end = m.start()
+    for w in _NUMBERED_WORD_RE.finditer(m.group()):
+        if int(w.group(1)) != len(words) + 1:
+            break
+        words.append(w.group(2))
+        end = m.start() + w.end()
+    nxt = re.match(r"[ \t,;]*\r?\n?[ \t]*(\d{1,2})[.):]?[ \t]", m.string[end : end + 16])
+    if nxt is not None and int(nxt.group(1)) == len(words) + 1:
+        return None  # a longer numbered list: steps, not a phrase
+    if len(words) not in (12, 15, 18, 21, 24) or len(set(words)) < len(words) - 1:
+        return None
+    if any(w in _SEED_RUN_STOP for w in words):
+        return None
+    return m.start(), end
+
+
 BUILTIN += [
     Detector("shaped_password", _SHAPE_RE, (), _shape_span, 10, prose=True),
     *(Detector("keyword_secret", r, (), _seed_run_span, 10, prose=True) for r in _SEED_RUN_RES),
+    Detector("keyword_secret", _NUMBERED_RUN_RE, (), _numbered_run_span, 10, prose=True),
 ]
 
 # ---- a code a little after what it opens -------------------------------------------------
@@ -1984,8 +2197,8 @@ _NEAR_CODE_WORDS = (
     *_words("""pin pins pincode pinkod pinkode pin-code passcode passcodes combination combo
     code codes codice código codigo koodi kode koden kod kód kodu şifre şifresi alarm alarms
     safe door gate keypad lockbox keybox keysafe padlock locker intercom tresor trezor
-    digicode türcode sejf kluis cofre kapukód codul codi код кодом κωδικός 비밀번호 קוד הקוד
-    पिन"""),
+    digicode türcode sejf kluis cofre kapukód codul codi код кодом κωδικός 비밀번호
+    קוד הקוד رمز पिन override"""),
     "pass code",
     "namba ya siri",  # Swahili: a PIN
 )
@@ -2021,6 +2234,12 @@ _NEAR_YEAR_RE = re.compile(
 )
 
 
+# `код от подъезда 2749, квартира 47`, `رمز البوابة الخلفية ٧٣٩٢`: where a language writes
+# no verb for `is`, one to three words that name the lock between the keyword and digits
+# that end the clause
+_LOCK_GAP_RE = re.compile(r"[ \t]+(?:[^\W\d_]+[ \t]+){1,3}")
+
+
 # After a code that only a lock noun announces (`alarm 5512`), the clause ends or goes on
 # to what is done with it.
 _NEAR_CLAUSE_ENDS_RE = re.compile(
@@ -2030,6 +2249,34 @@ _NEAR_CLAUSE_ENDS_RE = re.compile(
 )
 
 
+# A dial's turns after a lock, with no keyword and link before them (`The safe combination
+# only lives in my head, so: L 24, R 8, L 61`, `gun safe dial: R 22 L 8 R 40`, `… has a new
+# combo. Left 24, right 11, left 38`): three to six turns, to the left and to the right by
+# turns, on the lock word's line and at most 120 characters on. Looked for from the lock
+# words `_near_code_span` finds anyway: a scan of its own for them cost 3% of the time.
+_DIAL_TURN = r"(?:[LR]|(?i:left|right))[ ]?\d{1,2}"
+_DIAL_RE = re.compile(rf"(?<![\w.-]){_DIAL_TURN}(?:[ ]*,?[ ]+{_DIAL_TURN}){{2,5}}(?![\w.-])")
+_DIAL_AFTER_RE = re.compile(r"[ ]*(?:blocks?|streets?|turns?|exits?|lanes?)\b", re.I)
+_DIAL_WORDS = frozenset(
+    _words("safe locker padlock combo combination tresor trezor sejf kluis cofre lockbox")
+)
+
+
+def _dial_after(text: str, pos: int) -> Span | None:
+    end = text.find("\n", pos, pos + 120)
+    d = _DIAL_RE.search(text, pos, pos + 120 if end < 0 else end)
+    if d is None:
+        return None
+    sides = [t[0].upper() for t in re.findall(r"[LR]|left|right", d.group(), re.I)]
+    if any(a == b for a, b in itertools.pairwise(sides)):
+        return None  # a dial turns one way, then the other
+    if _NEAR_UNIT_RE.match(text, d.end()) or _DIAL_AFTER_RE.match(text, d.end()):
+        return None  # `left 2, right 3, left 4 blocks`: a way, not a lock's turns
+    if _CODE_LINE_RE.search(text, pos, d.end()):
+        return None
+    return d.span()
+
+
 def _near_code_span(m: re.Match[str]) -> Span | None:
     text = m.string
     kw = m.group().lower()
@@ -2037,7 +2284,7 @@ def _near_code_span(m: re.Match[str]) -> Span | None:
     end = _NEAR_END_RE.search(window)
     if end is not None:
         window = window[: end.start()]
-    if kw in _PLAIN_CODES or kw in ("code", "codes"):
+    if kw in _PLAIN_CODES or kw in ("code", "codes", "override"):
         before = text[max(0, m.start() - 24) : m.start()].split()
         if before and before[-1].lower().strip(".,:;") in _NOT_SECRET_CODES:
             return None
@@ -2049,9 +2296,13 @@ def _near_code_span(m: re.Match[str]) -> Span | None:
             return None
     for d in _NEAR_DIGITS_RE.finditer(window):
         gap = window[: d.start()]
-        if not _NEAR_LINK_RE.search(gap) or _NEAR_NUMBERED_RE.search(gap):
+        if not _NEAR_LINK_RE.search(gap) and not (
+            _LOCK_GAP_RE.fullmatch(gap)
+            and _LOCK_NOUN_RE.search(gap)
+            and _NEAR_CLAUSE_ENDS_RE.match(window, d.end())
+        ):
             continue
-        if _ENDING_RE.search(gap.rstrip()):
+        if _NEAR_NUMBERED_RE.search(gap) or _ENDING_RE.search(gap.rstrip()):
             continue
         value = d.group()
         if _NEAR_UNIT_RE.match(window, d.end()):
@@ -2064,7 +2315,7 @@ def _near_code_span(m: re.Match[str]) -> Span | None:
         if _YEAR_RE.fullmatch(value) and _NEAR_YEAR_RE.search(gap):
             continue
         return m.end() + d.start(), m.end() + d.end()
-    return None
+    return _dial_after(text, m.end()) if kw in _DIAL_WORDS else None
 
 
 # A list of codes (`phone passcode is 291184, the ipad one is 0505`, `Portkoden är 4417 och
@@ -2076,7 +2327,7 @@ _LIST_GAP_RE = re.compile(
     r"|da|und)\b)[ \t]*(?P<words>(?:[^\s.!?]+[ \t]+){0,5}?)(?P<link>[^\s.!?]*[ \t]*)\Z",
     re.I,
 )
-_ALL_DIGITS_RE = re.compile(r"\d{3,8}|\d{2}(?:[ -]\d{2}){2,3}")
+_ALL_DIGITS_RE = re.compile(r"\d{3,8}|\d{2}(?:[ -]\d{2}){2,3}|\d(?: \d){3,7}")
 
 
 def continued_codes(text: str, found: Iterable[tuple[int, int, str]]) -> list[tuple[int, int, str]]:
@@ -2330,21 +2581,26 @@ _ENTERED_DIGITS_RE = re.compile(
 )
 _ENTERED_VERB_RE = re.compile(
     r"(?:\b(?:press(?:ed)?|enter(?:ed)?|punch(?:ed)?(?:[ \t]+in)?|dial(?:led)?|key(?:ed)?[ \t]+in"
-    r"|typed?|used?|put|set|chose|picked|geht[ \t]+mit|(?:disarm|unlock|open)(?:s|ed)?"
+    r"|typed?|used?|put|set|chose|picked|takes|wants|accepts|geht[ \t]+mit"
+    r"|(?:disarm|unlock|open)(?:s|ed)?"
     r"(?:[ \t]+it)?[ \t]+with)[ \t]+)\Z",
     re.I,
 )
 _ENTRY_LOCK_RE = re.compile(
     r"\b(?:safe|locker|padlock|keypad|intercom|alarm|lockbox|keybox|key[ \t]?safe|tresor|trezor"
     r"|lock|gate|door|sejf|kluis|cofre|caja[ \t]+fuerte|cadenas|candado|lucchetto|tür|porte"
-    r"|puerta|cassaforte)(?:s|es|e|en)?\b",
+    r"|puerta|cassaforte|schlüssel(?:kasten|safe|tresor))(?:s|es|e|en)?\b",
     re.I,
 )
 # what follows a code keyed in: the clause ends, or says where or why
 _ENTERED_AFTER_RE = re.compile(
-    r"[ \t]*(?:$|[,.;!?)\n]|(?:on|for|so|as|to|then|and|auf|at|in|into|first|now|if)\b)",
+    r"[ \t]*(?:$|[,.;!?)\n]|(?:on|for|so|as|to|then|and|auf|at|in|into|first|now|if|within)\b)",
     re.I | re.M,
 )
+# what a lock `takes` or `wants` is a code when the clause ends or goes on to what is keyed
+# next (`the keypad takes 5830 then the up arrow`), not a price or a count (`… 1500 for`)
+_WANTS_RE = re.compile(r"(?:takes|wants|accepts)\b", re.I)
+_WANTS_NOT_AFTER_RE = re.compile(r"[ \t]+(?:to|for|as|in|on|so|at|into|now|if)\b", re.I)
 _OPENS_RE = re.compile(r"(?:disarm|unlock|open)", re.I)  # a lock's verb: `phone unlocks with`
 _ENTRY_SENTENCE_RE = re.compile(r"[.!?;](?=\s)|\n")
 
@@ -2355,6 +2611,8 @@ def _entered_span(m: re.Match[str]) -> Span | None:
     verb = _ENTERED_VERB_RE.search(text, max(0, start - 24), start)
     if verb is None or not _ENTERED_AFTER_RE.match(text, end):
         return None  # `set 1500 aside`, `used 2000 calories`: an amount, or no verb
+    if _WANTS_RE.match(verb.group()) and _WANTS_NOT_AFTER_RE.match(text, end):
+        return None  # `the locksmith wants 1500 for the door`: a price
     lo = max(0, start - 100)
     stops = list(_ENTRY_SENTENCE_RE.finditer(text, lo, start))
     lo = stops[-1].end() if stops else lo
@@ -2378,6 +2636,7 @@ BUILTIN += [
     ),
     Detector("keyword_secret", _ENTERED_DIGITS_RE, (), _entered_span, 11, prose=True),
 ]
+
 
 # ---- a password-shaped word where passwords are talked about ------------------------------
 # `use Wombat#2210 to log in`, `I've tried Molly2015 and molly2015!`, `crunchyroll animeNight99

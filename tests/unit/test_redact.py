@@ -1344,3 +1344,251 @@ def test_an_aws_secret_told_after_its_key_id_and_a_hubspot_token_are_redacted() 
     other = "sk-" + "proj4Tq9ZmX2vLw8RkP1nYb6HdJc3SfGa7Ue5Vt0"
     out = R.redact(f"key {key_id} openai {other} ").text
     assert "[REDACTED:aws_access_key]" in out and "[REDACTED:openai_key]" in out, out
+
+
+@pytest.mark.parametrize(
+    ("text", "secret"),
+    [
+        ("Tenant: the door code isn't working?\nPM: sorry!! it changed on Monday, it's 4826 now",
+         "4826"),
+        ("what's the wifi password?\nTom: hmm, I think it's Harbor!78 now", "Harbor!78"),
+        ("¿Cuál es el PIN de la alarma?\n— 2211, pero solo para devoluciones.", "2211"),
+    ],
+)  # fmt: skip
+def test_an_answer_told_later_in_the_answer_line_is_redacted(text: str, secret: str) -> None:
+    res = R.redact(text)
+    assert secret not in res.text and res.changed, res.text
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "Tenant: the door code isn't working?\nPM: sorry, it's 2 doors down, it's broken",
+        "what's the door code?\nno idea, it's 10 minutes away",
+        "what's the wifi password?\nsorry, it's in the drawer",
+        "what's the error code?\nsorry, it's 404 again",
+    ],
+)
+def test_a_later_it_s_in_a_line_that_answers_no_code_is_kept(text: str) -> None:
+    assert not R.redact(text).changed, R.redact(text).text
+
+
+@pytest.mark.parametrize(
+    ("text", "secret"),
+    [
+        ("Код от подъезда 2749, квартира 47, третий этаж.", "2749"),
+        ("код от домофона 3517, квартира 42", "3517"),
+        ("رمز البوابة الخلفية ٧٣٩٢", "٧٣٩٢"),
+        ("קוד האזעקה בבית: 8015", "8015"),
+        ("the door code for the back gate 4417, then push hard", "4417"),
+        ("the in-room safe is stuck; master override is 999102, log it", "999102"),
+        ("building entry: press 31 then bell, or fob override 7748 if nobody answers", "7748"),
+    ],
+)
+def test_a_code_whose_lock_is_named_without_a_verb_or_an_override_is_redacted(
+    text: str, secret: str
+) -> None:
+    res = R.redact(text)
+    assert secret not in res.text, res.text
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "you can override 1500 settings in the config",
+        "the code for the door 2 times a day",
+        "override the gate timeout 3000 ms",
+        "the code for unit 1234 is in the office",
+        "رمز المنتج 4471",  # a product's code
+        "bro my combo is 4-3-2 then dash, that's the whole secret",
+    ],
+)
+def test_numbers_after_a_code_word_and_no_lock_are_kept(text: str) -> None:
+    assert not R.redact(text).changed, R.redact(text).text
+
+
+@pytest.mark.parametrize(
+    ("text", "secret"),
+    [
+        ("宅配ボックスの暗証番号は 318 にしておいたよ", "318"),
+        ("家里的门锁密码改成 520131 了，记住哦。", "520131"),
+        ("사물함 비밀번호 9146으로 바꿨어", "9146"),
+        ("와이파이 비번 pcbang0707!! 이에요", "pcbang0707!!"),
+    ],
+)
+def test_a_code_after_a_keyword_in_a_script_without_spaces_is_redacted(
+    text: str, secret: str
+) -> None:
+    res = R.redact(text)
+    assert secret not in res.text, res.text
+
+
+@pytest.mark.parametrize(
+    "text", ["暗号 1024 bit の鍵", "비밀번호 4자리", "密码长度 16 位", "密码 3 次输错就锁定"]
+)
+def test_a_count_or_a_measure_after_a_keyword_without_spaces_is_kept(text: str) -> None:
+    assert not R.redact(text).changed, R.redact(text).text
+
+
+@pytest.mark.parametrize(
+    ("text", "secret"),
+    [
+        ("the roller door keypad takes 5830 then the up arrow", "5830"),
+        ("the alarm panel inside wants 1966 within 30 seconds", "1966"),
+        ("Der Schlüsselkasten am Geräteschuppen geht mit 0917 auf.", "0917"),
+        ("O código do portão é 1 2 0 8 e o do alarme é 4 4 0 1", "4 4 0 1"),
+        ("The safe combination only lives in my head, so: L 24, R 8, L 61", "L 24, R 8, L 61"),
+        ("gun safe dial: R 22 L 8 R 40", "R 22 L 8 R 40"),
+        ("The safe has a new combo. Left 24, right 11, left 38, in that order.",
+         "Left 24, right 11, left 38"),
+    ],
+)  # fmt: skip
+def test_a_code_a_lock_takes_and_a_dial_s_turns_are_redacted(text: str, secret: str) -> None:
+    res = R.redact(text)
+    assert secret not in res.text, res.text
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "the locksmith wants 1500 for the door",
+        "the safe takes 4 AA batteries",
+        "the gate takes 1500 now, the fence later",
+        "the safe is two streets away: left 2, right 3, left 4 blocks",
+        "press L1 R1 L2 on the controller to unlock the safe",
+        "the lock screen shortcut: L1, L2, R3",
+    ],
+)
+def test_a_price_a_way_or_buttons_near_a_lock_are_kept(text: str) -> None:
+    assert not R.redact(text).changed, R.redact(text).text
+
+
+@pytest.mark.parametrize(
+    ("text", "secret"),
+    [
+        ("Guest wifi: Robinsons_Guest, password welcomefriends", "welcomefriends"),
+        ("Club bank: customer no. 44817302, memorable word halyard. Delete this after", "halyard"),
+        ("Telephone banking — security number 662190, memorable word PRIMROSE", "PRIMROSE"),
+    ],
+)
+def test_a_plain_word_ending_a_list_entry_after_a_keyword_is_redacted(
+    text: str, secret: str
+) -> None:
+    res = R.redact(text)
+    assert secret not in res.text, res.text
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "Features: login, password reset.",
+        "Account settings: email, password protected",
+        "Fields: username, password required",
+        "You need your email, password manager, and phone.",
+        "the user sets a name, password twice.",
+        "Supported: OAuth, password hashing, 2FA",
+        "See also: login, password policy",
+        "def f(self, pw Split)",
+    ],
+)
+def test_words_about_passwords_in_a_list_are_kept(text: str) -> None:
+    assert not R.redact(text).changed, R.redact(text).text
+
+
+@pytest.mark.parametrize(
+    ("text", "secret"),
+    [
+        ("the wifi pasword is on the router, it says X7K9-MP2Q-44RT is that it?",
+         "X7K9-MP2Q-44RT"),
+        ("the recovery key Apple gave me is R7KQ-2MXP-9WTD-4HLC-8NVB-3JFY, I printed it",
+         "R7KQ-2MXP-9WTD-4HLC-8NVB-3JFY"),
+        ("Códigos de recuperación (recovery codes): 9K2M-4TXQ, 7PLW-3ZRN.", "7PLW-3ZRN"),
+        ("Exchange 2FA backup key from the setup email: K4RTQ7MZ2XWPLN5B", "K4RTQ7MZ2XWPLN5B"),
+        ("> whats the pw for the router\nits on the sticker: 7HQ4-KP9X-22MR", "7HQ4-KP9X-22MR"),
+    ],
+)  # fmt: skip
+def test_a_key_in_groups_or_named_a_few_words_before_is_redacted(text: str, secret: str) -> None:
+    res = R.redact(text)
+    assert secret not in res.text, res.text
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "ids 1A2B-3C4D-5E6F and ISO-8859-1 and AES-256-GCM and ABCD-EFGH-IJKL",
+        "released 2024-01-15, see RFC-2119-STYLE docs",
+        "the backup keys are stored in the vault",
+        "recovery codes were generated in 2023: see the admin page",
+        "the recovery key is required: ask IT",
+        "SN: AB12-CD34, part X-AB12-CD34-EF56",
+    ],
+)
+def test_ids_and_words_near_a_recovery_key_are_kept(text: str) -> None:
+    assert not R.redact(text).changed, R.redact(text).text
+
+
+def test_a_numbered_recovery_phrase_without_a_keyword_is_redacted() -> None:
+    words = "rival hedgehog cabin umbrella drastic pupil salmon boring verify meadow tunnel oyster"
+    numbered = " ".join(f"{i} {w}" for i, w in enumerate(words.split(), 1))
+    out = R.redact(f"words as he numbered them: {numbered}").text
+    assert not any(w in out for w in words.split()), out
+    out = R.redact("\n".join(f"{i}) {w}" for i, w in enumerate(words.split(), 1))).text
+    assert not any(w in out for w in words.split()), out
+    # a numbered list of steps that goes on, or is out of order, is no phrase
+    steps = " ".join(f"{i} {w}" for i, w in enumerate((*words.split(), "more"), 1))
+    assert not R.redact(f"steps: {steps}").changed
+    shuffled = (
+        "1 cup 3 eggs 2 sugar 4 milk 5 salt 6 flour 7 water 8 yeast 9 oil 10 honey 11 nut 12 fig"
+    )
+    assert not R.redact(shuffled).changed
+
+
+@pytest.mark.parametrize(
+    ("text", "secret"),
+    [
+        ("Пароль от вайфая на даче: Самовар_1987", "Самовар_1987"),
+        ("la contraseña para el wifi es Gato#2020", "Gato#2020"),
+        ("la password per il wifi è Gatto2020", "Gatto2020"),
+    ],
+)
+def test_a_password_for_something_named_with_another_language_s_preposition(
+    text: str, secret: str
+) -> None:
+    res = R.redact(text)
+    assert secret not in res.text, res.text
+
+
+@pytest.mark.parametrize(
+    ("text", "secret"),
+    [
+        ("school portal password is bluejay seven seven all lowercase", "bluejay seven seven"),
+        ("council tax site password is lantern dash nine two", "lantern dash nine two"),
+    ],
+)
+def test_a_password_read_out_as_a_word_and_digits_is_redacted(text: str, secret: str) -> None:
+    res = R.redact(text)
+    assert secret not in res.text, res.text
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "the password is at least eight characters",
+        "the password is required one two three times",
+        "my password is only four or five letters",
+        "the password is usually twelve or more",
+        "the password is changed every two three weeks",
+    ],
+)
+def test_numbers_in_words_about_a_password_are_kept(text: str) -> None:
+    assert not R.redact(text).changed, R.redact(text).text
+
+
+def test_a_table_of_pipes_without_a_rule_line_is_read_by_its_header() -> None:
+    text = "| Room | Device | Code |\n| Kitchen | Alarm panel | 5151 |\n| Study | Safe | 880412 |"
+    out = R.redact(text).text
+    assert "5151" not in out and "880412" not in out and "Alarm panel" in out, out
+    # a code column where no lock is named, and a header that is not a block's first row
+    assert not R.redact("| Code | Meaning |\n| 404 | Not found |\n| 500 | Error |").changed
+    text = "| a | b | c |\n| Service | User | Password |\n| Grafana | admin | Dash-board |"
+    assert not R.redact(text).changed
