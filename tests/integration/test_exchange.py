@@ -6,8 +6,6 @@ tantivy and hnswlib; the transcript goes in through the inbox."""
 
 from __future__ import annotations
 
-import json
-import os
 import re
 import urllib.parse
 from pathlib import Path
@@ -15,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from contextfs.testing import Mount
-from tests.integration.test_relevance import wait_indexed
+from tests.integration.test_resolved_dates import chat_mount
 
 pytestmark = pytest.mark.timeout(600)
 
@@ -42,33 +40,7 @@ TURNS = [
 
 @pytest.fixture(scope="module")
 def mnt(tmp_path_factory) -> Mount:
-    base = tmp_path_factory.mktemp("exchange")
-    (base / "mnt").mkdir()
-    m = Mount(base / "mnt", base / "data", search=True)
-    m.start()
-    lines = "".join(
-        json.dumps(
-            {
-                "role": "user" if who == "Callum" else "assistant",
-                "name": who,
-                "content": text,
-                "timestamp": SAID,
-                "id": f"S11:{i + 1}",
-            }
-        )
-        + "\n"
-        for i, (who, text) in enumerate(TURNS)
-    )
-    fd = os.open(m.path / "user/default/.inbox/chat.jsonl", os.O_WRONLY | os.O_CREAT, 0o644)
-    try:
-        os.write(fd, lines.encode())
-    finally:
-        os.close(fd)
-    wait_indexed(m)
-    yield m
-    if m.proc is not None:
-        m.stop()
-    assert m.fsck() == []
+    yield from chat_mount(tmp_path_factory.mktemp("exchange"), TURNS, SAID, "S11", "Callum")
 
 
 def ask(root: Path, budget: int, question: str) -> str:

@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 import os
 import urllib.parse
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -32,24 +33,28 @@ def ask(root: Path, question: str) -> str:
     return (d / "_context.md").read_text()
 
 
-@pytest.fixture(scope="module")
-def mnt(tmp_path_factory) -> Mount:
-    base = tmp_path_factory.mktemp("dates")
+def chat_mount(
+    base: Path, turns: list[tuple[str, str]], said: str, session: str, user: str
+) -> Iterator[Mount]:
+    """A mount with search whose default owner's inbox was handed `turns` (speaker, text)
+    as one JSONL transcript said at `said`, turn ids `<session>:1`, `<session>:2`, …
+    (`user` speaks as role user, the others as assistant), once it is indexed; stopped and
+    checked after."""
     (base / "mnt").mkdir()
     m = Mount(base / "mnt", base / "data", search=True)
     m.start()
     lines = "".join(
         json.dumps(
             {
-                "role": "user" if who == "Efua" else "assistant",
+                "role": "user" if who == user else "assistant",
                 "name": who,
                 "content": text,
-                "timestamp": SAID,
-                "id": f"S4:{i + 1}",
+                "timestamp": said,
+                "id": f"{session}:{i + 1}",
             }
         )
         + "\n"
-        for i, (who, text) in enumerate(TURNS)
+        for i, (who, text) in enumerate(turns)
     )
     fd = os.open(m.path / "user/default/.inbox/chat.jsonl", os.O_WRONLY | os.O_CREAT, 0o644)
     try:
@@ -61,6 +66,11 @@ def mnt(tmp_path_factory) -> Mount:
     if m.proc is not None:
         m.stop()
     assert m.fsck() == []
+
+
+@pytest.fixture(scope="module")
+def mnt(tmp_path_factory) -> Mount:
+    yield from chat_mount(tmp_path_factory.mktemp("dates"), TURNS, SAID, "S4", "Efua")
 
 
 def test_a_turn_shows_the_day_its_relative_words_mean(mnt: Mount) -> None:
