@@ -352,8 +352,8 @@ class Searcher:
         fusion of units and of nodes), `_node_hits` (the links, best first),
         `_passage_candidates` (the passages, ranked by number), `_named_memories` (a
         memory the question names goes first), three expansions (`_add_named_entities`,
-        `_add_entity_mentions`, `_add_linked_turns`),
-        `_read_passages` (their texts, within the budget), `_snippets`, `_relevant` (is
+        `_add_entity_mentions`, `_add_linked_turns`), `_fill_gaps` (the turn between two of
+        the best), `_read_passages` (their texts, within the budget), `_snippets`, `_relevant` (is
         anything close enough to the question to be worth showing), `_unanswered` (do the
         passages hold the kind of answer it asks for) and `_sides`."""
         ix = self.indexer
