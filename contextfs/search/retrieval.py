@@ -352,10 +352,10 @@ class Searcher:
         fusion of units and of nodes), `_node_hits` (the links, best first),
         `_passage_candidates` (the passages, ranked by number), `_named_memories` (a
         memory the question names goes first), three expansions (`_add_named_entities`,
-        `_add_entity_mentions`, `_add_linked_turns`), `_fill_gaps` (the turn between two of
-        the best), `_read_passages` (their texts, within the budget), `_snippets`, `_relevant` (is
-        anything close enough to the question to be worth showing), `_unanswered` (do the
-        passages hold the kind of answer it asks for) and `_sides`."""
+        `_add_entity_mentions`, `_add_linked_turns`), `_fill_gaps` (the turn between two
+        of the best), `_read_passages` (their texts, within the budget), `_snippets`,
+        `_relevant` (is anything close enough to the question to be worth showing),
+        `_unanswered` (do the passages hold the kind of answer it asks for) and `_sides`."""
         ix = self.indexer
         if ix.text is None:
             return Results([], [], (), note=f"the search index is not open yet ({ix.state})")
@@ -1035,7 +1035,7 @@ def _fill_gaps(cands: list[_Candidate], budget: int) -> bool:
     does not use. `cands` is ranked; whether any joined or rose."""
     n_top = max(GAP_TOP_MIN, budget // GAP_TOKENS)
     top = {(c.node.id, c.index): c for c in cands[:n_top]}
-    rest = {(c.node.id, c.index): c for c in cands[n_top:]}
+    rest: dict[tuple[int, int], _Candidate] | None = None  # made at the first gap: rare
     changed = False
     for c in list(top.values()):
         if c.node.type != SESSION_TYPE:
@@ -1045,6 +1045,8 @@ def _fill_gaps(cands: list[_Candidate], budget: int) -> bool:
         if after is None or key in top:
             continue
         score = round(min(c.score, after.score) * GAP_SHARE, 6)
+        if rest is None:
+            rest = {(r.node.id, r.index): r for r in cands[n_top:]}
         lower = rest.get(key)
         if lower is not None:  # ranked further down: it rises
             lower.score = max(lower.score, score)
