@@ -1211,6 +1211,20 @@ def test_random_bytes_hold_no_password_shaped_word() -> None:
         assert R.redact_bytes(data) == (data, ())
 
 
+def test_a_secret_shape_in_a_short_run_of_random_bytes_is_chance() -> None:
+    """A keyword secret's shape turns up in random bytes about once a GiB in a short
+    printable run (this one, from 2 GiB of them, changed an attachment of random bytes
+    by its own redaction); in bytes that are not text only runs of 16 bytes or more are
+    scanned, and a secret written into such bytes as text is still found."""
+    chance = b"\xe9\x0e4jR\xf7\xbaPW:Y?Y%\t\xd9\xb0\xf0\x18:\xce\xb9\xa4\xe0"
+    assert R.redact("PW:Y?Y%").redactions  # in text, it is one
+    assert R.redact_bytes(chance) == (chance, ())
+    told = b"\xe9\x0e4jR\xf7\xba wifi PW: Y?Y%Qx81\t\xd9\xb0\xf0"
+    out, reds = R.redact_bytes(told)
+    assert b"Y?Y%" not in out and [r.kind for r in reds] == ["keyword_secret"]
+    assert out.startswith(b"\xe9\x0e4jR\xf7\xba wifi PW: [REDACTED:")
+
+
 def test_a_secret_told_twice_is_redacted_both_times() -> None:
     text = "the garage code is four seven seven one, that's four seven seven one. Ring us."
     out = R.redact(text).text
