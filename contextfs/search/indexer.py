@@ -131,11 +131,12 @@ def _tier_units(nid: int, l0: str, l1: str, passages: Sequence[Passage], prefix:
 # A bulk commit to the BM25 index adds at most this many documents (a huge node comes in
 # slices), so the text lock is never held long: an fsync waits for it.
 TEXT_SLICE_UNITS = 500
-# What the BM25 slices and fsync stage (searched at once from memory) is committed to
-# tantivy this long after the first of it at most, or once this many units wait: a commit
-# costs 8-20 ms whatever it holds, and holds the text lock that an fsync waits for.
+# What fsync and the urgent lane stage (searched at once from memory) is committed to
+# tantivy this long after the first of it at most, or once this many units wait (a search
+# cuts the staged units into terms, about 40 us each): a commit costs 8-20 ms whatever it
+# holds, and holds the text lock that an fsync waits for. A bulk slice commits at once.
 TEXT_COMMIT_SECONDS = 1.0
-TEXT_COMMIT_UNITS = 2000
+TEXT_COMMIT_UNITS = 500
 # A rebuild headed for the compact index puts its vectors in this many at a time
 # (`Indexer._put_held`): faiss adds 300 units in about the time it adds 2,000
 HELD_UNITS = 8192
@@ -742,7 +743,9 @@ class Indexer(Service):
             job = _Job(live, gone)
             # a commit costs 30-100 ms: one every REBUILD_COMMIT_NODES nodes, not a slice
             # (a new host's 100,000 nodes made 800 commits, most of its BM25 rebuild)
-            while not await trio.to_thread.run_sync(self._text_slice, job, TEXT_SLICE_UNITS, False):
+            while not await trio.to_thread.run_sync(
+                self._text_slice, job, TEXT_SLICE_UNITS, "hold"
+            ):
                 pass
             if _rebuild_commits(i, 256, len(ids)):
                 await trio.to_thread.run_sync(self._commit_text)
@@ -992,7 +995,7 @@ class Indexer(Service):
             if job is None:
                 return False
             self._text_job = job
-        if await trio.to_thread.run_sync(self._text_slice, job, TEXT_SLICE_UNITS):
+        if await trio.to_thread.run_sync(self._text_slice, job, TEXT_SLICE_UNITS, "commit"):
             assert job.upto is not None
             self.text_generation = max(self.text_generation, job.upto)
             self._text_job = None
@@ -1104,12 +1107,14 @@ class Indexer(Service):
             del seen[nid]
         return True
 
-    def _text_slice(self, job: _Job, limit: int | None, visible: bool = True) -> bool:
+    def _text_slice(self, job: _Job, limit: int | None, mode: str = "stage") -> bool:
         """Worker thread: the next slice of the job's BM25 side; whether the text side of
-        the job is done. `limit` None: the whole job at once (urgent). The documents are
-        staged: searched at once, committed by `_text_lane` within TEXT_COMMIT_SECONDS
-        (a tantivy commit costs 8-20 ms, most of an fsync's when each made one); not
-        `visible` (a rebuild) they wait unseen for the rebuild's own commit."""
+        the job is done. `limit` None: the whole job at once (urgent). `mode`: "stage"
+        (what a person or an agent saved: searched at once, committed by `_text_lane`
+        within TEXT_COMMIT_SECONDS; a tantivy commit costs 8-20 ms, most of an fsync's
+        when each made one), "commit" (a bulk slice of the cursor: committed with what is
+        staged, so a search never scores hundreds of staged units), "hold" (a rebuild:
+        unseen until the rebuild's own commit)."""
         most = limit if limit is not None else 1 << 62
         batch: list[tuple[_Doc, list[Unit], bool]] = []
         count = 0
@@ -1154,9 +1159,11 @@ class Indexer(Service):
             for nid in gone:
                 self._text_as.pop(nid, None)
             if gone:
-                self.text.delete_nodes(gone, commit=False, stage=visible)
+                self.text.delete_nodes(gone, commit=False, stage=mode != "hold")
             if units or fresh:
-                self.text.upsert(units, metas, fresh=fresh, commit=False, stage=visible)
+                self.text.upsert(units, metas, fresh=fresh, commit=False, stage=mode != "hold")
+            if mode == "commit" and self.text.staged_since is not None:
+                self.text.commit()
             if gone or units or fresh:
                 self.epoch += 1
         return job.text_at >= len(job.docs)
