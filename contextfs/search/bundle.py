@@ -219,13 +219,21 @@ def _repeated(sections: dict[int, _Section]) -> set[int]:
         for ph in sec.passages:
             if ph.passage.turn_ids or len(ph.node.l2.strip()) > len(ph.passage.text.strip()) + 1:
                 continue  # a turn, or a chunk of a long node
-            try:
-                body = " ".join(parse_document(ph.passage.text).body.split())
-            except ContextFSError:
-                continue
-            if len(body) >= 20 and any(body in t for t in turns):
+            body = _body_words(ph.passage.text)
+            if body is not None and len(body) >= 20 and any(body in t for t in turns):
                 out.add(id(ph))
     return out
+
+
+@functools.lru_cache(maxsize=4096)
+def _body_words(text: str) -> str | None:
+    """A short memory's text without its fields, its blanks made single (None: no
+    document); cached, the same memories come up question after question (a YAML parse
+    each time was a tenth of packing a bundle)."""
+    try:
+        return " ".join(parse_document(text).body.split())
+    except ContextFSError:
+        return None
 
 
 def _trim(text: str, budget: int) -> str:
