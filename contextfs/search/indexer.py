@@ -34,6 +34,7 @@ from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Literal
 
 import numpy as np
 import trio
@@ -820,7 +821,8 @@ class Indexer(Service):
 
     def _save(self) -> None:
         """Checkpoint: vectors and digests go to a new snapshot folder, then index.json
-        names it (one atomic rename), then older snapshots go. tantivy commits itself."""
+        names it (one atomic rename), then older snapshots go. What BM25 has staged is
+        committed first: the BM25 cursor it records is in tantivy's files."""
         text_generation = self._durable_text_generation()  # never ahead of tantivy's files
         with self.lock:
             generation, epoch = self.generation, self._vec_epoch
@@ -1107,7 +1109,9 @@ class Indexer(Service):
             del seen[nid]
         return True
 
-    def _text_slice(self, job: _Job, limit: int | None, mode: str = "stage") -> bool:
+    def _text_slice(
+        self, job: _Job, limit: int | None, mode: Literal["stage", "commit", "hold"] = "stage"
+    ) -> bool:
         """Worker thread: the next slice of the job's BM25 side; whether the text side of
         the job is done. `limit` None: the whole job at once (urgent). `mode`: "stage"
         (what a person or an agent saved: searched at once, committed by `_text_lane`
@@ -1158,11 +1162,12 @@ class Indexer(Service):
                 metas[doc.id] = doc.meta
             for nid in gone:
                 self._text_as.pop(nid, None)
+            stage, commit = mode == "stage", mode == "commit"
             if gone:
-                self.text.delete_nodes(gone, commit=False, stage=mode != "hold")
-            if units or fresh:
-                self.text.upsert(units, metas, fresh=fresh, commit=False, stage=mode != "hold")
-            if mode == "commit" and self.text.staged_since is not None:
+                self.text.delete_nodes(gone, commit=False, stage=stage)
+            if units or fresh:  # a commit takes what is staged along
+                self.text.upsert(units, metas, fresh=fresh, commit=commit, stage=stage)
+            elif gone and commit:
                 self.text.commit()
             if gone or units or fresh:
                 self.epoch += 1
