@@ -6,16 +6,24 @@ tantivy's query parser: it is cut into terms by the same analyzer as the `text` 
 the terms are OR-ed. Any string is a valid query; none raises.
 
 tantivy allows one writer per index, across processes. The writer is created on the first
-write and held until `close()`; every write commits and reloads so the next search sees it.
+write and held until `close()`; a write commits and reloads so the next search sees it, or
+is *staged* (`stage=True`): it waits in the writer for a later `commit()` and is searched
+meanwhile from memory (`_Staged`), scored by BM25 with the committed index's statistics.
+A tantivy commit costs 8-20 ms whatever it holds (in memory too), so an fsync that
+committed its node was mostly that; staged, the indexer commits once a second at most.
 The caller serialises calls; tantivy's own merge threads are its business.
 """
 
 from __future__ import annotations
 
+import json
 import logging
+import math
 import os
+import time
+from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -33,6 +41,8 @@ MAX_QUERY_TERMS = 64
 _WRITER_HEAP = 32_000_000
 # Path-prefix queries kept (`_prefix_query`): one a scope questions are asked in
 _PREFIXES_KEPT = 256
+# tantivy's BM25 (its Bm25Weight): what a staged unit is scored with, beside committed ones
+_K1, _B = 1.2, 0.75
 
 
 @dataclass(frozen=True, slots=True)
@@ -41,6 +51,22 @@ class TextHit:
     tier: str
     chunk: int
     score: float
+
+
+@dataclass(slots=True)
+class _Staged:
+    """What the writer holds since the last commit, as searches must see it: each staged
+    node's units (they replace whatever the committed index holds of the node; none: the
+    node was deleted) and its (owner, type, path). `since`: when the first was staged."""
+
+    units: dict[int, list[Unit]] = field(default_factory=dict)
+    meta: dict[int, tuple[str, str, str]] = field(default_factory=dict)
+    since: float = 0.0
+    # per unit, its terms as the index cuts them (made at the first search that needs them)
+    terms: dict[tuple[int, str, int], Counter[str]] = field(default_factory=dict)
+
+    def count(self) -> int:
+        return sum(len(units) for units in self.units.values())
 
 
 def _schema() -> tantivy.Schema:
@@ -86,6 +112,9 @@ class TextIndex:
         self._schema = _schema()
         self._analyzer = _query_analyzer()
         self._writer: Any = None
+        self._staged = _Staged()
+        # the committed index's BM25 statistics (unit count, mean unit length), once asked
+        self._stats: tuple[float, float] | None = None
         self._prefixes: dict[str, tantivy.Query] = {}  # path prefix -> its regex query
         self._index: tantivy.Index | None
         try:
@@ -125,11 +154,19 @@ class TextIndex:
         try:
             writer.commit()
         except BaseException:
-            # A failed commit may leave the writer consumed: drop it, recreate on next use.
+            # A failed commit may leave the writer consumed: drop it, and stage what was
+            # staged again in a new one (searches go on finding it; the next commit tries).
             self._writer = None
+            try:
+                self._restage()
+            except Exception as e:  # noqa: BLE001 - the indexer applies its cursor again
+                log.warning("text index: staged changes not written again (%s)", e)
+                self._staged = _Staged()
             raise
         assert self._index is not None  # a writer comes from an open index
         self._index.reload()
+        self._staged = _Staged()
+        self._stats = None
 
     def upsert(
         self,
@@ -138,6 +175,7 @@ class TextIndex:
         *,
         commit: bool = True,
         fresh: Iterable[int] | None = None,
+        stage: bool = False,
     ) -> None:
         """Replace every document of the nodes in `units` by `units`.
 
@@ -148,7 +186,8 @@ class TextIndex:
         `meta` maps node_id to (owner, type name, node path), e.g.
         ("user/alice", "preference", "user/alice/preferences/editor"). With `commit=False`
         the documents wait in the writer for a later `commit()` (a rebuild: a commit costs
-        ~0.1 s, one per batch of 64 nodes was most of a million-node rebuild).
+        ~0.1 s, one per batch of 64 nodes was most of a million-node rebuild), unseen
+        until then; with `stage=True` they wait too, but searches find them meanwhile.
         """
         node_ids = sorted({u.node_id for u in units})
         missing = [n for n in node_ids if n not in meta]
@@ -160,40 +199,76 @@ class TextIndex:
             for node_id in drop:
                 writer.delete_documents_by_term("node_id", node_id)
             for u in units:
-                owner, type_name, path = meta[u.node_id]
-                writer.add_document(
-                    tantivy.Document(
-                        key=u.key,
-                        node_id=u.node_id,
-                        tier=u.tier,
-                        chunk=u.chunk,
-                        owner=owner,
-                        type=type_name,
-                        path=path,
-                        text=u.text,
-                    )
-                )
+                writer.add_document(self._document(u, meta[u.node_id]))
         except BaseException:
             self._rollback()
             raise
-        if commit:
+        if stage:
+            self._stage(drop, units, meta)
+        elif commit:
             self._commit()
+
+    @staticmethod
+    def _document(u: Unit, meta: tuple[str, str, str]) -> tantivy.Document:
+        owner, type_name, path = meta
+        return tantivy.Document(
+            key=u.key,
+            node_id=u.node_id,
+            tier=u.tier,
+            chunk=u.chunk,
+            owner=owner,
+            type=type_name,
+            path=path,
+            text=u.text,
+        )
+
+    def _stage(
+        self,
+        drop: Iterable[int],
+        units: Sequence[Unit],
+        meta: Mapping[int, tuple[str, str, str]],
+    ) -> None:
+        staged = self._staged
+        if not staged.units:
+            staged.since = time.monotonic()
+        for node_id in drop:
+            for u in staged.units.get(node_id, ()):
+                staged.terms.pop((u.node_id, u.tier, u.chunk), None)
+            staged.units[node_id] = []
+        for u in units:
+            staged.units.setdefault(u.node_id, []).append(u)
+            staged.meta[u.node_id] = meta[u.node_id]
+
+    @property
+    def staged_units(self) -> int:
+        """Units written and searchable but not committed (0: nothing waits)."""
+        return self._staged.count() if self._staged.units else 0
+
+    @property
+    def staged_since(self) -> float | None:
+        """When the oldest change not committed was staged (time.monotonic), or None."""
+        return self._staged.since if self._staged.units else None
 
     def commit(self) -> None:
         """Make what `upsert(commit=False)` added searchable (and durable)."""
         if self._writer is not None:
             self._commit()
 
-    def delete_nodes(self, node_ids: Iterable[int], *, commit: bool = True) -> None:
+    def delete_nodes(
+        self, node_ids: Iterable[int], *, commit: bool = True, stage: bool = False
+    ) -> None:
         """Remove every document of these nodes; unknown ids are ignored."""
+        ids = {int(n) for n in node_ids}
         writer = self._get_writer()
         try:
-            for node_id in {int(n) for n in node_ids}:
+            for node_id in ids:
                 writer.delete_documents_by_term("node_id", node_id)
         except BaseException:
             self._rollback()
             raise
-        if commit:
+        if stage:
+            self._stage(ids, (), {})
+        elif commit:
             self._commit()
 
     def clear(self) -> None:
@@ -203,10 +278,28 @@ class TextIndex:
         self._commit()
 
     def _rollback(self) -> None:
+        """A write that failed half-way is undone, and with it (tantivy's rollback drops
+        everything since the last commit) what was staged before it, which is then
+        written again: a staged change was promised to searches."""
         try:
             self._writer.rollback()
         except Exception:
             self._writer = None
+        try:
+            self._restage()
+        except Exception as e:  # noqa: BLE001 - the indexer applies its cursor again
+            log.warning("text index: staged changes not written again (%s)", e)
+            self._staged = _Staged()
+
+    def _restage(self) -> None:
+        staged = self._staged
+        if not staged.units:
+            return
+        writer = self._get_writer()
+        for node_id, units in staged.units.items():
+            writer.delete_documents_by_term("node_id", node_id)
+            for u in units:
+                writer.add_document(self._document(u, staged.meta[node_id]))
 
     # ---- reads ---------------------------------------------------------------------------
 
@@ -286,6 +379,14 @@ class TextIndex:
                 [(Occur.Must, text_query)]
                 + [(Occur.Must, Q.const_score_query(f, 0.0)) for f in filters]
             )
+        staged = self._staged
+        if staged.units:  # what the committed index holds of a staged node is out of date
+            query = Q.boolean_query(
+                [
+                    (Occur.Must, query),
+                    (Occur.MustNot, Q.term_set_query(self._schema, "node_id", list(staged.units))),
+                ]
+            )
         out = []
         for score, address in searcher.search(query, k).hits:
             doc = searcher.doc(address)
@@ -299,7 +400,86 @@ class TextIndex:
                     score=float(score),
                 )
             )
+        if staged.units:
+            out += self._staged_hits(searcher, text_query, terms, path_prefix, types, must)
+            out.sort(key=lambda h: -h.score)
+            del out[k:]
         return out
+
+    def _staged_hits(
+        self,
+        searcher: Any,
+        text_query: tantivy.Query,
+        terms: list[str],
+        path_prefix: str | None,
+        types: tuple[str, ...] | None,
+        must: list[str] | None,
+    ) -> list[TextHit]:
+        """The staged units that match, scored as tantivy scores a term query's sum (BM25,
+        its k1 and b): a term's document frequency and the unit count are the committed
+        index's plus the staged units' (those in scope, for the frequency), the mean unit
+        length the committed index's."""
+        staged = self._staged
+        units = [
+            u
+            for node_id, node_units in staged.units.items()
+            if node_units
+            and (not path_prefix or staged.meta[node_id][2].startswith(path_prefix))
+            and (types is None or staged.meta[node_id][1] in types)
+            for u in node_units
+        ]
+        if not units:
+            return []
+        counts = [self._unit_terms(u) for u in units]
+        committed, avgdl = self._committed_stats(searcher, text_query, counts)
+        total = committed + staged.count()
+        idf = {}
+        for t in terms:
+            df = searcher.doc_freq("text", t) + sum(1 for c in counts if c[t])
+            # never above the count: a unit deleted but not merged away yet is in both
+            idf[t] = math.log(1 + (total - min(df, total) + 0.5) / (df + 0.5))
+        out = []
+        for u, tf in zip(units, counts, strict=True):
+            if any(tf[t] == 0 for t in must or ()):
+                continue
+            norm = _K1 * (1 - _B + _B * sum(tf.values()) / avgdl)
+            score = sum(idf[t] * (_K1 + 1) * tf[t] / (tf[t] + norm) for t in terms if tf[t])
+            if score > 0:
+                out.append(TextHit(node_id=u.node_id, tier=u.tier, chunk=u.chunk, score=score))
+        return out
+
+    def _unit_terms(self, u: Unit) -> Counter[str]:
+        key = (u.node_id, u.tier, u.chunk)
+        tf = self._staged.terms.get(key)
+        if tf is None:
+            tf = self._staged.terms[key] = Counter(self._analyzer.analyze(_valid_utf8(u.text)))
+        return tf
+
+    def _committed_stats(
+        self, searcher: Any, text_query: tantivy.Query, counts: list[Counter[str]]
+    ) -> tuple[float, float]:
+        """BM25's unit count and mean unit length as tantivy has them for the committed
+        index (kept until the next commit). The count is not `num_docs`: it holds the
+        units deleted but not yet merged away, as the document frequencies do (an fsync
+        of a node committed before counted its old units in a term's frequency but not in
+        `num_docs`, and the staged units' idf went negative). tantivy tells both in the
+        explanation of a hit; with no committed hit, `num_docs` and the staged units'
+        own mean length stand in."""
+        if self._stats is None:
+            hits = searcher.search(text_query, 1).hits
+            if hits:
+                try:
+                    explained = json.loads(text_query.explain(searcher, hits[0][1]).to_json())
+                    count = _explained(explained, "N, total number of docs")
+                    avgdl = _explained(explained, "avgdl")
+                    if count and avgdl:
+                        self._stats = (count, avgdl)
+                except (ValueError, TypeError) as e:
+                    log.debug("text index: no BM25 statistics from tantivy (%s)", e)
+        if self._stats is not None:
+            return self._stats
+        length = sum(sum(c.values()) for c in counts) / max(1, len(counts))
+        return float(searcher.num_docs), max(1.0, length)
 
     def snippet(self, query: str, text: str) -> str:
         """The part of `text` (a unit's) that best matches a question, at most
@@ -382,7 +562,13 @@ class TextIndex:
                 os.close(fd)
 
     def close(self) -> None:
-        """Let merges finish and release the writer's lock. Idempotent."""
+        """Commit what is staged, let merges finish and release the writer's lock.
+        Idempotent."""
+        if self._staged.units and self._writer is not None:
+            try:
+                self._commit()
+            except Exception as e:  # noqa: BLE001 - the indexer's cursor applies it again
+                log.warning("text index: staged changes not committed at close (%s)", e)
         writer, self._writer = self._writer, None
         if writer is not None:
             try:
@@ -410,6 +596,19 @@ def _regex_escape(text: str) -> str:
 def _valid_utf8(text: str) -> str:
     """`text` less lone surrogates, which cannot cross into Rust."""
     return text.encode("utf-8", "ignore").decode("utf-8")
+
+
+def _explained(node: Any, name: str) -> float | None:
+    """The value a tantivy explanation (JSON) gives for `name` (the start of a leaf's
+    description: "avgdl", "N, total number of docs"), wherever it is nested."""
+    if isinstance(node, dict):
+        if str(node.get("description", "")).startswith(name) and "details" not in node:
+            return float(node["value"]) if node.get("value") else None
+        for child in node.get("details", ()):
+            found = _explained(child, name)
+            if found:
+                return found
+    return None
 
 
 def _head(text: str) -> str:

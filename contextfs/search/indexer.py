@@ -34,6 +34,7 @@ from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Literal
 
 import numpy as np
 import trio
@@ -131,6 +132,12 @@ def _tier_units(nid: int, l0: str, l1: str, passages: Sequence[Passage], prefix:
 # A bulk commit to the BM25 index adds at most this many documents (a huge node comes in
 # slices), so the text lock is never held long: an fsync waits for it.
 TEXT_SLICE_UNITS = 500
+# What fsync and the urgent lane stage (searched at once from memory) is committed to
+# tantivy this long after the first of it at most, or once this many units wait (a search
+# cuts the staged units into terms, about 40 us each): a commit costs 8-20 ms whatever it
+# holds, and holds the text lock that an fsync waits for. A bulk slice commits at once.
+TEXT_COMMIT_SECONDS = 1.0
+TEXT_COMMIT_UNITS = 500
 # A rebuild headed for the compact index puts its vectors in this many at a time
 # (`Indexer._put_held`): faiss adds 300 units in about the time it adds 2,000
 HELD_UNITS = 8192
@@ -478,6 +485,9 @@ class Indexer(Service):
                 pause = min(60.0, pause * 2)
                 continue
             pause = 1.0
+            due = self._text_commit_due()
+            if due is not None and due <= 0:
+                await trio.to_thread.run_sync(self._durable_text_generation)
             if worked:
                 if self.error and self.error.startswith("indexing failed"):
                     log.info("indexer: BM25 working again after %s", self.error)
@@ -485,8 +495,31 @@ class Indexer(Service):
                 self._moved()
                 await trio.sleep(0)  # requests go between slices
                 continue
-            with trio.move_on_after(self.CHECKPOINT_SECONDS / 2):
+            wait = self.CHECKPOINT_SECONDS / 2
+            if due is not None and due > 0:
+                wait = min(wait, due)
+            with trio.move_on_after(wait):
                 await self._text_wake.wait()
+
+    def _text_commit_due(self) -> float | None:
+        """Seconds until what is staged in the BM25 index must be committed (0 or less:
+        now), or None when nothing is."""
+        text = self.text
+        since = text.staged_since if text is not None else None
+        if since is None or text is None:
+            return None
+        if text.staged_units >= TEXT_COMMIT_UNITS:
+            return 0.0
+        return since + TEXT_COMMIT_SECONDS - time.monotonic()
+
+    def _durable_text_generation(self) -> int:
+        """Worker thread: what is staged in the BM25 index committed; the BM25 cursor,
+        read after (under the lock that staging takes: the cursor moves after its
+        slice is staged), so every change it covers is in tantivy's files."""
+        with self.text_lock:
+            if self.text is not None and self.text.staged_since is not None:
+                self.text.commit()
+            return self.text_generation
 
     def _set_wake(self) -> None:
         super()._set_wake()
@@ -711,7 +744,9 @@ class Indexer(Service):
             job = _Job(live, gone)
             # a commit costs 30-100 ms: one every REBUILD_COMMIT_NODES nodes, not a slice
             # (a new host's 100,000 nodes made 800 commits, most of its BM25 rebuild)
-            while not await trio.to_thread.run_sync(self._text_slice, job, TEXT_SLICE_UNITS, False):
+            while not await trio.to_thread.run_sync(
+                self._text_slice, job, TEXT_SLICE_UNITS, "hold"
+            ):
                 pass
             if _rebuild_commits(i, 256, len(ids)):
                 await trio.to_thread.run_sync(self._commit_text)
@@ -786,7 +821,9 @@ class Indexer(Service):
 
     def _save(self) -> None:
         """Checkpoint: vectors and digests go to a new snapshot folder, then index.json
-        names it (one atomic rename), then older snapshots go. tantivy commits itself."""
+        names it (one atomic rename), then older snapshots go. What BM25 has staged is
+        committed first: the BM25 cursor it records is in tantivy's files."""
+        text_generation = self._durable_text_generation()  # never ahead of tantivy's files
         with self.lock:
             generation, epoch = self.generation, self._vec_epoch
             snap = self.dir / f"snap-{generation}-{time.time_ns()}"
@@ -807,7 +844,7 @@ class Indexer(Service):
                     "dim": self.embedder.dim,
                     "generation": generation,
                     "snapshot": snap.name,
-                    "text_generation": self.text_generation,
+                    "text_generation": text_generation,
                     # saved through the mount, vectors not in yet: first after a restart
                     "urgent": self._urgent_ids(),
                     "saved": time.time(),
@@ -960,7 +997,7 @@ class Indexer(Service):
             if job is None:
                 return False
             self._text_job = job
-        if await trio.to_thread.run_sync(self._text_slice, job, TEXT_SLICE_UNITS):
+        if await trio.to_thread.run_sync(self._text_slice, job, TEXT_SLICE_UNITS, "commit"):
             assert job.upto is not None
             self.text_generation = max(self.text_generation, job.upto)
             self._text_job = None
@@ -1072,10 +1109,16 @@ class Indexer(Service):
             del seen[nid]
         return True
 
-    def _text_slice(self, job: _Job, limit: int | None, commit: bool = True) -> bool:
-        """Worker thread: the next slice of the job's BM25 side, one commit (without
-        `commit`, the documents wait in the writer for a later one); whether the text side
-        of the job is done. `limit` None: the whole job at once (urgent)."""
+    def _text_slice(
+        self, job: _Job, limit: int | None, mode: Literal["stage", "commit", "hold"] = "stage"
+    ) -> bool:
+        """Worker thread: the next slice of the job's BM25 side; whether the text side of
+        the job is done. `limit` None: the whole job at once (urgent). `mode`: "stage"
+        (what a person or an agent saved: searched at once, committed by `_text_lane`
+        within TEXT_COMMIT_SECONDS; a tantivy commit costs 8-20 ms, most of an fsync's
+        when each made one), "commit" (a bulk slice of the cursor: committed with what is
+        staged, so a search never scores hundreds of staged units), "hold" (a rebuild:
+        unseen until the rebuild's own commit)."""
         most = limit if limit is not None else 1 << 62
         batch: list[tuple[_Doc, list[Unit], bool]] = []
         count = 0
@@ -1119,10 +1162,11 @@ class Indexer(Service):
                 metas[doc.id] = doc.meta
             for nid in gone:
                 self._text_as.pop(nid, None)
+            stage, commit = mode == "stage", mode == "commit"
             if gone:
-                self.text.delete_nodes(gone, commit=False)
-            if units or fresh:
-                self.text.upsert(units, metas, fresh=fresh, commit=commit)
+                self.text.delete_nodes(gone, commit=False, stage=stage)
+            if units or fresh:  # a commit takes what is staged along
+                self.text.upsert(units, metas, fresh=fresh, commit=commit, stage=stage)
             elif gone and commit:
                 self.text.commit()
             if gone or units or fresh:
