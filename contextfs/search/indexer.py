@@ -26,6 +26,7 @@ from __future__ import annotations
 import contextlib
 import json
 import logging
+import math
 import os
 import shutil
 import threading
@@ -138,6 +139,13 @@ TEXT_SLICE_UNITS = 500
 # holds, and holds the text lock that an fsync waits for. A bulk slice commits at once.
 TEXT_COMMIT_SECONDS = 1.0
 TEXT_COMMIT_UNITS = 500
+# The BM25 cursor reads the outbox at most this often while only saves through the mount
+# woke it (the urgent lane has applied them already) and its last read left nothing for
+# the next job: reading at each such wake cost two DuckDB queries a save on the event
+# loop (one for the row, one finding none), about 2 ms of a create+fsync's 11. Any other
+# wake (a background service's commit, another mount's, a change that is not a node's)
+# has it read at once.
+TEXT_POLL_SECONDS = 0.25
 # A rebuild headed for the compact index puts its vectors in this many at a time
 # (`Indexer._put_held`): faiss adds 300 units in about the time it adds 2,000
 HELD_UNITS = 8192
@@ -212,6 +220,7 @@ class _Job:
     todo: list[tuple[Unit, int]] | None = None  # vector units to embed, with their seq
     vec_at: int = 0
     changes: int = 0  # outbox seqs the job covers (a bulk job), for the backlog's estimate
+    more: bool = False  # rows after `upto` were read and left for the next job (a bulk job)
 
     @property
     def remaining(self) -> int:
@@ -300,6 +309,10 @@ class Indexer(Service):
         self._rebuild_since = 0.0  # monotonic
         self._text_rebuilding = False  # `_rebuild_text` runs: the BM25 cursor waits
         self._text_wake = trio.Event()  # set by every wake: `_text_lane` looks for work
+        self._text_polled = -math.inf  # when the BM25 cursor last read the outbox
+        self._text_more = False  # whether that read left rows for the next job
+        self._text_skipped = False  # whether the last step left the outbox unread (too soon)
+        self._text_hurry = False  # a wake the urgent lane does not cover: read it at once
         # A rebuild headed past compact_units holds its vectors (with their digests) and
         # puts them in HELD_UNITS at a time (`_put_held`): the compact index is built
         # straight from the first TRAIN_UNITS, never through hnswlib, and faiss adds in
@@ -391,11 +404,22 @@ class Indexer(Service):
     def _committed(self, changes: Sequence[Change]) -> None:
         """Every commit wakes the indexer once (any change moves the store generation it
         reports against); nodes saved through the mount go ahead of any bulk backlog."""
-        if not BACKGROUND.get():
+        covered = not BACKGROUND.get()
+        if covered:
             for c in changes:
                 if c.kind == "node" and c.node_id is not None:
                     self._urgent[c.node_id] = None
-        self.wake()
+                else:
+                    covered = False
+        if covered:  # the urgent lane applies it: the BM25 cursor may read it later
+            Service.wake(self)
+        else:
+            self.wake()
+
+    def wake(self) -> None:
+        """Look for work now (any thread): the BM25 cursor reads the outbox at once."""
+        self._text_hurry = True
+        super().wake()
 
     async def run(self) -> None:
         """BM25 first: the text index opens (and catches up) at once, while the embedding
@@ -498,8 +522,16 @@ class Indexer(Service):
             wait = self.CHECKPOINT_SECONDS / 2
             if due is not None and due > 0:
                 wait = min(wait, due)
+            if self._text_skipped:  # the outbox left unread: read it once it may, or at a
+                wait = min(wait, max(0.0, self._text_poll_due()))  # wake that hurries it
             with trio.move_on_after(wait):
                 await self._text_wake.wait()
+
+    def _text_poll_due(self) -> float:
+        """Seconds until the BM25 cursor may read the outbox again (0 or less: now)."""
+        if self._text_more or self._text_hurry or self._text_job is not None:
+            return 0.0
+        return self._text_polled + TEXT_POLL_SECONDS - time.monotonic()
 
     def _text_commit_due(self) -> float | None:
         """Seconds until what is staged in the BM25 index must be committed (0 or less:
@@ -630,7 +662,7 @@ class Indexer(Service):
                 return False
             for nid in node_ids:  # the lane's vectors, and a retry if BM25 fails here
                 self._urgent.setdefault(nid, None)
-            self.wake()
+            Service.wake(self)  # the BM25 side is applied here
             live, gone = self._snapshot(node_ids)
             job = _Job(live, gone, urgent=True)
             try:
@@ -993,7 +1025,13 @@ class Indexer(Service):
             return False
         job = self._text_job
         if job is None:
+            self._text_skipped = self._text_poll_due() > 0
+            if self._text_skipped:
+                return False
+            self._text_hurry = False  # a wake from here on reads again
             job = self._bulk_job(self.text_generation)
+            self._text_polled = time.monotonic()
+            self._text_more = job is not None and job.more
             if job is None:
                 return False
             self._text_job = job
@@ -1062,6 +1100,7 @@ class Indexer(Service):
         rows = self.feed.outbox_since(cursor, self.batch)
         if not rows:
             return None
+        more = len(rows) >= self.batch
         live, gone = self._snapshot(list(dict.fromkeys(r[1] for r in rows)))
         by_id = {d.id: d for d in live}
         kept: set[int] = set()
@@ -1069,6 +1108,7 @@ class Indexer(Service):
         for seq, nid, *_rest in rows:
             if nid not in kept:
                 if kept and size >= JOB_BYTES:
+                    more = True
                     break
                 kept.add(nid)
                 doc = by_id.get(nid)
@@ -1081,6 +1121,7 @@ class Indexer(Service):
             upto=upto,
             images=self._images_pending(sorted(kept)) if images else ([], []),
             changes=max(1, upto - cursor),
+            more=more,
         )
 
     def _indexed(self, job: _Job) -> None:
