@@ -17,16 +17,15 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import shutil
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
 from pathlib import Path
 
 from contextfs.testing import Mount, write_synced
+from contextfs.testing.ref import alternating, ref_worktree
 from contextfs.testing.report import percentile, say
 
 REPO = Path(__file__).resolve().parents[1]
@@ -67,17 +66,10 @@ def main(argv: list[str] | None = None) -> int:
     if args.quick:
         args.rounds, args.nodes, args.warm = 1, 30, 5
     root = Path(tempfile.mkdtemp(prefix="bench-fsync-ref-"))
-    other = root / "ref"
-    git = ["git", "-C", str(REPO), "worktree"]
-    subprocess.run([*git, "add", "-q", "--detach", str(other), args.ref], check=True)
     rounds: dict[str, list[dict[str, float]]] = {"this": [], "ref": []}
     try:
-        for r in range(args.rounds):
-            for side in ("this", "ref") if r % 2 == 0 else ("ref", "this"):
-                if side == "ref":
-                    os.environ["PYTHONPATH"] = str(other)  # the daemon imports that code
-                else:
-                    os.environ.pop("PYTHONPATH", None)
+        with ref_worktree(REPO, args.ref, root / "ref") as other:
+            for r, side in alternating(args.rounds, other):
                 m = Mount(root / f"mnt-{r}{side}", root / f"data-{r}{side}", search=True)
                 m.path.mkdir()
                 m.start()
@@ -91,8 +83,6 @@ def main(argv: list[str] | None = None) -> int:
                 rounds[side].append({"p50_ms": p50, "p99_ms": p99})
                 say(f"  round {r + 1}: {side} p50 {p50:.2f} ms, p99 {p99:.2f} ms")
     finally:
-        os.environ.pop("PYTHONPATH", None)
-        subprocess.run([*git, "remove", "--force", str(other)], check=False)
         shutil.rmtree(root, ignore_errors=True)
     med = {
         k: {m: statistics.median(x[m] for x in v) for m in ("p50_ms", "p99_ms")}

@@ -14,10 +14,8 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import shutil
 import statistics
-import subprocess
 import sys
 import tempfile
 import threading
@@ -26,6 +24,7 @@ from pathlib import Path
 
 from contextfs.testing import Mount, write_synced
 from contextfs.testing.postgres import PgServer
+from contextfs.testing.ref import alternating, ref_worktree
 from contextfs.testing.report import say
 
 REPO = Path(__file__).resolve().parents[1]
@@ -78,20 +77,13 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--json", type=Path, default=REPO / "bench-results" / "bench_pg_writes.json")
     args = ap.parse_args(argv)
     root = Path(tempfile.mkdtemp(prefix="bench-pg-writes-"))
-    other = root / "ref"
-    git = ["git", "-C", str(REPO), "worktree"]
-    subprocess.run([*git, "add", "-q", str(other), args.ref], check=True)
     server = PgServer(fsync=True)
     rates: dict[str, list[float]] = {"this": [], "ref": []}
     errors = 0
     try:
         server.start()
-        for r in range(args.rounds):
-            for side in ("this", "ref") if r % 2 == 0 else ("ref", "this"):
-                if side == "ref":
-                    os.environ["PYTHONPATH"] = str(other)  # the daemon imports that code
-                else:
-                    os.environ.pop("PYTHONPATH", None)
+        with ref_worktree(REPO, args.ref, root / "ref") as other:
+            for r, side in alternating(args.rounds, other):
                 dsn = server.create_database(f"w{r}{side}")
                 m = mount(root, f"{r}{side}", dsn)
                 try:
@@ -102,9 +94,7 @@ def main(argv: list[str] | None = None) -> int:
                 rates[side].append(rate)
                 say(f"  round {r + 1}: {side} {rate:.1f} creates/s")
     finally:
-        os.environ.pop("PYTHONPATH", None)
         server.close()
-        subprocess.run([*git, "remove", "--force", str(other)], check=False)
         shutil.rmtree(root, ignore_errors=True)
     med = {k: statistics.median(v) for k, v in rates.items()}
     ratio = med["this"] / med["ref"]

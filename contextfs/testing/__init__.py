@@ -10,8 +10,9 @@ scripts/, never for the filesystem itself (nothing in `contextfs` imports it).
   detector is scored on it), `prose` (seeded markdown), `differential` (the differential
   POSIX machine; its `machine_for` needs hypothesis, a test dependency).
 - shared by the benchmarks in scripts/ (no script imports another): `bench_store` (the
-  big synthetic store built in-process, its paths, a foreground `Daemon` over it) and
-  `bench_embedder` (the timed embedder with synthetic vectors past a budget).
+  big synthetic store built in-process, its paths, a foreground `Daemon` over it),
+  `bench_embedder` (the timed embedder with synthetic vectors past a budget) and `ref`
+  (another commit's code in a git worktree, and rounds alternating between the two).
 
 Importing it loads no FUSE code: the daemon only ever runs in a subprocess, so a test or a
 script never serves kernel requests from its own loop (tests/unit/test_offline.py checks).
