@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Literal
+from typing import Any, Literal
 
 # `versions.reason` prefixes of machine writes: extraction from the inbox or a session
 # (`route:inbox:…`, `route:session:…`) and consolidation (`consolidate:…`). Every other
@@ -81,6 +81,38 @@ class Access:
     gid: int
     dir_mode: int
     file_mode: int
+
+
+class AccessMap(dict[tuple[str, str], Access]):
+    """Every stored `Access`, by (kind, key) as `Memory.set_access` names them. `version`
+    moves at every change, whoever makes it (a chmod, a rollback, another mount's): what
+    was computed for one caller's rights (a question's answer) is stale once it moved."""
+
+    __slots__ = ("version",)
+
+    def __init__(self, items: dict[tuple[str, str], Access] | None = None) -> None:
+        super().__init__(items or {})
+        self.version = 0
+
+    def __setitem__(self, key: tuple[str, str], value: Access) -> None:
+        super().__setitem__(key, value)
+        self.version += 1
+
+    def __delitem__(self, key: tuple[str, str]) -> None:
+        super().__delitem__(key)
+        self.version += 1
+
+    def pop(self, key: tuple[str, str], *default: Any) -> Any:
+        self.version += 1
+        return super().pop(key, *default)
+
+    def clear(self) -> None:
+        super().clear()
+        self.version += 1
+
+    def update(self, *args: Any, **kwargs: Any) -> None:
+        super().update(*args, **kwargs)
+        self.version += 1
 
 
 @dataclass(slots=True)

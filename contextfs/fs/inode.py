@@ -123,7 +123,8 @@ class QueryDir:
 
     scope: str  # the searched subtree ('' = everything)
     options: QueryOptions | None = None
-    generation: int = -1  # a question's results: the index generation they reflect
+    # a question's results: the index epoch and the access version they reflect
+    generation: tuple[int, int] = (-1, -1)
     hits: tuple[Hit, ...] = ()  # a question's results: the nodes its answer delivers
     # who asks (a fs.perms.Caller): answers hold only what they may read; None = anyone
     reader: Any = None

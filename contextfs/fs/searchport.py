@@ -26,9 +26,10 @@ class SearchPort:
     barrier_timeout: float = 30.0  # fsync waits at most this long for the index
 
     @property
-    def generation(self) -> int:
-        """Moves whenever either index changed: an answer computed at another is stale."""
-        return self.indexer.epoch
+    def generation(self) -> tuple[int, int]:
+        """Moves whenever either index changed, or who may read what (a chmod, a chown,
+        here or on another mount): an answer computed at another is stale."""
+        return self.indexer.epoch, self.indexer.memory.access.version
 
     def search(
         self,

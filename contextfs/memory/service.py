@@ -51,6 +51,7 @@ from contextfs.model import (
     FILE_MODE,
     MACHINE_REASONS,
     Access,
+    AccessMap,
     Attachment,
     Change,
     Node,
@@ -134,7 +135,7 @@ class Memory:
         self.conflicts: deque[str] = deque(maxlen=50)
         self.owners: set[tuple[str, str]] = set(store.owners())
         # (kind, key) -> stored owner, group and modes; absent = the defaults
-        self.access: dict[tuple[str, str], Access] = store.access()
+        self.access = AccessMap(store.access())
         # L1 and L2 stay in the store until read (memory.texts): most of a node's weight;
         # and a node's row until it is used (memory.heads): nothing is read per node here
         store.set_home()  # this thread's reads see its own open transaction

@@ -238,3 +238,28 @@ def test_only_the_mounts_user_may_restore_facts(shared: Mount) -> None:
     assert os.listdir(alice / "preferences") == []
     (mnt / ".restore").write_text(doc)  # the mount's own user (root here) may
     assert os.listdir(alice / "preferences") == ["tea"]
+
+
+def test_a_question_asked_again_after_a_chmod_answers_with_the_new_modes(shared: Mount) -> None:
+    """bob asks a question whose answer holds alice's note, alice closes the note
+    (chmod 600), bob asks the same question again: the answer computed before the chmod
+    is not served again, on one mount whose indexes the chmod does not change."""
+    mnt = shared.path
+    alice = mnt / "user" / "alice"
+    alice.mkdir()
+    shutil.chown(alice, ALICE, ALICE)
+    note = alice / "preferences" / "garden"
+    made = as_user(ALICE, f"mkdir -p {note} && echo 'Tomatoes on the balcony.' > {note}/L2.md")
+    assert made.returncode == 0, made.stderr
+    ask = f"cat '{mnt}/.query/tomatoes balcony/_context.md'"
+    for _ in range(60):  # BM25 finds it once the close is indexed
+        if "Tomatoes on the balcony." in as_user(BOB, ask).stdout:
+            break
+        time.sleep(0.5)
+    assert "Tomatoes on the balcony." in as_user(BOB, ask).stdout
+    assert as_user(ALICE, f"chmod 600 {note}/L2.md").returncode == 0
+    assert "Permission denied" in as_user(BOB, f"cat {note}/L2.md").stderr
+    assert "Tomatoes on the balcony." not in as_user(BOB, ask).stdout
+    # and opened again, he finds it again
+    assert as_user(ALICE, f"chmod 644 {note}/L2.md").returncode == 0
+    assert "Tomatoes on the balcony." in as_user(BOB, ask).stdout

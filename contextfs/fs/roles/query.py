@@ -52,7 +52,7 @@ def _check_utf8(name: str) -> None:
 class Answer:
     """A computed question: (node path, its directory name) per hit, and the files."""
 
-    generation: int
+    generation: tuple[int, int]  # SearchPort.generation when it was computed
     links: list[tuple[str, str]]
     files: dict[str, bytes]
     hits: tuple[Hit, ...] = ()
