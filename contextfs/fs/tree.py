@@ -293,8 +293,14 @@ class Tree:
             return
         saved = False
         # (meta.yaml or a version emptied by O_TRUNC and closed: refused here, where
-        # close() can say so, not at release)
-        if h.wrote or (h.dirty and h.inode.role in (Role.META, Role.VERSION)):
+        # close() can say so, not at release; a file made by create and not stored yet is
+        # stored by this close, written or not: RELEASE waits for the last descriptor,
+        # and a crash before it lost the file)
+        if (
+            h.wrote
+            or (h.dirty and h.inode.role in (Role.META, Role.VERSION))
+            or self._unstored(h.inode)
+        ):
             h.wrote = False
             saved = h.dirty or h.inode.dirty
             try:
@@ -304,6 +310,16 @@ class Tree:
                     h.inode.told = {closer}
                 raise
         self.report_refused(h.inode, saved=saved, caller=closer)
+
+    def _unstored(self, inode: Inode) -> bool:
+        """A file made by create whose row waits for its first commit
+        (`add_attachment(created=True)`)."""
+        att = inode.att
+        return (
+            inode.role == Role.ATTACH
+            and att is not None
+            and att.id in self.memory.transactions.created_attachments
+        )
 
     # the requests that store something: background threads step aside while one runs
     # (`Foreground.step_aside`); an fsync is `serving` as a whole

@@ -135,3 +135,24 @@ def test_kill_9_keeps_new_files_from_their_first_commit_point(mount):
     assert (node / "closed.txt").read_bytes() == b"written and closed\n"
     assert (node / "synced.txt").read_bytes() == b"written and fsynced, still open\n"
     assert (node / "in-synced-folder.txt").read_bytes() == b""
+
+
+@pytest.mark.allow_warnings
+def test_kill_9_keeps_an_empty_new_file_once_close_returned(mount):
+    """close() is a new file's commit point even with nothing written and another
+    descriptor still open (a `dup`, a forked child: the kernel sends no RELEASE until the
+    last one closes). It was committed at RELEASE only, and a kill -9 between the two lost
+    it (scripts/crash_trials.py, an attachment made empty and closed)."""
+    node = mount.path / "user/default/preferences/files"
+    node.mkdir()
+    (node / "L2.md").write_text("Files kept next to this memory.\n")
+    fd = os.open(node / "empty.bin", os.O_WRONLY | os.O_CREAT, 0o644)
+    kept = os.dup(fd)
+    os.close(fd)  # acknowledged: the file exists from here on
+    mount.kill()
+    try:
+        os.close(kept)
+    except OSError as exc:
+        assert exc.errno in (errno.ENOTCONN, errno.ECONNABORTED, errno.EIO)
+    mount.start()
+    assert (node / "empty.bin").read_bytes() == b""
