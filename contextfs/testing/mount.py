@@ -386,6 +386,16 @@ def write_synced(path: Path, text: str) -> None:
         os.close(fd)
 
 
+def close_after_kill(*fds: int) -> None:
+    """Close descriptors a killed daemon's mount left open: the close may fail, with
+    ENOTCONN, ECONNABORTED or EIO (the mount is gone), and with nothing else."""
+    for fd in fds:
+        try:
+            os.close(fd)
+        except OSError as exc:
+            assert exc.errno in (errno.ENOTCONN, errno.ECONNABORTED, errno.EIO), exc
+
+
 def errno_of(fn: Callable[..., object], *args: object) -> int:
     """The errno a call fails with through the mount, 0 when it succeeds."""
     try:
