@@ -114,6 +114,18 @@ class AccessMap(dict[tuple[str, str], Access]):
         super().update(*args, **kwargs)
         self.version += 1
 
+    def setdefault(self, key: tuple[str, str], default: Any = None) -> Any:
+        self.version += 1
+        return super().setdefault(key, default)
+
+    def popitem(self) -> tuple[tuple[str, str], Access]:
+        self.version += 1
+        return super().popitem()
+
+    def __ior__(self, other: Any) -> AccessMap:  # type: ignore[override,misc]
+        self.update(other)
+        return self
+
 
 @dataclass(slots=True)
 class Attachment:

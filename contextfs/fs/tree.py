@@ -312,13 +312,12 @@ class Tree:
         self.report_refused(h.inode, saved=saved, caller=closer)
 
     def _unstored(self, inode: Inode) -> bool:
-        """A file made by create whose row waits for its first commit
-        (`add_attachment(created=True)`)."""
+        """A file made by create whose row waits for its first commit."""
         att = inode.att
         return (
             inode.role == Role.ATTACH
             and att is not None
-            and att.id in self.memory.transactions.created_attachments
+            and self.memory.attachment_store.unstored(att)
         )
 
     # the requests that store something: background threads step aside while one runs

@@ -186,6 +186,11 @@ class AttachmentStore:
             self.transactions.note_new_attachment(a)
         return a
 
+    def unstored(self, a: Attachment) -> bool:
+        """Whether `a` was made by `add_attachment(created=True)` and waits for its first
+        commit (its close, written or not, is one)."""
+        return a.id in self.transactions.created_attachments
+
     def add_link(self, holder: Attachment, parent_id: int | None, name: str) -> Attachment:
         """A hard link: one more name (a row with link_of) for the file, symlink, FIFO or
         socket `holder` keeps (a symlink's target is copied: it never changes)."""
