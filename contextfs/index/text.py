@@ -156,7 +156,7 @@ class TextIndex:
         except BaseException:
             # A failed commit may leave the writer consumed: drop it, and stage what was
             # staged again in a new one (searches go on finding it; the next commit tries).
-            self._writer = None
+            self._drop_writer()
             try:
                 self._restage()
             except Exception as e:  # noqa: BLE001 - the indexer applies its cursor again
@@ -284,7 +284,7 @@ class TextIndex:
         try:
             self._writer.rollback()
         except Exception:
-            self._writer = None
+            self._drop_writer()
         try:
             self._restage()
         except Exception as e:  # noqa: BLE001 - the indexer applies its cursor again
@@ -569,13 +569,19 @@ class TextIndex:
                 self._commit()
             except Exception as e:  # noqa: BLE001 - the indexer's cursor applies it again
                 log.warning("text index: staged changes not committed at close (%s)", e)
+        self._drop_writer()
+        self._index = None
+
+    def _drop_writer(self) -> None:
+        """Let the writer's merges finish and release its lock at once (consumed: a
+        failure's traceback that still holds the object no longer holds the lock, and
+        the next writer can be opened)."""
         writer, self._writer = self._writer, None
         if writer is not None:
             try:
                 writer.wait_merging_threads()
-            except Exception as e:  # a consumed writer has nothing left to wait for
+            except Exception as e:  # a consumed or killed writer has nothing to wait for
                 log.debug("closing text index writer: %s", e)
-        self._index = None
 
     def __enter__(self) -> TextIndex:
         return self

@@ -221,6 +221,7 @@ class _Job:
     todo: list[tuple[Unit, int]] | None = None  # vector units to embed, with their seq
     vec_at: int = 0
     changes: int = 0  # outbox seqs the job covers (a bulk job), for the backlog's estimate
+    resets: int = 0  # the BM25 cursor's `_text_resets` when it read the job
     more: bool = False  # rows after `upto` were read and left for the next job (a bulk job)
 
     @property
@@ -285,6 +286,10 @@ class Indexer(Service):
         self.error: str | None = None
         self.dead = False  # the text index could not open: nothing will ever answer
         self.text_generation = 0  # everything up to this outbox seq is in the BM25 index
+        # what of it is in tantivy's files (a commit); a failed write goes back to it
+        self._text_durable = 0
+        self._text_resets = 0  # moves at each such failure: a cursor job read before ends
+        self._text_failure: str | None = None  # the last BM25 write failed (and why)
         self.epoch = 0  # moves whenever either index changed (caches of answers key on it)
         self._vec_epoch = self._saved_epoch = 0  # moves when the vectors changed
         self._seq = 0  # snapshot counter (`_Doc.seq`)
@@ -461,7 +466,7 @@ class Indexer(Service):
                         await self._pause(pause)
                         pause = min(60.0, pause * 2)
                         continue
-                    if worked and self.error and self.error.startswith("indexing failed"):
+                    if worked and self._text_failure is None and self._failing():
                         log.info("indexer: working again after %s", self.error)
                         self.error = None  # recovered: `.status` no longer says it failed
                     pause = 1.0
@@ -502,6 +507,9 @@ class Indexer(Service):
             await self._yield()  # an fsync in flight goes first (`FOREGROUND`)
             try:
                 worked = self.text is not None and await self._text_step()
+                due = self._text_commit_due()
+                if due is not None and due <= 0:
+                    await trio.to_thread.run_sync(self._commit_text)
             except Exception as exc:  # noqa: BLE001 - the mount outlives the indexer
                 self._text_job = None  # read again after the pause
                 self.error = f"indexing failed: {exc!r}"
@@ -510,11 +518,8 @@ class Indexer(Service):
                 pause = min(60.0, pause * 2)
                 continue
             pause = 1.0
-            due = self._text_commit_due()
-            if due is not None and due <= 0:
-                await trio.to_thread.run_sync(self._durable_text_generation)
             if worked:
-                if self.error and self.error.startswith("indexing failed"):
+                if self._failing():
                     log.info("indexer: BM25 working again after %s", self.error)
                     self.error = None
                 self._moved()
@@ -527,6 +532,22 @@ class Indexer(Service):
                 wait = min(wait, max(0.0, self._text_poll_due()))  # wake that hurries it
             with trio.move_on_after(wait):
                 await self._text_wake.wait()
+
+    def _failing(self) -> bool:
+        return self.error is not None and self.error.startswith("indexing failed")
+
+    def _text_failed(self, exc: BaseException) -> None:
+        """Under `text_lock`: a write to the BM25 index failed. What tantivy had not
+        committed may be gone with it (a rollback drops it, and writing it again may fail
+        too), so the cursor goes back to the last commit and applies every change after it
+        again, taking nothing as in the index already; `.status` says it failed until a
+        write succeeds."""
+        self.text_generation = self._text_durable
+        self._text_as.clear()
+        self._text_seen.clear()
+        self._text_resets += 1
+        self._text_failure = repr(exc)
+        self.error = f"indexing failed: {exc!r}"
 
     def _text_poll_due(self) -> float:
         """Seconds until the BM25 cursor may read the outbox again (0 or less: now)."""
@@ -550,9 +571,25 @@ class Indexer(Service):
         read after (under the lock that staging takes: the cursor moves after its
         slice is staged), so every change it covers is in tantivy's files."""
         with self.text_lock:
-            if self.text is not None and self.text.staged_since is not None:
-                self.text.commit()
+            try:
+                if self.text is not None and self.text.staged_since is not None:
+                    self._commit_locked()
+            except Exception as exc:  # noqa: BLE001 - the cursor went back to the last commit
+                log.warning("indexer: BM25 commit failed (%r)", exc)
             return self.text_generation
+
+    def _commit_locked(self) -> None:
+        """Under `text_lock`: what waits in the BM25 writer committed; a failure makes the
+        cursor go back to the last commit (`_text_failed`) and is raised."""
+        if self.text is None:
+            return
+        try:
+            self.text.commit()
+        except BaseException as exc:
+            self._text_failed(exc)
+            raise
+        self._text_durable = self.text_generation
+        self._text_failure = None
 
     def _set_wake(self) -> None:
         super()._set_wake()
@@ -740,7 +777,7 @@ class Indexer(Service):
             self.generation = self.saved_generation = vectors
         for nid in meta.get("urgent", ()) if isinstance(meta.get("urgent"), list) else ():
             self._resumed.setdefault(int(nid), None)
-        self.text_generation = generation
+        self.text_generation = self._text_durable = generation
         self.state = "loading the embedding model (BM25 answers meanwhile)"
         return generation == 0 and self.memory.generation > 0
 
@@ -783,7 +820,7 @@ class Indexer(Service):
                 pass
             if _rebuild_commits(i, 256, len(ids)):
                 await trio.to_thread.run_sync(self._commit_text)
-        self.text_generation = target
+        self.text_generation = self._text_durable = target
         log.info("text index rebuilt: %d nodes in %.1f s", len(ids), time.monotonic() - t0)
         if self.embedder is None:
             self.state = "loading the embedding model (BM25 answers meanwhile)"
@@ -791,8 +828,7 @@ class Indexer(Service):
     def _commit_text(self) -> None:
         """Worker thread: what waits in the BM25 writer becomes searchable."""
         with self.text_lock:
-            if self.text is not None:
-                self.text.commit()
+            self._commit_locked()
 
     def open_sync(self, embedder: Embedder) -> None:
         """Open both indexes in the calling thread, without trio (scripts, offline use);
@@ -851,6 +887,7 @@ class Indexer(Service):
         if self.images is not None:
             self.images.clear()
         self.generation = self.saved_generation = self.text_generation = 0
+        self._text_durable = 0
 
     def _save(self) -> None:
         """Checkpoint: vectors and digests go to a new snapshot folder, then index.json
@@ -1030,16 +1067,16 @@ class Indexer(Service):
             if self._text_skipped:
                 return False
             self._text_hurry = False  # a wake from here on reads again
+            resets = self._text_resets
             job = self._bulk_job(self.text_generation)
             self._text_polled = time.monotonic()
             self._text_more = job is not None and job.more
             if job is None:
                 return False
+            job.resets = resets
             self._text_job = job
         if await trio.to_thread.run_sync(self._text_slice, job, TEXT_SLICE_UNITS, "commit"):
-            assert job.upto is not None
-            self.text_generation = max(self.text_generation, job.upto)
-            self._text_job = None
+            self._text_job = None  # the cursor moved on under the lock (`_text_slice`)
         return True
 
     async def _vector_step(self) -> bool:
@@ -1178,42 +1215,62 @@ class Indexer(Service):
         with self.text_lock:
             if self.text is None:
                 return True
-            seen, urgent = self._text_seen, job.urgent
-            gone = []
-            if not job.gone_done:
-                gone = [n for n, s in job.gone.items() if self._newest(seen, n, s, urgent)]
-                job.gone_done = True
-            fresh: list[int] = []
-            units: list[Unit] = []
-            metas: dict[int, tuple[str, str, str]] = {}
-            for doc, part, first in batch:
-                if not self._newest(seen, doc.id, doc.seq, urgent and first):
-                    continue
-                whole = first and len(part) == len(doc.text_units or ())
-                if whole and self._text_as.get(doc.id) == doc.key:
-                    if not urgent:  # the cursor reached what the urgent lane applied
-                        del self._text_as[doc.id]
-                    continue  # these very documents are in the index
-                if urgent and whole:
-                    self._text_as[doc.id] = doc.key
-                elif first:
-                    self._text_as.pop(doc.id, None)
-                if first:
-                    fresh.append(doc.id)
-                units += part
-                metas[doc.id] = doc.meta
-            for nid in gone:
-                self._text_as.pop(nid, None)
-            stage, commit = mode == "stage", mode == "commit"
-            if gone:
-                self.text.delete_nodes(gone, commit=False, stage=stage)
-            if units or fresh:  # a commit takes what is staged along
-                self.text.upsert(units, metas, fresh=fresh, commit=commit, stage=stage)
-            elif gone and commit:
-                self.text.commit()
-            if gone or units or fresh:
-                self.epoch += 1
-        return job.text_at >= len(job.docs)
+            if job.upto is not None and job.resets != self._text_resets:
+                return True  # read before a failed write: the cursor reads again from before
+            try:
+                committed = self._text_write(job, batch, mode)
+            except BaseException as exc:
+                self._text_failed(exc)
+                raise
+            done = job.text_at >= len(job.docs)
+            if done and job.upto is not None:  # a cursor job: the cursor moves past it
+                self.text_generation = max(self.text_generation, job.upto)
+            if committed:  # what was staged went along
+                self._text_durable = self.text_generation
+        return done
+
+    def _text_write(self, job: _Job, batch: list[tuple[_Doc, list[Unit], bool]], mode: str) -> bool:
+        """Under `text_lock`: a slice of the job into the BM25 index (`_text_slice`);
+        whether it committed."""
+        assert self.text is not None
+        seen, urgent = self._text_seen, job.urgent
+        gone = []
+        if not job.gone_done:
+            gone = [n for n, s in job.gone.items() if self._newest(seen, n, s, urgent)]
+            job.gone_done = True
+        fresh: list[int] = []
+        units: list[Unit] = []
+        metas: dict[int, tuple[str, str, str]] = {}
+        for doc, part, first in batch:
+            if not self._newest(seen, doc.id, doc.seq, urgent and first):
+                continue
+            whole = first and len(part) == len(doc.text_units or ())
+            if whole and self._text_as.get(doc.id) == doc.key:
+                if not urgent:  # the cursor reached what the urgent lane applied
+                    del self._text_as[doc.id]
+                continue  # these very documents are in the index
+            if urgent and whole:
+                self._text_as[doc.id] = doc.key
+            elif first:
+                self._text_as.pop(doc.id, None)
+            if first:
+                fresh.append(doc.id)
+            units += part
+            metas[doc.id] = doc.meta
+        for nid in gone:
+            self._text_as.pop(nid, None)
+        stage, commit = mode == "stage", mode == "commit"
+        if gone:
+            self.text.delete_nodes(gone, commit=False, stage=stage)
+        if units or fresh:  # a commit takes what is staged along
+            self.text.upsert(units, metas, fresh=fresh, commit=commit, stage=stage)
+        elif gone and commit:
+            self.text.commit()
+        if not (gone or units or fresh):
+            return False
+        self.epoch += 1
+        self._text_failure = None  # a write went in: BM25 works again
+        return commit
 
     def _prepare(self, job: _Job) -> None:
         """Worker thread: cut the job's nodes, embed its images, and list the units whose

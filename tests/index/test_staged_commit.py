@@ -10,6 +10,7 @@ the crash is the index directory as it is on disk at that moment, copied."""
 from __future__ import annotations
 
 import shutil
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -28,6 +29,12 @@ def _save(memory: Memory, name: str, text: str) -> int:
     return n.id
 
 
+async def _until(done: Callable[[], bool], timeout: float) -> None:
+    with trio.fail_after(timeout):
+        while not done():
+            await trio.sleep(0.05)
+
+
 @pytest.mark.model
 async def test_a_staged_node_survives_a_crash_after_a_checkpoint(
     memory: Memory, tmp_path: Path, embedder: LocalEmbedder
@@ -36,9 +43,7 @@ async def test_a_staged_node_survives_a_crash_after_a_checkpoint(
     first = Indexer(memory, index_dir, lambda: embedder, model_name=embedder.name)
     async with trio.open_nursery() as nursery:
         nursery.start_soon(first.run)
-        with trio.fail_after(60):
-            while not first.ready:
-                await trio.sleep(0.05)
+        await _until(lambda: first.ready, 60)
         assert await first.wait_settled(60)
         nid = _save(memory, "lamps", "She collects vintage grobblewick lamps.\n")
         assert await first.sync_nodes([nid], 10)  # fsync's promise
@@ -48,16 +53,54 @@ async def test_a_staged_node_survives_a_crash_after_a_checkpoint(
         crashed = tmp_path / "crashed"
         shutil.copytree(index_dir, crashed)  # what the disk holds at this moment
         # and, left running, the indexer commits it within TEXT_COMMIT_SECONDS
-        with trio.fail_after(TEXT_COMMIT_SECONDS + 10):
-            while first.text.staged_since is not None:
-                await trio.sleep(0.05)
+        staged = first.text
+        await _until(lambda: staged.staged_since is None, TEXT_COMMIT_SECONDS + 10)
         first.stop()
     second = Indexer(memory, crashed, lambda: embedder, model_name=embedder.name)
     async with trio.open_nursery() as nursery:
         nursery.start_soon(second.run)
-        with trio.fail_after(120):
-            while not second.ready:
-                await trio.sleep(0.05)
+        await _until(lambda: second.ready, 120)
         assert await second.wait_settled(120)
         assert [h.node_id for h in second.search_text("grobblewick", 5)][:1] == [nid]
         second.stop()
+
+
+@pytest.mark.model
+@pytest.mark.allow_warnings
+async def test_a_failed_bm25_commit_is_reported_until_the_change_is_written_again(
+    memory: Memory, tmp_path: Path, embedder: LocalEmbedder
+) -> None:
+    """The index folder is taken away after fsync staged a node: the commit fails, and
+    tantivy's rollback takes the staged node with it. `.status`'s error stays while the
+    index cannot be written (a cursor slice that wrote nothing must not clear it), and
+    once the folder is back the node is written again and committed, without a remount."""
+    index_dir = tmp_path / "index"
+    indexer = Indexer(memory, index_dir, lambda: embedder, model_name=embedder.name)
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(indexer.run)
+        await _until(lambda: indexer.ready, 60)
+        _save(memory, "tea", "She drinks genmaicha.\n")  # the writer is open from here on
+        assert await indexer.wait_settled(60)
+        assert indexer.text is not None
+        text = indexer.text
+        await _until(lambda: text.staged_since is None, TEXT_COMMIT_SECONDS + 10)
+        text_dir = index_dir / "text"
+        text_dir.rename(index_dir / "text.away")
+        text_dir.write_text("not an index")
+        nid = _save(memory, "lamps", "She collects vintage grobblewick lamps.\n")
+        assert await indexer.sync_nodes([nid], 10)  # staged in the writer, searched at once
+        await _until(lambda: (indexer.error or "").startswith("indexing failed"), 30)
+        await trio.sleep(TEXT_COMMIT_SECONDS + 1.5)  # the cursor and its retry ran meanwhile
+        assert (indexer.error or "").startswith("indexing failed"), "the fault was forgotten"
+        text_dir.unlink()
+        (index_dir / "text.away").rename(text_dir)
+        # the retry's pause grows to a minute at most
+        await _until(lambda: indexer.error is None and text.staged_since is None, 90)
+        assert [h.node_id for h in indexer.search_text("grobblewick", 5)][:1] == [nid]
+        indexer.stop()
+    reopened = Indexer(memory, index_dir, lambda: embedder, model_name=embedder.name)
+    async with trio.open_nursery() as nursery:  # in tantivy's files, not only in memory
+        nursery.start_soon(reopened.run)
+        await _until(lambda: reopened.text is not None and not reopened._text_rebuilding, 60)
+        assert [h.node_id for h in reopened.search_text("grobblewick", 5)][:1] == [nid]
+        reopened.stop()
