@@ -64,7 +64,7 @@ from contextfs.errors import (
 )
 from contextfs.fs.build import Background, FsOptions, build_operations
 from contextfs.fs.ops import DIR_HANDLE_IS_INODE, Operations
-from contextfs.memory.background import BACKGROUND
+from contextfs.memory.background import BACKGROUND, FOREGROUND
 from contextfs.memory.cluster import ClusterSync
 from contextfs.memory.consolidate import ConsolidationService
 from contextfs.memory.remote import catch_up
@@ -444,6 +444,7 @@ async def _run_services(ops: Operations, services: tuple[RunningService | None, 
 
     In reverse order of registration: the services that commit changes first, the indexer
     that consumes them last."""
+    FOREGROUND.last_request = time.monotonic()  # the mount answers from now (`quiet`)
     async with contextlib.AsyncExitStack() as stack:
         for service in services:
             if service is not None:

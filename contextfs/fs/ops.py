@@ -346,11 +346,12 @@ class Operations(pyfuse3.Operations):
         self, fh: pyfuse3.FileHandleT, start_id: int, token: pyfuse3.ReaddirToken
     ) -> None:
         try:
-            for name, child, off in self.tree.listdir(fh, start_id):
-                attrs = self._attr(self.tree.attr(child))
-                if not pyfuse3.readdir_reply(token, os.fsencode(name), attrs, off):
-                    break
-                self.tree.ref(child)
+            with self.tree.request("readdir"):
+                for name, child, off in self.tree.listdir(fh, start_id):
+                    attrs = self._attr(self.tree.attr(child))
+                    if not pyfuse3.readdir_reply(token, os.fsencode(name), attrs, off):
+                        break
+                    self.tree.ref(child)
         except ContextFSError as exc:
             raise pyfuse3.FUSEError(exc.errno) from None
         except Exception:

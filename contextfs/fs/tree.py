@@ -342,7 +342,7 @@ class Tree:
 
     def request(self, op: str) -> contextlib.AbstractContextManager[None]:
         """What a request named `op` (a pyfuse3 handler's name) marks while it runs."""
-        return FOREGROUND.storing() if op in self.STORING else contextlib.nullcontext()
+        return FOREGROUND.request(op in self.STORING)
 
     async def fsync(self, fh: int) -> None:
         """Commit like close; for a node's text, also wait until it is searchable."""

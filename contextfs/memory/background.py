@@ -40,6 +40,10 @@ class Foreground:
         self.writing = 0
         # until when (time.monotonic) bulk work waits for the models to load: see `loading`
         self.loading_until = 0.0
+        self.requests = 0  # requests of the mount in flight (`request`)
+        # when the last one ended (time.monotonic; the daemon sets it when the mount starts
+        # answering: `quiet` waits for a pause after that, and never without a mount)
+        self.last_request = -float("inf")
 
     @contextlib.contextmanager
     def serving(self) -> Iterator[None]:
@@ -48,6 +52,33 @@ class Foreground:
             yield
         finally:
             self.busy -= 1
+
+    @contextlib.contextmanager
+    def request(self, storing: bool) -> Iterator[None]:
+        """A request of the mount runs (any: `quiet` waits for none), one that writes to
+        the store when `storing` (`step_aside`)."""
+        self.requests += 1
+        self.writing += storing
+        try:
+            yield
+        finally:
+            self.requests -= 1
+            self.writing -= storing
+            self.last_request = time.monotonic()
+
+    async def quiet(self, seconds: float, most: float) -> None:
+        """Until the mount has served no request for `seconds`, or `most` seconds have
+        passed. The embedding model's import is two seconds of Python under the GIL, with
+        C calls that hold it for up to 280 ms (libtorch's loading): a `find` of a tree
+        right after a mount, served beside it, took three times as long as with search
+        off; the model loads in the first pause instead."""
+        until = time.monotonic() + most
+        while True:
+            now = time.monotonic()
+            idle = now - self.last_request
+            if now >= until or (not self.requests and idle >= seconds):
+                return
+            await trio.sleep(min(until - now, max(seconds - idle, 0.01)))
 
     @contextlib.contextmanager
     def storing(self) -> Iterator[None]:

@@ -165,6 +165,10 @@ EMBED_NICE = 10
 URGENT_NODES = 16  # foreground nodes taken into one urgent job
 BUSY_CHECKPOINT_SECONDS = 60.0  # while a backlog drains, the vectors are saved this often
 MODELS_FIRST = 30.0  # at most this long an inbox import waits for the models to load
+# The models start loading once the mount has served no request for LOAD_QUIET_SECONDS
+# (a `find` right after the mount goes first: `Foreground.quiet`), LOAD_WAIT_MOST at most.
+LOAD_QUIET_SECONDS = 0.15
+LOAD_WAIT_MOST = 3.0
 
 
 @dataclass(slots=True)
@@ -620,6 +624,7 @@ class Indexer(Service):
 
     async def _load_model(self) -> None:
         try:
+            await FOREGROUND.quiet(LOAD_QUIET_SECONDS, LOAD_WAIT_MOST)
             # bulk work (an inbox import) waits meanwhile, at most MODELS_FIRST seconds:
             # what people save while the model loads gets its vectors that much sooner
             with FOREGROUND.loading(MODELS_FIRST):

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import time
 
 import pytest
 import trio
@@ -190,6 +191,41 @@ async def test_an_import_waits_while_the_models_load(memory: Memory) -> None:
                 assert item.state == "pending" and item.progress == ""  # nothing filed
     assert item.state == "done", item.report
     assert "1 of 1 conversations archived" in item.report
+
+
+async def test_the_models_wait_for_a_pause_in_the_mounts_requests() -> None:
+    """`Foreground.quiet`, which the indexer awaits before it loads the embedding model:
+    requests back to back (a `find` right after a mount) hold it, it returns once none has
+    run for the pause, and it never waits longer than its limit; with no mount (no
+    request ever) it does not wait."""
+    from contextfs.memory.background import Foreground
+
+    fg = Foreground()
+    with trio.fail_after(1):
+        await fg.quiet(10, 30)  # in-process: nothing to wait for
+    fg.last_request = time.monotonic()  # the mount answers
+
+    async def busy(seconds: float) -> None:  # a request every 10 ms, each taking 5 ms
+        until = time.monotonic() + seconds
+        while time.monotonic() < until:
+            with fg.request(storing=False):
+                await trio.sleep(0.005)
+            await trio.sleep(0.01)
+
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(busy, 0.8)
+        t0 = time.monotonic()
+        await fg.quiet(0.15, 30)
+        waited = time.monotonic() - t0
+    assert 0.9 <= waited < 5, waited  # after the requests (0.8 s) and the pause
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(busy, 3)
+        await trio.sleep(0.05)  # requests are coming
+        t0 = time.monotonic()
+        await fg.quiet(0.15, 0.5)
+        waited = time.monotonic() - t0
+        nursery.cancel_scope.cancel()
+    assert 0.5 <= waited < 2, waited  # the limit, requests or not
 
 
 def test_a_background_thread_steps_aside_while_a_request_stores_something() -> None:
