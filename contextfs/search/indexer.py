@@ -478,7 +478,7 @@ class Indexer(Service):
                     due = BUSY_CHECKPOINT_SECONDS if worked else self.CHECKPOINT_SECONDS
                     if self.ready and self._unsaved and since > due:
                         await self._yield()  # a checkpoint writes the whole index
-                        await trio.to_thread.run_sync(self._save)
+                        await self._checkpoint()
                         last_save = time.monotonic()
                     if worked:
                         await trio.sleep(0)  # a checkpoint: requests go between slices
@@ -488,7 +488,7 @@ class Indexer(Service):
         finally:
             with trio.CancelScope(shield=True):
                 if self.ready and self._unsaved:
-                    await trio.to_thread.run_sync(self._save)
+                    await self._checkpoint()
                 self._closing = True
                 if self.text is not None:
                     with self.text_lock:
@@ -902,16 +902,32 @@ class Indexer(Service):
         with self.lock:
             generation, epoch = self.generation, self._vec_epoch
             snap = self.dir / f"snap-{generation}-{time.time_ns()}"
-            snap.mkdir()
-            self._put_held()
-            self._maybe_compact()
-            assert self.vectors is not None  # saved once open
-            self.vectors.save(snap / "vectors.bin")
-            self.digests.save(snap / "digests.npy")
-            if self.images is not None:
-                self.images.save(snap)
+            tmp = self.dir / f"index.json.{snap.name}.tmp"  # never shared by two saves
+            try:
+                self._save_to(snap, tmp, generation, text_generation)
+            except BaseException:
+                # (a full disk): the last whole checkpoint stays the one `index.json` names
+                shutil.rmtree(snap, ignore_errors=True)
+                tmp.unlink(missing_ok=True)
+                raise
+        os.replace(tmp, self._meta_path())
+        for old in self.dir.glob("snap-*"):
+            if old.name != snap.name:
+                shutil.rmtree(old, ignore_errors=True)
+        self.saved_generation, self._saved_epoch = generation, epoch
+
+    def _save_to(self, snap: Path, tmp: Path, generation: int, text_generation: int) -> None:
+        """Under the lock: `_save`'s snapshot folder and the `index.json` that names it,
+        written to `tmp`."""
+        snap.mkdir()
+        self._put_held()
+        self._maybe_compact()
+        assert self.vectors is not None  # saved once open
+        self.vectors.save(snap / "vectors.bin")
+        self.digests.save(snap / "digests.npy")
+        if self.images is not None:
+            self.images.save(snap)
         assert self.embedder is not None  # saved once the model is in
-        tmp = self.dir / f"index.json.{snap.name}.tmp"  # never shared by two saves
         tmp.write_text(
             json.dumps(
                 {
@@ -926,11 +942,22 @@ class Indexer(Service):
                 }
             )
         )
-        os.replace(tmp, self._meta_path())
-        for old in self.dir.glob("snap-*"):
-            if old.name != snap.name:
-                shutil.rmtree(old, ignore_errors=True)
-        self.saved_generation, self._saved_epoch = generation, epoch
+
+    async def _checkpoint(self) -> None:
+        """`_save` in a worker thread, for the mount: one that fails (a full disk) changes
+        nothing on disk, shows in `.status` (`index_error: checkpoint failed: ...`) and is
+        tried again at the next checkpoint; the indexes in memory are whole meanwhile, and
+        a crash before a checkpoint succeeds indexes again from the last one."""
+        try:
+            await trio.to_thread.run_sync(self._save)
+        except Exception as exc:  # noqa: BLE001 - the mount outlives its index's copy on disk
+            if not (self.error or "").startswith("checkpoint failed"):
+                log.warning("indexer: checkpoint failed, tried again later (%r)", exc)
+            self.error = f"checkpoint failed: {exc!r}"
+            return
+        if (self.error or "").startswith("checkpoint failed"):
+            log.info("indexer: checkpoint written again")
+            self.error = None
 
     def _urgent_ids(self) -> list[int]:
         """Nodes a restart puts first: those saved through the mount whose vectors are not
@@ -1122,7 +1149,7 @@ class Indexer(Service):
                     self.embedded_here,
                 )
                 self._rebuild = None
-                await trio.to_thread.run_sync(self._save)
+                await self._checkpoint()
                 self.state = "ready"
         self._indexed(job)
         return True

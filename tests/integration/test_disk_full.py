@@ -6,8 +6,10 @@ store's checkpoint instead of losing the database to a failed one."""
 from __future__ import annotations
 
 import errno
+import json
 import os
 import shutil
+import time
 from pathlib import Path
 
 import pytest
@@ -19,6 +21,7 @@ from contextfs.testing.mount import (
     log_problems,
     mount_tmpfs,
     unmount_tmpfs,
+    wait_index_ready,
 )
 
 pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="mounts a tmpfs (root)")
@@ -173,3 +176,64 @@ def test_a_change_refused_for_a_full_disk_is_not_shown(tmp_path: Path):
         if m.proc is not None:
             m.stop()
         unmount_tmpfs(disk)
+
+
+def test_search_goes_on_after_a_checkpoint_failed_on_a_full_disk(tmp_path: Path):
+    """Search on (the default): the index's checkpoint (every 20 s after a change) finds
+    the disk full. It is tried again later; the mount goes on answering questions, and
+    once there is room a note saved then is found, with no error left in `.status`."""
+    disk = mount_tmpfs(tmp_path / "disk", "160m")
+    (tmp_path / "mnt").mkdir()
+    (disk / "data").mkdir()
+    (disk / "data/config.yaml").write_text("store_checkpoint_mb: 16\n")
+    m = Mount(tmp_path / "mnt", disk / "data", search=True)
+    try:
+        m.start()
+        node = m.path / "user/default/preferences/tea"
+        node.mkdir(parents=True)
+        with open(node / "L2.md", "w") as f:
+            f.write("She drinks genmaicha every morning.\n")
+            f.flush()
+            os.fsync(f.fileno())
+        wait_index_ready(m.path, 120)  # the first vectors, saved with their rebuild
+        coffee = m.path / "user/default/preferences/coffee"
+        coffee.mkdir()
+        with open(coffee / "L2.md", "w") as f:
+            f.write("He takes his coffee black.\n")
+            f.flush()
+            os.fsync(f.fileno())
+        wait_index_ready(m.path, 120)  # its vectors are in, not yet in a checkpoint
+        filler = fill_disk(disk)
+        deadline = time.monotonic() + 60  # the checkpoint comes within 20 s (the log
+        while "index_error: checkpoint failed" not in m.status():  # has no room either)
+            assert time.monotonic() < deadline, m.status()
+            time.sleep(0.5)
+        assert hits(m.path, "genmaicha")[:1] == ["user/default/preferences/tea"]
+        assert hits(m.path, "coffee black")[:1] == ["user/default/preferences/coffee"]
+        filler.unlink()
+        later = m.path / "user/default/preferences/lamps"
+        later.mkdir()
+        with open(later / "L2.md", "w") as f:
+            f.write("He collects vintage grobblewick lamps.\n")
+            f.flush()
+            os.fsync(f.fileno())  # findable by its words when this returns
+        assert hits(m.path, "grobblewick")[:1] == ["user/default/preferences/lamps"]
+        wait_index_ready(m.path, 120)
+        deadline = time.monotonic() + 120  # BM25's retry waits up to a minute
+        while "index_error" in m.status():
+            assert time.monotonic() < deadline, m.status()
+            time.sleep(0.5)
+        assert hits(m.path, "coffee black")[:1] == ["user/default/preferences/coffee"]
+        assert not m.died(), m.post_mortem()
+    finally:
+        if m.proc is not None and not m.died():
+            m.stop()
+        if m.log.exists():
+            shutil.copy(m.log, tmp_path / "contextfs.log")
+        unmount_tmpfs(disk)
+
+
+def hits(root: Path, question: str) -> list[str]:
+    """The paths `_results.json` ranks for a question asked at the mount's root."""
+    text = (root / ".query" / question / "_results.json").read_text()
+    return [h["path"] for h in json.loads(text)["hits"]]
