@@ -13,7 +13,9 @@ and every failure found (shrunk steps included), and writes bench-results/differ
 With `--disk-full` (root: it mounts a tmpfs for the data dir), each example may take one
 disk-full step (`Differ.disk_full`): the data dir's disk fills, a few path operations run
 (refused ones must fail with ENOSPC and change nothing), the disk is freed and the mount
-remounted, and it must show what it showed.
+remounted, and it must show what it showed. With `--search`, the mount has search on (a
+real mount's default) and must end caught up with every commit, with no `index_error` in
+`.status`.
 """
 
 from __future__ import annotations
@@ -46,6 +48,22 @@ def _signature(message: str) -> str:
     return head[:300]
 
 
+def _index_errors(mount: Mount) -> list[str]:
+    """With search on, after the last step: the index catches up with every commit within
+    five minutes (BM25's retry after a full disk waits up to a minute) and `.status`
+    shows no `index_error`; what it says otherwise."""
+    deadline = time.monotonic() + 300
+    while True:
+        status = (mount.path / ".status").read_text()
+        lines = status.splitlines()
+        errors = [ln for ln in lines if ln.startswith("index_error")]
+        queue = next((ln for ln in lines if ln.startswith("index_generation")), "")
+        caught_up = "index: ready" in status and queue.endswith("queue 0)")
+        if (caught_up and not errors) or time.monotonic() > deadline:
+            return errors + ([] if caught_up else [f"not caught up: {queue}"])
+        time.sleep(0.5)
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--examples", type=int, default=300, help="examples (sequences) to run")
@@ -71,10 +89,17 @@ def main() -> int:
         action="store_true",
         help="put the data dir on a 512 MiB tmpfs and add the disk-full step (root)",
     )
+    ap.add_argument(
+        "--search",
+        action="store_true",
+        help="mount with search on (the default of a real mount): the indexer runs beside "
+        "every step, and at the end must catch up with no error in .status",
+    )
     ap.add_argument("--out", type=Path, default=REPO / "bench-results/differential.json")
     args = ap.parse_args()
 
     failures: list[dict] = []
+    index_errors: list[str] = []
     start = time.monotonic()
     with tempfile.TemporaryDirectory(prefix="ctxfs-diff-") as tmp:
         tmp_path = Path(tmp)
@@ -87,7 +112,7 @@ def main() -> int:
                 ap.error("--disk-full mounts a tmpfs: run it as root")
             fill = disk_filler(mount_tmpfs(disk, "512m"))
 
-        mount = Mount(mnt, (disk if args.disk_full else tmp_path) / "data")
+        mount = Mount(mnt, (disk if args.disk_full else tmp_path) / "data", search=args.search)
         mount.start()
         try:
             machine = machine_for(
@@ -135,6 +160,8 @@ def main() -> int:
                 )
                 if STATS.examples == before:  # hypothesis ran nothing new: avoid a spin
                     break
+            if args.search:  # the index caught up, and says nothing failed
+                index_errors = _index_errors(mount)
         finally:
             mount.stop()
             problems = mount.fsck()
@@ -164,6 +191,8 @@ def main() -> int:
         "distinct_failures": distinct,
         "seconds": seconds,
         "fsck_problems": problems,
+        "search": args.search,
+        "index_errors": index_errors,
         "daemon_log_problems": bad_log[:200],
         "excluded": EXCLUDED,
         "tolerated_known_bugs": [{"bug": b, "what": KNOWN_BUGS[b]} for b in args.tolerate],
@@ -181,8 +210,10 @@ def main() -> int:
     if args.tolerate:
         print(f"tolerated known bugs: {', '.join(args.tolerate)}")
     print(f"fsck problems: {len(problems)}  daemon log problems: {len(bad_log)}")
+    if args.search:
+        print(f"index errors at the end: {index_errors or 'none'}")
     print(f"wrote {args.out}")
-    return 1 if failures or problems else 0
+    return 1 if failures or problems or index_errors else 0
 
 
 if __name__ == "__main__":

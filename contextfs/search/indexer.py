@@ -514,6 +514,7 @@ class Indexer(Service):
                 due = self._text_commit_due()
                 if due is not None and due <= 0:
                     await trio.to_thread.run_sync(self._commit_text)
+                    worked = True
             except Exception as exc:  # noqa: BLE001 - the mount outlives the indexer
                 self._text_job = None  # read again after the pause
                 self.error = f"indexing failed: {exc!r}"
@@ -523,7 +524,7 @@ class Indexer(Service):
                 continue
             pause = 1.0
             if worked:
-                if self._failing():
+                if self._text_failure is None and self._failing():
                     log.info("indexer: BM25 working again after %s", self.error)
                     self.error = None
                 self._moved()
@@ -810,21 +811,37 @@ class Indexer(Service):
             self.wake()  # the cursor takes over (what was committed meanwhile)
 
     async def _rebuild_text_from_nodes(self, target: int, ids: list[int], t0: float) -> None:
-        for i in range(0, len(ids), 256):
+        """A failed BM25 write meanwhile (the rebuild's, or an fsync's: a full disk) drops
+        what the writer held since its last commit (`_text_failed` counts it): the rebuild
+        goes back to the first node after that commit, after a pause if it was its own."""
+        i = done = 0  # the nodes before `done` are in a commit
+        resets, pause = self._text_resets, 1.0
+        while i < len(ids):
             if self.stopping:
                 return
             if self.embedder is None:  # once the model is in, `state` is the vectors'
                 self.state = f"rebuilding the text index ({i}/{len(ids)} nodes)"
             live, gone = self._snapshot(ids[i : i + 256])
             job = _Job(live, gone)
-            # a commit costs 30-100 ms: one every REBUILD_COMMIT_NODES nodes, not a slice
-            # (a new host's 100,000 nodes made 800 commits, most of its BM25 rebuild)
-            while not await trio.to_thread.run_sync(
-                self._text_slice, job, TEXT_SLICE_UNITS, "hold"
-            ):
-                pass
-            if _rebuild_commits(i, 256, len(ids)):
-                await trio.to_thread.run_sync(self._commit_text)
+            try:
+                # a commit costs 30-100 ms: one every REBUILD_COMMIT_NODES nodes, not a
+                # slice (a new host's 100,000 nodes made 800 commits, most of its rebuild)
+                while not await trio.to_thread.run_sync(
+                    self._text_slice, job, TEXT_SLICE_UNITS, "hold"
+                ):
+                    pass
+                if _rebuild_commits(i, 256, len(ids)):
+                    await trio.to_thread.run_sync(self._commit_text)
+                    if self._text_resets == resets:
+                        done = i + 256
+            except Exception as exc:  # noqa: BLE001 - the mount outlives the indexer
+                log.warning("indexer: BM25 rebuild failed (%r); again in %.0f s", exc, pause)
+                await self._pause(pause)
+                pause = min(60.0, pause * 2)
+            if self._text_resets != resets:
+                resets, i = self._text_resets, done
+                continue
+            i += 256
         self.text_generation = self._text_durable = target
         log.info("text index rebuilt: %d nodes in %.1f s", len(ids), time.monotonic() - t0)
         if self.embedder is None:
@@ -982,8 +999,10 @@ class Indexer(Service):
             return
         state, self.state = self.state, f"moving {len(self.vectors)} units to a compact index"
         t0 = time.monotonic()
-        self.vectors = CompactVectorIndex.from_index(self.vectors, self._data_path())
-        self.state = state
+        try:
+            self.vectors = CompactVectorIndex.from_index(self.vectors, self._data_path())
+        finally:
+            self.state = state
         log.info(
             "vector index: %d units moved to the compact index in %.1f s",
             len(self.vectors),
@@ -1301,7 +1320,8 @@ class Indexer(Service):
         if not (gone or units or fresh):
             return False
         self.epoch += 1
-        self._text_failure = None  # a write went in: BM25 works again
+        if commit:  # in tantivy's files: BM25 works again (staging touches no disk)
+            self._text_failure = None
         return commit
 
     def _prepare(self, job: _Job) -> None:
@@ -1383,7 +1403,6 @@ class Indexer(Service):
         labels = np.asarray([x for part, _r, _d in self._held for x in part], dtype=np.int64)
         rows = np.concatenate([r for _l, r, _d in self._held])
         digests = [x for _l, _r, part in self._held for x in part]
-        self._held, self._held_units, self._held_nodes = [], 0, set()
         # the last write of a label wins (a unit held twice)
         _, last = np.unique(labels[::-1], return_index=True)
         keep = np.sort(len(labels) - 1 - last)
@@ -1407,6 +1426,9 @@ class Indexer(Service):
         else:
             vectors.upsert(labels.tolist(), rows)
         self.digests.set_many(labels.tolist(), digests)
+        # let go once in (a compact index's file written on a full disk: held still, and
+        # put in at the next checkpoint)
+        self._held, self._held_units, self._held_nodes = [], 0, set()
 
     def _fresh_for(self, nid: int, seq: int) -> bool:
         """Under the lock: no urgent snapshot read after `seq` was applied to the vectors."""

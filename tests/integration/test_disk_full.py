@@ -203,6 +203,7 @@ def test_search_goes_on_after_a_checkpoint_failed_on_a_full_disk(tmp_path: Path)
             f.flush()
             os.fsync(f.fileno())
         wait_index_ready(m.path, 120)  # its vectors are in, not yet in a checkpoint
+        time.sleep(3)  # and BM25 has committed it (within a second of the fsync)
         filler = fill_disk(disk)
         deadline = time.monotonic() + 60  # the checkpoint comes within 20 s (the log
         while "index_error: checkpoint failed" not in m.status():  # has no room either)
