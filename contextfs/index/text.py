@@ -16,16 +16,17 @@ The caller serialises calls; tantivy's own merge threads are its business.
 
 from __future__ import annotations
 
+import functools
 import json
 import logging
 import math
 import os
 import time
 from collections import Counter
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, ParamSpec, TypeVar
 
 import tantivy
 
@@ -104,6 +105,27 @@ def _is_failure(e: BaseException) -> bool:
     return isinstance(e, Exception) or type(e).__name__ == "PanicException"
 
 
+P = ParamSpec("P")
+R = TypeVar("R")
+
+
+def _panics_raised(fn: Callable[P, R]) -> Callable[P, R]:
+    """A Rust panic inside tantivy comes out as pyo3's PanicException, a BaseException
+    that `except Exception` lets through, up to the mount's nursery: raised as a
+    RuntimeError instead, which the indexer reports and retries like any failed write."""
+
+    @functools.wraps(fn)
+    def wrapper(*args: P.args, **kwargs: P.kwargs) -> R:
+        try:
+            return fn(*args, **kwargs)
+        except BaseException as e:
+            if isinstance(e, Exception) or not _is_failure(e):
+                raise
+            raise RuntimeError(f"tantivy panicked: {e}") from e
+
+    return wrapper
+
+
 class TextIndex:
     """A tantivy index of units, on disk at `path` or in memory when `path` is None."""
 
@@ -168,6 +190,7 @@ class TextIndex:
         self._staged = _Staged()
         self._stats = None
 
+    @_panics_raised
     def upsert(
         self,
         units: Sequence[Unit],
@@ -249,11 +272,13 @@ class TextIndex:
         """When the oldest change not committed was staged (time.monotonic), or None."""
         return self._staged.since if self._staged.units else None
 
+    @_panics_raised
     def commit(self) -> None:
         """Make what `upsert(commit=False)` added searchable (and durable)."""
         if self._writer is not None:
             self._commit()
 
+    @_panics_raised
     def delete_nodes(
         self, node_ids: Iterable[int], *, commit: bool = True, stage: bool = False
     ) -> None:
@@ -271,6 +296,7 @@ class TextIndex:
         elif commit:
             self._commit()
 
+    @_panics_raised
     def clear(self) -> None:
         """Remove every document (before a full rebuild)."""
         writer = self._get_writer()
@@ -313,6 +339,7 @@ class TextIndex:
         terms = self._analyzer.analyze(_valid_utf8(query))
         return list(dict.fromkeys(terms))[:MAX_QUERY_TERMS]
 
+    @_panics_raised
     def search(
         self,
         query: str,

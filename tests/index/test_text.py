@@ -394,3 +394,27 @@ def test_a_staged_node_committed_before_is_found_and_scored_as_tantivy_scores_it
     for a, b in zip(staged, committed, strict=True):  # the statistics tantivy would use
         assert a.score == pytest.approx(b.score, rel=0.25)
     ix.close()
+
+
+def test_a_rust_panic_in_tantivy_is_raised_as_an_ordinary_error() -> None:
+    """pyo3 raises a Rust panic as PanicException, a BaseException, which the indexer's
+    and the daemon's `except Exception` would let through up to the mount's nursery;
+    TextIndex's writes and searches raise it as a RuntimeError (`_panics_raised`)."""
+    from contextfs.index.text import _panics_raised
+
+    class PanicException(BaseException):  # pyo3_runtime.PanicException's shape
+        pass
+
+    @_panics_raised
+    def panics() -> None:
+        raise PanicException("index out of bounds")
+
+    with pytest.raises(RuntimeError, match="tantivy panicked: index out of bounds"):
+        panics()
+
+    @_panics_raised
+    def interrupted() -> None:
+        raise KeyboardInterrupt
+
+    with pytest.raises(KeyboardInterrupt):  # never swallowed or turned into an error
+        interrupted()
