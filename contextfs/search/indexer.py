@@ -226,6 +226,7 @@ class _Job:
     vec_at: int = 0
     changes: int = 0  # outbox seqs the job covers (a bulk job), for the backlog's estimate
     resets: int = 0  # the BM25 cursor's `_text_resets` when it read the job
+    rebuild_at: int | None = None  # a vector rebuild's batch: where in `_rebuild` it starts
     more: bool = False  # rows after `upto` were read and left for the next job (a bulk job)
 
     @property
@@ -464,6 +465,9 @@ class Indexer(Service):
                     except Exception as exc:  # noqa: BLE001 - the mount outlives the indexer
                         # The slice is not marked done: its job is read again after a
                         # pause that grows to a minute; `.status` says what failed.
+                        failed = self._vec_job
+                        if failed is not None and failed.rebuild_at is not None:
+                            self._rebuild_at = min(self._rebuild_at, failed.rebuild_at)
                         self._urgent_job = self._vec_job = None
                         self.error = f"indexing failed: {exc!r}"
                         log.exception("indexer: a batch failed; retrying in %.0f s", pause)
@@ -1180,7 +1184,7 @@ class Indexer(Service):
             self._rebuild_at = at + len(ids)
             self.state = f"rebuilding the vectors ({at}/{total} nodes; BM25 answers meanwhile)"
             live, gone = self._snapshot(ids)
-            return _Job(live, gone, images=self._images_pending(ids))
+            return _Job(live, gone, images=self._images_pending(ids), rebuild_at=at)
         return self._bulk_job(self.generation, images=True)
 
     def _bulk_job(self, cursor: int, *, images: bool = False) -> _Job | None:
