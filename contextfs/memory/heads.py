@@ -255,9 +255,11 @@ class LiveIndex:
         self.pending: dict[LiveKey, int] = {}
         # (owner, type) -> (every node, live ones) as the store counted them: `stat` of
         # every type directory (`st_nlink`) and `.status` ask often, nodes come and go
-        # rarely. The type directories' are read in one aggregate the first time, then
-        # a directory a commit touched is counted again on its own (`changed`).
-        self._dirs: dict[tuple[tuple[str, str], str], tuple[int, int]] | None = None
+        # rarely. The type directories' are read in one aggregate the first time (a
+        # directory it does not name holds no node: the first `find` after a mount asked
+        # the store of each empty one), then a directory a commit touched is counted
+        # again on its own (`changed` marks it None).
+        self._dirs: dict[tuple[tuple[str, str], str], tuple[int, int] | None] | None = None
         self._counts: dict[tuple, tuple[int, int]] = {}
 
     def changed(self, nodes: list[Node] | None = None) -> None:
@@ -267,17 +269,18 @@ class LiveIndex:
             self._dirs = None
             return
         for n in nodes:
-            self._dirs.pop((n.owner, n.type), None)
+            self._dirs[(n.owner, n.type)] = None
 
     def node_counts(
         self, owner: tuple[str, str] | None = None, type_name: str | None = None
     ) -> tuple[int, int]:
         if owner is not None and type_name is not None:
-            if self._dirs is None:
-                self._dirs = self.store.node_counts_by_dir()
-            got = self._dirs.get((owner, type_name))
+            dirs = self._dirs
+            if dirs is None:
+                dirs = self._dirs = dict(self.store.node_counts_by_dir())
+            got = dirs.get((owner, type_name), (0, 0))
             if got is None:
-                got = self._dirs[(owner, type_name)] = self.store.node_counts(owner, type_name)
+                got = dirs[(owner, type_name)] = self.store.node_counts(owner, type_name)
             return got
         key = (owner, type_name)
         got = self._counts.get(key)
