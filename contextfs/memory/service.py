@@ -80,7 +80,13 @@ def content_hash(text: str) -> str:
 def _iso(ts: float | None) -> str:
     if ts is None:
         return "null"
-    return dt.datetime.fromtimestamp(ts, dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+    # (time.gmtime: the same text as datetime's in half the time; meta.yaml is rendered
+    # for every node a first listing shows, its size being the rendered text's)
+    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(ts))
+
+
+def _json_list(items: list) -> str:
+    return json.dumps(items) if items else "[]"  # (most are empty; dumps takes 3 µs)
 
 
 class Memory:
@@ -989,8 +995,8 @@ class Memory:
             f"l1_pinned: {str(n.l1_pinned).lower()}",
             f"importance: {n.importance:.3f}",
             f"access_count: {n.access_count}",
-            f"sources: {json.dumps(n.sources)}",
-            f"tags: {json.dumps(n.tags)}",
+            f"sources: {_json_list(n.sources)}",
+            f"tags: {_json_list(n.tags)}",
         ]
         if n.deleted_at is not None:
             lines.append(f"deleted_at: {_iso(n.deleted_at)}")
