@@ -6,6 +6,8 @@ import os
 import subprocess
 from pathlib import Path
 
+from contextfs.testing.mount import log_problems
+
 REPO = Path(__file__).resolve().parents[2]
 HELPER = REPO / "mount" / "mount.contextfs"
 CONTEXTFS = REPO / ".venv" / "bin" / "contextfs"
@@ -43,12 +45,7 @@ def test_fstab_helper_mounts_and_contextfs_umount_unmounts(tmp_path):
     finally:
         _force_unmount(mnt)
     assert (data / "contextfs.duckdb").exists()
-    log = (data / "contextfs.log").read_text(errors="replace")
-    bad = [
-        line
-        for line in log.splitlines()
-        if " ERROR " in line or " WARNING " in line or "Traceback" in line
-    ]
+    bad = log_problems(data / "contextfs.log")
     assert not bad, "\n".join(bad)
     r = subprocess.run(
         [str(CONTEXTFS), "fsck", str(data)], capture_output=True, text=True, timeout=60
