@@ -842,6 +842,10 @@ class Indexer(Service):
                 log.warning("indexer: BM25 rebuild failed (%r); again in %.0f s", exc, pause)
                 await self._pause(pause)
                 pause = min(60.0, pause * 2)
+                if self._text_resets != resets:
+                    resets, i = self._text_resets, done
+                continue  # this batch again (or from the last commit)
+            pause = 1.0
             if self._text_resets != resets:
                 resets, i = self._text_resets, done
                 continue
