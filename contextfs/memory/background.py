@@ -80,15 +80,6 @@ class Foreground:
                 return
             await trio.sleep(min(until - now, max(seconds - idle, 0.01)))
 
-    @contextlib.contextmanager
-    def storing(self) -> Iterator[None]:
-        """A request that writes to the store is in flight (`step_aside`)."""
-        self.writing += 1
-        try:
-            yield
-        finally:
-            self.writing -= 1
-
     def step_aside(self) -> None:
         """In a background service's worker thread, between two pieces of its work: while
         a request someone waits on is in flight, sleep (the GIL let go) for at most

@@ -542,15 +542,17 @@ class Indexer(Service):
             with trio.move_on_after(wait):
                 await self._text_wake.wait()
 
-    def _failing(self) -> bool:
-        return self.error is not None and self.error.startswith("indexing failed")
+    def _failing(self, what: str = "indexing failed") -> bool:
+        """Whether `.status`'s index error is one of `what` (a failed batch, a failed
+        checkpoint), which the lane that failed clears once it works again."""
+        return self.error is not None and self.error.startswith(what)
 
     def _text_failed(self, exc: BaseException) -> None:
         """Under `text_lock`: a write to the BM25 index failed. What tantivy had not
         committed may be gone with it (a rollback drops it, and writing it again may fail
         too), so the cursor goes back to the last commit and applies every change after it
         again, taking nothing as in the index already; `.status` says it failed until a
-        write succeeds."""
+        commit succeeds."""
         self.text_generation = self._text_durable
         self._text_as.clear()
         self._text_seen.clear()
@@ -976,11 +978,11 @@ class Indexer(Service):
         try:
             await trio.to_thread.run_sync(self._save)
         except Exception as exc:  # noqa: BLE001 - the mount outlives its index's copy on disk
-            if not (self.error or "").startswith("checkpoint failed"):
+            if not self._failing("checkpoint failed"):
                 log.warning("indexer: checkpoint failed, tried again later (%r)", exc)
             self.error = f"checkpoint failed: {exc!r}"
             return
-        if (self.error or "").startswith("checkpoint failed"):
+        if self._failing("checkpoint failed"):
             log.info("indexer: checkpoint written again")
             self.error = None
 

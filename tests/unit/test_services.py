@@ -252,7 +252,7 @@ def test_a_background_thread_steps_aside_while_a_request_stores_something() -> N
         return took[0]
 
     assert paused(True) < STEP_ASIDE_MOST / 2  # nothing in flight: no pause
-    with FOREGROUND.storing():
+    with FOREGROUND.request(storing=True):  # a mkdir, a commit at close
         assert paused(True) >= STEP_ASIDE_MOST * 0.9  # in flight: the thread waits
         assert paused(False) < STEP_ASIDE_MOST / 2  # a request's own thread does not
     with FOREGROUND.serving():  # an fsync or a question
