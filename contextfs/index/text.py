@@ -429,8 +429,12 @@ class TextIndex:
             )
         if staged.units:
             out += self._staged_hits(searcher, text_query, terms, path_prefix, types, must)
-            out.sort(key=lambda h: -h.score)
-            del out[k:]
+        # Equal scores (two units of the same words) come in the order of their documents
+        # in tantivy's segments, which a background merge changes: the same question then
+        # listed its ties the other way round. The older node goes first, as tantivy lists
+        # the documents of segments it has not merged.
+        out.sort(key=_hit_order)
+        del out[k:]
         return out
 
     def _staged_hits(
@@ -624,6 +628,11 @@ _REGEX_META = frozenset("\\.+*?()|[]{}^$#&-~")
 
 def _regex_escape(text: str) -> str:
     return "".join("\\" + c if c in _REGEX_META else c for c in text)
+
+
+def _hit_order(h: TextHit) -> tuple[float, int, str, int]:
+    """Best first; of equal scores the older node (lower id), then its tiers and chunks."""
+    return (-h.score, h.node_id, h.tier, h.chunk)
 
 
 def _valid_utf8(text: str) -> str:

@@ -342,6 +342,28 @@ def test_a_staged_write_is_searchable_at_once_and_ranked_as_after_its_commit(tmp
     ix.close()
 
 
+def test_units_of_equal_score_come_older_node_first_whatever_the_segments(tmp_path: Path):
+    """Eight nodes of the same words, each committed in a segment of its own and in no
+    order: tantivy lists equal scores by where their documents are, which a merge changes
+    (the same question listed its ties in another order after the next commit). The older
+    node (lower id) goes first, staged or committed."""
+    ix = TextIndex(tmp_path / "text")
+    meta = {i: ("user/alice", "preference", f"user/alice/preferences/n{i}") for i in range(1, 10)}
+    for i in (3, 1, 7, 2, 8, 5, 4, 6):
+        ix.upsert(node_units(i, "Same", "Alice likes green tea.", ""), {i: meta[i]})
+    hits = ix.search("alice green tea", 20)
+    assert [(h.node_id, h.tier) for h in hits if h.tier == "L1"] == [
+        (i, "L1") for i in (1, 2, 3, 4, 5, 6, 7, 8)
+    ]
+    ix.upsert(node_units(9, "Same", "Alice likes green tea.", ""), {9: meta[9]}, stage=True)
+    staged = [h.node_id for h in ix.search("alice green tea", 20) if h.tier == "L1"]
+    assert 9 in staged and [i for i in staged if i != 9] == [1, 2, 3, 4, 5, 6, 7, 8]
+    ix.commit()
+    committed = [h.node_id for h in ix.search("alice green tea", 20) if h.tier == "L1"]
+    assert committed == [1, 2, 3, 4, 5, 6, 7, 8, 9]
+    ix.close()
+
+
 def test_close_commits_what_is_staged_and_a_failed_write_keeps_it(tmp_path: Path):
     ix = TextIndex(tmp_path / "text")
     fill(ix)
