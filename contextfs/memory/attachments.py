@@ -340,6 +340,44 @@ class AttachmentStore:
                 lo = _char_start(view, end - REDACT_MARGIN, -1)
         return False
 
+    def carry_deleted(self, moved: Attachment) -> None:
+        """Inside the transaction of a move of `moved` (a file, or a folder with all it
+        holds) to another node, its row already changed: the rows deleted under it go along
+        (restored with that node, as they would have been with the other), and a deleted
+        hard link that would name a file of another node goes for good (a link names a
+        file of its own node; its bytes are the file's, which stays). Before, such rows
+        stayed behind under a folder of the other node: fsck found the store damaged and
+        it mounted read-only."""
+        under: dict[int, list[Attachment]] = {}
+        for a in self.attachments.values():
+            if a.parent_id is not None:
+                under.setdefault(a.parent_id, []).append(a)
+        inside = {moved.id}
+        todo = [moved.id]
+        while todo:
+            for c in under.get(todo.pop(), ()):
+                if c.id not in inside:
+                    inside.add(c.id)
+                    todo.append(c.id)
+        tx = self.transactions
+        for aid in inside:
+            a = self.attachments[aid]
+            if a.node_id != moved.node_id:
+                tx.keep_attachment(a)
+                a.node_id = moved.node_id
+                self.store.update_attachment(a)
+        crossing = [
+            a
+            for a in self.attachments.values()
+            if a.link_of is not None
+            and a.deleted_at is not None
+            and (a.id in inside) != (a.link_of in inside)
+        ]
+        for a in crossing:
+            self.store.purge_attachment(a.id)
+            tx.note_purged_attachment(a)
+            self.attachments.pop(a.id, None)
+
     def update_attachment(self, a: Attachment) -> None:
         """Store a's record, which the caller has changed already (a rollback reloads it
         from the store, unless this transaction kept a copy of it first)."""

@@ -4,7 +4,9 @@ Each repair answers one check and keeps every byte where a user can see it: a no
 attachment that shares a live name with another is renamed beside it (a singleton node,
 which has no name to change, goes to its owner's `.trash`), a text whose hash does not
 match keeps its text (the hash is what is recomputed) and, when it differs from its
-version row, becomes a new version so that both are in `.history`. Nothing is deleted.
+version row, becomes a new version so that both are in `.history`. Nothing is deleted
+but the name of a deleted hard link that can no longer name its file (its bytes are the
+file's).
 What no repair can mend (a missing blob: those bytes are gone) stays a problem, and fsck
 says so. Everything runs in one transaction: a repair that fails leaves the store as it
 was. Then the unique indexes the duplicates kept out (LIVE_NAME_INDEXES) are created, in
@@ -122,6 +124,27 @@ def duplicate_attachments(store: StoreBackend, now: float) -> list[str]:
     return done
 
 
+def deleted_links_elsewhere(store: StoreBackend, now: float) -> list[str]:
+    """A deleted hard link whose file is gone or in another node (what moving the file or
+    its folder to another node left behind before the move took such rows along) is
+    removed: it names the file only, its bytes are the file's, and a restore could bring
+    it back only as a link across nodes."""
+    rows = store.con.execute(
+        """
+        SELECT a.id, a.node_id, a.name, a.link_of FROM attachments a
+        LEFT JOIN attachments h ON h.id = a.link_of
+        WHERE a.link_of IS NOT NULL AND a.deleted_at IS NOT NULL
+          AND (h.id IS NULL OR h.node_id <> a.node_id)"""
+    ).fetchall()
+    for aid, _node_id, _name, _holder in rows:
+        store.con.execute("DELETE FROM attachments WHERE id = ?", [aid])
+    return [
+        f"node {node_id}: deleted link {aid} {name!r} of attachment {holder} removed "
+        "(its file is in another node)"
+        for aid, node_id, name, holder in rows
+    ]
+
+
 def orphan_attachments(store: StoreBackend, now: float) -> list[str]:
     """An attachment whose folder is missing, or is not a folder of its node, goes to the
     top of its node's directory (under a free name)."""
@@ -236,6 +259,7 @@ def outbox_rows(store: StoreBackend, now: float) -> list[str]:
 REPAIRS: tuple[Repair, ...] = (
     missing_owners,
     duplicate_nodes,
+    deleted_links_elsewhere,
     orphan_attachments,
     duplicate_attachments,
     missing_current_versions,

@@ -168,6 +168,39 @@ async def test_soft_delete_and_restore_keep_the_links(m: Mounted):
     assert (await st(m.fs, f"{NODE}/a")).st_nlink == 2
 
 
+async def test_a_move_to_another_node_leaves_no_deleted_row_across_nodes(m: Mounted):
+    """What was deleted under a folder or beside a file that moves to another node: a
+    deleted file goes along with its folder, and a deleted hard link that would name a
+    file of the other node goes. Before, the rows stayed with the first node (under a
+    folder of the second, or linking to its file): fsck found the store damaged and every
+    later mount was read-only."""
+    fs = m.fs
+    await fs.mkdir(OTHER)
+    await fs.write(f"{OTHER}/L2.md", b"Another node.\n")
+    await fs.mkdir(f"{NODE}/d")
+    await fs.write(f"{NODE}/d/gone", b"deleted in the folder\n")
+    await fs.unlink(f"{NODE}/d/gone")
+    await fs.write(f"{NODE}/d/kept", b"kept\n")
+    await fs.write(f"{NODE}/out", b"linked from the folder\n")
+    await ln(fs, f"{NODE}/out", f"{NODE}/d/link-out")
+    await fs.unlink(f"{NODE}/d/link-out")  # a deleted link in the folder to a file outside
+    await fs.rename(f"{NODE}/d", f"{OTHER}/d")
+    await fs.write(f"{NODE}/f", b"a file with a deleted second name\n")
+    await ln(fs, f"{NODE}/f", f"{NODE}/g")
+    await fs.unlink(f"{NODE}/g")
+    await fs.rename(f"{NODE}/f", f"{OTHER}/f")
+    assert check_store(m.memory.store) == []
+    assert sorted(await fs.listdir(f"{OTHER}/d")) == ["kept"]
+    assert await fs.read(f"{OTHER}/f") == b"a file with a deleted second name\n"
+    assert await fs.read(f"{NODE}/out") == b"linked from the folder\n"
+    # the folder's deleted file is the other node's now: it comes back with it
+    await fs.rm_r(OTHER)
+    await fs.rename("user/default/.trash/preferences/other", OTHER)
+    assert sorted(await fs.listdir(f"{OTHER}/d")) == ["gone", "kept"]
+    m.remount()
+    assert await m.fs.read(f"{OTHER}/d/gone") == b"deleted in the folder\n"
+
+
 async def test_links_to_what_is_not_an_attachment_file_are_refused(m: Mounted):
     fs = m.fs
     await fs.mkdir(OTHER)

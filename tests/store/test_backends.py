@@ -207,6 +207,35 @@ async def test_a_second_live_name_is_refused_and_repair_mends_old_duplicates(
     again.store.close()
 
 
+async def test_repair_removes_a_deleted_link_left_naming_a_file_of_another_node(
+    opener, types, tmp_path
+):
+    """What a move of a hard-linked file to another node left behind before moves took
+    the deleted names along: the deleted link in the first node, its file in the second
+    (fsck: `links_consistent`, the store mounted read-only). `repair_store` removes that
+    name; the file and its bytes stay."""
+    m = _memory(opener, types, tmp_path)
+    fs = _fs(m)
+    prefs = "user/default/preferences"
+    for name in ("one", "two"):
+        await fs.mkdir(f"{prefs}/{name}")
+        await fs.write(f"{prefs}/{name}/L2.md", f"Node {name}.\n".encode())
+    await fs.write(f"{prefs}/one/f", b"the file\n")
+    await fs.ops.link(await fs.ino(f"{prefs}/one/f"), await fs.ino(f"{prefs}/one"), b"g", fs.ctx)
+    await fs.unlink(f"{prefs}/one/g")
+    f = next(x for x in m.attachments.values() if x.name == "f")
+    two = next(x for x in m.nodes.values() if x.name == "two")
+    m.store.con.execute("UPDATE attachments SET node_id = ? WHERE id = ?", [two.id, f.id])
+    assert [p.split(":")[0] for p in check_store(m.store)] == ["links_consistent"]
+    done = repair_store(m.store)
+    assert len(done) == 1 and done[0].startswith("deleted_links_elsewhere:"), done
+    assert check_store(m.store) == []
+    m.store.close()
+    again = _memory(opener, types, tmp_path)
+    assert await _fs(again).read(f"{prefs}/two/f") == b"the file\n"
+    again.store.close()
+
+
 def test_a_rolled_back_write_leaves_store_and_memory_as_they_were(opener, types, tmp_path):
     m = _memory(opener, types, tmp_path)
     n = m.create_node(("user", "default"), types["preference"], "tea")

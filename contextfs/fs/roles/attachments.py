@@ -516,8 +516,10 @@ class Attachments(RoleBase):
             a.parent_id = dst_dir.att.id if dst_dir.att else None
             a.name = new_name
             self.memory.attachment_store.update_attachment(a)
-            if src.is_dir and node is not src.node:
-                self._reparent(src, node)
+            if node is not src.node:
+                if src.is_dir:
+                    self._reparent(src, node)
+                self.memory.attachment_store.carry_deleted(a)
         if dst is not None:
             self.table.unlink_inode(dst)
         self.table.unlink_inode(src)
