@@ -142,6 +142,27 @@ def replacement(kind: str) -> str:
     return "" if kind == SPLIT_TOKEN else marker(kind)
 
 
+def fitted_replacement(kind: str, length: int) -> str:
+    """What a redaction leaves in bytes that are not text: `length` ASCII characters, the
+    marker padded with `*` when it fits (`[REDACTED:jwt]*****`), else `[REDACTED]` so
+    padded, else `*` alone (a PIN)."""
+    for mark in (marker(kind), "[REDACTED]"):
+        if len(mark) <= length:
+            return mark + "*" * (length - len(mark))
+    return "*" * length
+
+
+def _text_of(data: bytes | memoryview) -> str | None:
+    """data as text, or None when it is not: not UTF-8, or holding a NUL byte (a
+    database, an archive or compiled code may be valid UTF-8 throughout; no text file
+    holds a NUL)."""
+    try:
+        text = str(data, "utf-8")
+    except UnicodeDecodeError:
+        return None
+    return None if "\0" in text else text
+
+
 # --------------------------------------------------------------------------- redactor
 
 
@@ -167,9 +188,8 @@ class Redactor:
     def holds_secret(self, data: bytes | memoryview) -> bool:
         """Whether `redact_bytes` would redact anything in data, without making the
         redacted bytes, nor a copy of data when it is a memoryview of a big file."""
-        try:
-            text = str(data, "utf-8")
-        except UnicodeDecodeError:
+        text = _text_of(data)
+        if text is None:
             return bool(self._binary_secrets(data))
         return bool(self._redact(text, ascii_only=False).redactions)
 
@@ -177,12 +197,12 @@ class Redactor:
         """Redact UTF-8 text, or ASCII secrets inside other bytes.
 
         Offsets in the returned redactions are byte offsets into `data`. Bytes that are not
-        valid UTF-8 are read as latin-1 (one character per byte), only all-ASCII secrets
-        are replaced, and every other byte is kept as it was.
+        text (not valid UTF-8, or holding a NUL byte) are read as latin-1 (one character
+        per byte), only all-ASCII secrets are replaced, each by as many bytes as it had,
+        and every other byte is kept as it was.
         """
-        try:
-            text = data.decode("utf-8")
-        except UnicodeDecodeError:
+        text = _text_of(data)
+        if text is None:
             return self._redact_binary(data)
         result = self._redact(text, ascii_only=False)
         if not result.redactions:
@@ -217,16 +237,21 @@ class Redactor:
     # -- internals
 
     def _redact_binary(self, data: bytes) -> tuple[bytes, tuple[Redaction, ...]]:
-        """Bytes that are not UTF-8: the ASCII secrets `_binary_secrets` finds replaced,
-        every other byte kept."""
+        """Bytes that are not text: the ASCII secrets `_binary_secrets` finds replaced by
+        as many bytes (`fitted_replacement`), every other byte kept. A database, an
+        archive or compiled code records where and how long its strings are: a marker of
+        another length made a SQLite file "malformed", a tar archive unreadable past it
+        and a `.pyc` "bad marshal data"."""
         done = self._binary_secrets(data)
         if not done:
             return data, ()
-        text = data.decode("latin-1")
+        out = bytearray(data)
+        for a, b, kind in done:
+            out[a:b] = fitted_replacement(kind, b - a).encode("ascii")
         redactions = tuple(
             Redaction(kind, a, b, data.count(b"\n", 0, a) + 1) for a, b, kind in done
         )
-        return _apply(text, done).encode("latin-1"), redactions
+        return bytes(out), redactions
 
     def _binary_secrets(self, data: bytes | memoryview) -> list[tuple[int, int, str]]:
         """(start, end, kind) of the secrets in bytes that are not UTF-8: only their runs

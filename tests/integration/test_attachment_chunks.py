@@ -322,3 +322,44 @@ def test_spilled_files_through_truncate_links_renames_and_a_refused_dd(tmp_path)
         assert hole.read_bytes() == want
     finally:
         m.stop()
+
+
+def test_a_database_and_an_archive_holding_a_secret_stay_readable(mount, tmp_path):
+    """A secret inside bytes that are not text (a SQLite database, a tar archive: its
+    text members sit between NUL bytes) gives way to as many bytes: the database still
+    passes its integrity check and the archive lists and extracts every member. Before,
+    the marker's other length made the database "malformed" and cut the archive short."""
+    import sqlite3
+    import tarfile
+
+    node = node_dir(mount)
+    secret = "correct-horse-battery-staple-99"
+    db = node / "notes.db"
+    con = sqlite3.connect(db)
+    con.execute("CREATE TABLE t (id INTEGER PRIMARY KEY, body TEXT)")
+    con.execute("INSERT INTO t (body) VALUES (?)", [f'deploy: password = "{secret}"'])
+    con.executemany("INSERT INTO t (body) VALUES (?)", [(f"note {i} " * 20,) for i in range(300)])
+    con.commit()
+    con.close()
+    members = tmp_path / "members"
+    members.mkdir()
+    (members / "config.yaml").write_text(f'db:\n  user: app\n  password: "{secret}"\n')
+    (members / "after.txt").write_text("the member after the secret\n" * 40)
+    built = tmp_path / "backup.tar"
+    with tarfile.open(built, "w") as tar:
+        for name in ("config.yaml", "after.txt"):
+            tar.add(members / name, arcname=name)
+    (node / "backup.tar").write_bytes(built.read_bytes())
+    mount.remount()
+    stored = (node / "notes.db").read_bytes()
+    assert secret.encode() not in stored
+    con = sqlite3.connect(node / "notes.db")
+    assert con.execute("PRAGMA integrity_check").fetchone() == ("ok",)
+    assert con.execute("SELECT count(*) FROM t").fetchone() == (301,)
+    con.close()
+    archive = (node / "backup.tar").read_bytes()
+    assert secret.encode() not in archive and len(archive) == built.stat().st_size
+    with tarfile.open(node / "backup.tar") as tar:
+        assert tar.getnames() == ["config.yaml", "after.txt"]
+        after = tar.extractfile("after.txt")
+        assert after is not None and after.read() == b"the member after the secret\n" * 40

@@ -24,6 +24,7 @@ from contextfs.memory.redact import (
     Redactor,
     RedactResult,
     escape_controls,
+    fitted_replacement,
     marker,
     replacement,
     secret_filename_reason,
@@ -682,8 +683,10 @@ def test_redact_bytes_binary_keeps_other_bytes() -> None:
     out, reds = R.redact_bytes(data)
     kinds = [r.kind for r in reds]
     assert "aws_access_key" in kinds and "private_key" in kinds
-    assert out.startswith(head + b"key=[REDACTED:aws_access_key]\x00\x00\x01\xfa\xfb")
-    assert out.endswith(b"[REDACTED:private_key]\xff")
+    # each secret gives way to as many bytes: every other byte stays where it was
+    assert len(out) == len(data)
+    assert out.startswith(head + b"key=[REDACTED]**********\x00\x00\x01\xfa\xfb")
+    assert out.endswith(b"[REDACTED:private_key]" + b"*" * (len(PEM) - 22) + b"\xff")
     # The non-ASCII 'password' value is not an ASCII secret: its bytes stay as they were.
     assert b"password=h\xe9llo\x00" in out
     for r in reds:
@@ -1048,9 +1051,9 @@ def test_redact_bytes_binary_scans_only_text_runs_and_finds_the_same(seed: int) 
     assert facts(reds) == facts(every.redactions) and len(reds) == len(facts(reds))
     expected, pos = b"", 0  # every byte outside the replaced spans is kept
     for r in reds:
-        expected += data[pos : r.start] + replacement(r.kind).encode()
+        expected += data[pos : r.start] + fitted_replacement(r.kind, r.end - r.start).encode()
         pos = r.end
-    assert out == expected + data[pos:]
+    assert out == expected + data[pos:] and len(out) == len(data)
     assert {"openai_key", "private_key", "password_assignment"} <= {r.kind for r in reds}
 
 
@@ -1222,7 +1225,7 @@ def test_a_secret_shape_in_a_short_run_of_random_bytes_is_chance() -> None:
     told = b"\xe9\x0e4jR\xf7\xba wifi PW: Y?Y%Qx81\t\xd9\xb0\xf0"
     out, reds = R.redact_bytes(told)
     assert b"Y?Y%" not in out and [r.kind for r in reds] == ["keyword_secret"]
-    assert out.startswith(b"\xe9\x0e4jR\xf7\xba wifi PW: [REDACTED:")
+    assert out == b"\xe9\x0e4jR\xf7\xba wifi PW: ********\t\xd9\xb0\xf0"
 
 
 def test_a_secret_told_twice_is_redacted_both_times() -> None:
