@@ -21,6 +21,7 @@ import json
 import logging
 import os
 import re
+import signal
 import subprocess
 import sys
 import time
@@ -956,13 +957,17 @@ def _first_line(exc: BaseException) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
     try:
+        args = build_parser().parse_args(argv)  # --help writes too
         return args.func(args)
     except* ContextFSError as group:
         for exc in group.exceptions:
             print(f"contextfs: {exc}", file=sys.stderr)
         code = max(getattr(e, "exit_code", 1) for e in group.exceptions)
+    except* BrokenPipeError:  # `contextfs fsck DIR | head -1`: the reader went, as for cat
+        # what is left in stdout's buffer has nowhere to go: not flushed again at exit
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        code = 128 + signal.SIGPIPE
     except* Exception as group:  # a damaged store: say so in one line, not a traceback
         rest = group.subgroup(lambda e: not isinstance(e, BaseExceptionGroup) and not _damaged(e))
         if rest is not None:

@@ -82,6 +82,23 @@ def test_help_and_version_from_the_command_line():
     assert v.returncode == 0 and v.stdout.strip() == f"contextfs {__version__}"
 
 
+def test_output_to_a_reader_that_went_says_nothing_more(tmp_path):
+    """`contextfs fsck DIR | head -1`: the reader is gone when the rest is written. The
+    command stops as `cat` does (128 + SIGPIPE), without a traceback on stderr."""
+    from contextfs.store import Store
+
+    Store(tmp_path / "contextfs.duckdb").close()
+    p = subprocess.Popen(
+        [sys.executable, "-m", "contextfs", "fsck", str(tmp_path)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
+    assert p.stdout is not None and p.stderr is not None
+    p.stdout.close()  # before the command has written anything
+    err = p.stderr.read()
+    assert (p.wait(timeout=60), err) == (141, b"")
+
+
 def test_the_mcp_server_reports_the_version(tmp_path):
     from contextfs.agents.mcpserver import build_server
 
