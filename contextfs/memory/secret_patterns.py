@@ -298,6 +298,8 @@ _USER_FLAG_RE = re.compile(
 _ASSIGN_ANCHORS = ("pass", "pwd", "secret", "token", "key")
 
 _IDENT_RE = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+# a file's path under a folder, with its suffix: `index/bert.py`, `src/main.rs`
+_REL_PATH_RE = re.compile(r"[\w-]+(?:/[\w.-]+)*/[\w-]+\.[A-Za-z]{1,5}")
 _DOTTED_RE = re.compile(r"[A-Za-z_$][A-Za-z0-9_$]*(?:\??\.[A-Za-z_$][A-Za-z0-9_$]*)+")
 # After a value that is not the end of a statement, a `:`/spaced-`=` form is prose or code.
 _TERM_RE = re.compile(r"[ \t]*(?:$|[\r\n]|#|//|[,;})\]\\\"'`])")
@@ -773,8 +775,8 @@ _MEASURE_RE = re.compile(
 def _credential_like(value: str, strong: bool) -> bool:
     if _is_placeholder(value) or _DOTTED_RE.fullmatch(value):
         return False
-    if value.startswith(("/", "~/", "./", "../")):
-        return False  # a path: PWD=/home/alice
+    if value.startswith(("/", "~/", "./", "../")) or _REL_PATH_RE.fullmatch(value):
+        return False  # a path: PWD=/home/alice, `the forward pass is index/bert.py`
     if _MEASURE_RE.fullmatch(value) or "://" in value:
         return False  # `v2.3.1`, `5GHz`, `12chars`, `€150`, a URL
     if _SNAKE_RE.fullmatch(value):

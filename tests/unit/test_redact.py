@@ -1609,3 +1609,16 @@ def test_a_table_of_pipes_without_a_rule_line_is_read_by_its_header() -> None:
     assert not R.redact("| Code | Meaning |\n| 404 | Not found |\n| 500 | Error |").changed
     text = "| a | b | c |\n| Service | User | Password |\n| Grafana | admin | Dash-board |"
     assert not R.redact(text).changed
+
+
+def test_a_file_path_after_a_password_shorthand_is_no_value() -> None:
+    """`pass` is a password's shorthand, and a code comment says "the forward pass is
+    index/bert.py": a file's path under a folder, with its suffix, is not a credential
+    (a clone of a repository into a node had that comment rewritten)."""
+    text = "# MiniLM's forward pass is index/bert.py over these weights\n"
+    assert not R.redact(text).redactions
+    assert not R.redact("the build pass is src/main.rs, then the tests").redactions
+    assert (
+        R.redact("the wifi pass is Tr0ub/4dor.x1").text
+        == "the wifi pass is [REDACTED:keyword_secret]"
+    )
