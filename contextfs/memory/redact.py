@@ -54,6 +54,15 @@ __all__ = [
 ]
 
 _MARKER_RE = re.compile(r"\[REDACTED:[a-z0-9_]+\]")
+# PEM blocks of what is public by design (a certificate, a public key, a signature): their
+# base64 lines hold, by chance, the shapes some detectors take for a secret (a CA bundle
+# copied into a node had a line of a certificate redacted, and TLS could no longer read
+# it). Private key blocks are another kind, and redacted.
+_PUBLIC_PEM_RE = re.compile(
+    r"-----(BEGIN|END) (CERTIFICATE|TRUSTED CERTIFICATE|X509 CRL|CERTIFICATE REQUEST"
+    r"|NEW CERTIFICATE REQUEST|PUBLIC KEY|RSA PUBLIC KEY|SSH2 PUBLIC KEY|PKCS7|CMS"
+    r"|PGP PUBLIC KEY BLOCK|PGP SIGNATURE)-----"
+)
 # In bytes that are not UTF-8, where a replaced secret can be: printable ASCII (and the
 # blanks of a `password: value` line), in a run of at least 16 bytes. Random bytes (a
 # compressed picture, an archive) hold runs of 6 by chance every 2 KiB, and in about one
@@ -373,8 +382,11 @@ class Redactor:
                 candidates.append((det.priority, span[0], span[1], det.kind))
         if not candidates:
             return []
-        # Existing markers are taken first so nothing ever matches inside or across one.
-        taken = _Intervals((m.start(), m.end()) for m in _MARKER_RE.finditer(text))
+        # Existing markers are taken first so nothing ever matches inside or across one,
+        # and so are public PEM blocks.
+        taken = _Intervals(
+            _public_blocks(text) + [(m.start(), m.end()) for m in _MARKER_RE.finditer(text)]
+        )
         out: list[tuple[int, int, str]] = []
         for _prio, s, e, kind in sorted(candidates, key=lambda c: (c[0], c[1], -c[2])):
             if taken.add(s, e):
@@ -387,6 +399,52 @@ class Redactor:
                 if taken.add(s, e):
                     out.append((s, e, kind))
         return sorted(out)
+
+
+def _public_blocks(text: str) -> list[tuple[int, int]]:
+    """The spans of the public PEM blocks in text (`_PUBLIC_PEM_RE`), each from its BEGIN
+    line to its END line. A window of a long text may cut one: a BEGIN with no END takes
+    the base64 lines after it, an END with no BEGIN those before it."""
+    if "-----" not in text:
+        return []
+    spans: list[tuple[int, int]] = []
+    begin: re.Match[str] | None = None
+    ended = 0  # where the last block ended: an END before any BEGIN was cut off before
+    for m in _PUBLIC_PEM_RE.finditer(text):
+        if m.group(1) == "BEGIN":
+            if begin is not None:  # the one before has no END
+                spans.append((begin.start(), _base64_lines_after(text, begin.end())))
+            begin = m
+        elif begin is not None and begin.group(2) == m.group(2):
+            spans.append((begin.start(), m.end()))
+            begin, ended = None, m.end()
+        elif begin is None:
+            spans.append((_base64_lines_before(text, m.start(), ended), m.end()))
+            ended = m.end()
+    if begin is not None:
+        spans.append((begin.start(), _base64_lines_after(text, begin.end())))
+    return spans
+
+
+_BASE64_LINE_RE = re.compile(r"\r?\n[A-Za-z0-9+/=]{1,80}(?=\r?\n|$)")
+
+
+def _base64_lines_after(text: str, pos: int) -> int:
+    while (m := _BASE64_LINE_RE.match(text, pos)) is not None:
+        pos = m.end()
+    return pos
+
+
+def _base64_lines_before(text: str, pos: int, floor: int) -> int:
+    """Back from `pos` (the start of an END line) over whole base64 lines, not below floor."""
+    start = pos
+    while start > floor:
+        line_start = max(floor, text.rfind("\n", floor, start - 1) + 1)
+        line = text[line_start:start].rstrip("\r\n")
+        if not line or not re.fullmatch(r"[A-Za-z0-9+/=]{1,80}", line):
+            break
+        start = line_start
+    return start
 
 
 def _matches(det: Detector, text: str, lowered: str | None) -> Iterator[re.Match[str]]:

@@ -1622,3 +1622,31 @@ def test_a_file_path_after_a_password_shorthand_is_no_value() -> None:
         R.redact("the wifi pass is Tr0ub/4dor.x1").text
         == "the wifi pass is [REDACTED:keyword_secret]"
     )
+
+
+# a line of a CA certificate in Debian's bundle: by chance, a keyword's shape and a token's
+CERT_LINE = "hwjCxAnxl4YqKE3idMDaxIzb3+KhF1nOJFl0Mdp//TBt2dzhauH8XwIDAQABo4IB"
+CERT = (
+    "-----BEGIN CERTIFICATE-----\n"
+    "MIIDdzCCAl+gAwIBAgIEAgAAuTANBgkqhkiG9w0BAQUFADBaMQswCQYDVQQGEwJJ\n"
+    f"{CERT_LINE}\n"
+    "GjCCARYwDwYDVR0TAQH/BAUwAwEB/zAOBgNVHQ8BAf8EBAMCAQYwHQYDVR0OBBYE\n"
+    "-----END CERTIFICATE-----\n"
+)
+
+
+def test_a_certificate_is_public_and_a_private_key_beside_it_is_not() -> None:
+    """A CA bundle copied into a node had a line of a certificate redacted (TLS could no
+    longer read the bundle): a certificate, a public key or a signature block is public
+    and not scanned, also where a window of a long text cuts it; a private key block next
+    to it, and a password after a cut one, are still redacted."""
+    assert R.redact(f"x\n{CERT_LINE}\n").redactions  # the same line alone looks like one
+    assert not R.redact(CERT).redactions
+    assert not R.redact(CERT.replace("CERTIFICATE", "PUBLIC KEY")).redactions
+    assert not R.redact(CERT[: CERT.index(CERT_LINE) + 70]).redactions  # its END cut off
+    assert not R.redact(CERT[CERT.index(CERT_LINE) - 20 :]).redactions  # its BEGIN cut off
+    both = R.redact(CERT + PEM + "\n")
+    assert [r.kind for r in both.redactions] == ["private_key"]
+    assert both.text.startswith(CERT)
+    cut = R.redact(CERT[:100] + "\nthe wifi password is Tr0ub4dor&3x\n")
+    assert [r.kind for r in cut.redactions] == ["keyword_secret"]
