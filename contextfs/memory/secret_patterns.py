@@ -2138,13 +2138,39 @@ _LIST_LABEL_RE = re.compile(
 )
 
 
+# A line of nothing but lowercase words (a vocabulary's line, a run's neighbour)
+_WORD_LINE_RE = re.compile(r"[ \t]*[a-z]{2,12}(?:[ \t]+[a-z]{2,12}){5,}[ \t]*\r?")
+
+
+def _in_word_block(text: str, start: int, end: int) -> bool:
+    """Whether the line of [start, end) is one of several lines of lowercase words whose
+    words together are no recovery phrase's count: a vocabulary in code or notes (a
+    colour list whose line had 15 words was redacted in a source file), where a phrase
+    split over lines (12 + 12) still counts 24."""
+    lines = text.split("\n")
+    at = text.count("\n", 0, start)
+    lo = hi = at
+    while lo > 0 and _WORD_LINE_RE.fullmatch(lines[lo - 1]):
+        lo -= 1
+    while hi + 1 < len(lines) and _WORD_LINE_RE.fullmatch(lines[hi + 1]):
+        hi += 1
+    if lo == hi:
+        return False
+    total = sum(len(line.split()) for line in lines[lo : hi + 1])
+    return total not in (12, 15, 18, 21, 24)
+
+
 def _seed_run_span(m: re.Match[str]) -> Span | None:
     words = m.group("s").split()
     if len(words) not in (12, 15, 18, 21, 24) or len(set(words)) < len(words) - 1:
         return None
     if any(w in _SEED_RUN_STOP for w in words):
         return None
+    if len({w[:4] for w in words}) < len(set(words)):
+        return None  # `colour colours …`: BIP39 words differ in their first four letters
     text = m.string
+    if _in_word_block(text, *m.span("s")):
+        return None
     if text[m.start() : m.start() + 1] == ":":
         label = text[text.rfind("\n", 0, m.start()) + 1 : m.start()]
         if _LIST_LABEL_RE.search(label):

@@ -1650,3 +1650,32 @@ def test_a_certificate_is_public_and_a_private_key_beside_it_is_not() -> None:
     assert both.text.startswith(CERT)
     cut = R.redact(CERT[:100] + "\nthe wifi password is Tr0ub4dor&3x\n")
     assert [r.kind for r in cut.redactions] == ["keyword_secret"]
+
+
+SEED_12 = "tiger ocean marble canvas violin throne basket pepper rocket meadow hollow aware"
+
+
+def test_a_vocabulary_in_code_is_no_recovery_phrase() -> None:
+    """Lines of lowercase words in a source file (a colour list of 15 words on its line,
+    word forms of one another) were redacted as recovery phrases in a repository cloned
+    into a node. A line among other such lines whose words together are no phrase's
+    count, or holding two words with the same first four letters (BIP39's words differ
+    in them), is a vocabulary; a phrase alone, or split 12 + 12 over two lines, is not."""
+    colours = (
+        'COLOURS = _words(\n    """\n'
+        "    red orange yellow green blue purple violet pink brown black white grey gray"
+        " silver gold\n"
+        "    golden beige cream ivory navy teal turquoise cyan magenta maroon burgundy crimson\n"
+        '    """\n)\n'
+    )
+    assert not R.redact(colours).redactions
+    forms = (
+        "colour color colours colors salary salaries wage wages pay rise rent price fee cost costs"
+    )
+    assert not R.redact(f"{forms}\n").redactions
+    assert [r.kind for r in R.redact(f"wallet backup:\n{SEED_12}\n").redactions] == [
+        "keyword_secret"
+    ]
+    other = SEED_12.replace("tiger", "zebra").replace("aware", "bright")
+    split = R.redact(f"backup\n{SEED_12}\n{other}\nthanks")
+    assert split.text == "backup\n[REDACTED:keyword_secret]\n[REDACTED:keyword_secret]\nthanks"
