@@ -298,6 +298,15 @@ _USER_FLAG_RE = re.compile(
 _ASSIGN_ANCHORS = ("pass", "pwd", "secret", "token", "key")
 
 _IDENT_RE = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+# the name of a hash, a cipher or a password scheme (`scram-sha-256`, `aes-256-gcm`,
+# `argon2id`, `pbkdf2-sha512`, `utf-8`)
+_ALGORITHM_RE = re.compile(
+    r"(?:scram-|hmac-|pbkdf2-|ssh-)?(?:sha-?(?:1|224|256|384|512)|sha3-\d{3}|md5|blake2[bs]?"
+    r"|aes-?(?:128|192|256)(?:-(?:gcm|cbc|ctr|ecb|ccm|ofb|cfb|xts|siv))?|rsa(?:-?\d{3,4})?"
+    r"|ed25519|ecdsa(?:-p?\d{3})?|argon2(?:id|i|d)?|bcrypt|scrypt|pbkdf2|chacha20(?:-poly1305)?"
+    r"|utf-?(?:8|16|32)|latin-?1|iso-8859-\d{1,2})",
+    re.I,
+)
 # a file's path under a folder, with its suffix: `index/bert.py`, `src/main.rs`
 _REL_PATH_RE = re.compile(r"[\w-]+(?:/[\w.-]+)*/[\w-]+\.[A-Za-z]{1,5}")
 _DOTTED_RE = re.compile(r"[A-Za-z_$][A-Za-z0-9_$]*(?:\??\.[A-Za-z_$][A-Za-z0-9_$]*)+")
@@ -777,6 +786,8 @@ def _credential_like(value: str, strong: bool) -> bool:
         return False
     if value.startswith(("/", "~/", "./", "../")) or _REL_PATH_RE.fullmatch(value):
         return False  # a path: PWD=/home/alice, `the forward pass is index/bert.py`
+    if _ALGORITHM_RE.fullmatch(value):
+        return False  # `password auth (scram-sha-256)`: how passwords are kept, not one
     if _MEASURE_RE.fullmatch(value) or "://" in value:
         return False  # `v2.3.1`, `5GHz`, `12chars`, `€150`, a URL
     if _SNAKE_RE.fullmatch(value):

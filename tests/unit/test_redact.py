@@ -1679,3 +1679,10 @@ def test_a_vocabulary_in_code_is_no_recovery_phrase() -> None:
     other = SEED_12.replace("tiger", "zebra").replace("aware", "bright")
     split = R.redact(f"backup\n{SEED_12}\n{other}\nthanks")
     assert split.text == "backup\n[REDACTED:keyword_secret]\n[REDACTED:keyword_secret]\nthanks"
+
+
+def test_the_name_of_a_hash_or_cipher_is_no_password() -> None:
+    """`password: aes-256-gcm` in a config's comment says how passwords are kept."""
+    for name in ("aes-256-gcm", "sha-256", "pbkdf2-sha512", "utf-8"):
+        assert not R.redact(f"the password is {name}\n").redactions, name
+    assert R.redact("the password is Sha256-Tr0ub!\n").redactions
