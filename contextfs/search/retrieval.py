@@ -529,6 +529,7 @@ class Searcher:
         passage_count = found.passage_count
         single: dict[int, bool] = {}  # node id -> whether it is one passage
         node_rank: tuple[dict[int, int], ...] = ({}, {}, {})
+        pending: list[tuple[tuple[int, str, int], int]] = []  # BM25 passages with no vectors
         for side, keys in enumerate(fused.units):
             weight, ranking, rank = SIDE_WEIGHT[side], node_rank[side], 0
             for key in keys:
@@ -543,9 +544,17 @@ class Searcher:
                         one = single[nid] = n is not None and passage_count(n) == 1
                 if one:
                     unit_score[key] = unit_score.get(key, 0.0) + weight / (RRF_K + rank + 1)
+                    if side == 1 and q.vectors_on and nid not in counts:
+                        pending.append((key, rank))
                     rank += 1
                 if nid not in ranking:
                     ranking[nid] = len(ranking)
+        # A passage of a node the vectors hold nothing of yet (saved moments ago, its
+        # vectors queued) stands on the vector side at its BM25 rank, as its node does
+        # below: else the bundle put the older nodes' passages, found by both sides, ahead
+        # of the one just written that the links list first.
+        for key, rank in pending:
+            unit_score[key] += SIDE_WEIGHT[0] / (RRF_K + rank + 1)
         # CLIP ranks pictures, not passages: its score goes to the picture's first passage
         # (its caption or derived text), on top of what the text rankers gave it
         for rank, (nid, _sim) in enumerate(found.image_hits):

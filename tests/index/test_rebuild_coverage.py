@@ -1,7 +1,8 @@
 """While the vectors are built from scratch (a new index over a store that has nodes), a
 question is answered by BM25 over every node and by vectors over the part embedded so
 far: the bundle says how much of the store the vectors cover, and a node they do not hold
-yet is not outranked by their partial view (BM25's exact match stays first). Real store,
+yet is not outranked by their partial view (BM25's exact match stays first, in the links
+and in the bundle). Real store,
 real MiniLM (slowed down, as on a busy machine), real hnswlib and tantivy, in-process."""
 
 from __future__ import annotations
@@ -60,3 +61,6 @@ async def test_a_partial_vector_index_says_so_and_does_not_outrank_the_exact_mat
     assert 0 < done < 301
     top = [h.path.rsplit("/", 1)[1] for h in res.hits[:2]]
     assert top == ["the-exact-one", "shade-corner"]
+    # and the bundle leads with it as the links do: its passage stands on the vector side
+    # at its BM25 rank, as its node does
+    assert [p.node.name for p in res.passages[:2]] == ["the-exact-one", "shade-corner"]
