@@ -111,6 +111,10 @@ def _handler(
     return wrapper
 
 
+# the handlers whose first argument is a file handle (`Operations.open`'s), not an inode
+_HANDLE_OPS = frozenset({"read", "write", "flush", "fsync", "release"})
+
+
 def _uid(args: Sequence[object]) -> int | None:
     """The caller's uid, from the request context a handler was given (None without)."""
     ctx = next((a for a in args if isinstance(a, pyfuse3.RequestContext)), None)
@@ -145,6 +149,11 @@ class Operations(pyfuse3.Operations):
 
     def _where(self, op: str, args: Sequence[object]) -> str:
         try:
+            if args and isinstance(args[0], int) and op in _HANDLE_OPS:
+                # a file handle, not an inode: as an inode number it named another file
+                # (a refused session command was shown as `flush agent/default/.archive`)
+                h = self.tree.table.handles.get(args[0])
+                return f"{op} {self.tree.table.path(h.inode)}" if h is not None else op
             if args and isinstance(args[0], int):
                 inode = self.tree.table.inodes.get(args[0])
                 if inode is not None and op in (
@@ -163,10 +172,6 @@ class Operations(pyfuse3.Operations):
                     return f"{op} {name_s if base == '/' else base + '/' + name_s}"
                 if inode is not None:
                     return f"{op} {self.tree.table.path(inode)}"
-                if op in ("read", "write", "flush", "fsync", "release"):
-                    h = self.tree.table.handles.get(args[0])
-                    if h is not None:
-                        return f"{op} {self.tree.table.path(h.inode)}"
         except Exception:  # noqa: BLE001 - describing a path must never fail a request
             pass
         return op

@@ -236,6 +236,9 @@ async def test_session_records_turns_builds_context_and_ends_as_a_node(
     # append-only; unknown commands are refused
     assert await fs.errno_of(fs.write(".sessions/s1/transcript.jsonl", b"{}\n")) == errno.EINVAL
     assert await fs.errno_of(fs.write(".sessions/s1/control", b"pause\n")) == errno.EINVAL
+    # `.status` names the file refused (a file handle's number was once read as an inode's,
+    # and the line named whatever file had that inode number)
+    assert memory.refusals[-1].path.endswith(" .sessions/s1/control"), memory.refusals[-1]
 
     await fs.write(".sessions/s1/control", b"end\n")
     assert await fs.listdir(".sessions") == []
