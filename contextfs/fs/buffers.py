@@ -80,11 +80,12 @@ class Buffers:
         compared at the close (`Tiers.write_back`), so a copier that writes back the bytes
         they show succeeds."""
         if (inode.role in READ_ONLY_FILES and inode.role not in WRITTEN_BACK) or inode.trashed:
-            what = (
-                "a deleted node (restore it with mv first)"
-                if inode.trashed
-                else f"{inode.name} (derived, read-only)"
-            )
+            if inode.trashed:
+                what = "a deleted node (restore it with mv first)"
+            elif inode.role == Role.INBOX_ITEM:  # what was handed in, as it was taken
+                what = f"{inode.name} (handed in to the inbox: read-only; copy in a new file)"
+            else:
+                what = f"{inode.name} (derived, read-only)"
             raise ReadOnly(f"cannot write {what}")
         self.memory.check_writable()
 

@@ -59,11 +59,15 @@ def parse_options(segment: str, known_types: set[str]) -> QueryOptions:
         raise InvalidInput("an options segment starts with '@'")
     numbers: dict[str, int] = {}  # k, budget
     type_name: str | None = None
+    given: set[str] = set()
     for part in filter(None, segment[1:].split(",")):
         key, eq, value = part.partition("=")
         key = key.strip()
         if not eq or not value:
             raise InvalidInput(f"query option {part!r} needs a value (key=value)")
+        if key in given:  # `@k=2,k=3`: which one was meant cannot be told
+            raise InvalidInput(f"query option {key} is given twice")
+        given.add(key)
         if key in ("k", "budget"):
             try:
                 number = int(value)

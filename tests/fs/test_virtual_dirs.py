@@ -114,6 +114,7 @@ async def test_query_lists_numbered_links_and_the_answer_files(searching: Mount)
     # options segment; bad options are EINVAL
     assert len([n for n in await fs.listdir(".query/@k=1/tea or vim") if n[0].isdigit()]) == 1
     assert await fs.errno_of(fs.ino(".query/@k=zero/x")) == errno.EINVAL
+    assert await fs.errno_of(fs.ino(".query/@k=2,k=3/x")) == errno.EINVAL  # which one?
 
 
 async def test_scoped_vector_search_sees_a_node_written_after_the_last_question(
@@ -187,6 +188,8 @@ async def test_inbox_file_is_stored_at_close_and_reported_after_processing(
     assert await fs.listdir(".inbox") == ["chat.jsonl", "chat.jsonl.report.md"]
     assert "waiting to be processed" in await fs.text(".inbox/chat.jsonl.report.md")
     assert await fs.errno_of(fs.write(".inbox/chat.jsonl", b"x")) == errno.EACCES
+    # `.status` says what the file is: what was handed in, not a derived file
+    assert "handed in to the inbox" in memory.refusals[-1].reason, memory.refusals[-1]
     assert await fs.errno_of(fs.unlink(".inbox/chat.jsonl")) == errno.EACCES
 
     assert await plain.service.step() is True  # the background service processes it
