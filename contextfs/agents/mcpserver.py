@@ -167,6 +167,14 @@ class MountClient:
 
     # builtins.list: in this class `list` is the method above
     def add_turns(self, session: str, turns: builtins.list[dict], *, owner: str = "") -> str:
+        for i, t in enumerate(turns):
+            # a turn the transcript's reader would skip as a line it does not understand:
+            # said now, not "recorded"
+            if not isinstance(t, dict) or not isinstance(t.get("role"), str):
+                raise MountCallError(
+                    f"EINVAL: turn {i + 1} has no role (each turn is an object with role and "
+                    "content, or role tool with name, input and output); nothing was recorded"
+                )
         d = self._session(session, owner)
         lines = "".join(json.dumps(t, ensure_ascii=False) + "\n" for t in turns)
         p = d / "transcript.jsonl"

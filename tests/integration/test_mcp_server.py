@@ -170,6 +170,11 @@ async def test_refusals_are_tool_errors_with_errno_and_status_reason(mnt):
         assert r.is_error and "ENOENT" in r.text
         r = await s.call("start_session", session="bad id")
         assert r.is_error and "EINVAL" in r.text and "session id" in r.text
+        await ok(s, "start_session", session="turns")
+        r = await s.call("add_turns", session="turns", turns=[{"bad": "x"}])
+        assert r.is_error and "EINVAL" in r.text and "turn 1 has no role" in r.text
+        assert (mnt.path / ".sessions/turns/transcript.jsonl").read_text() == ""
+        await ok(s, "end_session", session="turns")
     # the server stays usable after errors, and the mount is unharmed
     assert "state: read-write" in mnt.status()
 
