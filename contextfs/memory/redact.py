@@ -427,6 +427,7 @@ def _public_blocks(text: str) -> list[tuple[int, int]]:
 
 
 _BASE64_LINE_RE = re.compile(r"\r?\n[A-Za-z0-9+/=]{1,80}(?=\r?\n|$)")
+_BASE64_RE = re.compile(r"[A-Za-z0-9+/=]{1,80}")
 
 
 def _base64_lines_after(text: str, pos: int) -> int:
@@ -441,7 +442,7 @@ def _base64_lines_before(text: str, pos: int, floor: int) -> int:
     while start > floor:
         line_start = max(floor, text.rfind("\n", floor, start - 1) + 1)
         line = text[line_start:start].rstrip("\r\n")
-        if not line or not re.fullmatch(r"[A-Za-z0-9+/=]{1,80}", line):
+        if not _BASE64_RE.fullmatch(line):
             break
         start = line_start
     return start

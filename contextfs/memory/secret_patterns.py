@@ -298,8 +298,8 @@ _USER_FLAG_RE = re.compile(
 _ASSIGN_ANCHORS = ("pass", "pwd", "secret", "token", "key")
 
 _IDENT_RE = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
-# the name of a hash, a cipher or a password scheme (`scram-sha-256`, `aes-256-gcm`,
-# `argon2id`, `pbkdf2-sha512`, `utf-8`)
+# the name of a hash, a cipher or an encoding taken for a value (`aes-256-gcm`, `sha-256`,
+# `pbkdf2-sha512`, `utf-8`)
 _ALGORITHM_RE = re.compile(
     r"(?:scram-|hmac-|pbkdf2-|ssh-)?(?:sha-?(?:1|224|256|384|512)|sha3-\d{3}|md5|blake2[bs]?"
     r"|aes-?(?:128|192|256)(?:-(?:gcm|cbc|ctr|ecb|ccm|ofb|cfb|xts|siv))?|rsa(?:-?\d{3,4})?"
