@@ -104,7 +104,12 @@ def heading(turns: Sequence[Turn]) -> str:
 def summary(turns: Sequence[Turn]) -> str:
     """A few lines for L1: speakers, time span, named things, dates spoken of."""
     who = speakers(turns)
-    lines = [f"{len(turns)} turns between {', '.join(who) or 'unknown speakers'}."]
+    count = f"{len(turns)} turn{'s' if len(turns) != 1 else ''}"
+    lines = [
+        f"{count} between {', '.join(who)}."
+        if len(who) > 1
+        else (f"{count} by {who[0]}." if who else f"{count}.")
+    ]
     named = named_things(turns, who)
     if named:
         lines.append("Named: " + ", ".join(named) + ".")

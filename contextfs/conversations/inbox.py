@@ -1194,14 +1194,37 @@ class Intake:
         return changed
 
     def compact(self, s: Session) -> None:
-        """Shorten the live transcript into a summary (after extracting what is pending)."""
+        """Shorten the live transcript into a summary (after extracting what is pending).
+        The turns compacted away are archived at once, as the next part of the session's
+        archive, in the transaction that shortens the transcript: the live file gets
+        short, the record keeps every turn."""
         turns = self.session_turns(s)
         if not turns:
             return
-        text = render_turns(turns)
-        l0, l1 = summarize(self.memory.types.get("session"), text)
-        summary = (s.summary + "\n" + l1).strip() if s.summary else l1.strip()
-        self._put(s, transcript="", processed=0, summary=summary)
+        l1 = summarize(self.memory.types.get("session"), render_turns(turns))[1].strip()
+        summary = (s.summary + "\n" + l1).strip() if s.summary else l1
+        with self._filing():
+            self._archive_part(s, turns, l1)
+            self._put(s, transcript="", processed=0, summary=summary)
+
+    def _session_key(self, s: Session) -> str:
+        """The key the parts of this live session's archive share (`archived_as`): the
+        id alone would gather a later session that reuses it."""
+        return f"session:{s.id}@{s.created:.6f}"
+
+    def _archive_part(self, s: Session, turns: Sequence[Turn], summary: str) -> list[Node]:
+        """Archive `turns` as the session's next part: titled by the session id, the
+        second and later ones `<id> part <n>`."""
+        done = len(self.archived_as(s.owner, self._session_key(s)))
+        return self.archive(
+            s.owner,
+            turn_media.annotate(turns, self.session_media_notes(s, turns)),
+            s.id if not done else f"{s.id} part {done + 1}",
+            source=f"session:{s.id}",
+            when=s.created,
+            summary=summary,
+            key=self._session_key(s),
+        )
 
     def _put(
         self,
@@ -1219,22 +1242,16 @@ class Intake:
         s.transcript, s.processed, s.summary = transcript, processed, summary
 
     def end_session(self, s: Session) -> Node | None:
-        """rmdir / `end`: archive the session (summary + remaining turns) as memory."""
+        """rmdir / `end`: archive the session (summary + remaining turns) as memory; the
+        last part of its archive, or None when it has none."""
         turns = self.session_turns(s)
         node = None
-        if turns or s.summary:
-            summary = s.summary
-            if turns:
-                l1 = summarize(self.memory.types.get("session"), render_turns(turns))[1]
-                summary = (summary + "\n" + l1).strip() if summary else l1.strip()
-            node = self.archive(
-                s.owner,
-                turn_media.annotate(turns, self.session_media_notes(s, turns)),
-                s.id,
-                source=f"session:{s.id}",
-                when=s.created,
-                summary=summary,
-            )[0]
+        if turns:  # each part is summarised by its own turns
+            l1 = summarize(self.memory.types.get("session"), render_turns(turns))[1]
+            node = self._archive_part(s, turns, l1.strip())[-1]
+        elif s.summary and not self.archived_as(s.owner, self._session_key(s)):
+            # compacted before compaction archived its turns: the summary is all there is
+            node = self._archive_part(s, (), s.summary)[0]
         self.memory.delete_session(s.owner, s.id)
         self.sessions.pop((s.owner[0], s.owner[1], s.id), None)
         return node

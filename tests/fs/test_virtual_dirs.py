@@ -261,10 +261,40 @@ async def test_session_compact_and_rmdir(plain: Mount, memory: Memory) -> None:
     await fs.write(".sessions/s2/control", b"compact")
     assert await fs.text(".sessions/s2/transcript.jsonl") == ""
     assert plain.intake.sessions[("user", "default", "s2")].summary
+    # the turns compacted away are in the archive already, not only in a summary
+    (first,) = [n for n in memory.nodes.values() if n.type == "session"]
+    assert "I always indent with tabs." in first.l2 and first.persisted
+    await fs.write(
+        ".sessions/s2/transcript.jsonl",
+        _turn("user", "My terminal font is Iosevka.", "b"),
+        append=True,
+    )
+    await fs.write(".sessions/s2/control", b"compact")
+    await fs.write(
+        ".sessions/s2/transcript.jsonl",
+        _turn("user", "The build runs on Fridays.", "c"),
+        append=True,
+    )
     await fs.rmdir(".sessions/s2")  # rmdir ends it too
     assert await fs.listdir(".sessions") == []
-    assert [n.type for n in memory.nodes.values()] == ["session"]
+    parts = sorted((n for n in memory.nodes.values() if n.type == "session"), key=lambda n: n.id)
+    # every turn once, in three parts titled by the session; no part without turns
+    assert [memory.node_path(n).rsplit("/", 1)[1][11:] for n in parts] == [
+        "s2",
+        "s2-part-2",
+        "s2-part-3",
+    ]
+    said = [ref for ref in "abc" for n in parts if f"**user** · id {ref}\n" in n.l2]
+    assert said == ["a", "b", "c"]
+    assert "1 turn by user." in parts[0].l2
+    assert all("turns: 1" in n.l2 for n in parts), [n.l2[:200] for n in parts]
     assert await fs.errno_of(fs.ino(".sessions/s2")) == errno.ENOENT
+    # a later session reusing the id starts its own archive, titled by the id again
+    await fs.mkdir(".sessions/s2")
+    await fs.write(".sessions/s2/transcript.jsonl", _turn("user", "Hello again.", "d"), append=True)
+    await fs.rmdir(".sessions/s2")
+    again = [n for n in memory.nodes.values() if n.type == "session" and "Hello again" in n.l2]
+    assert len(again) == 1 and "part" not in memory.node_path(again[0])
 
 
 async def test_session_context_uses_search_when_there_is_one(searching: Mount) -> None:

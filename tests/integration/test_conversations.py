@@ -208,9 +208,14 @@ def test_session_lifecycle(convo):
         )
     subprocess.run(["rmdir", str(s)], check=True)
     assert not s.exists()
-    [archived] = [p for p in (u / "sessions").iterdir() if p.name.endswith("-s1")]
-    l2 = (archived / "L2.md").read_text()
-    assert "summary:" in l2 and "Paris" in l2 and "t9" in l2
+    # the compacted turns were archived at the compact, the rest at the end: every turn
+    # once, in two parts (`cat` of both reads the whole session)
+    parts = sorted(p for p in (u / "sessions").iterdir() if "-s1" in p.name)
+    assert [p.name[11:] for p in parts] == ["s1", "s1-part-2"]
+    archived = parts[-1]
+    l2s = [(p / "L2.md").read_text() for p in parts]
+    assert all("summary:" in t for t in l2s)
+    assert [t.count("**user** · id t") for t in l2s] == [3, 1] and "id t9" in l2s[1]
     assert (u / "entities/emma").is_dir(), "ending extracts what was pending"
     convo.remount()
     assert archived.is_dir() and not s.exists()
