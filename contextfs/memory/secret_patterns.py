@@ -2777,6 +2777,8 @@ def _cred_word_span(m: re.Match[str]) -> Span | None:
         return None  # only `molly2015`, `hbo4life2` of lowercase letters and digits
     if _CRED_NOT_RE.fullmatch(value) or value.isupper() or _CRED_NOT_SHAPE_RE.search(value):
         return None
+    if _ALGORITHM_RE.fullmatch(value):
+        return None  # `a password … (scram-sha-256)`: how it is checked, not what it is
     line_start = text.rfind("\n", 0, start) + 1
     if _CRED_NAME_BEFORE_RE.search(text, max(line_start, start - 24), start):
         return None

@@ -1685,4 +1685,8 @@ def test_the_name_of_a_hash_or_cipher_is_no_password() -> None:
     """`password: aes-256-gcm` in a config's comment says how passwords are kept."""
     for name in ("aes-256-gcm", "sha-256", "pbkdf2-sha512", "utf-8"):
         assert not R.redact(f"the password is {name}\n").redactions, name
+    # a word in brackets near a password word is taken for one unless it names the method
+    said = "The superuser has a random password and every connection must give it\n"
+    assert not R.redact(said + "(scram-sha-256), so a test can look for it.\n").redactions
+    assert R.redact(said + "(Scram-Tr0ub4!), so a test can look for it.\n").redactions
     assert R.redact("the password is Sha256-Tr0ub!\n").redactions
