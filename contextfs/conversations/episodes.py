@@ -87,18 +87,39 @@ def mentioned_dates(turns: Sequence[Turn]) -> list[str]:
     return list(out)[:12]
 
 
-def heading(turns: Sequence[Turn]) -> str:
-    """One line: who, when, what was named."""
+def heading(turns: Sequence[Turn], day: dt.date | None = None) -> str:
+    """One line: who, when (the turns' time, else `day`), what was named, else what the
+    first turn said (a live session's turns often carry no time and name nothing: "user
+    · 7 December 2026 · I always indent with tabs." rather than "user")."""
     who = speakers(turns)
     people = " and ".join(who[:2]) if len(who) <= 2 else ", ".join(who[:3])
     when = started(turns)
     parts = [people or "conversation"]
     if when is not None:
         parts.append(format_date(when.date()))
+    elif day is not None:
+        parts.append(format_date(day))
     named = named_things(turns, who)
     if named:
         parts.append(", ".join(named[:5]))
+    elif gist := _gist(turns):
+        parts.append(gist)
     return " · ".join(parts)
+
+
+GIST_CHARS = 60
+
+
+def _gist(turns: Sequence[Turn]) -> str:
+    """The first sentence of the first turn that says something, cut at a word."""
+    first = next((t for t in turns if t.role != "tool" and t.content.strip()), None)
+    if first is None:
+        return ""
+    line = " ".join(first.content.split())
+    sentence = re.split(r"(?<=[.!?])\s", line, maxsplit=1)[0]
+    if len(sentence) <= GIST_CHARS:
+        return sentence
+    return sentence[:GIST_CHARS].rsplit(" ", 1)[0].rstrip(",;:") + "…"
 
 
 def summary(turns: Sequence[Turn]) -> str:

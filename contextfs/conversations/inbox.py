@@ -1094,7 +1094,8 @@ class Intake:
                 "turns": len(part),
                 "summary": part_summary,
             }
-            body = f"# {episodes.heading(part)}\n\n{render_turns(part)}" if part else ""
+            head = episodes.heading(part, dt.date.fromisoformat(day))
+            body = f"# {head}\n\n{render_turns(part)}" if part else ""
             documents.append(Document(fields, body))
         return documents
 

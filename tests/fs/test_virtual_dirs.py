@@ -287,6 +287,7 @@ async def test_session_compact_and_rmdir(plain: Mount, memory: Memory) -> None:
     said = [ref for ref in "abc" for n in parts if f"**user** · id {ref}\n" in n.l2]
     assert said == ["a", "b", "c"]
     assert "1 turn by user." in parts[0].l2
+    assert parts[0].l0.strip().endswith(" · I always indent with tabs."), parts[0].l0
     assert all("turns: 1" in n.l2 for n in parts), [n.l2[:200] for n in parts]
     assert await fs.errno_of(fs.ino(".sessions/s2")) == errno.ENOENT
     # a later session reusing the id starts its own archive, titled by the id again

@@ -3,6 +3,7 @@ session archives split into passages by turn (issue: context that holds the evid
 
 from __future__ import annotations
 
+import datetime as dt
 import json
 
 import pytest
@@ -182,3 +183,18 @@ def test_facts_land_on_their_speaker(memory):
     # an event another speaker tells of names them: whose it is stays known
     [run] = [f for t, f in got if t == "event"]
     assert str(run["date"]) == "2023-03-13" and run["participants"] == ["Theo"], run
+
+
+def test_an_episode_naming_nothing_is_headed_by_its_first_words_and_its_day():
+    """A live session's turns often carry no time and name nothing: its archive's L0 (the
+    heading) says when it was archived and what it began with, not only "user"."""
+    turns = [
+        Turn(0, "user", "i always indent with tabs. and never with spaces", id="a"),
+        Turn(1, "assistant", "noted.", id="b"),
+    ]
+    head = episodes.heading(turns, dt.date(2026, 12, 7))
+    assert head == "user and assistant · 7 December 2026 · i always indent with tabs."
+    long = [Turn(0, "user", "so " * 40 + "done", id="a")]
+    gist = episodes.heading(long).split(" · ")[1]
+    assert gist.endswith("so…") and len(gist) <= episodes.GIST_CHARS + 1
+    assert episodes.heading([]) == "conversation"
