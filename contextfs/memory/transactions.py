@@ -20,6 +20,7 @@ from dataclasses import dataclass, field, fields, replace
 from typing import TYPE_CHECKING, Protocol
 
 from contextfs.errors import (
+    ContextFSError,
     Exists,
     InvalidInput,
     NoSpace,
@@ -74,6 +75,10 @@ class Journal:
     gone_atts: dict[int, Attachment] = field(default_factory=dict)  # purged: back on undo
     stored: dict[int, None] = field(default_factory=dict)  # ids of the nodes stored, in order
     other: list[Change] = field(default_factory=list)  # inbox items, sessions
+    # a store statement refused inside a nested use (a second live name, a bad value):
+    # the store has aborted the whole transaction, so it rolls back whatever its caller
+    # makes of the refusal, and no statement runs in it meanwhile
+    refused: ContextFSError | None = None
 
 
 class Transactions:
@@ -144,6 +149,8 @@ class Transactions:
         if self.failsafe:
             raise StoreDamaged(f"the mount is read-only: {self.failsafe}")
         if self._tx is not None:
+            if self._tx.refused is not None:
+                raise self._tx.refused
             with self._store_errors():
                 yield
             return
@@ -157,6 +164,8 @@ class Transactions:
                         self.first_store(a)
                         self.store.insert_attachment(a, b"")
                 yield
+                if tx.refused is not None:  # taken for one change's refusal, it was all's
+                    raise tx.refused
                 # the log never names a change that was not stored, nor misses one that was
                 for row in self.pending_redactions:
                     self.store.add_redaction(*row)
@@ -191,30 +200,38 @@ class Transactions:
     def _store_errors(self) -> Iterator[None]:
         """The store's errors as the project's: a refused value is EINVAL, anything else a
         fault that turns the mount read-only."""
+        store = self.store
         try:
             yield
-        except self.store.unavailable as exc:
+        except (*store.unavailable, *store.invalid, *store.conflict, *store.errors) as exc:
+            tx = self._tx
+            if tx is not None and tx.refused is not None:
+                raise tx.refused from None  # a statement after the refusal: aborted too
+            refused = self._refusal(exc)
+            if tx is not None and isinstance(refused, (Exists, InvalidInput)):
+                tx.refused = refused
+            raise refused from exc
+
+    def _refusal(self, exc: BaseException) -> ContextFSError:
+        """The project's error for a store error; a fault turns the mount read-only."""
+        if isinstance(exc, self.store.unavailable):
             # the server is away (PostgreSQL): this write is refused, nothing of it stored;
             # the mount stays read-write and the store reconnects by itself
-            reason = exc.reason if isinstance(exc, StoreUnavailable) else str(exc)
-            raise StoreUnavailable(reason) from None
-        except self.store.invalid as exc:
-            raise InvalidInput(f"the store refused a value: {exc}") from exc
-        except self.store.conflict as exc:
+            return StoreUnavailable(exc.reason if isinstance(exc, StoreUnavailable) else str(exc))
+        if isinstance(exc, self.store.invalid):
+            return InvalidInput(f"the store refused a value: {exc}")
+        if isinstance(exc, self.store.conflict):
             # a second live name where the store allows one (LIVE_NAME_INDEXES): this
             # change is refused and rolled back whole; the store is as it was, so the
             # mount stays read-write
             reason = str(exc).split("\n", 1)[0]
             log.warning("the store refused a second live name: %s", reason)
-            raise Exists(f"the store refused a second live name: {reason}") from None
-        except self.store.errors as exc:
-            if disk_full(exc):  # refused, nothing stored; the store itself is fine
-                raise NoSpace(
-                    f"the disk is full; nothing of this change was stored ({exc})"
-                ) from exc
-            self.failsafe = f"store error: {exc}"
-            log.error("store write failed, switching to read-only: %s", exc)
-            raise StoreDamaged(f"the store failed a write and is now read-only: {exc}") from exc
+            return Exists(f"the store refused a second live name: {reason}")
+        if disk_full(exc):  # refused, nothing stored; the store itself is fine
+            return NoSpace(f"the disk is full; nothing of this change was stored ({exc})")
+        self.failsafe = f"store error: {exc}"
+        log.error("store write failed, switching to read-only: %s", exc)
+        return StoreDamaged(f"the store failed a write and is now read-only: {exc}")
 
     # ---- the journal: undo on rollback, changes on commit ---------------------------------
 

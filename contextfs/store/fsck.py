@@ -65,7 +65,8 @@ def unique_live_nodes(store: StoreBackend) -> list[str]:
             store,
             """
             SELECT owner_kind, owner_id, type, name, count(*) FROM nodes
-            WHERE deleted_at IS NULL GROUP BY owner_kind, owner_id, type, name
+            WHERE deleted_at IS NULL AND archived_at IS NULL
+            GROUP BY owner_kind, owner_id, type, name
             HAVING count(*) > 1""",
         )
     ]
@@ -476,10 +477,10 @@ def unique_live_nodes_since(store: StoreBackend, since: int) -> list[str]:
             f"""
             SELECT n.owner_kind, n.owner_id, n.type, n.name, count(*) FROM nodes n JOIN
                 (SELECT DISTINCT owner_kind, owner_id, type, name FROM nodes
-                 WHERE id IN {_CHANGED} AND deleted_at IS NULL) p
+                 WHERE id IN {_CHANGED} AND deleted_at IS NULL AND archived_at IS NULL) p
               ON p.owner_kind = n.owner_kind AND p.owner_id = n.owner_id
              AND p.type = n.type AND p.name = n.name
-            WHERE n.deleted_at IS NULL
+            WHERE n.deleted_at IS NULL AND n.archived_at IS NULL
             GROUP BY n.owner_kind, n.owner_id, n.type, n.name HAVING count(*) > 1""",
             [since],
         ).fetchall()

@@ -58,23 +58,25 @@ def duplicate_nodes(store: StoreBackend, now: float) -> list[str]:
     done = []
     groups = store.con.execute(
         """
-        SELECT owner_kind, owner_id, type, name FROM nodes WHERE deleted_at IS NULL
+        SELECT owner_kind, owner_id, type, name FROM nodes
+        WHERE deleted_at IS NULL AND archived_at IS NULL
         GROUP BY owner_kind, owner_id, type, name HAVING count(*) > 1"""
     ).fetchall()
     for kind, owner, type_name, name in groups:
         ids = [
             r[0]
             for r in store.con.execute(
-                "SELECT id FROM nodes WHERE deleted_at IS NULL AND owner_kind = ? "
-                "AND owner_id = ? AND type = ? AND name = ? ORDER BY updated DESC, id DESC",
+                "SELECT id FROM nodes WHERE deleted_at IS NULL AND archived_at IS NULL "
+                "AND owner_kind = ? AND owner_id = ? AND type = ? AND name = ? "
+                "ORDER BY updated DESC, id DESC",
                 [kind, owner, type_name, name],
             ).fetchall()
         ]
         keeper, others = ids[0], ids[1:]
         taken = _taken_names(
             store,
-            "SELECT name FROM nodes WHERE deleted_at IS NULL AND owner_kind = ? "
-            "AND owner_id = ? AND type = ?",
+            "SELECT name FROM nodes WHERE deleted_at IS NULL AND archived_at IS NULL "
+            "AND owner_kind = ? AND owner_id = ? AND type = ?",
             [kind, owner, type_name],
         )
         where = f"{kind}/{owner} {type_name} {name or '(singleton)'}"

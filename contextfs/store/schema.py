@@ -11,7 +11,7 @@ from typing import Any, Protocol, overload
 
 import xxhash
 
-SCHEMA_VERSION = 10
+SCHEMA_VERSION = 11
 
 # An attachment's bytes are stored in chunks of this size (v3): a commit rewrites only
 # the chunks it changed, so an fsync of a 4 KiB write into a 32 MiB file stores 64 KiB.
@@ -52,8 +52,9 @@ CREATE TABLE IF NOT EXISTS owners (
 );
 
 -- Memory nodes. Invariants (checked by fsck):
---  * at most one live row (deleted_at IS NULL) per (owner_kind, owner_id, type, name);
---    (v10) a constraint too: the unique index nodes_live_path (LIVE_NAME_INDEXES);
+--  * at most one live row (deleted_at IS NULL AND archived_at IS NULL) per (owner_kind,
+--    owner_id, type, name); (v10) a constraint too: the unique index nodes_live_path
+--    (LIVE_NAME_INDEXES); (v11) an archived node holds no name, as a deleted one;
 --  * version = max(versions.version) for the node, or 0 when it has no L2 yet;
 --  * content_hash = xxh64 hex of l2 (utf-8);
 --  * name = '' exactly when the type is a singleton;
@@ -485,7 +486,8 @@ def _text_sizes(con: Connection) -> None:
 # that alters nodes or attachments drops these first (`drop_live_name_indexes`).
 LIVE_NAME_INDEXES = {
     "nodes_live_path": "CREATE UNIQUE INDEX IF NOT EXISTS nodes_live_path ON nodes "
-    "(owner_kind, owner_id, type, name, (CASE WHEN deleted_at IS NULL THEN 0 ELSE id END))",
+    "(owner_kind, owner_id, type, name, "
+    "(CASE WHEN deleted_at IS NULL AND archived_at IS NULL THEN 0 ELSE id END))",
     "attachments_live_name": "CREATE UNIQUE INDEX IF NOT EXISTS attachments_live_name ON "
     "attachments (node_id, coalesce(parent_id, 0), name, "
     "(CASE WHEN deleted_at IS NULL THEN 0 ELSE id END))",
@@ -494,7 +496,7 @@ LIVE_NAME_INDEXES = {
 # what each index forbids, for a store whose rows already break it (then not created:
 # fsck reports the duplicates and the missing constraint; `fsck --repair` mends both)
 _LIVE_DUPLICATES = {
-    "nodes_live_path": "SELECT 1 FROM nodes WHERE deleted_at IS NULL "
+    "nodes_live_path": "SELECT 1 FROM nodes WHERE deleted_at IS NULL AND archived_at IS NULL "
     "GROUP BY owner_kind, owner_id, type, name HAVING count(*) > 1 LIMIT 1",
     "attachments_live_name": "SELECT 1 FROM attachments WHERE deleted_at IS NULL "
     "GROUP BY node_id, coalesce(parent_id, 0), name HAVING count(*) > 1 LIMIT 1",
@@ -518,6 +520,14 @@ def drop_live_name_indexes(con: Connection) -> None:
         con.execute(f"DROP INDEX IF EXISTS {name}")
 
 
+def _archived_hold_no_name(con: Connection) -> None:
+    """nodes_live_path again, without the archived rows: an archived node held its name
+    in the store while the mount showed it free, so a new memory of that name failed
+    its commit (and the transaction around it)."""
+    con.execute("DROP INDEX IF EXISTS nodes_live_path")
+    create_live_name_indexes(con)
+
+
 # v7: a live node by its path without a scan, on both engines (memory.heads reads the
 # nodes a mount uses on demand instead of every node at open)
 _NODES_OWNER_TYPE_NAME = (
@@ -538,6 +548,8 @@ MIGRATIONS: dict[int, str | Callable[[Connection], object]] = {
     8: "ALTER TABLE inbox_items ADD COLUMN IF NOT EXISTS progress TEXT DEFAULT ''",
     # v10: one live name per path and per folder, as constraints (LIVE_NAME_INDEXES)
     9: create_live_name_indexes,
+    # v11: an archived node holds no name (as a deleted one): a new node may take it
+    10: _archived_hold_no_name,
 }
 
 

@@ -3,6 +3,8 @@ archiving visibly and reversibly."""
 
 from __future__ import annotations
 
+import errno
+import json
 import random
 import subprocess
 import sys
@@ -157,3 +159,44 @@ def test_a_second_run_compares_only_what_changed_since_the_first(memory):
     report = consolidate(memory)
     assert report.merged == 1 and not memory.is_live(n)
     assert "merged:user/default/patterns/late" in memory.nodes[target.id].sources
+
+
+async def test_an_archived_node_leaves_its_name_free_and_the_mount_writable(fs, memory):
+    """An archived node held its name in the store while the mount showed it free: a new
+    memory of that name (a drop, mkdir, an inbox transcript's candidate) failed its commit,
+    and the inbox's transaction around it then failed as store damage, read-only at every
+    mount. Now the archived node keeps its place in .archive and the name is taken anew."""
+    from contextfs.conversations.inbox import Intake, IntakeService
+    from contextfs.store.fsck import check_store
+
+    await fs.write(f"{P}/hot-drink.md", b"Prefers tea over coffee.\n")
+    await fs.write(f"{P}/editor.md", b"Uses vim.\n")
+    for n in list(memory.walk(types=("preference",))):
+        memory.nodes[n.id].updated -= 2000 * DAY
+    report = consolidate(memory)
+    assert report.archived == 2
+    fs.ops.tree.nodes.refresh(report.touched)
+    assert await fs.listdir(P) == []
+    # an inbox transcript routes a preference to the archived name
+    intake = Intake(memory)
+    line = {"role": "user", "content": "I prefer green tea over coffee these days."}
+    item = intake.submit(("user", "default"), "b.jsonl", (json.dumps(line) + "\n").encode())
+    assert await IntakeService(intake).step() is True
+    assert "state: done" in item.report, item.report
+    assert memory.failsafe is None
+    new = memory.live_node(("user", "default"), memory.types["preference"], "hot-drink")
+    assert new is not None
+    fs.ops.tree.nodes.refresh([new])
+    assert "green tea" in await fs.text(f"{P}/hot-drink/L2.md")
+    # a drop and an explicit node take the other archived name
+    await fs.mkdir(f"{P}/editor")
+    await fs.write(f"{P}/editor/L2.md", b"Uses helix now.\n")
+    assert await fs.listdir(P) == ["editor", "hot-drink"]
+    assert await fs.listdir("user/default/.archive/preferences") == ["editor", "hot-drink"]
+    assert "tea over coffee" in await fs.text("user/default/.archive/preferences/hot-drink/L2.md")
+    # moving an archived node back onto a name in use is refused; beside it, it comes back
+    err = await fs.errno_of(fs.rename("user/default/.archive/preferences/editor", f"{P}/editor"))
+    assert err in (errno.EEXIST, errno.ENOTEMPTY)
+    await fs.rename("user/default/.archive/preferences/editor", f"{P}/old-editor")
+    assert "Uses vim." in await fs.text(f"{P}/old-editor/L2.md")
+    assert check_store(memory.store) == []

@@ -172,6 +172,40 @@ def test_a_version_7_store_gets_the_sizes_of_its_texts(tmp_path, types):
         store.close()
 
 
+def test_a_version_10_store_lets_a_live_node_take_an_archived_ones_name(tmp_path, types):
+    """v11: an archived node holds no name (as a deleted one); a v10 store's index, which
+    counted it as live, is made again at open."""
+    from contextfs.memory.service import Memory
+
+    db = tmp_path / "v10" / "contextfs.duckdb"
+    db.parent.mkdir()
+    memory = Memory(Store(db), types, data_dir=db.parent)
+    memory.create_owner("user", "default")
+    old = memory.create_node(("user", "default"), types["preference"], "tea")
+    memory.save_l2(old, "Green tea.\n")
+    memory.archive_node(old)
+    memory.store.close()
+    con = duckdb.connect(str(db))  # the v10 index
+    con.execute("DROP INDEX nodes_live_path")
+    con.execute(
+        "CREATE UNIQUE INDEX nodes_live_path ON nodes (owner_kind, owner_id, type, name, "
+        "(CASE WHEN deleted_at IS NULL THEN 0 ELSE id END))"
+    )
+    con.execute("UPDATE store_meta SET value = '10' WHERE key = 'schema_version'")
+    con.close()
+    memory = Memory(Store(db), types, data_dir=db.parent)
+    try:
+        new = memory.create_node(("user", "default"), types["preference"], "tea")
+        memory.save_l2(new, "Black tea.\n")
+        rows = memory.store.con.execute(
+            "SELECT l2, archived_at IS NULL FROM nodes WHERE name = 'tea' ORDER BY id"
+        ).fetchall()
+        assert rows == [("Green tea.\n", False), ("Black tea.\n", True)]
+        assert check_store(memory.store) == []
+    finally:
+        memory.store.close()
+
+
 def test_a_version_8_store_gets_the_progress_column_of_its_inbox_items(tmp_path, types):
     """v9 keeps how far an export's processing got (inbox_items.progress); a v8 store's
     items get the column, empty, and keep their state and report."""
@@ -267,7 +301,7 @@ async def test_a_version_2_store_with_attachments_opens_with_the_same_bytes(tmp_
     assert (
         store.con.execute("SELECT value FROM store_meta WHERE key = 'schema_version'").fetchone()[0]
         == str(SCHEMA_VERSION)
-        == "10"
+        == "11"
     )
     # v7: the live node at a path has its index (memory.heads asks for it by path)
     assert (

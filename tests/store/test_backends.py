@@ -4,6 +4,7 @@ FS handlers (no kernel), and reopens the store as a remount would."""
 
 from __future__ import annotations
 
+import contextlib
 import os
 
 import pytest
@@ -178,6 +179,19 @@ async def test_a_second_live_name_is_refused_and_repair_mends_old_duplicates(
     tea2 = next(x for x in m.nodes.values() if x.name == "tea2")
     with pytest.raises(Exists), m.transaction():
         m.store.con.execute("UPDATE nodes SET name = 'tea' WHERE id = ?", [tea2.id])
+    assert check_store(m.store) == []
+    # refused inside a nested use whose caller takes the refusal and goes on (the inbox
+    # routes candidate after candidate in one transaction): the store has aborted all of
+    # it, so all of it rolls back with the refusal, and nothing is taken for damage
+    for then_more in (False, True):
+        with pytest.raises(Exists), m.transaction():
+            m.save_l2(tea1, "Green tea, hot.\n")
+            with contextlib.suppress(Exists), m.transaction():
+                m.store.con.execute("UPDATE nodes SET name = 'tea' WHERE id = ?", [tea2.id])
+            if then_more:
+                m.save_l2(tea2, "Black tea, strong.\n")
+        assert m.failsafe is None
+        assert (tea1.l2, tea2.l2) == ("Green tea.\n", "Black tea.\n")
     assert check_store(m.store) == []
 
     # what an older version could leave behind: the duplicates, without the indexes
