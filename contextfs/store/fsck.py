@@ -17,7 +17,7 @@ import xxhash
 
 from contextfs.store.backend import StoreBackend
 from contextfs.store.dialect import POSTGRES
-from contextfs.store.schema import CHUNK_SIZE, LIVE_NAME_INDEXES, SCHEMA_VERSION
+from contextfs.store.schema import ATTACH_OP, CHUNK_SIZE, LIVE_NAME_INDEXES, SCHEMA_VERSION
 
 log = logging.getLogger(__name__)
 
@@ -571,13 +571,16 @@ def content_hashes_since(store: StoreBackend, since: int) -> list[str]:
 
 def outbox_covers_nodes_since(store: StoreBackend, since: int) -> list[str]:
     """`outbox_covers_nodes` for the nodes changed since: their newest outbox row is one
-    of those after `since` (a node's outbox versions only grow)."""
+    of those after `since` (a node's outbox versions only grow). A row that says only
+    that the node's files changed (PostgreSQL's `attach`, version 0) names no version:
+    a node whose files alone changed since is not asked."""
     return [
         f"node {i}: version {v} has no outbox row (newest is {o})"
         for i, v, o in store.con.execute(
-            """
+            f"""
             SELECT n.id, n.version, max(o.version) FROM nodes n
-            JOIN outbox o ON o.node_id = n.id AND o.seq > ? GROUP BY n.id, n.version
+            JOIN outbox o ON o.node_id = n.id AND o.seq > ? AND o.op <> '{ATTACH_OP}'
+            GROUP BY n.id, n.version
             HAVING max(o.version) < n.version""",
             [since],
         ).fetchall()

@@ -45,7 +45,7 @@ from contextfs.errors import StoreDamaged, StoreUnavailable, VersionConflict
 from contextfs.model import MACHINE_REASONS, Access, Attachment, Node
 from contextfs.store.db import _NODE_COLS, Store, _node_from_row
 from contextfs.store.dialect import POSTGRES, render
-from contextfs.store.schema import FileBytes, create_tables, migrate
+from contextfs.store.schema import ATTACH_OP, FileBytes, create_tables, migrate
 
 log = logging.getLogger(__name__)
 
@@ -56,7 +56,6 @@ OUTBOX_LOCK = 0x636F6E74  # 'cont': the one advisory lock that orders outbox seq
 # ends, so a mount that dies (kill -9, a lost host) leaves its work to the others at once.
 CLAIMS = {"inbox": 0x696E6278, "lead": 0x6C656164}  # 'inbx', 'lead'
 ACCESS_OP = "access"  # an outbox row of node 0: the access rows changed (`set_access`)
-ATTACH_OP = "attach"  # an outbox row of a node whose attachments changed (version 0)
 _CONNECT_TIMEOUT = 2  # seconds; a server that does not answer by then is down
 # How a transaction with outbox rows ends (`PgStore._commit`): one message, so the outbox
 # lock is taken and let go of within the server's run of it, never held across a round

@@ -178,6 +178,10 @@ CREATE TABLE IF NOT EXISTS outbox (
 );
 """
 
+# outbox.op of a row that says only that a node's attachments changed (version 0): written
+# by PostgreSQL, whose other mounts read the outbox to catch up
+ATTACH_OP = "attach"
+
 SCHEMA_V2 = """
 
 -- (v4) Who may do what: the POSIX owner, group and permission bits of an owner directory

@@ -255,3 +255,28 @@ def test_blob_bytes_are_rehashed_by_fsck_and_their_sizes_checked_at_every_mount(
     assert m.failsafe and m.mount_check is not None
     assert f"blobs_present: blob {h} holds 0 bytes" in m.mount_check.problems
     m.store.close()
+
+
+async def test_a_node_whose_files_alone_changed_passes_the_mounts_check(location, tmp_path):
+    """A file saved beside a node's tiers, and nothing else since the last check: on
+    PostgreSQL its outbox rows say only that the files changed (version 0), and the
+    check took them for the node's newest version, missing: every mount after it was
+    read-only while `contextfs fsck` found nothing."""
+    from contextfs.fs.build import build_tree
+    from contextfs.fs.ops import Operations
+    from tests.fs.conftest import FS
+
+    cfg = _config(location, tmp_path)
+    m = _mount(cfg)
+    _write(m, "x", "hello\n")
+    close_memory(m, cfg)
+    for name in ("notes.txt", "more.txt"):
+        m = _mount(cfg)
+        assert m.failsafe is None, m.failsafe
+        fs = FS(Operations(build_tree(m, status=lambda: "status\n")))
+        await fs.write(f"user/default/preferences/x/{name}", b"note\n")
+        close_memory(m, cfg)
+    m = _mount(cfg)
+    assert m.failsafe is None, m.failsafe
+    assert "0 problem" in _said(m) or "passed" in _said(m), _said(m)
+    m.store.close()
