@@ -221,8 +221,9 @@ class AttachmentStore:
             a.parent_id, b.parent_id = b.parent_id, a.parent_id
             a.name, b.name = b.name, a.name
             # one row at a time, and never two live rows of one name (the store's unique
-            # index): a first takes a name no file can have (a NUL), then its own
-            name, a.name = a.name, f"\0{a.id}"
+            # index): a first takes a name no file can have (a slash; PostgreSQL's text
+            # takes no NUL), then its own
+            name, a.name = a.name, f"/{a.id}"
             self.store.update_attachment(a)
             self.store.update_attachment(b)
             a.name = name

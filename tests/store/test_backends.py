@@ -250,6 +250,31 @@ async def test_repair_removes_a_deleted_link_left_naming_a_file_of_another_node(
     again.store.close()
 
 
+async def test_unlinking_the_first_name_of_a_hard_linked_file_on_either_store(
+    opener, types, tmp_path
+):
+    """The holder's row takes the name that stays, through a temporary name no file can
+    have: it held a NUL, which PostgreSQL's text refuses (`rm` of the first name, and `rm
+    -r` of a node holding a hard link, were EINVAL there)."""
+    m = _memory(opener, types, tmp_path)
+    fs = _fs(m)
+    node = "user/default/preferences/links"
+    await fs.mkdir(node)
+    await fs.write(f"{node}/L2.md", b"Links.\n")
+    await fs.write(f"{node}/f", b"the file\n")
+    for other in (b"g", b"h"):
+        await fs.ops.link(await fs.ino(f"{node}/f"), await fs.ino(node), other, fs.ctx)
+    await fs.unlink(f"{node}/f")
+    assert {"g", "h"} <= set(await fs.listdir(node)) and not await fs.exists(f"{node}/f")
+    await fs.rename(f"{node}/g", f"{node}/g2")
+    assert await fs.read(f"{node}/g2") == b"the file\n" == await fs.read(f"{node}/h")
+    assert m.failsafe is None and check_store(m.store) == []
+    m.store.close()
+    again = _memory(opener, types, tmp_path)
+    assert await _fs(again).read(f"{node}/h") == b"the file\n"
+    again.store.close()
+
+
 def test_a_rolled_back_write_leaves_store_and_memory_as_they_were(opener, types, tmp_path):
     m = _memory(opener, types, tmp_path)
     n = m.create_node(("user", "default"), types["preference"], "tea")
