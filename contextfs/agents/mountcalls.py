@@ -53,12 +53,18 @@ class MountCallError(Exception):
 
 def inside(root: Path, rel: str) -> Path:
     """`rel` under `root` (an absolute path inside `root` is accepted too). A path that
-    leaves the mount (`..`) is refused before anything is opened."""
+    leaves the mount is refused before anything is opened: by `..`, or through a symbolic
+    link kept in the memory (`notes/etc -> /etc`, `../../../../tmp`), which the tools
+    would otherwise follow to read, list and write the host's files."""
     base = os.path.normpath(root)
     rel = rel.strip()
     joined = os.path.normpath(rel if rel.startswith(base + os.sep) else os.path.join(base, rel))
     if joined != base and not joined.startswith(base + os.sep):
         raise MountCallError(f"EINVAL: {rel!r} is outside the mount {base}")
+    real_base = os.path.realpath(base)
+    real = os.path.realpath(joined)  # the links of the parts that exist, followed
+    if real != real_base and not real.startswith(real_base + os.sep):
+        raise MountCallError(f"EINVAL: {rel!r} leads outside the mount {base} through a link")
     return Path(joined)
 
 

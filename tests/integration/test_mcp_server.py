@@ -8,6 +8,7 @@ import json
 import os
 import subprocess
 import time
+from pathlib import Path
 
 import pytest
 import trio
@@ -164,6 +165,19 @@ async def test_refusals_are_tool_errors_with_errno_and_status_reason(mnt):
         assert r.is_error and "EACCES" in r.text and "cannot create here" in r.text
         r = await s.call("read", path="../../etc/passwd")
         assert r.is_error and "EINVAL" in r.text and "outside the mount" in r.text
+        # a symbolic link kept in a node leads out of the mount: never followed
+        node = mnt.path / "user/default/preferences/links"
+        node.mkdir()
+        (node / "L2.md").write_text("Links.\n")
+        (node / "esc").symlink_to("/etc")
+        for call, args in (
+            ("read", {"path": "user/default/preferences/links/esc/hostname"}),
+            ("list", {"path": "user/default/preferences/links/esc"}),
+            ("remember", {"text": "x", "path": "user/default/preferences/links/esc/cfs.txt"}),
+        ):
+            r = await s.call(call, **args)
+            assert r.is_error and "leads outside the mount" in r.text, (call, r.text)
+        assert not Path("/etc/cfs.txt").exists()
         r = await s.call("read", path="user/nobody/profile")
         assert r.is_error and "ENOENT" in r.text
         r = await s.call("end_session", session="never-started")

@@ -64,6 +64,17 @@ def test_paths_stay_inside_the_mount(tmp_path):
     for bad in ("../etc", "user/../../etc", "/etc/passwd"):
         with pytest.raises(MountCallError, match="^EINVAL: .* is outside the mount"):
             inside(tmp_path, bad)
+    # a link kept in the memory leads out: refused, whether it is absolute or relative,
+    # and for a file not made yet below it; a link inside the mount is followed
+    root = tmp_path / "mnt"
+    (root / "notes").mkdir(parents=True)
+    (root / "notes" / "etc").symlink_to("/etc")
+    (root / "notes" / "up").symlink_to("../..")
+    (root / "notes" / "here").symlink_to(".")
+    for bad in ("notes/etc/hostname", "notes/up", "notes/up/new.txt", "notes/etc"):
+        with pytest.raises(MountCallError, match="^EINVAL: .* leads outside the mount"):
+            inside(root, bad)
+    assert inside(root, "notes/here/x.md") == root / "notes/here/x.md"
 
 
 def test_a_question_is_one_path_segment(tmp_path):
