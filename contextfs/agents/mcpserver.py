@@ -73,7 +73,9 @@ class MountClient:
             raise self.refused(exc, p, "create") from None
         try:
             try:
-                os.write(fd, text.encode())
+                data = memoryview(text.encode())
+                while data:  # a write may take part of it (a big one: 128 KiB at a time)
+                    data = data[os.write(fd, data) :]
             finally:
                 # The close is the commit: a refused drop or tier answers here.
                 os.close(fd)

@@ -178,6 +178,12 @@ async def test_refusals_are_tool_errors_with_errno_and_status_reason(mnt):
             r = await s.call(call, **args)
             assert r.is_error and "leads outside the mount" in r.text, (call, r.text)
         assert not Path("/etc/cfs.txt").exists()
+        # more than a tier holds: the write is refused (it took 4 MiB and said "remembered")
+        r = await s.call(
+            "remember", text="lorem ipsum dolor. " * 250_000, path="user/default/preferences/h.md"
+        )
+        assert r.is_error and "EFBIG" in r.text, r.text
+        assert not (mnt.path / "user/default/preferences/h").exists()
         r = await s.call("read", path="user/nobody/profile")
         assert r.is_error and "ENOENT" in r.text
         r = await s.call("end_session", session="never-started")
