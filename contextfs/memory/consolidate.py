@@ -7,7 +7,9 @@
 - Near-duplicate nodes of one type and owner are merged by the type's write strategy
   (`strategies.STRATEGIES`, the same entry routing uses: merge: fields by op; aggregate:
   items folded) into the older one; the newer one goes to the trash with a provenance
-  note, so it can be restored. Modes whose strategy says so (append) are never merged.
+  note, so it can be restored. Modes whose strategy says so (append) are never merged;
+  in a `merge` type, whose key says what a node is about, only nodes whose names can
+  name one thing (`same_subject`) are.
 - Nodes whose importance falls below the type's `min_importance` move to the owner's
   `.archive/` (not searched; `mv` back into the type directory restores them).
 
@@ -34,6 +36,7 @@ from __future__ import annotations
 
 import logging
 import math
+import re
 from array import array
 from collections import Counter, defaultdict
 from collections.abc import Callable, Iterable, Iterator
@@ -218,11 +221,40 @@ def _plan_group(
             if j in gone:
                 continue
             out.pairs += 1
-            if not near_duplicate(keys[i], keys[j]):
+            if not _may_merge(memory, keep, nodes[j]) or not near_duplicate(keys[i], keys[j]):
                 continue
             merges.append((keep.id, nodes[j].id))
             gone.add(j)
     return merges
+
+
+_WORDS = re.compile(r"[^\W_]+")
+
+
+def _stem(word: str) -> str:
+    for end in ("ing", "es", "s"):
+        if word.endswith(end) and len(word) - len(end) >= 3:
+            return word[: -len(end)]
+    return word
+
+
+def _may_merge(memory: Memory, a: Node, b: Node) -> bool:
+    """In a `merge` type a node's key is what it is about (one node per person, per
+    topic): two keys are two memories however alike their bodies read, unless the names
+    can name one thing. An `aggregate` type gathers items by likeness whatever the key."""
+    ctype = memory.types.get(a.type)
+    return ctype is None or ctype.mode != "merge" or same_subject(a.name, b.name)
+
+
+def same_subject(a: str, b: str) -> bool:
+    """Whether two node names can name one thing: the same words but for a plural or an
+    -ing (`tests`, `testing`) or a separator (`proj-x`, `projx`), or one's words among the
+    other's (`tea`, `green-tea`). Two nodes whose bodies read alike under names that say
+    otherwise are two things: `maria` and `joao` ("… of the owner, lives in Lisbon"),
+    `reply-length` and `reply-language`, `tabs` and `spaces`."""
+    words_a, words_b = _WORDS.findall(a.lower()), _WORDS.findall(b.lower())
+    wa, wb = {_stem(w) for w in words_a}, {_stem(w) for w in words_b}
+    return wa <= wb or wb <= wa or "".join(words_a) == "".join(words_b)
 
 
 def _candidates(
@@ -299,7 +331,9 @@ def apply(memory: Memory, plan: Plan, report: Report) -> Iterator[None]:
         keep, other = memory.nodes.get(keep_id), memory.nodes.get(other_id)
         if keep is None or other is None or not memory.is_live(keep) or not memory.is_live(other):
             continue
-        if not near_duplicate(comparable(_body(keep.l2)), comparable(_body(other.l2))):
+        if not _may_merge(memory, keep, other) or not near_duplicate(
+            comparable(_body(keep.l2)), comparable(_body(other.l2))
+        ):
             continue  # changed since the plan
         ctype = memory.types[keep.type]
         try:

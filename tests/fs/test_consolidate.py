@@ -200,3 +200,23 @@ async def test_an_archived_node_leaves_its_name_free_and_the_mount_writable(fs, 
     await fs.rename("user/default/.archive/preferences/editor", f"{P}/old-editor")
     assert "Uses vim." in await fs.text(f"{P}/old-editor/L2.md")
     assert check_store(memory.store) == []
+
+
+async def test_nodes_whose_names_say_two_things_are_not_merged(fs, memory):
+    """Bodies alike under names that say otherwise are two memories: a sister and a
+    brother, two settings of one prefix, two friends. Only a name that can name the same
+    thing (a plural, an -ing, a separator, a word more) lets two near-duplicates merge."""
+    e = "user/default/entities"
+    await fs.write(f"{e}/maria.md", b"Sister of the owner, lives in Lisbon.\n")
+    await fs.write(f"{e}/joao.md", b"Brother of the owner, lives in Lisbon.\n")
+    await fs.write(f"{e}/alice.md", b"A friend from university.\n")
+    await fs.write(f"{e}/bob.md", b"A friend from university.\n")
+    await fs.write(f"{P}/reply-length.md", b"Replies short and in English.\n")
+    await fs.write(f"{P}/reply-language.md", b"Replies short and in French.\n")
+    await fs.write(f"{P}/proj-x.md", b"The storage rewrite project started in March.\n")
+    await fs.write(f"{P}/projx.md", b"The storage rewrite project started in March!\n")
+    report = consolidate(memory)
+    assert report.merged == 1, report.details
+    fs.ops.tree.nodes.refresh(report.touched)
+    assert await fs.listdir(e) == ["alice", "bob", "joao", "maria"]
+    assert await fs.listdir(P) == ["proj-x", "reply-language", "reply-length"]
