@@ -916,7 +916,12 @@ def build_parser() -> argparse.ArgumentParser:
 
     c = sub.add_parser("consolidate", help="decay, merge and archive now (not while mounted)")
     c.add_argument("data_dir", type=Path, help="the data dir (not mounted)")
-    c.add_argument("--now", default=None, help="pretend it is this date (ISO), for a preview")
+    c.add_argument(
+        "--now",
+        default=None,
+        help="run as if it were this date (ISO): what would decay below its type's minimum "
+        "by then is archived, for real (mv it back from .archive)",
+    )
     c.add_argument("--store", default=None, help="a postgresql:// URL (default: config.yaml's)")
     c.set_defaults(func=cmd_consolidate)
     _transfer_parsers(sub)

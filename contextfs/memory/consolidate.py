@@ -34,6 +34,7 @@ two in a row (offline: `contextfs consolidate`, and the tests).
 
 from __future__ import annotations
 
+import datetime as dt
 import logging
 import math
 import re
@@ -384,14 +385,15 @@ def apply(memory: Memory, plan: Plan, report: Report) -> Iterator[None]:
                 yield
     for group in plan.skipped:
         report.details.append(f"not compared {group}: too many pairs")
+    # recorded when it ran, so the newest run is the last one `.status` shows; a run as
+    # of another day (`contextfs consolidate --now`) says which
+    ran = memory.clock()
+    summary = report.summary() + ("\n" + "\n".join(report.details) if report.details else "")
+    if abs(ran - now) > 60:
+        as_of = dt.datetime.fromtimestamp(now, dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+        summary = f"as of {as_of}: {summary}"
     with memory.transaction():
-        memory.record_consolidation(
-            now,
-            report.decayed,
-            report.merged,
-            report.archived,
-            report.summary() + ("\n" + "\n".join(report.details) if report.details else ""),
-        )
+        memory.record_consolidation(ran, report.decayed, report.merged, report.archived, summary)
         memory.store.set_meta(COMPARED_UPTO, str(plan.upto))
     log.info(
         "consolidation: %s (%d group(s) compared, %d pair(s) checked)",

@@ -82,7 +82,28 @@ def test_contextfs_consolidate_command(tmp_path, memory, types):
     )
     assert r.returncode == 0, r.stderr
     assert "archived user/default/preferences/ancient" in r.stdout
-    assert "1 archived" in r.stdout  # the fixture then runs fsck on the store
+    assert "1 archived" in r.stdout
+    # the run is recorded when it ran, as of the day asked: a later real run is the last
+    r = subprocess.run(
+        [sys.executable, "-m", "contextfs", "consolidate", str(tmp_path)],
+        capture_output=True,
+        text=True,
+    )
+    assert r.returncode == 0, r.stderr
+    from contextfs.store import Store
+
+    store = Store(tmp_path / "contextfs.duckdb")
+    try:
+        last = store.last_consolidation()
+        assert last is not None and last[-1] == 2 and not last[4].startswith("as of")
+        first = store.con.execute("SELECT min(ts), max(ts) FROM consolidation_runs").fetchone()
+        assert first[1] - first[0] < 3600  # both ran now, not one in 2040
+        said = [
+            r[0] for r in store.con.execute("SELECT summary FROM consolidation_runs").fetchall()
+        ]
+        assert any(x.startswith("as of 2040-01-01T00:00:00Z: ") for x in said), said
+    finally:
+        store.close()  # the fixture then runs fsck on the store
 
 
 def _group(memory, rng: random.Random, count: int) -> None:
