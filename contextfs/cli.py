@@ -684,7 +684,12 @@ def cmd_import(args: argparse.Namespace) -> int:
             progress=show,
         )
     elif dest.exists() and (
-        not dest.is_dir() or (not load_config(dest).db_path.exists() and any(dest.iterdir()))
+        not dest.is_dir()
+        or (
+            not load_config(dest).db_path.exists()
+            # a new data dir may be set up first: its config and its own types
+            and any(p.name not in ("config.yaml", "schemas") for p in dest.iterdir())
+        )
     ):
         raise UsageError(
             f"{dest} is neither inside a live ContextFS mount nor a data dir "

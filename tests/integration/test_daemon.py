@@ -121,6 +121,40 @@ def test_user_type_appears_on_next_mount_without_code_change(tmp_path):
         m.stop()
 
 
+def test_an_export_of_a_user_type_imports_into_a_new_data_dir_set_up_with_it(tmp_path):
+    """A new data dir holding only its config and its own types is a data dir to import
+    into (it was refused as "neither a mount nor a data dir", and without the schema every
+    node of that type is refused)."""
+    data = tmp_path / "data"
+    (data / "schemas").mkdir(parents=True)
+    (data / "schemas/recipe.yaml").write_text(RECIPE)
+    mnt = tmp_path / "mnt"
+    mnt.mkdir()
+    m = Mount(mnt, data)
+    m.start()
+    try:
+        (mnt / "user/default/recipes/ratatouille.md").write_text("Slow-cooked vegetables.\n")
+    finally:
+        m.stop()
+    out = tmp_path / "out"
+    r = run("export", str(data), str(out))
+    assert r.returncode == 0, r.stderr
+    new = tmp_path / "new"
+    (new / "schemas").mkdir(parents=True)
+    (new / "schemas/recipe.yaml").write_text(RECIPE)
+    (new / "config.yaml").write_text("search: false\n")
+    r = run("import", str(out), str(new))
+    assert r.returncode == 0, r.stdout + r.stderr
+    r = run("export", str(new), str(tmp_path / "again"))
+    assert r.returncode == 0, r.stderr
+    again = (tmp_path / "again/user/default/recipes/ratatouille.md").read_text()
+    assert "Slow-cooked vegetables." in again
+    (tmp_path / "other").mkdir()
+    (tmp_path / "other/notes.txt").write_text("mine\n")
+    r = run("import", str(out), str(tmp_path / "other"))  # a folder of something else
+    assert r.returncode != 0 and "neither inside a live ContextFS mount" in r.stderr
+
+
 def test_broken_schema_stops_the_mount_with_file_and_line(tmp_path):
     data = tmp_path / "data"
     (data / "schemas").mkdir(parents=True)
