@@ -18,7 +18,7 @@ from dataclasses import dataclass
 import yaml
 from rapidfuzz.distance import Indel
 
-from contextfs.ctxtypes import ContextType, FieldSpec
+from contextfs.ctxtypes import ContextType, FieldSpec, slugify
 from contextfs.errors import InvalidInput
 
 _Loader: type = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
@@ -335,6 +335,8 @@ def _merge_value(spec: FieldSpec | None, name: str, old: object, new: object) ->
     if op == "immutable":
         if _is_empty(old) or old == new:
             return old if not _is_empty(old) else new
+        if isinstance(old, str) and isinstance(new, str) and slugify(old) == slugify(new) != "":
+            return old  # `Editor`, `test runner` for `editor`, `test-runner`: the same key
         raise InvalidInput(
             f"field '{name}' is immutable: it is {_preview(old)}, refusing {_preview(new)}"
         )

@@ -47,6 +47,18 @@ async def test_merge_ops_append_patch_and_immutable(fs, memory):
     code = await fs.errno_of(fs.write(f"{e}/ada.md", b"---\nname: Grace\n---\nx\n"))
     assert code == 0  # key 'Grace' routes to a different node, not a conflict
     assert sorted(await fs.listdir(e)) == ["ada", "grace"]
+    # the key written another way routes to the node it names and is no conflict
+    p = f"{U}/preferences"
+    await fs.write(f"{p}/editor.md", b"Uses neovim.\n")
+    await fs.write(f"{p}/note.md", b"---\ntopic: Editor\n---\nWith a dark theme.\n")
+    await fs.write(f"{p}/Editor.md", b"Relative line numbers.\n")
+    await fs.write(f"{p}/a.md", b"---\ntopic: test runner\n---\nUses pytest.\n")
+    await fs.write(f"{p}/test-runner.md", b"With xdist.\n")
+    assert sorted(await fs.listdir(p)) == ["editor", "test-runner"]
+    l2 = await fs.text(f"{p}/editor/L2.md")  # a preference's body is replaced
+    assert l2 == "---\ntopic: editor\n---\nRelative line numbers.\n"
+    assert "topic: test runner\n---\nWith xdist." in await fs.text(f"{p}/test-runner/L2.md")
+    assert not memory.refusals
 
 
 async def test_sum_op_counts(fs):

@@ -244,6 +244,15 @@ def test_merge_immutable() -> None:
         merge_documents(pref, old, Document({"topic": "shell"}, ""))
     assert "topic" in err.value.reason
     assert "'editor'" in err.value.reason and "'shell'" in err.value.reason
+    # the same key written another way (what routing found the node by) keeps the old
+    for same in ("Editor", " editor ", "EDITOR"):
+        assert merge_documents(pref, old, Document({"topic": same}, "")).fields == old.fields
+    runner = Document({"topic": "test-runner"}, "")
+    assert merge_documents(pref, runner, Document({"topic": "test runner"}, "")).fields == {
+        "topic": "test-runner"
+    }
+    with pytest.raises(InvalidInput):  # no letters of a slug: compared as written
+        merge_documents(pref, Document({"topic": "日本語"}, ""), Document({"topic": "中文"}, ""))
 
 
 def test_merge_immutable_compares_coerced_dates() -> None:
