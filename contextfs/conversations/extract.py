@@ -429,6 +429,8 @@ class RuleExtractor:
                 found.append((name, rel))
         found = [(n, r) for n, r in found if r not in possessors]
         for name, rel in found:
+            # "my wife Sara's birthday": the wife is Sara, not "Sara's"
+            name = re.sub(r"['’]s$", "", name)
             if name.split()[0] in _NOT_NAMES:
                 continue
             # "my manager Priya Patel" keeps both words; "my dog Rex Today" would not.

@@ -188,6 +188,10 @@ def test_entities_from_relations_both_ways():
                    "Rex": ("animal", "dog")}  # fmt: skip
     emma = next(c for c in cands if c.type == "entity" and c.fields["name"] == "Emma")
     assert "Emma is the owner's sister." in emma.body and "Porto" in emma.body
+    # a possessive after the name is not part of it
+    cands = extract(user("Remember that my wife Sara's birthday is on 14 May."))
+    got = {f["name"]: f["attributes"]["relation"] for f in of(cands, "entity")}
+    assert got == {"Sara": "wife"}
 
 
 @pytest.mark.parametrize(
