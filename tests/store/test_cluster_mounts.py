@@ -279,6 +279,25 @@ def test_a_rename_and_a_delete_on_one_mount_are_seen_on_another(tmp_path, pg_dsn
     _, took = _until(lambda: not (b.path / PREFS / "coffee").exists(), 5)
     assert took < 1.0, took
     assert os.listdir(b.path / PREFS) == ["green-tea"]
+    # moved to another type, and to another owner: gone from where B showed it
+    ents = "user/default/entities"
+    os.rename(a.path / PREFS / "green-tea", a.path / ents / "green-tea")
+    _until(lambda: (b.path / ents / "green-tea" / "L2.md").exists(), 5)
+    _until(lambda: os.listdir(b.path / PREFS) == [], 5)
+    (a.path / "user/alice").mkdir()
+    _until(lambda: (b.path / "user/alice/entities").is_dir(), 5)
+    os.listdir(b.path / "user/alice/entities")
+    os.rename(a.path / ents / "green-tea", a.path / "user/alice/entities/green-tea")
+    _until(lambda: (b.path / "user/alice/entities/green-tea/L2.md").exists(), 5)
+    _until(lambda: "green-tea" not in os.listdir(b.path / ents), 5)
+    # deleted on A, restored on B: the trash entry on A goes
+    subprocess.run(["rm", "-r", str(a.path / "user/alice/entities/green-tea")], check=True)
+    trash = "user/alice/.trash/entities"
+    _until(lambda: (b.path / trash / "green-tea").is_dir(), 5)
+    _until(lambda: (a.path / trash / "green-tea").is_dir(), 5)
+    os.rename(b.path / trash / "green-tea", b.path / "user/alice/entities/green-tea")
+    _until(lambda: (a.path / "user/alice/entities/green-tea/L2.md").exists(), 5)
+    _until(lambda: os.listdir(a.path / trash) == [], 5)
     _stop_and_check([a, b], pg_dsn)
 
 

@@ -716,7 +716,7 @@ class Nodes(RoleBase):
         shared store another mount may have made it, and this mount's first sight of it is
         then its own write into it, or a catch-up that finds it held by the node cache."""
         if created or self._unshown(n):
-            self._moved_away(n)
+            self._moved_away(n, anywhere=not created)
             d = self.place(n)  # ENOENT answers are not cached: nothing to invalidate
             if d is not None:
                 d.att_rescan = True  # it may come with attachments (an inbox's media)
@@ -760,12 +760,23 @@ class Nodes(RoleBase):
         if parent is not None:
             self.table.invalidations.append(Invalidation(parent.ino, name=d.name))
 
-    def _moved_away(self, n: Node) -> None:
+    def _moved_away(self, n: Node, *, anywhere: bool = False) -> None:
         """n, placed under its name now, may be shown under the name it had (renamed on
-        another mount): that directory goes."""
+        another mount): that directory goes. `anywhere`: a node this tree held before may
+        have moved to another owner or type, or out of the trash: every directory that
+        shows it elsewhere goes (a walk of the inodes; a node just made skips it)."""
         td = self._node_type_dir(n)
         if td is not None and td.children is not None:
             for d in [d for d in td.children.values() if d.node is n and d.name != n.name]:
+                self._forget(d)
+        if anywhere and td is not None and self.memory.is_live(n):
+            stale = [
+                d
+                for d in self.table.inodes.values()
+                if d.role == Role.NODE and d.node is n and d.parent is not None
+                and (d.parent is not td or d.trashed)
+            ]  # fmt: skip
+            for d in stale:
                 self._forget(d)
 
     def _unshown(self, n: Node) -> bool:
