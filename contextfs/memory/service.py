@@ -560,10 +560,15 @@ class Memory:
             with self.transaction():
                 self.transactions.keep(n)
                 n.version += 1
-                n.l0, n.l1, n.l2 = l0, l1, text
-                n.l0_pinned = n.l1_pinned = False
+                # a machine's L2 keeps what a person wrote in L0/L1 (pinned), which has no
+                # version of its own to come back from; a person's L2 derives them again
+                machine = reason.startswith(MACHINE_REASONS)
+                n.l0_pinned, n.l1_pinned = machine and n.l0_pinned, machine and n.l1_pinned
+                n.l0 = n.l0 if n.l0_pinned else l0
+                n.l1 = n.l1 if n.l1_pinned else l1
+                n.l2 = text
                 n.content_hash, n.updated = h, now
-                if not reason.startswith(MACHINE_REASONS):
+                if not machine:
                     n.person_wrote = True
                 self.transactions.store_node(n, reason)
                 n.history.append((n.version, now, len(text.encode("utf-8"))))

@@ -32,6 +32,14 @@ async def test_extraction_keeps_a_hand_written_preference_and_says_so(
     report = await fs.text(".inbox/chat.jsonl.report.md")
     assert f"changed {U}/preferences/editor (kept your text; added" in report, report
 
+    # a hand-written L0 stays over a machine's change of L2 (it has no version to
+    # come back from); the person's own next L2 derives it again
+    await fs.write(f"{U}/preferences/editor/L0.md", b"Editor: my notes on vim\n")
+    await fs.write(".inbox/more.jsonl", line.replace("every day", "at work").encode())
+    assert await m.service.step() is True
+    assert await fs.text(f"{U}/preferences/editor/L0.md") == "Editor: my notes on vim\n"
+    assert await fs.text(f"{U}/preferences/editor/L2.md") != l2
+    l2 = await fs.text(f"{U}/preferences/editor/L2.md")
     # the same fact again changes nothing: the section is not added twice
     await fs.write(".inbox/again.jsonl", line.encode())
     assert await m.service.step() is True
@@ -39,6 +47,7 @@ async def test_extraction_keeps_a_hand_written_preference_and_says_so(
     # a person's own later write replaces as any write of theirs does
     await fs.write(f"{U}/preferences/editor/L2.md", b"helix now\n")
     assert await fs.text(f"{U}/preferences/editor/L2.md") == "helix now\n"
+    assert await fs.text(f"{U}/preferences/editor/L0.md") == "helix now\n"
 
 
 async def test_extraction_still_replaces_what_a_machine_wrote(
