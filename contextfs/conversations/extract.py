@@ -85,21 +85,9 @@ class Extractor(Protocol):
         turns: Sequence[Turn],
         types: Mapping[str, ContextType],
         *,
-        owner_kind: str = "user",
         today: str | None = None,
         notes: list[str] | None = None,
     ) -> list[Candidate]: ...
-
-
-def allowed_types(types: Mapping[str, ContextType], owner_kind: str) -> dict[str, ContextType]:
-    """Types an extraction for this owner may produce.
-
-    A user owner gets user-scope types and agent-scope ones (the caller routes the latter
-    to the agent owner); an agent owner gets agent-scope types only.
-    """
-    if owner_kind == "agent":
-        return {n: t for n, t in types.items() if t.scope == "agent"}
-    return dict(types)
 
 
 def validate_candidate(
@@ -228,30 +216,28 @@ class RuleExtractor:
         turns: Sequence[Turn],
         types: Mapping[str, ContextType],
         *,
-        owner_kind: str = "user",
         today: str | None = None,
         notes: list[str] | None = None,  # nothing to say: the rules read every turn at once
     ) -> list[Candidate]:
         col = _Collector(
-            allowed_types(types, owner_kind),
+            dict(types),
             speakers={t.ref: t.name for t in turns if t.role == "user" and t.name},
         )
-        if owner_kind != "agent":
-            for turn in turns:
-                if turn.role != "user":
+        for turn in turns:
+            if turn.role != "user":
+                continue
+            FOREGROUND.step_aside()  # a worker thread: a request in flight goes first
+            ref_day = _reference_day(today, turn.timestamp)
+            for sentence in _sentences(turn.content):
+                bare = _assertion(sentence)
+                if bare is None:
                     continue
-                FOREGROUND.step_aside()  # a worker thread: a request in flight goes first
-                ref_day = _reference_day(today, turn.timestamp)
-                for sentence in _sentences(turn.content):
-                    bare = _assertion(sentence)
-                    if bare is None:
-                        continue
-                    self._preferences(col, turn, sentence, bare)
-                    self._profile(col, turn, sentence, bare)
-                    self._entities(col, turn, sentence, bare)
-                    self._third_person(col, turn, sentence, bare)
-                    self._event(col, turn, sentence, bare, ref_day)
-                self._someone(col, turn)
+                self._preferences(col, turn, sentence, bare)
+                self._profile(col, turn, sentence, bare)
+                self._entities(col, turn, sentence, bare)
+                self._third_person(col, turn, sentence, bare)
+                self._event(col, turn, sentence, bare, ref_day)
+            self._someone(col, turn)
         self._decisions(col, turns)
         self._case(col, turns)
         self._tools(col, turns)

@@ -599,7 +599,6 @@ class Intake:
         self,
         text: str,
         filename: str,
-        owner_kind: str,
         today: str,
         owner: tuple[str, str] | None = None,
     ) -> tuple[Transcript, list[Candidate], str]:
@@ -607,7 +606,7 @@ class Intake:
         speakers say about themselves land on their entity, not on the owner."""
         transcript = parse_transcript(text, filename)
         candidates, how, _notes = self.extract_turns(
-            transcript.turns, owner_kind, today, self.owner_names(owner)
+            transcript.turns, today, self.owner_names(owner)
         )
         return transcript, candidates, how
 
@@ -620,7 +619,6 @@ class Intake:
     def extract_turns(
         self,
         turns: Sequence[Turn],
-        owner_kind: str,
         today: str,
         names: tuple[str | None, str | None] = (None, None),
     ) -> tuple[list[Candidate], str, list[str]]:
@@ -631,15 +629,13 @@ class Intake:
         types = {k: t for k, t in self.memory.types.items() if k != "session"}
         notes: list[str] = []
         try:
-            candidates = self.extractor.extract(
-                turns, types, owner_kind=owner_kind, today=today, notes=notes
-            )
+            candidates = self.extractor.extract(turns, types, today=today, notes=notes)
             how = type(self.extractor).__name__
         except ContextFSError as exc:  # the LLM endpoint failed: rules instead
             log.warning(
                 "extraction by %s failed (%s); using rules", type(self.extractor).__name__, exc
             )
-            candidates = self.rules.extract(turns, types, owner_kind=owner_kind, today=today)
+            candidates = self.rules.extract(turns, types, today=today)
             how = f"rules (the LLM failed: {exc})"
         owner = owner_speaker(turns, *names)
         candidates = attribute_speakers(candidates, turns, owner)
@@ -685,7 +681,7 @@ class Intake:
         title = conversation_title(item, parsed, index)
         when = conv.started if conv.started is not None else item.created
         today = dt.datetime.fromtimestamp(when, dt.UTC).date().isoformat()
-        candidates, how, said = self.extract_turns(conv.turns, item.owner[0], today, names)
+        candidates, how, said = self.extract_turns(conv.turns, today, names)
         documents = self.session_documents(
             turn_media.annotate(conv.turns, notes),
             title,
@@ -1585,7 +1581,6 @@ class IntakeService(Service):
                     for t in new
                 ),
                 "session.jsonl",
-                s.owner[0],
                 today,
                 s.owner,
             )

@@ -22,7 +22,6 @@ from typing import Any
 from contextfs.conversations.extract import (
     Candidate,
     Extractor,
-    allowed_types,
     short_text,
     validate_candidate,
 )
@@ -367,12 +366,11 @@ class LLMExtractor:
         turns: Sequence[Turn],
         types: Mapping[str, ContextType],
         *,
-        owner_kind: str = "user",
         today: str | None = None,
         notes: list[str] | None = None,
     ) -> list[Candidate]:
         self.last_dropped = []
-        allowed = allowed_types(types, owner_kind)
+        allowed = dict(types)
         if not turns or not allowed:
             return []
         system = _SYSTEM_PROMPT.replace("{today}", f" (today is {today})" if today else "")
@@ -399,7 +397,7 @@ class LLMExtractor:
             if in_a_row >= _GIVE_UP_AFTER:
                 said.append(f"{where}: not sent after {in_a_row} failed requests in a row; "
                             "rules used for these turns")  # fmt: skip
-                found += self._rules(chunk, types, owner_kind, today)
+                found += self._rules(chunk, types, today)
                 ruled += 1
                 continue
             head = "Conversation:" if len(chunks) == 1 else (
@@ -418,7 +416,7 @@ class LLMExtractor:
                     raise
                 log.info("LLM extraction of %s failed: %s; rules used", where, exc)
                 said.append(f"{where}: the LLM failed ({exc}); rules used for these turns")
-                found += self._rules(chunk, types, owner_kind, today)
+                found += self._rules(chunk, types, today)
                 ruled += 1
                 continue
             in_a_row = 0
@@ -431,7 +429,7 @@ class LLMExtractor:
                 if self.rules is not None:
                     said.append(f"{where}: the LLM's answer was {why}; rules used for "
                                 "these turns")  # fmt: skip
-                    found += self._rules(chunk, types, owner_kind, today)
+                    found += self._rules(chunk, types, today)
                     ruled += 1
                 continue
             answered += 1
@@ -465,10 +463,10 @@ class LLMExtractor:
         )
 
     def _rules(
-        self, chunk: Chunk, types: Mapping[str, ContextType], owner_kind: str, today: str | None
+        self, chunk: Chunk, types: Mapping[str, ContextType], today: str | None
     ) -> list[Candidate]:
         assert self.rules is not None
-        return self.rules.extract(list(chunk.turns), types, owner_kind=owner_kind, today=today)
+        return self.rules.extract(list(chunk.turns), types, today=today)
 
     @staticmethod
     def _candidate(

@@ -186,3 +186,28 @@ async def test_a_conversation_handed_in_again_is_archived_once(tmp_path: Path, t
     assert "extraction: RuleExtractor" in third.report, third.report
     assert len(list(memory.walk(types=("session",)))) == 4
     store.close()
+
+
+async def test_an_agents_transcript_gives_its_user_their_memories(tmp_path: Path, types):
+    """An agent hands its conversation with its user to its own inbox: what the user said
+    of themselves is the user's (the default user's preference, profile, entity), what
+    the agent learnt is the agent's; it was all dropped but the agent's."""
+    store = Store(tmp_path / "c.duckdb")
+    memory = Memory(store, types, data_dir=tmp_path)
+    memory.create_owner(*OWNER)
+    memory.create_owner("agent", "helper")
+    intake = Intake(memory)
+    lines = [
+        {"role": "user", "content": "I prefer vim. My sister Emma lives in Porto.", "id": "a"},
+        {"role": "assistant", "content": "Noted.", "id": "b"},
+        {"role": "tool", "name": "bash", "input": {"cmd": "ls"}, "output": "ok", "id": "c"},
+    ]
+    data = "".join(json.dumps(x) + "\n" for x in lines).encode()
+    item = intake.submit(("agent", "helper"), "chat.jsonl", data)
+    assert await IntakeService(intake).step() is True
+    assert "state: done" in item.report, item.report
+    paths = {memory.node_path(n) for n in memory.walk()}
+    assert {"user/default/preferences/editor", "user/default/entities/emma"} <= paths, paths
+    assert "agent/helper/tools/bash" in paths, paths
+    assert "created user/default/preferences/editor" in item.report
+    store.close()

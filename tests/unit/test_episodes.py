@@ -161,7 +161,7 @@ def test_facts_land_on_their_speaker(memory):
     ]
     text = "\n".join(json.dumps({**x, "timestamp": "2023-03-14T18:05:00"}) for x in lines)
     intake = Intake(memory)
-    _t, cands, _how = intake.analyse(text, "s1.jsonl", "user", "2026-12-01", ("user", "default"))
+    _t, cands, _how = intake.analyse(text, "s1.jsonl", "2026-12-01", ("user", "default"))
     got = [(c.type, c.fields) for c in cands]
     assert not any(t in ("profile", "preference") for t, _f in got), got
     people: dict[str, dict] = {}
@@ -172,7 +172,7 @@ def test_facts_land_on_their_speaker(memory):
     assert people["Efua"] == {"location": "Leeds", "talks with": "Theo"}, people
     assert {"role": "teacher", "trail running": "loves"}.items() <= people["Theo"].items()
     memory.create_owner("user", "efua")
-    _t, cands, _how = intake.analyse(text, "s1.jsonl", "user", "2026-12-01", ("user", "efua"))
+    _t, cands, _how = intake.analyse(text, "s1.jsonl", "2026-12-01", ("user", "efua"))
     got = [(c.type, c.fields) for c in cands]
     assert ("profile", {"location": "Leeds"}) in got
     assert not any(t == "profile" and "role" in f for t, f in got), got

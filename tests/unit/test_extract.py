@@ -26,8 +26,8 @@ def user(text: str, i: int = 1, ts: str | None = "2026-05-08T10:00:00Z") -> Turn
     return Turn(line=i, role="user", content=text, timestamp=ts)
 
 
-def extract(*turns: Turn, today: str | None = None, owner_kind: str = "user") -> list[Candidate]:
-    cands = RuleExtractor().extract(list(turns), TYPES, owner_kind=owner_kind, today=today)
+def extract(*turns: Turn, today: str | None = None) -> list[Candidate]:
+    cands = RuleExtractor().extract(list(turns), TYPES, today=today)
     for c in cands:  # every candidate is valid for the real built-in type, keys included
         ctype = TYPES[c.type]
         assert ctype.coerce_fields(c.fields) == c.fields
@@ -326,12 +326,13 @@ def test_no_skill_when_the_user_complains_or_a_single_call():
     assert of(extract(*single), "skill") == []
 
 
-def test_only_types_given_and_owner_scope_are_emitted():
+def test_only_types_given_are_emitted():
+    """Whoever's inbox the turns came to, every type given is found (the caller routes a
+    user-scope memory from an agent's conversation to the default user)."""
     turns = [user("I prefer vim. My sister Emma is great."), _tool(2, "bash", "x", "ok")]
     only = {"preference": TYPES["preference"]}
     assert {c.type for c in RuleExtractor().extract(turns, only)} == {"preference"}
-    agent = extract(*turns, owner_kind="agent")
-    assert {c.type for c in agent} == {"tool"}
+    assert {c.type for c in extract(*turns)} == {"preference", "entity", "tool"}
 
 
 # --- scoring ------------------------------------------------------------------------------
@@ -442,14 +443,6 @@ def test_llm_extractor_keeps_valid_items_and_drops_invalid_ones(endpoint: FakeOp
     assert "- topic (string, required)" in system
     assert "today is 2026-05-08" in system
     assert "[m1] user @ 2026-05-08T10:00:00Z: I use vim every day." in prompt
-
-
-def test_llm_extractor_for_an_agent_owner_offers_agent_types_only(endpoint: FakeOpenAI):
-    ex = LLMExtractor(base_url=_url(endpoint), model="m", api_key_env="CONTEXTFS_TEST_KEY")
-    cands = ex.extract(TURNS, TYPES, owner_kind="agent")
-    assert [c.type for c in cands] == ["tool"]
-    system = endpoint.bodies[0]["messages"][0]["content"]
-    assert "## preference" not in system and "## skill" in system
 
 
 @pytest.mark.parametrize("answer", ["", "sorry, I cannot do that", '{"memories": 3}', "[1, 2]"])
