@@ -403,23 +403,16 @@ def _record_fsck(cfg: Config, run: CheckRun) -> str:
 
 def cmd_search(args: argparse.Namespace) -> int:
     """Search through the mount: reading .query/<question>/ is the search."""
-    import urllib.parse
+    from contextfs.agents.mountcalls import query_dir
 
     mnt = Path(args.mountpoint)
     if not _answers(mnt):
         raise UsageError(f"{mnt} is not a live ContextFS mount")
-    opts = []
-    if args.k is not None:
-        opts.append(f"k={args.k}")
-    if args.budget is not None:
-        opts.append(f"budget={args.budget}")
-    if args.type:
-        opts.append(f"type={args.type}")
     scope = mnt / args.scope if args.scope else mnt
-    qdir = scope / ".query"
-    if opts:
-        qdir = qdir / ("@" + ",".join(opts))
-    qdir = qdir / urllib.parse.quote(args.question, safe=" ?!,;:'\"()[]{}@&=+$#*")
+    try:
+        qdir = query_dir(scope, args.question, k=args.k, budget=args.budget, type=args.type)
+    except ValueError as exc:
+        raise UsageError(str(exc)) from None
     try:
         if args.context:
             sys.stdout.write((qdir / "_context.md").read_text())

@@ -33,13 +33,16 @@ def query_dir(
     type: str | None = None,
 ) -> Path:
     """`base/.query/[@k=…,budget=…,type=…/]<question>`: in the question `%` is `%25`, `/` is
-    `%2F` and a leading `@` is `%40` (docs/reference.md, query directories). Nothing else
-    is escaped, so the name stays readable. An empty question is a ValueError."""
+    `%2F`, a leading `@` is `%40`, and a question that is `.` or `..` is `%2E`, `%2E%2E`
+    (docs/reference.md, query directories). Nothing else is escaped, so the name stays
+    readable. An empty question is a ValueError."""
+    if not question.strip():
+        raise ValueError("a search needs a question")
     segment = question.replace("%", "%25").replace("/", "%2F")
     if segment.startswith("@"):
         segment = "%40" + segment[1:]
-    if not question.strip() or segment in (".", ".."):
-        raise ValueError("a search needs a question")
+    if segment in (".", ".."):
+        segment = segment.replace(".", "%2E")
     opts = [f"{n}={v}" for n, v in (("k", k), ("budget", budget), ("type", type)) if v is not None]
     qdir = base / ".query"
     if opts:

@@ -214,6 +214,14 @@ def test_search_command_prints_hits(corpus):
     )
     assert r.returncode == 0, r.stderr
     assert r.stdout.splitlines()[0].split()[-2] == "user/alice/entities/car"
+    # a question that starts with @, or is a dot, is a question, not options or a folder
+    for question in ("@alice what vehicle does she drive", ".", "50% of a/b"):
+        r = subprocess.run(
+            [sys.executable, "-m", "contextfs", "search", str(corpus.path), question],
+            capture_output=True,
+            text=True,
+        )
+        assert r.returncode == 0, (question, r.stdout + r.stderr)
 
 
 def test_deleted_nodes_leave_the_results(corpus):

@@ -82,6 +82,8 @@ def test_a_question_is_one_path_segment(tmp_path):
     assert query_dir(tmp_path, "@home", budget=500, type="entity") == (
         tmp_path / ".query/@budget=500,type=entity/%40home"
     )
-    for bad in ("", " ", ".", ".."):
+    assert query_dir(tmp_path, ".") == tmp_path / ".query/%2E"  # not the directory itself
+    assert query_dir(tmp_path, "..") == tmp_path / ".query/%2E%2E"
+    for bad in ("", " "):
         with pytest.raises(ValueError):
             query_dir(tmp_path, bad)
