@@ -109,6 +109,14 @@ def open_memory(cfg: Config, types: dict[str, ContextType]) -> Memory:
             )
     memory.mount_check = run
     log.info("fsck at mount: %s", run.describe())
+    for (_owner, type_name), (count, _live) in store.node_counts_by_dir().items():
+        if type_name not in types:
+            memory.untyped[type_name] = memory.untyped.get(type_name, 0) + count
+    if memory.untyped:
+        log.warning(
+            "stored nodes of types no schema loads are not shown: %s",
+            ", ".join(f"{t} ({n})" for t, n in sorted(memory.untyped.items())),
+        )
     owner = ("user", cfg.default_owner)
     if not memory.failsafe and not memory.disk_full:
         try:
@@ -330,6 +338,13 @@ def render_status(
             for t in sorted(memory.types.values(), key=lambda t: t.name)
         ),
     ]
+    if memory.untyped:
+        lines.append(
+            "types not loaded: "
+            + ", ".join(f"{t} ({n} node(s))" for t, n in sorted(memory.untyped.items()))
+            + ": their nodes are kept but not shown; put the type's YAML back in "
+            "DATA_DIR/schemas/ (or `contextfs export DATA_DIR OUT` unmounted)"
+        )
     if dir_cache:
         lines.append(f"directory listings: {dir_cache}")
     if unsettled is not None:

@@ -164,6 +164,8 @@ def status_facts(
             {"name": t.name, "scope": t.scope, "directory": t.type_dir, "mode": t.mode}
             for t in sorted(memory.types.values(), key=lambda t: t.name)
         ],
+        # stored nodes of types no schema loads: kept, not shown
+        "types_not_loaded": dict(sorted(memory.untyped.items())),
         "directory_listings": dir_cache or None,
         "invalidations_pending": unsettled() if unsettled is not None else None,
         "index": _index(indexer, memory.generation),

@@ -131,6 +131,9 @@ class Memory:
         self.rewritten_versions: dict[int, set[int]] = {}
         # what the mount's fsck checked (app.open_memory), for .status
         self.mount_check: CheckRun | None = None
+        # type name: stored nodes of a type no schema loads (removed, or a broken link):
+        # not shown, and said so in .status (app.open_memory)
+        self.untyped: dict[str, int] = {}
         # a shared store (memory.remote): nodes loaded from other mounts' commits, for the
         # tree; and the saves that lost to another mount's, kept in .history (.status)
         self.reloaded: list[tuple[Node, bool]] = []

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import subprocess
@@ -136,6 +137,17 @@ def test_an_export_of_a_user_type_imports_into_a_new_data_dir_set_up_with_it(tmp
         (mnt / "user/default/recipes/ratatouille.md").write_text("Slow-cooked vegetables.\n")
     finally:
         m.stop()
+    # its schema gone, the mount says where its nodes went
+    (data / "schemas/recipe.yaml").rename(tmp_path / "recipe.yaml")
+    m.expect_log.append("stored nodes of types no schema loads are not shown: recipe (1)")
+    m.start()
+    try:
+        assert "types not loaded: recipe (1 node(s)): their nodes are kept" in m.status()
+        facts = json.loads((mnt / ".status.json").read_text())
+        assert facts["types_not_loaded"] == {"recipe": 1}
+    finally:
+        m.stop()
+    (tmp_path / "recipe.yaml").rename(data / "schemas/recipe.yaml")
     out = tmp_path / "out"
     r = run("export", str(data), str(out))
     assert r.returncode == 0, r.stderr
