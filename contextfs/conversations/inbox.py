@@ -771,11 +771,18 @@ class Intake:
         source = f"inbox:{item.filename}"
         already = list(ready.already) or self.archived_as(item.owner, ready.key)
 
-        def attempt(archive: bool, why: str | None) -> None:
+        routed: tuple[list[str], list[str]] | None = None  # memories routed one by one
+
+        def attempt(archive: bool, why: str | None, alone: bool) -> None:
+            nonlocal routed
+            changed: list[str] = []
+            refused: list[str] = []
+            if alone and routed is None and not already:  # each in a transaction of its own
+                routed = self.route_candidates(item.owner, ready.candidates, source)
+            if routed is not None:
+                changed, refused = routed
             with self._filing():
                 nodes = None
-                changed: list[str] = []
-                refused: list[str] = []
                 if archive and not already:
                     try:
                         nodes = self.archive(
@@ -791,7 +798,7 @@ class Intake:
                         raise
                     except ContextFSError as exc:
                         raise _ArchiveRefused(exc.reason) from exc
-                if not already:
+                if not already and not alone:
                     changed, refused = self.route_candidates(item.owner, ready.candidates, source)
                 state, progress, report = write(nodes, why, changed, refused, already)
                 self.memory.set_inbox_state(
@@ -799,10 +806,22 @@ class Intake:
                 )
             item.state, item.report, item.progress = state, report, progress
 
-        try:
-            attempt(True, None)
-        except _ArchiveRefused as exc:
-            attempt(False, exc.reason)
+        archive, why, alone = True, None, False
+        while True:
+            try:
+                attempt(archive, why, alone)
+                return
+            except _ArchiveRefused as exc:
+                archive, why = False, exc.reason
+            except (Exists, InvalidInput) as exc:
+                if alone:
+                    raise
+                # the store refused one memory, and with it the whole filing (a store
+                # transaction cannot go on past a refused statement): filed again with
+                # each memory alone, the refused one is reported and the rest kept; a
+                # crash in between routes them again at the retry
+                log.warning("%s: filed again memory by memory (%s)", item.filename, exc.reason)
+                alone = True
 
     def finish_item(
         self, item: InboxItem, parsed: Parsed, ready: Prepared, media_lines: Sequence[str] = ()
@@ -1200,9 +1219,22 @@ class Intake:
             return
         l1 = summarize(self.memory.types.get("session"), render_turns(turns))[1].strip()
         summary = (s.summary + "\n" + l1).strip() if s.summary else l1
-        with self._filing():
-            self._archive_part(s, turns, l1)
-            self._put(s, transcript="", processed=0, summary=summary)
+        saved = (s.transcript, s.processed, s.summary)
+        try:
+            with self._filing():
+                self._archive_part(s, turns, self._unarchived(s, l1))
+                self._put(s, transcript="", processed=0, summary=summary)
+        except BaseException:  # rolled back: the session as the store still has it
+            s.transcript, s.processed, s.summary = saved
+            raise
+
+    def _unarchived(self, s: Session, summary: str) -> str:
+        """A part's summary: its own turns', after the summary of turns a compaction made
+        before compactions archived them (a session compacted by an older version), which
+        is all there is of those."""
+        if s.summary and not self.archived_as(s.owner, self._session_key(s)):
+            return (s.summary + "\n" + summary).strip()
+        return summary
 
     def _session_key(self, s: Session) -> str:
         """The key the parts of this live session's archive share (`archived_as`): the
@@ -1245,7 +1277,7 @@ class Intake:
         node = None
         if turns:  # each part is summarised by its own turns
             l1 = summarize(self.memory.types.get("session"), render_turns(turns))[1]
-            node = self._archive_part(s, turns, l1.strip())[-1]
+            node = self._archive_part(s, turns, self._unarchived(s, l1.strip()))[-1]
         elif s.summary and not self.archived_as(s.owner, self._session_key(s)):
             # compacted before compaction archived its turns: the summary is all there is
             node = self._archive_part(s, (), s.summary)[0]

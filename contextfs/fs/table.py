@@ -39,6 +39,11 @@ class InodeTable:
         # tier and version bytes, by inode: the hot ones only (a million nodes read once
         # would otherwise all stay here)
         self.file_cache: LRU[int, bytes] = LRU(FILE_CACHE_ENTRIES)
+        # node id -> the directories made for that node (Role.NODE), by inode number: where
+        # a node moved by another mount was shown (`Nodes._moved_away`); a user checks
+        # `d.node` (a directory may have been given another node since)
+        self.node_dirs: dict[int, dict[int, Inode]] = {}
+        self._dir_node: dict[int, int] = {}  # inode number -> the node id it is under there
 
     @property
     def root(self) -> Inode:
@@ -70,6 +75,9 @@ class InodeTable:
         if stat.S_ISDIR(mode) and inode.children is None:
             inode.children = {}
         self.inodes[ino] = inode
+        if role == Role.NODE and inode.node is not None:
+            self.node_dirs.setdefault(inode.node.id, {})[ino] = inode
+            self._dir_node[ino] = inode.node.id
         if parent is not None:
             self.link_inode(parent, inode)
         return inode
@@ -119,7 +127,20 @@ class InodeTable:
     def maybe_free(self, inode: Inode) -> None:
         """Free an inode with no name, no lookup and no open handle."""
         if inode.parent is None and inode.lookups <= 0 and inode.opened <= 0 and inode.ino != 1:
-            self.inodes.pop(inode.ino, None)
+            self.drop(inode)
+
+    def drop(self, inode: Inode) -> None:
+        """Let go of an inode the kernel holds no more (freed, or shed with a cold
+        directory's listing): its number, its cached bytes, its place in `node_dirs`."""
+        self.inodes.pop(inode.ino, None)
+        self.file_cache.pop(inode.ino, None)
+        nid = self._dir_node.pop(inode.ino, None)
+        if nid is not None:
+            dirs = self.node_dirs.get(nid)
+            if dirs is not None:
+                dirs.pop(inode.ino, None)
+                if not dirs:
+                    del self.node_dirs[nid]
 
     def ref(self, inode: Inode, n: int = 1) -> None:
         inode.lookups += n

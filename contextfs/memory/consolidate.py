@@ -233,10 +233,14 @@ _WORDS = re.compile(r"[^\W_]+")
 
 
 def _stem(word: str) -> str:
-    for end in ("ing", "es", "s"):
-        if word.endswith(end) and len(word) - len(end) >= 3:
-            return word[: -len(end)]
-    return word
+    """`spaces`, `space` -> `spac`; `classes` -> `class`; `coding`, `code` -> `cod`."""
+    if word.endswith("ing") and len(word) > 5:
+        word = word[:-3]
+    elif word.endswith(("sses", "xes", "zes", "ches", "shes")):
+        word = word[:-2]
+    elif word.endswith("s") and not word.endswith("ss") and len(word) > 3:
+        word = word[:-1]
+    return word.rstrip("e") or word
 
 
 def _may_merge(memory: Memory, a: Node, b: Node) -> bool:
@@ -389,7 +393,7 @@ def apply(memory: Memory, plan: Plan, report: Report) -> Iterator[None]:
     # of another day (`contextfs consolidate --now`) says which
     ran = memory.clock()
     summary = report.summary() + ("\n" + "\n".join(report.details) if report.details else "")
-    if abs(ran - now) > 60:
+    if abs(ran - now) > 86400:  # not a long run: a run as of another day
         as_of = dt.datetime.fromtimestamp(now, dt.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
         summary = f"as of {as_of}: {summary}"
     with memory.transaction():

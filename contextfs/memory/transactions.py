@@ -75,7 +75,8 @@ class Journal:
     gone_atts: dict[int, Attachment] = field(default_factory=dict)  # purged: back on undo
     stored: dict[int, None] = field(default_factory=dict)  # ids of the nodes stored, in order
     other: list[Change] = field(default_factory=list)  # inbox items, sessions
-    # a store statement refused inside a nested use (a second live name, a bad value):
+    # a store statement refused inside a nested use (a second live name, a bad value, a
+    # full disk, a server gone):
     # the store has aborted the whole transaction, so it rolls back whatever its caller
     # makes of the refusal, and no statement runs in it meanwhile
     refused: ContextFSError | None = None
@@ -208,8 +209,8 @@ class Transactions:
             if tx is not None and tx.refused is not None:
                 raise tx.refused from None  # a statement after the refusal: aborted too
             refused = self._refusal(exc)
-            if tx is not None and isinstance(refused, (Exists, InvalidInput)):
-                tx.refused = refused
+            if tx is not None and not isinstance(refused, StoreDamaged):
+                tx.refused = refused  # a full disk, a server gone: aborted all the same
             raise refused from exc
 
     def _refusal(self, exc: BaseException) -> ContextFSError:

@@ -238,3 +238,38 @@ def hits(root: Path, question: str) -> list[str]:
     """The paths `_results.json` ranks for a question asked at the mount's root."""
     text = (root / ".query" / question / "_results.json").read_text()
     return [h["path"] for h in json.loads(text)["hits"]]
+
+
+def test_a_compact_refused_for_a_full_disk_loses_no_turn(tmp_path: Path):
+    """`compact` archives the turns so far and empties the live transcript in one
+    transaction; refused (ENOSPC), the session stays as stored: the transcript still
+    shows its turns, and ending it later archives every one of them."""
+    disk = mount_tmpfs(tmp_path / "disk", "160m")
+    (tmp_path / "mnt").mkdir()
+    (disk / "data").mkdir()
+    (disk / "data/config.yaml").write_text("search: false\nstore_checkpoint_mb: 16\n")
+    m = Mount(tmp_path / "mnt", disk / "data")
+    try:
+        m.start()
+        s = m.path / ".sessions/s1"
+        s.mkdir()
+        turns = [{"role": "user", "content": f"Note {i}: the kiln runs on Tuesdays.", "id": f"t{i}"}
+                 for i in range(3)]  # fmt: skip
+        with open(s / "transcript.jsonl", "a") as f:
+            f.write("".join(json.dumps(t) + "\n" for t in turns))
+        filler = fill_disk(disk)
+        assert _write(s / "control", b"compact\n") == errno.ENOSPC
+        assert (s / "transcript.jsonl").read_text().count("kiln") == 3
+        filler.unlink()
+        os.rmdir(s)
+        archived = [p for p in (m.path / "user/default/sessions").iterdir() if "-s1" in p.name]
+        text = "".join((p / "L2.md").read_text() for p in archived)
+        assert [f"id t{i}\n" in text for i in range(3)] == [True] * 3, text
+        m.stop()
+        assert m.fsck() == []
+    finally:
+        if m.proc is not None:
+            m.stop()
+        if m.log.exists():
+            shutil.copy(m.log, tmp_path / "contextfs.log")
+        unmount_tmpfs(disk)

@@ -351,3 +351,38 @@ def test_consolidation_reweighs_and_counts_reads_in_bulk_on_either_store(opener,
     assert plan(again).groups == 0  # nothing changed since the run compared the group
     assert check_store(again.store) == []
     again.store.close()
+
+
+@pytest.mark.allow_warnings
+async def test_an_inbox_item_with_a_memory_the_store_refuses_keeps_the_others(
+    pg_dsn, types, tmp_path
+):
+    """PostgreSQL's text takes no NUL: a turn holding one gives a memory (and an archive)
+    the store refuses. That refusal aborted the item's whole filing, retried every 30 s,
+    the item pending for ever and every item behind it stuck; now the item is filed again
+    memory by memory: the refused one is in its report, the others are kept."""
+    import json
+
+    from contextfs.conversations.inbox import Intake, IntakeService
+    from contextfs.store.backend import open_store
+
+    m = _memory(lambda: open_store(pg_dsn), types, tmp_path)
+    intake = Intake(m)
+    lines = [
+        {"role": "user", "content": "I prefer vim.", "id": "a"},
+        {"role": "user", "content": "My favourite tea is gen\u0000maicha.", "id": "b"},
+    ]
+    data = "".join(json.dumps(x) + "\n" for x in lines).encode()
+    item = intake.submit(("user", "default"), "chat.jsonl", data)
+    after = intake.submit(
+        ("user", "default"), "next.jsonl", b'{"role":"user","content":"I prefer zsh."}\n'
+    )
+    service = IntakeService(intake)
+    while await service.step():
+        pass
+    assert item.state == "done" and after.state == "done", (item.report, after.report)
+    assert "not archived" in item.report and "NUL" in item.report, item.report
+    paths = {m.node_path(n) for n in m.walk()}
+    assert {"user/default/preferences/editor", "user/default/preferences/shell"} <= paths, paths
+    assert m.failsafe is None and check_store(m.store) == []
+    m.store.close()

@@ -424,8 +424,7 @@ class Nodes(RoleBase):
                 return False
         t = self.table
         for c in inodes:
-            t.inodes.pop(c.ino, None)
-            t.file_cache.pop(c.ino, None)
+            t.drop(c)
             c.parent = None
         td.children = {}
         td.ndirs = 0
@@ -764,7 +763,7 @@ class Nodes(RoleBase):
         """n, placed under its name now, may be shown under the name it had (renamed on
         another mount): that directory goes. `anywhere`: a node this tree held before may
         have moved to another owner or type, or out of the trash: every directory that
-        shows it elsewhere goes (a walk of the inodes; a node just made skips it)."""
+        shows it elsewhere goes (`InodeTable.node_dirs`; a node just made skips it)."""
         td = self._node_type_dir(n)
         if td is not None and td.children is not None:
             for d in [d for d in td.children.values() if d.node is n and d.name != n.name]:
@@ -772,7 +771,7 @@ class Nodes(RoleBase):
         if anywhere and td is not None and self.memory.is_live(n):
             stale = [
                 d
-                for d in self.table.inodes.values()
+                for d in self.table.node_dirs.get(n.id, {}).values()
                 if d.role == Role.NODE and d.node is n and d.parent is not None
                 and (d.parent is not td or d.trashed)
             ]  # fmt: skip
