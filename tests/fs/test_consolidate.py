@@ -241,3 +241,14 @@ async def test_nodes_whose_names_say_two_things_are_not_merged(fs, memory):
     fs.ops.tree.nodes.refresh(report.touched)
     assert await fs.listdir(e) == ["alice", "bob", "joao", "maria"]
     assert await fs.listdir(P) == ["proj-x", "reply-language", "reply-length"]
+
+
+def test_names_that_name_one_thing():
+    from contextfs.memory.consolidate import same_subject
+
+    same = [("tests", "testing"), ("space", "spaces"), ("class", "classes"), ("code", "coding"),
+            ("code-style", "code-styles"), ("proj-x", "projx"), ("tea", "green-tea")]  # fmt: skip
+    other = [("maria", "joao"), ("reply-length", "reply-language"), ("tabs", "spaces"),
+             ("alice", "bob")]  # fmt: skip
+    assert [same_subject(a, b) for a, b in same] == [True] * len(same)
+    assert [same_subject(a, b) for a, b in other] == [False] * len(other)
