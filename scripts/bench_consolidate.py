@@ -5,7 +5,9 @@ For each store size N (`--quick`: 4,000; default 100,000; `--sizes` for others):
 1. Builds `bench_scale`'s store (`contextfs.testing.bench_store`: N nodes; one owner's
    preferences or entities are a group of 500 bodies of ~950 characters) and plants
    `--dups` near-duplicates through `Memory`, each a copy of a random node's L2 with a few
-   characters changed (the ratio test) or its sentences in another order (the Jaccard test).
+   characters changed (the ratio test) or its sentences in another order (the Jaccard test),
+   named after its original (`topic-…-dup-…`: in a merge type only names that can name one
+   thing merge).
 2. The first run, offline, as `contextfs consolidate` does it: seconds, groups compared,
    pairs checked by `near_duplicate`, merges. Every group holds a changed node (none was
    compared before), so every pair of every group is covered: the merges must be exactly
@@ -90,7 +92,9 @@ def plant(
             parts = [p.strip() for p in text.strip().split(".") if p.strip()]
             rng.shuffle(parts)
             text = ". ".join(parts) + ".\n"
-        dup = memory.create_node(owner, memory.types[tname], f"dup-{tag}-{k:05d}")
+        # named after its original (in a merge type two names that say two things stay two
+        # memories however alike they read: `consolidate.same_subject`)
+        dup = memory.create_node(owner, memory.types[tname], f"topic-{i:07d}-dup-{tag}-{k:05d}")
         memory.save_l2(dup, text)
         made.append((dup.id, original.id))
     return made
