@@ -25,6 +25,7 @@ if TYPE_CHECKING:
     from contextfs.memory.service import Memory
 
 _NO_WRITE = ~0o222
+_NO_GROUP_OTHER_WRITE = ~0o022
 # An owner's fixed folders: their own stored access, else the owner directory's.
 FIXED_DIRS = frozenset({Role.TYPEDIR, Role.TRASH, Role.TRASH_TYPE, Role.INBOX, Role.SESSIONS})
 # Roles whose owner, group and mode come from the stored access of their owner or node.
@@ -164,7 +165,10 @@ class Perms:
         if role == Role.NODE:
             return kind | a.dir_mode, a.uid, a.gid
         if role == Role.HISTORY:
-            return kind | (a.dir_mode & _NO_WRITE), a.uid, a.gid
+            # the owner's write bit stays: `rm -r` of the node unlinks its versions first,
+            # which the kernel checks against this mode (`default_permissions`) before the
+            # daemon can take them as part of the removal (or refuse them anywhere else)
+            return kind | (a.dir_mode & _NO_GROUP_OTHER_WRITE), a.uid, a.gid
         if role == Role.TIER:
             mode = a.file_mode & _NO_WRITE if inode.trashed else a.file_mode
             return kind | mode, a.uid, a.gid

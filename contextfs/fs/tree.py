@@ -169,12 +169,34 @@ class Tree:
             inode, mode, uid, gid
         ):
             mode = uid = gid = None  # stored as the owner's, node's or attachment's access
+            self._node_access_shown(inode)
         self.buffers.set_attributes(
             inode, mode=mode, uid=uid, gid=gid, atime_ns=atime_ns, mtime_ns=mtime_ns
         )
         if mtime_ns is not None and inode.role == Role.VERSION:
             self.tiers.copied_version_time(inode, mtime_ns)
         return inode
+
+    def _node_access_shown(self, inode: Inode) -> None:
+        """A chmod/chown of a node's directory or of one of its files changed the access of
+        all of them (one mode for a node): the kernel's attributes of the others go, before
+        its next permission check (`default_permissions` checks the cached ones; `cat
+        L0.md` after `chmod 600 L2.md` read for a minute). The inode changed answers with
+        its new attributes itself."""
+        if inode.role not in (Role.NODE, Role.TIER, Role.META, Role.HISTORY, Role.VERSION):
+            return
+        d = inode if inode.role == Role.NODE else inode.parent
+        if d is not None and d.role == Role.HISTORY:
+            d = d.parent
+        if d is None or d.role != Role.NODE:
+            return
+        stack = [d]
+        while stack:
+            c = stack.pop()
+            if c is not inode:
+                self.table.invalidate(c, attr_only=True)
+            if c.role in (Role.NODE, Role.HISTORY):
+                stack += [x for x in (c.children or {}).values() if x.role != Role.ATTACH]
 
     # ---- lookups and listing -------------------------------------------------------------
 

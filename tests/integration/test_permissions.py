@@ -153,6 +153,45 @@ def test_chown_r_and_chmod_r_of_an_owner_directory_give_it_away(shared: Mount) -
     assert (bob / "preferences").stat().st_mode & 0o077 == 0
 
 
+def test_an_owner_who_is_not_root_removes_a_node_and_keeps_sessions_and_modes_private(
+    shared: Mount,
+) -> None:
+    """`rm -r` of her own node by a user who is not root (the kernel checks `.history`'s
+    mode before the daemon sees the unlink of a version: it was r-x, and the node was left
+    half-removed); a session's context.md, built from her private nodes too, is hers
+    only; a chmod of L2.md reaches L0/L1 at once, though the kernel had their modes."""
+    mnt = shared.path
+    alice = mnt / "user" / "alice"
+    alice.mkdir()
+    shutil.chown(alice, ALICE, ALICE)
+    alice.chmod(0o755)
+    prefs = alice / "preferences"
+    done = as_user(
+        ALICE,
+        f"mkdir {prefs}/k && echo 'A note to drop.' > {prefs}/k/L2.md && ls -la {prefs}/k/.history"
+        f" && rm -r {prefs}/k && ls {alice}/.trash/preferences",
+    )
+    assert done.returncode == 0 and done.stdout.strip().endswith("k"), done.stdout + done.stderr
+    assert not (prefs / "k").exists()
+    secret = as_user(
+        ALICE,
+        f"mkdir {prefs}/z && echo 'Alice lives at 12 Secret Lane.' > {prefs}/z/L2.md"
+        f" && chmod 600 {prefs}/z/L2.md && mkdir {alice}/.sessions/s2"
+        f' && echo \'{{"role":"user","content":"where do I live"}}\''
+        f" >> {alice}/.sessions/s2/transcript.jsonl",
+    )
+    assert secret.returncode == 0, secret.stderr
+    peek = as_user(BOB, f"cat {alice}/.sessions/s2/context.md")
+    assert "Secret Lane" not in peek.stdout and "Permission denied" in peek.stderr, peek
+    assert "Secret Lane" in as_user(ALICE, f"cat {alice}/.sessions/s2/context.md").stdout
+    # open, read by bob (the kernel keeps L0/L1's modes), then closed by a chmod of L2.md
+    os.chmod(prefs / "z" / "L2.md", 0o644)
+    assert "Secret Lane" in as_user(BOB, f"cat {prefs}/z/L0.md {prefs}/z/L1.md").stdout
+    assert as_user(ALICE, f"chmod 600 {prefs}/z/L2.md").returncode == 0
+    peek = as_user(BOB, f"cat {prefs}/z/L0.md {prefs}/z/L1.md {prefs}/z/.history/v1.md")
+    assert "Secret Lane" not in peek.stdout and peek.stderr.count("Permission denied") == 3
+
+
 def test_a_refused_question_is_shown_to_its_asker_only(shared: Mount) -> None:
     """A question is its asker's words: refused (a bad option, bytes that are not text),
     its line in `.status` and `.status.json` is the asker's, not every user's."""

@@ -92,11 +92,13 @@ class Sessions(RoleBase):
     def _show(self, d: Inode, sess: Session) -> Inode:
         t = self.table
         payload = SessionDir(sess)
+        # 0700: its context.md is built from everything of the owner's a search finds, the
+        # private nodes too: only the owner (and root) may enter
         sd = t.new_dir(
             Role.SESSION,
             sess.id,
             d,
-            0o755,
+            0o700,
             owner=d.owner,
             mtime_ns=ns(sess.created),
             payload=payload,
