@@ -146,9 +146,17 @@ def decode_audio(data: bytes, suffix: str) -> Pcm:
     if not data:
         raise BadMedia("the file is empty (0 bytes)")
     if suffix == ".wav":
-        samples, rate, channels = _read_wav(data)
+        w = open_wav(data)
+        if isinstance(w, Pcm):
+            return w
+        samples = _mono16(w._read_raw(0, w.frames), w.width, w.channels)
+        rate, channels = w.source_rate, w.channels
     else:
         samples, rate, channels = _read_soundfile(data, suffix)
+    return _pcm(samples, rate, channels)
+
+
+def _pcm(samples: np.ndarray, rate: int, channels: int) -> Pcm:
     if not len(samples):
         raise BadMedia("the recording has no samples")
     source_rate = rate
@@ -156,12 +164,6 @@ def decode_audio(data: bytes, suffix: str) -> Pcm:
         samples = _resample(samples, rate, 16000)
         rate = 16000
     return Pcm(samples, rate, source_rate, channels)
-
-
-def _read_wav(data: bytes) -> tuple[np.ndarray, int, int]:
-    """A whole WAV as one array; its header and length are checked by `open_wav`."""
-    w = open_wav(data)
-    return _mono16(w._read_raw(0, w.frames), w.width, w.channels), w.source_rate, w.channels
 
 
 def _mono16(raw: bytes, width: int, channels: int) -> np.ndarray:
@@ -196,9 +198,11 @@ def _data_start(data: bytes) -> int:
     return len(data)
 
 
-def open_wav(data: bytes) -> WavStream:
+def open_wav(data: bytes) -> WavStream | Pcm:
     """A PCM WAV to be read a block at a time: the header is checked and the file's length
-    against it (a truncated file is refused here, before any decoding)."""
+    against it (a truncated file is refused here, before any decoding). A WAV Python's
+    `wave` cannot read (WAVE_FORMAT_EXTENSIBLE, which sox writes past 16 bits and for
+    more than two channels; IEEE float) is decoded whole by libsndfile instead."""
     if not data:
         raise BadMedia("the file is empty (0 bytes)")
     try:
@@ -208,6 +212,8 @@ def open_wav(data: bytes) -> WavStream:
     except (wave.Error, EOFError) as exc:
         if data[:4] != b"RIFF":
             raise BadMedia("not a WAV file (no RIFF header): is the extension wrong?") from None
+        if str(exc).startswith("unknown format"):
+            return _pcm(*_read_soundfile(data, ".wav"))
         raise BadMedia(f"not a readable WAV file: {exc}") from None
     if width not in (1, 2, 3, 4) or rate <= 0 or channels <= 0:
         raise BadMedia(f"unsupported WAV format ({width * 8}-bit, {rate} Hz)")
@@ -225,12 +231,13 @@ def _read_soundfile(data: bytes, suffix: str) -> tuple[np.ndarray, int, int]:
     import soundfile  # here: only non-WAV audio needs libsndfile
 
     try:
-        x, rate = soundfile.read(io.BytesIO(data), dtype="int16", always_2d=True)
+        # as floats in [-1, 1]: libsndfile reads a float file as int16 unscaled (all 0)
+        x, rate = soundfile.read(io.BytesIO(data), dtype="float32", always_2d=True)
     except (soundfile.LibsndfileError, RuntimeError, TypeError, ValueError) as exc:
         raise BadMedia(f"not a readable {suffix[1:].upper()} file: {exc}") from None
     channels = x.shape[1]
     mono = x.mean(axis=1) if channels > 1 else x[:, 0]
-    return np.asarray(mono).astype(np.int16), int(rate), channels
+    return np.clip(mono * 32768.0, -32768, 32767).astype(np.int16), int(rate), channels
 
 
 def _resample(x: np.ndarray, rate: int, to: int) -> np.ndarray:

@@ -49,3 +49,24 @@ def test_a_truncated_wav_is_refused_before_decoding() -> None:
         open_wav(b"not a wav at all")
     with pytest.raises(BadMedia, match="empty"):
         open_wav(b"")
+
+
+@pytest.mark.parametrize(
+    "encoding", [["-b", "24"], ["-b", "32"], ["-b", "32", "-e", "floating-point"]]
+)
+def test_a_wav_of_24_32_bits_or_floats_is_heard(tmp_path, encoding) -> None:
+    """Past 16 bits sox writes WAVE_FORMAT_EXTENSIBLE, and floats are format 3: Python's
+    `wave` reads neither (refused as 'unknown format: 65534'); libsndfile reads both."""
+    import subprocess
+
+    assert mc.have_tools() is None, mc.have_tools()
+    said = tmp_path / "said.wav"
+    said.write_bytes(mc.speech("Twenty four bits of the same sentence."))
+    wide = tmp_path / "wide.wav"
+    subprocess.run(["sox", str(said), *encoding, str(wide)], check=True, capture_output=True)
+    silent = tmp_path / "silent.wav"
+    subprocess.run(["sox", "-n", "-r", "16000", *encoding, str(silent), "trim", "0", "3"],
+                   check=True, capture_output=True)  # fmt: skip
+    assert gate_audio(open_wav(wide.read_bytes())).kept
+    assert not gate_audio(open_wav(silent.read_bytes())).kept
+    assert gate_audio(decode_audio(wide.read_bytes(), ".wav")).kept
