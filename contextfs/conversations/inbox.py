@@ -518,20 +518,21 @@ class Intake:
         )
         reason = secret_filename_reason(filename)
         suffix = _suffix(filename)
+        why = ""
         if reason:
             data = b""  # a secret store is not kept at all
-            item.state, item.report = "refused", f"refused: {reason}\n"
+            why = reason
         elif suffix in MEDIA_SUFFIXES and not data:
-            item.state, item.report = "refused", "refused: the file is empty (0 bytes)\n"
+            why = "the file is empty (0 bytes)"
         elif suffix in MEDIA_SUFFIXES and self.media_refusal(suffix):
-            item.state = "refused"
-            item.report = f"refused: {self.media_refusal(suffix)}; the file is kept as it was\n"
+            why = f"{self.media_refusal(suffix)}; the file is kept as it was"
         elif suffix not in TEXT_SUFFIXES and suffix not in MEDIA_SUFFIXES:
-            item.state = "refused"
-            item.report = (
-                f"refused: {suffix} files are not understood; the inbox takes "
-                "markdown, text and JSONL transcripts\n"
+            why = (
+                f"{suffix} files are not understood; the inbox takes markdown, text and "
+                "JSONL transcripts"
             )
+        if why:  # headed as every report is
+            item.state, item.report = "refused", f"# {filename}\n\nstate: refused: {why}\n"
         path = f"{owner[0]}/{owner[1]}/.inbox/{filename}"
         if data and redacted is None:
             data = self.memory.redact_bytes(data, path)

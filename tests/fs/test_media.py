@@ -107,16 +107,18 @@ async def test_bad_media_is_refused_in_the_report_and_nothing_else_is_lost(
         "bomb.png": (mc.huge_png_header(10_000, 10_000), "100 megapixels"),
         "cut.wav": (mc.speech("one two three")[:3000], "truncated"),
         "text.wav": (b"hello", "no RIFF header"),
+        "empty.png": (b"", "the file is empty (0 bytes)"),
     }
     for name, (data, words) in cases.items():
         report = await _drop(plain, f".inbox/{name}", data)
-        assert "state: refused:" in report and words in report, (name, report)
+        assert report.startswith(f"# {name}\n\nstate: refused:"), (name, report)
+        assert words in report, (name, report)
         assert await fs.read(f".inbox/{name}") == data  # kept as it arrived
     assert len(_nodes(memory, "image")) == 1
     assert await fs.read(memory.node_path(_nodes(memory, "image")[0]) + "/original.png") == png
     status = "\n".join(plain.intake.status_lines())
     assert "visual gate: perceptual hash (no CLIP checkpoint configured)" in status
-    assert "refused=5" in status
+    assert "refused=6" in status
 
 
 async def test_a_stream_starts_over_after_a_quiet_gap_and_agents_media_go_to_the_user(
