@@ -42,7 +42,7 @@ import trio
 import xxhash
 
 from contextfs import greenwait
-from contextfs.errors import IndexCorrupt
+from contextfs.errors import IndexCorrupt, StoreUnavailable
 from contextfs.index.compact import TRAIN_UNITS, CompactVectorIndex, load_vectors
 from contextfs.index.digests import UnitDigests, digest_int
 from contextfs.index.embed import Embedder
@@ -169,6 +169,15 @@ MODELS_FIRST = 30.0  # at most this long an inbox import waits for the models to
 # (a `find` right after the mount goes first: `Foreground.quiet`), LOAD_WAIT_MOST at most.
 LOAD_QUIET_SECONDS = 0.15
 LOAD_WAIT_MOST = 3.0
+
+
+def _log_failure(exc: Exception, msg: str, pause: float) -> None:
+    """A failed batch: a store server away (PostgreSQL) is expected and said in one
+    warning line; anything else is an error with its traceback."""
+    if isinstance(exc, StoreUnavailable):
+        log.warning(msg + " (the store is away: %s)", pause, exc.reason)
+    else:
+        log.exception(msg, pause)
 
 
 @dataclass(slots=True)
@@ -470,7 +479,7 @@ class Indexer(Service):
                             self._rebuild_at = min(self._rebuild_at, failed.rebuild_at)
                         self._urgent_job = self._vec_job = None
                         self.error = f"indexing failed: {exc!r}"
-                        log.exception("indexer: a batch failed; retrying in %.0f s", pause)
+                        _log_failure(exc, "indexer: a batch failed; retrying in %.0f s", pause)
                         await self._pause(pause)
                         pause = min(60.0, pause * 2)
                         continue
@@ -522,7 +531,7 @@ class Indexer(Service):
             except Exception as exc:  # noqa: BLE001 - the mount outlives the indexer
                 self._text_job = None  # read again after the pause
                 self.error = f"indexing failed: {exc!r}"
-                log.exception("indexer: a BM25 batch failed; retrying in %.0f s", pause)
+                _log_failure(exc, "indexer: a BM25 batch failed; retrying in %.0f s", pause)
                 await self._pause(pause)
                 pause = min(60.0, pause * 2)
                 continue

@@ -104,3 +104,28 @@ async def test_a_failed_bm25_commit_is_reported_until_the_change_is_written_agai
         await _until(lambda: reopened.text is not None and not reopened._text_rebuilding, 60)
         assert [h.node_id for h in reopened.search_text("grobblewick", 5)][:1] == [nid]
         reopened.stop()
+
+
+@pytest.mark.allow_warnings
+def test_a_batch_failed_for_a_store_away_is_one_warning_line(caplog) -> None:
+    """A PostgreSQL server away is expected (the store reconnects by itself): the indexer
+    says so in one warning, not an ERROR with a traceback at every retry; anything else
+    that fails a batch keeps its traceback."""
+    import logging
+
+    from contextfs.errors import StoreUnavailable
+    from contextfs.search.indexer import _log_failure
+
+    caplog.set_level(logging.INFO, logger="contextfs.search.indexer")
+    try:
+        raise StoreUnavailable("the server at /tmp/pg is not answering")
+    except StoreUnavailable as exc:
+        _log_failure(exc, "indexer: a batch failed; retrying in %.0f s", 2.0)
+    try:
+        raise RuntimeError("a real fault")
+    except RuntimeError as exc:
+        _log_failure(exc, "indexer: a batch failed; retrying in %.0f s", 4.0)
+    away, fault = caplog.records[-2:]
+    assert (away.levelname, away.exc_info) == ("WARNING", None)
+    assert "the store is away: the server at /tmp/pg is not answering" in away.getMessage()
+    assert fault.levelname == "ERROR" and fault.exc_info is not None
