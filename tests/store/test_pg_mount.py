@@ -4,6 +4,7 @@ could read it."""
 
 from __future__ import annotations
 
+import errno
 import json
 import os
 import time
@@ -85,3 +86,43 @@ def test_a_wrong_password_is_refused_without_showing_it(tmp_path: Path, pg_dsn: 
     assert "password authentication failed" in out, out
     assert "Wr0ngSecret" not in out and "Wr0ngSecret" not in m.log.read_text()
     assert not os.path.ismount(mnt)
+
+
+def test_a_file_handed_in_while_the_server_is_away_is_kept_not_left_looking_queued(
+    tmp_path: Path, pg_server, pg_dsn: str
+):
+    """`cp note.md .inbox/` while the PostgreSQL server is down: EIO, and the note was left
+    listed in the inbox with its bytes, never processed, gone at unmount. Now its bytes
+    are kept in refused/ (the .status line says where) and the inbox does not list it; a
+    copy once the server is back is handed in."""
+    data = tmp_path / "data"
+    data.mkdir()
+    (data / "config.yaml").write_text("search: false\n")
+    mnt = tmp_path / "mnt"
+    mnt.mkdir()
+    m = Mount(mnt, data)
+    m.expect_log.append("unreachable: connection")
+    m.start("--store", pg_dsn)
+    note = tmp_path / "note-dave.md"
+    note.write_text("Dave's notes from the planning meeting.\n")
+    try:
+        pg_server.stop()
+        try:
+            with pytest.raises(OSError) as err:
+                (mnt / ".inbox" / note.name).write_bytes(note.read_bytes())
+            assert err.value.errno in (errno.EIO, errno.EAGAIN), err.value
+            assert note.name not in os.listdir(mnt / ".inbox")
+            kept = [p for p in (data / "refused").iterdir() if p.name.endswith(note.name)]
+            assert [p.read_bytes() for p in kept] == [note.read_bytes()]
+            assert f"kept at {kept[0]}" in m.status()
+        finally:
+            pg_server.start()
+        for _ in range(100):  # the store reconnects by itself
+            try:
+                (mnt / ".inbox" / note.name).write_bytes(note.read_bytes())
+                break
+            except OSError:
+                time.sleep(0.1)
+        assert note.name in os.listdir(mnt / ".inbox")
+    finally:
+        m.stop()

@@ -16,7 +16,14 @@ from typing import TYPE_CHECKING
 import trio
 
 from contextfs.conversations.inbox import MEDIA_SUFFIXES, TEXT_SUFFIXES, InboxItem, Intake
-from contextfs.errors import ContextFSError, Forbidden, InvalidInput, NotAccepted
+from contextfs.errors import (
+    ContextFSError,
+    Forbidden,
+    InvalidInput,
+    NoSpace,
+    NotAccepted,
+    StoreUnavailable,
+)
 from contextfs.fs.inode import (
     INBOX_DIR,
     Handle,
@@ -207,10 +214,14 @@ class Inbox(RoleBase):
         parent = inode.parent
         assert self.intake is not None and parent is not None and parent.owner is not None
         item = None
-        for step in self.intake.receive(parent.owner, inode.name, data, found):
-            if step is None:
-                await trio.sleep(0)
-            item = step
+        try:
+            for step in self.intake.receive(parent.owner, inode.name, data, found):
+                if step is None:
+                    await trio.sleep(0)
+                item = step
+        except (StoreUnavailable, NoSpace) as exc:
+            self._not_handed_in(inode, exc, data)
+            raise
         assert item is not None
         self._replace(inode, item, parent)
 
@@ -259,7 +270,22 @@ class Inbox(RoleBase):
         if (not data and not empty) or parent is None:
             return
         assert self.intake is not None and parent.owner is not None
-        self._replace(inode, self.intake.submit(parent.owner, inode.name, data), parent)
+        try:
+            item = self.intake.submit(parent.owner, inode.name, data)
+        except (StoreUnavailable, NoSpace) as exc:
+            self._not_handed_in(inode, exc, data)
+            raise
+        self._replace(inode, item, parent)
+
+    def _not_handed_in(self, inode: Inode, exc: ContextFSError, data: bytes) -> None:
+        """The store could not take a file handed in (its server away, a full disk): its
+        bytes are kept in `refused/` (the error and `.status` say where) and its name goes,
+        so that nothing in the inbox looks handed in that is not; a copy again hands it in."""
+        r = self.memory.refuse(self.table.path(inode), exc, data)
+        exc.recorded = True  # type: ignore[attr-defined]
+        if r.kept_at:
+            exc.reason = f"{exc.reason} (your bytes are kept at {r.kept_at})"
+        self.table.unlink_inode(inode)
 
     def _replace(self, inode: Inode, item: InboxItem, parent: Inode) -> None:
         """The stored item (and its report) in the place of the file handed in (in
