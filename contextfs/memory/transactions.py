@@ -76,9 +76,8 @@ class Journal:
     stored: dict[int, None] = field(default_factory=dict)  # ids of the nodes stored, in order
     other: list[Change] = field(default_factory=list)  # inbox items, sessions
     # a store statement refused inside a nested use (a second live name, a bad value, a
-    # full disk, a server gone):
-    # the store has aborted the whole transaction, so it rolls back whatever its caller
-    # makes of the refusal, and no statement runs in it meanwhile
+    # full disk, a server gone): the store has aborted the whole transaction, so it rolls
+    # back whatever its caller makes of the refusal, and no statement runs in it meanwhile
     refused: ContextFSError | None = None
 
 
