@@ -22,6 +22,8 @@ from contextfs.fs.inode import Handle, Inode, InodeFields, InodeRest, Invalidati
 from contextfs.memory.texts import LRU
 
 FILE_CACHE_ENTRIES = 4096  # tier and version files whose bytes are kept
+# how long a file routed out of a type directory still answers to its name (`routed`)
+ROUTED_GRACE_S = 5.0
 
 
 class InodeTable:
@@ -44,6 +46,9 @@ class InodeTable:
         # `d.node` (a directory may have been given another node since)
         self.node_dirs: dict[int, dict[int, Inode]] = {}
         self._dir_node: dict[int, int] = {}  # inode number -> the node id it is under there
+        # (directory inode number, name) -> a file routed from there into memory, and until
+        # when its name still finds it (`routed`)
+        self._routed: dict[tuple[int, str], tuple[Inode, Inode, float]] = {}
 
     @property
     def root(self) -> Inode:
@@ -151,6 +156,41 @@ class InodeTable:
             return
         inode.lookups -= n
         self.maybe_free(inode)
+
+    # ---- files routed into memory --------------------------------------------------------
+
+    def routed(self, d: Inode, inode: Inode) -> None:
+        """inode, a file of d, became memory and left d: for a few seconds its name still
+        finds it (unlisted), so that what copiers do by name after `close()` (the chmod of
+        Python's `shutil.copy` and of `install -m`, a `stat`, an `rm`) works on it."""
+        now = time.monotonic()
+        for key, (_, _, until) in list(self._routed.items()):
+            if until <= now:
+                del self._routed[key]
+        self._routed[(d.ino, inode.name)] = (inode, d, now + ROUTED_GRACE_S)
+
+    def routed_file(self, d: Inode, name: str) -> Inode | None:
+        """The file routed from d under name within the last few seconds (`routed`)."""
+        got = self._routed.get((d.ino, name))
+        if got is None:
+            return None
+        inode, _, until = got
+        if until <= time.monotonic():
+            del self._routed[(d.ino, name)]
+            return None
+        self.inodes[inode.ino] = inode  # freed once the kernel forgot it: known again
+        return inode
+
+    def routed_from(self, inode: Inode) -> Inode | None:
+        """The directory a routed file (`routed`) was routed from, while it is remembered."""
+        for routed, d, _ in self._routed.values():
+            if routed is inode:
+                return d
+        return None
+
+    def forget_routed(self, d: Inode, name: str) -> bool:
+        """`rm` of a routed file's name (`routed`): nothing is left to remove."""
+        return self._routed.pop((d.ino, name), None) is not None
 
     # ---- finding -------------------------------------------------------------------------
 

@@ -31,6 +31,7 @@ from contextfs.errors import (
     IsADirectory,
     NameTooLong,
     NotADirectory,
+    NotFound,
     NotSupported,
 )
 from contextfs.fs.buffers import Buffers
@@ -221,7 +222,13 @@ class Tree:
             if caller is not None and caller[0] not in (0, self.table.uid):
                 reader = Caller.of(*caller)
             return self.query.root_for(parent, reader)
-        return await self.handler(parent).lookup(parent, name)
+        try:
+            return await self.handler(parent).lookup(parent, name)
+        except NotFound:
+            routed = self.table.routed_file(parent, name)
+            if routed is None:
+                raise
+            return routed
 
     def ref(self, inode: Inode, n: int = 1) -> None:
         self.table.ref(inode, n)
@@ -468,7 +475,12 @@ class Tree:
 
     def unlink(self, parent_ino: int, name: str) -> None:
         d = self.get(parent_ino)
-        inode = self.table.child(d, name)
+        try:
+            inode = self.table.child(d, name)
+        except NotFound:
+            if self.table.forget_routed(d, name):
+                return  # a file routed into memory a moment ago: its name goes now
+            raise
         if inode.is_dir:
             raise IsADirectory("is a directory")
         if inode.role == Role.ATTACH:  # a hard-linked file: which of its names goes

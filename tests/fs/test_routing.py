@@ -11,7 +11,7 @@ U = "user/default"
 
 async def test_merge_by_file_name_then_fields_merge(fs):
     await fs.write(f"{U}/preferences/editor.md", b"---\nvalue: vim\n---\nShe likes vim.\n")
-    assert not await fs.exists(f"{U}/preferences/editor.md"), "the drop file does not stay"
+    assert await fs.listdir(f"{U}/preferences") == ["editor"], "the drop file does not stay"
     l2 = await fs.text(f"{U}/preferences/editor/L2.md")
     assert "topic: editor" in l2 and "value: vim" in l2 and "She likes vim." in l2
     # preference: value replace, body replace

@@ -265,3 +265,26 @@ def test_other_bytes_into_derived_files_are_refused_with_the_reason(mount, tools
     after = meta(coffee)
     assert after["id"] == before["id"] and after["path"] == before["path"]
     assert history(coffee)["v1.md"] == (saved / ".history/v1.md").read_text()
+
+
+def test_copiers_that_set_the_mode_after_close_copy_into_a_type_dir(mount, tools, tmp_path):
+    """`shutil.copy`, `install -m` and `mv` of a temporary file set the mode by name after
+    the file was routed into memory (docs/reference.md, "Writing into a type directory")."""
+    prefs = mount.path / "user/default/preferences"
+    src = tmp_path / "tea.md"
+    src.write_text("Green tea, no sugar.\n")
+    shutil.copy(src, prefs / "tea.md")  # copyfile, then chmod by name
+    r = run("install", "-m", "600", src, prefs / "coffee.md")
+    assert r.returncode == 0, r.stderr
+    (prefs / ".juice.md.tmp1").write_text("Orange juice at breakfast.\n")
+    os.rename(prefs / ".juice.md.tmp1", prefs / "juice.md")
+    os.chmod(prefs / "juice.md", 0o640)
+    assert sorted(os.listdir(prefs)) == ["coffee", "juice", "tea"]  # routed: not listed
+    assert "Green tea, no sugar." in (prefs / "tea/L2.md").read_text()
+    # the name is written again: routed again
+    (prefs / "tea.md").write_text("Green tea with mint.\n")
+    assert "Green tea with mint." in (prefs / "tea/L2.md").read_text()
+    os.unlink(prefs / "coffee.md")  # `rm` of what was just copied: nothing left to remove
+    assert (prefs / "coffee/L2.md").read_text().endswith("Green tea, no sugar.\n")
+    with pytest.raises(FileNotFoundError):
+        os.stat(prefs / "coffee.md")

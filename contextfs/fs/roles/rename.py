@@ -421,6 +421,11 @@ class Renames:
         if dst is not None:
             self.roles.of(dst).unlink(dst_dir, dst)
         self.table.unlink_inode(src)
+        if src.role in (Role.SCRATCH, Role.DROP) and src.opened <= 0:
+            # what a copier does by the new name next (a chmod) finds it a moment longer
+            src.role, src.name, src.drop_id = Role.DROP, new_name, None
+            src.owner, src.ctype, src.data = dst_dir.owner, ctype, bytearray(data)
+            self.table.routed(dst_dir, src)
         self.nodes.routed(res.node, res.created)
 
     def _replace_plain(self, dst_dir: Inode, new_name: str, dst: Inode | None) -> None:

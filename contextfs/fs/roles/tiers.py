@@ -548,8 +548,9 @@ class Tiers(RoleBase):
 
     def route_drop(self, inode: Inode) -> Node:
         """A file written into a type directory becomes memory (the node it went to),
-        then leaves the tree."""
-        parent = inode.parent
+        then leaves the tree (its name finds it for a few seconds: `InodeTable.routed`).
+        Written again through that name, it is routed again."""
+        parent = inode.parent if inode.parent is not None else self.table.routed_from(inode)
         data = bytes(inode.data or b"")
         inode.dirty = False
         assert inode.owner is not None and inode.ctype is not None
@@ -566,6 +567,8 @@ class Tiers(RoleBase):
             self._forget_drop(inode, parent)
             raise
         self._forget_drop(inode, parent)
+        if parent is not None:
+            self.table.routed(parent, inode)
         self.nodes.routed(res.node, res.created)
         return res.node
 
