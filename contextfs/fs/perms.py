@@ -285,7 +285,12 @@ class Perms:
 
     def created(self, inode: Inode, mode: int, uid: int, gid: int) -> None:
         """A new owner directory, node or attachment takes its creator's uid, gid and mode
-        (stored only when they differ from what it would show anyway)."""
+        (stored only when they differ from what it would show anyway). A node's files
+        take its folder's mode without the execute bits (`mkdir` under umask 077: 0700 and
+        0600), until its first tier is created, whose mode they take (`first_tier`)."""
+        if inode.role == Role.TIER:
+            self.first_tier(inode, mode)
+            return
         if inode.role not in (Role.OWNER, Role.NODE, Role.ATTACH):
             return
         if inode.role != Role.OWNER and (
@@ -300,7 +305,44 @@ class Perms:
             new_mode = None
         if uid == shown_uid and gid == shown_gid and new_mode is None:
             return
+        if inode.role == Role.NODE:
+            self.node_made(inode.node, stat.S_IFDIR | stat.S_IMODE(mode), uid, gid)
+            return
         self.change(inode, new_mode, uid, gid)
+
+    def node_made(
+        self, n: Node | None, mode: int, uid: int | None = None, gid: int | None = None
+    ) -> None:
+        """A node just made: `mode` (a folder's, or a file's) sets both of its modes, its
+        folder's with an execute bit wherever its files may be read; uid and gid, when
+        given, are its owner and group."""
+        if n is None:
+            return
+        perm = stat.S_IMODE(mode)
+        if stat.S_ISDIR(mode):
+            dir_mode, file_mode = perm, perm & 0o666
+        else:
+            x = (perm & 0o444) >> 2
+            dir_mode, file_mode = perm | x, perm
+        a = self.node_access(n)
+        self._store(
+            "node",
+            str(n.id),
+            a,
+            Access(
+                a.uid if uid is None else uid, a.gid if gid is None else gid, dir_mode, file_mode
+            ),
+        )
+
+    def first_tier(self, inode: Inode, mode: int) -> None:
+        """The first tier file created in a node that has no version yet: its mode is the
+        node's files' (its creator's umask, as on any filesystem)."""
+        n = inode.node
+        if n is None or n.version != 0 or inode.trashed:
+            return
+        a = self.node_access(n)
+        if stat.S_IMODE(mode) != a.file_mode:
+            self._store("node", str(n.id), a, Access(a.uid, a.gid, a.dir_mode, stat.S_IMODE(mode)))
 
     def _store(self, kind: str, key: str, current: Access, new: Access) -> None:
         if new != current:

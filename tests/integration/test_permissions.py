@@ -302,3 +302,34 @@ def test_a_question_asked_again_after_a_chmod_answers_with_the_new_modes(shared:
     # and opened again, he finds it again
     assert as_user(ALICE, f"chmod 644 {note}/L2.md").returncode == 0
     assert "Tomatoes on the balcony." in as_user(BOB, ask).stdout
+
+
+def test_what_a_user_makes_takes_their_umask(shared: Mount) -> None:
+    """A node made by `mkdir` or by a file dropped into a type directory is its maker's,
+    with the modes their umask gives (docs/reference.md, "Privacy"): under umask 077
+    another user reads none of it, across a remount."""
+    mnt = shared.path
+    bob = mnt / "user" / "bob"
+    bob.mkdir()
+    shutil.chown(bob, BOB, BOB)
+    made = as_user(
+        BOB,
+        f"umask 077 && mkdir {bob}/entities/kim"
+        f" && echo 'Kim hides keys.' > {bob}/entities/kim/L2.md"
+        f" && echo 'Bob drinks oolong.' > {bob}/preferences/tea.md",
+    )
+    assert made.returncode == 0, made.stderr
+    uid = pwd.getpwnam(BOB).pw_uid
+    for _ in range(2):
+        for node in (bob / "entities/kim", bob / "preferences/tea"):
+            for p, want in ((node, 0o700), (node / "L2.md", 0o600), (node / "L0.md", 0o600)):
+                st = p.stat()
+                assert (st.st_uid, oct(st.st_mode & 0o777)) == (uid, oct(want)), p
+        peek = as_user(ALICE, f"cat {bob}/entities/kim/L0.md {bob}/preferences/tea/L2.md")
+        assert "Permission denied" in peek.stderr and "oolong" not in peek.stdout
+        shared.remount("-o", "allow_other")
+    made = as_user(
+        BOB, f"umask 022 && mkdir -m 750 {bob}/entities/ann && touch {bob}/entities/ann/L2.md"
+    )
+    assert made.returncode == 0, made.stderr
+    assert oct((bob / "entities/ann").stat().st_mode & 0o777) == oct(0o750)

@@ -569,6 +569,8 @@ class Tiers(RoleBase):
         self._forget_drop(inode, parent)
         if parent is not None:
             self.table.routed(parent, inode)
+        if res.created:  # what a user creates is theirs: their uid, gid and mode
+            self.perms.node_made(res.node, inode.mode, inode.uid, inode.gid)
         self.nodes.routed(res.node, res.created)
         return res.node
 
