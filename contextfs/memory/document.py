@@ -186,7 +186,9 @@ def parse_document(text: str) -> Document:
     except yaml.YAMLError as exc:
         raise InvalidInput(f"front matter line 2: {exc}") from None
     except (ValueError, TypeError, OverflowError) as exc:  # e.g. a timestamp 2024-13-45
-        raise InvalidInput(f"front matter line {_first_content_line(yaml_text)}: {exc}") from None
+        line, key = _bad_value(yaml_text)
+        where = f"{key}: " if key else ""
+        raise InvalidInput(f"front matter line {line}: {where}{exc}") from None
 
     if data is None:
         return Document(fields={}, body=body)
@@ -210,6 +212,25 @@ def _first_content_line(yaml_text: str) -> int:
         if stripped and not stripped.startswith("#"):
             return i + 2
     return 2
+
+
+def _bad_value(yaml_text: str) -> tuple[int, str]:
+    """The file line and the field of the first top-level value that YAML parses but cannot
+    make a value of (a date 2024-13-45), for the error message (slow path)."""
+    loader = _FrontMatterLoader(yaml_text)
+    try:
+        root = loader.get_single_node()
+        if isinstance(root, yaml.MappingNode):
+            for key_node, value_node in root.value:
+                try:
+                    loader.construct_object(value_node, deep=True)
+                except (ValueError, TypeError, OverflowError):
+                    return value_node.start_mark.line + 2, str(key_node.value)
+    except yaml.YAMLError:
+        pass
+    finally:
+        loader.dispose()
+    return _first_content_line(yaml_text), ""
 
 
 def _key_line(yaml_text: str, key: object) -> int:
