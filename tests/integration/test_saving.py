@@ -302,3 +302,17 @@ def test_scratch_files_vanish_on_remount_attachments_stay(mount, tmp_path):
     assert meta_version(node) == 1
     assert os.listdir(node / ".history") == ["v1.md"]
     assert "attachments=1" in mount.status()
+
+
+def test_an_appender_open_across_an_editors_save_adds_after_that_save(mount, tools):
+    """A logger holds L2.md open with `>>` while `sed -i` renames a new file over it: its
+    next line goes after the saved text, which is not undone (docs/reference.md,
+    "Node files": O_APPEND)."""
+    node = make_node(mount, "log", "alpha\nbeta\n")
+    l2 = node / "L2.md"
+    with open(l2, "a") as log:
+        log.write("app0\n")
+        log.flush()
+        subprocess.run(["sed", "-i", "s/alpha/ALPHA/", str(l2)], check=True)
+        log.write("app1\n")
+    assert l2.read_text() == "ALPHA\nbeta\napp0\napp1\n", history_of(node)

@@ -282,8 +282,10 @@ class Tiers(RoleBase):
             return
         assert h.buffer is not None and inode.node is not None and inode.tier is not None
         data = bytes(h.buffer)
-        if h.rebase is not None:  # O_APPEND: what it appended, after the file as it is now
-            data = bytes(self.bytes_of(inode)) + data[h.rebase :]
+        if h.rebase is not None:
+            # O_APPEND: what it appended, after the text as stored now (the node's: a save
+            # renamed over L2.md since this open replaced the file it opened)
+            data = inode.node.tier(inode.tier).encode("utf-8") + data[h.rebase :]
         h.dirty = False
         try:
             stored = self.save_tier(inode, inode.node, inode.tier, data)
