@@ -437,6 +437,8 @@ def cmd_reindex(args: argparse.Namespace) -> int:
     from contextfs.search.indexer import Indexer
 
     cfg = _with_store(load_config(args.data_dir), args)
+    if not cfg.store and not cfg.db_path.exists():
+        raise UsageError(f"no store at {cfg.db_path}")  # before anything is made or changed
     make_private(cfg.data_dir)
     _setup_logging("WARNING", None)
     store = _offline_store(cfg, f"no store at {cfg.db_path}")

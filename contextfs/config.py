@@ -36,6 +36,11 @@ def make_private(data_dir: Path) -> None:
     os.umask(PRIVATE_UMASK)
     data_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
     for root, dirs, files in os.walk(data_dir):
+        if root == str(data_dir):
+            # only what ContextFS keeps there: a data dir given by mistake (a home, a web
+            # root) keeps the modes of everything else in it
+            dirs[:] = [d for d in dirs if _ours(d)]
+            files = [f for f in files if _ours(f)]
         for name, mode in [(d, 0o700) for d in dirs] + [(f, 0o600) for f in files]:
             path = os.path.join(root, name)
             st = os.lstat(path)
@@ -43,6 +48,17 @@ def make_private(data_dir: Path) -> None:
                 os.chmod(path, (st.st_mode & 0o700) | (mode & 0o100 if mode == 0o700 else 0))
     if os.stat(data_dir).st_mode & 0o077:
         os.chmod(data_dir, 0o700)
+
+
+# the entries of a data dir: the store and its files, the log, the daemon's output, the
+# configuration and schemas, the indexes, refused bytes, backups, spilled buffers
+_DATA_DIR_NAMES = frozenset(
+    {"daemon.out", "config.yaml", "schemas", "index", "refused", "backups", "spill"}
+)
+
+
+def _ours(name: str) -> bool:
+    return name in _DATA_DIR_NAMES or name.startswith("contextfs.")
 
 
 def runtime_dir() -> Path:

@@ -32,8 +32,9 @@ def test_data_dir_is_0700_and_its_files_0600_whatever_the_umask(tmp_path: Path) 
         # a data dir as an earlier version left it: 0755, files 0644
         data.mkdir(mode=0o755)
         (data / "config.yaml").write_text("search: false\n")
-        (data / "notes").mkdir(mode=0o755)
-        (data / "notes" / "old.txt").write_text("left by an earlier version\n")
+        (data / "refused").mkdir(mode=0o755)
+        (data / "refused" / "old.md").write_text("refused under an earlier version\n")
+        (data / "contextfs.log").write_text("logged by an earlier version\n")
         assert _open_to_others(data)
         mnt = tmp_path / "mnt"
         mnt.mkdir()
@@ -62,3 +63,36 @@ def test_data_dir_is_0700_and_its_files_0600_whatever_the_umask(tmp_path: Path) 
         assert (data / "contextfs.log").stat().st_size > 0
     finally:
         os.umask(old)
+
+
+def test_a_directory_given_by_mistake_keeps_the_modes_of_what_it_held(tmp_path: Path) -> None:
+    """`contextfs reindex ~` or a mount on a web root by mistake: the files that were there
+    keep their modes (only what ContextFS keeps in a data dir is made private), and a
+    command that needs a store refuses before it changes anything."""
+    site = tmp_path / "www"
+    (site / "html").mkdir(parents=True)
+    (site / "html" / "index.html").write_text("<p>hi</p>\n")
+    site.chmod(0o755)
+    (site / "html").chmod(0o755)
+    (site / "html" / "index.html").chmod(0o644)
+    modes = {p: p.stat().st_mode for p in (site, site / "html", site / "html" / "index.html")}
+    done = subprocess.run([*CLI, "reindex", str(site)], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 2 and "no store at" in done.stderr, done.stderr
+    assert {p: p.stat().st_mode for p in modes} == modes
+    assert not (tmp_path / "none").exists()
+    done = subprocess.run(
+        [*CLI, "reindex", str(tmp_path / "none" / "data")], capture_output=True, text=True
+    )
+    assert done.returncode == 2 and not (tmp_path / "none").exists()
+    (site / "config.yaml").write_text("search: false\n")
+    (tmp_path / "mnt").mkdir()
+    m = Mount(tmp_path / "mnt", site)
+    m.start()
+    try:
+        (m.path / "user/default/preferences/tea.md").write_text("Green tea.\n")
+    finally:
+        m.stop()
+    assert (site / "html" / "index.html").stat().st_mode == modes[site / "html" / "index.html"]
+    assert (site / "html").stat().st_mode == modes[site / "html"]
+    assert _open_to_others(site / "html") != []
+    assert (site / "contextfs.duckdb").stat().st_mode & 0o077 == 0
