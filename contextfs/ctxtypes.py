@@ -155,7 +155,9 @@ class ContextType:
             slug = slugify(_scalar_text(value))
             if not slug:
                 raise InvalidInput(
-                    f"key field '{var}' of type {self.name} has no letters or digits: {raw!r}"
+                    f"key field '{var}' of type {self.name} has no Latin letters or digits "
+                    f"to name a node with: {raw!r} (node names are ASCII: give the key in "
+                    "Latin letters, in the file name or the front matter)"
                 )
             parts[var] = slug
         return _VAR_RE.sub(lambda m: parts[m.group(1)], template.segment)
@@ -171,6 +173,28 @@ class ContextType:
         if template.pattern is None:
             return name == ""
         return template.pattern.fullmatch(name) is not None
+
+    def name_problem(self, name: str) -> str | None:
+        """Why a hand-made node name cannot be this type's (`mkdir`, `mv`), or None: it
+        must fit the template, its dates be days of the calendar and each other part at
+        most SLUG_MAX characters (what `node_name` makes: a longer one would never be
+        found again by its key)."""
+        values = self.parse_node_name(name)
+        if values is None:
+            return f"{name!r} does not fit the {self.name} template {self.directory!r}"
+        dates = self._date_vars()
+        for var, value in values.items():
+            if var in dates:
+                try:
+                    _dt.date.fromisoformat(value)
+                except ValueError:
+                    return f"{name!r}: {value} is not a day of the calendar ({var})"
+            elif len(value) > SLUG_MAX:
+                return (
+                    f"{name!r}: its {var} has {len(value)} characters; a node name's key "
+                    f"is at most {SLUG_MAX}"
+                )
+        return None
 
     def parse_node_name(self, name: str) -> dict[str, str] | None:
         """The key values a matching node name carries (as slugs), or None if it does not fit.
@@ -222,10 +246,21 @@ class ContextType:
 # --- values -----------------------------------------------------------------------------
 
 
+# Latin letters with no ASCII decomposition: without these, "Đorđe" would be "ore"
+_LATIN_LETTERS = str.maketrans(
+    {"đ": "d", "Đ": "D", "ł": "l", "Ł": "L", "ß": "ss", "ẞ": "SS", "æ": "ae", "Æ": "AE",
+     "ø": "o", "Ø": "O", "þ": "th", "Þ": "TH", "ð": "d", "Ð": "D", "œ": "oe", "Œ": "OE",
+     "ı": "i", "ħ": "h", "Ħ": "H", "ŧ": "t", "Ŧ": "T", "ŋ": "ng", "Ŋ": "NG"}
+)  # fmt: skip
+
+
 def slugify(text: str) -> str:
     """Lowercase ASCII letters and digits joined by single '-', at most 80 characters."""
     ascii_text = (
-        unicodedata.normalize("NFKD", text).encode("ascii", "ignore").decode("ascii").lower()
+        unicodedata.normalize("NFKD", text.translate(_LATIN_LETTERS))
+        .encode("ascii", "ignore")
+        .decode("ascii")
+        .lower()
     )
     slug = _SLUG_STRIP_RE.sub("-", ascii_text).strip("-")
     if len(slug) > SLUG_MAX:

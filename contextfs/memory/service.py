@@ -466,10 +466,9 @@ class Memory:
             if name:
                 raise InvalidInput(f"{ctype.name} is a single node per owner")
             return
-        if not ctype.matches_node_name(name):
-            raise InvalidInput(
-                f"{name!r} does not fit the {ctype.name} template {ctype.directory!r}"
-            )
+        problem = ctype.name_problem(name)
+        if problem is not None:
+            raise InvalidInput(problem)
 
     def create_node(
         self,

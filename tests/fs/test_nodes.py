@@ -264,3 +264,15 @@ async def test_a_store_fault_turns_the_mount_read_only_without_killing_it(fs, me
     assert memory.failsafe and "read-only" in memory.refusals[-1].reason
     assert await fs.text(f"{P}/x/L2.md") == "kept\n", "reads still work"
     assert await fs.errno_of(fs.mkdir(f"{P}/y")) == errno.EROFS
+
+
+async def test_a_hand_made_name_no_key_could_reach_is_refused(fs):
+    """mkdir of a node whose key part is longer than a slug, or whose date is not a day:
+    a memory of that key would never find it (docs/reference.md, "Keys")."""
+    long = "-".join(["word"] * 17)  # 84 characters
+    assert await fs.errno_of(fs.mkdir(f"{P}/{long}")) == errno.EINVAL
+    assert await fs.errno_of(fs.mkdir(f"{P}/{long[:79]}")) == 0
+    events = "user/default/events"
+    assert await fs.errno_of(fs.mkdir(f"{events}/2026-13-45-party")) == errno.EINVAL
+    assert await fs.errno_of(fs.mkdir(f"{events}/2026-02-30-party")) == errno.EINVAL
+    assert await fs.errno_of(fs.mkdir(f"{events}/2028-02-29-party")) == 0

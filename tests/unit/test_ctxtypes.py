@@ -17,6 +17,7 @@ from contextfs.ctxtypes import (
     builtin_schema_dir,
     load_type_file,
     load_types,
+    slugify,
 )
 from contextfs.errors import InvalidInput, SchemaError
 
@@ -294,7 +295,7 @@ def test_node_name_errors(builtins) -> None:
         event.node_name({"date": "2024-03-05"})
     with pytest.raises(InvalidInput, match="'date'"):
         event.node_name({"date": "March 5th", "title": "x"})
-    with pytest.raises(InvalidInput, match="no letters or digits"):
+    with pytest.raises(InvalidInput, match="no Latin letters or digits"):
         builtins["preference"].node_name({"topic": "!!!"})
 
 
@@ -399,3 +400,27 @@ def test_missing_required(builtins) -> None:
     assert event.missing_required({"date": "2024-01-01", "title": "  "}) == ["title"]
     assert event.missing_required({"date": "2024-01-01", "title": "x"}) == []
     assert builtins["profile"].missing_required({}) == []
+
+
+@pytest.mark.parametrize(
+    ("text", "slug"),
+    [("Đorđe", "dorde"), ("Łódź", "lodz"), ("Straße", "strasse"), ("Æsir", "aesir"),
+     ("Ore", "ore"), ("Ørsted", "orsted"), ("Café Müller", "cafe-muller")],
+)  # fmt: skip
+def test_latin_letters_keep_a_letter_in_slugs(text: str, slug: str) -> None:
+    """A letter with no ASCII decomposition is not dropped: "Đorđe" and "Ore" are two
+    people, not one node."""
+    assert slugify(text) == slug
+
+
+def test_a_key_in_another_script_is_refused_with_why(builtins) -> None:
+    with pytest.raises(InvalidInput, match="no Latin letters or digits"):
+        builtins["entity"].node_name({"name": "Москва"})
+
+
+def test_a_hand_made_name_says_why_no_key_could_reach_it(builtins) -> None:
+    types = builtins
+    assert "is at most 80" in types["preference"].name_problem("-".join(["word"] * 17))
+    assert "2026-13-45 is not a day" in types["event"].name_problem("2026-13-45-party")
+    assert "does not fit" in types["event"].name_problem("party")
+    assert types["event"].name_problem("2028-02-29-party") is None
