@@ -16,6 +16,7 @@ pyfuse3, `contextfs.fs` or `contextfs.daemon`; only `mount --foreground` imports
 from __future__ import annotations
 
 import argparse
+import contextlib
 import errno
 import json
 import logging
@@ -113,6 +114,9 @@ def _offline_store(cfg: Config, missing: str, *, read_only: bool = False):  # no
     )
 
 
+DAEMON_OUT_MAX = 1 << 20  # daemon.out is kept as daemon.out.1 past this size
+
+
 def cmd_mount(args: argparse.Namespace) -> int:
     if args.foreground and args.store:
         # a long-lived process must not show the DSN (and its password) in `ps`: start
@@ -145,27 +149,43 @@ def cmd_mount(args: argparse.Namespace) -> int:
     ]
     for o in opts:
         cmd += ["-o", o]
-    # The daemon's own stderr goes to a file: it outlives this command.
+    # The daemon's own stderr goes to a file: it outlives this command. Appended to, never
+    # truncated: a daemon already running on this data dir may still be writing it.
     out_path = cfg.data_dir / "daemon.out"
+    with contextlib.suppress(OSError):
+        if out_path.stat().st_size > DAEMON_OUT_MAX:
+            out_path.replace(out_path.with_name("daemon.out.1"))
     env = dict(os.environ, **({STORE_ENV: args.store} if args.store else {}))
-    with open(os.devnull, "rb") as devnull, open(out_path, "wb") as out:
+    with open(os.devnull, "rb") as devnull, open(out_path, "ab") as out:
+        start = out.tell()
         proc = subprocess.Popen(
             cmd, stdin=devnull, stdout=out, stderr=out, start_new_session=True, env=env
         )
     deadline = time.monotonic() + args.timeout
     while time.monotonic() < deadline:
+        if proc.poll() is not None:  # (a mount that answers is this daemon's only then)
+            print(_daemon_error(out_path, proc.returncode, start), file=sys.stderr)
+            return proc.returncode if proc.returncode > 0 else 1
         if _answers(mnt):
             print(
                 f"mounted {mnt.absolute()} (data dir {cfg.data_dir}, pid {proc.pid}, "
                 f"log {cfg.log_path})"
             )
             return 0
-        if proc.poll() is not None:
-            print(_daemon_error(out_path, proc.returncode), file=sys.stderr)
-            return proc.returncode if proc.returncode > 0 else 1
         time.sleep(0.05)
+    # not mounted in time: the daemon is stopped, so that no mount appears after a failure
+    proc.terminate()
+    try:
+        proc.wait(timeout=30)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait()
+    if os.path.ismount(mnt):
+        subprocess.run(["fusermount3", "-u", "-z", str(mnt)], capture_output=True)
     print(
-        f"contextfs: {mnt} not mounted after {args.timeout}s; see {cfg.log_path}", file=sys.stderr
+        f"contextfs: {mnt} not mounted after {args.timeout}s: the daemon was stopped; "
+        f"see {cfg.log_path}",
+        file=sys.stderr,
     )
     return 1
 
@@ -189,10 +209,14 @@ def _check_mountpoint(mnt: Path, *, nonempty: bool) -> None:
         raise MountpointNotEmpty(mnt)
 
 
-def _daemon_error(out: Path, code: int) -> str:
+def _daemon_error(out: Path, code: int, start: int = 0) -> str:
     """One line on why a daemon exited before its mount was ready: its own `contextfs:
-    reason` line (`main` writes one for every refusal), else the last line it wrote."""
-    lines = [ln.strip() for ln in out.read_text(errors="replace").splitlines() if ln.strip()]
+    reason` line (`main` writes one for every refusal), else the last line it wrote (its
+    output begins at byte `start` of `out`)."""
+    with open(out, "rb") as f:
+        f.seek(start)
+        text = f.read().decode(errors="replace")
+    lines = [ln.strip() for ln in text.splitlines() if ln.strip()]
     said = [ln for ln in lines if ln.startswith("contextfs: ")]
     if said:
         return said[-1]
@@ -404,11 +428,16 @@ def _record_fsck(cfg: Config, run: CheckRun) -> str:
 def cmd_search(args: argparse.Namespace) -> int:
     """Search through the mount: reading .query/<question>/ is the search."""
     from contextfs.agents.mountcalls import query_dir
+    from contextfs.memory.redact import escape_controls
 
     mnt = Path(args.mountpoint)
     if not _answers(mnt):
         raise UsageError(f"{mnt} is not a live ContextFS mount")
     scope = mnt / args.scope if args.scope else mnt
+    if args.scope and (
+        Path(args.scope).is_absolute() or ".." in Path(args.scope).parts
+    ):  # a scope is a folder of this mount
+        raise UsageError(f"--scope {args.scope!r}: a path inside the mount, such as user/me")
     try:
         qdir = query_dir(scope, args.question, k=args.k, budget=args.budget, type=args.type)
     except ValueError as exc:
@@ -424,9 +453,12 @@ def cmd_search(args: argparse.Namespace) -> int:
         print("no hits")
         return 0
     for h in results["hits"]:
-        print(f"{h['rank']:2d}. {h['score']:.4f}  {h['path']}  [{','.join(h['tiers'])}]")
+        # stored text shown on a terminal: its control characters escaped (an ESC sequence
+        # in a memory must not retitle or clear the terminal)
+        path = escape_controls(h["path"])
+        print(f"{h['rank']:2d}. {h['score']:.4f}  {path}  [{','.join(h['tiers'])}]")
         if h["snippet"]:
-            print(f"    {' '.join(h['snippet'].split())[:150]}")
+            print(f"    {escape_controls(' '.join(h['snippet'].split())[:150])}")
     return 0
 
 
@@ -486,6 +518,7 @@ def cmd_ingest(args: argparse.Namespace) -> int:
     t0 = time.monotonic()
     show = _progress_bar("ingest", t0, unit="files")
     names = []
+    at_once: list[str] = []  # refused when handed in: what their reports say
     for i, f in enumerate(files, 1):
         name = f.name
         while (inbox / name).exists():
@@ -499,11 +532,14 @@ def cmd_ingest(args: argparse.Namespace) -> int:
                 raise
             if not (inbox / f"{name}.report.md").exists():
                 raise
+            at_once.append(f"{f}: {exc.strerror}")
         names.append(name)
         show(i, len(files))
     sys.stderr.write("\n")
     if not args.wait:
-        return 0
+        for line in at_once:  # the rest are processed in the background
+            print(f"contextfs: refused {line} (see {inbox}/<name>.report.md)", file=sys.stderr)
+        return 1 if at_once else 0
     refused = dropped = 0
     for i, name in enumerate(names, 1):
         report = inbox / f"{name}.report.md"
@@ -961,6 +997,16 @@ def _first_line(exc: BaseException) -> str:
     return f"{type(exc).__name__}: {str(exc).strip().splitlines()[0] if str(exc).strip() else ''}"
 
 
+def _os_error(exc: OSError) -> str:
+    """`No such file or directory: '/x/y'`, as the shell's tools say it."""
+    if exc.strerror and exc.filename is not None:
+        where = repr(os.fsdecode(exc.filename))
+        if exc.filename2 is not None:
+            where += f" -> {os.fsdecode(exc.filename2)!r}"
+        return f"{exc.strerror}: {where}"
+    return str(exc) or type(exc).__name__
+
+
 def main(argv: list[str] | None = None) -> int:
     try:
         args = build_parser().parse_args(argv)  # --help writes too
@@ -973,6 +1019,11 @@ def main(argv: list[str] | None = None) -> int:
         # what is left in stdout's buffer has nowhere to go: not flushed again at exit
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         code = 128 + signal.SIGPIPE
+    except* OSError as group:  # a path the system refused (missing, a folder, a file): one line
+        for exc in group.exceptions:
+            assert isinstance(exc, OSError)
+            print(f"contextfs: {_os_error(exc)}", file=sys.stderr)
+        code = 1
     except* Exception as group:  # a damaged store: say so in one line, not a traceback
         rest = group.subgroup(lambda e: not isinstance(e, BaseExceptionGroup) and not _damaged(e))
         if rest is not None:

@@ -372,6 +372,9 @@ def test_contextfs_ingest_command_shows_progress_and_waits(convo, tmp_path):
         [*cmd, str(tmp_path / "a.pdf"), "--wait"], capture_output=True, text=True, timeout=120
     )
     assert r.returncode == 1 and "ingested 0 file(s), refused 1" in r.stdout, r.stderr
+    # without --wait too: a file refused when handed in is said, and the exit is 1
+    r = subprocess.run([*cmd, str(tmp_path / "a.pdf")], capture_output=True, text=True)
+    assert r.returncode == 1 and "refused" in r.stderr and "a.pdf" in r.stderr, r.stderr
     for i in range(3):
         assert "state: done" in (convo.path / f".inbox/t{i}.jsonl.report.md").read_text()
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import os
 import subprocess
+import time
 from pathlib import Path
 
 import pytest
@@ -117,3 +118,46 @@ def test_an_existing_mount_is_refused(tmp_path):
         assert said(again, "daemonised") == f"contextfs: {mnt} is already a mount point"
     finally:
         umount(mnt)
+
+
+def test_a_mount_not_ready_in_time_is_stopped_and_a_second_keeps_the_firsts_output(tmp_path):
+    """`--timeout` too short: the command fails and no mount appears later (its daemon is
+    stopped). A second mount of a data dir in use fails with its own reason, and leaves
+    what the running daemon wrote to daemon.out whole."""
+    mnt, data = tmp_path / "mnt", tmp_path / "data"
+    mnt.mkdir()
+    r = mount(mnt, data, "--timeout", "0.05")
+    assert r.returncode == 1 and "the daemon was stopped" in said(r, "daemonised"), r.stderr
+    time.sleep(3)
+    assert not os.path.ismount(mnt)
+    r = mount(mnt, data)
+    assert r.returncode == 0, r.stderr
+    try:
+        time.sleep(1)
+        before = (data / "daemon.out").read_bytes()
+        other = tmp_path / "other"
+        other.mkdir()
+        again = mount(other, data)
+        assert again.returncode == 4, again.stderr
+        assert "store in use" in said(again, "daemonised")
+        after = (data / "daemon.out").read_bytes()
+        assert after.startswith(before) and b"\0" not in after
+        assert not os.path.ismount(other)
+    finally:
+        umount(mnt)
+
+
+def test_a_path_the_system_refuses_is_one_line_not_a_traceback(tmp_path):
+    """A folder where a file is wanted, a missing folder, a file as data dir: the reason in
+    one line, exit 1."""
+    (tmp_path / "afile").write_text("")
+    (tmp_path / "mnt").mkdir()
+    for args, want in (
+        (("demo", str(tmp_path)), "Is a directory"),
+        (("demo", str(tmp_path / "none" / "x.jsonl")), "No such file or directory"),
+        (("mount", str(tmp_path / "mnt"), "--data-dir", str(tmp_path / "afile")), "afile"),
+    ):
+        r = subprocess.run(contextfs_cmd(*args), capture_output=True, text=True, timeout=60)
+        assert r.returncode in (1, 2) and "Traceback" not in r.stderr, (args, r.stderr)
+        assert said(r, "daemonised").startswith("contextfs: ") and want in r.stderr, r.stderr
+    assert not os.path.ismount(tmp_path / "mnt")

@@ -505,3 +505,22 @@ def test_a_failing_index_does_not_take_the_mount_down(tmp_path: Path) -> None:
     finally:
         if m.proc is not None and not m.died():
             m.stop()
+
+
+def test_search_command_escapes_control_bytes_and_keeps_to_the_mount(corpus):
+    """Stored text printed on a terminal: an ESC sequence in a memory (a title change, a
+    screen clear) is shown escaped; `--scope` is a folder of the mount, never /etc."""
+    write_node(
+        corpus.path,
+        "user/bob/entities/term",
+        "Zanzibarquux terminal \x1b]0;PWNED\x07 and \x1b[2J here.\n",
+        fsync=True,
+    )
+    cmd = [sys.executable, "-m", "contextfs", "search", str(corpus.path)]
+    r = subprocess.run([*cmd, "zanzibarquux terminal"], capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr
+    assert "user/bob/entities/term" in r.stdout and "\x1b" not in r.stdout
+    assert "\\x1b]0;PWNED" in r.stdout, r.stdout
+    for scope in ("/etc", "../..", "user/../../x"):
+        r = subprocess.run([*cmd, "--scope", scope, "passwd"], capture_output=True, text=True)
+        assert r.returncode == 2 and "a path inside the mount" in r.stderr, (scope, r.stderr)
