@@ -1020,9 +1020,9 @@ def main(argv: list[str] | None = None) -> int:
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         code = 128 + signal.SIGPIPE
     except* OSError as group:  # a path the system refused (missing, a folder, a file): one line
-        for exc in group.exceptions:
-            assert isinstance(exc, OSError)
-            print(f"contextfs: {_os_error(exc)}", file=sys.stderr)
+        for refused in group.exceptions:
+            assert isinstance(refused, OSError)
+            print(f"contextfs: {_os_error(refused)}", file=sys.stderr)
         code = 1
     except* Exception as group:  # a damaged store: say so in one line, not a traceback
         rest = group.subgroup(lambda e: not isinstance(e, BaseExceptionGroup) and not _damaged(e))
