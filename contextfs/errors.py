@@ -105,6 +105,14 @@ class StoreDamaged(ContextFSError):
     errno = _errno.EROFS
 
 
+class StoreBusy(ContextFSError):
+    """The store had no room in its buffers for a change (DuckDB under `store_memory_mb`):
+    nothing of it was stored, the buffers grew, and the same write fits when tried again;
+    the mount stays writable."""
+
+    errno = _errno.EAGAIN
+
+
 class NoSpace(ContextFSError):
     """The disk under the store is full: the write is refused, nothing of it stored; the
     mount stays writable and takes writes again once there is room."""

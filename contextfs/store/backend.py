@@ -31,7 +31,7 @@ class Transactions(Protocol):
     exception classes: `errors` for any fault, `invalid` for
     a refused value, `conflict` for a row a constraint forbids (a second live name: the
     LIVE_NAME_INDEXES of contextfs.store.schema), `unavailable` for a server that is away
-    (empty for an embedded store)."""
+    (empty for an embedded store), `busy` for a change that found no room in the buffers."""
 
     dialect: str
     location: str  # where it is, as it may be shown (never a password)
@@ -39,6 +39,7 @@ class Transactions(Protocol):
     invalid: tuple[type[BaseException], ...]
     conflict: tuple[type[BaseException], ...]
     unavailable: tuple[type[BaseException], ...]
+    busy: tuple[type[BaseException], ...]
     garbage: set[str]
     backup: BackupPolicy | None  # a backup taken at close (a checked DuckDB store's mount)
     con: Any  # DuckDB's connection, or a PostgreSQL one with its call shape (fsck reads it)

@@ -204,6 +204,8 @@ class Store:
     )
     conflict: tuple[type[BaseException], ...] = (duckdb.ConstraintException,)
     unavailable: tuple[type[BaseException], ...] = ()
+    # no room in the buffers inside a transaction (`_Roomy`): refused, the limit grown
+    busy: tuple[type[BaseException], ...] = (duckdb.OutOfMemoryException,)
 
     def __init__(
         self,

@@ -535,6 +535,7 @@ class PgStore(Store):
     invalid: tuple[type[BaseException], ...] = (psycopg.errors.DataError,)
     conflict: tuple[type[BaseException], ...] = (psycopg.errors.UniqueViolation,)
     unavailable: tuple[type[BaseException], ...] = (StoreUnavailable, psycopg.OperationalError)
+    busy: tuple[type[BaseException], ...] = (psycopg.errors.OutOfMemory,)
 
     def __init__(
         self, dsn: str, *, read_only: bool = False, deadline_s: float = STATEMENT_DEADLINE_S

@@ -427,3 +427,41 @@ def test_llm_chunks_within_the_window_keyless_and_a_refused_chunk_is_reported(
     finally:
         m.stop()
     assert m.fsck() == []
+
+
+@pytest.mark.allow_warnings  # the buffer limit grows; the refused append is logged
+def test_a_transcript_that_outgrows_the_store_buffers_leaves_the_mount_writable(tmp_path):
+    """A live session's transcript grown past what the store's buffers hold (the least
+    `store_memory_mb`): the append that does not fit is refused with EAGAIN, its bytes kept
+    in refused/, and the same append tried again is taken. It used to be taken for store
+    damage: every later write of the mount was EROFS until a remount."""
+    m = make_mount(tmp_path, "search: false\nstore_memory_mb: 32\nstore_checkpoint_mb: 16\n")
+    try:
+        (m.path / ".sessions/long").mkdir()
+        t = m.path / ".sessions/long/transcript.jsonl"
+        refused = None
+        for n in range(200):
+            lines = "".join(
+                json.dumps({"role": "user", "content": f"Turn {n}.{k} " + "blah words " * 360})
+                + "\n"
+                for k in range(50)
+            )
+            try:
+                with open(t, "a") as f:
+                    f.write(lines)
+            except OSError as exc:
+                refused = (n, exc.errno, lines)
+                break
+        assert refused is not None, "never outgrew 32 MiB of buffers"
+        n, err, lines = refused
+        assert err == errno.EAGAIN
+        status = (m.path / ".status").read_text()
+        assert "state: read-write" in status and "no room in its buffers" in status
+        assert any(p.read_text() == lines for p in (m.data_dir / "refused").iterdir())
+        with open(t, "a") as f:  # tried again: taken
+            f.write(lines)
+        assert t.read_text().endswith(lines)
+        assert t.read_text().count(f'"Turn {n}.0 ') == 1
+        (m.path / "user/default/preferences/tea.md").write_text("Green tea.\n")
+    finally:
+        m.stop()

@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING
 import trio
 
 from contextfs.conversations.inbox import Intake, IntakeService, Session
-from contextfs.errors import InvalidInput
+from contextfs.errors import ContextFSError, InvalidInput
 from contextfs.fs.inode import SESSIONS_DIR, Handle, Inode, Role, SessionDir, ns
 from contextfs.fs.roles.base import Refusals, RoleBase
 from contextfs.fs.searchport import SearchPort
@@ -213,7 +213,13 @@ class Sessions(RoleBase):
             exc = InvalidInput("transcript.jsonl is append-only: add lines with >>")
             self.refusals.refuse(inode, exc, data[len(old) :] or data)
             raise exc
-        self.intake.record(sess, data[len(old) :])
+        try:
+            self.intake.record(sess, data[len(old) :])
+        except ContextFSError as exc:  # the store took none of it (its buffers, a full disk)
+            inode.data, inode.dirty = None, False
+            self.table.invalidate(inode)
+            self.refusals.refuse(inode, exc, data[len(old) :])
+            raise
         inode.data, inode.dirty = None, False
         self.table.invalidate(inode, attr_only=True)
 
