@@ -59,6 +59,7 @@ from contextfs.errors import (
     Exists,
     Forbidden,
     InvalidInput,
+    NotFound,
     StoreDamaged,
     StoreUnavailable,
 )
@@ -320,6 +321,7 @@ class Session:
     processed: int = 0  # turns already extracted
     summary: str = ""  # compacted earlier turns
     extracting: bool = False
+    ended: bool = False  # archived and removed: nothing of it is stored again
     touched: list[str] = field(default_factory=list)  # node paths extraction changed
     # (turn line, turn ref, media index) -> what the gates did with a medium of a turn
     media_notes: dict[tuple[int, str, int], str] = field(default_factory=dict)
@@ -1205,6 +1207,8 @@ class Intake:
         return parse_transcript(s.transcript, "t.jsonl").turns
 
     def extract_session(self, s: Session, candidates: Sequence[Candidate], upto: int) -> list[str]:
+        if s.ended:  # its end archived and extracted every turn
+            return []
         changed, _refused = self.route_candidates(s.owner, candidates, f"session:{s.id}")
         s.touched += changed
         self._put(s, processed=max(s.processed, upto))
@@ -1214,8 +1218,13 @@ class Intake:
         """Shorten the live transcript into a summary (after extracting what is pending).
         The turns compacted away are archived at once, as the next part of the session's
         archive, in the transaction that shortens the transcript: the live file gets
-        short, the record keeps every turn."""
-        turns = self.session_turns(s)
+        short, the record keeps every turn. A line still being written (its end not
+        appended yet) stays in the transcript, to be completed."""
+        keep = s.transcript.rfind("\n") + 1
+        tail = s.transcript[keep:]
+        if tail and parse_transcript(tail, "t.jsonl").turns:
+            tail = ""  # a whole turn without its newline: compacted with the others
+        turns = parse_transcript(s.transcript[: len(s.transcript) - len(tail)], "t.jsonl").turns
         if not turns:
             return
         l1 = summarize(self.memory.types.get("session"), render_turns(turns))[1].strip()
@@ -1224,7 +1233,7 @@ class Intake:
         try:
             with self._filing():
                 self._archive_part(s, turns, self._unarchived(s, l1))
-                self._put(s, transcript="", processed=0, summary=summary)
+                self._put(s, transcript=tail, processed=0, summary=summary)
         except BaseException:  # rolled back: the session as the store still has it
             s.transcript, s.processed, s.summary = saved
             raise
@@ -1264,7 +1273,10 @@ class Intake:
         processed: int | None = None,
         summary: str | None = None,
     ) -> None:
-        """Store the session with these values; the object follows once it is stored."""
+        """Store the session with these values; the object follows once it is stored. An
+        ended session is not stored again (a writer closing after the end): refused."""
+        if s.ended:
+            raise NotFound(f".sessions/{s.id} has ended: nothing more is recorded in it")
         transcript = s.transcript if transcript is None else transcript
         processed = s.processed if processed is None else processed
         summary = s.summary if summary is None else summary
@@ -1283,6 +1295,7 @@ class Intake:
             # compacted before compaction archived its turns: the summary is all there is
             node = self._archive_part(s, (), s.summary)[0]
         self.memory.delete_session(s.owner, s.id)
+        s.ended = True
         self.sessions.pop((s.owner[0], s.owner[1], s.id), None)
         return node
 
@@ -1590,6 +1603,10 @@ class IntakeService(Service):
 
     async def extract(self, s: Session) -> list[str]:
         intake = self.intake
+        while s.extracting:  # (a compact or an end waits for the extraction under way)
+            await trio.sleep(0.05)
+        if s.ended:
+            return []
         turns = intake.session_turns(s)
         new = turns[s.processed :]
         if not new:

@@ -465,3 +465,98 @@ def test_a_transcript_that_outgrows_the_store_buffers_leaves_the_mount_writable(
         (m.path / "user/default/preferences/tea.md").write_text("Green tea.\n")
     finally:
         m.stop()
+
+
+FILLER = " ".join(f"The sky number {k} was grey." for k in range(800))
+
+
+def cats(n: int) -> str:
+    return "".join(
+        json.dumps({"role": "user", "content": f"On 2026-05-0{i % 9 + 1} I adopted a cat "
+                    f"named Whiskers{i}. {FILLER}"}) + "\n"
+        for i in range(n)
+    )  # fmt: skip
+
+
+def test_an_end_or_compact_during_a_background_extraction_extracts_each_turn_once(tmp_path):
+    """rmdir, or `compact`, right after turns that started the background extraction: the
+    end waits for it, so each fact is extracted once, turns added after a compact are
+    extracted too, and an ended session stays ended after a remount (it came back, and
+    its facts twice)."""
+    m = make_mount(tmp_path, "search: false\n")
+    try:
+        events = m.path / "user/default/events"
+        (m.path / ".sessions/r1").mkdir()
+        with open(m.path / ".sessions/r1/transcript.jsonl", "a") as f:
+            f.write(cats(10))
+        os.rmdir(m.path / ".sessions/r1")
+        assert len([e for e in os.listdir(events) if "whiskers" in e]) == 10
+        (m.path / ".sessions/c1").mkdir()
+        t = m.path / ".sessions/c1/transcript.jsonl"
+        with open(t, "a") as f:
+            f.write(cats(10).replace("Whiskers", "Tom"))
+        (m.path / ".sessions/c1/control").write_text("compact\n")
+        time.sleep(1)
+        with open(t, "a") as f:
+            for i in range(5):
+                f.write(json.dumps({"role": "user", "content": f"On 2026-06-1{i} I bought "
+                                    f"a bike called Rocket{i}."}) + "\n")  # fmt: skip
+        os.rmdir(m.path / ".sessions/c1")
+        names = os.listdir(events)
+        assert len([e for e in names if "named-tom" in e]) == 10, names
+        assert len([e for e in names if "rocket" in e]) == 5, names
+        m.remount()
+        assert os.listdir(m.path / ".sessions") == []
+    finally:
+        m.stop()
+
+
+def test_a_session_ended_through_the_owners_view_is_gone_from_the_roots(tmp_path):
+    """The root's `.sessions` is the default owner's: a session started in one shows in
+    the other, and ended through either it is gone from both. A writer that closes after
+    the end is refused (ENOENT) and its bytes kept in refused/; the session does not come
+    back after a remount (it did, with the line)."""
+    m = make_mount(tmp_path, "search: false\n")
+    try:
+        owner = m.path / "user/default/.sessions"
+        assert os.listdir(owner) == []  # listed: the kernel and the daemon hold it
+        (m.path / ".sessions/x").mkdir()
+        assert os.listdir(owner) == ["x"]
+        with open(m.path / ".sessions/x/transcript.jsonl", "a") as f:
+            f.write(json.dumps({"role": "user", "content": "hello"}) + "\n")
+        late = open(m.path / ".sessions/x/transcript.jsonl", "a")  # noqa: SIM115
+        os.rmdir(owner / "x")
+        assert os.listdir(m.path / ".sessions") == [] and os.listdir(owner) == []
+        late.write(json.dumps({"role": "user", "content": "I adopted a ferret, Bandit."}) + "\n")
+        with pytest.raises(FileNotFoundError):
+            late.close()
+        kept = [p.read_text() for p in (m.data_dir / "refused").iterdir()]
+        assert any("Bandit" in k for k in kept), kept
+        m.remount()
+        assert os.listdir(m.path / ".sessions") == []
+    finally:
+        m.stop()
+
+
+def test_compact_keeps_a_line_still_being_written(tmp_path):
+    """`compact` between the two halves of one appended line: the finished turns are
+    archived, the half line stays in the transcript and, completed, is a turn (it was
+    emptied away, and the turn lost)."""
+    m = make_mount(tmp_path, "search: false\n")
+    try:
+        (m.path / ".sessions/pl").mkdir()
+        t = m.path / ".sessions/pl/transcript.jsonl"
+        with open(t, "a") as f:
+            f.write(json.dumps({"role": "user", "content": "First turn is complete."}) + "\n")
+        with open(t, "a") as f:
+            f.write('{"role":"user","content":"I adopted a parrot named ')
+        (m.path / ".sessions/pl/control").write_text("compact\n")
+        assert t.read_text() == '{"role":"user","content":"I adopted a parrot named '
+        with open(t, "a") as f:
+            f.write('Polly on 2026-01-05."}\n')
+        os.rmdir(m.path / ".sessions/pl")
+        parts = (m.path / "user/default/sessions").iterdir()
+        assert sum("Polly" in (p / "L2.md").read_text() for p in parts) == 1
+        assert any("polly" in e for e in os.listdir(m.path / "user/default/events"))
+    finally:
+        m.stop()

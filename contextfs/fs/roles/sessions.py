@@ -78,9 +78,15 @@ class Sessions(RoleBase):
         # context.md as last built, per session, with the state it reflects: getattr
         # reports its true size (rsync copies st_size bytes) and the next open serves it
         self._contexts: dict[tuple[str, str, str], tuple[tuple[object, ...], bytes]] = {}
+        # owner -> its `.sessions` directories: the root's is also the default owner's, and
+        # a session started or ended through one shows in the other at once
+        self._views: dict[tuple[str, str], list[Inode]] = {}
 
     def add_dir(self, d: Inode, owner: tuple[str, str]) -> None:
-        self.table.new_dir(Role.SESSIONS, SESSIONS_DIR, d, 0o755, owner=owner, populated=False)
+        view = self.table.new_dir(
+            Role.SESSIONS, SESSIONS_DIR, d, 0o755, owner=owner, populated=False
+        )
+        self._views.setdefault(owner, []).append(view)
 
     def populate(self, d: Inode) -> None:
         d.populated = True
@@ -115,7 +121,11 @@ class Sessions(RoleBase):
         if d.role != Role.SESSIONS:
             raise self.no_files_here(d)
         assert self.intake is not None and d.owner is not None
-        return self._show(d, self.intake.start_session(d.owner, name))
+        sess = self.intake.start_session(d.owner, name)
+        for view in self._views.get(d.owner, []):
+            if view is not d and view.populated and view.parent is not None:
+                self._show(view, sess)
+        return self._show(d, sess)
 
     async def rmdir(self, d: Inode, child: Inode) -> None:
         if child.role == Role.SESSION:
@@ -234,7 +244,15 @@ class Sessions(RoleBase):
             return
         self.intake.end_session(sess)
         self._contexts.pop(self._key(sess), None)
-        if sd.parent is not None:  # the session directory is gone
-            for c in list((sd.children or {}).values()):
+        # gone from every view of the owner's sessions (the root's is the default owner's)
+        shown_in: list[Inode | None] = [sd]
+        for view in self._views.get(sess.owner, []):
+            shown_in.append((view.children or {}).get(sess.id))
+        for shown in shown_in:
+            if shown is None or shown.parent is None or shown.role != Role.SESSION:
+                continue
+            if shown is not sd and shown.session is not sess:
+                continue
+            for c in list((shown.children or {}).values()):  # the session directory is gone
                 self.table.unlink_inode(c)
-            self.table.unlink_inode(sd)
+            self.table.unlink_inode(shown)
