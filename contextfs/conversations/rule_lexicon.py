@@ -239,7 +239,7 @@ _STANDING_RES: list[tuple[re.Pattern[str], str, str]] = [
 ]
 
 _PROFILE_RES: list[tuple[re.Pattern[str], str]] = [
-    (re.compile(rf"{_LEAD}my\s+name\s+is\s+(?P<v>{_NAME})", re.I), "name"),
+    (re.compile(rf"{_LEAD}my\s+name\s+is\s+(?P<v>(?-i:{_NAME}))\b", re.I), "name"),
     (re.compile(rf"{_LEAD}(?:please\s+)?call\s+me\s+(?P<v>{_NAME})\b"), "name"),
     (re.compile(rf"{_LEAD}I\s+go\s+by\s+(?P<v>{_NAME})\b"), "name"),
     (

@@ -174,8 +174,8 @@ def turn_from_object(number: int, obj: dict) -> Turn | str:
     if not isinstance(role, str) or not role.strip():
         return "no 'role'" if role is None else "'role' is not a non-empty string"
     role = role.strip()
-    if role.lower() in KNOWN_ROLES:
-        role = role.lower()
+    # the roles other tools write ("human" and "ai", Gemini's "model") are ours
+    role = _ROLE_WORDS.get(role.lower(), role)
     name = _opt_text(obj.get("name"))
     tool_input = obj.get("input")
     tool_output = obj.get("output")
@@ -372,10 +372,6 @@ def _labels_are_dialogue(lines: list[str], opens: list, speakers: list[str]) -> 
 
 
 def _build_turns(lines: list[str], opens: list, style: str, speakers: list[str]) -> tuple:
-    # A dialogue between one person and assistants: that person is the user.
-    others = {s for s in speakers if _speaker_role(s) is None}
-    roles_present = {_speaker_role(s) for s in speakers}
-    lone_user = next(iter(others)) if len(others) == 1 and "user" not in roles_present else None
     turns: list[Turn] = []
     bounds = [i for i, _ in opens] + [len(lines)]
     for k, (start, m) in enumerate(opens):
@@ -393,10 +389,10 @@ def _build_turns(lines: list[str], opens: list, style: str, speakers: list[str])
                 role = role_word
                 if speaker.lower() not in KNOWN_ROLES:
                     name = speaker
-            elif speaker == lone_user:
-                role, name = "user", speaker
             else:
-                role, name = speaker, speaker
+                # a named person (the one beside assistants, or one of several people
+                # talking): a user turn under their name, as JSONL gives it with `name`
+                role, name = "user", speaker
             if style == "label" and m.group("text"):
                 body_lines = [m.group("text"), *body_lines]
         content = "\n".join(body_lines).strip("\n")

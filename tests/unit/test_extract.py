@@ -169,6 +169,19 @@ def test_profile_facts():
     assert {"name": "Northwind", "kind": "organisation"} in of(cands, "entity")
 
 
+@pytest.mark.parametrize(("text", "name"), [
+    ("My name is Dana and I live in Oslo.", "Dana"),
+    ("my name is Dana but friends say Dee.", "Dana"),
+    ("my name is not important.", None),
+    ("My name is on the list.", None),
+])  # fmt: skip
+def test_a_name_is_the_capitalised_words_only(text, name):
+    """`my name is` is matched in any case; the name it gives is capitalised words, never
+    the lower-case words after it ("Dana and", "not important")."""
+    names = [c["name"] for c in of(extract(user(text)), "profile") if "name" in c]
+    assert names == ([name] if name else [])
+
+
 @pytest.mark.parametrize("text", [
     "I'm a bit tired today.",
     "I'm a huge fan of jazz.",

@@ -5,6 +5,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pytest
+
 from contextfs.conversations.transcript import Turn, parse_transcript, render_turns
 
 CORPUS = Path(__file__).resolve().parents[1] / "corpus" / "transcripts"
@@ -165,3 +167,22 @@ def test_corpus_transcripts_parse_with_the_malformed_lines_reported():
         t = parse_transcript(path.read_text(), path.name)
         assert t.turns, path.name
         assert [line for line, _ in t.errors] == expected_errors.get(path.name, []), path.name
+
+
+def test_a_dialogue_between_named_people_is_their_user_turns():
+    """Two people talking ("Dana: …", "Sam: …"): each turn is a user turn under its
+    speaker's name, as JSONL with `name` gives it, so their facts are extracted (with the
+    speaker's role as their name, nothing was)."""
+    t = parse_transcript("Dana: I moved to Lisbon.\nSam: I live in Porto.\nDana: Nice!\n", "c.txt")
+    assert [(x.role, x.name) for x in t.turns] == [
+        ("user", "Dana"), ("user", "Sam"), ("user", "Dana"),
+    ]  # fmt: skip
+
+
+@pytest.mark.parametrize(("role", "want"), [
+    ("human", "user"), ("Human", "user"), ("ai", "assistant"), ("model", "assistant"),
+    ("user", "user"), ("narrator", "narrator"),
+])  # fmt: skip
+def test_jsonl_roles_other_tools_write_are_ours(role, want):
+    t = parse_transcript(_jsonl({"role": role, "content": "I love hiking."}), "c.jsonl")
+    assert t.turns[0].role == want
