@@ -560,3 +560,33 @@ def test_compact_keeps_a_line_still_being_written(tmp_path):
         assert any("polly" in e for e in os.listdir(m.path / "user/default/events"))
     finally:
         m.stop()
+
+
+def test_writers_appending_to_one_transcript_at_once_are_each_taken_once(tmp_path):
+    """Three processes each appending lines to one live transcript (open, write a line,
+    close): every append succeeds and every line is there once. A writer whose line
+    another writer's close had already recorded got EINVAL, and one that retried would
+    have doubled its turn."""
+    m = make_mount(tmp_path, "search: false\n")
+    try:
+        (m.path / ".sessions/cc").mkdir()
+        t = m.path / ".sessions/cc/transcript.jsonl"
+        code = (
+            "import json, sys\n"
+            "fails = 0\n"
+            "for n in range(100):\n"
+            "    try:\n"
+            "        with open(sys.argv[1], 'a') as f:\n"
+            "            f.write(json.dumps({'role': 'user', "
+            "'content': f'writer {sys.argv[2]} line {n}'}) + '\\n')\n"
+            "    except OSError:\n"
+            "        fails += 1\n"
+            "sys.exit(fails)\n"
+        )
+        procs = [subprocess.Popen([sys.executable, "-c", code, str(t), str(i)]) for i in range(3)]
+        assert [p.wait(timeout=120) for p in procs] == [0, 0, 0]
+        lines = t.read_text().splitlines()
+        assert len(lines) == 300 and len(set(lines)) == 300
+        assert not (m.data_dir / "refused").exists()
+    finally:
+        m.stop()

@@ -215,7 +215,9 @@ class Sessions(RoleBase):
         """Appended turns are recorded; anything else written is refused."""
         assert self.intake is not None
         sess = inode.session
-        data = bytes(inode.data or b"")
+        if inode.data is None:
+            return  # nothing pending: another writer's close recorded what this one added
+        data = bytes(inode.data)
         old = sess.transcript.encode()
         if not data.startswith(old):
             inode.data, inode.dirty = None, False
