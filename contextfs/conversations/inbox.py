@@ -1626,6 +1626,11 @@ class IntakeService(Service):
                             "id": t.ref,
                             **({"timestamp": t.timestamp} if t.timestamp else {}),
                             **({"name": t.name} if t.name else {}),
+                            # a tool event's call and result: what case and skill
+                            # extraction read, and whether it failed
+                            **({"input": t.tool_input} if t.tool_input is not None else {}),
+                            **({"output": t.tool_output} if t.tool_output is not None else {}),
+                            **({"ok": t.ok} if t.ok is not None else {}),
                         }
                     )
                     for t in new

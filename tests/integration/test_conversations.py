@@ -590,3 +590,29 @@ def test_writers_appending_to_one_transcript_at_once_are_each_taken_once(tmp_pat
         assert not (m.data_dir / "refused").exists()
     finally:
         m.stop()
+
+
+TOOL_EVENTS = [
+    {"role": "user", "content": "Deploy the app to staging."},
+    {"role": "tool", "name": "bash", "input": {"cmd": "make deploy"},
+     "output": {"exit_code": 2, "stderr": "missing AWS_PROFILE"}, "id": "t1"},
+    {"role": "tool", "name": "bash", "input": {"cmd": "AWS_PROFILE=stg make deploy"},
+     "output": {"exit_code": 0}, "id": "t2"},
+    {"role": "tool", "name": "http_get", "input": {"url": "https://staging.example.com/x"},
+     "is_error": True, "output": "timeout", "id": "t3"},
+]  # fmt: skip
+
+
+def test_tool_events_of_a_session_keep_their_success_and_failure(tmp_path):
+    """The same tool events through a live session as through the inbox: each call's
+    success or failure counts (the session's extraction saw every call as a success)."""
+    m = make_mount(tmp_path, "search: false\n")
+    try:
+        (m.path / ".sessions/tl").mkdir()
+        (m.path / ".sessions/tl/transcript.jsonl").write_text(jsonl(TOOL_EVENTS))
+        os.rmdir(m.path / ".sessions/tl")
+        tools = m.path / "agent/default/tools"
+        assert "1 ok, 1 failed" in (tools / "bash/L2.md").read_text()
+        assert "0 ok, 1 failed" in (tools / "http-get/L2.md").read_text()
+    finally:
+        m.stop()
