@@ -312,6 +312,12 @@ class _ArchiveRefused(Exception):
         self.reason = reason
 
 
+# context.md's relevant memories: typed ones, then turns of earlier sessions (each cut)
+CONTEXT_MEMORIES = 8
+CONTEXT_PASSAGES = 4
+CONTEXT_PASSAGE_CHARS = 300
+
+
 @dataclass(slots=True)
 class Session:
     owner: tuple[str, str]
@@ -1349,15 +1355,26 @@ class Intake:
         turns = self.session_turns(s)
         latest = " ".join(t.content for t in turns[-3:] if t.role == "user")[-500:]
         if latest and search is not None:
-            hits = search(latest, f"{owner[0]}/{owner[1]}")
-            if hits:
+            hits = [
+                h
+                for h in search(latest, f"{owner[0]}/{owner[1]}")
+                if h.confidence is None or h.confidence > 0  # nothing unrelated
+            ]
+            # the typed memories first (archives of long conversations outnumber them
+            # among the hits), then what was said in earlier sessions: their best turns
+            typed = [h for h in hits if h.node.type != "session"][:CONTEXT_MEMORIES]
+            said = [
+                f"- {h.path} ({p.passage.label}): "
+                f"{' '.join(p.passage.text.split())[:CONTEXT_PASSAGE_CHARS]}\n"
+                for h in hits
+                if h.node.type == "session"
+                for p in h.passages[:1]
+            ][:CONTEXT_PASSAGES]
+            if typed or said:
                 parts.append(
                     "## Relevant memories\n\n"
-                    + "".join(
-                        f"- {h.path}: {h.node.l0.strip()}\n"
-                        for h in hits
-                        if h.node.type != "session"
-                    )
+                    + "".join(f"- {h.path}: {h.node.l0.strip()}\n" for h in typed)
+                    + "".join(said)
                 )
         out = ""
         for p in parts:  # highest priority first; stop before the budget is crossed

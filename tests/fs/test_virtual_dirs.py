@@ -572,3 +572,32 @@ async def test_reads_are_not_accesses_query_answers_are(searching: Mount, memory
     await fs.read(f"{q}/_context.md")
     assert n.access_count == 1, "one read answer, one access per hit"
     assert "access_count: 1" in await fs.text("user/default/preferences/tea/meta.yaml")
+
+
+async def test_session_context_shows_typed_memories_and_earlier_sessions_turns(
+    searching: Mount,
+) -> None:
+    """Archives of earlier sessions outnumber typed memories among the hits: context.md
+    still lists the typed memory, then the best turns of earlier sessions with their ids
+    (it dropped the archives, and with them most of what it found)."""
+    fs = searching.fs
+    for i in range(12):
+        await fs.mkdir(f".sessions/old{i}")
+        said = f"Bramble the beagle ate sock number {i} and the vet visit {i} went fine."
+        await fs.write(
+            f".sessions/old{i}/transcript.jsonl", _turn("user", said, f"b{i}"), append=True
+        )
+        await fs.rmdir(f".sessions/old{i}")
+    await fs.mkdir("user/default/entities/bramble")
+    await fs.write("user/default/entities/bramble/L2.md", b"Bramble is our beagle.\n", fsync=True)
+    await fs.mkdir(".sessions/now")
+    await fs.write(
+        ".sessions/now/transcript.jsonl",
+        _turn("user", "How is Bramble the beagle after the vet visit?", "q"),
+        append=True,
+    )
+    context = await fs.text(".sessions/now/context.md")
+    relevant = context.split("## Relevant memories", 1)[1]
+    assert "user/default/entities/bramble: " in relevant, context
+    assert relevant.count("user/default/sessions/") >= 2, context
+    assert "(b" in relevant and "Bramble the beagle ate sock" in relevant, context

@@ -183,7 +183,9 @@ class Sessions(RoleBase):
 
         def find(question: str, scope: str) -> list[Hit]:
             assert search is not None
-            return search.search(question, scope, QueryOptions(k=k)).hits
+            # deeper than k: archives of long conversations crowd the first hits, and
+            # context.md shows k typed memories besides their turns (Intake.context_for)
+            return search.search(question, scope, QueryOptions(k=min(100, 3 * k))).hits
 
         return lambda: intake.context_for(
             sess, self.config.budget, find if search is not None else None
