@@ -1633,28 +1633,11 @@ class IntakeService(Service):
             notes, _lines = await self.turn_media(s.owner, new, s.id, f"session:{s.id}", None)
             s.media_notes.update(notes)
             today = dt.datetime.fromtimestamp(intake.clock(), dt.UTC).date().isoformat()
-            _t, candidates, _how = await trio.to_thread.run_sync(
-                intake.analyse,
-                "\n".join(
-                    json.dumps(
-                        {
-                            "role": t.role,
-                            "content": t.content,
-                            "id": t.ref,
-                            **({"timestamp": t.timestamp} if t.timestamp else {}),
-                            **({"name": t.name} if t.name else {}),
-                            # a tool event's call and result: what case and skill
-                            # extraction read, and whether it failed
-                            **({"input": t.tool_input} if t.tool_input is not None else {}),
-                            **({"output": t.tool_output} if t.tool_output is not None else {}),
-                            **({"ok": t.ok} if t.ok is not None else {}),
-                        }
-                    )
-                    for t in new
-                ),
-                "session.jsonl",
-                today,
-                s.owner,
+            names = intake.owner_names(s.owner)  # (read here: the thread reads no store)
+            # the turns as parsed, tool calls and results with them; an unmount does not
+            # wait for the extractor (nor an LLM's answer): the turns stay pending
+            candidates, _how, _notes = await trio.to_thread.run_sync(
+                intake.extract_turns, new, today, names, abandon_on_cancel=True
             )
             changed = intake.extract_session(s, candidates, len(turns))
         finally:

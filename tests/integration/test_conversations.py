@@ -616,3 +616,34 @@ def test_tool_events_of_a_session_keep_their_success_and_failure(tmp_path):
         assert "0 ok, 1 failed" in (tools / "http-get/L2.md").read_text()
     finally:
         m.stop()
+
+
+def test_an_unmount_does_not_wait_for_a_big_sessions_extraction(tmp_path):
+    """`contextfs umount` right after a big append to a live session: the daemon exits
+    without waiting for the extraction of its turns (which takes minutes), and the session
+    is live again after a remount with every turn, still to be extracted. It waited until
+    the extraction ended, past the command's 30 s."""
+    m = make_mount(tmp_path, "search: false\nstore_memory_mb: 512\n")
+    try:
+        (m.path / ".sessions/bw").mkdir()
+        words = "some words here and there " * 15
+        with open(m.path / ".sessions/bw/transcript.jsonl", "a") as f:
+            f.write("".join(
+                json.dumps({"role": "user", "content": f"Turn {n}. I like tea {n}. {words}"})
+                + "\n"
+                for n in range(40000)
+            ))  # fmt: skip
+        time.sleep(2)  # the extraction is under way
+        done = subprocess.run(
+            [sys.executable, "-m", "contextfs", "umount", str(m.path)],
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+        assert done.returncode == 0, done.stderr
+        m.proc.wait(timeout=30)
+        m.start()
+        lines = (m.path / ".sessions/bw/transcript.jsonl").read_text().splitlines()
+        assert len(lines) == 40000
+    finally:
+        m.stop()
