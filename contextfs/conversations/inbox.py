@@ -1200,6 +1200,15 @@ class Intake:
         # redacted again with the new bytes, so a keyword and its value, or the rest of a
         # token glued to the marker of its first part, are seen together.
         keep = s.transcript.rfind("\n") + 1
+        done = (s.transcript[keep:] + text).rpartition("\n")[0]  # its lines now whole
+        if done.strip():
+            bad = parse_transcript(done + "\n", "t.jsonl").errors
+            if bad:  # refused whole, its bytes kept: a session has no report to list it in
+                line, reason = bad[0]
+                raise InvalidInput(
+                    f"transcript.jsonl: appended line {line} is not a turn ({reason}); "
+                    "nothing of this append was recorded"
+                )
         text = self.memory.redact(
             s.transcript[keep:] + text, f"{s.owner[0]}/{s.owner[1]}/.sessions/{s.id}"
         )

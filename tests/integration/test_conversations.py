@@ -647,3 +647,33 @@ def test_an_unmount_does_not_wait_for_a_big_sessions_extraction(tmp_path):
         assert len(lines) == 40000
     finally:
         m.stop()
+
+
+def test_an_append_with_a_line_that_is_not_a_turn_is_refused_and_kept(tmp_path):
+    """A session has no report to list what it did not understand: an append holding a
+    line that is not a turn is refused whole (EINVAL, the reason in `.status`, its bytes
+    in refused/); it was taken with exit 0 and the line vanished at the end. A line split
+    across two appends is still one turn."""
+    m = make_mount(tmp_path, "search: false\n")
+    try:
+        (m.path / ".sessions/v").mkdir()
+        t = m.path / ".sessions/v/transcript.jsonl"
+        first = json.dumps({"role": "user", "content": "ok"}) + "\n"
+        with open(t, "a") as f:
+            f.write(first)
+        f = open(t, "a")  # noqa: SIM115
+        f.write(json.dumps({"role": "user", "content": "good"}) + "\nnot json at all\n")
+        with pytest.raises(OSError) as err:
+            f.close()
+        assert err.value.errno == errno.EINVAL
+        assert t.read_text() == first
+        assert "appended line 2 is not a turn" in (m.path / ".status").read_text()
+        kept = [p.read_text() for p in (m.data_dir / "refused").iterdir()]
+        assert any("not json at all" in k for k in kept)
+        with open(t, "a") as f:
+            f.write('{"role":"user",')
+        with open(t, "a") as f:
+            f.write('"content":"split"}\n')
+        assert t.read_text() == first + '{"role":"user","content":"split"}\n'
+    finally:
+        m.stop()
