@@ -601,3 +601,18 @@ async def test_session_context_shows_typed_memories_and_earlier_sessions_turns(
     assert "user/default/entities/bramble: " in relevant, context
     assert relevant.count("user/default/sessions/") >= 2, context
     assert "(b" in relevant and "Bramble the beagle ate sock" in relevant, context
+
+
+async def test_the_roots_inbox_and_sessions_are_the_default_owners(plain: Mount) -> None:
+    """`.inbox` and `.sessions` at the root are the default owner's: what is handed in or
+    started through one shows in the other, also when that one was listed before (it
+    showed only where it was made until a remount)."""
+    fs = plain.fs
+    assert await fs.listdir("user/default/.inbox") == []
+    assert await fs.listdir("user/default/.sessions") == []
+    await fs.write(".inbox/rain.md", b"I prefer rain to sun.\n")
+    assert await fs.listdir("user/default/.inbox") == ["rain.md", "rain.md.report.md"]
+    await fs.mkdir(".sessions/s1")
+    assert await fs.listdir("user/default/.sessions") == ["s1"]
+    await fs.rmdir("user/default/.sessions/s1")
+    assert await fs.listdir(".sessions") == []

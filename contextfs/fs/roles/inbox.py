@@ -59,13 +59,25 @@ class Inbox(RoleBase):
         self.memory = memory
         self.intake = intake
         self.sessions = sessions  # `.sessions` is made beside each `.inbox`
+        # owner -> its `.inbox` directories: the root's is also the default owner's
+        self._views: dict[tuple[str, str], list[Inode]] = {}
 
     def add_dirs(self, d: Inode, owner: tuple[str, str]) -> None:
         """The intake directories of an owner (or the root): `.inbox` and `.sessions`."""
         if self.intake is None:
             return
-        self.table.new_dir(Role.INBOX, INBOX_DIR, d, 0o755, owner=owner, populated=False)
+        view = self.table.new_dir(Role.INBOX, INBOX_DIR, d, 0o755, owner=owner, populated=False)
+        self._views.setdefault(owner, []).append(view)
         self.sessions.add_dir(d, owner)
+
+    def _show_in_views(self, d: Inode, item: InboxItem) -> Inode:
+        """An item handed in through d, shown there and in the owner's other `.inbox` (the
+        root's is the default owner's) once that one is listed."""
+        assert d.owner is not None
+        for view in self._views.get(d.owner, []):
+            if view is not d and view.populated and view.parent is not None:
+                self._show(view, item)
+        return self._show(d, item)
 
     def populate(self, d: Inode) -> None:
         d.populated = True
@@ -122,7 +134,7 @@ class Inbox(RoleBase):
         """Hand bytes in: stored now (redacted), processed in the background."""
         assert self.intake is not None and d.owner is not None
         item = self.intake.submit(d.owner, name, data)
-        return self._show(d, item)
+        return self._show_in_views(d, item)
 
     def changed(self) -> None:
         """Processing moved on: every report shows the new state."""
@@ -170,12 +182,15 @@ class Inbox(RoleBase):
         if child.role != Role.INBOX_ITEM or self.intake is None:
             super().unlink(d, child)
             return
-        self.intake.remove(child.inbox_item)
-        assert d.children is not None
-        report = d.children.get(child.name + REPORT_SUFFIX)
-        for inode in (child, report):
-            if inode is not None:
-                self.table.unlink_inode(inode)
+        item = child.inbox_item
+        self.intake.remove(item)
+        assert d.owner is not None
+        for view in {id(v): v for v in [d, *self._views.get(d.owner, [])]}.values():
+            for inode in list((view.children or {}).values()):  # gone from every view
+                if inode.role in (Role.INBOX_ITEM, Role.INBOX_REPORT) and (
+                    inode.inbox_item is item
+                ):
+                    self.table.unlink_inode(inode)
 
     def content(self, inode: Inode) -> bytes:
         assert self.intake is not None
@@ -293,7 +308,7 @@ class Inbox(RoleBase):
         path = self.table.child_path(parent, inode.name)
         if inode.parent is not None:  # not removed while it was stored
             self.table.unlink_inode(inode)  # the stored item (redacted) takes its place
-        shown = self._show(parent, item)
+        shown = self._show_in_views(parent, item)
         inode.dirty = False
         refused = self.refusal(inode.name) if item.state == "refused" else None
         if refused is not None:
