@@ -56,7 +56,7 @@ from contextfs.conversations.rule_lexicon import (
     _reason,
     _sentences,
 )
-from contextfs.conversations.timeparse import parse_timestamp, resolve_relative
+from contextfs.conversations.timeparse import DateMention, parse_timestamp, resolve_relative
 from contextfs.conversations.transcript import Turn
 from contextfs.ctxtypes import ContextType
 from contextfs.errors import InvalidInput
@@ -498,14 +498,16 @@ class RuleExtractor:
     def _event(
         self, col: _Collector, turn: Turn, sentence: str, bare: str, ref_day: _dt.date | None
     ) -> None:
-        found = _find_date(bare, ref_day)
-        if found is None:
+        mentions = resolve_relative(bare, ref_day or _dt.date(1970, 1, 1))
+        days = _days(mentions, ref_day)
+        if not days:
             return
-        day, span, tense = found
-        rest = (bare[: span[0]] + " " + bare[span[1] :]).strip()
-        rest = re.sub(r"\s+", " ", rest).strip(" ,.!")
-        m = re.search(r"(?:^|[,;]\s*|\b(?:and|so|then|on|in)\s+)(?P<subj>I|[Ww]e)"
-                      r"(?P<rest>(?:'m|'re|'ll|'ve)?\s+.+)", rest)  # fmt: skip
+        masked = bare
+        for mention in mentions:  # every date phrase out, the text keeping its positions
+            a, b = mention.span
+            masked = masked[:a] + " " * (b - a) + masked[b:]
+        rest = re.sub(r"\s+", " ", masked).strip(" ,.!")
+        m = _SUBJECT_RE.search(rest)
         someone = None
         if not m:  # "Idris proposed on Saturday": someone named, at the head of the sentence
             m = re.match(rf"(?P<subj>{_NAME})(?P<rest>\s+.+)", rest)
@@ -527,6 +529,11 @@ class RuleExtractor:
                        and not going)  # fmt: skip
         future = verb == "will" or going or progressive
         past = verb in _PAST_IRREGULAR or (verb.endswith("ed") and verb not in _NOT_VERBS_ED)
+        perfect = verb in ("have", "has") and _participle(words[1:])
+        found = _event_date(masked, days, done=past or perfect, ahead=future)
+        if found is None:
+            return
+        day, tense = found
         has = verb in ("have", "has") and tense != "past"
         if not (past or future or has):
             return
@@ -812,18 +819,82 @@ def _reference_day(today: str | None, timestamp: str | None) -> _dt.date | None:
     return None
 
 
-def _find_date(text: str, ref: _dt.date | None) -> tuple[_dt.date, tuple[int, int], str] | None:
-    """(day, span of the date phrase, "past" | "future" | "") for the first day found."""
-    if ref is None:
-        # only absolute dates can be read without a reference day
-        mentions = [m for m in resolve_relative(text, _dt.date(1970, 1, 1)) if not m.relative]
-    else:
-        mentions = resolve_relative(text, ref)
+_Day = tuple[_dt.date, tuple[int, int], str]  # day, span of its phrase, "past" | "future" | ""
+
+
+def _days(mentions: Iterable[DateMention], ref: _dt.date | None) -> list[_Day]:
+    """The single days among a text's date `mentions` (resolved against `ref`, or any day
+    when there is none), with where each phrase is and whether the day is before or after
+    `ref` ("" for an explicit date or `ref` itself)."""
+    out = []
     for m in mentions:
         if m.start != m.end:
             continue  # a range ("last week") is not the day of an event
+        if ref is None and m.relative:
+            continue  # only absolute dates can be read without a reference day
         if not m.relative or ref is None:
-            return m.start, m.span, ""
-        tense = "past" if m.start < ref else "future" if m.start > ref else ""
-        return m.start, m.span, tense
+            out.append((m.start, m.span, ""))
+        else:
+            out.append((m.start, m.span, "past" if m.start < ref else
+                        "future" if m.start > ref else ""))  # fmt: skip
+    return out
+
+
+# The subject of a user's event, "I" or "we": at the head, after a comma, or opening a
+# clause ("… and I've booked", "… so we're aiming to move")
+_SUBJECT_RE = re.compile(r"(?:^\s*|[,;]\s*|\b(?P<conj>and|so|then|on|in)\s+)(?P<subj>I|[Ww]e)"
+                         r"(?P<rest>(?:'m|'re|'ll|'ve)?\s+.+)")  # fmt: skip
+
+# past participles that do not end in -ed ("got" is left out: "I've got" is "I have")
+_PARTICIPLES = {"been", "done", "gone", "seen", "given", "taken", "written", "eaten", "spoken",
+                "chosen", "driven", "flown", "begun", "broken", "ridden", "sung", "swum",
+                "thrown", "worn", "woken", "forgotten", "hidden", "fallen", "grown", "known",
+                "shown", "drawn", "run", "come", "become"}  # fmt: skip
+
+
+def _participle(words: Sequence[str]) -> bool:
+    """Whether `words` (what follows "have") open with a past participle, after adverbs:
+    "booked flights", "just finished", "finally handed in" (a perfect: a deed done)."""
+    for word in words[:3]:
+        w = word.lower().strip(",")
+        if w.endswith("ly") or w in ("just", "already", "finally", "now", "also", "never",
+                                     "ever", "since", "recently"):  # fmt: skip
+            continue
+        if w == "got":
+            return False
+        return w in _PARTICIPLES | _PAST_IRREGULAR or (w.endswith("ed") and w not in _NOT_VERBS_ED)
+    return False
+
+
+def _event_date(
+    masked: str, days: Sequence[_Day], *, done: bool, ahead: bool
+) -> tuple[_dt.date, str] | None:
+    """The day of the event a sentence tells, when it names several or names one in
+    another clause. `masked` is the sentence with its date phrases blanked (same length).
+
+    A date before the event's subject with nothing else before it ("Last Monday we held
+    …", "On Friday, we …") is the event's: the first such. Otherwise the first date after
+    the subject, in the event's own clause ("It's free from 1 November, so we're aiming to
+    move on Saturday 2 November": the move is the 2nd). Otherwise a date before the
+    subject: when the event opens a clause of its own ("Ines turns 30 on 16 May and I've
+    booked flights"), it is that other clause's and dates the event only when it agrees
+    with the event's tense — a deed `done` (past or perfect) is not dated ahead, one
+    `ahead` (will, going to, am …ing) not behind; else there is no date for the event.
+    """
+    m = _SUBJECT_RE.search(masked)
+    if m is None:  # someone named at the head ("Idris proposed on Saturday"): the first
+        return days[0][0], days[0][2]
+    at = m.start("subj")
+    lead = re.sub(r"\b(?:and|so|then|on|in)\b|[\s,;.!?:-]", "", masked[:at])
+    before = [d for d in days if d[1][1] <= at]
+    after = [d for d in days if d[1][0] >= at]
+    if before and not lead:
+        return before[0][0], before[0][2]
+    if after:
+        return after[0][0], after[0][2]
+    if m["conj"] not in ("and", "so"):
+        return before[0][0], before[0][2]
+    for day, _span, tense in before:
+        if not (done and tense == "future" or ahead and tense == "past"):
+            return day, tense
     return None

@@ -335,17 +335,76 @@ def _r_words(m: re.Match[str], ref: date, text: str) -> _Got:
     return day, day, True
 
 
+def _shift(ref: date, n: int, unit: str) -> date:
+    """`ref` moved by n days, weeks, fortnights, months or years (n < 0: back)."""
+    if unit in ("day", "week", "fortnight"):
+        return ref + timedelta(days=n * {"day": 1, "week": 7, "fortnight": 14}[unit])
+    return _add_months(ref, n * (12 if unit == "year" else 1))
+
+
 def _r_count(m: re.Match[str], ref: date, text: str) -> _Got:
     future = "dir" not in m.re.groupindex or m["dir"].lower().startswith("from")
-    n = _n(m["n"]) * (1 if future else -1)
-    unit = m["unit"].lower()
-    if unit == "day":
-        day = ref + timedelta(days=n)
-    elif unit == "week":
-        day = ref + timedelta(weeks=n)
-    else:
-        day = _add_months(ref, n * (12 if unit == "year" else 1))
+    day = _shift(ref, _n(m["n"]) * (1 if future else -1), m["unit"].lower())
     return day, day, True
+
+
+def _coming(ref: date, weekday: str) -> date:
+    """The next `weekday` after `ref` (a week on when `ref` is one)."""
+    target = _WEEKDAYS.index(weekday.lower())
+    return ref + timedelta(days=(target - ref.weekday()) % 7 or 7)
+
+
+# what says a span of time has run up to now: "it's been a week today", "since"
+_SINCE_RE = re.compile(r"\b(?:been|since|ago)\b", re.I)
+
+
+def _r_anchored(m: re.Match[str], ref: date, text: str) -> _Got:
+    """A day named, then moved by a count of weeks the way it points: "a week tomorrow",
+    "a week on Friday", "a fortnight on Saturday", "a week from Friday" forward from
+    tomorrow or the coming weekday; "a week yesterday", "a week last Tuesday" back from
+    yesterday or the weekday gone; "two weeks today" back when said of the past."""
+    n = _n(m["n"])
+    unit = m["unit"].lower()
+    anchor = m["anchor"].lower()
+    how = (m["how"] or "").lower()
+    if anchor in _WEEKDAYS and not how:
+        return None  # "a week Monday to Friday": a span, not a day
+    if anchor == "today":
+        sentence = _sentence(text, m.start(), m.end())
+        back = _past(text, m.start(), m.end()) or bool(_SINCE_RE.search(sentence))
+        day, n = ref, -n if back else n
+    elif anchor == "tomorrow":
+        day = ref + timedelta(days=1)
+    elif anchor == "yesterday":
+        day, n = ref - timedelta(days=1), -n
+    elif how == "last":  # "a week last Tuesday": the Tuesday a week before last Tuesday
+        target = _WEEKDAYS.index(anchor)
+        day, n = ref - timedelta(days=(ref.weekday() - target) % 7 or 7), -n
+    else:  # "a week on / next / from Tuesday", "a week Tuesday": after the coming one
+        day = _coming(ref, anchor)
+    day = _shift(day, n, unit)
+    return day, day, True
+
+
+def _r_week_after(m: re.Match[str], ref: date, text: str) -> _Got:
+    """A week after the coming weekday, never one gone: "Tuesday week", "on Tuesday
+    week", "the Tuesday after next"."""
+    day = _coming(ref, m["wd"]) + timedelta(weeks=1)
+    return day, day, True
+
+
+def _r_after_next(m: re.Match[str], ref: date, text: str) -> _Got:
+    """Two on from this one: "the week / weekend / month / year after next"."""
+    unit = m["unit"].lower()
+    if unit == "year":
+        return date(ref.year + 2, 1, 1), date(ref.year + 2, 12, 31), True
+    if unit == "month":
+        first = _add_months(ref.replace(day=1), 2)
+        return first, _month_end(first), True
+    monday = ref - timedelta(days=ref.weekday()) + timedelta(weeks=2)
+    if unit == "week":
+        return monday, monday + timedelta(days=6), True
+    return monday + timedelta(days=5), monday + timedelta(days=6), True
 
 
 def _r_period(m: re.Match[str], ref: date, text: str) -> _Got:
@@ -428,10 +487,20 @@ _TEXT_RULES = [
     (re.compile(r"\b(?:(?:the\s+)?day\s+(?:before\s+yesterday|after\s+tomorrow)|yesterday|"
                 r"today|tonight|tomorrow|this\s+(?:morning|afternoon|evening)|last\s+night)\b",
                 re.I), _r_words),
-    (re.compile(rf"\bin\s+(?P<n>{_NUM})\s+(?P<unit>day|week|month|year)s?(?:\s+time)?\b",
-                re.I), _r_count),
-    (re.compile(rf"\b(?P<n>{_NUM})\s+(?P<unit>day|week|month|year)s?\s+"
+    (re.compile(rf"\bin\s+(?P<n>{_NUM})\s+(?P<unit>day|week|fortnight|month|year)s?"
+                r"(?:['’]s?\s+time\b|\s+time\b|\b)", re.I), _r_count),
+    (re.compile(rf"\b(?P<n>{_NUM})\s+(?P<unit>day|week|fortnight|month|year)s?\s+"
                 r"(?P<dir>ago|from\s+now)\b", re.I), _r_count),
+    # not "twice a week on Friday", "three times a week today"
+    (re.compile(rf"(?<!\bonce\s)(?<!\btwice\s)(?<!\btimes\s)(?<!\bper\s)"
+                rf"\b(?P<n>{_NUM})\s+(?P<unit>week|fortnight)s?\s+(?:(?P<how>on|next|last|"
+                rf"from)\s+)?(?P<anchor>today|tomorrow|yesterday|{_WD})\b(?!['’]s\b)", re.I),
+     _r_anchored),
+    (re.compile(rf"(?<!\bevery\s)(?<!\beach\s)\b(?:on\s+)?(?P<wd>{_WD})\s+week\b"
+                r"(?![-\s]*\d)", re.I), _r_week_after),
+    (re.compile(rf"\bthe\s+(?P<wd>{_WD})\s+after\s+next\b", re.I), _r_week_after),
+    (re.compile(r"\bthe\s+(?P<unit>weekend|week|month|year)\s+after\s+next\b", re.I),
+     _r_after_next),
     (re.compile(r"\b(?P<dir>last|this\s+past|this|next)\s+(?P<unit>weekend|week|month|year)\b",
                 re.I), _r_period),
     (re.compile(rf"\b(?:(?P<dir>last|next|this\s+past|this\s+coming|this|coming|on)\s+)?"
@@ -455,12 +524,17 @@ _TEXT_RULES = [
 def resolve_relative(text: str, ref: date | datetime) -> list[DateMention]:
     """Every date expression in `text`, resolved against `ref` (the turn's own time).
 
-    Relative days ("yesterday", "the day before yesterday", "three days ago", "last
-    Tuesday", "on Friday" — past unless the sentence is future tense), periods ("last
-    week", "this weekend", "last month", "in March", "next year") as start..end ranges,
-    and explicit dates ("on 12 March", "March 12th, 2023", "2023-03-12", "12.03.2023";
-    `12/03/2023` is ambiguous and skipped). Overlaps keep the longest expression; the
-    result is in text order.
+    Relative days ("yesterday", "the day before yesterday", "three days ago", "a
+    fortnight ago", "in a fortnight", "last Tuesday", "on Friday" — past unless the
+    sentence is future tense), days counted from another ("a week tomorrow", "a week on
+    Friday", "a fortnight on Saturday", "a week last Tuesday", "a week yesterday", "a
+    week today" — back when said in the past), a week after the coming weekday ("on
+    Tuesday week", "the Friday after next": never a day gone), periods ("last week",
+    "this weekend", "the week after next", "last month", "in March", "next year") as
+    start..end ranges, and explicit dates ("on 12 March", "March 12th, 2023",
+    "2023-03-12", "12.03.2023"; `12/03/2023` is ambiguous and skipped). Overlaps keep
+    the longest expression ("a week tomorrow" is one date, not "tomorrow"); the result
+    is in text order.
     """
     if not isinstance(text, str) or not text:
         return []

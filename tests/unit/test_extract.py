@@ -517,3 +517,41 @@ def test_llm_summarizer_bad_answer_or_failure_raises(endpoint: FakeOpenAI):
     endpoint.fail = True
     with pytest.raises(LLMUnavailable, match="failed"):
         s.summarize(TYPES["profile"], "x")
+
+
+# --- which of a sentence's dates an event takes ---------------------------------------------
+
+
+def on_wednesday(text: str) -> list[dict]:
+    return of(extract(user(text, ts="2024-03-27T10:00:00Z")), "event")  # a Wednesday
+
+
+@pytest.mark.parametrize(
+    ("text", "title", "day"),
+    [
+        ("It's free from 1 November, so we're aiming to move on Saturday 2 November, a few "
+         "weeks after the race.", "aiming to move", "2024-11-02"),
+        ("After the party on Friday, we drove home on Saturday.", "drove home", "2024-03-23"),
+        ("Last Monday, after a long day, we held the planning meeting.",
+         "held planning meeting", "2024-03-25"),
+        ("My brother came over on Friday and we watched a film.", "watched film",
+         "2024-03-22"),
+        ("I've actually got an interview a week tomorrow for a product analyst role.",
+         "have actually got interview for product analyst role", "2024-04-04"),
+        ("We're flying out on Tuesday week.", "flying out", "2024-04-09"),
+        ("I started a new job a fortnight ago.", "started new job", "2024-03-13"),
+    ],
+)  # fmt: skip
+def test_an_event_takes_the_date_of_its_own_clause(text, title, day):
+    [ev] = on_wednesday(text)
+    assert (ev["title"], str(ev["date"])) == (title, day)
+
+
+def test_a_date_of_another_clause_does_not_date_a_deed_done():
+    # 16 May is Ines's birthday, ahead; the booking is done: it has no date of its own
+    text = ("I need help planning a surprise. Ines turns 30 on 16 May and I've booked "
+            "flights to Lisbon from the 14th to the 19th.")  # fmt: skip
+    assert on_wednesday(text) == []
+    # the same date in the deed's own clause still dates it
+    [ev] = on_wednesday("I've booked flights to Lisbon for 16 May.")
+    assert str(ev["date"]) == "2024-05-16"

@@ -416,3 +416,83 @@ def test_resolve_relative_never_raises(text, ref):
     for m in resolve_relative(text, ref):
         assert text[m.span[0] : m.span[1]] == m.text
         assert m.start <= m.end
+
+
+# --- days counted from another day, fortnights, "after next" ------------------------------
+
+WED = D(2024, 3, 27)  # a Wednesday
+
+
+@pytest.mark.parametrize(
+    ("text", "start", "end"),
+    [
+        ("a week tomorrow", D(2024, 4, 4), None),
+        ("two weeks tomorrow", D(2024, 4, 11), None),
+        ("a week on Friday", D(2024, 4, 5), None),
+        ("a week next Tuesday", D(2024, 4, 9), None),
+        ("a week from Friday", D(2024, 4, 5), None),
+        ("a week today", D(2024, 4, 3), None),
+        ("a week yesterday", D(2024, 3, 19), None),
+        ("a week last Tuesday", D(2024, 3, 19), None),
+        ("on Tuesday week", D(2024, 4, 9), None),
+        ("Tuesday week", D(2024, 4, 9), None),
+        ("the Friday after next", D(2024, 4, 5), None),
+        ("a fortnight ago", D(2024, 3, 13), None),
+        ("in a fortnight", D(2024, 4, 10), None),
+        ("in a fortnight's time", D(2024, 4, 10), None),
+        ("in two weeks' time", D(2024, 4, 10), None),
+        ("a fortnight from now", D(2024, 4, 10), None),
+        ("a fortnight on Saturday", D(2024, 4, 13), None),
+        ("a fortnight tomorrow", D(2024, 4, 11), None),
+        ("the week after next", D(2024, 4, 8), D(2024, 4, 14)),
+        ("the weekend after next", D(2024, 4, 13), D(2024, 4, 14)),
+        ("the month after next", D(2024, 5, 1), D(2024, 5, 31)),
+        ("the day after tomorrow", D(2024, 3, 29), None),
+    ],
+)
+def test_days_counted_from_another_day(text, start, end):
+    m = _one(text, WED)
+    assert (m.start, m.end, m.text, m.relative) == (start, end or start, text, True)
+
+
+def test_a_compound_phrase_is_one_date_not_its_last_word():
+    m = _one("I've actually got an interview a week tomorrow for a product analyst role", WED)
+    assert (m.text, m.start) == ("a week tomorrow", D(2024, 4, 4))
+    assert _one("Shall we say a week on Friday?", WED).start == D(2024, 4, 5)
+    assert _one("The gig is on Tuesday week.", WED).start == D(2024, 4, 9)
+
+
+def test_a_week_today_said_of_the_past_counts_back():
+    assert _one("It was a week today that we landed", WED).start == D(2024, 3, 20)
+    assert _one("It's been a week today since the move", WED).start == D(2024, 3, 20)
+    assert _one("The wedding is a week today", WED).start == D(2024, 4, 3)
+
+
+@pytest.mark.parametrize(
+    ("text", "said"),
+    [
+        ("We swim twice a week on Friday", ["on Friday"]),
+        ("I work a week Monday to Friday", ["Monday", "Friday"]),
+    ],
+)
+def test_a_frequency_or_a_span_is_no_day_counted_from_another(text, said):
+    assert [m.text for m in resolve_relative(text, WED)] == said
+
+
+_AHEAD = ["on {wd} week", "{wd} week", "the {wd} after next", "a week on {wd}",
+          "a fortnight on {wd}", "a week next {wd}", "next {wd}"]  # fmt: skip
+
+
+_DAYS = ["Monday", "Tuesday", "Wednesday", "Thursday", "Friday", "Saturday", "Sunday"]
+
+
+@given(st.dates(min_value=date(1900, 1, 1), max_value=date(2099, 12, 1)),
+       st.sampled_from(_DAYS), st.sampled_from(_AHEAD),
+       st.sampled_from(["We met {}.", "We meet {}.", "{}"]))  # fmt: skip
+def test_a_phrase_looking_ahead_never_gives_a_day_gone(ref, wd, phrase, sentence):
+    text = sentence.format(phrase.format(wd=wd))
+    m = _one(text, ref)
+    assert m.text.lower() == phrase.format(wd=wd).lower()
+    assert m.start > ref and m.start.strftime("%A") == wd
+    if "week" in phrase or "after next" in phrase:
+        assert m.start - ref > timedelta(days=7)
