@@ -17,7 +17,9 @@ Writes a seeded JSONL transcript of about MiB mebibytes (default 50; one convers
   embedding model and indexes the archive as it comes); prints the daemon's VmRSS when the
   mount is ready, its VmHWM after the copy and when the report says done, and, with
   `--search`, what the model accounts for (VmRSS once the index is ready on an empty
-  store, against the same mount without search).
+  store, against the same mount without search); a probe beside it saves and fsyncs a
+  file every 0.2 s, and its fsync p50 / p99 / max say how long filing the transcript
+  held the mount.
 
 `--json PATH` writes the table's figures and the machine's description.
 """
@@ -27,10 +29,12 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import json
+import os
 import random
 import re
 import shutil
 import tempfile
+import threading
 import time
 from pathlib import Path
 
@@ -164,6 +168,8 @@ def through_mount(src: Path, tmp: Path, search: bool) -> dict:
             while "index: ready" not in m.status() and time.monotonic() < deadline:
                 time.sleep(0.5)
         ready = proc_status(pid)
+        probe = Probe(mnt / "user/default/preferences/probe.md")
+        probe.start()
         t0 = time.monotonic()
         shutil.copyfile(src, mnt / ".inbox" / src.name)
         copied = proc_status(pid)
@@ -173,6 +179,7 @@ def through_mount(src: Path, tmp: Path, search: bool) -> dict:
             time.sleep(1)
         done = proc_status(pid)
         done_s = time.monotonic() - t0
+        probe.stop()
         text = report.read_text()
     finally:
         m.stop()
@@ -186,7 +193,42 @@ def through_mount(src: Path, tmp: Path, search: bool) -> dict:
         "done_rss_mib": round(done["VmRSS"] / MIB),
         "done_s": done_s,
         "report_state": state.group(0) if state else text[:200],
+        "probe_fsync_ms": probe.figures(),
     }
+
+
+class Probe(threading.Thread):
+    """A writer beside the import: every 0.2 s a file saved and fsynced in a type directory
+    (timed), so a stall of the mount while the transcript is filed shows as a slow fsync."""
+
+    def __init__(self, path: Path) -> None:
+        super().__init__(daemon=True)
+        self.path, self.times, self._done = path, [], threading.Event()
+
+    def run(self) -> None:
+        while not self._done.is_set():
+            t = time.monotonic()
+            with open(self.path, "w") as f:
+                f.write("I like probes.\n")
+                f.flush()
+                os.fsync(f.fileno())
+            self.times.append(time.monotonic() - t)
+            self._done.wait(0.2)
+
+    def stop(self) -> None:
+        self._done.set()
+        self.join()
+
+    def figures(self) -> dict:
+        ms = sorted(t * 1000 for t in self.times)
+        if not ms:
+            return {}
+        return {
+            "n": len(ms),
+            "p50": round(ms[len(ms) // 2], 1),
+            "p99": round(ms[min(len(ms) - 1, int(len(ms) * 0.99))], 1),
+            "max": round(ms[-1], 1),
+        }
 
 
 def main() -> None:
@@ -244,6 +286,12 @@ def print_mount(r: dict) -> None:
     print(f"| VmHWM after the copy into .inbox/ | {r['after_copy_hwm_mib']} | {r['copy_s']:.1f} |")
     print(f"| VmHWM when the report says done | {r['done_hwm_mib']} | {r['done_s']:.1f} |")
     print(f"| VmRSS when the report says done | {r['done_rss_mib']} | - |")
+    p = r["probe_fsync_ms"]
+    if p:
+        print(
+            f"\nprobe beside it (save + fsync every 0.2 s): {p['n']} fsyncs, p50 {p['p50']} ms, "
+            f"p99 {p['p99']} ms, max {p['max']} ms"
+        )
     print(f"\n{r['report_state']}")
 
 

@@ -64,9 +64,10 @@ from contextfs.errors import (
     StoreUnavailable,
 )
 from contextfs.memory.background import FOREGROUND, Service
-from contextfs.memory.document import Document, decode_text, parse_document
+from contextfs.memory.document import Document, decode_text, parse_document, render_document
 from contextfs.memory.redact import Redaction, secret_filename_reason
 from contextfs.memory.service import Memory
+from contextfs.memory.strategies import strategy_for
 from contextfs.memory.summarize import summarize
 from contextfs.memory.tokens import estimate_tokens
 from contextfs.model import Change, Node
@@ -697,6 +698,7 @@ class Intake:
             source=f"inbox:{item.filename}",
             when=when,
         )
+        self._vouch(documents)
         return Prepared(
             index,
             title,
@@ -707,6 +709,17 @@ class Intake:
             tuple(said),
             key or conversation_key(conv.turns),
         )
+
+    def _vouch(self, documents: Sequence[Document]) -> None:
+        """Worker thread: each archive part's L2 as it will be saved (a new node of the
+        session type) scanned for secrets here, so that its save on the event loop finds
+        it vouched for and does not scan it again (`Redactor.vouch`): the scan of a 30 MB
+        transcript's parts held every other request for seconds."""
+        redactor, ctype = self.memory.redactor, self.memory.types.get("session")
+        if redactor is None or ctype is None:
+            return
+        for doc in documents:
+            redactor.vouch(render_document(ctype, strategy_for(ctype).start(ctype, doc)[0]))
 
     def already_filed(
         self, item: InboxItem, parsed: Parsed, index: int, key: str, paths: Sequence[str]

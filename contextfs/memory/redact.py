@@ -25,8 +25,12 @@ import bisect
 import itertools
 import logging
 import re
+import threading
+from collections import OrderedDict
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
+
+import xxhash
 
 from contextfs.errors import InvalidInput
 from contextfs.memory.secret_patterns import (
@@ -54,6 +58,7 @@ __all__ = [
 ]
 
 _MARKER_RE = re.compile(r"\[REDACTED:[a-z0-9_]+\]")
+VOUCHED_TEXTS = 1024  # texts scanned ahead and found clean, remembered by digest (`vouch`)
 # PEM blocks of what is public by design (a certificate, a public key, a signature): their
 # base64 lines hold, by chance, the shapes some detectors take for a secret (a CA bundle
 # copied into a node had a line of a certificate redacted, and TLS could no longer read
@@ -183,16 +188,41 @@ class Redactor:
     whole match is.
     """
 
-    __slots__ = ("_detectors",)
+    __slots__ = ("_detectors", "_clean", "_lock")
 
     def __init__(self, extra: Mapping[str, str] | None = None) -> None:
         detectors = [*BUILTIN, _CONTINUATION]
         for name, source in (extra or {}).items():
             detectors.append(_user_detector(name, source))
         self._detectors: tuple[Detector, ...] = tuple(detectors)
+        # digests of texts a worker thread scanned and found clean (`vouch`), so that the
+        # event loop's redaction of the same text at its save need not scan it again
+        self._clean: OrderedDict[bytes, None] = OrderedDict()
+        self._lock = threading.Lock()
 
     def redact(self, text: str) -> RedactResult:
+        if self._clean and self._vouched(text):
+            return RedactResult(text, ())
         return self._redact(text, ascii_only=False)
+
+    def vouch(self, text: str) -> bool:
+        """Any thread: scan text now; when it holds nothing to redact, its redaction later
+        (on the event loop, at its save) costs a digest, not a scan: an inbox item's
+        archive parts, 256 KB each, are scanned in the worker thread that makes them.
+        Returns whether it was clean."""
+        if self._redact(text, ascii_only=False).redactions:
+            return False
+        digest = xxhash.xxh3_128_digest(text.encode("utf-8", "surrogatepass"))
+        with self._lock:
+            self._clean[digest] = None
+            while len(self._clean) > VOUCHED_TEXTS:
+                self._clean.popitem(last=False)
+        return True
+
+    def _vouched(self, text: str) -> bool:
+        digest = xxhash.xxh3_128_digest(text.encode("utf-8", "surrogatepass"))
+        with self._lock:
+            return self._clean.pop(digest, 0) is None  # each vouch serves one save
 
     def holds_secret(self, data: bytes | memoryview) -> bool:
         """Whether `redact_bytes` would redact anything in data, without making the
