@@ -304,6 +304,19 @@ def test_ctx_xattr_mount_option(tmp_path):
         assert os.getxattr(node / "L2.md", "user.ctx.version") == b"2"
         assert os.getxattr(node, "user.ctx.indexed_version") == b"0"  # search is off here
         assert "user.ctx.path" in os.listxattr(node)
+        # user.* xattrs exist on regular files and directories only (Linux): a symlink or
+        # a FIFO lists none, so `rsync -aX` copies the node with nothing it cannot read
+        (node / "tools").mkdir()
+        os.symlink("L2.md", node / "link")
+        os.mkfifo(node / "fifo")
+        assert os.listxattr(node / "link", follow_symlinks=False) == []
+        assert os.listxattr(node / "fifo") == []
+        assert "user.ctx.id" in os.listxattr(node / "tools")
+        r = subprocess.run(
+            ["rsync", "-aX", f"{node}/", f"{tmp_path / 'copy'}/"], capture_output=True, text=True
+        )
+        assert (r.returncode, r.stderr) == (0, ""), r.stderr
+        assert os.getxattr(tmp_path / "copy/L2.md", "user.ctx.type") == b"preference"
     finally:
         m.stop()
     m.start()  # off by default: the kernel stops asking (ENOSYS), ls -l stays cheap
