@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import errno
 import json
 import os
 import signal
@@ -12,7 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from contextfs.testing import Mount
+from contextfs.testing import Mount, fsck_store
+from contextfs.testing.mount import log_problems
 
 CLI = [sys.executable, "-m", "contextfs"]
 
@@ -221,3 +223,45 @@ def test_mount_creates_a_missing_mount_point(tmp_path):
         assert (mnt / ".status").exists() and (mnt / "user/default").is_dir()
     finally:
         assert run("umount", str(mnt)).returncode == 0
+
+
+def test_a_read_only_mount_writes_nothing_to_the_store(tmp_path):
+    """`-o ro`: the kernel refuses every write, and the daemon writes nothing to the store
+    either: reading a `.query` answer counts no access (not after a remount either), no
+    check, session mark, checkpoint or backup is recorded, and `.status` says why it is
+    read-only."""
+    (tmp_path / "mnt").mkdir()
+    m = Mount(tmp_path / "mnt", tmp_path / "data", search=True)
+    m.start()
+    try:
+        node = m.path / "user/default/entities/rex"
+        node.mkdir()
+        (node / "L2.md").write_text("Rex is a dog who likes long walks.\n")
+    finally:
+        m.stop()
+    db = tmp_path / "data/contextfs.duckdb"
+    before = db.read_bytes()
+    kept = sorted(os.listdir(tmp_path / "data/backups"))
+    m.start("-o", "ro")
+    try:
+        status = (m.path / ".status").read_text()
+        assert "state: read-only: mounted read-only (-o ro)" in status, status
+        for _ in range(3):
+            assert "entities/rex" in (m.path / ".query/rex dog/_context.md").read_text()
+        assert "access_count: 0\n" in (node / "meta.yaml").read_text()
+        with pytest.raises(OSError) as info:
+            (node / "L2.md").write_text("changed\n")
+        assert info.value.errno == errno.EROFS
+    finally:
+        m.stop()
+    assert db.read_bytes() == before
+    assert not db.with_name(db.name + ".wal").exists()
+    assert sorted(os.listdir(tmp_path / "data/backups")) == kept
+    m.start()
+    try:
+        assert "access_count: 0\n" in (node / "meta.yaml").read_text()
+        assert "state: read-write" in (m.path / ".status").read_text()
+    finally:
+        m.stop()
+    assert log_problems(m.log) == []
+    assert fsck_store(db) == []
