@@ -192,6 +192,22 @@ def test_broken_schema_stops_the_mount_with_file_and_line(tmp_path):
     assert r.returncode == 0 and "ok recipe" in r.stdout and "ok preference" in r.stdout
 
 
+def test_schema_check_of_a_directory_without_schema_files_says_so(tmp_path):
+    """A directory with no `*.yaml`/`*.yml` is a usage error (exit 2) that says so: a
+    check that printed nothing and exited 0 read as a pass."""
+    empty = tmp_path / "schemas"
+    empty.mkdir()
+    (empty / "recipe.yaml.bak").write_text(RECIPE)
+    for args in ([str(empty)], ["--with-builtins", str(empty)]):
+        r = run("schema", "check", *args)
+        assert r.returncode == 2, r.stdout + r.stderr
+        assert f"{empty} holds no schema files (*.yaml, *.yml): nothing to check" in r.stderr
+        assert r.stdout == ""
+    (empty / "recipe.yml").write_text(RECIPE)
+    r = run("schema", "check", str(empty))
+    assert r.returncode == 0 and "ok recipe" in r.stdout, r.stderr
+
+
 def test_mount_is_usable_within_about_a_second(tmp_path):
     """SPEC §9: not a timing assertion on CI speed, a guard against eager heavy work:
     the daemon must answer a stat before it could possibly have loaded a model."""

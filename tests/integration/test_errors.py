@@ -326,3 +326,17 @@ def test_ctx_xattr_mount_option(tmp_path):
         assert err.value.errno in (errno.ENOTSUP, errno.EOPNOTSUPP)
     finally:
         m.stop()
+
+
+def test_restore_of_a_mounted_store_is_in_use_before_any_backup_is_looked_for(mount):
+    """A data dir in use is exit 4 (store in use) whether or not it has backups: a fresh
+    mount has none yet, and `restore` said "no backup" (exit 2) instead."""
+    assert not any((mount.data_dir / "backups").glob("*"))
+    r = _run("restore", str(mount.data_dir))
+    assert r.returncode == 4, r.stdout + r.stderr
+    assert "store in use by PID" in r.stderr, r.stderr
+    mount.stop()
+    for backup in (mount.data_dir / "backups").iterdir():  # the one taken at the unmount
+        backup.unlink()
+    r = _run("restore", str(mount.data_dir))  # not mounted: now there is just no backup
+    assert r.returncode == 2 and "no backup in" in r.stderr, r.stdout + r.stderr
