@@ -41,6 +41,7 @@ from contextfs.store import Store
 from contextfs.store.backend import open_store
 from contextfs.store.backup import BACKUP_DIR, BackupPolicy, backups, taken_at, unreadable, when
 from contextfs.store.fsck import close_session, mount_check, open_session, record_passed
+from contextfs.store.schema import SCHEMA_VERSION
 
 if TYPE_CHECKING:  # annotations only: render_status never needs the classes themselves
     from contextfs.conversations.inbox import Intake
@@ -65,12 +66,19 @@ def schema_files(types: dict[str, ContextType]) -> dict[str, bytes]:
     return {f"{t.name}.yaml": Path(t.source).read_bytes() for t in types.values()}
 
 
-def open_memory(cfg: Config, types: dict[str, ContextType]) -> Memory:
+# `.status` of a mount made read-only by its option (`state: read-only: ...`)
+READ_ONLY_MOUNT = "mounted read-only (-o ro): nothing is written to the store"
+
+
+def open_memory(cfg: Config, types: dict[str, ContextType], *, read_only: bool = False) -> Memory:
     """The store of a mount, opened read-write and checked; failsafe when fsck objects.
     A DuckDB file that cannot be read mounts its newest backup read-only instead, and
-    says so (contextfs.store.backup)."""
+    says so (contextfs.store.backup). read_only (`-o ro`): opened read-only, so that
+    the mount writes nothing to it (`_read_only_memory`)."""
     make_private(cfg.data_dir)
     redactor = Redactor(cfg.redact_patterns)  # bad user patterns refuse the mount
+    if read_only:
+        return _read_only_memory(cfg, types, redactor)
     store = None
     try:
         store = open_store(
@@ -141,6 +149,51 @@ def _memory(store, cfg: Config, types: dict[str, ContextType], redactor: Redacto
         redactor=redactor,
         default_owner=cfg.default_owner,
     )
+
+
+def _read_only_memory(cfg: Config, types: dict[str, ContextType], redactor: Redactor) -> Memory:
+    """The store of a `-o ro` mount, opened read-only: no access counts, consolidation,
+    recorded check, session mark, checkpoint or backup reach it (the mount is failsafe,
+    which every writer of the store obeys, with `READ_ONLY_MOUNT` as its reason). A DuckDB
+    file is locked as a writer would lock it, so no other mount or `restore` changes it
+    under this one. Only a store that does not exist yet, or one of an older schema, is
+    made current first, as any mount would (there is nothing to show otherwise)."""
+    if cfg.store:
+        store = open_store(cfg.store_location, read_only=True, deadline_s=cfg.store_deadline_s)
+    else:
+        if not cfg.db_path.exists() or _schema_behind(cfg.db_path):
+            log.info("bringing the store to the current schema before mounting it read-only")
+            open_store(cfg.db_path, memory_mb=cfg.store_memory_mb).close()
+        try:
+            store = Store(
+                cfg.db_path, read_only=True, memory_mb=cfg.store_memory_mb, lock_as=cfg.db_path
+            )
+        except Exception as exc:
+            if not unreadable(exc):
+                raise
+            return _backup_memory(cfg, types, redactor, exc)  # read-only as well
+    try:
+        memory = _memory(store, cfg, types, redactor)
+        memory.failsafe = READ_ONLY_MOUNT
+        run = mount_check(store)
+    except BaseException:
+        store.close()
+        raise
+    memory.mount_check = run
+    if run.problems:
+        log.error("store failed its checks (mounted read-only): %s", "; ".join(run.problems))
+    log.info("mounted read-only by -o ro; fsck at mount: %s", run.describe())
+    return memory
+
+
+def _schema_behind(db: Path) -> bool:
+    """Whether the DuckDB store at db is of a schema older than this version's."""
+    store = Store(db, read_only=True)
+    try:
+        found = store.meta("schema_version")
+    finally:
+        store.close()
+    return found is None or int(found) < SCHEMA_VERSION
 
 
 def _backup_memory(

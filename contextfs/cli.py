@@ -323,11 +323,12 @@ def cmd_restore(args: argparse.Namespace) -> int:
     cfg = load_config(args.data_dir)
     if cfg.store:
         raise UsageError("restore is for the DuckDB store; a PostgreSQL one is the server's")
-    have = [Path(args.source)] if args.source else backups(cfg.data_dir / BACKUP_DIR)
-    if not have:
-        raise UsageError(f"no backup in {cfg.data_dir / BACKUP_DIR}")
+    # first: a store in use is exit 4 whether or not there is a backup to put back
     key = lock_store(cfg.db_path, False)  # exit 4 while a mount (or anything) holds it
     try:
+        have = [Path(args.source)] if args.source else backups(cfg.data_dir / BACKUP_DIR)
+        if not have:
+            raise UsageError(f"no backup in {cfg.data_dir / BACKUP_DIR}")
         source = next((b for b in have if _opens(b)), None)
         if source is None:
             raise ContextFSError(f"no backup that can be read: {', '.join(map(str, have))}")
@@ -814,6 +815,9 @@ def cmd_schema_check(args: argparse.Namespace) -> int:
     for d in dirs:
         if not d.is_dir():
             raise UsageError(f"{d} is not a directory")
+    for d in map(Path, args.dirs):  # a check of nothing must not read as a pass
+        if not any(p.suffix in (".yaml", ".yml") and p.is_file() for p in d.iterdir()):
+            raise UsageError(f"{d} holds no schema files (*.yaml, *.yml): nothing to check")
     types = load_types(dirs)
     for t in sorted(types.values(), key=lambda t: t.name):
         print(

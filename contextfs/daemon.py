@@ -242,6 +242,14 @@ def _dir_cache(cfg: Config) -> tuple[str, bool]:
 OWN_OPTIONS = {"ctx_xattr", "nonempty"}
 
 
+def _read_only(options: list[str]) -> bool:
+    """Whether the mount options make the mount read-only (the last of `ro`/`rw` counts,
+    as libfuse reads them): the kernel then refuses every write, and the daemon writes
+    nothing to the store either (`app.open_memory`)."""
+    last = [o for o in options if o in ("ro", "rw")]
+    return bool(last) and last[-1] == "ro"
+
+
 def run(cfg: Config, mountpoint: Path, options: list[str]) -> int:
     """Mount and serve until unmounted. Returns the process exit code."""
     # Worker threads that run Python (cutting passages, rule extraction) hold the GIL for
@@ -278,7 +286,7 @@ def _mount(
     the sign that the store is closed)."""
     announce = teardown.enter_context(_mount_record(mountpoint, cfg))
     types = load_all_types(cfg)
-    memory = open_memory(cfg, types)
+    memory = open_memory(cfg, types, read_only=_read_only(options))
     teardown.callback(close_memory, memory, cfg)
     started = time.time()
     indexer = searcher = None

@@ -23,6 +23,7 @@ import functools
 import logging
 import math
 import os
+import stat
 from collections.abc import Awaitable, Callable, Coroutine, Sequence
 from importlib import metadata
 from typing import Any, Concatenate, ParamSpec, TypeVar
@@ -512,10 +513,13 @@ class Operations(pyfuse3.Operations):
 
     # Extended attributes are off by default (SPEC §3): ENOSYS makes the kernel stop asking,
     # so `ls -l` costs no round trip per file. With `-o ctx_xattr` a node's directory and
-    # its files answer user.ctx.* with the facts of meta.yaml.
+    # its files answer user.ctx.* with the facts of meta.yaml. Linux allows user.* only on
+    # regular files and directories (a symlink's or FIFO's read is ENODATA whatever the
+    # filesystem says), so those list none: `rsync -X` would fail to copy names it listed.
     def _xattrs(self, inode: int) -> dict[bytes, bytes]:
-        node = self.tree.get(inode).node
-        if node is None:
+        i = self.tree.get(inode)
+        node = i.node
+        if node is None or not (stat.S_ISREG(i.mode) or stat.S_ISDIR(i.mode)):
             return {}
         facts = {
             "id": node.id,

@@ -38,6 +38,7 @@ from contextfs.fs.buffers import Buffers
 from contextfs.fs.inode import (
     GENERATED,
     NAME_MAX,
+    RESERVED_IN_NODE,
     VOLATILE,
     Attr,
     FileData,
@@ -469,6 +470,8 @@ class Tree:
         dmode, _, dgid = self.perms.attrs(d)
         if dmode & stat.S_ISGID:  # a new entry takes a setgid directory's group
             gid = dgid
+        if name not in RESERVED_IN_NODE:
+            self.nodes.begin_singleton(d)  # a singleton never written: an attachment
         inode = self.attachments.symlink(d, name, target, uid, gid)
         self.perms.created(inode, stat.S_IMODE(inode.mode), uid, gid)
         return inode
@@ -530,6 +533,8 @@ class Tree:
             dmode, _, dgid = self.perms.attrs(d)
             if dmode & stat.S_ISGID:  # a new entry takes a setgid directory's group
                 gid = dgid
+            if name not in RESERVED_IN_NODE:
+                self.nodes.begin_singleton(d)  # a singleton never written: an attachment
             inode = self.attachments.special(d, name, mode, uid, gid)
             self.perms.created(inode, stat.S_IMODE(mode), uid, gid)  # the creator's, stored
             return inode

@@ -820,7 +820,10 @@ class Memory:
 
     def record_access(self, n: Node) -> None:
         """A read through the mount: counted in memory, stored with the next consolidation
-        or at unmount (a read must not cost a transaction)."""
+        or at unmount (a read must not cost a transaction). Not counted while the mount is
+        read-only (`-o ro`, failsafe): the store takes nothing then."""
+        if self.failsafe:
+            return
         n.access_count += 1
         if n.id not in self._access_dirty:
             self._access_dirty.add(n.id)

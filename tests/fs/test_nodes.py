@@ -229,6 +229,30 @@ async def test_singleton_profile(fs, memory):
     assert "more.md" not in await fs.listdir(prof)
 
 
+async def test_a_singleton_never_written_takes_attachments(fs, memory):
+    """A fresh `profile/` routes only `*.md`, `*.markdown` and `*.txt` into the node: any
+    other file is an attachment and mkdir makes an attachment folder (`git init` there),
+    as once it has an L2; its first L2.md after them is the node's first version."""
+    prof = "user/default/profile"
+    await fs.write(f"{prof}/settings.ini", b"key=value\n")
+    assert await fs.listdir(prof) == ["settings.ini"]
+    assert await fs.text(f"{prof}/settings.ini") == "key=value\n"
+    assert await fs.mkdir(f"{prof}/scripts")
+    await fs.write(f"{prof}/scripts/run.sh", b"echo hi\n")
+    p, _ = await fs.parent(f"{prof}/link")
+    await fs.ops.symlink(p, b"link", b"settings.ini", fs.ctx)
+    assert await fs.listdir(prof) == ["link", "scripts", "settings.ini"]
+    n = next(iter(memory.walk(types=("profile",))))
+    assert n.version == 0 and n.l2 == ""
+    await fs.write(f"{prof}/notes.md", b"Plays chess.\n")  # still routed into the node
+    assert "Plays chess." in await fs.text(f"{prof}/L2.md")
+    assert "notes.md" not in await fs.listdir(prof)
+    assert await fs.text(f"{prof}/scripts/run.sh") == "echo hi\n"
+    # a tier name is no folder, in a singleton never written too
+    await fs.rm_r(prof)
+    assert await fs.errno_of(fs.mkdir(f"{prof}/L2.md")) == errno.EACCES
+
+
 @pytest.mark.parametrize("name", ["a" * 256])
 async def test_long_names(fs, name):
     assert await fs.errno_of(fs.mkdir(f"{P}/{name}")) == errno.ENAMETOOLONG

@@ -388,3 +388,32 @@ def test_find_and_grep_see_attachments(mount, tools):
         ["grep", "-r", "periscope", str(node)], check=True, capture_output=True, text=True
     ).stdout
     assert hits == f"{node}/docs/deep/howto.txt:Use the periscope command.\n"
+
+
+def test_a_singleton_never_written_takes_attachments_and_git_init(mount, tmp_path):
+    """A fresh `profile/` (a singleton never written) routes only `*.md`, `*.markdown`
+    and `*.txt` into its L2: `settings.ini` is an attachment, mkdir an attachment folder
+    and `git init` works there, as in a profile that has an L2."""
+    profile = mount.path / "user/default/profile"
+    subprocess.run(f"echo key=value > '{profile}/settings.ini'", shell=True, check=True)
+    (profile / "scripts").mkdir()
+    (profile / "scripts/run.sh").write_text("echo hi\n")
+    env = {**os.environ, "HOME": str(tmp_path), "GIT_CONFIG_NOSYSTEM": "1"}
+    r = subprocess.run(["git", "init", "-q", str(profile)], capture_output=True, text=True, env=env)
+    assert r.returncode == 0, r.stderr
+    assert (profile / ".git/HEAD").is_file()
+    assert attachments(profile) == {".git", "scripts", "settings.ini"}
+    assert not (profile / "L2.md").exists()  # nothing was routed into the profile
+    (profile / "about.md").write_text("Plays chess.\n")  # a memory: routed
+    assert "Plays chess." in (profile / "L2.md").read_text()
+    mount.remount()
+    assert (profile / "settings.ini").read_text() == "key=value\n"
+    assert (profile / "scripts/run.sh").read_text() == "echo hi\n"
+    assert "Plays chess." in (profile / "L2.md").read_text()
+    r = subprocess.run(
+        ["git", "-C", str(profile), "status", "--porcelain"],
+        capture_output=True,
+        text=True,
+        env=env,
+    )
+    assert r.returncode == 0, r.stderr

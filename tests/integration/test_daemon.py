@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import errno
 import json
 import os
 import signal
@@ -12,7 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from contextfs.testing import Mount
+from contextfs.testing import Mount, fsck_store
+from contextfs.testing.mount import log_problems
 
 CLI = [sys.executable, "-m", "contextfs"]
 
@@ -190,6 +192,22 @@ def test_broken_schema_stops_the_mount_with_file_and_line(tmp_path):
     assert r.returncode == 0 and "ok recipe" in r.stdout and "ok preference" in r.stdout
 
 
+def test_schema_check_of_a_directory_without_schema_files_says_so(tmp_path):
+    """A directory with no `*.yaml`/`*.yml` is a usage error (exit 2) that says so: a
+    check that printed nothing and exited 0 read as a pass."""
+    empty = tmp_path / "schemas"
+    empty.mkdir()
+    (empty / "recipe.yaml.bak").write_text(RECIPE)
+    for args in ([str(empty)], ["--with-builtins", str(empty)]):
+        r = run("schema", "check", *args)
+        assert r.returncode == 2, r.stdout + r.stderr
+        assert f"{empty} holds no schema files (*.yaml, *.yml): nothing to check" in r.stderr
+        assert r.stdout == ""
+    (empty / "recipe.yml").write_text(RECIPE)
+    r = run("schema", "check", str(empty))
+    assert r.returncode == 0 and "ok recipe" in r.stdout, r.stderr
+
+
 def test_mount_is_usable_within_about_a_second(tmp_path):
     """SPEC §9: not a timing assertion on CI speed, a guard against eager heavy work:
     the daemon must answer a stat before it could possibly have loaded a model."""
@@ -221,3 +239,45 @@ def test_mount_creates_a_missing_mount_point(tmp_path):
         assert (mnt / ".status").exists() and (mnt / "user/default").is_dir()
     finally:
         assert run("umount", str(mnt)).returncode == 0
+
+
+def test_a_read_only_mount_writes_nothing_to_the_store(tmp_path):
+    """`-o ro`: the kernel refuses every write, and the daemon writes nothing to the store
+    either: reading a `.query` answer counts no access (not after a remount either), no
+    check, session mark, checkpoint or backup is recorded, and `.status` says why it is
+    read-only."""
+    (tmp_path / "mnt").mkdir()
+    m = Mount(tmp_path / "mnt", tmp_path / "data", search=True)
+    m.start()
+    try:
+        node = m.path / "user/default/entities/rex"
+        node.mkdir()
+        (node / "L2.md").write_text("Rex is a dog who likes long walks.\n")
+    finally:
+        m.stop()
+    db = tmp_path / "data/contextfs.duckdb"
+    before = db.read_bytes()
+    kept = sorted(os.listdir(tmp_path / "data/backups"))
+    m.start("-o", "ro")
+    try:
+        status = (m.path / ".status").read_text()
+        assert "state: read-only: mounted read-only (-o ro)" in status, status
+        for _ in range(3):
+            assert "entities/rex" in (m.path / ".query/rex dog/_context.md").read_text()
+        assert "access_count: 0\n" in (node / "meta.yaml").read_text()
+        with pytest.raises(OSError) as info:
+            (node / "L2.md").write_text("changed\n")
+        assert info.value.errno == errno.EROFS
+    finally:
+        m.stop()
+    assert db.read_bytes() == before
+    assert not db.with_name(db.name + ".wal").exists()
+    assert sorted(os.listdir(tmp_path / "data/backups")) == kept
+    m.start()
+    try:
+        assert "access_count: 0\n" in (node / "meta.yaml").read_text()
+        assert "state: read-write" in (m.path / ".status").read_text()
+    finally:
+        m.stop()
+    assert log_problems(m.log) == []
+    assert fsck_store(db) == []

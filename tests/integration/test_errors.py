@@ -304,6 +304,19 @@ def test_ctx_xattr_mount_option(tmp_path):
         assert os.getxattr(node / "L2.md", "user.ctx.version") == b"2"
         assert os.getxattr(node, "user.ctx.indexed_version") == b"0"  # search is off here
         assert "user.ctx.path" in os.listxattr(node)
+        # user.* xattrs exist on regular files and directories only (Linux): a symlink or
+        # a FIFO lists none, so `rsync -aX` copies the node with nothing it cannot read
+        (node / "tools").mkdir()
+        os.symlink("L2.md", node / "link")
+        os.mkfifo(node / "fifo")
+        assert os.listxattr(node / "link", follow_symlinks=False) == []
+        assert os.listxattr(node / "fifo") == []
+        assert "user.ctx.id" in os.listxattr(node / "tools")
+        r = subprocess.run(
+            ["rsync", "-aX", f"{node}/", f"{tmp_path / 'copy'}/"], capture_output=True, text=True
+        )
+        assert (r.returncode, r.stderr) == (0, ""), r.stderr
+        assert os.getxattr(tmp_path / "copy/L2.md", "user.ctx.type") == b"preference"
     finally:
         m.stop()
     m.start()  # off by default: the kernel stops asking (ENOSYS), ls -l stays cheap
@@ -313,3 +326,17 @@ def test_ctx_xattr_mount_option(tmp_path):
         assert err.value.errno in (errno.ENOTSUP, errno.EOPNOTSUPP)
     finally:
         m.stop()
+
+
+def test_restore_of_a_mounted_store_is_in_use_before_any_backup_is_looked_for(mount):
+    """A data dir in use is exit 4 (store in use) whether or not it has backups: a fresh
+    mount has none yet, and `restore` said "no backup" (exit 2) instead."""
+    assert not any((mount.data_dir / "backups").glob("*"))
+    r = _run("restore", str(mount.data_dir))
+    assert r.returncode == 4, r.stdout + r.stderr
+    assert "store in use by PID" in r.stderr, r.stderr
+    mount.stop()
+    for backup in (mount.data_dir / "backups").iterdir():  # the one taken at the unmount
+        backup.unlink()
+    r = _run("restore", str(mount.data_dir))  # not mounted: now there is just no backup
+    assert r.returncode == 2 and "no backup in" in r.stderr, r.stdout + r.stderr

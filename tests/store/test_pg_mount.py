@@ -15,6 +15,7 @@ import pytest
 from contextfs.store.fsck import check_store
 from contextfs.store.pg import PgStore
 from contextfs.testing import Mount
+from contextfs.testing.mount import log_problems
 from tests.integration.test_search import results, wait_indexed, write_node
 
 pytestmark = pytest.mark.timeout(300)
@@ -126,3 +127,35 @@ def test_a_file_handed_in_while_the_server_is_away_is_kept_not_left_looking_queu
         assert note.name in os.listdir(mnt / ".inbox")
     finally:
         m.stop()
+
+
+def test_a_read_only_mount_on_postgresql_counts_no_access(tmp_path: Path, pg_dsn: str):
+    """`-o ro` on a shared store writes nothing to it either: a `.query` answer read counts
+    no access (not after a remount), and `.status` says the mount option made it
+    read-only."""
+    data = tmp_path / "data"
+    data.mkdir()
+    (data / "config.yaml").write_text("search: true\n")
+    mnt = tmp_path / "mnt"
+    mnt.mkdir()
+    m = Mount(mnt, data, search=True)
+    node = mnt / "user/default/entities/rex"
+    m.start("--store", pg_dsn)
+    try:
+        node.mkdir()
+        (node / "L2.md").write_text("Rex is a dog who likes long walks.\n")
+        m.stop()
+        m.start("--store", pg_dsn, "-o", "ro")
+        assert "state: read-only: mounted read-only (-o ro)" in m.status()
+        for _ in range(3):
+            assert "entities/rex" in (mnt / ".query/rex dog/_context.md").read_text()
+        with pytest.raises(OSError) as info:
+            (node / "L2.md").write_text("changed\n")
+        assert info.value.errno == errno.EROFS
+        m.stop()
+        m.start("--store", pg_dsn)
+        assert "access_count: 0\n" in (node / "meta.yaml").read_text()
+    finally:
+        if m.proc is not None:
+            m.stop()
+    assert log_problems(m.log) == []

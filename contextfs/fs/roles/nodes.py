@@ -459,11 +459,19 @@ class Nodes(RoleBase):
         """What a new file `name` in d becomes."""
         if d.role == Role.TYPEDIR:
             return Role.SCRATCH if is_temp_name(name) else Role.DROP
-        if d.role == Role.NODE and d.node is None and d.ctype is not None:
-            # a singleton that has never been written: only L2.md (or routed drops) make it
+        if self.unborn_singleton(d):
+            # a singleton that has never been written: what a name becomes is what it
+            # would become once it has an L2 (`begin_singleton` makes its node for a
+            # tier, meta.yaml or an attachment); temporary names are parked scratch
             if name in TIER_FILES:
                 return Role.TIER
-            return Role.SCRATCH if is_temp_name(name) else Role.DROP
+            if is_temp_name(name):
+                return Role.SCRATCH
+            if name == META_FILE:
+                return Role.META  # a copier's meta.yaml, before the node's first save
+            if name in RESERVED_IN_NODE:
+                raise ReadOnly(f"{name} is derived and read-only")
+            return Role.DROP if ROUTABLE_IN_SINGLETON.search(name) else Role.ATTACH
         if d.role == Role.HISTORY:
             return self._new_in_history(d, name)
         if d.role == Role.OWNER and self.singleton_file_type(d, name) is not None:
@@ -484,6 +492,24 @@ class Nodes(RoleBase):
                 return Role.DROP
             return Role.ATTACH
         raise self.no_files_here(d)
+
+    @staticmethod
+    def unborn_singleton(d: Inode) -> bool:
+        """Whether d is the directory of a singleton type never written (a fresh
+        `profile/`): a node directory with no node yet."""
+        return d.role == Role.NODE and d.node is None and d.ctype is not None and not d.trashed
+
+    def begin_singleton(self, d: Inode) -> None:
+        """A singleton never written gets its node now, not stored before its first
+        commit, as a node made by mkdir: for its first L2.md, a copier's meta.yaml or
+        `.history`, or its first attachment (a file that is not routed, a folder, a
+        symlink or FIFO)."""
+        if not self.unborn_singleton(d):
+            return
+        assert d.ctype is not None and d.owner is not None
+        d.node = self.memory.create_node(d.owner, d.ctype, "", persist=False)
+        d.populated = False
+        self.populate(d)
 
     def singleton_file_type(self, d: Inode, name: str) -> ContextType | None:
         """The singleton type whose exported file `name` is in owner directory d
@@ -540,6 +566,8 @@ class Nodes(RoleBase):
     def create(self, d: Inode, name: str, mode: int, flags: int, uid: int, gid: int) -> Handle:
         t = self.table
         role = self.new_file_role(d, name)
+        if role in (Role.ATTACH, Role.META, Role.TIER):
+            self.begin_singleton(d)
         if role == Role.ATTACH:
             return self.attachments.create_file(d, name, mode, flags, uid, gid)
         if role == Role.META:
@@ -550,11 +578,6 @@ class Nodes(RoleBase):
         if role == Role.VERSION:
             return self.buffers.open(self.pending_version(d, name), flags | os.O_TRUNC)
         if role == Role.TIER:
-            if d.node is None:  # first L2.md of a singleton
-                assert d.ctype is not None and d.owner is not None
-                d.node = self.memory.create_node(d.owner, d.ctype, "", persist=False)
-                d.populated = False
-                self.populate(d)
             inode = self.bear(d, name, uid, gid)
             t.touch_dir(d)
             # its own buffer, like any open for writing; a file created and closed empty
@@ -592,14 +615,16 @@ class Nodes(RoleBase):
             assert placed is not None
             placed.made_here = True
             return placed
-        if d.role == Role.NODE and d.node is None and name == HISTORY_DIR and not d.trashed:
-            # a singleton never written, copied into (`tar x` of an export: its folder's
-            # `.history` before the file beside it): made now, as its first L2.md would
-            assert d.ctype is not None and d.owner is not None
-            d.node = self.memory.create_node(d.owner, d.ctype, "", persist=False)
-            d.populated = False
-            self.populate(d)
-            d.made_here = True
+        if self.unborn_singleton(d):
+            if name in RESERVED_IN_NODE and name != HISTORY_DIR:
+                raise ReadOnly(f"{name} is reserved in a node")
+            # a singleton never written: a folder in it is an attachment folder, made
+            # as in a singleton with an L2; a copier's `.history` (`tar x` of an export:
+            # its folder's `.history` before the file beside it) begins it as its first
+            # L2.md would
+            self.begin_singleton(d)
+            if name == HISTORY_DIR:
+                d.made_here = True
         if d.role == Role.NODE and d.node is not None and not d.trashed:
             if name == HISTORY_DIR and d.unborn and HISTORY_DIR in d.unborn:
                 # a copier's `.history` (cp -r makes it before its versions): shown now

@@ -303,6 +303,7 @@ class Renames:
                 self._become_scratch(src, dst_dir, new_name, data)
                 return
             if role == Role.META:
+                self.nodes.begin_singleton(dst_dir)  # before a singleton's first save
                 dst = self.nodes.bear(dst_dir, META_FILE)
             else:  # a version of a node that has none yet, stored before its L2.md
                 dst = self.nodes.pending_version(dst_dir, new_name)
@@ -443,6 +444,7 @@ class Renames:
         if src.role == Role.ATTACH:
             self.attachments.move(src, dst_dir, new_name, None)
             return
+        self.nodes.begin_singleton(dst_dir)  # a singleton never written: its first one
         assert dst_dir.node is not None
         kind = "symlink" if stat.S_ISLNK(src.mode) else "file"
         if kind == "file":  # a scratch file or a drop becomes stored bytes: redact
