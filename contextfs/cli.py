@@ -604,7 +604,9 @@ def cmd_consolidate(args: argparse.Namespace) -> int:
     now = None
     if args.now:
         try:
-            now = dt.datetime.fromisoformat(args.now).replace(tzinfo=dt.UTC).timestamp()
+            at = dt.datetime.fromisoformat(args.now)
+            # without an offset, UTC (what `.status` and meta.yaml show); with one, that one
+            now = (at if at.tzinfo is not None else at.replace(tzinfo=dt.UTC)).timestamp()
         except ValueError:
             raise UsageError(f"--now {args.now!r} is not an ISO date") from None
     make_private(cfg.data_dir)
@@ -876,7 +878,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     m.add_argument(
         "--data-dir",
-        type=Path,
+        type=_path_arg,
         default=None,
         help="store location (default: $XDG_DATA_HOME/contextfs)",
     )
@@ -912,7 +914,7 @@ def build_parser() -> argparse.ArgumentParser:
     s.set_defaults(func=cmd_status)
 
     f = sub.add_parser("fsck", help="check the store's invariants (not while mounted)")
-    f.add_argument("data_dir", type=Path, help="the data dir of a store that is not mounted")
+    f.add_argument("data_dir", type=_path_arg, help="the data dir of a store that is not mounted")
     f.add_argument("--store", default=None, help="a postgresql:// URL (default: config.yaml's)")
     f.add_argument(
         "--repair",
@@ -922,13 +924,13 @@ def build_parser() -> argparse.ArgumentParser:
     f.set_defaults(func=cmd_fsck)
 
     b = sub.add_parser("restore", help="put the store's newest backup back (not while mounted)")
-    b.add_argument("data_dir", type=Path, help="the data dir (not mounted)")
+    b.add_argument("data_dir", type=_path_arg, help="the data dir (not mounted)")
     b.add_argument("--from", dest="source", default=None, help="a backup file (default: newest)")
     b.set_defaults(func=cmd_restore)
 
     v = sub.add_parser("salvage", help="copy what a damaged store still holds to markdown")
-    v.add_argument("data_dir", type=Path, help="the data dir of the damaged store")
-    v.add_argument("out", type=Path, help="an empty or new directory for the markdown tree")
+    v.add_argument("data_dir", type=_path_arg, help="the data dir of the damaged store")
+    v.add_argument("out", type=_path_arg, help="an empty or new directory for the markdown tree")
     v.add_argument("--history", action="store_true", help="also write each node's versions")
     v.set_defaults(func=cmd_salvage)
 
@@ -943,7 +945,7 @@ def build_parser() -> argparse.ArgumentParser:
     q.set_defaults(func=cmd_search)
 
     r = sub.add_parser("reindex", help="rebuild the search indexes from the store")
-    r.add_argument("data_dir", type=Path, help="the data dir (not mounted)")
+    r.add_argument("data_dir", type=_path_arg, help="the data dir (not mounted)")
     r.add_argument("--store", default=None, help="a postgresql:// URL (default: config.yaml's)")
     r.set_defaults(func=cmd_reindex)
 
@@ -955,7 +957,7 @@ def build_parser() -> argparse.ArgumentParser:
     i.set_defaults(func=cmd_ingest)
 
     c = sub.add_parser("consolidate", help="decay, merge and archive now (not while mounted)")
-    c.add_argument("data_dir", type=Path, help="the data dir (not mounted)")
+    c.add_argument("data_dir", type=_path_arg, help="the data dir (not mounted)")
     c.add_argument(
         "--now",
         default=None,
@@ -999,6 +1001,14 @@ def _damaged(exc: BaseException) -> bool:
 
 def _first_line(exc: BaseException) -> str:
     return f"{type(exc).__name__}: {str(exc).strip().splitlines()[0] if str(exc).strip() else ''}"
+
+
+def _path_arg(text: str) -> Path:
+    """A path argument: an empty one (`--data-dir ""`, an unset variable) is refused, not
+    taken for the current directory."""
+    if not text.strip():
+        raise argparse.ArgumentTypeError("an empty path")
+    return Path(text)
 
 
 def _os_error(exc: OSError) -> str:

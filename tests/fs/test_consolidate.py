@@ -252,3 +252,26 @@ def test_names_that_name_one_thing():
              ("alice", "bob")]  # fmt: skip
     assert [same_subject(a, b) for a, b in same] == [True] * len(same)
     assert [same_subject(a, b) for a, b in other] == [False] * len(other)
+
+
+def test_consolidate_now_takes_the_offset_it_is_given(tmp_path, memory, types):
+    """`--now` with an offset is that moment (it was read as the same clock time in UTC);
+    without one, UTC."""
+    n = memory.create_node(("user", "default"), types["preference"], "ancient")
+    memory.save_l2(n, "Very old.\n")
+    memory.store.close()
+    r = subprocess.run(
+        [sys.executable, "-m", "contextfs", "consolidate", str(tmp_path),
+         "--now", "2040-01-01T00:30:00+02:00"],
+        capture_output=True,
+        text=True,
+    )  # fmt: skip
+    assert r.returncode == 0, r.stderr
+    from contextfs.store import Store
+
+    store = Store(tmp_path / "contextfs.duckdb")
+    try:
+        last = store.last_consolidation()
+        assert last is not None and last[4].startswith("as of 2039-12-31T22:30:00Z"), last
+    finally:
+        store.close()

@@ -161,3 +161,15 @@ def test_a_path_the_system_refuses_is_one_line_not_a_traceback(tmp_path):
         assert r.returncode in (1, 2) and "Traceback" not in r.stderr, (args, r.stderr)
         assert said(r, "daemonised").startswith("contextfs: ") and want in r.stderr, r.stderr
     assert not os.path.ismount(tmp_path / "mnt")
+
+
+def test_an_empty_data_dir_is_refused_not_taken_for_the_current_one(tmp_path):
+    """`--data-dir ""` (an unset variable in a script): refused, and the current directory
+    is left as it was (it became the data dir: made 0700, a store made in it)."""
+    (tmp_path / "mnt").mkdir()
+    work = tmp_path / "work"
+    work.mkdir()
+    for args in (("mount", str(tmp_path / "mnt"), "--data-dir", ""), ("fsck", "")):
+        r = subprocess.run(contextfs_cmd(*args), capture_output=True, text=True, cwd=work)
+        assert r.returncode == 2 and "an empty path" in r.stderr, r.stderr
+    assert os.listdir(work) == [] and not os.path.ismount(tmp_path / "mnt")
