@@ -647,6 +647,9 @@ def cmd_export(args: argparse.Namespace) -> int:
     t0 = time.monotonic()
     show = _progress_bar("export", t0)
     mnt = src if _answers(src) else _mount_of(src)
+    if mnt is not None and _inside(out, mnt):
+        # written into the tree it reads, it would export its own copy again
+        raise UsageError(f"{out} is inside the mount {mnt}: export to a folder outside it")
     if mnt is not None:  # the daemon owns the store: read through its files
         report = export_tree(MountSource(mnt), out, history=args.history, progress=show)
     else:
@@ -665,6 +668,15 @@ def cmd_export(args: argparse.Namespace) -> int:
     sys.stderr.write("\n")
     print(f"{report.summary()}\nto {out} in {time.monotonic() - t0:.1f}s")
     return 1 if report.problems else 0
+
+
+def _inside(path: Path, top: Path) -> bool:
+    """Whether path is top or under it (symbolic links of its existing part followed)."""
+    try:
+        path.resolve().relative_to(top.resolve())
+    except ValueError:
+        return False
+    return True
 
 
 def _inside_mount(path: Path) -> bool:
@@ -893,8 +905,9 @@ def build_parser() -> argparse.ArgumentParser:
         "-o",
         dest="options",
         action="append",
-        help="FUSE mount options, comma separated (e.g. allow_other); nonempty: mount over "
-        "a directory that has files (hidden until unmounted)",
+        help="FUSE mount options, comma separated (e.g. allow_other, ro); nonempty: mount "
+        "over a directory that has files (hidden until unmounted); ctx_xattr: nodes answer "
+        "getfattr -n user.ctx.{id,type,version,indexed_version,path}",
     )
     m.add_argument(
         "--timeout", type=float, default=30.0, help="seconds to wait for the mount to be ready"

@@ -689,3 +689,14 @@ def test_an_exported_vault_links_resolve_and_come_back_as_written(tmp_path: Path
         assert cli("export", str(b.path), str(out2)).returncode == 0
         first, second = snapshot(out1, strip_facts=False), snapshot(out2, strip_facts=False)
         assert first == second
+
+
+def test_an_export_into_the_mount_it_reads_is_refused(mount: Mount) -> None:
+    """`contextfs export MNT MNT/...`: the tree it writes would be read again as it is
+    written (its copy held copies of itself); refused, nothing written."""
+    node = mount.path / "user/default/entities/zz"
+    node.mkdir()
+    (node / "L2.md").write_text("Zz is a test node.\n")
+    r = cli("export", str(mount.path), str(node / "exp"))
+    assert r.returncode == 2 and "inside the mount" in r.stderr, r.stderr
+    assert sorted(os.listdir(node)) == [".history", "L0.md", "L1.md", "L2.md", "meta.yaml"]
