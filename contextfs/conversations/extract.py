@@ -519,6 +519,8 @@ class RuleExtractor:
             if text.startswith(short):
                 text = full + text[len(short) :]
         words = text.split()
+        while words and words[0].lower() in _EVENT_FILLERS:  # "I finally handed in …"
+            words.pop(0)
         if not words:
             return
         verb = words[0].lower().strip(",")
@@ -550,7 +552,7 @@ class RuleExtractor:
             location = m_at.group("l")
         # "in" starts a place ("in Portobello"), not a verb's particle ("handed in my notice")
         title = re.split(r"\s+(?:with|at|in(?=\s+(?:the\s+)?[A-Z])|because|since|after|before|"
-                         r"and then|so|but|to discuss|where|which)\s+|[,;:]", title_text,
+                         r"and then|so|but|to discuss|where|which)\s+|[,;]|:(?!\d)", title_text,
                          maxsplit=1)[0]  # fmt: skip
         title = re.sub(r"^(?:had|have|has)\s+(?:a|an|the|our|my)\s+", "", title, flags=re.I)
         title_list = [
@@ -558,7 +560,7 @@ class RuleExtractor:
             for w in title.split()
             if w.lower() not in ("a", "an", "the", "our", "my", "today", "tonight", "yesterday")
         ]
-        title_list = title_list[:8]
+        title_list = _title_words(title_list)
         if someone is not None:
             title_list = [someone, *title_list][:8]
             if someone not in participants:
@@ -721,6 +723,26 @@ class RuleExtractor:
                                                                            if c.name)),
                     }, steps, [turn.ref, *(c.ref for c in calls)], 0.6)  # fmt: skip
             i = j
+
+
+# an event title names the deed: no adverb that only colours it, no word left hanging at
+# its end ("landed just", "booked the registry office for")
+_EVENT_FILLERS = frozenset({"just", "finally", "actually", "really", "also", "already", "even"})
+_EVENT_DANGLING = frozenset({
+    "for", "in", "on", "at", "to", "of", "from", "by", "with", "and", "or", "but", "then",
+    "now", "about", "into", "the", "a", "an", "my", "our", "his", "her", "their", "it",
+    "was", "is", "be", "been",
+})  # fmt: skip
+
+
+def _title_words(words: Sequence[str]) -> list[str]:
+    """At most eight words of an event's title, without fillers, ending on a word that
+    names something."""
+    kept = [w for w in words if w.lower() not in _EVENT_FILLERS][:8]
+    # a particle that completes the verb stays ("moved in"): two words at least
+    while len(kept) > 2 and kept[-1].lower().strip(".!?") in _EVENT_DANGLING:
+        kept.pop()
+    return kept
 
 
 def _succeeded(turn: Turn) -> bool:

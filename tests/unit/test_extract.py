@@ -84,8 +84,14 @@ def test_no_third_person_fact_without_a_named_person_stating_it(text):
         ("We moved in on Saturday after the longest drive.", "moved in", "2026-05-02", None),
         ("Idris proposed on Saturday!", "Idris proposed", "2026-05-02", ["Idris"]),
         ("I gave up coffee two weeks ago today.", "gave up coffee", "2026-04-24", None),
+        # its title names the deed: no filler adverb, nothing left hanging at its end
+        ("I finally handed in my notice yesterday.", "handed in notice", "2026-05-07", None),
+        ("We have booked the registry office for 14 June.", "have booked registry office",
+         "2026-06-14", None),
+        ("I finished the half marathon in 1:57:48 on Sunday.",
+         "finished half marathon in 1:57:48", "2026-05-03", None),
     ],
-)
+)  # fmt: skip
 def test_an_event_keeps_its_verb_and_who_did_it(text, title, day, participants):
     [ev] = of(extract(user(text)), "event")  # said on Friday 8 May 2026
     assert (ev["title"], str(ev["date"]), ev.get("participants")) == (title, day, participants)
@@ -537,7 +543,7 @@ def on_wednesday(text: str) -> list[dict]:
         ("My brother came over on Friday and we watched a film.", "watched film",
          "2024-03-22"),
         ("I've actually got an interview a week tomorrow for a product analyst role.",
-         "have actually got interview for product analyst role", "2024-04-04"),
+         "have got interview for product analyst role", "2024-04-04"),
         ("We're flying out on Tuesday week.", "flying out", "2024-04-09"),
         ("I started a new job a fortnight ago.", "started new job", "2024-03-13"),
     ],
