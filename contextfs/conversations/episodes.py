@@ -26,7 +26,7 @@ now today tomorrow yesterday tonight mr mrs ms dr monday tuesday wednesday thurs
 saturday sunday january february march april may june july august september october november
 december lol omg good great nice sure right love happy congratulations guess wait same
 anyway honestly also maybe still very really if as at by for from in into of on to up with
-year week month day morning night weekend
+year week month day morning night weekend last next poor dear meanwhile
 """
 _COMMON = frozenset(_COMMON_WORDS.split())
 _NAME_RE = re.compile(r"(?<![\w'])([A-Z][a-zA-Z'’-]+(?:\s+[A-Z][a-zA-Z'’-]+){0,2})")
@@ -60,11 +60,13 @@ def named_things(turns: Sequence[Turn], exclude: Sequence[str] = ()) -> list[str
     counts: Counter[str] = Counter()
     for t in turns:
         for sentence in re.split(r"(?<=[.!?])\s+|\n+", t.content):
-            for i, m in enumerate(_NAME_RE.finditer(sentence)):
-                name = m.group(1).strip("'’-")
+            for m in _NAME_RE.finditer(sentence):
+                name = re.sub(r"['’]s$", "", m.group(1)).strip("'’-")  # "Idris's": Idris
                 words = name.split()
-                if i == 0 and m.start() == 0 and len(words) == 1:
-                    continue  # a capital that only starts the sentence
+                if len(words) == 1 and not re.search(r"[A-Za-z]", sentence[: m.start()]):
+                    continue  # a capital that only starts the sentence ("1. Rinse", "Keep")
+                if all(w.isupper() for w in words) and (len(words) > 1 or len(name) > 4):
+                    continue  # shouting ("UNDER TWO HOURS"), not a name; "BBC" stays
                 while words and words[0].lower() in _COMMON:
                     words = words[1:]
                 if not words or " ".join(words).lower() in skip:

@@ -198,3 +198,16 @@ def test_an_episode_naming_nothing_is_headed_by_its_first_words_and_its_day():
     gist = episodes.heading(long).split(" · ")[1]
     assert gist.endswith("so…") and len(gist) <= episodes.GIST_CHARS + 1
     assert episodes.heading([]) == "conversation"
+
+
+def test_named_things_are_names_not_shouting_or_clause_starts():
+    """A session's heading names what came up: "Idris's" is Idris, "Poor Bramble" is
+    Bramble; shouting ("UNDER TWO HOURS"), a capital that starts a step ("1. Rinse") and
+    "Last Tuesday" are not names; an acronym is."""
+    said = [
+        "UNDER TWO HOURS, DADDY GO, TOO FAST! Poor Bramble ate a sock.",
+        "1. Rinse the rice. Keep stirring.",
+        "Last Tuesday I met Idris's sister at the BBC with Idris.",
+    ]
+    turns = [Turn(line=i + 1, role="user", content=c) for i, c in enumerate(said)]
+    assert episodes.named_things(turns) == ["Idris", "Bramble", "BBC"]
