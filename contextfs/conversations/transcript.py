@@ -267,7 +267,12 @@ def _content_text(value: object, media: list[MediaRef] | None = None) -> str | N
             parts.append(f"[{part.get('type', 'part')}]")
         else:
             return None
-    return "\n".join(p for p in parts if p)
+    out = ""
+    for p in filter(None, parts):
+        # a part that ends in a space runs on into the next ("I prefer " + "aisle seats."):
+        # one sentence; other parts are blocks of their own
+        out += p if not out or out[-1] in " \t" else "\n" + p
+    return out
 
 
 def _tool_ok(obj: dict) -> bool | None:

@@ -186,3 +186,13 @@ def test_a_dialogue_between_named_people_is_their_user_turns():
 def test_jsonl_roles_other_tools_write_are_ours(role, want):
     t = parse_transcript(_jsonl({"role": role, "content": "I love hiking."}), "c.jsonl")
     assert t.turns[0].role == want
+
+
+def test_content_parts_that_run_on_are_one_sentence():
+    """Parts of a `content` list: one that ends in a space runs on into the next (a
+    sentence streamed in pieces), others are blocks of their own."""
+    t = parse_transcript(_jsonl(
+        {"role": "user", "content": ["I prefer ", {"type": "text", "text": "aisle seats."}]},
+        {"role": "user", "content": [{"type": "text", "text": "First."}, "Second."]},
+    ), "c.jsonl")  # fmt: skip
+    assert [x.content for x in t.turns] == ["I prefer aisle seats.", "First.\nSecond."]
