@@ -1213,13 +1213,27 @@ class Intake:
         # redacted again with the new bytes, so a keyword and its value, or the rest of a
         # token glued to the marker of its first part, are seen together.
         keep = s.transcript.rfind("\n") + 1
-        done = (s.transcript[keep:] + text).rpartition("\n")[0]  # its lines now whole
+        tail = s.transcript[keep:]  # a line begun by an earlier append
+        done = (tail + text).rpartition("\n")[0]  # its lines now whole
+        path = f"{s.owner[0]}/{s.owner[1]}/.sessions/{s.id}/transcript.jsonl"
         if done.strip():
             bad = parse_transcript(done + "\n", "t.jsonl").errors
+            if tail and bad and bad[0][0] == 1:
+                # the line begun earlier (a writer that died midway) is not this append's
+                # to answer for, or every append after it would be refused: it is taken
+                # and said, its bytes kept
+                line = done.split("\n", 1)[0]
+                self.memory.refuse(
+                    path,
+                    InvalidInput(f"a line begun by an earlier append is not a turn "
+                                 f"({bad[0][1]}); kept here, not in the session"),
+                    line.encode(),
+                )  # fmt: skip
+                bad = bad[1:]
             if bad:  # refused whole, its bytes kept: a session has no report to list it in
-                line, reason = bad[0]
+                line_no, reason = bad[0]
                 raise InvalidInput(
-                    f"transcript.jsonl: appended line {line} is not a turn ({reason}); "
+                    f"transcript.jsonl: appended line {line_no} is not a turn ({reason}); "
                     "nothing of this append was recorded"
                 )
         text = self.memory.redact(
@@ -1313,7 +1327,10 @@ class Intake:
 
     def end_session(self, s: Session) -> Node | None:
         """rmdir / `end`: archive the session (summary + remaining turns) as memory; the
-        last part of its archive, or None when it has none."""
+        last part of its archive, or None when it has none (or it ended already: two ends
+        at once, through the root's view and the owner's)."""
+        if s.ended:
+            return None
         turns = self.session_turns(s)
         node = None
         if turns:  # each part is summarised by its own turns
@@ -1642,8 +1659,9 @@ class IntakeService(Service):
 
     async def extract(self, s: Session) -> list[str]:
         intake = self.intake
-        while s.extracting:  # (a compact or an end waits for the extraction under way)
-            await trio.sleep(0.05)
+        with FOREGROUND.awaiting():  # a compact or an end waits for the one under way
+            while s.extracting:
+                await trio.sleep(0.05)
         if s.ended:
             return []
         turns = intake.session_turns(s)

@@ -321,9 +321,9 @@ class Perms:
         perm = stat.S_IMODE(mode)
         if stat.S_ISDIR(mode):
             dir_mode, file_mode = perm, perm & 0o666
-        else:
-            x = (perm & 0o444) >> 2
-            dir_mode, file_mode = perm | x, perm
+        else:  # a file's setuid and execute bits are not a memory's
+            file_mode = perm & 0o666
+            dir_mode = file_mode | (file_mode & 0o444) >> 2
         a = self.node_access(n)
         self._store(
             "node",

@@ -163,21 +163,29 @@ class InodeTable:
         """inode, a file of d, became memory and left d: for a few seconds its name still
         finds it (unlisted), so that what copiers do by name after `close()` (the chmod of
         Python's `shutil.copy` and of `install -m`, a `stat`, an `rm`) works on it."""
+        self._prune_routed()
+        self._routed[(d.ino, inode.name)] = (inode, d, time.monotonic() + ROUTED_GRACE_S)
+
+    def _prune_routed(self) -> None:
         now = time.monotonic()
-        for key, (_, _, until) in list(self._routed.items()):
+        for key, (inode, _, until) in list(self._routed.items()):
             if until <= now:
                 del self._routed[key]
-        self._routed[(d.ino, inode.name)] = (inode, d, now + ROUTED_GRACE_S)
+                if inode.opened <= 0:
+                    inode.data = None
 
     def routed_file(self, d: Inode, name: str) -> Inode | None:
-        """The file routed from d under name within the last few seconds (`routed`)."""
+        """The file routed from d under name within the last few seconds (`routed`): an
+        empty file (what it held is memory); a write through the name is routed anew."""
+        if not self._routed:
+            return None
+        self._prune_routed()
         got = self._routed.get((d.ino, name))
         if got is None:
             return None
-        inode, _, until = got
-        if until <= time.monotonic():
-            del self._routed[(d.ino, name)]
-            return None
+        inode = got[0]
+        if inode.opened <= 0:
+            inode.data, inode.dirty = bytearray(), False
         self.inodes[inode.ino] = inode  # freed once the kernel forgot it: known again
         return inode
 

@@ -41,6 +41,9 @@ class Foreground:
         # until when (time.monotonic) bulk work waits for the models to load: see `loading`
         self.loading_until = 0.0
         self.requests = 0  # requests of the mount in flight (`request`)
+        # requests waiting for a background step to end (`awaiting`): it does not step
+        # aside for them, or each would wait on the other
+        self.awaited = 0
         # when the last one ended (time.monotonic; the daemon sets it when the mount starts
         # answering: `quiet` waits for a pause after that, and never without a mount)
         self.last_request = -float("inf")
@@ -87,11 +90,21 @@ class Foreground:
         takes it back; beside a thread running Python (rule extraction, cutting passages)
         each taking back waited up to the switch interval: 30 statements took 38 ms
         instead of 10. A no-op outside a background service's context (`BACKGROUND`)."""
-        if not (self.busy or self.writing) or not BACKGROUND.get():
+        if not (self.busy or self.writing) or self.awaited or not BACKGROUND.get():
             return
         until = time.monotonic() + STEP_ASIDE_MOST
-        while (self.busy or self.writing) and time.monotonic() < until:
+        while (self.busy or self.writing) and not self.awaited and time.monotonic() < until:
             time.sleep(0.0005)
+
+    @contextlib.contextmanager
+    def awaiting(self) -> Iterator[None]:
+        """A request waits for background work to end (an rmdir of a session for the
+        extraction of its turns under way): that work goes at full speed meanwhile."""
+        self.awaited += 1
+        try:
+            yield
+        finally:
+            self.awaited -= 1
 
     @contextlib.contextmanager
     def loading(self, most: float) -> Iterator[None]:

@@ -215,11 +215,8 @@ class Transactions:
 
     def _refusal(self, exc: BaseException) -> ContextFSError:
         """The project's error for a store error; a fault turns the mount read-only."""
-        if isinstance(exc, self.store.unavailable):
-            # the server is away (PostgreSQL): this write is refused, nothing of it stored;
-            # the mount stays read-write and the store reconnects by itself
-            return StoreUnavailable(exc.reason if isinstance(exc, StoreUnavailable) else str(exc))
         if isinstance(exc, self.store.busy):
+            # (asked first: PostgreSQL's OutOfMemory is an OperationalError, `unavailable`)
             # DuckDB rolled the transaction back and its buffer limit grew (store.db's
             # _Roomy): this write is refused whole; the store is fine and the next try fits
             log.warning("the store had no room for a change, refused: %s", exc)
@@ -227,6 +224,10 @@ class Transactions:
                 f"the store had no room in its buffers; nothing was stored, "
                 f"try again ({str(exc).splitlines()[0]})"
             )
+        if isinstance(exc, self.store.unavailable):
+            # the server is away (PostgreSQL): this write is refused, nothing of it stored;
+            # the mount stays read-write and the store reconnects by itself
+            return StoreUnavailable(exc.reason if isinstance(exc, StoreUnavailable) else str(exc))
         if isinstance(exc, self.store.invalid):
             return InvalidInput(f"the store refused a value: {exc}")
         if isinstance(exc, self.store.conflict):

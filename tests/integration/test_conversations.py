@@ -677,3 +677,51 @@ def test_an_append_with_a_line_that_is_not_a_turn_is_refused_and_kept(tmp_path):
         assert t.read_text() == first + '{"role":"user","content":"split"}\n'
     finally:
         m.stop()
+
+
+def test_a_line_a_writer_left_unfinished_does_not_stop_the_session(tmp_path):
+    """A writer that died midway left a line that is no turn: the append that ends it is
+    taken (that line said in `.status` and kept in refused/), and the appends after it are
+    recorded. Every later append was refused, for good."""
+    m = make_mount(tmp_path, "search: false\n")
+    try:
+        (m.path / ".sessions/w1").mkdir()
+        t = m.path / ".sessions/w1/transcript.jsonl"
+        with open(t, "a") as f:
+            f.write("garbage")
+        with open(t, "a") as f:
+            f.write(json.dumps({"role": "user", "content": "I like tea."}) + "\n")
+        with open(t, "a") as f:
+            f.write(json.dumps({"role": "user", "content": "I like cake."}) + "\n")
+        assert t.read_text().endswith('"I like cake."}\n')
+        assert "a line begun by an earlier append is not a turn" in (m.path / ".status").read_text()
+    finally:
+        m.stop()
+
+
+def test_two_ends_of_one_session_at_once_archive_it_once(tmp_path):
+    """rmdir through the root's `.sessions` and the owner's at the same moment (the kernel
+    does not hold one back: two parents): one archive, every turn in it once."""
+    m = make_mount(tmp_path, "search: false\n")
+    try:
+        (m.path / ".sessions/r1").mkdir()
+        with open(m.path / ".sessions/r1/transcript.jsonl", "a") as f:
+            f.write("".join(
+                json.dumps({"role": "user", "content": f"Turn {i}: the sky number {i} was grey."})
+                + "\n"
+                for i in range(3000)
+            ))  # fmt: skip
+        os.listdir(m.path / "user/default/.sessions")
+        ends = [
+            subprocess.Popen(["rmdir", str(p / "r1")], stderr=subprocess.DEVNULL)
+            for p in (m.path / ".sessions", m.path / "user/default/.sessions")
+        ]
+        codes = sorted(p.wait(timeout=120) for p in ends)
+        assert codes[0] == 0, codes
+        parts = list((m.path / "user/default/sessions").iterdir())
+        said = "".join((p / "L2.md").read_text() for p in parts)
+        assert said.count("Turn 2999:") == 1 and said.count("Turn 1500:") == 1, [
+            p.name for p in parts
+        ]
+    finally:
+        m.stop()

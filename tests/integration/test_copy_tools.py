@@ -284,6 +284,24 @@ def test_copiers_that_set_the_mode_after_close_copy_into_a_type_dir(mount, tools
     # the name is written again: routed again
     (prefs / "tea.md").write_text("Green tea with mint.\n")
     assert "Green tea with mint." in (prefs / "tea/L2.md").read_text()
+    # the name finds an empty file: what it held is memory (no secret shown again), and
+    # an append through it is routed alone, not with the text before it again
+    assert (prefs / "juice.md").read_text() == ""
+    with open(prefs / "juice.md", "a") as f:
+        f.write("Apple juice too.\n")
+    juice = (prefs / "juice/L2.md").read_text()
+    assert juice.count("Orange juice") <= 1 and "Apple juice too." in juice
+    people = mount.path / "user/default/entities"
+    (people / "alice.md").write_text("Alice likes green tea.\n")
+    with open(people / "alice.md", "a") as f:  # `>>` right after: only the new line
+        f.write("Alice also likes coffee.\n")
+    alice = (people / "alice/L2.md").read_text()
+    assert alice.count("Alice likes green tea.") == 1 and "also likes coffee" in alice
+    # a file's setuid and execute bits are not a memory's
+    src.chmod(0o4755)
+    shutil.copy2(src, prefs / "suid.md")
+    assert oct((prefs / "suid/L2.md").stat().st_mode & 0o7777) == oct(0o644)
+    assert oct((prefs / "suid").stat().st_mode & 0o7777) == oct(0o755)
     os.unlink(prefs / "coffee.md")  # `rm` of what was just copied: nothing left to remove
     assert (prefs / "coffee/L2.md").read_text().endswith("Green tea, no sugar.\n")
     with pytest.raises(FileNotFoundError):

@@ -316,12 +316,14 @@ def test_what_a_user_makes_takes_their_umask(shared: Mount) -> None:
         BOB,
         f"umask 077 && mkdir {bob}/entities/kim"
         f" && echo 'Kim hides keys.' > {bob}/entities/kim/L2.md"
-        f" && echo 'Bob drinks oolong.' > {bob}/preferences/tea.md",
+        f" && echo 'Bob drinks oolong.' > {bob}/preferences/tea.md"
+        f" && echo 'Bob drinks chai.' > {bob}/preferences/.chai.md.tmp"
+        f" && mv {bob}/preferences/.chai.md.tmp {bob}/preferences/chai.md",
     )
     assert made.returncode == 0, made.stderr
     uid = pwd.getpwnam(BOB).pw_uid
     for _ in range(2):
-        for node in (bob / "entities/kim", bob / "preferences/tea"):
+        for node in (bob / "entities/kim", bob / "preferences/tea", bob / "preferences/chai"):
             for p, want in ((node, 0o700), (node / "L2.md", 0o600), (node / "L0.md", 0o600)):
                 st = p.stat()
                 assert (st.st_uid, oct(st.st_mode & 0o777)) == (uid, oct(want)), p

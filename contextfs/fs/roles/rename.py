@@ -425,8 +425,10 @@ class Renames:
         if src.role in (Role.SCRATCH, Role.DROP) and src.opened <= 0:
             # what a copier does by the new name next (a chmod) finds it a moment longer
             src.role, src.name, src.drop_id = Role.DROP, new_name, None
-            src.owner, src.ctype, src.data = dst_dir.owner, ctype, bytearray(data)
+            src.owner, src.ctype, src.data = dst_dir.owner, ctype, bytearray()
             self.table.routed(dst_dir, src)
+        if res.created:  # what a user creates is theirs, renamed in as written in
+            self.tiers.perms.node_made(res.node, src.mode, src.uid, src.gid)
         self.nodes.routed(res.node, res.created)
 
     def _replace_plain(self, dst_dir: Inode, new_name: str, dst: Inode | None) -> None:

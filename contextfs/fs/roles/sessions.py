@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING
 import trio
 
 from contextfs.conversations.inbox import Intake, IntakeService, Session
-from contextfs.errors import ContextFSError, InvalidInput
+from contextfs.errors import ContextFSError, InvalidInput, NotFound
 from contextfs.fs.inode import SESSIONS_DIR, Handle, Inode, Role, SessionDir, ns
 from contextfs.fs.roles.base import Refusals, RoleBase
 from contextfs.fs.searchport import SearchPort
@@ -243,6 +243,8 @@ class Sessions(RoleBase):
         sess = sd.session
         if self.config.service is not None:
             await self.config.service.extract(sess)
+        if sess.ended:  # ended meanwhile (an rmdir through the other view of .sessions)
+            raise NotFound(f".sessions/{sess.id} has ended")
         if command == "compact":
             self.intake.compact(sess)
             return

@@ -570,6 +570,8 @@ class Tiers(RoleBase):
             raise
         self._forget_drop(inode, parent)
         if parent is not None:
+            if inode.opened <= 1:  # (the closing handle's): its bytes are memory now
+                inode.data = bytearray()  # the name finds an empty file, no secret in it
             self.table.routed(parent, inode)
         if res.created:  # what a user creates is theirs: their uid, gid and mode
             self.perms.node_made(res.node, inode.mode, inode.uid, inode.gid)
