@@ -523,8 +523,14 @@ class Store:
     _ID_BLOCK = 256
 
     def _next_ids(self, count: int) -> list[int]:
-        """The next `count` values of the id sequence, ascending."""
-        rows = self.con.execute(f"SELECT nextval('object_ids') FROM range({count})").fetchall()
+        """The next `count` values of the id sequence, ascending. Taken outside the
+        transaction that uses them: a full disk is refused here as in one (NoSpace)."""
+        try:
+            rows = self.con.execute(f"SELECT nextval('object_ids') FROM range({count})").fetchall()
+        except duckdb.Error as exc:
+            if disk_full(exc):
+                raise NoSpace(f"the disk is full; nothing was stored ({exc})") from exc
+            raise
         return sorted(r[0] for r in rows)
 
     def new_id(self) -> int:

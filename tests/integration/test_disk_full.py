@@ -273,3 +273,38 @@ def test_a_compact_refused_for_a_full_disk_loses_no_turn(tmp_path: Path):
         if m.log.exists():
             shutil.copy(m.log, tmp_path / "contextfs.log")
         unmount_tmpfs(disk)
+
+
+def test_a_mount_started_on_a_full_disk_refuses_new_things_with_enospc(tmp_path: Path):
+    """Mounted on a full disk, the first new node or inbox item needs ids from the store,
+    taken outside the change's transaction: ENOSPC with the reason, never EIO "internal
+    error"; a refused inbox file is not listed as handed in; and once there is room, the
+    same works without a restart."""
+    disk = mount_tmpfs(tmp_path / "disk", "40m")
+    (tmp_path / "mnt").mkdir()
+    m = Mount(tmp_path / "mnt", disk / "data")
+    try:
+        m.start()
+        m.stop()
+        filler = fill_disk(disk)
+        m.start()
+        prefs = m.path / "user/default/preferences"
+        with pytest.raises(OSError) as made:
+            (prefs / "x").mkdir()
+        assert made.value.errno == errno.ENOSPC
+        with pytest.raises(OSError) as handed:
+            (m.path / ".inbox/t.md").write_text("I prefer green tea.\n" * 2000)
+        assert handed.value.errno == errno.ENOSPC
+        assert "t.md" not in os.listdir(m.path / ".inbox")
+        status = (m.path / ".status").read_text()
+        assert "internal error" not in status and "the disk is full" in status
+        filler.unlink()
+        (prefs / "x").mkdir()
+        (prefs / "x/L2.md").write_text("Room again.\n")
+        assert (prefs / "x/L2.md").read_text() == "Room again.\n"
+        m.stop()
+        assert m.fsck() == []
+    finally:
+        if m.proc is not None:
+            m.stop()
+        unmount_tmpfs(disk)
