@@ -134,4 +134,11 @@ def unreadable(exc: BaseException) -> bool:
     return any(m in str(exc) for m in _UNREADABLE)
 
 
-_UNREADABLE = ("Corrupt database file", "Could not read enough bytes", "not a valid DuckDB")
+_UNREADABLE = (
+    "Corrupt database file",
+    "Could not read enough bytes",
+    "not a valid DuckDB",
+    # a write-ahead log damaged after a crash: the store cannot be opened past it
+    "Corrupt WAL file",
+    "Failure while replaying WAL",
+)

@@ -289,6 +289,46 @@ def test_a_damaged_store_file_mounts_its_backup_read_only_until_restored(tmp_pat
     assert problems == [], problems
 
 
+def test_a_damaged_write_ahead_log_is_said_in_one_line_and_mounts_the_backup(tmp_path):
+    """A crash left a write-ahead log, and a block of it is damaged: the offline commands
+    say the store cannot be read in one line (fsck exits 5), and a mount serves the
+    backup read-only and says so. They died with a traceback, and the mount with a line of
+    dashes."""
+    from contextfs.testing import Mount
+
+    data = tmp_path / "data"
+    data.mkdir(mode=0o700)
+    (data / "config.yaml").write_text("search: false\nbackup_interval_hours: 0\n")
+    (tmp_path / "mnt").mkdir()
+    m = Mount(tmp_path / "mnt", data)
+    m.start()
+    try:
+        prefs = m.path / "user/default/preferences"
+        (prefs / "kept").mkdir()
+        (prefs / "kept/L2.md").write_text("in the backup\n")
+        m.stop()  # a clean unmount: a backup
+        m.start()
+        for i in range(5):
+            (prefs / f"w{i}").mkdir()
+            (prefs / f"w{i}/L2.md").write_text(f"in the log {i}\n")
+        m.kill()
+        wal = data / "contextfs.duckdb.wal"
+        with open(wal, "r+b") as f:
+            f.seek(wal.stat().st_size // 2)
+            f.write(os.urandom(64))
+        fsck = _run("fsck", str(data))
+        assert fsck.returncode == 5 and "Traceback" not in fsck.stderr + fsck.stdout, fsck
+        status = _run("status", str(data))
+        assert "Traceback" not in status.stderr and "cannot be read" in status.stderr, status
+        m.expect_log.append("store file damaged, mounting its backup")
+        m.start()
+        assert "state: read-only: the store file cannot be read" in m.status()
+        assert (prefs / "kept/L2.md").read_text() == "in the backup\n"
+    finally:
+        if m.proc is not None:
+            m.stop()
+
+
 def test_ctx_xattr_mount_option(tmp_path):
     from contextfs.testing import Mount
 
