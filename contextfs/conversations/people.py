@@ -81,17 +81,12 @@ def attribute_speakers(
             out.append(c)
             continue
         if c.type == "profile":
-            attrs = {
-                k: (
-                    ", ".join(map(str, v))
-                    if isinstance(v, list)
-                    else "; ".join(f"{a}: {b}" for a, b in v.items())
-                    if isinstance(v, dict)
-                    else str(v)
-                )
-                for k, v in c.fields.items()
-                if k != "name"
-            }
+            attrs = {}
+            for k, v in c.fields.items():
+                if isinstance(v, dict):  # facts: each its own attribute ("allergy: sesame")
+                    attrs.update({str(a): str(b) for a, b in v.items()})
+                elif k != "name":
+                    attrs[k] = ", ".join(map(str, v)) if isinstance(v, list) else str(v)
         else:
             attrs = {str(c.fields.get("topic", "likes")): str(c.fields.get("value", ""))}
         if not attrs:
@@ -120,6 +115,32 @@ def _theirs(c: Candidate, speaker: str) -> Candidate:
     if isinstance(attrs, dict) and isinstance(rel, str):
         fields["attributes"] = {**attrs, "relation": f"{speaker}'s {rel}"}
     return Candidate(c.type, fields, body, c.turns, c.confidence)
+
+
+def owner_relations(candidates: Sequence[Candidate]) -> list[Candidate]:
+    """The owner's node names the people and animals that are theirs, as a speaker's hub
+    does (`speaker_hubs`): an entity whose relation is the owner's own ("my manager
+    Sandra", "Biscuit, our beagle"; not "Efua's brother" nor "mother's cat", after
+    `attribute_speakers`) makes a profile fact `manager: Sandra`; two of one relation in a
+    conversation are both named (`friend: Oskar, Jo`)."""
+    facts: dict[str, list[str]] = {}
+    turns: list[str] = []
+    for c in candidates:
+        attrs = c.fields.get("attributes")
+        rel = attrs.get("relation") if isinstance(attrs, dict) else None
+        name = c.fields.get("name")
+        if c.type != "entity" or not isinstance(rel, str) or not isinstance(name, str):
+            continue
+        if "'s " in rel or not rel.strip():
+            continue
+        facts.setdefault(rel, [])
+        if name not in facts[rel]:
+            facts[rel].append(name)
+        turns += [t for t in c.turns if t not in turns]
+    if not facts:
+        return []
+    fields: dict[str, object] = {"facts": {r: ", ".join(n) for r, n in facts.items()}}
+    return [Candidate("profile", fields, "", tuple(turns), 0.7)]
 
 
 def speaker_hubs(
