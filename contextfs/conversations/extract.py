@@ -63,6 +63,7 @@ from contextfs.conversations.rule_lexicon import (
     _STANDING_MARK_RE,
     _STANDING_RES,
     _SWITCH_RES,
+    _TAKEN_IN_RE,
     _TASK_RE,
     _THEIR_NAME_RE,
     _TROUBLE_RE,
@@ -584,7 +585,7 @@ class RuleExtractor:
         Ros.": the name of the one relation the speaker's sentences just before spoke of
         (`before`: the last few of this turn and the speaker's turn before), when the
         pronoun fits it; the other name an alias."""
-        m = _THEIR_NAME_RE.match(bare.strip())
+        m = _THEIR_NAME_RE.search(bare.strip())
         if m is None:
             return
         name = m.group("name")
@@ -603,6 +604,8 @@ class RuleExtractor:
             ):
                 rels[r.group("rel").lower()] = s
             for r in _BARE_RELATION_RE.finditer(s):
+                rels[r.group("rel").lower()] = s
+            for r in _TAKEN_IN_RE.finditer(s):
                 rels[r.group("rel").lower()] = s
         same = {"mom": "mum", "mother": "mum", "dad": "father", "grandma": "grandmother",
                 "grandpa": "grandfather"}  # fmt: skip

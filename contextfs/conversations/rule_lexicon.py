@@ -130,7 +130,8 @@ _RELATIONS = {
     "friend": "person", "colleague": "person", "coworker": "person", "co-worker": "person",
     "manager": "person", "boss": "person", "cousin": "person", "aunt": "person",
     "uncle": "person", "grandmother": "person", "grandma": "person",
-    "grandfather": "person", "grandpa": "person", "niece": "person", "nephew": "person",
+    "grandfather": "person", "grandpa": "person", "grandad": "person", "granddad": "person",
+    "gran": "person", "granny": "person", "nan": "person", "niece": "person", "nephew": "person",
     "roommate": "person", "flatmate": "person", "neighbor": "person", "neighbour": "person",
     "teammate": "person", "mentor": "person", "girlfriend": "person",
     "boyfriend": "person", "fiance": "person", "fiancee": "person", "client": "person",
@@ -255,6 +256,14 @@ _PROFILE_RES: list[tuple[re.Pattern[str], str]] = [
         re.compile(rf"(?:^|[.!]\s+)I(?:'m| am)\s+{_NAME}\s*,\s+(?:an?|the)\s+(?P<v>[\w -]+)"),
         "role?",
     ),
+    # "Being a sous chef at Bluefin Analytics is not as glamorous …": the role at a firm
+    (
+        re.compile(
+            r"(?:^|[.!]\s+)Being\s+(?:an?|the)\s+(?P<v>[\w -]+?\s+at\s+"
+            r"[A-Z][\w&.-]*(?: [A-Z][\w&.-]*){0,3})"
+        ),
+        "role?",
+    ),
     (
         re.compile(r",?\s+(?:living|based)\s+in\s+(?P<v>[A-Z][\w'-]+(?:[ ,]+[A-Z][\w'-]+)*)"),
         "location",
@@ -288,7 +297,9 @@ _PROFILE_RES: list[tuple[re.Pattern[str], str]] = [
     ),
     (
         re.compile(
-            rf"{_LEAD}I\s+(?:just\s+)?moved\s+to\s+(?P<v>[A-Z][\w'-]+(?:[ ,]+[A-Z][\w'-]+)*)"
+            rf"{_LEAD}(?:I|[Ww]e)(?:'ve| have)?\s+(?:just\s+|finally\s+)?moved\s+"
+            r"(?:in)?to\s+(?:(?:a|the|our|my)\s+(?:new\s+)?(?:flat|house|place|home|apartment)"
+            r"\s+in\s+)?(?P<v>[A-Z][\w'-]+(?:[ ,]+[A-Z][\w'-]+)*)"
         ),
         "location",
     ),
@@ -401,15 +412,22 @@ _NOT_NAME_WORDS = {
 }  # fmt: skip
 
 _FEMALE_RELATIONS = {"sister", "mother", "mom", "mum", "wife", "daughter", "aunt",
-                     "grandmother", "grandma", "niece", "girlfriend", "fiancee"}  # fmt: skip
+                     "grandmother", "grandma", "gran", "granny", "nan", "niece", "girlfriend",
+                     "fiancee"}  # fmt: skip
 _MALE_RELATIONS = {"brother", "father", "dad", "husband", "son", "uncle", "grandfather",
-                   "grandpa", "nephew", "boyfriend", "fiance"}  # fmt: skip
+                   "grandpa", "grandad", "granddad", "nephew", "boyfriend", "fiance"}  # fmt: skip
 # a relation named bare, as a name ("Mum loves pastry")
 _BARE_RELATION_RE = re.compile(r"\b(?P<rel>Mum|Mom|Dad|Grandma|Grandpa)\b")
 # "Her name is Rosalind, but everyone calls her Ros": the name of the relation said before
 _THEIR_NAME_RE = re.compile(
-    rf"^(?:(?P<p>[Hh]er|[Hh]is)\s+name(?:'s|\s+is)|(?P<q>[Ss]he|[Hh]e)(?:'s|\s+is)\s+called)"
+    rf"(?:^|[,;]\s+(?:and\s+)?|\band\s+)(?:(?P<p>[Hh]er|[Hh]is)\s+name(?:'s|\s+is)|(?P<q>[Ss]he|[Hh]e)(?:'s|\s+is)\s+called)"
     rf"\s+(?P<name>{_NAME})\b"
+)
+# an animal taken in, named next: "We adopted a kitten last Thursday. … her name is Mochi"
+_TAKEN_IN_RE = re.compile(
+    r"\b(?:I|[Ww]e)(?:'ve| have)?\s+(?:just\s+|finally\s+)?(?:adopted|got|rescued|bought|"
+    r"picked\s+up|brought\s+home)\s+(?:an?|another)\s+(?:[a-z]+\s+){0,2}?"
+    r"(?P<rel>kitten|puppy|dog|cat|rabbit|parrot|horse)\b"
 )
 _CALLED_TOO_RE = re.compile(
     rf"\b(?:everyone|everybody|people|we|friends|they)\s+(?:all\s+)?calls?\s+(?:her|him)\s+"
@@ -456,6 +474,9 @@ _SELF_LEAD = rf"(?:{_LEAD}|\b(?:[Ss]ince|[Aa]s\s+of|[Ff]rom)\s+(?:the\s+)?[\w ]{
 _SELF_RES: list[tuple[re.Pattern[str], str]] = [
     (re.compile(rf"{_SELF_LEAD}I(?:'m| am)\s+(?:(?:also|really|very|severely|badly|quite|mildly|"
                 r"seriously|deathly)\s+)*allergic\s+to\s+(?P<v>[a-z][\w -]{1,40})", re.I),
+     "allergy"),
+    (re.compile(r"\b(?P<v>[a-z]+),?\s+which\s+(?:is\s+(?:the\s+(?:one|only)\s+thing\s+)?)?"
+                r"I(?:'m| am)\s+(?:(?:really|very|severely|badly)\s+)?allergic\s+to\b"),
      "allergy"),
     (re.compile(rf"{_SELF_LEAD}I(?:'ve| have)\s+(?:got\s+)?an?\s+"
                 r"(?:(?:severe|serious|mild|bad)\s+)?(?P<v>[a-z]+)\s+allergy\b", re.I), "allergy"),

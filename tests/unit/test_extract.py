@@ -222,6 +222,8 @@ def test_someone_without_a_name_is_no_entity(text):
         ("Nice. One thing though, I'm allergic to cashews, so please don't suggest any.",
          {"allergy": "cashews"}),
         ("I have a severe peanut allergy.", {"allergy": "peanut"}),
+        ("Everything is labelled except sesame, which is the one thing I'm allergic to.",
+         {"allergy": "sesame"}),
         ("I'm allergic to cats. I'm also allergic to penicillin.",
          {"allergy": "cats, penicillin"}),
         ("Since the start of July I've gone fully vegetarian, like Ines.",
@@ -309,6 +311,15 @@ def test_no_pet_or_person_from_an_interjection_a_question_or_someone_elses(text)
     assert of(extract(user(text)), "entity") == []
 
 
+def test_a_role_at_a_firm_said_as_being_and_a_move_we_made():
+    cands = extract(user("Being a sous chef at Bluefin Analytics is not as glamorous as it "
+                         "sounds. We moved into the new flat in Norwich yesterday!"))  # fmt: skip
+    profile = of(cands, "profile")
+    assert {"role": "sous chef"} in profile and {"location": "Norwich"} in profile
+    assert {"facts": {"employer": "Bluefin Analytics"}} in profile
+    assert of(extract(user("Being a parent at Christmas is hard.")), "profile") == []
+
+
 def test_her_name_after_a_turn_about_my_relation():
     cands = extract(
         user("My mum is visiting from Penzance next month.", 1),
@@ -320,6 +331,11 @@ def test_her_name_after_a_turn_about_my_relation():
                    "attributes": {"relation": "mum"}}  # fmt: skip
     puppy = of(extract(user("Our new puppy arrived today. His name is Pip.")), "entity")
     assert puppy == [{"name": "Pip", "kind": "animal", "attributes": {"relation": "puppy"}}]
+    kitten = extract(user("We adopted a kitten from a rescue! She's black, tiny and slightly "
+                          "feral, and her name is Mochi."))  # fmt: skip
+    assert {"name": "Mochi", "kind": "animal", "attributes": {"relation": "kitten"}} in of(
+        kitten, "entity"
+    )
 
 
 @pytest.mark.parametrize("text", [
