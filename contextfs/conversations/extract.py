@@ -451,7 +451,9 @@ class RuleExtractor:
                 value = raw.capitalize() if key != "birthday" else raw
             else:
                 value = _CONDITION_ADJ.get(raw.lower(), raw if raw.isupper() else raw.lower())
-            col.add("profile", {"facts": {key: value}}, sentence, [turn.ref], 0.8)
+            # no body: the fact is the field, and the sentence is the turn's, which search
+            # finds where it was said; quoted again it would crowd a bundle twice
+            col.add("profile", {"facts": {key: value}}, "", [turn.ref], 0.8)
 
     def _switch(self, col: _Collector, turn: Turn, sentence: str, bare: str) -> None:
         """A switch to a known option ("I finally ditched VS Code for Neovim", "I'm doing
@@ -648,8 +650,9 @@ class RuleExtractor:
                 if value is None or value.split()[0].lower() in _PRONOUNS:
                     continue
                 attrs = {what: value.lower() if what == "diet" else value}
-                # no kind: "Biscuit is allergic to chicken" may be of a dog
-                col.add("entity", {"name": name, "attributes": attrs}, sentence, [turn.ref], 0.7)
+                # no kind: "Biscuit is allergic to chicken" may be of a dog; no body, as
+                # for the owner's facts (`_self`)
+                col.add("entity", {"name": name, "attributes": attrs}, "", [turn.ref], 0.7)
                 continue
             else:
                 thing = _clean_phrase(m.group("v"), 4)

@@ -122,9 +122,9 @@ def owner_relations(candidates: Sequence[Candidate]) -> list[Candidate]:
     does (`speaker_hubs`): an entity whose relation is the owner's own ("my manager
     Sandra", "Biscuit, our beagle"; not "Efua's brother" nor "mother's cat", after
     `attribute_speakers`) makes a profile fact `manager: Sandra`; two of one relation in a
-    conversation are both named (`friend: Oskar, Jo`)."""
+    conversation are both named (`friend: Oskar, Jo`). Nothing of theirs to show: no body,
+    no turns."""
     facts: dict[str, list[str]] = {}
-    turns: list[str] = []
     for c in candidates:
         attrs = c.fields.get("attributes")
         rel = attrs.get("relation") if isinstance(attrs, dict) else None
@@ -136,11 +136,13 @@ def owner_relations(candidates: Sequence[Candidate]) -> list[Candidate]:
         facts.setdefault(rel, [])
         if name not in facts[rel]:
             facts[rel].append(name)
-        turns += [t for t in c.turns if t not in turns]
     if not facts:
         return []
     fields: dict[str, object] = {"facts": {r: ", ".join(n) for r, n in facts.items()}}
-    return [Candidate("profile", fields, "", tuple(turns), 0.7)]
+    # no turns, as a hub: a search that finds the profile must not bring with it every
+    # turn that named someone of the owner's (`Searcher._add_linked_turns`); each entity
+    # keeps its own
+    return [Candidate("profile", fields, "", (), 0.7)]
 
 
 def speaker_hubs(
