@@ -361,6 +361,8 @@ class RuleExtractor:
                         sentence, [turn.ref], 0.75)  # fmt: skip
 
     def _profile(self, col: _Collector, turn: Turn, sentence: str, bare: str) -> None:
+        # each fact is its field, with no body: the sentence is the turn's, found where it
+        # was said; quoted in the profile too it crowds a bundle that shows both
         for rx, what in _PROFILE_RES:
             m = rx.search(bare)
             if not m:
@@ -369,7 +371,7 @@ class RuleExtractor:
             if what == "name":
                 if raw.split()[0] in _NOT_NAMES:
                     continue
-                col.add("profile", {"name": raw}, sentence, [turn.ref], 0.9)
+                col.add("profile", {"name": raw}, "", [turn.ref], 0.9)
             elif what in ("role", "role?"):
                 role = _clean_phrase(
                     re.split(r"\s+(?:at|for|in|with|on|living|based|who|and)\s+", raw)[0], 4
@@ -381,20 +383,20 @@ class RuleExtractor:
                     continue
                 if what == "role" and role.split()[0].lower() in _PRONOUNS:
                     continue
-                col.add("profile", {"role": role}, sentence, [turn.ref], 0.8)
+                col.add("profile", {"role": role}, "", [turn.ref], 0.8)
                 m_org = re.search(
                     r"\s(?:at|for)\s+(?P<o>[A-Z][\w&.-]*(?: [A-Z][\w&.-]*){0,3})", raw
                 )
                 if m_org and m_org.group("o").split()[0] not in _NOT_NAMES:
                     org = m_org.group("o")
-                    col.add("profile", {"facts": {"employer": org}}, sentence, [turn.ref], 0.8)
+                    col.add("profile", {"facts": {"employer": org}}, "", [turn.ref], 0.8)
                     col.add("entity", {"name": org, "kind": "organisation"},
                             f"{org} is where the owner works.", [turn.ref], 0.7)  # fmt: skip
             elif what == "location":
                 place = _clean_phrase(raw, 4) if "," not in raw else raw.split(",")[0].strip()
                 if not place or place.split()[0] in _NOT_NAMES:
                     continue
-                col.add("profile", {"location": place}, sentence, [turn.ref], 0.85)
+                col.add("profile", {"location": place}, "", [turn.ref], 0.85)
             elif what == "languages":
                 words = re.findall(r"[A-Za-z]+", raw)
                 langs = []
@@ -417,14 +419,14 @@ class RuleExtractor:
                     ):
                         break
                 if langs:
-                    col.add("profile", {"languages": langs}, sentence, [turn.ref], 0.85)
+                    col.add("profile", {"languages": langs}, "", [turn.ref], 0.85)
             elif what == "timezone":
-                col.add("profile", {"timezone": raw}, sentence, [turn.ref], 0.9)
+                col.add("profile", {"timezone": raw}, "", [turn.ref], 0.9)
             elif what == "employer":
                 org = raw.rstrip(".")
                 if org.split()[0] in _NOT_NAMES:
                     continue
-                col.add("profile", {"facts": {"employer": org}}, sentence, [turn.ref], 0.8)
+                col.add("profile", {"facts": {"employer": org}}, "", [turn.ref], 0.8)
                 col.add("entity", {"name": org, "kind": "organisation"},
                         f"{org} is where the owner works.", [turn.ref], 0.7)  # fmt: skip
 
@@ -451,9 +453,7 @@ class RuleExtractor:
                 value = raw.capitalize() if key != "birthday" else raw
             else:
                 value = _CONDITION_ADJ.get(raw.lower(), raw if raw.isupper() else raw.lower())
-            # no body: the fact is the field, and the sentence is the turn's, which search
-            # finds where it was said; quoted again it would crowd a bundle twice
-            col.add("profile", {"facts": {key: value}}, "", [turn.ref], 0.8)
+            col.add("profile", {"facts": {key: value}}, "", [turn.ref], 0.8)  # as `_profile`
 
     def _switch(self, col: _Collector, turn: Turn, sentence: str, bare: str) -> None:
         """A switch to a known option ("I finally ditched VS Code for Neovim", "I'm doing

@@ -117,13 +117,22 @@ def _theirs(c: Candidate, speaker: str) -> Candidate:
     return Candidate(c.type, fields, body, c.turns, c.confidence)
 
 
+# relations one has one of at a time: a later "my new manager Amara" replaces Vikram in the
+# profile's facts, right; a later "my cousin Theo" would replace Dev, wrong (each stays an
+# entity of its own, relation and all)
+_ONE_AT_A_TIME = {
+    "mother", "mum", "mom", "father", "dad", "wife", "husband", "partner", "girlfriend",
+    "boyfriend", "fiance", "fiancee", "manager", "boss", "landlord", "mentor", "tech lead",
+}  # fmt: skip
+
+
 def owner_relations(candidates: Sequence[Candidate]) -> list[Candidate]:
-    """The owner's node names the people and animals that are theirs, as a speaker's hub
-    does (`speaker_hubs`): an entity whose relation is the owner's own ("my manager
-    Sandra", "Biscuit, our beagle"; not "Efua's brother" nor "mother's cat", after
-    `attribute_speakers`) makes a profile fact `manager: Sandra`; two of one relation in a
-    conversation are both named (`friend: Oskar, Jo`). Nothing of theirs to show: no body,
-    no turns."""
+    """The owner's node names the people that are theirs, as a hub names another speaker's
+    (`speaker_hubs`): an entity whose relation is the owner's own and one they have one of
+    at a time ("my manager Sandra", "my mum … Her name is Rosalind"; not "Efua's brother",
+    not "mother's cat", after `attribute_speakers`, nor a cousin, friend or dog, of which
+    there may be several) makes a profile fact `manager: Sandra`; two in one conversation
+    are both named (`partner: Will, Sam`). Nothing of theirs to show: no body, no turns."""
     facts: dict[str, list[str]] = {}
     for c in candidates:
         attrs = c.fields.get("attributes")
@@ -131,7 +140,7 @@ def owner_relations(candidates: Sequence[Candidate]) -> list[Candidate]:
         name = c.fields.get("name")
         if c.type != "entity" or not isinstance(rel, str) or not isinstance(name, str):
             continue
-        if "'s " in rel or not rel.strip():
+        if "'s " in rel or rel not in _ONE_AT_A_TIME:
             continue
         facts.setdefault(rel, [])
         if name not in facts[rel]:
