@@ -28,15 +28,27 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from contextfs.conversations.rule_lexicon import (
+    _BARE_RELATION_RE,
+    _BREED_ALT,
+    _BREEDS,
+    _CALLED_TOO_RE,
+    _CONDITION_ADJ,
     _CONVENTION_RE,
+    _DATE_WORDS,
     _DECISION_RE,
+    _DIET_END,
+    _DIETS,
     _DONE_RE,
+    _FEMALE_RELATIONS,
     _FIXED_RE,
     _HYPOTHETICAL_RE,
     _JOB_WORDS,
     _LANGUAGES,
+    _LISTED_FACTS,
+    _MALE_RELATIONS,
     _NAME,
     _NEGATIVE_RE,
+    _NOT_NAME_WORDS,
     _NOT_NAMES,
     _NOT_VERBS_ED,
     _OPTION_TOPIC,
@@ -46,9 +58,14 @@ from contextfs.conversations.rule_lexicon import (
     _PRONOUNS,
     _REL_ALT,
     _RELATIONS,
+    _RENAME_RE,
+    _SELF_RES,
     _STANDING_MARK_RE,
     _STANDING_RES,
+    _SWITCH_RES,
+    _TAKEN_IN_RE,
     _TASK_RE,
+    _THEIR_NAME_RE,
     _TROUBLE_RE,
     _WORD_RE,
     _assertion,
@@ -146,6 +163,14 @@ _THIRD_PERSON_RES = [
     (re.compile(rf"(?P<n>{_NAME})\s+(?:really\s+)?likes\s+(?P<v>[a-z][\w -]{{2,40}})"), "likes"),
     (re.compile(rf"(?P<n>{_NAME})\s+(?:really\s+)?(?:hates|dislikes|can['’]t\s+stand)\s+"
                 r"(?P<v>[a-z][\w -]{2,40})"), "dislikes"),
+    (re.compile(rf"(?P<n>{_NAME})\s+is\s+(?:(?:also|really|very|severely|badly|mildly)\s+)*"
+                r"allergic\s+to\s+(?P<v>[a-z][\w -]{1,40})"), "allergy"),
+    (re.compile(rf"(?P<n>{_NAME})\s+is\s+(?:now\s+|also\s+|strictly\s+|fully\s+)*(?:an?\s+)?"
+                rf"(?P<v>{_DIETS}){_DIET_END}"), "diet"),
+    (re.compile(rf"(?P<n>{_NAME})\s+turns\s+\d{{1,3}}\s+on\s+(?:the\s+)?(?P<v>{_DATE_WORDS})"),
+     "birthday"),
+    (re.compile(rf"(?P<n>{_NAME})['’]s\s+birthday\s+is\s+(?:on\s+)?(?:the\s+)?"
+                rf"(?P<v>{_DATE_WORDS})"), "birthday"),
 ]  # fmt: skip
 
 
@@ -189,7 +214,12 @@ class _Collector:
                 if isinstance(value, list) and isinstance(old, list):
                     merged[name] = list(dict.fromkeys([*old, *value]))
                 elif isinstance(value, dict) and isinstance(old, dict):
-                    merged[name] = {**old, **value}
+                    both = {**old, **value}
+                    for k in _LISTED_FACTS & old.keys() & value.keys():
+                        # "allergic to cashews" and "to penicillin": both stand
+                        said = [*str(old[k]).split(", "), str(value[k])]
+                        both[k] = ", ".join(dict.fromkeys(said))
+                    merged[name] = both
                 else:
                     merged[name] = value
             text = prev.body if body in prev.body else f"{prev.body}\n\n{body}".strip()
@@ -223,17 +253,27 @@ class RuleExtractor:
             dict(types),
             speakers={t.ref: t.name for t in turns if t.role == "user" and t.name},
         )
+        # per speaker: their last turn's sentences, and the things they named
+        last_said: dict[str | None, list[str]] = {}
+        things: dict[str | None, list[tuple[str, str]]] = {}
         for turn in turns:
             if turn.role != "user":
                 continue
             FOREGROUND.step_aside()  # a worker thread: a request in flight goes first
             ref_day = _reference_day(today, turn.timestamp)
-            for sentence in _sentences(turn.content):
+            sentences = _sentences(turn.content)
+            before = last_said.get(turn.name, [])
+            last_said[turn.name] = sentences
+            for i, sentence in enumerate(sentences):
                 bare = _assertion(sentence)
                 if bare is None:
                     continue
+                self._their_name(col, turn, sentence, bare, [*before, *sentences[:i]][-3:])
+                self._renamed(col, turn, sentence, bare, things.setdefault(turn.name, []))
                 self._preferences(col, turn, sentence, bare)
                 self._profile(col, turn, sentence, bare)
+                self._self(col, turn, sentence, bare)
+                self._switch(col, turn, sentence, bare)
                 self._entities(col, turn, sentence, bare)
                 self._third_person(col, turn, sentence, bare)
                 self._event(col, turn, sentence, bare, ref_day)
@@ -307,6 +347,8 @@ class RuleExtractor:
                         sentence, [turn.ref], 0.75)  # fmt: skip
 
     def _profile(self, col: _Collector, turn: Turn, sentence: str, bare: str) -> None:
+        # each fact is its field, with no body: the sentence is the turn's, found where it
+        # was said; quoted in the profile too it crowds a bundle that shows both
         for rx, what in _PROFILE_RES:
             m = rx.search(bare)
             if not m:
@@ -315,7 +357,7 @@ class RuleExtractor:
             if what == "name":
                 if raw.split()[0] in _NOT_NAMES:
                     continue
-                col.add("profile", {"name": raw}, sentence, [turn.ref], 0.9)
+                col.add("profile", {"name": raw}, "", [turn.ref], 0.9)
             elif what in ("role", "role?"):
                 role = _clean_phrase(
                     re.split(r"\s+(?:at|for|in|with|on|living|based|who|and)\s+", raw)[0], 4
@@ -327,20 +369,20 @@ class RuleExtractor:
                     continue
                 if what == "role" and role.split()[0].lower() in _PRONOUNS:
                     continue
-                col.add("profile", {"role": role}, sentence, [turn.ref], 0.8)
+                col.add("profile", {"role": role}, "", [turn.ref], 0.8)
                 m_org = re.search(
                     r"\s(?:at|for)\s+(?P<o>[A-Z][\w&.-]*(?: [A-Z][\w&.-]*){0,3})", raw
                 )
                 if m_org and m_org.group("o").split()[0] not in _NOT_NAMES:
                     org = m_org.group("o")
-                    col.add("profile", {"facts": {"employer": org}}, sentence, [turn.ref], 0.8)
+                    col.add("profile", {"facts": {"employer": org}}, "", [turn.ref], 0.8)
                     col.add("entity", {"name": org, "kind": "organisation"},
                             f"{org} is where the owner works.", [turn.ref], 0.7)  # fmt: skip
             elif what == "location":
                 place = _clean_phrase(raw, 4) if "," not in raw else raw.split(",")[0].strip()
                 if not place or place.split()[0] in _NOT_NAMES:
                     continue
-                col.add("profile", {"location": place}, sentence, [turn.ref], 0.85)
+                col.add("profile", {"location": place}, "", [turn.ref], 0.85)
             elif what == "languages":
                 words = re.findall(r"[A-Za-z]+", raw)
                 langs = []
@@ -363,16 +405,56 @@ class RuleExtractor:
                     ):
                         break
                 if langs:
-                    col.add("profile", {"languages": langs}, sentence, [turn.ref], 0.85)
+                    col.add("profile", {"languages": langs}, "", [turn.ref], 0.85)
             elif what == "timezone":
-                col.add("profile", {"timezone": raw}, sentence, [turn.ref], 0.9)
+                col.add("profile", {"timezone": raw}, "", [turn.ref], 0.9)
             elif what == "employer":
                 org = raw.rstrip(".")
                 if org.split()[0] in _NOT_NAMES:
                     continue
-                col.add("profile", {"facts": {"employer": org}}, sentence, [turn.ref], 0.8)
+                col.add("profile", {"facts": {"employer": org}}, "", [turn.ref], 0.8)
                 col.add("entity", {"name": org, "kind": "organisation"},
                         f"{org} is where the owner works.", [turn.ref], 0.7)  # fmt: skip
+
+    def _self(self, col: _Collector, turn: Turn, sentence: str, bare: str) -> None:
+        """What the owner says of themself, a standing fact each (`_SELF_RES`): "I'm
+        allergic to cashews", "I've gone fully vegetarian", "I have type 1 diabetes",
+        "I'm left-handed", "I play the cello", "I've been learning Portuguese", "I'm
+        training for a marathon", "my birthday is 3 March"."""
+        for rx, key in _SELF_RES:
+            m = rx.search(bare)
+            if m is None:
+                continue
+            raw = " ".join(m.group("v").split())
+            if key == "learning" and raw[:1].isupper() and raw.lower() not in _LANGUAGES:
+                continue  # "I'm learning Rust", "I'm learning French": only the latter
+            if key in ("allergy", "training_for"):
+                value = _clean_phrase(re.split(r"\s+(?:and\s+(?:so|it|that)|so|in|on|at|"
+                                               r"this|next|last)\s+", raw)[0], 4)  # fmt: skip
+                if value is None or value.split()[0].lower() in _PRONOUNS:
+                    continue
+            elif key == "handedness":
+                value = f"{raw.lower()}-handed"
+            elif key == "birthday" or raw.lower() in _LANGUAGES:
+                value = raw.capitalize() if key != "birthday" else raw
+            else:
+                value = _CONDITION_ADJ.get(raw.lower(), raw if raw.isupper() else raw.lower())
+            col.add("profile", {"facts": {key: value}}, "", [turn.ref], 0.8)  # as `_profile`
+
+    def _switch(self, col: _Collector, turn: Turn, sentence: str, bare: str) -> None:
+        """A switch to a known option ("I finally ditched VS Code for Neovim", "I'm doing
+        all this in Neovim now"): the new option is the preference on its topic, which
+        replaces the old one."""
+        for rx in _SWITCH_RES:
+            m = rx.search(bare)
+            if m is None:
+                continue
+            value = m.group("v")
+            topic = _OPTION_TOPIC.get(value.lower())
+            if topic is not None:
+                col.add("preference", {"topic": topic, "value": value}, sentence, [turn.ref],
+                        0.75)  # fmt: skip
+            return
 
     def _entities(self, col: _Collector, turn: Turn, sentence: str, bare: str) -> None:
         found: list[tuple[str, str]] = []
@@ -390,11 +472,36 @@ class RuleExtractor:
             if name:
                 found.append((name, f"{m.group('own').lower()}'s {m.group('rel').lower()}"))
         for m in re.finditer(
-            rf"\b[Mm]y\s+(?:(?:older|younger|little|big|new|old|best)\s+)?"
+            rf"\b(?:[Mm]y|[Oo]ur)\s+(?:(?:older|younger|little|big|new|old|best)\s+)?"
             rf"(?P<rel>{_REL_ALT})\s*,?\s+(?P<name>{_NAME})\b",
             bare,
         ):
             found.append((m.group("name"), m.group("rel").lower()))
+        # "Biscuit, our dog, stares at me": a name, then who it is between two commas
+        for m in re.finditer(
+            rf"(?:^|[,;]\s+|\band\s+)(?P<name>{_NAME}),\s+(?:my|our)\s+"
+            rf"(?:(?:older|younger|little|big|new|old|best)\s+)?(?P<rel>{_REL_ALT}),",
+            bare,
+        ):
+            if m.group("name").split()[0].lower() not in _NOT_NAME_WORDS:
+                found.append((m.group("name"), m.group("rel").lower()))
+        # a breed for the animal: "my beagle Biscuit", "Biscuit, our beagle,", "Biscuit is
+        # our beagle"
+        breeds: dict[str, str] = {}
+        for m in re.finditer(
+            rf"\b(?:[Mm]y|[Oo]ur)\s+(?:(?:old|little|new|rescue)\s+)?(?P<breed>(?i:{_BREED_ALT}))"
+            rf"\s*,?\s+(?P<name>{_NAME})\b"
+            rf"|(?:^|[,;]\s+|\band\s+)(?P<name2>{_NAME})(?:,|\s+is)\s+(?:my|our)\s+"
+            rf"(?:(?:old|little|new|rescue)\s+)?(?P<breed2>(?i:{_BREED_ALT}))\b"
+            r"(?:,|[.!]?\s*$|\s+and\b)",
+            bare,
+        ):
+            name = m.group("name") or m.group("name2")
+            if not name[:1].isupper() or name.split()[0].lower() in _NOT_NAME_WORDS:
+                continue
+            breed = (m.group("breed") or m.group("breed2")).lower()
+            found.append((name, _BREEDS[breed]))
+            breeds[name] = breed
         for m in re.finditer(
             rf"(?:^|[,;]\s+|\band\s+)(?P<name>{_NAME})(?:,)?\s+(?:is|was)\s+"
             rf"my\s+(?:(?:older|younger|little|big|new|old|best)\s+)?"
@@ -424,19 +531,87 @@ class RuleExtractor:
                 name = name.split()[0]
             kind = _RELATIONS[rel.split("'s ")[-1]]
             body = f"{name} is the owner's {rel}."
+            attrs = {"relation": rel}
+            if name in breeds:
+                body = f"{name} is the owner's {rel}, a {breeds[name]}."
+                attrs["breed"] = breeds[name]
             if len(sentence.split()) > 5:
                 body += f"\n\n{sentence}"
-            col.add("entity", {"name": name, "kind": kind, "attributes": {"relation": rel}},
+            col.add("entity", {"name": name, "kind": kind, "attributes": attrs},
                     body, [turn.ref], 0.8)  # fmt: skip
-        for m in re.finditer(r"\b(?:project|app|startup|company|library|band|team|podcast)\s+"
-                             r"(?:called|named)\s+(?P<name>[A-Z][\w.-]*(?: [A-Z][\w.-]*)?)",
-                             bare):  # fmt: skip
-            name = m.group("name").rstrip(".")
-            word = m.group(0).split()[0].lower()
-            kind = {"company": "organisation", "startup": "organisation", "team": "organisation",
-                    "band": "organisation", "app": "product", "library": "product",
-                    "podcast": "product"}.get(word, "project")  # fmt: skip
+        for name, kind, _ in _things_called(bare):
             col.add("entity", {"name": name, "kind": kind}, sentence, [turn.ref], 0.75)
+
+    def _renamed(
+        self, col: _Collector, turn: Turn, sentence: str, bare: str, things: list[tuple[str, str]]
+    ) -> None:
+        """ "I've renamed mine to Leafline", after the app was called SproutLog (this
+        sentence or an earlier one of the speaker's, `things`): the new name is an entity
+        with the old one among its aliases, and the old one's node says its new name."""
+        said = [(at, name, kind) for name, kind, at in _things_called(bare)]
+        said += [(m.start(), m.group("name"), "") for m in _RENAME_RE.finditer(bare)]
+        for _, name, kind in sorted(said):
+            if kind:
+                things.append((name, kind))
+                continue
+            if not things or things[-1][0] == name:
+                continue  # renamed from what, the speaker never said
+            old, old_kind = things[-1]
+            col.add(
+                "entity",
+                {"name": name, "kind": old_kind, "aliases": [old]},
+                f"{name} is the new name of {old}.\n\n{sentence}",
+                [turn.ref],
+                0.75,
+            )
+            col.add("entity", {"name": old, "attributes": {"renamed to": name}},
+                    f"{old} was renamed {name}.", [turn.ref], 0.75)  # fmt: skip
+            things.append((name, old_kind))
+
+    def _their_name(
+        self, col: _Collector, turn: Turn, sentence: str, bare: str, before: Sequence[str]
+    ) -> None:
+        """ "My mum is visiting next month. … Her name is Rosalind, but everyone calls her
+        Ros.": the name of the one relation the speaker's sentences just before spoke of
+        (`before`: the last few of this turn and the speaker's turn before), when the
+        pronoun fits it; the other name an alias."""
+        m = _THEIR_NAME_RE.search(bare.strip())
+        if m is None:
+            return
+        name = m.group("name")
+        if name.split()[0] in _NOT_NAMES or name.split()[0].lower() in _NOT_NAME_WORDS:
+            return
+        if " " in name and name.split()[1] in _NOT_NAMES:
+            name = name.split()[0]
+        female = (m.group("p") or m.group("q")).lower() in ("her", "she")
+        unfit = _MALE_RELATIONS if female else _FEMALE_RELATIONS
+        rels: dict[str, str] = {}
+        for s in before:
+            for r in re.finditer(
+                rf"\b(?:[Mm]y|[Oo]ur)\s+(?:(?:older|younger|little|big|new|old|best)\s+)?"
+                rf"(?P<rel>{_REL_ALT})\b(?!['’]s|\s*,?\s+[A-Z])",
+                s,
+            ):
+                rels[r.group("rel").lower()] = s
+            for r in _BARE_RELATION_RE.finditer(s):
+                rels[r.group("rel").lower()] = s
+            for r in _TAKEN_IN_RE.finditer(s):
+                rels[r.group("rel").lower()] = s
+        same = {"mom": "mum", "mother": "mum", "dad": "father", "grandma": "grandmother",
+                "grandpa": "grandfather"}  # fmt: skip
+        fit = {same.get(r, r): r for r in rels if r not in unfit}
+        if len(fit) != 1:
+            return  # none, or two the pronoun may be of
+        [rel] = fit.values()
+        fields: dict[str, object] = {"name": name, "kind": _RELATIONS[rel],
+                                     "attributes": {"relation": rel}}  # fmt: skip
+        alias = _CALLED_TOO_RE.search(bare)
+        if alias is not None:
+            other = alias.group("alias") or alias.group("alias2")
+            if other != name and other.split()[0] not in _NOT_NAMES:
+                fields["aliases"] = [other]
+        body = f"{name} is the owner's {rel}.\n\n{rels[rel]}\n{sentence}"
+        col.add("entity", fields, body, [turn.ref], 0.75)
 
     def _third_person(self, col: _Collector, turn: Turn, sentence: str, bare: str) -> None:
         """A fact about someone else, named at the head of the sentence: "Maya's favourite
@@ -458,6 +633,15 @@ class RuleExtractor:
             elif what == "role":
                 role = _clean_phrase(re.split(r"\s+(?:at|for|in|with|on)\s+", m.group("v"))[0], 4)
                 attrs = {"role": role} if role else {}
+            elif what in ("allergy", "diet", "birthday"):
+                value = _clean_phrase(m.group("v"), 4)
+                if value is None or value.split()[0].lower() in _PRONOUNS:
+                    continue
+                attrs = {what: value.lower() if what == "diet" else value}
+                # no kind: "Biscuit is allergic to chicken" may be of a dog; no body, as
+                # for the owner's facts (`_self`)
+                col.add("entity", {"name": name, "attributes": attrs}, "", [turn.ref], 0.7)
+                continue
             else:
                 thing = _clean_phrase(m.group("v"), 4)
                 if thing is None or thing.split()[0].lower() in _PRONOUNS:
@@ -743,6 +927,29 @@ def _title_words(words: Sequence[str]) -> list[str]:
     while len(kept) > 2 and kept[-1].lower().strip(".!?") in _EVENT_DANGLING:
         kept.pop()
     return kept
+
+
+_THING_WORDS = {"project": "project", "app": "product", "startup": "organisation",
+                "company": "organisation", "library": "product", "band": "organisation",
+                "team": "organisation", "podcast": "product"}  # fmt: skip
+# "an app called SproutLog", "a Flask app to track when I water my plants, called SproutLog"
+_THING_CALLED_RE = re.compile(
+    rf"\b(?P<word>{'|'.join(_THING_WORDS)})\b(?P<between>[^.;!?]{{0,50}}?)\s+(?:called|named)\s+"
+    r"(?P<name>[A-Z][\w.-]*(?: [A-Z][\w.-]*)?)"
+)
+
+
+def _things_called(text: str) -> list[tuple[str, str, int]]:
+    """(name, kind, position) of each project, app, company … named "called X" in `text`;
+    words between the thing and its name may say what it does, never for or with whom
+    ("an app for my sister called Sam" names no app)."""
+    out = []
+    for m in _THING_CALLED_RE.finditer(text):
+        between = m.group("between")
+        if re.search(rf"\b(?:for|with|by|from|{_REL_ALT})\b", between, re.I):
+            continue
+        out.append((m.group("name").rstrip("."), _THING_WORDS[m.group("word")], m.start()))
+    return out
 
 
 def _succeeded(turn: Turn) -> bool:

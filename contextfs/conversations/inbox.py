@@ -52,7 +52,12 @@ from contextfs.conversations.media import (
     media_missing,
     video_missing,
 )
-from contextfs.conversations.people import attribute_speakers, owner_speaker, speaker_hubs
+from contextfs.conversations.people import (
+    attribute_speakers,
+    owner_relations,
+    owner_speaker,
+    speaker_hubs,
+)
 from contextfs.conversations.transcript import Transcript, Turn, parse_transcript, render_turns
 from contextfs.errors import (
     ContextFSError,
@@ -649,6 +654,8 @@ class Intake:
             how = f"rules (the LLM failed: {exc})"
         owner = owner_speaker(turns, *names)
         candidates = attribute_speakers(candidates, turns, owner)
+        if "profile" in types:
+            candidates += owner_relations(candidates)
         candidates += speaker_hubs(candidates, turns, owner)
         return candidates, how, notes
 

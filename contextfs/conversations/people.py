@@ -81,17 +81,12 @@ def attribute_speakers(
             out.append(c)
             continue
         if c.type == "profile":
-            attrs = {
-                k: (
-                    ", ".join(map(str, v))
-                    if isinstance(v, list)
-                    else "; ".join(f"{a}: {b}" for a, b in v.items())
-                    if isinstance(v, dict)
-                    else str(v)
-                )
-                for k, v in c.fields.items()
-                if k != "name"
-            }
+            attrs = {}
+            for k, v in c.fields.items():
+                if isinstance(v, dict):  # facts: each its own attribute ("allergy: sesame")
+                    attrs.update({str(a): str(b) for a, b in v.items()})
+                elif k != "name":
+                    attrs[k] = ", ".join(map(str, v)) if isinstance(v, list) else str(v)
         else:
             attrs = {str(c.fields.get("topic", "likes")): str(c.fields.get("value", ""))}
         if not attrs:
@@ -120,6 +115,43 @@ def _theirs(c: Candidate, speaker: str) -> Candidate:
     if isinstance(attrs, dict) and isinstance(rel, str):
         fields["attributes"] = {**attrs, "relation": f"{speaker}'s {rel}"}
     return Candidate(c.type, fields, body, c.turns, c.confidence)
+
+
+# relations one has one of at a time: a later "my new manager Amara" replaces Vikram in the
+# profile's facts, right; a later "my cousin Theo" would replace Dev, wrong (each stays an
+# entity of its own, relation and all)
+_ONE_AT_A_TIME = {
+    "mother", "mum", "mom", "father", "dad", "wife", "husband", "partner", "girlfriend",
+    "boyfriend", "fiance", "fiancee", "manager", "boss", "landlord", "mentor", "tech lead",
+}  # fmt: skip
+
+
+def owner_relations(candidates: Sequence[Candidate]) -> list[Candidate]:
+    """The owner's node names the people that are theirs, as a hub names another speaker's
+    (`speaker_hubs`): an entity whose relation is the owner's own and one they have one of
+    at a time ("my manager Sandra", "my mum … Her name is Rosalind"; not "Efua's brother",
+    not "mother's cat", after `attribute_speakers`, nor a cousin, friend or dog, of which
+    there may be several) makes a profile fact `manager: Sandra`; two in one conversation
+    are both named (`partner: Will, Sam`). Nothing of theirs to show: no body, no turns."""
+    facts: dict[str, list[str]] = {}
+    for c in candidates:
+        attrs = c.fields.get("attributes")
+        rel = attrs.get("relation") if isinstance(attrs, dict) else None
+        name = c.fields.get("name")
+        if c.type != "entity" or not isinstance(rel, str) or not isinstance(name, str):
+            continue
+        if "'s " in rel or rel not in _ONE_AT_A_TIME:
+            continue
+        facts.setdefault(rel, [])
+        if name not in facts[rel]:
+            facts[rel].append(name)
+    if not facts:
+        return []
+    fields: dict[str, object] = {"facts": {r: ", ".join(n) for r, n in facts.items()}}
+    # no turns, as a hub: a search that finds the profile must not bring with it every
+    # turn that named someone of the owner's (`Searcher._add_linked_turns`); each entity
+    # keeps its own
+    return [Candidate("profile", fields, "", (), 0.7)]
 
 
 def speaker_hubs(

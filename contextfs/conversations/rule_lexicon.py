@@ -130,7 +130,8 @@ _RELATIONS = {
     "friend": "person", "colleague": "person", "coworker": "person", "co-worker": "person",
     "manager": "person", "boss": "person", "cousin": "person", "aunt": "person",
     "uncle": "person", "grandmother": "person", "grandma": "person",
-    "grandfather": "person", "grandpa": "person", "niece": "person", "nephew": "person",
+    "grandfather": "person", "grandpa": "person", "grandad": "person", "granddad": "person",
+    "gran": "person", "granny": "person", "nan": "person", "niece": "person", "nephew": "person",
     "roommate": "person", "flatmate": "person", "neighbor": "person", "neighbour": "person",
     "teammate": "person", "mentor": "person", "girlfriend": "person",
     "boyfriend": "person", "fiance": "person", "fiancee": "person", "client": "person",
@@ -255,6 +256,14 @@ _PROFILE_RES: list[tuple[re.Pattern[str], str]] = [
         re.compile(rf"(?:^|[.!]\s+)I(?:'m| am)\s+{_NAME}\s*,\s+(?:an?|the)\s+(?P<v>[\w -]+)"),
         "role?",
     ),
+    # "Being a sous chef at Bluefin Analytics is not as glamorous …": the role at a firm
+    (
+        re.compile(
+            r"(?:^|[.!]\s+)Being\s+(?:an?|the)\s+(?P<v>[\w -]+?\s+at\s+"
+            r"[A-Z][\w&.-]*(?: [A-Z][\w&.-]*){0,3})"
+        ),
+        "role?",
+    ),
     (
         re.compile(r",?\s+(?:living|based)\s+in\s+(?P<v>[A-Z][\w'-]+(?:[ ,]+[A-Z][\w'-]+)*)"),
         "location",
@@ -288,7 +297,9 @@ _PROFILE_RES: list[tuple[re.Pattern[str], str]] = [
     ),
     (
         re.compile(
-            rf"{_LEAD}I\s+(?:just\s+)?moved\s+to\s+(?P<v>[A-Z][\w'-]+(?:[ ,]+[A-Z][\w'-]+)*)"
+            rf"{_LEAD}(?:I|[Ww]e)(?:'ve| have)?\s+(?:just\s+|finally\s+)?moved\s+"
+            r"(?:in)?to\s+(?:(?:a|the|our|my)\s+(?:new\s+)?(?:flat|house|place|home|apartment)"
+            r"\s+in\s+)?(?P<v>[A-Z][\w'-]+(?:[ ,]+[A-Z][\w'-]+)*)"
         ),
         "location",
     ),
@@ -373,4 +384,165 @@ _DONE_RE = re.compile(
     r"\b(?:done|deployed|released|published|finished|completed|succeeded|successful(?:ly)?|"
     r"is live|is up|all set|is out|are out|went out|installed|configured)\b",
     re.I,
+)
+
+# --- what the owner says of themself (`RuleExtractor._self`) ----------------------------
+
+# Breeds said in place of the animal ("my beagle Biscuit", "Biscuit, our beagle"); words
+# that are also something else ("boxer", "persian", "pointer") are left out
+_BREEDS = {
+    "beagle": "dog", "labrador": "dog", "lab": "dog", "spaniel": "dog",
+    "cocker spaniel": "dog", "springer spaniel": "dog", "collie": "dog",
+    "border collie": "dog", "terrier": "dog", "greyhound": "dog", "whippet": "dog",
+    "lurcher": "dog", "dachshund": "dog", "poodle": "dog", "pug": "dog", "husky": "dog",
+    "corgi": "dog", "retriever": "dog", "golden retriever": "dog", "labradoodle": "dog",
+    "cockapoo": "dog", "cavapoo": "dog", "schnauzer": "dog", "bulldog": "dog",
+    "french bulldog": "dog", "frenchie": "dog", "chihuahua": "dog", "alsatian": "dog",
+    "german shepherd": "dog", "dalmatian": "dog", "rottweiler": "dog", "shih tzu": "dog",
+    "maine coon": "cat", "siamese": "cat", "bengal": "cat", "ragdoll": "cat",
+    "british shorthair": "cat", "sphynx": "cat", "tabby": "cat",
+}  # fmt: skip
+_BREED_ALT = "|".join(sorted((re.escape(b) for b in _BREEDS), key=len, reverse=True))
+
+# Words at the head of a sentence that are no name: "Thanks, my friend, …"
+_NOT_NAME_WORDS = {
+    "thanks", "thank", "honestly", "anyway", "well", "sorry", "yes", "yeah", "no", "ok",
+    "okay", "sure", "hi", "hey", "hello", "plus", "oh", "right", "look", "listen", "morning",
+    "evening", "night", "cheers", "please", "still", "actually", "mate", "dear",
+}  # fmt: skip
+
+_FEMALE_RELATIONS = {"sister", "mother", "mom", "mum", "wife", "daughter", "aunt",
+                     "grandmother", "grandma", "gran", "granny", "nan", "niece", "girlfriend",
+                     "fiancee"}  # fmt: skip
+_MALE_RELATIONS = {"brother", "father", "dad", "husband", "son", "uncle", "grandfather",
+                   "grandpa", "grandad", "granddad", "nephew", "boyfriend", "fiance"}  # fmt: skip
+# a relation named bare, as a name ("Mum loves pastry")
+_BARE_RELATION_RE = re.compile(r"\b(?P<rel>Mum|Mom|Dad|Grandma|Grandpa)\b")
+# "Her name is Rosalind, but everyone calls her Ros": the name of the relation said before
+_THEIR_NAME_RE = re.compile(
+    rf"(?:^|[,;]\s+(?:and\s+)?|\band\s+)(?:(?P<p>[Hh]er|[Hh]is)\s+name(?:'s|\s+is)|(?P<q>[Ss]he|[Hh]e)(?:'s|\s+is)\s+called)"
+    rf"\s+(?P<name>{_NAME})\b"
+)
+# an animal taken in, named next: "We adopted a kitten last Thursday. … her name is Mochi"
+_TAKEN_IN_RE = re.compile(
+    r"\b(?:I|[Ww]e)(?:'ve| have)?\s+(?:just\s+|finally\s+)?(?:adopted|got|rescued|bought|"
+    r"picked\s+up|brought\s+home)\s+(?:an?|another)\s+(?:[a-z]+\s+){0,2}?"
+    r"(?P<rel>kitten|puppy|dog|cat|rabbit|parrot|horse)\b"
+)
+_CALLED_TOO_RE = re.compile(
+    rf"\b(?:everyone|everybody|people|we|friends|they)\s+(?:all\s+)?calls?\s+(?:her|him)\s+"
+    rf"(?P<alias>{_NAME})\b|\b(?:she|he)\s+goes\s+by\s+(?P<alias2>{_NAME})\b"
+)
+
+_DATE_WORDS = (
+    r"(?:\d{1,2}(?:st|nd|rd|th)?\s+(?:of\s+)?(?:[Jj]anuary|[Ff]ebruary|[Mm]arch|[Aa]pril|"
+    r"[Mm]ay|[Jj]une|[Jj]uly|[Aa]ugust|[Ss]eptember|[Oo]ctober|[Nn]ovember|[Dd]ecember)|"
+    r"(?:January|February|March|April|May|June|July|August|September|October|November|"
+    r"December)\s+\d{1,2}(?:st|nd|rd|th)?)\b"
+)
+
+_DIETS = r"vegetarian|vegan|pescatarian|pescetarian|flexitarian"
+# a diet ends its clause: "I'm vegetarian now", never "I'm a vegetarian chef"
+_DIET_END = (
+    r"(?=\s*(?:[,.;:!)]|$|\s(?:now|too|and|but|so|since|for|like|as|again|anyway|these|"
+    r"nowadays|mostly|at)\b))"
+)
+_CONDITIONS = (
+    r"type\s+[12]\s+diabetes|diabetes|asthma|epilepsy|coeliac\s+disease|celiac\s+disease|"
+    r"crohn's(?:\s+disease)?|ADHD|dyslexia|dyspraxia|migraines|arthritis|psoriasis|eczema|"
+    r"tinnitus|IBS|long\s+covid|high\s+blood\s+pressure|hypertension"
+)
+_CONDITION_ADJ = {"diabetic": "diabetes", "asthmatic": "asthma", "epileptic": "epilepsy",
+                  "dyslexic": "dyslexia", "coeliac": "coeliac disease",
+                  "celiac": "celiac disease"}  # fmt: skip
+_INSTRUMENTS = (
+    r"piano|guitar|bass|bass\s+guitar|cello|violin|viola|fiddle|drums|ukulele|flute|"
+    r"clarinet|saxophone|sax|trumpet|trombone|harp|banjo|mandolin|accordion|oboe|"
+    r"bagpipes|harmonica|keyboard|double\s+bass"
+)
+_SPORTS = (
+    r"tennis|football|rugby|cricket|squash|badminton|golf|basketball|netball|hockey|"
+    r"volleyball|chess|bridge|padel|table\s+tennis|water\s+polo|ultimate\s+frisbee"
+)
+_RACES = r"(?:half[\s-]marathon|marathon|ultra(?:marathon)?|triathlon|ironman|duathlon|10k|5k)"
+
+# a time said first ("Since the start of July I've gone fully vegetarian") leads too
+_SELF_LEAD = rf"(?:{_LEAD}|\b(?:[Ss]ince|[Aa]s\s+of|[Ff]rom)\s+(?:the\s+)?[\w ]{{1,30}}?,?\s+)"
+
+# (pattern, fact key): what the owner says of themself, a profile fact each. The value is
+# group v, cut to a short phrase; `_CONDITION_ADJ` names a condition said as an adjective
+_SELF_RES: list[tuple[re.Pattern[str], str]] = [
+    (re.compile(rf"{_SELF_LEAD}I(?:'m| am)\s+(?:(?:also|really|very|severely|badly|quite|mildly|"
+                r"seriously|deathly)\s+)*allergic\s+to\s+(?P<v>[a-z][\w -]{1,40})", re.I),
+     "allergy"),
+    (re.compile(r"\b(?P<v>[a-z]+),?\s+which\s+(?:is\s+(?:the\s+(?:one|only)\s+thing\s+)?)?"
+                r"I(?:'m| am)\s+(?:(?:really|very|severely|badly)\s+)?allergic\s+to\b"),
+     "allergy"),
+    (re.compile(rf"{_SELF_LEAD}I(?:'ve| have)\s+(?:got\s+)?an?\s+"
+                r"(?:(?:severe|serious|mild|bad)\s+)?(?P<v>[a-z]+)\s+allergy\b", re.I), "allergy"),
+    (re.compile(rf"{_SELF_LEAD}I(?:'m| am)\s+(?:now\s+|also\s+|strictly\s+|fully\s+)*(?:an?\s+)?"
+                rf"(?P<v>{_DIETS}){_DIET_END}", re.I), "diet"),
+    (re.compile(rf"{_SELF_LEAD}I(?:'ve| have)\s+(?:now\s+|just\s+|finally\s+)?"
+                rf"(?:gone|become|been|turned)\s+(?:fully\s+|completely\s+|strictly\s+|an?\s+)*(?P<v>{_DIETS}){_DIET_END}",
+                re.I), "diet"),
+    (re.compile(rf"{_SELF_LEAD}I\s+(?:just\s+|recently\s+|finally\s+)?(?:went|became|turned)\s+"
+                rf"(?:fully\s+|completely\s+)?(?P<v>{_DIETS}){_DIET_END}", re.I), "diet"),
+    (re.compile(rf"{_SELF_LEAD}I(?:'m| am)\s+(?:on|following)\s+an?\s+"
+                r"(?P<v>keto|gluten-free|low-carb|low-fodmap|plant-based|paleo|dairy-free)"
+                r"\s+diet\b", re.I), "diet"),
+    (re.compile(rf"{_SELF_LEAD}I(?:'ve| have)\s+(?:got\s+|been\s+diagnosed\s+with\s+)?"
+                rf"(?P<v>{_CONDITIONS})\b", re.I), "condition"),
+    (re.compile(rf"{_SELF_LEAD}I\s+was\s+(?:recently\s+)?diagnosed\s+with\s+(?P<v>{_CONDITIONS})\b",
+                re.I), "condition"),
+    (re.compile(rf"{_SELF_LEAD}I(?:'m| am)\s+(?:also\s+)?(?:an?\s+)?"
+                r"(?P<v>diabetic|asthmatic|epileptic|dyslexic|coeliac|celiac)\b(?![-\w])", re.I),
+     "condition"),
+    (re.compile(rf"{_SELF_LEAD}I(?:'m| am)\s+"
+                r"(?P<v>(?:lactose|gluten)\s+intolerant|colou?r[\s-]blind)\b", re.I), "condition"),
+    (re.compile(rf"{_SELF_LEAD}I(?:'m| am)\s+(?P<v>left|right)[\s-]handed\b", re.I), "handedness"),
+    (re.compile(rf"{_SELF_LEAD}I\s+(?:also\s+|still\s+)?play\s+(?:the\s+)?(?P<v>{_INSTRUMENTS})\b",
+                re.I), "plays"),
+    (re.compile(rf"{_SELF_LEAD}I\s+(?:also\s+|still\s+)?play\s+(?P<v>{_SPORTS})\b", re.I), "plays"),
+    (re.compile(rf"{_SELF_LEAD}I(?:'ve| have)\s+been\s+learning\s+(?:to\s+play\s+)?(?:the\s+)?"
+                rf"(?P<v>{_INSTRUMENTS})\b", re.I), "learning"),
+    (re.compile(rf"{_SELF_LEAD}I(?:'m| am)\s+(?:also\s+)?learning\s+(?:to\s+play\s+)?(?:the\s+)?"
+                rf"(?P<v>{_INSTRUMENTS})\b", re.I), "learning"),
+    (re.compile(rf"{_SELF_LEAD}I(?:'ve| have)\s+been\s+learning\s+(?P<v>[A-Z][a-z]+)\b"),
+     "learning"),
+    (re.compile(rf"{_SELF_LEAD}I(?:'m| am)\s+(?:also\s+)?learning\s+(?P<v>[A-Z][a-z]+)\b"),
+     "learning"),
+    (re.compile(rf"{_SELF_LEAD}I(?:'m| am)\s+(?:currently\s+|also\s+)?training\s+for\s+"
+                rf"(?P<v>(?:an?|the|my\s+first)\s+(?:[\w'-]+\s+){{0,4}}?{_RACES})\b", re.I),
+     "training_for"),
+    (re.compile(rf"{_SELF_LEAD}[Mm]y\s+birthday\s+is\s+(?:on\s+)?(?P<v>{_DATE_WORDS})"),
+     "birthday"),
+    (re.compile(rf"{_SELF_LEAD}I\s+was\s+born\s+on\s+(?:the\s+)?(?P<v>{_DATE_WORDS})"), "birthday"),
+    (re.compile(rf"{_SELF_LEAD}I\s+turn\s+\d{{1,3}}\s+on\s+(?:the\s+)?(?P<v>{_DATE_WORDS})"),
+     "birthday"),
+]  # fmt: skip
+# facts a person may have several of: one extraction lists them all under the one key
+_LISTED_FACTS = {"allergy", "condition", "plays", "learning"}
+
+# "I finally ditched VS Code", "I'm doing all this in Neovim now": a switch of option,
+# the new one a preference that replaces the old
+_OPTION_ALT = "|".join(sorted((re.escape(o) for o in _OPTION_TOPIC), key=len, reverse=True))
+_SWITCH_RES: list[re.Pattern[str]] = [
+    re.compile(rf"{_LEAD}I(?:'ve| have)?\s+(?:finally\s+|just\s+|now\s+|recently\s+)?"
+               r"(?:switched|moved|migrated|changed)\s+(?:over\s+)?(?:from\s+[\w .+#-]{1,30}?\s+)?"
+               rf"to\s+(?P<v>{_OPTION_ALT})\b(?![-\w])", re.I),
+    re.compile(rf"{_LEAD}I(?:'ve| have)?\s+(?:finally\s+|just\s+)?(?:ditched|dropped|abandoned|"
+               r"gave\s+up|given\s+up|swapped|traded)\s+(?:on\s+)?[\w .+#-]{1,30}?\s+"
+               rf"(?:for|in\s+favou?r\s+of)\s+(?P<v>{_OPTION_ALT})\b(?![-\w])", re.I),
+    re.compile(rf"{_LEAD}I(?:'m| am)\s+(?:doing\s+(?:all\s+)?(?:this|that|everything|it)|"
+               r"working|coding|writing\s+(?:code|everything)|programming)\s+in\s+"
+               rf"(?P<v>{_OPTION_ALT})\s+now\b", re.I),
+    re.compile(rf"{_LEAD}I(?:'m| am)?\s+(?:only\s+)?us(?:e|ing)\s+(?P<v>{_OPTION_ALT})\s+now\b",
+               re.I),
+]  # fmt: skip
+
+# "I've renamed mine to Leafline": the thing named before gets a new name
+_RENAME_RE = re.compile(
+    r"\b(?:I|[Ww]e)(?:'ve| have)?\s+(?:just\s+|finally\s+|now\s+)?renamed\s+"
+    r"(?:it|mine|ours|(?:my|our|the)\s+[a-z]+(?:\s+[a-z]+)?)\s+(?:to|as)\s+"
+    r"(?P<name>[A-Z][\w.-]*[\w])"
 )

@@ -117,6 +117,32 @@ def test_inbox_transcript_is_archived_and_extracted(convo):
     assert "state: done" in (inbox / "chat.jsonl.report.md").read_text()
 
 
+def test_what_the_owner_says_of_themself_lands_in_their_profile_and_pets_in_an_entity(convo):
+    """Every speaker's own node, through the mount: the owner's allergy and diet in the
+    profile; the dog they named an entity of its own, breed and all."""
+    chat = [
+        {"role": "user", "id": "a1", "timestamp": "2026-11-20T10:00:00Z",
+         "content": "I'm allergic to cashews, so please don't suggest cashew sauces."},
+        {"role": "assistant", "id": "a2", "timestamp": "2026-11-20T10:00:05Z",
+         "content": "Noted, no cashews."},
+        {"role": "user", "id": "a3", "timestamp": "2026-11-20T10:01:00Z",
+         "content": "I'm vegetarian, by the way. Biscuit, our beagle, stares at me while I cook."},
+        {"role": "user", "id": "a4", "timestamp": "2026-11-20T10:02:00Z",
+         "content": "Ines is allergic to shellfish."},
+    ]  # fmt: skip
+    inbox = convo.path / ".inbox"
+    (inbox / "self.jsonl").write_text(jsonl(chat))
+    assert "state: done" in report(inbox, "self.jsonl")
+    u = convo.path / "user/default"
+    profile = (u / "profile/L2.md").read_text()
+    assert "allergy: cashews" in profile and "diet: vegetarian" in profile, profile
+    assert "shellfish" not in profile, profile
+    biscuit = (u / "entities/biscuit/L2.md").read_text()
+    assert "kind: animal" in biscuit and "breed: beagle" in biscuit, biscuit
+    assert "inbox:self.jsonl#a3" in (u / "entities/biscuit/meta.yaml").read_text()
+    assert "allergy: shellfish" in (u / "entities/ines/L2.md").read_text()
+
+
 def test_inbox_per_owner_and_other_formats(convo):
     (convo.path / "user/bob").mkdir()
     inbox = convo.path / "user/bob/.inbox"

@@ -211,3 +211,45 @@ def test_named_things_are_names_not_shouting_or_clause_starts():
     ]
     turns = [Turn(line=i + 1, role="user", content=c) for i, c in enumerate(said)]
     assert episodes.named_things(turns) == ["Idris", "Bramble", "BBC"]
+
+
+def test_the_owners_relations_and_a_speakers_facts_land_in_their_own_node(memory):
+    """Every speaker's own node: the people the owner names as theirs, of a relation one
+    has one of at a time, are named in the owner's profile (`manager: Sandra`), as a hub
+    names another speaker's; a dog or a cousin, of which there may be several, is not;
+    another speaker's standing facts are attributes of their hub, one each, and their
+    relations never reach the owner's profile."""
+    from contextfs.conversations.inbox import Intake
+
+    intake = Intake(memory)
+    plain = [
+        {"role": "user", "content": "My manager Sandra will be disappointed.", "id": "S1:1"},
+        {"role": "assistant", "content": "That's kind of you to think of her.", "id": "S1:2"},
+        {"role": "user", "content": "Biscuit, our beagle, stares at me. I'm vegan.", "id": "S1:3"},
+        {"role": "user", "content": "My cousin Dev rang. So did my cousin Ewan.", "id": "S1:4"},
+    ]
+    text = "\n".join(json.dumps({**x, "timestamp": "2023-03-14T18:05:00"}) for x in plain)
+    _t, cands, _how = intake.analyse(text, "s1.jsonl", "2026-12-01", ("user", "default"))
+    facts: dict = {}
+    for c in cands:
+        if c.type == "profile":
+            facts.update(c.fields.get("facts", {}))
+    assert facts == {"manager": "Sandra", "diet": "vegan"}, facts
+    assert {"Biscuit", "Dev", "Ewan"} <= {c.fields["name"] for c in cands if c.type == "entity"}
+    two = [
+        {"role": "user", "name": "Efua", "content": "My partner Idris is visiting.", "id": "S1:1"},
+        {"role": "user", "name": "Theo", "content": "My sister Ana is too.", "id": "S1:2"},
+        {"role": "user", "name": "Theo", "content": "I'm allergic to sesame.", "id": "S1:3"},
+    ]
+    text = "\n".join(json.dumps({**x, "timestamp": "2023-03-14T18:05:00"}) for x in two)
+    memory.create_owner("user", "efua")
+    _t, cands, _how = intake.analyse(text, "s1.jsonl", "2026-12-01", ("user", "efua"))
+    profile = [c.fields for c in cands if c.type == "profile"]
+    assert profile == [{"facts": {"partner": "Idris"}}], profile
+    theo: dict = {}
+    for c in cands:
+        if c.type == "entity" and c.fields["name"] == "Theo":
+            theo.update(c.fields.get("attributes", {}))
+    assert theo["allergy"] == "sesame" and theo["sister"] == "Ana", theo
+    _t, cands, _how = intake.analyse(text, "s1.jsonl", "2026-12-01", ("user", "default"))
+    assert not any(c.type == "profile" for c in cands), "no owner among them: no profile"

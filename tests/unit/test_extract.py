@@ -236,6 +236,167 @@ def test_someone_without_a_name_is_no_entity(text):
     assert of(extract(user(text)), "entity") == []
 
 
+# --- rules: what the owner says of themself -----------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("text", "facts"),
+    [
+        ("Nice. One thing though, I'm allergic to cashews, so please don't suggest any.",
+         {"allergy": "cashews"}),
+        ("I have a severe peanut allergy.", {"allergy": "peanut"}),
+        ("Everything is labelled except sesame, which is the one thing I'm allergic to.",
+         {"allergy": "sesame"}),
+        ("I'm allergic to cats. I'm also allergic to penicillin.",
+         {"allergy": "cats, penicillin"}),
+        ("Since the start of July I've gone fully vegetarian, like Ines.",
+         {"diet": "vegetarian"}),
+        ("I'm vegetarian.", {"diet": "vegetarian"}),
+        ("I'm a vegan now.", {"diet": "vegan"}),
+        ("I'm on a gluten-free diet.", {"diet": "gluten-free"}),
+        ("I have type 1 diabetes, so I carry snacks.", {"condition": "type 1 diabetes"}),
+        ("I was diagnosed with ADHD last year.", {"condition": "ADHD"}),
+        ("I'm asthmatic.", {"condition": "asthma"}),
+        ("I'm lactose intolerant.", {"condition": "lactose intolerant"}),
+        ("I'm left-handed.", {"handedness": "left-handed"}),
+        ("I play the cello in an orchestra.", {"plays": "cello"}),
+        ("I also play squash on Tuesdays.", {"plays": "squash"}),
+        ("I've been learning Portuguese.", {"learning": "Portuguese"}),
+        ("I'm learning the piano.", {"learning": "piano"}),
+        ("I'm training for a marathon in October.", {"training_for": "marathon"}),
+        ("I'm training for the Manchester half marathon.",
+         {"training_for": "Manchester half marathon"}),
+        ("My birthday is on 3 March.", {"birthday": "3 March"}),
+    ],
+)  # fmt: skip
+def test_what_the_owner_says_of_themself_is_a_profile_fact(text, facts):
+    assert of(extract(user(text)), "profile") == [{"facts": facts}]
+
+
+@pytest.mark.parametrize("text", [
+    "Am I allergic to cashews?",
+    "If I'm allergic to cashews, what then?",
+    "Maybe I'll go vegan.",
+    "I'm not vegetarian.",
+    "I'm a vegetarian chef.",
+    "My friend said \"I'm allergic to nuts\" once.",
+    "I used to play the piano.",
+    "I play it safe.",
+    "I'm learning Rust.",
+    "I'm learning a lot.",
+    "I had asthma as a kid.",
+    "Ines is allergic to cashews.",
+    "Would you say I'm left-handed?",
+])  # fmt: skip
+def test_no_profile_fact_from_a_question_a_hypothetical_or_someone_else(text):
+    assert [f for f in of(extract(user(text)), "profile") if "facts" in f] == []
+
+
+@pytest.mark.parametrize(
+    ("text", "name", "attrs"),
+    [
+        ("Ines is allergic to shellfish.", "Ines", {"allergy": "shellfish"}),
+        ("Ines is vegetarian, like me.", "Ines", {"diet": "vegetarian"}),
+        ("Ines turns 30 on 16 May and I've booked flights.", "Ines", {"birthday": "16 May"}),
+        ("Tom's birthday is on the 4th of June.", "Tom", {"birthday": "4th of June"}),
+    ],
+)
+def test_someone_elses_allergy_diet_birthday_is_theirs(text, name, attrs):
+    cands = extract(user(text))
+    assert [f for f in of(cands, "profile") if "facts" in f] == []
+    assert [(f["name"], f["attributes"]) for f in of(cands, "entity")] == [(name, attrs)]
+
+
+@pytest.mark.parametrize(
+    ("text", "name", "attrs"),
+    [
+        ("Biscuit, our beagle, stares at me the entire time I cook.", "Biscuit",
+         {"relation": "dog", "breed": "beagle"}),
+        ("Our dog Biscuit hates the rain.", "Biscuit", {"relation": "dog"}),
+        ("My beagle Biscuit hates the rain.", "Biscuit", {"relation": "dog", "breed": "beagle"}),
+        ("Miso, my cat, is asleep.", "Miso", {"relation": "cat"}),
+        ("Nacho is our Maine Coon.", "Nacho", {"relation": "cat", "breed": "maine coon"}),
+        ("Yes, Sandra, my manager, approved it.", "Sandra", {"relation": "manager"}),
+    ],
+)  # fmt: skip
+def test_pets_by_name_and_breed_and_appositions(text, name, attrs):
+    [got] = of(extract(user(text)), "entity")
+    assert (got["name"], got["attributes"]) == (name, attrs)
+
+
+@pytest.mark.parametrize("text", [
+    "Thanks, my friend, that helps.",
+    "Honestly, my dog, he is silly.",
+    "Is Biscuit, our beagle, allowed lentils?",
+    "The beagle Biscuit next door barks.",
+])  # fmt: skip
+def test_no_pet_or_person_from_an_interjection_a_question_or_someone_elses(text):
+    assert of(extract(user(text)), "entity") == []
+
+
+def test_a_role_at_a_firm_said_as_being_and_a_move_we_made():
+    cands = extract(user("Being a sous chef at Bluefin Analytics is not as glamorous as it "
+                         "sounds. We moved into the new flat in Norwich yesterday!"))  # fmt: skip
+    profile = of(cands, "profile")
+    assert {"role": "sous chef"} in profile and {"location": "Norwich"} in profile
+    assert {"facts": {"employer": "Bluefin Analytics"}} in profile
+    assert of(extract(user("Being a parent at Christmas is hard.")), "profile") == []
+
+
+def test_her_name_after_a_turn_about_my_relation():
+    cands = extract(
+        user("My mum is visiting from Penzance next month.", 1),
+        user("The Wellington, definitely, Mum loves pastry. "
+             "Her name is Rosalind, but everyone calls her Ros.", 2),
+    )  # fmt: skip
+    [got] = of(cands, "entity")
+    assert got == {"name": "Rosalind", "kind": "person", "aliases": ["Ros"],
+                   "attributes": {"relation": "mum"}}  # fmt: skip
+    puppy = of(extract(user("Our new puppy arrived today. His name is Pip.")), "entity")
+    assert puppy == [{"name": "Pip", "kind": "animal", "attributes": {"relation": "puppy"}}]
+    kitten = extract(user("We adopted a kitten from a rescue! She's black, tiny and slightly "
+                          "feral, and her name is Mochi."))  # fmt: skip
+    assert {"name": "Mochi", "kind": "animal", "attributes": {"relation": "kitten"}} in of(
+        kitten, "entity"
+    )
+
+
+@pytest.mark.parametrize("text", [
+    "Her name is Ada.",  # of whom, no sentence said
+    "My brother came round. Her name is Jo.",  # the pronoun fits no relation named
+    "My sister and my wife came. Her name is Jo.",  # two it may be of
+    "My sister Freya came round. Her name is Jo.",  # the sister has her name
+    "My mother's cat was ill. Her name is Tibbles.",  # the cat is not the mother
+    "My mum rang. Is her name Rosalind?",
+])  # fmt: skip
+def test_no_name_for_an_unclear_relation(text):
+    assert [f for f in of(extract(user(text)), "entity") if f["name"] in ("Ada", "Jo",
+            "Tibbles", "Rosalind")] == []  # fmt: skip
+
+
+def test_a_switch_of_option_is_the_new_preference():
+    for text in ("I'm doing all this in Neovim now, by the way, I finally ditched VS Code.",
+                 "I finally ditched VS Code for Neovim.", "I switched from VS Code to Neovim.",
+                 "I've moved over to Neovim."):  # fmt: skip
+        assert of(extract(user(text)), "preference") == [{"topic": "editor", "value": "Neovim"}]
+    for text in ("Should I switch to Neovim?", "I switched to a new job.",
+                 "Maybe I'm using Neovim now."):  # fmt: skip
+        assert of(extract(user(text)), "preference") == []
+
+
+def test_a_renamed_project_gets_its_new_name():
+    cands = extract(
+        user("It's a Flask app to track when I water my plants, called SproutLog.", 1),
+        user("There's already an app called SproutLog, so I've renamed mine to Leafline.", 2),
+    )
+    got = {f["name"]: f for f in of(cands, "entity")}
+    assert got["Leafline"] == {"name": "Leafline", "kind": "product", "aliases": ["SproutLog"]}
+    assert got["SproutLog"]["attributes"] == {"renamed to": "Leafline"}
+    assert of(extract(user("I've renamed it to Leafline.")), "entity") == []
+    sister = extract(user("I'm building an app for my sister called Sam."))
+    assert [f for f in of(sister, "entity") if f.get("kind") == "product"] == []
+
+
 def test_events_resolve_relative_dates_against_today_or_the_timestamp():
     # 2026-05-08 is a Friday
     cands = extract(
