@@ -50,6 +50,7 @@ from contextfs.conversations.rule_lexicon import (
     _NEGATIVE_RE,
     _NOT_NAME_WORDS,
     _NOT_NAMES,
+    _NOT_SELF_NAMES,
     _NOT_VERBS_ED,
     _OPTION_TOPIC,
     _PAST_IRREGULAR,
@@ -355,9 +356,19 @@ class RuleExtractor:
                 continue
             raw = m.group("v").strip()
             if what == "name":
-                if raw.split()[0] in _NOT_NAMES:
+                first = raw.split()[0]
+                if first in _NOT_NAMES or first in _NOT_SELF_NAMES or first.lower() in _LANGUAGES:
                     continue
                 col.add("profile", {"name": raw}, "", [turn.ref], 0.9)
+            elif what == "teach":
+                # "I teach chemistry in Bergen": the subject, up to where or for whom
+                where = r"\s+(?:at|in|to|for|with|and|but|so|because|since|on)(?:\s+|$)"
+                subject = _clean_phrase(re.split(where, raw)[0], 3)
+                if subject is None or subject.split()[0].lower() in _PRONOUNS:
+                    continue
+                # a standing fact, not the role: "I work as a nurse. I teach piano on
+                # weekends." keeps the role nurse
+                col.add("profile", {"facts": {"teaches": subject}}, "", [turn.ref], 0.75)
             elif what in ("role", "role?"):
                 role = _clean_phrase(
                     re.split(r"\s+(?:at|for|in|with|on|living|based|who|and)\s+", raw)[0], 4
@@ -693,6 +704,11 @@ class RuleExtractor:
         rest = re.sub(r"\s+", " ", masked).strip(" ,.!")
         m = _SUBJECT_RE.search(rest)
         someone = None
+        if not m:
+            noun = _NOUN_EVENT_RE.match(rest)
+            if noun is not None:  # "The vet appointment is on 3 December"
+                self._noun_event(col, turn, sentence, noun, days)
+                return
         if not m:  # "Idris proposed on Saturday": someone named, at the head of the sentence
             m = re.match(rf"(?P<subj>{_NAME})(?P<rest>\s+.+)", rest)
             if not m or m.group("subj").split()[0] in _NOT_NAMES:
@@ -749,7 +765,10 @@ class RuleExtractor:
             title_list = [someone, *title_list][:8]
             if someone not in participants:
                 participants.insert(0, someone)
-        if len(title_list) < 2:
+        if len(title_list) == 1 and title_list[0].lower() in _EVENT_NOUNS:
+            # "I have a meeting with Sara on Friday": the thing had, with whom
+            title_list += ["with", " and ".join(participants[:2])] if participants else []
+        elif len(title_list) < 2:
             return
         fields: dict[str, object] = {"date": day.isoformat(), "title": " ".join(title_list)}
         if participants:
@@ -757,6 +776,44 @@ class RuleExtractor:
         if location:
             fields["location"] = location
         col.add("event", fields, sentence, [turn.ref], 0.7)
+
+    def _noun_event(
+        self,
+        col: _Collector,
+        turn: Turn,
+        sentence: str,
+        noun: re.Match[str],
+        days: Sequence[_Day],
+    ) -> None:
+        """An event told by what it is, not by who did it: "The vet appointment is on 3
+        December", "My sister's wedding was on Saturday", "Idris's interview is
+        tomorrow". Its day is the sentence's first; said in the past, never one ahead,
+        said ahead, never one gone by (an explicit date is either)."""
+        said = noun.group("verb").lower()
+        gone = said == "was"
+        fits = [d for d, _span, tense in days
+                if not (gone and tense == "future" or not gone and tense == "past")]  # fmt: skip
+        if not fits:
+            return
+        day = fits[0]
+        whose = noun.group("whose")
+        what = " ".join(noun.group("what").split())
+        participants: list[str] = []
+        if whose and whose[0].isupper() and whose.split("'")[0] not in _NOT_NAMES:
+            participants.append(whose.split("'")[0])  # "Idris's interview"
+        title = what if not whose or whose.lower() in ("the", "our", "my") else f"{whose} {what}"
+        if noun.group("with"):
+            participants.append(noun.group("with"))
+            title += f" with {noun.group('with')}"
+        place = noun.group("place")
+        if place and place.split()[0] not in _NOT_NAMES:
+            title += f" to {place}" if what.split()[-1] in ("trip", "move", "flight") else ""
+        fields: dict[str, object] = {"date": day.isoformat(), "title": title}
+        if participants:
+            fields["participants"] = participants
+        if place and place.split()[0] not in _NOT_NAMES:
+            fields["location"] = place
+        col.add("event", fields, sentence, [turn.ref], 0.65)
 
     # agent scope
 
@@ -911,6 +968,23 @@ class RuleExtractor:
 
 # an event title names the deed: no adverb that only colours it, no word left hanging at
 # its end ("landed just", "booked the registry office for")
+# what an event is called when it is told by what it is ("the vet appointment is on …")
+_EVENT_NOUNS = frozenset({
+    "appointment", "meeting", "wedding", "party", "interview", "exam", "flight", "trip",
+    "concert", "birthday", "surgery", "operation", "match", "game", "race", "ceremony",
+    "dinner", "lunch", "visit", "deadline", "launch", "conference", "holiday", "funeral",
+    "graduation", "recital", "viewing", "checkup", "check-up", "presentation", "gig",
+    "festival", "barbecue", "bbq", "picnic", "hearing", "scan", "demo", "retreat",
+    "workshop", "reunion", "christening", "baptism", "housewarming", "tournament",
+    "marathon", "anniversary", "performance", "premiere", "move", "session", "class",
+    "lesson", "review", "date", "show", "call", "vacation", "exhibition", "opening",
+})  # fmt: skip
+_NOUN_EVENT_RE = re.compile(
+    rf"(?P<whose>[Tt]he|[Mm]y|[Oo]ur|{_NAME}'s)\s+"
+    rf"(?P<what>(?:(?:[\w-]+'s|[a-z][\w-]*)\s+){{0,3}}?(?:{'|'.join(sorted(_EVENT_NOUNS))}))"
+    rf"(?:\s+(?:to|in|at)\s+(?P<place>{_NAME}))?(?:\s+with\s+(?P<with>{_NAME}))?"
+    r"\s+(?P<verb>is|was|will\s+be|'s)\b(?:\s+(?:now|finally|still))?(?:\s+(?:on|at|for))?\s*$"
+)
 _EVENT_FILLERS = frozenset({"just", "finally", "actually", "really", "also", "already", "even"})
 _EVENT_DANGLING = frozenset({
     "for", "in", "on", "at", "to", "of", "from", "by", "with", "and", "or", "but", "then",

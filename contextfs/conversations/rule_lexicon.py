@@ -139,6 +139,19 @@ _RELATIONS = {
 }  # fmt: skip
 _REL_ALT = "|".join(sorted((re.escape(r) for r in _RELATIONS), key=len, reverse=True))
 _NAME = r"[A-Z][a-zà-ÿ'-]+(?: [A-Z][a-zà-ÿ'-]+)?"
+# what "I'm X," says that is not a name
+_NOT_SELF_NAMES = {
+    "American", "Canadian", "Mexican", "Brazilian", "Argentinian", "British", "English",
+    "Scottish", "Welsh", "Irish", "French", "German", "Dutch", "Belgian", "Swiss",
+    "Austrian", "Italian", "Spanish", "Portuguese", "Polish", "Czech", "Swedish",
+    "Norwegian", "Danish", "Finnish", "Icelandic", "Greek", "Turkish", "Russian",
+    "Ukrainian", "Indian", "Pakistani", "Chinese", "Japanese", "Korean", "Vietnamese",
+    "Thai", "Filipino", "Indonesian", "Australian", "Nigerian", "Kenyan", "Ghanaian",
+    "Egyptian", "Moroccan", "Israeli", "Iranian", "Persian", "European", "African",
+    "Asian", "Latino", "Latina", "Catholic", "Christian", "Muslim", "Jewish", "Buddhist",
+    "Hindu", "Sikh", "Sorry", "Fine", "Good", "Great", "Okay", "Ok", "Here", "Back",
+    "Home", "Done", "Ready", "Sure", "Not", "So", "Just", "Still", "Also", "Really",
+}  # fmt: skip
 _NOT_NAMES = {
     "I", "The", "A", "An", "He", "She", "They", "We", "It", "This", "That", "My", "Our",
     "Monday", "Tuesday", "Wednesday", "Thursday", "Friday", "Saturday", "Sunday",
@@ -250,6 +263,21 @@ _PROFILE_RES: list[tuple[re.Pattern[str], str]] = [
         "role",
     ),
     (re.compile(rf"{_LEAD}I(?:'m| am)\s+(?:an?|the)\s+(?P<v>[\w -]+)", re.I), "role?"),
+    # "I'm Ola, I teach chemistry", "Hi! I'm Ola and I …", "I'm Ola.": a capitalised word
+    # alone after "I'm" at the start of a sentence, unless it is a nationality, a language
+    # or a faith ("I'm British, so …"; `_NOT_SELF_NAMES`)
+    (
+        re.compile(rf"(?:^|[.!]\s+)I(?:'m| am)\s+(?P<v>{_NAME})(?=\s*(?:[,.!]|\s+and\s+I\b|$))"),
+        "name",
+    ),
+    # "I teach chemistry (at …, in …)": a teacher of what they teach
+    (
+        re.compile(
+            rf"{_LEAD}I\s+(?:now\s+)?teach\s+(?P<v>(?!(?:them|him|her|it|my|our|the|a|an|"
+            r"people|kids|children|students|at|in|for|part|full|online|from)\b)[a-z][a-z -]*)",
+        ),
+        "teach",
+    ),
     # "I'm Cy, a data engineer living in Oslo": a name, then the role and place clauses
     (re.compile(rf"(?:^|[.!]\s+)I(?:'m| am)\s+(?P<v>{_NAME})\s*,\s+(?:an?|the)\s"), "name"),
     (
@@ -297,7 +325,9 @@ _PROFILE_RES: list[tuple[re.Pattern[str], str]] = [
     ),
     (
         re.compile(
-            rf"{_LEAD}(?:I|[Ww]e)(?:'ve| have)?\s+(?:just\s+|finally\s+)?moved\s+"
+            rf"{_LEAD}(?:I|[Ww]e)(?:'ve| have)?\s+(?:just\s+|finally\s+)?(?:moved|relocated)\s+"
+            # "I moved from Oslo to Lisbon": where they live now is where they moved to
+            r"(?:(?:away\s+)?from\s+[A-Z][\w'-]+(?:\s[A-Z][\w'-]+)*\s+)?"
             r"(?:in)?to\s+(?:(?:a|the|our|my)\s+(?:new\s+)?(?:flat|house|place|home|apartment)"
             r"\s+in\s+)?(?P<v>[A-Z][\w'-]+(?:[ ,]+[A-Z][\w'-]+)*)"
         ),

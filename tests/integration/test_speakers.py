@@ -147,3 +147,25 @@ def test_every_speaker_gets_a_node_with_what_they_said_of_themself(mnt: Mount) -
     context = (me / ".query/Tatton Park half marathon/_context.md").read_text()
     assert context.count("signed up for the Tatton Park half marathon") == 1, context
     assert "[S1:0] Theo: I've signed up" in context, context
+
+
+def test_a_speaker_who_introduces_themself_and_an_event_told_by_what_it_is(mnt: Mount) -> None:
+    """The issue's own examples: the second speaker's "I'm Kofi, I teach chemistry" reaches
+    Kofi's node, "I moved from Oslo to Lisbon" makes Lisbon where they live, and "The vet
+    appointment is on …" is an event of that day."""
+    drop(
+        mnt,
+        "default",
+        "intro.jsonl",
+        [
+            ("Hedda", "Hi Kofi, good to meet you."),
+            ("Kofi", "I'm Kofi, I teach chemistry in Bergen. I moved from Oslo to Lisbon."),
+            ("Hedda", "The vet appointment is on 12 May."),
+        ],
+    )
+    me = mnt.path / "user/default"
+    kofi = (me / "entities/kofi/L2.md").read_text()
+    assert "teaches: chemistry" in kofi and "location: Lisbon" in kofi, kofi
+    assert "location: Oslo" not in kofi, kofi
+    [vet] = [p for p in (me / "events").iterdir() if "vet-appointment" in p.name]
+    assert vet.name.startswith("2023-05-12"), vet.name

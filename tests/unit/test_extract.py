@@ -180,6 +180,13 @@ def test_profile_facts():
     ("my name is Dana but friends say Dee.", "Dana"),
     ("my name is not important.", None),
     ("My name is on the list.", None),
+    ("I'm Ola, I teach chemistry in Bergen.", "Ola"),
+    ("Hi! I'm Ola and I run the bakery.", "Ola"),
+    ("I'm Ola.", "Ola"),
+    ("I'm British, so tea matters.", None),
+    ("I'm Sorry, that was me.", None),
+    ("I'm Jewish and I keep kosher.", None),
+    ("I'm Sam's mum.", None),
 ])  # fmt: skip
 def test_a_name_is_the_capitalised_words_only(text, name):
     """`my name is` is matched in any case; the name it gives is capitalised words, never
@@ -194,9 +201,23 @@ def test_a_name_is_the_capitalised_words_only(text, name):
     "I speak at conferences sometimes.",
     "If I lived in Berlin I'd cycle.",
     "Suppose my name was Alex.",
+    "I teach them to swim.",
+    "I teach at a school in Leeds.",
 ])  # fmt: skip
 def test_profile_negatives(text):
     assert of(extract(user(text)), "profile") == []
+
+
+@pytest.mark.parametrize(("text", "fields"), [
+    ("I moved from Oslo to Lisbon.", {"location": "Lisbon"}),
+    ("We relocated from New York to Lisbon last year.", {"location": "Lisbon"}),
+    ("I teach chemistry in Bergen.", {"facts": {"teaches": "chemistry"}}),
+    ("I teach piano on weekends.", {"facts": {"teaches": "piano"}}),
+])  # fmt: skip
+def test_where_one_moved_to_and_what_one_teaches_are_profile_facts(text, fields):
+    """ "I moved from Oslo to Lisbon" lives in Lisbon (not nowhere); what one teaches is a
+    standing fact beside the role, never replacing it."""
+    assert of(extract(user(text)), "profile") == [fields]
 
 
 def test_entities_from_relations_both_ways():
@@ -412,6 +433,38 @@ def test_events_resolve_relative_dates_against_today_or_the_timestamp():
     assert got["2026-06-05"]["location"] == "Canal Street"
     later = extract(user("Yesterday we shipped the app.", ts=None), today="2026-01-01")
     assert of(later, "event")[0]["date"] == "2025-12-31"
+
+
+@pytest.mark.parametrize(
+    ("text", "event"),
+    [
+        # 2026-05-08 is a Friday
+        ("The vet appointment is on 2026-05-13.",
+         {"date": "2026-05-13", "title": "vet appointment"}),
+        ("Idris's interview was yesterday.",
+         {"date": "2026-05-07", "title": "Idris's interview", "participants": ["Idris"]}),
+        ("The meeting with Sara was on Monday.",
+         {"date": "2026-05-04", "title": "meeting with Sara", "participants": ["Sara"]}),
+        ("Our trip to Rome was on 2 May.",
+         {"date": "2026-05-02", "title": "trip to Rome", "location": "Rome"}),
+        ("I have a meeting with Sara on Friday.",
+         {"date": "2026-05-15", "title": "meeting with Sara", "participants": ["Sara"]}),
+        ("I have an interview on Monday.", {"date": "2026-05-11", "title": "interview"}),
+    ],
+)  # fmt: skip
+def test_an_event_told_by_what_it_is_is_dated(text, event):
+    """An event named by the thing it is ("the vet appointment is on …") or had ("I have
+    a meeting with Sara on Friday") is an event of its day, not nothing."""
+    assert of(extract(user(text)), "event") == [event]
+
+
+@pytest.mark.parametrize("text", [
+    "The weather was lovely on Saturday.",  # no event noun
+    "The meeting was tomorrow.",  # told as gone by, of a day ahead
+    "The interview is yesterday.",  # told as ahead, of a day gone by
+])  # fmt: skip
+def test_a_thing_told_without_an_event_noun_or_in_another_tense_is_no_event(text):
+    assert of(extract(user(text)), "event") == []
 
 
 @pytest.mark.parametrize("text", [
