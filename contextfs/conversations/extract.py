@@ -751,16 +751,38 @@ class RuleExtractor:
         if m_at and m_at.group("l").split()[0] not in _NOT_NAMES:
             location = m_at.group("l")
         # "in" starts a place ("in Portobello"), not a verb's particle ("handed in my notice")
+        # "and I'm still dreaming about …" starts another clause
         title = re.split(r"\s+(?:with|at|in(?=\s+(?:the\s+)?[A-Z])|because|since|after|before|"
-                         r"and then|so|but|to discuss|where|which)\s+|[,;]|:(?!\d)", title_text,
-                         maxsplit=1)[0]  # fmt: skip
-        title = re.sub(r"^(?:had|have|has)\s+(?:a|an|the|our|my)\s+", "", title, flags=re.I)
+                         r"and then|and(?=\s+(?:I|we)\b)|so|but|to discuss|where|which)\s+|"
+                         r"[,;]|:(?!\d)", title_text, maxsplit=1)[0]  # fmt: skip
+        title = re.sub(r"^(?:had|have|has)\s+(?:(?:just|actually|finally|already|also)\s+)*"
+                       r"(?:got\s+)?(?:a|an|the|our|my)\s+", "", title, flags=re.I)  # fmt: skip
+        head = title.split(maxsplit=2)
+        if len(head) > 1 and head[0].lower() in ("have", "has") and _participle(head[1:]):
+            title = title.split(maxsplit=1)[1]  # "have booked the registry office"
         title_list = [
             w
             for w in title.split()
-            if w.lower() not in ("a", "an", "the", "our", "my", "today", "tonight", "yesterday")
+            if w.lower()
+            not in (
+                "a",
+                "an",
+                "the",
+                "our",
+                "my",
+                "today",
+                "tonight",
+                "yesterday",
+                "morning",
+                "afternoon",
+                "evening",
+                "night",
+            )  # fmt: skip
         ]
         title_list = _title_words(title_list)
+        rest_words = {w.lower().strip(".!?") for w in title_list[1:]}
+        if someone is None and rest_words & _PRONOUN_OBJECTS and rest_words <= _EMPTY_OBJECTS:
+            return  # "picked it up", "thinking of doing": a deed that names nothing
         if someone is not None:
             title_list = [someone, *title_list][:8]
             if someone not in participants:
@@ -968,6 +990,16 @@ class RuleExtractor:
 
 # an event title names the deed: no adverb that only colours it, no word left hanging at
 # its end ("landed just", "booked the registry office for")
+# words that name nothing after an event's verb ("picked it up", "thinking of doing it");
+# a particle alone ("moved in", "flying out") completes the verb and names the deed
+_PRONOUN_OBJECTS = frozenset({
+    "it", "them", "this", "that", "these", "those", "one", "ones", "thing", "things",
+    "stuff", "do", "doing", "did", "done", "him", "her", "me", "us",
+})  # fmt: skip
+_EMPTY_OBJECTS = _PRONOUN_OBJECTS | {
+    "up", "out", "off", "in", "on", "of", "to", "over", "back", "so", "too", "again",
+    "there", "here",
+}  # fmt: skip
 # what an event is called when it is told by what it is ("the vet appointment is on …")
 _EVENT_NOUNS = frozenset({
     "appointment", "meeting", "wedding", "party", "interview", "exam", "flight", "trip",
