@@ -4,6 +4,7 @@ re-typed node, `.restore` of a document that restores nothing, trash names acros
 
 from __future__ import annotations
 
+import os
 import subprocess
 
 TYPE_DIR = "user/default/preferences"
@@ -39,3 +40,65 @@ def test_setfattr_is_refused_with_a_reason_in_status_every_time(mount):
     r = _sh("setfattr -n user.ctx.version -v 7 tea/L2.md", mount.path / TYPE_DIR)
     assert r.returncode != 0 and "Operation not supported" in r.stderr
     assert "user.ctx.version not set: extended attributes are read-only" in mount.status()
+
+
+def test_a_file_held_open_across_rm_r_of_its_node_keeps_its_bytes_in_the_trash(mount):
+    """A writer holds an attachment open (written, not closed) while `rm -r` removes the
+    node: the trash shows what was written before the rm (it showed an empty file), what
+    the writer adds before its close follows, and a remount and the restore keep it all."""
+    prefs = mount.path / TYPE_DIR
+    node = prefs / "tea"
+    node.mkdir()
+    (node / "L2.md").write_text("I like green tea.\n")
+    trashed = mount.path / "user/default/.trash/preferences/tea"
+    with open(node / "log.txt", "ab", buffering=0) as f:
+        f.write(b"before the rm\n" * 5000)
+        r = subprocess.run(["rm", "-r", str(node)], capture_output=True, text=True)
+        assert r.returncode == 0, r.stderr
+        assert not node.exists()
+        r = subprocess.run(["wc", "-c", str(trashed / "log.txt")], capture_output=True, text=True)
+        assert r.stdout.split()[0] == str(14 * 5000), r.stdout + r.stderr
+        f.write(b"after the rm\n")
+    want = b"before the rm\n" * 5000 + b"after the rm\n"
+    assert (trashed / "log.txt").read_bytes() == want
+    mount.remount()
+    assert (trashed / "log.txt").read_bytes() == want
+    r = _sh("mv .trash/preferences/tea preferences/tea", mount.path / "user/default")
+    assert r.returncode == 0, r.stderr
+    assert (node / "log.txt").read_bytes() == want
+
+
+def test_a_file_written_and_closed_after_rm_r_unseen_reaches_the_trash(mount):
+    """The same when the trash is not looked at before the writer's close: the bytes
+    written before and after `rm -r` are what the trash shows and the restore brings back."""
+    node = mount.path / TYPE_DIR / "tea"
+    node.mkdir()
+    (node / "L2.md").write_text("I like green tea.\n")
+    with open(node / "log.txt", "ab", buffering=0) as f:
+        f.write(b"one\n")
+        assert subprocess.run(["rm", "-r", str(node)]).returncode == 0
+        f.write(b"two\n")
+    trashed = mount.path / "user/default/.trash/preferences/tea"
+    r = _sh("cat .trash/preferences/tea/log.txt", mount.path / "user/default")
+    assert r.stdout == "one\ntwo\n", r.stdout + r.stderr
+    assert (trashed / "L2.md").read_text() == "I like green tea.\n"
+
+
+def test_a_name_removed_from_a_live_node_while_open_stores_nothing_more(mount):
+    """`rm` of one file of a live node while a writer holds it: the writer keeps writing
+    to its open file (POSIX), nothing of it shows under the name, a new file of that name
+    is a new file."""
+    node = mount.path / TYPE_DIR / "tea"
+    node.mkdir()
+    (node / "L2.md").write_text("I like green tea.\n")
+    with open(node / "log.txt", "ab+", buffering=0) as f:
+        f.write(b"one\n")
+        (node / "log.txt").unlink()
+        f.write(b"two\n")
+        f.seek(0)
+        assert f.read() == b"one\ntwo\n"
+        assert os.fstat(f.fileno()).st_nlink == 0
+    assert not (node / "log.txt").exists()
+    (node / "log.txt").write_text("new\n")
+    mount.remount()
+    assert (node / "log.txt").read_text() == "new\n"
