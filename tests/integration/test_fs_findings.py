@@ -102,3 +102,49 @@ def test_a_name_removed_from_a_live_node_while_open_stores_nothing_more(mount):
     (node / "log.txt").write_text("new\n")
     mount.remount()
     assert (node / "log.txt").read_text() == "new\n"
+
+
+def test_mv_of_a_node_makes_the_key_in_its_front_matter_follow_the_new_name(mount):
+    """A routed node's L2 holds its key (`topic: espresso`): after `mv` to a new name the
+    front matter says the new one (it kept the old), and a re-type to entities (refused:
+    "unknown field 'topic'") takes the entity's key instead; each a new version."""
+    owner = mount.path / "user/default"
+    (owner / "preferences/espresso.md").write_text("I like dark roast.\n")
+    assert (owner / "preferences/espresso/L2.md").read_text().startswith("---\ntopic: espresso\n")
+    r = _sh("mv preferences/espresso preferences/coffee", owner)
+    assert r.returncode == 0, r.stderr
+    assert _sh("cat preferences/coffee/L2.md", owner).stdout == (
+        "---\ntopic: coffee\n---\nI like dark roast.\n"
+    )
+    meta = (owner / "preferences/coffee/meta.yaml").read_text()
+    assert 'path: "user/default/preferences/coffee"' in meta and "version: 2" in meta
+    assert "topic: espresso" in (owner / "preferences/coffee/.history/v1.md").read_text()
+    r = _sh("mv preferences/coffee entities/coffee", owner)
+    assert r.returncode == 0, r.stderr + mount.status()
+    text = _sh("cat entities/coffee/L2.md", owner).stdout
+    assert text == "---\nname: coffee\n---\nI like dark roast.\n", text
+    meta = (owner / "entities/coffee/meta.yaml").read_text()
+    assert "type: entity" in meta and "version: 3" in meta
+    # a key that names the node as it is stays as written; one that does not follows
+    (owner / "entities/ana.md").write_text("---\nname: Ana Lima\n---\nA colleague.\n")
+    assert _sh("mv entities/ana-lima entities/ana-maria", owner).returncode == 0
+    assert (owner / "entities/ana-maria/L2.md").read_text().startswith("---\nname: ana-maria\n")
+    mount.remount()
+    assert (owner / "entities/coffee/L2.md").read_text().startswith("---\nname: coffee\n---")
+    assert not (owner / "preferences/coffee").exists()
+
+
+def test_mv_of_a_node_whose_key_names_it_already_makes_no_version(mount):
+    """Text without front matter, or whose key names the node as moved, is kept as it is."""
+    owner = mount.path / "user/default"
+    (owner / "entities/bob.md").write_text("---\nname: Bob Smith\nkind: person\n---\nBob.\n")
+    (owner / "preferences/tea").mkdir()
+    (owner / "preferences/tea/L2.md").write_text("Green, no sugar.\n")
+    assert _sh("mv preferences/tea preferences/green-tea", owner).returncode == 0
+    assert (owner / "preferences/green-tea/L2.md").read_text() == "Green, no sugar.\n"
+    assert "version: 1" in (owner / "preferences/green-tea/meta.yaml").read_text()
+    assert _sh("rm -r entities/bob-smith", owner).returncode == 0
+    assert _sh("mv .trash/entities/bob-smith entities/bob-smith", owner).returncode == 0
+    text = (owner / "entities/bob-smith/L2.md").read_text()
+    assert text == "---\nname: Bob Smith\nkind: person\n---\nBob.\n"
+    assert "version: 1" in (owner / "entities/bob-smith/meta.yaml").read_text()
