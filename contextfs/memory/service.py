@@ -142,6 +142,10 @@ class Memory:
         self.reaccessed: set[tuple[str, str]] = set()
         self.reattached: set[int] = set()  # nodes whose attachments another mount changed
         self.conflicts: deque[str] = deque(maxlen=50)
+        # the name a node takes in its owner's ".trash" or ".archive" (its own, or
+        # `<name>.<id>` when one there has it), kept as its name so that it shows under
+        # the same name after a remount: given by the tree that shows those (None: its own)
+        self.box_name: Callable[[Node, str], str] | None = None
         self.owners: set[tuple[str, str]] = set(store.owners())
         # (kind, key) -> stored owner, group and modes; absent = the defaults
         self.access = AccessMap(store.access())
@@ -805,9 +809,13 @@ class Memory:
         return render_document(ctype, Document(fields, doc.body))
 
     def delete_node(self, n: Node) -> None:
-        """Soft delete: the node leaves the tree, its rows stay restorable."""
+        """Soft delete: the node leaves the tree, its rows stay restorable. It takes the
+        name it shows in the trash (`box_name`)."""
+        key = (n.owner_kind, n.owner_id, n.type, n.name)
+        name = self.box_name(n, ".trash") if self.box_name is not None else n.name
         with self.transaction():
             self.transactions.keep(n)
+            n.name = name
             n.deleted_at = self.clock()
             n.updated = max(n.deleted_at, n.updated)
             self.transactions.store_node(n)
@@ -816,7 +824,7 @@ class Memory:
                     self.transactions.keep_attachment(a)
                     a.deleted_at = n.deleted_at
                     self.store.update_attachment(a)
-            self.transactions.set_live((n.owner_kind, n.owner_id, n.type, n.name), None)
+            self.transactions.set_live(key, None)
 
     def set_summaries(self, n: Node, l0: str, l1: str, version: int) -> bool:
         """L0/L1 written by the LLM for version `version` of n's L2 (no new version).
@@ -834,12 +842,16 @@ class Memory:
 
     def archive_node(self, n: Node) -> None:
         """Consolidation: a node below its type's minimum importance leaves the type
-        directory for the owner's .archive (visible, restorable with mv, not searched)."""
+        directory for the owner's .archive (visible, restorable with mv, not searched),
+        under the name it shows there (`box_name`)."""
+        key = (n.owner_kind, n.owner_id, n.type, n.name)
+        name = self.box_name(n, ".archive") if self.box_name is not None else n.name
         with self.transaction():
             self.transactions.keep(n)
+            n.name = name
             n.archived_at = self.clock()
             self.transactions.store_node(n)
-            self.transactions.set_live((n.owner_kind, n.owner_id, n.type, n.name), None)
+            self.transactions.set_live(key, None)
 
     def set_importance(self, changes: dict[int, float]) -> None:
         """Importance of nodes by id, and the access counts read since the last flush, in

@@ -148,3 +148,51 @@ def test_mv_of_a_node_whose_key_names_it_already_makes_no_version(mount):
     text = (owner / "entities/bob-smith/L2.md").read_text()
     assert text == "---\nname: Bob Smith\nkind: person\n---\nBob.\n"
     assert "version: 1" in (owner / "entities/bob-smith/meta.yaml").read_text()
+
+
+def test_trash_names_stay_the_same_across_a_remount(mount):
+    """Three nodes named `dup` deleted in turn show as dup, dup.<id>, dup.<id>; after the
+    first is restored and the mount remounted, the other two keep the names `ls .trash`
+    showed (one became `dup`), so a script can `mv .trash/...` what it listed. A node
+    deleted before another of lower id keeps its place too."""
+    owner = mount.path / "user/default"
+    trash = owner / ".trash/preferences"
+    for i in (1, 2, 3):
+        assert (
+            _sh(
+                f"mkdir preferences/dup && echo 'dup {i}' > preferences/dup/L2.md", owner
+            ).returncode
+            == 0
+        )
+        assert _sh("rm -r preferences/dup", owner).returncode == 0
+    # deleted later than a node of a higher id, under the same name: x.<id of a>
+    assert _sh("mkdir preferences/a && echo A > preferences/a/L2.md", owner).returncode == 0
+    assert _sh("mkdir preferences/x && echo X > preferences/x/L2.md", owner).returncode == 0
+    assert _sh("rm -r preferences/x && mv preferences/a preferences/x", owner).returncode == 0
+    assert _sh("rm -r preferences/x", owner).returncode == 0
+
+    def listing() -> dict[str, str]:
+        names = _sh("ls .trash/preferences", owner).stdout.split()
+        return {name: (trash / name / "L2.md").read_text() for name in names}
+
+    before = listing()
+    assert before["dup"] == "dup 1\n" and before["x"] == "X\n", before
+    assert len(before) == 5 and sorted(v for k, v in before.items() if k.startswith("x.")) == [
+        "A\n"
+    ]
+    assert _sh("mv .trash/preferences/dup preferences/dup", owner).returncode == 0
+    shown = listing()
+    assert shown == {k: v for k, v in before.items() if k != "dup"}
+    mount.remount()
+    assert listing() == shown
+    later = next(k for k, v in shown.items() if v == "dup 3\n")
+    assert f'path: "user/default/preferences/{later}"' in (trash / later / "meta.yaml").read_text()
+    r = _sh(f"mv .trash/preferences/{later} preferences/dup-three", owner)
+    assert r.returncode == 0, r.stderr
+    assert (owner / "preferences/dup-three/L2.md").read_text() == "dup 3\n"
+    assert (owner / "preferences/dup/L2.md").read_text() == "dup 1\n"
+    # the name is free again: the next node deleted as `dup` shows as `dup`
+    assert _sh("rm -r preferences/dup", owner).returncode == 0
+    assert (trash / "dup/L2.md").read_text() == "dup 1\n"
+    mount.remount()
+    assert (trash / "dup/L2.md").read_text() == "dup 1\n"

@@ -107,10 +107,21 @@ class Nodes(RoleBase):
         # mount time and memory do not grow with the nodes no one looks at. Read from the
         # store (memory.heads): the trashed and archived nodes, and the singletons
         singletons = tuple(sorted(t.name for t in self.memory.types.values() if t.singleton))
-        for n in self.memory.walk(live=False):
+        # in the order they went there: where two share a name (deleted without a tree),
+        # the first keeps it, as when they were shown
+        boxed = sorted(self.memory.walk(live=False), key=_boxed_order)
+        for n in boxed:
             self.place(n)
         for n in self.memory.walk(types=singletons):
             self.place(n)
+
+    def box_name(self, n: Node, box: str) -> str:
+        """The name n takes in its owner's `box` (`Memory.box_name`, set by `fs.build`)."""
+        od = self.owner_dirs.get(n.owner)
+        ctype = self.memory.types.get(n.type)
+        if od is None or ctype is None:
+            return n.name
+        return self.trash.free_name(od, ctype, n, box)
 
     def add_owner(self, owner: tuple[str, str]) -> Inode:
         """An owner's directory with its type directories, trash and intake directories."""
@@ -833,3 +844,9 @@ class Nodes(RoleBase):
             )
             if meta is not None:
                 self.table.invalidate(meta)
+
+
+def _boxed_order(n: Node) -> tuple[float, int]:
+    """When a node went into the trash or the archive, then its id."""
+    at = n.deleted_at if n.deleted_at is not None else n.archived_at
+    return (at or 0.0, n.id)
