@@ -196,3 +196,33 @@ def test_trash_names_stay_the_same_across_a_remount(mount):
     assert (trash / "dup/L2.md").read_text() == "dup 1\n"
     mount.remount()
     assert (trash / "dup/L2.md").read_text() == "dup 1\n"
+
+
+def test_restore_of_a_document_with_nothing_to_restore_is_refused_with_a_reason(mount):
+    """`.restore` of a document that names a node and gives no version, pin or fact made an
+    empty node (and left the deleted one in the trash). It is refused with EINVAL; the
+    reason names the trash entry of that name and the mv that restores it. A document with
+    versions still makes the node."""
+    owner = mount.path / "user/default"
+    (owner / "preferences/tea").mkdir()
+    (owner / "preferences/tea/L2.md").write_text("Green, no sugar.\n")
+    assert _sh("rm -r preferences/tea", owner).returncode == 0
+    r = _sh("""/usr/bin/printf '{"node": "user/default/preferences/tea"}' > .restore""", mount.path)
+    assert r.returncode != 0 and "Invalid argument" in r.stderr, r.stderr
+    assert not (owner / "preferences/tea").exists()
+    status = mount.status()
+    assert (
+        "nothing to restore; the deleted node is user/default/.trash/preferences/tea: restore "
+        "it with mv user/default/.trash/preferences/tea user/default/preferences/tea"
+    ) in status, status
+    doc = '{"node": "user/default/preferences/milk", "versions": []}'
+    r = _sh(f"/usr/bin/printf '{doc}' > .restore", mount.path)
+    assert r.returncode != 0 and not (owner / "preferences/milk").exists()
+    assert "no version, pin or fact of user/default/preferences/milk" in mount.status()
+    # what the line says works; a document with a version makes its node
+    r = _sh("mv user/default/.trash/preferences/tea user/default/preferences/tea", mount.path)
+    assert r.returncode == 0, r.stderr
+    assert (owner / "preferences/tea/L2.md").read_text() == "Green, no sugar.\n"
+    doc = '{"node": "user/default/preferences/milk", "versions": ["Oat milk.\\\\n"]}'
+    assert _sh(f"/usr/bin/printf '{doc}' > .restore", mount.path).returncode == 0
+    assert (owner / "preferences/milk/L2.md").read_text() == "Oat milk.\n"

@@ -115,6 +115,22 @@ class Nodes(RoleBase):
         for n in self.memory.walk(types=singletons):
             self.place(n)
 
+    def in_trash(self, owner: tuple[str, str], ctype: ContextType, shown: str) -> list[str]:
+        """The names in the owner's `.trash/<type-dir>` of nodes deleted as `shown`
+        (`shown`, or `shown.<id>` when that was taken), the first deleted first."""
+        od = self.owner_dirs.get(owner)
+        trash = (od.children or {}).get(TRASH_DIR) if od is not None else None
+        tt = (trash.children or {}).get(ctype.type_dir) if trash is not None else None
+        if tt is None:
+            return []
+        found = [
+            c
+            for k, c in (tt.children or {}).items()
+            if c.node is not None
+            and (k == shown or (k.startswith(shown + ".") and k[len(shown) + 1 :].isdigit()))
+        ]
+        return [c.name for c in sorted(found, key=lambda c: _boxed_order(c.node))]  # type: ignore[arg-type]
+
     def box_name(self, n: Node, box: str) -> str:
         """The name n takes in its owner's `box` (`Memory.box_name`, set by `fs.build`)."""
         od = self.owner_dirs.get(n.owner)
