@@ -158,6 +158,7 @@ def _assemble(
     inbox.add_dirs(root, ("user", memory.default_owner))
     restore.build(root)
     nodes.build()
+    memory.box_name = nodes.box_name  # a node deleted or archived keeps its name there
     tiers.restore_parked()
     return tree, inbox
 

@@ -550,6 +550,9 @@ class Operations(pyfuse3.Operations):
         except ContextFSError:
             return []
 
+    # Setting or removing one is refused with ENOTSUP and its reason in .status, every
+    # time: ENOSYS would make the kernel answer later calls itself, with no reason given.
+    @_handler
     async def setxattr(
         self,
         inode: pyfuse3.InodeT,
@@ -557,9 +560,10 @@ class Operations(pyfuse3.Operations):
         value: bytes,
         ctx: pyfuse3.RequestContext,
     ) -> None:
-        raise pyfuse3.FUSEError(errno.ENOSYS)
+        self.tree.refuse_xattr(inode, os.fsdecode(name), "set", shown=self.xattrs)
 
+    @_handler
     async def removexattr(
         self, inode: pyfuse3.InodeT, name: pyfuse3.XAttrNameT, ctx: pyfuse3.RequestContext
     ) -> None:
-        raise pyfuse3.FUSEError(errno.ENOSYS)
+        self.tree.refuse_xattr(inode, os.fsdecode(name), "removed", shown=self.xattrs)

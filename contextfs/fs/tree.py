@@ -30,6 +30,7 @@ from contextfs.errors import (
     InvalidInput,
     IsADirectory,
     NameTooLong,
+    NotAccepted,
     NotADirectory,
     NotFound,
     NotSupported,
@@ -519,6 +520,21 @@ class Tree:
             raise Exists(f"{self.table.child_path(d, name)} exists")
         self.memory.check_writable()
         return self.attachments.link(inode, d, name)
+
+    def refuse_xattr(self, ino: int, name: str, what: str, *, shown: bool) -> None:
+        """setfattr or `setfattr -x` (`what`: "set" or "removed"): nothing stores extended
+        attributes, so each is refused (ENOTSUP) with the reason; with `shown` (the
+        `ctx_xattr` option) the user.ctx.* facts are read-only."""
+        self.get(ino)  # a stale inode is ENOENT, as for any call
+        if shown:
+            raise NotAccepted(
+                f"extended attribute {name} not {what}: extended attributes are read-only "
+                "(user.ctx.* shows the facts of meta.yaml; nothing else is stored)"
+            )
+        raise NotAccepted(
+            f"extended attribute {name} not {what}: extended attributes are not supported "
+            "(the mount option ctx_xattr shows a node's facts as user.ctx.*, read-only)"
+        )
 
     async def mknod(self, parent_ino: int, name: str, mode: int, uid: int, gid: int) -> Inode:
         """A regular file made with mknod: created, closed, and returned; a FIFO or a

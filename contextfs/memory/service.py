@@ -37,7 +37,7 @@ from contextfs.errors import (
     VersionConflict,
 )
 from contextfs.memory.attachments import AttachmentStore
-from contextfs.memory.document import Document, parse_document, trace_bytes
+from contextfs.memory.document import Document, parse_document, render_document, trace_bytes
 from contextfs.memory.heads import LiveIndex, NodeCache
 from contextfs.memory.redact import escape_controls, marker
 from contextfs.memory.remote import catch_up, keep_both, lock_and_load
@@ -142,6 +142,10 @@ class Memory:
         self.reaccessed: set[tuple[str, str]] = set()
         self.reattached: set[int] = set()  # nodes whose attachments another mount changed
         self.conflicts: deque[str] = deque(maxlen=50)
+        # the name a node takes in its owner's ".trash" or ".archive" (its own, or
+        # `<name>.<id>` when one there has it), kept as its name so that it shows under
+        # the same name after a remount: given by the tree that shows those (None: its own)
+        self.box_name: Callable[[Node, str], str] | None = None
         self.owners: set[tuple[str, str]] = set(store.owners())
         # (kind, key) -> stored owner, group and modes; absent = the defaults
         self.access = AccessMap(store.access())
@@ -535,10 +539,17 @@ class Memory:
         return doc
 
     def save_l2(
-        self, n: Node, text: str, reason: str = "write", *, at: float | None = None
+        self,
+        n: Node,
+        text: str,
+        reason: str = "write",
+        *,
+        at: float | None = None,
+        keep_pins: bool = False,
     ) -> bool:
         """Commit text as n's L2: a new version when it differs. Returns whether it did.
-        `at`: when the version was saved (an import restoring an exported one), else now."""
+        `at`: when the version was saved (an import restoring an exported one), else now.
+        keep_pins: hand-written L0/L1 stay, as after a machine's write (a rename's new key)."""
         if len(text.encode("utf-8")) > self.max_tier_size:
             raise TooBig(f"L2.md is limited to {self.max_tier_size} bytes")
         ctype = self.type_named(n.type)
@@ -565,7 +576,8 @@ class Memory:
                 # a machine's L2 keeps what a person wrote in L0/L1 (pinned), which has no
                 # version of its own to come back from; a person's L2 derives them again
                 machine = reason.startswith(MACHINE_REASONS)
-                n.l0_pinned, n.l1_pinned = machine and n.l0_pinned, machine and n.l1_pinned
+                kept = machine or keep_pins
+                n.l0_pinned, n.l1_pinned = kept and n.l0_pinned, kept and n.l1_pinned
                 n.l0 = n.l0 if n.l0_pinned else l0
                 n.l1 = n.l1 if n.l1_pinned else l1
                 n.l2 = text
@@ -723,15 +735,17 @@ class Memory:
             self.transactions.store_node(n)
 
     def rename_node(self, n: Node, owner: tuple[str, str], ctype: ContextType, name: str) -> None:
-        """mv of a node directory: a new name, owner or type (validated)."""
+        """mv of a node directory: a new name, owner or type (validated). The key its L2's
+        front matter holds follows the new name (`_renamed_text`), a new version."""
         self._check_name(ctype, name)
         if ctype.scope != owner[0]:
             raise InvalidInput(f"{ctype.name} nodes belong under {ctype.scope}/, not {owner[0]}/")
         other = self.live_node(owner, ctype, name)
         if other is not None and other is not n:
             raise Exists(f"{ctype.type_dir}/{name} already exists")
-        if n.l2.strip():
-            doc = self.validate_l2(ctype, n.l2)
+        renamed = self._renamed_text(n, ctype, name)
+        if renamed is not None or n.l2.strip():
+            doc = self.validate_l2(ctype, n.l2 if renamed is None else renamed)
             missing = ctype.missing_required({**doc.fields, **self._keys_from_name(ctype, name)})
             if missing and ctype.name != n.type:
                 raise InvalidInput(
@@ -753,14 +767,55 @@ class Memory:
             else:
                 self.transactions.set_live(old_key, None)
             self.transactions.set_live((n.owner_kind, n.owner_id, n.type, n.name), n.id)
+            if renamed is not None:
+                self.save_l2(n, renamed, "rename", keep_pins=True)
 
     def _keys_from_name(self, ctype: ContextType, name: str) -> dict[str, object]:
         return dict(ctype.parse_node_name(name) or {}) if name else {}
 
+    def _renamed_text(self, n: Node, ctype: ContextType, name: str) -> str | None:
+        """n's L2 with the key fields of its front matter made to agree with the name it
+        is moved to (`ctype`, `name`), or None when nothing changes: a key the name now
+        carries otherwise is replaced by the name's part (`topic: tea` of preferences/tea
+        moved to preferences/coffee is `topic: coffee`; a value that names the node as it
+        is, `name: Ana Lima` of entities/ana-lima, stays), a key of the old type the new
+        one does not declare goes (re-typed, the name carries it), and the new type's keys
+        are added when the text held the old type's. Text with no key fields is kept."""
+        old = self.types.get(n.type)
+        if not n.l2.strip() or old is None:
+            return None
+        try:
+            doc = parse_document(n.l2)
+        except InvalidInput:
+            return None  # refused by the validation that follows, with its line
+        keys = self._keys_from_name(ctype, name)
+        fields = dict(doc.fields)
+        held_key = any(k in fields for k in old.key_fields)
+        for k in old.key_fields:
+            if k not in ctype.key_fields and ctype.field(k) is None:
+                fields.pop(k, None)
+        for var, part in keys.items():
+            if var in fields:
+                try:
+                    names_it = ctype.node_name({**keys, var: fields[var]}) == name
+                except InvalidInput:
+                    names_it = False
+                if not names_it:
+                    fields[var] = part
+            elif held_key:
+                fields[var] = part
+        if fields == doc.fields:
+            return None
+        return render_document(ctype, Document(fields, doc.body))
+
     def delete_node(self, n: Node) -> None:
-        """Soft delete: the node leaves the tree, its rows stay restorable."""
+        """Soft delete: the node leaves the tree, its rows stay restorable. It takes the
+        name it shows in the trash (`box_name`)."""
+        key = (n.owner_kind, n.owner_id, n.type, n.name)
+        name = self.box_name(n, ".trash") if self.box_name is not None else n.name
         with self.transaction():
             self.transactions.keep(n)
+            n.name = name
             n.deleted_at = self.clock()
             n.updated = max(n.deleted_at, n.updated)
             self.transactions.store_node(n)
@@ -769,7 +824,7 @@ class Memory:
                     self.transactions.keep_attachment(a)
                     a.deleted_at = n.deleted_at
                     self.store.update_attachment(a)
-            self.transactions.set_live((n.owner_kind, n.owner_id, n.type, n.name), None)
+            self.transactions.set_live(key, None)
 
     def set_summaries(self, n: Node, l0: str, l1: str, version: int) -> bool:
         """L0/L1 written by the LLM for version `version` of n's L2 (no new version).
@@ -787,12 +842,16 @@ class Memory:
 
     def archive_node(self, n: Node) -> None:
         """Consolidation: a node below its type's minimum importance leaves the type
-        directory for the owner's .archive (visible, restorable with mv, not searched)."""
+        directory for the owner's .archive (visible, restorable with mv, not searched),
+        under the name it shows there (`box_name`)."""
+        key = (n.owner_kind, n.owner_id, n.type, n.name)
+        name = self.box_name(n, ".archive") if self.box_name is not None else n.name
         with self.transaction():
             self.transactions.keep(n)
+            n.name = name
             n.archived_at = self.clock()
             self.transactions.store_node(n)
-            self.transactions.set_live((n.owner_kind, n.owner_id, n.type, n.name), None)
+            self.transactions.set_live(key, None)
 
     def set_importance(self, changes: dict[int, float]) -> None:
         """Importance of nodes by id, and the access counts read since the last flush, in

@@ -428,9 +428,36 @@ class Attachments(RoleBase):
             child.ctime_ns = time.time_ns()
             self.touch_dir(d)
             return
+        if child.dirty and child.data is not None and self._holds_bytes(child):
+            # open and written: its row keeps what was written up to the unlink, which is
+            # what the trash shows and a restore brings back (`rm -r` of the node)
+            self.commit(child)
+        if child.opened:  # its node's trash or restore shows this file, still open
+            self._kept_open = {k: v for k, v in self._kept_open.items() if v.opened}
+            self._kept_open[child.att.id] = child
         self.memory.attachment_store.remove_attachment(child.att)
         self.table.unlink_inode(child)
         self.touch_dir(d)
+
+    def _holds_bytes(self, inode: Inode) -> bool:
+        """Whether a file's buffer is worth a commit at its unlink: not a file made by
+        create and removed before a byte was written (stress-ng's iomix: no store write)."""
+        assert inode.att is not None and inode.data is not None
+        return bool(len(inode.data)) or not self.memory.attachment_store.unstored(inode.att)
+
+    def _keeps_unlinked(self, inode: Inode) -> bool:
+        """Whether a file with no name left still stores what it commits: when its row is
+        one its node's restore brings back (or brought back), as a file moved with its
+        node to the trash keeps what its writer adds. A name removed from a live node
+        does not (POSIX drops the bytes at the last close)."""
+        a, n = inode.att, inode.node
+        if a is None or n is None:
+            return False
+        if a.deleted_at is None:
+            return True  # its node was restored: the row is shown again
+        if n.deleted_at is None:
+            return False
+        return any(x is a for x in self.memory.attachment_store.node_attachments(n))
 
     async def rmdir(self, d: Inode, child: Inode) -> None:
         self.table.ensure(child)
@@ -449,7 +476,7 @@ class Attachments(RoleBase):
             self.commit(h.inode)
 
     def release(self, h: Handle) -> None:
-        if h.inode.dirty and h.inode.parent is not None:
+        if h.inode.dirty:  # (a file with no name left: `store` decides)
             self.commit(h.inode)
 
     def commit(self, inode: Inode) -> None:
@@ -479,11 +506,13 @@ class Attachments(RoleBase):
 
         A file unlinked while open is not stored any more (as at its last release): no
         name can show its bytes again (link() needs a name), POSIX drops them at the last
-        close, and its soft-deleted row keeps the file as it was when it was removed,
-        which is what restoring its node brings back. Scratch files that are opened and
-        unlinked at once (stress-ng's iomix does so, with O_SYNC) cost no store writes.
+        close, and its soft-deleted row keeps the file as it was when it was removed
+        (`unlink` commits what was written). Scratch files that are opened and unlinked at
+        once (stress-ng's iomix does so, with O_SYNC) cost no store writes. Except a file
+        removed with its node (`rm -r`): its row is in the trash, and what its writer
+        adds goes there, as into a file moved with its folder (`_keeps_unlinked`).
         """
-        if inode.parent is None:
+        if inode.parent is None and not self._keeps_unlinked(inode):
             return
         assert inode.att is not None and inode.data is not None
         changed = inode.changed

@@ -107,10 +107,37 @@ class Nodes(RoleBase):
         # mount time and memory do not grow with the nodes no one looks at. Read from the
         # store (memory.heads): the trashed and archived nodes, and the singletons
         singletons = tuple(sorted(t.name for t in self.memory.types.values() if t.singleton))
-        for n in self.memory.walk(live=False):
+        # in the order they went there: where two share a name (deleted without a tree),
+        # the first keeps it, as when they were shown
+        boxed = sorted(self.memory.walk(live=False), key=_boxed_order)
+        for n in boxed:
             self.place(n)
         for n in self.memory.walk(types=singletons):
             self.place(n)
+
+    def in_trash(self, owner: tuple[str, str], ctype: ContextType, shown: str) -> list[str]:
+        """The names in the owner's `.trash/<type-dir>` of nodes deleted as `shown`
+        (`shown`, or `shown.<id>` when that was taken), the first deleted first."""
+        od = self.owner_dirs.get(owner)
+        trash = (od.children or {}).get(TRASH_DIR) if od is not None else None
+        tt = (trash.children or {}).get(ctype.type_dir) if trash is not None else None
+        if tt is None:
+            return []
+        found = [
+            c
+            for k, c in (tt.children or {}).items()
+            if c.node is not None
+            and (k == shown or (k.startswith(shown + ".") and k[len(shown) + 1 :].isdigit()))
+        ]
+        return [c.name for c in sorted(found, key=lambda c: _boxed_order(c.node))]  # type: ignore[arg-type]
+
+    def box_name(self, n: Node, box: str) -> str:
+        """The name n takes in its owner's `box` (`Memory.box_name`, set by `fs.build`)."""
+        od = self.owner_dirs.get(n.owner)
+        ctype = self.memory.types.get(n.type)
+        if od is None or ctype is None:
+            return n.name
+        return self.trash.free_name(od, ctype, n, box)
 
     def add_owner(self, owner: tuple[str, str]) -> Inode:
         """An owner's directory with its type directories, trash and intake directories."""
@@ -833,3 +860,9 @@ class Nodes(RoleBase):
             )
             if meta is not None:
                 self.table.invalidate(meta)
+
+
+def _boxed_order(n: Node) -> tuple[float, int]:
+    """When a node went into the trash or the archive, then its id."""
+    at = n.deleted_at if n.deleted_at is not None else n.archived_at
+    return (at or 0.0, n.id)

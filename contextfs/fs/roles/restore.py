@@ -11,8 +11,9 @@ shows it; its attachments then come through their files as usual.
 
 Only the mount's own user and root may write it (mode 0200, the daemon's user, checked by
 the kernel under `default_permissions`); a read returns nothing. A refusal is an errno at
-close (EINVAL for a document that is not one, ENOENT for an unknown owner, EEXIST for a
-node already there) with its reason in `.status`.
+close (EINVAL for a document that is not one, or that names a node and nothing of it:
+the reason says how to restore a deleted node of that name from `.trash`; ENOENT for an
+unknown owner, EEXIST for a node already there) with its reason in `.status`.
 """
 
 from __future__ import annotations
@@ -94,8 +95,25 @@ class Restore(RoleBase):
             raise InvalidInput('"facts" must be an object')
         owner, ctype, name = self._place(path)
         saved = [_version(v) for v in versions]
+        if not saved and not pins and not facts:
+            raise InvalidInput(self._nothing(path, owner, ctype, name))
         n = restore_node(self.memory, owner, ctype, name, saved, pins, facts)
         self.nodes.routed(n, True)
+
+    def _nothing(self, path: str, owner: tuple[str, str], ctype: ContextType, name: str) -> str:
+        """Why a document with no version, pin or fact is refused: it would make an empty
+        node (mkdir does that), not bring one back; a deleted one is restored with mv."""
+        said = f"{RESTORE_FILE} got no version, pin or fact of {path}: nothing to restore"
+        shown = name or ctype.type_dir
+        where = f"{owner[0]}/{owner[1]}"
+        entries = self.nodes.in_trash(owner, ctype, shown)
+        if not entries:
+            return f"{said} (an exported node has them; mkdir makes an empty node)"
+        to = f"{where}/{ctype.type_dir}" + (f"/{name}" if name else "")
+        return (
+            f"{said}; the deleted node is {where}/.trash/{ctype.type_dir}/{entries[0]}: "
+            f"restore it with mv {where}/.trash/{ctype.type_dir}/{entries[0]} {to}"
+        )
 
     def _place(self, path: str) -> tuple[tuple[str, str], ContextType, str]:
         parts = path.strip("/").split("/")

@@ -25,6 +25,18 @@ class Trash(RoleBase):
         assert od.children is not None
         return od.children[TRASH_DIR if n.deleted_at is not None else ARCHIVE_DIR]
 
+    def free_name(self, od: Inode, ctype: ContextType, n: Node, box: str) -> str:
+        """The name n takes when it goes into its owner's `box` (TRASH_DIR or ARCHIVE_DIR):
+        its own ("" for a singleton, shown as its type directory), or `<name>.<id>` when
+        one there has it. The memory keeps it as n's name (`Memory.box_name`), so the
+        entry shows under it after a remount, whatever else comes and goes there."""
+        assert od.children is not None
+        tt = (od.children[box].children or {}).get(ctype.type_dir)
+        shown = n.name or ctype.type_dir
+        if tt is None or shown not in (tt.children or {}):
+            return n.name
+        return f"{shown}.{n.id}"
+
     def place(self, od: Inode, ctype: ContextType, n: Node) -> Inode:
         """The directory of a deleted or archived node, under its type in the box."""
         box = self._box(od, n)
@@ -36,7 +48,7 @@ class Trash(RoleBase):
             )
         assert tt.children is not None
         name = n.name or ctype.type_dir
-        if name in tt.children:
+        if name in tt.children:  # deleted without a tree (`contextfs consolidate DIR`)
             name = f"{name}.{n.id}"
         return self.table.new_dir(
             Role.NODE,
