@@ -162,6 +162,16 @@ _THIRD_PERSON_RES = [
     (re.compile(rf"(?P<n>{_NAME})\s+(?:really\s+)?(?:loves|adores)\s+(?P<v>[a-z][\w -]{{2,40}})"),
      "loves"),
     (re.compile(rf"(?P<n>{_NAME})\s+(?:really\s+)?likes\s+(?P<v>[a-z][\w -]{{2,40}})"), "likes"),
+    (re.compile(rf"(?P<n>{_NAME})\s+(?:(?:really|much|generally|always|still)\s+)?prefers\s+"
+                r"(?P<v>[a-z][\w -]{2,40})"), "prefers"),
+    (re.compile(rf"(?P<n>{_NAME})\s+(?:now\s+)?(?:works|is\s+working)\s+(?:at|for)\s+"
+                r"(?P<v>[A-Z][\w&.-]*(?: [A-Z][\w&.-]*){0,3})"), "employer"),
+    (re.compile(rf"(?P<n>{_NAME})\s+is\s+(?:now\s+)?(?:an?|the)\s+(?P<v>[a-z][a-z -]{{2,40}})"),
+     "role?"),
+    (re.compile(rf"(?P<n>{_NAME})\s+(?:is|comes)\s+(?:originally\s+)?from\s+"
+                r"(?P<v>[A-Z][\w'-]+(?:\s[A-Z][\w'-]+)*)"), "from"),
+    (re.compile(rf"(?P<n>{_NAME})\s+grew\s+up\s+in\s+(?P<v>[A-Z][\w'-]+(?:\s[A-Z][\w'-]+)*)"),
+     "from"),
     (re.compile(rf"(?P<n>{_NAME})\s+(?:really\s+)?(?:hates|dislikes|can['’]t\s+stand)\s+"
                 r"(?P<v>[a-z][\w -]{2,40})"), "dislikes"),
     (re.compile(rf"(?P<n>{_NAME})\s+is\s+(?:(?:also|really|very|severely|badly|mildly)\s+)*"
@@ -628,8 +638,12 @@ class RuleExtractor:
         """A fact about someone else, named at the head of the sentence: "Maya's favourite
         tea is genmaicha", "Ola lives in Bergen" / "moved to Lisbon", "Ola works as a
         chemistry teacher", "Ola loves climbing": an attribute of their entity node."""
+        # "My sister Emma prefers tea": the fact is Emma's
+        rel = re.match(rf"(?:[Mm]y|[Oo]ur)\s+(?P<rel>{_REL_ALT})\s+(?={_NAME})", bare.strip())
+        head = bare.strip()[rel.end() :] if rel else bare.strip()
+        kind = _RELATIONS.get(rel.group("rel").lower(), "person") if rel else "person"
         for rx, what in _THIRD_PERSON_RES:
-            m = rx.match(bare.strip())
+            m = rx.match(head)
             if m is None:
                 continue
             name = m.group("n")
@@ -641,9 +655,16 @@ class RuleExtractor:
             elif what == "location":
                 place = m.group("v").strip()
                 attrs = {"location": place} if place.split()[0] not in _NOT_NAMES else {}
-            elif what == "role":
+            elif what in ("role", "role?"):
                 role = _clean_phrase(re.split(r"\s+(?:at|for|in|with|on)\s+", m.group("v"))[0], 4)
+                if role and what == "role?" and role.lower().split()[-1] not in _JOB_WORDS:
+                    continue  # "Ola is a good friend", "Ola is a bit tired"
                 attrs = {"role": role} if role else {}
+            elif what in ("employer", "from"):
+                place = m.group("v").strip().rstrip(".")
+                if place.split()[0] in _NOT_NAMES:
+                    continue
+                attrs = {what: place}
             elif what in ("allergy", "diet", "birthday"):
                 value = _clean_phrase(m.group("v"), 4)
                 if value is None or value.split()[0].lower() in _PRONOUNS:
@@ -659,7 +680,7 @@ class RuleExtractor:
                     continue
                 attrs = {str(_what(thing)).lower(): what}
             if attrs:
-                col.add("entity", {"name": name, "kind": "person", "attributes": attrs},
+                col.add("entity", {"name": name, "kind": kind, "attributes": attrs},
                         sentence, [turn.ref], 0.7)  # fmt: skip
 
     def _someone(self, col: _Collector, turn: Turn) -> None:

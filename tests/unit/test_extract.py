@@ -54,6 +54,12 @@ def of(cands: list[Candidate], type_name: str) -> list[dict]:
         ("Ola works as a chemistry teacher at a school.", "Ola", {"role": "chemistry teacher"}),
         ("Mina loves climbing.", "Mina", {"climbing": "loves"}),
         ("Mina can't stand olives any more.", "Mina", {"olives": "dislikes"}),
+        ("Alice prefers dark roast coffee.", "Alice", {"dark roast coffee": "prefers"}),
+        ("Alice works at Google.", "Alice", {"employer": "Google"}),
+        ("Alice is a nurse.", "Alice", {"role": "nurse"}),
+        ("Alice grew up in Porto.", "Alice", {"from": "Porto"}),
+        ("Alice is originally from Porto.", "Alice", {"from": "Porto"}),
+        ("My sister Emma prefers tea.", "Emma", {"relation": "sister", "tea": "prefers"}),
     ],
 )
 def test_a_fact_about_someone_named_is_an_attribute_of_their_entity(text, name, attrs):
@@ -71,6 +77,8 @@ def test_a_fact_about_someone_named_is_an_attribute_of_their_entity(text, name, 
         "Does Maya live in Bergen?",
         "If Ola moved to Lisbon, I would visit.",
         "Will proposed on Saturday.",
+        "Alice is a good friend.",  # no job
+        "Biscuit is a beagle.",
     ],
 )
 def test_no_third_person_fact_without_a_named_person_stating_it(text):
@@ -345,7 +353,7 @@ def test_someone_elses_allergy_diet_birthday_is_theirs(text, name, attrs):
     [
         ("Biscuit, our beagle, stares at me the entire time I cook.", "Biscuit",
          {"relation": "dog", "breed": "beagle"}),
-        ("Our dog Biscuit hates the rain.", "Biscuit", {"relation": "dog"}),
+        ("Our dog Biscuit hates the rain.", "Biscuit", {"relation": "dog", "rain": "dislikes"}),
         ("My beagle Biscuit hates the rain.", "Biscuit", {"relation": "dog", "breed": "beagle"}),
         ("Miso, my cat, is asleep.", "Miso", {"relation": "cat"}),
         ("Nacho is our Maine Coon.", "Nacho", {"relation": "cat", "breed": "maine coon"}),
