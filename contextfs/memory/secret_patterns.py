@@ -28,8 +28,9 @@ class Detector:
     # Cheap prefilter: the regex runs only when one of these occurs in the text
     # (in the lower-cased text when `fold`). Empty means always run.
     anchors: tuple[str, ...]
-    # The secret's span for a match, or None when the match is not a secret after all.
-    span: Callable[[re.Match[str]], Span | None]
+    # The secret's span for a match, or None when the match is not a secret after all
+    # (or the spans of several: the rows of a table under its header).
+    span: Callable[[re.Match[str]], Span | list[Span] | None]
     priority: int
     fold: bool = False
     # When set, candidate starts are found by this case-sensitive regex in the lower-cased
@@ -560,7 +561,7 @@ _STRONG_WORDS = (
     pasword passwrod passowrd paswword pssword passwrd paasword passwod pasword paswd
     pasuwado pasuwaado pasuwādo pasuwaado paswoord contrasena mdp passkey passnumber
     wachtwoord lösenord lösenordet hasło haslo heslo salasana şifre şifresi sifre parola
-    пароль adgangskode adgangskoden passord passordet lozinka jelszó pass"""),
+    пароль adgangskode adgangskoden passord passordet lozinka jelszó pass ww contra"""),
     "pass code",
     "pin code",
     *_joined(["pin", "puk"], (" ", "-"), _words("number nummer code kode koodi")),
@@ -666,7 +667,11 @@ _LOCK_NOUN_RE = re.compile(
     r"|intercom|interphone|domofon|citofono|portero|nøglebok|nøkkelbok|nyckelbox|fietsslot"
     r"|cykellås|sykkellås|fahrradschloss|schlüsselkast|sleutelkast|garasje|branka|branky"
     r"|brána|brány|dveří|ovi|portti|porta|interfon|під'їзд|подъезд|домофон|דלת|הדלת|אזעקה|האזעקה"
-    r"|כספת|הכספת|باب|الباب|بوابة|البوابة|خزنة|الخزنة)\w{0,3}\b",
+    r"|כספת|הכספת|باب|الباب|بوابة|البوابة|خزنة|الخزنة"
+    r"|room|office|gym|pool|studio|cupboard|drawer|portão|portao|portaria|hek|poort|voordeur"
+    r"|achterdeur|brievenbus|schuur|berging|furtk|bramk|garaż|skrytk|szafk|skrzynk|piwnic"
+    r"|armadiett|cassaforte|cantina|vestiaire|casier|coffre|spind|briefkasten|schlie(?:ß|ss)fach"
+    r"|zahlenschloss|keller|trastero|buzón|buzon|taquilla|armário|armario|cacifo)\w{0,3}\b",
     re.I,
 )
 # A one-time code or a card's, named right before a plain `code` (`your login code is
@@ -690,11 +695,12 @@ _WIFI_RE = re.compile(r"ssid|wi-?fi|wlan|wpa|wireless", re.I)
 _QUALIFIER_RE = re.compile(
     r"[ \t]+(?:for|to|of|on|at|in|into|with|du|de|des|del|della|dello|di|do|da|dos|für|fürs"
     r"|van|voor|för|till|til|zu|pour|next[ \t]+to|by|near|behind|under|outside|inside|beside"
-    r"|from|4|od|na|para|per|pro|от|для|до|на|від|за)"
-    r"(?=[ \t])",
+    r"|from|4|od|na|para|per|pro|от|для|до|на|від|за|vom|von|beim|zum|zur)"
+    r"(?=[ \t])|[ \t]+(?:dell|dall|nell|sull|dello|d|l)['’](?=[^\W\d_])",
     re.I,
 )
 _WORD_RE = re.compile(r"[ \t]{1,8}[\w.@'/-]{1,64}(?::[^\W\d_]{1,3}\b)?")  # `wifi:t`
+_GLUED_WORD_RE = re.compile(r"[\w.@/-]{1,64}")
 _ADVERBS = (
     r"now|still|currently|just|always|simply|literally|probably|basically|actually"
     r"|definitely|really|also|again|officially"
@@ -732,13 +738,17 @@ _TO_RE = re.compile(r"[ \t]+(?:to|as)[ \t]+", re.I)  # "changed … to …", "ga
 _BARE_LINK_RE = re.compile(r"[ \t]+")
 # "Password is the same as last year: Snowfall2023!", "her password is her cat plus the
 # year, Tigger2008.": a verb, a few words, a colon or a comma, a value ending the sentence.
+_WORDS_SAID_RE = re.compile(r"\b(?:words|phrase|sentence)\b", re.I)
 _LATE_COLON_RE = re.compile(
     r"[ \t]+(?:is|was|got)[ \t]+[^\n.?!:;,→]{1,60}?(?:[:,→]|[ \t]so)[ \t]+", re.I
 )
 _SENTENCE_END_RE = re.compile(r"[.!?]?(?:[ \t]*$|[ \t]*\n|[ \t]+[A-Z])", re.M)
 # An aside between a keyword and its link: "the wifi password (case sensitive) is …",
 # "the password, if you need it, is …".
-_ASIDE_RE = re.compile(r"[ \t]*\([^()\n]{1,40}\)|,[ \t]+[^,\n]{1,40},(?=[ \t])")
+_ASIDE_RE = re.compile(
+    r",?[ \t]+(?:spelled|spelt|letter[ \t]+by[ \t]+letter)(?:[ \t]+out)?(?=[ \t]*:)"
+    r"|[ \t]*\([^()\n]{1,40}\)|,[ \t]+[^,\n]{1,40},(?=[ \t])"
+)
 _PROSE_QUOTED_RE = re.compile(r"([\"'`“‘])([^\"'`“”‘’\r\n]{1,64})([\"'`”’])")
 _PROSE_BARE_RE = re.compile(r"[^\s\"'`<>()\[\]{}]{1,128}")
 # a keypad's digits, a combination, or a digicode's letter and digits (`B1984`)
@@ -885,6 +895,23 @@ def _phrase_value(text: str, pos: int, verb: bool) -> Span | None:
     return pos, end
 
 
+def _joined_value(text: str, pos: int) -> Span | None:
+    """Three words or more joined by hyphens after a password keyword and its link
+    (`heslo na wifi je pivo-a-knedlik`, `mot de passe : bienvenue-chez-nous`), not a
+    description (`hard-to-guess`, `up-to-date`) nor a name of code (`aes-256-gcm`)."""
+    m = _HYPHEN_WORDS_RE.match(text, pos)
+    if m is None or _glued(text, m.end()):
+        return None
+    parts = m.group().lower().split("-")
+    if parts[0] in _DESCRIBING or parts[0] in _PHRASE_STOP or parts[0] in _NOT_JOINED_FIRST:
+        return None
+    return m.span()
+
+
+_HYPHEN_WORDS_RE = re.compile(r"[^\W\d_]{2,}(?:-[^\W\d_]+){2,7}")
+_NOT_JOINED_FIRST = frozenset(_words("up one all case well self never out in of over under non"))
+
+
 def _prose_value(text: str, pos: int, kind: str, bare_link: bool = False) -> Span | None:
     """The value at pos for a keyword of this kind (see `_keyword_kind`)."""
     strong = kind != "weak"
@@ -898,6 +925,10 @@ def _prose_value(text: str, pos: int, kind: str, bare_link: bool = False) -> Spa
     if kind in ("code", "pin"):
         span = _code_value(text, pos)
         if span is not None or kind == "code":
+            return span
+    if kind in ("strong", "pin", "loose") and not bare_link:
+        span = _spelled_value(text, pos) or _joined_value(text, pos)
+        if span is not None:
             return span
     if kind == "phrase" and not bare_link:
         verb = text[pos - 1 : pos] in " \t" and ":" not in text[max(0, pos - 3) : pos]
@@ -968,6 +999,21 @@ _ENGLISH_KW = frozenset(
 _ENGLISH_LINK_RE = re.compile(r"[ \t]*(?:(?:'s|’s|is|was)\b[^:]*|:|\?[^:]*)?[ \t]*", re.I)
 
 
+# What a bare `pass` is the password of, just before it: `wifi pass is bananabread`, `the
+# netflix pass was …` (not `the mountain pass is Stelvio`, `my bus pass is Oyster`).
+_PASS_OWNER_RE = re.compile(
+    r"(?:wi-?fi|router|login|account|admin|user|e?mail|computer|laptop|phone|ipad|tablet|pc"
+    r"|netflix|hulu|disney\+?|spotify|server|vpn|network|guest)[ \t]+\Z",
+    re.I,
+)
+
+
+def _owned_pass(m: re.Match[str], link: str) -> bool:
+    if m.group().lower() != "pass" or not re.fullmatch(r"[ \t]+(?:is|was)[ \t]+", link, re.I):
+        return False
+    return bool(_PASS_OWNER_RE.search(m.string, max(0, m.start() - 24), m.start()))
+
+
 def _english(m: re.Match[str], link: str) -> bool:
     """An English keyword and link, not a parameter of code (`def f(self, pw: Split)`)."""
     before = m.string[max(0, m.start() - 2) : m.start()].rstrip()
@@ -1025,7 +1071,7 @@ def _seed_value(text: str, pos: int) -> Span | None:
 
 # Keywords that are also common words (`pass` the verb, `clave`, `parola`): their value
 # must look like a password even when quoted, and a verb before them makes them one.
-_LOOSE_WORDS = frozenset(("pass", "clave", "parola"))
+_LOOSE_WORDS = frozenset(("pass", "clave", "parola", "contra", "ww"))
 _VERB_BEFORE = frozenset(
     _words("""
     to we i you they he she it then and or can could will would must should just also not
@@ -1148,6 +1194,8 @@ def _prose_span(m: re.Match[str]) -> Span | None:
         at = qual.end()
         for _ in range(6):
             w = _WORD_RE.match(text, at)
+            if w is None and text[at - 1] in "'’":  # `il codice dell'armadietto`
+                w = _GLUED_WORD_RE.match(text, at)
             if w is None:
                 break
             at = w.end()
@@ -1159,6 +1207,8 @@ def _prose_span(m: re.Match[str]) -> Span | None:
             if link is not None:
                 span = _value(text, link.end(), kind)
                 if span is None and kind == "strong" and _english(m, link.group()):
+                    span = _word_value(text, link.end())
+                if span is None and kind == "loose" and _owned_pass(m, link.group()):
                     span = _word_value(text, link.end())
                 if span is not None:
                     return span
@@ -1180,6 +1230,10 @@ def _prose_span(m: re.Match[str]) -> Span | None:
             link = _TO_RE.match(text, at)  # "changed the root password to …"
             if link is not None and (span := _value(text, link.end(), kind)) is not None:
                 return span
+    if kind == "seed":  # `Metamask secret recovery phrase gadget hint evolve …`
+        words = _SEED_WORDS_RE.match(text, pos + 1) if text[pos : pos + 1] in " \t" else None
+        if words is not None and len(words.group().split()) in (12, 15, 18, 21, 24):
+            return words.span()
     if kind in ("strong", "loose", "phrase", "pin", "code") and not plain_code:
         link = _BARE_LINK_RE.match(text, pos)
         if link is not None:
@@ -1211,6 +1265,8 @@ def _gap_value(text: str, pos: int, kind: str) -> Span | None:
     gap = _GAP_LINK_RE.match(text, pos)
     if gap is None or kind in ("phrase", "seed"):
         return None
+    if gap.group().split()[0].lower() in _NOT_A_HOLDER:
+        return None  # `the password manager we use is 1Password`: no password's value
     span = _prose_value(text, gap.end(), kind)
     if span is None:
         return None
@@ -1276,6 +1332,11 @@ def _late_value(text: str, pos: int) -> Span | None:
     late = _LATE_COLON_RE.match(text, pos)
     if late is None:
         return None
+    if _WORDS_SAID_RE.search(late.group()) and late.group().rstrip().endswith(":"):
+        # `master password is four random words: tractor biscuit lagoon velvet`
+        span = _phrase_value(text, late.end(), False)
+        if span is not None:
+            return span
     b = _PROSE_BARE_RE.match(text, late.end())
     if b is None:
         return None
@@ -1375,8 +1436,9 @@ _RECOVERY_RE = re.compile(
     r"(?:,[ \t]+[^:\n]{1,40}(?=:))?"  # `codes, keep them somewhere safe: …`
     r"(?:[ \t]*\)?[ \t]*(?::|=|->)|[ \t]*\(|[ \t]+(?i:is|are|was|were)(?:[ \t]*:)?)"
     r"(?:[ \t]*(?i:currently|now)\b)?"
-    # or a code straight after the words, taken only when `_recovery_span` finds one
-    r"|(?=[ \t]))"
+    # or a code straight after the words or on the next line, taken only when
+    # `_recovery_span` finds one
+    r"|(?=[ \t]|\r?\n))"
 )
 _RECOVERY_CODE_RE = re.compile(
     r"[ \t]*(?:\r?\n[ \t]*(?:[-*•][ \t]+|\d{1,2}[.)][ \t]+)?)?"
@@ -1466,6 +1528,8 @@ def _secret_column(header: str) -> tuple[int, str] | None:
             kind = _keyword_kind(k)
             if kind in ("strong", "phrase", "pin", "code"):
                 return i, kind
+            if kind == "loose":  # a header `pass` is a column of passwords
+                return i, "strong"
     return None
 
 
@@ -1788,13 +1852,15 @@ _LINK_AHEAD = (
     r"|will|would|should|shall|as|opens|unlocks|which|from|4"
     r"|é|è|är|er|je|jest|sont|du|de|des|del|della|dello|di|do|da|dos|für|fürs|van|voor|för"
     r"|till|til|zu|pour|next|by|near|behind|under|outside|inside|beside|down|below|here|para"
-    r"|per|pro|от|для|до|на|від|за)(?![\w])"
+    r"|per|pro|от|для|до|на|від|за|vom|von|beim|zum|zur|na|od)(?![\w])"
+    r"|[ \t]+(?:dell|dall|nell|sull|d|l)['’]"
     r"|[ \t]+[#*]?[0-9]|[ \t]+[^\s]*[0-9]"
     r"|(?:[ \t]+[^\s:]{1,25}){1,3}(?::|[ \t]+\S*[0-9])"
     r"|[ \t]+(?:again|now|exactly|pls|please|nochmal)[ \t]*\?"
     r"|(?:[ \t]+[^\s:]{1,21}){1,5}[ \t]+(?:is|was)[ \t]+\S*[\d!#$&@%*?]"  # `_gap_value`
     rf"|[ \t]+(?:{_DIGIT_WORDS})[ \t,-]"  # a code read out: `PIN seven zero three three`
-    r"|[ \t]+[a-z]{4,24}[ \t]*(?:[.;!]?[ \t]*(?:\n|\Z)|[.;!,][ \t]))"  # `_entry_word_span`
+    r"|[ \t]+[a-z]{4,24}[ \t]*(?:[.;!]?[ \t]*(?:\n|\Z)|[.;!,][ \t])"  # `_entry_word_span`
+    r"|(?:[ \t]+[a-z]{3,8}){12})"  # a recovery phrase's words
 )
 
 
@@ -2808,6 +2874,372 @@ BUILTIN += [
         prose=True,
     ),
 ]
+
+# ---- what shell history, config files, lists and sentences tell in their own layout ------
+# A password after the flag that takes it in commands whose `-p`-like flag is the password
+# (`redis-cli -a …`, `zip -P …`, `7z -p…`, `ldapsearch -w …`, `sqlcmd -P …`, `openssl -k …`,
+# `-passout pass:…`, `smbclient -U user%…`), `htpasswd -b FILE USER …` (`-nb USER …`), and
+# what `echo` pipes to `sudo -S` or `chpasswd`.
+_TOOLS = (
+    "redis-cli", "zip ", "7z", "ldap", "sqlcmd", "bcp ", "ipmitool", "mosquitto", "openssl",
+    "smbclient", "htpasswd", "echo ",
+)  # fmt: skip
+_TOOL_FLAG_RE = re.compile(
+    r"(?<![\w-])(?:redis-cli\b[^\n|;&]{0,200}?[ \t]-a[ \t]+"
+    r"|(?:un)?zip\b[^\n|;&]{0,200}?[ \t]-P[ \t]+"
+    r"|7za?\b[^\n|;&]{0,200}?[ \t]-p"
+    r"|ldap(?:search|modify|add|delete|passwd|whoami)\b[^\n|;&]{0,200}?[ \t]-w[ \t]+"
+    r"|(?:sqlcmd|bcp|ipmitool|mosquitto_(?:pub|sub))\b[^\n|;&]{0,200}?[ \t]-P[ \t]+"
+    r"|openssl\b[^\n|;&]{0,200}?[ \t](?:-k[ \t]+|-pass(?:in|out)?[ \t]+pass:)"
+    r"|smbclient\b[^\n|;&]{0,200}?[ \t]-U[ \t]*[^\s%'\"]+%"
+    r"|htpasswd[ \t]+(?:-[a-zA-Z]+[ \t]+)*?-(?P<f>[a-zA-Z]*b[a-zA-Z]*)[ \t]+"
+    r"(?:-[a-zA-Z]+[ \t]+)*(?P<a>[^\s-]\S*[ \t]+)(?P<b>[^\s-]\S*[ \t]+)?"
+    r"|echo[ \t]+(?:-[ne][ \t]+)?(?=(?:'[^'\n]+'|\"[^\"\n]+\"|[^\s|;&'\"]+)[ \t]*\|[ \t]*"
+    r"(?:sudo[ \t]+(?:-[a-zA-Z]+[ \t]+)*-[a-zA-Z]*S|chpasswd\b)))"
+    r"(?:'(?P<sv>[^'\r\n]+)'|\"(?P<dv>[^\"\r\n]+)\"|(?P<bv>[^\s\"'`;&|]+))"
+)
+
+
+def _tool_flag_span(m: re.Match[str]) -> Span | None:
+    if m.group("f") is not None and "n" not in m.group("f") and m.group("b") is None:
+        return None  # `htpasswd -b FILE USER PASS`: the third argument
+    span = _glued_flag_span(m)
+    if span is None:
+        return None
+    value = m.string[span[0] : span[1]]
+    if value.startswith("$") or value.isdigit():
+        return None  # `-a $REDIS_PASSWORD`, `7z -p1` is no one's password
+    if m.group().startswith("echo"):
+        pipe = m.string[span[1] : m.string.find("|", span[1]) + 40]
+        if "chpasswd" in pipe:  # `echo 'user:pass' | chpasswd`
+            colon = value.find(":")
+            return (span[0] + colon + 1, span[1]) if 0 < colon < len(value) - 1 else None
+    return span
+
+
+# A constant named for a secret given its literal as the next argument of a call:
+# `define('DB_PASSWORD', 'Wp-DB-5521')`, `os.environ.setdefault("API_TOKEN", "…")`,
+# `config.set("smtp_password", "…")`.
+_NAMED_LITERAL_RE = re.compile(
+    r"(?P<q>[\"'])[ \t]*,[ \t]*(?P<q2>[\"'])(?P<v>[^\"'\\\r\n]{1,200})(?P=q2)[ \t]*[),]"
+)
+_NAME_BEFORE_RE = re.compile(r"(?P<q>[\"'])(?P<name>[A-Za-z_][\w.-]{0,60})\Z")
+_SECRET_NAME_RE = re.compile(r"pass|pwd|secret|token|api[_-]?key|private[_-]?key|^key$", re.I)
+
+
+def _named_literal_span(m: re.Match[str]) -> Span | None:
+    before = _NAME_BEFORE_RE.search(m.string, max(0, m.start() - 62), m.start())
+    if before is None or before.group("q") != m.group("q"):
+        return None
+    name = before.group("name")
+    found = _SECRET_NAME_RE.search(name)
+    if found is None or "public" in name.lower():
+        return None
+    value = m.group("v")
+    strong = found.group().lower() in ("pass", "pwd")
+    if " " in value or _SNAKE_RE.fullmatch(value) or not _credential_like(value, strong):
+        return None  # a label (`"Password"`), a name (`"api_key"`), a placeholder
+    return m.span("v")
+
+
+# A line of a `.pgpass` file: `host:port:database:user:password`.
+_PGPASS_RE = re.compile(r":(?:\d{2,5}|\*):[^:\s]+:[^:\s]+:(?P<s>[^\s:]+)[ \t]*$", re.M)
+
+
+def _pgpass_span(m: re.Match[str]) -> Span | None:
+    text = m.string
+    host = text[text.rfind("\n", 0, m.start()) + 1 : m.start()]
+    if not re.fullmatch(r"[A-Za-z0-9*][\w.-]*", host) or not any(c.isalpha() for c in host):
+        return None
+    value = m.group("s")
+    return m.span("s") if _credential_like(value, True) and not value.isdigit() else None
+
+
+# The value before its keyword: `4590 is the code for the back gate`, `Hazel2011 was my old
+# password`, `7734 is the alarm code btw`, `3141 = alarm code`. The value starts its clause,
+# the keyword ends it (or says what it opens), and the words between are a determiner and
+# up to three words that are neither a sentence's nor what makes a password an example
+# (`123456 is the most common password`).
+_BEFORE_KW_END = (
+    r"(?![\w-])(?=[ \t]*(?:$|[.,;!?)(\n]|[ \t]+(?:btw|lol|fyi|haha|for|to|of|on|at|in|now|then"
+    r"|too|ok|thx|thanks|x|xx|if|when|until)\b))"
+)
+_BEFORE_KW_RE = re.compile(
+    rf"(?P<kw>{_trie((*_STRONG_WORDS, *_LOCK_CODE_WORDS))}){_BEFORE_KW_END}", re.I | re.M
+)
+# read back from the keyword: the value, a link, a determiner and up to three words
+_BEFORE_LINK_RE = re.compile(
+    r"(?:^|(?<=[\s\"'`“‘(]))(?P<v>[^\s\"'`“”‘’<>()\[\]{}]{3,64})[\"'`”’]?"
+    r"[ \t]*(?:(?:[ \t](?:is|was)|=)[ \t]+(?:(?:the|my|our|your|his|her|their|its)[ \t]+)?"
+    r"|=[ \t]*|(?:→|->|—|–)[ \t]*(?:(?:that'?s|that’s|it'?s|it’s)[ \t]+)?"
+    r"(?:(?:the|my|our|your|his|her|their)[ \t]+)?)"
+    r"(?P<gap>(?:[\w'’-]{1,24}[ \t]+){0,3})\Z",
+    re.I | re.M,
+)
+_NOT_BEFORE_GAP = frozenset(
+    _words("""most common worst weakest popular typical example sample famous classic obvious
+    bad terrible dumbest stupidest top same wrong right first last second only one""")
+)
+_CLAUSE_OPEN_RE = re.compile(
+    r"(?:^|[.!?;:,(—–-]|\b(?:and|but|so|ok|okay|btw|yes|yeah|oh|also|fyi|and|then|nb))[ \t]*"
+    r"[\"'`“‘]?\Z",
+    re.I | re.M,
+)
+
+
+def _before_kw_span(m: re.Match[str]) -> Span | None:
+    text = m.string
+    if m.start() == 0 or text[m.start() - 1] not in " \t":
+        return None
+    line = text.rfind("\n", 0, m.start()) + 1
+    v = _BEFORE_LINK_RE.search(text, max(line, m.start() - 160), m.start())
+    if v is None:
+        return None
+    start, end = v.span("v")
+    if not _CLAUSE_OPEN_RE.search(text, max(0, start - 12), start):
+        return None
+    gap = [w.lower() for w in v.group("gap").split()]
+    kw = m.group("kw").lower()
+    if any(w in _NOT_BEFORE_GAP or w in _CLAUSE_WORDS or w in _NOT_A_HOLDER for w in gap):
+        return None
+    if any(w in _NOT_SECRET_CODES for w in gap):
+        return None  # `90210 is the zip code`, `404 is the error code`
+    value = text[start:end]
+    end = _trim(text, start, end)
+    value = text[start:end]
+    code = bool(_NUMERIC_KW.fullmatch(kw)) or kw in _LOCK_ALONE or kw in _PLAIN_CODES
+    if kw in _PLAIN_CODES or kw in _LOCK_ALONE:
+        hi = text.find("\n", m.end())
+        hi = min(len(text) if hi < 0 else hi, m.end() + 40)
+        if not _LOCK_NOUN_RE.search(text, m.start(), hi):
+            return None  # `4590 is the code`: of what?
+    if code and _CODE_VALUE_RE.fullmatch(value):
+        return start, end
+    if kw in _LOCK_CODE_WORDS and kw not in _STRONG_WORDS:
+        return None
+    if kw in _LOOSE_WORDS or kw in _NETWORK_WORDS:
+        return (start, end) if _password_like(value) else None
+    ok = _credential_like(value, True) and not _YEAR_RE.fullmatch(value)
+    return (start, end) if ok and not _MEASURE_RE.fullmatch(value) else None
+
+
+# A password spelt out, as a voice message or a phone call writes it: single letters
+# (`capital T`, `h as in hotel`), digits and digit words, a symbol's name, at least four
+# of them: `capital T, o, r, c, h, seven, seven`, `K 9 R 2 W 7`, `kilo seven mike two`.
+_NATO = (
+    "alpha|alfa|bravo|charlie|delta|echo|foxtrot|golf|hotel|india|juliet|juliett|kilo|lima"
+    "|mike|november|oscar|papa|quebec|romeo|sierra|tango|uniform|victor|whiskey|whisky|x-ray"
+    "|xray|yankee|zulu"
+)
+_SPELLED_TOKEN = (
+    r"(?:(?:capital|cap|big|upper[ -]?case|small|lower[ -]?case)[ \t]+)?[A-Za-z]"
+    r"(?:[ \t]+as[ \t]+in[ \t]+[A-Za-z]+)?(?![\w'’-])"
+    rf"|(?:(?:double|triple)[ \t]+)?(?:{_DIGIT_WORDS}|\d)(?![\w'’-])"
+    rf"|(?:{_NATO})(?![\w-])"
+    r"|(?:dash|hyphen|underscore|dot|period|at|hash|star|asterisk|ampersand|space|slash"
+    r"|dollar(?:[ \t]+sign)?|exclamation(?:[ \t]+(?:mark|point))?|question[ \t]+mark)(?![\w-])"
+)
+_SPELLED_RE = re.compile(
+    rf"(?i:{_SPELLED_TOKEN})(?:(?:[ \t]*,[ \t]*|[ \t]+(?:and[ \t]+(?:then[ \t]+)?)?|[ \t]*-[ \t]*)"
+    rf"(?i:{_SPELLED_TOKEN})){{3,31}}"
+)
+
+
+_SPELT_WORD_RE = re.compile(rf"{_NATO}|{_DIGIT_WORDS}|\d")
+
+
+def _spelled_value(text: str, pos: int) -> Span | None:
+    m = _SPELLED_RE.match(text, pos)
+    if m is None:
+        return None
+    tokens = re.split(r"[ \t,]+", m.group().lower())
+    spelt = sum(
+        (len(t) == 1 and t not in ("a", "i")) or bool(_SPELT_WORD_RE.fullmatch(t)) for t in tokens
+    )
+    if spelt < 2:
+        return None  # a sentence's words: `the password is a mess, I think`
+    return m.span()
+
+
+# Codes listed under a plural heading, each after what it opens or whose it is: `Codes:
+# front door 2203, garage 7788`, `PINs — Emma's tablet 1205, Noah's tablet 0311`. The
+# first entry here; the others as a list of codes (`continued_codes`).
+_CODE_LIST_HEADS = _words("""codes pins passcodes combinations combos codici códigos codigos
+kody pincodes combinaisons combinaciones""")
+_CODE_LIST_RE = re.compile(
+    rf"(?P<kw>{_trie(_CODE_LIST_HEADS)})"
+    r"[ \t]*(?::|—|–|-)[ \t]*(?:\n[ \t]*(?:[-*•][ \t]+)?)?"
+    r"(?P<label>(?:[^\W\d_][\w'’.-]*[ \t]+){1,3}?)(?:is[ \t]+|=[ \t]*|:[ \t]*|-[ \t]+)?"
+    r"(?P<v>\d{3,8}|\d{1,3}(?:-\d{1,3}){2,4})(?=[ \t]*(?:[,;.)\n]|$|and\b|\())",
+    re.I,
+)
+
+
+def _code_list_span(m: re.Match[str]) -> Span | None:
+    text = m.string
+    if m.start() > 0 and text[m.start() - 1].isalnum():
+        return None
+    before = text[max(0, m.start() - 24) : m.start()].split()
+    if before and before[-1].lower().strip(".,:;") in _NOT_SECRET_CODES:
+        return None  # `zip codes: Boston 02118`
+    kw = m.group("kw").lower()
+    lock = before and before[-1].lower().strip("-") in (*_LOCK_ALONE, "pin", "access", "entry")
+    if kw.startswith(("pin", "passcode")) or lock:  # `PINs:`, `door codes:`
+        return m.span("v")
+    line_end = text.find("\n", m.end())
+    hi = len(text) if line_end < 0 else line_end
+    if not _LOCK_NOUN_RE.search(text, m.start("label"), max(hi, m.end())):
+        return None  # `Codes: HTTP 404, …`: codes of no lock
+    return m.span("v")
+
+
+# A CSV or semicolon or tab separated table whose header names a password column: each
+# row's field in it (`name,username,password⏎Gmail,kate@…,Inbox&Zero9`).
+_CSV_FIELD_RE = re.compile(r"[ \t]*(?:\"((?:[^\"]|\"\")*)\"|([^,;\t\n\"]*))[ \t]*")
+_CSV_KEYWORDS = (
+    *_words("""password passwd pass pwd pw passcode pin passwort kennwort contraseña clave senha
+    wachtwoord hasło haslo parola mdp secret"""),
+    "mot de passe",
+    "pin code",
+)
+_CSV_KW_RE = re.compile(rf"{_trie(_CSV_KEYWORDS)}(?=\"?[ \t]*(?:[,;\t\r\n]|\Z))")
+
+
+def _csv_fields(line: str, sep: str) -> list[tuple[int, int]]:
+    out: list[tuple[int, int]] = []
+    at = 0
+    while True:
+        f = _CSV_FIELD_RE.match(line, at)
+        if f is None:
+            return out
+        g = 1 if f.group(1) is not None else 2
+        out.append(f.span(g))
+        at = f.end()
+        if at >= len(line) or line[at] != sep:
+            return out
+        at += 1
+
+
+def _csv_spans(m: re.Match[str]) -> list[Span] | None:
+    text = m.string
+    line_start = text.rfind("\n", 0, m.start()) + 1
+    line_end = text.find("\n", m.end())
+    head = text[line_start : len(text) if line_end < 0 else line_end]
+    before = text[line_start : m.start()].rstrip(' \t"')
+    if (before and before[-1] not in ",;\t") or line_end < 0:
+        return None
+    sep = max(",;\t", key=head.count)
+    fields = _csv_fields(head, sep)
+    if len(fields) < 2:
+        return None
+    names = [head[a:b].strip().lower() for a, b in fields]
+    if not all(n and len(n) <= 30 for n in names):
+        return None  # a header names each column
+    column = next((i for i, n in enumerate(names) if n in _CSV_KEYWORDS), None)
+    if column is None:
+        return None
+    out: list[Span] = []
+    pos = line_end + 1
+    while pos < len(text):
+        nl = text.find("\n", pos)
+        line_end = len(text) if nl < 0 else nl
+        line = text[pos:line_end]
+        row = _csv_fields(line, sep)
+        if len(row) != len(fields):
+            break
+        a, b = row[column]
+        value = line[a:b].strip()
+        if value and " " not in value and not _is_placeholder(value) and value != "-":
+            out.append((pos + a, pos + b))
+        pos = line_end + 1
+    return out or None
+
+
+# A password a login or a lock takes, right after the verb: `tried logging in with
+# Pumpkin2019`, `log in as admin with Grafana-View-7`, `the laptop unlocks with Crumpet77`,
+# `buzz yourself in with 2716`. Not a way of signing in (`with Google`, `with Auth0`): a
+# word needs two digits or a symbol.
+_LOGIN_WITH_RE = re.compile(
+    r"(?:log(?:s|ged|ging)?[ \t-]?(?:in|on)|sign(?:s|ed|ing)?[ \t-]?(?:in|on)"
+    r"|unlock(?:s|ed|ing)?|(?:get|got|getting)[ \t]+in"
+    r"|(?:buzz(?:es|ed)?|let)(?:[ \t]+(?:yourself|yourselves|me|us|them|him|her))?[ \t]+in)"
+    r"(?:[ \t]+(?:as|to|on|at)[ \t]+[^\s,;.]{1,40})?(?:[ \t]+(?:now|then|just|first))?"
+    r"[ \t]+(?:with|using)[ \t]+(?P<q>[\"'`“]?)(?P<s>[^\s\"'`”]{4,64})",
+    re.I,
+)
+
+
+def _login_with_span(m: re.Match[str]) -> Span | None:
+    text = m.string
+    if m.start() > 0 and text[m.start() - 1].isalnum():
+        return None
+    start = m.start("s")
+    end = _trim(text, start, m.end("s"))
+    value = text[start:end]
+    if value.isdigit():
+        return (start, end) if 4 <= len(value) <= 8 and not _glued(text, end) else None
+    digits = sum(c.isdigit() for c in value)
+    symbol = any(c in "!#$&*?@%+=" for c in value)
+    shaped = len(value) >= 8 and _password_like(value)  # `Grafana-View-7`, not `OAuth2`
+    if not (digits >= 2 or symbol or shaped) or not any(c.isalpha() for c in value):
+        return None
+    if len(value) < 6:
+        return None
+    if "@" in value[1:-1] or _CRED_NOT_RE.fullmatch(value) or _is_placeholder(value):
+        return None  # an address, a product, a placeholder
+    return start, end
+
+
+BUILTIN += [
+    Detector("password_assignment", _TOOL_FLAG_RE, _TOOLS, _tool_flag_span, 8),
+    Detector(
+        "password_assignment",
+        _NAMED_LITERAL_RE,
+        ("pass", "pwd", "secret", "token", "key"),
+        _named_literal_span,
+        8,
+        fold=True,
+        seek=re.compile(r"[\"'][ \t]*,[ \t]*[\"']"),
+    ),
+    Detector("password_assignment", _PGPASS_RE, (":",), _pgpass_span, 8),
+    Detector(
+        "keyword_secret",
+        _BEFORE_KW_RE,
+        (),
+        _before_kw_span,
+        9,
+        fold=True,
+        seek=re.compile(rf"{_trie((*_STRONG_WORDS, *_LOCK_CODE_WORDS))}{_BEFORE_KW_END}", re.M),
+    ),
+    Detector(
+        "keyword_secret",
+        _CODE_LIST_RE,
+        (),
+        _code_list_span,
+        9,
+        fold=True,
+        seek=re.compile(rf"{_trie(_CODE_LIST_HEADS)}(?![\w])"),
+    ),
+    Detector(
+        "keyword_secret",
+        re.compile(_CSV_KW_RE.pattern, re.I),
+        (),
+        _csv_spans,
+        9,
+        fold=True,
+        seek=_CSV_KW_RE,
+    ),
+    Detector(
+        "keyword_secret",
+        _LOGIN_WITH_RE,
+        (" with ", " using "),
+        _login_with_span,
+        9,
+        fold=True,
+        seek=re.compile(r"(?:log|sign|unlock|get|got|buzz|let)"),
+    ),
+]
+
 
 # ---- the first part of a provider token at the very end of a text ----------------------
 # Two `>>` appends can cut a token in two, and the first part is stored, versioned and

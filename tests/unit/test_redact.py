@@ -1713,3 +1713,110 @@ def test_a_text_vouched_for_is_kept_and_a_secret_never_vouched_for(monkeypatch) 
     assert r.vouch(secret) is False
     assert "sk-proj-" not in r.redact(secret).text
     assert r.redact(clean).text == clean and len(scans) > 1  # scanned again: still clean
+
+
+@pytest.mark.parametrize(
+    ("text", "secret"),
+    [
+        ("redis-cli -h 10.1.2.3 -a Cache!Pass9 info", "Cache!Pass9"),
+        ("zip -r -P 'Arch1ve-Pw' out.zip reports/", "Arch1ve-Pw"),
+        ("7z a -pSevenZip44 notes.7z notes/", "SevenZip44"),
+        ("ldapwhoami -x -D cn=ro,dc=lab -w Ro-Bind-8", "Ro-Bind-8"),
+        ("sqlcmd -S db01 -U sa -P Sq1Adm!n -Q 'select 1'", "Sq1Adm!n"),
+        ("openssl enc -d -aes-256-cbc -in x.enc -pass pass:Dec0de-Me", "Dec0de-Me"),
+        ("smbclient //fs/team -U alice%Team-Share7", "Team-Share7"),
+        ("htpasswd -b /etc/nginx/.htpasswd ops Ops-Web-31", "Ops-Web-31"),
+        ("htpasswd -nb ops Ops-Web-32", "Ops-Web-32"),
+        ("echo 'Sudo-Pw-12' | sudo -S apt update", "Sudo-Pw-12"),
+        ("echo 'deploy:Chp4ss-Dep' | chpasswd", "Chp4ss-Dep"),
+        ("define('SMTP_PASSWORD', 'Mail-Out-77');", "Mail-Out-77"),
+        ('os.environ.setdefault("GITEA_TOKEN", "g7Kq2Lm9Xz4Rw8Tn")', "g7Kq2Lm9Xz4Rw8Tn"),
+        ("db.lab.internal:5432:metrics:grafana:Graf-Db-64", "Graf-Db-64"),
+    ],
+)  # fmt: skip
+def test_a_password_in_shell_history_or_a_config_line_is_redacted(text: str, secret: str) -> None:
+    res = R.redact(text)
+    assert secret not in res.text, res.text
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "redis-cli -a $REDIS_PASSWORD ping",
+        "zip -r out.zip reports/ && unzip -l out.zip",
+        "htpasswd -c /etc/nginx/.htpasswd ops",
+        "htpasswd -b /etc/nginx/.htpasswd ops",
+        "echo 'hello world' | sudo tee /etc/motd",
+        "define('WP_DEBUG_LOG', 'wp-content/debug.log');",
+        "form.field('password', 'Password', required=True)",
+        'translations.add("password", "Mot de passe")',
+        "12:30:45:100:200",
+        "localhost:5432 is where postgres listens",
+    ],
+)
+def test_commands_and_config_lines_without_a_password_are_kept(text: str) -> None:
+    assert not R.redact(text).changed, R.redact(text).text
+
+
+@pytest.mark.parametrize(
+    ("text", "secret"),
+    [
+        ("8821 is the code for the bike shed", "8821"),
+        ("Bramble2020 was my old password, the new one is in the app", "Bramble2020"),
+        ("ok 0519 is his PIN, don't tell him I told you", "0519"),
+        ("2468 = alarm code (unset)", "2468"),
+        ("Kettle!42 → that's the wifi password", "Kettle!42"),
+        ("the wifi password, spelled out: capital R, o, b, i, n, four, four", "capital R"),
+        ("the pin is seven, two, double zero", "seven, two, double zero"),
+        ("wifi key is kilo nine romeo two whiskey seven, all caps", "kilo nine romeo"),
+        ("Codes: back door 3380, garage 6120", "3380"),
+        ("PINs — Mia's phone 2207, Leo's phone 1190", "2207"),
+        ("door codes: studio 4411, office 5522", "4411"),
+        ("site,user,password\nwiki,jo,Wiki-Jo-8\nmail,jo,Mail-Jo-9", "Wiki-Jo-8"),
+        ("site;user;password\nwiki;jo;Wiki-Jo-8\nmail;jo;Mail-Jo-9", "Mail-Jo-9"),
+        ("tried logging in with Parsnip1984 but it's locked", "Parsnip1984"),
+        ("log in as root with Rack-Room-Admin-3", "Rack-Room-Admin-3"),
+        ("let yourself in with 4471 at the side door", "4471"),
+        ("Passwort fürs WLAN: kaffee-und-kuchen", "kaffee-und-kuchen"),
+        ("o código do cacifo é 3316", "3316"),
+        ("der Code vom Spind ist 2211", "2211"),
+        ("il codice dell'armadietto è 7720", "7720"),
+        ("the router pass is hedgehog", "hedgehog"),
+        ("| name | pass |\n|---|---|\n| nas | Nas-Pw-2019 |", "Nas-Pw-2019"),
+        ("the master password is four random words: otter violin cactus harbour",
+         "otter violin cactus harbour"),
+        ("Trezor recovery phrase ocean ribbon absent olive canyon drift stool harvest ozone"
+         " pepper famous wrist", "ocean ribbon absent"),
+    ],
+)  # fmt: skip
+def test_a_secret_told_in_its_own_layout_is_redacted(text: str, secret: str) -> None:
+    res = R.redact(text)
+    assert secret not in res.text, res.text
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "123456 is the most common password",
+        "90210 is the zip code and 0161 is the area code",
+        "404 is the error code you get",
+        "4590 is the code we use for the project",
+        "1Password is the password manager we use",
+        "The password manager we use is 1Password.",
+        "The ticket for the password reset is HELP-2290.",
+        "2024 was the year the door code changed",
+        "Codes: 200 OK, 404 Not Found, 500 Server Error",
+        "zip codes: Boston 02118, Austin 78701",
+        "name,email,role\nKate,kate@example.com,admin",
+        "id;title;status\n1;Fix the password reset page;open",
+        "sign in with Google, log in with Auth0 or unlock with Face ID",
+        "log in with your own password, not the shared one",
+        "the password is hard-to-guess and up-to-date",
+        "the mountain pass is Stelvio",
+        "my bus pass is expired",
+        "the password is a mess, I think",
+        "the pin is four digits long",
+    ],
+)
+def test_words_about_secrets_in_those_layouts_are_kept(text: str) -> None:
+    assert not R.redact(text).changed, R.redact(text).text

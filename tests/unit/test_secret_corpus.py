@@ -76,11 +76,9 @@ def test_recall_and_false_positives_on_the_corpus() -> None:
     # the one false positive and the two partly caught secrets the 9th held-out set
     # measured, the 10th's and the 11th's one stray each (natural_dev now), and one more
     # stray: `Hunter22! not Hunter2!`, a mistyped password that has a password's shape
-    # and the two the round of issue 26's dev set measured (`The password manager we use
-    # is 1Password.`, `The ticket for the password reset is HELP-2290.`)
-    assert s.false_positives <= 3, s.touched
+    assert s.false_positives <= 1, s.touched
     assert s.strays <= 3
-    assert s.caught >= 2047, s.missed  # of 2,273 (natural_dev included)
+    assert s.caught >= 2115, s.missed  # of 2,273 (natural_dev included)
     assert s.partly <= 2, s.missed
 
 
@@ -104,10 +102,8 @@ def test_natural_language_secrets_held_out() -> None:
 
 def test_natural_language_secrets_dev() -> None:
     s = _score(_group("natural_dev"))
-    assert (s.caught, s.secrets) == (1930, 2156), s.missed
-    # `password123 is one of the most common …`, `… password manager we use is 1Password.`,
-    # `The ticket for the password reset is HELP-2290.`
-    assert s.false_positives <= 3, s.touched
+    assert (s.caught, s.secrets) == (1998, 2156), s.missed
+    assert s.false_positives <= 1, s.touched  # `password123 is one of the most common …`
     assert s.strays <= 3  # `Hunter2!` after `Hunter22! not`, `note2self`, `BT-8XK2`
 
 
