@@ -359,7 +359,7 @@ def _is_placeholder(value: str) -> bool:
     # `your_password`, `the api key`, `enter-token-here`; not a phrase that starts with
     # such a word (`my cat likes tuna`, `the cat sat on my keyboard again`)
     words = re.split(r"[ _-]+", low)
-    return len(words) <= 2 or any(w in _PLACEHOLDER_NOUNS for w in words[1:])
+    return len(words) <= 2 or any(w in _PLACEHOLDER_NOUNS for w in words[1:3])
 
 
 def _keyword_glued(text: str, start: int, kw: str) -> bool:
@@ -561,7 +561,14 @@ _STRONG_WORDS = (
     pasword passwrod passowrd paswword pssword passwrd paasword passwod pasword paswd
     pasuwado pasuwaado pasuwādo pasuwaado paswoord contrasena mdp passkey passnumber
     wachtwoord lösenord lösenordet hasło haslo heslo salasana şifre şifresi sifre parola
-    пароль adgangskode adgangskoden passord passordet lozinka jelszó pass ww contra"""),
+    пароль adgangskode adgangskoden passord passordet lozinka jelszó pass ww contra
+    katalaluan parolă contrasenya pasahitza geslo slaptažodis parool парола лозинка
+    nenosiri kodeord kodeordet lykilorð पासवर्ड পাসওয়ার্ড گذرواژه รหัสผ่าน"""),
+    "kata laluan",
+    "رمز عبور",
+    "كلمة السر",
+    "كلمة المرور",
+    "κωδικός πρόσβασης",
     "pass code",
     "pin code",
     *_joined(["pin", "puk"], (" ", "-"), _words("number nummer code kode koodi")),
@@ -677,7 +684,9 @@ _LOCK_NOUN_RE = re.compile(
 # A one-time code or a card's, named right before a plain `code` (`your login code is
 # 604913`, `ATM code 8824`): a secret like a lock's.
 _OTP_BEFORE_RE = re.compile(
-    r"\b(?:atm|card|one[- ]time|otp|2fa|mfa|sms|login|sign[- ]?in|verification|steam[ \t]+guard)"
+    r"\b(?:atm|card|one[- ]time|otp|2fa|mfa|sms|login|sign[- ]?in|verification|steam[ \t]+guard"
+    # whose code on a till or a panel: `supervisor code 9021`, `installer code 1234`
+    r"|supervisor|manager|installer|engineer|admin|guest|owner|override)"
     r"[ \t-]*\Z",
     re.I,
 )
@@ -695,7 +704,7 @@ _WIFI_RE = re.compile(r"ssid|wi-?fi|wlan|wpa|wireless", re.I)
 _QUALIFIER_RE = re.compile(
     r"[ \t]+(?:for|to|of|on|at|in|into|with|du|de|des|del|della|dello|di|do|da|dos|für|fürs"
     r"|van|voor|för|till|til|zu|pour|next[ \t]+to|by|near|behind|under|outside|inside|beside"
-    r"|from|4|od|na|para|per|pro|от|для|до|на|від|за|vom|von|beim|zum|zur)"
+    r"|from|off|4|od|na|para|per|pro|от|для|до|на|від|за|vom|von|beim|zum|zur)"
     r"(?=[ \t])|[ \t]+(?:dell|dall|nell|sull|dello|d|l)['’](?=[^\W\d_])",
     re.I,
 )
@@ -707,6 +716,9 @@ _ADVERBS = (
 )
 _VERBS = (
     r"is|was|are|were|=|est|c'est|c’est|ist|lautet|war|es|era|é|è|är|er|je|jest|sont|wa|la|là|on"
+    # `is` in more languages: Malay, Indonesian, Tagalog, Swahili, Romanian, Catalan,
+    # Lithuanian, Latvian, Greek, Bulgarian, Serbian, Russian, Hindi, Persian, Thai, Dutch
+    r"|adalah|ialah|ay|ni|este|és|yra|ir|είναι|е|је|это|है|است|คือ|zijn|sind|son"
     r"|(?:will|would|should|shall|has[ \t]+to|is[ \t]+going[ \t]+to)[ \t]+be"
     r"|equals|equal[ \t]+to"
 )
@@ -908,6 +920,28 @@ def _joined_value(text: str, pos: int) -> Span | None:
     return m.span()
 
 
+# Words told with how they are written: `velvet canyon lamp orbit, all lowercase with
+# spaces`, `coffeeandcroissants (all one word)`, `the owls are not what they seem (spaces
+# included)`: what is said of them is said of a password.
+_WRITTEN_RE = re.compile(
+    r"[a-z][a-z'’]{1,23}(?:[ \t]+[a-z][a-z'’]{0,23}){0,7}(?=[ \t]*[,(—–-]?[ \t]*(?:all[ \t]+)?"
+    r"(?:lower[ -]?case|small[ \t]+letters|in[ \t]+small|with[ \t]+spaces|spaces[ \t]+included"
+    r"|no[ \t]+(?:caps|capitals|spaces?)|(?:all[ \t]+)?one[ \t]+word|no[ \t]+space[ \t]+between)\b)"
+)
+
+
+def _written_value(text: str, pos: int) -> Span | None:
+    m = _WRITTEN_RE.match(text, pos)
+    if m is None:
+        return None
+    words = m.group().split()
+    if words[0] in _PHRASE_STOP or words[0] in _DESCRIBING or words[0] in _PHRASE_START_STOP:
+        return None  # `the password is the same, all lowercase`: a description
+    if len(words) == 2:
+        return None  # `is case sensitive, all lowercase`
+    return m.span()
+
+
 _HYPHEN_WORDS_RE = re.compile(r"[^\W\d_]{2,}(?:-[^\W\d_]+){2,7}")
 _NOT_JOINED_FIRST = frozenset(_words("up one all case well self never out in of over under non"))
 
@@ -926,8 +960,8 @@ def _prose_value(text: str, pos: int, kind: str, bare_link: bool = False) -> Spa
         span = _code_value(text, pos)
         if span is not None or kind == "code":
             return span
-    if kind in ("strong", "pin", "loose") and not bare_link:
-        span = _spelled_value(text, pos) or _joined_value(text, pos)
+    if kind in ("strong", "pin", "loose", "phrase") and not bare_link:
+        span = _spelled_value(text, pos) or _joined_value(text, pos) or _written_value(text, pos)
         if span is not None:
             return span
     if kind == "phrase" and not bare_link:
@@ -962,7 +996,8 @@ def _prose_value(text: str, pos: int, kind: str, bare_link: bool = False) -> Spa
 # says what the password is like, not what it is, is no value: `the password is required`,
 # `… is incorrect.`, `… is mine`.
 _WORD_END = (
-    r"(?:[ \t]+(?:btw|lol|ok|thx|thanks|haha|xx|x))?"
+    r"[ \t]+(?:lol|lmao|lmfao|haha|hahaha|hehe|smh|rofl)\b"  # a laugh ends the clause
+    r"|(?:[ \t]+(?:btw|lol|ok|thx|thanks|haha|xx|x))?"
     r"[ \t]*(?:[.!]?[ \t]*(?:\r?\n|\Z)|[.!;][ \t]+[A-Z]|,[ \t]"
     # how it is written: `moonwalk all lowercase`, `rosegarden all in small letters`
     r"|[ \t]+(?i:all[ \t]+(?:lower|small|in[ \t]+(?:lower|small))|in[ \t]+(?:lower|small)"
@@ -996,14 +1031,17 @@ _ENGLISH_KW = frozenset(
         "memorable word",
     )
 )
-_ENGLISH_LINK_RE = re.compile(r"[ \t]*(?:(?:'s|’s|is|was)\b[^:]*|:|\?[^:]*)?[ \t]*", re.I)
+_ENGLISH_LINK_RE = re.compile(
+    r"(?:,?[ \t]*which)?[ \t]*(?:(?:'s|’s|is|was)\b[^:]*|:|\?[^:]*)?[ \t]*", re.I
+)
 
 
 # What a bare `pass` is the password of, just before it: `wifi pass is bananabread`, `the
 # netflix pass was …` (not `the mountain pass is Stelvio`, `my bus pass is Oyster`).
 _PASS_OWNER_RE = re.compile(
     r"(?:wi-?fi|router|login|account|admin|user|e?mail|computer|laptop|phone|ipad|tablet|pc"
-    r"|netflix|hulu|disney\+?|spotify|server|vpn|network|guest)[ \t]+\Z",
+    r"|netflix|hulu|disney\+?|spotify|server|vpn|network|guest)[ \t]+\Z"
+    r"|\b(?:user(?:name)?|login)\b[^\n]{0,40}[,;][ \t]*\Z",  # `user is lab, pass is beaker`
     re.I,
 )
 
@@ -1011,7 +1049,7 @@ _PASS_OWNER_RE = re.compile(
 def _owned_pass(m: re.Match[str], link: str) -> bool:
     if m.group().lower() != "pass" or not re.fullmatch(r"[ \t]+(?:is|was)[ \t]+", link, re.I):
         return False
-    return bool(_PASS_OWNER_RE.search(m.string, max(0, m.start() - 24), m.start()))
+    return bool(_PASS_OWNER_RE.search(m.string, max(0, m.start() - 60), m.start()))
 
 
 def _english(m: re.Match[str], link: str) -> bool:
@@ -1256,8 +1294,11 @@ def _prose_span(m: re.Match[str]) -> Span | None:
 # A few words between a keyword and its verb (`the password they gave me at work is
 # Welcome123!`, `the password my manager set is Tq7-river-22`): the value then needs a
 # digit or a symbol, the words alone say little.
+_GAP_VERBS = r"is|was|adalah|ialah|este|és|est|ist|es|é|è|je|jest|er|är|yra|είναι"
 _GAP_LINK_RE = re.compile(
-    r"(?:[ \t]+(?!(?:is|was|are|were)\b)[A-Za-z][\w'’-]{0,20}){1,5}[ \t]+(?:is|was)[ \t]+", re.I
+    rf"(?:[ \t]+(?!(?:are|were|{_GAP_VERBS})\b)[^\W\d_][\w'’-]{{0,20}}){{1,5}}"
+    rf"[ \t]+(?:{_GAP_VERBS})[ \t]+",
+    re.I,
 )
 
 
@@ -1431,7 +1472,7 @@ _RECOVERY_RE = re.compile(
     r"(?i:recovery|backup|2fa|mfa|two-factor|2-step|emergency|scratch|one-time|host)[ \t-]+"
     r"(?i:codes?|keys?)(?![\w])"
     # `key Apple gave me is …`, `codes for github:`, `key from the setup email: …`
-    r"(?:(?:(?:[ \t]+[\w.@'’-]{1,40}){1,4}?(?=[ \t]+(?i:is|are|was|were)\b|[ \t]*:))?"
+    r"(?:(?:(?:[ \t]+[\w.@'’-]{1,40}){1,6}?(?=[ \t]+(?i:is|are|was|were)\b|[ \t]*:))?"
     r"(?:[ \t]*\([^()\n]{1,30}\))?"  # `(printed 2/3)`
     r"(?:,[ \t]+[^:\n]{1,40}(?=:))?"  # `codes, keep them somewhere safe: …`
     r"(?:[ \t]*\)?[ \t]*(?::|=|->)|[ \t]*\(|[ \t]+(?i:is|are|was|were)(?:[ \t]*:)?)"
@@ -1443,7 +1484,8 @@ _RECOVERY_RE = re.compile(
 _RECOVERY_CODE_RE = re.compile(
     r"[ \t]*(?:\r?\n[ \t]*(?:[-*•][ \t]+|\d{1,2}[.)][ \t]+)?)?"
     # (or a key in one piece, in capitals and digits: a 2FA app's secret `K4RTQ7MZ2XWPLN5B`)
-    r"([A-Z0-9]{12,40}(?![\w-])|[A-Za-z0-9]{3,8}(?:[- ][A-Za-z0-9]{3,8}){0,7})[ \t]*[,;)]?"
+    r"([A-Z0-9]{12,40}(?![\w-])|[A-Za-z0-9]{3,8}(?:[- ](?!and\b)[A-Za-z0-9]{3,8}){0,7})"
+    r"[ \t]*(?:[,;)]|(?i:and)(?=[ \t]))?"
 )
 
 
@@ -1851,13 +1893,14 @@ _LINK_AHEAD = (
     r"|updated|has|had|got|for|of|on|at|in|into|with|est|c'est|c’est|ist|lautet|war|es|era|wa"
     r"|will|would|should|shall|as|opens|unlocks|which|from|4"
     r"|é|è|är|er|je|jest|sont|du|de|des|del|della|dello|di|do|da|dos|für|fürs|van|voor|för"
+    r"|adalah|ialah|ay|ni|este|és|yra|ir|είναι|е|је|это|है|است|คือ|zijn|sind|son"
     r"|till|til|zu|pour|next|by|near|behind|under|outside|inside|beside|down|below|here|para"
-    r"|per|pro|от|для|до|на|від|за|vom|von|beim|zum|zur|na|od)(?![\w])"
+    r"|per|pro|от|для|до|на|від|за|vom|von|beim|zum|zur|na|od|off)(?![\w])"
     r"|[ \t]+(?:dell|dall|nell|sull|d|l)['’]"
     r"|[ \t]+[#*]?[0-9]|[ \t]+[^\s]*[0-9]"
     r"|(?:[ \t]+[^\s:]{1,25}){1,3}(?::|[ \t]+\S*[0-9])"
     r"|[ \t]+(?:again|now|exactly|pls|please|nochmal)[ \t]*\?"
-    r"|(?:[ \t]+[^\s:]{1,21}){1,5}[ \t]+(?:is|was)[ \t]+\S*[\d!#$&@%*?]"  # `_gap_value`
+    rf"|(?:[ \t]+[^\s:]{{1,21}}){{1,5}}[ \t]+(?:{_GAP_VERBS})[ \t]+\S*[\d!#$&@%*?]"  # `_gap_value`
     rf"|[ \t]+(?:{_DIGIT_WORDS})[ \t,-]"  # a code read out: `PIN seven zero three three`
     r"|[ \t]+[a-z]{4,24}[ \t]*(?:[.;!]?[ \t]*(?:\n|\Z)|[.;!,][ \t])"  # `_entry_word_span`
     r"|(?:[ \t]+[a-z]{3,8}){12})"  # a recovery phrase's words
@@ -2755,7 +2798,8 @@ _CRED_CONTEXT_ANCHORS = (
     "wifi", "wi-fi", "cred", "heslo", "senha", "contrase", "clave", "mot de passe", "mdp",
     "wachtwoord", "lösen", "passord", "adgangskode", "salasana", "hasło", "şifre", "parola",
     "sandi", "khẩu", "пароль", "кодов", "كلمة السر", "كلمة المرور", "סיסמ", "비밀번호",
-    "requirepass", "locked out", "unlock", "keystore",
+    "requirepass", "locked out", "unlock", "keystore", "account", "locked", "reset", "forgot",
+    "typed",
 )  # fmt: skip
 _CRED_CONTEXT_RE = re.compile(
     # a bare `pass` only as a noun (`the pass is`, `pass: …`, `pass for the lobby`): not
@@ -2765,7 +2809,10 @@ _CRED_CONTEXT_RE = re.compile(
     r"|sign[ -]?in|wi-?fi|creds?|credentials?|heslo|senha|contrase(?:ñ|n)a|clave|mot de passe|mdp"
     r"|wachtwoord|lösenord(?:et)?|passordet|adgangskoden?|salasana|hasło|şifre(?:si)?|parola"
     r"|kata sandi(?:nya)?|sandi(?:nya)?|mật khẩu|пароль|كلمة (?:السر|المرور)|ה?סיסמה|비밀번호"
-    r"|requirepass|locked out|unlock(?:s|ed)?|keystore)(?![a-z])",
+    r"|requirepass|locked out|unlock(?:s|ed)?|keystore"
+    # what is said of a password in a support chat: `I've tried Molly2015 … can you reset
+    # it?`, `I typed Hammock42 … and now it's locked`
+    r"|account|locked|reset|forgot(?:ten)?|mis-?typed|typed)(?![a-z])",
     re.I,
 )
 _CRED_WORD_RE = re.compile(  # a word with a digit or a symbol in it: ordinary words are passed
@@ -2880,28 +2927,37 @@ BUILTIN += [
 # (`redis-cli -a …`, `zip -P …`, `7z -p…`, `ldapsearch -w …`, `sqlcmd -P …`, `openssl -k …`,
 # `-passout pass:…`, `smbclient -U user%…`), `htpasswd -b FILE USER …` (`-nb USER …`), and
 # what `echo` pipes to `sudo -S` or `chpasswd`.
-_TOOLS = (
-    "redis-cli", "zip ", "7z", "ldap", "sqlcmd", "bcp ", "ipmitool", "mosquitto", "openssl",
-    "smbclient", "htpasswd", "echo ",
-)  # fmt: skip
-_TOOL_FLAG_RE = re.compile(
-    r"(?<![\w-])(?:redis-cli\b[^\n|;&]{0,200}?[ \t]-a[ \t]+"
-    r"|(?:un)?zip\b[^\n|;&]{0,200}?[ \t]-P[ \t]+"
-    r"|7za?\b[^\n|;&]{0,200}?[ \t]-p"
-    r"|ldap(?:search|modify|add|delete|passwd|whoami)\b[^\n|;&]{0,200}?[ \t]-w[ \t]+"
-    r"|(?:sqlcmd|bcp|ipmitool|mosquitto_(?:pub|sub))\b[^\n|;&]{0,200}?[ \t]-P[ \t]+"
-    r"|openssl\b[^\n|;&]{0,200}?[ \t](?:-k[ \t]+|-pass(?:in|out)?[ \t]+pass:)"
-    r"|smbclient\b[^\n|;&]{0,200}?[ \t]-U[ \t]*[^\s%'\"]+%"
-    r"|htpasswd[ \t]+(?:-[a-zA-Z]+[ \t]+)*?-(?P<f>[a-zA-Z]*b[a-zA-Z]*)[ \t]+"
-    r"(?:-[a-zA-Z]+[ \t]+)*(?P<a>[^\s-]\S*[ \t]+)(?P<b>[^\s-]\S*[ \t]+)?"
-    r"|echo[ \t]+(?:-[ne][ \t]+)?(?=(?:'[^'\n]+'|\"[^\"\n]+\"|[^\s|;&'\"]+)[ \t]*\|[ \t]*"
-    r"(?:sudo[ \t]+(?:-[a-zA-Z]+[ \t]+)*-[a-zA-Z]*S|chpasswd\b)))"
-    r"(?:'(?P<sv>[^'\r\n]+)'|\"(?P<dv>[^\"\r\n]+)\"|(?P<bv>[^\s\"'`;&|]+))"
+# (anchor, the command up to its password): one pattern each, so that `re` scans for the
+# command's name as a literal
+_TOOL_VALUE = r"(?:'(?P<sv>[^'\r\n]+)'|\"(?P<dv>[^\"\r\n]+)\"|(?P<bv>[^\s\"'`;&|]+))"
+_TOOL_ARGS = r"\b[^\n|;&]{0,200}?[ \t]"
+_TOOL_FLAGS = (
+    ("redis-cli", rf"redis-cli{_TOOL_ARGS}-a[ \t]+"),
+    ("zip", rf"(?:un)?zip{_TOOL_ARGS}-P[ \t]+"),
+    ("7z", rf"7za?{_TOOL_ARGS}-p"),
+    ("ldap", rf"ldap(?:search|modify|add|delete|passwd|whoami){_TOOL_ARGS}-w[ \t]+"),
+    ("sqlcmd", rf"sqlcmd{_TOOL_ARGS}-P[ \t]+"),
+    ("bcp", rf"bcp{_TOOL_ARGS}-P[ \t]+"),
+    ("ipmitool", rf"ipmitool{_TOOL_ARGS}-P[ \t]+"),
+    ("mosquitto_", rf"mosquitto_(?:pub|sub){_TOOL_ARGS}-P[ \t]+"),
+    ("openssl", rf"openssl{_TOOL_ARGS}(?:-k[ \t]+|-pass(?:in|out)?[ \t]+pass:)"),
+    ("smbclient", rf"smbclient{_TOOL_ARGS}-U[ \t]*[^\s%'\"]+%"),
+    (
+        "htpasswd",
+        r"htpasswd[ \t]+(?:-[a-zA-Z]+[ \t]+)*?-(?P<f>[a-zA-Z]*b[a-zA-Z]*)[ \t]+"
+        r"(?:-[a-zA-Z]+[ \t]+)*(?P<a>[^\s-]\S*[ \t]+)(?P<b>[^\s-]\S*[ \t]+)?",
+    ),
+    (
+        "echo",
+        r"echo[ \t]+(?:-[ne][ \t]+)?(?=(?:'[^'\n]+'|\"[^\"\n]+\"|[^\s|;&'\"]+)[ \t]*\|[ \t]*"
+        r"(?:sudo[ \t]+(?:-[a-zA-Z]+[ \t]+)*-[a-zA-Z]*S|chpasswd\b))",
+    ),
 )
 
 
 def _tool_flag_span(m: re.Match[str]) -> Span | None:
-    if m.group("f") is not None and "n" not in m.group("f") and m.group("b") is None:
+    flags = m.groupdict().get("f")
+    if flags is not None and "n" not in flags and m.group("b") is None:
         return None  # `htpasswd -b FILE USER PASS`: the third argument
     span = _glued_flag_span(m)
     if span is None:
@@ -2964,9 +3020,13 @@ _BEFORE_KW_END = (
     r"(?![\w-])(?=[ \t]*(?:$|[.,;!?)(\n]|[ \t]+(?:btw|lol|fyi|haha|for|to|of|on|at|in|now|then"
     r"|too|ok|thx|thanks|x|xx|if|when|until)\b))"
 )
-_BEFORE_KW_RE = re.compile(
-    rf"(?P<kw>{_trie((*_STRONG_WORDS, *_LOCK_CODE_WORDS))}){_BEFORE_KW_END}", re.I | re.M
+# the keywords that end such a clause (`… the alarm code`, `… my old password`)
+_BEFORE_KW_WORDS = (
+    *_words("""password passwort passcode pin pw pwd code combination combo passphrase
+    wachtwoord contraseña senha hasło heslo kennwort codice código"""),
+    "mot de passe",
 )
+_BEFORE_KW_RE = re.compile(rf"(?P<kw>{_trie(_BEFORE_KW_WORDS)}){_BEFORE_KW_END}", re.I | re.M)
 # read back from the keyword: the value, a link, a determiner and up to three words
 _BEFORE_LINK_RE = re.compile(
     r"(?:^|(?<=[\s\"'`“‘(]))(?P<v>[^\s\"'`“”‘’<>()\[\]{}]{3,64})[\"'`”’]?"
@@ -3011,7 +3071,7 @@ def _before_kw_span(m: re.Match[str]) -> Span | None:
     if kw in _PLAIN_CODES or kw in _LOCK_ALONE:
         hi = text.find("\n", m.end())
         hi = min(len(text) if hi < 0 else hi, m.end() + 40)
-        if not _LOCK_NOUN_RE.search(text, m.start(), hi):
+        if not _LOCK_NOUN_RE.search(text, v.end("v"), hi):
             return None  # `4590 is the code`: of what?
     if code and _CODE_VALUE_RE.fullmatch(value):
         return start, end
@@ -3065,7 +3125,7 @@ def _spelled_value(text: str, pos: int) -> Span | None:
 # front door 2203, garage 7788`, `PINs — Emma's tablet 1205, Noah's tablet 0311`. The
 # first entry here; the others as a list of codes (`continued_codes`).
 _CODE_LIST_HEADS = _words("""codes pins passcodes combinations combos codici códigos codigos
-kody pincodes combinaisons combinaciones""")
+kody pincodes combinaisons combinaciones lockers padlocks locks safes keypads lockboxes""")
 _CODE_LIST_RE = re.compile(
     rf"(?P<kw>{_trie(_CODE_LIST_HEADS)})"
     r"[ \t]*(?::|—|–|-)[ \t]*(?:\n[ \t]*(?:[-*•][ \t]+)?)?"
@@ -3084,7 +3144,7 @@ def _code_list_span(m: re.Match[str]) -> Span | None:
         return None  # `zip codes: Boston 02118`
     kw = m.group("kw").lower()
     lock = before and before[-1].lower().strip("-") in (*_LOCK_ALONE, "pin", "access", "entry")
-    if kw.startswith(("pin", "passcode")) or lock:  # `PINs:`, `door codes:`
+    if kw.startswith(("pin", "passcode", "locker", "padlock", "lock", "safe", "keypad")) or lock:
         return m.span("v")
     line_end = text.find("\n", m.end())
     hi = len(text) if line_end < 0 else line_end
@@ -3191,7 +3251,12 @@ def _login_with_span(m: re.Match[str]) -> Span | None:
 
 
 BUILTIN += [
-    Detector("password_assignment", _TOOL_FLAG_RE, _TOOLS, _tool_flag_span, 8),
+    *(
+        Detector(
+            "password_assignment", re.compile(cmd + _TOOL_VALUE), (anchor,), _tool_flag_span, 8
+        )
+        for anchor, cmd in _TOOL_FLAGS
+    ),
     Detector(
         "password_assignment",
         _NAMED_LITERAL_RE,
@@ -3209,7 +3274,7 @@ BUILTIN += [
         _before_kw_span,
         9,
         fold=True,
-        seek=re.compile(rf"{_trie((*_STRONG_WORDS, *_LOCK_CODE_WORDS))}{_BEFORE_KW_END}", re.M),
+        seek=re.compile(rf"{_trie(_BEFORE_KW_WORDS)}{_BEFORE_KW_END}", re.M),
     ),
     Detector(
         "keyword_secret",

@@ -1820,3 +1820,46 @@ def test_a_secret_told_in_its_own_layout_is_redacted(text: str, secret: str) -> 
 )
 def test_words_about_secrets_in_those_layouts_are_kept(text: str) -> None:
     assert not R.redact(text).changed, R.redact(text).text
+
+
+@pytest.mark.parametrize(
+    ("text", "secret"),
+    [
+        ("backup codes for the old github org account: 5521 9034, 7718 2290", "7718 2290"),
+        ("recovery codes 71820-33019 and 55012-99821", "55012-99821"),
+        ("till supervisor code 8120, manager override 771203", "8120"),
+        ("Lockers — Jo 412, Sam 733", "412"),
+        ("my master password is oak river candle moss, all lowercase with spaces",
+         "oak river candle moss"),
+        ("Wi-Fi: teaandtoast (all one word)", "teaandtoast"),
+        ("wifi pw is doughnut lmao", "doughnut"),
+        ("the login is user sam, pass is Doughnut77", "Doughnut77"),
+        ("the quiz wifi password, which is flapjack.", "flapjack"),
+        ("kata laluan wifi rumah ialah Rumah2024", "Rumah2024"),
+        ("Parola de la laptop este Laptop!Nou9", "Laptop!Nou9"),
+        ("PIN kartu ATM ayah adalah 5521", "5521"),
+        ("I've tried Pancake2019 twice and the account is locked", "Pancake2019"),
+    ],
+)  # fmt: skip
+def test_a_secret_told_as_people_write_it_is_redacted(text: str, secret: str) -> None:
+    res = R.redact(text)
+    assert secret not in res.text, res.text
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "Alarms: Monday 0630, Tuesday 0700",
+        "Lockers are assigned at the front desk, 12 per floor",
+        "the password is case sensitive, all lowercase",
+        "the password is the same, all lowercase",
+        "password reset lol, third time this week",
+        "I reset the router and my account works again",
+        "Kata laluan anda telah tamat tempoh.",
+        "Parola trebuie schimbată la fiecare 90 de zile.",
+        "the pin is four digits long",
+        "Our manager code review is on Friday at 1500",
+    ],
+)
+def test_words_near_those_secrets_are_kept(text: str) -> None:
+    assert not R.redact(text).changed, R.redact(text).text
