@@ -678,7 +678,10 @@ _LOCK_NOUN_RE = re.compile(
     r"|room|office|gym|pool|studio|cupboard|drawer|portão|portao|portaria|hek|poort|voordeur"
     r"|achterdeur|brievenbus|schuur|berging|furtk|bramk|garaż|skrytk|szafk|skrzynk|piwnic"
     r"|armadiett|cassaforte|cantina|vestiaire|casier|coffre|spind|briefkasten|schlie(?:ß|ss)fach"
-    r"|zahlenschloss|keller|trastero|buzón|buzon|taquilla|armário|armario|cacifo)\w{0,3}\b",
+    r"|zahlenschloss|keller|trastero|buzón|buzon|taquilla|armário|armario|cacifo"
+    # what an office or a venue keys a code into
+    r"|photocopier|copier|printer|franking|till|voicemail|answerphone|fob|barrier|turnstile"
+    r"|shutter|hatch|cage)\w{0,3}\b",
     re.I,
 )
 # A one-time code or a card's, named right before a plain `code` (`your login code is
@@ -907,6 +910,11 @@ def _phrase_value(text: str, pos: int, verb: bool) -> Span | None:
     return pos, end
 
 
+# a small word quoted right after a password keyword: `the phone banking password
+# "tangerine"` (a label would be capitalised: `the field "Password"`)
+_QUOTED_WORD_RE = re.compile(r"[a-z]{4,24}")
+
+
 def _joined_value(text: str, pos: int) -> Span | None:
     """Three words or more joined by hyphens after a password keyword and its link
     (`heslo na wifi je pivo-a-knedlik`, `mot de passe : bienvenue-chez-nous`), not a
@@ -953,6 +961,8 @@ def _prose_value(text: str, pos: int, kind: str, bare_link: bool = False) -> Spa
     if q is not None and (not bare_link or kind == "strong"):
         value = q.group(2)  # bare: `and password "0psCenter!7"`
         ok = (strong and kind != "loose" and not bare_link) or _credential_like(value, strong)
+        if not ok and bare_link and _QUOTED_WORD_RE.fullmatch(value):
+            ok = value not in _DESCRIBING and not value.endswith(_DESCRIBING_ENDS)
         if any(c.isalnum() for c in value) and not _is_placeholder(value) and ok:
             return q.span(2)
         return None
@@ -997,6 +1007,9 @@ def _prose_value(text: str, pos: int, kind: str, bare_link: bool = False) -> Spa
 # `… is incorrect.`, `… is mine`.
 _WORD_END = (
     r"[ \t]+(?:lol|lmao|lmfao|haha|hahaha|hehe|smh|rofl)\b"  # a laugh ends the clause
+    # or what is asked of the reader: `… is kitchenrota and please stop changing it`
+    r"|[ \t]+(?:and|but|so)[ \t]+(?:please|pls|plz|don't|dont|do[ \t]+not|never|stop"
+    r"|remember|keep|tell)\b"
     r"|(?:[ \t]+(?:btw|lol|ok|thx|thanks|haha|xx|x))?"
     r"[ \t]*(?:[.!]?[ \t]*(?:\r?\n|\Z)|[.!;][ \t]+[A-Z]|,[ \t]"
     # how it is written: `moonwalk all lowercase`, `rosegarden all in small letters`
@@ -1396,10 +1409,10 @@ def _late_value(text: str, pos: int) -> Span | None:
 # value, and the word ends it. Not a word that says what the password is like or names
 # something about passwords (`…, password reset.`, `…, password protected`). Tried by
 # `_prose_span` where a keyword follows `, ` or `; `.
-_ENTRY_KW = _words("password passwd passcode pwd pw")
+_ENTRY_KW = _words("password passwd passcode pwd pw pass key")
 _ENTRY_WORD_RE = re.compile(
-    rf"(?<=[,;] )(?i:{_trie((*_ENTRY_KW, 'memorable word'))})[ \t]+"
-    r"(?P<s>[A-Za-z][a-z]{3,23}|[A-Z]{4,24})"
+    rf"(?<=[,;] )(?P<kw>(?i:{_trie((*_ENTRY_KW, 'memorable word'))}))[ \t]+"
+    r"(?P<s>[A-Za-z][a-z]{3,23}|[A-Z]{4,24}|[a-z]{2,}(?:-[a-z]+){2,7})"
     r"(?=[ \t]*(?:[.;!]?[ \t]*(?:\r?\n|\Z)|[.;!][ \t]+[A-Z]|,[ \t]))"
 )
 _ENTRY_NOT_WORDS = _NOT_A_HOLDER | frozenset(
@@ -1410,9 +1423,19 @@ _ENTRY_NOT_WORDS = _NOT_A_HOLDER | frozenset(
 )
 
 
+# what the entries before a bare `pass` or `key` name: a login or a network
+_ENTRY_OWNER_RE = re.compile(
+    r"(?:wi-?fi|ssid|network|user(?:name)?|login|name|lobby|server|account)\b", re.I
+)
+
+
 def _entry_word_span(m: re.Match[str]) -> Span | None:
     text, word = m.string, m.group("s")
     low = word.lower()
+    if m.group("kw").lower() in ("pass", "key") and not _ENTRY_OWNER_RE.search(
+        text, text.rfind("\n", 0, m.start()) + 1, m.start()
+    ):
+        return None  # `…, pass rate`, `…, key points`: no login named before
     if low in _ENTRY_NOT_WORDS or low in _DESCRIBING or low in _NOT_ANSWERS:
         return None
     if _is_placeholder(word) or _PROSE_KW_RE.fullmatch(word):
@@ -1897,12 +1920,13 @@ _LINK_AHEAD = (
     r"|till|til|zu|pour|next|by|near|behind|under|outside|inside|beside|down|below|here|para"
     r"|per|pro|от|для|до|на|від|за|vom|von|beim|zum|zur|na|od|off)(?![\w])"
     r"|[ \t]+(?:dell|dall|nell|sull|d|l)['’]"
-    r"|[ \t]+[#*]?[0-9]|[ \t]+[^\s]*[0-9]"
+    r"|[ \t]+[#*]?[0-9]|[ \t]+[^\s]*[0-9]|[ \t]+[\"“]"
     r"|(?:[ \t]+[^\s:]{1,25}){1,3}(?::|[ \t]+\S*[0-9])"
     r"|[ \t]+(?:again|now|exactly|pls|please|nochmal)[ \t]*\?"
     rf"|(?:[ \t]+[^\s:]{{1,21}}){{1,5}}[ \t]+(?:{_GAP_VERBS})[ \t]+\S*[\d!#$&@%*?]"  # `_gap_value`
     rf"|[ \t]+(?:{_DIGIT_WORDS})[ \t,-]"  # a code read out: `PIN seven zero three three`
     r"|[ \t]+[a-z]{4,24}[ \t]*(?:[.;!]?[ \t]*(?:\n|\Z)|[.;!,][ \t])"  # `_entry_word_span`
+    r"|[ \t]+[a-z]{2,}(?:-[a-z]+){2}"
     r"|(?:[ \t]+[a-z]{3,8}){12})"  # a recovery phrase's words
 )
 
@@ -3223,7 +3247,7 @@ _LOGIN_WITH_RE = re.compile(
     r"(?:log(?:s|ged|ging)?[ \t-]?(?:in|on)|sign(?:s|ed|ing)?[ \t-]?(?:in|on)"
     r"|unlock(?:s|ed|ing)?|(?:get|got|getting)[ \t]+in"
     r"|(?:buzz(?:es|ed)?|let)(?:[ \t]+(?:yourself|yourselves|me|us|them|him|her))?[ \t]+in)"
-    r"(?:[ \t]+(?:as|to|on|at)[ \t]+[^\s,;.]{1,40})?(?:[ \t]+(?:now|then|just|first))?"
+    r"(?:[ \t]+(?:as|to|on|at|is)[ \t]+[^\s,;]{1,40}?)?(?:[ \t]+(?:now|then|just|first))?"
     r"[ \t]+(?:with|using)[ \t]+(?P<q>[\"'`“]?)(?P<s>[^\s\"'`”]{4,64})",
     re.I,
 )

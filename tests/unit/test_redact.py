@@ -1863,3 +1863,40 @@ def test_a_secret_told_as_people_write_it_is_redacted(text: str, secret: str) ->
 )
 def test_words_near_those_secrets_are_kept(text: str) -> None:
     assert not R.redact(text).changed, R.redact(text).text
+
+
+@pytest.mark.parametrize(
+    ("text", "secret"),
+    [
+        ('the caller gave the account password "clementine" and I stopped her', "clementine"),
+        ("the photocopier code is 6612", "6612"),
+        ("voicemail PIN: 9091", "9091"),
+        ("the car park barrier code is 5130", "5130"),
+        ('lobby: name "Dockside", pass mustard', "mustard"),
+        ("guest wifi: BarnNet, key haybales", "haybales"),
+        ("login is the shop address, pw flour-water-salt", "flour-water-salt"),
+        ("the heating app login is home@example.com with Boiler2023", "Boiler2023"),
+        ("the wifi password is lemonade and please don't change it", "lemonade"),
+    ],
+)
+def test_a_value_in_a_quote_a_list_entry_or_an_office_device_is_redacted(
+    text: str, secret: str
+) -> None:
+    res = R.redact(text)
+    assert secret not in res.text, res.text
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        'the field is labelled "Password" in the form',
+        'set "auth_method" to "password" in the config',
+        "the printer code is on the sticker underneath",
+        "the results: 80%, pass rate high",
+        "slides: intro, key points, summary",
+        "log in as admin with your own password",
+        "the password is required and please use a new one",
+    ],
+)
+def test_labels_lists_and_office_words_are_kept(text: str) -> None:
+    assert not R.redact(text).changed, R.redact(text).text
