@@ -681,7 +681,7 @@ _LOCK_NOUN_RE = re.compile(
     r"|zahlenschloss|keller|trastero|buzón|buzon|taquilla|armário|armario|cacifo"
     # what an office or a venue keys a code into
     r"|photocopier|copier|printer|franking|till|voicemail|answerphone|fob|barrier|turnstile"
-    r"|shutter|hatch|cage)\w{0,3}\b",
+    r"|shutter|hatch|cage|disarm|unlock)\w{0,3}\b",
     re.I,
 )
 # A one-time code or a card's, named right before a plain `code` (`your login code is
@@ -739,7 +739,9 @@ _LINK_RE = re.compile(
     re.I,
 )
 # `password: …`, and in markdown `**Password:** …`, `**Password**: …`
-_COLON_LINK_RE = re.compile(r"[ \t]*(?:\*\*|__)?(?::|=>?|->|→)(?:\*\*|__)?[ \t]*")
+_COLON_LINK_RE = re.compile(
+    r"[ \t]*(?:\*\*|__)?(?::|=>?|->|→|(?<=[ \t])[-–—](?=[ \t]))(?:\*\*|__)?[ \t]*"
+)
 # A question and its answer: "Her password? It's …", "Q: router password? A: …".
 _QA_LINK_RE = re.compile(
     r"(?:[ \t]+(?:again|now|exactly|pls|please|nochmal|again,?[ \t]+please))?"
@@ -1182,9 +1184,19 @@ def _lock_alone_value(text: str, pos: int) -> Span | None:
     if link is None:
         return None
     span = _code_value(text, link.end())
-    if span is None or text[span[1] : span[1] + 2].strip()[:1] not in ("", *".,;!()—–\r\n"):
-        return None  # the code ends the clause, or an aside follows: `5-2-7 (dial it right)`
+    if span is None:
+        return None
+    if text[span[1] : span[1] + 2].strip()[:1] not in ("", *".,;!()—–\r\n"):
+        # the code ends the clause, or an aside follows: `5-2-7 (dial it right)`; a code
+        # keyed digit by digit may go on to what to do (`the alarm is 1-9-8-4 and you have
+        # 30 seconds`), a time (`alarm: 0630 and then …`) not
+        keyed = not text[span[0] : span[1]].isdigit()
+        if not (keyed and _AND_THEN_RE.match(text, span[1])):
+            return None
     return span
+
+
+_AND_THEN_RE = re.compile(r"[ \t]+(?:and|then)\b", re.I)
 
 
 _SEED_ASIDE_RE = re.compile(r",[ \t]+[^,:\n]{1,30}(?=:)")
@@ -1301,7 +1313,36 @@ def _prose_span(m: re.Match[str]) -> Span | None:
             return span
         if kind in ("strong", "loose", "phrase"):
             return _late_value(text, pos)
+    if kind in ("pin", "code") and not plain_code:
+        return _late_code(text, pos)
     return None
+
+
+# A code after words that say what it is: `PIN? same as my bike lock, 3141`, `the key box
+# is my birthday, 0412`, `the combination's my birthday 1 7 0 6`.
+_LATE_CODE_RE = re.compile(
+    r"(?:[ \t]+(?:is|was)|[ \t]*\?|'s|’s)[ \t]+[^\n.?!:;,→]{1,60}?"
+    r"(?:[ \t]*[:,→][ \t]*|[ \t](?=\d(?:[ ]\d){3}))",
+    re.I,
+)
+
+
+def _late_code(text: str, pos: int) -> Span | None:
+    late = _LATE_CODE_RE.match(text, pos)
+    if late is None:
+        return None
+    span = _code_value(text, late.end())
+    if (
+        span is None
+        or not _SENTENCE_END_RE.match(text, span[1])
+        and text[span[1] : span[1] + 1] != ","
+    ):
+        return None
+    if _YEAR_RE.fullmatch(text, *span) and re.search(
+        r"\b(?:in|since|from|of)[ \t]*\Z", late.group()
+    ):
+        return None
+    return span
 
 
 # A few words between a keyword and its verb (`the password they gave me at work is
@@ -2426,7 +2467,7 @@ _NEAR_CLAUSE_ENDS_RE = re.compile(
 # combo. Left 24, right 11, left 38`): three to six turns, to the left and to the right by
 # turns, on the lock word's line and at most 120 characters on. Looked for from the lock
 # words `_near_code_span` finds anyway: a scan of its own for them cost 3% of the time.
-_DIAL_TURN = r"(?:[LR]|(?i:left|right))[ ]?\d{1,2}"
+_DIAL_TURN = r"(?:(?:[LR]|(?i:left|right))[ ]?\d{1,2}|\d{1,2}[ ]?(?:[LR]|(?i:left|right))(?![\w]))"
 _DIAL_RE = re.compile(rf"(?<![\w.-]){_DIAL_TURN}(?:[ ]*,?[ ]+{_DIAL_TURN}){{2,5}}(?![\w.-])")
 _DIAL_AFTER_RE = re.compile(r"[ ]*(?:blocks?|streets?|turns?|exits?|lanes?)\b", re.I)
 _DIAL_WORDS = frozenset(
@@ -2823,20 +2864,21 @@ _CRED_CONTEXT_ANCHORS = (
     "wachtwoord", "lösen", "passord", "adgangskode", "salasana", "hasło", "şifre", "parola",
     "sandi", "khẩu", "пароль", "кодов", "كلمة السر", "كلمة المرور", "סיסמ", "비밀번호",
     "requirepass", "locked out", "unlock", "keystore", "account", "locked", "reset", "forgot",
-    "typed",
+    "forget", "typed", "sign-in", "sign-on", "signon",
 )  # fmt: skip
 _CRED_CONTEXT_RE = re.compile(
     # a bare `pass` only as a noun (`the pass is`, `pass: …`, `pass for the lobby`): not
     # Python's statement, nor `pass the salt`
     r"(?<![a-z])(?:pass(?=[ \t]*(?::|=|\?|\)|is\b|iz\b|was\b|for\b|of\b|again\b))"
-    r"|pass(?:word|wort|wd|code|phrase|ord)s?|pw|pwd|log(?:ging|ged)?[ -]?in"
-    r"|sign[ -]?in|wi-?fi|creds?|credentials?|heslo|senha|contrase(?:ñ|n)a|clave|mot de passe|mdp"
+    r"|pass(?:word|wort|wd|code|phrase|ord)s?|pw|pwd|log(?:ging|ged)?[ -]?ins?"
+    r"|sign[ -]?(?:in|on)s?|wi-?fi|creds?|credentials?|heslo|senha|contrase(?:ñ|n)a|clave"
+    r"|mot de passe|mdp"
     r"|wachtwoord|lösenord(?:et)?|passordet|adgangskoden?|salasana|hasło|şifre(?:si)?|parola"
     r"|kata sandi(?:nya)?|sandi(?:nya)?|mật khẩu|пароль|كلمة (?:السر|المرور)|ה?סיסמה|비밀번호"
     r"|requirepass|locked out|unlock(?:s|ed)?|keystore"
     # what is said of a password in a support chat: `I've tried Molly2015 … can you reset
     # it?`, `I typed Hammock42 … and now it's locked`
-    r"|account|locked|reset|forgot(?:ten)?|mis-?typed|typed)(?![a-z])",
+    r"|account|locked|reset|forgot(?:ten)?|forget(?:ting)?|mis-?typed|typed)(?![a-z])",
     re.I,
 )
 _CRED_WORD_RE = re.compile(  # a word with a digit or a symbol in it: ordinary words are passed
@@ -3326,6 +3368,115 @@ BUILTIN += [
         9,
         fold=True,
         seek=re.compile(r"(?:log|sign|unlock|get|got|buzz|let)"),
+    ),
+]
+
+
+# What is keyed in where a password, a login, a network or a code was named earlier in the
+# sentence: `if it asks for a password just put in marmalade`, `to get onto the guest
+# network use welcome2visitors`, `it wants the wifi thing, try bluebird88`. A word with
+# letters and digits, digits after a PIN or a lock, or a small word that ends the clause
+# after a password's name; not `use the one on the card`, `try again later`.
+_PUT_IN_RE = re.compile(
+    r"[ \t](?:put(?:[ \t]+in)?|type|enter|use|try|punch[ \t]+in|key[ \t]+in|go[ \t]+with)"
+    r"[ \t]+(?P<q>[\"'`“‘]?)(?P<s>[^\s\"'`”’,;()]{4,40})(?P=q)",
+    re.I,
+)
+_PUT_IN_CONTEXT_RE = re.compile(
+    r"(?<![a-z])(?:pass(?:word|wort|code|phrase)?s?|pw|pwd|wi-?fi|network|log[ -]?ins?"
+    r"|sign[ -]?ins?|pin|code|combination|combo|keypad|lockbox|alarm)(?![a-z])",
+    re.I,
+)
+_PUT_IN_WORD_END_RE = re.compile(
+    r"[ \t]*(?:[,.;!?]|$|\n|[ \t]+(?:and|then|instead|lol|haha|if|for[ \t]+(?:it|that|now)))",
+    re.I | re.M,
+)
+_NOT_PUT_IN = frozenset(
+    _words("""again later that this it them one ones yours mine something anything instead
+    everything anyway same usual default normal both either mobile phone email enter return
+    backspace space shift delete caps google apple facebook microsoft sso password passwords""")
+)
+
+
+def _put_in_span(m: re.Match[str]) -> Span | None:
+    text = m.string
+    start = m.start("s")
+    end = _trim(text, start, m.end("s"))
+    value = text[start:end]
+    if end - start < 4 or _is_placeholder(value):
+        return None
+    low = value.lower()
+    digits = any(c.isdigit() for c in value)
+    if value.isdigit():
+        if not 4 <= len(value) <= 8 or _glued(text, end):
+            return None
+    elif digits:
+        if sum(c.isalpha() for c in value) < 3 or _CRED_NOT_RE.fullmatch(value):
+            return None
+        if _CRED_NOT_SHAPE_RE.search(value) or _MEASURE_RE.fullmatch(value) or "@" in value:
+            return None
+    elif (
+        not value.isalpha()
+        or not value.islower()
+        or low in _NOT_PUT_IN
+        or low in _DESCRIBING
+        or low in _PHRASE_STOP
+        or low in _NOT_ANSWERS
+        or _KW_WORD_RE.match(low)
+        or low.endswith(_DESCRIBING_ENDS)
+        or not _PUT_IN_WORD_END_RE.match(text, end)
+    ):
+        return None
+    stops = list(_SENTENCE_STOP_RE.finditer(text, max(0, m.start() - 120), m.start()))
+    lo = stops[-1].end() if stops else max(0, m.start() - 120)
+    context = _PUT_IN_CONTEXT_RE.search(text, lo, m.start())
+    if context is None:
+        return None
+    said = context.group().lower()
+    numeric = said in ("pin", "code", "combination", "combo", "keypad", "lockbox", "alarm")
+    if value.isdigit():
+        return (start, end) if numeric else None
+    if numeric and said != "pin":
+        return None  # `the code is in the wiki, use Chrome2`: a code is digits
+    if said.startswith(("log", "sign", "network")):
+        # a small word after a login's name is its user as often, and a product's name
+        # has a digit (`use Chrome2`): a password here is long or has two digits
+        n = sum(c.isdigit() for c in value)
+        if not digits or (n < 2 and len(value) < 10):
+            return None
+    return start, end
+
+
+_KW_WORD_RE = re.compile(r"pass|pw|pin|code|key|login|user")
+
+BUILTIN += [
+    Detector(
+        "keyword_secret",
+        _PUT_IN_RE,
+        (
+            "pass",
+            "pw",
+            "pin ",
+            "pin,",
+            "pin?",
+            "pin.",
+            "wifi",
+            "wi-fi",
+            "login",
+            "log in",
+            "sign in",
+            "sign-in",
+            "network",
+            "combo",
+            "alarm",
+            "keypad",
+            "lockbox",
+        ),
+        _put_in_span,
+        11,
+        fold=True,
+        seek=re.compile(r"[ \t](?:put|type|enter|use|try|punch|key|go with)[ \t]"),
+        prose=True,
     ),
 ]
 

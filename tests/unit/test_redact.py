@@ -1900,3 +1900,43 @@ def test_a_value_in_a_quote_a_list_entry_or_an_office_device_is_redacted(
 )
 def test_labels_lists_and_office_words_are_kept(text: str) -> None:
     assert not R.redact(text).changed, R.redact(text).text
+
+
+@pytest.mark.parametrize(
+    ("text", "secret"),
+    [
+        ("if the laptop asks for a password just put in crumpet, it's what he uses", "crumpet"),
+        ("to get onto the guest network use visitors2go", "visitors2go"),
+        ("it wants the wifi thing, try marmot77", "marmot77"),
+        ("the keypad beeps, then enter 6021 and wait", "6021"),
+        ("PIN? same as my gym locker, 5150", "5150"),
+        ("the number for the key safe is our anniversary, 0611", "0611"),
+        ("the combination's her birthday 2 9 0 3", "2 9 0 3"),
+        ("tell Jo the alarm is 3-3-0-9 and she has a minute", "3-3-0-9"),
+        ("for the locker you go 10 left, 22 right, 5 left", "10 left, 22 right, 5 left"),
+        ("code to disarm: 4141", "4141"),
+        ("logins are first name plus the year, so hers is priya2023", "priya2023"),
+        ("p/w - Heron2020", "Heron2020"),
+    ],
+)  # fmt: skip
+def test_a_secret_told_in_passing_is_redacted(text: str, secret: str) -> None:
+    res = R.redact(text)
+    assert secret not in res.text, res.text
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "if it asks for a password just use the one on the card",
+        "the wifi dropped, try again later",
+        "to sign in use okta, then open the app",
+        "the code is in the wiki, use python3 to run it",
+        "PIN? same as always, you know it",
+        "the PIN is the same as the one from 2019",
+        "for the station you go left, then right at the lights",
+        "use a password manager, for instance",
+        "to sign in use your work email",
+    ],
+)
+def test_words_said_in_passing_near_a_password_are_kept(text: str) -> None:
+    assert not R.redact(text).changed, R.redact(text).text
