@@ -702,6 +702,7 @@ _NOT_SECRET_CODES = frozenset(
     """)
 )
 _WIFI_RE = re.compile(r"ssid|wi-?fi|wlan|wpa|wireless", re.I)
+_ROUTER_RE = re.compile(r"\brouter", re.I)
 # Up to three words of what the credential is for: "the password for the office printer",
 # "le mot de passe du routeur", "Passwort für das WLAN".
 _QUALIFIER_RE = re.compile(
@@ -1142,8 +1143,12 @@ def _keyword_kind(m: re.Match[str]) -> str:
         return "code"
     if m.group("weak") is not None:
         if m.group("weak").lower() == "key":
-            line = m.string[m.string.rfind("\n", 0, m.start()) + 1 : m.start()]
-            return "strong" if _WIFI_RE.search(line) else ""
+            # a wifi's or a router's key, named on its line or the line before (`did you
+            # change the router?⏎yeah new key's …`)
+            line_start = m.string.rfind("\n", 0, m.start())
+            lo = m.string.rfind("\n", 0, max(0, line_start)) + 1 if line_start > 0 else 0
+            near = m.string[lo : m.start()]
+            return "strong" if _WIFI_RE.search(near) or _ROUTER_RE.search(near) else ""
         return "weak"
     kw = m.group("strong").lower()
     if kw in _PHRASE_WORDS:
@@ -1287,7 +1292,8 @@ def _prose_span(m: re.Match[str]) -> Span | None:
             span = _code_value(text, link.end()) if link is not None else None
             if span is not None and _ENDING_RE.search(text, max(0, at - 16), at):
                 continue  # "a code to your phone ending 6621": the end of a number
-            if span is not None and text[span[1] : span[1] + 1] in ("", *".,;!?)\r\n"):
+            spoken = span is not None and text[span[0]].isalpha()  # `eight oh three six`
+            if span is not None and (spoken or text[span[1] : span[1] + 1] in ("", *".,;!?)\r\n")):
                 return span
         if i == 0 and kind not in ("weak", "loose"):
             link = _TO_RE.match(text, at)  # "changed the root password to …"
@@ -3130,9 +3136,10 @@ def _before_kw_span(m: re.Match[str]) -> Span | None:
         return None
     if any(w in _NOT_SECRET_CODES for w in gap):
         return None  # `90210 is the zip code`, `404 is the error code`
-    value = text[start:end]
     end = _trim(text, start, end)
     value = text[start:end]
+    if "=" in text[end : m.start()] and _IDENT_RE.fullmatch(value):
+        return None  # `tmp1 = passcode`: a variable given another's value
     code = bool(_NUMERIC_KW.fullmatch(kw)) or kw in _LOCK_ALONE or kw in _PLAIN_CODES
     if kw in _PLAIN_CODES or kw in _LOCK_ALONE:
         hi = text.find("\n", m.end())

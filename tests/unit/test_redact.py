@@ -1798,6 +1798,7 @@ def test_a_secret_told_in_its_own_layout_is_redacted(text: str, secret: str) -> 
     "text",
     [
         "123456 is the most common password",
+        "    tmp1 = passcode",
         "90210 is the zip code and 0161 is the area code",
         "404 is the error code you get",
         "4590 is the code we use for the project",
@@ -1939,4 +1940,30 @@ def test_a_secret_told_in_passing_is_redacted(text: str, secret: str) -> None:
     ],
 )
 def test_words_said_in_passing_near_a_password_are_kept(text: str) -> None:
+    assert not R.redact(text).changed, R.redact(text).text
+
+
+@pytest.mark.parametrize(
+    ("text", "secret"),
+    [
+        ("did you reset the router?\nyes, new key's Otter&Moss7", "Otter&Moss7"),
+        ("pin for the spare card four one one nine then sign the back", "four one one nine"),
+    ],
+)
+def test_a_router_s_key_on_the_next_line_and_a_pin_read_out_are_redacted(
+    text: str, secret: str
+) -> None:
+    res = R.redact(text)
+    assert secret not in res.text, res.text
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "did you reset the router?\nthe key is under the mat",
+        "the router key feature is new in v2",
+        "pin for the spare card is in the post",
+    ],
+)
+def test_a_router_s_key_named_and_no_value_is_kept(text: str) -> None:
     assert not R.redact(text).changed, R.redact(text).text
