@@ -561,7 +561,7 @@ _STRONG_WORDS = (
     pasword passwrod passowrd paswword pssword passwrd paasword passwod pasword paswd
     pasuwado pasuwaado pasuwādo pasuwaado paswoord contrasena mdp passkey passnumber
     wachtwoord lösenord lösenordet hasło haslo heslo salasana şifre şifresi sifre parola
-    пароль adgangskode adgangskoden passord passordet lozinka jelszó pass ww contra
+    пароль adgangskode adgangskoden passord passordet lozinka jelszó pass contra
     katalaluan parolă contrasenya pasahitza geslo slaptažodis parool парола лозинка
     nenosiri kodeord kodeordet lykilorð पासवर्ड পাসওয়ার্ড گذرواژه รหัสผ่าน"""),
     "kata laluan",
@@ -964,8 +964,13 @@ def _prose_value(text: str, pos: int, kind: str, bare_link: bool = False) -> Spa
     if q is not None and (not bare_link or kind == "strong"):
         value = q.group(2)  # bare: `and password "0psCenter!7"`
         ok = (strong and kind != "loose" and not bare_link) or _credential_like(value, strong)
-        if not ok and bare_link and _QUOTED_WORD_RE.fullmatch(value):
-            ok = value not in _DESCRIBING and not value.endswith(_DESCRIBING_ENDS)
+        if not ok and bare_link and _QUOTED_WORD_RE.fullmatch(value) and text[pos - 2].isalpha():
+            line = text.rfind("\n", 0, pos) + 1
+            ok = not (
+                value in _DESCRIBING
+                or value.endswith(_DESCRIBING_ENDS)
+                or _CODE_LINE_RE.search(text, line, q.end())
+            )
         if any(c.isalnum() for c in value) and not _is_placeholder(value) and ok:
             return q.span(2)
         return None
@@ -1125,7 +1130,7 @@ def _seed_value(text: str, pos: int) -> Span | None:
 
 # Keywords that are also common words (`pass` the verb, `clave`, `parola`): their value
 # must look like a password even when quoted, and a verb before them makes them one.
-_LOOSE_WORDS = frozenset(("pass", "clave", "parola", "contra", "ww"))
+_LOOSE_WORDS = frozenset(("pass", "clave", "parola", "contra"))
 _VERB_BEFORE = frozenset(
     _words("""
     to we i you they he she it then and or can could will would must should just also not
@@ -2869,8 +2874,8 @@ _CRED_CONTEXT_ANCHORS = (
     "wifi", "wi-fi", "cred", "heslo", "senha", "contrase", "clave", "mot de passe", "mdp",
     "wachtwoord", "lösen", "passord", "adgangskode", "salasana", "hasło", "şifre", "parola",
     "sandi", "khẩu", "пароль", "кодов", "كلمة السر", "كلمة المرور", "סיסמ", "비밀번호",
-    "requirepass", "locked out", "unlock", "keystore", "account", "locked", "reset", "forgot",
-    "forget", "typed", "sign-in", "sign-on", "signon",
+    "requirepass", "locked out", "unlock", "keystore", "locked", "reset", "forgot", "forget",
+    "mistyped", "sign-in", "sign-on", "signon",
 )  # fmt: skip
 _CRED_CONTEXT_RE = re.compile(
     # a bare `pass` only as a noun (`the pass is`, `pass: …`, `pass for the lobby`): not
@@ -2884,7 +2889,7 @@ _CRED_CONTEXT_RE = re.compile(
     r"|requirepass|locked out|unlock(?:s|ed)?|keystore"
     # what is said of a password in a support chat: `I've tried Molly2015 … can you reset
     # it?`, `I typed Hammock42 … and now it's locked`
-    r"|account|locked|reset|forgot(?:ten)?|forget(?:ting)?|mis-?typed|typed)(?![a-z])",
+    r"|locked|reset|forgot(?:ten)?|forget(?:ting)?|mis-?typed)(?![a-z])",
     re.I,
 )
 _CRED_WORD_RE = re.compile(  # a word with a digit or a symbol in it: ordinary words are passed
@@ -3052,22 +3057,31 @@ _NAMED_LITERAL_RE = re.compile(
     r"(?P<q>[\"'])[ \t]*,[ \t]*(?P<q2>[\"'])(?P<v>[^\"'\\\r\n]{1,200})(?P=q2)[ \t]*[),]"
 )
 _NAME_BEFORE_RE = re.compile(r"(?P<q>[\"'])(?P<name>[A-Za-z_][\w.-]{0,60})\Z")
-_SECRET_NAME_RE = re.compile(r"pass|pwd|secret|token|api[_-]?key|private[_-]?key|^key$", re.I)
 
 
 def _named_literal_span(m: re.Match[str]) -> Span | None:
-    before = _NAME_BEFORE_RE.search(m.string, max(0, m.start() - 62), m.start())
+    text = m.string
+    before = _NAME_BEFORE_RE.search(text, max(0, m.start() - 64), m.start())
     if before is None or before.group("q") != m.group("q"):
         return None
-    name = before.group("name")
-    found = _SECRET_NAME_RE.search(name)
-    if found is None or "public" in name.lower():
-        return None
+    if not text[max(0, before.start() - 8) : before.start()].rstrip().endswith("("):
+        return None  # a call's first argument, not an item of a list or a tuple
+    parts = re.split(r"[_.-]+", before.group("name").lower())
+    if not any(p in _SECRET_NAME_PARTS or p.endswith(_SECRET_NAME_ENDS) for p in parts):
+        return None  # `cohere_compass`, `PKAddPassButton`: no secret named
     value = m.group("v")
-    strong = found.group().lower() in ("pass", "pwd")
+    strong = any(p.startswith(("pass", "pw")) for p in parts)
     if " " in value or _SNAKE_RE.fullmatch(value) or not _credential_like(value, strong):
         return None  # a label (`"Password"`), a name (`"api_key"`), a placeholder
+    if not any(c.isdigit() or c in _SYMBOLS for c in value) or re.search(r":\d+\Z|/", value):
+        return None  # a class's name, an address
     return m.span("v")
+
+
+_SECRET_NAME_PARTS = frozenset(
+    _words("password passwd pass pwd pw passphrase passcode secret token key apikey pin")
+)
+_SECRET_NAME_ENDS = ("password", "passwd", "secret", "token", "apikey")
 
 
 # A line of a `.pgpass` file: `host:port:database:user:password`.
@@ -3228,6 +3242,7 @@ def _code_list_span(m: re.Match[str]) -> Span | None:
 
 # A CSV or semicolon or tab separated table whose header names a password column: each
 # row's field in it (`name,username,password⏎Gmail,kate@…,Inbox&Zero9`).
+_CSV_NAME_RE = re.compile(r"[^\W\d_][\w /'’-]{0,29}")
 _CSV_FIELD_RE = re.compile(r"[ \t]*(?:\"((?:[^\"]|\"\")*)\"|([^,;\t\n\"]*))[ \t]*")
 _CSV_KEYWORDS = (
     *_words("""password passwd pass pwd pw passcode pin passwort kennwort contraseña clave senha
@@ -3266,8 +3281,8 @@ def _csv_spans(m: re.Match[str]) -> list[Span] | None:
     if len(fields) < 2:
         return None
     names = [head[a:b].strip().lower() for a, b in fields]
-    if not all(n and len(n) <= 30 for n in names):
-        return None  # a header names each column
+    if not all(_CSV_NAME_RE.fullmatch(n) for n in names):
+        return None  # a header names each column: not code (`self.user, self.passwd = …`)
     column = next((i for i, n in enumerate(names) if n in _CSV_KEYWORDS), None)
     if column is None:
         return None
@@ -3285,6 +3300,34 @@ def _csv_spans(m: re.Match[str]) -> list[Span] | None:
         if value and " " not in value and not _is_placeholder(value) and value != "-":
             out.append((pos + a, pos + b))
         pos = line_end + 1
+    return out or None
+
+
+# Where a keyword ends a clause, a header's field or a heading, the rules above that read
+# back or down from it share one scan: each is tried where its own pattern matches.
+_KW_END_WORDS = frozenset((*_BEFORE_KW_WORDS, *_CSV_KEYWORDS, *_CODE_LIST_HEADS))
+_KW_END_SEEK = re.compile(
+    rf"{_trie(_KW_END_WORDS)}(?![\w-])(?=\"?[ \t]*(?:$|[.,;:!?)(\n\t—–-]|[ \t]+[a-z]))", re.M
+)
+_CSV_KW_I_RE = re.compile(_CSV_KW_RE.pattern, re.I)
+
+
+def _kw_end_spans(m: re.Match[str]) -> list[Span] | None:
+    text, pos = m.string, m.start()
+    out: list[Span] = []
+    for regex, find in (
+        (_BEFORE_KW_RE, _before_kw_span),
+        (_CODE_LIST_RE, _code_list_span),
+        (_CSV_KW_I_RE, _csv_spans),
+    ):
+        hit = regex.match(text, pos)
+        if hit is None:
+            continue
+        found = find(hit)
+        if isinstance(found, list):
+            out += found
+        elif found is not None:
+            out.append(found)
     return out or None
 
 
@@ -3340,32 +3383,15 @@ BUILTIN += [
         seek=re.compile(r"[\"'][ \t]*,[ \t]*[\"']"),
     ),
     Detector("password_assignment", _PGPASS_RE, (":",), _pgpass_span, 8),
+    # the value before its keyword, a list of codes, a CSV column: one scan for the three
     Detector(
         "keyword_secret",
-        _BEFORE_KW_RE,
+        re.compile(_KW_END_SEEK.pattern, re.I | re.M),
         (),
-        _before_kw_span,
+        _kw_end_spans,
         9,
         fold=True,
-        seek=re.compile(rf"{_trie(_BEFORE_KW_WORDS)}{_BEFORE_KW_END}", re.M),
-    ),
-    Detector(
-        "keyword_secret",
-        _CODE_LIST_RE,
-        (),
-        _code_list_span,
-        9,
-        fold=True,
-        seek=re.compile(rf"{_trie(_CODE_LIST_HEADS)}(?![\w])"),
-    ),
-    Detector(
-        "keyword_secret",
-        re.compile(_CSV_KW_RE.pattern, re.I),
-        (),
-        _csv_spans,
-        9,
-        fold=True,
-        seek=_CSV_KW_RE,
+        seek=_KW_END_SEEK,
     ),
     Detector(
         "keyword_secret",
@@ -3390,12 +3416,12 @@ _PUT_IN_RE = re.compile(
     re.I,
 )
 _PUT_IN_CONTEXT_RE = re.compile(
-    r"(?<![a-z])(?:pass(?:word|wort|code|phrase)?s?|pw|pwd|wi-?fi|network|log[ -]?ins?"
-    r"|sign[ -]?ins?|pin|code|combination|combo|keypad|lockbox|alarm)(?![a-z])",
+    r"(?<![\w-])(?:pass(?:word|wort|code|phrase)s?|pw|pwd|wi-?fi|network|log[ -]?ins?"
+    r"|sign[ -]?ins?|pin|code|combination|combo|keypad|lockbox|alarm)(?![\w-])",
     re.I,
 )
 _PUT_IN_WORD_END_RE = re.compile(
-    r"[ \t]*(?:[,.;!?]|$|\n|[ \t]+(?:and|then|instead|lol|haha|if|for[ \t]+(?:it|that|now)))",
+    r"[ \t]*(?:[,.;!?]|$|\n|[ \t]+(?:and|then|instead|lol|haha|for[ \t]+(?:it|that|now)))",
     re.I | re.M,
 )
 _NOT_PUT_IN = frozenset(
@@ -3439,6 +3465,10 @@ def _put_in_span(m: re.Match[str]) -> Span | None:
     context = _PUT_IN_CONTEXT_RE.search(text, lo, m.start())
     if context is None:
         return None
+    line = text.rfind("\n", 0, m.start()) + 1
+    line_end = text.find("\n", end)
+    if _CODE_LINE_RE.search(text, line, len(text) if line_end < 0 else line_end):
+        return None  # a line of code: `type substitution` near `_jit_pass_…`
     said = context.group().lower()
     numeric = said in ("pin", "code", "combination", "combo", "keypad", "lockbox", "alarm")
     if value.isdigit():

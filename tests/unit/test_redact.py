@@ -1967,3 +1967,20 @@ def test_a_router_s_key_on_the_next_line_and_a_pin_read_out_are_redacted(
 )
 def test_a_router_s_key_named_and_no_value_is_kept(text: str) -> None:
     assert not R.redact(text).changed, R.redact(text).text
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        '("cohere_compass", "CohereCompassConfig"),\n("qwen2_5_omni", "Qwen2_5OmniConfig"),',
+        "['PKAddPassButton', 'PKAddPaymentPassRequest', 'MTLRenderPassDescriptor']",
+        "self.user, self.passwd = user, passwd\nself.host, self.port = host, port",
+        "filename = os.path.join(pwd, '..', 'tests', 'data')",
+        "# used during the forward pass, so we use torch if relevant",
+        "WW(G) = \\frac{1}{2} \\sum_{u,v} d(u, v)",
+        "If your account supports EC2-Classic, Amazon EC2 launches it there.",
+        "* typed arrays: add Uint8ClampedArray",
+    ],
+)
+def test_code_and_technical_prose_near_the_new_rules_are_kept(text: str) -> None:
+    assert not R.redact(text).changed, R.redact(text).text
