@@ -359,7 +359,9 @@ def _is_placeholder(value: str) -> bool:
     # `your_password`, `the api key`, `enter-token-here`; not a phrase that starts with
     # such a word (`my cat likes tuna`, `the cat sat on my keyboard again`)
     words = re.split(r"[ _-]+", low)
-    return len(words) <= 2 or any(w in _PLACEHOLDER_NOUNS for w in words[1:3])
+    # (the noun of a phrase comes early: `the cat sat on my keyboard` is no placeholder)
+    named = words[1:] if " " not in s else words[1:3]
+    return len(words) <= 2 or any(w in _PLACEHOLDER_NOUNS for w in named)
 
 
 def _keyword_glued(text: str, start: int, kw: str) -> bool:
@@ -2889,7 +2891,8 @@ _CRED_CONTEXT_RE = re.compile(
     r"|requirepass|locked out|unlock(?:s|ed)?|keystore"
     # what is said of a password in a support chat: `I've tried Molly2015 … can you reset
     # it?`, `I typed Hammock42 … and now it's locked`
-    r"|locked|reset|forgot(?:ten)?|forget(?:ting)?|mis-?typed)(?![a-z])",
+    r"|(?:it'?s|is|got|was|gets|account)[ \t]+locked|reset[ \t]+(?:it|my|his|her|your)"
+    r"|forgot(?:ten)?|forgetting|mis-?typed)(?![a-z])",
     re.I,
 )
 _CRED_WORD_RE = re.compile(  # a word with a digit or a symbol in it: ordinary words are passed

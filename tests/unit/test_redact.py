@@ -1980,6 +1980,8 @@ def test_a_router_s_key_named_and_no_value_is_kept(text: str) -> None:
         "WW(G) = \\frac{1}{2} \\sum_{u,v} d(u, v)",
         "If your account supports EC2-Classic, Amazon EC2 launches it there.",
         "* typed arrays: add Uint8ClampedArray",
+        "    # reset the parser's state#\n    def reset(self):",
+        'client(api_key="your-replicate-api-key",  # Pass your Replicate API key',
     ],
 )
 def test_code_and_technical_prose_near_the_new_rules_are_kept(text: str) -> None:
