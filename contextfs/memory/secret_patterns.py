@@ -704,7 +704,7 @@ _NOT_SECRET_CODES = frozenset(
     """)
 )
 _WIFI_RE = re.compile(r"ssid|wi-?fi|wlan|wpa|wireless", re.I)
-_ROUTER_RE = re.compile(r"\brouter", re.I)
+_ROUTER_RE = re.compile(r"\b(?:router|wi-?fi|wlan|ssid)\b", re.I)
 # Up to three words of what the credential is for: "the password for the office printer",
 # "le mot de passe du routeur", "Passwort für das WLAN".
 _QUALIFIER_RE = re.compile(
@@ -1152,10 +1152,11 @@ def _keyword_kind(m: re.Match[str]) -> str:
         if m.group("weak").lower() == "key":
             # a wifi's or a router's key, named on its line or the line before (`did you
             # change the router?⏎yeah new key's …`)
-            line_start = m.string.rfind("\n", 0, m.start())
-            lo = m.string.rfind("\n", 0, max(0, line_start)) + 1 if line_start > 0 else 0
-            near = m.string[lo : m.start()]
-            return "strong" if _WIFI_RE.search(near) or _ROUTER_RE.search(near) else ""
+            line_start = m.string.rfind("\n", 0, m.start()) + 1
+            if _WIFI_RE.search(m.string, line_start, m.start()):
+                return "strong"
+            lo = m.string.rfind("\n", 0, max(0, line_start - 1)) + 1 if line_start else 0
+            return "strong" if _ROUTER_RE.search(m.string, lo, m.start()) else ""
         return "weak"
     kw = m.group("strong").lower()
     if kw in _PHRASE_WORDS:

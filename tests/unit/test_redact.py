@@ -1962,6 +1962,7 @@ def test_a_router_s_key_on_the_next_line_and_a_pin_read_out_are_redacted(
     [
         "did you reset the router?\nthe key is under the mat",
         "the router key feature is new in v2",
+        'aws iotwireless tag-resource \\\n    --tags Key="MyTag",Value="MyValue"',
         "pin for the spare card is in the post",
     ],
 )
