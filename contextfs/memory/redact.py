@@ -404,12 +404,15 @@ class Redactor:
                 if not any(a in hay for a in det.anchors):
                     continue
             for m in _matches(det, text, lowered):
-                span = det.span(m)
-                if span is None or span[0] == span[1]:
+                found = det.span(m)
+                if found is None:
                     continue
-                if ascii_only and not text[span[0] : span[1]].isascii():
-                    continue
-                candidates.append((det.priority, span[0], span[1], det.kind))
+                for span in found if isinstance(found, list) else (found,):
+                    if span[0] == span[1]:
+                        continue
+                    if ascii_only and not text[span[0] : span[1]].isascii():
+                        continue
+                    candidates.append((det.priority, span[0], span[1], det.kind))
         if not candidates:
             return []
         # Existing markers are taken first so nothing ever matches inside or across one,

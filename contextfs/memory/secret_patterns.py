@@ -28,8 +28,9 @@ class Detector:
     # Cheap prefilter: the regex runs only when one of these occurs in the text
     # (in the lower-cased text when `fold`). Empty means always run.
     anchors: tuple[str, ...]
-    # The secret's span for a match, or None when the match is not a secret after all.
-    span: Callable[[re.Match[str]], Span | None]
+    # The secret's span for a match, or None when the match is not a secret after all
+    # (or the spans of several: the rows of a table under its header).
+    span: Callable[[re.Match[str]], Span | list[Span] | None]
     priority: int
     fold: bool = False
     # When set, candidate starts are found by this case-sensitive regex in the lower-cased
@@ -358,7 +359,9 @@ def _is_placeholder(value: str) -> bool:
     # `your_password`, `the api key`, `enter-token-here`; not a phrase that starts with
     # such a word (`my cat likes tuna`, `the cat sat on my keyboard again`)
     words = re.split(r"[ _-]+", low)
-    return len(words) <= 2 or any(w in _PLACEHOLDER_NOUNS for w in words[1:])
+    # (the noun of a phrase comes early: `the cat sat on my keyboard` is no placeholder)
+    named = words[1:] if " " not in s else words[1:3]
+    return len(words) <= 2 or any(w in _PLACEHOLDER_NOUNS for w in named)
 
 
 def _keyword_glued(text: str, start: int, kw: str) -> bool:
@@ -560,7 +563,14 @@ _STRONG_WORDS = (
     pasword passwrod passowrd paswword pssword passwrd paasword passwod pasword paswd
     pasuwado pasuwaado pasuwādo pasuwaado paswoord contrasena mdp passkey passnumber
     wachtwoord lösenord lösenordet hasło haslo heslo salasana şifre şifresi sifre parola
-    пароль adgangskode adgangskoden passord passordet lozinka jelszó pass"""),
+    пароль adgangskode adgangskoden passord passordet lozinka jelszó pass contra
+    katalaluan parolă contrasenya pasahitza geslo slaptažodis parool парола лозинка
+    nenosiri kodeord kodeordet lykilorð पासवर्ड পাসওয়ার্ড گذرواژه รหัสผ่าน"""),
+    "kata laluan",
+    "رمز عبور",
+    "كلمة السر",
+    "كلمة المرور",
+    "κωδικός πρόσβασης",
     "pass code",
     "pin code",
     *_joined(["pin", "puk"], (" ", "-"), _words("number nummer code kode koodi")),
@@ -666,13 +676,22 @@ _LOCK_NOUN_RE = re.compile(
     r"|intercom|interphone|domofon|citofono|portero|nøglebok|nøkkelbok|nyckelbox|fietsslot"
     r"|cykellås|sykkellås|fahrradschloss|schlüsselkast|sleutelkast|garasje|branka|branky"
     r"|brána|brány|dveří|ovi|portti|porta|interfon|під'їзд|подъезд|домофон|דלת|הדלת|אזעקה|האזעקה"
-    r"|כספת|הכספת|باب|الباب|بوابة|البوابة|خزنة|الخزنة)\w{0,3}\b",
+    r"|כספת|הכספת|باب|الباب|بوابة|البوابة|خزنة|الخزنة"
+    r"|room|office|gym|pool|studio|cupboard|drawer|portão|portao|portaria|hek|poort|voordeur"
+    r"|achterdeur|brievenbus|schuur|berging|furtk|bramk|garaż|skrytk|szafk|skrzynk|piwnic"
+    r"|armadiett|cassaforte|cantina|vestiaire|casier|coffre|spind|briefkasten|schlie(?:ß|ss)fach"
+    r"|zahlenschloss|keller|trastero|buzón|buzon|taquilla|armário|armario|cacifo"
+    # what an office or a venue keys a code into
+    r"|photocopier|copier|printer|franking|till|voicemail|answerphone|fob|barrier|turnstile"
+    r"|shutter|hatch|cage|disarm|unlock)\w{0,3}\b",
     re.I,
 )
 # A one-time code or a card's, named right before a plain `code` (`your login code is
 # 604913`, `ATM code 8824`): a secret like a lock's.
 _OTP_BEFORE_RE = re.compile(
-    r"\b(?:atm|card|one[- ]time|otp|2fa|mfa|sms|login|sign[- ]?in|verification|steam[ \t]+guard)"
+    r"\b(?:atm|card|one[- ]time|otp|2fa|mfa|sms|login|sign[- ]?in|verification|steam[ \t]+guard"
+    # whose code on a till or a panel: `supervisor code 9021`, `installer code 1234`
+    r"|supervisor|manager|installer|engineer|admin|guest|owner|override)"
     r"[ \t-]*\Z",
     re.I,
 )
@@ -685,22 +704,27 @@ _NOT_SECRET_CODES = frozenset(
     """)
 )
 _WIFI_RE = re.compile(r"ssid|wi-?fi|wlan|wpa|wireless", re.I)
+_ROUTER_RE = re.compile(r"\b(?:router|wi-?fi|wlan|ssid)\b", re.I)
 # Up to three words of what the credential is for: "the password for the office printer",
 # "le mot de passe du routeur", "Passwort für das WLAN".
 _QUALIFIER_RE = re.compile(
     r"[ \t]+(?:for|to|of|on|at|in|into|with|du|de|des|del|della|dello|di|do|da|dos|für|fürs"
     r"|van|voor|för|till|til|zu|pour|next[ \t]+to|by|near|behind|under|outside|inside|beside"
-    r"|from|4|od|na|para|per|pro|от|для|до|на|від|за)"
-    r"(?=[ \t])",
+    r"|from|off|4|od|na|para|per|pro|от|для|до|на|від|за|vom|von|beim|zum|zur)"
+    r"(?=[ \t])|[ \t]+(?:dell|dall|nell|sull|dello|d|l)['’](?=[^\W\d_])",
     re.I,
 )
 _WORD_RE = re.compile(r"[ \t]{1,8}[\w.@'/-]{1,64}(?::[^\W\d_]{1,3}\b)?")  # `wifi:t`
+_GLUED_WORD_RE = re.compile(r"[\w.@/-]{1,64}")
 _ADVERBS = (
     r"now|still|currently|just|always|simply|literally|probably|basically|actually"
     r"|definitely|really|also|again|officially"
 )
 _VERBS = (
     r"is|was|are|were|=|est|c'est|c’est|ist|lautet|war|es|era|é|è|är|er|je|jest|sont|wa|la|là|on"
+    # `is` in more languages: Malay, Indonesian, Tagalog, Swahili, Romanian, Catalan,
+    # Lithuanian, Latvian, Greek, Bulgarian, Serbian, Russian, Hindi, Persian, Thai, Dutch
+    r"|adalah|ialah|ay|ni|este|és|yra|ir|είναι|е|је|это|है|است|คือ|zijn|sind|son"
     r"|(?:will|would|should|shall|has[ \t]+to|is[ \t]+going[ \t]+to)[ \t]+be"
     r"|equals|equal[ \t]+to"
 )
@@ -718,7 +742,9 @@ _LINK_RE = re.compile(
     re.I,
 )
 # `password: …`, and in markdown `**Password:** …`, `**Password**: …`
-_COLON_LINK_RE = re.compile(r"[ \t]*(?:\*\*|__)?(?::|=>?|->|→)(?:\*\*|__)?[ \t]*")
+_COLON_LINK_RE = re.compile(
+    r"[ \t]*(?:\*\*|__)?(?::|=>?|->|→|(?<=[ \t])[-–—](?=[ \t]))(?:\*\*|__)?[ \t]*"
+)
 # A question and its answer: "Her password? It's …", "Q: router password? A: …".
 _QA_LINK_RE = re.compile(
     r"(?:[ \t]+(?:again|now|exactly|pls|please|nochmal|again,?[ \t]+please))?"
@@ -732,13 +758,17 @@ _TO_RE = re.compile(r"[ \t]+(?:to|as)[ \t]+", re.I)  # "changed … to …", "ga
 _BARE_LINK_RE = re.compile(r"[ \t]+")
 # "Password is the same as last year: Snowfall2023!", "her password is her cat plus the
 # year, Tigger2008.": a verb, a few words, a colon or a comma, a value ending the sentence.
+_WORDS_SAID_RE = re.compile(r"\b(?:words|phrase|sentence)\b", re.I)
 _LATE_COLON_RE = re.compile(
     r"[ \t]+(?:is|was|got)[ \t]+[^\n.?!:;,→]{1,60}?(?:[:,→]|[ \t]so)[ \t]+", re.I
 )
 _SENTENCE_END_RE = re.compile(r"[.!?]?(?:[ \t]*$|[ \t]*\n|[ \t]+[A-Z])", re.M)
 # An aside between a keyword and its link: "the wifi password (case sensitive) is …",
 # "the password, if you need it, is …".
-_ASIDE_RE = re.compile(r"[ \t]*\([^()\n]{1,40}\)|,[ \t]+[^,\n]{1,40},(?=[ \t])")
+_ASIDE_RE = re.compile(
+    r",?[ \t]+(?:spelled|spelt|letter[ \t]+by[ \t]+letter)(?:[ \t]+out)?(?=[ \t]*:)"
+    r"|[ \t]*\([^()\n]{1,40}\)|,[ \t]+[^,\n]{1,40},(?=[ \t])"
+)
 _PROSE_QUOTED_RE = re.compile(r"([\"'`“‘])([^\"'`“”‘’\r\n]{1,64})([\"'`”’])")
 _PROSE_BARE_RE = re.compile(r"[^\s\"'`<>()\[\]{}]{1,128}")
 # a keypad's digits, a combination, or a digicode's letter and digits (`B1984`)
@@ -885,6 +915,50 @@ def _phrase_value(text: str, pos: int, verb: bool) -> Span | None:
     return pos, end
 
 
+# a small word quoted right after a password keyword: `the phone banking password
+# "tangerine"` (a label would be capitalised: `the field "Password"`)
+_QUOTED_WORD_RE = re.compile(r"[a-z]{4,24}")
+
+
+def _joined_value(text: str, pos: int) -> Span | None:
+    """Three words or more joined by hyphens after a password keyword and its link
+    (`heslo na wifi je pivo-a-knedlik`, `mot de passe : bienvenue-chez-nous`), not a
+    description (`hard-to-guess`, `up-to-date`) nor a name of code (`aes-256-gcm`)."""
+    m = _HYPHEN_WORDS_RE.match(text, pos)
+    if m is None or _glued(text, m.end()):
+        return None
+    parts = m.group().lower().split("-")
+    if parts[0] in _DESCRIBING or parts[0] in _PHRASE_STOP or parts[0] in _NOT_JOINED_FIRST:
+        return None
+    return m.span()
+
+
+# Words told with how they are written: `velvet canyon lamp orbit, all lowercase with
+# spaces`, `coffeeandcroissants (all one word)`, `the owls are not what they seem (spaces
+# included)`: what is said of them is said of a password.
+_WRITTEN_RE = re.compile(
+    r"[a-z][a-z'’]{1,23}(?:[ \t]+[a-z][a-z'’]{0,23}){0,7}(?=[ \t]*[,(—–-]?[ \t]*(?:all[ \t]+)?"
+    r"(?:lower[ -]?case|small[ \t]+letters|in[ \t]+small|with[ \t]+spaces|spaces[ \t]+included"
+    r"|no[ \t]+(?:caps|capitals|spaces?)|(?:all[ \t]+)?one[ \t]+word|no[ \t]+space[ \t]+between)\b)"
+)
+
+
+def _written_value(text: str, pos: int) -> Span | None:
+    m = _WRITTEN_RE.match(text, pos)
+    if m is None:
+        return None
+    words = m.group().split()
+    if words[0] in _PHRASE_STOP or words[0] in _DESCRIBING or words[0] in _PHRASE_START_STOP:
+        return None  # `the password is the same, all lowercase`: a description
+    if len(words) == 2:
+        return None  # `is case sensitive, all lowercase`
+    return m.span()
+
+
+_HYPHEN_WORDS_RE = re.compile(r"[^\W\d_]{2,}(?:-[^\W\d_]+){2,7}")
+_NOT_JOINED_FIRST = frozenset(_words("up one all case well self never out in of over under non"))
+
+
 def _prose_value(text: str, pos: int, kind: str, bare_link: bool = False) -> Span | None:
     """The value at pos for a keyword of this kind (see `_keyword_kind`)."""
     strong = kind != "weak"
@@ -892,12 +966,23 @@ def _prose_value(text: str, pos: int, kind: str, bare_link: bool = False) -> Spa
     if q is not None and (not bare_link or kind == "strong"):
         value = q.group(2)  # bare: `and password "0psCenter!7"`
         ok = (strong and kind != "loose" and not bare_link) or _credential_like(value, strong)
+        if not ok and bare_link and _QUOTED_WORD_RE.fullmatch(value) and text[pos - 2].isalpha():
+            line = text.rfind("\n", 0, pos) + 1
+            ok = not (
+                value in _DESCRIBING
+                or value.endswith(_DESCRIBING_ENDS)
+                or _CODE_LINE_RE.search(text, line, q.end())
+            )
         if any(c.isalnum() for c in value) and not _is_placeholder(value) and ok:
             return q.span(2)
         return None
     if kind in ("code", "pin"):
         span = _code_value(text, pos)
         if span is not None or kind == "code":
+            return span
+    if kind in ("strong", "pin", "loose", "phrase") and not bare_link:
+        span = _spelled_value(text, pos) or _joined_value(text, pos) or _written_value(text, pos)
+        if span is not None:
             return span
     if kind == "phrase" and not bare_link:
         verb = text[pos - 1 : pos] in " \t" and ":" not in text[max(0, pos - 3) : pos]
@@ -931,7 +1016,11 @@ def _prose_value(text: str, pos: int, kind: str, bare_link: bool = False) -> Spa
 # says what the password is like, not what it is, is no value: `the password is required`,
 # `… is incorrect.`, `… is mine`.
 _WORD_END = (
-    r"(?:[ \t]+(?:btw|lol|ok|thx|thanks|haha|xx|x))?"
+    r"[ \t]+(?:lol|lmao|lmfao|haha|hahaha|hehe|smh|rofl)\b"  # a laugh ends the clause
+    # or what is asked of the reader: `… is kitchenrota and please stop changing it`
+    r"|[ \t]+(?:and|but|so)[ \t]+(?:please|pls|plz|don't|dont|do[ \t]+not|never|stop"
+    r"|remember|keep|tell)\b"
+    r"|(?:[ \t]+(?:btw|lol|ok|thx|thanks|haha|xx|x))?"
     r"[ \t]*(?:[.!]?[ \t]*(?:\r?\n|\Z)|[.!;][ \t]+[A-Z]|,[ \t]"
     # how it is written: `moonwalk all lowercase`, `rosegarden all in small letters`
     r"|[ \t]+(?i:all[ \t]+(?:lower|small|in[ \t]+(?:lower|small))|in[ \t]+(?:lower|small)"
@@ -965,7 +1054,25 @@ _ENGLISH_KW = frozenset(
         "memorable word",
     )
 )
-_ENGLISH_LINK_RE = re.compile(r"[ \t]*(?:(?:'s|’s|is|was)\b[^:]*|:|\?[^:]*)?[ \t]*", re.I)
+_ENGLISH_LINK_RE = re.compile(
+    r"(?:,?[ \t]*which)?[ \t]*(?:(?:'s|’s|is|was)\b[^:]*|:|\?[^:]*)?[ \t]*", re.I
+)
+
+
+# What a bare `pass` is the password of, just before it: `wifi pass is bananabread`, `the
+# netflix pass was …` (not `the mountain pass is Stelvio`, `my bus pass is Oyster`).
+_PASS_OWNER_RE = re.compile(
+    r"(?:wi-?fi|router|login|account|admin|user|e?mail|computer|laptop|phone|ipad|tablet|pc"
+    r"|netflix|hulu|disney\+?|spotify|server|vpn|network|guest)[ \t]+\Z"
+    r"|\b(?:user(?:name)?|login)\b[^\n]{0,40}[,;][ \t]*\Z",  # `user is lab, pass is beaker`
+    re.I,
+)
+
+
+def _owned_pass(m: re.Match[str], link: str) -> bool:
+    if m.group().lower() != "pass" or not re.fullmatch(r"[ \t]+(?:is|was)[ \t]+", link, re.I):
+        return False
+    return bool(_PASS_OWNER_RE.search(m.string, max(0, m.start() - 60), m.start()))
 
 
 def _english(m: re.Match[str], link: str) -> bool:
@@ -1025,7 +1132,7 @@ def _seed_value(text: str, pos: int) -> Span | None:
 
 # Keywords that are also common words (`pass` the verb, `clave`, `parola`): their value
 # must look like a password even when quoted, and a verb before them makes them one.
-_LOOSE_WORDS = frozenset(("pass", "clave", "parola"))
+_LOOSE_WORDS = frozenset(("pass", "clave", "parola", "contra"))
 _VERB_BEFORE = frozenset(
     _words("""
     to we i you they he she it then and or can could will would must should just also not
@@ -1043,8 +1150,13 @@ def _keyword_kind(m: re.Match[str]) -> str:
         return "code"
     if m.group("weak") is not None:
         if m.group("weak").lower() == "key":
-            line = m.string[m.string.rfind("\n", 0, m.start()) + 1 : m.start()]
-            return "strong" if _WIFI_RE.search(line) else ""
+            # a wifi's or a router's key, named on its line or the line before (`did you
+            # change the router?⏎yeah new key's …`)
+            line_start = m.string.rfind("\n", 0, m.start()) + 1
+            if _WIFI_RE.search(m.string, line_start, m.start()):
+                return "strong"
+            lo = m.string.rfind("\n", 0, max(0, line_start - 1)) + 1 if line_start else 0
+            return "strong" if _ROUTER_RE.search(m.string, lo, m.start()) else ""
         return "weak"
     kw = m.group("strong").lower()
     if kw in _PHRASE_WORDS:
@@ -1085,9 +1197,19 @@ def _lock_alone_value(text: str, pos: int) -> Span | None:
     if link is None:
         return None
     span = _code_value(text, link.end())
-    if span is None or text[span[1] : span[1] + 2].strip()[:1] not in ("", *".,;!()—–\r\n"):
-        return None  # the code ends the clause, or an aside follows: `5-2-7 (dial it right)`
+    if span is None:
+        return None
+    if text[span[1] : span[1] + 2].strip()[:1] not in ("", *".,;!()—–\r\n"):
+        # the code ends the clause, or an aside follows: `5-2-7 (dial it right)`; a code
+        # keyed digit by digit may go on to what to do (`the alarm is 1-9-8-4 and you have
+        # 30 seconds`), a time (`alarm: 0630 and then …`) not
+        keyed = not text[span[0] : span[1]].isdigit()
+        if not (keyed and _AND_THEN_RE.match(text, span[1])):
+            return None
     return span
+
+
+_AND_THEN_RE = re.compile(r"[ \t]+(?:and|then)\b", re.I)
 
 
 _SEED_ASIDE_RE = re.compile(r",[ \t]+[^,:\n]{1,30}(?=:)")
@@ -1148,6 +1270,8 @@ def _prose_span(m: re.Match[str]) -> Span | None:
         at = qual.end()
         for _ in range(6):
             w = _WORD_RE.match(text, at)
+            if w is None and text[at - 1] in "'’":  # `il codice dell'armadietto`
+                w = _GLUED_WORD_RE.match(text, at)
             if w is None:
                 break
             at = w.end()
@@ -1159,6 +1283,8 @@ def _prose_span(m: re.Match[str]) -> Span | None:
             if link is not None:
                 span = _value(text, link.end(), kind)
                 if span is None and kind == "strong" and _english(m, link.group()):
+                    span = _word_value(text, link.end())
+                if span is None and kind == "loose" and _owned_pass(m, link.group()):
                     span = _word_value(text, link.end())
                 if span is not None:
                     return span
@@ -1174,12 +1300,17 @@ def _prose_span(m: re.Match[str]) -> Span | None:
             span = _code_value(text, link.end()) if link is not None else None
             if span is not None and _ENDING_RE.search(text, max(0, at - 16), at):
                 continue  # "a code to your phone ending 6621": the end of a number
-            if span is not None and text[span[1] : span[1] + 1] in ("", *".,;!?)\r\n"):
+            spoken = span is not None and text[span[0]].isalpha()  # `eight oh three six`
+            if span is not None and (spoken or text[span[1] : span[1] + 1] in ("", *".,;!?)\r\n")):
                 return span
         if i == 0 and kind not in ("weak", "loose"):
             link = _TO_RE.match(text, at)  # "changed the root password to …"
             if link is not None and (span := _value(text, link.end(), kind)) is not None:
                 return span
+    if kind == "seed":  # `Metamask secret recovery phrase gadget hint evolve …`
+        words = _SEED_WORDS_RE.match(text, pos + 1) if text[pos : pos + 1] in " \t" else None
+        if words is not None and len(words.group().split()) in (12, 15, 18, 21, 24):
+            return words.span()
     if kind in ("strong", "loose", "phrase", "pin", "code") and not plain_code:
         link = _BARE_LINK_RE.match(text, pos)
         if link is not None:
@@ -1196,14 +1327,46 @@ def _prose_span(m: re.Match[str]) -> Span | None:
             return span
         if kind in ("strong", "loose", "phrase"):
             return _late_value(text, pos)
+    if kind in ("pin", "code") and not plain_code:
+        return _late_code(text, pos)
     return None
+
+
+# A code after words that say what it is: `PIN? same as my bike lock, 3141`, `the key box
+# is my birthday, 0412`, `the combination's my birthday 1 7 0 6`.
+_LATE_CODE_RE = re.compile(
+    r"(?:[ \t]+(?:is|was)|[ \t]*\?|'s|’s)[ \t]+[^\n.?!:;,→]{1,60}?"
+    r"(?:[ \t]*[:,→][ \t]*|[ \t](?=\d(?:[ ]\d){3}))",
+    re.I,
+)
+
+
+def _late_code(text: str, pos: int) -> Span | None:
+    late = _LATE_CODE_RE.match(text, pos)
+    if late is None:
+        return None
+    span = _code_value(text, late.end())
+    if (
+        span is None
+        or not _SENTENCE_END_RE.match(text, span[1])
+        and text[span[1] : span[1] + 1] != ","
+    ):
+        return None
+    if _YEAR_RE.fullmatch(text, *span) and re.search(
+        r"\b(?:in|since|from|of)[ \t]*\Z", late.group()
+    ):
+        return None
+    return span
 
 
 # A few words between a keyword and its verb (`the password they gave me at work is
 # Welcome123!`, `the password my manager set is Tq7-river-22`): the value then needs a
 # digit or a symbol, the words alone say little.
+_GAP_VERBS = r"is|was|adalah|ialah|este|és|est|ist|es|é|è|je|jest|er|är|yra|είναι"
 _GAP_LINK_RE = re.compile(
-    r"(?:[ \t]+(?!(?:is|was|are|were)\b)[A-Za-z][\w'’-]{0,20}){1,5}[ \t]+(?:is|was)[ \t]+", re.I
+    rf"(?:[ \t]+(?!(?:are|were|{_GAP_VERBS})\b)[^\W\d_][\w'’-]{{0,20}}){{1,5}}"
+    rf"[ \t]+(?:{_GAP_VERBS})[ \t]+",
+    re.I,
 )
 
 
@@ -1211,6 +1374,8 @@ def _gap_value(text: str, pos: int, kind: str) -> Span | None:
     gap = _GAP_LINK_RE.match(text, pos)
     if gap is None or kind in ("phrase", "seed"):
         return None
+    if gap.group().split()[0].lower() in _NOT_A_HOLDER:
+        return None  # `the password manager we use is 1Password`: no password's value
     span = _prose_value(text, gap.end(), kind)
     if span is None:
         return None
@@ -1276,6 +1441,11 @@ def _late_value(text: str, pos: int) -> Span | None:
     late = _LATE_COLON_RE.match(text, pos)
     if late is None:
         return None
+    if _WORDS_SAID_RE.search(late.group()) and late.group().rstrip().endswith(":"):
+        # `master password is four random words: tractor biscuit lagoon velvet`
+        span = _phrase_value(text, late.end(), False)
+        if span is not None:
+            return span
     b = _PROSE_BARE_RE.match(text, late.end())
     if b is None:
         return None
@@ -1294,10 +1464,10 @@ def _late_value(text: str, pos: int) -> Span | None:
 # value, and the word ends it. Not a word that says what the password is like or names
 # something about passwords (`…, password reset.`, `…, password protected`). Tried by
 # `_prose_span` where a keyword follows `, ` or `; `.
-_ENTRY_KW = _words("password passwd passcode pwd pw")
+_ENTRY_KW = _words("password passwd passcode pwd pw pass key")
 _ENTRY_WORD_RE = re.compile(
-    rf"(?<=[,;] )(?i:{_trie((*_ENTRY_KW, 'memorable word'))})[ \t]+"
-    r"(?P<s>[A-Za-z][a-z]{3,23}|[A-Z]{4,24})"
+    rf"(?<=[,;] )(?P<kw>(?i:{_trie((*_ENTRY_KW, 'memorable word'))}))[ \t]+"
+    r"(?P<s>[A-Za-z][a-z]{3,23}|[A-Z]{4,24}|[a-z]{2,}(?:-[a-z]+){2,7})"
     r"(?=[ \t]*(?:[.;!]?[ \t]*(?:\r?\n|\Z)|[.;!][ \t]+[A-Z]|,[ \t]))"
 )
 _ENTRY_NOT_WORDS = _NOT_A_HOLDER | frozenset(
@@ -1308,9 +1478,19 @@ _ENTRY_NOT_WORDS = _NOT_A_HOLDER | frozenset(
 )
 
 
+# what the entries before a bare `pass` or `key` name: a login or a network
+_ENTRY_OWNER_RE = re.compile(
+    r"(?:wi-?fi|ssid|network|user(?:name)?|login|name|lobby|server|account)\b", re.I
+)
+
+
 def _entry_word_span(m: re.Match[str]) -> Span | None:
     text, word = m.string, m.group("s")
     low = word.lower()
+    if m.group("kw").lower() in ("pass", "key") and not _ENTRY_OWNER_RE.search(
+        text, text.rfind("\n", 0, m.start()) + 1, m.start()
+    ):
+        return None  # `…, pass rate`, `…, key points`: no login named before
     if low in _ENTRY_NOT_WORDS or low in _DESCRIBING or low in _NOT_ANSWERS:
         return None
     if _is_placeholder(word) or _PROSE_KW_RE.fullmatch(word):
@@ -1370,18 +1550,20 @@ _RECOVERY_RE = re.compile(
     r"(?i:recovery|backup|2fa|mfa|two-factor|2-step|emergency|scratch|one-time|host)[ \t-]+"
     r"(?i:codes?|keys?)(?![\w])"
     # `key Apple gave me is …`, `codes for github:`, `key from the setup email: …`
-    r"(?:(?:(?:[ \t]+[\w.@'’-]{1,40}){1,4}?(?=[ \t]+(?i:is|are|was|were)\b|[ \t]*:))?"
+    r"(?:(?:(?:[ \t]+[\w.@'’-]{1,40}){1,6}?(?=[ \t]+(?i:is|are|was|were)\b|[ \t]*:))?"
     r"(?:[ \t]*\([^()\n]{1,30}\))?"  # `(printed 2/3)`
     r"(?:,[ \t]+[^:\n]{1,40}(?=:))?"  # `codes, keep them somewhere safe: …`
     r"(?:[ \t]*\)?[ \t]*(?::|=|->)|[ \t]*\(|[ \t]+(?i:is|are|was|were)(?:[ \t]*:)?)"
     r"(?:[ \t]*(?i:currently|now)\b)?"
-    # or a code straight after the words, taken only when `_recovery_span` finds one
-    r"|(?=[ \t]))"
+    # or a code straight after the words or on the next line, taken only when
+    # `_recovery_span` finds one
+    r"|(?=[ \t]|\r?\n))"
 )
 _RECOVERY_CODE_RE = re.compile(
     r"[ \t]*(?:\r?\n[ \t]*(?:[-*•][ \t]+|\d{1,2}[.)][ \t]+)?)?"
     # (or a key in one piece, in capitals and digits: a 2FA app's secret `K4RTQ7MZ2XWPLN5B`)
-    r"([A-Z0-9]{12,40}(?![\w-])|[A-Za-z0-9]{3,8}(?:[- ][A-Za-z0-9]{3,8}){0,7})[ \t]*[,;)]?"
+    r"([A-Z0-9]{12,40}(?![\w-])|[A-Za-z0-9]{3,8}(?:[- ](?!and\b)[A-Za-z0-9]{3,8}){0,7})"
+    r"[ \t]*(?:[,;)]|(?i:and)(?=[ \t]))?"
 )
 
 
@@ -1466,6 +1648,8 @@ def _secret_column(header: str) -> tuple[int, str] | None:
             kind = _keyword_kind(k)
             if kind in ("strong", "phrase", "pin", "code"):
                 return i, kind
+            if kind == "loose":  # a header `pass` is a column of passwords
+                return i, "strong"
     return None
 
 
@@ -1787,14 +1971,18 @@ _LINK_AHEAD = (
     r"|updated|has|had|got|for|of|on|at|in|into|with|est|c'est|c’est|ist|lautet|war|es|era|wa"
     r"|will|would|should|shall|as|opens|unlocks|which|from|4"
     r"|é|è|är|er|je|jest|sont|du|de|des|del|della|dello|di|do|da|dos|für|fürs|van|voor|för"
+    r"|adalah|ialah|ay|ni|este|és|yra|ir|είναι|е|је|это|है|است|คือ|zijn|sind|son"
     r"|till|til|zu|pour|next|by|near|behind|under|outside|inside|beside|down|below|here|para"
-    r"|per|pro|от|для|до|на|від|за)(?![\w])"
-    r"|[ \t]+[#*]?[0-9]|[ \t]+[^\s]*[0-9]"
+    r"|per|pro|от|для|до|на|від|за|vom|von|beim|zum|zur|na|od|off)(?![\w])"
+    r"|[ \t]+(?:dell|dall|nell|sull|d|l)['’]"
+    r"|[ \t]+[#*]?[0-9]|[ \t]+[^\s]*[0-9]|[ \t]+[\"“]"
     r"|(?:[ \t]+[^\s:]{1,25}){1,3}(?::|[ \t]+\S*[0-9])"
     r"|[ \t]+(?:again|now|exactly|pls|please|nochmal)[ \t]*\?"
-    r"|(?:[ \t]+[^\s:]{1,21}){1,5}[ \t]+(?:is|was)[ \t]+\S*[\d!#$&@%*?]"  # `_gap_value`
+    rf"|(?:[ \t]+[^\s:]{{1,21}}){{1,5}}[ \t]+(?:{_GAP_VERBS})[ \t]+\S*[\d!#$&@%*?]"  # `_gap_value`
     rf"|[ \t]+(?:{_DIGIT_WORDS})[ \t,-]"  # a code read out: `PIN seven zero three three`
-    r"|[ \t]+[a-z]{4,24}[ \t]*(?:[.;!]?[ \t]*(?:\n|\Z)|[.;!,][ \t]))"  # `_entry_word_span`
+    r"|[ \t]+[a-z]{4,24}[ \t]*(?:[.;!]?[ \t]*(?:\n|\Z)|[.;!,][ \t])"  # `_entry_word_span`
+    r"|[ \t]+[a-z]{2,}(?:-[a-z]+){2}"
+    r"|(?:[ \t]+[a-z]{3,8}){12})"  # a recovery phrase's words
 )
 
 
@@ -2293,7 +2481,7 @@ _NEAR_CLAUSE_ENDS_RE = re.compile(
 # combo. Left 24, right 11, left 38`): three to six turns, to the left and to the right by
 # turns, on the lock word's line and at most 120 characters on. Looked for from the lock
 # words `_near_code_span` finds anyway: a scan of its own for them cost 3% of the time.
-_DIAL_TURN = r"(?:[LR]|(?i:left|right))[ ]?\d{1,2}"
+_DIAL_TURN = r"(?:(?:[LR]|(?i:left|right))[ ]?\d{1,2}|\d{1,2}[ ]?(?:[LR]|(?i:left|right))(?![\w]))"
 _DIAL_RE = re.compile(rf"(?<![\w.-]){_DIAL_TURN}(?:[ ]*,?[ ]+{_DIAL_TURN}){{2,5}}(?![\w.-])")
 _DIAL_AFTER_RE = re.compile(r"[ ]*(?:blocks?|streets?|turns?|exits?|lanes?)\b", re.I)
 _DIAL_WORDS = frozenset(
@@ -2689,17 +2877,23 @@ _CRED_CONTEXT_ANCHORS = (
     "wifi", "wi-fi", "cred", "heslo", "senha", "contrase", "clave", "mot de passe", "mdp",
     "wachtwoord", "lösen", "passord", "adgangskode", "salasana", "hasło", "şifre", "parola",
     "sandi", "khẩu", "пароль", "кодов", "كلمة السر", "كلمة المرور", "סיסמ", "비밀번호",
-    "requirepass", "locked out", "unlock", "keystore",
+    "requirepass", "locked out", "unlock", "keystore", "locked", "reset", "forgot", "forget",
+    "mistyped", "sign-in", "sign-on", "signon",
 )  # fmt: skip
 _CRED_CONTEXT_RE = re.compile(
     # a bare `pass` only as a noun (`the pass is`, `pass: …`, `pass for the lobby`): not
     # Python's statement, nor `pass the salt`
     r"(?<![a-z])(?:pass(?=[ \t]*(?::|=|\?|\)|is\b|iz\b|was\b|for\b|of\b|again\b))"
-    r"|pass(?:word|wort|wd|code|phrase|ord)s?|pw|pwd|log(?:ging|ged)?[ -]?in"
-    r"|sign[ -]?in|wi-?fi|creds?|credentials?|heslo|senha|contrase(?:ñ|n)a|clave|mot de passe|mdp"
+    r"|pass(?:word|wort|wd|code|phrase|ord)s?|pw|pwd|log(?:ging|ged)?[ -]?ins?"
+    r"|sign[ -]?(?:in|on)s?|wi-?fi|creds?|credentials?|heslo|senha|contrase(?:ñ|n)a|clave"
+    r"|mot de passe|mdp"
     r"|wachtwoord|lösenord(?:et)?|passordet|adgangskoden?|salasana|hasło|şifre(?:si)?|parola"
     r"|kata sandi(?:nya)?|sandi(?:nya)?|mật khẩu|пароль|كلمة (?:السر|المرور)|ה?סיסמה|비밀번호"
-    r"|requirepass|locked out|unlock(?:s|ed)?|keystore)(?![a-z])",
+    r"|requirepass|locked out|unlock(?:s|ed)?|keystore"
+    # what is said of a password in a support chat: `I've tried Molly2015 … can you reset
+    # it?`, `I typed Hammock42 … and now it's locked`
+    r"|(?:it'?s|is|got|was|gets|account)[ \t]+locked|reset[ \t]+(?:it|my|his|her|your)"
+    r"|forgot(?:ten)?|forgetting|mis-?typed)(?![a-z])",
     re.I,
 )
 _CRED_WORD_RE = re.compile(  # a word with a digit or a symbol in it: ordinary words are passed
@@ -2808,6 +3002,525 @@ BUILTIN += [
         prose=True,
     ),
 ]
+
+# ---- what shell history, config files, lists and sentences tell in their own layout ------
+# A password after the flag that takes it in commands whose `-p`-like flag is the password
+# (`redis-cli -a …`, `zip -P …`, `7z -p…`, `ldapsearch -w …`, `sqlcmd -P …`, `openssl -k …`,
+# `-passout pass:…`, `smbclient -U user%…`), `htpasswd -b FILE USER …` (`-nb USER …`), and
+# what `echo` pipes to `sudo -S` or `chpasswd`.
+# (anchor, the command up to its password): one pattern each, so that `re` scans for the
+# command's name as a literal
+_TOOL_VALUE = r"(?:'(?P<sv>[^'\r\n]+)'|\"(?P<dv>[^\"\r\n]+)\"|(?P<bv>[^\s\"'`;&|]+))"
+_TOOL_ARGS = r"\b[^\n|;&]{0,200}?[ \t]"
+_TOOL_FLAGS = (
+    ("redis-cli", rf"redis-cli{_TOOL_ARGS}-a[ \t]+"),
+    ("zip", rf"(?:un)?zip{_TOOL_ARGS}-P[ \t]+"),
+    ("7z", rf"7za?{_TOOL_ARGS}-p"),
+    ("ldap", rf"ldap(?:search|modify|add|delete|passwd|whoami){_TOOL_ARGS}-w[ \t]+"),
+    ("sqlcmd", rf"sqlcmd{_TOOL_ARGS}-P[ \t]+"),
+    ("bcp", rf"bcp{_TOOL_ARGS}-P[ \t]+"),
+    ("ipmitool", rf"ipmitool{_TOOL_ARGS}-P[ \t]+"),
+    ("mosquitto_", rf"mosquitto_(?:pub|sub){_TOOL_ARGS}-P[ \t]+"),
+    ("openssl", rf"openssl{_TOOL_ARGS}(?:-k[ \t]+|-pass(?:in|out)?[ \t]+pass:)"),
+    ("smbclient", rf"smbclient{_TOOL_ARGS}-U[ \t]*[^\s%'\"]+%"),
+    (
+        "htpasswd",
+        r"htpasswd[ \t]+(?:-[a-zA-Z]+[ \t]+)*?-(?P<f>[a-zA-Z]*b[a-zA-Z]*)[ \t]+"
+        r"(?:-[a-zA-Z]+[ \t]+)*(?P<a>[^\s-]\S*[ \t]+)(?P<b>[^\s-]\S*[ \t]+)?",
+    ),
+    (
+        "echo",
+        r"echo[ \t]+(?:-[ne][ \t]+)?(?=(?:'[^'\n]+'|\"[^\"\n]+\"|[^\s|;&'\"]+)[ \t]*\|[ \t]*"
+        r"(?:sudo[ \t]+(?:-[a-zA-Z]+[ \t]+)*-[a-zA-Z]*S|chpasswd\b))",
+    ),
+)
+
+
+def _tool_flag_span(m: re.Match[str]) -> Span | None:
+    flags = m.groupdict().get("f")
+    if flags is not None and "n" not in flags and m.group("b") is None:
+        return None  # `htpasswd -b FILE USER PASS`: the third argument
+    span = _glued_flag_span(m)
+    if span is None:
+        return None
+    value = m.string[span[0] : span[1]]
+    if value.startswith("$") or value.isdigit():
+        return None  # `-a $REDIS_PASSWORD`, `7z -p1` is no one's password
+    if m.group().startswith("echo"):
+        pipe = m.string[span[1] : m.string.find("|", span[1]) + 40]
+        if "chpasswd" in pipe:  # `echo 'user:pass' | chpasswd`
+            colon = value.find(":")
+            return (span[0] + colon + 1, span[1]) if 0 < colon < len(value) - 1 else None
+    return span
+
+
+# A constant named for a secret given its literal as the next argument of a call:
+# `define('DB_PASSWORD', 'Wp-DB-5521')`, `os.environ.setdefault("API_TOKEN", "…")`,
+# `config.set("smtp_password", "…")`.
+_NAMED_LITERAL_RE = re.compile(
+    r"(?P<q>[\"'])[ \t]*,[ \t]*(?P<q2>[\"'])(?P<v>[^\"'\\\r\n]{1,200})(?P=q2)[ \t]*[),]"
+)
+_NAME_BEFORE_RE = re.compile(r"(?P<q>[\"'])(?P<name>[A-Za-z_][\w.-]{0,60})\Z")
+
+
+def _named_literal_span(m: re.Match[str]) -> Span | None:
+    text = m.string
+    before = _NAME_BEFORE_RE.search(text, max(0, m.start() - 64), m.start())
+    if before is None or before.group("q") != m.group("q"):
+        return None
+    if not text[max(0, before.start() - 8) : before.start()].rstrip().endswith("("):
+        return None  # a call's first argument, not an item of a list or a tuple
+    parts = re.split(r"[_.-]+", before.group("name").lower())
+    if not any(p in _SECRET_NAME_PARTS or p.endswith(_SECRET_NAME_ENDS) for p in parts):
+        return None  # `cohere_compass`, `PKAddPassButton`: no secret named
+    value = m.group("v")
+    strong = any(p.startswith(("pass", "pw")) for p in parts)
+    if " " in value or _SNAKE_RE.fullmatch(value) or not _credential_like(value, strong):
+        return None  # a label (`"Password"`), a name (`"api_key"`), a placeholder
+    if not any(c.isdigit() or c in _SYMBOLS for c in value) or re.search(r":\d+\Z|/", value):
+        return None  # a class's name, an address
+    return m.span("v")
+
+
+_SECRET_NAME_PARTS = frozenset(
+    _words("password passwd pass pwd pw passphrase passcode secret token key apikey pin")
+)
+_SECRET_NAME_ENDS = ("password", "passwd", "secret", "token", "apikey")
+
+
+# A line of a `.pgpass` file: `host:port:database:user:password`.
+_PGPASS_RE = re.compile(r":(?:\d{2,5}|\*):[^:\s]+:[^:\s]+:(?P<s>[^\s:]+)[ \t]*$", re.M)
+
+
+def _pgpass_span(m: re.Match[str]) -> Span | None:
+    text = m.string
+    host = text[text.rfind("\n", 0, m.start()) + 1 : m.start()]
+    if not re.fullmatch(r"[A-Za-z0-9*][\w.-]*", host) or not any(c.isalpha() for c in host):
+        return None
+    value = m.group("s")
+    return m.span("s") if _credential_like(value, True) and not value.isdigit() else None
+
+
+# The value before its keyword: `4590 is the code for the back gate`, `Hazel2011 was my old
+# password`, `7734 is the alarm code btw`, `3141 = alarm code`. The value starts its clause,
+# the keyword ends it (or says what it opens), and the words between are a determiner and
+# up to three words that are neither a sentence's nor what makes a password an example
+# (`123456 is the most common password`).
+_BEFORE_KW_END = (
+    r"(?![\w-])(?=[ \t]*(?:$|[.,;!?)(\n]|[ \t]+(?:btw|lol|fyi|haha|for|to|of|on|at|in|now|then"
+    r"|too|ok|thx|thanks|x|xx|if|when|until)\b))"
+)
+# the keywords that end such a clause (`… the alarm code`, `… my old password`)
+_BEFORE_KW_WORDS = (
+    *_words("""password passwort passcode pin pw pwd code combination combo passphrase
+    wachtwoord contraseña senha hasło heslo kennwort codice código"""),
+    "mot de passe",
+)
+_BEFORE_KW_RE = re.compile(rf"(?P<kw>{_trie(_BEFORE_KW_WORDS)}){_BEFORE_KW_END}", re.I | re.M)
+# read back from the keyword: the value, a link, a determiner and up to three words
+_BEFORE_LINK_RE = re.compile(
+    r"(?:^|(?<=[\s\"'`“‘(]))(?P<v>[^\s\"'`“”‘’<>()\[\]{}]{3,64})[\"'`”’]?"
+    r"[ \t]*(?:(?:[ \t](?:is|was)|=)[ \t]+(?:(?:the|my|our|your|his|her|their|its)[ \t]+)?"
+    r"|=[ \t]*|(?:→|->|—|–)[ \t]*(?:(?:that'?s|that’s|it'?s|it’s)[ \t]+)?"
+    r"(?:(?:the|my|our|your|his|her|their)[ \t]+)?)"
+    r"(?P<gap>(?:[\w'’-]{1,24}[ \t]+){0,3})\Z",
+    re.I | re.M,
+)
+_NOT_BEFORE_GAP = frozenset(
+    _words("""most common worst weakest popular typical example sample famous classic obvious
+    bad terrible dumbest stupidest top same wrong right first last second only one""")
+)
+_CLAUSE_OPEN_RE = re.compile(
+    r"(?:^|[.!?;:,(—–-]|\b(?:and|but|so|ok|okay|btw|yes|yeah|oh|also|fyi|and|then|nb))[ \t]*"
+    r"[\"'`“‘]?\Z",
+    re.I | re.M,
+)
+
+
+def _before_kw_span(m: re.Match[str]) -> Span | None:
+    text = m.string
+    if m.start() == 0 or text[m.start() - 1] not in " \t":
+        return None
+    line = text.rfind("\n", 0, m.start()) + 1
+    v = _BEFORE_LINK_RE.search(text, max(line, m.start() - 160), m.start())
+    if v is None:
+        return None
+    start, end = v.span("v")
+    if not _CLAUSE_OPEN_RE.search(text, max(0, start - 12), start):
+        return None
+    gap = [w.lower() for w in v.group("gap").split()]
+    kw = m.group("kw").lower()
+    if any(w in _NOT_BEFORE_GAP or w in _CLAUSE_WORDS or w in _NOT_A_HOLDER for w in gap):
+        return None
+    if any(w in _NOT_SECRET_CODES for w in gap):
+        return None  # `90210 is the zip code`, `404 is the error code`
+    end = _trim(text, start, end)
+    value = text[start:end]
+    if "=" in text[end : m.start()] and _IDENT_RE.fullmatch(value):
+        return None  # `tmp1 = passcode`: a variable given another's value
+    code = bool(_NUMERIC_KW.fullmatch(kw)) or kw in _LOCK_ALONE or kw in _PLAIN_CODES
+    if kw in _PLAIN_CODES or kw in _LOCK_ALONE:
+        hi = text.find("\n", m.end())
+        hi = min(len(text) if hi < 0 else hi, m.end() + 40)
+        if not _LOCK_NOUN_RE.search(text, v.end("v"), hi):
+            return None  # `4590 is the code`: of what?
+    if code and _CODE_VALUE_RE.fullmatch(value):
+        return start, end
+    if kw in _LOCK_CODE_WORDS and kw not in _STRONG_WORDS:
+        return None
+    if kw in _LOOSE_WORDS or kw in _NETWORK_WORDS:
+        return (start, end) if _password_like(value) else None
+    ok = _credential_like(value, True) and not _YEAR_RE.fullmatch(value)
+    return (start, end) if ok and not _MEASURE_RE.fullmatch(value) else None
+
+
+# A password spelt out, as a voice message or a phone call writes it: single letters
+# (`capital T`, `h as in hotel`), digits and digit words, a symbol's name, at least four
+# of them: `capital T, o, r, c, h, seven, seven`, `K 9 R 2 W 7`, `kilo seven mike two`.
+_NATO = (
+    "alpha|alfa|bravo|charlie|delta|echo|foxtrot|golf|hotel|india|juliet|juliett|kilo|lima"
+    "|mike|november|oscar|papa|quebec|romeo|sierra|tango|uniform|victor|whiskey|whisky|x-ray"
+    "|xray|yankee|zulu"
+)
+_SPELLED_TOKEN = (
+    r"(?:(?:capital|cap|big|upper[ -]?case|small|lower[ -]?case)[ \t]+)?[A-Za-z]"
+    r"(?:[ \t]+as[ \t]+in[ \t]+[A-Za-z]+)?(?![\w'’-])"
+    rf"|(?:(?:double|triple)[ \t]+)?(?:{_DIGIT_WORDS}|\d)(?![\w'’-])"
+    rf"|(?:{_NATO})(?![\w-])"
+    r"|(?:dash|hyphen|underscore|dot|period|at|hash|star|asterisk|ampersand|space|slash"
+    r"|dollar(?:[ \t]+sign)?|exclamation(?:[ \t]+(?:mark|point))?|question[ \t]+mark)(?![\w-])"
+)
+_SPELLED_RE = re.compile(
+    rf"(?i:{_SPELLED_TOKEN})(?:(?:[ \t]*,[ \t]*|[ \t]+(?:and[ \t]+(?:then[ \t]+)?)?|[ \t]*-[ \t]*)"
+    rf"(?i:{_SPELLED_TOKEN})){{3,31}}"
+)
+
+
+_SPELT_WORD_RE = re.compile(rf"{_NATO}|{_DIGIT_WORDS}|\d")
+
+
+def _spelled_value(text: str, pos: int) -> Span | None:
+    m = _SPELLED_RE.match(text, pos)
+    if m is None:
+        return None
+    tokens = re.split(r"[ \t,]+", m.group().lower())
+    spelt = sum(
+        (len(t) == 1 and t not in ("a", "i")) or bool(_SPELT_WORD_RE.fullmatch(t)) for t in tokens
+    )
+    if spelt < 2:
+        return None  # a sentence's words: `the password is a mess, I think`
+    return m.span()
+
+
+# Codes listed under a plural heading, each after what it opens or whose it is: `Codes:
+# front door 2203, garage 7788`, `PINs — Emma's tablet 1205, Noah's tablet 0311`. The
+# first entry here; the others as a list of codes (`continued_codes`).
+_CODE_LIST_HEADS = _words("""codes pins passcodes combinations combos codici códigos codigos
+kody pincodes combinaisons combinaciones lockers padlocks locks safes keypads lockboxes""")
+_CODE_LIST_RE = re.compile(
+    rf"(?P<kw>{_trie(_CODE_LIST_HEADS)})"
+    r"[ \t]*(?::|—|–|-)[ \t]*(?:\n[ \t]*(?:[-*•][ \t]+)?)?"
+    r"(?P<label>(?:[^\W\d_][\w'’.-]*[ \t]+){1,3}?)(?:is[ \t]+|=[ \t]*|:[ \t]*|-[ \t]+)?"
+    r"(?P<v>\d{3,8}|\d{1,3}(?:-\d{1,3}){2,4})(?=[ \t]*(?:[,;.)\n]|$|and\b|\())",
+    re.I,
+)
+
+
+def _code_list_span(m: re.Match[str]) -> Span | None:
+    text = m.string
+    if m.start() > 0 and text[m.start() - 1].isalnum():
+        return None
+    before = text[max(0, m.start() - 24) : m.start()].split()
+    if before and before[-1].lower().strip(".,:;") in _NOT_SECRET_CODES:
+        return None  # `zip codes: Boston 02118`
+    kw = m.group("kw").lower()
+    lock = before and before[-1].lower().strip("-") in (*_LOCK_ALONE, "pin", "access", "entry")
+    if kw.startswith(("pin", "passcode", "locker", "padlock", "lock", "safe", "keypad")) or lock:
+        return m.span("v")
+    line_end = text.find("\n", m.end())
+    hi = len(text) if line_end < 0 else line_end
+    if not _LOCK_NOUN_RE.search(text, m.start("label"), max(hi, m.end())):
+        return None  # `Codes: HTTP 404, …`: codes of no lock
+    return m.span("v")
+
+
+# A CSV or semicolon or tab separated table whose header names a password column: each
+# row's field in it (`name,username,password⏎Gmail,kate@…,Inbox&Zero9`).
+_CSV_NAME_RE = re.compile(r"[^\W\d_][\w /'’-]{0,29}")
+_CSV_FIELD_RE = re.compile(r"[ \t]*(?:\"((?:[^\"]|\"\")*)\"|([^,;\t\n\"]*))[ \t]*")
+_CSV_KEYWORDS = (
+    *_words("""password passwd pass pwd pw passcode pin passwort kennwort contraseña clave senha
+    wachtwoord hasło haslo parola mdp secret"""),
+    "mot de passe",
+    "pin code",
+)
+_CSV_KW_RE = re.compile(rf"{_trie(_CSV_KEYWORDS)}(?=\"?[ \t]*(?:[,;\t\r\n]|\Z))")
+
+
+def _csv_fields(line: str, sep: str) -> list[tuple[int, int]]:
+    out: list[tuple[int, int]] = []
+    at = 0
+    while True:
+        f = _CSV_FIELD_RE.match(line, at)
+        if f is None:
+            return out
+        g = 1 if f.group(1) is not None else 2
+        out.append(f.span(g))
+        at = f.end()
+        if at >= len(line) or line[at] != sep:
+            return out
+        at += 1
+
+
+def _csv_spans(m: re.Match[str]) -> list[Span] | None:
+    text = m.string
+    line_start = text.rfind("\n", 0, m.start()) + 1
+    line_end = text.find("\n", m.end())
+    head = text[line_start : len(text) if line_end < 0 else line_end]
+    before = text[line_start : m.start()].rstrip(' \t"')
+    if (before and before[-1] not in ",;\t") or line_end < 0:
+        return None
+    sep = max(",;\t", key=head.count)
+    fields = _csv_fields(head, sep)
+    if len(fields) < 2:
+        return None
+    names = [head[a:b].strip().lower() for a, b in fields]
+    if not all(_CSV_NAME_RE.fullmatch(n) for n in names):
+        return None  # a header names each column: not code (`self.user, self.passwd = …`)
+    column = next((i for i, n in enumerate(names) if n in _CSV_KEYWORDS), None)
+    if column is None:
+        return None
+    out: list[Span] = []
+    pos = line_end + 1
+    while pos < len(text):
+        nl = text.find("\n", pos)
+        line_end = len(text) if nl < 0 else nl
+        line = text[pos:line_end]
+        row = _csv_fields(line, sep)
+        if len(row) != len(fields):
+            break
+        a, b = row[column]
+        value = line[a:b].strip()
+        if value and " " not in value and not _is_placeholder(value) and value != "-":
+            out.append((pos + a, pos + b))
+        pos = line_end + 1
+    return out or None
+
+
+# Where a keyword ends a clause, a header's field or a heading, the rules above that read
+# back or down from it share one scan: each is tried where its own pattern matches.
+_KW_END_WORDS = frozenset((*_BEFORE_KW_WORDS, *_CSV_KEYWORDS, *_CODE_LIST_HEADS))
+_KW_END_SEEK = re.compile(
+    rf"{_trie(_KW_END_WORDS)}(?![\w-])(?=\"?[ \t]*(?:$|[.,;:!?)(\n\t—–-]|[ \t]+[a-z]))", re.M
+)
+_CSV_KW_I_RE = re.compile(_CSV_KW_RE.pattern, re.I)
+
+
+def _kw_end_spans(m: re.Match[str]) -> list[Span] | None:
+    text, pos = m.string, m.start()
+    out: list[Span] = []
+    for regex, find in (
+        (_BEFORE_KW_RE, _before_kw_span),
+        (_CODE_LIST_RE, _code_list_span),
+        (_CSV_KW_I_RE, _csv_spans),
+    ):
+        hit = regex.match(text, pos)
+        if hit is None:
+            continue
+        found = find(hit)
+        if isinstance(found, list):
+            out += found
+        elif found is not None:
+            out.append(found)
+    return out or None
+
+
+# A password a login or a lock takes, right after the verb: `tried logging in with
+# Pumpkin2019`, `log in as admin with Grafana-View-7`, `the laptop unlocks with Crumpet77`,
+# `buzz yourself in with 2716`. Not a way of signing in (`with Google`, `with Auth0`): a
+# word needs two digits or a symbol.
+_LOGIN_WITH_RE = re.compile(
+    r"(?:log(?:s|ged|ging)?[ \t-]?(?:in|on)|sign(?:s|ed|ing)?[ \t-]?(?:in|on)"
+    r"|unlock(?:s|ed|ing)?|(?:get|got|getting)[ \t]+in"
+    r"|(?:buzz(?:es|ed)?|let)(?:[ \t]+(?:yourself|yourselves|me|us|them|him|her))?[ \t]+in)"
+    r"(?:[ \t]+(?:as|to|on|at|is)[ \t]+[^\s,;]{1,40}?)?(?:[ \t]+(?:now|then|just|first))?"
+    r"[ \t]+(?:with|using)[ \t]+(?P<q>[\"'`“]?)(?P<s>[^\s\"'`”]{4,64})",
+    re.I,
+)
+
+
+def _login_with_span(m: re.Match[str]) -> Span | None:
+    text = m.string
+    if m.start() > 0 and text[m.start() - 1].isalnum():
+        return None
+    start = m.start("s")
+    end = _trim(text, start, m.end("s"))
+    value = text[start:end]
+    if value.isdigit():
+        return (start, end) if 4 <= len(value) <= 8 and not _glued(text, end) else None
+    digits = sum(c.isdigit() for c in value)
+    symbol = any(c in "!#$&*?@%+=" for c in value)
+    shaped = len(value) >= 8 and _password_like(value)  # `Grafana-View-7`, not `OAuth2`
+    if not (digits >= 2 or symbol or shaped) or not any(c.isalpha() for c in value):
+        return None
+    if len(value) < 6:
+        return None
+    if "@" in value[1:-1] or _CRED_NOT_RE.fullmatch(value) or _is_placeholder(value):
+        return None  # an address, a product, a placeholder
+    return start, end
+
+
+BUILTIN += [
+    *(
+        Detector(
+            "password_assignment", re.compile(cmd + _TOOL_VALUE), (anchor,), _tool_flag_span, 8
+        )
+        for anchor, cmd in _TOOL_FLAGS
+    ),
+    Detector(
+        "password_assignment",
+        _NAMED_LITERAL_RE,
+        ("pass", "pwd", "secret", "token", "key"),
+        _named_literal_span,
+        8,
+        fold=True,
+        seek=re.compile(r"[\"'][ \t]*,[ \t]*[\"']"),
+    ),
+    Detector("password_assignment", _PGPASS_RE, (":",), _pgpass_span, 8),
+    # the value before its keyword, a list of codes, a CSV column: one scan for the three
+    Detector(
+        "keyword_secret",
+        re.compile(_KW_END_SEEK.pattern, re.I | re.M),
+        (),
+        _kw_end_spans,
+        9,
+        fold=True,
+        seek=_KW_END_SEEK,
+    ),
+    Detector(
+        "keyword_secret",
+        _LOGIN_WITH_RE,
+        (" with ", " using "),
+        _login_with_span,
+        9,
+        fold=True,
+        seek=re.compile(r"(?:log|sign|unlock|get|got|buzz|let)"),
+    ),
+]
+
+
+# What is keyed in where a password, a login, a network or a code was named earlier in the
+# sentence: `if it asks for a password just put in marmalade`, `to get onto the guest
+# network use welcome2visitors`, `it wants the wifi thing, try bluebird88`. A word with
+# letters and digits, digits after a PIN or a lock, or a small word that ends the clause
+# after a password's name; not `use the one on the card`, `try again later`.
+_PUT_IN_RE = re.compile(
+    r"[ \t](?:put(?:[ \t]+in)?|type|enter|use|try|punch[ \t]+in|key[ \t]+in|go[ \t]+with)"
+    r"[ \t]+(?P<q>[\"'`“‘]?)(?P<s>[^\s\"'`”’,;()]{4,40})(?P=q)",
+    re.I,
+)
+_PUT_IN_CONTEXT_RE = re.compile(
+    r"(?<![\w-])(?:pass(?:word|wort|code|phrase)s?|pw|pwd|wi-?fi|network|log[ -]?ins?"
+    r"|sign[ -]?ins?|pin|code|combination|combo|keypad|lockbox|alarm)(?![\w-])",
+    re.I,
+)
+_PUT_IN_WORD_END_RE = re.compile(
+    r"[ \t]*(?:[,.;!?]|$|\n|[ \t]+(?:and|then|instead|lol|haha|for[ \t]+(?:it|that|now)))",
+    re.I | re.M,
+)
+_NOT_PUT_IN = frozenset(
+    _words("""again later that this it them one ones yours mine something anything instead
+    everything anyway same usual default normal both either mobile phone email enter return
+    backspace space shift delete caps google apple facebook microsoft sso password passwords""")
+)
+
+
+def _put_in_span(m: re.Match[str]) -> Span | None:
+    text = m.string
+    start = m.start("s")
+    end = _trim(text, start, m.end("s"))
+    value = text[start:end]
+    if end - start < 4 or _is_placeholder(value):
+        return None
+    low = value.lower()
+    digits = any(c.isdigit() for c in value)
+    if value.isdigit():
+        if not 4 <= len(value) <= 8 or _glued(text, end):
+            return None
+    elif digits:
+        if sum(c.isalpha() for c in value) < 3 or _CRED_NOT_RE.fullmatch(value):
+            return None
+        if _CRED_NOT_SHAPE_RE.search(value) or _MEASURE_RE.fullmatch(value) or "@" in value:
+            return None
+    elif (
+        not value.isalpha()
+        or not value.islower()
+        or low in _NOT_PUT_IN
+        or low in _DESCRIBING
+        or low in _PHRASE_STOP
+        or low in _NOT_ANSWERS
+        or _KW_WORD_RE.match(low)
+        or low.endswith(_DESCRIBING_ENDS)
+        or not _PUT_IN_WORD_END_RE.match(text, end)
+    ):
+        return None
+    stops = list(_SENTENCE_STOP_RE.finditer(text, max(0, m.start() - 120), m.start()))
+    lo = stops[-1].end() if stops else max(0, m.start() - 120)
+    context = _PUT_IN_CONTEXT_RE.search(text, lo, m.start())
+    if context is None:
+        return None
+    line = text.rfind("\n", 0, m.start()) + 1
+    line_end = text.find("\n", end)
+    if _CODE_LINE_RE.search(text, line, len(text) if line_end < 0 else line_end):
+        return None  # a line of code: `type substitution` near `_jit_pass_…`
+    said = context.group().lower()
+    numeric = said in ("pin", "code", "combination", "combo", "keypad", "lockbox", "alarm")
+    if value.isdigit():
+        return (start, end) if numeric else None
+    if numeric and said != "pin":
+        return None  # `the code is in the wiki, use Chrome2`: a code is digits
+    if said.startswith(("log", "sign", "network")):
+        # a small word after a login's name is its user as often, and a product's name
+        # has a digit (`use Chrome2`): a password here is long or has two digits
+        n = sum(c.isdigit() for c in value)
+        if not digits or (n < 2 and len(value) < 10):
+            return None
+    return start, end
+
+
+_KW_WORD_RE = re.compile(r"pass|pw|pin|code|key|login|user")
+
+BUILTIN += [
+    Detector(
+        "keyword_secret",
+        _PUT_IN_RE,
+        (
+            "pass",
+            "pw",
+            "pin ",
+            "pin,",
+            "pin?",
+            "pin.",
+            "wifi",
+            "wi-fi",
+            "login",
+            "log in",
+            "sign in",
+            "sign-in",
+            "network",
+            "combo",
+            "alarm",
+            "keypad",
+            "lockbox",
+        ),
+        _put_in_span,
+        11,
+        fold=True,
+        seek=re.compile(r"[ \t](?:put|type|enter|use|try|punch|key|go with)[ \t]"),
+        prose=True,
+    ),
+]
+
 
 # ---- the first part of a provider token at the very end of a text ----------------------
 # Two `>>` appends can cut a token in two, and the first part is stored, versioned and

@@ -1713,3 +1713,277 @@ def test_a_text_vouched_for_is_kept_and_a_secret_never_vouched_for(monkeypatch) 
     assert r.vouch(secret) is False
     assert "sk-proj-" not in r.redact(secret).text
     assert r.redact(clean).text == clean and len(scans) > 1  # scanned again: still clean
+
+
+@pytest.mark.parametrize(
+    ("text", "secret"),
+    [
+        ("redis-cli -h 10.1.2.3 -a Cache!Pass9 info", "Cache!Pass9"),
+        ("zip -r -P 'Arch1ve-Pw' out.zip reports/", "Arch1ve-Pw"),
+        ("7z a -pSevenZip44 notes.7z notes/", "SevenZip44"),
+        ("ldapwhoami -x -D cn=ro,dc=lab -w Ro-Bind-8", "Ro-Bind-8"),
+        ("sqlcmd -S db01 -U sa -P Sq1Adm!n -Q 'select 1'", "Sq1Adm!n"),
+        ("openssl enc -d -aes-256-cbc -in x.enc -pass pass:Dec0de-Me", "Dec0de-Me"),
+        ("smbclient //fs/team -U alice%Team-Share7", "Team-Share7"),
+        ("htpasswd -b /etc/nginx/.htpasswd ops Ops-Web-31", "Ops-Web-31"),
+        ("htpasswd -nb ops Ops-Web-32", "Ops-Web-32"),
+        ("echo 'Sudo-Pw-12' | sudo -S apt update", "Sudo-Pw-12"),
+        ("echo 'deploy:Chp4ss-Dep' | chpasswd", "Chp4ss-Dep"),
+        ("define('SMTP_PASSWORD', 'Mail-Out-77');", "Mail-Out-77"),
+        ('os.environ.setdefault("GITEA_TOKEN", "g7Kq2Lm9Xz4Rw8Tn")', "g7Kq2Lm9Xz4Rw8Tn"),
+        ("db.lab.internal:5432:metrics:grafana:Graf-Db-64", "Graf-Db-64"),
+    ],
+)  # fmt: skip
+def test_a_password_in_shell_history_or_a_config_line_is_redacted(text: str, secret: str) -> None:
+    res = R.redact(text)
+    assert secret not in res.text, res.text
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "redis-cli -a $REDIS_PASSWORD ping",
+        "zip -r out.zip reports/ && unzip -l out.zip",
+        "htpasswd -c /etc/nginx/.htpasswd ops",
+        "htpasswd -b /etc/nginx/.htpasswd ops",
+        "echo 'hello world' | sudo tee /etc/motd",
+        "define('WP_DEBUG_LOG', 'wp-content/debug.log');",
+        "form.field('password', 'Password', required=True)",
+        'translations.add("password", "Mot de passe")',
+        "12:30:45:100:200",
+        "localhost:5432 is where postgres listens",
+    ],
+)
+def test_commands_and_config_lines_without_a_password_are_kept(text: str) -> None:
+    assert not R.redact(text).changed, R.redact(text).text
+
+
+@pytest.mark.parametrize(
+    ("text", "secret"),
+    [
+        ("8821 is the code for the bike shed", "8821"),
+        ("Bramble2020 was my old password, the new one is in the app", "Bramble2020"),
+        ("ok 0519 is his PIN, don't tell him I told you", "0519"),
+        ("2468 = alarm code (unset)", "2468"),
+        ("Kettle!42 → that's the wifi password", "Kettle!42"),
+        ("the wifi password, spelled out: capital R, o, b, i, n, four, four", "capital R"),
+        ("the pin is seven, two, double zero", "seven, two, double zero"),
+        ("wifi key is kilo nine romeo two whiskey seven, all caps", "kilo nine romeo"),
+        ("Codes: back door 3380, garage 6120", "3380"),
+        ("PINs — Mia's phone 2207, Leo's phone 1190", "2207"),
+        ("door codes: studio 4411, office 5522", "4411"),
+        ("site,user,password\nwiki,jo,Wiki-Jo-8\nmail,jo,Mail-Jo-9", "Wiki-Jo-8"),
+        ("site;user;password\nwiki;jo;Wiki-Jo-8\nmail;jo;Mail-Jo-9", "Mail-Jo-9"),
+        ("tried logging in with Parsnip1984 but it's locked", "Parsnip1984"),
+        ("log in as root with Rack-Room-Admin-3", "Rack-Room-Admin-3"),
+        ("let yourself in with 4471 at the side door", "4471"),
+        ("Passwort fürs WLAN: kaffee-und-kuchen", "kaffee-und-kuchen"),
+        ("o código do cacifo é 3316", "3316"),
+        ("der Code vom Spind ist 2211", "2211"),
+        ("il codice dell'armadietto è 7720", "7720"),
+        ("the router pass is hedgehog", "hedgehog"),
+        ("| name | pass |\n|---|---|\n| nas | Nas-Pw-2019 |", "Nas-Pw-2019"),
+        ("the master password is four random words: otter violin cactus harbour",
+         "otter violin cactus harbour"),
+        ("Trezor recovery phrase ocean ribbon absent olive canyon drift stool harvest ozone"
+         " pepper famous wrist", "ocean ribbon absent"),
+    ],
+)  # fmt: skip
+def test_a_secret_told_in_its_own_layout_is_redacted(text: str, secret: str) -> None:
+    res = R.redact(text)
+    assert secret not in res.text, res.text
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "123456 is the most common password",
+        "    tmp1 = passcode",
+        "90210 is the zip code and 0161 is the area code",
+        "404 is the error code you get",
+        "4590 is the code we use for the project",
+        "1Password is the password manager we use",
+        "The password manager we use is 1Password.",
+        "The ticket for the password reset is HELP-2290.",
+        "2024 was the year the door code changed",
+        "Codes: 200 OK, 404 Not Found, 500 Server Error",
+        "zip codes: Boston 02118, Austin 78701",
+        "name,email,role\nKate,kate@example.com,admin",
+        "id;title;status\n1;Fix the password reset page;open",
+        "sign in with Google, log in with Auth0 or unlock with Face ID",
+        "log in with your own password, not the shared one",
+        "the password is hard-to-guess and up-to-date",
+        "the mountain pass is Stelvio",
+        "my bus pass is expired",
+        "the password is a mess, I think",
+        "the pin is four digits long",
+    ],
+)
+def test_words_about_secrets_in_those_layouts_are_kept(text: str) -> None:
+    assert not R.redact(text).changed, R.redact(text).text
+
+
+@pytest.mark.parametrize(
+    ("text", "secret"),
+    [
+        ("backup codes for the old github org account: 5521 9034, 7718 2290", "7718 2290"),
+        ("recovery codes 71820-33019 and 55012-99821", "55012-99821"),
+        ("till supervisor code 8120, manager override 771203", "8120"),
+        ("Lockers — Jo 412, Sam 733", "412"),
+        ("my master password is oak river candle moss, all lowercase with spaces",
+         "oak river candle moss"),
+        ("Wi-Fi: teaandtoast (all one word)", "teaandtoast"),
+        ("wifi pw is doughnut lmao", "doughnut"),
+        ("the login is user sam, pass is Doughnut77", "Doughnut77"),
+        ("the quiz wifi password, which is flapjack.", "flapjack"),
+        ("kata laluan wifi rumah ialah Rumah2024", "Rumah2024"),
+        ("Parola de la laptop este Laptop!Nou9", "Laptop!Nou9"),
+        ("PIN kartu ATM ayah adalah 5521", "5521"),
+        ("I've tried Pancake2019 twice and the account is locked", "Pancake2019"),
+    ],
+)  # fmt: skip
+def test_a_secret_told_as_people_write_it_is_redacted(text: str, secret: str) -> None:
+    res = R.redact(text)
+    assert secret not in res.text, res.text
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "Alarms: Monday 0630, Tuesday 0700",
+        "Lockers are assigned at the front desk, 12 per floor",
+        "the password is case sensitive, all lowercase",
+        "the password is the same, all lowercase",
+        "password reset lol, third time this week",
+        "I reset the router and my account works again",
+        "Kata laluan anda telah tamat tempoh.",
+        "Parola trebuie schimbată la fiecare 90 de zile.",
+        "the pin is four digits long",
+        "Our manager code review is on Friday at 1500",
+    ],
+)
+def test_words_near_those_secrets_are_kept(text: str) -> None:
+    assert not R.redact(text).changed, R.redact(text).text
+
+
+@pytest.mark.parametrize(
+    ("text", "secret"),
+    [
+        ('the caller gave the account password "clementine" and I stopped her', "clementine"),
+        ("the photocopier code is 6612", "6612"),
+        ("voicemail PIN: 9091", "9091"),
+        ("the car park barrier code is 5130", "5130"),
+        ('lobby: name "Dockside", pass mustard', "mustard"),
+        ("guest wifi: BarnNet, key haybales", "haybales"),
+        ("login is the shop address, pw flour-water-salt", "flour-water-salt"),
+        ("the heating app login is home@example.com with Boiler2023", "Boiler2023"),
+        ("the wifi password is lemonade and please don't change it", "lemonade"),
+    ],
+)
+def test_a_value_in_a_quote_a_list_entry_or_an_office_device_is_redacted(
+    text: str, secret: str
+) -> None:
+    res = R.redact(text)
+    assert secret not in res.text, res.text
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        'the field is labelled "Password" in the form',
+        'set "auth_method" to "password" in the config',
+        "the printer code is on the sticker underneath",
+        "the results: 80%, pass rate high",
+        "slides: intro, key points, summary",
+        "log in as admin with your own password",
+        "the password is required and please use a new one",
+    ],
+)
+def test_labels_lists_and_office_words_are_kept(text: str) -> None:
+    assert not R.redact(text).changed, R.redact(text).text
+
+
+@pytest.mark.parametrize(
+    ("text", "secret"),
+    [
+        ("if the laptop asks for a password just put in crumpet, it's what he uses", "crumpet"),
+        ("to get onto the guest network use visitors2go", "visitors2go"),
+        ("it wants the wifi thing, try marmot77", "marmot77"),
+        ("the keypad beeps, then enter 6021 and wait", "6021"),
+        ("PIN? same as my gym locker, 5150", "5150"),
+        ("the number for the key safe is our anniversary, 0611", "0611"),
+        ("the combination's her birthday 2 9 0 3", "2 9 0 3"),
+        ("tell Jo the alarm is 3-3-0-9 and she has a minute", "3-3-0-9"),
+        ("for the locker you go 10 left, 22 right, 5 left", "10 left, 22 right, 5 left"),
+        ("code to disarm: 4141", "4141"),
+        ("logins are first name plus the year, so hers is priya2023", "priya2023"),
+        ("p/w - Heron2020", "Heron2020"),
+    ],
+)  # fmt: skip
+def test_a_secret_told_in_passing_is_redacted(text: str, secret: str) -> None:
+    res = R.redact(text)
+    assert secret not in res.text, res.text
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "if it asks for a password just use the one on the card",
+        "the wifi dropped, try again later",
+        "to sign in use okta, then open the app",
+        "the code is in the wiki, use python3 to run it",
+        "PIN? same as always, you know it",
+        "the PIN is the same as the one from 2019",
+        "for the station you go left, then right at the lights",
+        "use a password manager, for instance",
+        "to sign in use your work email",
+    ],
+)
+def test_words_said_in_passing_near_a_password_are_kept(text: str) -> None:
+    assert not R.redact(text).changed, R.redact(text).text
+
+
+@pytest.mark.parametrize(
+    ("text", "secret"),
+    [
+        ("did you reset the router?\nyes, new key's Otter&Moss7", "Otter&Moss7"),
+        ("pin for the spare card four one one nine then sign the back", "four one one nine"),
+    ],
+)
+def test_a_router_s_key_on_the_next_line_and_a_pin_read_out_are_redacted(
+    text: str, secret: str
+) -> None:
+    res = R.redact(text)
+    assert secret not in res.text, res.text
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "did you reset the router?\nthe key is under the mat",
+        "the router key feature is new in v2",
+        'aws iotwireless tag-resource \\\n    --tags Key="MyTag",Value="MyValue"',
+        "pin for the spare card is in the post",
+    ],
+)
+def test_a_router_s_key_named_and_no_value_is_kept(text: str) -> None:
+    assert not R.redact(text).changed, R.redact(text).text
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        '("cohere_compass", "CohereCompassConfig"),\n("qwen2_5_omni", "Qwen2_5OmniConfig"),',
+        "['PKAddPassButton', 'PKAddPaymentPassRequest', 'MTLRenderPassDescriptor']",
+        "self.user, self.passwd = user, passwd\nself.host, self.port = host, port",
+        "filename = os.path.join(pwd, '..', 'tests', 'data')",
+        "# used during the forward pass, so we use torch if relevant",
+        "WW(G) = \\frac{1}{2} \\sum_{u,v} d(u, v)",
+        "If your account supports EC2-Classic, Amazon EC2 launches it there.",
+        "* typed arrays: add Uint8ClampedArray",
+        "    # reset the parser's state#\n    def reset(self):",
+        'client(api_key="your-replicate-api-key",  # Pass your Replicate API key',
+    ],
+)
+def test_code_and_technical_prose_near_the_new_rules_are_kept(text: str) -> None:
+    assert not R.redact(text).changed, R.redact(text).text

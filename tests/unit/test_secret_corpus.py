@@ -78,7 +78,7 @@ def test_recall_and_false_positives_on_the_corpus() -> None:
     # stray: `Hunter22! not Hunter2!`, a mistyped password that has a password's shape
     assert s.false_positives <= 1, s.touched
     assert s.strays <= 3
-    assert s.caught >= 1891, s.missed  # of 2,061 (natural_dev included)
+    assert s.caught >= 2236, s.missed  # of 2,372 (natural_dev included)
     assert s.partly <= 2, s.missed
 
 
@@ -102,7 +102,7 @@ def test_natural_language_secrets_held_out() -> None:
 
 def test_natural_language_secrets_dev() -> None:
     s = _score(_group("natural_dev"))
-    assert (s.caught, s.secrets) == (1775, 1945), s.missed
+    assert (s.caught, s.secrets) == (2119, 2255), s.missed
     assert s.false_positives <= 1, s.touched  # `password123 is one of the most common …`
     assert s.strays <= 3  # `Hunter2!` after `Hunter22! not`, `note2self`, `BT-8XK2`
 
