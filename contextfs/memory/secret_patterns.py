@@ -2537,6 +2537,9 @@ def _near_code_span(m: re.Match[str]) -> Span | None:
         if kw in _LOCK_ALONE and (
             not _NEAR_CLAUSE_ENDS_RE.match(window, d.end())
             or (not gap.strip() and _NEAR_CODE_RE.search(text, m.end() + d.end(), m.end() + 80))
+            # `door 204`, `gate 112`, `locker 318`: a number of three digits or fewer
+            # right after the noun names the door, not its code
+            or (not gap.strip(" \t,") and value.isdigit() and len(value) <= 3)
         ):
             continue  # `alarm: 0630 wake up`, `locker 212, code 8406`: a time, a number
         if _YEAR_RE.fullmatch(value) and _NEAR_YEAR_RE.search(gap):

@@ -1320,6 +1320,11 @@ def test_a_code_for_a_card_a_login_or_a_lock_is_redacted(text: str, secret: str)
         "I used 2000 calories before the gate closed",
         "we set 1500 aside for the door repair",
         "the error code is 5023 on the card reader",
+        # a door's, a gate's or a locker's own number, right after the noun
+        "Use door 204 for the lounge.",
+        "Take door 100 to the lab.",
+        "My flight leaves from gate 112.",
+        "I prefer brush 100 for door 100.",
     ],
 )
 def test_numbers_near_a_lock_that_are_no_code_are_kept(text: str) -> None:
