@@ -15,6 +15,7 @@ memory's own, as for any write.
 from __future__ import annotations
 
 import datetime as dt
+import math
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -30,20 +31,30 @@ if TYPE_CHECKING:
     from contextfs.model import Node
 
 
+# the times a fact may give: from the epoch to the end of year 9999 (a file's time beyond
+# what the kernel's time_t takes, or before 1970, would make its directory unlistable)
+_LAST_TIME = 253402300799.0
+# the ids the kernel takes for an owner or a group (uid_t; -1 means "unchanged")
+_LAST_ID = 2**32 - 2
+
+
 def fact_time(value: Any) -> float | None:
     """A time fact as meta.yaml writes it (YAML may have parsed it already), or seconds
-    since the epoch."""
+    since the epoch; None when it is none, or no time a file can have."""
+    out: float | None = None
     if isinstance(value, int | float) and not isinstance(value, bool):
-        return float(value)
-    if isinstance(value, dt.datetime):
-        return value.replace(tzinfo=value.tzinfo or dt.UTC).timestamp()
-    if isinstance(value, str):
+        out = float(value)
+    elif isinstance(value, dt.datetime):
+        out = value.replace(tzinfo=value.tzinfo or dt.UTC).timestamp()
+    elif isinstance(value, str):
         try:
             parsed = dt.datetime.fromisoformat(value.replace("Z", "+00:00"))
         except ValueError:
             return None
-        return parsed.replace(tzinfo=parsed.tzinfo or dt.UTC).timestamp()
-    return None
+        out = parsed.replace(tzinfo=parsed.tzinfo or dt.UTC).timestamp()
+    if out is None or not math.isfinite(out) or not 0 <= out <= _LAST_TIME:
+        return None
+    return out
 
 
 def access_fact(a: Access, default: Access) -> dict[str, Any] | None:
@@ -64,15 +75,20 @@ def fact_access(value: Any) -> Access | None:
     if value is None:
         return None
     try:
+        uid, gid = int(value["uid"]), int(value["gid"])
+        if not (0 <= uid <= _LAST_ID and 0 <= gid <= _LAST_ID):
+            raise ValueError("no such owner or group")
+        # a tier is no program: no setuid, setgid or sticky bit on the files
         return Access(
-            int(value["uid"]),
-            int(value["gid"]),
+            uid,
+            gid,
             int(str(value["dir_mode"]), 8) & 0o7777,
-            int(str(value["file_mode"]), 8) & 0o7777,
+            int(str(value["file_mode"]), 8) & 0o0777,
         )
     except (KeyError, TypeError, ValueError):
         raise InvalidInput(
-            "access is {uid, gid, dir_mode, file_mode} with octal modes, not " + repr(value)
+            "access is {uid, gid, dir_mode, file_mode} with ids from 0 to "
+            f"{_LAST_ID} and octal modes, not " + repr(value)
         ) from None
 
 
@@ -110,14 +126,17 @@ def restore_node(
         for tier, text in pins.items():
             m.save_pinned(n, tier, text)
         importance = facts.get("importance")
+        if not isinstance(importance, int | float) or not 0 <= importance <= 1:
+            importance = n.importance  # NaN, 5, "high": the node's own
         reads = facts.get("access_count")
         m.restore_facts(
             n,
-            updated=fact_time(facts.get("updated")) or n.updated,
+            # never before it was made
+            updated=max(fact_time(facts.get("updated")) or n.updated, n.created),
             sources=_strings(facts.get("sources")),
             tags=_strings(facts.get("tags")),
-            importance=float(importance) if isinstance(importance, int | float) else n.importance,
-            access_count=reads if isinstance(reads, int) and reads >= 0 else n.access_count,
+            importance=float(importance),
+            access_count=reads if isinstance(reads, int) and 0 <= reads < 2**63 else n.access_count,
         )
         if access is not None:
             m.set_access("node", str(n.id), access)

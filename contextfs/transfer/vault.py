@@ -475,7 +475,7 @@ def export_tree(
         folder = out / rec.path
         own = fact_access(rec.facts.get("access"))
         if own is not None:  # a private node stays private on the disk it is exported to
-            _set_access(f, own, own.file_mode, problems)
+            _set_access(f, own, _beside(own.file_mode, own.dir_mode), problems)
         dir_modes: list[tuple[Path, AttachmentRecord]] = []
         for a in rec.attachments:
             p = folder / a.rel
@@ -488,7 +488,8 @@ def export_tree(
                     os.symlink(a.target, p)
                 else:
                     p.write_bytes(a.data)
-                    os.chmod(p, a.mode)
+                    # no setuid or setgid: the file is the exporter's now (as cp without -p)
+                    os.chmod(p, a.mode & ~0o6000)
                     os.utime(p, (a.mtime, a.mtime))
             except OSError as exc:
                 problems.append(f"{rec.path}/{a.rel}: {exc.strerror or exc}")
@@ -523,6 +524,16 @@ def export_tree(
             p.mkdir()
         _set_access(p, shows, shows.dir_mode, problems)
     return ExportReport(nodes, atts, versions, len(owners), (*source.problems, *problems))
+
+
+def _beside(file_mode: int, dir_mode: int) -> int:
+    """The mode of a node's exported `<name>.md`, which lies beside its folder, not in it:
+    whom the node's folder keeps out (no search bit: `chmod 700 node`) the file keeps
+    out too."""
+    for shift in (3, 0):  # group, others
+        if not dir_mode & (0o1 << shift):
+            file_mode &= ~(0o7 << shift)
+    return file_mode
 
 
 def _set_access(path: Path, a: Access, mode: int, problems: list[str]) -> None:

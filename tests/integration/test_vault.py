@@ -700,3 +700,67 @@ def test_an_export_into_the_mount_it_reads_is_refused(mount: Mount) -> None:
     r = cli("export", str(mount.path), str(node / "exp"))
     assert r.returncode == 2 and "inside the mount" in r.stderr, r.stderr
     assert sorted(os.listdir(node)) == [".history", "L0.md", "L1.md", "L2.md", "meta.yaml"]
+
+
+def test_facts_no_file_can_have_are_refused_or_left_and_the_directory_stays_listable(
+    mount: Mount,
+) -> None:
+    """A hand-edited export: an owner id the kernel cannot take (uid -5, 99999999999) is
+    refused with EINVAL, a time out of a file's range (1e20, -1) or an importance out of
+    0..1 (NaN, 5) leaves the node's own, setuid bits on the tiers are dropped; the type
+    directory stays listable (it answered EIO on every `ls` after such an import)."""
+    ctl = mount.path / ".restore"
+    prefs = mount.path / "user/default/preferences"
+
+    def doc(name: str, **facts: object) -> str:
+        return json.dumps(
+            {"node": f"user/default/preferences/{name}", "versions": ["Tea.\n"], "facts": facts}
+        )
+
+    for uid in (-5, 99999999999):
+        access = {"uid": uid, "gid": 0, "dir_mode": "0755", "file_mode": "0644"}
+        with pytest.raises(OSError) as info:
+            ctl.write_text(doc(f"u{uid}".replace("-", "m"), access=access))
+        assert info.value.errno == errno.EINVAL
+    with pytest.raises(OSError) as info:
+        ctl.write_text(
+            json.dumps(
+                {"node": "user/default/preferences/late", "versions": [{"text": "x", "at": 1e20}]}
+            )  # fmt: skip
+        )
+    assert info.value.errno == errno.EINVAL
+    ctl.write_text(doc("odd", updated=1e20, created=-1, importance=float("nan")))
+    ctl.write_text(doc("five", importance=5))
+    suid = {"uid": os.getuid(), "gid": os.getgid(), "dir_mode": "0755", "file_mode": "06777"}
+    ctl.write_text(doc("suid", access=suid))
+    assert sorted(os.listdir(prefs)) == ["five", "odd", "suid"]
+    for name in ("odd", "five"):
+        meta = yaml.safe_load((prefs / name / "meta.yaml").read_text())
+        assert meta["importance"] == 0.5, meta
+        assert abs(os.stat(prefs / name / "L2.md").st_mtime - time.time()) < 120
+    assert oct((prefs / "suid/L2.md").stat().st_mode & 0o7777) == "0o777"
+
+
+def test_an_export_drops_setuid_and_keeps_a_private_node_private(
+    tmp_path: Path, mount: Mount
+) -> None:
+    """An attachment's setuid/setgid bits are not exported (the file is the exporter's
+    now: as root, another user's setuid program became a setuid-root one); a node made
+    private with `chmod 700` is exported with its `<name>.md` beside the folder private
+    too (it was -rw-r--r--)."""
+    node = mount.path / "user/default/entities/tool"
+    node.mkdir()
+    (node / "L2.md").write_text("A tool.\n")
+    prog = node / "prog"
+    shutil.copy("/bin/true", prog)
+    os.chmod(prog, 0o4755)
+    assert prog.stat().st_mode & 0o4000
+    diary = mount.path / "user/default/entities/diary"
+    diary.mkdir()
+    (diary / "L2.md").write_text("Private.\n")
+    os.chmod(diary, 0o700)
+    out = tmp_path / "out"
+    r = cli("export", str(mount.path), str(out))
+    assert r.returncode == 0, r.stderr
+    assert oct((out / "user/default/entities/tool/prog").stat().st_mode & 0o7777) == "0o755"
+    assert (out / "user/default/entities/diary.md").stat().st_mode & 0o077 == 0
