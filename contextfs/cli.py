@@ -315,8 +315,10 @@ def cmd_fsck(args: argparse.Namespace) -> int:
 
 
 def cmd_restore(args: argparse.Namespace) -> int:
-    """Put the newest backup (or --from FILE) in place of the store file; the file it
-    replaces is moved aside."""
+    """Put the newest backup that opens and passes fsck (or --from FILE, if it does) in
+    place of the store file; the file it replaces is moved aside. Each newer backup
+    passed over is named, with why."""
+    from contextfs.app import checked_backup
     from contextfs.store.backup import BACKUP_DIR, backups, restore, taken_at, when
     from contextfs.store.db import lock_store, unlock_store
 
@@ -329,30 +331,25 @@ def cmd_restore(args: argparse.Namespace) -> int:
         have = [Path(args.source)] if args.source else backups(cfg.data_dir / BACKUP_DIR)
         if not have:
             raise UsageError(f"no backup in {cfg.data_dir / BACKUP_DIR}")
-        source = next((b for b in have if _opens(b)), None)
-        if source is None:
-            raise ContextFSError(f"no backup that can be read: {', '.join(map(str, have))}")
+        if args.source and not have[0].is_file():
+            raise UsageError(f"no backup at {have[0]}")
+        store, _run, skipped = checked_backup(have, cfg.db_path)
+        for line in skipped:
+            print(f"skipped {line}", file=sys.stderr)
+        if store is None:
+            raise ContextFSError(
+                f"no backup passes fsck, nothing restored: {'; '.join(skipped)} "
+                f"(`contextfs salvage {cfg.data_dir} OUT` copies what the store still holds)"
+            )
+        source = Path(store.location)
+        store.close()
         aside = restore(cfg.db_path, source)
     finally:
         unlock_store(key)
-    print(f"restored {cfg.db_path} from {source} (taken {when(taken_at(source))})")
+    why = "the newest backup that passes fsck" if len(have) > 1 else "it passes fsck"
+    print(f"restored {cfg.db_path} from {source} (taken {when(taken_at(source))}; {why})")
     print(f"the file it replaced is kept as {aside}; `contextfs salvage` reads what it holds")
     return 0
-
-
-def _opens(db: Path) -> bool:
-    """Whether DuckDB reads the file `db` (a backup may be damaged too)."""
-    from contextfs.store.backup import unreadable
-    from contextfs.store.db import Store
-
-    try:
-        Store(db, read_only=True).close()
-    except Exception as exc:
-        if not unreadable(exc):
-            raise
-        print(f"skipped {db}: it cannot be read", file=sys.stderr)
-        return False
-    return True
 
 
 def cmd_salvage(args: argparse.Namespace) -> int:
@@ -936,7 +933,9 @@ def build_parser() -> argparse.ArgumentParser:
     )
     f.set_defaults(func=cmd_fsck)
 
-    b = sub.add_parser("restore", help="put the store's newest backup back (not while mounted)")
+    b = sub.add_parser(
+        "restore", help="put back the newest backup that passes fsck (not while mounted)"
+    )
     b.add_argument("data_dir", type=_path_arg, help="the data dir (not mounted)")
     b.add_argument("--from", dest="source", default=None, help="a backup file (default: newest)")
     b.set_defaults(func=cmd_restore)

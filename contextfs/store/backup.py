@@ -5,9 +5,10 @@ once it is closed (checkpointed by DuckDB, whole) and before it lets go of the s
 lock, to `backups/contextfs-<UTC time>.duckdb` in the data dir, at most once per
 `backup_interval_hours`, keeping the newest `backup_keep`. The copy is written beside,
 flushed, then renamed into place: a crash leaves a `.tmp` file, never a half backup.
-A store whose file cannot be read is mounted read-only from the newest backup
-(`contextfs.app.open_memory`), and `contextfs restore` puts that backup back, moving the
-damaged file aside (never deleting it: `contextfs salvage` reads what it still holds).
+A store whose file cannot be read is mounted read-only from the newest backup that opens
+and passes a full check (`contextfs.app.checked_backup`: a bad block in a backup shows only
+when it is read), and `contextfs restore` puts that backup back, moving the damaged file
+aside (never deleting it: `contextfs salvage` reads what it still holds).
 
 Boundary: files only (the store's file and its WAL); no connection. A PostgreSQL store is
 the server's to back up (`pg_dump`, its WAL archive): none of this applies to it.
@@ -49,7 +50,14 @@ def backups(directory: Path) -> list[Path]:
         for p in directory.iterdir()
         if p.name.startswith(_PREFIX) and p.name.endswith(_SUFFIX) and p.is_file()
     ]
-    return sorted(found, key=lambda p: p.name, reverse=True)
+    return sorted(found, key=_order, reverse=True)
+
+
+def _order(backup: Path) -> tuple[str, int]:
+    """A backup's place in time: its stamp, then its number among those of one second
+    (`contextfs-<stamp>.1.duckdb` was taken after `contextfs-<stamp>.duckdb`)."""
+    stamp, _, n = backup.name.removeprefix(_PREFIX).removesuffix(_SUFFIX).partition(".")
+    return stamp, int(n) if n.isdigit() else 0
 
 
 def taken_at(backup: Path) -> float:

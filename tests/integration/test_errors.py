@@ -9,6 +9,7 @@ import os
 import re
 import shutil
 import subprocess
+import time
 from pathlib import Path
 
 import duckdb
@@ -324,6 +325,87 @@ def test_a_damaged_write_ahead_log_is_said_in_one_line_and_mounts_the_backup(tmp
         m.start()
         assert "state: read-only: the store file cannot be read" in m.status()
         assert (prefs / "kept/L2.md").read_text() == "in the backup\n"
+    finally:
+        if m.proc is not None:
+            m.stop()
+
+
+def _bad_block(db: Path) -> int:
+    """The offset of a 64-byte stretch of `db` (a closed store file) that, overwritten,
+    leaves the file opening but a full check unable to read it: damage that shows only
+    when a block is read (DuckDB checks each block's checksum as it reads it)."""
+    from contextfs.store import Store
+    from contextfs.store.fsck import full_check
+
+    good = db.read_bytes()
+    probe = db.with_name("probe.duckdb")
+    try:
+        for block in range(1, (len(good) - 3 * 4096) // (256 * 1024)):
+            at = 3 * 4096 + block * 256 * 1024 + 1000  # after the header, 256 KiB blocks
+            probe.write_bytes(good[:at] + b"\xab" * 64 + good[at + 64 :])
+            try:
+                store = Store(probe, read_only=True)
+            except duckdb.Error:
+                continue  # a block read at open: not the damage looked for
+            try:
+                full_check(store)
+            except duckdb.Error:
+                return at
+            finally:
+                store.close()
+    finally:
+        probe.unlink(missing_ok=True)
+        probe.with_name("probe.duckdb.lock").unlink(missing_ok=True)
+    raise AssertionError(f"no block of {db} is read only by a full check")
+
+
+def _damage(path: Path, at: int) -> None:
+    with open(path, "r+b") as f:
+        f.seek(at)
+        f.write(b"\xab" * 64)
+
+
+def test_a_damaged_newest_backup_gives_way_to_the_one_before_that_passes_fsck(tmp_path):
+    """The store file cannot be read, and its newest backup opens but a block of it
+    cannot be read. The mount shows the backup before it (read-only) and `.status` says
+    why the newest was passed over; `contextfs restore` puts that one back and names the
+    one it skipped. Both took the newest backup, which opened: the mount served a store
+    that failed to read, and restore put back a store fsck refused."""
+    from contextfs.testing import Mount
+
+    data = tmp_path / "data"
+    data.mkdir(mode=0o700)
+    (data / "config.yaml").write_text("search: false\nbackup_interval_hours: 0\n")
+    (tmp_path / "mnt").mkdir()
+    m = Mount(tmp_path / "mnt", data)
+    prefs = m.path / "user/default/preferences"
+    m.start()
+    try:
+        for i in range(8):  # texts over several blocks of the file
+            (prefs / f"p{i}").mkdir()
+            (prefs / f"p{i}/L2.md").write_text(f"older {i} " + "abcdefgh " * 20_000 + "\n")
+        m.stop()  # the older backup
+        time.sleep(1.1)  # a backup's name is its second
+        m.start()
+        (prefs / "newer").mkdir()
+        (prefs / "newer/L2.md").write_text("only in the newest backup\n")
+        m.stop()  # the newest backup
+        older, newest = sorted((data / "backups").iterdir())
+        _damage(newest, _bad_block(newest))
+        _damage(data / "contextfs.duckdb", 4096)  # the header: the file does not open
+        m.expect_log += ["store file damaged, mounting its backup", "backup passed over"]
+        m.start()
+        status = m.status()
+        assert "state: read-only: the store file cannot be read" in status, status
+        assert f"passed over: {newest}" in status, status
+        assert sorted(os.listdir(prefs)) == [f"p{i}" for i in range(8)]
+        assert (prefs / "p7/L2.md").read_text().startswith("older 7 ")
+        m.stop()
+        r = _run("restore", str(data))
+        assert r.returncode == 0, r.stdout + r.stderr
+        assert f"from {older}" in r.stdout, r.stdout
+        assert f"skipped {newest}" in r.stderr and "cannot be read" in r.stderr, r.stderr
+        assert _run("fsck", str(data)).returncode == 0
     finally:
         if m.proc is not None:
             m.stop()
