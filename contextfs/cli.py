@@ -303,6 +303,8 @@ def cmd_fsck(args: argparse.Namespace) -> int:
             raise
         print(f"store_readable: {_first_line(exc)}")
         print(f"fsck {shown(cfg.store_location)}: the store cannot be read (damaged?)")
+        if not cfg.store:
+            print(_what_to_do(cfg))
         return 5
     for p in run.problems:
         print(p)
@@ -312,6 +314,32 @@ def cmd_fsck(args: argparse.Namespace) -> int:
     if run.passed:  # the next mount checks only what changes after this
         print(_record_fsck(cfg, run))
     return 5 if run.problems else 0
+
+
+def _what_to_do(cfg: Config) -> str:
+    """For a DuckDB store that cannot be read: which backup `contextfs restore` would put
+    back (the newest that opens and passes fsck; those passed over, and why), or that
+    `contextfs salvage` is what is left."""
+    from contextfs.app import checked_backup
+    from contextfs.store.backup import BACKUP_DIR, backups, taken_at, when
+
+    have = backups(cfg.data_dir / BACKUP_DIR)
+    store, _run, skipped = checked_backup(have, cfg.db_path) if have else (None, None, [])
+    lines = [f"  backup passed over: {line}" for line in skipped]
+    salvage = f"`contextfs salvage {cfg.data_dir} OUT` copies what the damaged file still holds"
+    if store is not None:
+        backup = Path(store.location)
+        store.close()
+        lines.append(
+            f"to put back its backup of {when(taken_at(backup))} ({backup}), the newest that "
+            f"passes fsck: `contextfs restore {cfg.data_dir}` (the damaged file is kept "
+            f"aside); before or after, {salvage} to markdown"
+        )
+    elif have:
+        lines.append(f"none of its {len(have)} backup(s) passes fsck: {salvage} to markdown")
+    else:
+        lines.append(f"it has no backup in {cfg.data_dir / BACKUP_DIR}: {salvage} to markdown")
+    return "\n".join(lines)
 
 
 def cmd_restore(args: argparse.Namespace) -> int:

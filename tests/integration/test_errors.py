@@ -204,7 +204,8 @@ def test_a_store_file_with_a_bad_block_is_reported_in_one_line(mount):
     """A block of the store's file overwritten (a bad sector, a stray write) and no
     backup to fall back on: `fsck` says the store cannot be read (exit 5), `status`,
     `export` and `mount` refuse it in one line (exit 1), never with a traceback; the
-    mount's line names `contextfs salvage`."""
+    mount's line names `contextfs salvage`, and so does fsck's, for a bad block and for a
+    file cut short (it gave no pointer at all)."""
     node = mount.path / "user/default/preferences/keep"
     node.mkdir()
     (node / "L2.md").write_text("precious\n")
@@ -219,6 +220,9 @@ def test_a_store_file_with_a_bad_block_is_reported_in_one_line(mount):
     r = run("fsck", str(mount.data_dir))
     assert r.returncode == 5 and "store_readable: " in r.stdout, r.stdout + r.stderr
     assert "cannot be read" in r.stdout and "Traceback" not in r.stdout + r.stderr
+    # what to do: there is no backup, so salvage
+    assert "it has no backup in" in r.stdout, r.stdout
+    assert f"`contextfs salvage {mount.data_dir} OUT`" in r.stdout, r.stdout
     other = mount.path.parent / "elsewhere"
     other.mkdir()
     for args in (
@@ -234,6 +238,10 @@ def test_a_store_file_with_a_bad_block_is_reported_in_one_line(mount):
         assert "Traceback" not in r.stdout + r.stderr, (args, r.stderr)
     assert "contextfs salvage" in r.stderr, r.stderr
     assert not os.path.ismount(other)
+    db.write_bytes(good[: len(good) // 2])  # a file cut short: the same pointer
+    r = run("fsck", str(mount.data_dir))
+    assert r.returncode == 5 and "cannot be read" in r.stdout, r.stdout + r.stderr
+    assert f"`contextfs salvage {mount.data_dir} OUT`" in r.stdout, r.stdout
     db.write_bytes(good)  # the block mended: the store is whole again
     assert run("fsck", str(mount.data_dir)).returncode == 0
 
@@ -369,8 +377,9 @@ def test_a_damaged_newest_backup_gives_way_to_the_one_before_that_passes_fsck(tm
     """The store file cannot be read, and its newest backup opens but a block of it
     cannot be read. The mount shows the backup before it (read-only) and `.status` says
     why the newest was passed over; `contextfs restore` puts that one back and names the
-    one it skipped. Both took the newest backup, which opened: the mount served a store
-    that failed to read, and restore put back a store fsck refused."""
+    one it skipped; `contextfs fsck` names that backup and the command that puts it back.
+    Both took the newest backup, which opened: the mount served a store that failed to
+    read, and restore put back a store fsck refused."""
     from contextfs.testing import Mount
 
     data = tmp_path / "data"
@@ -393,6 +402,11 @@ def test_a_damaged_newest_backup_gives_way_to_the_one_before_that_passes_fsck(tm
         older, newest = sorted((data / "backups").iterdir())
         _damage(newest, _bad_block(newest))
         _damage(data / "contextfs.duckdb", 4096)  # the header: the file does not open
+        r = _run("fsck", str(data))  # names what to run, and the backup it would take
+        assert r.returncode == 5 and "the store cannot be read" in r.stdout, r.stdout
+        assert f"backup passed over: {newest}" in r.stdout, r.stdout
+        assert f"({older}), the newest that passes fsck: `contextfs restore {data}`" in r.stdout
+        assert f"`contextfs salvage {data} OUT`" in r.stdout, r.stdout
         m.expect_log += ["store file damaged, mounting its backup", "backup passed over"]
         m.start()
         status = m.status()
