@@ -403,7 +403,9 @@ def cmd_salvage(args: argparse.Namespace) -> int:
     print(f"{report.summary()}\nto {args.out} in {time.monotonic() - t0:.1f}s")
     for note in source.notes:
         print(f"  written with a caveat: {note}")
-    return 1 if report.problems else 0
+    for lost in source.lost:
+        print(f"  written to lost+found/, its place lost: {lost}")
+    return 1 if report.problems or source.lost else 0
 
 
 def _repair(cfg: Config) -> CheckRun:
