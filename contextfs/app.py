@@ -276,6 +276,26 @@ def first_line(exc: BaseException) -> str:
     return str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
 
 
+def consolidation_line(memory: Memory, cfg: Config) -> str:
+    """`.status`'s consolidation line: the last run that ended, and a later one that began
+    but never recorded its end (the daemon killed or stopped during it)."""
+    last = memory.store.last_consolidation()
+    begun = memory.store.consolidation_begun()
+    cut = begun is not None and (last is None or begun > last[0])
+    if last is None:
+        line = "consolidation: no run ended" if cut else "consolidation: never run"
+        line += f" (every {cfg.consolidate_every:g}s)"
+    else:
+        line = f"consolidation: {last[5]} run(s); last {_ts(last[0])}: " + last[4].splitlines()[0]
+    if cut:
+        assert begun is not None
+        line += (
+            f"; the run begun {_ts(begun)} did not end (the daemon stopped during it): "
+            "what it merged or archived is kept, the next run does the rest"
+        )
+    return line
+
+
 def _session_key(cfg: Config) -> str:
     """Which mount a session is (many mounts may share one PostgreSQL store)."""
     return f"{socket.gethostname()}:{cfg.data_dir}"
@@ -451,13 +471,7 @@ def render_status(
         lines += intake.status_lines()
     if summaries is not None:
         lines += summaries.status_lines()
-    last = memory.store.last_consolidation()
-    if last is None:
-        lines.append(f"consolidation: never run (every {cfg.consolidate_every:g}s)")
-    else:
-        lines.append(
-            f"consolidation: {last[5]} run(s); last {_ts(last[0])}: " + last[4].splitlines()[0]
-        )
+    lines.append(consolidation_line(memory, cfg))
     lines.append(
         f"redactions: {memory.redaction_count} this run, "
         f"{memory.store.redaction_total()} in all (kinds and places in the store's "

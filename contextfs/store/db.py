@@ -46,6 +46,9 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
+# store_meta: unix time at which the newest consolidation run began (its first write)
+CONSOLIDATION_BEGUN = "consolidation_begun"
+
 _NODE_COLS = (
     "id, owner_kind, owner_id, type, name, version, l0, l1, l2, l0_pinned, l1_pinned, "
     "content_hash, sources, tags, importance, access_count, created, updated, deleted_at, "
@@ -877,6 +880,16 @@ class Store:
             "SELECT ts, decayed, merged, archived, summary, (SELECT count(*) FROM "
             "consolidation_runs) FROM consolidation_runs ORDER BY ts DESC LIMIT 1"
         ).fetchone()
+
+    def begin_consolidation(self, ts: float) -> None:
+        """Record that a consolidation run begins at ts (see `consolidation_begun`)."""
+        self.set_meta(CONSOLIDATION_BEGUN, repr(ts))
+
+    def consolidation_begun(self) -> float | None:
+        """When the newest consolidation run began (`store_meta`, written as it starts):
+        later than the last recorded run, that run did not end."""
+        value = self.meta(CONSOLIDATION_BEGUN)
+        return None if value is None else float(value)
 
     def insert_attachment(
         self, a: Attachment, data: FileBytes | None, staged: dict[int, str] | None = None
