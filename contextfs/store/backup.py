@@ -121,7 +121,8 @@ def take(db: Path, policy: BackupPolicy, now: float | None = None) -> Path | Non
 
 def restore(db: Path, source: Path) -> Path:
     """Put the backup `source` in place of the store file `db` (the store not open);
-    the file it replaces, and its WAL, are moved aside, not deleted. Returns where."""
+    the file it replaces, and its WAL, are moved aside, not deleted (its commit mark,
+    which says what the replaced file held, goes). Returns where."""
     if not source.is_file():
         raise UsageError(f"no backup at {source}")
     aside = db.with_name(f"{db.name}.damaged-{time.strftime(_STAMP, time.gmtime())}")
@@ -130,6 +131,8 @@ def restore(db: Path, source: Path) -> Path:
     wal = db.with_name(db.name + ".wal")
     if wal.exists():
         os.replace(wal, aside.with_name(aside.name + ".wal"))
+    # the commit mark is the replaced file's: the backup is older than its last commit
+    db.with_name(db.name + ".last-commit").unlink(missing_ok=True)
     _copy(source, db)
     return aside
 

@@ -338,6 +338,65 @@ def test_a_damaged_write_ahead_log_is_said_in_one_line_and_mounts_the_backup(tmp
             m.stop()
 
 
+def test_a_write_ahead_log_deleted_after_a_crash_is_said_not_served_silently(tmp_path):
+    """The daemon killed with an acknowledged change in its write-ahead log, and the log
+    then deleted (a cleaner, a copy that left it out): fsck says the acknowledged changes
+    are missing (exit 5), and a mount serves what the store holds read-only, saying why.
+    The log put back, the change is there again; `fsck --repair` takes a store whose log
+    is gone for good as it is. The mount served the older store read-write, silently."""
+    from contextfs.testing import Mount
+
+    data = tmp_path / "data"
+    data.mkdir(mode=0o700)
+    (data / "config.yaml").write_text("search: false\n")
+    (tmp_path / "mnt").mkdir()
+    m = Mount(tmp_path / "mnt", data)
+    prefs = m.path / "user/default/preferences"
+    wal, saved = data / "contextfs.duckdb.wal", tmp_path / "saved.wal"
+    m.start()
+    try:
+        (prefs / "kept").mkdir()
+        (prefs / "kept/L2.md").write_text("checkpointed\n")
+        m.stop()
+        m.start()
+        (prefs / "acked").mkdir()
+        (prefs / "acked/L2.md").write_text("only in the log\n")  # closed: acknowledged
+        m.kill()
+        os.replace(wal, saved)
+        r = _run("fsck", str(data))
+        assert r.returncode == 5, r.stdout + r.stderr
+        assert (
+            "acknowledged_commits: acknowledged changes are missing: its write-ahead log "
+            "contextfs.duckdb.wal is gone" in r.stdout
+        ), r.stdout
+        m.expect_log += ["acknowledged changes are missing", "store failed its checks"]
+        m.start()
+        status = m.status()
+        assert "state: read-only: fsck found 1 problem(s): acknowledged_commits:" in status
+        assert "contextfs fsck --repair" in status, status
+        assert sorted(os.listdir(prefs)) == ["kept"]
+        assert _errno(os.mkdir, prefs / "new") == errno.EROFS
+        m.stop()
+        os.replace(saved, wal)  # the log put back: nothing was lost
+        m.expect_log.clear()
+        m.start()
+        assert "state: read-write" in m.status()
+        assert (prefs / "acked/L2.md").read_text() == "only in the log\n"
+        (prefs / "later").mkdir()
+        (prefs / "later/L2.md").write_text("lost for good\n")
+        m.kill()
+        wal.unlink()
+        r = _run("fsck", "--repair", str(data))
+        assert r.returncode == 0, r.stdout + r.stderr
+        assert "repaired acknowledged_commits: the store is taken as it is" in r.stdout
+        m.start()
+        assert "state: read-write" in m.status()
+        assert "kept" in os.listdir(prefs) and "later" not in os.listdir(prefs)
+    finally:
+        if m.proc is not None:
+            m.stop()
+
+
 def _bad_block(db: Path) -> int:
     """The offset of a 64-byte stretch of `db` (a closed store file) that, overwritten,
     leaves the file opening but a full check unable to read it: damage that shows only
