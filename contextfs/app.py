@@ -40,7 +40,14 @@ from contextfs.status_json import memory_line
 from contextfs.store import Store
 from contextfs.store.backend import open_store
 from contextfs.store.backup import BACKUP_DIR, BackupPolicy, backups, taken_at, unreadable, when
-from contextfs.store.fsck import close_session, mount_check, open_session, record_passed
+from contextfs.store.fsck import (
+    CheckRun,
+    close_session,
+    full_check,
+    mount_check,
+    open_session,
+    record_passed,
+)
 from contextfs.store.schema import SCHEMA_VERSION
 
 if TYPE_CHECKING:  # annotations only: render_status never needs the classes themselves
@@ -199,40 +206,94 @@ def _schema_behind(db: Path) -> bool:
 def _backup_memory(
     cfg: Config, types: dict[str, ContextType], redactor: Redactor, why: BaseException
 ) -> Memory:
-    """The newest backup of a store whose file cannot be read, opened read-only: what
-    the mount shows, in failsafe mode, until `contextfs restore` puts it back."""
-    reason = str(why).strip().splitlines()[0] if str(why).strip() else type(why).__name__
+    """The newest backup of a store whose file cannot be read that opens and passes a
+    full check, opened read-only: what the mount shows, in failsafe mode, until
+    `contextfs restore` puts it back. The backups it passed over are named, with why."""
+    reason = first_line(why)
     have = backups(cfg.data_dir / BACKUP_DIR)
     if not have:
         raise StoreDamaged(
             f"the store cannot be read (damaged?): {reason}; there is no backup to mount "
             f"read-only (`contextfs salvage {cfg.data_dir} OUT` copies what it still holds)"
         ) from why
-    for backup in have:  # the newest one that opens (a backup can be damaged too)
-        try:
-            store = Store(
-                backup, read_only=True, memory_mb=cfg.store_memory_mb, lock_as=cfg.db_path
-            )
-            break
-        except Exception as exc:
-            if not unreadable(exc):
-                raise
-            log.error("backup %s cannot be read either: %s", backup, exc)
-    else:
+    store, run, skipped = checked_backup(have, cfg.db_path, cfg.store_memory_mb)
+    for line in skipped:
+        log.error("backup passed over: %s", line)
+    if store is None or run is None:
         raise StoreDamaged(
-            f"the store cannot be read (damaged?): {reason}; nor can any of its "
-            f"{len(have)} backup(s) (`contextfs salvage {cfg.data_dir} OUT` copies what "
-            "the store still holds)"
+            f"the store cannot be read (damaged?): {reason}; nor does any of its "
+            f"{len(have)} backup(s) pass fsck ({'; '.join(skipped)}); "
+            f"`contextfs salvage {cfg.data_dir} OUT` copies what the store still holds"
         ) from why
+    backup = Path(store.location)
     memory = _memory(store, cfg, types, redactor)
+    passed_over = f"; newer backups passed over: {'; '.join(skipped)}" if skipped else ""
     memory.failsafe = (
         f"the store file cannot be read ({reason}); this is its backup of "
         f"{when(taken_at(backup))}, read-only: unmount and run `contextfs restore "
-        f"{cfg.data_dir}` to put it back (the damaged file is kept aside)"
+        f"{cfg.data_dir}` to put it back (the damaged file is kept aside){passed_over}"
     )
     log.error("store file damaged, mounting its backup %s read-only: %s", backup, reason)
-    memory.mount_check = mount_check(store)
+    memory.mount_check = run
     return memory
+
+
+def checked_backup(
+    candidates: list[Path], lock_as: Path, memory_mb: int = 0
+) -> tuple[Store | None, CheckRun | None, list[str]]:
+    """The first of `candidates` (backups, newest first) that opens and passes a full
+    check (a backup can be damaged too, and a bad block in it shows only when read),
+    opened read-only holding the lock of the store `lock_as`; its check; and one line for
+    each candidate passed over, saying why. (None, None, lines) when none passes."""
+    skipped: list[str] = []
+    for backup in candidates:
+        name = f"{backup} (taken {when(taken_at(backup))})"
+        try:
+            store = Store(backup, read_only=True, memory_mb=memory_mb, lock_as=lock_as)
+        except Exception as exc:
+            if not unreadable(exc):
+                raise
+            skipped.append(f"{name}: it cannot be read ({first_line(exc)})")
+            continue
+        try:
+            run = full_check(store)
+        except Exception as exc:
+            store.close()
+            if not unreadable(exc):
+                raise
+            skipped.append(f"{name}: a part of it cannot be read ({first_line(exc)})")
+            continue
+        if run.problems:
+            store.close()
+            skipped.append(f"{name}: fsck found {len(run.problems)} problem(s): {run.problems[0]}")
+            continue
+        return store, run, skipped
+    return None, None, skipped
+
+
+def first_line(exc: BaseException) -> str:
+    """An error's first line, for a one-line reason."""
+    return str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+
+
+def consolidation_line(memory: Memory, cfg: Config) -> str:
+    """`.status`'s consolidation line: the last run that ended, and a later one that began
+    but never recorded its end (the daemon killed or stopped during it)."""
+    last = memory.store.last_consolidation()
+    begun = memory.store.consolidation_begun()
+    cut = begun is not None and (last is None or begun > last[0])
+    if last is None:
+        line = "consolidation: no run ended" if cut else "consolidation: never run"
+        line += f" (every {cfg.consolidate_every:g}s)"
+    else:
+        line = f"consolidation: {last[5]} run(s); last {_ts(last[0])}: " + last[4].splitlines()[0]
+    if cut:
+        assert begun is not None
+        line += (
+            f"; the run begun {_ts(begun)} did not end (the daemon stopped during it): "
+            "what it merged or archived is kept, the next run does the rest"
+        )
+    return line
 
 
 def _session_key(cfg: Config) -> str:
@@ -410,13 +471,7 @@ def render_status(
         lines += intake.status_lines()
     if summaries is not None:
         lines += summaries.status_lines()
-    last = memory.store.last_consolidation()
-    if last is None:
-        lines.append(f"consolidation: never run (every {cfg.consolidate_every:g}s)")
-    else:
-        lines.append(
-            f"consolidation: {last[5]} run(s); last {_ts(last[0])}: " + last[4].splitlines()[0]
-        )
+    lines.append(consolidation_line(memory, cfg))
     lines.append(
         f"redactions: {memory.redaction_count} this run, "
         f"{memory.store.redaction_total()} in all (kinds and places in the store's "

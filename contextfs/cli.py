@@ -303,6 +303,8 @@ def cmd_fsck(args: argparse.Namespace) -> int:
             raise
         print(f"store_readable: {_first_line(exc)}")
         print(f"fsck {shown(cfg.store_location)}: the store cannot be read (damaged?)")
+        if not cfg.store:
+            print(_what_to_do(cfg))
         return 5
     for p in run.problems:
         print(p)
@@ -314,9 +316,37 @@ def cmd_fsck(args: argparse.Namespace) -> int:
     return 5 if run.problems else 0
 
 
+def _what_to_do(cfg: Config) -> str:
+    """For a DuckDB store that cannot be read: which backup `contextfs restore` would put
+    back (the newest that opens and passes fsck; those passed over, and why), or that
+    `contextfs salvage` is what is left."""
+    from contextfs.app import checked_backup
+    from contextfs.store.backup import BACKUP_DIR, backups, taken_at, when
+
+    have = backups(cfg.data_dir / BACKUP_DIR)
+    store, _run, skipped = checked_backup(have, cfg.db_path) if have else (None, None, [])
+    lines = [f"  backup passed over: {line}" for line in skipped]
+    salvage = f"`contextfs salvage {cfg.data_dir} OUT` copies what the damaged file still holds"
+    if store is not None:
+        backup = Path(store.location)
+        store.close()
+        lines.append(
+            f"to put back its backup of {when(taken_at(backup))} ({backup}), the newest that "
+            f"passes fsck: `contextfs restore {cfg.data_dir}` (the damaged file is kept "
+            f"aside); before or after, {salvage} to markdown"
+        )
+    elif have:
+        lines.append(f"none of its {len(have)} backup(s) passes fsck: {salvage} to markdown")
+    else:
+        lines.append(f"it has no backup in {cfg.data_dir / BACKUP_DIR}: {salvage} to markdown")
+    return "\n".join(lines)
+
+
 def cmd_restore(args: argparse.Namespace) -> int:
-    """Put the newest backup (or --from FILE) in place of the store file; the file it
-    replaces is moved aside."""
+    """Put the newest backup that opens and passes fsck (or --from FILE, if it does) in
+    place of the store file; the file it replaces is moved aside. Each newer backup
+    passed over is named, with why."""
+    from contextfs.app import checked_backup
     from contextfs.store.backup import BACKUP_DIR, backups, restore, taken_at, when
     from contextfs.store.db import lock_store, unlock_store
 
@@ -329,30 +359,25 @@ def cmd_restore(args: argparse.Namespace) -> int:
         have = [Path(args.source)] if args.source else backups(cfg.data_dir / BACKUP_DIR)
         if not have:
             raise UsageError(f"no backup in {cfg.data_dir / BACKUP_DIR}")
-        source = next((b for b in have if _opens(b)), None)
-        if source is None:
-            raise ContextFSError(f"no backup that can be read: {', '.join(map(str, have))}")
+        if args.source and not have[0].is_file():
+            raise UsageError(f"no backup at {have[0]}")
+        store, _run, skipped = checked_backup(have, cfg.db_path)
+        for line in skipped:
+            print(f"skipped {line}", file=sys.stderr)
+        if store is None:
+            raise ContextFSError(
+                f"no backup passes fsck, nothing restored: {'; '.join(skipped)} "
+                f"(`contextfs salvage {cfg.data_dir} OUT` copies what the store still holds)"
+            )
+        source = Path(store.location)
+        store.close()
         aside = restore(cfg.db_path, source)
     finally:
         unlock_store(key)
-    print(f"restored {cfg.db_path} from {source} (taken {when(taken_at(source))})")
+    why = "the newest backup that passes fsck" if len(have) > 1 else "it passes fsck"
+    print(f"restored {cfg.db_path} from {source} (taken {when(taken_at(source))}; {why})")
     print(f"the file it replaced is kept as {aside}; `contextfs salvage` reads what it holds")
     return 0
-
-
-def _opens(db: Path) -> bool:
-    """Whether DuckDB reads the file `db` (a backup may be damaged too)."""
-    from contextfs.store.backup import unreadable
-    from contextfs.store.db import Store
-
-    try:
-        Store(db, read_only=True).close()
-    except Exception as exc:
-        if not unreadable(exc):
-            raise
-        print(f"skipped {db}: it cannot be read", file=sys.stderr)
-        return False
-    return True
 
 
 def cmd_salvage(args: argparse.Namespace) -> int:
@@ -378,7 +403,9 @@ def cmd_salvage(args: argparse.Namespace) -> int:
     print(f"{report.summary()}\nto {args.out} in {time.monotonic() - t0:.1f}s")
     for note in source.notes:
         print(f"  written with a caveat: {note}")
-    return 1 if report.problems else 0
+    for lost in source.lost:
+        print(f"  written to lost+found/, its place lost: {lost}")
+    return 1 if report.problems or source.lost else 0
 
 
 def _repair(cfg: Config) -> CheckRun:
@@ -936,7 +963,9 @@ def build_parser() -> argparse.ArgumentParser:
     )
     f.set_defaults(func=cmd_fsck)
 
-    b = sub.add_parser("restore", help="put the store's newest backup back (not while mounted)")
+    b = sub.add_parser(
+        "restore", help="put back the newest backup that passes fsck (not while mounted)"
+    )
     b.add_argument("data_dir", type=_path_arg, help="the data dir (not mounted)")
     b.add_argument("--from", dest="source", default=None, help="a backup file (default: newest)")
     b.set_defaults(func=cmd_restore)

@@ -134,6 +134,9 @@ def status_facts(
 ) -> dict[str, Any]:
     """The document `.status.json` serves (arguments as `app.render_status`)."""
     last = memory.store.last_consolidation()
+    begun = memory.store.consolidation_begun()
+    if begun is not None and last is not None and begun <= last[0]:
+        begun = None  # the run that began then ended
     refusals, hidden = memory.recent_refusals(visible)
     shown = [
         {
@@ -183,6 +186,8 @@ def status_facts(
             "runs": last[5] if last else 0,
             "last": _iso(last[0]) if last else None,
             "last_summary": last[4].splitlines()[0] if last else None,
+            # a run that began after the last one ended, and never recorded its end
+            "unended_run_began": _iso(begun) if begun is not None else None,
         },
         "memory": memory_facts(memory),
         "redactions": {

@@ -132,9 +132,18 @@ def consolidate(
 ) -> Report:
     """A whole run in this thread: `plan`, then every step of `apply`."""
     report = Report()
+    begin(memory)
     for _ in apply(memory, plan(memory, now=now, progress=progress), report):
         pass
     return report
+
+
+def begin(memory: Memory) -> None:
+    """Record that a run begins (before its plan): a run that never records its end, the
+    daemon killed or stopped during it, is said so in `.status` until the next one ends."""
+    with memory.transaction():
+        memory.store.begin_consolidation(memory.clock())
+    log.info("a consolidation run begins")
 
 
 def _merges(memory: Memory, n: Node) -> bool:
@@ -455,6 +464,7 @@ class ConsolidationService(Service):
                 # take the claim, until it stops (then the next run's first)
                 continue
             try:
+                begin(self.memory)
                 # the comparing in a worker thread; the writes here, a transaction at a
                 # time, the mount answering between them
                 found = await trio.to_thread.run_sync(

@@ -5,9 +5,10 @@ once it is closed (checkpointed by DuckDB, whole) and before it lets go of the s
 lock, to `backups/contextfs-<UTC time>.duckdb` in the data dir, at most once per
 `backup_interval_hours`, keeping the newest `backup_keep`. The copy is written beside,
 flushed, then renamed into place: a crash leaves a `.tmp` file, never a half backup.
-A store whose file cannot be read is mounted read-only from the newest backup
-(`contextfs.app.open_memory`), and `contextfs restore` puts that backup back, moving the
-damaged file aside (never deleting it: `contextfs salvage` reads what it still holds).
+A store whose file cannot be read is mounted read-only from the newest backup that opens
+and passes a full check (`contextfs.app.checked_backup`: a bad block in a backup shows only
+when it is read), and `contextfs restore` puts that backup back, moving the damaged file
+aside (never deleting it: `contextfs salvage` reads what it still holds).
 
 Boundary: files only (the store's file and its WAL); no connection. A PostgreSQL store is
 the server's to back up (`pg_dump`, its WAL archive): none of this applies to it.
@@ -49,7 +50,14 @@ def backups(directory: Path) -> list[Path]:
         for p in directory.iterdir()
         if p.name.startswith(_PREFIX) and p.name.endswith(_SUFFIX) and p.is_file()
     ]
-    return sorted(found, key=lambda p: p.name, reverse=True)
+    return sorted(found, key=_order, reverse=True)
+
+
+def _order(backup: Path) -> tuple[str, int]:
+    """A backup's place in time: its stamp, then its number among those of one second
+    (`contextfs-<stamp>.1.duckdb` was taken after `contextfs-<stamp>.duckdb`)."""
+    stamp, _, n = backup.name.removeprefix(_PREFIX).removesuffix(_SUFFIX).partition(".")
+    return stamp, int(n) if n.isdigit() else 0
 
 
 def taken_at(backup: Path) -> float:
@@ -113,7 +121,8 @@ def take(db: Path, policy: BackupPolicy, now: float | None = None) -> Path | Non
 
 def restore(db: Path, source: Path) -> Path:
     """Put the backup `source` in place of the store file `db` (the store not open);
-    the file it replaces, and its WAL, are moved aside, not deleted. Returns where."""
+    the file it replaces, and its WAL, are moved aside, not deleted (its commit mark,
+    which says what the replaced file held, goes). Returns where."""
     if not source.is_file():
         raise UsageError(f"no backup at {source}")
     aside = db.with_name(f"{db.name}.damaged-{time.strftime(_STAMP, time.gmtime())}")
@@ -122,6 +131,8 @@ def restore(db: Path, source: Path) -> Path:
     wal = db.with_name(db.name + ".wal")
     if wal.exists():
         os.replace(wal, aside.with_name(aside.name + ".wal"))
+    # the commit mark is the replaced file's: the backup is older than its last commit
+    db.with_name(db.name + ".last-commit").unlink(missing_ok=True)
     _copy(source, db)
     return aside
 

@@ -46,6 +46,9 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
+# store_meta: unix time at which the newest consolidation run began (its first write)
+CONSOLIDATION_BEGUN = "consolidation_begun"
+
 _NODE_COLS = (
     "id, owner_kind, owner_id, type, name, version, l0, l1, l2, l0_pinned, l1_pinned, "
     "content_hash, sources, tags, importance, access_count, created, updated, deleted_at, "
@@ -206,6 +209,8 @@ class Store:
     unavailable: tuple[type[BaseException], ...] = ()
     # no room in the buffers inside a transaction (`_Roomy`): refused, the limit grown
     busy: tuple[type[BaseException], ...] = (duckdb.OutOfMemoryException,)
+    # acknowledged changes the store as opened does not hold (`CommitMark`), or None
+    lost_commits: str | None = None
 
     def __init__(
         self,
@@ -239,6 +244,10 @@ class Store:
         ) << 20
         self._postponed = False
         self._lock_fd = lock_store(lock_as or self.path, read_only and lock_as is None)
+        self._mark = CommitMark(self.path)
+        # what the last commit left, read before DuckDB replays (and cuts) the log
+        marked, log_size = self._mark.read(), _size(self._wal)
+        file = _mtime(self.path)
         try:
             self.con = _Roomy(
                 duckdb.connect(str(self.path), read_only=read_only, config=config), self
@@ -279,6 +288,12 @@ class Store:
                 )
         self._seq = self.generation()
         self._opened_by = threading.get_ident()  # see node_text
+        self.lost_commits = _lost_commits(marked, log_size, file, self._seq, self._wal)
+        if self.lost_commits:
+            log.error("%s", self.lost_commits)
+        elif not read_only:  # kept as found while something is missing: `accept_lost`
+            self._mark.open()
+            self._mark.write(self._seq, _size(self._wal) or 0)
 
     def describe(self) -> str:
         """Where the store is, for `.status` (never a password)."""
@@ -363,8 +378,18 @@ class Store:
                 take(self.path, self.backup)
             except OSError as exc:
                 log.warning("no backup of the store taken: %s", exc)
+        self._mark.close()
         unlock_store(self._lock_fd)
         self._lock_fd = None
+
+    def accept_lost(self) -> str | None:
+        """Take the store as it is, its missing acknowledged changes lost (`fsck
+        --repair`): the mark is written anew from what the store holds. What was said."""
+        said, self.lost_commits = self.lost_commits, None
+        if said and not self.read_only:
+            self._mark.open()
+            self._mark.write(self._seq, _size(self._wal) or 0)
+        return said
 
     GARBAGE_BATCH = 64
 
@@ -481,6 +506,7 @@ class Store:
             wal = os.stat(self._wal).st_size
         except OSError:
             return
+        self._mark.write(self._seq, wal)  # the commit is in the log: it has this much
         if wal < self.checkpoint_wal:
             return
         assert self.path is not None  # PgStore overrides atomic, which calls this
@@ -511,6 +537,9 @@ class Store:
         restart. The buffers it takes are let go after; what a process keeps of them is
         its allocator's."""
         con = self.con._con
+        # the log is about to be cut: from now no size of it is owed (a crash during or
+        # after the checkpoint finds it gone, rightly); the seq still is
+        self._mark.write(self._seq, 0)
         with self._grow_lock:
             limit = con.execute("SELECT current_setting('memory_limit')").fetchone()[0]
             ceiling = int(os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") * 0.8)
@@ -877,6 +906,16 @@ class Store:
             "SELECT ts, decayed, merged, archived, summary, (SELECT count(*) FROM "
             "consolidation_runs) FROM consolidation_runs ORDER BY ts DESC LIMIT 1"
         ).fetchone()
+
+    def begin_consolidation(self, ts: float) -> None:
+        """Record that a consolidation run begins at ts (see `consolidation_begun`)."""
+        self.set_meta(CONSOLIDATION_BEGUN, repr(ts))
+
+    def consolidation_begun(self) -> float | None:
+        """When the newest consolidation run began (`store_meta`, written as it starts):
+        later than the last recorded run, that run did not end."""
+        value = self.meta(CONSOLIDATION_BEGUN)
+        return None if value is None else float(value)
 
     def insert_attachment(
         self, a: Attachment, data: FileBytes | None, staged: dict[int, str] | None = None
@@ -1499,3 +1538,101 @@ def _owner_type(
         where = [*where, "type = ?"]
         params.append(type_name)
     return where, params
+
+
+def _size(path: Path) -> int | None:
+    try:
+        return os.stat(path).st_size
+    except OSError:
+        return None
+
+
+def _mtime(path: Path) -> int | None:
+    try:
+        return os.stat(path).st_mtime_ns
+    except OSError:
+        return None
+
+
+class CommitMark:
+    """`<store>.last-commit`, beside the DuckDB file: the outbox seq of the last commit,
+    the size its write-ahead log had then and the store file's mtime, rewritten in place
+    after every commit.
+
+    DuckDB flushes a commit to its log before the commit returns; a log deleted after a
+    crash (by hand, by a cleaner, by a copy of the data dir that left it out) takes every
+    change since the last checkpoint with it, and DuckDB opens the file without it as if
+    nothing were missing. The mark is written after the commit, with no flush of its own
+    (a `stat` and a `pwrite` of 64 bytes: ~14 µs here; a commit takes milliseconds):
+    a crash or a power cut can leave it behind the store, which
+    says nothing, never ahead of it. So a mark ahead of what the store holds, or a log
+    shorter than the mark says beside a file no checkpoint wrote since, is a loss of
+    acknowledged writes, said by
+    `fsck`'s `acknowledged_commits` (docs/fsck.md). Before a checkpoint cuts the log its
+    size is written as 0. A mark that cannot be read (cut by a crash) says nothing."""
+
+    SIZE = 64
+
+    def __init__(self, db: Path) -> None:
+        self.db = db
+        self.path = db.with_name(db.name + ".last-commit")
+        self._fd: int | None = None
+
+    def read(self) -> tuple[int, int, int] | None:
+        try:
+            text = self.path.read_text(encoding="ascii")
+        except (OSError, UnicodeDecodeError):
+            return None
+        m = re.fullmatch(r"seq (\d+) wal (\d+) file (\d+)\s*", text)
+        return (int(m.group(1)), int(m.group(2)), int(m.group(3))) if m else None
+
+    def open(self) -> None:
+        if self._fd is None:
+            try:
+                self._fd = os.open(self.path, os.O_WRONLY | os.O_CREAT, 0o600)
+            except OSError:
+                self._fd = None  # a read-only data dir: no mark, nothing said
+
+    def write(self, seq: int, wal: int) -> None:
+        if self._fd is None:
+            return
+        with suppress(OSError):  # a full disk: its block is there already (it never grows)
+            # the file's mtime: a checkpoint the mark did not see (DuckDB's own, when a
+            # process drops its connection at exit) rewrites the file, and cuts the log
+            file = os.stat(self.db).st_mtime_ns
+            line = f"seq {seq} wal {wal} file {file}\n"
+            os.pwrite(self._fd, line.ljust(self.SIZE).encode(), 0)
+
+    def close(self) -> None:
+        if self._fd is not None:
+            os.close(self._fd)
+            self._fd = None
+
+
+def _lost_commits(
+    marked: tuple[int, int, int] | None, log_size: int | None, file: int | None, seq: int, wal: Path
+) -> str | None:
+    """What the mark says is missing from the store as DuckDB opened it, or None. `file`:
+    the store file's mtime before DuckDB opened it (a file written since the mark was
+    checkpointed: its log was moved into it, not lost)."""
+    if marked is None:
+        return None
+    marked_seq, marked_log, marked_file = marked
+    said = []
+    if marked_log and (log_size or 0) < marked_log and file == marked_file:
+        had = "is gone" if log_size is None else f"has {log_size} bytes"
+        said.append(
+            f"its write-ahead log {wal.name} {had}, and held {marked_log} bytes of "
+            "committed changes at the last commit"
+        )
+    if marked_seq > seq:
+        said.append(
+            f"the store holds changes up to seq {seq}, the last commit was seq {marked_seq}"
+        )
+    if not said:
+        return None
+    return (
+        "acknowledged changes are missing: " + "; ".join(said) + ". Put the log back and "
+        "mount again, `contextfs restore` a backup, or take the store as it is with "
+        "`contextfs fsck --repair`"
+    )

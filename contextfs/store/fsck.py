@@ -418,7 +418,16 @@ def outbox_covers_nodes(store: StoreBackend) -> list[str]:
     ]
 
 
+def acknowledged_commits(store: StoreBackend) -> list[str]:
+    """The store holds every change its last commit acknowledged: the commit mark beside
+    a DuckDB file (`db.CommitMark`) is not ahead of it, nor its write-ahead log shorter
+    than the mark says (a log deleted after a crash)."""
+    lost = getattr(store, "lost_commits", None)
+    return [lost] if lost else []
+
+
 CHECKS: tuple[Check, ...] = (
+    acknowledged_commits,
     schema_version,
     live_name_constraints,
     unique_live_nodes,
@@ -593,6 +602,7 @@ Since = Callable[[StoreBackend, int], list[str]]
 # rest whole. blobs_present, not blobs_consistent: a blob's hash is computed from its bytes
 # when it is written (schema.insert_chunks), so only rot can break it — fsck's to find.
 WHOLE_AT_MOUNT: tuple[Check, ...] = (
+    acknowledged_commits,
     schema_version,
     live_name_constraints,
     attachments_consistent,

@@ -857,6 +857,9 @@ class PgStore(Store):
     def last_consolidation(self) -> tuple | None:
         return self._remember("last_consolidation", super().last_consolidation) or None
 
+    def consolidation_begun(self) -> float | None:
+        return self._remember("consolidation_begun", super().consolidation_begun) or None
+
     def redaction_total(self) -> int:
         return self._remember("redaction_total", super().redaction_total)
 

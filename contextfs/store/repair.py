@@ -272,9 +272,17 @@ REPAIRS: tuple[Repair, ...] = (
 
 def repair_store(store: StoreBackend) -> list[str]:
     """Run every repair in one transaction, then create the missing unique indexes;
-    returns one line per thing done."""
+    returns one line per thing done. Missing acknowledged changes (a write-ahead log
+    gone) cannot be brought back: the store is taken as it is, and said so."""
     now = time.time()
     done: list[str] = []
+    accept = getattr(store, "accept_lost", None)
+    lost = accept() if accept is not None else None
+    if lost:
+        done.append(
+            f"acknowledged_commits: the store is taken as it is (seq {store.last_seq}); "
+            "the missing changes are lost"
+        )
     with store.atomic():
         for repair in REPAIRS:
             done += [f"{repair.__name__}: {line}" for line in repair(store, now)]

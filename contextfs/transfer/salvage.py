@@ -7,8 +7,12 @@ reads them around the damage: the live rows of `nodes` by rowid (in ranges; a ra
 deleted marks are lost is written whole), then each row alone, then each column of a row
 alone, and a node's L2
 from its newest readable version when the node's own text is lost; attachments one by
-one. What it cannot read is listed, never guessed. The tree is what `contextfs export`
-writes (`vault.export_tree`), so `contextfs import OUT DEST` brings it back.
+one. A node whose path is lost (its row, or the columns that place it, unreadable) but
+whose id the other tables name (`versions`, `attachments`, `outbox`) is written to
+`lost+found/node-<id>.md`, with its newest readable version and its attachments, unless
+its last outbox row says it was deleted. What it cannot read is listed, never guessed.
+The tree is what `contextfs export` writes (`vault.export_tree`), so `contextfs import OUT
+DEST` brings it back (but for `lost+found/`, whose nodes have no place to go).
 
 Boundary: SQL reads of the store's file (opened read-only) into `vault` records; no
 `Memory` (whose loading reads whole tables), nothing written to the store.
@@ -18,7 +22,7 @@ from __future__ import annotations
 
 import json
 import logging
-from collections.abc import Iterator
+from collections.abc import Generator, Iterator
 from typing import Any
 
 from contextfs.ctxtypes import ContextType
@@ -27,6 +31,7 @@ from contextfs.transfer.vault import AttachmentRecord, NodeRecord, Source
 log = logging.getLogger(__name__)
 
 _RANGE = 2048  # rows a range read asks for; a damaged range is skipped
+LOST_AND_FOUND = "lost+found"  # where a node whose path is lost is written, by its id
 _NODE_COLS = ("owner_kind", "owner_id", "type", "name", "version", "l0", "l1", "l2")
 _NODE_MORE = ("l0_pinned", "l1_pinned", "created", "updated", "importance", "tags", "sources")
 
@@ -39,6 +44,7 @@ class SalvageSource(Source):
         self.types = types
         self.problems: list[str] = []  # what was not written
         self.notes: list[str] = []  # what was written with a caveat
+        self.lost: list[str] = []  # nodes written to lost+found/: their place is lost
         self._rows: list[int] | None = None
 
     def _try(self, sql: str, args: list | None = None) -> list[tuple] | None:
@@ -95,20 +101,12 @@ class SalvageSource(Source):
         if not all(c in node for c in _NODE_COLS[:4]):
             return None  # no path to put it at
         if "l2" not in node and "id" in node:  # the newest version that can be read
-            nid = node["id"]
-            for (v,) in (
-                self._try(
-                    "SELECT version FROM versions WHERE node_id = ? ORDER BY version DESC", [nid]
+            text = self._newest_version(node["id"])
+            if text is not None:
+                node["l2"] = text[1]
+                self.notes.append(
+                    f"node {node['id']}: current L2 unreadable, version {text[0]} kept"
                 )
-                or []
-            ):
-                got = self._try(
-                    "SELECT l2 FROM versions WHERE node_id = ? AND version = ?", [nid, v]
-                )
-                if got:
-                    node["l2"] = got[0][0]
-                    self.notes.append(f"node {nid}: current L2 unreadable, version {v} kept")
-                    break
         return node if "l2" in node else None
 
     def _path(self, node: dict[str, Any]) -> str:
@@ -186,11 +184,20 @@ class SalvageSource(Source):
         return tuple(out)
 
     def nodes(self, history: bool) -> Iterator[NodeRecord]:
+        written: set[int] = set()
+        placeless: dict[int, int] = {}  # id -> row: a live row whose path or text is lost
+        rowless: list[int] = []  # live rows whose id is lost too
         for row in self._live_rows():
             node = self._node(row)
             if node is None:
-                self.problems.append(f"node in row {row}: unreadable (its path or text is lost)")
+                got = self._try("SELECT id FROM nodes WHERE rowid = ?", [row])
+                if got and got[0][0] is not None:
+                    placeless[got[0][0]] = row
+                else:
+                    rowless.append(row)
                 continue
+            if node.get("id") is not None:
+                written.add(node["id"])
             path = self._path(node)
             nid = node.get("id")
             facts: dict[str, Any] = {}
@@ -212,6 +219,98 @@ class SalvageSource(Source):
                 attachments=self._attachments(nid, path) if nid is not None else (),
                 history=self._history(nid) if history and nid is not None else (),
             )
+        found = yield from self._lost_and_found(written, placeless, history)
+        where = f"; {LOST_AND_FOUND}/ holds {found} node(s) found by id" if found else ""
+        self.problems += [
+            f"node in row {row}: unreadable (its id, and its path or text, are lost{where})"
+            for row in rowless
+        ]
+
+    def _ids(self, table: str, column: str) -> set[int] | None:
+        """The values of an id column, read around damaged ranges; None when no range
+        of it can be read."""
+        rows = self._try(f"SELECT DISTINCT {column} FROM {table}")
+        if rows is not None:
+            return {r[0] for r in rows if r[0] is not None}
+        total = (self._try(f"SELECT count(*) FROM {table}") or [(0,)])[0][0]
+        found: set[int] | None = None
+        for lo in range(0, total, _RANGE):
+            got = self._try(
+                f"SELECT {column} FROM {table} WHERE rowid >= ? AND rowid < ?", [lo, lo + _RANGE]
+            )
+            if got is not None:
+                found = (found or set()) | {r[0] for r in got if r[0] is not None}
+        return found
+
+    def _lost_and_found(
+        self, written: set[int], placeless: dict[int, int], history: bool
+    ) -> Generator[NodeRecord, None, int]:
+        """Nodes the nodes table cannot place, found by the ids the other tables hold:
+        each written to `lost+found/node-<id>` with what can be read of it. Returns how
+        many."""
+        in_nodes = self._ids("nodes", "id") or set()
+        named: set[int] = set()
+        for table in ("versions", "attachments", "outbox"):
+            named |= self._ids(table, "node_id") or set()
+        # an id the nodes table holds readably is live there (written, or placeless) or
+        # deleted; only the ids it does not hold readably are looked up in the outbox
+        lost = sorted(set(placeless) | (named - in_nodes - written))
+        deleted = found = 0
+        for nid in lost:
+            why = "its row in nodes is unreadable"
+            if nid in placeless:
+                why = f"its path in nodes (row {placeless[nid]}) is unreadable"
+            else:
+                last = self._try(
+                    "SELECT op FROM outbox WHERE node_id = ? AND op IN ('upsert', 'delete') "
+                    "ORDER BY seq DESC LIMIT 1",
+                    [nid],
+                )
+                if last and last[0][0] == "delete":
+                    deleted += 1  # deleted or archived: not a live node
+                    continue
+                if not last:
+                    why += ", and whether it was deleted too"
+            path = f"{LOST_AND_FOUND}/node-{nid}"
+            text = self._newest_version(nid)
+            attachments = self._attachments(nid, path)
+            if text is None and not attachments:
+                self.problems.append(f"node {nid}: {why}, and so are its texts")
+                continue
+            v, l2 = text if text is not None else (0, "")
+            got = f"version {v} of its L2" if text is not None else "no L2 (none readable)"
+            self.lost.append(
+                f"node {nid}: {why}; {path}.md holds {got} and {len(attachments)} "
+                "attachment(s), not its path, type, tiers or facts"
+            )
+            found += 1
+            yield NodeRecord(
+                path=path,
+                type="unknown",
+                l2=l2,
+                l0=None,
+                l1=None,
+                facts={"id": nid, "version": v},
+                attachments=attachments,
+                history=self._history(nid) if history else (),
+            )
+        if deleted:
+            self.notes.append(
+                f"{deleted} node(s) whose rows in nodes are unreadable were deleted or "
+                "archived (their last outbox row): not written"
+            )
+        return found
+
+    def _newest_version(self, nid: int) -> tuple[int, str] | None:
+        """The newest version of a node's L2 that can be read."""
+        for (v,) in (
+            self._try("SELECT version FROM versions WHERE node_id = ? ORDER BY version DESC", [nid])
+            or []
+        ):
+            got = self._try("SELECT l2 FROM versions WHERE node_id = ? AND version = ?", [nid, v])
+            if got:
+                return v, got[0][0]
+        return None
 
 
 def _json_list(text: str) -> list:

@@ -104,6 +104,63 @@ def test_next_mount_recovers_a_dead_mount_after_kill_9(tmp_path):
         m.stop()
 
 
+def test_a_consolidation_killed_during_its_run_is_said_in_status(tmp_path):
+    """The daemon killed (-9) while its first consolidation run is under way: the next
+    mount's `.status` (and `.status.json`) says a run began and did not end, and that what
+    it merged is kept; then the next run ends and is the last one shown. `.status` said
+    `consolidation: never run`."""
+    import random
+
+    data = tmp_path / "data"
+    data.mkdir(mode=0o700)
+    (data / "config.yaml").write_text("search: false\n")
+    (tmp_path / "mnt").mkdir()
+    m = Mount(tmp_path / "mnt", data)
+    pats = m.path / "agent/bot/patterns"
+    rng = random.Random(3)
+    syllable = lambda: rng.choice("bcdfgklmnprstvz") + rng.choice("aeiou")  # noqa: E731
+    words = [syllable() + syllable() + syllable() for _ in range(2000)]
+    m.start()
+    try:
+        (m.path / "agent/bot").mkdir()
+        for i in range(100):  # 100 pairs of near-duplicates: a run of about 2 s here
+            body = " ".join(rng.choice(words) for _ in range(12))
+            for name, text in ((f"rule{i}", f"- {body}.\n"), (f"rule{i}-again", f"- {body}!\n")):
+                (pats / name).mkdir()
+                (pats / name / "L2.md").write_text(text)
+        m.stop()
+        (data / "config.yaml").write_text("search: false\nconsolidate_every: 1\n")
+        m.start()
+        began = time.monotonic()  # the run begins a second after the mount, for ~2 s
+        while "a consolidation run begins" not in m.log.read_text():
+            if time.monotonic() - began > 1.5:
+                break  # no line says so: killed about when it runs
+            time.sleep(0.001)
+        m.kill()
+        (data / "config.yaml").write_text("search: false\n")  # no run at this mount
+        m.start()
+        status = m.status()
+        line = next(ln for ln in status.splitlines() if ln.startswith("consolidation: "))
+        assert line.startswith("consolidation: no run ended (every 86400s); the run begun "), line
+        assert "did not end (the daemon stopped during it)" in line, line
+        doc = json.loads((m.path / ".status.json").read_text())["consolidation"]
+        assert doc["runs"] == 0 and doc["unended_run_began"] is not None, doc
+        left = len(os.listdir(pats))
+        assert 100 <= left <= 200, left  # what it merged before the kill stays merged
+        m.stop()
+        (data / "config.yaml").write_text("search: false\nconsolidate_every: 1\n")
+        m.start()  # the next run does the rest, and ends
+        deadline = time.monotonic() + 60
+        while "consolidation: 1 run(s)" not in m.status():
+            assert time.monotonic() < deadline, m.status()
+            time.sleep(0.1)
+        assert "did not end" not in m.status()
+        assert len(os.listdir(pats)) == 100
+    finally:
+        if m.proc is not None:
+            m.stop()
+
+
 def test_user_type_appears_on_next_mount_without_code_change(tmp_path):
     data = tmp_path / "data"
     (data / "schemas").mkdir(parents=True)

@@ -9,6 +9,7 @@ import os
 import re
 import shutil
 import subprocess
+import time
 from pathlib import Path
 
 import duckdb
@@ -203,7 +204,8 @@ def test_a_store_file_with_a_bad_block_is_reported_in_one_line(mount):
     """A block of the store's file overwritten (a bad sector, a stray write) and no
     backup to fall back on: `fsck` says the store cannot be read (exit 5), `status`,
     `export` and `mount` refuse it in one line (exit 1), never with a traceback; the
-    mount's line names `contextfs salvage`."""
+    mount's line names `contextfs salvage`, and so does fsck's, for a bad block and for a
+    file cut short (it gave no pointer at all)."""
     node = mount.path / "user/default/preferences/keep"
     node.mkdir()
     (node / "L2.md").write_text("precious\n")
@@ -218,6 +220,9 @@ def test_a_store_file_with_a_bad_block_is_reported_in_one_line(mount):
     r = run("fsck", str(mount.data_dir))
     assert r.returncode == 5 and "store_readable: " in r.stdout, r.stdout + r.stderr
     assert "cannot be read" in r.stdout and "Traceback" not in r.stdout + r.stderr
+    # what to do: there is no backup, so salvage
+    assert "it has no backup in" in r.stdout, r.stdout
+    assert f"`contextfs salvage {mount.data_dir} OUT`" in r.stdout, r.stdout
     other = mount.path.parent / "elsewhere"
     other.mkdir()
     for args in (
@@ -233,6 +238,10 @@ def test_a_store_file_with_a_bad_block_is_reported_in_one_line(mount):
         assert "Traceback" not in r.stdout + r.stderr, (args, r.stderr)
     assert "contextfs salvage" in r.stderr, r.stderr
     assert not os.path.ismount(other)
+    db.write_bytes(good[: len(good) // 2])  # a file cut short: the same pointer
+    r = run("fsck", str(mount.data_dir))
+    assert r.returncode == 5 and "cannot be read" in r.stdout, r.stdout + r.stderr
+    assert f"`contextfs salvage {mount.data_dir} OUT`" in r.stdout, r.stdout
     db.write_bytes(good)  # the block mended: the store is whole again
     assert run("fsck", str(mount.data_dir)).returncode == 0
 
@@ -324,6 +333,152 @@ def test_a_damaged_write_ahead_log_is_said_in_one_line_and_mounts_the_backup(tmp
         m.start()
         assert "state: read-only: the store file cannot be read" in m.status()
         assert (prefs / "kept/L2.md").read_text() == "in the backup\n"
+    finally:
+        if m.proc is not None:
+            m.stop()
+
+
+def test_a_write_ahead_log_deleted_after_a_crash_is_said_not_served_silently(tmp_path):
+    """The daemon killed with an acknowledged change in its write-ahead log, and the log
+    then deleted (a cleaner, a copy that left it out): fsck says the acknowledged changes
+    are missing (exit 5), and a mount serves what the store holds read-only, saying why.
+    The log put back, the change is there again; `fsck --repair` takes a store whose log
+    is gone for good as it is. The mount served the older store read-write, silently."""
+    from contextfs.testing import Mount
+
+    data = tmp_path / "data"
+    data.mkdir(mode=0o700)
+    (data / "config.yaml").write_text("search: false\n")
+    (tmp_path / "mnt").mkdir()
+    m = Mount(tmp_path / "mnt", data)
+    prefs = m.path / "user/default/preferences"
+    wal, saved = data / "contextfs.duckdb.wal", tmp_path / "saved.wal"
+    m.start()
+    try:
+        (prefs / "kept").mkdir()
+        (prefs / "kept/L2.md").write_text("checkpointed\n")
+        m.stop()
+        m.start()
+        (prefs / "acked").mkdir()
+        (prefs / "acked/L2.md").write_text("only in the log\n")  # closed: acknowledged
+        m.kill()
+        os.replace(wal, saved)
+        r = _run("fsck", str(data))
+        assert r.returncode == 5, r.stdout + r.stderr
+        assert (
+            "acknowledged_commits: acknowledged changes are missing: its write-ahead log "
+            "contextfs.duckdb.wal is gone" in r.stdout
+        ), r.stdout
+        m.expect_log += ["acknowledged changes are missing", "store failed its checks"]
+        m.start()
+        status = m.status()
+        assert "state: read-only: fsck found 1 problem(s): acknowledged_commits:" in status
+        assert "contextfs fsck --repair" in status, status
+        assert sorted(os.listdir(prefs)) == ["kept"]
+        assert _errno(os.mkdir, prefs / "new") == errno.EROFS
+        m.stop()
+        os.replace(saved, wal)  # the log put back: nothing was lost
+        m.expect_log.clear()
+        m.start()
+        assert "state: read-write" in m.status()
+        assert (prefs / "acked/L2.md").read_text() == "only in the log\n"
+        (prefs / "later").mkdir()
+        (prefs / "later/L2.md").write_text("lost for good\n")
+        m.kill()
+        wal.unlink()
+        r = _run("fsck", "--repair", str(data))
+        assert r.returncode == 0, r.stdout + r.stderr
+        assert "repaired acknowledged_commits: the store is taken as it is" in r.stdout
+        m.start()
+        assert "state: read-write" in m.status()
+        assert "kept" in os.listdir(prefs) and "later" not in os.listdir(prefs)
+    finally:
+        if m.proc is not None:
+            m.stop()
+
+
+def _bad_block(db: Path) -> int:
+    """The offset of a 64-byte stretch of `db` (a closed store file) that, overwritten,
+    leaves the file opening but a full check unable to read it: damage that shows only
+    when a block is read (DuckDB checks each block's checksum as it reads it)."""
+    from contextfs.store import Store
+    from contextfs.store.fsck import full_check
+
+    good = db.read_bytes()
+    probe = db.with_name("probe.duckdb")
+    try:
+        for block in range(1, (len(good) - 3 * 4096) // (256 * 1024)):
+            at = 3 * 4096 + block * 256 * 1024 + 1000  # after the header, 256 KiB blocks
+            probe.write_bytes(good[:at] + b"\xab" * 64 + good[at + 64 :])
+            try:
+                store = Store(probe, read_only=True)
+            except duckdb.Error:
+                continue  # a block read at open: not the damage looked for
+            try:
+                full_check(store)
+            except duckdb.Error:
+                return at
+            finally:
+                store.close()
+    finally:
+        probe.unlink(missing_ok=True)
+        probe.with_name("probe.duckdb.lock").unlink(missing_ok=True)
+    raise AssertionError(f"no block of {db} is read only by a full check")
+
+
+def _damage(path: Path, at: int) -> None:
+    with open(path, "r+b") as f:
+        f.seek(at)
+        f.write(b"\xab" * 64)
+
+
+def test_a_damaged_newest_backup_gives_way_to_the_one_before_that_passes_fsck(tmp_path):
+    """The store file cannot be read, and its newest backup opens but a block of it
+    cannot be read. The mount shows the backup before it (read-only) and `.status` says
+    why the newest was passed over; `contextfs restore` puts that one back and names the
+    one it skipped; `contextfs fsck` names that backup and the command that puts it back.
+    Both took the newest backup, which opened: the mount served a store that failed to
+    read, and restore put back a store fsck refused."""
+    from contextfs.testing import Mount
+
+    data = tmp_path / "data"
+    data.mkdir(mode=0o700)
+    (data / "config.yaml").write_text("search: false\nbackup_interval_hours: 0\n")
+    (tmp_path / "mnt").mkdir()
+    m = Mount(tmp_path / "mnt", data)
+    prefs = m.path / "user/default/preferences"
+    m.start()
+    try:
+        for i in range(8):  # texts over several blocks of the file
+            (prefs / f"p{i}").mkdir()
+            (prefs / f"p{i}/L2.md").write_text(f"older {i} " + "abcdefgh " * 20_000 + "\n")
+        m.stop()  # the older backup
+        time.sleep(1.1)  # a backup's name is its second
+        m.start()
+        (prefs / "newer").mkdir()
+        (prefs / "newer/L2.md").write_text("only in the newest backup\n")
+        m.stop()  # the newest backup
+        older, newest = sorted((data / "backups").iterdir())
+        _damage(newest, _bad_block(newest))
+        _damage(data / "contextfs.duckdb", 4096)  # the header: the file does not open
+        r = _run("fsck", str(data))  # names what to run, and the backup it would take
+        assert r.returncode == 5 and "the store cannot be read" in r.stdout, r.stdout
+        assert f"backup passed over: {newest}" in r.stdout, r.stdout
+        assert f"({older}), the newest that passes fsck: `contextfs restore {data}`" in r.stdout
+        assert f"`contextfs salvage {data} OUT`" in r.stdout, r.stdout
+        m.expect_log += ["store file damaged, mounting its backup", "backup passed over"]
+        m.start()
+        status = m.status()
+        assert "state: read-only: the store file cannot be read" in status, status
+        assert f"passed over: {newest}" in status, status
+        assert sorted(os.listdir(prefs)) == [f"p{i}" for i in range(8)]
+        assert (prefs / "p7/L2.md").read_text().startswith("older 7 ")
+        m.stop()
+        r = _run("restore", str(data))
+        assert r.returncode == 0, r.stdout + r.stderr
+        assert f"from {older}" in r.stdout, r.stdout
+        assert f"skipped {newest}" in r.stderr and "cannot be read" in r.stderr, r.stderr
+        assert _run("fsck", str(data)).returncode == 0
     finally:
         if m.proc is not None:
             m.stop()

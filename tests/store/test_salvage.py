@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import os
 import random
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -178,3 +179,52 @@ def test_a_damaged_newest_backup_gives_way_to_the_one_before(stored, tmp_path, c
         assert check_store(store) == []
     finally:
         store.close()
+
+
+def test_salvage_finds_nodes_by_id_when_the_nodes_table_cannot_place_them(stored, tmp_path):
+    """A damaged block of `nodes` that holds the columns placing every node (owner, type,
+    name): `contextfs salvage` writes each node the other tables name to
+    `lost+found/node-<id>.md` with its newest readable version, and lists each one. It
+    wrote nothing at all, though every version was readable."""
+    from contextfs.testing.mount import contextfs_cmd
+
+    d, texts, good = stored
+    data = tmp_path / "data"
+    data.mkdir()
+    db = load_config(data).db_path
+    for b in range(1, (len(good) - HEADER) // BLOCK):
+        bad = bytearray(good)
+        at = HEADER + b * BLOCK + 1000
+        bad[at : at + 64] = b"\xab" * 64
+        db.write_bytes(bad)
+        store = Store(db, read_only=True)
+        try:
+            placed = _readable(store, "SELECT owner_kind, type, name FROM nodes")
+            versions = _readable(store, "SELECT node_id, l2 FROM versions")
+        finally:
+            store.close()
+        if not placed and versions:
+            break
+    else:
+        pytest.fail("no block holds the columns that place the nodes alone")
+    out = tmp_path / "out"
+    r = subprocess.run(
+        contextfs_cmd("salvage", str(data), str(out)), capture_output=True, text=True
+    )
+    assert r.returncode == 1, r.stdout + r.stderr  # something was not written whole
+    found = {p.stem: p.read_text() for p in (out / "lost+found").glob("node-*.md")}
+    assert len(found) == NODES, (sorted(found), r.stdout)
+    bodies = {body.split("---\n", 2)[2] for body in found.values()}
+    assert bodies == set(texts.values())  # every text, exactly as stored
+    for name in found:
+        assert f"written to lost+found/, its place lost: node {name[5:]}: " in r.stdout
+    # n0's attachment is found by its node's id too
+    assert any((out / "lost+found" / n / "notes.txt").exists() for n in found), r.stdout
+
+
+def _readable(store: Store, sql: str) -> bool:
+    try:
+        store.con.execute(sql).fetchall()
+    except Exception:  # noqa: BLE001 - the damage is what this looks for
+        return False
+    return True
