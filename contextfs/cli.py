@@ -428,17 +428,21 @@ def _record_fsck(cfg: Config, run: CheckRun) -> str:
 
 def cmd_search(args: argparse.Namespace) -> int:
     """Search through the mount: reading .query/<question>/ is the search."""
-    from contextfs.agents.mountcalls import query_dir
+    from contextfs.agents.mountcalls import MountCallError, inside, query_dir
     from contextfs.memory.redact import escape_controls
 
     mnt = Path(args.mountpoint)
     if not _answers(mnt):
         raise UsageError(f"{mnt} is not a live ContextFS mount")
-    scope = mnt / args.scope if args.scope else mnt
-    if args.scope and (
-        Path(args.scope).is_absolute() or ".." in Path(args.scope).parts
-    ):  # a scope is a folder of this mount
-        raise UsageError(f"--scope {args.scope!r}: a path inside the mount, such as user/me")
+    scope = mnt
+    if args.scope:  # a scope is a folder of this mount, not one a link in it leads to
+        outside = f"--scope {args.scope!r}: a path inside the mount, such as user/me"
+        if Path(args.scope).is_absolute() or ".." in Path(args.scope).parts:
+            raise UsageError(outside)
+        try:
+            scope = inside(mnt, args.scope)
+        except MountCallError as exc:
+            raise UsageError(f"{outside} ({str(exc).removeprefix('EINVAL: ')})") from None
     try:
         qdir = query_dir(scope, args.question, k=args.k, budget=args.budget, type=args.type)
     except ValueError as exc:

@@ -199,6 +199,29 @@ async def test_refusals_are_tool_errors_with_errno_and_status_reason(mnt):
     assert "state: read-write" in mnt.status()
 
 
+async def test_search_options_and_scope_stay_in_the_mount(mnt):
+    # a host file where a `type` of `..` would lead: never read
+    host = mnt.path.parent / "outside"
+    host.mkdir(exist_ok=True)
+    (host / "_context.md").write_text("HOST FILE OUTSIDE THE MOUNT\n")
+    node = mnt.path / "user/default/preferences/scoped"
+    node.mkdir()
+    (node / "L2.md").write_text("Scoped.\n")
+    (node / "out").symlink_to(host)
+    async with server(mnt) as s:
+        for args in (
+            {"question": "outside", "type": "preference/../../.."},
+            {"question": "flaky", "type": "preference,k=1"},  # no options of its own
+            {"question": "flaky", "type": "Preference"},
+        ):
+            r = await s.call("search", **args)
+            assert r.is_error and "EINVAL" in r.text, (args, r.text)
+            assert "type must be a type name" in r.text and "HOST FILE" not in r.text, r.text
+        r = await s.call("search", question="x", scope="user/default/preferences/scoped/out")
+        assert r.is_error and "leads outside the mount" in r.text, r.text
+        assert "marguerite" in await ok(s, "search", question="flaky", type="entity")
+
+
 def test_mcp_refuses_a_path_that_is_not_a_mount(tmp_path):
     r = subprocess.run(contextfs_cmd("mcp", str(tmp_path)), capture_output=True, text=True)
     assert r.returncode == 2 and "is not a live ContextFS mount" in r.stderr

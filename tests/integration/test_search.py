@@ -524,3 +524,18 @@ def test_search_command_escapes_control_bytes_and_keeps_to_the_mount(corpus):
     for scope in ("/etc", "../..", "user/../../x"):
         r = subprocess.run([*cmd, "--scope", scope, "passwd"], capture_output=True, text=True)
         assert r.returncode == 2 and "a path inside the mount" in r.stderr, (scope, r.stderr)
+    # a link kept in a node (an attachment) that points out of the mount is not a scope:
+    # the host's folder it names is never searched nor read
+    host = corpus.path.parent / "host-scope"
+    (host / ".query/passwd").mkdir(parents=True, exist_ok=True)
+    (host / ".query/passwd/_results.json").write_text('{"hits": [{"path": "HOST FILE"}]}')
+    (host / ".query/passwd/_context.md").write_text("HOST FILE\n")
+    (corpus.path / "user/bob/entities/term/out").symlink_to(host)
+    for extra in ([], ["--context"]):
+        r = subprocess.run(
+            [*cmd, "--scope", "user/bob/entities/term/out", *extra, "passwd"],
+            capture_output=True,
+            text=True,
+        )
+        assert r.returncode == 2 and "leads outside the mount" in r.stderr, (extra, r.stderr)
+        assert "HOST FILE" not in r.stdout and "Traceback" not in r.stderr, r.stderr
