@@ -153,7 +153,7 @@ class MountClient:
         return "\n".join(out) if out else "(empty)"
 
     def _session(self, session: str, owner: str) -> Path:
-        if not session or "/" in session or session in (".", ".."):
+        if not session or "/" in session or "\0" in session or session in (".", ".."):
             raise MountCallError(f"EINVAL: {session!r} is not a session id")
         return self.path(owner) / ".sessions" / session
 
@@ -227,6 +227,8 @@ def build_server(mnt: Path, version: str):
             raise ToolError(str(exc)) from None
         except OSError as exc:  # e.g. the mount went away
             raise ToolError(str(c.refused(exc, c.root, "access"))) from None
+        except ValueError as exc:  # an argument no file call takes (a NUL in a name)
+            raise ToolError(f"EINVAL: {exc}") from None
 
     @server.tool()
     def search(

@@ -42,6 +42,8 @@ def query_dir(
     a ValueError: the path stays the one query directory under `base`."""
     if not question.strip():
         raise ValueError("a search needs a question")
+    if "\0" in question:  # no name holds one: the kernel would never see the call
+        raise ValueError(f"a question cannot hold a NUL character: {question!r}")
     if type is not None and not TYPE_NAME.fullmatch(type):
         raise ValueError(
             f"type must be a type name (lower-case letters, digits and _, such as "
@@ -70,9 +72,12 @@ def inside(root: Path, rel: str) -> Path:
     """`rel` under `root` (an absolute path inside `root` is accepted too). A path that
     leaves the mount is refused before anything is opened: by `..`, or through a symbolic
     link kept in the memory (`notes/etc -> /etc`, `../../../../tmp`), which the tools
-    would otherwise follow to read, list and write the host's files."""
+    would otherwise follow to read, list and write the host's files. A NUL in `rel` is
+    refused too (no name holds one)."""
     base = os.path.normpath(root)
     rel = rel.strip()
+    if "\0" in rel:  # no path holds one: the call could not even be made
+        raise MountCallError(f"EINVAL: a path cannot hold a NUL character: {rel!r}")
     joined = os.path.normpath(rel if rel.startswith(base + os.sep) else os.path.join(base, rel))
     if joined != base and not joined.startswith(base + os.sep):
         raise MountCallError(f"EINVAL: {rel!r} is outside the mount {base}")

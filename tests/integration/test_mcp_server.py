@@ -222,6 +222,22 @@ async def test_search_options_and_scope_stay_in_the_mount(mnt):
         assert "marguerite" in await ok(s, "search", question="flaky", type="entity")
 
 
+async def test_a_nul_in_an_argument_is_einval_saying_so(mnt):
+    async with server(mnt) as s:
+        for tool, args in (
+            ("read", {"path": "user/\0x"}),
+            ("list", {"path": "user/\0"}),
+            ("remember", {"text": "x", "path": "user/default/preferences/a\0b.md"}),
+            ("remember", {"text": "x", "owner": "user/\0"}),
+            ("search", {"question": "tea\0time"}),
+        ):
+            r = await s.call(tool, **args)
+            assert r.is_error and "EINVAL" in r.text and "NUL character" in r.text, (tool, r)
+        r = await s.call("start_session", session="s\0")
+        assert r.is_error and "EINVAL" in r.text and "is not a session id" in r.text, r.text
+        assert "state: read-write" in await ok(s, "status")  # and the server goes on
+
+
 def test_mcp_refuses_a_path_that_is_not_a_mount(tmp_path):
     r = subprocess.run(contextfs_cmd("mcp", str(tmp_path)), capture_output=True, text=True)
     assert r.returncode == 2 and "is not a live ContextFS mount" in r.stderr
