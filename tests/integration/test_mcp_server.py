@@ -118,6 +118,26 @@ async def test_remember_routes_a_typed_write_or_drops_into_the_inbox(mnt):
             await trio.sleep(0.3)
 
 
+async def test_remember_says_what_became_of_the_write(mnt):
+    prefs = "user/default/preferences"
+    async with server(mnt) as s:
+        said = await ok(s, "remember", text="Tea: green.\n", path=f"{prefs}/tea.md")
+        assert f"tea.md was routed by its type into the new node {prefs}/tea" in said, said
+        said = await ok(
+            s, "remember", text="---\ntopic: tea\n---\nSencha.\n", path=f"{prefs}/other.md"
+        )
+        assert f"routed by its type into the node {prefs}/tea (version 2)" in said, said
+        said = await ok(s, "remember", text="Tea: black.\n", path=f"{prefs}/tea/L2.md")
+        assert said == f"saved: {prefs}/tea/L2.md is version 3 of the node {prefs}/tea", said
+        said = await ok(s, "remember", text="notes\n", path=f"{prefs}/tea/notes.txt")
+        assert f"is an attachment of the node {prefs}/tea," in said, said
+        for scratch in ("tea.md.swp", ".tea.md"):  # an editor's names: parked, never routed
+            said = await ok(s, "remember", text="Tea: oolong.\n", path=f"{prefs}/{scratch}")
+            assert said.startswith(f"parked, not remembered: {prefs}/{scratch}"), said
+            assert scratch in os.listdir(mnt.path / prefs)
+        assert "oolong" not in (mnt.path / prefs / "tea/L2.md").read_text()
+
+
 async def test_read_and_list_are_the_files_of_the_mount(mnt):
     async with server(mnt) as s:
         node = "agent/helper/patterns/flaky-tests"
