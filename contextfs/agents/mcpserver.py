@@ -44,6 +44,8 @@ TIERS = ("L0", "L1", "L2")
 # `remember` tells which node a drop went into by the versions before and after: read for
 # every node of a type directory this size or smaller, else for the one its name gives.
 VERSIONS_READ = 256
+# `read` of a directory that is no node answers EISDIR with its first entries.
+LISTED_IN_EISDIR = 50
 _SLUG_STRIP = re.compile(r"[^a-z0-9]+")
 
 
@@ -214,6 +216,15 @@ class MountClient:
     def read(self, path: str, *, tier: str = "L2") -> str:
         p = self.path(path)
         if p.is_dir():
+            if not (p / "meta.yaml").is_file():  # an owner, a type directory, `.query/<q>`
+                entries = self.list(path).splitlines()
+                if len(entries) > LISTED_IN_EISDIR:
+                    more = len(entries) - LISTED_IN_EISDIR
+                    entries = [*entries[:LISTED_IN_EISDIR], f"… {more} more (list it)"]
+                raise MountCallError(
+                    f"EISDIR: {self.rel(p)} is a directory, not a node: only a node has "
+                    "tiers to read; it holds:\n" + "\n".join(entries)
+                )
             if tier not in TIERS:
                 raise MountCallError(f"EINVAL: tier must be one of {', '.join(TIERS)}")
             p = p / f"{tier}.md"

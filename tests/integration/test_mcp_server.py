@@ -149,6 +149,13 @@ async def test_read_and_list_are_the_files_of_the_mount(mnt):
         q = (await ok(s, "list", path=".query/flaky")).splitlines()
         assert any(ln.startswith("[LINK] 0") and "-> ../../" in ln for ln in q)
         assert "[DIR] agent" in (await ok(s, "list")).splitlines()
+        # a directory that is no node has no tiers: said so, with what it holds
+        for d in ("user/default", "agent/helper/patterns", ""):
+            r = await s.call("read", path=d)
+            assert r.is_error and "EISDIR" in r.text and "is a directory, not a node" in r.text
+            assert "L2.md" not in r.text, r.text
+        r = await s.call("read", path="user/default")
+        assert "[DIR] preferences" in r.text.splitlines(), r.text
 
 
 async def test_a_session_from_start_to_archive(mnt):
