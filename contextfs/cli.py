@@ -453,7 +453,7 @@ def cmd_search(args: argparse.Namespace) -> int:
             return 0
         results = json.loads((qdir / "_results.json").read_text())
     except OSError as exc:
-        raise ContextFSError(f"search failed: {exc.strerror}; see {mnt}/.status") from None
+        raise ContextFSError(_search_failed(mnt, qdir, exc)) from None
     if not results["hits"]:
         print("no hits")
         return 0
@@ -465,6 +465,29 @@ def cmd_search(args: argparse.Namespace) -> int:
         if h["snippet"]:
             print(f"    {escape_controls(' '.join(h['snippet'].split())[:150])}")
     return 0
+
+
+def _search_failed(mnt: Path, qdir: Path, exc: OSError) -> str:
+    """Why reading the question directory failed: the reason the mount wrote in `.status`
+    for it (a bad option, an unknown type), or that search is off on this mount."""
+    from contextfs.agents.mountcalls import PLAIN_ERRNOS, REFUSAL, status_reason
+
+    name = errno.errorcode.get(exc.errno or 0, "EIO")
+    text = f"search failed: {exc.strerror} ({name})"
+    if exc.errno == errno.ENOENT:
+        try:
+            facts = json.loads((mnt / ".status.json").read_text())
+        except (OSError, ValueError):
+            facts = {}
+        if facts.get("index", {}) is None:  # null when search is off
+            data_dir = facts.get("data_dir", "the data dir")
+            return (
+                f"{text}: search is off on this mount (search: false in "
+                f"{data_dir}/config.yaml: there is no .query to read)"
+            )
+    line = "" if name in PLAIN_ERRNOS else status_reason(mnt, os.path.relpath(qdir, mnt), name)
+    m = REFUSAL.match(line)
+    return f"{text}: {line[m.end() :]}" if m else f"{text}; see {mnt}/.status"
 
 
 def cmd_reindex(args: argparse.Namespace) -> int:
