@@ -263,9 +263,11 @@ def _alive(pid: int) -> bool:
 
 def cmd_status(args: argparse.Namespace) -> int:
     target = Path(args.target)
-    status = target / ".status"
-    if os.path.ismount(target) and status.exists():
-        sys.stdout.write(status.read_text())
+    # a mount, or a data dir that is mounted (the daemon owns its store): the mount's
+    # .status, found by the daemon's mount record as export and import find it
+    mnt = target if _answers(target) else _mount_of(target)
+    if mnt is not None:
+        sys.stdout.write((mnt / ".status").read_text())
         return 0
     from contextfs.app import load_all_types
     from contextfs.memory.service import Memory
