@@ -40,6 +40,8 @@ Role = Literal["user", "assistant", "system", "tool"]
 
 _SESSION_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,127}")
 _OWNER = re.compile(r"(user|agent)/[^/]+")
+# A type's name or directory name (ctxtypes: what a schema may declare).
+_TYPE_DIR = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}")
 
 
 # ---- errors ----------------------------------------------------------------------------
@@ -344,10 +346,19 @@ class ContextFS:
             raise ValueError(str(exc).removeprefix("EINVAL: ")) from None
 
     def _type_dir(self, type: str) -> Path:
+        if not _TYPE_DIR.fullmatch(type):  # a folder of the owner, not a path of its own
+            raise InvalidInput(
+                f"type must be a type name or its directory (such as preference or "
+                f"preferences), not {type!r}",
+                path=type,
+            )
         facts = self.status()
         owner = self.base if self.owner else self.mount / "user" / facts["default_owner"]
         if (owner / type).is_dir():
-            return owner / type
+            try:
+                return self._inside(str(owner / type))
+            except ValueError as exc:
+                raise InvalidInput(str(exc), path=type) from None
         kind = owner.parent.name
         for t in facts["types"]:
             if t["name"] == type and t["scope"] == kind:

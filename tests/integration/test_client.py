@@ -137,6 +137,10 @@ def test_errors_come_back_typed_with_the_mounts_reason(searchable: Mount, tmp_pa
     ):
         with pytest.raises(InvalidInput):
             call()
+    # a type that is a path would write the memory outside the mount
+    with pytest.raises(InvalidInput):
+        c.remember("escaped", type="../../..", name="planted")
+    assert not (root.parent / "planted.md").exists()
     with pytest.raises(NotFound):
         c.dispose("never-started")
     with pytest.raises(InvalidInput):
