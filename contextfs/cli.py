@@ -263,9 +263,11 @@ def _alive(pid: int) -> bool:
 
 def cmd_status(args: argparse.Namespace) -> int:
     target = Path(args.target)
-    status = target / ".status"
-    if os.path.ismount(target) and status.exists():
-        sys.stdout.write(status.read_text())
+    # a mount, or a data dir that is mounted (the daemon owns its store): the mount's
+    # .status, found by the daemon's mount record as export and import find it
+    mnt = target if _answers(target) else _mount_of(target)
+    if mnt is not None:
+        sys.stdout.write((mnt / ".status").read_text())
         return 0
     from contextfs.app import load_all_types
     from contextfs.memory.service import Memory
@@ -455,17 +457,21 @@ def _record_fsck(cfg: Config, run: CheckRun) -> str:
 
 def cmd_search(args: argparse.Namespace) -> int:
     """Search through the mount: reading .query/<question>/ is the search."""
-    from contextfs.agents.mountcalls import query_dir
+    from contextfs.agents.mountcalls import MountCallError, inside, query_dir
     from contextfs.memory.redact import escape_controls
 
     mnt = Path(args.mountpoint)
     if not _answers(mnt):
         raise UsageError(f"{mnt} is not a live ContextFS mount")
-    scope = mnt / args.scope if args.scope else mnt
-    if args.scope and (
-        Path(args.scope).is_absolute() or ".." in Path(args.scope).parts
-    ):  # a scope is a folder of this mount
-        raise UsageError(f"--scope {args.scope!r}: a path inside the mount, such as user/me")
+    scope = mnt
+    if args.scope:  # a scope is a folder of this mount, not one a link in it leads to
+        outside = f"--scope {args.scope!r}: a path inside the mount, such as user/me"
+        if Path(args.scope).is_absolute() or ".." in Path(args.scope).parts:
+            raise UsageError(outside)
+        try:
+            scope = inside(mnt, args.scope)
+        except MountCallError as exc:
+            raise UsageError(f"{outside} ({str(exc).removeprefix('EINVAL: ')})") from None
     try:
         qdir = query_dir(scope, args.question, k=args.k, budget=args.budget, type=args.type)
     except ValueError as exc:
@@ -476,7 +482,7 @@ def cmd_search(args: argparse.Namespace) -> int:
             return 0
         results = json.loads((qdir / "_results.json").read_text())
     except OSError as exc:
-        raise ContextFSError(f"search failed: {exc.strerror}; see {mnt}/.status") from None
+        raise ContextFSError(_search_failed(mnt, qdir, exc)) from None
     if not results["hits"]:
         print("no hits")
         return 0
@@ -488,6 +494,29 @@ def cmd_search(args: argparse.Namespace) -> int:
         if h["snippet"]:
             print(f"    {escape_controls(' '.join(h['snippet'].split())[:150])}")
     return 0
+
+
+def _search_failed(mnt: Path, qdir: Path, exc: OSError) -> str:
+    """Why reading the question directory failed: the reason the mount wrote in `.status`
+    for it (a bad option, an unknown type), or that search is off on this mount."""
+    from contextfs.agents.mountcalls import PLAIN_ERRNOS, REFUSAL, status_reason
+
+    name = errno.errorcode.get(exc.errno or 0, "EIO")
+    text = f"search failed: {exc.strerror} ({name})"
+    if exc.errno == errno.ENOENT:
+        try:
+            facts = json.loads((mnt / ".status.json").read_text())
+        except (OSError, ValueError):
+            facts = {}
+        if facts.get("index", {}) is None:  # null when search is off
+            data_dir = facts.get("data_dir", "the data dir")
+            return (
+                f"{text}: search is off on this mount (search: false in "
+                f"{data_dir}/config.yaml: there is no .query to read)"
+            )
+    line = "" if name in PLAIN_ERRNOS else status_reason(mnt, os.path.relpath(qdir, mnt), name)
+    m = REFUSAL.match(line)
+    return f"{text}: {line[m.end() :]}" if m else f"{text}; see {mnt}/.status"
 
 
 def cmd_reindex(args: argparse.Namespace) -> int:

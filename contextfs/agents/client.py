@@ -27,12 +27,21 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
-from contextfs.agents.mountcalls import PLAIN_ERRNOS, REFUSAL, query_dir, status_reason
+from contextfs.agents.mountcalls import (
+    PLAIN_ERRNOS,
+    REFUSAL,
+    MountCallError,
+    inside,
+    query_dir,
+    status_reason,
+)
 
 Role = Literal["user", "assistant", "system", "tool"]
 
 _SESSION_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,127}")
 _OWNER = re.compile(r"(user|agent)/[^/]+")
+# A type's name or directory name (ctxtypes: what a schema may declare).
+_TYPE_DIR = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}")
 
 
 # ---- errors ----------------------------------------------------------------------------
@@ -252,8 +261,8 @@ class ContextFS:
         """Search the owner's subtree (or `scope`, a path under the mount such as
         "user/alice/preferences"): the bundle within `budget` tokens and the ranked hits,
         only nodes of `type` when given."""
-        base = self.mount / scope if scope else self.base
         try:
+            base = self._inside(scope) if scope else self.base
             qdir = query_dir(base, question, k=k, budget=budget, type=type)
         except ValueError as exc:
             raise InvalidInput(str(exc)) from None
@@ -312,8 +321,14 @@ class ContextFS:
     def read(self, path: str, tier: str = "L2") -> str:
         """A node's tier (`L0`, `L1`, `L2`) or `meta.yaml`, `path` relative to the mount
         (as `Hit.path` gives it)."""
+        if tier not in ("L0", "L1", "L2", "meta"):
+            raise InvalidInput(f"tier must be L0, L1, L2 or meta, not {tier!r}", path=path)
         name = "meta.yaml" if tier == "meta" else f"{tier}.md"
-        return self._read(self.mount / path / name)
+        try:
+            node = self._inside(path)
+        except ValueError as exc:
+            raise InvalidInput(str(exc), path=path) from None
+        return self._read(node / name)
 
     def status(self) -> dict[str, Any]:
         """`.status.json`: counts, index lag, queue depth, recent refusals (see
@@ -322,11 +337,28 @@ class ContextFS:
 
     # ---- plumbing ------------------------------------------------------------------------
 
+    def _inside(self, rel: str) -> Path:
+        """`rel` under the mount; one that leaves it (`..`, a link kept in the memory
+        that points out of it) is a ValueError saying so."""
+        try:
+            return inside(self.mount, rel)
+        except MountCallError as exc:
+            raise ValueError(str(exc).removeprefix("EINVAL: ")) from None
+
     def _type_dir(self, type: str) -> Path:
+        if not _TYPE_DIR.fullmatch(type):  # a folder of the owner, not a path of its own
+            raise InvalidInput(
+                f"type must be a type name or its directory (such as preference or "
+                f"preferences), not {type!r}",
+                path=type,
+            )
         facts = self.status()
         owner = self.base if self.owner else self.mount / "user" / facts["default_owner"]
         if (owner / type).is_dir():
-            return owner / type
+            try:
+                return self._inside(str(owner / type))
+            except ValueError as exc:
+                raise InvalidInput(str(exc), path=type) from None
         kind = owner.parent.name
         for t in facts["types"]:
             if t["name"] == type and t["scope"] == kind:

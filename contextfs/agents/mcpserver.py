@@ -17,6 +17,7 @@ import builtins
 import json
 import logging
 import os
+import re
 import secrets
 import time
 from dataclasses import dataclass
@@ -40,6 +41,12 @@ TOOLS = (
     "status",
 )
 TIERS = ("L0", "L1", "L2")
+# `remember` tells which node a drop went into by the versions before and after: read for
+# every node of a type directory this size or smaller, else for the one its name gives.
+VERSIONS_READ = 256
+# `read` of a directory that is no node answers EISDIR with its first entries.
+LISTED_IN_EISDIR = 50
+_SLUG_STRIP = re.compile(r"[^a-z0-9]+")
 
 
 @dataclass(frozen=True, slots=True)
@@ -106,8 +113,10 @@ class MountClient:
         if path:
             # A file in a type directory: routed by the type's strategy when it is closed.
             p = self.path(path)
+            in_node = (p.parent / "meta.yaml").is_file()
+            before = {} if in_node else self._nodes(p.parent, p.name)
             self._write(p, text, exclusive=False)
-            return f"remembered: {self.rel(p)} was routed by its type (see {self.rel(p.parent)}/)"
+            return self._what_became(p, before)
         inbox = self.path(owner) / ".inbox"
         stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%S")
         p = inbox / f"mcp-{stamp}-{secrets.token_hex(3)}.md"
@@ -125,9 +134,97 @@ class MountClient:
                 return f"queued: {self.rel(p)}; its report will be {self.rel(report)}"
             time.sleep(0.1)
 
+    def _nodes(self, d: Path, name: str) -> dict[str, int]:
+        """The nodes directly in `d` and their versions (from `meta.yaml`): of every node
+        in a directory of at most `VERSIONS_READ` nodes, else only of the one the file
+        `name` would be routed into by its name (the others are 0)."""
+        try:
+            names = [
+                e.name
+                for e in os.scandir(d)
+                if e.is_dir(follow_symlinks=False) and not e.name.startswith(".")
+            ]
+        except OSError:
+            return {}
+        if len(names) <= VERSIONS_READ:
+            return {n: _version(d / n) for n in names}
+        slug = _SLUG_STRIP.sub("-", name.rsplit(".", 1)[0].lower()).strip("-")
+        return {n: _version(d / n) if n == slug else 0 for n in names}
+
+    def _node_of(self, p: Path) -> Path | None:
+        """The node `p` is in (its folder or one above it, below the mount), if any."""
+        d = p.parent
+        while d != self.root and self.root in d.parents:
+            if (d / "meta.yaml").is_file():
+                return d
+            d = d.parent
+        return None
+
+    def _what_became(self, p: Path, before: dict[str, int]) -> str:
+        """What the mount made of the file just written at `p`, as the listing shows it:
+        a new version of a node's tier, an attachment, a file parked under a scratch or
+        temporary name, an inbox drop, or a drop routed into a node (which one)."""
+        rel, node = self.rel(p), self._node_of(p)
+        try:
+            listed = p.name in os.listdir(p.parent)
+        except OSError:
+            listed = True
+        if node is not None and node == p.parent and p.name in ("L2.md", "L0.md", "L1.md"):
+            n = _version(node)
+            if p.name == "L2.md":
+                return f"saved: {rel} is version {n} of the node {self.rel(node)}"
+            return (
+                f"saved: {rel} of the node {self.rel(node)} is written by hand (pinned: "
+                "no longer summarised from L2)"
+            )
+        if listed and node is not None:
+            return (
+                f"stored: {rel} is an attachment of the node {self.rel(node)}, kept as "
+                "written (attachments are not routed, versioned or searched)"
+            )
+        if listed and p.parent.name == ".inbox":
+            return f"dropped into {self.rel(p.parent)}: its report will be {rel}.report.md"
+        if listed:
+            return (
+                f"parked, not remembered: {rel} was stored as written but not routed (a "
+                "scratch or temporary name, or no type directory: it is not memory and is "
+                "not searched); write it under a memory name such as <name>.md in a type "
+                "directory to route it"
+            )
+        if node is not None:  # a singleton's node (profile/): its notes are routed into it
+            return (
+                f"remembered: {rel} was routed by its type into the node {self.rel(node)} "
+                f"(version {_version(node)})"
+            )
+        where = self.rel(p.parent)
+        after = self._nodes(p.parent, p.name)
+        made = sorted(set(after) - set(before))
+        if made:
+            return f"remembered: {rel} was routed by its type into the new node " + ", ".join(
+                f"{where}/{n}" for n in made
+            )
+        changed = sorted(n for n, v in after.items() if v > before.get(n, v))
+        if changed:
+            return f"remembered: {rel} was routed by its type into the node " + ", ".join(
+                f"{where}/{n} (version {after[n]})" for n in changed
+            )
+        return (
+            f"remembered: {rel} was routed by its type into an existing node of {where}/ "
+            "(the one its key fields or its words name)"
+        )
+
     def read(self, path: str, *, tier: str = "L2") -> str:
         p = self.path(path)
         if p.is_dir():
+            if not (p / "meta.yaml").is_file():  # an owner, a type directory, `.query/<q>`
+                entries = self.list(path).splitlines()
+                if len(entries) > LISTED_IN_EISDIR:
+                    more = len(entries) - LISTED_IN_EISDIR
+                    entries = [*entries[:LISTED_IN_EISDIR], f"… {more} more (list it)"]
+                raise MountCallError(
+                    f"EISDIR: {self.rel(p)} is a directory, not a node: only a node has "
+                    "tiers to read; it holds:\n" + "\n".join(entries)
+                )
             if tier not in TIERS:
                 raise MountCallError(f"EINVAL: tier must be one of {', '.join(TIERS)}")
             p = p / f"{tier}.md"
@@ -153,7 +250,7 @@ class MountClient:
         return "\n".join(out) if out else "(empty)"
 
     def _session(self, session: str, owner: str) -> Path:
-        if not session or "/" in session or session in (".", ".."):
+        if not session or "/" in session or "\0" in session or session in (".", ".."):
             raise MountCallError(f"EINVAL: {session!r} is not a session id")
         return self.path(owner) / ".sessions" / session
 
@@ -202,6 +299,18 @@ class MountClient:
         return self._read(self.root / ".status")
 
 
+def _version(node: Path) -> int:
+    """A node's version as its `meta.yaml` says (0 when it cannot be read)."""
+    try:
+        with open(node / "meta.yaml", errors="replace") as f:
+            for line in f:
+                if line.startswith("version: "):
+                    return int(line.split()[1])
+    except (OSError, ValueError, IndexError):
+        pass
+    return 0
+
+
 def build_server(mnt: Path, version: str):
     """The MCP server (the `mcp` SDK's MCPServer) with one tool per `MountClient` method;
     `version` (contextfs's, from the command) is what it tells clients it is."""
@@ -227,6 +336,8 @@ def build_server(mnt: Path, version: str):
             raise ToolError(str(exc)) from None
         except OSError as exc:  # e.g. the mount went away
             raise ToolError(str(c.refused(exc, c.root, "access"))) from None
+        except ValueError as exc:  # an argument no file call takes (a NUL in a name)
+            raise ToolError(f"EINVAL: {exc}") from None
 
     @server.tool()
     def search(

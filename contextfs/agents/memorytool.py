@@ -166,9 +166,9 @@ class MemoryDirectory:
                 f"in lines: {', '.join(map(str, lines))}. Please ensure it is unique"
             )
         changed = text[: text.find(old_str)].count("\n")
-        new_text = text.replace(old_str, new_str)
-        self._save(self._tier(path), new_text)
-        new_lines = new_text.split("\n")
+        self._save(self._tier(path), text.replace(old_str, new_str))
+        # the snippet is what was stored: a secret in new_str is redacted at the write
+        new_lines = self._read(path).split("\n")
         first = max(0, changed - 2)
         snippet = _numbered(new_lines[first : min(len(new_lines), changed + 3)], first + 1)
         return (

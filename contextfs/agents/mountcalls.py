@@ -22,6 +22,8 @@ from pathlib import Path
 PLAIN_ERRNOS = frozenset({"ENOENT", "EEXIST", "ENOTEMPTY", "ENOTDIR", "EISDIR"})
 # A `.status` refusal line: `<UTC time> <ERRNO> [<operation> ]<path>: <reason>`.
 REFUSAL = re.compile(r"(?P<time>\S+) (?P<errno>E[A-Z]+) (?P<where>.+?): ")
+# A context type's name (ctxtypes: the names a schema may declare).
+TYPE_NAME = re.compile(r"[a-z][a-z0-9_]{0,63}")
 
 
 def query_dir(
@@ -35,9 +37,21 @@ def query_dir(
     """`base/.query/[@k=…,budget=…,type=…/]<question>`: in the question `%` is `%25`, `/` is
     `%2F`, a leading `@` is `%40`, and a question that is `.` or `..` is `%2E`, `%2E%2E`
     (docs/reference.md, query directories). Nothing else is escaped, so the name stays
-    readable. An empty question is a ValueError."""
+    readable. An empty question or a `type` that is not a type name (it
+    would be a path of its own, `preference/../..`, or more options, `preference,k=1`) is
+    a ValueError: the path stays the one query directory under `base`."""
     if not question.strip():
         raise ValueError("a search needs a question")
+    if "\0" in question:  # no name holds one: the kernel would never see the call
+        raise ValueError(f"a question cannot hold a NUL character: {question!r}")
+    if type is not None and not TYPE_NAME.fullmatch(type):
+        raise ValueError(
+            f"type must be a type name (lower-case letters, digits and _, such as "
+            f"preference), not {type!r}"
+        )
+    for name, value in (("k", k), ("budget", budget)):
+        if value is not None and (isinstance(value, bool) or not isinstance(value, int)):
+            raise ValueError(f"{name} must be a whole number, not {value!r}")
     segment = question.replace("%", "%25").replace("/", "%2F")
     if segment.startswith("@"):
         segment = "%40" + segment[1:]
@@ -58,9 +72,12 @@ def inside(root: Path, rel: str) -> Path:
     """`rel` under `root` (an absolute path inside `root` is accepted too). A path that
     leaves the mount is refused before anything is opened: by `..`, or through a symbolic
     link kept in the memory (`notes/etc -> /etc`, `../../../../tmp`), which the tools
-    would otherwise follow to read, list and write the host's files."""
+    would otherwise follow to read, list and write the host's files. A NUL in `rel` is
+    refused too (no name holds one)."""
     base = os.path.normpath(root)
     rel = rel.strip()
+    if "\0" in rel:  # no path holds one: the call could not even be made
+        raise MountCallError(f"EINVAL: a path cannot hold a NUL character: {rel!r}")
     joined = os.path.normpath(rel if rel.startswith(base + os.sep) else os.path.join(base, rel))
     if joined != base and not joined.startswith(base + os.sep):
         raise MountCallError(f"EINVAL: {rel!r} is outside the mount {base}")

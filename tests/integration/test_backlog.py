@@ -158,8 +158,14 @@ def test_a_second_mount_of_a_data_dir_in_use_exits_4(mount: Mount, tmp_path: Pat
     assert f"store in use by PID {mount.proc.pid}" in r.stderr
     assert not os.path.ismount(other)
     # the offline commands see it too
-    for command in ("reindex", "fsck", "status"):  # none breaks or misreads a live store
+    for command in ("reindex", "fsck"):  # none breaks or misreads a live store
         r = subprocess.run(
             contextfs_cmd(command, str(mount.data_dir)), capture_output=True, text=True, timeout=120
         )
         assert r.returncode == 4 and "store in use by PID" in r.stderr, (command, r.stderr)
+    # status of the data dir answers from its mount, found by the mount record
+    r = subprocess.run(
+        contextfs_cmd("status", str(mount.data_dir)), capture_output=True, text=True, timeout=120
+    )
+    assert r.returncode == 0, r.stderr
+    assert f"mountpoint: {mount.path}\n" in r.stdout and "state: read-write" in r.stdout

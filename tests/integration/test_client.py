@@ -126,8 +126,21 @@ def test_errors_come_back_typed_with_the_mounts_reason(searchable: Mount, tmp_pa
     assert "unknown field 'colour'" in bad.value.reason  # from .status.json
     assert "unknown field 'colour'" in str(bad.value)
     with pytest.raises(InvalidInput) as bad_type:
-        c.search("anything", type="no-such-type")
-    assert bad_type.value.errno == errno.EINVAL and "no-such-type" in bad_type.value.reason
+        c.search("anything", type="no_such_type")
+    assert bad_type.value.errno == errno.EINVAL and "no_such_type" in bad_type.value.reason
+    # a type that is no type name, a scope or node a link leads out of: refused here
+    for call in (
+        lambda: c.search("anything", type="preference/../../.."),
+        lambda: c.search("anything", type="preference,k=1"),
+        lambda: c.search("anything", scope="../.."),
+        lambda: c.read("../../etc"),
+    ):
+        with pytest.raises(InvalidInput):
+            call()
+    # a type that is a path would write the memory outside the mount
+    with pytest.raises(InvalidInput):
+        c.remember("escaped", type="../../..", name="planted")
+    assert not (root.parent / "planted.md").exists()
     with pytest.raises(NotFound):
         c.dispose("never-started")
     with pytest.raises(InvalidInput):

@@ -118,6 +118,26 @@ async def test_remember_routes_a_typed_write_or_drops_into_the_inbox(mnt):
             await trio.sleep(0.3)
 
 
+async def test_remember_says_what_became_of_the_write(mnt):
+    prefs = "user/default/preferences"
+    async with server(mnt) as s:
+        said = await ok(s, "remember", text="Tea: green.\n", path=f"{prefs}/tea.md")
+        assert f"tea.md was routed by its type into the new node {prefs}/tea" in said, said
+        said = await ok(
+            s, "remember", text="---\ntopic: tea\n---\nSencha.\n", path=f"{prefs}/other.md"
+        )
+        assert f"routed by its type into the node {prefs}/tea (version 2)" in said, said
+        said = await ok(s, "remember", text="Tea: black.\n", path=f"{prefs}/tea/L2.md")
+        assert said == f"saved: {prefs}/tea/L2.md is version 3 of the node {prefs}/tea", said
+        said = await ok(s, "remember", text="notes\n", path=f"{prefs}/tea/notes.txt")
+        assert f"is an attachment of the node {prefs}/tea," in said, said
+        for scratch in ("tea.md.swp", ".tea.md"):  # an editor's names: parked, never routed
+            said = await ok(s, "remember", text="Tea: oolong.\n", path=f"{prefs}/{scratch}")
+            assert said.startswith(f"parked, not remembered: {prefs}/{scratch}"), said
+            assert scratch in os.listdir(mnt.path / prefs)
+        assert "oolong" not in (mnt.path / prefs / "tea/L2.md").read_text()
+
+
 async def test_read_and_list_are_the_files_of_the_mount(mnt):
     async with server(mnt) as s:
         node = "agent/helper/patterns/flaky-tests"
@@ -129,6 +149,13 @@ async def test_read_and_list_are_the_files_of_the_mount(mnt):
         q = (await ok(s, "list", path=".query/flaky")).splitlines()
         assert any(ln.startswith("[LINK] 0") and "-> ../../" in ln for ln in q)
         assert "[DIR] agent" in (await ok(s, "list")).splitlines()
+        # a directory that is no node has no tiers: said so, with what it holds
+        for d in ("user/default", "agent/helper/patterns", ""):
+            r = await s.call("read", path=d)
+            assert r.is_error and "EISDIR" in r.text and "is a directory, not a node" in r.text
+            assert "L2.md" not in r.text, r.text
+        r = await s.call("read", path="user/default")
+        assert "[DIR] preferences" in r.text.splitlines(), r.text
 
 
 async def test_a_session_from_start_to_archive(mnt):
@@ -197,6 +224,45 @@ async def test_refusals_are_tool_errors_with_errno_and_status_reason(mnt):
         await ok(s, "end_session", session="turns")
     # the server stays usable after errors, and the mount is unharmed
     assert "state: read-write" in mnt.status()
+
+
+async def test_search_options_and_scope_stay_in_the_mount(mnt):
+    # a host file where a `type` of `..` would lead: never read
+    host = mnt.path.parent / "outside"
+    host.mkdir(exist_ok=True)
+    (host / "_context.md").write_text("HOST FILE OUTSIDE THE MOUNT\n")
+    node = mnt.path / "user/default/preferences/scoped"
+    node.mkdir()
+    (node / "L2.md").write_text("Scoped.\n")
+    (node / "out").symlink_to(host)
+    async with server(mnt) as s:
+        for args in (
+            {"question": "outside", "type": "preference/../../.."},
+            {"question": "flaky", "type": "preference,k=1"},  # no options of its own
+            {"question": "flaky", "type": "Preference"},
+        ):
+            r = await s.call("search", **args)
+            assert r.is_error and "EINVAL" in r.text, (args, r.text)
+            assert "type must be a type name" in r.text and "HOST FILE" not in r.text, r.text
+        r = await s.call("search", question="x", scope="user/default/preferences/scoped/out")
+        assert r.is_error and "leads outside the mount" in r.text, r.text
+        assert "marguerite" in await ok(s, "search", question="flaky", type="entity")
+
+
+async def test_a_nul_in_an_argument_is_einval_saying_so(mnt):
+    async with server(mnt) as s:
+        for tool, args in (
+            ("read", {"path": "user/\0x"}),
+            ("list", {"path": "user/\0"}),
+            ("remember", {"text": "x", "path": "user/default/preferences/a\0b.md"}),
+            ("remember", {"text": "x", "owner": "user/\0"}),
+            ("search", {"question": "tea\0time"}),
+        ):
+            r = await s.call(tool, **args)
+            assert r.is_error and "EINVAL" in r.text and "NUL character" in r.text, (tool, r)
+        r = await s.call("start_session", session="s\0")
+        assert r.is_error and "EINVAL" in r.text and "is not a session id" in r.text, r.text
+        assert "state: read-write" in await ok(s, "status")  # and the server goes on
 
 
 def test_mcp_refuses_a_path_that_is_not_a_mount(tmp_path):

@@ -193,6 +193,17 @@ def test_refusals_come_back_as_tool_errors_that_say_why(mnt):
     )
     shown = t.call({"command": "view", "path": "/memories/tokens.md"})
     assert "[REDACTED:github_token]" in shown and "ghp_" not in shown
+    # an edit's snippet shows what was stored, the secret redacted as in the file
+    said = t.call(
+        {
+            "command": "str_replace",
+            "path": "/memories/tokens.md",
+            "old_str": "expires soon",
+            "new_str": "expires soon\npassword: Hunter2!Secret99",
+        }
+    )
+    assert "Hunter2!Secret99" not in said and "[REDACTED:" in said, said
+    assert "Hunter2" not in (mnt.path / "agent/claude/patterns/tokens/L2.md").read_text()
 
 
 def test_the_sdks_own_filesystem_tool_on_a_node_keeps_attachments_not_memories(mnt):

@@ -524,3 +524,43 @@ def test_search_command_escapes_control_bytes_and_keeps_to_the_mount(corpus):
     for scope in ("/etc", "../..", "user/../../x"):
         r = subprocess.run([*cmd, "--scope", scope, "passwd"], capture_output=True, text=True)
         assert r.returncode == 2 and "a path inside the mount" in r.stderr, (scope, r.stderr)
+    # a link kept in a node (an attachment) that points out of the mount is not a scope:
+    # the host's folder it names is never searched nor read
+    host = corpus.path.parent / "host-scope"
+    (host / ".query/passwd").mkdir(parents=True, exist_ok=True)
+    (host / ".query/passwd/_results.json").write_text('{"hits": [{"path": "HOST FILE"}]}')
+    (host / ".query/passwd/_context.md").write_text("HOST FILE\n")
+    (corpus.path / "user/bob/entities/term/out").symlink_to(host)
+    for extra in ([], ["--context"]):
+        r = subprocess.run(
+            [*cmd, "--scope", "user/bob/entities/term/out", *extra, "passwd"],
+            capture_output=True,
+            text=True,
+        )
+        assert r.returncode == 2 and "leads outside the mount" in r.stderr, (extra, r.stderr)
+        assert "HOST FILE" not in r.stdout and "Traceback" not in r.stderr, r.stderr
+
+
+def test_search_command_says_why_a_search_failed(corpus, tmp_path):
+    """A refused search prints the reason the mount wrote in `.status`; on a mount with
+    `search: false` it says search is off (there is no `.query` to read)."""
+    cmd = [sys.executable, "-m", "contextfs", "search", str(corpus.path), "coffee"]
+    for extra, reason in (
+        (["--budget", "5"], "query option budget must be between 50 and 100000"),
+        (["--type", "no_such_type"], "no_such_type"),
+    ):
+        r = subprocess.run([*cmd, *extra], capture_output=True, text=True)
+        assert r.returncode == 1 and "EINVAL" in r.stderr and reason in r.stderr, r.stderr
+    (tmp_path / "mnt").mkdir()
+    off = Mount(tmp_path / "mnt", tmp_path / "data")  # search: false
+    off.start()
+    try:
+        r = subprocess.run(
+            [sys.executable, "-m", "contextfs", "search", str(off.path), "coffee"],
+            capture_output=True,
+            text=True,
+        )
+        assert r.returncode == 1 and "search is off on this mount" in r.stderr, r.stderr
+        assert f"search: false in {off.data_dir}/config.yaml" in r.stderr, r.stderr
+    finally:
+        off.stop()
