@@ -592,6 +592,50 @@ def test_writers_appending_to_one_transcript_at_once_are_each_taken_once(tmp_pat
         m.stop()
 
 
+def test_a_bad_append_is_its_writers_refusal_not_another_writers(tmp_path):
+    """Two processes append to one live transcript at once: a line that is not a turn,
+    written and closed by one (`echo ... >>`: exit 1, EINVAL), is that writer's refusal
+    alone, its bytes kept in refused/; the other's close succeeds with its turns recorded,
+    a half line it wrote before the other's append included. The writers shared one
+    buffer: the good writer's close failed with EINVAL, or succeeded with its lines
+    dropped."""
+    m = make_mount(tmp_path, "search: false\n")
+    try:
+        (m.path / ".sessions/two").mkdir()
+        t = m.path / ".sessions/two/transcript.jsonl"
+        good = open(t, "a")  # noqa: SIM115
+        good.write(json.dumps({"role": "user", "content": "I like green tea."}) + "\n")
+        good.write('{"role": "user", "content": ')
+        good.flush()  # written, not closed
+        bad = subprocess.run(
+            ["sh", "-c", '/bin/echo "this is no turn" >> "$1"', "sh", str(t)],
+            capture_output=True,
+            text=True,
+        )
+        assert bad.returncode == 1 and "Invalid argument" in bad.stderr
+        ok = subprocess.run(
+            ["sh", "-c", '/bin/echo \'{"role":"assistant","content":"Noted."}\' >> "$1"',
+             "sh", str(t)],
+            capture_output=True,
+        )  # fmt: skip
+        assert ok.returncode == 0
+        good.write('"I walk to work."}\n')
+        good.close()  # no error
+        lines = [json.loads(x)["content"] for x in t.read_text().splitlines()]
+        assert lines == ["Noted.", "I like green tea.", "I walk to work."]
+        assert "this is no turn" not in t.read_text()
+        kept = [p.read_text() for p in (m.data_dir / "refused").iterdir()]
+        assert kept == ["this is no turn\n"]
+        status = (m.path / ".status").read_text()
+        assert "appended line 1 is not a turn" in status
+        os.rmdir(m.path / ".sessions/two")
+        (part,) = (m.path / "user/default/sessions").iterdir()
+        said = (part / "L2.md").read_text()
+        assert "I walk to work." in said and "no turn" not in said
+    finally:
+        m.stop()
+
+
 TOOL_EVENTS = [
     {"role": "user", "content": "Deploy the app to staging."},
     {"role": "tool", "name": "bash", "input": {"cmd": "make deploy"},
