@@ -67,6 +67,7 @@ from contextfs.memory.background import FOREGROUND, Service
 from contextfs.memory.document import Document, decode_text, parse_document, render_document
 from contextfs.memory.redact import Redaction, secret_filename_reason
 from contextfs.memory.service import Memory
+from contextfs.memory.spill import SpillBuffer
 from contextfs.memory.strategies import strategy_for
 from contextfs.memory.summarize import summarize
 from contextfs.memory.tokens import estimate_tokens
@@ -583,6 +584,11 @@ class Intake:
 
     def item_data(self, item: InboxItem) -> bytes:
         return self.memory.inbox_data(item.id)
+
+    def item_buffer(self, item: InboxItem) -> bytes | SpillBuffer:
+        """Worker thread: an item's bytes for reads through the mount (a big one in a
+        spill file: `Memory.inbox_buffer`)."""
+        return self.memory.inbox_buffer(item.id, item.size)
 
     def parse(self, item: InboxItem) -> Parsed:
         """Worker thread: a text item read back and parsed (`parse_text`); its bytes are let

@@ -6,6 +6,7 @@ from __future__ import annotations
 import errno
 import json
 import os
+import random
 import shutil
 import stat
 import subprocess
@@ -15,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from contextfs.testing import Mount
+from contextfs.testing import Mount, proc_status
 from tests.fake_openai import FakeOpenAI
 
 CHAT = [
@@ -632,6 +633,39 @@ def test_a_bad_append_is_its_writers_refusal_not_another_writers(tmp_path):
         (part,) = (m.path / "user/default/sessions").iterdir()
         said = (part / "L2.md").read_text()
         assert "I walk to work." in said and "no turn" not in said
+    finally:
+        m.stop()
+
+
+def test_a_big_inbox_item_read_cold_is_read_back_once_not_at_every_read(tmp_path):
+    """A 32 MiB item read after a remount: it is read back once for the open (a spill
+    file), so `head -c 1M` costs the daemon what DuckDB reads of it (about 3 times the
+    item: the vector of blobs it is in) and `cat` takes a second. Every read (128 KiB)
+    loaded the whole item again: `head` grew the daemon by 7 times the item, and `cat`
+    took half a minute."""
+    mib = 1 << 20
+    m = make_mount(tmp_path, "search: false\n")
+    try:
+        src = tmp_path / "voice.m4a"  # no gate decodes m4a: refused, its bytes kept as they were
+        src.write_bytes(random.Random(3).randbytes(32 * mib))
+        cp = subprocess.run(["cp", str(src), str(m.path / ".inbox")], capture_output=True)
+        assert cp.returncode == 1 and b"not supported" in cp.stderr
+        item = m.path / ".inbox/voice.m4a"
+        m.stop()
+        m.start()
+        assert m.proc is not None
+        pid = m.proc.pid
+        assert item.stat().st_size == 32 * mib and m.status()
+        time.sleep(2)  # what a mount does in its first seconds is done
+        before = proc_status(pid)["VmRSS"]
+        Path(f"/proc/{pid}/clear_refs").write_text("5")  # VmHWM starts over from VmRSS
+        head = subprocess.run(["head", "-c", str(mib), str(item)], capture_output=True)
+        grown = proc_status(pid)["VmHWM"] - before
+        assert head.stdout == src.read_bytes()[:mib]
+        assert grown < 4 * 32 * mib, f"the daemon grew {grown / mib:.0f} MiB for a 1 MiB read"
+        t = time.monotonic()
+        assert subprocess.run(["cmp", str(src), str(item)], timeout=120).returncode == 0
+        assert time.monotonic() - t < 10
     finally:
         m.stop()
 
