@@ -670,6 +670,37 @@ def test_a_big_inbox_item_read_cold_is_read_back_once_not_at_every_read(tmp_path
         m.stop()
 
 
+def test_a_live_sessions_files_stay_in_it_when_moved(tmp_path):
+    """`mv` of a live session's transcript.jsonl (or control) into the inbox or a type
+    directory is refused (EPERM, the reason in `.status`) and the session goes on; `cp`
+    hands a copy in. The move took the file out of the session: its next append was
+    EACCES, and its turns were filed twice, once from the inbox and once at its end."""
+    m = make_mount(tmp_path, "search: false\n")
+    try:
+        s = m.path / ".sessions/mv"
+        s.mkdir()
+        t = s / "transcript.jsonl"
+        with open(t, "a") as f:
+            f.write(json.dumps({"role": "user", "content": "I play the cello."}) + "\n")
+        for src, dst in (
+            (t, m.path / ".inbox/mv.jsonl"),
+            (t, m.path / "user/default/preferences/mv.md"),
+            (s / "control", m.path / ".inbox/control.txt"),
+        ):
+            moved = subprocess.run(["mv", str(src), str(dst)], capture_output=True, text=True)
+            assert moved.returncode == 1 and "Operation not permitted" in moved.stderr
+            assert not dst.exists()
+        assert sorted(os.listdir(s)) == ["context.md", "control", "transcript.jsonl"]
+        assert "belongs to its live session" in (m.path / ".status").read_text()
+        with open(t, "a") as f:
+            f.write(json.dumps({"role": "user", "content": "I play it daily."}) + "\n")
+        assert t.read_text().count("\n") == 2
+        shutil.copy(t, m.path / ".inbox/copy.jsonl")
+        assert "state: done" in report(m.path / ".inbox", "copy.jsonl")
+    finally:
+        m.stop()
+
+
 TOOL_EVENTS = [
     {"role": "user", "content": "Deploy the app to staging."},
     {"role": "tool", "name": "bash", "input": {"cmd": "make deploy"},
