@@ -129,6 +129,26 @@ class Parsed:
         return dataclasses.replace(self, conversations=())
 
 
+def each_node_once(changed: Sequence[str]) -> list[str]:
+    """A report's memory lines (`created <path>`, `changed <path> (location: Oslo →
+    Lisbon)`, as `Intake.route_candidates` gives them) with each node once, where it first
+    came: with the strongest of what happened to it (created, changed, unchanged) and each
+    of its notes. Five facts of one person read "created …/efua" once, not followed by
+    "changed …/efua" four times."""
+    rank = {"unchanged": 0, "changed": 1, "created": 2}
+    nodes: dict[str, tuple[str, list[str]]] = {}
+    for line in changed:
+        verb, _, rest = line.partition(" ")
+        path, _, note = rest.partition(" ")
+        was, notes = nodes.get(path, (verb, []))
+        if rank.get(verb, 1) > rank.get(was, 1):
+            was = verb
+        if note and note not in notes:
+            notes.append(note)
+        nodes[path] = (was, notes)
+    return [" ".join([verb, path, *notes]) for path, (verb, notes) in nodes.items()]
+
+
 def parse_item(data: bytes, filename: str) -> Parsed:
     """Worker thread: the bytes of a text item as conversations (`parse_text`)."""
     return parse_text(decode_text(data, filename), filename)
@@ -894,7 +914,7 @@ class Intake:
             else:
                 lines += ["## Archived", f"- not archived: {why}", ""]
             lines.append("## Memories")
-            lines += [f"- {c}" for c in changed] or ["- none found"]
+            lines += [f"- {c}" for c in each_node_once(changed)] or ["- none found"]
             if refused:
                 lines += ["", "## Candidates refused"] + [f"- {r}" for r in refused]
             return "done", "", "\n".join(lines) + "\n"

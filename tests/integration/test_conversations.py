@@ -701,6 +701,23 @@ def test_a_live_sessions_files_stay_in_it_when_moved(tmp_path):
         m.stop()
 
 
+def test_a_report_names_each_memory_once(convo):
+    """A transcript that tells several facts of one person: the report lists that
+    person's node once, as created. It listed "created …/efua" and then "changed …/efua"
+    for each further fact."""
+    inbox = convo.path / ".inbox"
+    (inbox / "studio.md").write_text(
+        "**Efua:** I started a new job at Fernhill Studio last week.\n"
+        "**Theo:** Congrats! Is it far from home?\n"
+        "**Efua:** No, I cycle there. I love cycling in the morning.\n"
+    )
+    text = report(inbox, "studio.md")
+    memories = text.split("## Memories", 1)[1].strip().splitlines()
+    efua = [line for line in memories if line.split()[-1].endswith("/entities/efua")]
+    assert efua == ["- created user/default/entities/efua"], memories
+    assert len(memories) == len({line.split()[2] for line in memories}), memories
+
+
 TOOL_EVENTS = [
     {"role": "user", "content": "Deploy the app to staging."},
     {"role": "tool", "name": "bash", "input": {"cmd": "make deploy"},
