@@ -2,6 +2,7 @@
 
     .venv/bin/python scripts/big_transcript.py [MiB] [--json PATH]
     .venv/bin/python scripts/big_transcript.py 50 --mount [--search] [--json PATH]
+    .venv/bin/python scripts/big_transcript.py 50 --cold-read [--json PATH]
 
 Writes a seeded JSONL transcript of about MiB mebibytes (default 50; one conversation,
 80-word turns, a preference every 97th turn) to a temporary file, then:
@@ -21,6 +22,12 @@ Writes a seeded JSONL transcript of about MiB mebibytes (default 50; one convers
   file every 0.2 s, and its fsync p50 / p99 / max say how long filing the transcript
   held the mount.
 
+- `--cold-read`: the same file copied into `.inbox/` of a real mount (search off) and
+  processed; then the mount is stopped and started again (and left 10 s to settle), and
+  the item is read back cold (`head -c 1M`, then `cat` of all of it): prints the daemon's
+  VmRSS before each read and its VmHWM during it (reset before each through
+  /proc/PID/clear_refs), and the seconds.
+
 `--json PATH` writes the table's figures and the machine's description.
 """
 
@@ -33,6 +40,7 @@ import os
 import random
 import re
 import shutil
+import subprocess
 import tempfile
 import threading
 import time
@@ -197,6 +205,63 @@ def through_mount(src: Path, tmp: Path, search: bool) -> dict:
     }
 
 
+def cold_read(src: Path, tmp: Path) -> dict:
+    """The item read back through a fresh mount: what a read costs the daemon when
+    nothing of the item is in its memory or the kernel's page cache."""
+    mnt = tmp / "mnt"
+    mnt.mkdir()
+    m = Mount(mnt, tmp / "data")
+    m.start()
+    try:
+        shutil.copyfile(src, mnt / ".inbox" / src.name)
+        report = mnt / ".inbox" / f"{src.name}.report.md"
+        while "state: done" not in report.read_text():
+            time.sleep(1)
+        m.stop()
+        m.start()
+        assert m.proc is not None
+        pid = m.proc.pid
+        item = mnt / ".inbox" / src.name
+        m.status()
+        time.sleep(10)  # what a mount does in its first seconds (texts read, fsck) is done
+        rows = []
+        for what, argv in (
+            ("head -c 1M", ["head", "-c", str(MIB), str(item)]),
+            ("cat (all of it)", ["cat", str(item)]),
+        ):
+            before = proc_status(pid)
+            Path(f"/proc/{pid}/clear_refs").write_text("5")
+            t = time.monotonic()
+            with open(os.devnull, "wb") as out:
+                subprocess.run(argv, stdout=out, check=True)
+            s = time.monotonic() - t
+            after = proc_status(pid)
+            rows.append(
+                {
+                    "read": what,
+                    "rss_before_mib": round(before["VmRSS"] / MIB),
+                    "peak_mib": round(after["VmHWM"] / MIB),
+                    "rss_after_mib": round(after["VmRSS"] / MIB),
+                    "s": s,
+                }
+            )
+        same = subprocess.run(["cmp", str(src), str(item)], capture_output=True)
+    finally:
+        m.stop()
+    return {"reads": rows, "same_bytes": same.returncode == 0}
+
+
+def print_cold(r: dict) -> None:
+    print("\n| cold read of the item | VmRSS before (MiB) | VmHWM during | VmRSS after | s |")
+    print("|---|---:|---:|---:|---:|")
+    for row in r["reads"]:
+        print(
+            f"| {row['read']} | {row['rss_before_mib']} | {row['peak_mib']} | "
+            f"{row['rss_after_mib']} | {row['s']:.1f} |"
+        )
+    print(f"\nthe bytes read are the file's: {r['same_bytes']}")
+
+
 class Probe(threading.Thread):
     """A writer beside the import: every 0.2 s a file saved and fsynced in a type directory
     (timed), so a stall of the mount while the transcript is filed shows as a slow fsync."""
@@ -236,6 +301,7 @@ def main() -> None:
     ap.add_argument("mib", nargs="?", type=int, default=50)
     ap.add_argument("--mount", action="store_true", help="through a real mount")
     ap.add_argument("--search", action="store_true", help="with --mount: load the model")
+    ap.add_argument("--cold-read", action="store_true", help="read the item after a remount")
     ap.add_argument("--json", type=Path, help="write the figures here")
     args = ap.parse_args()
     tmp = Path(tempfile.mkdtemp(prefix="big-transcript-"))
@@ -244,7 +310,10 @@ def main() -> None:
         turns = write_transcript(src, args.mib)
         size = src.stat().st_size
         print(f"transcript: {size / MIB:.1f} MiB, {turns} turns")
-        if args.mount:
+        if args.cold_read:
+            result = cold_read(src, tmp)
+            print_cold(result)
+        elif args.mount:
             result = through_mount(src, tmp, args.search)
             if args.search:
                 bare = through_mount(write_small(tmp), tmp / "bare", False)

@@ -72,6 +72,7 @@ from contextfs.memory.background import FOREGROUND, Service
 from contextfs.memory.document import Document, decode_text, parse_document, render_document
 from contextfs.memory.redact import Redaction, secret_filename_reason
 from contextfs.memory.service import Memory
+from contextfs.memory.spill import SpillBuffer
 from contextfs.memory.strategies import strategy_for
 from contextfs.memory.summarize import summarize
 from contextfs.memory.tokens import estimate_tokens
@@ -131,6 +132,26 @@ class Parsed:
         prepared: the archive's documents hold what is filed, and the turns (as big as
         the file) are let go before the archive's transaction."""
         return dataclasses.replace(self, conversations=())
+
+
+def each_node_once(changed: Sequence[str]) -> list[str]:
+    """A report's memory lines (`created <path>`, `changed <path> (location: Oslo →
+    Lisbon)`, as `Intake.route_candidates` gives them) with each node once, where it first
+    came: with the strongest of what happened to it (created, changed, unchanged) and each
+    of its notes. Five facts of one person read "created …/efua" once, not followed by
+    "changed …/efua" four times."""
+    rank = {"unchanged": 0, "changed": 1, "created": 2}
+    nodes: dict[str, tuple[str, list[str]]] = {}
+    for line in changed:
+        verb, _, rest = line.partition(" ")
+        path, _, note = rest.partition(" ")
+        was, notes = nodes.get(path, (verb, []))
+        if rank.get(verb, 1) > rank.get(was, 1):
+            was = verb
+        if note and note not in notes:
+            notes.append(note)
+        nodes[path] = (was, notes)
+    return [" ".join([verb, path, *notes]) for path, (verb, notes) in nodes.items()]
 
 
 def parse_item(data: bytes, filename: str) -> Parsed:
@@ -589,6 +610,11 @@ class Intake:
     def item_data(self, item: InboxItem) -> bytes:
         return self.memory.inbox_data(item.id)
 
+    def item_buffer(self, item: InboxItem) -> bytes | SpillBuffer:
+        """Worker thread: an item's bytes for reads through the mount (a big one in a
+        spill file: `Memory.inbox_buffer`)."""
+        return self.memory.inbox_buffer(item.id, item.size)
+
     def parse(self, item: InboxItem) -> Parsed:
         """Worker thread: a text item read back and parsed (`parse_text`); its bytes are let
         go once decoded, so a big transcript is not held as bytes, text and turns at once."""
@@ -895,7 +921,7 @@ class Intake:
             else:
                 lines += ["## Archived", f"- not archived: {why}", ""]
             lines.append("## Memories")
-            lines += [f"- {c}" for c in changed] or ["- none found"]
+            lines += [f"- {c}" for c in each_node_once(changed)] or ["- none found"]
             if refused:
                 lines += ["", "## Candidates refused"] + [f"- {r}" for r in refused]
             return "done", "", "\n".join(lines) + "\n"

@@ -4,7 +4,8 @@ and attributes before a commit.
 The tree hands `Buffers` every open of a file and every change to a regular file's content
 or metadata; the role handlers decide what a commit of the buffer means (`flush`, `fsync`,
 `release`, `commit`). A buffer is `Inode.data` (a `bytearray` loaded on the first write),
-or a tier handle's own copy (`Handle.buffer`); for an attachment, `Inode.changed` records
+or a tier handle's own copy (`Handle.buffer`), or what a `>>` writer appended to a
+session's transcript (`Handle.appended`); for an attachment, `Inode.changed` records
 the byte spans each write touched so its commit rewrites only those chunks
 (`fs.inode.ChangedBytes`). Nothing here touches the store except through the role
 handlers (a truncate with no open file commits at once) and `AttachmentStore.update_attachment`
@@ -304,6 +305,8 @@ class Buffers:
                 inode.mtime_ns = inode.ctime_ns = time.time_ns()
                 return bytearray(), None
             return own_copy(self.roles.file_bytes(inode)), None
+        if inode.role == Role.SESSION_TRANSCRIPT and flags & os.O_APPEND and not flags & os.O_TRUNC:
+            return None, None  # `>>`: the handle's own appends (`_append_own`)
         cut = False  # an attachment with bytes, cut by O_TRUNC
         before = None
         if flags & os.O_TRUNC and inode.role == Role.ATTACH:
@@ -331,6 +334,8 @@ class Buffers:
         inode = h.inode
         if not h.writable:
             raise BadHandle("file not open for writing")
+        if inode.role == Role.SESSION_TRANSCRIPT and h.flags & os.O_APPEND:
+            return self._append_own(h, buf)
         if h.buffer is None and inode.data is None:
             self.load(inode)
         if h.flags & os.O_APPEND:
@@ -389,6 +394,28 @@ class Buffers:
             h.dirty = True
         else:
             inode.dirty = True
+        h.wrote = True
+        inode.mtime_ns = time.time_ns()
+        return len(buf)
+
+    def _append_own(self, h: Handle, buf: bytes) -> int:
+        """`>>` to a session's transcript: the bytes go to the handle's own pending
+        appends, recorded (or refused) by its close alone. Two writers' lines never share
+        a buffer, so one writer's bad line is not another's refusal."""
+        inode = h.inode
+        if h.appended is None:
+            h.appended = bytearray()
+            h.append_base = len(self.roles.file_bytes(inode))
+        limit = self.limit(inode)
+        if h.failed or h.append_base + len(h.appended) + len(buf) > limit:
+            h.failed, h.appended = True, None
+            exc = TooBig(
+                f"{inode.name} would exceed the {limit}-byte limit; the append was "
+                "refused and nothing of it recorded"
+            )
+            self.refusals.refuse(inode, exc, None)
+            raise exc
+        h.appended += buf
         h.wrote = True
         inode.mtime_ns = time.time_ns()
         return len(buf)

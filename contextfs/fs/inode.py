@@ -301,6 +301,11 @@ class Handle:
     # write must repeat at its offset (fs.roles.tiers: write_back), so that a write of
     # other bytes is refused at write(2) and the shell says so
     exact: bytes | None = None
+    # a session's transcript.jsonl opened with O_APPEND: what this handle appended and its
+    # close has not recorded yet (`fs.roles.sessions`), so that each writer's close takes
+    # (or refuses) its own lines only, whatever other writers append meanwhile; None: none
+    appended: bytearray | None = None
+    append_base: int = 0  # the transcript's stored size at this handle's first append
     # the processes (thread group ids) that opened this handle or wrote through it: a
     # FLUSH from any other commits nothing (`Tree.flush`); empty: not known
     processes: set[int] = field(default_factory=set)

@@ -32,6 +32,7 @@ from contextfs.errors import (
     ContextFSError,
     Exists,
     InvalidInput,
+    NoSpace,
     StoreDamaged,
     TooBig,
     VersionConflict,
@@ -42,6 +43,7 @@ from contextfs.memory.heads import LiveIndex, NodeCache
 from contextfs.memory.redact import escape_controls, marker
 from contextfs.memory.remote import catch_up, keep_both, lock_and_load
 from contextfs.memory.routing import Routing
+from contextfs.memory.spill import SPILL_AT, SpillBuffer
 from contextfs.memory.strategies import strategy_for
 from contextfs.memory.summarize import summarize
 from contextfs.memory.texts import DEFAULT_HOT_NODES, LazyNode, TierTexts
@@ -919,6 +921,21 @@ class Memory:
         self.store.release(what, key)
 
     def inbox_data(self, item_id: int) -> bytes:
+        return self.store.inbox_data(item_id)
+
+    def inbox_buffer(self, item_id: int, size: int) -> bytes | SpillBuffer:
+        """An item's bytes for reads through the mount (from any thread): a big one (past
+        SPILL_AT) in a spill file, filled a few chunks at a time, never whole in memory; a
+        full disk holds it in memory instead (a read does not fail for it)."""
+        if size > SPILL_AT:
+            try:
+                return SpillBuffer.filled(
+                    self.attachment_store.spill_dir,
+                    size,
+                    ((i * CHUNK_SIZE, d) for i, d in self.store.inbox_chunks(item_id)),
+                )
+            except NoSpace:
+                pass
         return self.store.inbox_data(item_id)
 
     def add_inbox_item(

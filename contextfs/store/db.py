@@ -1106,6 +1106,23 @@ class Store:
                 del got[h]
         return out  # type: ignore[return-value]  # bytes-like: decoded or sliced
 
+    def inbox_chunks(self, item_id: int, batch: int = 64) -> Iterator[tuple[int, bytes]]:
+        """An item's chunks as (index, bytes), in no set order, `batch` rows at a time,
+        from any thread: a big item is never held whole in Python (`memory.spill`). One
+        query, one pass (`attachment_chunks`): DuckDB reads a BLOB column a vector of
+        2,048 rows at a time, so a query for part of an item reads the vectors before it
+        too (a window at the end of a 64 MiB item took 0.5 s, a 64 MiB `cat` by windows
+        27 s)."""
+        con = self._meta_con()
+        with self.big_reads():
+            cur = con.execute(
+                "SELECT c.idx, b.data FROM inbox_chunks c JOIN blobs b ON b.hash = c.hash "
+                "WHERE c.item_id = ?",
+                [item_id],
+            )
+            while rows := cur.fetchmany(batch):
+                yield from rows
+
     @contextmanager
     def big_reads(self) -> Iterator[None]:
         """Statements in here scan blob bytes (an item read back, fsck's blob sizes): the

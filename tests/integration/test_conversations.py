@@ -6,6 +6,7 @@ from __future__ import annotations
 import errno
 import json
 import os
+import random
 import shutil
 import stat
 import subprocess
@@ -15,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from contextfs.testing import Mount
+from contextfs.testing import Mount, proc_status
 from tests.fake_openai import FakeOpenAI
 
 CHAT = [
@@ -616,6 +617,131 @@ def test_writers_appending_to_one_transcript_at_once_are_each_taken_once(tmp_pat
         assert not (m.data_dir / "refused").exists()
     finally:
         m.stop()
+
+
+def test_a_bad_append_is_its_writers_refusal_not_another_writers(tmp_path):
+    """Two processes append to one live transcript at once: a line that is not a turn,
+    written and closed by one (`echo ... >>`: exit 1, EINVAL), is that writer's refusal
+    alone, its bytes kept in refused/; the other's close succeeds with its turns recorded,
+    a half line it wrote before the other's append included. The writers shared one
+    buffer: the good writer's close failed with EINVAL, or succeeded with its lines
+    dropped."""
+    m = make_mount(tmp_path, "search: false\n")
+    try:
+        (m.path / ".sessions/two").mkdir()
+        t = m.path / ".sessions/two/transcript.jsonl"
+        good = open(t, "a")  # noqa: SIM115
+        good.write(json.dumps({"role": "user", "content": "I like green tea."}) + "\n")
+        good.write('{"role": "user", "content": ')
+        good.flush()  # written, not closed
+        bad = subprocess.run(
+            ["sh", "-c", '/bin/echo "this is no turn" >> "$1"', "sh", str(t)],
+            capture_output=True,
+            text=True,
+        )
+        assert bad.returncode == 1 and "Invalid argument" in bad.stderr
+        ok = subprocess.run(
+            ["sh", "-c", '/bin/echo \'{"role":"assistant","content":"Noted."}\' >> "$1"',
+             "sh", str(t)],
+            capture_output=True,
+        )  # fmt: skip
+        assert ok.returncode == 0
+        good.write('"I walk to work."}\n')
+        good.close()  # no error
+        lines = [json.loads(x)["content"] for x in t.read_text().splitlines()]
+        assert lines == ["Noted.", "I like green tea.", "I walk to work."]
+        assert "this is no turn" not in t.read_text()
+        kept = [p.read_text() for p in (m.data_dir / "refused").iterdir()]
+        assert kept == ["this is no turn\n"]
+        status = (m.path / ".status").read_text()
+        assert "appended line 1 is not a turn" in status
+        os.rmdir(m.path / ".sessions/two")
+        (part,) = (m.path / "user/default/sessions").iterdir()
+        said = (part / "L2.md").read_text()
+        assert "I walk to work." in said and "no turn" not in said
+    finally:
+        m.stop()
+
+
+def test_a_big_inbox_item_read_cold_is_read_back_once_not_at_every_read(tmp_path):
+    """A 32 MiB item read after a remount: it is read back once for the open (a spill
+    file), so `head -c 1M` costs the daemon what DuckDB reads of it (about 3 times the
+    item: the vector of blobs it is in) and `cat` takes a second. Every read (128 KiB)
+    loaded the whole item again: `head` grew the daemon by 7 times the item, and `cat`
+    took half a minute."""
+    mib = 1 << 20
+    m = make_mount(tmp_path, "search: false\n")
+    try:
+        src = tmp_path / "voice.m4a"  # no gate decodes m4a: refused, its bytes kept as they were
+        src.write_bytes(random.Random(3).randbytes(32 * mib))
+        cp = subprocess.run(["cp", str(src), str(m.path / ".inbox")], capture_output=True)
+        assert cp.returncode == 1 and b"not supported" in cp.stderr
+        item = m.path / ".inbox/voice.m4a"
+        m.stop()
+        m.start()
+        assert m.proc is not None
+        pid = m.proc.pid
+        assert item.stat().st_size == 32 * mib and m.status()
+        time.sleep(2)  # what a mount does in its first seconds is done
+        before = proc_status(pid)["VmRSS"]
+        Path(f"/proc/{pid}/clear_refs").write_text("5")  # VmHWM starts over from VmRSS
+        head = subprocess.run(["head", "-c", str(mib), str(item)], capture_output=True)
+        grown = proc_status(pid)["VmHWM"] - before
+        assert head.stdout == src.read_bytes()[:mib]
+        assert grown < 4 * 32 * mib, f"the daemon grew {grown / mib:.0f} MiB for a 1 MiB read"
+        t = time.monotonic()
+        assert subprocess.run(["cmp", str(src), str(item)], timeout=120).returncode == 0
+        assert time.monotonic() - t < 10
+    finally:
+        m.stop()
+
+
+def test_a_live_sessions_files_stay_in_it_when_moved(tmp_path):
+    """`mv` of a live session's transcript.jsonl (or control) into the inbox or a type
+    directory is refused (EPERM, the reason in `.status`) and the session goes on; `cp`
+    hands a copy in. The move took the file out of the session: its next append was
+    EACCES, and its turns were filed twice, once from the inbox and once at its end."""
+    m = make_mount(tmp_path, "search: false\n")
+    try:
+        s = m.path / ".sessions/mv"
+        s.mkdir()
+        t = s / "transcript.jsonl"
+        with open(t, "a") as f:
+            f.write(json.dumps({"role": "user", "content": "I play the cello."}) + "\n")
+        for src, dst in (
+            (t, m.path / ".inbox/mv.jsonl"),
+            (t, m.path / "user/default/preferences/mv.md"),
+            (s / "control", m.path / ".inbox/control.txt"),
+        ):
+            moved = subprocess.run(["mv", str(src), str(dst)], capture_output=True, text=True)
+            assert moved.returncode == 1 and "Operation not permitted" in moved.stderr
+            assert not dst.exists()
+        assert sorted(os.listdir(s)) == ["context.md", "control", "transcript.jsonl"]
+        assert "belongs to its live session" in (m.path / ".status").read_text()
+        with open(t, "a") as f:
+            f.write(json.dumps({"role": "user", "content": "I play it daily."}) + "\n")
+        assert t.read_text().count("\n") == 2
+        shutil.copy(t, m.path / ".inbox/copy.jsonl")
+        assert "state: done" in report(m.path / ".inbox", "copy.jsonl")
+    finally:
+        m.stop()
+
+
+def test_a_report_names_each_memory_once(convo):
+    """A transcript that tells several facts of one person: the report lists that
+    person's node once, as created. It listed "created …/efua" and then "changed …/efua"
+    for each further fact."""
+    inbox = convo.path / ".inbox"
+    (inbox / "studio.md").write_text(
+        "**Efua:** I started a new job at Fernhill Studio last week.\n"
+        "**Theo:** Congrats! Is it far from home?\n"
+        "**Efua:** No, I cycle there. I love cycling in the morning.\n"
+    )
+    text = report(inbox, "studio.md")
+    memories = text.split("## Memories", 1)[1].strip().splitlines()
+    efua = [line for line in memories if line.split()[-1].endswith("/entities/efua")]
+    assert efua == ["- created user/default/entities/efua"], memories
+    assert len(memories) == len({line.split()[2] for line in memories}), memories
 
 
 TOOL_EVENTS = [

@@ -38,6 +38,7 @@ from contextfs.fs.roles.sessions import Sessions
 from contextfs.fs.table import InodeTable
 from contextfs.memory.document import TRACE_SUFFIX
 from contextfs.memory.redact import secret_filename_reason
+from contextfs.memory.spill import SpillBuffer
 
 REPORT_SUFFIX = ".report.md"  # beside each item: what processing did, or why it refused
 
@@ -209,6 +210,17 @@ class Inbox(RoleBase):
             return inode.inbox_item.size
         return super().size(inode)
 
+    async def opened(self, h: Handle) -> None:
+        """An item opened: its bytes read back once, in a worker thread, for every read
+        until its last close (a big one into a spill file, never whole in memory), so
+        that no read loads all of it (a 50 MB transcript, 128 KiB a read)."""
+        inode = h.inode
+        if inode.role != Role.INBOX_ITEM or inode.data is not None or self.intake is None:
+            return
+        data = await trio.to_thread.run_sync(self.intake.item_buffer, inode.inbox_item)
+        if inode.data is None and inode.opened > 0:  # (not closed meanwhile)
+            inode.data = data if isinstance(data, SpillBuffer) else bytearray(data)
+
     async def flush(self, h: Handle) -> None:
         await self._hand_in(h.inode)
 
@@ -260,6 +272,9 @@ class Inbox(RoleBase):
     def release(self, h: Handle) -> None:
         h.inode.dirty = False  # only a close after a write hands a file in
         inode = h.inode
+        if inode.role == Role.INBOX_ITEM:
+            inode.data = None  # its last close: read back again at the next open
+            return
         if inode.role == Role.INBOX_NEW and inode.parent is None:
             # handed in (the stored item took its name) and closed: nothing can open it
             # again, and the kernel may keep its inode for long; its bytes are the item's

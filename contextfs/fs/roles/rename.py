@@ -245,6 +245,13 @@ class Renames:
     def _rename_file(self, src: Inode, dst_dir: Inode, new_name: str, dst: Inode | None) -> None:
         if src.role in READ_ONLY_FILES or src.trashed:
             raise ReadOnly(f"{src.name} is read-only")
+        if src.role in (Role.SESSION_TRANSCRIPT, Role.SESSION_CONTROL):
+            # its session would go on without it (no append, no end by control) while its
+            # turns were handed in elsewhere too, to be filed twice
+            raise NotPermitted(
+                f"{src.name} belongs to its live session and stays there: copy it (cp), "
+                "and end the session with rmdir"
+            )
         if dst is not None and dst.is_dir:
             raise IsADirectory("is a directory")
         written_back = dst is not None and dst.role in (Role.META, Role.VERSION)

@@ -192,19 +192,23 @@ class Sessions(RoleBase):
         )
 
     async def flush(self, h: Handle) -> None:
-        await self._commit(h.inode)
+        await self._commit(h)
 
     async def fsync(self, h: Handle) -> None:
-        if h.inode.role == Role.SESSION_TRANSCRIPT and h.inode.dirty:
+        if h.inode.role == Role.SESSION_TRANSCRIPT and (h.appended or h.inode.dirty):
             h.wrote = False
-            await self._commit(h.inode)
+            await self._commit(h)
 
     def release(self, h: Handle) -> None:
         h.inode.dirty = False  # only a close after a write records or commands
 
-    async def _commit(self, inode: Inode) -> None:
+    async def _commit(self, h: Handle) -> None:
+        inode = h.inode
         if inode.role == Role.SESSION_TRANSCRIPT:
-            self._record(inode)
+            if h.appended is not None:
+                self._record_appended(h)
+            else:
+                self._record(inode)
         elif inode.role == Role.SESSION_CONTROL:
             command = bytes(inode.data or b"").decode(errors="replace").strip().lower()
             inode.data, inode.dirty = None, False
@@ -212,6 +216,23 @@ class Sessions(RoleBase):
                 raise InvalidInput(f"unknown session command {command!r}: use compact or end")
             if command and inode.parent is not None:
                 await self._act(inode.parent, command)
+
+    def _record_appended(self, h: Handle) -> None:
+        """What one `>>` writer appended, recorded at its close (or fsync) after what is
+        stored now, other writers' appends included: its own lines, taken or refused
+        (with their bytes kept) on their own."""
+        assert self.intake is not None and h.appended is not None
+        inode, data = h.inode, bytes(h.appended)
+        h.appended = None
+        try:
+            self.intake.record(inode.session, data)
+        except ContextFSError as exc:  # nothing of this append was recorded
+            self.refusals.refuse(inode, exc, data)
+            raise
+        finally:
+            # the kernel cached each writer's bytes where it wrote them; the stored
+            # order is the order of the closes
+            self.table.invalidate(inode)
 
     def _record(self, inode: Inode) -> None:
         """Appended turns are recorded; anything else written is refused."""
