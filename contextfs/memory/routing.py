@@ -300,6 +300,8 @@ class Routing:
         # a machine write onto a person's text adds below it, never replaces (SPEC §5)
         protect = target is not None and target.person_wrote and bool(machine_writer(source))
         before = parse_document(target.l2) if target is not None else None
+        if before is not None:
+            incoming = _without_held_keys(ctype, before, incoming)
         if before is None:
             merged, folded = strategy.start(ctype, incoming)
         elif protect:
@@ -385,3 +387,20 @@ class Routing:
             done.append((path, res))
             log.info("recovered pending drop %s", path)
         return done
+
+
+def _without_held_keys(ctype: ContextType, before: Document, incoming: Document) -> Document:
+    """`incoming` without the key fields the node's text already has a value for. The
+    node was found by its name, which its key makes: the key a write gives names that
+    node and changes nothing. The text may say another (an L2 edited by hand, a copy
+    under a new name: `cp -r preferences/vim preferences/ked` keeps `topic: vim`); it is
+    kept as written, and writes by the node's name go on merging into it."""
+    held = [
+        k
+        for k in ctype.key_fields
+        if k in incoming.fields and str(before.fields.get(k) or "").strip()
+    ]
+    if not held:
+        return incoming
+    fields = {k: v for k, v in incoming.fields.items() if k not in held}
+    return Document(fields, incoming.body)

@@ -112,13 +112,13 @@ def _compact_document(text: str) -> str:
     return " · ".join(parts) + ("\n" + body if body else "")
 
 
-def _header(question: str, scope: str, res: Results, budget: int) -> str:
+def _header(question: str, scope: str, res: Results, budget: int, *, note: bool = True) -> str:
     sides = " + ".join(SIDE_NAMES[s] for s in res.sides) or "nothing"
     head = (
         f"# Context for: {question}\n"
         f"{scope or '/'} · {len(res.hits)} hits · searched by {sides} · {budget} tokens\n"
     )
-    if res.note:
+    if res.note and note:
         head += f"Note: {res.note}\n"
     if not res.hits:
         head += (
@@ -129,22 +129,68 @@ def _header(question: str, scope: str, res: Results, budget: int) -> str:
     return head
 
 
-def pack_context(question: str, scope: str, res: Results, budget: int) -> str:
-    """The bundle, never over `budget` tokens (estimate_tokens)."""
+POINTERS = "\n## Further hits\n\n"
+
+
+def _pointer(h: Hit, *, l0: bool = True, said: bool = False) -> str:
+    """A further hit's line: its path and L0 (`l0`), `(said in a turn above)` (`said`),
+    or its path alone (what is left when neither fits)."""
+    if said:
+        return f"- {h.path} (said in a turn above)\n"
+    if l0 and h.node.l0.strip():
+        return f"- {h.path}: {' '.join(h.node.l0.split())}\n"
+    return f"- {h.path}\n"
+
+
+def _fitted_header(question: str, scope: str, res: Results, budget: int) -> str:
+    """The header, leaving room for the best hit named by its path under "Further hits":
+    a note (vectors behind, loading) gives way first, then the end of a long question."""
     header = _header(question, scope, res, budget)
-    if estimate_tokens(header) > budget:
-        return header[: budget * 4]
+    if not res.hits:
+        return header
+    need = estimate_tokens(POINTERS) + estimate_tokens(_pointer(res.hits[0], l0=False))
+    if estimate_tokens(header) + need <= budget:
+        return header
+    header = _header(question, scope, res, budget, note=False)
+    cut = len(question)
+    while cut > 0 and estimate_tokens(header) + need > budget:
+        cut = max(0, cut - max(1, (estimate_tokens(header) + need - budget) * 4))
+        header = _header(question[:cut].rstrip() + "…", scope, res, budget, note=False)
+    return header
+
+
+def pack_context(question: str, scope: str, res: Results, budget: int) -> str:
+    """The bundle, never over `budget` tokens (estimate_tokens). Every one of the k hits is
+    in it: by its passages, else named by a line under "Further hits" (its path, with its
+    L0 when that fits); room for those lines is kept before any passage is packed."""
+    header = _header(question, scope, res, budget)
     if res.relevant is False:
+        if estimate_tokens(header) > budget:
+            return _trim(header, budget)
         best = max((h.confidence or 0.0 for h in res.hits), default=0.0)
         line = f"{NOTHING_RELEVANT}: no memory is close to this question ({best:.2f}).\n"
         return _trim(
             _short(header + "\n" + line, scope, res, budget, "Nearest, not relevant"), budget
         )
     if res.unanswered:
+        if estimate_tokens(header) > budget:
+            return _trim(header, budget)
         line = f"{NO_ANSWER}: the memories found do not say {res.unanswered}.\n"
         short = _short(header + "\n" + line, scope, res, budget, "Nearest", passages=True)
         return _trim(short, budget)
-    sections, used = _fill(scope, res.passages, estimate_tokens(header), budget)
+    header = _fitted_header(question, scope, res, budget)
+    if estimate_tokens(header) > budget:
+        return _trim(header, budget)
+    media = {h.node.id: h.media for h in res.hits if h.media}
+    # the hits whose path-alone pointers are kept room for, best first, as many as fit
+    reserve: dict[int, int] = {}
+    room = budget - estimate_tokens(header) - estimate_tokens(POINTERS)
+    for h in res.hits:
+        cost = estimate_tokens(_pointer(h, l0=False))
+        if cost <= room:
+            reserve[h.node.id] = cost
+            room -= cost
+    sections, used = _fill(scope, res.passages, estimate_tokens(header), budget, reserve, media)
     # a memory whose text a turn shown says already (an event extracted from that turn)
     # gives its room to the next passage: the turn shows who said it and when
     repeats = _repeated(sections)
@@ -152,23 +198,24 @@ def pack_context(question: str, scope: str, res: Results, budget: int) -> str:
     if repeats:
         said = {ph.node.id for ph in res.passages if id(ph) in repeats}
         kept = [ph for ph in res.passages if id(ph) not in repeats]
-        sections, used = _fill(scope, kept, estimate_tokens(header), budget)
-    pointers = "\n## Further hits\n\n"
+        sections, used = _fill(scope, kept, estimate_tokens(header), budget, reserve, media)
     further = [h for h in res.hits if h.node.id not in sections]
+    # what the reserved hits further down still need, for each hit in turn
+    owed = [0] * (len(further) + 1)
+    for i in range(len(further) - 1, -1, -1):
+        owed[i] = owed[i + 1] + reserve.get(further[i].node.id, 0)
     shown_pointers: list[str] = []
-    if further:
-        used += estimate_tokens(pointers)
-        for h in further:
-            line = (
-                f"- {h.path} (said in a turn above)\n"
-                if h.node.id in said
-                else f"- {h.path}: {h.node.l0.strip()}\n"
-            )
-            if used + estimate_tokens(line) > budget:
-                continue
-            used += estimate_tokens(line)
-            shown_pointers.append(line)
-    media = {h.node.id: h.media for h in res.hits if h.media}
+    for i, h in enumerate(further):
+        heading = 0 if shown_pointers else estimate_tokens(POINTERS)
+        left = budget - used - heading - owed[i + 1]
+        for line in (
+            _pointer(h, said=h.node.id in said),
+            _pointer(h, l0=False),
+        ):
+            if estimate_tokens(line) <= left:
+                used += heading + estimate_tokens(line)
+                shown_pointers.append(line)
+                break
     out = [header]
     for nid, sec in sections.items():
         out.append(sec.heading)
@@ -176,30 +223,49 @@ def pack_context(question: str, scope: str, res: Results, budget: int) -> str:
         for ph in sorted(sec.passages, key=lambda x: x.passage.index):
             out.append(_line(ph, date))
         if nid in media:  # a picture: its text above, its bytes here
-            out.append(f"bytes: {media[nid]}\n")
+            out.append(_media_line(media[nid]))
     if shown_pointers:
-        out.append(pointers + "".join(shown_pointers))
+        out.append(POINTERS + "".join(shown_pointers))
     return _trim("".join(out), budget)
 
 
+def _media_line(media: str) -> str:
+    return f"bytes: {media}\n"
+
+
 def _fill(
-    scope: str, passages: list[PassageHit], used: int, budget: int
+    scope: str,
+    passages: list[PassageHit],
+    used: int,
+    budget: int,
+    reserve: dict[int, int],
+    media: dict[int, str],
 ) -> tuple[dict[int, _Section], int]:
     """The passages that fit, best first, per node (a passage that does not fit is
-    skipped for a later one that does); and the tokens used."""
+    skipped for a later one that does); and the tokens used. The room `reserve` keeps
+    for naming each of those hits under "Further hits" (and the heading) is not packed;
+    a reserved hit whose passage is shown gives its line's room back."""
     sections: dict[int, _Section] = {}
+    pending = sum(reserve.values())
+    heading_cost = estimate_tokens(POINTERS)
     for ph in passages:
-        sec = sections.get(ph.node.id)
-        line = _line(ph, ph.passage.date)
+        nid = ph.node.id
+        sec = sections.get(nid)
+        # a line costs what it will be shown as: dated unless its section's first is
+        line = _line(ph, sec.passages[0].passage.date if sec is not None else ph.passage.date)
         if not line:
             continue
         heading = "" if sec is not None else _heading(ph, scope)
         cost = estimate_tokens(heading + line)
-        if used + cost > budget:
+        if sec is None and nid in media:
+            cost += estimate_tokens(_media_line(media[nid]))
+        after = pending - (reserve.get(nid, 0) if sec is None else 0)
+        if used + cost + after + (heading_cost if after else 0) > budget:
             continue
         used += cost
+        pending = after
         if sec is None:
-            sec = sections[ph.node.id] = _Section(ph.path, heading)
+            sec = sections[nid] = _Section(ph.path, heading)
         sec.passages.append(ph)
     return sections, used
 

@@ -146,3 +146,26 @@ def test_rsync_exports_files_whole(mount, tmp_path):
         for name in ("L2.md", "L0.md", "meta.yaml"):
             assert (copied / name).read_bytes() == (mount.path / rel / name).read_bytes(), name
         assert "access_count: 0" in (copied / "meta.yaml").read_text()
+
+
+def test_drops_by_name_merge_into_a_node_whose_l2_says_another_key(mount):
+    """The node's name is its key: an L2 edited by hand to say another (`topic: vim` in
+    preferences/ked) is kept as written, and a file dropped under the node's name still
+    merges into it (every such drop was refused: "field 'topic' is immutable: it is
+    'vim', refusing 'ked'"). So for a copy under a new name, which keeps the source's
+    key (docs/context-types.md, "Templates and node names")."""
+    p = mount.path / TYPE_DIR
+    (p / "ked.md").write_text("Uses vim.\n")
+    assert "topic: ked\n" in (p / "ked/L2.md").read_text()
+    (p / "ked/L2.md").write_text("---\ntopic: vim\n---\nUses vim.\n")
+    assert (p / "ked/L2.md").read_text() == "---\ntopic: vim\n---\nUses vim.\n"
+    (p / "ked.md").write_text("Now uses helix.\n")  # close() was EINVAL
+    assert (p / "ked/L2.md").read_text() == "---\ntopic: vim\n---\nNow uses helix.\n"
+    (p / "note.md").write_text("---\ntopic: Ked\n---\nWith a dark theme.\n")  # by its key
+    assert (p / "ked/L2.md").read_text() == "---\ntopic: vim\n---\nWith a dark theme.\n"
+    r = subprocess.run(["cp", "-r", p / "ked", p / "ked-copy"], capture_output=True, text=True)
+    assert (r.returncode, r.stderr) == (0, "")
+    (p / "ked-copy.md").write_text("Tries kakoune.\n")
+    assert (p / "ked-copy/L2.md").read_text() == "---\ntopic: vim\n---\nTries kakoune.\n"
+    assert sorted(os.listdir(p)) == ["ked", "ked-copy"]
+    assert "EINVAL" not in mount.status()

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import time
 import urllib.parse
 from pathlib import Path
@@ -205,3 +206,41 @@ def test_once_a_memory_says_it_the_question_is_answered(store):
     assert res["unanswered"] is None, res
     assert "No answer found" not in context, context
     assert "dark teal" in context, context
+
+
+def _named(context: str, path: str) -> bool:
+    """Whether the bundle shows `path` as a section heading or names it by a pointer."""
+    return any(
+        ln == f"## {path}"
+        or ln.startswith((f"## {path} · ", f"- {path}: ", f"- {path} ("))
+        or ln == f"- {path}"
+        for ln in context.splitlines()
+    )
+
+
+def test_at_a_small_budget_every_listed_hit_is_in_the_bundle(store):
+    # a hit whose passage is longer than the room a tiny budget leaves is still named (by
+    # its path, under "Further hits"); before, the bundle at @k=1,budget=60 left out the
+    # only hit and packed a shorter node nothing listed
+    node = store.path / "user/default/preferences/fdeditor"
+    node.mkdir()
+    write(
+        node / "L2.md",
+        "Uses emacs now with evil mode, org mode, magit, a custom theme, and a dozen "
+        "packages for python, rust and go, configured over many years of careful tweaking.\n",
+    )
+    wait_indexed(store)
+    question = "which emacs setup with evil mode and magit has she tweaked for years"
+    try:
+        # (k, budget, how many of the k hits have room to be named at least by their path)
+        for k, budget, room in ((1, 50, 1), (1, 60, 1), (1, 100, 1), (3, 60, 2), (3, 100, 3)):
+            d = store.path / ".query" / f"@k={k},budget={budget}"
+            d = d / urllib.parse.quote(question, safe=" ?',")
+            context = (d / "_context.md").read_text()
+            hits = json.loads((d / "_results.json").read_text())["hits"]
+            assert len(hits) == k
+            assert estimate_tokens(context) <= budget, (k, budget, context)
+            named = [h["path"] for h in hits if _named(context, h["path"])]
+            assert hits[0]["path"] in named and len(named) >= room, (k, budget, context)
+    finally:
+        shutil.rmtree(node)  # rm -r: to the trash, out of the later questions' hits

@@ -454,6 +454,15 @@ def test_bm25_answers_from_the_first_second(tmp_path, monkeypatch):
         text = (qdir(m.path, "jasmine tea") / "_context.md").read_text()
         assert "user/default/preferences/tea" in text and "jasmine" in text
         assert "searched by BM25 ·" in text and "vectors not used yet" in text
+        # at a tiny budget the note gives way to the hit: the bundle names it, within 50
+        # tokens (it held the header and the note alone)
+        tiny = qdir(m.path, "which jasmine tea every afternoon", opts="@k=1,budget=50")
+        text = (tiny / "_context.md").read_text()
+        lines = text.splitlines()
+        assert "- user/default/preferences/tea" in lines or any(
+            ln.startswith("## user/default/preferences/tea") for ln in lines
+        ), text
+        assert estimate_tokens(text) <= 50, text
         gate.set()
         wait_indexed(m)
         text = (qdir(m.path, "which tea with jasmine") / "_context.md").read_text()
