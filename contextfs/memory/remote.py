@@ -193,6 +193,10 @@ def _load_nodes(memory: Mirror, got: Fetched) -> list[tuple[Node, bool]]:
         for name in _COPIED:
             setattr(n, name, getattr(f, name))
         out.append((n, False))
+    for n, _created in out:
+        mine = memory.live.pending.get(_live_key(n))
+        if mine is not None and mine != n.id and _is_live(n):
+            _give_way(memory, mine, n.id)
     # what was loaded is committed: its texts may be let go again (memory.texts)
     memory.texts.committed([n for n, _created in out])
     memory.nodes.release([n for n, _created in out])
@@ -200,6 +204,57 @@ def _load_nodes(memory: Mirror, got: Fetched) -> list[tuple[Node, bool]]:
         memory.live.changed()  # (where they were is not known here)
     memory.reloaded.extend(out)
     return out
+
+
+def _live_key(n: Node) -> tuple[str, str, str, str]:
+    return (n.owner_kind, n.owner_id, n.type, n.name)
+
+
+def _is_live(n: Node) -> bool:
+    return n.deleted_at is None and n.archived_at is None
+
+
+def _give_way(memory: Mirror, nid: int, theirs: int) -> Node | None:
+    """The node nid, made here by mkdir and never stored, is at a path where another
+    mount's node is live now: it goes (from the live map and the node cache), and the
+    files made in it and not stored yet go to the other's node, so the tree shows that
+    node in its place (`fs.roles.nodes.Nodes.place`). Not while a transaction of this
+    mount is storing it: its commit is refused, and `give_way` runs after the rollback.
+    Returns the node that went (None: it stays)."""
+    n = memory.nodes.peek(nid)
+    tx = memory.transactions.journal
+    if n is None or n.persisted or (tx is not None and (nid in tx.nodes or nid in tx.new_nodes)):
+        return None
+    key = _live_key(n)
+    if memory.live.pending.get(key) == nid:
+        del memory.live.pending[key]
+    memory.nodes.pop(nid)
+    moved = [a for a in memory.transactions.created_attachments.values() if a.node_id == nid]
+    for a in moved:  # stored with the next commit, in the other's node
+        a.node_id = theirs
+    if moved:
+        memory.reattached.add(theirs)
+    log.info("%s, made here and never stored, gives way to another mount's node", key)
+    return n
+
+
+def give_way(memory: Mirror) -> int:
+    """After a refused commit (a shared store): load what every mount committed, then
+    every node made here by mkdir and never stored whose path another mount's live node
+    took meanwhile gives way to it (`_give_way`); that node waits in `memory.reloaded`
+    for the tree. Doing the refused write again then writes into the other's node.
+    Returns how many gave way."""
+    catch_up(memory)
+    count = 0
+    for key, nid in list(memory.live.pending.items()):
+        theirs = memory.store.live_node_id(*key)
+        if theirs is None or theirs == nid or _give_way(memory, nid, theirs) is None:
+            continue
+        count += 1
+        winner = memory.nodes.get(theirs)
+        if winner is not None and all(w is not winner for w, _created in memory.reloaded):
+            memory.reloaded.append((winner, True))
+    return count
 
 
 def _load_access(memory: Mirror, fresh: dict[tuple[str, str], Access]) -> None:

@@ -40,7 +40,7 @@ from contextfs.memory.attachments import AttachmentStore
 from contextfs.memory.document import Document, parse_document, render_document, trace_bytes
 from contextfs.memory.heads import LiveIndex, NodeCache
 from contextfs.memory.redact import escape_controls, marker
-from contextfs.memory.remote import catch_up, keep_both, lock_and_load
+from contextfs.memory.remote import catch_up, give_way, keep_both, lock_and_load
 from contextfs.memory.routing import Routing
 from contextfs.memory.strategies import strategy_for
 from contextfs.memory.summarize import summarize
@@ -170,6 +170,8 @@ class Memory:
             node_path=self.node_path,
             attachment_path=lambda a: self.attachment_store.attachment_path(a),
         )
+        if store.dialect == "postgresql":  # another mount's commit may refuse this one's
+            self.transactions.after_conflict = lambda: give_way(self)
         self.redactor = redactor
         # attachment records and their chunked bytes
         self.attachment_store = AttachmentStore(
@@ -511,12 +513,19 @@ class Memory:
 
     def persist_pending(self, owner: tuple[str, str] | None = None) -> int:
         """Store nodes made by mkdir and never written (fsync of a type dir, unmount)."""
-        pending = [n for n in self.nodes.unstored() if owner is None or n.owner == owner]
-        if pending:
-            with self.transaction():
-                for n in pending:
-                    self.transactions.store_node(n)
-        return len(pending)
+        for attempt in (1, 2):
+            pending = [n for n in self.nodes.unstored() if owner is None or n.owner == owner]
+            try:
+                if pending:
+                    with self.transaction():
+                        for n in pending:
+                            self.transactions.store_node(n)
+            except VersionConflict:  # another mount made one of them: it gave way, store the rest
+                if attempt == 2:
+                    raise
+                continue
+            return len(pending)
+        raise AssertionError("unreachable")
 
     def add_source(self, n: Node, source: str) -> None:
         """Provenance for n, stored with its next write in this transaction."""

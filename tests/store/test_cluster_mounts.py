@@ -207,6 +207,69 @@ def test_nodes_both_mounts_make_at_once_are_listed_on_both(tmp_path, pg_dsn, sto
     _stop_and_check([a, b], pg_dsn)
 
 
+def test_a_node_both_mounts_make_with_mkdir_at_once_ends_as_one_node_on_both(
+    tmp_path, pg_dsn, stopped
+):
+    """Both mounts `mkdir` one new node and write its L2 at the same moment: one write
+    makes the node, the other is refused with EAGAIN or goes into it. Within a second
+    both mounts show that one node (its files, its text), the write done again on either
+    is taken and seen on the other, `rm -r` works, and a folder the losing mount made
+    with `mkdir` only is still there after a remount (its last writes are stored)."""
+    a = _mount(tmp_path, "a", pg_dsn)
+    b = _mount(tmp_path, "b", pg_dsn)
+    stopped += [a, b]
+    together = threading.Barrier(2)
+    got: dict[str, str] = {}
+
+    def make(m: Mount, name: str) -> None:
+        d = m.path / PREFS / name
+        d.mkdir()
+        together.wait()
+        try:
+            (d / "L2.md").write_text(f"from {m.path.name}\n")
+            got[m.path.name] = "ok"
+        except OSError as e:
+            got[m.path.name] = errno.errorcode[e.errno]
+
+    files = ["L0.md", "L1.md", "L2.md", "meta.yaml"]
+    for i in range(3):
+        name = f"race{i}"
+        threads = [threading.Thread(target=make, args=(m, name)) for m in (a, b)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        assert set(got.values()) <= {"ok", "EAGAIN"} and "ok" in got.values(), got
+
+        def same(name: str = name) -> str | None:
+            texts = {(m.path / PREFS / name / "L2.md").read_text() for m in (a, b)}
+            listings = [set(os.listdir(m.path / PREFS / name)) for m in (a, b)]
+            if len(texts) == 1 and all(set(files) <= ls for ls in listings):
+                return texts.pop()
+            return None
+
+        text, took = _until(same, 5)
+        assert text in ("from mnt-a\n", "from mnt-b\n") and took < 1.0, (text, took)
+        # the write done again, on the mount that lost, is taken and seen on the other
+        loser = a if got["mnt-a"] == "EAGAIN" else b
+        other = b if loser is a else a
+        again, there = f"again {i}\n", other.path / PREFS / name / "L2.md"
+        (loser.path / PREFS / name / "L2.md").write_text(again)
+        _until(lambda there=there, again=again: there.read_text() == again, 5)
+        got.clear()
+    subprocess.run(["rm", "-r", str(a.path / PREFS / "race0")], check=True)
+    _until(lambda: not (b.path / PREFS / "race0").exists(), 5)
+    # a node made by mkdir while another mount makes the same one: it becomes theirs
+    (a.path / PREFS / "only-made").mkdir()
+    write_node(b.path / PREFS, "only-made", "Made on b.\n", fsync=True)
+    _until(lambda: (a.path / PREFS / "only-made" / "L2.md").read_text() == "Made on b.\n", 1)
+    (a.path / PREFS / "empty").mkdir()  # stored at the unmount
+    for m in (a, b):
+        m.remount()
+    assert sorted(os.listdir(a.path / PREFS)) == ["empty", "only-made", "race1", "race2"]
+    _stop_and_check([a, b], pg_dsn)
+
+
 def test_an_inbox_item_is_processed_by_one_mount(tmp_path, pg_dsn, stopped):
     """A mount that starts while another processes an export in the inbox leaves it to
     that mount (it is claimed): every conversation is archived once, and the report of

@@ -658,6 +658,8 @@ class Tiers(RoleBase):
         file (a tier's: the node's), so no one reads it who could not read that. A later
         refusal of the same NAME replaces it (every refused write is also in refused/)."""
         t = self.table
+        if d is not None:  # a node made by mkdir here that lost to another mount's
+            d = self.nodes.in_place_of(d)
         if d is None or d.trashed or not data or d.role not in (Role.TYPEDIR, Role.NODE):
             return
         if self.memory.failsafe:
