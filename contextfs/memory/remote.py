@@ -244,6 +244,8 @@ def give_way(memory: Mirror) -> int:
     took meanwhile gives way to it (`_give_way`); that node waits in `memory.reloaded`
     for the tree. Doing the refused write again then writes into the other's node.
     Returns how many gave way."""
+    if not memory.live.pending:
+        return 0  # nothing made here waits to be stored
     catch_up(memory)
     count = 0
     for key, nid in list(memory.live.pending.items()):
@@ -323,14 +325,22 @@ def lock_and_load(memory: Mirror, node_id: int) -> None:
     catch_up(memory)
 
 
-def keep_both(memory: Mirror, n: Node, text: str, reason: str) -> bool:
+def keep_both(memory: Mirror, n: Node, text: str, reason: str, started_from: str) -> bool:
     """A whole-file save of n's L2 lost to another mount's newer version: keep the losing
     text as a version in .history, then the newer one again as the current version, and
-    say so in `.status`. Returns whether anything was stored."""
+    say so in `.status`. Returns whether anything was stored.
+
+    Unless the text is still the one this save started from (`started_from`, the
+    content hash n had before the save): the versions stored meanwhile changed nothing
+    current (a text saved again as
+    it was, the other mount's own conflict keeping this mount's text current), so this
+    save is simply the newest, as on one mount."""
     for attempt in range(ATTEMPTS):
         try:
             with memory.transaction():
                 lock_and_load(memory, n.id)
+                if n.content_hash == started_from:
+                    return memory.save_l2(n, text, reason)  # committed on the way out
                 theirs, their_version = n.l2, n.version
                 if not memory.save_l2(n, text, f"conflict:{reason}"):
                     return False  # the other mount saved the same text

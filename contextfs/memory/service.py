@@ -578,6 +578,7 @@ class Memory:
         earlier = self._reaching_back(n, raw, found) if found and n.version else []
         l0, l1 = summarize(ctype, text) if text.strip() else ("", "")
         now = max(self.clock(), n.updated) if at is None else at
+        started_from = n.content_hash
         try:
             with self.transaction():
                 self.transactions.keep(n)
@@ -601,7 +602,7 @@ class Memory:
             # save keeps both; inside a caller's transaction, the caller re-applies
             if self.transactions.journal is not None or not n.persisted:
                 raise
-            return keep_both(self, n, text, reason)
+            return keep_both(self, n, text, reason, started_from)
         return True
 
     def _reaching_back(

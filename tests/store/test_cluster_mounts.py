@@ -270,6 +270,45 @@ def test_a_node_both_mounts_make_with_mkdir_at_once_ends_as_one_node_on_both(
     _stop_and_check([a, b], pg_dsn)
 
 
+def test_a_mounts_last_save_is_not_lost_to_a_copy_of_its_own_older_text(tmp_path, pg_dsn, stopped):
+    """A saves A1 and B saves B1 at once (one of them loses and keeps both), then A saves
+    A2: A2 is current on both mounts, never A1 again, however the pair went. (B's save
+    that lost stores A1 again on top of its own; A, saving A2 from its copy of A1 before
+    it loaded that version, found a conflict and kept A1 current, a text no one saved
+    last.)"""
+    a = _mount(tmp_path, "a", pg_dsn)
+    b = _mount(tmp_path, "b", pg_dsn)
+    stopped += [a, b]
+    together = threading.Barrier(2)
+    finals = []
+    for r in range(10):
+        name = f"race{r}"
+        write_node(a.path / PREFS, name, "start\n", fsync=True)
+        _until(lambda name=name: (b.path / PREFS / name / "L2.md").read_text() == "start\n", 5)
+
+        def save(m: Mount, text: str, name: str = name) -> None:
+            together.wait()
+            (m.path / PREFS / name / "L2.md").write_text(text)
+
+        threads = [threading.Thread(target=save, args=mt) for mt in ((a, "A1\n"), (b, "B1\n"))]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        (a.path / PREFS / name / "L2.md").write_text("A2-LAST\n")
+        l2s = [m.path / PREFS / name / "L2.md" for m in (a, b)]
+        time.sleep(0.5)  # a conflict of B's is kept both by then
+        text, _took = _until(
+            lambda l2s=l2s: len({p.read_text() for p in l2s}) == 1 and l2s[0].read_text(), 5
+        )
+        finals.append(text)
+        # B1, when B stored it from A1 without a conflict and A saved A2 from A1 before
+        # it loaded B1: then A2 is kept in .history (and named in .status)
+        assert text in ("A2-LAST\n", "B1\n"), (r, text, finals)
+    assert finals.count("A2-LAST\n") >= 8, finals
+    _stop_and_check([a, b], pg_dsn)
+
+
 def test_an_inbox_item_is_processed_by_one_mount(tmp_path, pg_dsn, stopped):
     """A mount that starts while another processes an export in the inbox leaves it to
     that mount (it is claimed): every conversation is archived once, and the report of
