@@ -359,3 +359,18 @@ def keep_both(memory: Mirror, n: Node, text: str, reason: str, started_from: str
         log.warning("write conflict on %s: kept both (versions %d and %d)", path, mine, n.version)
         return True
     return False
+
+
+def append_again(memory: Mirror, n: Node, appended: str, reason: str) -> bool:
+    """An append (O_APPEND, `>>`) to n's L2 lost to another mount's newer version: the
+    same text appended to that version instead, as two appends on one mount would be
+    (the row is locked first, so it cannot lose again). Returns whether it stored."""
+    for attempt in range(ATTEMPTS):
+        try:
+            with memory.transaction():
+                lock_and_load(memory, n.id)
+                return memory.save_l2(n, n.l2 + appended, reason)  # committed on the way out
+        except VersionConflict:
+            if attempt == ATTEMPTS - 1:
+                raise
+    return False

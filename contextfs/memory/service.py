@@ -40,7 +40,7 @@ from contextfs.memory.attachments import AttachmentStore
 from contextfs.memory.document import Document, parse_document, render_document, trace_bytes
 from contextfs.memory.heads import LiveIndex, NodeCache
 from contextfs.memory.redact import escape_controls, marker
-from contextfs.memory.remote import catch_up, give_way, keep_both, lock_and_load
+from contextfs.memory.remote import append_again, catch_up, give_way, keep_both, lock_and_load
 from contextfs.memory.routing import Routing
 from contextfs.memory.strategies import strategy_for
 from contextfs.memory.summarize import summarize
@@ -555,10 +555,13 @@ class Memory:
         *,
         at: float | None = None,
         keep_pins: bool = False,
+        appended_to: str | None = None,
     ) -> bool:
         """Commit text as n's L2: a new version when it differs. Returns whether it did.
         `at`: when the version was saved (an import restoring an exported one), else now.
-        keep_pins: hand-written L0/L1 stay, as after a machine's write (a rename's new key)."""
+        keep_pins: hand-written L0/L1 stay, as after a machine's write (a rename's new key).
+        appended_to: text is an append (O_APPEND) to this text; when another mount saved a
+        newer version first, the same lines are appended to that one instead."""
         if len(text.encode("utf-8")) > self.max_tier_size:
             raise TooBig(f"L2.md is limited to {self.max_tier_size} bytes")
         ctype = self.type_named(n.type)
@@ -602,6 +605,8 @@ class Memory:
             # save keeps both; inside a caller's transaction, the caller re-applies
             if self.transactions.journal is not None or not n.persisted:
                 raise
+            if appended_to is not None and text.startswith(appended_to):
+                return append_again(self, n, text[len(appended_to) :], reason)
             return keep_both(self, n, text, reason, started_from)
         return True
 

@@ -73,6 +73,22 @@ def test_a_save_after_the_others_kept_both_stays_current(two, types):
     assert [a.store.version_text(n.id, v) for v in (3, 4)] == ["B1\n", "A1\n"]
 
 
+def test_a_stale_append_is_appended_to_the_newest_version(two, types):
+    """b appends a line to the text it holds after a appended one it has not loaded: b's
+    line goes after a's in a new version, with no conflict (as two appends on one
+    mount)."""
+    a, b = two
+    n = a.create_node(OWNER, types["preference"], "log")
+    a.save_l2(n, "start\n")
+    catch_up(b)
+    nb = _node(b, "log")
+    a.save_l2(n, "start\nA line\n", appended_to="start\n")
+    assert b.save_l2(nb, "start\nB line\n", appended_to="start\n")
+    assert (nb.version, nb.l2) == (3, "start\nA line\nB line\n") and not b.conflicts
+    catch_up(a)
+    assert n.l2 == "start\nA line\nB line\n"
+
+
 def test_a_stale_routed_write_is_reapplied_on_the_newest_version(two, types):
     a, b = two
     pattern = types["pattern"]

@@ -309,6 +309,42 @@ def test_a_mounts_last_save_is_not_lost_to_a_copy_of_its_own_older_text(tmp_path
     _stop_and_check([a, b], pg_dsn)
 
 
+def test_appends_from_two_mounts_at_once_all_end_in_the_current_text(tmp_path, pg_dsn, stopped):
+    """`>>` to one L2.md from both mounts at once, 20 lines each: every close succeeds,
+    and every line is in the current text on both mounts, each mount's in its order (an
+    append that lost to the other mount's newer version is appended to that one, as two
+    appends on one mount are), with a version for each."""
+    a = _mount(tmp_path, "a", pg_dsn)
+    b = _mount(tmp_path, "b", pg_dsn)
+    stopped += [a, b]
+    write_node(a.path / PREFS, "log", "start\n", fsync=True)
+    _until(lambda: (b.path / PREFS / "log" / "L2.md").read_text() == "start\n", 5)
+    together = threading.Barrier(2)
+
+    def appender(m: Mount, tag: str) -> None:
+        together.wait()
+        for i in range(20):
+            with open(m.path / PREFS / "log" / "L2.md", "a") as f:
+                f.write(f"{tag} line {i}\n")
+
+    threads = [threading.Thread(target=appender, args=mt) for mt in ((a, "A"), (b, "B"))]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    want = {f"{tag} line {i}" for tag in "AB" for i in range(20)}
+    for m in (a, b):
+        l2 = m.path / PREFS / "log" / "L2.md"
+        text, _took = _until(lambda l2=l2: want <= set((t := l2.read_text()).splitlines()) and t, 5)
+        lines = text.splitlines()
+        assert lines[0] == "start" and len(lines) == 41, lines
+        for tag in "AB":
+            assert [x for x in lines if x.startswith(tag)] == [f"{tag} line {i}" for i in range(20)]
+    assert len(os.listdir(a.path / PREFS / "log" / ".history")) == 41
+    assert "write conflicts" not in a.status() + b.status()
+    _stop_and_check([a, b], pg_dsn)
+
+
 def test_an_inbox_item_is_processed_by_one_mount(tmp_path, pg_dsn, stopped):
     """A mount that starts while another processes an export in the inbox leaves it to
     that mount (it is claimed): every conversation is archived once, and the report of
