@@ -924,6 +924,53 @@ def test_a_write_waiting_for_a_frozen_server_does_not_hold_up_the_mounts_reads(
     _stop_and_check([a], dsn)
 
 
+def test_a_listing_read_from_the_store_waits_for_a_write_in_the_store(
+    tmp_path, own_server, stopped
+):
+    """A type directory this mount has never listed is read from the store; when its own
+    write is in the store meanwhile (here: waiting for a frozen server), the listing
+    waits its turn and lists every node (before: `ls` failed with EIO, and the log had
+    'a store call on the event loop outside greenwait.run')."""
+    dsn = own_server.create_database("listing")
+    b = _mount(tmp_path, "b", dsn)
+    stopped.append(b)
+    for i in range(3):
+        write_node(b.path / PREFS, f"n{i}", f"Note {i}.\n", fsync=True)
+    a = _mount(tmp_path, "a", dsn)  # started after: it has listed nothing
+    stopped.append(a)
+    outcome: dict[str, object] = {}
+
+    def write() -> None:
+        try:
+            write_node(a.path / "user/default/entities", "ana", "Ana, a friend.\n", fsync=True)
+            outcome["write"] = "stored"
+        except OSError as e:
+            outcome["write"] = e.errno
+
+    def listing() -> None:
+        try:
+            outcome["listing"] = sorted(os.listdir(a.path / PREFS))
+        except OSError as e:
+            outcome["listing"] = errno.errorcode[e.errno]
+
+    writer = threading.Thread(target=write)
+    lister = threading.Thread(target=listing)
+    own_server.freeze()
+    try:
+        writer.start()
+        time.sleep(1.0)  # its statement is sent and waits for the frozen server
+        lister.start()
+        time.sleep(1.0)
+    finally:
+        own_server.thaw()
+    writer.join(30)
+    lister.join(30)
+    assert outcome["listing"] == ["n0", "n1", "n2"], outcome
+    assert outcome["write"] == "stored", outcome
+    _until(lambda: (b.path / "user/default/entities/ana/L2.md").exists(), 5)
+    _stop_and_check([a, b], dsn)
+
+
 def test_a_mount_killed_loses_no_acknowledged_write(tmp_path, pg_dsn, stopped):
     a = _mount(tmp_path, "a", pg_dsn)
     b = _mount(tmp_path, "b", pg_dsn)
