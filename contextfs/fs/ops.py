@@ -353,16 +353,23 @@ class Operations(pyfuse3.Operations):
     ) -> None:
         try:
             with self.tree.request("readdir"):
-                for name, child, off in self.tree.listdir(fh, start_id):
-                    attrs = self._attr(self.tree.attr(child))
-                    if not pyfuse3.readdir_reply(token, os.fsencode(name), attrs, off):
-                        break
-                    self.tree.ref(child)
+                # a listing built from the store (a type directory's first) waits its turn
+                # for the store like any reader, not on the loop (greenwait)
+                await greenwait.run(self._readdir(fh, start_id, token), reader=True)
         except ContextFSError as exc:
             raise pyfuse3.FUSEError(exc.errno) from None
         except Exception:
             log.exception("internal error in readdir")
             raise pyfuse3.FUSEError(errno.EIO) from None
+
+    async def _readdir(
+        self, fh: pyfuse3.FileHandleT, start_id: int, token: pyfuse3.ReaddirToken
+    ) -> None:
+        for name, child, off in self.tree.listdir(fh, start_id):
+            attrs = self._attr(self.tree.attr(child))
+            if not pyfuse3.readdir_reply(token, os.fsencode(name), attrs, off):
+                break
+            self.tree.ref(child)
 
     async def releasedir(self, fh: pyfuse3.FileHandleT) -> None:
         return None

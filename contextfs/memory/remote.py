@@ -193,6 +193,10 @@ def _load_nodes(memory: Mirror, got: Fetched) -> list[tuple[Node, bool]]:
         for name in _COPIED:
             setattr(n, name, getattr(f, name))
         out.append((n, False))
+    for n, _created in out:
+        mine = memory.live.pending.get(_live_key(n))
+        if mine is not None and mine != n.id and _is_live(n):
+            _give_way(memory, mine, n.id)
     # what was loaded is committed: its texts may be let go again (memory.texts)
     memory.texts.committed([n for n, _created in out])
     memory.nodes.release([n for n, _created in out])
@@ -200,6 +204,59 @@ def _load_nodes(memory: Mirror, got: Fetched) -> list[tuple[Node, bool]]:
         memory.live.changed()  # (where they were is not known here)
     memory.reloaded.extend(out)
     return out
+
+
+def _live_key(n: Node) -> tuple[str, str, str, str]:
+    return (n.owner_kind, n.owner_id, n.type, n.name)
+
+
+def _is_live(n: Node) -> bool:
+    return n.deleted_at is None and n.archived_at is None
+
+
+def _give_way(memory: Mirror, nid: int, theirs: int) -> Node | None:
+    """The node nid, made here by mkdir and never stored, is at a path where another
+    mount's node is live now: it goes (from the live map and the node cache), and the
+    files made in it and not stored yet go to the other's node, so the tree shows that
+    node in its place (`fs.roles.nodes.Nodes.place`). Not while a transaction of this
+    mount is storing it: its commit is refused, and `give_way` runs after the rollback.
+    Returns the node that went (None: it stays)."""
+    n = memory.nodes.peek(nid)
+    tx = memory.transactions.journal
+    if n is None or n.persisted or (tx is not None and (nid in tx.nodes or nid in tx.new_nodes)):
+        return None
+    key = _live_key(n)
+    if memory.live.pending.get(key) == nid:
+        del memory.live.pending[key]
+    memory.nodes.pop(nid)
+    moved = [a for a in memory.transactions.created_attachments.values() if a.node_id == nid]
+    for a in moved:  # stored with the next commit, in the other's node
+        a.node_id = theirs
+    if moved:
+        memory.reattached.add(theirs)
+    log.info("%s, made here and never stored, gives way to another mount's node", key)
+    return n
+
+
+def give_way(memory: Mirror) -> int:
+    """After a refused commit (a shared store): load what every mount committed, then
+    every node made here by mkdir and never stored whose path another mount's live node
+    took meanwhile gives way to it (`_give_way`); that node waits in `memory.reloaded`
+    for the tree. Doing the refused write again then writes into the other's node.
+    Returns how many gave way."""
+    if not memory.live.pending:
+        return 0  # nothing made here waits to be stored
+    catch_up(memory)
+    count = 0
+    for key, nid in list(memory.live.pending.items()):
+        theirs = memory.store.live_node_id(*key)
+        if theirs is None or theirs == nid or _give_way(memory, nid, theirs) is None:
+            continue
+        count += 1
+        winner = memory.nodes.get(theirs)
+        if winner is not None and all(w is not winner for w, _created in memory.reloaded):
+            memory.reloaded.append((winner, True))
+    return count
 
 
 def _load_access(memory: Mirror, fresh: dict[tuple[str, str], Access]) -> None:
@@ -268,14 +325,22 @@ def lock_and_load(memory: Mirror, node_id: int) -> None:
     catch_up(memory)
 
 
-def keep_both(memory: Mirror, n: Node, text: str, reason: str) -> bool:
+def keep_both(memory: Mirror, n: Node, text: str, reason: str, started_from: str) -> bool:
     """A whole-file save of n's L2 lost to another mount's newer version: keep the losing
     text as a version in .history, then the newer one again as the current version, and
-    say so in `.status`. Returns whether anything was stored."""
+    say so in `.status`. Returns whether anything was stored.
+
+    Unless the text is still the one this save started from (`started_from`, the
+    content hash n had before the save): the versions stored meanwhile changed nothing
+    current (a text saved again as
+    it was, the other mount's own conflict keeping this mount's text current), so this
+    save is simply the newest, as on one mount."""
     for attempt in range(ATTEMPTS):
         try:
             with memory.transaction():
                 lock_and_load(memory, n.id)
+                if n.content_hash == started_from:
+                    return memory.save_l2(n, text, reason)  # committed on the way out
                 theirs, their_version = n.l2, n.version
                 if not memory.save_l2(n, text, f"conflict:{reason}"):
                     return False  # the other mount saved the same text
@@ -293,4 +358,19 @@ def keep_both(memory: Mirror, n: Node, text: str, reason: str) -> bool:
         )
         log.warning("write conflict on %s: kept both (versions %d and %d)", path, mine, n.version)
         return True
+    return False
+
+
+def append_again(memory: Mirror, n: Node, appended: str, reason: str) -> bool:
+    """An append (O_APPEND, `>>`) to n's L2 lost to another mount's newer version: the
+    same text appended to that version instead, as two appends on one mount would be
+    (the row is locked first, so it cannot lose again). Returns whether it stored."""
+    for attempt in range(ATTEMPTS):
+        try:
+            with memory.transaction():
+                lock_and_load(memory, n.id)
+                return memory.save_l2(n, n.l2 + appended, reason)  # committed on the way out
+        except VersionConflict:
+            if attempt == ATTEMPTS - 1:
+                raise
     return False

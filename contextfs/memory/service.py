@@ -41,7 +41,7 @@ from contextfs.memory.attachments import AttachmentStore
 from contextfs.memory.document import Document, parse_document, render_document, trace_bytes
 from contextfs.memory.heads import LiveIndex, NodeCache
 from contextfs.memory.redact import escape_controls, marker
-from contextfs.memory.remote import catch_up, keep_both, lock_and_load
+from contextfs.memory.remote import append_again, catch_up, give_way, keep_both, lock_and_load
 from contextfs.memory.routing import Routing
 from contextfs.memory.spill import SPILL_AT, SpillBuffer
 from contextfs.memory.strategies import strategy_for
@@ -172,6 +172,8 @@ class Memory:
             node_path=self.node_path,
             attachment_path=lambda a: self.attachment_store.attachment_path(a),
         )
+        if store.dialect == "postgresql":  # another mount's commit may refuse this one's
+            self.transactions.after_conflict = lambda: give_way(self)
         self.redactor = redactor
         # attachment records and their chunked bytes
         self.attachment_store = AttachmentStore(
@@ -513,12 +515,19 @@ class Memory:
 
     def persist_pending(self, owner: tuple[str, str] | None = None) -> int:
         """Store nodes made by mkdir and never written (fsync of a type dir, unmount)."""
-        pending = [n for n in self.nodes.unstored() if owner is None or n.owner == owner]
-        if pending:
-            with self.transaction():
-                for n in pending:
-                    self.transactions.store_node(n)
-        return len(pending)
+        for attempt in (1, 2):
+            pending = [n for n in self.nodes.unstored() if owner is None or n.owner == owner]
+            try:
+                if pending:
+                    with self.transaction():
+                        for n in pending:
+                            self.transactions.store_node(n)
+            except VersionConflict:  # another mount made one of them: it gave way, store the rest
+                if attempt == 2:
+                    raise
+                continue
+            return len(pending)
+        raise AssertionError("unreachable")
 
     def add_source(self, n: Node, source: str) -> None:
         """Provenance for n, stored with its next write in this transaction."""
@@ -548,10 +557,13 @@ class Memory:
         *,
         at: float | None = None,
         keep_pins: bool = False,
+        appended_to: str | None = None,
     ) -> bool:
         """Commit text as n's L2: a new version when it differs. Returns whether it did.
         `at`: when the version was saved (an import restoring an exported one), else now.
-        keep_pins: hand-written L0/L1 stay, as after a machine's write (a rename's new key)."""
+        keep_pins: hand-written L0/L1 stay, as after a machine's write (a rename's new key).
+        appended_to: text is an append (O_APPEND) to this text; when another mount saved a
+        newer version first, the same lines are appended to that one instead."""
         if len(text.encode("utf-8")) > self.max_tier_size:
             raise TooBig(f"L2.md is limited to {self.max_tier_size} bytes")
         ctype = self.type_named(n.type)
@@ -571,6 +583,7 @@ class Memory:
         earlier = self._reaching_back(n, raw, found) if found and n.version else []
         l0, l1 = summarize(ctype, text) if text.strip() else ("", "")
         now = max(self.clock(), n.updated) if at is None else at
+        started_from = n.content_hash
         try:
             with self.transaction():
                 self.transactions.keep(n)
@@ -594,7 +607,9 @@ class Memory:
             # save keeps both; inside a caller's transaction, the caller re-applies
             if self.transactions.journal is not None or not n.persisted:
                 raise
-            return keep_both(self, n, text, reason)
+            if appended_to is not None and text.startswith(appended_to):
+                return append_again(self, n, text[len(appended_to) :], reason)
+            return keep_both(self, n, text, reason, started_from)
         return True
 
     def _reaching_back(

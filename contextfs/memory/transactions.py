@@ -27,6 +27,7 @@ from contextfs.errors import (
     StoreBusy,
     StoreDamaged,
     StoreUnavailable,
+    VersionConflict,
     disk_full,
 )
 from contextfs.model import Access, Attachment, Change, ChangeOp, Node
@@ -124,6 +125,9 @@ class Transactions:
         # older than memory (memory.remote.apply)
         self.opened = 0
         self._subscribers: list[Callable[[Sequence[Change]], None]] = []
+        # a shared store: after an outermost transaction another mount's commit refused
+        # (memory.remote.give_way), so that the same change made again is taken
+        self.after_conflict: Callable[[], object] | None = None
 
     @property
     def journal(self) -> Journal | None:
@@ -179,6 +183,11 @@ class Transactions:
             self._tx = None
             self._undo(tx)
             self.live.changed()  # counts read inside it may have seen its rows
+            if isinstance(exc, VersionConflict) and self.after_conflict is not None:
+                try:
+                    self.after_conflict()
+                except ContextFSError as err:  # the server away: the next catch-up does it
+                    log.info("not caught up after a refused commit: %s", err)
             raise
         self._tx = None
         # a store that gives seqs out at its commit (PostgreSQL) returned lower bounds

@@ -52,6 +52,43 @@ def test_a_stale_whole_file_save_keeps_both_versions(two, types):
     assert [v for v, _t, _s in n.history] == [1, 2, 3, 4]
 
 
+@pytest.mark.allow_warnings  # b's write conflict is logged as a warning
+def test_a_save_after_the_others_kept_both_stays_current(two, types):
+    """a saves A1, b saves B1 from the version before (kept both: B1 in .history, A1
+    stored again on top), then a saves A2 from its A1 before it loaded those: A2 is the
+    newest version, not A1 once more, and a lists no conflict."""
+    a, b = two
+    n = a.create_node(OWNER, types["preference"], "tea")
+    a.save_l2(n, "start\n")
+    catch_up(b)
+    nb = _node(b, "tea")
+    a.save_l2(n, "A1\n")
+    assert b.save_l2(nb, "B1\n")
+    assert (nb.version, nb.l2) == (4, "A1\n") and len(b.conflicts) == 1
+    assert n.version == 2  # a has not heard of versions 3 and 4
+    assert a.save_l2(n, "A2-LAST\n")
+    assert (n.version, n.l2) == (5, "A2-LAST\n") and not a.conflicts
+    catch_up(b)
+    assert (nb.version, nb.l2) == (5, "A2-LAST\n")
+    assert [a.store.version_text(n.id, v) for v in (3, 4)] == ["B1\n", "A1\n"]
+
+
+def test_a_stale_append_is_appended_to_the_newest_version(two, types):
+    """b appends a line to the text it holds after a appended one it has not loaded: b's
+    line goes after a's in a new version, with no conflict (as two appends on one
+    mount)."""
+    a, b = two
+    n = a.create_node(OWNER, types["preference"], "log")
+    a.save_l2(n, "start\n")
+    catch_up(b)
+    nb = _node(b, "log")
+    a.save_l2(n, "start\nA line\n", appended_to="start\n")
+    assert b.save_l2(nb, "start\nB line\n", appended_to="start\n")
+    assert (nb.version, nb.l2) == (3, "start\nA line\nB line\n") and not b.conflicts
+    catch_up(a)
+    assert n.l2 == "start\nA line\nB line\n"
+
+
 def test_a_stale_routed_write_is_reapplied_on_the_newest_version(two, types):
     a, b = two
     pattern = types["pattern"]

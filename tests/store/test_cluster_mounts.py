@@ -207,6 +207,144 @@ def test_nodes_both_mounts_make_at_once_are_listed_on_both(tmp_path, pg_dsn, sto
     _stop_and_check([a, b], pg_dsn)
 
 
+def test_a_node_both_mounts_make_with_mkdir_at_once_ends_as_one_node_on_both(
+    tmp_path, pg_dsn, stopped
+):
+    """Both mounts `mkdir` one new node and write its L2 at the same moment: one write
+    makes the node, the other is refused with EAGAIN or goes into it. Within a second
+    both mounts show that one node (its files, its text), the write done again on either
+    is taken and seen on the other, `rm -r` works, and a folder the losing mount made
+    with `mkdir` only is still there after a remount (its last writes are stored)."""
+    a = _mount(tmp_path, "a", pg_dsn)
+    b = _mount(tmp_path, "b", pg_dsn)
+    stopped += [a, b]
+    together = threading.Barrier(2)
+    got: dict[str, str] = {}
+
+    def make(m: Mount, name: str) -> None:
+        d = m.path / PREFS / name
+        d.mkdir()
+        together.wait()
+        try:
+            (d / "L2.md").write_text(f"from {m.path.name}\n")
+            got[m.path.name] = "ok"
+        except OSError as e:
+            got[m.path.name] = errno.errorcode[e.errno]
+
+    files = ["L0.md", "L1.md", "L2.md", "meta.yaml"]
+    for i in range(3):
+        name = f"race{i}"
+        threads = [threading.Thread(target=make, args=(m, name)) for m in (a, b)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        assert set(got.values()) <= {"ok", "EAGAIN"} and "ok" in got.values(), got
+
+        def same(name: str = name) -> str | None:
+            texts = {(m.path / PREFS / name / "L2.md").read_text() for m in (a, b)}
+            listings = [set(os.listdir(m.path / PREFS / name)) for m in (a, b)]
+            if len(texts) == 1 and all(set(files) <= ls for ls in listings):
+                return texts.pop()
+            return None
+
+        text, took = _until(same, 5)
+        assert text in ("from mnt-a\n", "from mnt-b\n") and took < 1.0, (text, took)
+        # the write done again, on the mount that lost, is taken and seen on the other
+        loser = a if got["mnt-a"] == "EAGAIN" else b
+        other = b if loser is a else a
+        again, there = f"again {i}\n", other.path / PREFS / name / "L2.md"
+        (loser.path / PREFS / name / "L2.md").write_text(again)
+        _until(lambda there=there, again=again: there.read_text() == again, 5)
+        got.clear()
+    subprocess.run(["rm", "-r", str(a.path / PREFS / "race0")], check=True)
+    _until(lambda: not (b.path / PREFS / "race0").exists(), 5)
+    # a node made by mkdir while another mount makes the same one: it becomes theirs
+    (a.path / PREFS / "only-made").mkdir()
+    write_node(b.path / PREFS, "only-made", "Made on b.\n", fsync=True)
+    _until(lambda: (a.path / PREFS / "only-made" / "L2.md").read_text() == "Made on b.\n", 1)
+    (a.path / PREFS / "empty").mkdir()  # stored at the unmount
+    for m in (a, b):
+        m.remount()
+    assert sorted(os.listdir(a.path / PREFS)) == ["empty", "only-made", "race1", "race2"]
+    _stop_and_check([a, b], pg_dsn)
+
+
+def test_a_mounts_last_save_is_not_lost_to_a_copy_of_its_own_older_text(tmp_path, pg_dsn, stopped):
+    """A saves A1 and B saves B1 at once (one of them loses and keeps both), then A saves
+    A2: A2 is current on both mounts, never A1 again, however the pair went. (B's save
+    that lost stores A1 again on top of its own; A, saving A2 from its copy of A1 before
+    it loaded that version, found a conflict and kept A1 current, a text no one saved
+    last.)"""
+    a = _mount(tmp_path, "a", pg_dsn)
+    b = _mount(tmp_path, "b", pg_dsn)
+    stopped += [a, b]
+    together = threading.Barrier(2)
+    finals = []
+    for r in range(10):
+        name = f"race{r}"
+        write_node(a.path / PREFS, name, "start\n", fsync=True)
+        _until(lambda name=name: (b.path / PREFS / name / "L2.md").read_text() == "start\n", 5)
+
+        def save(m: Mount, text: str, name: str = name) -> None:
+            together.wait()
+            (m.path / PREFS / name / "L2.md").write_text(text)
+
+        threads = [threading.Thread(target=save, args=mt) for mt in ((a, "A1\n"), (b, "B1\n"))]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        (a.path / PREFS / name / "L2.md").write_text("A2-LAST\n")
+        l2s = [m.path / PREFS / name / "L2.md" for m in (a, b)]
+        time.sleep(0.5)  # a conflict of B's is kept both by then
+        text, _took = _until(
+            lambda l2s=l2s: len({p.read_text() for p in l2s}) == 1 and l2s[0].read_text(), 5
+        )
+        finals.append(text)
+        # B1, when B stored it from A1 without a conflict and A saved A2 from A1 before
+        # it loaded B1: then A2 is kept in .history (and named in .status)
+        assert text in ("A2-LAST\n", "B1\n"), (r, text, finals)
+    assert finals.count("A2-LAST\n") >= 8, finals
+    _stop_and_check([a, b], pg_dsn)
+
+
+def test_appends_from_two_mounts_at_once_all_end_in_the_current_text(tmp_path, pg_dsn, stopped):
+    """`>>` to one L2.md from both mounts at once, 20 lines each: every close succeeds,
+    and every line is in the current text on both mounts, each mount's in its order (an
+    append that lost to the other mount's newer version is appended to that one, as two
+    appends on one mount are), with a version for each."""
+    a = _mount(tmp_path, "a", pg_dsn)
+    b = _mount(tmp_path, "b", pg_dsn)
+    stopped += [a, b]
+    write_node(a.path / PREFS, "log", "start\n", fsync=True)
+    _until(lambda: (b.path / PREFS / "log" / "L2.md").read_text() == "start\n", 5)
+    together = threading.Barrier(2)
+
+    def appender(m: Mount, tag: str) -> None:
+        together.wait()
+        for i in range(20):
+            with open(m.path / PREFS / "log" / "L2.md", "a") as f:
+                f.write(f"{tag} line {i}\n")
+
+    threads = [threading.Thread(target=appender, args=mt) for mt in ((a, "A"), (b, "B"))]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    want = {f"{tag} line {i}" for tag in "AB" for i in range(20)}
+    for m in (a, b):
+        l2 = m.path / PREFS / "log" / "L2.md"
+        text, _took = _until(lambda l2=l2: want <= set((t := l2.read_text()).splitlines()) and t, 5)
+        lines = text.splitlines()
+        assert lines[0] == "start" and len(lines) == 41, lines
+        for tag in "AB":
+            assert [x for x in lines if x.startswith(tag)] == [f"{tag} line {i}" for i in range(20)]
+    assert len(os.listdir(a.path / PREFS / "log" / ".history")) == 41
+    assert "write conflicts" not in a.status() + b.status()
+    _stop_and_check([a, b], pg_dsn)
+
+
 def test_an_inbox_item_is_processed_by_one_mount(tmp_path, pg_dsn, stopped):
     """A mount that starts while another processes an export in the inbox leaves it to
     that mount (it is claimed): every conversation is archived once, and the report of
@@ -784,6 +922,53 @@ def test_a_write_waiting_for_a_frozen_server_does_not_hold_up_the_mounts_reads(
     _written_once_back(a, "juice", "Orange juice.\n")
     assert (a.path / PREFS / "juice" / "L2.md").read_text().endswith("Orange juice.\n")
     _stop_and_check([a], dsn)
+
+
+def test_a_listing_read_from_the_store_waits_for_a_write_in_the_store(
+    tmp_path, own_server, stopped
+):
+    """A type directory this mount has never listed is read from the store; when its own
+    write is in the store meanwhile (here: waiting for a frozen server), the listing
+    waits its turn and lists every node (before: `ls` failed with EIO, and the log had
+    'a store call on the event loop outside greenwait.run')."""
+    dsn = own_server.create_database("listing")
+    b = _mount(tmp_path, "b", dsn)
+    stopped.append(b)
+    for i in range(3):
+        write_node(b.path / PREFS, f"n{i}", f"Note {i}.\n", fsync=True)
+    a = _mount(tmp_path, "a", dsn)  # started after: it has listed nothing
+    stopped.append(a)
+    outcome: dict[str, object] = {}
+
+    def write() -> None:
+        try:
+            write_node(a.path / "user/default/entities", "ana", "Ana, a friend.\n", fsync=True)
+            outcome["write"] = "stored"
+        except OSError as e:
+            outcome["write"] = e.errno
+
+    def listing() -> None:
+        try:
+            outcome["listing"] = sorted(os.listdir(a.path / PREFS))
+        except OSError as e:
+            outcome["listing"] = errno.errorcode[e.errno]
+
+    writer = threading.Thread(target=write)
+    lister = threading.Thread(target=listing)
+    own_server.freeze()
+    try:
+        writer.start()
+        time.sleep(1.0)  # its statement is sent and waits for the frozen server
+        lister.start()
+        time.sleep(1.0)
+    finally:
+        own_server.thaw()
+    writer.join(30)
+    lister.join(30)
+    assert outcome["listing"] == ["n0", "n1", "n2"], outcome
+    assert outcome["write"] == "stored", outcome
+    _until(lambda: (b.path / "user/default/entities/ana/L2.md").exists(), 5)
+    _stop_and_check([a, b], dsn)
 
 
 def test_a_mount_killed_loses_no_acknowledged_write(tmp_path, pg_dsn, stopped):

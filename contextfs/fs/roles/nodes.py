@@ -249,6 +249,8 @@ class Nodes(RoleBase):
         found = (td.children or {}).get(n.name)
         if found is not None and found.node is n:  # shown already (a lookup built it)
             return found
+        if found is not None and self._gave_way(found):
+            self._forget(found)  # n is another mount's node at the path it had
         return self.table.new_dir(
             Role.NODE,
             n.name,
@@ -829,6 +831,28 @@ class Nodes(RoleBase):
             ]  # fmt: skip
             for d in stale:
                 self._forget(d)
+
+    def _gave_way(self, d: Inode) -> bool:
+        """d shows a node made here by mkdir and never stored, which gave way to another
+        mount's node at its path (memory.remote.give_way)."""
+        n = d.node
+        return (
+            d.role == Role.NODE
+            and n is not None
+            and not n.persisted
+            and self.memory.nodes.peek(n.id) is not n
+        )
+
+    def in_place_of(self, d: Inode) -> Inode:
+        """The directory to use for d: d, unless its node gave way to another mount's
+        node at its path; then that node's directory, shown now in d's place."""
+        if not self._gave_way(d):
+            return d
+        n, ctype = d.node, d.ctype
+        assert n is not None
+        winner = None if ctype is None else self.memory.live_node(n.owner, ctype, n.name)
+        placed = self.place(winner) if winner is not None else None
+        return placed if placed is not None else d
 
     def _unshown(self, n: Node) -> bool:
         """n is live, of a node type with a directory per node, and its type directory

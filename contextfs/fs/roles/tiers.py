@@ -282,13 +282,16 @@ class Tiers(RoleBase):
             return
         assert h.buffer is not None and inode.node is not None and inode.tier is not None
         data = bytes(h.buffer)
+        appended = None
         if h.rebase is not None:
             # O_APPEND: what it appended, after the text as stored now (the node's: a save
             # renamed over L2.md since this open replaced the file it opened)
-            data = inode.node.tier(inode.tier).encode("utf-8") + data[h.rebase :]
+            base = inode.node.tier(inode.tier)
+            data = base.encode("utf-8") + data[h.rebase :]
+            appended = base  # the text it appends to: on a conflict, to the newest one
         h.dirty = False
         try:
-            stored = self.save_tier(inode, inode.node, inode.tier, data)
+            stored = self.save_tier(inode, inode.node, inode.tier, data, appended_to=appended)
         except ContextFSError as exc:
             refusal = self.refusals.refuse_commit(inode, exc, data)
             h.buffer = bytearray(inode.node.tier(inode.tier).encode("utf-8"))
@@ -430,7 +433,15 @@ class Tiers(RoleBase):
         self.nodes.changed(n)  # the versions from `place` on read again
         return True
 
-    def first_save(self, d: Inode | None, n: Node, text: str, reason: str = "write") -> bool:
+    def first_save(
+        self,
+        d: Inode | None,
+        n: Node,
+        text: str,
+        reason: str = "write",
+        *,
+        appended_to: str | None = None,
+    ) -> bool:
         """L2's save; in a node with no version yet, the versions written back into its
         `.history` are stored first, in order (a copy keeps its history), and L0/L1 written
         before it stay as written when they differ from what this L2 derives (a copy keeps
@@ -438,7 +449,7 @@ class Tiers(RoleBase):
         if n.version > 0 or d is None:
             if d is not None:
                 d.copied_from = None  # saved again: no longer a copy being made
-            return self.memory.save_l2(n, text, reason)
+            return self.memory.save_l2(n, text, reason, appended_to=appended_to)
         hist = (d.children or {}).get(HISTORY_DIR)
         pending = sorted(
             (c for c in (hist.children or {}).values() if c.role == Role.VERSION and c.data)
@@ -474,12 +485,15 @@ class Tiers(RoleBase):
                 self.table.unlink_inode(c)
         return changed or bool(pending)
 
-    def save_tier(self, inode: Inode, n: Node, tier: str, data: bytes) -> bytes | None:
+    def save_tier(
+        self, inode: Inode, n: Node, tier: str, data: bytes, *, appended_to: str | None = None
+    ) -> bytes | None:
         """Save data as a tier; returns what is stored when it differs from data (a secret
-        was redacted), else None."""
+        was redacted), else None. appended_to: data is an append (O_APPEND) to this text
+        (`Memory.save_l2`)."""
         text = decode_text(data, f"{tier}.md")
         if tier == "L2":
-            changed = self.first_save(inode.parent, n, text)
+            changed = self.first_save(inode.parent, n, text, appended_to=appended_to)
         else:
             changed = self.memory.save_pinned(n, tier, text)
         if changed:
@@ -658,6 +672,8 @@ class Tiers(RoleBase):
         file (a tier's: the node's), so no one reads it who could not read that. A later
         refusal of the same NAME replaces it (every refused write is also in refused/)."""
         t = self.table
+        if d is not None:  # a node made by mkdir here that lost to another mount's
+            d = self.nodes.in_place_of(d)
         if d is None or d.trashed or not data or d.role not in (Role.TYPEDIR, Role.NODE):
             return
         if self.memory.failsafe:
