@@ -194,8 +194,11 @@ class MountSource(Source):
                         continue
                     if not tdir.is_dir():
                         continue
+                    # every folder of a type directory is a node: one made by mkdir and
+                    # never written shows no meta.yaml (so `cp -r` can make one) and may
+                    # hold attachments all the same
                     for d in sorted(tdir.iterdir()):
-                        if not d.name.startswith(".") and (d / "meta.yaml").exists():
+                        if not d.name.startswith(".") and d.is_dir() and not d.is_symlink():
                             found.append((d, t))
             self._dirs = found
         return self._dirs
@@ -227,11 +230,14 @@ class MountSource(Source):
         rel = d.relative_to(self.mount).parts
         o = (self.mount / rel[0] / rel[1]).stat()
         st = d.stat()
-        tier = d / "L2.md"
-        if tier.exists():
+        shown = [d / "L2.md", d / "L0.md", d / "L1.md"]
+        tier = next((p for p in shown if p.exists()), None)
+        if tier is not None:
             file_mode = stat.S_IMODE(tier.stat().st_mode)
-        else:  # never written: meta.yaml shows the files' mode without its write bits
+        elif (d / "meta.yaml").exists():  # its files' mode without the write bits
             file_mode = stat.S_IMODE((d / "meta.yaml").stat().st_mode) | 0o200
+        else:  # never written and no file of it shown: nothing says another mode
+            file_mode = FILE_MODE
         node = Access(st.st_uid, st.st_gid, stat.S_IMODE(st.st_mode), file_mode)
         return access_fact(node, Access(o.st_uid, o.st_gid, DIR_MODE, FILE_MODE))
 
@@ -243,7 +249,11 @@ class MountSource(Source):
                 self.problems.append(f"{d.relative_to(self.mount)}: {exc.strerror or exc}")
 
     def _read(self, d: Path, t: ContextType, history: bool) -> NodeRecord:
-        meta = yaml.safe_load((d / "meta.yaml").read_text(encoding="utf-8")) or {}
+        shown = d / "meta.yaml"  # a node never written shows none: its facts are its access
+        meta = (yaml.safe_load(shown.read_text(encoding="utf-8")) or {}) if shown.exists() else {}
+        if not meta:
+            meta = {"version": 0, "l0_pinned": (d / "L0.md").exists()}
+            meta["l1_pinned"] = (d / "L1.md").exists()
         versions: list[tuple[int, str, float]] = []
         if history and (d / HISTORY).is_dir():
             for v in (d / HISTORY).iterdir():
@@ -346,7 +356,8 @@ class StoreSource(Source):
     def nodes(self, history: bool) -> Iterator[NodeRecord]:
         m = self.memory
         for n in self._live():
-            meta = yaml.safe_load(m.meta_yaml(n)) or {}
+            # a node never written shows no meta.yaml in a mount: the same facts here
+            meta = (yaml.safe_load(m.meta_yaml(n)) or {}) if n.version > 0 else {"version": 0}
             atts = []
             for a in m.attachment_store.node_attachments(n):
                 rel = m.attachment_store.attachment_path(a).removeprefix(m.node_path(n) + "/")
@@ -704,11 +715,13 @@ class _Importer:
         folder = file.with_suffix("")
         if self.to.has_node(place):
             # a node of that name lives here: the type's strategy decides (a file routed
-            # into the type directory); its own tiers and history stay
-            self.to.route(
-                owner, ctype, f"{place.name or ctype.type_dir}.md", note.l2.encode(), False
-            )
-            self.report.routed += 1
+            # into the type directory); its own tiers and history stay. A node exported
+            # never written brings no text, only its attachments.
+            if note.l2:
+                self.to.route(
+                    owner, ctype, f"{place.name or ctype.type_dir}.md", note.l2.encode(), False
+                )
+                self.report.routed += 1
             if folder.is_dir() and ctype.mode != "append":
                 self.attachments(folder, place, keep_existing=True)
             elif folder.is_dir():

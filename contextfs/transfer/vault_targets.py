@@ -121,7 +121,10 @@ class MountTarget:
         (self.mount / owner).mkdir()
 
     def has_node(self, place: Place) -> bool:
-        return (self.mount / place.rel / "meta.yaml").exists()
+        # a folder of a type directory is a node, one never written too (it shows no
+        # meta.yaml); a singleton's folder is there before it is written
+        node = self.mount / place.rel
+        return node.is_dir() if place.name else (node / "meta.yaml").exists()
 
     def route(
         self, owner: str, ctype: ContextType, filename: str, data: bytes, named: bool

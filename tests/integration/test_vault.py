@@ -700,3 +700,47 @@ def test_an_export_into_the_mount_it_reads_is_refused(mount: Mount) -> None:
     r = cli("export", str(mount.path), str(node / "exp"))
     assert r.returncode == 2 and "inside the mount" in r.stderr, r.stderr
     assert sorted(os.listdir(node)) == [".history", "L0.md", "L1.md", "L2.md", "meta.yaml"]
+
+
+def test_a_node_never_written_is_exported_with_its_attachments(tmp_path: Path) -> None:
+    """A node made by `mkdir` and never written (no L2 version, so no meta.yaml shown)
+    that holds only attachments is exported as an empty `<name>.md` with its folder, made
+    again by an import, and export -> import -> export is the same tree; the unmounted
+    data dir exports it the same way."""
+    with two_mounts(tmp_path) as (a, b):
+        bare = a.path / "user/default/entities/bare"
+        bare.mkdir()
+        (bare / "docs").mkdir()
+        (bare / "docs/notes.txt").write_text("kept beside no text\n")
+        (a.path / "user/default/preferences/empty").mkdir()  # nothing at all
+        out1, out2 = tmp_path / "out1", tmp_path / "out2"
+        r = cli("export", str(a.path), str(out1), "--history")
+        assert r.returncode == 0, r.stdout + r.stderr
+        assert "exported 2 node(s)" in r.stdout and "2 attachment(s)" in r.stdout
+        assert (out1 / "user/default/entities/bare/docs/notes.txt").read_text() == (
+            "kept beside no text\n"
+        )
+        fm = yaml.safe_load((out1 / "user/default/entities/bare.md").read_text().split("---")[1])
+        assert fm == {
+            "contextfs": {"type": "entity", "front_matter": False, "facts": {"version": 0}}
+        }
+        assert (out1 / "user/default/preferences/empty.md").exists()
+        r = cli("import", str(out1), str(b.path), "--json")
+        assert r.returncode == 0, r.stdout + r.stderr
+        report = json.loads(r.stdout)
+        assert (report["created"], report["attachments"], report["refused"]) == (2, 2, [])
+        assert (b.path / "user/default/entities/bare/docs/notes.txt").exists()
+        assert not (b.path / "user/default/entities/bare/L2.md").exists()  # still unwritten
+        r = cli("export", str(b.path), str(out2), "--history")
+        assert r.returncode == 0, r.stdout + r.stderr
+        first, second = snapshot(out1, strip_facts=False), snapshot(out2, strip_facts=False)
+        assert [k for k in first.keys() | second.keys() if first.get(k) != second.get(k)] == []
+        # imported again: the node is there, its attachment too; nothing refused
+        r = cli("import", str(out1), str(b.path), "--json")
+        assert r.returncode == 0, r.stdout + r.stderr
+        assert json.loads(r.stdout)["refused"] == []
+    out3 = tmp_path / "out3"
+    r = cli("export", str(tmp_path / "data-a"), str(out3), "--history")
+    assert r.returncode == 0, r.stderr
+    assert snapshot(out3, strip_facts=False) == first
+    assert a.fsck() == [] and b.fsck() == []
