@@ -963,6 +963,13 @@ class _Importer:
             self.report.attachments += 1
 
 
+def _wanted_id(note: Note) -> int | None:
+    """The id an exported node asks back (its `contextfs.facts.id`)."""
+    facts = note.meta.get("facts") if note.meta is not None else None
+    wanted = facts.get("id") if isinstance(facts, dict) else None
+    return wanted if isinstance(wanted, int) and not isinstance(wanted, bool) else None
+
+
 def _folder_key(folder: str) -> str:
     return " ".join(folder.lower().replace("_", " ").split())
 
@@ -1039,6 +1046,10 @@ def import_tree(
         return any(parent in consumed for parent in p.parents)
 
     parsed = [(p, n) for p, n in parsed if not inside_consumed(p)]
+    # nodes that ask for their id back are made first: a node made without one (a plain
+    # note, a node exported never written) takes the lowest free id, which may be one a
+    # node later in the tree asks for
+    parsed.sort(key=lambda pn: not isinstance(_wanted_id(pn[1]), int))
     report.skipped = [s for s in report.skipped if not inside_consumed(src / s["file"])]
     report.notes = len(parsed) + len(report.refused)  # + those not UTF-8
     # an export's owner folders are owners (an empty one too); a vault's `user/` folder

@@ -744,3 +744,42 @@ def test_a_node_never_written_is_exported_with_its_attachments(tmp_path: Path) -
     assert r.returncode == 0, r.stderr
     assert snapshot(out3, strip_facts=False) == first
     assert a.fsck() == [] and b.fsck() == []
+
+
+def test_nodes_get_their_ids_back_beside_nodes_that_ask_for_none(tmp_path: Path) -> None:
+    """A node imported without an id (a node exported never written, a plain note in the
+    tree) takes the lowest free id; made before a node that asks for that id back, it took
+    it, and the other node came back under a new id. Every exported node keeps its id,
+    into a mount and into a data dir."""
+    with two_mounts(tmp_path) as (a, b):
+        (a.path / "user/default/preferences/tea.md").write_text("Green tea, no sugar.\n")
+        bare = a.path / "user/default/entities/bare"  # sorted before preferences/
+        bare.mkdir()
+        (bare / "a.txt").write_text("A\n")
+        out1 = tmp_path / "out1"
+        r = cli("export", str(a.path), str(out1))
+        assert r.returncode == 0, r.stdout + r.stderr
+        (out1 / "user/default/entities/aaa-note.md").write_text("A plain note.\n")  # no id
+
+        def ids(out: Path) -> dict[str, int]:
+            found = {}
+            for f in sorted(out.rglob("*.md")):
+                m = re.search(r"^    id: (\d+)$", f.read_text(), re.M)
+                if m:
+                    found[str(f.relative_to(out))] = int(m.group(1))
+            return found
+
+        tea = "user/default/preferences/tea.md"
+        exported = ids(out1)
+        assert list(exported) == [tea]
+        r = cli("import", str(out1), str(b.path), "--json")
+        assert r.returncode == 0, r.stdout + r.stderr
+        assert json.loads(r.stdout)["refused"] == []
+        out2 = tmp_path / "out2"
+        assert cli("export", str(b.path), str(out2)).returncode == 0
+        assert ids(out2)[tea] == exported[tea]
+    r = cli("import", str(out1), str(tmp_path / "data-c"), "--json")
+    assert r.returncode == 0, r.stdout + r.stderr
+    out3 = tmp_path / "out3"
+    assert cli("export", str(tmp_path / "data-c"), str(out3)).returncode == 0
+    assert ids(out3)[tea] == exported[tea]
