@@ -258,20 +258,26 @@ class MountSource(Source):
         if history and (d / HISTORY).is_dir():
             for v in (d / HISTORY).iterdir():
                 if v.name.startswith("v") and v.name[1:-3].isdigit() and v.name.endswith(".md"):
-                    text = v.read_text(encoding="utf-8")
+                    text = _text(v)
                     versions.append((int(v.name[1:-3]), text, v.stat().st_mtime))
             versions.sort()
         l2 = d / "L2.md"  # a node made by mkdir and never written has no L2.md yet
         return NodeRecord(
             path=str(d.relative_to(self.mount)),
             type=t.name,
-            l2=l2.read_text(encoding="utf-8") if l2.exists() else "",
-            l0=(d / "L0.md").read_text(encoding="utf-8") if meta.get("l0_pinned") else None,
-            l1=(d / "L1.md").read_text(encoding="utf-8") if meta.get("l1_pinned") else None,
+            l2=_text(l2) if l2.exists() else "",
+            l0=_text(d / "L0.md") if meta.get("l0_pinned") else None,
+            l1=_text(d / "L1.md") if meta.get("l1_pinned") else None,
             facts=_facts(meta, self._access(d)),
             attachments=tuple(_walk_attachments(d, self.problems, self.mount)),
             history=tuple(versions),
         )
+
+
+def _text(path: Path) -> str:
+    """A file's text as stored: `\r\n` and a lone `\r` stay (`read_text` would make
+    them `\n`, and a node's text would not come back as it was)."""
+    return path.read_bytes().decode("utf-8")
 
 
 def _facts(meta: dict[str, Any], access: dict[str, Any] | None) -> dict[str, Any]:
@@ -482,7 +488,7 @@ def export_tree(
     for rec in source.nodes(history):
         f = out / (rec.path + ".md")
         f.parent.mkdir(parents=True, exist_ok=True)
-        f.write_text(node_markdown(rec, names), encoding="utf-8")
+        f.write_bytes(node_markdown(rec, names).encode("utf-8"))
         folder = out / rec.path
         own = fact_access(rec.facts.get("access"))
         if own is not None:  # a private node stays private on the disk it is exported to
@@ -508,7 +514,7 @@ def export_tree(
         for v, text, when in rec.history:
             h = folder / HISTORY / f"v{v}.md"
             h.parent.mkdir(parents=True, exist_ok=True)
-            h.write_text(text, encoding="utf-8")
+            h.write_bytes(text.encode("utf-8"))
             os.utime(h, (when, when))  # the time it was saved, which an import restores
             versions += 1
         for p, a in reversed(dir_modes):  # deepest first: a read-only folder is filled
@@ -1034,7 +1040,7 @@ def import_tree(
     parsed: list[tuple[Path, Note]] = []
     for p in notes:
         try:
-            note = read_note(p.read_text(encoding="utf-8"), p.stem)
+            note = read_note(_text(p), p.stem)
         except UnicodeDecodeError:
             imp.refuse(p, InvalidInput("a markdown file must be UTF-8 text"))
             continue
