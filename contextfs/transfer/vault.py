@@ -236,8 +236,8 @@ class MountSource(Source):
             file_mode = stat.S_IMODE(tier.stat().st_mode)
         elif (d / "meta.yaml").exists():  # its files' mode without the write bits
             file_mode = stat.S_IMODE((d / "meta.yaml").stat().st_mode) | 0o200
-        else:  # never written and no file of it shown: nothing says another mode
-            file_mode = FILE_MODE
+        else:  # never written and no file of it shown: its folder's (`_unwritten`)
+            file_mode = stat.S_IMODE(st.st_mode) & 0o666
         node = Access(st.st_uid, st.st_gid, stat.S_IMODE(st.st_mode), file_mode)
         return access_fact(node, Access(o.st_uid, o.st_gid, DIR_MODE, FILE_MODE))
 
@@ -272,6 +272,13 @@ class MountSource(Source):
             attachments=tuple(_walk_attachments(d, self.problems, self.mount)),
             history=tuple(versions),
         )
+
+
+def _unwritten(a: Access) -> Access:
+    """A node never written shows no file, so no mode of its files: an export gives it
+    the one a node's files take from its folder (`mkdir -m 700`: 0600), through a mount
+    and from a data dir alike (the store may hold another, which nothing shows)."""
+    return Access(a.uid, a.gid, a.dir_mode, a.dir_mode & 0o666)
 
 
 def _text(path: Path) -> str:
@@ -383,6 +390,8 @@ class StoreSource(Source):
                 tuple((v, m.history_text(n, v), c) for v, c, _s in n.history) if history else ()
             )
             own = m.access.get(("node", str(n.id)))
+            if own is not None and n.version == 0 and not (n.l0_pinned or n.l1_pinned):
+                own = _unwritten(own)
             o = m.owner_access(f"{n.owner_kind}/{n.owner_id}", os.getuid(), os.getgid())
             default = Access(o.uid, o.gid, DIR_MODE, FILE_MODE)
             yield NodeRecord(

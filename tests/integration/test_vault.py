@@ -713,10 +713,18 @@ def test_a_node_never_written_is_exported_with_its_attachments(tmp_path: Path) -
         (bare / "docs").mkdir()
         (bare / "docs/notes.txt").write_text("kept beside no text\n")
         (a.path / "user/default/preferences/empty").mkdir()  # nothing at all
+        # private ones: no file shows the mode of their files, the folder's says it
+        os.mkdir(a.path / "user/default/entities/kept", 0o700)
+        (a.path / "user/default/entities/kept/k.txt").write_text("private\n")
+        (a.path / "user/default/entities/shut").mkdir()
+        os.chmod(a.path / "user/default/entities/shut", 0o700)
         out1, out2 = tmp_path / "out1", tmp_path / "out2"
         r = cli("export", str(a.path), str(out1), "--history")
         assert r.returncode == 0, r.stdout + r.stderr
-        assert "exported 2 node(s)" in r.stdout and "2 attachment(s)" in r.stdout
+        assert "exported 4 node(s)" in r.stdout and "3 attachment(s)" in r.stdout
+        for name in ("kept", "shut"):
+            text = (out1 / f"user/default/entities/{name}.md").read_text()
+            assert "dir_mode: '0700'\n      file_mode: '0600'" in text, text
         assert (out1 / "user/default/entities/bare/docs/notes.txt").read_text() == (
             "kept beside no text\n"
         )
@@ -728,7 +736,7 @@ def test_a_node_never_written_is_exported_with_its_attachments(tmp_path: Path) -
         r = cli("import", str(out1), str(b.path), "--json")
         assert r.returncode == 0, r.stdout + r.stderr
         report = json.loads(r.stdout)
-        assert (report["created"], report["attachments"], report["refused"]) == (2, 2, [])
+        assert (report["created"], report["attachments"], report["refused"]) == (4, 3, [])
         assert (b.path / "user/default/entities/bare/docs/notes.txt").exists()
         assert not (b.path / "user/default/entities/bare/L2.md").exists()  # still unwritten
         r = cli("export", str(b.path), str(out2), "--history")
