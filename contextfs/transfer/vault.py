@@ -512,6 +512,7 @@ def export_tree(
                     dir_modes.append((p, a))
                 elif a.kind == "symlink":
                     os.symlink(a.target, p)
+                    os.utime(p, (a.mtime, a.mtime), follow_symlinks=False)
                 else:
                     p.write_bytes(a.data)
                     os.chmod(p, a.mode)
@@ -528,6 +529,7 @@ def export_tree(
             versions += 1
         for p, a in reversed(dir_modes):  # deepest first: a read-only folder is filled
             os.chmod(p, a.mode)
+            os.utime(p, (a.mtime, a.mtime))  # after what was written into it
         if own is not None and folder.is_dir():
             _set_access(folder, own, own.dir_mode, problems)
         nodes += 1
@@ -766,8 +768,9 @@ class _Importer:
             self.later.append((file, folder, place))
 
     def attachments(self, folder: Path, place: Place, *, keep_existing: bool) -> None:
-        """Copy the folder beside an exported file into the node (not its .history)."""
-        dir_modes: list[tuple[Path, Path, int]] = []
+        """Copy the folder beside an exported file into the node (not its .history), with
+        the modes and times of its files, folders and links."""
+        dir_modes: list[tuple[Path, Path, os.stat_result]] = []
         for root, dirs, files in os.walk(folder):
             here = Path(root)
             if here == folder:
@@ -782,9 +785,10 @@ class _Importer:
                         if keep_existing and self.to.has_attachment(place, rel):
                             continue
                         self.to.add_symlink(place, rel, os.readlink(src))
+                        self.to.set_time(place, rel, st.st_mtime)
                     elif stat.S_ISDIR(st.st_mode):
                         self.to.add_dir(place, rel)
-                        dir_modes.append((src, rel, stat.S_IMODE(st.st_mode)))
+                        dir_modes.append((src, rel, st))
                     else:
                         if keep_existing and self.to.has_attachment(place, rel):
                             self.report.skipped.append(
@@ -801,10 +805,11 @@ class _Importer:
                     self.refuse(src, exc)
                 except ContextFSError as exc:
                     self.refuse(src, exc)
-        for src, rel, mode in reversed(dir_modes):  # deepest first
+        for src, rel, st in reversed(dir_modes):  # deepest first, once filled
             try:
-                self.to.set_dir_mode(place, rel, mode)
-            except OSError as exc:
+                self.to.set_dir_mode(place, rel, stat.S_IMODE(st.st_mode))
+                self.to.set_time(place, rel, st.st_mtime)
+            except (OSError, ContextFSError) as exc:
                 self.refuse(src, exc)
 
     def folder_access(self, owner: str) -> None:

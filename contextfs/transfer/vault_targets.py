@@ -93,6 +93,9 @@ class Target(Protocol):
 
     def set_dir_mode(self, place: Place, rel: Path, mode: int) -> None: ...
 
+    def set_time(self, place: Place, rel: Path, mtime: float) -> None:
+        """The mtime of an attachment folder or symlink (a file gets its own with it)."""
+
     def set_folder_access(self, rel: str, a: Access) -> None:
         """An owner directory (`user/alice`) or one of its type folders: `a.dir_mode`, and
         `a.uid`/`a.gid` where the importer may give them (root)."""
@@ -190,6 +193,9 @@ class MountTarget:
 
     def set_dir_mode(self, place: Place, rel: Path, mode: int) -> None:
         os.chmod(self.mount / place.rel / rel, mode)
+
+    def set_time(self, place: Place, rel: Path, mtime: float) -> None:
+        os.utime(self.mount / place.rel / rel, (mtime, mtime), follow_symlinks=False)
 
     def set_folder_access(self, rel: str, a: Access) -> None:
         path = self.mount / rel
@@ -310,6 +316,12 @@ class StoreTarget:
         a = self._tree(place)[1][rel]
         if a.mode != mode:
             a.mode = mode
+            self.memory.attachment_store.update_attachment(a)
+
+    def set_time(self, place: Place, rel: Path, mtime: float) -> None:
+        a = self._tree(place)[1][rel]
+        if a.mtime != mtime:
+            a.mtime = mtime
             self.memory.attachment_store.update_attachment(a)
 
     def set_folder_access(self, rel: str, a: Access) -> None:

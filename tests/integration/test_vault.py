@@ -825,3 +825,38 @@ def test_line_endings_survive_the_round_trip(tmp_path: Path) -> None:
     out3 = tmp_path / "out3"
     assert cli("export", str(tmp_path / "data-a"), str(out3), "--history").returncode == 0
     assert snapshot(out3, strip_facts=False) == first  # the store's text: the mount's
+
+
+def test_attachment_folder_and_link_times_survive_the_round_trip(tmp_path: Path) -> None:
+    """The mount keeps the mtime of an attachment folder and of a symlink (`touch -h`);
+    the export gives them to what it writes and an import back to the node, into a mount
+    and into a data dir (they were the time of the export, then of the import)."""
+    old_dir, old_link = 1009843200.0, 978307200.0  # 2002-01-01, 2001-01-01
+    with two_mounts(tmp_path) as (a, b):
+        node = a.path / "user/default/entities/kit"
+        node.mkdir()
+        (node / "L2.md").write_text("A kit.\n")
+        (node / "parts/inner").mkdir(parents=True)
+        (node / "parts/inner/bolt.txt").write_text("M6\n")
+        os.symlink("parts/inner/bolt.txt", node / "bolt")
+        os.utime(node / "parts", (old_dir, old_dir))
+        os.utime(node / "parts/inner", (old_dir + 1, old_dir + 1))
+        os.utime(node / "bolt", (old_link, old_link), follow_symlinks=False)
+
+        def times(root: Path) -> dict[str, float]:
+            kit = root / "user/default/entities/kit"
+            return {n: (kit / n).lstat().st_mtime for n in ("parts", "parts/inner", "bolt")}
+
+        want = {"parts": old_dir, "parts/inner": old_dir + 1, "bolt": old_link}
+        out1, out2, out3 = tmp_path / "out1", tmp_path / "out2", tmp_path / "out3"
+        assert cli("export", str(a.path), str(out1)).returncode == 0
+        assert times(out1) == want
+        r = cli("import", str(out1), str(b.path))
+        assert r.returncode == 0, r.stdout + r.stderr
+        assert times(b.path) == want
+        assert cli("export", str(b.path), str(out2)).returncode == 0
+        assert times(out2) == want
+    r = cli("import", str(out1), str(tmp_path / "data-c"))
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert cli("export", str(tmp_path / "data-c"), str(out3)).returncode == 0
+    assert times(out3) == want
