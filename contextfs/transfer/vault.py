@@ -733,13 +733,20 @@ class _Importer:
         if self.to.has_node(place):
             # a node of that name lives here: the type's strategy decides (a file routed
             # into the type directory); its own tiers and history stay. A node exported
-            # never written brings no text, only its attachments.
-            if note.l2:
+            # never written brings no text, only its attachments; one whose text the node
+            # holds already (the same export imported again, an import run again after it
+            # stopped) is that node: nothing routed, no new version or appended copy, its
+            # attachments that are missing added.
+            same = self.to.node_text(place) == note.l2
+            if same:
+                why = "the node is there with this text: only attachments it lacks are added"
+                self.report.skipped.append({"file": str(rel), "why": why})
+            elif note.l2:
                 self.to.route(
                     owner, ctype, f"{place.name or ctype.type_dir}.md", note.l2.encode(), False
                 )
                 self.report.routed += 1
-            if folder.is_dir() and ctype.mode != "append":
+            if folder.is_dir() and (ctype.mode != "append" or same):
                 self.attachments(folder, place, keep_existing=True)
             elif folder.is_dir():
                 self.report.skipped.append(
@@ -787,8 +794,10 @@ class _Importer:
                         self.to.add_symlink(place, rel, os.readlink(src))
                         self.to.set_time(place, rel, st.st_mtime)
                     elif stat.S_ISDIR(st.st_mode):
-                        self.to.add_dir(place, rel)
                         dir_modes.append((src, rel, st))
+                        if keep_existing and self.to.has_attachment(place, rel):
+                            continue  # there: what it holds is looked at, not counted
+                        self.to.add_dir(place, rel)
                     else:
                         if keep_existing and self.to.has_attachment(place, rel):
                             self.report.skipped.append(

@@ -68,6 +68,10 @@ class Target(Protocol):
 
     def has_node(self, place: Place) -> bool: ...
 
+    def node_text(self, place: Place) -> str | None:
+        """The L2 of the node there ("" when it was never written)."""
+        ...
+
     def route(
         self, owner: str, ctype: ContextType, filename: str, data: bytes, named: bool
     ) -> str | None:
@@ -128,6 +132,15 @@ class MountTarget:
         # meta.yaml); a singleton's folder is there before it is written
         node = self.mount / place.rel
         return node.is_dir() if place.name else (node / "meta.yaml").exists()
+
+    def node_text(self, place: Place) -> str | None:
+        l2 = self.mount / place.rel / "L2.md"
+        try:
+            return l2.read_bytes().decode("utf-8")
+        except FileNotFoundError:
+            return ""  # never written
+        except (OSError, UnicodeDecodeError):
+            return None
 
     def route(
         self, owner: str, ctype: ContextType, filename: str, data: bytes, named: bool
@@ -256,6 +269,10 @@ class StoreTarget:
 
     def has_node(self, place: Place) -> bool:
         return self._node(place) is not None
+
+    def node_text(self, place: Place) -> str | None:
+        n = self._node(place)
+        return None if n is None else n.l2
 
     def route(
         self, owner: str, ctype: ContextType, filename: str, data: bytes, named: bool

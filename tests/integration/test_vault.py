@@ -860,3 +860,35 @@ def test_attachment_folder_and_link_times_survive_the_round_trip(tmp_path: Path)
     assert r.returncode == 0, r.stdout + r.stderr
     assert cli("export", str(tmp_path / "data-c"), str(out3)).returncode == 0
     assert times(out3) == want
+
+
+def test_an_import_run_again_changes_nothing(tmp_path: Path) -> None:
+    """The same export imported twice (an import run again after it stopped): a node
+    there with the exported text is that node, so no new version is saved into it and no
+    second event is appended beside it; an attachment it lacks is added. It routed each
+    file again: every merged node got a version more, and every event a copy."""
+    with two_mounts(tmp_path) as (a, b):
+        fill(a.path)
+        out1, out2 = tmp_path / "out1", tmp_path / "out2"
+        assert cli("export", str(a.path), str(out1), "--history").returncode == 0
+        r = cli("import", str(out1), str(b.path), "--json")
+        assert r.returncode == 0, r.stdout + r.stderr
+        os.remove(b.path / "user/default/preferences/editor/photo.bin")  # stopped before it
+        r = cli("import", str(out1), str(b.path), "--json")
+        assert r.returncode == 0, r.stdout + r.stderr
+        report = json.loads(r.stdout)
+        assert (report["created"], report["routed"], report["refused"]) == (0, 0, [])
+        assert report["nodes_before"] == report["nodes_after"] == 5
+        assert report["attachments"] == 1  # photo.bin, again
+        assert cli("export", str(b.path), str(out2), "--history").returncode == 0
+        first, second = snapshot(out1, strip_facts=False), snapshot(out2, strip_facts=False)
+        assert [k for k in first.keys() | second.keys() if first.get(k) != second.get(k)] == []
+    data = tmp_path / "data-c"
+    for _ in range(2):
+        r = cli("import", str(out1), str(data), "--json")
+        assert r.returncode == 0, r.stdout + r.stderr
+    report = json.loads(r.stdout)
+    assert (report["created"], report["routed"], report["nodes_after"]) == (0, 0, 5)
+    out3 = tmp_path / "out3"
+    assert cli("export", str(data), str(out3), "--history").returncode == 0
+    assert snapshot(out3, strip_facts=False) == first
