@@ -54,7 +54,13 @@ from contextfs.memory.exported import (
 from contextfs.memory.restore import access_fact, fact_access, fact_time
 from contextfs.memory.routing import tag_list
 from contextfs.model import DIR_MODE, FILE_MODE, Access
-from contextfs.transfer.vault_targets import MountTarget, Place, StoreTarget, Target
+from contextfs.transfer.vault_targets import (
+    MountTarget,
+    Place,
+    StoreTarget,
+    Target,
+    singleton_made,
+)
 
 if TYPE_CHECKING:
     from contextfs.memory.service import Memory
@@ -189,7 +195,7 @@ class MountSource(Source):
                         continue
                     tdir = self.mount / owner / t.type_dir
                     if t.singleton:
-                        if (tdir / "meta.yaml").exists():
+                        if singleton_made(tdir):
                             found.append((tdir, t))
                         continue
                     if not tdir.is_dir():

@@ -131,7 +131,7 @@ class MountTarget:
         # a folder of a type directory is a node, one never written too (it shows no
         # meta.yaml); a singleton's folder is there before it is written
         node = self.mount / place.rel
-        return node.is_dir() if place.name else (node / "meta.yaml").exists()
+        return node.is_dir() if place.name else singleton_made(node)
 
     def node_text(self, place: Place) -> str | None:
         l2 = self.mount / place.rel / "L2.md"
@@ -235,6 +235,15 @@ class MountTarget:
         except OSError as exc:
             exc.filename = exc.filename or str(path)  # a refused close names no file
             raise
+
+
+def singleton_made(folder: Path) -> bool:
+    """Whether a singleton's folder in a mount holds its node: one written shows its
+    meta.yaml, one never written its attachments (an empty folder is no node yet)."""
+    try:
+        return any(not name.startswith(".") for name in os.listdir(folder))
+    except OSError:
+        return False
 
 
 def _iso(value: Any) -> str:

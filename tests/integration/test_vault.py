@@ -718,10 +718,14 @@ def test_a_node_never_written_is_exported_with_its_attachments(tmp_path: Path) -
         (a.path / "user/default/entities/kept/k.txt").write_text("private\n")
         (a.path / "user/default/entities/shut").mkdir()
         os.chmod(a.path / "user/default/entities/shut", 0o700)
+        # a singleton never written, holding a picture: its folder shows no meta.yaml
+        (a.path / "user/default/profile/avatar.png").write_bytes(b"\x89PNG\r\n\x1a\n" * 8)
         out1, out2 = tmp_path / "out1", tmp_path / "out2"
         r = cli("export", str(a.path), str(out1), "--history")
         assert r.returncode == 0, r.stdout + r.stderr
-        assert "exported 4 node(s)" in r.stdout and "3 attachment(s)" in r.stdout
+        assert "exported 5 node(s)" in r.stdout and "4 attachment(s)" in r.stdout
+        assert (out1 / "user/default/profile/avatar.png").exists()
+        assert (out1 / "user/default/profile.md").exists()
         for name in ("kept", "shut"):
             text = (out1 / f"user/default/entities/{name}.md").read_text()
             assert "dir_mode: '0700'\n      file_mode: '0600'" in text, text
@@ -736,7 +740,8 @@ def test_a_node_never_written_is_exported_with_its_attachments(tmp_path: Path) -
         r = cli("import", str(out1), str(b.path), "--json")
         assert r.returncode == 0, r.stdout + r.stderr
         report = json.loads(r.stdout)
-        assert (report["created"], report["attachments"], report["refused"]) == (4, 3, [])
+        assert (report["created"], report["attachments"], report["refused"]) == (5, 4, [])
+        assert sorted(os.listdir(b.path / "user/default/profile")) == ["avatar.png"]
         assert (b.path / "user/default/entities/bare/docs/notes.txt").exists()
         assert not (b.path / "user/default/entities/bare/L2.md").exists()  # still unwritten
         r = cli("export", str(b.path), str(out2), "--history")
