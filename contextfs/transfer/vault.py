@@ -32,6 +32,7 @@ import os
 import re
 import stat
 import urllib.parse
+from collections import Counter
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -124,11 +125,27 @@ class AttachmentRecord:
     """A file, folder or symlink inside a node, `rel` relative to the node directory."""
 
     rel: str
-    kind: str  # file | dir | symlink
+    kind: str  # file | dir | symlink | link (a hard link: `target` is the name it shares)
     mode: int
     mtime: float
     data: bytes = b""
     target: str = ""
+
+
+def _linked(records: list[AttachmentRecord], keys: dict[str, object]) -> list[AttachmentRecord]:
+    """`records` sorted by name, each file that shares its bytes with one before it (the
+    same `keys` entry: the inode it shows, the row that holds it) a `link` to that one."""
+    first: dict[object, str] = {}
+    out = []
+    for r in sorted(records, key=lambda r: r.rel):
+        key = keys.get(r.rel)
+        if r.kind == "file" and key is not None:
+            if key in first:
+                r = AttachmentRecord(r.rel, "link", r.mode, r.mtime, target=first[key])
+            else:
+                first[key] = r.rel
+        out.append(r)
+    return out
 
 
 @dataclass(frozen=True, slots=True)
@@ -268,6 +285,7 @@ class MountSource(Source):
                     versions.append((int(v.name[1:-3]), text, v.stat().st_mtime))
             versions.sort()
         l2 = d / "L2.md"  # a node made by mkdir and never written has no L2.md yet
+        inodes: dict[str, object] = {}  # the files with more than one name: their inode
         return NodeRecord(
             path=str(d.relative_to(self.mount)),
             type=t.name,
@@ -275,7 +293,9 @@ class MountSource(Source):
             l0=_text(d / "L0.md") if meta.get("l0_pinned") else None,
             l1=_text(d / "L1.md") if meta.get("l1_pinned") else None,
             facts=_facts(meta, self._access(d)),
-            attachments=tuple(_walk_attachments(d, self.problems, self.mount)),
+            attachments=tuple(
+                _linked(list(_walk_attachments(d, self.problems, self.mount, inodes)), inodes)
+            ),
             history=tuple(versions),
         )
 
@@ -306,10 +326,13 @@ def _facts(meta: dict[str, Any], access: dict[str, Any] | None) -> dict[str, Any
     return out
 
 
-def _walk_attachments(node_dir: Path, problems: list[str], top: Path) -> Iterator[AttachmentRecord]:
-    """Everything in a node directory that is not a tier, meta.yaml or .history. One that
-    cannot be read (a path longer than the system takes) is a problem reported with its
-    path, not the end of its node."""
+def _walk_attachments(
+    node_dir: Path, problems: list[str], top: Path, inodes: dict[str, object]
+) -> Iterator[AttachmentRecord]:
+    """Everything in a node directory that is not a tier, meta.yaml or .history (the
+    inode of each file with more than one name put in `inodes`). One that cannot be read
+    (a path longer than the system takes) is a problem reported with its path, not the
+    end of its node."""
     stack = [Path()]
     while stack:
         rel_dir = stack.pop()
@@ -333,6 +356,8 @@ def _walk_attachments(node_dir: Path, problems: list[str], top: Path) -> Iterato
                     yield AttachmentRecord(str(rel), "dir", mode, st.st_mtime)
                     stack.append(rel)
                 elif entry.is_file(follow_symlinks=False):
+                    if st.st_nlink > 1:
+                        inodes[str(rel)] = (st.st_dev, st.st_ino)
                     data = Path(entry.path).read_bytes()
                     yield AttachmentRecord(str(rel), "file", mode, st.st_mtime, data=data)
                 # FIFOs and sockets carry no bytes: an export has nothing to write for them
@@ -378,6 +403,7 @@ class StoreSource(Source):
             # a node never written shows no meta.yaml in a mount: the same facts here
             meta = (yaml.safe_load(m.meta_yaml(n)) or {}) if n.version > 0 else {"version": 0}
             atts = []
+            keys: dict[str, object] = {}  # each file's row that holds its bytes
             for a in m.attachment_store.node_attachments(n):
                 rel = m.attachment_store.attachment_path(a).removeprefix(m.node_path(n) + "/")
                 if a.kind == "dir":
@@ -387,11 +413,13 @@ class StoreSource(Source):
                     atts.append(AttachmentRecord(rel, "symlink", 0o777, a.mtime, target=target))
                 elif a.kind == "file":
                     holder = m.attachments[a.link_of] if a.link_of is not None else a
+                    keys[rel] = holder.id
                     data = bytes(m.attachment_store.attachment_data(holder))
                     atts.append(
                         AttachmentRecord(rel, "file", holder.mode & 0o7777, holder.mtime, data)
                     )
-            atts.sort(key=lambda r: r.rel)
+            names = Counter(keys.values())
+            atts = _linked(atts, {k: v for k, v in keys.items() if names[v] > 1})
             versions = (
                 tuple((v, m.history_text(n, v), c) for v, c, _s in n.history) if history else ()
             )
@@ -509,11 +537,15 @@ def export_tree(
         if own is not None:  # a private node stays private on the disk it is exported to
             _set_access(f, own, own.file_mode, problems)
         dir_modes: list[tuple[Path, AttachmentRecord]] = []
-        for a in rec.attachments:
+        # hard links once the files they name are written
+        ordered = sorted(rec.attachments, key=lambda a: a.kind == "link")
+        for a in ordered:
             p = folder / a.rel
             try:  # one attachment the target cannot take is reported; the node goes on
                 p.parent.mkdir(parents=True, exist_ok=True)
-                if a.kind == "dir":
+                if a.kind == "link":
+                    os.link(folder / a.target, p)
+                elif a.kind == "dir":
                     p.mkdir(exist_ok=True)
                     dir_modes.append((p, a))
                 elif a.kind == "symlink":
@@ -784,6 +816,7 @@ class _Importer:
         """Copy the folder beside an exported file into the node (not its .history), with
         the modes and times of its files, folders and links."""
         dir_modes: list[tuple[Path, Path, os.stat_result]] = []
+        names: dict[tuple[int, int], Path] = {}  # a file of several names: its first here
         for root, dirs, files in os.walk(folder):
             here = Path(root)
             if here == folder:
@@ -813,8 +846,15 @@ class _Importer:
                                 }
                             )
                             continue
-                        data = src.read_bytes()
-                        self.to.add_file(place, rel, data, stat.S_IMODE(st.st_mode), st.st_mtime)
+                        first = names.get((st.st_dev, st.st_ino)) if st.st_nlink > 1 else None
+                        if first is not None:  # a hard link in the export: one again
+                            self.to.add_link(place, rel, first)
+                        else:
+                            data = src.read_bytes()
+                            mode = stat.S_IMODE(st.st_mode)
+                            self.to.add_file(place, rel, data, mode, st.st_mtime)
+                            if st.st_nlink > 1:
+                                names[(st.st_dev, st.st_ino)] = rel
                     self.report.attachments += 1
                 except OSError as exc:
                     self.refuse(src, exc)

@@ -95,6 +95,9 @@ class Target(Protocol):
 
     def add_file(self, place: Place, rel: Path, data: bytes, mode: int, mtime: float) -> None: ...
 
+    def add_link(self, place: Place, rel: Path, to: Path) -> None:
+        """A hard link `rel` to the attachment `to` of the same node."""
+
     def set_dir_mode(self, place: Place, rel: Path, mode: int) -> None: ...
 
     def set_time(self, place: Place, rel: Path, mtime: float) -> None:
@@ -203,6 +206,9 @@ class MountTarget:
         self._write(dst, data)
         os.chmod(dst, mode)
         os.utime(dst, (mtime, mtime))
+
+    def add_link(self, place: Place, rel: Path, to: Path) -> None:
+        os.link(self.mount / place.rel / to, self.mount / place.rel / rel)
 
     def set_dir_mode(self, place: Place, rel: Path, mode: int) -> None:
         os.chmod(self.mount / place.rel / rel, mode)
@@ -337,6 +343,16 @@ class StoreTarget:
         a = self._add(place, rel, "file", mode)
         path = self.memory.attachment_store.attachment_path(a)
         self.memory.attachment_store.commit_attachment(a, data, mtime, path)
+
+    def add_link(self, place: Place, rel: Path, to: Path) -> None:
+        _n, tree = self._tree(place)
+        self.memory.check_name(rel.name, "an attachment name")
+        a = tree[to]
+        holder = self.memory.attachments[a.link_of] if a.link_of is not None else a
+        parent = tree.get(rel.parent) if rel.parent != Path() else None
+        tree[rel] = self.memory.attachment_store.add_link(
+            holder, parent.id if parent else None, rel.name
+        )
 
     def set_dir_mode(self, place: Place, rel: Path, mode: int) -> None:
         a = self._tree(place)[1][rel]

@@ -897,3 +897,43 @@ def test_an_import_run_again_changes_nothing(tmp_path: Path) -> None:
     out3 = tmp_path / "out3"
     assert cli("export", str(data), str(out3), "--history").returncode == 0
     assert snapshot(out3, strip_facts=False) == first
+
+
+def test_hard_links_in_a_node_survive_the_round_trip(tmp_path: Path) -> None:
+    """Two names of one attachment (`ln`) are exported as two names of one file and made
+    one file again by an import, into a mount and into a data dir: a write through one
+    name shows through the other (they came back as two copies)."""
+
+    def inodes(root: Path) -> tuple[int, int, int]:
+        kit = root / "user/default/entities/kit"
+        a, b = (kit / "a.txt").stat(), (kit / "sub/b.txt").stat()
+        return a.st_nlink, b.st_nlink, int(a.st_ino == b.st_ino)
+
+    with two_mounts(tmp_path) as (a, b):
+        kit = a.path / "user/default/entities/kit"
+        kit.mkdir()
+        (kit / "L2.md").write_text("A kit.\n")
+        (kit / "sub").mkdir()
+        (kit / "a.txt").write_text("shared\n")
+        os.link(kit / "a.txt", kit / "sub/b.txt")
+        out1, out2, out3 = tmp_path / "out1", tmp_path / "out2", tmp_path / "out3"
+        r = cli("export", str(a.path), str(out1))
+        assert r.returncode == 0, r.stdout + r.stderr
+        assert "3 attachment(s)" in r.stdout  # sub/, a.txt and its second name
+        assert inodes(out1) == (2, 2, 1)
+        r = cli("import", str(out1), str(b.path))
+        assert r.returncode == 0, r.stdout + r.stderr
+        assert inodes(b.path) == (2, 2, 1)
+        copied = b.path / "user/default/entities/kit"
+        with open(copied / "sub/b.txt", "a") as f:
+            f.write("changed\n")
+        assert (copied / "a.txt").read_text() == "shared\nchanged\n"
+        assert cli("export", str(b.path), str(out2)).returncode == 0
+        assert inodes(out2) == (2, 2, 1)
+    r = cli("import", str(out1), str(tmp_path / "data-c"))
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert cli("export", str(tmp_path / "data-c"), str(out3)).returncode == 0
+    assert inodes(out3) == (2, 2, 1)
+    out4 = tmp_path / "out4"  # the first store, unmounted: the same
+    assert cli("export", str(tmp_path / "data-a"), str(out4)).returncode == 0
+    assert inodes(out4) == (2, 2, 1)
