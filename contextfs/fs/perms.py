@@ -344,6 +344,14 @@ class Perms:
         if stat.S_IMODE(mode) != a.file_mode:
             self._store("node", str(n.id), a, Access(a.uid, a.gid, a.dir_mode, stat.S_IMODE(mode)))
 
+    def files_mode(self, n: Node, mode: int) -> None:
+        """A node's files take `mode` (a file's setuid and execute bits are not a
+        memory's); its folder keeps its own."""
+        a = self.node_access(n)
+        self._store(
+            "node", str(n.id), a, Access(a.uid, a.gid, a.dir_mode, stat.S_IMODE(mode) & 0o666)
+        )
+
     def _store(self, kind: str, key: str, current: Access, new: Access) -> None:
         if new != current:
             self.memory.set_access(kind, key, new)

@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING
 
 import xxhash
 
-from contextfs.ctxtypes import ContextType
+from contextfs.ctxtypes import ContextType, slugify
 from contextfs.errors import (
     ContextFSError,
     Exists,
@@ -794,10 +794,12 @@ class Memory:
         """n's L2 with the key fields of its front matter made to agree with the name it
         is moved to (`ctype`, `name`), or None when nothing changes: a key the name now
         carries otherwise is replaced by the name's part (`topic: tea` of preferences/tea
-        moved to preferences/coffee is `topic: coffee`; a value that names the node as it
-        is, `name: Ana Lima` of entities/ana-lima, stays), a key of the old type the new
-        one does not declare goes (re-typed, the name carries it), and the new type's keys
-        are added when the text held the old type's. Text with no key fields is kept."""
+        moved to preferences/coffee is `topic: coffee`), spelled as the key it replaces
+        wrote its words (`name: Ana Lima` moved to entities/ana-maria is `Ana Maria`:
+        `spell_like`); a value that names the node as it is (`name: Ana Lima` of
+        entities/ana-lima) stays; a key of the old type the new one does not declare goes
+        (re-typed, the name carries it), and the new type's keys are added, spelled as the
+        old type's were, when the text held them. Text with no key fields is kept."""
         old = self.types.get(n.type)
         if not n.l2.strip() or old is None:
             return None
@@ -808,6 +810,8 @@ class Memory:
         keys = self._keys_from_name(ctype, name)
         fields = dict(doc.fields)
         held_key = any(k in fields for k in old.key_fields)
+        # the spelling of a key a re-typed node held, for the new type's key
+        spelling = next((v for k in old.key_fields if isinstance(v := fields.get(k), str)), None)
         for k in old.key_fields:
             if k not in ctype.key_fields and ctype.field(k) is None:
                 fields.pop(k, None)
@@ -818,12 +822,29 @@ class Memory:
                 except InvalidInput:
                     names_it = False
                 if not names_it:
-                    fields[var] = part
+                    fields[var] = self._respelled(ctype, name, keys, var, fields[var], part)
             elif held_key:
-                fields[var] = part
+                fields[var] = self._respelled(ctype, name, keys, var, spelling, part)
         if fields == doc.fields:
             return None
         return render_document(ctype, Document(fields, doc.body))
+
+    @staticmethod
+    def _respelled(
+        ctype: ContextType, name: str, keys: dict[str, object], var: str, held: object, part: object
+    ) -> object:
+        """The key `var` for the node's new `name`: its slug `part` written the way the
+        value it `held` wrote its words (`name: Ana Lima` moved to entities/ana-maria is
+        `Ana Maria`), or the slug itself when the held value shows no spelling (a slug,
+        not text) or its spelling would not name the node."""
+        spec = ctype.field(var)
+        if not isinstance(held, str) or (spec is not None and spec.type == "date"):
+            return part
+        spelled = spell_like(held, str(part))
+        try:
+            return spelled if ctype.node_name({**keys, var: spelled}) == name else part
+        except InvalidInput:
+            return part
 
     def delete_node(self, n: Node) -> None:
         """Soft delete: the node leaves the tree, its rows stay restorable. It takes the
@@ -1113,6 +1134,48 @@ class Memory:
             "versions": self.store.version_count(),
             "attachments": sum(1 for a in self.attachments.values() if a.deleted_at is None),
         }
+
+
+_WORD_RE = re.compile(r"[^\W_]+(?:['’][^\W_]+)*")
+
+
+def spell_like(held: str, part: str) -> str:
+    """A slug (`ana-maria`) written in the spelling of a key it replaces (`Ana Lima`):
+    each word the held key has is written as it is there (`Ana`, `São`), any other word
+    capitalised, upper-cased or lower-case as most of its words are, the words joined
+    by its separator (a blank, else `_` or `-`). A held key that is its own slug shows
+    no spelling: the slug is kept."""
+    words = _WORD_RE.findall(held)
+    if not words or slugify(held) == held:
+        return part
+    known: dict[str, str] = {}
+    for w in words:
+        known.setdefault(slugify(w), w)
+    sep = next((c for c in (" ", "_", "-") if c in held), " ")
+    lettered = [w for w in words if any(c.isalpha() for c in w)]
+    upper = sum(1 for w in lettered if w.isupper() and len(w) > 1)
+    capital = sum(1 for w in lettered if w[0].isupper())
+    tokens = part.split("-")
+    out: list[str] = []
+    i = 0
+    while i < len(tokens):
+        # the longest run of the slug's parts that is one word of the held key
+        # (`o-brien` is O'Brien)
+        for j in range(len(tokens), i, -1):
+            w = known.get("-".join(tokens[i:j]))
+            if w is not None:
+                out.append(w)
+                i = j
+                break
+        else:
+            t = tokens[i]
+            if lettered and upper * 2 > len(lettered):
+                t = t.upper()
+            elif lettered and capital * 2 > len(lettered):
+                t = t.capitalize()
+            out.append(t)
+            i += 1
+    return sep.join(out)
 
 
 def _inbox_path(owner: tuple[str, str], filename: str) -> str:

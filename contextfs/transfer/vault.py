@@ -32,6 +32,7 @@ import os
 import re
 import stat
 import urllib.parse
+from collections import Counter
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -54,7 +55,13 @@ from contextfs.memory.exported import (
 from contextfs.memory.restore import access_fact, fact_access, fact_time
 from contextfs.memory.routing import tag_list
 from contextfs.model import DIR_MODE, FILE_MODE, Access
-from contextfs.transfer.vault_targets import MountTarget, Place, StoreTarget, Target
+from contextfs.transfer.vault_targets import (
+    MountTarget,
+    Place,
+    StoreTarget,
+    Target,
+    singleton_made,
+)
 
 if TYPE_CHECKING:
     from contextfs.memory.service import Memory
@@ -118,11 +125,27 @@ class AttachmentRecord:
     """A file, folder or symlink inside a node, `rel` relative to the node directory."""
 
     rel: str
-    kind: str  # file | dir | symlink
+    kind: str  # file | dir | symlink | link (a hard link: `target` is the name it shares)
     mode: int
     mtime: float
     data: bytes = b""
     target: str = ""
+
+
+def _linked(records: list[AttachmentRecord], keys: dict[str, object]) -> list[AttachmentRecord]:
+    """`records` sorted by name, each file that shares its bytes with one before it (the
+    same `keys` entry: the inode it shows, the row that holds it) a `link` to that one."""
+    first: dict[object, str] = {}
+    out = []
+    for r in sorted(records, key=lambda r: r.rel):
+        key = keys.get(r.rel)
+        if r.kind == "file" and key is not None:
+            if key in first:
+                r = AttachmentRecord(r.rel, "link", r.mode, r.mtime, target=first[key])
+            else:
+                first[key] = r.rel
+        out.append(r)
+    return out
 
 
 @dataclass(frozen=True, slots=True)
@@ -189,13 +212,16 @@ class MountSource(Source):
                         continue
                     tdir = self.mount / owner / t.type_dir
                     if t.singleton:
-                        if (tdir / "meta.yaml").exists():
+                        if singleton_made(tdir):
                             found.append((tdir, t))
                         continue
                     if not tdir.is_dir():
                         continue
+                    # every folder of a type directory is a node: one made by mkdir and
+                    # never written shows no meta.yaml (so `cp -r` can make one) and may
+                    # hold attachments all the same
                     for d in sorted(tdir.iterdir()):
-                        if not d.name.startswith(".") and (d / "meta.yaml").exists():
+                        if not d.name.startswith(".") and d.is_dir() and not d.is_symlink():
                             found.append((d, t))
             self._dirs = found
         return self._dirs
@@ -227,11 +253,14 @@ class MountSource(Source):
         rel = d.relative_to(self.mount).parts
         o = (self.mount / rel[0] / rel[1]).stat()
         st = d.stat()
-        tier = d / "L2.md"
-        if tier.exists():
+        shown = [d / "L2.md", d / "L0.md", d / "L1.md"]
+        tier = next((p for p in shown if p.exists()), None)
+        if tier is not None:
             file_mode = stat.S_IMODE(tier.stat().st_mode)
-        else:  # never written: meta.yaml shows the files' mode without its write bits
+        elif (d / "meta.yaml").exists():  # its files' mode without the write bits
             file_mode = stat.S_IMODE((d / "meta.yaml").stat().st_mode) | 0o200
+        else:  # never written and no file of it shown: its folder's (`_unwritten`)
+            file_mode = stat.S_IMODE(st.st_mode) & 0o666
         node = Access(st.st_uid, st.st_gid, stat.S_IMODE(st.st_mode), file_mode)
         return access_fact(node, Access(o.st_uid, o.st_gid, DIR_MODE, FILE_MODE))
 
@@ -243,25 +272,45 @@ class MountSource(Source):
                 self.problems.append(f"{d.relative_to(self.mount)}: {exc.strerror or exc}")
 
     def _read(self, d: Path, t: ContextType, history: bool) -> NodeRecord:
-        meta = yaml.safe_load((d / "meta.yaml").read_text(encoding="utf-8")) or {}
+        shown = d / "meta.yaml"  # a node never written shows none: its facts are its access
+        meta = (yaml.safe_load(shown.read_text(encoding="utf-8")) or {}) if shown.exists() else {}
+        if not meta:
+            meta = {"version": 0, "l0_pinned": (d / "L0.md").exists()}
+            meta["l1_pinned"] = (d / "L1.md").exists()
         versions: list[tuple[int, str, float]] = []
         if history and (d / HISTORY).is_dir():
             for v in (d / HISTORY).iterdir():
                 if v.name.startswith("v") and v.name[1:-3].isdigit() and v.name.endswith(".md"):
-                    text = v.read_text(encoding="utf-8")
+                    text = _text(v)
                     versions.append((int(v.name[1:-3]), text, v.stat().st_mtime))
             versions.sort()
         l2 = d / "L2.md"  # a node made by mkdir and never written has no L2.md yet
+        inodes: dict[str, object] = {}  # the files with more than one name: their inode
         return NodeRecord(
             path=str(d.relative_to(self.mount)),
             type=t.name,
-            l2=l2.read_text(encoding="utf-8") if l2.exists() else "",
-            l0=(d / "L0.md").read_text(encoding="utf-8") if meta.get("l0_pinned") else None,
-            l1=(d / "L1.md").read_text(encoding="utf-8") if meta.get("l1_pinned") else None,
+            l2=_text(l2) if l2.exists() else "",
+            l0=_text(d / "L0.md") if meta.get("l0_pinned") else None,
+            l1=_text(d / "L1.md") if meta.get("l1_pinned") else None,
             facts=_facts(meta, self._access(d)),
-            attachments=tuple(_walk_attachments(d, self.problems, self.mount)),
+            attachments=tuple(
+                _linked(list(_walk_attachments(d, self.problems, self.mount, inodes)), inodes)
+            ),
             history=tuple(versions),
         )
+
+
+def _unwritten(a: Access) -> Access:
+    """A node never written shows no file, so no mode of its files: an export gives it
+    the one a node's files take from its folder (`mkdir -m 700`: 0600), through a mount
+    and from a data dir alike (the store may hold another, which nothing shows)."""
+    return Access(a.uid, a.gid, a.dir_mode, a.dir_mode & 0o666)
+
+
+def _text(path: Path) -> str:
+    """A file's text as stored: `\r\n` and a lone `\r` stay (`read_text` would make
+    them `\n`, and a node's text would not come back as it was)."""
+    return path.read_bytes().decode("utf-8")
 
 
 def _facts(meta: dict[str, Any], access: dict[str, Any] | None) -> dict[str, Any]:
@@ -277,10 +326,13 @@ def _facts(meta: dict[str, Any], access: dict[str, Any] | None) -> dict[str, Any
     return out
 
 
-def _walk_attachments(node_dir: Path, problems: list[str], top: Path) -> Iterator[AttachmentRecord]:
-    """Everything in a node directory that is not a tier, meta.yaml or .history. One that
-    cannot be read (a path longer than the system takes) is a problem reported with its
-    path, not the end of its node."""
+def _walk_attachments(
+    node_dir: Path, problems: list[str], top: Path, inodes: dict[str, object]
+) -> Iterator[AttachmentRecord]:
+    """Everything in a node directory that is not a tier, meta.yaml or .history (the
+    inode of each file with more than one name put in `inodes`). One that cannot be read
+    (a path longer than the system takes) is a problem reported with its path, not the
+    end of its node."""
     stack = [Path()]
     while stack:
         rel_dir = stack.pop()
@@ -304,6 +356,8 @@ def _walk_attachments(node_dir: Path, problems: list[str], top: Path) -> Iterato
                     yield AttachmentRecord(str(rel), "dir", mode, st.st_mtime)
                     stack.append(rel)
                 elif entry.is_file(follow_symlinks=False):
+                    if st.st_nlink > 1:
+                        inodes[str(rel)] = (st.st_dev, st.st_ino)
                     data = Path(entry.path).read_bytes()
                     yield AttachmentRecord(str(rel), "file", mode, st.st_mtime, data=data)
                 # FIFOs and sockets carry no bytes: an export has nothing to write for them
@@ -346,8 +400,10 @@ class StoreSource(Source):
     def nodes(self, history: bool) -> Iterator[NodeRecord]:
         m = self.memory
         for n in self._live():
-            meta = yaml.safe_load(m.meta_yaml(n)) or {}
+            # a node never written shows no meta.yaml in a mount: the same facts here
+            meta = (yaml.safe_load(m.meta_yaml(n)) or {}) if n.version > 0 else {"version": 0}
             atts = []
+            keys: dict[str, object] = {}  # each file's row that holds its bytes
             for a in m.attachment_store.node_attachments(n):
                 rel = m.attachment_store.attachment_path(a).removeprefix(m.node_path(n) + "/")
                 if a.kind == "dir":
@@ -357,15 +413,19 @@ class StoreSource(Source):
                     atts.append(AttachmentRecord(rel, "symlink", 0o777, a.mtime, target=target))
                 elif a.kind == "file":
                     holder = m.attachments[a.link_of] if a.link_of is not None else a
+                    keys[rel] = holder.id
                     data = bytes(m.attachment_store.attachment_data(holder))
                     atts.append(
                         AttachmentRecord(rel, "file", holder.mode & 0o7777, holder.mtime, data)
                     )
-            atts.sort(key=lambda r: r.rel)
+            names = Counter(keys.values())
+            atts = _linked(atts, {k: v for k, v in keys.items() if names[v] > 1})
             versions = (
                 tuple((v, m.history_text(n, v), c) for v, c, _s in n.history) if history else ()
             )
             own = m.access.get(("node", str(n.id)))
+            if own is not None and n.version == 0 and not (n.l0_pinned or n.l1_pinned):
+                own = _unwritten(own)
             o = m.owner_access(f"{n.owner_kind}/{n.owner_id}", os.getuid(), os.getgid())
             default = Access(o.uid, o.gid, DIR_MODE, FILE_MODE)
             yield NodeRecord(
@@ -471,21 +531,26 @@ def export_tree(
     for rec in source.nodes(history):
         f = out / (rec.path + ".md")
         f.parent.mkdir(parents=True, exist_ok=True)
-        f.write_text(node_markdown(rec, names), encoding="utf-8")
+        f.write_bytes(node_markdown(rec, names).encode("utf-8"))
         folder = out / rec.path
         own = fact_access(rec.facts.get("access"))
         if own is not None:  # a private node stays private on the disk it is exported to
             _set_access(f, own, _beside(own.file_mode, own.dir_mode), problems)
         dir_modes: list[tuple[Path, AttachmentRecord]] = []
-        for a in rec.attachments:
+        # hard links once the files they name are written
+        ordered = sorted(rec.attachments, key=lambda a: a.kind == "link")
+        for a in ordered:
             p = folder / a.rel
             try:  # one attachment the target cannot take is reported; the node goes on
                 p.parent.mkdir(parents=True, exist_ok=True)
-                if a.kind == "dir":
+                if a.kind == "link":
+                    os.link(folder / a.target, p)
+                elif a.kind == "dir":
                     p.mkdir(exist_ok=True)
                     dir_modes.append((p, a))
                 elif a.kind == "symlink":
                     os.symlink(a.target, p)
+                    os.utime(p, (a.mtime, a.mtime), follow_symlinks=False)
                 else:
                     p.write_bytes(a.data)
                     # no setuid or setgid: the file is the exporter's now (as cp without -p)
@@ -498,11 +563,12 @@ def export_tree(
         for v, text, when in rec.history:
             h = folder / HISTORY / f"v{v}.md"
             h.parent.mkdir(parents=True, exist_ok=True)
-            h.write_text(text, encoding="utf-8")
+            h.write_bytes(text.encode("utf-8"))
             os.utime(h, (when, when))  # the time it was saved, which an import restores
             versions += 1
         for p, a in reversed(dir_modes):  # deepest first: a read-only folder is filled
             os.chmod(p, a.mode)
+            os.utime(p, (a.mtime, a.mtime))  # after what was written into it
         if own is not None and folder.is_dir():
             _set_access(folder, own, own.dir_mode, problems)
         nodes += 1
@@ -715,12 +781,21 @@ class _Importer:
         folder = file.with_suffix("")
         if self.to.has_node(place):
             # a node of that name lives here: the type's strategy decides (a file routed
-            # into the type directory); its own tiers and history stay
-            self.to.route(
-                owner, ctype, f"{place.name or ctype.type_dir}.md", note.l2.encode(), False
-            )
-            self.report.routed += 1
-            if folder.is_dir() and ctype.mode != "append":
+            # into the type directory); its own tiers and history stay. A node exported
+            # never written brings no text, only its attachments; one whose text the node
+            # holds already (the same export imported again, an import run again after it
+            # stopped) is that node: nothing routed, no new version or appended copy, its
+            # attachments that are missing added.
+            same = self.to.node_text(place) == note.l2
+            if same:
+                why = "the node is there with this text: only attachments it lacks are added"
+                self.report.skipped.append({"file": str(rel), "why": why})
+            elif note.l2:
+                self.to.route(
+                    owner, ctype, f"{place.name or ctype.type_dir}.md", note.l2.encode(), False
+                )
+                self.report.routed += 1
+            if folder.is_dir() and (ctype.mode != "append" or same):
                 self.attachments(folder, place, keep_existing=True)
             elif folder.is_dir():
                 self.report.skipped.append(
@@ -749,8 +824,10 @@ class _Importer:
             self.later.append((file, folder, place))
 
     def attachments(self, folder: Path, place: Place, *, keep_existing: bool) -> None:
-        """Copy the folder beside an exported file into the node (not its .history)."""
-        dir_modes: list[tuple[Path, Path, int]] = []
+        """Copy the folder beside an exported file into the node (not its .history), with
+        the modes and times of its files, folders and links."""
+        dir_modes: list[tuple[Path, Path, os.stat_result]] = []
+        names: dict[tuple[int, int], Path] = {}  # a file of several names: its first here
         for root, dirs, files in os.walk(folder):
             here = Path(root)
             if here == folder:
@@ -765,9 +842,12 @@ class _Importer:
                         if keep_existing and self.to.has_attachment(place, rel):
                             continue
                         self.to.add_symlink(place, rel, os.readlink(src))
+                        self.to.set_time(place, rel, st.st_mtime)
                     elif stat.S_ISDIR(st.st_mode):
+                        dir_modes.append((src, rel, st))
+                        if keep_existing and self.to.has_attachment(place, rel):
+                            continue  # there: what it holds is looked at, not counted
                         self.to.add_dir(place, rel)
-                        dir_modes.append((src, rel, stat.S_IMODE(st.st_mode)))
                     else:
                         if keep_existing and self.to.has_attachment(place, rel):
                             self.report.skipped.append(
@@ -777,17 +857,25 @@ class _Importer:
                                 }
                             )
                             continue
-                        data = src.read_bytes()
-                        self.to.add_file(place, rel, data, stat.S_IMODE(st.st_mode), st.st_mtime)
+                        first = names.get((st.st_dev, st.st_ino)) if st.st_nlink > 1 else None
+                        if first is not None:  # a hard link in the export: one again
+                            self.to.add_link(place, rel, first)
+                        else:
+                            data = src.read_bytes()
+                            mode = stat.S_IMODE(st.st_mode)
+                            self.to.add_file(place, rel, data, mode, st.st_mtime)
+                            if st.st_nlink > 1:
+                                names[(st.st_dev, st.st_ino)] = rel
                     self.report.attachments += 1
                 except OSError as exc:
                     self.refuse(src, exc)
                 except ContextFSError as exc:
                     self.refuse(src, exc)
-        for src, rel, mode in reversed(dir_modes):  # deepest first
+        for src, rel, st in reversed(dir_modes):  # deepest first, once filled
             try:
-                self.to.set_dir_mode(place, rel, mode)
-            except OSError as exc:
+                self.to.set_dir_mode(place, rel, stat.S_IMODE(st.st_mode))
+                self.to.set_time(place, rel, st.st_mtime)
+            except (OSError, ContextFSError) as exc:
                 self.refuse(src, exc)
 
     def folder_access(self, owner: str) -> None:
@@ -961,6 +1049,13 @@ class _Importer:
             self.report.attachments += 1
 
 
+def _wanted_id(note: Note) -> int | None:
+    """The id an exported node asks back (its `contextfs.facts.id`)."""
+    facts = note.meta.get("facts") if note.meta is not None else None
+    wanted = facts.get("id") if isinstance(facts, dict) else None
+    return wanted if isinstance(wanted, int) and not isinstance(wanted, bool) else None
+
+
 def _folder_key(folder: str) -> str:
     return " ".join(folder.lower().replace("_", " ").split())
 
@@ -1025,7 +1120,7 @@ def import_tree(
     parsed: list[tuple[Path, Note]] = []
     for p in notes:
         try:
-            note = read_note(p.read_text(encoding="utf-8"), p.stem)
+            note = read_note(_text(p), p.stem)
         except UnicodeDecodeError:
             imp.refuse(p, InvalidInput("a markdown file must be UTF-8 text"))
             continue
@@ -1037,6 +1132,10 @@ def import_tree(
         return any(parent in consumed for parent in p.parents)
 
     parsed = [(p, n) for p, n in parsed if not inside_consumed(p)]
+    # nodes that ask for their id back are made first: a node made without one (a plain
+    # note, a node exported never written) takes the lowest free id, which may be one a
+    # node later in the tree asks for
+    parsed.sort(key=lambda pn: not isinstance(_wanted_id(pn[1]), int))
     report.skipped = [s for s in report.skipped if not inside_consumed(src / s["file"])]
     report.notes = len(parsed) + len(report.refused)  # + those not UTF-8
     # an export's owner folders are owners (an empty one too); a vault's `user/` folder

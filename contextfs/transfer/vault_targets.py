@@ -68,6 +68,10 @@ class Target(Protocol):
 
     def has_node(self, place: Place) -> bool: ...
 
+    def node_text(self, place: Place) -> str | None:
+        """The L2 of the node there ("" when it was never written)."""
+        ...
+
     def route(
         self, owner: str, ctype: ContextType, filename: str, data: bytes, named: bool
     ) -> str | None:
@@ -91,7 +95,13 @@ class Target(Protocol):
 
     def add_file(self, place: Place, rel: Path, data: bytes, mode: int, mtime: float) -> None: ...
 
+    def add_link(self, place: Place, rel: Path, to: Path) -> None:
+        """A hard link `rel` to the attachment `to` of the same node."""
+
     def set_dir_mode(self, place: Place, rel: Path, mode: int) -> None: ...
+
+    def set_time(self, place: Place, rel: Path, mtime: float) -> None:
+        """The mtime of an attachment folder or symlink (a file gets its own with it)."""
 
     def set_folder_access(self, rel: str, a: Access) -> None:
         """An owner directory (`user/alice`) or one of its type folders: `a.dir_mode`, and
@@ -121,7 +131,19 @@ class MountTarget:
         (self.mount / owner).mkdir()
 
     def has_node(self, place: Place) -> bool:
-        return (self.mount / place.rel / "meta.yaml").exists()
+        # a folder of a type directory is a node, one never written too (it shows no
+        # meta.yaml); a singleton's folder is there before it is written
+        node = self.mount / place.rel
+        return node.is_dir() if place.name else singleton_made(node)
+
+    def node_text(self, place: Place) -> str | None:
+        l2 = self.mount / place.rel / "L2.md"
+        try:
+            return l2.read_bytes().decode("utf-8")
+        except FileNotFoundError:
+            return ""  # never written
+        except (OSError, UnicodeDecodeError):
+            return None
 
     def route(
         self, owner: str, ctype: ContextType, filename: str, data: bytes, named: bool
@@ -185,8 +207,14 @@ class MountTarget:
         os.chmod(dst, mode)
         os.utime(dst, (mtime, mtime))
 
+    def add_link(self, place: Place, rel: Path, to: Path) -> None:
+        os.link(self.mount / place.rel / to, self.mount / place.rel / rel)
+
     def set_dir_mode(self, place: Place, rel: Path, mode: int) -> None:
         os.chmod(self.mount / place.rel / rel, mode)
+
+    def set_time(self, place: Place, rel: Path, mtime: float) -> None:
+        os.utime(self.mount / place.rel / rel, (mtime, mtime), follow_symlinks=False)
 
     def set_folder_access(self, rel: str, a: Access) -> None:
         path = self.mount / rel
@@ -213,6 +241,15 @@ class MountTarget:
         except OSError as exc:
             exc.filename = exc.filename or str(path)  # a refused close names no file
             raise
+
+
+def singleton_made(folder: Path) -> bool:
+    """Whether a singleton's folder in a mount holds its node: one written shows its
+    meta.yaml, one never written its attachments (an empty folder is no node yet)."""
+    try:
+        return any(not name.startswith(".") for name in os.listdir(folder))
+    except OSError:
+        return False
 
 
 def _iso(value: Any) -> str:
@@ -247,6 +284,10 @@ class StoreTarget:
 
     def has_node(self, place: Place) -> bool:
         return self._node(place) is not None
+
+    def node_text(self, place: Place) -> str | None:
+        n = self._node(place)
+        return None if n is None else n.l2
 
     def route(
         self, owner: str, ctype: ContextType, filename: str, data: bytes, named: bool
@@ -303,10 +344,26 @@ class StoreTarget:
         path = self.memory.attachment_store.attachment_path(a)
         self.memory.attachment_store.commit_attachment(a, data, mtime, path)
 
+    def add_link(self, place: Place, rel: Path, to: Path) -> None:
+        _n, tree = self._tree(place)
+        self.memory.check_name(rel.name, "an attachment name")
+        a = tree[to]
+        holder = self.memory.attachments[a.link_of] if a.link_of is not None else a
+        parent = tree.get(rel.parent) if rel.parent != Path() else None
+        tree[rel] = self.memory.attachment_store.add_link(
+            holder, parent.id if parent else None, rel.name
+        )
+
     def set_dir_mode(self, place: Place, rel: Path, mode: int) -> None:
         a = self._tree(place)[1][rel]
         if a.mode != mode:
             a.mode = mode
+            self.memory.attachment_store.update_attachment(a)
+
+    def set_time(self, place: Place, rel: Path, mtime: float) -> None:
+        a = self._tree(place)[1][rel]
+        if a.mtime != mtime:
+            a.mtime = mtime
             self.memory.attachment_store.update_attachment(a)
 
     def set_folder_access(self, rel: str, a: Access) -> None:

@@ -199,6 +199,47 @@ def test_an_export_copied_in_makes_its_nodes_again(mount, tools, tool, tmp_path)
             assert (user / "x" / rel / ".history/v1.md").stat().st_mtime == when, rel
 
 
+@pytest.mark.parametrize("tool", ["rsync", "tar", "cp"])
+def test_an_export_copied_in_keeps_its_modes_and_its_unwritten_nodes(mount, tools, tool, tmp_path):
+    """A copier makes a node's folder before the file beside it (`rsync -a` makes it 0700
+    and chmods it at once): the node's files take the mode of its exported file (0644), not
+    the folder's first one (they were 0600, unreadable by anyone else). A node exported
+    never written (`<name>.md` with no text, its attachments beside) is made again
+    unwritten, with its attachments: no empty version."""
+    user = mount.path / "user"
+    make_tea(user / "default/preferences")
+    bare = user / "default/entities/bare"
+    bare.mkdir()
+    (bare / "docs").mkdir()
+    (bare / "docs/a.txt").write_text("kept\n")
+    out = tmp_path / "out"
+    r = run(*contextfs_cmd("export", str(mount.path), str(out), "--history"))
+    assert r.returncode == 0, r.stderr
+    export = out / "user/default"
+    assert oct((export / "preferences/tea.md").stat().st_mode & 0o777) == "0o644"
+    (user / "x").mkdir()
+    if tool == "rsync":
+        r = run("rsync", "-a", f"{export}/", f"{user / 'x'}/")
+    elif tool == "tar":
+        r = run("tar", "-C", export, "-cf", tmp_path / "export.tar", ".")
+        assert (r.returncode, r.stderr) == (0, ""), r.stderr
+        r = run("tar", "-C", user / "x", "-xf", tmp_path / "export.tar")
+    else:
+        r = run("cp", "-r", f"{export}/.", f"{user / 'x'}/")
+    assert (r.returncode, r.stderr) == (0, ""), r.stderr
+    tea = user / "x/preferences/tea"
+    modes = {f: oct((tea / f).stat().st_mode & 0o777) for f in ("L2.md", "L0.md", "meta.yaml")}
+    assert modes == {"L2.md": "0o644", "L0.md": "0o644", "meta.yaml": "0o444"}, modes
+    assert oct(tea.stat().st_mode & 0o777) == "0o755"
+    copied = user / "x/entities/bare"
+    assert sorted(os.listdir(copied)) == ["docs"], os.listdir(copied)
+    assert (copied / "docs/a.txt").read_text() == "kept\n"
+    assert sorted(os.listdir(user / "x/entities")) == ["bare"]  # no .md file stays
+    mount.remount()
+    assert oct((tea / "L2.md").stat().st_mode & 0o777) == "0o644"
+    assert sorted(os.listdir(copied)) == ["docs"]
+
+
 def test_rsync_back_of_an_rsync_copy_changes_nothing(mount, tools, tmp_path):
     prefs = mount.path / "user/default/preferences"
     src = make_tea(prefs)

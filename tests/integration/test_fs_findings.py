@@ -125,10 +125,25 @@ def test_mv_of_a_node_makes_the_key_in_its_front_matter_follow_the_new_name(moun
     assert text == "---\nname: coffee\n---\nI like dark roast.\n", text
     meta = (owner / "entities/coffee/meta.yaml").read_text()
     assert "type: entity" in meta and "version: 3" in meta
-    # a key that names the node as it is stays as written; one that does not follows
+    # a key that names the node as it is stays as written; one that does not follows,
+    # spelled as the key it replaces wrote its words (docs/reference.md)
     (owner / "entities/ana.md").write_text("---\nname: Ana Lima\n---\nA colleague.\n")
     assert _sh("mv entities/ana-lima entities/ana-maria", owner).returncode == 0
-    assert (owner / "entities/ana-maria/L2.md").read_text().startswith("---\nname: ana-maria\n")
+    assert (owner / "entities/ana-maria/L2.md").read_text().startswith("---\nname: Ana Maria\n")
+    assert _sh("mv entities/ana-maria entities/ana-lima-souza", owner).returncode == 0
+    text = (owner / "entities/ana-lima-souza/L2.md").read_text()
+    assert text.startswith("---\nname: Ana Lima Souza\n"), text
+    (owner / "preferences/green.md").write_text("---\ntopic: Green Tea\n---\nNo sugar.\n")
+    assert _sh("mv preferences/green-tea entities/green-tea", owner).returncode == 0
+    text = (owner / "entities/green-tea/L2.md").read_text()
+    assert text == "---\nname: Green Tea\n---\nNo sugar.\n", text
+    ev = owner / "events/2024-05-01-trip-to-lyon"
+    ev.mkdir()
+    (ev / "L2.md").write_text("---\ndate: 2024-05-01\ntitle: Trip to Lyon\n---\nRain.\n")
+    r = _sh("mv events/2024-05-01-trip-to-lyon events/2024-05-02-trip-to-paris", owner)
+    assert r.returncode == 0, r.stderr + mount.status()
+    text = (owner / "events/2024-05-02-trip-to-paris/L2.md").read_text()
+    assert "2024-05-02" in text and "title: Trip to Paris\n" in text, text
     mount.remount()
     assert (owner / "entities/coffee/L2.md").read_text().startswith("---\nname: coffee\n---")
     assert not (owner / "preferences/coffee").exists()

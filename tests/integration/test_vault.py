@@ -764,3 +764,240 @@ def test_an_export_drops_setuid_and_keeps_a_private_node_private(
     assert r.returncode == 0, r.stderr
     assert oct((out / "user/default/entities/tool/prog").stat().st_mode & 0o7777) == "0o755"
     assert (out / "user/default/entities/diary.md").stat().st_mode & 0o077 == 0
+
+
+def test_a_node_never_written_is_exported_with_its_attachments(tmp_path: Path) -> None:
+    """A node made by `mkdir` and never written (no L2 version, so no meta.yaml shown)
+    that holds only attachments is exported as an empty `<name>.md` with its folder, made
+    again by an import, and export -> import -> export is the same tree; the unmounted
+    data dir exports it the same way."""
+    with two_mounts(tmp_path) as (a, b):
+        bare = a.path / "user/default/entities/bare"
+        bare.mkdir()
+        (bare / "docs").mkdir()
+        (bare / "docs/notes.txt").write_text("kept beside no text\n")
+        (a.path / "user/default/preferences/empty").mkdir()  # nothing at all
+        # private ones: no file shows the mode of their files, the folder's says it
+        os.mkdir(a.path / "user/default/entities/kept", 0o700)
+        (a.path / "user/default/entities/kept/k.txt").write_text("private\n")
+        (a.path / "user/default/entities/shut").mkdir()
+        os.chmod(a.path / "user/default/entities/shut", 0o700)
+        # a singleton never written, holding a picture: its folder shows no meta.yaml
+        (a.path / "user/default/profile/avatar.png").write_bytes(b"\x89PNG\r\n\x1a\n" * 8)
+        out1, out2 = tmp_path / "out1", tmp_path / "out2"
+        r = cli("export", str(a.path), str(out1), "--history")
+        assert r.returncode == 0, r.stdout + r.stderr
+        assert "exported 5 node(s)" in r.stdout and "4 attachment(s)" in r.stdout
+        assert (out1 / "user/default/profile/avatar.png").exists()
+        assert (out1 / "user/default/profile.md").exists()
+        for name in ("kept", "shut"):
+            text = (out1 / f"user/default/entities/{name}.md").read_text()
+            assert "dir_mode: '0700'\n      file_mode: '0600'" in text, text
+        assert (out1 / "user/default/entities/bare/docs/notes.txt").read_text() == (
+            "kept beside no text\n"
+        )
+        fm = yaml.safe_load((out1 / "user/default/entities/bare.md").read_text().split("---")[1])
+        assert fm == {
+            "contextfs": {"type": "entity", "front_matter": False, "facts": {"version": 0}}
+        }
+        assert (out1 / "user/default/preferences/empty.md").exists()
+        r = cli("import", str(out1), str(b.path), "--json")
+        assert r.returncode == 0, r.stdout + r.stderr
+        report = json.loads(r.stdout)
+        assert (report["created"], report["attachments"], report["refused"]) == (5, 4, [])
+        assert sorted(os.listdir(b.path / "user/default/profile")) == ["avatar.png"]
+        assert (b.path / "user/default/entities/bare/docs/notes.txt").exists()
+        assert not (b.path / "user/default/entities/bare/L2.md").exists()  # still unwritten
+        r = cli("export", str(b.path), str(out2), "--history")
+        assert r.returncode == 0, r.stdout + r.stderr
+        first, second = snapshot(out1, strip_facts=False), snapshot(out2, strip_facts=False)
+        assert [k for k in first.keys() | second.keys() if first.get(k) != second.get(k)] == []
+        # imported again: the node is there, its attachment too; nothing refused
+        r = cli("import", str(out1), str(b.path), "--json")
+        assert r.returncode == 0, r.stdout + r.stderr
+        assert json.loads(r.stdout)["refused"] == []
+    out3 = tmp_path / "out3"
+    r = cli("export", str(tmp_path / "data-a"), str(out3), "--history")
+    assert r.returncode == 0, r.stderr
+    assert snapshot(out3, strip_facts=False) == first
+    assert a.fsck() == [] and b.fsck() == []
+
+
+def test_nodes_get_their_ids_back_beside_nodes_that_ask_for_none(tmp_path: Path) -> None:
+    """A node imported without an id (a node exported never written, a plain note in the
+    tree) takes the lowest free id; made before a node that asks for that id back, it took
+    it, and the other node came back under a new id. Every exported node keeps its id,
+    into a mount and into a data dir."""
+    with two_mounts(tmp_path) as (a, b):
+        (a.path / "user/default/preferences/tea.md").write_text("Green tea, no sugar.\n")
+        bare = a.path / "user/default/entities/bare"  # sorted before preferences/
+        bare.mkdir()
+        (bare / "a.txt").write_text("A\n")
+        out1 = tmp_path / "out1"
+        r = cli("export", str(a.path), str(out1))
+        assert r.returncode == 0, r.stdout + r.stderr
+        (out1 / "user/default/entities/aaa-note.md").write_text("A plain note.\n")  # no id
+
+        def ids(out: Path) -> dict[str, int]:
+            found = {}
+            for f in sorted(out.rglob("*.md")):
+                m = re.search(r"^    id: (\d+)$", f.read_text(), re.M)
+                if m:
+                    found[str(f.relative_to(out))] = int(m.group(1))
+            return found
+
+        tea = "user/default/preferences/tea.md"
+        exported = ids(out1)
+        assert list(exported) == [tea]
+        r = cli("import", str(out1), str(b.path), "--json")
+        assert r.returncode == 0, r.stdout + r.stderr
+        assert json.loads(r.stdout)["refused"] == []
+        out2 = tmp_path / "out2"
+        assert cli("export", str(b.path), str(out2)).returncode == 0
+        assert ids(out2)[tea] == exported[tea]
+    r = cli("import", str(out1), str(tmp_path / "data-c"), "--json")
+    assert r.returncode == 0, r.stdout + r.stderr
+    out3 = tmp_path / "out3"
+    assert cli("export", str(tmp_path / "data-c"), str(out3)).returncode == 0
+    assert ids(out3)[tea] == exported[tea]
+
+
+def test_line_endings_survive_the_round_trip(tmp_path: Path) -> None:
+    """Text saved with `\\r\\n` (a Windows editor) or a lone `\\r` is exported and made
+    again byte for byte, its history and a hand-written L0 too: reading the mount's files
+    as text made every `\\r\\n` a `\\n`, and the node came back with other text."""
+    texts = {
+        "crlf": b"Line one\r\nLine two\r\n",
+        "crlf-fm": b"---\r\nname: crlf-fm\r\n---\r\nBody\r\n",
+        "lone-cr": b"a\rb\r",
+    }
+    with two_mounts(tmp_path) as (a, b):
+        ents = a.path / "user/default/entities"
+        for name, data in texts.items():
+            (ents / name).mkdir()
+            (ents / name / "L2.md").write_bytes(data)
+        (ents / "crlf/L0.md").write_bytes(b"Two lines, by hand\r\n")
+        out1, out2 = tmp_path / "out1", tmp_path / "out2"
+        r = cli("export", str(a.path), str(out1), "--history")
+        assert r.returncode == 0, r.stdout + r.stderr
+        assert (out1 / "user/default/entities/crlf/.history/v1.md").read_bytes() == texts["crlf"]
+        assert (out1 / "user/default/entities/crlf.md").read_bytes().endswith(texts["crlf"])
+        r = cli("import", str(out1), str(b.path), "--json")
+        assert r.returncode == 0, r.stdout + r.stderr
+        for name, data in texts.items():
+            assert (b.path / "user/default/entities" / name / "L2.md").read_bytes() == data
+        got = (b.path / "user/default/entities/crlf/L0.md").read_bytes()
+        assert got == b"Two lines, by hand\r\n"
+        assert cli("export", str(b.path), str(out2), "--history").returncode == 0
+        first, second = snapshot(out1, strip_facts=False), snapshot(out2, strip_facts=False)
+        assert [k for k in first.keys() | second.keys() if first.get(k) != second.get(k)] == []
+    out3 = tmp_path / "out3"
+    assert cli("export", str(tmp_path / "data-a"), str(out3), "--history").returncode == 0
+    assert snapshot(out3, strip_facts=False) == first  # the store's text: the mount's
+
+
+def test_attachment_folder_and_link_times_survive_the_round_trip(tmp_path: Path) -> None:
+    """The mount keeps the mtime of an attachment folder and of a symlink (`touch -h`);
+    the export gives them to what it writes and an import back to the node, into a mount
+    and into a data dir (they were the time of the export, then of the import)."""
+    old_dir, old_link = 1009843200.0, 978307200.0  # 2002-01-01, 2001-01-01
+    with two_mounts(tmp_path) as (a, b):
+        node = a.path / "user/default/entities/kit"
+        node.mkdir()
+        (node / "L2.md").write_text("A kit.\n")
+        (node / "parts/inner").mkdir(parents=True)
+        (node / "parts/inner/bolt.txt").write_text("M6\n")
+        os.symlink("parts/inner/bolt.txt", node / "bolt")
+        os.utime(node / "parts", (old_dir, old_dir))
+        os.utime(node / "parts/inner", (old_dir + 1, old_dir + 1))
+        os.utime(node / "bolt", (old_link, old_link), follow_symlinks=False)
+
+        def times(root: Path) -> dict[str, float]:
+            kit = root / "user/default/entities/kit"
+            return {n: (kit / n).lstat().st_mtime for n in ("parts", "parts/inner", "bolt")}
+
+        want = {"parts": old_dir, "parts/inner": old_dir + 1, "bolt": old_link}
+        out1, out2, out3 = tmp_path / "out1", tmp_path / "out2", tmp_path / "out3"
+        assert cli("export", str(a.path), str(out1)).returncode == 0
+        assert times(out1) == want
+        r = cli("import", str(out1), str(b.path))
+        assert r.returncode == 0, r.stdout + r.stderr
+        assert times(b.path) == want
+        assert cli("export", str(b.path), str(out2)).returncode == 0
+        assert times(out2) == want
+    r = cli("import", str(out1), str(tmp_path / "data-c"))
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert cli("export", str(tmp_path / "data-c"), str(out3)).returncode == 0
+    assert times(out3) == want
+
+
+def test_an_import_run_again_changes_nothing(tmp_path: Path) -> None:
+    """The same export imported twice (an import run again after it stopped): a node
+    there with the exported text is that node, so no new version is saved into it and no
+    second event is appended beside it; an attachment it lacks is added. It routed each
+    file again: every merged node got a version more, and every event a copy."""
+    with two_mounts(tmp_path) as (a, b):
+        fill(a.path)
+        out1, out2 = tmp_path / "out1", tmp_path / "out2"
+        assert cli("export", str(a.path), str(out1), "--history").returncode == 0
+        r = cli("import", str(out1), str(b.path), "--json")
+        assert r.returncode == 0, r.stdout + r.stderr
+        os.remove(b.path / "user/default/preferences/editor/photo.bin")  # stopped before it
+        r = cli("import", str(out1), str(b.path), "--json")
+        assert r.returncode == 0, r.stdout + r.stderr
+        report = json.loads(r.stdout)
+        assert (report["created"], report["routed"], report["refused"]) == (0, 0, [])
+        assert report["nodes_before"] == report["nodes_after"] == 5
+        assert report["attachments"] == 1  # photo.bin, again
+        assert cli("export", str(b.path), str(out2), "--history").returncode == 0
+        first, second = snapshot(out1, strip_facts=False), snapshot(out2, strip_facts=False)
+        assert [k for k in first.keys() | second.keys() if first.get(k) != second.get(k)] == []
+    data = tmp_path / "data-c"
+    for _ in range(2):
+        r = cli("import", str(out1), str(data), "--json")
+        assert r.returncode == 0, r.stdout + r.stderr
+    report = json.loads(r.stdout)
+    assert (report["created"], report["routed"], report["nodes_after"]) == (0, 0, 5)
+    out3 = tmp_path / "out3"
+    assert cli("export", str(data), str(out3), "--history").returncode == 0
+    assert snapshot(out3, strip_facts=False) == first
+
+
+def test_hard_links_in_a_node_survive_the_round_trip(tmp_path: Path) -> None:
+    """Two names of one attachment (`ln`) are exported as two names of one file and made
+    one file again by an import, into a mount and into a data dir: a write through one
+    name shows through the other (they came back as two copies)."""
+
+    def inodes(root: Path) -> tuple[int, int, int]:
+        kit = root / "user/default/entities/kit"
+        a, b = (kit / "a.txt").stat(), (kit / "sub/b.txt").stat()
+        return a.st_nlink, b.st_nlink, int(a.st_ino == b.st_ino)
+
+    with two_mounts(tmp_path) as (a, b):
+        kit = a.path / "user/default/entities/kit"
+        kit.mkdir()
+        (kit / "L2.md").write_text("A kit.\n")
+        (kit / "sub").mkdir()
+        (kit / "a.txt").write_text("shared\n")
+        os.link(kit / "a.txt", kit / "sub/b.txt")
+        out1, out2, out3 = tmp_path / "out1", tmp_path / "out2", tmp_path / "out3"
+        r = cli("export", str(a.path), str(out1))
+        assert r.returncode == 0, r.stdout + r.stderr
+        assert "3 attachment(s)" in r.stdout  # sub/, a.txt and its second name
+        assert inodes(out1) == (2, 2, 1)
+        r = cli("import", str(out1), str(b.path))
+        assert r.returncode == 0, r.stdout + r.stderr
+        assert inodes(b.path) == (2, 2, 1)
+        copied = b.path / "user/default/entities/kit"
+        with open(copied / "sub/b.txt", "a") as f:
+            f.write("changed\n")
+        assert (copied / "a.txt").read_text() == "shared\nchanged\n"
+        assert cli("export", str(b.path), str(out2)).returncode == 0
+        assert inodes(out2) == (2, 2, 1)
+    r = cli("import", str(out1), str(tmp_path / "data-c"))
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert cli("export", str(tmp_path / "data-c"), str(out3)).returncode == 0
+    assert inodes(out3) == (2, 2, 1)
+    out4 = tmp_path / "out4"  # the first store, unmounted: the same
+    assert cli("export", str(tmp_path / "data-a"), str(out4)).returncode == 0
+    assert inodes(out4) == (2, 2, 1)

@@ -421,7 +421,7 @@ class Renames:
         assert dst_dir.owner is not None and ctype is not None
         try:
             with self.memory.transaction():
-                res = self.tiers.route(dst_dir.owner, ctype, new_name, data)
+                res = self.tiers.route(dst_dir.owner, ctype, new_name, data, src.mode)
                 self._drop_source_row(src)
         except ContextFSError as exc:
             self.refusals.refuse(src, exc, data)

@@ -571,7 +571,7 @@ class Tiers(RoleBase):
         inode.dirty = False
         assert inode.owner is not None and inode.ctype is not None
         try:
-            res = self.route(inode.owner, inode.ctype, inode.name, data)
+            res = self.route(inode.owner, inode.ctype, inode.name, data, inode.mode)
         except ContextFSError as exc:
             refusal = self.refusals.refuse_commit(inode, exc, data)
             self._forget_drop(inode, parent)
@@ -593,30 +593,44 @@ class Tiers(RoleBase):
         return res.node
 
     def route(
-        self, owner: tuple[str, str], ctype: ContextType, name: str, data: bytes
+        self,
+        owner: tuple[str, str],
+        ctype: ContextType,
+        name: str,
+        data: bytes,
+        mode: int | None = None,
     ) -> RouteResult:
         """A file closed in (or renamed into) a type directory: a node's file as
         `contextfs export` wrote it (`<name>.md` with a `contextfs:` mapping: `rsync`,
-        `tar x` or `cp` of an export) is that node (`exported`); anything else is routed
-        by the type's strategy."""
+        `tar x` or `cp` of an export) is that node (`exported`; `mode`: the file's, which
+        its node's files take); anything else is routed by the type's strategy."""
         note = _exported_note(ctype, name, data)
         if note is not None:
-            done = self.exported(owner, ctype, "" if ctype.singleton else name[:-3], note)
+            node_name = "" if ctype.singleton else name[:-3]
+            done = self.exported(owner, ctype, node_name, note, mode)
             if done is not None:
                 return done
             data = note.l2.encode()  # a node of that name with versions: its strategy
         return self.memory.routing.route(owner, ctype, name, data)
 
     def exported(
-        self, owner: tuple[str, str], ctype: ContextType, name: str, note: Note
+        self,
+        owner: tuple[str, str],
+        ctype: ContextType,
+        name: str,
+        note: Note,
+        mode: int | None = None,
     ) -> RouteResult | None:
         """The node `name` as exported: made with its L2 and hand-written L0/L1 when there
         is none (its facts start again, as for any write through a file: `contextfs
         import` restores them), or, when a node made by `mkdir` has no version yet (rsync
         makes a node's folder, its `.history` and attachments before the file beside it),
-        given them, after the versions written into its `.history`. Either way it is a copy
-        being made: versions written into its `.history` later (`tar x` extracts the file
-        first) take their places before its L2. None: a node with versions is there."""
+        given them, after the versions written into its `.history`, and its files the
+        mode of the file (`mode`), as a node made from the file alone gets it: not the
+        one its folder was made with (`rsync` and `tar` make it 0700 and chmod it after).
+        Either way it is a copy being made: versions written into its `.history` later
+        (`tar x` extracts the file first) take their places before its L2. None: a node
+        with versions is there."""
         pins = note.pins
         n = self.memory.live_node(owner, ctype, name)
         if n is not None and n.version > 0:
@@ -630,7 +644,10 @@ class Tiers(RoleBase):
         else:
             d = self.nodes.node_inode(n)
             with self.memory.transaction():
-                self.first_save(d, n, note.l2)
+                if mode is not None:
+                    self.perms.files_mode(n, mode)
+                if note.l2:  # a node exported never written stays so: no empty version
+                    self.first_save(d, n, note.l2)
                 for tier, text in pins.items():
                     self.memory.save_pinned(n, tier, text)
             self.nodes.changed(n)
