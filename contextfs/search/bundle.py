@@ -160,9 +160,10 @@ def _fitted_header(question: str, scope: str, res: Results, budget: int) -> str:
 
 
 def pack_context(question: str, scope: str, res: Results, budget: int) -> str:
-    """The bundle, never over `budget` tokens (estimate_tokens). Every one of the k hits is
-    in it: by its passages, else named by a line under "Further hits" (its path, with its
-    L0 when that fits); room for those lines is kept before any passage is packed."""
+    """The bundle, never over `budget` tokens (estimate_tokens). The best hit is always in
+    it: by its passages, else named by a line under "Further hits" (its path, with its L0
+    when that fits); room for that line, and for the next hits' within a tenth of the
+    budget, is kept before any passage is packed; further hits are named as room is left."""
     header = _header(question, scope, res, budget)
     if res.relevant is False:
         if estimate_tokens(header) > budget:
@@ -182,14 +183,19 @@ def pack_context(question: str, scope: str, res: Results, budget: int) -> str:
     if estimate_tokens(header) > budget:
         return _trim(header, budget)
     media = {h.node.id: h.media for h in res.hits if h.media}
-    # the hits whose path-alone pointers are kept room for, best first, as many as fit
+    # the hits whose path-alone pointers are kept room for, best first: the best always,
+    # the others within a tenth of the budget (kept for them all, the paths of ten hits
+    # took a fifth of a 500-token bundle from the evidence); the rest are named as room
+    # is left after the passages
     reserve: dict[int, int] = {}
     room = budget - estimate_tokens(header) - estimate_tokens(POINTERS)
-    for h in res.hits:
+    share = budget // 10
+    for i, h in enumerate(res.hits):
         cost = estimate_tokens(_pointer(h, l0=False))
-        if cost <= room:
+        if cost <= room and (i == 0 or cost <= share):
             reserve[h.node.id] = cost
             room -= cost
+            share -= cost if i else 0
     sections, used = _fill(scope, res.passages, estimate_tokens(header), budget, reserve, media)
     # a memory whose text a turn shown says already (an event extracted from that turn)
     # gives its room to the next passage: the turn shows who said it and when
