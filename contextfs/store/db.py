@@ -480,6 +480,10 @@ class Store:
         try:
             self.con.commit()
         except duckdb.Error as exc:
+            # nothing of it was stored, its outbox rows neither: the commit mark must not
+            # say they were at the next commit
+            with suppress(duckdb.Error):
+                self._seq = self.generation()
             if disk_full(exc):
                 raise NoSpace(
                     f"the disk is full; nothing of this change was stored ({exc})"
