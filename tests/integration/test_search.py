@@ -115,6 +115,22 @@ def test_ls_shows_ranked_links_and_files(corpus):
     assert set(hit) >= {"path", "score", "tiers", "snippet"} and hit["tiers"]
 
 
+def test_answer_files_size_is_their_bytes_listed_or_read_first(corpus):
+    """`_results.json` is rendered when first asked for: `ls -l` (a readdirplus listing) and
+    a direct `stat` report the size a read then returns, and `wc -c` equals it."""
+    listed = qdir(corpus.path, "which dog breed is rex")
+    ls = subprocess.run(["ls", "-ln", str(listed)], capture_output=True, text=True, check=True)
+    sizes = {ln.split()[-1]: int(ln.split()[4]) for ln in ls.stdout.splitlines()[1:]}
+    assert sizes["_results.json"] == len((listed / "_results.json").read_bytes())
+    assert sizes["_context.md"] == len((listed / "_context.md").read_bytes())
+    direct = qdir(corpus.path, "what does rex the dog eat") / "_results.json"
+    size = os.stat(direct).st_size
+    data = direct.read_bytes()
+    assert size == len(data) and json.loads(data)["hits"]
+    wc = subprocess.run(["wc", "-c", str(direct)], capture_output=True, text=True, check=True)
+    assert int(wc.stdout.split()[0]) == size
+
+
 def test_context_holds_the_matched_passages_within_budget(corpus):
     q = "which text editor does she use for programming"
     for budget in (60, 200, 800, 3000):

@@ -17,6 +17,7 @@ import stat
 import time
 import urllib.parse
 from collections import OrderedDict
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import trio
@@ -50,11 +51,13 @@ def _check_utf8(name: str) -> None:
 
 @dataclass(frozen=True, slots=True)
 class Answer:
-    """A computed question: (node path, its directory name) per hit, and the files."""
+    """A computed question: (node path, its directory name) per hit, and the files: their
+    bytes, or what renders them when first asked for (`_results.json`: most readers read
+    `_context.md` only, and its JSON was 1.75 ms of each question's Python)."""
 
     generation: tuple[int, int]  # SearchPort.generation when it was computed
     links: list[tuple[str, str]]
-    files: dict[str, bytes]
+    files: dict[str, bytes | Callable[[], bytes]]
     hits: tuple[Hit, ...] = ()
 
 
@@ -93,6 +96,8 @@ class QueryDirs(RoleBase):
         self._retired: dict[int, dict[str, tuple[bytes, float]]] = {}
         # the inodes made for those names when looked up, freed with their directory
         self._retired_inodes: dict[int, dict[str, Inode]] = {}
+        # answer file inode -> what renders its bytes, until it is first looked up or read
+        self._unrendered: dict[int, Callable[[], bytes]] = {}
 
     def build(self, root: Inode) -> None:
         if self.search is not None:
@@ -127,9 +132,14 @@ class QueryDirs(RoleBase):
     async def lookup(self, d: Inode, name: str) -> Inode:
         if d.role == Role.QUERY:
             try:
-                return await super().lookup(d, name)
+                found = await super().lookup(d, name)
             except NotFound:
                 return self._retired_link(d, name)
+            render = self._unrendered.pop(found.ino, None)
+            if render is not None:  # its size is asked next: render it off the event loop
+                with FOREGROUND.serving():
+                    found.data = bytearray(await trio.to_thread.run_sync(render))
+            return found
         if d.role not in (Role.QUERYROOT, Role.QUERYOPTS):
             return await super().lookup(d, name)  # inside a question's files
         if self.search is None:
@@ -204,6 +214,15 @@ class QueryDirs(RoleBase):
             self._drop(old)
         return qd
 
+    def content(self, inode: Inode) -> bytes:
+        """An answer file not looked up yet (its attributes in a `readdirplus` listing):
+        rendered here, on the event loop."""
+        render = self._unrendered.pop(inode.ino, None)
+        if render is None:
+            return b""
+        inode.data = bytearray(render())
+        return bytes(inode.data)
+
     def _drop(self, qd: Inode) -> None:
         """Take a question's (or an options segment's) directory out of the tree: its
         names go, and so do the answer's bytes unless a file is open. The inodes the
@@ -223,6 +242,7 @@ class QueryDirs(RoleBase):
                 self._drop(c)
                 continue
             self.table.unlink_inode(c)
+            self._unrendered.pop(c.ino, None)
             if c.opened <= 0:
                 c.data = None
         if qd.parent is not None and (qd.parent.children or {}).get(qd.name) is qd:
@@ -246,9 +266,9 @@ class QueryDirs(RoleBase):
 
         def work() -> Answer:
             res = search.search(question, scope, opts, readable, reader_key)
-            files = {
+            files: dict[str, bytes | Callable[[], bytes]] = {
                 "_context.md": pack_context(question, scope, res, opts.budget).encode(),
-                "_results.json": results_json(question, scope, res).encode(),
+                "_results.json": lambda: results_json(question, scope, res).encode(),
             }
             links = [(h.path, h.path.rsplit("/", 1)[-1]) for h in res.hits]
             return Answer(generation, links, files, tuple(res.hits))
@@ -292,7 +312,11 @@ class QueryDirs(RoleBase):
             target = ("../" * depth + node_path).encode()
             t.new(Role.QLINK, stat.S_IFLNK | 0o777, f"{i + 1:02d}_{dirname}", qd, target=target)
         for fname, data in answer.files.items():
-            t.new(Role.QFILE, stat.S_IFREG | 0o444, fname, qd, data=bytearray(data))
+            if callable(data):
+                f = t.new(Role.QFILE, stat.S_IFREG | 0o444, fname, qd)
+                self._unrendered[f.ino] = data
+            else:
+                t.new(Role.QFILE, stat.S_IFREG | 0o444, fname, qd, data=bytearray(data))
         for n in qd.children or {}:
             retired.pop(n, None)  # listed again: the new link
         if retired:
