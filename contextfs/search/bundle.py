@@ -257,6 +257,12 @@ def _fill(
     for ph in passages:
         nid = ph.node.id
         sec = sections.get(nid)
+        p = ph.passage
+        if p.turn_ids or p.speaker:  # its line holds all its text: skip it unbuilt
+            after = pending - (reserve.get(nid, 0) if sec is None else 0)
+            least = used + estimate_tokens(p.text.strip()) + after
+            if least + (heading_cost if after else 0) > budget:
+                continue
         # a line costs what it will be shown as: dated unless its section's first is
         line = _line(ph, sec.passages[0].passage.date if sec is not None else ph.passage.date)
         if not line:
