@@ -317,6 +317,17 @@ _PROFILE_RES: list[tuple[re.Pattern[str], str]] = [
         "location",
     ),
     (
+        # "I've lived in Leeds since 2019", "we've been living in Didsbury for a month",
+        # "I've been in Oslo for six years" (not "for three days": a trip)
+        re.compile(
+            rf"{_LEAD}(?:I|[Ww]e)(?:'ve| have)\s+(?:now\s+)?(?:lived|been\s+living|been)\s+"
+            r"in\s+(?P<v>[A-Z][\w'-]+(?:[ ,]+[A-Z][\w'-]+)*)\s+(?:since\b|for\s+(?:a|an|"
+            r"one|two|three|four|five|six|seven|eight|nine|ten|many|several|a\s+few|\d+|"
+            r"over\s+a|almost\s+a|nearly\s+a|about\s+a)\s+(?:\w+\s+){0,2}(?:months?|years?|decades?)\b)"
+        ),
+        "location",
+    ),
+    (
         re.compile(
             rf"{_LEAD}I(?:'m| am)\s+(?:based|located)\s+in\s+"
             r"(?P<v>[A-Z][\w'-]+(?:[ ,]+[A-Z][\w'-]+)*)"

@@ -220,6 +220,7 @@ def test_a_name_is_the_capitalised_words_only(text, name):
     "I'm a huge fan of jazz.",
     "I speak at conferences sometimes.",
     "If I lived in Berlin I'd cycle.",
+    "We've been in Rome for three days and the food is great.",
     "Suppose my name was Alex.",
     "I teach them to swim.",
     "I teach at a school in Leeds.",
@@ -233,6 +234,9 @@ def test_profile_negatives(text):
     ("We relocated from New York to Lisbon last year.", {"location": "Lisbon"}),
     ("I teach chemistry in Bergen.", {"facts": {"teaches": "chemistry"}}),
     ("I teach piano on weekends.", {"facts": {"teaches": "piano"}}),
+    ("I've lived in Leeds since 2019.", {"location": "Leeds"}),
+    ("We've been living in Didsbury for a few months.", {"location": "Didsbury"}),
+    ("I've been in New York for a couple of years now.", {"location": "New York"}),
 ])  # fmt: skip
 def test_where_one_moved_to_and_what_one_teaches_are_profile_facts(text, fields):
     """ "I moved from Oslo to Lisbon" lives in Lisbon (not nowhere); what one teaches is a
