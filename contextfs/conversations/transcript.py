@@ -64,7 +64,7 @@ class MediaRef:
 class Turn:
     """One message or tool event of a conversation."""
 
-    line: int  # 1-based line in the file (0 for non-JSONL inputs)
+    line: int  # 1-based line in the file where the turn starts (0: the whole file is one turn)
     role: str  # "user" | "assistant" | "system" | "tool" (others kept as given)
     content: str
     name: str | None = None  # speaker or tool name
@@ -402,7 +402,7 @@ def _build_turns(lines: list[str], opens: list, style: str, speakers: list[str])
                 body_lines = [m.group("text"), *body_lines]
         content = "\n".join(body_lines).strip("\n")
         turns.append(
-            Turn(line=0, role=role, content=content.strip(), name=name,
+            Turn(line=start + 1, role=role, content=content.strip(), name=name,
                  timestamp=timestamp, id=ident)
         )  # fmt: skip
     return tuple(turns)

@@ -169,3 +169,40 @@ def test_a_speaker_who_introduces_themself_and_an_event_told_by_what_it_is(mnt: 
     assert "location: Oslo" not in kofi, kofi
     [vet] = [p for p in (me / "events").iterdir() if "vet-appointment" in p.name]
     assert vet.name.startswith("2023-05-12"), vet.name
+
+
+@pytest.mark.parametrize(
+    ("name", "text"),
+    [
+        (
+            "t3.txt",
+            "Kari: I live in Tromsø and I'm allergic to cats.\nJonas: Cool. I work as a nurse.\n"
+            "Kari: Nice.\nJonas: I moved to Bergen last year.\n",
+        ),
+        (
+            "t3.md",
+            "**Kari:** I live in Tromsø and I'm allergic to cats.\n\n**Jonas:** Cool. I work "
+            "as a nurse.\n\n**Kari:** Nice.\n\n**Jonas:** I moved to Bergen last year.\n",
+        ),
+    ],
+)
+def test_a_plain_text_or_markdown_dialogue_keeps_each_speaker_s_facts(
+    mnt: Mount, name: str, text: str
+) -> None:
+    """`Name: text` lines (and `**Name:**`) are turns of their own: the owner's facts in
+    the owner's profile, the other speaker's on their node, whoever spoke last."""
+    owner = {"t3.txt": "kari", "t3.md": "marit"}[name]
+    (mnt.path / f"user/{owner}").mkdir()
+    fd = os.open(mnt.path / f"user/{owner}/.inbox/{name}", os.O_WRONLY | os.O_CREAT, 0o644)
+    try:
+        os.write(fd, text.replace("Kari", owner.capitalize()).encode())
+    finally:
+        os.close(fd)
+    wait_indexed(mnt)
+    me = mnt.path / f"user/{owner}"
+    profile = (me / "profile/L2.md").read_text()
+    assert "location: Tromsø" in profile and "allergy: cats" in profile, profile
+    assert "nurse" not in profile and "Bergen" not in profile, profile
+    jonas = (me / "entities/jonas/L2.md").read_text()
+    assert "location: Bergen" in jonas and "nurse" in jonas, jonas
+    assert "cats" not in jonas and "Tromsø" not in jonas, jonas

@@ -96,7 +96,9 @@ def test_markdown_bold_dialogue_maps_the_lone_person_to_user():
         ("user", "Sam", "I like trains."), ("assistant", None, "Noted."),
         ("user", "Sam", "Thanks"),
     ]  # fmt: skip
-    assert all(x.line == 0 for x in t.turns)
+    # each turn cites the line it starts on: "L3", never one "L0" for every turn
+    assert [x.line for x in t.turns] == [3, 5, 7]
+    assert [x.ref for x in t.turns] == ["L3", "L5", "L7"]
 
 
 def test_markdown_role_headings_split_multi_paragraph_turns():
