@@ -649,9 +649,16 @@ class Searcher:
         nodes found are looked at."""
         words = set(_WORD.findall(q.text.lower()))
         named: set[int] = set()
+        owners: set[int] = set()  # profiles named by whose they are: first of all
         for nid, h in by_node.items():  # `_names`, inlined: asked of every node found
-            parts = _name_words(h.node.name)
-            if parts is not None and parts <= words and h.node.type != SESSION_TYPE:
+            n = h.node
+            if n.type == PROFILE_TYPE:  # "Where does Ola live?" asks Ola's profile
+                if any(p <= words for p in _profile_names(n.id, n.version, n.owner_id, n.l2)):
+                    named.add(nid)
+                    owners.add(nid)
+                continue
+            parts = _name_words(n.name)
+            if parts is not None and parts <= words and n.type != SESSION_TYPE:
                 named.add(nid)
         if not named:
             return by_node
@@ -659,9 +666,13 @@ class Searcher:
         first = order[:1] if order[0] not in named else []
         scores = sorted((c.score for c in cands if c.node.id not in named), reverse=True)
         second = scores[min(1, len(scores) - 1)] if scores else 0.0
+        top = round(scores[0] + 1e-6, 6) if scores else 0.0  # above the best, not tied
         for i, c in enumerate(cands):
-            if c.node.id in named and c.score < second:
-                cands[i] = _Candidate(c.node, c.index, second)
+            floor = top if c.node.id in owners else second
+            if c.node.id in named and c.score < floor:
+                cands[i] = _Candidate(c.node, c.index, floor)
+        if owners:  # the owner's profile goes before the best hit, not after it
+            first = []
         below = by_node[first[0]].score if first else None
         for nid in named:
             hit = by_node[nid]
@@ -669,7 +680,11 @@ class Searcher:
                 hit.score = below
             if q.scale is not None:
                 hit.confidence = max(hit.confidence or 0.0, NAMED_CONFIDENCE)
-        ahead = [*first, *(nid for nid in order if nid in named)]
+        ahead = [
+            *first,
+            *(nid for nid in order if nid in owners),
+            *(nid for nid in order if nid in named and nid not in owners),
+        ]
         up = set(ahead)
         return {nid: by_node[nid] for nid in ahead} | {
             nid: h for nid, h in by_node.items() if nid not in up
@@ -742,7 +757,12 @@ class Searcher:
             have.add((nid, index))
             if named and n.type == SESSION_TYPE:
                 p = _passage(n, index)
-                if p is not None and p.speaker and p.speaker.lower() in named:
+                if (
+                    p is not None
+                    and p.speaker
+                    and p.speaker.lower() in named
+                    and not p.text.rstrip().endswith("?")  # asking says nothing of them
+                ):
                     score *= 1 + SPEAKER_BOOST
             if index == 0 and image_bonus:
                 score += image_bonus.pop(nid, 0.0)
@@ -1087,6 +1107,26 @@ def _name_words(name: str) -> frozenset[str] | None:
     return frozenset(parts) if parts and sum(map(len, parts)) >= 3 else None
 
 
+@functools.lru_cache(maxsize=1024)
+def _profile_names(
+    node_id: int, version: int, owner_id: str, l2: str
+) -> tuple[frozenset[str], ...]:
+    """The names a question calls a profile's owner by: the owner's id ("ola") and the
+    `name` its front matter gives ("Ola Nordmann", or "Ola" alone)."""
+    out = [p for p in (_name_words(owner_id),) if p is not None]
+    m = _PROFILE_NAME_RE.search(l2[:2000])
+    if m is not None:
+        name = m.group(1).strip().strip("'\"")
+        for part in (name, name.split()[0] if name else ""):
+            words = _name_words(part)
+            if words is not None:
+                out.append(words)
+    return tuple(out)
+
+
+_PROFILE_NAME_RE = re.compile(r"^name:[ \t]*(\S.*)$", re.M)
+
+
 def _share(conf: float | None) -> float | None:
     """The confidence of what a hit leads to (a linked turn's session)."""
     return None if conf is None else round(conf * LINK_SHARE, 3)
@@ -1121,6 +1161,7 @@ IMAGE_CONFIDENCE = 0.5  # so is a picture CLIP finds near the question (`clip_qu
 # A passage said by a person the question names, as a factor of its score: "Does Mateo have
 # children?" is answered by what Mateo said (dev conversations: 0.3 and 0.6 tried, 0.6 kept)
 SPEAKER_BOOST = 0.6
+PROFILE_TYPE = "profile"  # a profile is named by whose it is (`_named_memories`)
 ROLES = frozenset({"user", "assistant", "system", "tool", "developer"})
 # a capitalised word or two in a turn: where an entity's name may stand
 _PROPER = re.compile(r"(?<![\w'’])[A-Z][\w'’-]+(?: [A-Z][\w'’-]+)?")

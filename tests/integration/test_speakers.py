@@ -206,3 +206,35 @@ def test_a_plain_text_or_markdown_dialogue_keeps_each_speaker_s_facts(
     jonas = (me / "entities/jonas/L2.md").read_text()
     assert "location: Bergen" in jonas and "nurse" in jonas, jonas
     assert "cats" not in jonas and "Tromsø" not in jonas, jonas
+
+
+def test_a_question_naming_the_owner_leads_with_the_owner_s_profile(mnt: Mount) -> None:
+    """ "Where does Noa live?" is asked of Noa's profile (`location: Oslo`): it leads the
+    bundle and the links, ahead of other people's turns about where they live and of
+    Noa's own questions ("Where do you live now?")."""
+    (mnt.path / "user/noa").mkdir()
+    chats = [
+        [("Noa", "Hi Priya! How's Edinburgh treating you?"),
+         ("Priya", "We moved from Glasgow to Edinburgh in March and I love it."),
+         ("Noa", "I live in Oslo, been here for six years. Still love it.")],
+        [("Noa", "Hilde, do you still live in Trondheim?"),
+         ("Hilde", "Yes, we live near the river now. Erik loves it."),
+         ("Noa", "I'd love to live by a river.")],
+        [("Erik", "We live in a small flat, but it's cosy."),
+         ("Noa", "Where do your parents live these days?"),
+         ("Erik", "They live in Stavanger, by the harbour.")],
+        [("Priya", "Tom and I finally live together!"),
+         ("Noa", "Congrats! Where do you live now?"),
+         ("Priya", "We live in Leith, by the docks.")],
+        [("Marek", "We live in Krakow, old town."),
+         ("Noa", "Do you live close to the square?"),
+         ("Marek", "Ten minutes' walk from where we live.")],
+    ]  # fmt: skip
+    for i, turns in enumerate(chats):
+        drop(mnt, "noa", f"live{i}.jsonl", turns, when=f"2023-0{i + 5}-09T10:00:00")
+    q = mnt.path / "user/noa/.query/Where does Noa live?"
+    context = (q / "_context.md").read_text()
+    sections = [ln for ln in context.splitlines() if ln.startswith("## ")]
+    assert sections[0].startswith("## profile"), context
+    assert "location: Oslo" in context.split("\n## ")[1], context
+    assert sorted(os.listdir(q))[0] == "01_profile"
