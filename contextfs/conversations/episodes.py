@@ -27,9 +27,23 @@ saturday sunday january february march april may june july august september octo
 december lol omg good great nice sure right love happy congratulations guess wait same
 anyway honestly also maybe still very really if as at by for from in into of on to up with
 year week month day morning night weekend last next poor dear meanwhile
+how's what's that's it's here's there's where's who's let's she's he's
+mondays tuesdays wednesdays thursdays fridays saturdays sundays weekends
+mum mom dad mummy mommy daddy gran granny grandma grandpa nan nana papa
+probably barely basically actually definitely literally seriously totally absolutely
+started finished tried still only even almost apparently hopefully luckily sadly
 """
 _COMMON = frozenset(_COMMON_WORDS.split())
-_NAME_RE = re.compile(r"(?<![\w'])([A-Z][a-zA-Z'’-]+(?:\s+[A-Z][a-zA-Z'’-]+){0,2})")
+_UP = "A-ZÀ-ÖØ-Þ" + "".join(c for c in map(chr, range(0x100, 0x530)) if c.isupper())
+# a capitalised word, accented ones too ("Kraków", "Ålesund", "Malmö"); a title's words
+# joined by "of" or "and the" ("The Mirror and the Light", "Bank of England") are one name
+_WORD = rf"[{_UP}][^\W\d_]*(?:['’-][^\W\d_]+)*"
+_NAME_RE = re.compile(
+    rf"(?<![\w'’])({_WORD}(?:(?:\s+|\s+(?:of|and)\s+the\s+|\s+of\s+){_WORD}){{0,3}})"
+)
+# a capital that opens a sentence or a clause set off by a dash, colon, ellipsis, quote or
+# list mark: a word of the sentence, not a name ("… Barely", "Update: Coffee")
+_OPENER = re.compile(r"(?:^|[.!?:;…—–\-(\[\"“*•]\s*|\s[-–—]\s+)$")
 MAX_NAMED = 8
 
 
@@ -57,17 +71,26 @@ def started(turns: Sequence[Turn]) -> dt.datetime | None:
 def named_things(turns: Sequence[Turn], exclude: Sequence[str] = ()) -> list[str]:
     """Names that come up (people, pets, places, projects), most mentioned first."""
     skip = {e.lower() for e in exclude}
+    # a word the conversation also writes in small letters is a word, not a name
+    # ("Coffee first." beside "more coffee")
+    small = {w.lower() for t in turns for w in re.findall(r"(?<![\w'’])[^\W\d_A-Z]\w*", t.content)
+             if w[:1].islower()}  # fmt: skip
     counts: Counter[str] = Counter()
     for t in turns:
-        for sentence in re.split(r"(?<=[.!?])\s+|\n+", t.content):
+        for sentence in re.split(r"(?<=[.!?…])\s+|\n+", t.content):
             for m in _NAME_RE.finditer(sentence):
                 name = re.sub(r"['’]s$", "", m.group(1)).strip("'’-")  # "Idris's": Idris
                 words = name.split()
-                if len(words) == 1 and not re.search(r"[A-Za-z]", sentence[: m.start()]):
+                before = sentence[: m.start()]
+                if len(words) == 1 and (
+                    not re.search(r"[^\W\d_]", before)
+                    or _OPENER.search(before)
+                    or words[0].lower() in small
+                ):
                     continue  # a capital that only starts the sentence ("1. Rinse", "Keep")
                 if all(w.isupper() for w in words) and (len(words) > 1 or len(name) > 4):
                     continue  # shouting ("UNDER TWO HOURS"), not a name; "BBC" stays
-                while words and words[0].lower() in _COMMON:
+                while words and words[0].lower().replace("’", "'") in _COMMON:
                     words = words[1:]
                 if not words or " ".join(words).lower() in skip:
                     continue

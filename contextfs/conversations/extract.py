@@ -41,7 +41,9 @@ from contextfs.conversations.rule_lexicon import (
     _DONE_RE,
     _FEMALE_RELATIONS,
     _FIXED_RE,
+    _GIVEN_UP_RES,
     _HYPOTHETICAL_RE,
+    _INSTEAD_RE,
     _JOB_WORDS,
     _LANGUAGES,
     _LISTED_FACTS,
@@ -68,10 +70,14 @@ from contextfs.conversations.rule_lexicon import (
     _TASK_RE,
     _THEIR_NAME_RE,
     _TROUBLE_RE,
+    _UNSAID_RES,
+    _UP,
+    _USED_TO_RE,
     _WORD_RE,
     _assertion,
     _clean_phrase,
     _reason,
+    _relation,
     _sentences,
 )
 from contextfs.conversations.timeparse import DateMention, parse_timestamp, resolve_relative
@@ -79,6 +85,7 @@ from contextfs.conversations.transcript import Turn
 from contextfs.ctxtypes import ContextType
 from contextfs.errors import InvalidInput
 from contextfs.memory.background import FOREGROUND
+from contextfs.memory.document import Retraction, without_retracted
 
 log = logging.getLogger(__name__)
 
@@ -92,6 +99,10 @@ class Candidate:
     body: str
     turns: tuple[str, ...]  # Turn.ref of the evidence
     confidence: float  # 0..1
+    # (field, key, value) of each value said no longer to hold: a map's entry ("facts",
+    # "allergy", "peanuts") or a plain field's ("value", "", "coffee"); routing takes it
+    # out of the node's current view (`memory.document.without_retracted`)
+    retracts: tuple[Retraction, ...] = ()
 
 
 class Extractor(Protocol):
@@ -143,6 +154,31 @@ def _what(value: object) -> object:
     return trimmed or value
 
 
+# what only says how much or when, after a liked thing: "I don't like true crime at all",
+# "I prefer coffee in the morning"
+_TRAILING_ADJUNCT = re.compile(
+    r"(?:\s+(?:at\s+all|very\s+much|so\s+much|that\s+much|a\s+lot|much|"
+    r"in\s+the\s+(?:morning|afternoon|evening)s?|at\s+night|first\s+thing|"
+    r"on\s+(?:weekends|weekdays|[a-z]+days)|every\s+(?:day|morning|evening|night)|"
+    r"at\s+(?:work|home)|these\s+days|nowadays|now))+$",
+    re.I,
+)
+# a thing of a kind, named by the kind: "I prefer folk music" is about music
+_KINDS_OF_THING = {"music", "films", "movies", "books", "novels", "podcasts", "food",
+                   "cuisine", "beer", "wine", "games", "shows", "series", "sports"}  # fmt: skip
+# said in irony: "Oh great, I just love Mondays."
+_IRONY_RE = re.compile(r"\s*(?:oh,?\s+)?(?:great|wonderful|fantastic|brilliant|perfect|"
+                       r"lovely|marvellous|joy|just\s+great)\s*[,!.…]", re.I)  # fmt: skip
+
+# words that introduce a name: "That's Biscuit, my beagle", "This is Rex, our dog"
+_INTRO = r"\b(?:[Tt]his\s+is|[Tt]hat['’]s|[Ii]t['’]s|[Hh]ere['’]s|[Mm]eet)\s+"
+
+
+def _introduced(name: str) -> str:
+    """A name without the words that introduced it ("That's Biscuit": Biscuit)."""
+    return re.sub(r"^(?:That|It|Here|There|This|Meet)['’]s\s+(?=\S)", "", name)
+
+
 # Verbs that tell no deed of a named subject: no event of its own
 _NOT_DEEDS = {"was", "were", "is", "are", "said", "says", "told", "thought", "felt", "seemed",
               "looked", "sounded", "asked", "mentioned", "wanted", "needed"}  # fmt: skip
@@ -155,7 +191,7 @@ _THIRD_PERSON_RES = [
     (re.compile(rf"(?P<n>{_NAME})['’]s\s+favou?rite\s+(?P<t>[a-z][a-z ]{{1,30}}?)\s+"
                 r"(?:is|are|was)\s+(?P<v>[^.;!?]{2,60})"), "favourite"),
     (re.compile(rf"(?P<n>{_NAME})\s+(?:now\s+)?(?:lives|is\s+living|is\s+based|has\s+moved|"
-                r"moved|relocated)\s+(?:in|to)\s+(?P<v>[A-Z][\w'-]+(?:\s[A-Z][\w'-]+)*)"),
+                rf"moved|relocated)\s+(?:in|to)\s+(?P<v>[{_UP}][\w'-]+(?:\s[{_UP}][\w'-]+)*)"),
      "location"),
     (re.compile(rf"(?P<n>{_NAME})\s+(?:works|is\s+working)\s+as\s+(?:an?\s+)?"
                 r"(?P<v>[a-z][a-z -]{2,60})"), "role"),
@@ -165,12 +201,12 @@ _THIRD_PERSON_RES = [
     (re.compile(rf"(?P<n>{_NAME})\s+(?:(?:really|much|generally|always|still)\s+)?prefers\s+"
                 r"(?P<v>[a-z][\w -]{2,40})"), "prefers"),
     (re.compile(rf"(?P<n>{_NAME})\s+(?:now\s+)?(?:works|is\s+working)\s+(?:at|for)\s+"
-                r"(?P<v>[A-Z][\w&.-]*(?: [A-Z][\w&.-]*){0,3})"), "employer"),
+                rf"(?P<v>[{_UP}][\w&.-]*(?: [{_UP}][\w&.-]*){{0,3}})"), "employer"),
     (re.compile(rf"(?P<n>{_NAME})\s+is\s+(?:now\s+)?(?:an?|the)\s+(?P<v>[a-z][a-z -]{{2,40}})"),
      "role?"),
     (re.compile(rf"(?P<n>{_NAME})\s+(?:is|comes)\s+(?:originally\s+)?from\s+"
-                r"(?P<v>[A-Z][\w'-]+(?:\s[A-Z][\w'-]+)*)"), "from"),
-    (re.compile(rf"(?P<n>{_NAME})\s+grew\s+up\s+in\s+(?P<v>[A-Z][\w'-]+(?:\s[A-Z][\w'-]+)*)"),
+                rf"(?P<v>[{_UP}][\w'-]+(?:\s[{_UP}][\w'-]+)*)"), "from"),
+    (re.compile(rf"(?P<n>{_NAME})\s+grew\s+up\s+in\s+(?P<v>[{_UP}][\w'-]+(?:\s[{_UP}][\w'-]+)*)"),
      "from"),
     (re.compile(rf"(?P<n>{_NAME})\s+(?:really\s+)?(?:hates|dislikes|can['’]t\s+stand)\s+"
                 r"(?P<v>[a-z][\w -]{2,40})"), "dislikes"),
@@ -199,6 +235,7 @@ class _Collector:
         body: str,
         turns: Iterable[str],
         confidence: float,
+        retracts: Sequence[Retraction] = (),
     ) -> None:
         ctype = self.types.get(type_name)
         if ctype is None:
@@ -212,14 +249,17 @@ class _Collector:
         key = ctype.node_name(coerced)
         if ctype.singleton:
             # One profile candidate per field: each fact stands or falls on its own.
-            key = ",".join(sorted(coerced))
+            key = ",".join(sorted({*coerced, *(r[0] for r in retracts)}))
         refs = tuple(dict.fromkeys(turns))
         who = sorted({self.speakers[r] for r in refs if r in self.speakers})
         if who:  # "I live in Bergen" (Ola) and "I live in Oslo" (Mina) stay two facts
             key += "@" + ",".join(who)
         prev = self.out.get((type_name, key))
+        # a value said again holds again; one taken back goes from what was said before
+        taken = [*(r for r in (prev.retracts if prev else ()) if not _asserts(coerced, r)),
+                 *retracts]  # fmt: skip
         if prev is not None:
-            merged = dict(prev.fields)
+            merged = without_retracted(prev.fields, retracts)
             for name, value in coerced.items():
                 old = merged.get(name)
                 if isinstance(value, list) and isinstance(old, list):
@@ -240,7 +280,28 @@ class _Collector:
         self.out[(type_name, key)] = Candidate(
             type=type_name, fields=coerced, body=body, turns=refs,
             confidence=round(min(1.0, max(0.0, confidence)), 3),
+            retracts=tuple(dict.fromkeys(taken)),
         )  # fmt: skip
+
+    def retract(
+        self,
+        type_name: str,
+        keys: dict[str, object],
+        what: Retraction,
+        turns: Iterable[str],
+    ) -> None:
+        """A value said no longer to hold ("I'm not allergic to peanuts after all"): taken
+        out of what this conversation said before, and out of the node when routed."""
+        self.add(type_name, keys, "", turns, 0.75, retracts=(what,))
+
+
+def _asserts(fields: Mapping[str, object], what: Retraction) -> bool:
+    """Whether `fields` say the value `what` takes back."""
+    name, key, value = what
+    said = fields.get(name)
+    if key:
+        said = said.get(key) if isinstance(said, Mapping) else None
+    return isinstance(said, str) and value.lower() in said.lower().split(", ")
 
 
 class RuleExtractor:
@@ -278,12 +339,13 @@ class RuleExtractor:
             for i, sentence in enumerate(sentences):
                 bare = _assertion(sentence)
                 if bare is None:
+                    self._used_to(col, turn, sentence)
                     continue
                 self._their_name(col, turn, sentence, bare, [*before, *sentences[:i]][-3:])
                 self._renamed(col, turn, sentence, bare, things.setdefault(turn.name, []))
                 self._preferences(col, turn, sentence, bare)
                 self._profile(col, turn, sentence, bare)
-                self._self(col, turn, sentence, bare)
+                self._self(col, turn, sentence, bare, [*before, *sentences[:i]][-1:])
                 self._switch(col, turn, sentence, bare)
                 self._entities(col, turn, sentence, bare)
                 self._third_person(col, turn, sentence, bare)
@@ -309,11 +371,14 @@ class RuleExtractor:
             if kind == "prefer":
                 raw_value = re.split(r"\s+(?:over|to|rather than|instead of)\s+", raw_value,
                                      maxsplit=1)[0]  # fmt: skip
-            value = _clean_phrase(raw_value, 5)
-            if value is None or value.split()[0].lower() in _PRONOUNS:
+            value = _clean_phrase(raw_value, 7)
+            value = _TRAILING_ADJUNCT.sub("", value) if value else value
+            if value is None or len(value.split()) > 5 or value.split()[0].lower() in _PRONOUNS:
                 continue
             if kind in ("likes", "loves") and re.match(r"(?:to|the idea|how|that)\b", raw_value):
                 continue
+            if kind in ("likes", "loves") and _IRONY_RE.match(sentence):
+                continue  # "Oh great, I just love Mondays."
             topic: str | None = None
             if "topic" in m.groupdict() and m.group("topic"):
                 topic = _clean_phrase(m.group("topic"), 4)
@@ -334,12 +399,26 @@ class RuleExtractor:
                     continue
             elif topic is None and kind in ("prefer", "use"):
                 topic = _OPTION_TOPIC.get(value.lower())
+                if topic is None and value.split()[-1].lower() in _KINDS_OF_THING:
+                    topic = value.split()[-1].lower()  # "folk music": music
                 if topic is None:
                     if kind == "use":
                         continue  # "I always use X" says nothing about which topic
-                    topic = value
+                    # "I prefer jazz to rock": jazz is preferred, over rock
+                    over = re.search(r"\s(?:over|to|rather than|instead of)\s+(?P<o>.+)",
+                                     m.group("value"))  # fmt: skip
+                    other = _clean_phrase(over.group("o"), 4) if over else None
+                    topic, value = value, f"prefers over {other}" if other else "prefers"
+            elif topic is None and kind in ("likes", "loves") and value.lower() in _OPTION_TOPIC:
+                # "I love coffee": the option liked is the choice on its topic, which a
+                # later "I switched to tea" replaces
+                topic = _OPTION_TOPIC[value.lower()]
             elif topic is None:
                 topic, value = value, kind  # "I hate cilantro": topic cilantro, dislikes
+                option = _OPTION_TOPIC.get(topic.lower())
+                if kind == "dislikes" and option is not None:
+                    # "I can't stand coffee now": no longer the choice on its topic
+                    col.retract("preference", {"topic": option}, ("value", "", topic), [turn.ref])
             if not topic or topic.split()[0].lower() in _PRONOUNS:
                 continue
             if _POINTING & set(topic.lower().split()):
@@ -372,7 +451,8 @@ class RuleExtractor:
                 col.add("profile", {"name": raw}, "", [turn.ref], 0.9)
             elif what == "teach":
                 # "I teach chemistry in Bergen": the subject, up to where or for whom
-                where = r"\s+(?:at|in|to|for|with|and|but|so|because|since|on)(?:\s+|$)"
+                where = (r"\s+(?:at|in|to|for|with|and|but|so|because|since|on|here|there|now|"
+                         r"these\s+days)(?:\s+|$)")  # fmt: skip
                 subject = _clean_phrase(re.split(where, raw)[0], 3)
                 if subject is None or subject.split()[0].lower() in _PRONOUNS:
                     continue
@@ -383,8 +463,10 @@ class RuleExtractor:
                 role = _clean_phrase(
                     re.split(r"\s+(?:at|for|in|with|on|living|based|who|and)\s+", raw)[0], 4
                 )
-                if role is None:
-                    continue
+                if role is None or re.match(r"(?:former|ex)\b", role, re.I):
+                    continue  # "I'm a former nurse": no role now
+                # "I'm the new maths teacher": the role is maths teacher
+                role = re.sub(r"^(?:new|current|newly\s+\w+)\s+(?=\w)", "", role, flags=re.I)
                 head = role.lower().split()[-1]
                 if what == "role?" and head not in _JOB_WORDS and role.lower() not in _JOB_WORDS:
                     continue
@@ -392,7 +474,7 @@ class RuleExtractor:
                     continue
                 col.add("profile", {"role": role}, "", [turn.ref], 0.8)
                 m_org = re.search(
-                    r"\s(?:at|for)\s+(?P<o>[A-Z][\w&.-]*(?: [A-Z][\w&.-]*){0,3})", raw
+                    rf"\s(?:at|for)\s+(?P<o>[{_UP}][\w&.-]*(?: [{_UP}][\w&.-]*){{0,3}})", raw
                 )
                 if m_org and m_org.group("o").split()[0] not in _NOT_NAMES:
                     org = m_org.group("o")
@@ -437,11 +519,33 @@ class RuleExtractor:
                 col.add("entity", {"name": org, "kind": "organisation"},
                         f"{org} is where the owner works.", [turn.ref], 0.7)  # fmt: skip
 
-    def _self(self, col: _Collector, turn: Turn, sentence: str, bare: str) -> None:
+    def _self(
+        self, col: _Collector, turn: Turn, sentence: str, bare: str, prior: Sequence[str] = ()
+    ) -> None:
         """What the owner says of themself, a standing fact each (`_SELF_RES`): "I'm
         allergic to cashews", "I've gone fully vegetarian", "I have type 1 diabetes",
         "I'm left-handed", "I play the cello", "I've been learning Portuguese", "I'm
-        training for a marathon", "my birthday is 3 March"."""
+        training for a marathon", "my birthday is 3 March". A fact taken back ("Turns out
+        I'm not allergic to penicillin after all", `_UNSAID_RES`) is retracted, and what
+        the next sentence names in its place ("It was the sesame.") is the fact."""
+        for rx, key in _UNSAID_RES:
+            m = rx.search(bare)
+            if m is None:
+                continue
+            raw = re.split(r"\s+(?:after\s+all|at\s+all|any\s*more|any\s+longer|either|"
+                           r"though|and|but|so|it|in|on|at)\b", m.group("v"))[0]  # fmt: skip
+            value = _clean_phrase(raw, 4)
+            if value is not None and value.split()[0].lower() not in _PRONOUNS:
+                col.retract("profile", {}, ("facts", key, value.lower()), [turn.ref])
+            return
+        for before in prior:
+            said = next((key for rx, key in _UNSAID_RES if rx.search(before)), None)
+            m = _INSTEAD_RE.match(bare.strip())
+            if said == "allergy" and m is not None:
+                value = _clean_phrase(m.group("v"), 3)
+                if value is not None and value.split()[0].lower() not in _PRONOUNS | {"not"}:
+                    col.add("profile", {"facts": {said: value.lower()}}, "", [turn.ref], 0.7)
+                return
         for rx, key in _SELF_RES:
             m = rx.search(bare)
             if m is None:
@@ -454,6 +558,8 @@ class RuleExtractor:
                                                r"this|next|last)\s+", raw)[0], 4)  # fmt: skip
                 if value is None or value.split()[0].lower() in _PRONOUNS:
                     continue
+                if key == "allergy":  # "penicillin and cats": each its own, taken back alone
+                    value = re.sub(r"\s+(?:and|&)\s+", ", ", value)
             elif key == "handedness":
                 value = f"{raw.lower()}-handed"
             elif key == "birthday" or raw.lower() in _LANGUAGES:
@@ -464,8 +570,14 @@ class RuleExtractor:
 
     def _switch(self, col: _Collector, turn: Turn, sentence: str, bare: str) -> None:
         """A switch to a known option ("I finally ditched VS Code for Neovim", "I'm doing
-        all this in Neovim now"): the new option is the preference on its topic, which
-        replaces the old one."""
+        all this in Neovim now", "I'm back on coffee"): the new option is the preference
+        on its topic, which replaces the old one. An option given up ("I don't drink
+        coffee any more", "The tea phase is over") is no longer the choice on its topic."""
+        for rx in _GIVEN_UP_RES:
+            for given_up in rx.finditer(bare):
+                value = given_up.group("v")
+                col.retract("preference", {"topic": _OPTION_TOPIC[value.lower()]},
+                            ("value", "", value), [turn.ref])  # fmt: skip
         for rx in _SWITCH_RES:
             m = rx.search(bare)
             if m is None:
@@ -500,7 +612,7 @@ class RuleExtractor:
             found.append((m.group("name"), m.group("rel").lower()))
         # "Biscuit, our dog, stares at me": a name, then who it is between two commas
         for m in re.finditer(
-            rf"(?:^|[,;]\s+|\band\s+)(?P<name>{_NAME}),\s+(?:my|our)\s+"
+            rf"(?:^|[,;]\s+|\band\s+|{_INTRO})(?P<name>{_NAME}),\s+(?:my|our)\s+"
             rf"(?:(?:older|younger|little|big|new|old|best)\s+)?(?P<rel>{_REL_ALT}),",
             bare,
         ):
@@ -512,12 +624,12 @@ class RuleExtractor:
         for m in re.finditer(
             rf"\b(?:[Mm]y|[Oo]ur)\s+(?:(?:old|little|new|rescue)\s+)?(?P<breed>(?i:{_BREED_ALT}))"
             rf"\s*,?\s+(?P<name>{_NAME})\b"
-            rf"|(?:^|[,;]\s+|\band\s+)(?P<name2>{_NAME})(?:,|\s+is)\s+(?:my|our)\s+"
+            rf"|(?:^|[,;]\s+|\band\s+|{_INTRO})(?P<name2>{_NAME})(?:,|\s+is)\s+(?:my|our)\s+"
             rf"(?:(?:old|little|new|rescue)\s+)?(?P<breed2>(?i:{_BREED_ALT}))\b"
             r"(?:,|[.!]?\s*$|\s+and\b)",
             bare,
         ):
-            name = m.group("name") or m.group("name2")
+            name = _introduced(m.group("name") or m.group("name2"))
             if not name[:1].isupper() or name.split()[0].lower() in _NOT_NAME_WORDS:
                 continue
             breed = (m.group("breed") or m.group("breed2")).lower()
@@ -545,12 +657,14 @@ class RuleExtractor:
         for name, rel in found:
             # "my wife Sara's birthday": the wife is Sara, not "Sara's"
             name = re.sub(r"['’]s$", "", name)
+            name = _introduced(name)
             if name.split()[0] in _NOT_NAMES:
                 continue
             # "my manager Priya Patel" keeps both words; "my dog Rex Today" would not.
             if " " in name and name.split()[1] in _NOT_NAMES:
                 name = name.split()[0]
             kind = _RELATIONS[rel.split("'s ")[-1]]
+            rel = "'s ".join(_relation(w) for w in rel.split("'s "))  # "mum's": "mother's"
             body = f"{name} is the owner's {rel}."
             attrs = {"relation": rel}
             if name in breeds:
@@ -610,7 +724,7 @@ class RuleExtractor:
         for s in before:
             for r in re.finditer(
                 rf"\b(?:[Mm]y|[Oo]ur)\s+(?:(?:older|younger|little|big|new|old|best)\s+)?"
-                rf"(?P<rel>{_REL_ALT})\b(?!['’]s|\s*,?\s+[A-Z])",
+                rf"(?P<rel>{_REL_ALT})\b(?!['’]s|\s*,?\s+[{_UP}])",
                 s,
             ):
                 rels[r.group("rel").lower()] = s
@@ -618,21 +732,30 @@ class RuleExtractor:
                 rels[r.group("rel").lower()] = s
             for r in _TAKEN_IN_RE.finditer(s):
                 rels[r.group("rel").lower()] = s
-        same = {"mom": "mum", "mother": "mum", "dad": "father", "grandma": "grandmother",
-                "grandpa": "grandfather"}  # fmt: skip
-        fit = {same.get(r, r): r for r in rels if r not in unfit}
+        fit = {_relation(r): r for r in rels if r not in unfit}
         if len(fit) != 1:
             return  # none, or two the pronoun may be of
-        [rel] = fit.values()
-        fields: dict[str, object] = {"name": name, "kind": _RELATIONS[rel],
+        [said] = fit.values()
+        rel = _relation(said)
+        fields: dict[str, object] = {"name": name, "kind": _RELATIONS[said],
                                      "attributes": {"relation": rel}}  # fmt: skip
         alias = _CALLED_TOO_RE.search(bare)
         if alias is not None:
             other = alias.group("alias") or alias.group("alias2")
             if other != name and other.split()[0] not in _NOT_NAMES:
                 fields["aliases"] = [other]
-        body = f"{name} is the owner's {rel}.\n\n{rels[rel]}\n{sentence}"
+        body = f"{name} is the owner's {rel}.\n\n{rels[said]}\n{sentence}"
         col.add("entity", fields, body, [turn.ref], 0.75)
+
+    def _used_to(self, col: _Collector, turn: Turn, sentence: str) -> None:
+        """ "I used to love jazz, but I can't stand it now": what holds now is the
+        preference, replacing the older one ("used to" alone says nothing of now)."""
+        m = _USED_TO_RE.match(sentence.strip())
+        if m is None or _HYPOTHETICAL_RE.search(sentence.replace(m.group(0), " ")):
+            return
+        if _HYPOTHETICAL_RE.search(re.sub(r"\bused\s+to\b", " ", m.group(0))):
+            return
+        self._preferences(col, turn, sentence, f"I {m.group('now')} {m.group('x')}")
 
     def _third_person(self, col: _Collector, turn: Turn, sentence: str, bare: str) -> None:
         """A fact about someone else, named at the head of the sentence: "Maya's favourite
@@ -1062,7 +1185,7 @@ _THING_WORDS = {"project": "project", "app": "product", "startup": "organisation
 # "an app called SproutLog", "a Flask app to track when I water my plants, called SproutLog"
 _THING_CALLED_RE = re.compile(
     rf"\b(?P<word>{'|'.join(_THING_WORDS)})\b(?P<between>[^.;!?]{{0,50}}?)\s+(?:called|named)\s+"
-    r"(?P<name>[A-Z][\w.-]*(?: [A-Z][\w.-]*)?)"
+    rf"(?P<name>[{_UP}][\w.-]*(?: [{_UP}][\w.-]*)?)"
 )
 
 

@@ -1192,11 +1192,17 @@ class Intake:
                     self.memory.create_owner(*target)
                     self._hook("owner_created", target)
                 fields = validate_candidate(ctype, c.fields, where=c.type)
+                if c.retracts and set(fields) <= set(ctype.key_fields) and not c.body.strip():
+                    # only a value taken back: nothing to take it from, no node made
+                    name = "" if ctype.singleton else ctype.node_name(fields)
+                    if self.memory.live_node(target, ctype, name) is None:
+                        continue
                 res = self.memory.routing.route_document(
                     target,
                     ctype,
                     Document(dict(fields), c.body),
                     source=f"{source}#{','.join(c.turns)}" if c.turns else source,
+                    retracts=c.retracts,
                 )
             except ContextFSError as exc:
                 refused.append(f"{c.type} {c.fields}: {exc.reason}")
@@ -1205,8 +1211,9 @@ class Intake:
             verb = "created" if res.created else ("changed" if res.changed else "unchanged")
             if res.kept_person_text:  # SPEC §5: never silently over a person's text
                 path += " (kept your text; added the extracted facts below it)"
-            elif res.superseded:  # a newer statement replaced an older one
-                path += " (" + "; ".join(f"{f}: {a} → {b}" for f, a, b in res.superseded) + ")"
+            elif res.superseded:  # a newer statement replaced an older one, or took it back
+                path += " (" + "; ".join(f"{f}: {a} → {b}" if b else f"{f}: {a} taken back"
+                                         for f, a, b in res.superseded) + ")"  # fmt: skip
             changed.append(f"{verb} {path}")
             self._hook("node_changed", res.node, res.created)
         return changed, refused

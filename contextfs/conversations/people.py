@@ -13,7 +13,7 @@ import re
 from collections.abc import Sequence
 
 from contextfs.conversations.extract import Candidate
-from contextfs.conversations.rule_lexicon import _assertion, _sentences
+from contextfs.conversations.rule_lexicon import _UP, _assertion, _relation, _sentences
 from contextfs.conversations.transcript import Turn
 
 # a speaker's node: at most this many of their sentences from one conversation file
@@ -23,7 +23,7 @@ _FIRST_PERSON = re.compile(
     r"\b(?:I|I['’](?:m|ve|d|ll)|[Mm]y|[Oo]ur|[Ww]e|[Ww]e['’](?:re|ve|d|ll)|me|us)\b"
 )
 # ... and something named or counted: a capitalised word past the first, or a number
-_NAMED = re.compile(r"(?<=\w )(?!I\b|I['’])[A-Z][a-z]+|\d")
+_NAMED = re.compile(rf"(?<=\w )(?!I\b|I['’])[{_UP}][^\W\d_A-Z]+|\d")
 
 
 def owner_speaker(turns: Sequence[Turn], *owner_names: str | None) -> str | None:
@@ -80,6 +80,7 @@ def attribute_speakers(
         if c.type not in ("profile", "preference"):
             out.append(c)
             continue
+        topic = str(c.fields.get("topic", "likes"))
         if c.type == "profile":
             attrs = {}
             for k, v in c.fields.items():
@@ -87,9 +88,14 @@ def attribute_speakers(
                     attrs.update({str(a): str(b) for a, b in v.items()})
                 elif k != "name":
                     attrs[k] = ", ".join(map(str, v)) if isinstance(v, list) else str(v)
+        elif "value" in c.fields:
+            attrs = {topic: str(c.fields["value"])}
         else:
-            attrs = {str(c.fields.get("topic", "likes")): str(c.fields.get("value", ""))}
-        if not attrs:
+            attrs = {}
+        # what they took back ("I'm not allergic to peanuts after all"): out of their node
+        taken = tuple(("attributes", key or (topic if c.type == "preference" else field), v)
+                      for field, key, v in c.retracts)  # fmt: skip
+        if not attrs and not taken:
             continue
         out.append(
             Candidate(
@@ -98,6 +104,7 @@ def attribute_speakers(
                 c.body,
                 c.turns,
                 c.confidence,
+                taken,
             )
         )
     return out
@@ -121,7 +128,7 @@ def _theirs(c: Candidate, speaker: str) -> Candidate:
 # profile's facts, right; a later "my cousin Theo" would replace Dev, wrong (each stays an
 # entity of its own, relation and all)
 _ONE_AT_A_TIME = {
-    "mother", "mum", "mom", "father", "dad", "wife", "husband", "partner", "girlfriend",
+    "mother", "father", "wife", "husband", "partner", "girlfriend",
     "boyfriend", "fiance", "fiancee", "manager", "boss", "landlord", "mentor", "tech lead",
 }  # fmt: skip
 
@@ -140,7 +147,10 @@ def owner_relations(candidates: Sequence[Candidate]) -> list[Candidate]:
         name = c.fields.get("name")
         if c.type != "entity" or not isinstance(rel, str) or not isinstance(name, str):
             continue
-        if "'s " in rel or rel not in _ONE_AT_A_TIME:
+        if "'s " in rel:
+            continue
+        rel = _relation(rel)  # an LLM's "mum" is the rules' "mother": one fact
+        if rel not in _ONE_AT_A_TIME:
             continue
         facts.setdefault(rel, [])
         if name not in facts[rel]:

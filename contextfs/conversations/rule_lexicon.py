@@ -137,8 +137,28 @@ _RELATIONS = {
     "boyfriend": "person", "fiance": "person", "fiancee": "person", "client": "person",
     "landlord": "person", "tech lead": "person", "report": "person", "child": "person",
 }  # fmt: skip
+# one relation said in other words is one relation: "my mum Ingrid" and "my mother Ingrid"
+# make one profile fact `mother: Ingrid` (a wife, husband or partner stays what was said)
+_SAME_RELATION = {
+    "mum": "mother", "mom": "mother", "dad": "father", "grandma": "grandmother",
+    "gran": "grandmother", "granny": "grandmother", "nan": "grandmother",
+    "grandpa": "grandfather", "grandad": "grandfather", "granddad": "grandfather",
+    "coworker": "colleague", "co-worker": "colleague", "neighbor": "neighbour",
+}  # fmt: skip
+
+
+def _relation(word: str) -> str:
+    """A relation word in the one form kept of it ("Mum", "mom": "mother")."""
+    word = word.lower()
+    return _SAME_RELATION.get(word, word)
+
+
 _REL_ALT = "|".join(sorted((re.escape(r) for r in _RELATIONS), key=len, reverse=True))
-_NAME = r"[A-Z][a-zà-ÿ'-]+(?: [A-Z][a-zà-ÿ'-]+)?"
+# Capital and small letters of names, the accented and other alphabets' too ("Åsa",
+# "Øyvind", "José"), for character classes: `[{_UP}]`, `[{_LO}]`
+_UP = "A-ZÀ-ÖØ-Þ" + "".join(c for c in map(chr, range(0x100, 0x530)) if c.isupper())
+_LO = "a-zß-öø-ÿ" + "".join(c for c in map(chr, range(0x100, 0x530)) if c.islower())
+_NAME = rf"[{_UP}][{_LO}'-]+(?: [{_UP}][{_LO}'-]+)?"
 # what "I'm X," says that is not a name
 _NOT_SELF_NAMES = {
     "American", "Canadian", "Mexican", "Brazilian", "Argentinian", "British", "English",
@@ -176,7 +196,10 @@ _NOT_VERBS_ED = {"red", "bed", "need", "feed", "seed", "speed", "shed", "bred", 
 
 # --- the rule extractor -----------------------------------------------------------------
 
-_LEAD = r"(?:^|[,;:]\s+|\b(?:and|but|so|also|actually|honestly|personally|oh|btw|fyi)\s+)"
+_LEAD = (
+    r"(?:^|[,;:]\s+|\b(?:and|but|so|also|actually|honestly|personally|oh|btw|fyi)\s+|"
+    r"\b(?:[Tt]hese\s+days|[Nn]owadays|[Ll]ately)\s*,?\s+)"
+)
 _ADV = (
     r"(?:(?:really|absolutely|just|generally|usually|definitely|totally|much|strongly|"
     r"genuinely|honestly|still|also|always|truly|kind of|sort of)\s+)*"
@@ -193,7 +216,7 @@ _PREF_RES: list[tuple[re.Pattern[str], str]] = [
     ),
     (
         re.compile(
-            r"^(?P<value>[A-Z][\w .+#-]{0,40}?)\s+(?:is|are)\s+my\s+(?:absolute\s+)?"
+            rf"^(?P<value>[{_UP}][\w .+#-]{{0,40}}?)\s+(?:is|are)\s+my\s+(?:absolute\s+)?"
             r"favou?rite\s+(?P<topic>[a-z][\w -]{1,40})",
             re.I,
         ),
@@ -244,7 +267,7 @@ _STANDING_RES: list[tuple[re.Pattern[str], str, str]] = [
     (
         re.compile(
             r"\b(?:always|please)\s+(?:reply|answer|respond|write)\s+(?:to me\s+)?in\s+"
-            r"(?P<v>[A-Z][a-z]+)\b"
+            rf"(?P<v>[{_UP}][a-z]+)\b"
         ),
         "reply language",
         "{v}",
@@ -288,12 +311,12 @@ _PROFILE_RES: list[tuple[re.Pattern[str], str]] = [
     (
         re.compile(
             r"(?:^|[.!]\s+)Being\s+(?:an?|the)\s+(?P<v>[\w -]+?\s+at\s+"
-            r"[A-Z][\w&.-]*(?: [A-Z][\w&.-]*){0,3})"
+            rf"[{_UP}][\w&.-]*(?: [{_UP}][\w&.-]*){{0,3}})"
         ),
         "role?",
     ),
     (
-        re.compile(r",?\s+(?:living|based)\s+in\s+(?P<v>[A-Z][\w'-]+(?:[ ,]+[A-Z][\w'-]+)*)"),
+        re.compile(rf",?\s+(?:living|based)\s+in\s+(?P<v>[{_UP}][\w'-]+(?:[ ,]+[{_UP}][\w'-]+)*)"),
         "location",
     ),
     (
@@ -308,12 +331,14 @@ _PROFILE_RES: list[tuple[re.Pattern[str], str]] = [
         re.compile(
             rf"{_LEAD}I\s+(?:just\s+|recently\s+)?(?:started|began)\s+(?:a\s+)?(?:new\s+)?"
             r"(?:job|work|position)\s+(?:at|with)\s+"
-            r"(?P<v>[A-Z][\w&.-]*(?: [A-Z][\w&.-]*){0,3})"
+            rf"(?P<v>[{_UP}][\w&.-]*(?: [{_UP}][\w&.-]*){{0,3}})"
         ),
         "employer",
     ),
     (
-        re.compile(rf"{_LEAD}I\s+(?:live|reside)\s+in\s+(?P<v>[A-Z][\w'-]+(?:[ ,]+[A-Z][\w'-]+)*)"),
+        re.compile(
+            rf"{_LEAD}I\s+(?:live|reside)\s+in\s+(?P<v>[{_UP}][\w'-]+(?:[ ,]+[{_UP}][\w'-]+)*)"
+        ),
         "location",
     ),
     (
@@ -321,7 +346,7 @@ _PROFILE_RES: list[tuple[re.Pattern[str], str]] = [
         # "I've been in Oslo for six years" (not "for three days": a trip)
         re.compile(
             rf"{_LEAD}(?:I|[Ww]e)(?:'ve| have)\s+(?:now\s+)?(?:lived|been\s+living|been)\s+"
-            r"in\s+(?P<v>[A-Z][\w'-]+(?:[ ,]+[A-Z][\w'-]+)*)\s+(?:since\b|for\s+(?:a|an|"
+            rf"in\s+(?P<v>[{_UP}][\w'-]+(?:[ ,]+[{_UP}][\w'-]+)*)\s+(?:since\b|for\s+(?:a|an|"
             r"one|two|three|four|five|six|seven|eight|nine|ten|many|several|a\s+few|\d+|"
             r"over\s+a|almost\s+a|nearly\s+a|about\s+a)\s+(?:\w+\s+){0,2}(?:months?|years?|decades?)\b)"
         ),
@@ -330,7 +355,7 @@ _PROFILE_RES: list[tuple[re.Pattern[str], str]] = [
     (
         re.compile(
             rf"{_LEAD}I(?:'m| am)\s+(?:based|located)\s+in\s+"
-            r"(?P<v>[A-Z][\w'-]+(?:[ ,]+[A-Z][\w'-]+)*)"
+            rf"(?P<v>[{_UP}][\w'-]+(?:[ ,]+[{_UP}][\w'-]+)*)"
         ),
         "location",
     ),
@@ -338,9 +363,9 @@ _PROFILE_RES: list[tuple[re.Pattern[str], str]] = [
         re.compile(
             rf"{_LEAD}(?:I|[Ww]e)(?:'ve| have)?\s+(?:just\s+|finally\s+)?(?:moved|relocated)\s+"
             # "I moved from Oslo to Lisbon": where they live now is where they moved to
-            r"(?:(?:away\s+)?from\s+[A-Z][\w'-]+(?:\s[A-Z][\w'-]+)*\s+)?"
+            rf"(?:(?:away\s+)?from\s+[{_UP}][\w'-]+(?:\s[{_UP}][\w'-]+)*\s+)?"
             r"(?:in)?to\s+(?:(?:a|the|our|my)\s+(?:new\s+)?(?:flat|house|place|home|apartment)"
-            r"\s+in\s+)?(?P<v>[A-Z][\w'-]+(?:[ ,]+[A-Z][\w'-]+)*)"
+            rf"\s+in\s+)?(?P<v>[{_UP}][\w'-]+(?:[ ,]+[{_UP}][\w'-]+)*)"
         ),
         "location",
     ),
@@ -366,7 +391,7 @@ _PROFILE_RES: list[tuple[re.Pattern[str], str]] = [
     (
         re.compile(
             rf"{_LEAD}I\s+(?:work|am working)\s+(?:at|for)\s+"
-            r"(?P<v>[A-Z][\w&.-]*(?: [A-Z][\w&.-]*){0,3})"
+            rf"(?P<v>[{_UP}][\w&.-]*(?: [{_UP}][\w&.-]*){{0,3}})"
         ),
         "employer",
     ),
@@ -548,9 +573,9 @@ _SELF_RES: list[tuple[re.Pattern[str], str]] = [
                 rf"(?P<v>{_INSTRUMENTS})\b", re.I), "learning"),
     (re.compile(rf"{_SELF_LEAD}I(?:'m| am)\s+(?:also\s+)?learning\s+(?:to\s+play\s+)?(?:the\s+)?"
                 rf"(?P<v>{_INSTRUMENTS})\b", re.I), "learning"),
-    (re.compile(rf"{_SELF_LEAD}I(?:'ve| have)\s+been\s+learning\s+(?P<v>[A-Z][a-z]+)\b"),
+    (re.compile(rf"{_SELF_LEAD}I(?:'ve| have)\s+been\s+learning\s+(?P<v>[{_UP}][a-z]+)\b"),
      "learning"),
-    (re.compile(rf"{_SELF_LEAD}I(?:'m| am)\s+(?:also\s+)?learning\s+(?P<v>[A-Z][a-z]+)\b"),
+    (re.compile(rf"{_SELF_LEAD}I(?:'m| am)\s+(?:also\s+)?learning\s+(?P<v>[{_UP}][a-z]+)\b"),
      "learning"),
     (re.compile(rf"{_SELF_LEAD}I(?:'m| am)\s+(?:currently\s+|also\s+)?training\s+for\s+"
                 rf"(?P<v>(?:an?|the|my\s+first)\s+(?:[\w'-]+\s+){{0,4}}?{_RACES})\b", re.I),
@@ -579,11 +604,55 @@ _SWITCH_RES: list[re.Pattern[str]] = [
                rf"(?P<v>{_OPTION_ALT})\s+now\b", re.I),
     re.compile(rf"{_LEAD}I(?:'m| am)?\s+(?:only\s+)?us(?:e|ing)\s+(?P<v>{_OPTION_ALT})\s+now\b",
                re.I),
+    # "I'm back on coffee": the option taken up again
+    re.compile(rf"{_LEAD}I(?:'m| am)\s+(?:now\s+)?back\s+(?:on|to)\s+(?P<v>{_OPTION_ALT})\b"
+               r"(?![-\w])", re.I),
 ]  # fmt: skip
+
+# "I don't drink coffee any more", "The tea phase is over": an option given up, no longer
+# the choice on its topic
+_GIVEN_UP_RES: list[re.Pattern[str]] = [
+    re.compile(rf"{_LEAD}I\s+(?:don't|do\s+not)\s+(?:really\s+)?(?:drink|use|take|have)\s+"
+               rf"(?P<v>{_OPTION_ALT})\s+(?:any\s*more|any\s+longer)\b", re.I),
+    re.compile(rf"{_LEAD}I\s+no\s+longer\s+(?:drink|use|take|have)\s+(?P<v>{_OPTION_ALT})\b"
+               r"(?![-\w])", re.I),
+    re.compile(rf"{_LEAD}I(?:'ve| have)?\s+(?:given\s+up|gave\s+up|quit|stopped\s+"
+               rf"(?:drinking|using|taking))\s+(?P<v>{_OPTION_ALT})\b(?![-\w])", re.I),
+    re.compile(rf"(?:^|[,;]\s+)(?:the|my)\s+(?P<v>{_OPTION_ALT})\s+(?:phase|thing|habit)\s+"
+               r"is\s+(?:over|done)\b", re.I),
+]  # fmt: skip
+
+# Facts taken back: "Turns out I'm not allergic to penicillin after all", "I'm no longer
+# vegetarian", "I don't play the cello any more": (pattern, fact key), the value group v
+_UNSAID_RES: list[tuple[re.Pattern[str], str]] = [
+    (re.compile(r"\bI(?:'m| am)\s+(?:actually\s+|now\s+)?(?:not|no\s+longer)\s+"
+                r"(?:(?:actually|really|even|very)\s+)?allergic\s+to\s+(?P<v>[a-z][\w -]{1,40})",
+                re.I), "allergy"),
+    (re.compile(rf"\bI(?:'m| am)\s+(?:not|no\s+longer)\s+(?:an?\s+)?(?P<v>{_DIETS})\b", re.I),
+     "diet"),
+    (re.compile(rf"\bI\s+(?:stopped|quit)\s+being\s+(?:an?\s+)?(?P<v>{_DIETS})\b", re.I), "diet"),
+    (re.compile(rf"\bI\s+(?:don't|do\s+not|no\s+longer)\s+play\s+(?:the\s+)?"
+                rf"(?P<v>{_INSTRUMENTS}|{_SPORTS})\b", re.I), "plays"),
+]  # fmt: skip
+# the one taken for it, in the sentence after: "It was the sesame.", "It's actually shellfish."
+_INSTEAD_RE = re.compile(
+    r"^(?:but\s+)?it(?:'s|\s+is|\s+was)\s+(?:actually\s+|really\s+|just\s+|only\s+)*"
+    r"(?:the\s+)?(?P<v>[a-z][\w -]{1,30}?)(?:\s+(?:that|instead|all\s+along))?\s*[.!]?$",
+    re.I,
+)
+# "I used to love jazz, but I can't stand it now": what holds now
+_USED_TO_RE = re.compile(
+    r"^(?:(?:honestly|actually|well|so|oh)\s*,?\s+)?I\s+used\s+to\s+"
+    r"(?:love|like|enjoy|adore|hate|dislike|loathe|can't\s+stand)\s+(?P<x>[^,;.!?]+?)\s*"
+    r"(?:,\s*|\s+)(?:but\s+)?(?:now\s*,?\s+)?I\s+(?:now\s+|really\s+|just\s+|actually\s+)*"
+    r"(?P<now>love|like|enjoy|adore|hate|dislike|loathe|detest|can't\s+stand|cannot\s+stand|"
+    r"don't\s+(?:really\s+)?like|do\s+not\s+like)\s+(?:it|them|that)\b",
+    re.I,
+)
 
 # "I've renamed mine to Leafline": the thing named before gets a new name
 _RENAME_RE = re.compile(
     r"\b(?:I|[Ww]e)(?:'ve| have)?\s+(?:just\s+|finally\s+|now\s+)?renamed\s+"
     r"(?:it|mine|ours|(?:my|our|the)\s+[a-z]+(?:\s+[a-z]+)?)\s+(?:to|as)\s+"
-    r"(?P<name>[A-Z][\w.-]*[\w])"
+    rf"(?P<name>[{_UP}][\w.-]*[\w])"
 )

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import difflib
 import re
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 import yaml
@@ -417,18 +417,59 @@ def merge_documents(ctype: ContextType | None, old: Document, new: Document) -> 
     return Document(fields=fields, body=body)
 
 
+Retraction = tuple[str, str, str]  # (field, key of a map's entry or "", value)
+
+
+def _said(a: str, b: str) -> bool:
+    """Whether two values say the same thing ("Peanuts", "peanut")."""
+
+    def norm(text: str) -> str:
+        text = " ".join(text.lower().split())
+        return text[:-1] if text.endswith("s") and len(text) > 3 else text
+
+    return norm(a) == norm(b)
+
+
+def without_retracted(
+    fields: Mapping[str, object], retracts: Sequence[Retraction]
+) -> dict[str, object]:
+    """`fields` without each value said no longer to hold: a map's entry (`facts`,
+    `allergy`, `peanuts`: "peanuts, sesame" keeps sesame, "peanuts" goes with its key) or
+    a plain field's value (`value`, "", `coffee`: gone only while it is coffee)."""
+    out = dict(fields)
+    for name, key, value in retracts:
+        current = out.get(name)
+        if key and isinstance(current, Mapping):
+            entry = current.get(key)
+            if not isinstance(entry, str):
+                continue
+            kept = [part for part in entry.split(", ") if not _said(part, value)]
+            if len(kept) == len(entry.split(", ")):
+                continue
+            rest = {k: v for k, v in current.items() if k != key}
+            if kept:
+                rest[key] = ", ".join(kept)
+            out[name] = rest
+        elif not key and isinstance(current, str) and _said(current, value):
+            del out[name]
+    return out
+
+
 def superseded(
     ctype: ContextType | None, old: Mapping[str, object], merged: Mapping[str, object]
 ) -> list[tuple[str, str, str]]:
     """(field, old value, new value) of each single-valued text field a merge replaced
     (`location: Oslo` by `Lisbon`), and of each text entry of a patched map (an entity's
-    `attributes`, named by its key): what a newer statement made out of date."""
+    `attributes`, named by its key): what a newer statement made out of date. A value
+    taken back ("I'm not allergic to penicillin after all") has "" for its new value."""
     if ctype is None:
         return []
     out: list[tuple[str, str, str]] = []
 
     def check(name: str, before: object, after: object) -> None:
-        if (
+        if isinstance(before, str) and before.strip() and after is None:
+            out.append((name, before.strip(), ""))  # taken back
+        elif (
             isinstance(before, str)
             and isinstance(after, str)
             and before.strip()
@@ -462,7 +503,9 @@ def _without_stated(body: str, gone: list[tuple[str, str, str]]) -> str:
     kept = [
         para
         for para in re.split(r"\n[ \t]*\n", body)
-        if not any(says(para, before) and not says(para, after) for _n, before, after in gone)
+        if not any(
+            after and says(para, before) and not says(para, after) for _n, before, after in gone
+        )
     ]
     return "\n\n".join(p.strip("\n") for p in kept if p.strip()) + ("\n" if kept else "")
 

@@ -24,6 +24,7 @@ from contextfs.ctxtypes import ContextType
 from contextfs.errors import ContextFSError, InvalidInput, TooBig, VersionConflict
 from contextfs.memory.document import (
     Document,
+    Retraction,
     body_items,
     decode_text,
     normalize_item,
@@ -31,6 +32,7 @@ from contextfs.memory.document import (
     render_document,
     strip_trace,
     superseded,
+    without_retracted,
 )
 from contextfs.memory.remote import ATTEMPTS
 from contextfs.memory.strategies import (
@@ -214,10 +216,12 @@ class Routing:
         filename: str = "",
         *,
         source: str = "",
+        retracts: Sequence[Retraction] = (),
     ) -> RouteResult:
         """Route fields + body (a dropped file, or an extracted candidate) by the type's
         mode (its entry in `strategies.STRATEGIES`). `filename` may give a key; `source`
-        is recorded as provenance."""
+        is recorded as provenance; `retracts`, values said no longer to hold, are taken
+        out of the node's fields (`without_retracted`; never out of a person's text)."""
         self.memory.check_writable()
         strategy = strategy_for(ctype)
         tags: tuple[str, ...] = ()
@@ -232,7 +236,7 @@ class Routing:
         reason = f"route:{source or filename}"
         if ctype.singleton:
             target = self.memory.live_node(owner, ctype, "")
-            return self._route_into(owner, ctype, "", target, incoming, reason, tags)
+            return self._route_into(owner, ctype, "", target, incoming, reason, tags, retracts)
         explicit = all(k in fields for k in ctype.key_fields)
         values = dict(fields)
         for k in ctype.key_fields:
@@ -258,7 +262,7 @@ class Routing:
             while self.memory.live_node(owner, ctype, name) is not None:
                 name = f"{base}-{i}"
                 i += 1
-            return self._route_into(owner, ctype, name, None, incoming, reason, tags)
+            return self._route_into(owner, ctype, name, None, incoming, reason, tags, retracts)
         target = self.memory.live_node(owner, ctype, name)
         if target is None and strategy.match_similar and not explicit:
             target = self._similar_node(owner, ctype, doc.body)
@@ -267,7 +271,7 @@ class Routing:
                 incoming = Document(
                     {k: v for k, v in fields.items() if k not in ctype.key_fields}, doc.body
                 )
-        return self._route_into(owner, ctype, name, target, incoming, reason, tags)
+        return self._route_into(owner, ctype, name, target, incoming, reason, tags, retracts)
 
     def _similar_node(self, owner: tuple[str, str], ctype: ContextType, body: str) -> Node | None:
         """The topic node whose items share most words with body, if close enough."""
@@ -294,6 +298,7 @@ class Routing:
         incoming: Document,
         reason: str,
         tags: Sequence[str] = (),
+        retracts: Sequence[Retraction] = (),
     ) -> RouteResult:
         strategy = strategy_for(ctype)
         source = reason.removeprefix("route:")
@@ -308,6 +313,8 @@ class Routing:
             merged, folded = combine_keeping_person_text(ctype, before, incoming, source)
         else:
             merged, folded = strategy.combine(ctype, before, incoming)
+        if retracts and not protect:  # "not allergic to penicillin after all": it goes
+            merged = Document(without_retracted(merged.fields, retracts), merged.body)
         missing = ctype.missing_required(merged.fields)
         if missing:
             raise InvalidInput(f"{ctype.name} needs field(s): " + ", ".join(missing))

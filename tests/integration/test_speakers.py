@@ -238,3 +238,30 @@ def test_a_question_naming_the_owner_leads_with_the_owner_s_profile(mnt: Mount) 
     assert sections[0].startswith("## profile"), context
     assert "location: Oslo" in context.split("\n## ")[1], context
     assert sorted(os.listdir(q))[0] == "01_profile"
+
+
+def test_a_speaker_takes_a_fact_back_and_names_beyond_ascii_are_kept(mnt: Mount) -> None:
+    drop(mnt, "default", "marek-1.jsonl",
+         [("Marek", "I'm allergic to peanuts."), ("Jonas", "Noted.")])  # fmt: skip
+    drop(mnt, "default", "marek-2.jsonl", [
+        ("Marek", "I'm not allergic to peanuts after all. It was the sesame."),
+        ("Jonas", "My friend Åsa lives in Tromsø."),
+    ])  # fmt: skip
+    me = mnt.path / "user/default"
+    marek = (me / "entities/marek/L2.md").read_text()
+    assert "allergy: sesame" in marek and "allergy: peanuts" not in marek, marek
+    report = (me / ".inbox/marek-2.jsonl.report.md").read_text()
+    assert "changed user/default/entities/marek (allergy: peanuts → sesame)" in report, report
+    asa = (me / "entities/asa/L2.md").read_text()
+    assert "name: Åsa" in asa and "location: Tromsø" in asa and "Jonas's friend" in asa, asa
+    session = next(p for p in (me / "sessions").iterdir() if "marek-2" in p.name)
+    assert "Tromsø" in (session / "L0.md").read_text()
+
+
+def test_the_owner_s_mum_and_mother_are_one_relation(mnt: Mount) -> None:
+    drop(mnt, "ola", "family-1.jsonl", [("Ola", "My mother Ingrid is visiting in June.")])
+    drop(mnt, "ola", "family-2.jsonl", [("Ola", "My mum Ingrid loves the fjords.")])
+    profile = (mnt.path / "user/ola/profile/L2.md").read_text()
+    assert "mother: Ingrid" in profile and "mum:" not in profile, profile
+    ingrid = (mnt.path / "user/ola/entities/ingrid/L2.md").read_text()
+    assert "the owner's mother." in ingrid and "the owner's mum" not in ingrid, ingrid

@@ -68,3 +68,42 @@ def test_the_inbox_report_says_what_was_replaced(mnt: Mount) -> None:
     assert "changed user/default/preferences/genmaicha-tea (value: loves → dislikes)" in report
     first = (mnt.path / "user/default/.inbox/march.jsonl.report.md").read_text()
     assert "→" not in first, first
+
+
+def test_a_fact_taken_back_leaves_the_current_view_and_the_report_says_so(mnt: Mount) -> None:
+    profile = mnt.path / "user/default/profile"
+    drop(mnt, "default", "allergy-1.jsonl", [("Cy", "I'm allergic to penicillin and cats.")])
+    drop(mnt, "default", "allergy-2.jsonl",
+         [("Cy", "Turns out I'm not allergic to penicillin after all.")])  # fmt: skip
+    now = (profile / "L2.md").read_text()
+    assert "allergy: cats" in now and "penicillin" not in now, now
+    assert any("allergy: penicillin, cats" in v for v in versions(profile))
+    report = (mnt.path / "user/default/.inbox/allergy-2.jsonl.report.md").read_text()
+    assert "changed user/default/profile (allergy: penicillin, cats → cats)" in report, report
+    drop(mnt, "default", "allergy-3.jsonl", [("Cy", "I'm not allergic to cats either.")])
+    assert "allergy" not in (profile / "L2.md").read_text()
+    report = (mnt.path / "user/default/.inbox/allergy-3.jsonl.report.md").read_text()
+    assert "changed user/default/profile (allergy: cats taken back)" in report, report
+
+
+def test_a_changed_taste_replaces_the_older_one_in_one_node(mnt: Mount) -> None:
+    prefs = mnt.path / "user/default/preferences"
+    drop(mnt, "default", "taste-1.jsonl", [("Cy", "I love jazz."), ("Cy", "I love coffee.")])
+    drop(mnt, "default", "taste-2.jsonl", [
+        ("Cy", "I used to love jazz, but I can't stand it now."),
+        ("Cy", "I don't drink coffee anymore, I switched to tea."),
+    ])  # fmt: skip
+    assert "value: dislikes" in (prefs / "jazz/L2.md").read_text()
+    assert "coffee" not in os.listdir(prefs)
+    drink = (prefs / "hot-drink/L2.md").read_text()
+    assert "value: tea" in drink and "value: coffee" not in drink, drink
+    report = (mnt.path / "user/default/.inbox/taste-2.jsonl.report.md").read_text()
+    assert "changed user/default/preferences/jazz (value: loves → dislikes)" in report, report
+    assert "changed user/default/preferences/hot-drink (value: coffee → tea)" in report, report
+    # given up with nothing in its place: the value goes, no node is made for it
+    drop(mnt, "default", "taste-3.jsonl", [("Cy", "The tea phase is over."),
+                                           ("Cy", "I don't use zsh any more.")])  # fmt: skip
+    assert "value:" not in (prefs / "hot-drink/L2.md").read_text()
+    assert "shell" not in os.listdir(prefs)
+    report = (mnt.path / "user/default/.inbox/taste-3.jsonl.report.md").read_text()
+    assert "changed user/default/preferences/hot-drink (value: tea taken back)" in report, report

@@ -253,3 +253,22 @@ def test_the_owners_relations_and_a_speakers_facts_land_in_their_own_node(memory
     assert theo["allergy"] == "sesame" and theo["sister"] == "Ana", theo
     _t, cands, _how = intake.analyse(text, "s1.jsonl", "2026-12-01", ("user", "default"))
     assert not any(c.type == "profile" for c in cands), "no owner among them: no profile"
+
+
+def test_named_things_keep_accented_names_and_leave_common_words_out():
+    turns = [
+        Turn(
+            1,
+            "user",
+            "How's Bergen treating you? How's Mango? We went to Kraków and Malmö, then Ålesund.",
+        ),  # fmt: skip
+        Turn(
+            2,
+            "user",
+            "I was in Tromsø on Sundays… Barely slept. Started reading The Mirror "
+            "and the Light. Coffee first, more coffee later. Mum says hi.",
+        ),  # fmt: skip
+    ]
+    named = episodes.named_things(turns)
+    assert set(named) == {"Bergen", "Mango", "Kraków", "Malmö", "Ålesund", "Tromsø",
+                          "Mirror and the Light"}, named  # fmt: skip

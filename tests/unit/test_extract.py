@@ -396,7 +396,7 @@ def test_her_name_after_a_turn_about_my_relation():
     )  # fmt: skip
     [got] = of(cands, "entity")
     assert got == {"name": "Rosalind", "kind": "person", "aliases": ["Ros"],
-                   "attributes": {"relation": "mum"}}  # fmt: skip
+                   "attributes": {"relation": "mother"}}  # fmt: skip
     puppy = of(extract(user("Our new puppy arrived today. His name is Pip.")), "entity")
     assert puppy == [{"name": "Pip", "kind": "animal", "attributes": {"relation": "puppy"}}]
     kitten = extract(user("We adopted a kitten from a rescue! She's black, tiny and slightly "
@@ -799,3 +799,121 @@ def test_a_date_of_another_clause_does_not_date_a_deed_done():
     # the same date in the deed's own clause still dates it
     [ev] = on_wednesday("I've booked flights to Lisbon for 16 May.")
     assert str(ev["date"]) == "2024-05-16"
+
+
+# --- facts taken back, preferences changed, names in any alphabet (docs/conversations.md) --
+
+
+def _retracts(cands: list[Candidate], type_name: str) -> list[tuple[str, str, str]]:
+    return [r for c in cands if c.type == type_name for r in c.retracts]
+
+
+def test_a_fact_taken_back_is_retracted_and_what_replaces_it_is_the_fact():
+    cands = extract(user("I'm allergic to penicillin and cats. Turns out I'm not allergic to "
+                         "penicillin after all."))  # fmt: skip
+    assert of(cands, "profile") == [{"facts": {"allergy": "cats"}}]
+    assert _retracts(cands, "profile") == [("facts", "allergy", "penicillin")]
+    alone = extract(user("Turns out I'm not allergic to penicillin after all."))
+    assert _retracts(alone, "profile") == [("facts", "allergy", "penicillin")]
+    instead = extract(user("I'm not allergic to peanuts after all. It was the sesame."))
+    assert of(instead, "profile") == [{"facts": {"allergy": "sesame"}}]
+    assert _retracts(extract(user("I'm no longer vegetarian.")), "profile") == [
+        ("facts", "diet", "vegetarian")
+    ]
+    # said again after it was taken back, it holds
+    again = extract(user("I'm not allergic to cats.", 1), user("I'm allergic to cats.", 2))
+    assert of(again, "profile") == [{"facts": {"allergy": "cats"}}]
+    assert _retracts(again, "profile") == []
+
+
+@pytest.mark.parametrize("text", [
+    "Am I not allergic to peanuts after all?",
+    "If I'm not allergic to peanuts, I'll have the satay.",
+    "It was the sesame.",
+])  # fmt: skip
+def test_no_fact_taken_back_from_a_question_or_a_condition(text):
+    cands = extract(user(text))
+    assert _retracts(cands, "profile") == [] and of(cands, "profile") == []
+
+
+def test_a_changed_preference_is_the_newer_one_on_the_same_topic():
+    def prefs(text: str) -> dict:
+        return {f["topic"]: f.get("value") for f in of(extract(user(text)), "preference")}
+
+    assert prefs("I love jazz. I used to love jazz, but I can't stand it now.") == {
+        "jazz": "dislikes"
+    }
+    assert prefs("I love coffee. I don't drink coffee anymore, I switched to tea.") == {
+        "hot drink": "tea"
+    }
+    assert prefs("I prefer coffee in the morning. I switched from coffee to green tea.") == {
+        "hot drink": "green tea"
+    }
+    assert prefs("The tea phase is over, I'm back on coffee.") == {"hot drink": "coffee"}
+    assert prefs("These days I prefer folk music.") == {"music": "folk music"}
+    assert prefs("I switched to green tea in January.") == {"hot drink": "green tea"}
+    # given up alone: taken back from its topic, no value said
+    gone = extract(user("I don't drink coffee any more."))
+    assert _retracts(gone, "preference") == [("value", "", "coffee")]
+    assert of(gone, "preference") == [{"topic": "hot drink"}]
+
+
+@pytest.mark.parametrize("text", [
+    "I used to love jazz.",
+    "I used to love jazz, but would I still like it?",
+    "If I used to love jazz, I can't stand it now.",
+])  # fmt: skip
+def test_used_to_alone_or_in_a_question_says_nothing_of_now(text):
+    assert of(extract(user(text)), "preference") == []
+
+
+def test_names_with_a_capital_beyond_ascii_are_names():
+    cands = extract(user("My friend Åsa lives in Tromsø. My cat Øyvind hates the vacuum "
+                         "cleaner. José moved to Kraków."))  # fmt: skip
+    got = {f["name"]: f["attributes"] for f in of(cands, "entity")}
+    assert got == {
+        "Åsa": {"relation": "friend", "location": "Tromsø"},
+        "Øyvind": {"relation": "cat", "vacuum cleaner": "dislikes"},
+        "José": {"location": "Kraków"},
+    }
+
+
+def test_node_names_and_values_without_the_words_around_them():
+    cands = extract(user("That's Biscuit, my beagle. I don't like true crime at all. "
+                         "I prefer jazz to rock. I teach chemistry here. "
+                         "I'm the new maths teacher."))  # fmt: skip
+    assert of(cands, "entity") == [
+        {"name": "Biscuit", "kind": "animal", "attributes": {"relation": "dog", "breed": "beagle"}}
+    ]
+    prefs = {f["topic"]: f["value"] for f in of(cands, "preference")}
+    assert prefs == {"true crime": "dislikes", "jazz": "prefers over rock"}
+    assert {"facts": {"teaches": "chemistry"}} in of(cands, "profile")
+    assert {"role": "maths teacher"} in of(cands, "profile")
+    assert of(extract(user("I prefer coffee in the morning.")), "preference") == [
+        {"topic": "hot drink", "value": "coffee"}
+    ]
+    assert of(extract(user("I'm a former nurse.")), "profile") == []
+
+
+def test_irony_is_no_preference():
+    assert of(extract(user("Oh great, I just love Mondays.")), "preference") == []
+    assert of(extract(user("Great, I love it when the train is late.")), "preference") == []
+    assert of(extract(user("I just love Mondays.")), "preference") == [
+        {"topic": "mondays", "value": "loves"}
+    ]
+
+
+def test_one_relation_said_in_two_words_is_one_relation():
+    from contextfs.conversations.people import owner_relations
+
+    cands = extract(user("My mother Ingrid is visiting.", 1), user("My mum Ingrid loves tea.", 2))
+    [ingrid] = [c for c in cands if c.type == "entity"]
+    assert ingrid.fields["attributes"]["relation"] == "mother"
+    assert ingrid.body.count("is the owner's") == 1, ingrid.body
+    [profile] = owner_relations(cands)
+    assert profile.fields == {"facts": {"mother": "Ingrid"}}
+    dad = extract(user("My dad Bo is here."), user("My father Bo called.", 2))
+    assert owner_relations(dad)[0].fields == {"facts": {"father": "Bo"}}
+    # a wife and a partner stay what was said
+    both = owner_relations(extract(user("My wife Sara and my partner Ann came.")))
+    assert both[0].fields == {"facts": {"wife": "Sara", "partner": "Ann"}}
