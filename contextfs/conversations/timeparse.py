@@ -471,6 +471,13 @@ def _r_period(m: re.Match[str], ref: date, text: str) -> _Got:
     return monday + timedelta(days=5), monday + timedelta(days=6), True
 
 
+# what names the day it is said on: "It's Friday", "today is Friday", "Happy Friday"
+_TODAY_IS_RE = re.compile(
+    r"\b(?:it['’]s|it\s+is|today\s+is|today['’]s|happy|finally)\s+(?:(?:a|another)\s+)?\Z",
+    re.I,
+)
+
+
 def _r_weekday(m: re.Match[str], ref: date, text: str) -> _Got:
     """A weekday said alone or with "on", "last", "next", "this", "coming". Alone or with
     "on" it is the one gone by when a past tense governs it ("Idris proposed on
@@ -479,6 +486,8 @@ def _r_weekday(m: re.Match[str], ref: date, text: str) -> _Got:
     tomorrow), "this coming Thursday" the coming one."""
     target = _WEEKDAYS.index(m["wd"].lower())
     how = " ".join((m["dir"] or "").lower().split())
+    if how == "" and target == ref.weekday() and _TODAY_IS_RE.search(text, 0, m.start()):
+        return ref, ref, True  # "Happy Friday!", "It's Friday", said on a Friday
     if how in ("", "on"):
         how = "last" if _told_past(text, m.start(), m.end()) else "coming"
     if how in ("last", "this past"):

@@ -515,6 +515,9 @@ WED_4_MAR = D(2026, 3, 4)
         ("We've got a meeting on Friday.", WED_4_MAR, "on Friday", D(2026, 3, 6)),
         ("We went to the beach and on Sunday we fly home.", WED_4_MAR, "on Sunday",
          D(2026, 3, 8)),
+        # the day it is said on, named as such
+        ("Happy Wednesday!", WED_4_MAR, "Wednesday", WED_4_MAR),
+        ("It's Wednesday, finally.", WED_4_MAR, "Wednesday", WED_4_MAR),
         # a past tense does govern it: the one gone by
         ("On Friday, I went to the cinema.", WED_4_MAR, "On Friday", D(2026, 2, 27)),
         ("I met Sara on Friday and she is lovely.", WED_4_MAR, "on Friday", D(2026, 2, 27)),
