@@ -839,17 +839,19 @@ class RuleExtractor:
     ) -> None:
         mentions = resolve_relative(bare, ref_day or _dt.date(1970, 1, 1))
         days = _days(mentions, ref_day)
-        if not days:
-            return
-        masked = bare
-        for mention in mentions:  # every date phrase out, the text keeping its positions
-            a, b = mention.span
-            masked = masked[:a] + " " * (b - a) + masked[b:]
+        carried = not days
+        if carried:
+            # "Next Tuesday, period 3. We're doing titrations.": a day said alone just
+            # before is the day of what this sentence says
+            days = _fragment_days(turn, sentence, ref_day)
+            if not days:
+                return
+        masked = _blank_times(_blank(bare, [m.span for m in mentions]))
         rest = re.sub(r"\s+", " ", masked).strip(" ,.!")
         m = _SUBJECT_RE.search(rest)
         someone = None
         if not m:
-            noun = _NOUN_EVENT_RE.match(rest)
+            noun = _NOUN_EVENT_RE.match(rest) or _THERE_EVENT_RE.match(rest)
             if noun is not None:  # "The vet appointment is on 3 December"
                 self._noun_event(col, turn, sentence, noun, days)
                 return
@@ -881,7 +883,10 @@ class RuleExtractor:
             return
         day, tense = found
         has = verb in ("have", "has") and tense != "past"
-        if not (past or future or has):
+        # "We fly to Ålesund on the 22nd": the present tense of a plan, of a day ahead
+        scheduled = (verb in _SCHEDULED and tense == "future" and not carried
+                     and not _HABIT_RE.search(bare))  # fmt: skip
+        if not (past or future or has or scheduled):
             return
         title_text = re.sub(r"^(?:will|are going to|am going to|am|are)\s+", "", " ".join(words))
         participants = []
@@ -967,7 +972,11 @@ class RuleExtractor:
         participants: list[str] = []
         if whose and whose[0].isupper() and whose.split("'")[0] not in _NOT_NAMES:
             participants.append(whose.split("'")[0])  # "Idris's interview"
-        title = what if not whose or whose.lower() in ("the", "our", "my") else f"{whose} {what}"
+        title = (
+            what
+            if not whose or whose.lower() in ("the", "our", "my", "a", "an")
+            else f"{whose} {what}"
+        )
         if noun.group("with"):
             participants.append(noun.group("with"))
             title += f" with {noun.group('with')}"
@@ -1146,6 +1155,8 @@ _EMPTY_OBJECTS = _PRONOUN_OBJECTS | {
 }  # fmt: skip
 # what an event is called when it is told by what it is ("the vet appointment is on …")
 _EVENT_NOUNS = frozenset({
+    "olympiad", "competition", "contest", "quiz", "test", "assembly", "lecture", "seminar",
+    "webinar", "rehearsal", "audition", "fair", "parade", "tour", "hackathon", "meetup",
     "appointment", "meeting", "wedding", "party", "interview", "exam", "flight", "trip",
     "concert", "birthday", "surgery", "operation", "match", "game", "race", "ceremony",
     "dinner", "lunch", "visit", "deadline", "launch", "conference", "holiday", "funeral",
@@ -1161,12 +1172,68 @@ _NOUN_EVENT_RE = re.compile(
     rf"(?:\s+(?:to|in|at)\s+(?P<place>{_NAME}))?(?:\s+with\s+(?P<with>{_NAME}))?"
     r"\s+(?P<verb>is|was|will\s+be|'s)\b(?:\s+(?:now|finally|still))?(?:\s+(?:on|at|for))?\s*$"
 )
+# "There's a department lunch next Friday", "There will be an assembly on Monday"
+_THERE_EVENT_RE = re.compile(
+    r"[Tt]here(?P<verb>'s|\s+is|\s+will\s+be)\s+(?P<whose>a|an|the|our|my)\s+"
+    rf"(?P<what>(?:(?:[\w-]+'s|[a-z][\w-]*)\s+){{0,3}}?(?:{'|'.join(sorted(_EVENT_NOUNS))}))"
+    rf"(?:\s+(?:to|in|at)\s+(?P<place>{_NAME}))?(?:\s+with\s+(?P<with>{_NAME}))?"
+    r"(?:\s+(?:on|at|for))?\s*$"
+)
+# verbs whose present tense tells a plan when the day is ahead ("we fly on the 22nd")
+_SCHEDULED = frozenset({
+    "fly", "flies", "leave", "leaves", "start", "starts", "go", "goes", "arrive", "arrives",
+    "begin", "begins", "head", "heads", "travel", "travels", "move", "moves", "meet", "meets",
+    "drive", "drives", "visit", "visits", "finish", "finishes", "land", "lands", "return",
+    "returns", "sail", "sails", "play", "plays", "sit", "sits", "take", "takes",
+})  # fmt: skip
+# what is done again and again, not once: "I play football most weekends"
+_HABIT_RE = re.compile(
+    r"\b(?:every|each|most|usually|always|often|normally|generally|sometimes|never)\b", re.I
+)
+# a time of day, which says nothing of the event's day or title: "at 10", "at 9:30", "3pm",
+# "at noon" (not "at 10 Downing Street")
+_TIME_OF_DAY_RE = re.compile(
+    r"\b(?:at|from|by|around|about|until|till)\s+(?:\d{1,2}(?:[:.]\d{2})?(?:\s*[ap]\.?m\b\.?)?"
+    r"(?![\w:])(?!\s+[A-Z])|noon|midday|midnight)"
+    r"|\b\d{1,2}(?::\d{2})?\s*[ap]\.?m\b\.?"
+    r"|,?\s*\bperiod\s+\d\b",  # a school's lesson: "next Tuesday, period 3"
+    re.I,
+)
 _EVENT_FILLERS = frozenset({"just", "finally", "actually", "really", "also", "already", "even"})
 _EVENT_DANGLING = frozenset({
     "for", "in", "on", "at", "to", "of", "from", "by", "with", "and", "or", "but", "then",
     "now", "about", "into", "the", "a", "an", "my", "our", "his", "her", "their", "it",
     "was", "is", "be", "been",
 })  # fmt: skip
+
+
+def _blank(text: str, spans: Iterable[tuple[int, int]]) -> str:
+    """`text` with each span blanked, keeping every position."""
+    for a, b in spans:
+        text = text[:a] + " " * (b - a) + text[b:]
+    return text
+
+
+def _blank_times(text: str) -> str:
+    """`text` with its times of day blanked (`_TIME_OF_DAY_RE`), keeping every position."""
+    return _blank(text, [m.span() for m in _TIME_OF_DAY_RE.finditer(text)])
+
+
+def _fragment_days(turn: Turn, sentence: str, ref_day: _dt.date | None) -> list[_Day]:
+    """The days of the sentence before `sentence` in its turn when that one says a day and
+    next to nothing else ("Next Tuesday, period 3.", "The 12th."), each with no place in
+    this sentence (span (0, 0)); [] otherwise."""
+    sentences = _sentences(turn.content)
+    if sentence not in sentences or sentences.index(sentence) == 0:
+        return []
+    before = _assertion(sentences[sentences.index(sentence) - 1])
+    if before is None:
+        return []
+    mentions = resolve_relative(before, ref_day or _dt.date(1970, 1, 1))
+    left = _blank_times(_blank(before, [m.span for m in mentions]))
+    if len(re.findall(r"[^\W\d_]+", left)) > 1:  # more than "so" or "then": a sentence
+        return []
+    return [(day, (0, 0), tense) for day, _span, tense in _days(mentions, ref_day)]
 
 
 def _title_words(words: Sequence[str]) -> list[str]:

@@ -172,7 +172,9 @@ def parse_text(text: str, filename: str) -> Parsed:
             export = found.kind in ("chatgpt", "claude", "openai-messages-lines")
             return Parsed(found.kind, found.conversations, found.notes, export)
     t = parse_transcript(text, filename)
-    conv = Conversation("", None, None, t.turns)
+    # a markdown chat titled "# Chat with Priya — 14 May 2026" is of that day
+    started = t.started.replace(tzinfo=dt.UTC).timestamp() if t.started else None
+    conv = Conversation("", None, started, t.turns)
     return Parsed(t.kind, (conv,), tuple(f"line {n}: {why}" for n, why in t.errors), False)
 
 

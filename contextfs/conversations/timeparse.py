@@ -287,10 +287,60 @@ def _future(text: str, start: int, end: int) -> bool:
     return bool(_FUTURE_RE.search(_sentence(text, start, end)))
 
 
+# words that look like a past tense and say nothing of when: "Got it, Wednesday at 10",
+# "Sorry, I meant Wednesday", "Did you mean Friday?"; "I've got a meeting" is "I have"
+_NO_TENSE_RE = re.compile(
+    r"\b(?:got\s+(?:it|that|you)|gotcha|noted|(?:did\s+)?(?:I|you|we|he|she|they)\s+"
+    r"(?:meant|mean)|(?:I|you|we|they)(?:['’]ve|\s+have)\s+got|(?:he|she|it)(?:['’]s|\s+has)"
+    r"\s+got)\b",
+    re.I,
+)
+# where a clause ends inside a sentence: "We went to the beach and on Sunday we fly home"
+_CLAUSE_RE = re.compile(r"[,;:–—(]|\s-\s|\b(?:and|but|so|because|then|while|whereas)\b", re.I)
+
+
+def _clause(text: str, start: int, end: int) -> str:
+    """The clause of the sentence around text[start:end]: from the last comma, dash or
+    conjunction before it to the next one after it."""
+    lo = max(text.rfind(c, 0, start) for c in ".!?\n") + 1
+    his = [i for i in (text.find(c, end) for c in ".!?\n") if i >= 0]
+    hi = min(his, default=len(text))
+    cuts = [(m.start(), m.end()) for m in _CLAUSE_RE.finditer(text, lo, hi)]
+    before = [b for a, b in cuts if b <= start]
+    after = [a for a, b in cuts if a >= end]
+    return text[max(before, default=lo) : min(after, default=hi)]
+
+
+def _tense(words: str) -> str | None:
+    """ "future", "past" or "present" by the first cues found (a future cue first, as
+    "tomorrow I'll tell you what happened" is ahead), None when there is none."""
+    words = _NO_TENSE_RE.sub(" ", words)
+    if _FUTURE_RE.search(words):
+        return "future"
+    if _PAST_RE.search(words):
+        return "past"
+    if _PRESENT_RE.search(words):
+        return "present"
+    return None
+
+
+def _told_past(text: str, start: int, end: int) -> bool:
+    """Whether the day named at text[start:end] is one gone by, by the tense that governs
+    it: its own clause's when it has one ("On Saturday I went", "we went to the beach and
+    on Sunday we fly home"), else its sentence's ("On Friday, I went to the cinema");
+    with no tense at all ("See you on Friday", "I meant Wednesday, not Tuesday", "Got it,
+    Thursday the 12th"), a day to come."""
+    for words in (_clause(text, start, end), _sentence(text, start, end)):
+        tense = _tense(words)
+        if tense is not None:
+            return tense == "past"
+    return False
+
+
 def _planned(text: str, start: int, end: int) -> bool:
     """Whether the sentence around text[start:end] says what is ahead: a future cue, or a
     present-tense verb and no past cue."""
-    sentence = _sentence(text, start, end)
+    sentence = _NO_TENSE_RE.sub(" ", _sentence(text, start, end))
     if _FUTURE_RE.search(sentence):
         return True
     return bool(_PRESENT_RE.search(sentence)) and not _PAST_RE.search(sentence)
@@ -316,7 +366,7 @@ def _months_away(ref: date, year: int, month: int) -> int:
 def _past(text: str, start: int, end: int) -> bool:
     """Whether the sentence around text[start:end] is in the past tense (simple cues: a
     common irregular past, or a word in -ed)."""
-    return bool(_PAST_RE.search(_sentence(text, start, end)))
+    return bool(_PAST_RE.search(_NO_TENSE_RE.sub(" ", _sentence(text, start, end))))
 
 
 def _n(word: str) -> int:
@@ -421,14 +471,30 @@ def _r_period(m: re.Match[str], ref: date, text: str) -> _Got:
     return monday + timedelta(days=5), monday + timedelta(days=6), True
 
 
+# what names the day it is said on: "It's Friday", "today is Friday", "Happy Friday"
+_TODAY_IS_RE = re.compile(
+    r"\b(?:it['’]s|it\s+is|today\s+is|today['’]s|happy|finally)\s+(?:(?:a|another)\s+)?\Z",
+    re.I,
+)
+
+
 def _r_weekday(m: re.Match[str], ref: date, text: str) -> _Got:
+    """A weekday said alone or with "on", "last", "next", "this", "coming". Alone or with
+    "on" it is the one gone by when a past tense governs it ("Idris proposed on
+    Saturday"), else the coming one ("See you on Friday", "I meant Wednesday"); "next
+    Thursday" is the Thursday of next week (said on a Wednesday: eight days on, not
+    tomorrow), "this coming Thursday" the coming one."""
     target = _WEEKDAYS.index(m["wd"].lower())
     how = " ".join((m["dir"] or "").lower().split())
+    if how == "" and target == ref.weekday() and _TODAY_IS_RE.search(text, 0, m.start()):
+        return ref, ref, True  # "Happy Friday!", "It's Friday", said on a Friday
     if how in ("", "on"):
-        how = "next" if _planned(text, m.start(), m.end()) else "last"
+        how = "last" if _told_past(text, m.start(), m.end()) else "coming"
     if how in ("last", "this past"):
         delta = -((ref.weekday() - target) % 7 or 7)
-    elif how in ("next", "this coming", "coming"):
+    elif how == "next":  # the one in next week's Monday-Sunday
+        delta = 7 - ref.weekday() + target
+    elif how in ("this coming", "coming"):
         delta = (target - ref.weekday()) % 7 or 7
     elif target < ref.weekday() and not _past(text, m.start(), m.end()):
         # "this Tuesday" said on a Thursday, not in the past tense ("we fly out this
@@ -438,6 +504,59 @@ def _r_weekday(m: re.Match[str], ref: date, text: str) -> _Got:
         delta = target - ref.weekday()
     day = ref + timedelta(days=delta)
     return day, day, True
+
+
+def _r_weekday_of_week(m: re.Match[str], ref: date, text: str) -> _Got:
+    """A weekday of a week named with it: "Thursday next week", "on Friday of this week",
+    "next week on Tuesday", "Monday last week"."""
+    step = {"last": -1, "this": 0, "next": 1}[m["dir"].lower()]
+    monday = ref - timedelta(days=ref.weekday()) + timedelta(weeks=step)
+    day = monday + timedelta(days=_WEEKDAYS.index(m["wd"].lower()))
+    return day, day, True
+
+
+def _month_day(ref: date, d: int, back: bool, weekday: int | None = None) -> date | None:
+    """The first day numbered `d` on or after `ref` (on or before it when `back`), of the
+    weekday `weekday` when given, within a year and a half; None when there is none."""
+    for k in range(19):
+        y, mo = divmod(ref.month - 1 + (-k if back else k), 12)
+        year, month = ref.year + y, mo + 1
+        if d > calendar.monthrange(year, month)[1]:
+            continue
+        day = date(year, month, d)
+        if (day < ref if not back else day > ref) or (
+            weekday is not None and day.weekday() != weekday
+        ):
+            continue
+        return day
+    return None
+
+
+def _r_ordinal(m: re.Match[str], ref: date, text: str) -> _Got:
+    """A day of the month said by its number alone: "on the 22nd", "The 12th.", "the 3rd
+    of next month": the next such day on or after the turn's day, the last one on or
+    before it when a past tense governs it ("I paid it on the 3rd"); with a weekday,
+    "Thursday the 12th", the next 12th that is a Thursday."""
+    d = int(m["d"])
+    if not 1 <= d <= 31:
+        return None
+    which = (m.groupdict().get("which") or "").lower()
+    if which:  # "the 3rd of next month"
+        first = _add_months(ref.replace(day=1), 1 if which == "next" else 0)
+        if d > calendar.monthrange(first.year, first.month)[1]:
+            return None
+        day = first.replace(day=d)
+        return day, day, True
+    back = _told_past(text, m.start(), m.end())
+    wd = m.groupdict().get("wd")
+    found = None
+    if wd:
+        found = _month_day(ref, d, back, _WEEKDAYS.index(wd.lower()))
+    if found is None:
+        found = _month_day(ref, d, back)
+    if found is None:
+        return None
+    return found, found, True
 
 
 def _r_month(m: re.Match[str], ref: date, text: str) -> _Got:
@@ -505,6 +624,23 @@ _TEXT_RULES = [
                 re.I), _r_period),
     (re.compile(rf"\b(?:(?P<dir>last|next|this\s+past|this\s+coming|this|coming|on)\s+)?"
                 rf"(?P<wd>{_WD})\b", re.I), _r_weekday),
+    (re.compile(rf"\b(?:on\s+)?(?P<wd>{_WD})\s+(?:of\s+|in\s+)?(?P<dir>last|this|next)\s+week\b"
+                r"(?!\s*end)", re.I), _r_weekday_of_week),
+    (re.compile(rf"\b(?P<dir>last|this|next)\s+week\s+on\s+(?P<wd>{_WD})\b", re.I),
+     _r_weekday_of_week),
+    # "on the 22nd", "The 12th.", "by the 3rd at noon"; not "the 3rd floor", "the 18th
+    # century", "for the 2nd time": only an end, a comma or a word a day is followed by
+    (re.compile(r"(?:\b(?:on|by|until|till|from|before|after|since)\s+)?\bthe\s+"
+                r"(?P<d>\d{1,2})(?:st|nd|rd|th)\b"
+                r"(?:\s+of\s+(?P<which>this|next)\s+month\b)?"
+                rf"(?!\s+(?:of\s+)?(?:{_MON})\b)"
+                r"(?=\s*(?:[.,;:!?)…]|$|[-–—]\s)|\s+(?:at|and|or|but|then|instead|works|would|"
+                r"will|is|was|suits|so|when|too|please|if|because|with|around|from|to(?!\s+last)|"
+                r"until|till|through|in\s+the\s+(?:morning|afternoon|evening)|morning|"
+                r"afternoon|evening|night)\b)", re.I), _r_ordinal),
+    # "Thursday the 12th", "on Friday 29th"
+    (re.compile(rf"\b(?:on\s+)?(?P<wd>{_WD}),?\s+(?:the\s+)?(?P<d>\d{{1,2}})(?:st|nd|rd|th)\b"
+                rf"(?!\s+(?:of\s+)?(?:{_MON})\b)", re.I), _r_ordinal),
     (re.compile(rf"\b(?:(?P<pre>in|during|last|this|next)\s+)?(?P<part>(?:early|mid|late)[-\s]"
                 rf"*)?\b(?P<m>{_MON})\b{_Y}"
                 r"(?!\s*\d)", re.I), _r_month),
@@ -525,8 +661,10 @@ def resolve_relative(text: str, ref: date | datetime) -> list[DateMention]:
     """Every date expression in `text`, resolved against `ref` (the turn's own time).
 
     Relative days ("yesterday", "the day before yesterday", "three days ago", "a
-    fortnight ago", "in a fortnight", "last Tuesday", "on Friday" — past unless the
-    sentence is future tense), days counted from another ("a week tomorrow", "a week on
+    fortnight ago", "in a fortnight", "last Tuesday", "on Friday" — the coming one unless
+    a past tense governs it, "next Friday" — next week's, "Thursday next week", "on the
+    22nd", "Thursday the 12th" — the next such day, the last one when said in the past
+    tense), days counted from another ("a week tomorrow", "a week on
     Friday", "a fortnight on Saturday", "a week last Tuesday", "a week yesterday", "a
     week today" — back when said in the past), a week after the coming weekday ("on
     Tuesday week", "the Friday after next": never a day gone), periods ("last week",

@@ -2,12 +2,15 @@
 
 `parse_transcript` reads what `.inbox/` and `.sessions/<id>/transcript.jsonl` receive: JSON
 lines (`role`, `content`, optional `name`, `timestamp`, `id`; tool events as `role: tool`
-with `name`, `input`, `output`), a markdown or plain-text dialogue, or any other text (one
-user turn). A malformed line is reported with its number and skipped; the good lines still
-count. `render_turns` is the inverse direction for archiving a session: one readable
-markdown block per turn, keeping every word, timestamp, id and tool payload.
+with `name`, `input`, `output`), a chat app's text export (WhatsApp's line shapes: each
+message a turn of its speaker at its time), a markdown or plain-text dialogue (dated by
+its title when that names a day), or any other text (one user turn). A malformed line is
+reported with its number and skipped; the good lines still count. `render_turns` is the
+inverse direction for archiving a session: one readable markdown block per turn, keeping
+every word, timestamp, id and tool payload.
 
-Pure: no I/O, no store, no FUSE. The extractors (`contextfs.conversations.extract`) consume `Turn`s.
+Pure (dates by `timeparse`): no I/O, no store, no FUSE. The extractors
+(`contextfs.conversations.extract`) consume `Turn`s.
 """
 
 from __future__ import annotations
@@ -16,6 +19,9 @@ import json
 import re
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
+from datetime import date, datetime
+
+from contextfs.conversations.timeparse import parse_timestamp, resolve_relative
 
 KNOWN_ROLES = ("user", "assistant", "system", "tool")
 
@@ -85,7 +91,10 @@ class Turn:
 class Transcript:
     turns: tuple[Turn, ...]
     errors: tuple[tuple[int, str], ...]  # (line, reason) for malformed lines
-    kind: str  # "jsonl" | "markdown" | "text"
+    kind: str  # "jsonl" | "markdown" | "text" | "chat" (a chat app's export)
+    # the day a markdown or text transcript says it is of, in its title ("# Chat with
+    # Priya — 14 May 2026"), for turns that carry no time; None when it says none
+    started: datetime | None = None
 
 
 def parse_transcript(text: str, filename: str = "") -> Transcript:
@@ -102,13 +111,17 @@ def parse_transcript(text: str, filename: str = "") -> Transcript:
     ):
         return _parse_jsonl(text)
     kind = "markdown" if lower.endswith((".md", ".markdown")) else "text"
+    started = title_date(text)
+    chat = _parse_chat_export(text)
+    if chat is not None:
+        return Transcript(turns=chat, errors=(), kind="chat", started=started)
     turns, markdown = _parse_dialogue(text)
     if markdown:
         kind = "markdown"
     if turns is None:
         stripped = text.strip()
         turns = (Turn(line=0, role="user", content=stripped),) if stripped else ()
-    return Transcript(turns=turns, errors=(), kind=kind)
+    return Transcript(turns=turns, errors=(), kind=kind, started=started)
 
 
 # --- JSON lines -------------------------------------------------------------------------
@@ -421,6 +434,154 @@ def _parse_meta(meta: str) -> tuple[str | None, str | None]:
         elif timestamp is None:
             timestamp = part
     return timestamp, ident
+
+
+# --- the day in a title -----------------------------------------------------------------
+
+
+def title_date(text: str) -> datetime | None:
+    """The day the title of a markdown or text transcript names (its first non-empty line,
+    when a `#` heading: "# Chat with Priya — 14 May 2026", "## 2026-05-14"), a full date
+    with its year; None when there is none."""
+    first = next((ln for ln in text[:4096].splitlines() if ln.strip()), "")
+    if not _TITLE_RE.match(first):
+        return None
+    heading = first.strip().lstrip("#").strip()
+    for m in resolve_relative(heading, date(1970, 1, 1)):
+        if not m.relative and m.start == m.end:
+            return datetime(m.start.year, m.start.month, m.start.day)
+    return None
+
+
+# --- chat apps' text exports ------------------------------------------------------------
+
+# "07/09/2026", "7/9/26", "07.09.2026" (day and month in the phone's order), "2026-09-07"
+_CHAT_DATE = (
+    r"(?:(?P<a>\d{1,2})(?P<sep>[/.-])(?P<b>\d{1,2})(?P=sep)(?P<y>\d{4}|\d{2})"
+    r"|(?P<iy>\d{4})-(?P<im>\d{1,2})-(?P<id>\d{1,2}))"
+)
+# "18:03", "18:03:12", "6:03 PM", "6:03\u202fpm"
+_CHAT_TIME = (
+    r"(?P<h>\d{1,2})[:.](?P<mi>\d{2})(?:[:.](?P<s>\d{2}))?"
+    r"(?:[ \u202f\u00a0]?(?P<ap>[AaPp])\.?[ ]?[Mm]\.?)?"
+)
+# a message's first line: "[07/09/2026, 18:03] Jonas: text" (WhatsApp on iPhone),
+# "07/09/2026, 18:03 - Jonas: text" (WhatsApp on Android), "[2026-09-07 18:03] Jonas:
+# text", "[18:03] Jonas: text" (under a line that is a date); a line with no speaker is a
+# notice of the app's ("Messages and calls are end-to-end encrypted")
+_CHAT_LINE_RE = re.compile(
+    rf"^[\u200e\u200f\ufeff \t]*(?P<open>\[)?(?:{_CHAT_DATE},?[ \t]+)?"
+    rf"{_CHAT_TIME}(?(open)\][ \t]*|[ \t]+[-–][ \t]+)"
+    r"(?:(?P<who>[^:\n\[\]]{1,40}?):(?:[ \t]+(?P<text>.*))?|(?P<notice>.*))$"
+)
+# a line that is a date alone, heading the messages under it: "## 7 September 2026",
+# "--- 2026-09-07 ---", "Monday, 7 September 2026"
+_DATE_LINE_RE = re.compile(r"^[ \t#*=_\-\[]*(?P<d>[^#*=_\[\]]*?)[ \t#*=_\-\]]*$")
+
+
+_MON = r"(?:jan|feb|mar|apr|may|jun|jul|aug|sep|oct|nov|dec)[a-z]*\.?"
+# what a date heading says, all of it: "7 September 2026", "Monday, 7 September 2026",
+# "September 7, 2026", "2026-09-07", "07/09/2026"
+_DATE_ALONE_RE = re.compile(
+    rf"(?:[a-z]+,?\s+)?(?:\d{{1,2}}(?:st|nd|rd|th)?\s+{_MON},?\s+\d{{4}}"
+    rf"|{_MON}\s+\d{{1,2}}(?:st|nd|rd|th)?,?\s+\d{{4}}|\d{{4}}-\d{{1,2}}-\d{{1,2}}"
+    r"|\d{1,2}[/.]\d{1,2}[/.]\d{2,4})",
+    re.I,
+)
+
+
+def _heading_day(line: str) -> date | None:
+    if len(line) > 80 or not re.search(r"\d", line):
+        return None
+    m = _DATE_LINE_RE.match(line)
+    if m is None or not _DATE_ALONE_RE.fullmatch(m["d"]):
+        return None
+    ts = parse_timestamp(m["d"])
+    if ts is not None and (ts.hour, ts.minute, ts.second) == (0, 0, 0):
+        return ts.date()
+    found = resolve_relative(m["d"], date(1970, 1, 1))
+    if len(found) == 1 and not found[0].relative and found[0].text.strip(" ,") == m["d"]:
+        return found[0].start
+    return None
+
+
+def _parse_chat_export(text: str) -> tuple[Turn, ...] | None:
+    """The messages of a chat app's text export (`_CHAT_LINE_RE`), each a turn with its
+    speaker and time, a line that opens no message going with the message before; None
+    when the text is not one (fewer than two such lines, or prose before the first).
+
+    Day and month: a date written `a/b/yyyy` is read the same way across the file,
+    day-first (as WhatsApp writes it in most of the world) unless a first number above 12
+    shows it is month-first; two-digit years are 20xx."""
+    lines = text.splitlines()
+    found: list[tuple[int, re.Match[str]]] = []
+    for i, ln in enumerate(lines):
+        m = _CHAT_LINE_RE.match(ln)
+        if m is None or not (m["open"] or m["a"] or m["iy"]):
+            continue  # "10:30 - standup": no bracket, no date
+        if m["who"] is not None and len(m["who"].split()) > 5:
+            continue  # "Note that the meeting on 12/03/2026, 10:00 - room B: …"
+        found.append((i, m))
+    pairs = [(int(m["a"]), int(m["b"])) for _, m in found if m["a"]]
+    day_first = any(a > 12 for a, _ in pairs) or not any(b > 12 for _, b in pairs)
+    said = [(i, m) for i, m in found if m["who"] is not None]
+    if len(said) < 2:
+        return None
+    heading: date | None = None
+    for ln in lines[: found[0][0]]:
+        if ln.strip() and not _TITLE_RE.match(ln) and _heading_day(ln) is None:
+            return None  # prose before the first message: not clearly an export
+    opens = {i for i, _ in found}
+    turns: list[Turn] = []
+    bounds = [i for i, _ in found] + [len(lines)]
+    days: dict[int, date | None] = {}  # a message's line: the date heading above it
+    headings: set[int] = set()
+    for i, ln in enumerate(lines):
+        if i in opens:
+            days[i] = heading
+        elif (d := _heading_day(ln)) is not None:
+            heading = d
+            headings.add(i)
+    for k, (start, m) in enumerate(found):
+        body = [lines[j] for j in range(start + 1, bounds[k + 1]) if j not in headings]
+        first = m["text"] if m["who"] is not None else m["notice"]
+        content = "\n".join([first or "", *body]).strip()
+        timestamp = _chat_time(m, day_first, days[start])
+        if m["who"] is None:
+            turns.append(Turn(line=start + 1, role="system", content=content,
+                              timestamp=timestamp))  # fmt: skip
+            continue
+        who = m["who"].strip().strip("\u200e\u202a\u202c~ ")
+        role_word = _speaker_role(who)
+        role = role_word or "user"
+        name = None if role_word is not None and who.lower() in KNOWN_ROLES else who
+        turns.append(
+            Turn(line=start + 1, role=role, content=content, name=name, timestamp=timestamp)
+        )
+    return tuple(turns)
+
+
+def _chat_time(m: re.Match[str], day_first: bool, heading: date | None) -> str | None:
+    """A message's time as ISO 8601 (no zone: the phone's), None when its date is none."""
+    try:
+        if m["iy"]:
+            day = date(int(m["iy"]), int(m["im"]), int(m["id"]))
+        elif m["a"]:
+            a, b, y = int(m["a"]), int(m["b"]), int(m["y"])
+            y += 2000 if y < 100 else 0
+            day = date(y, b, a) if day_first else date(y, a, b)
+        elif heading is not None:
+            day = heading
+        else:
+            return None
+        h, mi, sec = int(m["h"]), int(m["mi"]), int(m["s"] or 0)
+        if m["ap"]:
+            if not 1 <= h <= 12:
+                return None
+            h = h % 12 + (12 if m["ap"].lower() == "p" else 0)
+        return datetime(day.year, day.month, day.day, h, mi, sec).isoformat()
+    except ValueError:
+        return None
 
 
 # --- rendering --------------------------------------------------------------------------

@@ -107,3 +107,80 @@ def test_a_memory_a_turn_shown_says_already_is_shown_once(mnt: Mount) -> None:
     assert any(h["path"].endswith(notice) for h in hits), hits  # found, as a hit
     assert context.count("I handed in my notice yesterday.") == 1, context
     assert "[yesterday = Monday 8 May 2023]" in context
+
+
+# A chat app's text export (WhatsApp on an iPhone), and a markdown chat whose title says
+# its day: each message with its speaker and time, relative days counted from those
+WHATSAPP = """\
+[07/09/2026, 18:03] Jonas: How's Oslo?? I live in Bergen now, you know.
+[07/09/2026, 18:04] Kari: Lovely! Lars booked it yesterday.
+[07/09/2026, 18:05] Kari: We're flying to Ålesund on 22 December.
+[21/10/2026, 09:12] Kari: My dentist appointment is next Tuesday at 10.
+[21/10/2026, 09:13] Kari: Sorry, I meant Wednesday, not Tuesday.
+[21/10/2026, 09:14] Jonas: Got it, Wednesday at 10.
+"""
+PRIYA = """\
+# Chat with Priya — 14 May 2026
+
+**Priya:** Are you still coming to Lisbon?
+
+**Me:** Yes! I'll book the flights tomorrow.
+"""
+
+
+@pytest.fixture(scope="module")
+def chats(tmp_path_factory) -> Iterator[Mount]:
+    base = tmp_path_factory.mktemp("chats")
+    (base / "mnt").mkdir()
+    m = Mount(base / "mnt", base / "data", search=True)
+    m.start()
+    for name, text in (("WhatsApp Chat with Jonas.txt", WHATSAPP), ("priya.md", PRIYA)):
+        fd = os.open(m.path / "user/default/.inbox" / name, os.O_WRONLY | os.O_CREAT, 0o644)
+        try:
+            os.write(fd, text.encode())
+        finally:
+            os.close(fd)
+    wait_indexed(m)
+    yield m
+    if m.proc is not None:
+        m.stop()
+    assert m.fsck() == []
+
+
+def test_a_whatsapp_export_is_read_message_by_message(chats: Mount) -> None:
+    """Each line a turn of its speaker at its time: the archive is of the day the chat
+    began, "yesterday" is the day before the message, Jonas's facts are his."""
+    me = chats.path / "user/default"
+    report = (me / ".inbox/WhatsApp Chat with Jonas.txt.report.md").read_text()
+    assert "state: done (chat, 6 turns" in report, report
+    sessions = os.listdir(me / "sessions")
+    assert any(s.startswith("2026-09-07-") for s in sessions), sessions
+    events = os.listdir(me / "events")
+    assert any(e.startswith("2026-09-06-") and "booked" in e for e in events), events
+    assert any(e.startswith("2026-12-22-") and "lesund" in e for e in events), events
+    jonas = (me / "entities/jonas/L2.md").read_text()
+    assert "location: Bergen" in jonas, jonas
+    profile = me / "profile/L2.md"
+    assert not profile.exists() or "Bergen" not in profile.read_text()
+
+
+def test_a_weekday_meant_instead_is_the_coming_one(chats: Mount) -> None:
+    """Said on Wednesday 21 October: "I meant Wednesday" and "Got it, Wednesday at 10"
+    are the 28th, not the Wednesday before."""
+    context = ask(chats.path, "When is Kari's dentist appointment?")
+    meant = next(ln for ln in context.splitlines() if "I meant Wednesday" in ln)
+    assert meant.endswith(
+        "[Wednesday = Wednesday 28 October 2026; Tuesday = Tuesday 27 October 2026]"
+    ), context
+    got = next(ln for ln in context.splitlines() if "Got it, Wednesday" in ln)
+    assert got.endswith("[Wednesday = Wednesday 28 October 2026]"), context
+    events = os.listdir(chats.path / "user/default/events")
+    assert any(e.startswith("2026-10-27-") and "dentist" in e for e in events), events
+
+
+def test_a_markdown_chat_is_of_the_day_its_title_names(chats: Mount) -> None:
+    me = chats.path / "user/default"
+    sessions = os.listdir(me / "sessions")
+    assert any(s.startswith("2026-05-14-") for s in sessions), sessions
+    events = os.listdir(me / "events")
+    assert any(e.startswith("2026-05-15-") and "flights" in e for e in events), events

@@ -501,6 +501,51 @@ def test_event_negatives(text):
     assert of(extract(user(text)), "event") == []
 
 
+WED_21_OCT = "2026-10-21T18:00:00"  # a Wednesday
+
+
+@pytest.mark.parametrize(
+    ("texts", "event"),
+    [
+        # a time of day after the day
+        (["The dentist appointment is next Tuesday at 10."],
+         {"date": "2026-10-27", "title": "dentist appointment"}),
+        (["The vet appointment is on 3 November at 9:30."],
+         {"date": "2026-11-03", "title": "vet appointment"}),
+        (["The test is on Friday at 9am."], {"date": "2026-10-23", "title": "test"}),
+        # planned, and of a kind the rules knew nothing of
+        (["Next Tuesday, period 3. We're doing titrations."],
+         {"date": "2026-10-27", "title": "doing titrations"}),
+        (["The chemistry olympiad is on 14 November."],
+         {"date": "2026-11-14", "title": "chemistry olympiad"}),
+        (["The job interview is on Thursday the 29th."],
+         {"date": "2026-10-29", "title": "job interview"}),
+        (["There's a department lunch next Friday."],
+         {"date": "2026-10-30", "title": "department lunch"}),
+        (["We fly to Ålesund on the 22nd."], {"date": "2026-10-22", "title": "fly to Ålesund"}),
+        # a weekday no past tense governs: the coming one
+        (["Sorry, I meant Wednesday, not Tuesday.", "The dentist appointment is on Wednesday."],
+         {"date": "2026-10-28", "title": "dentist appointment"}),
+    ],
+)  # fmt: skip
+def test_a_planned_event_is_made_with_its_day(texts, event):
+    """What the owner has coming, said the way people say it — with a time of day, a day
+    of the month alone, "there's a …", a day said just before — is an event of its day."""
+    turns = [user(t, i, ts=WED_21_OCT) for i, t in enumerate(texts, 1)]
+    assert of(extract(*turns), "event") == [event]
+
+
+@pytest.mark.parametrize("text", [
+    "The 12th. I play football most weekends.",  # a habit, not a plan
+    "I usually fly home on the 22nd.",
+    "I go to the gym on Mondays.",
+    "She lives on the 3rd floor.",
+    "For the 2nd time, we fly economy.",
+])  # fmt: skip
+def test_a_habit_or_a_counted_thing_is_no_planned_event(text):
+    assert of(extract(user(text, ts=WED_21_OCT)), "event") == []
+
+
 def test_relative_dates_need_a_reference():
     assert of(extract(user("Yesterday we shipped the app.", ts=None)), "event") == []
 

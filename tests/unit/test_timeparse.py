@@ -230,12 +230,12 @@ def _one(text, ref=REF):
         ("last Monday", D(2023, 8, 14), None),
         ("this past Sunday", D(2023, 8, 13), None),
         ("next Tuesday", D(2023, 8, 22), None),
-        ("next Friday", D(2023, 8, 18), None),
+        ("next Friday", D(2023, 8, 25), None),  # next week's, not this week's
         ("this Friday", D(2023, 8, 18), None),
         ("this Monday", D(2023, 8, 21), None),  # passed this week, not said in the past
-        ("on Tuesday", D(2023, 8, 8), None),
-        ("on Friday", D(2023, 8, 11), None),
-        ("Saturday", D(2023, 8, 12), None),
+        ("on Tuesday", D(2023, 8, 22), None),  # no tense: the coming one
+        ("on Friday", D(2023, 8, 18), None),
+        ("Saturday", D(2023, 8, 19), None),
         ("last week", D(2023, 8, 7), D(2023, 8, 13)),
         ("this week", D(2023, 8, 14), D(2023, 8, 20)),
         ("next week", D(2023, 8, 21), D(2023, 8, 27)),
@@ -496,3 +496,73 @@ def test_a_phrase_looking_ahead_never_gives_a_day_gone(ref, wd, phrase, sentence
     assert m.start > ref and m.start.strftime("%A") == wd
     if "week" in phrase or "after next" in phrase:
         assert m.start - ref > timedelta(days=7)
+
+
+# --- a weekday with no past tense, a day of the month alone --------------------------------
+
+WED_21_OCT = D(2026, 10, 21)
+WED_4_MAR = D(2026, 3, 4)
+
+
+@pytest.mark.parametrize(
+    ("text", "ref", "said", "day"),
+    [
+        # no past tense governs the weekday: the coming one
+        ("Sorry, I meant Wednesday, not Tuesday.", WED_21_OCT, "Wednesday", D(2026, 10, 28)),
+        ("Got it, Wednesday at 10.", WED_21_OCT, "Wednesday", D(2026, 10, 28)),
+        ("See you at the staff meeting on Friday.", WED_4_MAR, "on Friday", D(2026, 3, 6)),
+        ("Did you mean Friday?", WED_4_MAR, "Friday", D(2026, 3, 6)),
+        ("We've got a meeting on Friday.", WED_4_MAR, "on Friday", D(2026, 3, 6)),
+        ("We went to the beach and on Sunday we fly home.", WED_4_MAR, "on Sunday",
+         D(2026, 3, 8)),
+        # the day it is said on, named as such
+        ("Happy Wednesday!", WED_4_MAR, "Wednesday", WED_4_MAR),
+        ("It's Wednesday, finally.", WED_4_MAR, "Wednesday", WED_4_MAR),
+        # a past tense does govern it: the one gone by
+        ("On Friday, I went to the cinema.", WED_4_MAR, "On Friday", D(2026, 2, 27)),
+        ("I met Sara on Friday and she is lovely.", WED_4_MAR, "on Friday", D(2026, 2, 27)),
+        # "next <weekday>" is that day of next week, "this coming" the coming one
+        ("The review is next Thursday.", WED_21_OCT, "next Thursday", D(2026, 10, 29)),
+        ("The review is this coming Thursday.", WED_21_OCT, "this coming Thursday",
+         D(2026, 10, 22)),
+        ("My dentist appointment is next Tuesday at 10.", WED_21_OCT, "next Tuesday",
+         D(2026, 10, 27)),
+        # a weekday of a week named with it
+        ("Sorry, I meant Thursday next week.", WED_4_MAR, "Thursday next week", D(2026, 3, 12)),
+        ("Let's say next week on Monday.", WED_4_MAR, "next week on Monday", D(2026, 3, 9)),
+        ("It was Monday last week.", WED_4_MAR, "Monday last week", D(2026, 2, 23)),
+        # a day of the month alone: the next one on or after the day said, back when past
+        ("The 12th.", WED_4_MAR, "The 12th", D(2026, 3, 12)),
+        ("We fly to Ålesund on the 22nd.", D(2026, 12, 7), "on the 22nd", D(2026, 12, 22)),
+        ("It's on the 2nd, sadly.", D(2026, 12, 7), "on the 2nd", D(2027, 1, 2)),
+        ("Today is the 7th, right?", D(2026, 12, 7), "the 7th", D(2026, 12, 7)),
+        ("I paid the rent on the 3rd.", D(2026, 12, 7), "on the 3rd", D(2026, 12, 3)),
+        ("I paid the rent on the 9th.", D(2026, 12, 7), "on the 9th", D(2026, 11, 9)),
+        ("It's due the 31st.", D(2026, 4, 7), "the 31st", D(2026, 5, 31)),  # April has 30
+        ("Can we do the 3rd of next month?", D(2026, 4, 7), "the 3rd of next month",
+         D(2026, 5, 3)),
+        # with its weekday: the next such day that is that weekday
+        ("Got it, Thursday the 12th.", WED_4_MAR, "Thursday the 12th", D(2026, 3, 12)),
+        ("The job interview is on Thursday the 29th.", WED_21_OCT, "on Thursday the 29th",
+         D(2026, 10, 29)),
+        ("The party is on Friday 13th.", WED_4_MAR, "on Friday 13th", D(2026, 3, 13)),
+        ("Is it Tuesday the 1st?", WED_4_MAR, "Tuesday the 1st", D(2026, 9, 1)),
+    ],
+)  # fmt: skip
+def test_a_weekday_or_day_of_the_month_said_with_no_past_tense_is_ahead(text, ref, said, day):
+    """A day a turn names with no past tense governing it is the coming one: "I meant
+    Wednesday", "Got it, Thursday the 12th" (said on a Wednesday, a week on, not the one
+    gone by); "on the 22nd" is the next 22nd, not nothing."""
+    m = next(m for m in resolve_relative(text, ref) if m.text == said)
+    assert (m.start, m.end, m.relative) == (day, day, True)
+
+
+@pytest.mark.parametrize("text", [
+    "She lives on the 3rd floor.",
+    "It's a house from the 18th century.",
+    "That's the 2nd time this week I've been late.",  # "this week" is a period, no day
+    "He came in the 3rd round.",
+    "The 5th edition is better.",
+])  # fmt: skip
+def test_an_ordinal_that_counts_something_is_no_day(text):
+    assert [m.text for m in resolve_relative(text, WED_4_MAR) if m.start == m.end] == []

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from datetime import datetime
 from pathlib import Path
 
 import pytest
@@ -198,3 +199,71 @@ def test_content_parts_that_run_on_are_one_sentence():
         {"role": "user", "content": [{"type": "text", "text": "First."}, "Second."]},
     ), "c.jsonl")  # fmt: skip
     assert [x.content for x in t.turns] == ["I prefer aisle seats.", "First.\nSecond."]
+
+
+# --- chat apps' text exports --------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        # WhatsApp on an iPhone
+        ("[07/09/2026, 18:03] Jonas: How's Oslo??\n[07/09/2026, 18:04] Kari: Lovely!",
+         [("Jonas", "2026-09-07T18:03:00", "How's Oslo??"),
+          ("Kari", "2026-09-07T18:04:00", "Lovely!")]),
+        # WhatsApp on Android, a message of two lines, the app's notice a system turn
+        ("07/09/2026, 18:00 - Messages and calls are end-to-end encrypted.\n"
+         "07/09/2026, 18:03 - Jonas: How's Oslo??\nAnd the flat?\n"
+         "07/09/2026, 18:04 - Kari: Lovely!",
+         [(None, "2026-09-07T18:00:00", "Messages and calls are end-to-end encrypted."),
+          ("Jonas", "2026-09-07T18:03:00", "How's Oslo??\nAnd the flat?"),
+          ("Kari", "2026-09-07T18:04:00", "Lovely!")]),
+        # ISO dates in brackets
+        ("[2026-09-07 18:03] Jonas: Hi\n[2026-09-07 18:04:30] Kari: Hey",
+         [("Jonas", "2026-09-07T18:03:00", "Hi"), ("Kari", "2026-09-07T18:04:30", "Hey")]),
+        # times under a heading that is a date
+        ("# Chat with Kari\n\n## 7 September 2026\n[18:03] Jonas: Hi\n[18:04] Kari: Hey\n\n"
+         "--- 8 September 2026 ---\n[09:00] Jonas: Morning",
+         [("Jonas", "2026-09-07T18:03:00", "Hi"), ("Kari", "2026-09-07T18:04:00", "Hey"),
+          ("Jonas", "2026-09-08T09:00:00", "Morning")]),
+        # month-first, shown by a number above 12 anywhere in the file; 12-hour times
+        ("[9/7/26, 6:03:12\u202fPM] Jonas: Hi\n[9/13/26, 9:04:00\u202fAM] Kari: Hey",
+         [("Jonas", "2026-09-07T18:03:12", "Hi"), ("Kari", "2026-09-13T09:04:00", "Hey")]),
+        # nothing shows the order: day-first
+        ("[03/04/2026, 10:00] Ana: x\n[03/04/2026, 10:01] Ben: y",
+         [("Ana", "2026-04-03T10:00:00", "x"), ("Ben", "2026-04-03T10:01:00", "y")]),
+    ],
+)  # fmt: skip
+def test_a_chat_app_s_text_export_is_a_turn_a_message_with_its_speaker_and_time(text, expected):
+    t = parse_transcript(text, "WhatsApp Chat with Jonas.txt")
+    assert t.kind == "chat"
+    assert [(x.name, x.timestamp, x.content) for x in t.turns] == expected
+    assert {x.role for x in t.turns if x.name} == {"user"}
+    assert all(x.role == "system" for x in t.turns if x.name is None)
+    lines = text.splitlines()
+    for x in t.turns:  # each cited by the line it starts on
+        assert x.content.splitlines()[0] in lines[x.line - 1]
+
+
+@pytest.mark.parametrize("text", [
+    "[18:03] Jonas: Hi",  # one message
+    "Meeting notes\n[07/09/2026, 18:03] Jonas: Hi\n[07/09/2026, 18:04] Kari: Hey",  # prose first
+    "10:30 - Standup: daily\n11:00 - Review: weekly",  # no date, no brackets
+])  # fmt: skip
+def test_text_that_only_looks_like_an_export_is_not_read_as_one(text):
+    assert parse_transcript(text, "notes.txt").kind != "chat"
+
+
+@pytest.mark.parametrize(
+    ("text", "started"),
+    [
+        ("# Chat with Priya — 14 May 2026\n\n**Priya:** Coming?\n**Me:** I'll book it.",
+         datetime(2026, 5, 14)),
+        ("## 2026-05-14\n\nUser: hi\nAssistant: hello", datetime(2026, 5, 14)),
+        ("# Chat with Priya\n\n**Priya:** Coming?\n**Me:** I'll book it.", None),
+        ("# Plans for May\n\nUser: hi\nAssistant: hello", None),  # a month is no day
+        ("Chat on 14 May 2026\nUser: hi\nAssistant: hello", None),  # not a heading
+    ],
+)  # fmt: skip
+def test_the_day_a_title_names_dates_a_dialogue_without_times(text, started):
+    assert parse_transcript(text, "chat.md").started == started
