@@ -262,6 +262,34 @@ def _bigrams(weights: dict[str, float], prefix: str) -> dict[str, dict[str, floa
     return out
 
 
+_SCALARS = {"p1": _P1, "p2": _P2, "p3": _P3, "pb": _PB, "pfar": _PFAR}
+_SCALARS |= {"n1": _N1, "n2": _N2, "n3": _N3, "pl": _PL}
+_BLOCKS = {"p1": _P1C, "p2": _P2C, "p3": _P3C, "pb": _PBC, "nb": _NBC}
+
+
+def _context_vectors(weights: dict[str, float]) -> dict[str, np.ndarray]:
+    """The columns of every context word some weight names (`p1=word`, `pb=word|class`,
+    …), built once: a word no weight names has zeros there, and a new word costs a
+    lookup or two (its prefix, its CJK bigrams) instead of one per column."""
+    out: dict[str, np.ndarray] = {}
+    for f, w in weights.items():
+        key, sep, rest = f.partition("=")
+        if not sep:
+            continue
+        col = None
+        if key in _BLOCKS and "|" in rest:
+            word, _, c = rest.rpartition("|")
+            if c in _CI:
+                col = _BLOCKS[key] + _CI[c]
+        if col is None and key in _SCALARS:
+            word, col = rest, _SCALARS[key]
+        if col is not None:
+            if word not in out:
+                out[word] = np.zeros(_WIDTH)
+            out[word][col] = w
+    return out
+
+
 class SecretModel:
     """Scores tokens as `token_features` + weights would, without the strings: each
     context word's weights are compiled once into a vector (`_ctx`, cached), and the
@@ -281,6 +309,7 @@ class SecretModel:
         # bigram weights as word -> word -> weight: most words start none
         self._p2p1 = _bigrams(weights, "p2p1=")
         self._n1n2 = _bigrams(weights, "n1n2=")
+        self._known = _context_vectors(weights)
         self._ctx_cache: dict[str, np.ndarray] = {}
         self._word_cache: dict[str, tuple[int, float, str, np.ndarray]] = {}
         self._edge_cache: dict[tuple[str, str, int], float] = {}
@@ -291,28 +320,14 @@ class SecretModel:
         if v is not None:
             return v
         g = self.weights.get
-        v = np.zeros(_WIDTH)
-        for k, f in (
-            (_P1, "p1="),
-            (_P2, "p2="),
-            (_P3, "p3="),
-            (_PB, "pb="),
-            (_PFAR, "pfar="),
-            (_N1, "n1="),
-            (_N2, "n2="),
-            (_N3, "n3="),
-            (_PL, "pl="),
-        ):
-            v[k] = g(f + pw, 0.0)
+        known = self._known.get(pw)
+        v = np.zeros(_WIDTH) if known is None else known.copy()
         if _is_cjk(pw):
             ks = range(max(0, len(pw) - 4), len(pw) - 1)
             v[_PB5] = sum(g("pbcjk=" + pw[k : k + 2], 0.0) for k in ks)
             v[_NCJK] = g("ncjk=" + pw[:2], 0.0)
         elif len(pw) >= 5:
             v[_PB5] = g("pb5=" + pw[:5], 0.0)
-        for base, f in ((_P1C, "p1="), (_P2C, "p2="), (_P3C, "p3="), (_PBC, "pb="), (_NBC, "nb=")):
-            for c, i in _CI.items():
-                v[base + i] = g(f"{f}{pw}|{c}", 0.0)
         if len(self._ctx_cache) > _CACHE:
             self._ctx_cache.clear()
         self._ctx_cache[pw] = v
