@@ -83,7 +83,8 @@ def open_memory(cfg: Config, types: dict[str, ContextType], *, read_only: bool =
     says so (contextfs.store.backup). read_only (`-o ro`): opened read-only, so that
     the mount writes nothing to it (`_read_only_memory`)."""
     make_private(cfg.data_dir)
-    redactor = Redactor(cfg.redact_patterns)  # bad user patterns refuse the mount
+    # bad user patterns refuse the mount
+    redactor = Redactor(cfg.redact_patterns, model=cfg.secret_model)
     if read_only:
         return _read_only_memory(cfg, types, redactor)
     store = None
@@ -413,6 +414,16 @@ def image_vectors(cfg: Config, clip: LazyClip | None) -> ImageVectors | None:
     return ImageVectors(clip, min_similarity=cfg.clip_query_min)
 
 
+def secret_model_line(memory: Memory) -> str:
+    """`.status`'s line on the learned layer of redaction (docs/secrets.md)."""
+    if memory.redactor is not None and memory.redactor.uses_model:
+        return (
+            "secret model: on (secret_model: true in config.yaml): what it takes for a "
+            "secret in prose is redacted as [REDACTED:secret_guess]"
+        )
+    return "secret model: off (the rules alone; secret_model: true in config.yaml adds it)"
+
+
 def render_status(
     memory: Memory,
     cfg: Config,
@@ -477,6 +488,7 @@ def render_status(
         f"{memory.store.redaction_total()} in all (kinds and places in the store's "
         "redaction log; never the secrets)"
     )
+    lines.append(secret_model_line(memory))
     lines.append(memory_line(memory))
     if memory.conflicts:  # a shared store: saves that lost to another mount's, kept
         lines.append(f"write conflicts: {len(memory.conflicts)} (newest first)")

@@ -143,6 +143,10 @@ class Config:
     session_extract_every: int = 10  # extract once this many turns are pending
     session_context_budget: int = 2000  # tokens (4 characters each) of a session's context.md
     redact_patterns: dict = field(default_factory=dict)  # extra secrets: name -> regex
+    # the learned layer of redaction (docs/secrets.md): also redact what a model trained on
+    # the secret corpus takes for a secret told in prose, as [REDACTED:secret_guess]; off by
+    # default: it garbles a few ordinary paragraphs in a thousand
+    secret_model: bool = False
     consolidate_every: float = 86400.0  # seconds between consolidation runs (SPEC §7)
     # Media gates (SPEC §5, docs/media.md)
     media_drop_above: float = 0.90  # visual similarity to the stream's last image: dropped

@@ -193,6 +193,8 @@ def status_facts(
         "redactions": {
             "this_run": memory.redaction_count,
             "total": memory.store.redaction_total(),
+            # the learned layer (secret_model in config.yaml; docs/secrets.md)
+            "secret_model": memory.redactor is not None and memory.redactor.uses_model,
         },
         "refusals": {"count": memory.refusal_count, "recent": shown, "hidden": hidden},
     }

@@ -3,6 +3,8 @@
 Scores each detector on `tests/corpus/secrets/` (format and rules in its README.md):
 
 - `contextfs`: the redactor of this checkout (`memory.redact.Redactor`, built-in table);
+- `contextfs + model`: the same with its learned layer on (`Redactor(model=True)`, config
+  key `secret_model`; docs/secrets.md);
 - `contextfs@REV`: the redactor of an earlier commit (`--baseline REV`, default the commit
   before the work on issue 11's secrets item): its `contextfs/` is exported with
   `git archive` to a temp dir and run in a child process, so "before" is measured by the
@@ -85,10 +87,10 @@ json.dump(out, sys.stdout)
 """
 
 
-def ours(names: set[str]) -> Detector:
+def ours(names: set[str], model: bool = False) -> Detector:
     """This checkout's redactor: `redact_name` for the texts of names.txt (as the mount
-    checks a name), `redact` for content."""
-    r = Redactor()
+    checks a name), `redact` for content; `model`: with its learned layer."""
+    r = Redactor(model=model)
 
     def run(t: str):
         return r.redact_name(t) if t in names else r.redact(t)
@@ -285,6 +287,17 @@ def measure(det: Detector, items: list[Item], repeat: int) -> tuple[Score, float
     return result, best / max(1, len(items)) * 1e6
 
 
+def prose_touched(det: Detector, pieces: list[tuple[str, str]], repeat: int) -> tuple[int, float]:
+    """How many prose items the detector redacts anything in, and its µs per item (the
+    best of `repeat` passes; nan for a baseline, answered from its child's results)."""
+    best, touched = float("inf"), 0
+    for _ in range(repeat):
+        t0 = time.perf_counter()
+        touched = sum(1 for _, t in pieces if det[0](t))
+        best = min(best, time.perf_counter() - t0)
+    return touched, best / max(1, len(pieces)) * 1e6
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--quick", action="store_true", help="one pass, no baseline")
@@ -308,6 +321,7 @@ def main() -> int:
         detectors.append((f"contextfs@{args.baseline}", baseline(args.baseline, items, extra)))
     names = {it.text for it in items if it.group == "names"}
     detectors.append(("contextfs", ours(names)))
+    detectors.append(("contextfs + model", ours(names, model=True)))
     ds = None if args.quick else detect_secrets()
     if ds is not None:
         detectors += [
@@ -331,13 +345,17 @@ def main() -> int:
             f"| {name} | {s.recall:.1%} | {s.caught} / {s.secrets} | {s.partly} | "
             f"{s.false_positives} / {s.negatives} ({s.fp_rate:.1%}) | {s.strays} | {us:.0f} |"
         )
+    texts = repo_text(REPO)
+    pieces = prose_items(texts)
+    on_prose = {name: prose_touched(det, pieces, repeat) for name, det in detectors}
     print(
         "\nthe corpus the detectors were built with, the holdout written after them, and the"
         " natural-language phrasings (dev: tuned on; held-out: written first, never tuned on):"
-        " recall, then false positives on the `-` items:\n"
+        " recall, then false positives on the `-` items; then the items of the project's prose"
+        " touched (none holds a secret) and the time per prose item:\n"
     )
-    print("| detector | " + " | ".join(title for title, _ in PARTS) + " |")
-    print("|---|" + "---|" * len(PARTS))
+    print("| detector | " + " | ".join(title for title, _ in PARTS) + " | prose | µs/item |")
+    print("|---|" + "---|" * (len(PARTS) + 2))
     for name, _, _, per in rows:
         cells = []
         for _, files in PARTS:
@@ -351,6 +369,10 @@ def main() -> int:
                 f"{part.caught}/{part.secrets} ({part.recall:.1%}) · "
                 f"{part.false_positives}/{part.negatives}"
             )
+        touched, us = on_prose[name]
+        if name.startswith("contextfs@"):
+            us = float("nan")  # answered from the child's results: not a timing
+        cells += [f"{touched}/{len(pieces)} ({touched / max(1, len(pieces)):.2%})", f"{us:.0f}"]
         print(f"| {name} | " + " | ".join(cells) + " |")
     print("\nrecall (false positives) per corpus file:\n")
     print("| file | " + " | ".join(name for name, *_ in rows) + " |")
@@ -365,9 +387,7 @@ def main() -> int:
     for name, s, *_ in rows:
         print(f"\n{name}: missed {', '.join(s.missed) or 'none'}")
         print(f"{name}: touched {', '.join(s.touched) or 'none'}")
-    texts = repo_text(REPO)
     size = sum(len(t) for _, t in texts)
-    pieces = prose_items(texts)
     print(
         f"\nredactions in the project's own prose ({len(texts)} files, {size // 1000} kB; "
         f"{len(pieces)} items: conversation turns, transcript lines, paragraphs):\n"
@@ -384,7 +404,7 @@ def main() -> int:
             best = min(best, time.perf_counter() - t0)
         mbs = float("nan") if name.startswith("contextfs@") else size / best / 1e6
         repo_hits[name] = [rel for rel, _ in hits]
-        touched = sum(1 for _, t in pieces if det[0](t))
+        touched = on_prose[name][0]
         files = len({rel for rel, _ in hits})
         prose_fp[name] = {"items": len(pieces), "touched": touched, "mb_per_s": round(mbs, 2)}
         where = ", ".join(sorted({rel for rel, _ in hits})[:6]) or "–"

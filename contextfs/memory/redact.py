@@ -7,9 +7,10 @@ value is replaced by `[REDACTED:<kind>]`; the surrounding text stays, and each
 refuses files whose *name* says they are a secret store (`.env`, `id_rsa`, `*.pem`, …).
 
 Pure: no I/O, no store; `RedactingFilter` is the one piece of logging (a filter the
-roots attach to their handlers). Imports only the stdlib, `contextfs.errors` and the
-built-in detector table (`memory.secret_patterns`); the memory service decides what to do
-with the result (log it, show it in `.status`).
+roots attach to their handlers). Imports only the stdlib, `contextfs.errors`, the
+built-in detector table (`memory.secret_patterns`) and, when asked for
+(`Redactor(model=True)`), the learned layer (`memory.secret_model`); the memory service
+decides what to do with the result (log it, show it in `.status`).
 
 Design notes (why, not what):
 - Detectors are precise where a format is known (provider key prefixes, JWT, PEM) and
@@ -17,6 +18,9 @@ Design notes (why, not what):
   type annotations, templates and placeholders): a false positive garbles a memory.
 - Markers never match any detector (a match that overlaps a marker is dropped), and
   `redact` rescans its own output until nothing changes, so redaction is idempotent.
+- The learned layer (opt-in) only adds: its spans come after every rule's, lose to them
+  where they overlap, never run on names nor on bytes that are not text, and are marked
+  `[REDACTED:secret_guess]`, so a reader can tell a guess from a rule's find.
 """
 
 from __future__ import annotations
@@ -29,6 +33,7 @@ import threading
 from collections import OrderedDict
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import xxhash
 
@@ -45,8 +50,12 @@ from contextfs.memory.secret_patterns import (
     repeated_values,
 )
 
+if TYPE_CHECKING:
+    from contextfs.memory.secret_model import SecretModel
+
 __all__ = [
     "BUILTIN_KINDS",
+    "MODEL_KIND",
     "Redaction",
     "RedactResult",
     "RedactingFilter",
@@ -57,6 +66,9 @@ __all__ = [
     "secret_filename_reason",
 ]
 
+# the kind of what the learned layer redacts (`Redactor(model=True)`): a guess, told apart
+# from the rules' kinds in the text and in the redaction log
+MODEL_KIND = "secret_guess"
 _MARKER_RE = re.compile(r"\[REDACTED:[a-z0-9_]+\]")
 VOUCHED_TEXTS = 1024  # texts scanned ahead and found clean, remembered by digest (`vouch`)
 # PEM blocks of what is public by design (a certificate, a public key, a signature): their
@@ -186,19 +198,33 @@ class Redactor:
     `extra` maps a kind name (`[a-z0-9_]+`) to a regex. When the regex has a group named
     `secret`, only that group is replaced (`(?:acme_pin=)(?P<secret>\\d{6})`); otherwise the
     whole match is.
+
+    `model`: also redact what the learned layer (`memory.secret_model`) takes for a
+    secret in text, as `MODEL_KIND` (config key `secret_model`, off by default: it
+    garbles a few ordinary paragraphs in a thousand; docs/secrets.md).
     """
 
-    __slots__ = ("_detectors", "_clean", "_lock")
+    __slots__ = ("_detectors", "_clean", "_lock", "_model")
 
-    def __init__(self, extra: Mapping[str, str] | None = None) -> None:
+    def __init__(self, extra: Mapping[str, str] | None = None, *, model: bool = False) -> None:
         detectors = [*BUILTIN, _CONTINUATION]
         for name, source in (extra or {}).items():
             detectors.append(_user_detector(name, source))
         self._detectors: tuple[Detector, ...] = tuple(detectors)
+        self._model: SecretModel | None = None
+        if model:
+            from contextfs.memory.secret_model import shipped
+
+            self._model = shipped()
         # digests of texts a worker thread scanned and found clean (`vouch`), so that the
         # event loop's redaction of the same text at its save need not scan it again
         self._clean: OrderedDict[bytes, None] = OrderedDict()
         self._lock = threading.Lock()
+
+    @property
+    def uses_model(self) -> bool:
+        """Whether the learned layer runs (`model=True`)."""
+        return self._model is not None
 
     def redact(self, text: str) -> RedactResult:
         if self._clean and self._vouched(text):
@@ -413,7 +439,8 @@ class Redactor:
                     if ascii_only and not text[span[0] : span[1]].isascii():
                         continue
                     candidates.append((det.priority, span[0], span[1], det.kind))
-        if not candidates:
+        guess = self._model is not None and not name and not ascii_only
+        if not candidates and not guess:
             return []
         # Existing markers are taken first so nothing ever matches inside or across one,
         # and so are public PEM blocks.
@@ -431,7 +458,22 @@ class Redactor:
             for s, e, kind in more(text, sorted(out)):
                 if taken.add(s, e):
                     out.append((s, e, kind))
+        if guess:
+            self._guesses(text, taken, out)
         return sorted(out)
+
+    def _guesses(self, text: str, taken: _Intervals, out: list[tuple[int, int, str]]) -> None:
+        """The learned layer's spans, but the parts the rules (or markers) took: a guess
+        never moves a rule's find, and what is left of it beside one is still redacted."""
+        assert self._model is not None
+        for s, e in self._model.spans(text):
+            for a, b in taken.free(s, e):
+                while a < b and text[a].isspace():
+                    a += 1
+                while b > a and text[b - 1].isspace():
+                    b -= 1
+                if any(c.isalnum() for c in text[a:b]) and taken.add(a, b):
+                    out.append((a, b, MODEL_KIND))
 
 
 def _public_blocks(text: str) -> list[tuple[int, int]]:
@@ -520,6 +562,21 @@ class _Intervals:
         for s, e in spans:
             self.add(s, e)
 
+    def free(self, start: int, end: int) -> list[Span]:
+        """The parts of [start, end) no interval covers, in order."""
+        out: list[Span] = []
+        i = max(0, bisect.bisect_right(self._starts, start) - 1)
+        pos = start
+        while i < len(self._starts) and self._starts[i] < end:
+            if self._ends[i] > pos:
+                if self._starts[i] > pos:
+                    out.append((pos, self._starts[i]))
+                pos = self._ends[i]
+            i += 1
+        if pos < end:
+            out.append((pos, end))
+        return out
+
     def add(self, start: int, end: int) -> bool:
         i = bisect.bisect_right(self._starts, start)
         if i > 0 and self._ends[i - 1] > start:
@@ -573,7 +630,7 @@ def _to_byte_offsets(text: str, redactions: tuple[Redaction, ...]) -> tuple[Reda
 def _user_detector(name: str, source: str) -> Detector:
     if not isinstance(name, str) or not _NAME_RE.fullmatch(name):
         raise InvalidInput(f"redaction pattern name {name!r}: use lowercase letters, digits, _")
-    if name in BUILTIN_KINDS:
+    if name in BUILTIN_KINDS or name == MODEL_KIND:
         raise InvalidInput(f"redaction pattern {name!r}: the name of a built-in kind")
     if not isinstance(source, str):
         raise InvalidInput(f"redaction pattern {name!r}: the pattern must be a string")

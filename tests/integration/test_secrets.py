@@ -238,3 +238,34 @@ def test_token_split_across_two_appends_to_a_session_transcript(mount: Mount):
     assert "[REDACTED:password_assignment]" in texts
     mount.stop()
     assert leaks(mount.data_dir, [FIRST, REST]) == []
+
+
+def test_secret_model_in_config_redacts_what_the_rules_miss(tmp_path: Path):
+    """`secret_model: true` in config.yaml: a password told in a phrasing the rules miss
+    is redacted as `[REDACTED:secret_guess]` in what is read back and in `.history`, and
+    `.status` and `.status.json` say the model is on (docs/secrets.md)."""
+    data = tmp_path / "data"
+    data.mkdir()
+    (data / "config.yaml").write_text("search: false\nsecret_model: true\n")
+    m = Mount(tmp_path / "mnt", data)
+    m.path.mkdir()
+    m.start()
+    try:
+        node = m.path / "user/default/preferences/bank"
+        node.mkdir()
+        said = (
+            "When the bank phones about the clinic account they ask the security question "
+            "(first pet) — the answer to give them is Biscuit" + "1987.\n"
+        )
+        (node / "L2.md").write_text("Bank notes.\n" + said)
+        text = (node / "L2.md").read_text()
+        assert "Biscuit" not in text
+        assert text.endswith("the answer to give them is [REDACTED:secret_guess].\n")
+        assert not [v for v in (node / ".history").iterdir() if "Biscuit" in v.read_text()]
+        status = (m.path / ".status").read_text()
+        assert "secret model: on (secret_model: true in config.yaml)" in status
+        assert json.loads((m.path / ".status.json").read_text())["redactions"]["secret_model"]
+    finally:
+        m.stop()
+    assert leaks(data, ["Biscuit1987"]) == []
+    assert m.fsck() == []
