@@ -866,12 +866,21 @@ def _report_state(text: str) -> str:
 
 
 def _progress_bar(label: str, t0: float, unit: str = "nodes"):
+    """A progress line on stderr. Its rate counts from the first count it is shown (a stage
+    may report 10,000 done at its first call: counted from t0 that read 904,404,157/s),
+    and is left out until half a second has passed."""
+    first: list[tuple[int, float]] = []
+
     def show(done: int, total: int) -> None:
+        now = time.monotonic()
+        if not first:
+            first.append((done, now if done else t0))
         width = 30
         frac = done / total if total else 1.0
         bar = "#" * int(frac * width) + "-" * (width - int(frac * width))
-        rate = done / max(time.monotonic() - t0, 1e-9)
-        sys.stderr.write(f"\r{label} [{bar}] {done}/{total} {unit}  {rate:.1f}/s")
+        base, since = first[0]
+        rate = f"  {(done - base) / (now - since):.1f}/s" if now - since >= 0.5 else ""
+        sys.stderr.write(f"\r{label} [{bar}] {done}/{total} {unit}{rate}\x1b[K")
         sys.stderr.flush()
 
     return show

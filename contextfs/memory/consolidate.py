@@ -90,9 +90,15 @@ class Report:
     archived: int = 0
     details: list[str] = field(default_factory=list)
     touched: list[Node] = field(default_factory=list)
+    skipped: list[str] = field(default_factory=list)  # groups too big to compare
 
     def summary(self) -> str:
-        return f"{self.decayed} re-weighted, {self.merged} merged, {self.archived} archived"
+        """One line (`.status` shows it): the counts, and the groups that were not
+        compared, since near duplicates there were never looked for."""
+        line = f"{self.decayed} re-weighted, {self.merged} merged, {self.archived} archived"
+        if self.skipped:
+            line += f"; not compared (too many pairs): {', '.join(self.skipped)}"
+        return line
 
 
 class Stopped(Exception):
@@ -396,6 +402,7 @@ def apply(memory: Memory, plan: Plan, report: Report) -> Iterator[None]:
                     f"archived {path} (importance {n.importance:.3f} < {ntype.min_importance})"
                 )
                 yield
+    report.skipped = list(plan.skipped)
     for group in plan.skipped:
         report.details.append(f"not compared {group}: too many pairs")
     # recorded when it ran, so the newest run is the last one `.status` shows; a run as

@@ -275,3 +275,17 @@ def test_consolidate_now_takes_the_offset_it_is_given(tmp_path, memory, types):
         assert last is not None and last[4].startswith("as of 2039-12-31T22:30:00Z"), last
     finally:
         store.close()
+
+
+def test_a_group_too_big_to_compare_is_named_in_the_line_status_shows(memory, monkeypatch):
+    """A group left uncompared (too many pairs) is named in the run's one-line summary,
+    which `.status` shows: it said only "100 re-weighted, 0 merged, 0 archived", and near
+    duplicates there were never looked for."""
+    import contextfs.memory.consolidate as consolidation
+
+    _group(memory, random.Random(5), 100)
+    monkeypatch.setattr(consolidation, "MAX_GROUP_PAIRS", 10)  # the limit, made small
+    report = consolidate(memory)
+    assert report.merged == 0
+    line = memory.store.last_consolidation()[4].splitlines()[0]
+    assert "not compared (too many pairs): user/default/pattern (" in line, line
