@@ -439,9 +439,19 @@ CHECKS: tuple[Check, ...] = (
 )
 
 
-def check_store(store: StoreBackend, checks: Iterable[Check] = CHECKS) -> list[str]:
+Step = Callable[[str], object]  # told the name of each check as it begins
+
+
+def _no_step(_name: str) -> None:
+    pass
+
+
+def check_store(
+    store: StoreBackend, checks: Iterable[Check] = CHECKS, step: Step = _no_step
+) -> list[str]:
     problems: list[str] = []
     for check in checks:
+        step(check.__name__)
         problems += [f"{check.__name__}: {p}" for p in check(store)]
     return problems
 
@@ -669,26 +679,31 @@ def checked_point(store: StoreBackend) -> int | None:
     return int(seq)
 
 
-def full_check(store: StoreBackend, checks: Iterable[Check] = CHECKS) -> CheckRun:
-    """Every check over every row (`contextfs fsck`, and a mount with no checked point)."""
+def full_check(
+    store: StoreBackend, checks: Iterable[Check] = CHECKS, step: Step = _no_step
+) -> CheckRun:
+    """Every check over every row (`contextfs fsck`, and a mount with no checked point).
+    `step` is told each check's name as it begins (what a mount stopped meanwhile says)."""
     t0 = time.perf_counter()
     upto = store.generation()  # before: whatever commits during the check is after it
-    problems = check_store(store, checks)
+    problems = check_store(store, checks, lambda name: step(f"full, {name}"))
     nodes = store.con.execute("SELECT count(*) FROM nodes").fetchone()[0]
     return CheckRun(tuple(problems), None, upto, nodes, time.perf_counter() - t0)
 
 
-def mount_check(store: StoreBackend) -> CheckRun:
+def mount_check(store: StoreBackend, step: Step = _no_step) -> CheckRun:
     """The check a mount runs: since the recorded checked point when there is one (and the
-    store has not gone back before it), else the full check once."""
+    store has not gone back before it), else the full check once. `step` is told each
+    check's name as it begins."""
     since = checked_point(store)
     upto = store.generation()
     if since is None or since > upto:
-        return full_check(store)
+        return full_check(store, step=step)
     t0 = time.perf_counter()
-    problems = check_store(store, WHOLE_AT_MOUNT)
+    problems = check_store(store, WHOLE_AT_MOUNT, lambda name: step(f"since seq {since}, {name}"))
     for check in SINCE_AT_MOUNT:
         name = check.__name__.removesuffix("_since")  # as the full check names it
+        step(f"since seq {since}, {name}")
         problems += [f"{name}: {p}" for p in check(store, since)]
     changed = store.con.execute(
         "SELECT count(DISTINCT node_id) FROM outbox WHERE seq > ?", [since]
