@@ -77,17 +77,29 @@ def schema_files(types: dict[str, ContextType]) -> dict[str, bytes]:
 READ_ONLY_MOUNT = "mounted read-only (-o ro): nothing is written to the store"
 
 
-def open_memory(cfg: Config, types: dict[str, ContextType], *, read_only: bool = False) -> Memory:
+def _quiet(_doing: str) -> None:
+    pass
+
+
+def open_memory(
+    cfg: Config,
+    types: dict[str, ContextType],
+    *,
+    read_only: bool = False,
+    progress: Callable[[str], object] = _quiet,
+) -> Memory:
     """The store of a mount, opened read-write and checked; failsafe when fsck objects.
     A DuckDB file that cannot be read mounts its newest backup read-only instead, and
     says so (contextfs.store.backup). read_only (`-o ro`): opened read-only, so that
-    the mount writes nothing to it (`_read_only_memory`)."""
+    the mount writes nothing to it (`_read_only_memory`). `progress` is told what it
+    does as each step begins (`daemon.Starting`: what a mount stopped meanwhile says)."""
     make_private(cfg.data_dir)
     # bad user patterns refuse the mount
     redactor = Redactor(cfg.redact_patterns, model=cfg.secret_model)
     if read_only:
         return _read_only_memory(cfg, types, redactor)
     store = None
+    progress("opening the store")
     try:
         store = open_store(
             cfg.store_location,
@@ -97,7 +109,7 @@ def open_memory(cfg: Config, types: dict[str, ContextType], *, read_only: bool =
         )
         memory = _memory(store, cfg, types, redactor)
         # since the last check that passed (docs/fsck.md); the full one only once
-        run = mount_check(store)
+        run = mount_check(store, lambda step: progress(f"checking the store ({step})"))
     except Exception as exc:
         if cfg.store or not unreadable(exc):
             raise
@@ -108,6 +120,7 @@ def open_memory(cfg: Config, types: dict[str, ContextType], *, read_only: bool =
         memory.failsafe = f"fsck found {len(run.problems)} problem(s): {run.problems[0]}"
         log.error("store failed its checks, mounting read-only: %s", "; ".join(run.problems))
     else:
+        progress("recording the check")
         try:
             # a session the mount never closed changes nothing in what it checks: every
             # write committed with its outbox seq, so what it wrote is after the point
@@ -125,6 +138,7 @@ def open_memory(cfg: Config, types: dict[str, ContextType], *, read_only: bool =
             )
     memory.mount_check = run
     log.info("fsck at mount: %s", run.describe())
+    progress("loading the owners and routing files left pending")
     for (_owner, type_name), (count, _live) in store.node_counts_by_dir().items():
         if type_name not in types:
             memory.untyped[type_name] = memory.untyped.get(type_name, 0) + count

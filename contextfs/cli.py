@@ -182,12 +182,29 @@ def cmd_mount(args: argparse.Namespace) -> int:
         proc.wait()
     # mounted meanwhile (or left dead by the kill: ismount cannot tell, ENOTCONN)
     subprocess.run(["fusermount3", "-u", "-z", str(mnt)], capture_output=True)
+    doing = _stopped_while(out_path, start)
     print(
-        f"contextfs: {mnt} not mounted after {args.timeout}s: the daemon was stopped; "
-        f"see {cfg.log_path}",
+        f"contextfs: {mnt} not mounted after {args.timeout}s: the daemon was stopped"
+        + (f", {doing}" if doing else "")
+        + f"; see {cfg.log_path} (--timeout gives it longer)",
         file=sys.stderr,
     )
     return 1
+
+
+def _stopped_while(out: Path, start: int) -> str:
+    """What a daemon stopped before its mount was ready said it was doing (`daemon.Starting`:
+    `still checking the store (...) (for 27.1 s, ...)`), from its output after byte
+    `start`; '' if it said nothing (stopped before it could)."""
+    marker = "contextfs: stopped before the mount was ready: "  # daemon.STOPPED_BEFORE_READY
+    try:
+        with open(out, "rb") as f:
+            f.seek(start)
+            text = f.read().decode(errors="replace")
+    except OSError:
+        return ""
+    said = [ln.split(marker, 1)[1].strip() for ln in text.splitlines() if marker in ln]
+    return said[-1] if said else ""
 
 
 def _check_mountpoint(mnt: Path, *, nonempty: bool) -> None:

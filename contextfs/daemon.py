@@ -22,6 +22,7 @@ import json
 import logging
 import os
 import signal
+import socket
 import subprocess
 import sys
 import tempfile
@@ -250,6 +251,78 @@ def _read_only(options: list[str]) -> bool:
     return bool(last) and last[-1] == "ro"
 
 
+# What a daemon stopped before its mount was ready writes on stderr (daemon.out), after
+# `contextfs: `: `contextfs mount`, which stops a daemon that is not mounted in time,
+# reads what follows it.
+STOPPED_BEFORE_READY = "stopped before the mount was ready: "
+
+
+class Starting:
+    """What the daemon is doing until its mount is ready; said in the log and on stderr
+    if it is stopped (SIGTERM, SIGINT, SIGHUP) meanwhile: `contextfs mount` stops a
+    daemon not mounted within its --timeout, and before, the daemon died by the signal's
+    default action with nothing in its log to say why it never mounted.
+
+    A thread of its own reads the signals (`signal.set_wakeup_fd`): the main thread may be
+    inside one long statement of the store, where no Python signal handler runs."""
+
+    def __init__(self) -> None:
+        self.began = self.since = time.monotonic()
+        self.doing = "starting"
+        self._read: socket.socket | None = None
+        self._write: socket.socket | None = None
+        self._handlers: dict[int, object] = {}
+        self._old_fd = -1
+
+    def __call__(self, doing: str) -> None:
+        if doing != self.doing:
+            log.debug("start: %s", doing)
+        self.doing, self.since = doing, time.monotonic()
+
+    def said(self) -> str:
+        now = time.monotonic()
+        return (
+            f"still {self.doing} (for {now - self.since:.1f} s; "
+            f"{now - self.began:.1f} s after the daemon began)"
+        )
+
+    def watch(self) -> None:
+        """From here until `ready`, a stop signal is said, then ends the process."""
+        self._read, self._write = socket.socketpair()
+        self._write.setblocking(False)
+        for sig in _STOPS:  # a handler of Python's own: the wakeup fd is written for it
+            self._handlers[sig] = signal.signal(sig, lambda *_: None)
+        self._old_fd = signal.set_wakeup_fd(self._write.fileno(), warn_on_full_buffer=False)
+        threading.Thread(
+            target=self._wait, args=(self._read,), name="starting", daemon=True
+        ).start()
+
+    def _wait(self, read: socket.socket) -> None:
+        got = read.recv(1)
+        if not got:
+            read.close()
+            return  # ready: the other end closed
+        name = signal.Signals(got[0]).name
+        line = STOPPED_BEFORE_READY + self.said()
+        log.error("%s: %s", name, line)
+        print(f"contextfs: {line} ({name})", file=sys.stderr, flush=True)
+        logging.shutdown()
+        os._exit(128 + got[0])
+
+    def ready(self) -> None:
+        """The mount is ready (or the start failed): signals are trio's, or their default."""
+        if self._write is None:
+            return
+        for sig, handler in self._handlers.items():
+            signal.signal(sig, handler)  # type: ignore[arg-type]  # what was there
+        signal.set_wakeup_fd(self._old_fd)
+        self._write.close()  # the thread reads end-of-file and returns
+        self._write = None
+
+
+_STOPS = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)
+
+
 def run(cfg: Config, mountpoint: Path, options: list[str]) -> int:
     """Mount and serve until unmounted. Returns the process exit code."""
     # Worker threads that run Python (cutting passages, rule extraction) hold the GIL for
@@ -261,8 +334,11 @@ def run(cfg: Config, mountpoint: Path, options: list[str]) -> int:
     faulthandler.enable(all_threads=True)  # a fatal signal prints every thread's stack
     mountpoint = mountpoint.absolute()
     _prepare_mountpoint(mountpoint, nonempty="nonempty" in options)
+    starting = Starting()
+    starting.watch()
     with contextlib.ExitStack() as teardown:
-        _mount(cfg, mountpoint, options, teardown)
+        teardown.callback(starting.ready)  # a start that failed
+        _mount(cfg, mountpoint, options, teardown, starting)
     if threading.active_count() > 1:
         # Everything is closed (the store, the indexes, the mount record). A worker thread
         # trio abandoned at the unmount (the model still loading: torch's import takes
@@ -276,7 +352,11 @@ def run(cfg: Config, mountpoint: Path, options: list[str]) -> int:
 
 
 def _mount(
-    cfg: Config, mountpoint: Path, options: list[str], teardown: contextlib.ExitStack
+    cfg: Config,
+    mountpoint: Path,
+    options: list[str],
+    teardown: contextlib.ExitStack,
+    starting: Starting,
 ) -> None:
     """Build the object graph in constructor order, mount, and serve until unmounted.
 
@@ -285,9 +365,11 @@ def _mount(
     last writes, the store, and the mount record last (`contextfs umount` waits for it as
     the sign that the store is closed)."""
     announce = teardown.enter_context(_mount_record(mountpoint, cfg))
+    starting("loading the context types")
     types = load_all_types(cfg)
-    memory = open_memory(cfg, types, read_only=_read_only(options))
+    memory = open_memory(cfg, types, read_only=_read_only(options), progress=starting)
     teardown.callback(close_memory, memory, cfg)
+    starting("starting the indexer and services")
     started = time.time()
     indexer = searcher = None
     clip = clip_model(cfg)  # one CLIP model for the visual gate and the image vectors
@@ -346,9 +428,11 @@ def _mount(
     fuse_options |= set(options) - OWN_OPTIONS
     log.info("mounting %s (data dir %s, %d nodes)", mountpoint, cfg.data_dir, memory.live.count())
     teardown.callback(_last_writes, memory)  # registered before the mount: runs after it goes
+    starting("mounting the filesystem")
     _init_fuse(ops, mountpoint, fuse_options)
     teardown.push(_close_fuse)
     announce()
+    starting.ready()  # from here, trio's signal receiver unmounts cleanly
 
     def first_reads() -> None:  # what the first questions would otherwise wait for
         memory.store.read_ahead()

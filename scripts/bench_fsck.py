@@ -24,6 +24,15 @@ each store size N (`--quick`: 1,000 and 10,000; full: 1,000, 100,000 and 1,000,0
 Every time is the best of `--repeat` runs (default 3): the machine is shared, and the
 slower runs measure the neighbours.
 
+`--files MB` measures a store of files instead: it builds a data dir holding MB megabytes
+of attachments (random bytes, 4 MiB files, ten to a node; `--files-from DIR` copies a data
+dir instead), mounts it once (the first mount of a built store, or of one migrated), then
+`--repeat` times more, each timed from the daemon's start until `ls` answers, and prints
+the mount time, the check's own time (`.status`) and the daemon's peak RSS (VmHWM) of
+each. It runs the code on PYTHONPATH, so the same store can be mounted by two versions:
+
+    cd /tmp && PYTHONPATH=WORKTREE .venv/bin/python WORKTREE/scripts/bench_fsck.py --files 1000
+
 It prints a markdown table (ms per check, full and mount, at each N; the totals' ratio to
 the smallest N) and writes JSON under bench-results/. Progress goes to stderr.
 
@@ -214,6 +223,81 @@ def measure_mounts(data: Path, mnt: Path, n: int) -> dict:
     }
 
 
+def build_files(data: Path, mb: int) -> dict:
+    """A data dir (search off) holding `mb` MB of files: 4 MiB of random bytes each, ten
+    to a node, written through the memory as a copy into the mount would write them."""
+    from contextfs.app import close_memory, load_all_types, open_memory
+    from contextfs.config import load_config
+
+    data.mkdir(parents=True)
+    (data / "config.yaml").write_text("search: false\n")
+    cfg = load_config(data)
+    memory = open_memory(cfg, load_all_types(cfg))
+    t0 = time.perf_counter()
+    files = max(1, mb // 4)
+    node = None
+    try:
+        for i in range(files):
+            if i % 10 == 0:
+                node = memory.create_node(("user", "default"), memory.types["preference"], f"p{i}")
+            memory.attachment_store.add_attachment(
+                node, None, f"f{i}.bin", "file", 0o644, data=random.randbytes(4 << 20)
+            )
+    finally:
+        close_memory(memory, cfg)
+    return {"files": files, "bytes": files << 22, "build_s": time.perf_counter() - t0}
+
+
+def files_mounts(data: Path, mnt: Path, repeat: int) -> list[dict]:
+    """The store's first mount, then `repeat` more: seconds until `ls` of the default
+    owner answers, the `.status` line of the check, the daemon's VmHWM."""
+    runs = []
+    for i in range(repeat + 1):
+        d = Daemon(mnt, data)
+        try:
+            secs = d.wait_ready(mnt / "user" / "default")
+            peak = d.rss().get("VmHWM", 0)
+            lines = (mnt / ".status").read_text().splitlines()
+            (line,) = [x for x in lines if x.startswith("fsck at")]
+        finally:
+            d.stop()
+        say(f"mount {i}: {secs:.2f} s, VmHWM {peak >> 20} MiB; {line}")
+        runs.append({"mount_s": secs, "vmhwm_bytes": peak, "fsck_line": line})
+    return runs
+
+
+def files_main(args: argparse.Namespace) -> int:
+    base = Path(tempfile.mkdtemp(prefix="cfs-fsck-files-"))
+    data, mnt = base / "data", base / "mnt"
+    mnt.mkdir()
+    try:
+        if args.files_from:
+            say(f"copying {args.files_from}")
+            shutil.copytree(args.files_from, data)
+            build: dict = {"copied": str(args.files_from)}
+        else:
+            say(f"building a store of {args.files} MB of files")
+            build = build_files(data, args.files)
+        try:
+            runs = files_mounts(data, mnt, args.repeat)
+        finally:
+            unmount(mnt)
+    finally:
+        shutil.rmtree(base, ignore_errors=True)
+    print("| mount | mount time (s) | check (`.status`) | daemon VmHWM (MiB) |")
+    print("|---|---|---|---|")
+    for i, r in enumerate(runs):
+        print(
+            f"| {'first' if i == 0 else i} | {r['mount_s']:.2f} | {r['fsck_line']} "
+            f"| {r['vmhwm_bytes'] >> 20} |"
+        )
+    stamp = time.strftime("%Y%m%d-%H%M%S")
+    path = args.json or Path("bench-results") / f"bench_fsck-files-{stamp}.json"
+    write_json(path, {"machine": machine_info(), "build": build, "mounts": runs})
+    say(f"wrote {path}")
+    return 0
+
+
 def mount_table(results: list[dict]) -> str:
     lines = [
         "| N | mount, since the point (1st) (s) | mount, full check (s) "
@@ -274,7 +358,11 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--pg-max", type=int, default=100_000, help="largest N copied to PostgreSQL")
     ap.add_argument("--reuse", type=Path, help="data dirs DIR/n<N> built before (copied)")
     ap.add_argument("--json", type=Path, default=None)
+    ap.add_argument("--files", type=int, help="instead: mount a store of MB megabytes of files")
+    ap.add_argument("--files-from", type=Path, help="with --files: copy this data dir instead")
     args = ap.parse_args(argv)
+    if args.files or args.files_from:
+        return files_main(args)
     if args.sizes:
         sizes = [int(s) for s in args.sizes.split(",")]
     else:

@@ -279,7 +279,7 @@ class Store:
         self._seq = 0
         # Set by the Memory that owns this store: `transaction()` is then its transaction.
         if not read_only:
-            with self.atomic():
+            with self.atomic(), self._lifted():  # a migration may read every blob once
                 create_tables(self.con)
                 migrate(self.con)
                 self.con.execute(
@@ -540,17 +540,26 @@ class Store:
         invalidates the database: every read and write of the mount would fail until a
         restart. The buffers it takes are let go after; what a process keeps of them is
         its allocator's."""
-        con = self.con._con
         # the log is about to be cut: from now no size of it is owed (a crash during or
         # after the checkpoint finds it gone, rightly); the seq still is
         self._mark.write(self._seq, 0)
-        with self._grow_lock:
+        with self._lifted():
+            self.con._con.execute("CHECKPOINT")
+
+    @contextmanager
+    def _lifted(self) -> Iterator[None]:
+        """The buffer limit lifted to the machine's ceiling meanwhile, then put back: for
+        what needs room all at once and must not fail half done (a checkpoint; a
+        migration that reads every blob once, `schema._blob_sizes`)."""
+        con = self.con._con
+        with self._grow_lock:  # not held meanwhile: a statement in there may grow them
             limit = con.execute("SELECT current_setting('memory_limit')").fetchone()[0]
             ceiling = int(os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") * 0.8)
             con.execute(f"SET memory_limit = '{ceiling // 1024}KiB'")
-            try:
-                con.execute("CHECKPOINT")
-            finally:
+        try:
+            yield
+        finally:
+            with self._grow_lock:
                 con.execute(f"SET memory_limit = '{limit}'")
 
     _ID_BLOCK = 256
@@ -1144,9 +1153,7 @@ class Store:
             "SELECT (SELECT coalesce(sum(size), 0) FROM attachments WHERE kind = 'file') "
             "+ (SELECT coalesce(sum(size), 0) FROM inbox_items)"
         ).fetchone()[0]
-        stored = self.con.execute(
-            "SELECT coalesce(sum(octet_length(data)), 0) FROM blobs"
-        ).fetchone()[0]
+        stored = self.con.execute("SELECT coalesce(sum(size), 0) FROM blobs").fetchone()[0]
         return int(held), int(stored)
 
     def set_inbox_size(self, item_id: int, size: int) -> None:

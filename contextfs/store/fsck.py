@@ -213,15 +213,10 @@ def chunks_contiguous(store: StoreBackend) -> list[str]:
 
 def chunk_sizes(store: StoreBackend) -> list[str]:
     """Every chunk but the last is CHUNK_SIZE bytes, the last 1..CHUNK_SIZE, and their
-    lengths add up to attachments.size (an empty file has no chunk)."""
-    # octet_length reads the bytes of every blob the scan meets, an inbox item's too: DuckDB
-    # reads a vector of rows at a time, and a store holding a 100 MB export needed more
-    # than its 128 MiB of buffers for this at every mount
-    with store.big_reads():
-        return _chunk_sizes(store)
-
-
-def _chunk_sizes(store: StoreBackend) -> list[str]:
+    lengths add up to attachments.size (an empty file has no chunk). A chunk's length is
+    its blob's `size` (v12): no byte is read (`blobs_consistent` checks each size against
+    its bytes). Summing octet_length(data) here took a minute and GBs of DuckDB's buffers
+    at every mount of a store of 1 GB of files."""
     problems = [
         f"attachment {i}: chunk {x} of {c} holds {n} bytes"
         for i, x, c, n in _rows(
@@ -229,10 +224,9 @@ def _chunk_sizes(store: StoreBackend) -> list[str]:
             f"""
             SELECT att_id, idx, cnt, len FROM (
                 SELECT c.att_id, c.idx, count(*) OVER (PARTITION BY c.att_id) AS cnt,
-                       max(c.idx) OVER (PARTITION BY c.att_id) AS last,
-                       octet_length(b.data) AS len
+                       max(c.idx) OVER (PARTITION BY c.att_id) AS last, b.size AS len
                 FROM attachment_chunks c JOIN blobs b ON b.hash = c.hash) w
-            WHERE len > {CHUNK_SIZE} OR len = 0 OR (len < {CHUNK_SIZE} AND idx <> last)
+            WHERE len > {CHUNK_SIZE} OR len < 1 OR (len < {CHUNK_SIZE} AND idx <> last)
             ORDER BY att_id, idx""",
         )
     ]
@@ -241,11 +235,11 @@ def _chunk_sizes(store: StoreBackend) -> list[str]:
         for i, s, t in _rows(
             store,
             """
-            SELECT a.id, a.size, coalesce(sum(octet_length(b.data)), 0) FROM attachments a
+            SELECT a.id, a.size, coalesce(sum(b.size), 0) FROM attachments a
             LEFT JOIN attachment_chunks c ON c.att_id = a.id
             LEFT JOIN blobs b ON b.hash = c.hash
             WHERE a.kind = 'file' GROUP BY a.id, a.size
-            HAVING coalesce(sum(octet_length(b.data)), 0) <> a.size""",
+            HAVING coalesce(sum(b.size), 0) <> a.size""",
         )
     ]
     return problems
@@ -254,7 +248,7 @@ def _chunk_sizes(store: StoreBackend) -> list[str]:
 def garbage_blobs(store: StoreBackend) -> tuple[int, int]:
     """(count, bytes) of the blobs no chunk holds: reclaimed at the next sweep."""
     n, size = store.con.execute(
-        "SELECT count(*), coalesce(sum(octet_length(data)), 0) FROM blobs "
+        "SELECT count(*), coalesce(sum(size), 0) FROM blobs "
         "WHERE hash NOT IN (SELECT hash FROM attachment_chunks) "
         "AND hash NOT IN (SELECT hash FROM inbox_chunks)"
     ).fetchone()
@@ -273,8 +267,7 @@ def inbox_chunks_complete(store: StoreBackend) -> list[str]:
             "WHERE NOT EXISTS (SELECT 1 FROM inbox_items i WHERE i.id = c.item_id)",
         )
     ]
-    with store.big_reads():  # octet_length reads every blob's bytes
-        problems += _inbox_sizes(store)
+    problems += _inbox_sizes(store)
     return problems
 
 
@@ -284,12 +277,12 @@ def _inbox_sizes(store: StoreBackend) -> list[str]:
         for i, s, t, c, lo, hi in _rows(
             store,
             """
-            SELECT i.id, i.size, coalesce(sum(octet_length(b.data)), 0), count(c.idx),
+            SELECT i.id, i.size, coalesce(sum(b.size), 0), count(c.idx),
                    min(c.idx), max(c.idx)
             FROM inbox_items i LEFT JOIN inbox_chunks c ON c.item_id = i.id
             LEFT JOIN blobs b ON b.hash = c.hash WHERE i.state <> 'receiving'
             GROUP BY i.id, i.size
-            HAVING coalesce(sum(octet_length(b.data)), 0) <> i.size
+            HAVING coalesce(sum(b.size), 0) <> i.size
                 OR (count(c.idx) > 0 AND (min(c.idx) <> 0 OR max(c.idx) <> count(c.idx) - 1))""",
         )
     ]
@@ -325,8 +318,8 @@ def inbox_chunks_numbered(store: StoreBackend) -> list[str]:
 
 
 def blobs_present(store: StoreBackend) -> list[str]:
-    """(v6) Every chunk's hash has its blob, and a blob is 1..CHUNK_SIZE bytes: the half
-    of `blobs_consistent` that SQL answers without reading the bytes into Python."""
+    """(v6) Every chunk's hash has its blob, and (v12) a blob's size is 1..CHUNK_SIZE: the
+    half of `blobs_consistent` that reads no byte of a blob (a mount's)."""
     problems = [
         f"{t} {i} chunk {x}: blob {h} is missing"
         for t, i, x, h in _rows(
@@ -339,29 +332,30 @@ def blobs_present(store: StoreBackend) -> list[str]:
             WHERE NOT EXISTS (SELECT 1 FROM blobs b WHERE b.hash = c.hash)""",
         )
     ]
-    with store.big_reads():  # octet_length reads every blob's bytes
-        problems += [
-            f"blob {h} holds {n} bytes"
-            for h, n in _rows(
-                store,
-                f"SELECT hash, octet_length(data) FROM blobs "
-                f"WHERE octet_length(data) = 0 OR octet_length(data) > {CHUNK_SIZE}",
-            )
-        ]
+    problems += [
+        f"blob {h} holds {n} bytes"
+        for h, n in _rows(
+            store,
+            f"SELECT hash, size FROM blobs WHERE size IS NULL OR size < 1 OR size > {CHUNK_SIZE}",
+        )
+    ]
     return problems
 
 
 def blobs_consistent(store: StoreBackend) -> list[str]:
-    """(v6) Bytes stored once by content: every chunk's hash has its blob, a blob is
-    1..CHUNK_SIZE bytes and its hash is the xxh3-128 of its bytes (read back a few at a
-    time). A blob no chunk holds is garbage waiting to be reclaimed (`garbage_blobs`), not
-    a problem: a daemon that dies leaves some, the first sweep after a restart takes them."""
+    """(v6) Bytes stored once by content: `blobs_present`, and every blob's bytes read
+    back a few at a time: their length is its `size` (which the chunk checks add up) and
+    their xxh3-128 its hash. A blob no chunk holds is garbage waiting to be reclaimed
+    (`garbage_blobs`), not a problem: a daemon that dies leaves some, the first sweep
+    after a restart takes them."""
     problems = blobs_present(store)
     with store.big_reads():
-        res = store.con.execute("SELECT hash, data FROM blobs")
+        res = store.con.execute("SELECT hash, size, data FROM blobs")
         while rows := res.fetchmany(64):  # a few MiB at a time, however big the store
-            for h, data in rows:
-                if 0 < len(data) <= CHUNK_SIZE and xxhash.xxh3_128_hexdigest(data) != h:
+            for h, size, data in rows:
+                if len(data) != size:
+                    problems.append(f"blob {h}: its row says {size} bytes, it holds {len(data)}")
+                elif 0 < len(data) <= CHUNK_SIZE and xxhash.xxh3_128_hexdigest(data) != h:
                     problems.append(f"blob {h}: its bytes hash to another value")
     return problems
 
@@ -445,9 +439,19 @@ CHECKS: tuple[Check, ...] = (
 )
 
 
-def check_store(store: StoreBackend, checks: Iterable[Check] = CHECKS) -> list[str]:
+Step = Callable[[str], object]  # told the name of each check as it begins
+
+
+def _no_step(_name: str) -> None:
+    pass
+
+
+def check_store(
+    store: StoreBackend, checks: Iterable[Check] = CHECKS, step: Step = _no_step
+) -> list[str]:
     problems: list[str] = []
     for check in checks:
+        step(check.__name__)
         problems += [f"{check.__name__}: {p}" for p in check(store)]
     return problems
 
@@ -675,26 +679,31 @@ def checked_point(store: StoreBackend) -> int | None:
     return int(seq)
 
 
-def full_check(store: StoreBackend, checks: Iterable[Check] = CHECKS) -> CheckRun:
-    """Every check over every row (`contextfs fsck`, and a mount with no checked point)."""
+def full_check(
+    store: StoreBackend, checks: Iterable[Check] = CHECKS, step: Step = _no_step
+) -> CheckRun:
+    """Every check over every row (`contextfs fsck`, and a mount with no checked point).
+    `step` is told each check's name as it begins (what a mount stopped meanwhile says)."""
     t0 = time.perf_counter()
     upto = store.generation()  # before: whatever commits during the check is after it
-    problems = check_store(store, checks)
+    problems = check_store(store, checks, lambda name: step(f"full, {name}"))
     nodes = store.con.execute("SELECT count(*) FROM nodes").fetchone()[0]
     return CheckRun(tuple(problems), None, upto, nodes, time.perf_counter() - t0)
 
 
-def mount_check(store: StoreBackend) -> CheckRun:
+def mount_check(store: StoreBackend, step: Step = _no_step) -> CheckRun:
     """The check a mount runs: since the recorded checked point when there is one (and the
-    store has not gone back before it), else the full check once."""
+    store has not gone back before it), else the full check once. `step` is told each
+    check's name as it begins."""
     since = checked_point(store)
     upto = store.generation()
     if since is None or since > upto:
-        return full_check(store)
+        return full_check(store, step=step)
     t0 = time.perf_counter()
-    problems = check_store(store, WHOLE_AT_MOUNT)
+    problems = check_store(store, WHOLE_AT_MOUNT, lambda name: step(f"since seq {since}, {name}"))
     for check in SINCE_AT_MOUNT:
         name = check.__name__.removesuffix("_since")  # as the full check names it
+        step(f"since seq {since}, {name}")
         problems += [f"{name}: {p}" for p in check(store, since)]
     changed = store.con.execute(
         "SELECT count(DISTINCT node_id) FROM outbox WHERE seq > ?", [since]

@@ -11,7 +11,7 @@ from typing import Any, Protocol, overload
 
 import xxhash
 
-SCHEMA_VERSION = 11
+SCHEMA_VERSION = 12
 
 # An attachment's bytes are stored in chunks of this size (v3): a commit rewrites only
 # the chunks it changed, so an fsync of a 4 KiB write into a 32 MiB file stores 64 KiB.
@@ -145,12 +145,15 @@ CREATE TABLE IF NOT EXISTS attachment_chunks (
 -- inbox item, keyed by their xxh3-128. The same photo dropped twice, a video frame that is
 -- also an image, a file copied into another node: one row each chunk, however many hold
 -- it. Invariants (checked by fsck): hash = xxh3-128 hex of data; data is 1..CHUNK_SIZE
--- bytes; every chunk's blob exists. A blob no chunk holds any more is garbage, reclaimed
--- in batches of 64 and when the store closes (Store.sweep; its first sweep takes all
--- garbage, a crashed daemon's too): never read, counted by fsck, not a problem.
+-- bytes and (v12) size is its length; every chunk's blob exists. A blob no chunk holds
+-- any more is garbage, reclaimed in batches of 64 and when the store closes (Store.sweep;
+-- its first sweep takes all garbage, a crashed daemon's too): never read, counted by
+-- fsck, not a problem. The chunk and size checks a mount runs add up `size`, never
+-- reading a byte; `contextfs fsck` reads every blob and compares.
 CREATE TABLE IF NOT EXISTS blobs (
     hash TEXT PRIMARY KEY,
-    data BLOB NOT NULL
+    data BLOB NOT NULL,
+    size BIGINT                        -- (v12) octet_length(data), written with it
 );
 
 -- Files written into a type directory and fsync()ed but not yet routed (routing happens at
@@ -370,8 +373,9 @@ def insert_blobs(con: Connection, data: FileBytes, indexes: list[int]) -> list[s
         fresh = [(h, piece) for h, piece in new.items() if h not in have]
         if fresh:
             con.execute(
-                "INSERT INTO blobs (hash, data) VALUES " + ", ".join(["(?, ?)"] * len(fresh)),
-                [x for pair in fresh for x in pair],
+                "INSERT INTO blobs (hash, data, size) VALUES "
+                + ", ".join(["(?, ?, ?)"] * len(fresh)),
+                [x for h, piece in fresh for x in (h, piece, len(piece))],
             )
     return hashes
 
@@ -524,6 +528,17 @@ def drop_live_name_indexes(con: Connection) -> None:
         con.execute(f"DROP INDEX IF EXISTS {name}")
 
 
+def _blob_sizes(con: Connection) -> None:
+    """v11 -> v12: blobs.size, each blob's length, read from its bytes once here so that
+    no mount reads them again (a mount's chunk checks summed octet_length(data) over every
+    blob: a minute and GBs of DuckDB buffers at every mount of a store of 1 GB of files).
+    DuckDB needs more than its default 128 MiB of buffers for this one pass (a BLOB column
+    is read 2,048 rows at a time): the Store migrates with the limit lifted."""
+    if "size" not in _columns(con, "blobs"):
+        con.execute("ALTER TABLE blobs ADD COLUMN size BIGINT")
+    con.execute("UPDATE blobs SET size = octet_length(data) WHERE size IS NULL")
+
+
 def _archived_hold_no_name(con: Connection) -> None:
     """nodes_live_path again, without the archived rows: an archived node held its name
     in the store while the mount showed it free, so a new memory of that name failed
@@ -554,6 +569,8 @@ MIGRATIONS: dict[int, str | Callable[[Connection], object]] = {
     9: create_live_name_indexes,
     # v11: an archived node holds no name (as a deleted one): a new node may take it
     10: _archived_hold_no_name,
+    # v12: blobs.size, so that a mount's chunk checks read no blob bytes
+    11: _blob_sizes,
 }
 
 

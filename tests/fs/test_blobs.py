@@ -193,3 +193,35 @@ def test_blobs_staged_for_a_big_write_wait_for_it_and_go_if_it_fails(memory: Mem
         store.sweep()
     assert garbage_blobs(store) == (0, 0)
     assert check_store(store) == []
+
+
+def test_a_version_11_store_gets_its_blob_sizes(tmp_path, types) -> None:
+    """(v12) blobs.size is read from the bytes once, by the migration; the checks after
+    it (a mount's, which reads no byte, and fsck's) agree with it."""
+    from contextfs.store.fsck import full_check, mount_check, record_passed
+
+    db = tmp_path / "contextfs.duckdb"
+    memory = Memory(Store(db), types, data_dir=tmp_path)
+    memory.create_owner("user", "default")
+    n = memory.create_node(("user", "default"), types["preference"], "files")
+    photo = os.urandom(2 * CHUNK_SIZE + 3)
+    memory.attachment_store.add_attachment(n, None, "photo.bin", "file", 0o644, data=photo)
+    memory.store.add_inbox_item(1, ("user", "default"), "notes.md", b"tea\n", 0.0, "done", "")
+    memory.store.close()
+    con = duckdb.connect(str(db))  # as a version 11 store is: no size column
+    con.execute("ALTER TABLE blobs DROP COLUMN size")
+    con.execute("UPDATE store_meta SET value = '11' WHERE key = 'schema_version'")
+    con.close()
+
+    store = Store(db)  # migrates
+    try:
+        assert store.meta("schema_version") == str(SCHEMA_VERSION)
+        sizes = sorted(r[0] for r in store.con.execute("SELECT size FROM blobs").fetchall())
+        assert sizes == [3, 4, CHUNK_SIZE, CHUNK_SIZE]
+        run = full_check(store)
+        assert run.problems == ()
+        record_passed(store, run)
+        assert mount_check(store).problems == ()
+        assert store.stored_bytes() == (len(photo) + 4, len(photo) + 4)
+    finally:
+        store.close()

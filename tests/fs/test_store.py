@@ -301,7 +301,7 @@ async def test_a_version_2_store_with_attachments_opens_with_the_same_bytes(tmp_
     assert (
         store.con.execute("SELECT value FROM store_meta WHERE key = 'schema_version'").fetchone()[0]
         == str(SCHEMA_VERSION)
-        == "11"
+        == "12"
     )
     # v7: the live node at a path has its index (memory.heads asks for it by path)
     assert (
@@ -366,7 +366,9 @@ def test_fsck_finds_broken_chunks(tmp_path, memory, types):
         "SELECT hash FROM attachment_chunks WHERE att_id = ? AND idx = 1", [f.id]
     ).fetchone()[0]
     short = os.urandom(100)
-    con.execute("INSERT INTO blobs VALUES (?, ?)", [xxhash.xxh3_128_hexdigest(short), short])
+    con.execute(
+        "INSERT INTO blobs VALUES (?, ?, ?)", [xxhash.xxh3_128_hexdigest(short), short, 100]
+    )
     con.execute(
         "UPDATE attachment_chunks SET hash = ? WHERE att_id = ? AND idx = 1",
         [xxhash.xxh3_128_hexdigest(short), f.id],
@@ -393,7 +395,15 @@ def test_fsck_finds_broken_chunks(tmp_path, memory, types):
     assert problems() == ["blobs_consistent"]
     con.execute("DELETE FROM blobs WHERE hash = ?", [old])
     assert problems() == ["blobs_consistent", "chunk_sizes"]
-    con.execute("INSERT INTO blobs VALUES (?, ?)", [old, kept])
+    con.execute("INSERT INTO blobs VALUES (?, ?, ?)", [old, kept, CHUNK_SIZE])
+    assert problems() == []
+    # (v12) a blob whose bytes are not as long as its row says: the chunk checks (and a
+    # mount) add up the sizes; only fsck's reading of the bytes finds it
+    con.execute("UPDATE blobs SET data = ? WHERE hash = ?", [kept[:100], old])
+    assert problems() == ["blobs_consistent"]
+    con.execute("UPDATE blobs SET size = 100 WHERE hash = ?", [old])
+    assert problems() == ["blobs_consistent", "chunk_sizes"]
+    con.execute("UPDATE blobs SET data = ?, size = ? WHERE hash = ?", [kept, CHUNK_SIZE, old])
     assert problems() == []
     memory.store.purge_attachment(f.id)
     assert problems() == []

@@ -159,3 +159,40 @@ def test_a_read_only_mount_on_postgresql_counts_no_access(tmp_path: Path, pg_dsn
         if m.proc is not None:
             m.stop()
     assert log_problems(m.log) == []
+
+
+def test_a_mount_stopped_by_its_timeout_says_what_the_daemon_was_doing(tmp_path: Path, pg_dsn: str):
+    """`contextfs mount` stops a daemon that is not mounted within --timeout. It said only
+    "the daemon was stopped", and the daemon died by the signal with nothing in its log
+    (a store whose check took longer than 30 s: nothing said so). Here the daemon waits
+    for the store (another connection holds the lock a mount opens it under)."""
+    import subprocess
+
+    import psycopg
+
+    from contextfs.store.pg import OUTBOX_LOCK
+    from contextfs.testing import contextfs_cmd
+
+    data = tmp_path / "data"
+    data.mkdir()
+    (data / "config.yaml").write_text("search: false\n")
+    mnt = tmp_path / "mnt"
+    mnt.mkdir()
+    with psycopg.connect(pg_dsn, autocommit=True) as holder:
+        holder.execute("SELECT pg_advisory_lock(%s)", [OUTBOX_LOCK])
+        res = subprocess.run(
+            contextfs_cmd(
+                "mount", "--data-dir", str(data), str(mnt), "--store", pg_dsn, "--timeout", "8"
+            ),
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+    assert res.returncode == 1, res
+    assert not os.path.ismount(mnt)
+    said = res.stderr.strip()
+    assert said.startswith(f"contextfs: {mnt} not mounted after 8.0s: the daemon was stopped, "
+                           "still opening the store (for "), said  # fmt: skip
+    assert f"see {data / 'contextfs.log'}" in said, said
+    log = (data / "contextfs.log").read_text()
+    assert "SIGTERM: stopped before the mount was ready: still opening the store" in log, log
