@@ -120,6 +120,18 @@ def _tok(
     return Detector(kind, re.compile(regex + _R), anchors, group_span(0, check), prio)
 
 
+def _url_password_span(m: re.Match[str]) -> Span | None:
+    """The password of `scheme://user:password@host`; not `https://a:b@…` (an example: no
+    password is one or two characters) nor a CVS root's method and user
+    (`cvs://:pserver:anoncvs@…`, where the user is empty)."""
+    value = m.group("s")
+    if len(value) < 3 or _is_placeholder(value):
+        return None
+    if m.start("s") == m.start() + 4 and ":" in value:
+        return None
+    return m.span("s")
+
+
 BUILTIN: list[Detector] = [
     Detector("private_key", _PRIVATE_KEY_RE, ("-----BEGIN",), group_span(0), 0),
     _tok(
@@ -241,7 +253,7 @@ BUILTIN: list[Detector] = [
             r"://[^\s:/@?#\"'<>\\]*:(?P<s>(?!\[REDACTED:)[^\s/?#\"'<>\\]+)@(?=[A-Za-z0-9\[])"
         ),
         ("://",),
-        group_span("s", lambda v: not _is_placeholder(v)),
+        _url_password_span,
         3,
     ),
     Detector(
@@ -299,6 +311,134 @@ _USER_FLAG_RE = re.compile(
 _ASSIGN_ANCHORS = ("pass", "pwd", "secret", "token", "key")
 
 _IDENT_RE = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+
+# ---- code and markup that only look like a secret ----------------------------------------
+# Source code and markup copied into a node hold a keyword and a value that are not a
+# secret: Perl's `pass => 1` and `'Test2::Event::Pass' => '1.302103'`, Python's
+# `token=EOF`, an HTML `accesskey="n"`, `max_token => 10_000`, `"Token: ", $token->dump`,
+# a docstring's `pass force_zip64 to use …`. These checks are shared by the assignment,
+# keyword and shape detectors (`_is_code`, `_code_name`).
+
+# a number literal, a version or a grammar's repetition, not a password: `10_000`, `2.02`,
+# `1.302103`, `3.15_06`, `1*tchar`
+_NUMBER_LITERAL_RE = re.compile(r"\d[\d_]*_\d+|\d+(?:\.\d+)+(?:_\d+)?|\d*\*\d*[A-Za-z][\w-]*")
+# a variable interpolated after a number: `"1E$scale"`, `10$unit`
+_INTERPOLATED_RE = re.compile(r"[^a-z$]*\$[a-z_]+")
+# a package, a member or a method: `Some::Module`, `v8::Object`, `$token->dump`
+_QUALIFIED_RE = re.compile(r"[$@%]?[A-Za-z_]\w*(?:(?:::|->)[A-Za-z_]\w*)+(?:\(\))?")
+# an HTML entity: `&#x3C;string>`, `&quot;`, `&lt;`
+_ENTITY_RE = re.compile(r"&(?:[A-Za-z]{2,8}|#[0-9]{1,7}|#[xX][0-9A-Fa-f]{1,6});")
+# a name of code in snake case whose parts start with a letter (`force_zip64`,
+# `utf8_mode`); `bluebell_1966`, a word and a number, may be a password
+_SNAKE_CODE_RE = re.compile(r"[a-z][a-z0-9]*(?:_[a-z][a-z0-9]*)+")
+# words that make a name with a keyword at its end name something else than the secret:
+# a count or a limit (`max_token`, `num_tokens`), a flag (`HAVE_STRUCT_PASSWD_PW_PASSWD`,
+# `use_password`), what is public (`publicKeyToken`), a parser's or a tokenizer's token
+# (`PullParserToken`, `next_token`, `eos_token`)
+_NOT_SECRET_NAME_TEXT = """
+    max min num n count total limit len length size public pub have has struct is use
+    enable parser lexer tokenizer type kind class next prev last first cur start end eof
+    bos eos pad unk sep cls mask
+"""
+_NOT_SECRET_NAME_WORDS = frozenset(_NOT_SECRET_NAME_TEXT.split())
+_NAME_WORD_RE = re.compile(r"[A-Z]?[a-z]+|[A-Z]+(?![a-z])|\d+")
+
+
+def _is_code(value: str) -> bool:
+    """A value that is code or markup, not a literal secret: a package or a member
+    (`Some::Module`, `v8::Object`, `$token->dump`), HTML (`&#x3C;string>`, `&quot;`), a
+    number literal or a version (`10_000`, `2.02`), a variable after a number
+    (`1E$scale`), a path (`/Users/maciej`) or a string's escaped line break."""
+    if _QUALIFIED_RE.fullmatch(value) or _ENTITY_RE.search(value):
+        return True
+    if _NUMBER_LITERAL_RE.fullmatch(value) or _INTERPOLATED_RE.fullmatch(value):
+        return True
+    if value.startswith(("/", "~/")) and value.count("/") > 1:
+        return True
+    return "\\n" in value  # `'pass': 'The "pass" statement\\n'`: text
+
+
+def _code_name(text: str, kw_start: int) -> bool:
+    """The name that ends in a keyword at kw_start names no secret: a package
+    (`Pod::Simple::PullParserToken`, `Test2::Event::Pass`) or a name with a word of
+    `_NOT_SECRET_NAME_WORDS` (`max_token`, `publicKeyToken`)."""
+    i = kw_start
+    while i > max(0, kw_start - 80) and (text[i - 1].isalnum() or text[i - 1] in "_.:-"):
+        i -= 1
+    name = text[i:kw_start]
+    if not name:
+        return False
+    if "::" in name:
+        return True
+    return any(w.lower() in _NOT_SECRET_NAME_WORDS for w in _NAME_WORD_RE.findall(name))
+
+
+def _not_code(
+    span: Callable[[re.Match[str]], Span | None],
+) -> Callable[[re.Match[str]], Span | None]:
+    """`span`, with the values that are code or markup left alone (`_is_code`; after
+    `pass`, a name in snake case: Python's `pass force_zip64 to use …`)."""
+
+    def guarded(m: re.Match[str]) -> Span | None:
+        found = span(m)
+        if found is None:
+            return None
+        text = m.string
+        value = text[found[0] : found[1]]
+        if _is_code(value):
+            return None
+        entity = _ENTITY_RE.search(text, found[0], found[1] + 9)
+        if entity is not None and entity.start() < found[1]:
+            return None  # `3r3sO&quot;`, `incorrect.&quot;`: the value runs into markup
+        if m.group().lower() == "pass" and _SNAKE_CODE_RE.fullmatch(value):
+            return None
+        return found
+
+    return guarded
+
+
+def _open_quote(text: str, pos: int) -> str:
+    """The quote of a string literal still open at pos on its line, or ''."""
+    q, i = "", max(text.rfind("\n", 0, pos) + 1, pos - 400)
+    while i < pos:
+        c = text[i]
+        if c == "\\":
+            i += 2
+            continue
+        if not q and c in "\"'`":
+            q = c
+        elif c == q:
+            q = ""
+        i += 1
+    return q
+
+
+_TAG_OPEN_RE = re.compile(r"<[A-Za-z][^<>\n]*\Z")
+
+
+def _code_assignment(m: re.Match[str], start: int, quoted: bool) -> bool:
+    """An assignment's match that is code, not a secret given a value: a name that names
+    no secret, a quote that closes the string the keyword is in (`"Token: ", $token->dump`,
+    `'… token: "' . $unk->raw . '"'`), a ternary's branches (`? "PASS" : "FAIL"`), an HTML
+    `accesskey` attribute."""
+    text, kw_start = m.string, m.start("kw")
+    if _code_name(text, kw_start):
+        return True
+    kq = m.group("kq")
+    if quoted and not kq:
+        q = _open_quote(text, kw_start)
+        if q and (text[start - 1] == q or q in text[start : m.end()]):
+            return True
+    if kq and m.group("sep") == ":":
+        i = kw_start - 1  # `cond ? "PASS" : "FAIL"`
+        if i >= 0 and text[i] == kq[-1] and text[max(0, i - 8) : i].rstrip().endswith("?"):
+            return True
+    if m.group("kw").lower() == "accesskey":
+        line = text.rfind("\n", 0, kw_start) + 1
+        return _TAG_OPEN_RE.search(text, line, kw_start) is not None
+    return False
+
+
 # the name of a hash, a cipher or an encoding taken for a value (`aes-256-gcm`, `sha-256`,
 # `pbkdf2-sha512`, `utf-8`)
 _ALGORITHM_RE = re.compile(
@@ -333,7 +473,8 @@ _PLACEHOLDER_NOUN_TEXT = """
 _PLACEHOLDER_NOUNS = _PLACEHOLDER_WORDS | frozenset(_PLACEHOLDER_NOUN_TEXT.split())
 # Bare words that are code, not a literal: constants, `self`, type names in annotations.
 _CODE_TEXT = """
-    none null nil undefined true false self this cls await new lambda function async
+    none null nil undefined undef eof nan inf true false self this cls await new lambda
+    function async
     str string bytes int integer bool boolean float number any unknown object dict list
     optional secretstr secretbytes text varchar char
 """
@@ -390,7 +531,9 @@ def _assign_span(m: re.Match[str]) -> Span | None:
     if _keyword_glued(text, m.start(), kw):
         return None
     value = text[start:end]
-    if _is_placeholder(value):
+    if _is_placeholder(value) or len(value.strip()) < 3 or (value.isdigit() and len(value) < 4):
+        return None  # `pass => 1`, `accesskey="n"`, `'HAVE_STRUCT_PASSWD_PW_PASSWD': 1`
+    if _code_assignment(m, start, group != "bv"):
         return None
     kw = kw.lower()
     if kw == "pwd" and value.startswith(("/", "~")):
@@ -480,8 +623,8 @@ def _user_flag_span(m: re.Match[str]) -> Span | None:
     if m.start() > 0 and not m.string[m.start() - 1].isspace():
         return None
     value = m.group("s")
-    if value.isdigit() or _is_placeholder(value):
-        return None
+    if value.isdigit() or value.startswith(":") or _is_placeholder(value):
+        return None  # `perldoc -u Some::Module`: a package, not a user and a password
     return m.span("s")
 
 
@@ -490,7 +633,7 @@ BUILTIN += [
         "password_assignment",
         _ASSIGN_RE,
         _ASSIGN_ANCHORS,
-        _assign_span,
+        _not_code(_assign_span),
         8,
         fold=True,
         # Only keywords followed by a separator are worth trying the full pattern at.
@@ -2130,7 +2273,7 @@ BUILTIN += [
         "keyword_secret",
         _PROSE_KW_RE,
         (),  # the seek is the prefilter: an anchor per keyword cost more than it saved
-        _prose_span,
+        _not_code(_prose_span),
         9,
         fold=True,
         # a whole keyword at a word start: far fewer tries than its letters anywhere
@@ -2406,7 +2549,7 @@ def _numbered_run_span(m: re.Match[str]) -> Span | None:
 
 
 BUILTIN += [
-    Detector("shaped_password", _SHAPE_RE, (), _shape_span, 10, prose=True),
+    Detector("shaped_password", _SHAPE_RE, (), _not_code(_shape_span), 10, prose=True),
     *(Detector("keyword_secret", r, (), _seed_run_span, 10, prose=True) for r in _SEED_RUN_RES),
     Detector("keyword_secret", _NUMBERED_RUN_RE, (), _numbered_run_span, 10, prose=True),
 ]

@@ -269,3 +269,53 @@ def test_secret_model_in_config_redacts_what_the_rules_miss(tmp_path: Path):
         m.stop()
     assert leaks(data, ["Biscuit1987"]) == []
     assert m.fsck() == []
+
+
+# Source code and markup as it ships (lines of /usr/share/perl, the Python standard
+# library and a texinfo HTML page of /usr/share/doc): a keyword next to code, not a secret.
+CODE_FILES = {
+    "PullParser.pm": (
+        "package Pod::Simple::PullParser;\n"
+        "my $pass = 1;\n"
+        "my %args = (\n    pass => 1,\n    max_token => 10_000,\n"
+        "    'Pod::Simple::PullParserToken'=> '2.02',\n);\n"
+        '$DEBUG and print STDERR "Token: ", $token->dump, "\\n";\n'
+        'my $out = $as->{pass} ? "PASS" : "FAIL";\n'
+        '# smaller than "1E$scale", we can stop\n'
+    ),
+    "shlex_part.py": (
+        "if self.token == self.eof:\n    token=EOF\n"
+        "try:\n    import zlib\nexcept ImportError:\n    pass\n"
+        '"""Pass force_zip64 to use the ZIP64 format; pass force_zip64 to open()."""\n'
+        "config = {'HAVE_STRUCT_PASSWD_PW_PASSWD': 1}\n"
+    ),
+    "Introduction.html": (
+        '<a href="Introduction.html" accesskey="n" rel="next">Introduction</a>, '
+        '<a href="index.html" accesskey="p" rel="prev">Top</a>, '
+        '<a href="index.html" accesskey="u" rel="up">Top</a> '
+        '[<a href="Index.html" title="Index" rel="index" accesskey="h">Index</a>]\n'
+        '<assemblyIdentity name="Microsoft.VC90.CRT" publicKeyToken="1fc8b3b9a1e18e3b"/>\n'
+    ),
+}
+
+
+def test_source_code_copied_into_a_node_is_kept_byte_for_byte(mount: Mount, tmp_path: Path):
+    """`cp` of Perl, Python and HTML into a node keeps every byte (`cmp` says so): `pass =>
+    1`, `token=EOF`, `accesskey="n"`, `max_token => 10_000` are code, not secrets; a
+    config file copied beside them still has its password redacted."""
+    src = tmp_path / "src"
+    src.mkdir()
+    for name, text in CODE_FILES.items():
+        (src / name).write_text(text)
+    password = "s3cr3t" + "P@ss"
+    (src / "app.env").write_text(f"DB_HOST=db.internal\nDB_PASSWORD={password}\n")
+    node = mount.path / "user/default/preferences/sources"
+    node.mkdir()
+    (node / "L2.md").write_text("Sources kept for reference.\n")
+    subprocess.run(["cp", *sorted(str(p) for p in src.iterdir()), str(node)], check=True)
+    for name in CODE_FILES:
+        done = subprocess.run(["cmp", str(src / name), str(node / name)], capture_output=True)
+        assert done.returncode == 0, done.stdout
+    assert (node / "app.env").read_text() == (
+        "DB_HOST=db.internal\nDB_PASSWORD=[REDACTED:password_assignment]\n"
+    )
