@@ -1157,6 +1157,7 @@ class Intake:
         summary: str = "",
         documents: list[Document] | None = None,
         key: str = "",
+        overview: bool = False,
     ) -> list[Node]:
         """The raw record: every turn in L2, as a `session` node — or, for a conversation
         longer than a part (a quarter of the tier limit), as consecutive parts, nodes
@@ -1172,7 +1173,7 @@ class Intake:
         owner = self._archive_owner(owner)
         if documents is None:
             documents = self.session_documents(
-                turns, title, source=source, when=when, summary=summary
+                turns, title, source=source, when=when, summary=summary, overview=overview
             )
         nodes = []
         with self.memory.transaction():  # all parts or none
@@ -1204,9 +1205,13 @@ class Intake:
         source: str,
         when: float,
         summary: str = "",
+        overview: bool = False,
     ) -> list[Document]:
         """Any thread (pure): the documents of a conversation's archive, one a part, named
-        and dated by when the conversation happened, else by `when` (it arrived)."""
+        and dated by when the conversation happened, else by `when` (it arrived). Each
+        part's `summary` is of its own turns (with `overview`, their extractive L1 first,
+        as a live session's parts have it), the first part's after `summary`, what came
+        before the turns."""
         happened = episodes.started(turns)
         day = (
             happened.date()
@@ -1217,7 +1222,11 @@ class Intake:
         documents = []
         for i, part in enumerate(parts, 1):
             FOREGROUND.step_aside()  # a worker thread: a request in flight goes first
-            part_summary = (summary + "\n" if summary else "") + episodes.summary(part)
+            lines = [summary] if summary and i == 1 else []
+            if overview and part:
+                ctype = self.memory.types.get("session")
+                lines.append(summarize(ctype, render_turns(part))[1].strip())
+            part_summary = "\n".join([*lines, episodes.summary(part)])
             if len(parts) > 1:
                 part_summary += f"\nPart {i} of {len(parts)} of the conversation."
             fields: dict[str, object] = {
@@ -1393,20 +1402,20 @@ class Intake:
         saved = (s.transcript, s.processed, s.summary, s.appends)
         try:
             with self._filing():
-                self._archive_part(s, turns, self._unarchived(s, l1))
+                self._archive_part(s, turns, self._unarchived(s))
                 self._put(s, transcript=tail, processed=0, summary=summary)
         except BaseException:  # rolled back: the session as the store still has it
             s.reset(saved[0])
             s.processed, s.summary, s.appends = saved[1:]
             raise
 
-    def _unarchived(self, s: Session, summary: str) -> str:
-        """A part's summary: its own turns', after the summary of turns a compaction made
-        before compactions archived them (a session compacted by an older version), which
-        is all there is of those."""
+    def _unarchived(self, s: Session) -> str:
+        """What the first part archived next begins its summary with: the summary of
+        turns a compaction made before compactions archived them (a session compacted by
+        an older version), which is all there is of those; else nothing."""
         if s.summary and not self.archived_as(s.owner, self._session_key(s)):
-            return (s.summary + "\n" + summary).strip()
-        return summary
+            return s.summary
+        return ""
 
     def _session_key(self, s: Session) -> str:
         """The key the parts of this live session's archive share (`archived_as`): the
@@ -1415,7 +1424,8 @@ class Intake:
 
     def _archive_part(self, s: Session, turns: Sequence[Turn], summary: str) -> list[Node]:
         """Archive `turns` as the session's next part: titled by the session id, the
-        second and later ones `<id> part <n>`."""
+        second and later ones `<id> part <n>`; each node (turns longer than a part are
+        several) summarised by its own turns, the first after `summary`."""
         done = len(self.archived_as(s.owner, self._session_key(s)))
         return self.archive(
             s.owner,
@@ -1425,6 +1435,7 @@ class Intake:
             when=s.created,
             summary=summary,
             key=self._session_key(s),
+            overview=True,
         )
 
     def _put(
@@ -1470,8 +1481,7 @@ class Intake:
         turns = self.session_turns(s)
         node = None
         if turns:  # each part is summarised by its own turns
-            l1 = summarize(self.memory.types.get("session"), render_turns(turns))[1]
-            node = self._archive_part(s, turns, self._unarchived(s, l1.strip()))[-1]
+            node = self._archive_part(s, turns, self._unarchived(s))[-1]
         elif s.summary and not self.archived_as(s.owner, self._session_key(s)):
             # compacted before compaction archived its turns: the summary is all there is
             node = self._archive_part(s, (), s.summary)[0]

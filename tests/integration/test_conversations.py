@@ -7,6 +7,7 @@ import errno
 import json
 import os
 import random
+import re
 import shutil
 import stat
 import subprocess
@@ -528,6 +529,40 @@ def test_an_append_to_a_long_transcript_writes_what_it_appends(tmp_path):
             for p in (m.path / "user/default/sessions").iterdir()
         )
         assert turns == 2040
+    finally:
+        m.stop()
+
+
+def test_each_part_of_a_long_sessions_archive_is_summarised_by_its_own_turns(tmp_path):
+    """A session too long for one node (`max_tier_size` 16 KiB: parts of 4 KiB) is archived
+    in parts at its end, and each part's summary (its front matter, its L1) speaks of its
+    own turns only. Each began with an overview of the whole session's turns: part 1's
+    named later parts' turns, and later parts' began with part 1's."""
+    m = make_mount(tmp_path, "search: false\nmax_tier_size: 16384\n")
+    try:
+        (m.path / ".sessions/s1").mkdir()
+        t = m.path / ".sessions/s1/transcript.jsonl"
+        for k in range(100):
+            turn = {"role": "user" if k % 2 == 0 else "assistant",
+                    "content": f"Turn {k}. We spoke of the garden for a while, long enough "
+                    "for a part of the archive to hold only some of the turns said."}  # fmt: skip
+            with open(t, "a") as f:
+                f.write(json.dumps(turn) + "\n")
+        os.rmdir(m.path / ".sessions/s1")
+        parts = sorted(
+            (m.path / "user/default/sessions").iterdir(), key=lambda p: int(p.name.split("-")[-1])
+        )
+        assert len(parts) >= 3
+        for i, part in enumerate(parts, 1):
+            l2 = (part / "L2.md").read_text()
+            front, body = l2.split("\n---\n", 1)
+            own = set(re.findall(r"Turn (\d+)\.", body))
+            summary = front.split("summary:", 1)[1]
+            assert f"Part {i} of {len(parts)}" in summary
+            spoken = set(re.findall(r"Turn (\d+)\.", summary))
+            assert spoken and spoken <= own, (part.name, sorted(spoken - own, key=int))
+            l1 = (part / "L1.md").read_text()
+            assert set(re.findall(r"Turn (\d+)\.", l1)) <= own, part.name
     finally:
         m.stop()
 
