@@ -3,6 +3,7 @@
     .venv/bin/python scripts/big_transcript.py [MiB] [--json PATH]
     .venv/bin/python scripts/big_transcript.py 50 --mount [--search] [--json PATH]
     .venv/bin/python scripts/big_transcript.py 50 --cold-read [--json PATH]
+    .venv/bin/python scripts/big_transcript.py --session [TURNS] [--json PATH]
 
 Writes a seeded JSONL transcript of about MiB mebibytes (default 50; one conversation,
 80-word turns, a preference every 97th turn) to a temporary file, then:
@@ -27,6 +28,11 @@ Writes a seeded JSONL transcript of about MiB mebibytes (default 50; one convers
   the item is read back cold (`head -c 1M`, then `cat` of all of it): prints the daemon's
   VmRSS before each read and its VmHWM during it (reset before each through
   /proc/PID/clear_refs), and the seconds.
+
+- `--session [TURNS]` (default 3000): a live session of a real mount (search off) fed
+  the way an agent feeds it, one `>>` of one turn (a 900-character line) at a time, the
+  file opened, written and closed each time: prints the appends per second of each 250
+  (with the transcript's size when they began), then the `rmdir` that archives it.
 
 `--json PATH` writes the table's figures and the machine's description.
 """
@@ -251,6 +257,70 @@ def cold_read(src: Path, tmp: Path) -> dict:
     return {"reads": rows, "same_bytes": same.returncode == 0}
 
 
+SESSION_BATCH = 250  # appends a row of the --session table
+
+
+def session_appends(turns: int, tmp: Path) -> dict:
+    """One turn appended at a time to a live session's transcript, timed per 250."""
+    mnt = tmp / "mnt"
+    mnt.mkdir()
+    m = Mount(mnt, tmp / "data")
+    m.start()
+    rng = random.Random(1)
+    rows, expected = [], bytearray()
+    try:
+        sess = mnt / ".sessions" / "s1"
+        sess.mkdir()
+        path = sess / "transcript.jsonl"
+        t0 = time.monotonic()
+        for start in range(0, turns, SESSION_BATCH):
+            size, t = len(expected), time.monotonic()
+            for i in range(start, min(start + SESSION_BATCH, turns)):
+                words = " ".join(rng.choice(WORDS) for _ in range(200))[:880]
+                role = "user" if i % 2 == 0 else "assistant"
+                line = json.dumps({"role": role, "content": f"Turn {i} {words}"}) + "\n"
+                with open(path, "a") as f:  # what `printf ... >> transcript.jsonl` does
+                    f.write(line)
+                expected += line.encode()
+            s = time.monotonic() - t
+            n = min(start + SESSION_BATCH, turns) - start
+            rows.append(
+                {"from_turn": start, "at_mib": size / MIB, "appends": n, "s": s,
+                 "per_s": n / s, "ms_each": 1000 * s / n}
+            )  # fmt: skip
+        append_s = time.monotonic() - t0
+        same = path.read_bytes() == bytes(expected)
+        t = time.monotonic()
+        sess.rmdir()
+        end_s = time.monotonic() - t
+        parts = sorted(p.name for p in (mnt / "user/default/sessions").iterdir())
+    finally:
+        m.stop()
+    return {
+        "batches": rows,
+        "append_s": append_s,
+        "same_bytes": same,
+        "transcript_bytes": len(expected),
+        "end_s": end_s,
+        "parts": parts,
+    }
+
+
+def print_session(r: dict) -> None:
+    print("\n| turns | transcript at start (MiB) | appends/s | ms each |")
+    print("|---|---:|---:|---:|")
+    for b in r["batches"]:
+        print(
+            f"| {b['from_turn']}-{b['from_turn'] + b['appends'] - 1} | {b['at_mib']:.2f} | "
+            f"{b['per_s']:.0f} | {b['ms_each']:.1f} |"
+        )
+    print(
+        f"\n{len(r['batches'])} batches in {r['append_s']:.1f} s; the transcript reads back "
+        f"as appended: {r['same_bytes']} ({r['transcript_bytes'] / MIB:.2f} MiB); "
+        f"rmdir {r['end_s']:.1f} s, archived as {len(r['parts'])} part(s)"
+    )
+
+
 def print_cold(r: dict) -> None:
     print("\n| cold read of the item | VmRSS before (MiB) | VmHWM during | VmRSS after | s |")
     print("|---|---:|---:|---:|---:|")
@@ -298,13 +368,25 @@ class Probe(threading.Thread):
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("mib", nargs="?", type=int, default=50)
+    ap.add_argument("mib", nargs="?", type=int, help="MiB (default 50); with --session: turns")
     ap.add_argument("--mount", action="store_true", help="through a real mount")
     ap.add_argument("--search", action="store_true", help="with --mount: load the model")
     ap.add_argument("--cold-read", action="store_true", help="read the item after a remount")
+    ap.add_argument("--session", action="store_true", help="appends to a live session")
     ap.add_argument("--json", type=Path, help="write the figures here")
     args = ap.parse_args()
     tmp = Path(tempfile.mkdtemp(prefix="big-transcript-"))
+    if args.session:
+        try:
+            turns = args.mib or 3000
+            result = session_appends(turns, tmp)
+            print_session(result)
+            if args.json:
+                write_json(args.json, {"machine": machine_info(), "turns": turns, **result})
+        finally:
+            shutil.rmtree(tmp, ignore_errors=True)
+        return
+    args.mib = args.mib or 50
     try:
         src = tmp / "big.jsonl"
         turns = write_transcript(src, args.mib)

@@ -58,7 +58,13 @@ from contextfs.conversations.people import (
     owner_speaker,
     speaker_hubs,
 )
-from contextfs.conversations.transcript import Transcript, Turn, parse_transcript, render_turns
+from contextfs.conversations.transcript import (
+    Transcript,
+    Turn,
+    parse_jsonl_from,
+    parse_transcript,
+    render_turns,
+)
 from contextfs.errors import (
     ContextFSError,
     Exists,
@@ -352,14 +358,71 @@ class Session:
     owner: tuple[str, str]
     id: str
     created: float
-    transcript: str = ""  # JSONL as recorded (redacted)
     processed: int = 0  # turns already extracted
     summary: str = ""  # compacted earlier turns
+    appends: int = 0  # appends stored after the stored transcript: the next one's idx
     extracting: bool = False
     ended: bool = False  # archived and removed: nothing of it is stored again
     touched: list[str] = field(default_factory=list)  # node paths extraction changed
     # (turn line, turn ref, media index) -> what the gates did with a medium of a turn
     media_notes: dict[tuple[int, str, int], str] = field(default_factory=dict)
+    # the transcript, JSONL as recorded (redacted): the texts appended, joined when it is
+    # read (`transcript`), so that an append costs what it appends
+    pieces: list[str] = field(default_factory=list)
+    size: int = 0  # its UTF-8 bytes (st_size)
+    changes: int = 0  # how many times it changed (what context.md was built from)
+    # what `Intake.session_turns` has parsed: the turns of the whole lines before `fresh`,
+    # their number of lines, and the text after them (a line still being written in it)
+    turns_parsed: list[Turn] = field(default_factory=list)
+    lines_parsed: int = 0
+    fresh: str = ""
+    _data: bytes | None = None  # the transcript encoded, as read; made again after a change
+
+    @classmethod
+    def stored(
+        cls,
+        owner: tuple[str, str],
+        sid: str,
+        created: float,
+        transcript: str,
+        processed: int,
+        summary: str,
+        appends: int,
+    ) -> Session:
+        s = cls(owner, sid, created, processed, summary, appends)
+        s.reset(transcript)
+        return s
+
+    @property
+    def transcript(self) -> str:
+        if len(self.pieces) != 1:
+            self.pieces[:] = ["".join(self.pieces)]
+        return self.pieces[0]
+
+    def tail(self) -> str:
+        """The line an earlier append began and did not end ("" after a newline)."""
+        return self.fresh[self.fresh.rfind("\n") + 1 :]
+
+    def data(self) -> bytes:
+        """The transcript as a read returns it (encoded once per change, not per read)."""
+        if self._data is None:
+            self._data = self.transcript.encode()
+        return self._data
+
+    def extend(self, text: str) -> None:
+        """`text` appended: the lines parsed so far stay parsed."""
+        self.pieces.append(text)
+        self.fresh += text
+        self.size += len(text.encode())
+        self.changes += 1
+        self._data = None
+
+    def reset(self, transcript: str) -> None:
+        """Another transcript (a compact): parsed again from its start when asked."""
+        self.pieces[:] = [transcript]
+        self.size, self._data = len(transcript.encode()), None
+        self.changes += 1
+        self.turns_parsed, self.lines_parsed, self.fresh = [], 0, transcript
 
 
 def _profile_name(l2: str) -> str | None:
@@ -478,9 +541,9 @@ class Intake:
         self._followers: list[IntakeFollower] = []
         self._held: list[tuple[str, tuple]] | None = None
         self.sessions: dict[tuple[str, str, str], Session] = {}
-        for kind, oid, sid, created, transcript, processed, summary in memory.sessions():
-            self.sessions[(kind, oid, sid)] = Session(
-                (kind, oid), sid, created, transcript, processed, summary
+        for kind, oid, sid, created, transcript, processed, summary, appends in memory.sessions():
+            self.sessions[(kind, oid, sid)] = Session.stored(
+                (kind, oid), sid, created, transcript, processed, summary, appends
             )
         # set by IntakeService: a session has enough new turns to extract
         self.wake: Callable[[], None] = lambda: None
@@ -1096,6 +1159,7 @@ class Intake:
         summary: str = "",
         documents: list[Document] | None = None,
         key: str = "",
+        overview: bool = False,
     ) -> list[Node]:
         """The raw record: every turn in L2, as a `session` node — or, for a conversation
         longer than a part (a quarter of the tier limit), as consecutive parts, nodes
@@ -1111,7 +1175,7 @@ class Intake:
         owner = self._archive_owner(owner)
         if documents is None:
             documents = self.session_documents(
-                turns, title, source=source, when=when, summary=summary
+                turns, title, source=source, when=when, summary=summary, overview=overview
             )
         nodes = []
         with self.memory.transaction():  # all parts or none
@@ -1143,9 +1207,13 @@ class Intake:
         source: str,
         when: float,
         summary: str = "",
+        overview: bool = False,
     ) -> list[Document]:
         """Any thread (pure): the documents of a conversation's archive, one a part, named
-        and dated by when the conversation happened, else by `when` (it arrived)."""
+        and dated by when the conversation happened, else by `when` (it arrived). Each
+        part's `summary` is of its own turns (with `overview`, their extractive L1 first,
+        as a live session's parts have it), the first part's after `summary`, what came
+        before the turns."""
         happened = episodes.started(turns)
         day = (
             happened.date()
@@ -1156,7 +1224,11 @@ class Intake:
         documents = []
         for i, part in enumerate(parts, 1):
             FOREGROUND.step_aside()  # a worker thread: a request in flight goes first
-            part_summary = (summary + "\n" if summary else "") + episodes.summary(part)
+            lines = [summary] if summary and i == 1 else []
+            if overview and part:
+                ctype = self.memory.types.get("session")
+                lines.append(summarize(ctype, render_turns(part))[1].strip())
+            part_summary = "\n".join([*lines, episodes.summary(part)])
             if len(parts) > 1:
                 part_summary += f"\nPart {i} of {len(parts)} of the conversation."
             fields: dict[str, object] = {
@@ -1249,13 +1321,14 @@ class Intake:
         return s
 
     def record(self, s: Session, appended: bytes) -> int:
-        """Bytes appended to transcript.jsonl: stored (redacted); returns pending turns."""
+        """Bytes appended to transcript.jsonl: stored (redacted); returns pending turns.
+        What it costs is the append's: the lines appended are checked, redacted, stored
+        (`Memory.append_session`) and parsed, not the transcript before them."""
         text = decode_text(appended, "transcript.jsonl")
         # A line may come in several appends: its stored start (already redacted) is
         # redacted again with the new bytes, so a keyword and its value, or the rest of a
         # token glued to the marker of its first part, are seen together.
-        keep = s.transcript.rfind("\n") + 1
-        tail = s.transcript[keep:]  # a line begun by an earlier append
+        tail = s.tail()  # a line begun by an earlier append
         done = (tail + text).rpartition("\n")[0]  # its lines now whole
         path = f"{s.owner[0]}/{s.owner[1]}/.sessions/{s.id}/transcript.jsonl"
         if done.strip():
@@ -1278,17 +1351,32 @@ class Intake:
                     f"transcript.jsonl: appended line {line_no} is not a turn ({reason}); "
                     "nothing of this append was recorded"
                 )
-        text = self.memory.redact(
-            s.transcript[keep:] + text, f"{s.owner[0]}/{s.owner[1]}/.sessions/{s.id}"
-        )
-        self._put(s, transcript=s.transcript[:keep] + text)
-        pending = len(parse_transcript(s.transcript, "t.jsonl").turns) - s.processed
+        text = self.memory.redact(tail + text, f"{s.owner[0]}/{s.owner[1]}/.sessions/{s.id}")
+        if text.startswith(tail):  # the line begun earlier stays as stored
+            self._append(s, text[len(tail) :])
+        else:  # a secret across the two appends: the begun line is stored again, redacted
+            whole = s.transcript
+            self._put(s, transcript=whole[: len(whole) - len(tail)] + text)
+        pending = len(self.session_turns(s)) - s.processed
         if pending >= self.extract_every:
             self.wake()
         return pending
 
     def session_turns(self, s: Session) -> tuple[Turn, ...]:
-        return parse_transcript(s.transcript, "t.jsonl").turns
+        """The turns of the live transcript, as `parse_transcript` reads it whole; each
+        whole line is parsed once (kept in the session), a line still being written each
+        time."""
+        whole = s.fresh.rfind("\n") + 1
+        if whole:
+            new = s.fresh[:whole] if s.lines_parsed else s.fresh[:whole].removeprefix("\ufeff")
+            s.turns_parsed += parse_jsonl_from(new, s.lines_parsed + 1).turns
+            s.lines_parsed += len(new.splitlines())
+            s.fresh = s.fresh[whole:]
+        turns = tuple(s.turns_parsed)
+        tail = s.fresh if s.lines_parsed else s.fresh.removeprefix("\ufeff")
+        if tail.strip():
+            turns += parse_jsonl_from(tail, s.lines_parsed + 1).turns
+        return turns
 
     def extract_session(self, s: Session, candidates: Sequence[Candidate], upto: int) -> list[str]:
         if s.ended:  # its end archived and extracted every turn
@@ -1308,27 +1396,28 @@ class Intake:
         tail = s.transcript[keep:]
         if tail and parse_transcript(tail, "t.jsonl").turns:
             tail = ""  # a whole turn without its newline: compacted with the others
-        turns = parse_transcript(s.transcript[: len(s.transcript) - len(tail)], "t.jsonl").turns
+        turns = self.session_turns(s)
         if not turns:
             return
         l1 = summarize(self.memory.types.get("session"), render_turns(turns))[1].strip()
         summary = (s.summary + "\n" + l1).strip() if s.summary else l1
-        saved = (s.transcript, s.processed, s.summary)
+        saved = (s.transcript, s.processed, s.summary, s.appends)
         try:
             with self._filing():
-                self._archive_part(s, turns, self._unarchived(s, l1))
+                self._archive_part(s, turns, self._unarchived(s))
                 self._put(s, transcript=tail, processed=0, summary=summary)
         except BaseException:  # rolled back: the session as the store still has it
-            s.transcript, s.processed, s.summary = saved
+            s.reset(saved[0])
+            s.processed, s.summary, s.appends = saved[1:]
             raise
 
-    def _unarchived(self, s: Session, summary: str) -> str:
-        """A part's summary: its own turns', after the summary of turns a compaction made
-        before compactions archived them (a session compacted by an older version), which
-        is all there is of those."""
+    def _unarchived(self, s: Session) -> str:
+        """What the first part archived next begins its summary with: the summary of
+        turns a compaction made before compactions archived them (a session compacted by
+        an older version), which is all there is of those; else nothing."""
         if s.summary and not self.archived_as(s.owner, self._session_key(s)):
-            return (s.summary + "\n" + summary).strip()
-        return summary
+            return s.summary
+        return ""
 
     def _session_key(self, s: Session) -> str:
         """The key the parts of this live session's archive share (`archived_as`): the
@@ -1337,7 +1426,8 @@ class Intake:
 
     def _archive_part(self, s: Session, turns: Sequence[Turn], summary: str) -> list[Node]:
         """Archive `turns` as the session's next part: titled by the session id, the
-        second and later ones `<id> part <n>`."""
+        second and later ones `<id> part <n>`; each node (turns longer than a part are
+        several) summarised by its own turns, the first after `summary`."""
         done = len(self.archived_as(s.owner, self._session_key(s)))
         return self.archive(
             s.owner,
@@ -1347,6 +1437,7 @@ class Intake:
             when=s.created,
             summary=summary,
             key=self._session_key(s),
+            overview=True,
         )
 
     def _put(
@@ -1358,14 +1449,30 @@ class Intake:
         summary: str | None = None,
     ) -> None:
         """Store the session with these values; the object follows once it is stored. An
-        ended session is not stored again (a writer closing after the end): refused."""
+        ended session is not stored again (a writer closing after the end): refused.
+        Without a transcript only the extraction's progress and the summary are stored;
+        with one, it is stored whole (its appends replaced)."""
         if s.ended:
             raise NotFound(f".sessions/{s.id} has ended: nothing more is recorded in it")
-        transcript = s.transcript if transcript is None else transcript
         processed = s.processed if processed is None else processed
         summary = s.summary if summary is None else summary
-        self.memory.put_session(s.owner, s.id, s.created, transcript, processed, summary)
-        s.transcript, s.processed, s.summary = transcript, processed, summary
+        if transcript is None:
+            self.memory.set_session_state(s.owner, s.id, processed, summary)
+        else:
+            self.memory.put_session(s.owner, s.id, s.created, transcript, processed, summary)
+            s.reset(transcript)
+            s.appends = 0
+        s.processed, s.summary = processed, summary
+
+    def _append(self, s: Session, text: str) -> None:
+        """`text` appended to the session's stored transcript, as its next append."""
+        if s.ended:
+            raise NotFound(f".sessions/{s.id} has ended: nothing more is recorded in it")
+        if not text:
+            return
+        self.memory.append_session(s.owner, s.id, s.appends, text)
+        s.appends += 1
+        s.extend(text)
 
     def end_session(self, s: Session) -> Node | None:
         """rmdir / `end`: archive the session (summary + remaining turns) as memory; the
@@ -1376,8 +1483,7 @@ class Intake:
         turns = self.session_turns(s)
         node = None
         if turns:  # each part is summarised by its own turns
-            l1 = summarize(self.memory.types.get("session"), render_turns(turns))[1]
-            node = self._archive_part(s, turns, self._unarchived(s, l1.strip()))[-1]
+            node = self._archive_part(s, turns, self._unarchived(s))[-1]
         elif s.summary and not self.archived_as(s.owner, self._session_key(s)):
             # compacted before compaction archived its turns: the summary is all there is
             node = self._archive_part(s, (), s.summary)[0]

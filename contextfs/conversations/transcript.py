@@ -157,10 +157,10 @@ def _try_json(line: str) -> object:
         return None
 
 
-def _parse_jsonl(text: str) -> Transcript:
+def _parse_jsonl(text: str, first: int = 1) -> Transcript:
     turns: list[Turn] = []
     errors: list[tuple[int, str]] = []
-    for number, raw in enumerate(iter_lines(text), start=1):
+    for number, raw in enumerate(iter_lines(text), start=first):
         line = raw.strip()
         if not line:
             continue
@@ -178,6 +178,13 @@ def _parse_jsonl(text: str) -> Transcript:
         else:
             turns.append(turn)
     return Transcript(turns=tuple(turns), errors=tuple(errors), kind="jsonl")
+
+
+def parse_jsonl_from(text: str, first: int) -> Transcript:
+    """JSON lines that follow `first - 1` lines of a transcript (`text` starts a line): the
+    turns and errors numbered as `parse_transcript` numbers them in the whole text. A live
+    session parses each appended line once this way (`Intake.session_turns`)."""
+    return _parse_jsonl(text, first)
 
 
 def turn_from_object(number: int, obj: dict) -> Turn | str:

@@ -405,7 +405,7 @@ class Buffers:
         inode = h.inode
         if h.appended is None:
             h.appended = bytearray()
-            h.append_base = len(self.roles.file_bytes(inode))
+            h.append_base = self.roles.of(inode).size(inode)
         limit = self.limit(inode)
         if h.failed or h.append_base + len(h.appended) + len(buf) > limit:
             h.failed, h.appended = True, None

@@ -1087,6 +1087,25 @@ class Memory:
                 )
             )
 
+    def append_session(self, owner: tuple[str, str], sid: str, idx: int, text: str) -> None:
+        """`text` appended to a live session's stored transcript (its append `idx`): what it
+        costs is the text's, not the transcript's."""
+        with self.transaction():
+            self.store.append_session(owner, sid, idx, text)
+            self._session_updated(owner, sid)
+
+    def set_session_state(
+        self, owner: tuple[str, str], sid: str, processed: int, summary: str
+    ) -> None:
+        with self.transaction():
+            self.store.set_session_state(owner, sid, processed, summary)
+            self._session_updated(owner, sid)
+
+    def _session_updated(self, owner: tuple[str, str], sid: str) -> None:
+        self.transactions.note_change(
+            Change("session", "updated", _session_path(owner, sid), self.generation)
+        )
+
     def delete_session(self, owner: tuple[str, str], sid: str) -> None:
         with self.transaction():
             self.store.delete_session(owner, sid)

@@ -1166,9 +1166,16 @@ class Store:
         )
 
     def sessions(self) -> list[tuple]:
+        """Each live session: owner kind, owner id, id, created, its transcript (the stored
+        text and its appends after it), processed, summary, and how many appends follow
+        the stored text (the next one's idx)."""
         return self.con.execute(
-            "SELECT owner_kind, owner_id, id, created, transcript, processed, summary "
-            "FROM sessions ORDER BY created"
+            "SELECT s.owner_kind, s.owner_id, s.id, s.created, s.transcript || coalesce(("
+            "SELECT string_agg(a.text, '' ORDER BY a.idx) FROM session_appends a WHERE "
+            "a.owner_kind = s.owner_kind AND a.owner_id = s.owner_id AND a.id = s.id), ''), "
+            "s.processed, s.summary, (SELECT coalesce(max(a.idx) + 1, 0) FROM session_appends "
+            "a WHERE a.owner_kind = s.owner_kind AND a.owner_id = s.owner_id AND a.id = s.id) "
+            "FROM sessions s ORDER BY s.created"
         ).fetchall()
 
     def put_session(
@@ -1180,6 +1187,8 @@ class Store:
         processed: int,
         summary: str,
     ) -> None:
+        """The session with this whole transcript (its appends gone)."""
+        self._drop_appends(owner, sid)
         self.con.execute(
             "INSERT INTO sessions VALUES (?, ?, ?, ?, ?, ?, ?) ON CONFLICT (owner_kind, "
             "owner_id, id) DO UPDATE SET created = excluded.created, transcript = "
@@ -1187,9 +1196,33 @@ class Store:
             [owner[0], owner[1], sid, created, transcript, processed, summary],
         )
 
+    def append_session(self, owner: tuple[str, str], sid: str, idx: int, text: str) -> None:
+        """`text` appended to the session's transcript, as its append `idx`."""
+        self.con.execute(
+            "INSERT INTO session_appends VALUES (?, ?, ?, ?, ?)",
+            [owner[0], owner[1], sid, idx, text],
+        )
+
+    def set_session_state(
+        self, owner: tuple[str, str], sid: str, processed: int, summary: str
+    ) -> None:
+        """The session's extraction progress and summary; its transcript as it is."""
+        self.con.execute(
+            "UPDATE sessions SET processed = ?, summary = ? "
+            "WHERE owner_kind = ? AND owner_id = ? AND id = ?",
+            [processed, summary, owner[0], owner[1], sid],
+        )
+
     def delete_session(self, owner: tuple[str, str], sid: str) -> None:
+        self._drop_appends(owner, sid)
         self.con.execute(
             "DELETE FROM sessions WHERE owner_kind = ? AND owner_id = ? AND id = ?",
+            [owner[0], owner[1], sid],
+        )
+
+    def _drop_appends(self, owner: tuple[str, str], sid: str) -> None:
+        self.con.execute(
+            "DELETE FROM session_appends WHERE owner_kind = ? AND owner_id = ? AND id = ?",
             [owner[0], owner[1], sid],
         )
 

@@ -317,6 +317,26 @@ def inbox_chunks_numbered(store: StoreBackend) -> list[str]:
     return problems
 
 
+def session_appends_belong(store: StoreBackend) -> list[str]:
+    """(v13) A live transcript's appends belong to a live session and are numbered 0, 1,
+    ... without a gap (the transcript is its stored text followed by them in order)."""
+    return [
+        f"session {k}/{o}/{i}: {c} appends numbered {lo}..{hi}"
+        + ("" if live else ", of no live session")
+        for k, o, i, c, lo, hi, live in _rows(
+            store,
+            """
+            SELECT a.owner_kind, a.owner_id, a.id, count(*), min(a.idx), max(a.idx),
+                   bool_or(s.id IS NOT NULL)
+            FROM session_appends a LEFT JOIN sessions s ON s.owner_kind = a.owner_kind
+                 AND s.owner_id = a.owner_id AND s.id = a.id
+            GROUP BY a.owner_kind, a.owner_id, a.id
+            HAVING NOT bool_or(s.id IS NOT NULL) OR min(a.idx) <> 0
+                OR max(a.idx) <> count(*) - 1""",
+        )
+    ]
+
+
 def blobs_present(store: StoreBackend) -> list[str]:
     """(v6) Every chunk's hash has its blob, and (v12) a blob's size is 1..CHUNK_SIZE: the
     half of `blobs_consistent` that reads no byte of a blob (a mount's)."""
@@ -433,6 +453,7 @@ CHECKS: tuple[Check, ...] = (
     chunks_contiguous,
     chunk_sizes,
     inbox_chunks_complete,
+    session_appends_belong,
     blobs_consistent,
     links_consistent,
     outbox_covers_nodes,
@@ -614,6 +635,7 @@ WHOLE_AT_MOUNT: tuple[Check, ...] = (
     chunks_contiguous,
     chunk_sizes,
     inbox_chunks_numbered,
+    session_appends_belong,
     blobs_present,
     links_consistent,
 )

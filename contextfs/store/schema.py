@@ -11,7 +11,7 @@ from typing import Any, Protocol, overload
 
 import xxhash
 
-SCHEMA_VERSION = 12
+SCHEMA_VERSION = 13
 
 # An attachment's bytes are stored in chunks of this size (v3): a commit rewrites only
 # the chunks it changed, so an fsync of a 4 KiB write into a 32 MiB file stores 64 KiB.
@@ -246,6 +246,21 @@ CREATE TABLE IF NOT EXISTS sessions (
     processed  INTEGER NOT NULL,       -- turns already extracted
     summary    TEXT    NOT NULL,       -- compacted earlier turns
     PRIMARY KEY (owner_kind, owner_id, id)
+);
+
+-- (v13) What was appended to a live session's transcript after sessions.transcript, one
+-- row a recorded append: the transcript is sessions.transcript followed by the text of
+-- its rows in idx order (0, 1, ...). An append inserts a row, so it costs what was
+-- appended whatever the transcript's length; a rewrite of the transcript (a compact) puts
+-- it whole in sessions.transcript and deletes the rows. Invariant (fsck): every row's
+-- session exists.
+CREATE TABLE IF NOT EXISTS session_appends (
+    owner_kind TEXT    NOT NULL,
+    owner_id   TEXT    NOT NULL,
+    id         TEXT    NOT NULL,
+    idx        INTEGER NOT NULL,
+    text       TEXT    NOT NULL,
+    PRIMARY KEY (owner_kind, owner_id, id, idx)
 );
 
 -- (v2) Where a secret was redacted and what kind: never the secret itself.
@@ -571,6 +586,8 @@ MIGRATIONS: dict[int, str | Callable[[Connection], object]] = {
     10: _archived_hold_no_name,
     # v12: blobs.size, so that a mount's chunk checks read no blob bytes
     11: _blob_sizes,
+    # v13: session_appends, a live transcript's appends (created by create_tables)
+    12: "SELECT 1",
 }
 
 

@@ -301,8 +301,10 @@ async def test_a_version_2_store_with_attachments_opens_with_the_same_bytes(tmp_
     assert (
         store.con.execute("SELECT value FROM store_meta WHERE key = 'schema_version'").fetchone()[0]
         == str(SCHEMA_VERSION)
-        == "12"
+        == "13"
     )
+    # v13: a live transcript's appends have their table (none yet)
+    assert store.con.execute("SELECT count(*) FROM session_appends").fetchone()[0] == 0
     # v7: the live node at a path has its index (memory.heads asks for it by path)
     assert (
         store.con.execute(

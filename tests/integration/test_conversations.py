@@ -7,6 +7,7 @@ import errno
 import json
 import os
 import random
+import re
 import shutil
 import stat
 import subprocess
@@ -457,39 +458,111 @@ def test_llm_chunks_within_the_window_keyless_and_a_refused_chunk_is_reported(
 
 
 @pytest.mark.allow_warnings  # the buffer limit grows; the refused append is logged
-def test_a_transcript_that_outgrows_the_store_buffers_leaves_the_mount_writable(tmp_path):
-    """A live session's transcript grown past what the store's buffers hold (the least
-    `store_memory_mb`): the append that does not fit is refused with EAGAIN, its bytes kept
-    in refused/, and the same append tried again is taken. It used to be taken for store
-    damage: every later write of the mount was EROFS until a remount."""
+def test_an_append_that_outgrows_the_store_buffers_leaves_the_mount_writable(tmp_path):
+    """An append to a live session's transcript bigger than what the store's buffers hold
+    (the least `store_memory_mb`): it is refused with EAGAIN, its bytes kept in refused/,
+    and the same append tried again is taken. It used to be taken for store damage: every
+    later write of the mount was EROFS until a remount."""
     m = make_mount(tmp_path, "search: false\nstore_memory_mb: 32\nstore_checkpoint_mb: 16\n")
     try:
         (m.path / ".sessions/long").mkdir()
         t = m.path / ".sessions/long/transcript.jsonl"
-        refused = None
-        for n in range(200):
-            lines = "".join(
-                json.dumps({"role": "user", "content": f"Turn {n}.{k} " + "blah words " * 360})
-                + "\n"
-                for k in range(50)
-            )
-            try:
-                with open(t, "a") as f:
-                    f.write(lines)
-            except OSError as exc:
-                refused = (n, exc.errno, lines)
-                break
-        assert refused is not None, "never outgrew 32 MiB of buffers"
-        n, err, lines = refused
-        assert err == errno.EAGAIN
+        with open(t, "a") as f:
+            f.write(json.dumps({"role": "user", "content": "The first turn."}) + "\n")
+        lines = "".join(
+            json.dumps({"role": "user", "content": f"Turn {k} " + "blah words " * 360}) + "\n"
+            for k in range(6000)
+        )  # 24 MiB in one append
+        with pytest.raises(OSError) as err, open(t, "a") as f:
+            f.write(lines)
+        assert err.value.errno == errno.EAGAIN
         status = (m.path / ".status").read_text()
         assert "state: read-write" in status and "no room in its buffers" in status
         assert any(p.read_text() == lines for p in (m.data_dir / "refused").iterdir())
         with open(t, "a") as f:  # tried again: taken
             f.write(lines)
         assert t.read_text().endswith(lines)
-        assert t.read_text().count(f'"Turn {n}.0 ') == 1
+        assert t.read_text().count('"Turn 0 ') == 1
         (m.path / "user/default/preferences/tea.md").write_text("Green tea.\n")
+    finally:
+        m.stop()
+
+
+def written_by(pid: int) -> int:
+    """Bytes a process has written (to files, pipes, FUSE replies: /proc/PID/io wchar)."""
+    for line in Path(f"/proc/{pid}/io").read_text().splitlines():
+        if line.startswith("wchar:"):
+            return int(line.split()[1])
+    raise AssertionError("no wchar in /proc/PID/io")
+
+
+def test_an_append_to_a_long_transcript_writes_what_it_appends(tmp_path):
+    """Forty one-line appends (`>>`, about 1 KB each) to a live transcript of 2 MB: the
+    daemon writes about what they append, not the transcript each time, and the file
+    reads back as appended with every turn extracted. Each append stored the whole
+    transcript again (the daemon wrote 2 MB an append: 80 MB for the forty) and parsed
+    all of it, so an append cost more the longer the session."""
+    m = make_mount(tmp_path, "search: false\n")
+    try:
+        (m.path / ".sessions/long").mkdir()
+        t = m.path / ".sessions/long/transcript.jsonl"
+        said = "".join(
+            json.dumps({"role": "user", "content": f"Earlier turn {k}. " + "some words " * 90})
+            + "\n"
+            for k in range(2000)
+        )
+        with open(t, "a") as f:
+            f.write(said)
+        assert m.proc is not None
+        before = written_by(m.proc.pid)
+        for k in range(40):
+            line = json.dumps({"role": "user", "content": f"Turn {k}. " + "more words " * 90})
+            with open(t, "a") as f:
+                f.write(line + "\n")
+            said += line + "\n"
+        wrote = written_by(m.proc.pid) - before
+        assert wrote < 8 * 2**20, f"the daemon wrote {wrote / 2**20:.0f} MiB for 40 KB of turns"
+        assert t.read_bytes() == said.encode()
+        os.rmdir(m.path / ".sessions/long")
+        turns = sum(
+            (p / "L2.md").read_text().count("**user**")
+            for p in (m.path / "user/default/sessions").iterdir()
+        )
+        assert turns == 2040
+    finally:
+        m.stop()
+
+
+def test_each_part_of_a_long_sessions_archive_is_summarised_by_its_own_turns(tmp_path):
+    """A session too long for one node (`max_tier_size` 16 KiB: parts of 4 KiB) is archived
+    in parts at its end, and each part's summary (its front matter, its L1) speaks of its
+    own turns only. Each began with an overview of the whole session's turns: part 1's
+    named later parts' turns, and later parts' began with part 1's."""
+    m = make_mount(tmp_path, "search: false\nmax_tier_size: 16384\n")
+    try:
+        (m.path / ".sessions/s1").mkdir()
+        t = m.path / ".sessions/s1/transcript.jsonl"
+        for k in range(100):
+            turn = {"role": "user" if k % 2 == 0 else "assistant",
+                    "content": f"Turn {k}. We spoke of the garden for a while, long enough "
+                    "for a part of the archive to hold only some of the turns said."}  # fmt: skip
+            with open(t, "a") as f:
+                f.write(json.dumps(turn) + "\n")
+        os.rmdir(m.path / ".sessions/s1")
+        parts = sorted(
+            (m.path / "user/default/sessions").iterdir(), key=lambda p: int(p.name.split("-")[-1])
+        )
+        assert len(parts) >= 3
+        for i, part in enumerate(parts, 1):
+            l2 = (part / "L2.md").read_text()
+            front, body = l2.split("\n---\n", 1)
+            own = set(re.findall(r"Turn (\d+)\.", body))
+            summary = front.split("summary:", 1)[1]
+            assert f"Part {i} of {len(parts)}" in summary
+            spoken = set(re.findall(r"Turn (\d+)\.", summary))
+            assert spoken and spoken <= own, (part.name, sorted(spoken - own, key=int))
+            l1 = (part / "L1.md").read_text()
+            assert set(re.findall(r"Turn (\d+)\.", l1)) <= own, part.name
     finally:
         m.stop()
 

@@ -106,7 +106,29 @@ def test_sessions_are_replaced_in_place(opener, types, tmp_path):
         m.store.put_session(("user", "default"), "s1", 1.0, "a\n", 0, "")
     with m.transaction():
         m.store.put_session(("user", "default"), "s1", 1.0, "a\nb\n", 1, "sum")
-    assert m.store.sessions() == [("user", "default", "s1", 1.0, "a\nb\n", 1, "sum")]
+    assert m.store.sessions() == [("user", "default", "s1", 1.0, "a\nb\n", 1, "sum", 0)]
+    m.store.close()
+
+
+def test_a_sessions_appends_follow_its_transcript_and_go_with_a_rewrite(opener, types, tmp_path):
+    """(v13) An append is a row of its own after the stored transcript; the progress is
+    stored without the transcript; a whole transcript stored again (a compact) replaces
+    the appends, and an ended session leaves none behind."""
+    m = _memory(opener, types, tmp_path)
+    owner = ("user", "default")
+    m.put_session(owner, "s1", 1.0, "a\n", 0, "")
+    m.append_session(owner, "s1", 0, "b\n")
+    m.append_session(owner, "s1", 1, "c\n")
+    m.set_session_state(owner, "s1", 2, "sum")
+    m.store.close()
+    m = _memory(opener, types, tmp_path)
+    assert m.store.sessions() == [("user", "default", "s1", 1.0, "a\nb\nc\n", 2, "sum", 2)]
+    assert check_store(m.store) == []
+    m.put_session(owner, "s1", 1.0, "d\n", 0, "sum")
+    m.append_session(owner, "s1", 0, "e\n")
+    assert m.store.sessions() == [("user", "default", "s1", 1.0, "d\ne\n", 0, "sum", 1)]
+    m.delete_session(owner, "s1")
+    assert m.store.sessions() == [] and check_store(m.store) == []
     m.store.close()
 
 

@@ -137,7 +137,7 @@ class Sessions(RoleBase):
 
     def content(self, inode: Inode) -> bytes:
         if inode.role == Role.SESSION_TRANSCRIPT:
-            return inode.session.transcript.encode()
+            return inode.session.data()
         return b""  # context.md is built at open; control reads empty
 
     def size(self, inode: Inode) -> int:
@@ -145,6 +145,8 @@ class Sessions(RoleBase):
             return len(self._context_now(inode.session))
         if inode.role == Role.SESSION_CONTROL:
             return 0
+        if inode.role == Role.SESSION_TRANSCRIPT and inode.data is None:
+            return inode.session.size  # (not encoded again at each getattr)
         return super().size(inode)
 
     async def opened(self, h: Handle) -> None:
@@ -165,7 +167,7 @@ class Sessions(RoleBase):
         """What context.md depends on: the store, the index, the session's turns."""
         index = self.search.generation if self.search is not None else 0
         gen = self.memory.generation
-        return (gen, index, len(sess.transcript), sess.processed, sess.summary)
+        return (gen, index, sess.changes, sess.processed, sess.summary)
 
     def _context_now(self, sess: Session) -> bytes:
         """context.md as it reads now: built here (getattr is synchronous; it may search)
@@ -241,7 +243,7 @@ class Sessions(RoleBase):
         if inode.data is None:
             return  # nothing pending: another writer's close recorded what this one added
         data = bytes(inode.data)
-        old = sess.transcript.encode()
+        old = sess.data()
         if not data.startswith(old):
             inode.data, inode.dirty = None, False
             self.table.invalidate(inode)
