@@ -324,6 +324,20 @@ def inbox_chunks_numbered(store: StoreBackend) -> list[str]:
     return problems
 
 
+def inbox_steps_of_pending(store: StoreBackend) -> list[str]:
+    """(v12) The steps of a conversation filed in steps are of a pending item: the step
+    that ends the conversation deletes them with its item's new state."""
+    return [
+        f"inbox steps of item {i}, which is {state or 'missing'}"
+        for i, state in _rows(
+            store,
+            "SELECT DISTINCT s.item_id, i.state FROM inbox_steps s "
+            "LEFT JOIN inbox_items i ON i.id = s.item_id "
+            "WHERE i.state IS NULL OR i.state <> 'pending' ORDER BY s.item_id",
+        )
+    ]
+
+
 def blobs_present(store: StoreBackend) -> list[str]:
     """(v6) Every chunk's hash has its blob, and a blob is 1..CHUNK_SIZE bytes: the half
     of `blobs_consistent` that SQL answers without reading the bytes into Python."""
@@ -439,6 +453,7 @@ CHECKS: tuple[Check, ...] = (
     chunks_contiguous,
     chunk_sizes,
     inbox_chunks_complete,
+    inbox_steps_of_pending,
     blobs_consistent,
     links_consistent,
     outbox_covers_nodes,
@@ -610,6 +625,7 @@ WHOLE_AT_MOUNT: tuple[Check, ...] = (
     chunks_contiguous,
     chunk_sizes,
     inbox_chunks_numbered,
+    inbox_steps_of_pending,
     blobs_present,
     links_consistent,
 )

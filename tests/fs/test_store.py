@@ -301,7 +301,7 @@ async def test_a_version_2_store_with_attachments_opens_with_the_same_bytes(tmp_
     assert (
         store.con.execute("SELECT value FROM store_meta WHERE key = 'schema_version'").fetchone()[0]
         == str(SCHEMA_VERSION)
-        == "11"
+        == "12"
     )
     # v7: the live node at a path has its index (memory.heads asks for it by path)
     assert (
