@@ -4,6 +4,7 @@
     .venv/bin/python scripts/big_transcript.py 50 --mount [--search] [--json PATH]
     .venv/bin/python scripts/big_transcript.py 50 --cold-read [--json PATH]
     .venv/bin/python scripts/big_transcript.py --session [TURNS] [--json PATH]
+    .venv/bin/python scripts/big_transcript.py --notes 1000 [--search] [--json PATH]
 
 Writes a seeded JSONL transcript of about MiB mebibytes (default 50; one conversation,
 80-word turns, a preference every 97th turn) to a temporary file, then:
@@ -34,6 +35,16 @@ Writes a seeded JSONL transcript of about MiB mebibytes (default 50; one convers
   file opened, written and closed each time: prints the appends per second of each 250
   (with the transcript's size when they began), then the `rmdir` that archives it.
 
+- `--notes N`: not a transcript but markdown notes of N lines, each a preference and a
+  dated event ("I prefer wq 7 for wqz 7. I have a meeting with Sara on 8 January 2020."):
+  one item of 2N memories, copied into `.inbox/` of a real mount (`--search` with the
+  embedding model, the embedded defaults). A probe beside it, every 0.2 s, makes a node
+  and saves its file (mkdir, create, write, fsync, close: timed as a whole and each);
+  prints the filing's seconds and memories/s, the probe's p50 / p99 / max before, while
+  and after the item is filed, and the longest probe's steps. Exits 1 unless every
+  memory was created once (a node each, none `-2`) and the session archived once.
+  `--notes 200` is the quick run.
+
 `--json PATH` writes the table's figures and the machine's description.
 """
 
@@ -41,6 +52,8 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import datetime as dt
+import itertools
 import json
 import os
 import random
@@ -60,7 +73,7 @@ from contextfs.ctxtypes import builtin_schema_dir, load_types
 from contextfs.memory.redact import Redactor
 from contextfs.memory.service import Memory
 from contextfs.store import Store
-from contextfs.testing import Mount, machine_info, proc_status, write_json
+from contextfs.testing import Mount, machine_info, proc_status, wait_index_ready, write_json
 
 WORDS = [
     "the",
@@ -366,9 +379,160 @@ class Probe(threading.Thread):
         }
 
 
+def write_notes(path: Path, lines: int) -> int:
+    """Markdown notes of `lines` lines at `path`, each a preference and a dated event;
+    returns the memories they hold."""
+    day = dt.date(2020, 1, 1)
+    with path.open("w") as f:
+        for i in range(lines):
+            d = day + dt.timedelta(days=i)
+            f.write(
+                f"I prefer wq {i} for wqz {i}. I have a meeting with Sara on {d.day} {d:%B %Y}.\n"
+            )
+    return 2 * lines
+
+
+class NodeProbe(threading.Thread):
+    """A writer beside the import: every 0.2 s a new node made and its file saved (mkdir,
+    create, write, fsync, close), each step timed."""
+
+    STEPS = ("mkdir", "create", "write", "fsync", "close")
+
+    def __init__(self, base: Path) -> None:
+        super().__init__(daemon=True)
+        self.base, self._done = base, threading.Event()
+        self.samples: list[tuple[float, float, list[float]]] = []  # start, seconds, steps
+
+    def run(self) -> None:
+        i = 0
+        while not self._done.is_set():
+            d = self.base / f"probe-{i}"
+            t = [time.monotonic()]
+            os.mkdir(d)
+            t.append(time.monotonic())
+            fd = os.open(d / "L2.md", os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+            t.append(time.monotonic())
+            os.write(fd, f"I like probe {i}.\n".encode())
+            t.append(time.monotonic())
+            os.fsync(fd)
+            t.append(time.monotonic())
+            os.close(fd)
+            t.append(time.monotonic())
+            self.samples.append((t[0], t[-1] - t[0], [b - a for a, b in itertools.pairwise(t)]))
+            i += 1
+            self._done.wait(0.2)
+
+    def stop(self) -> None:
+        self._done.set()
+        self.join()
+
+    def figures(self, start: float, end: float) -> dict:
+        """p50 / p99 / max (ms) of the probes begun in [start, end)."""
+        ms = sorted(s * 1000 for t, s, _ in self.samples if start <= t < end)
+        if not ms:
+            return {"n": 0}
+        return {
+            "n": len(ms),
+            "p50": round(ms[len(ms) // 2], 1),
+            "p99": round(ms[min(len(ms) - 1, int(len(ms) * 0.99))], 1),
+            "max": round(ms[-1], 1),
+        }
+
+
+def notes_through_mount(tmp: Path, lines: int, search: bool) -> dict:
+    """One markdown item of many memories filed beside a writer (`--notes`)."""
+    src = tmp / "notes.md"
+    memories = write_notes(src, lines)
+    mnt = tmp / "mnt"
+    mnt.mkdir()
+    m = Mount(mnt, tmp / "data", search=search)
+    m.start()
+    try:
+        if search:  # the model is loaded and the (empty) index ready
+            deadline = time.monotonic() + 300
+            while "index: ready" not in m.status() and time.monotonic() < deadline:
+                time.sleep(0.5)
+        probe = NodeProbe(mnt / "user/default/preferences")
+        probe.start()
+        time.sleep(2)  # probes before the copy: the mount alone
+        t0 = time.monotonic()
+        shutil.copyfile(src, mnt / ".inbox" / src.name)
+        copied = time.monotonic()
+        report = mnt / ".inbox" / f"{src.name}.report.md"
+        while "state: done" not in report.read_text():
+            time.sleep(0.1)
+        done = time.monotonic()
+        time.sleep(2)  # and after it, the indexer busy with what was filed
+        probe.stop()
+        drained = done + wait_index_ready(mnt, 600)[0] if search else done
+        text = report.read_text()
+        u = mnt / "user/default"
+        prefs = [p.name for p in (u / "preferences").iterdir() if p.name.startswith("wqz-")]
+        events = [p.name for p in (u / "events").iterdir()]
+        sessions = len(list((u / "sessions").iterdir()))
+    finally:
+        m.stop()
+    state = re.search(r"^state: .*$", text, re.M)
+    worst = max((x for x in probe.samples if t0 <= x[0] < done), key=lambda x: x[1], default=None)
+    filed_once = (
+        len(set(prefs)) == lines
+        and len(events) == lines
+        and not [e for e in events if e.endswith("-2")]
+        and sessions == 1
+        and text.count("- created ") >= memories
+    )
+    return {
+        "search": search,
+        "lines": lines,
+        "memories": memories,
+        "copy_s": copied - t0,
+        "filing_s": done - t0,
+        "drained_s": drained - t0,
+        "memories_per_s": memories / (done - t0),
+        "report_state": state.group(0) if state else text[:200],
+        "filed_once": filed_once,
+        "probe_ms": {
+            "before": probe.figures(-float("inf"), t0),
+            "while filed": probe.figures(t0, done),
+            "after": probe.figures(done, float("inf")),
+        },
+        "worst_probe_ms": (
+            {
+                "total": round(worst[1] * 1000, 1),
+                **{k: round(v * 1000, 1) for k, v in zip(NodeProbe.STEPS, worst[2], strict=True)},
+            }
+            if worst
+            else {}
+        ),
+    }
+
+
+def print_notes(r: dict) -> None:
+    print(
+        f"\n{r['lines']} lines of notes, {r['memories']} memories, search "
+        f"{'on' if r['search'] else 'off'}: filed in {r['filing_s']:.1f} s after the copy "
+        f"({r['memories_per_s']:.0f} memories/s); every memory created once and the "
+        f"session archived once: {r['filed_once']}"
+    )
+    if r["search"]:
+        print(f"the index drained (ready, queue 0) {r['drained_s']:.1f} s after the copy")
+    print("\n| probe (mkdir + create + write + fsync + close, every 0.2 s) | n | p50 ms "
+          "| p99 ms | max ms |")  # fmt: skip
+    print("|---|---:|---:|---:|---:|")
+    for when, f in r["probe_ms"].items():
+        if f["n"]:
+            print(f"| {when} | {f['n']} | {f['p50']} | {f['p99']} | {f['max']} |")
+    w = r["worst_probe_ms"]
+    if w:
+        steps = ", ".join(f"{k} {w[k]}" for k in NodeProbe.STEPS)
+        print(f"\nthe longest probe while filed: {w['total']} ms ({steps})")
+    print(f"\n{r['report_state']}")
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("mib", nargs="?", type=int, help="MiB (default 50); with --session: turns")
+    ap.add_argument("--notes", type=int, metavar="N", help="markdown notes of N lines instead")
     ap.add_argument("--mount", action="store_true", help="through a real mount")
     ap.add_argument("--search", action="store_true", help="with --mount: load the model")
     ap.add_argument("--cold-read", action="store_true", help="read the item after a remount")
@@ -376,6 +540,15 @@ def main() -> None:
     ap.add_argument("--json", type=Path, help="write the figures here")
     args = ap.parse_args()
     tmp = Path(tempfile.mkdtemp(prefix="big-transcript-"))
+    if args.notes:
+        try:
+            result = notes_through_mount(tmp, args.notes, args.search)
+            print_notes(result)
+            if args.json:
+                write_json(args.json, {"machine": machine_info(), **result})
+        finally:
+            shutil.rmtree(tmp, ignore_errors=True)
+        raise SystemExit(0 if result["filed_once"] else 1)
     if args.session:
         try:
             turns = args.mib or 3000

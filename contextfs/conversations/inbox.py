@@ -30,9 +30,10 @@ import functools
 import json
 import logging
 import re
-from collections.abc import Callable, Iterator, Sequence
+import time
+from collections.abc import Callable, Generator, Iterator, Sequence
 from dataclasses import dataclass, field
-from typing import Protocol
+from typing import Any, Protocol
 
 import trio
 import xxhash
@@ -225,6 +226,147 @@ class Prepared:
     notes: tuple[str, ...] = ()  # what the extractor said (chunks, a chunk left to rules)
     key: str = ""  # conversation_key of its turns
     already: tuple[str, ...] = ()  # the archive of the same turns, filed before
+
+
+# How long one transaction of a filing routes memories before it commits and the mount
+# serves the requests that waited (`Intake._file`). A conversation's memories in one
+# transaction held the event loop for as long as they took: the 1,000 preferences of one
+# markdown file, 7 s, and every other write of the mount waited that long.
+FILING_STEP_SECONDS = 0.1
+# the pause in the mount's requests the next step waits for (`IntakeService._between`)
+STEP_QUIET_SECONDS = 0.05
+
+
+def _candidate_json(c: Candidate) -> dict[str, Any]:
+    return {
+        "type": c.type,
+        "fields": c.fields,
+        "body": c.body,
+        "turns": list(c.turns),
+        "confidence": c.confidence,
+    }
+
+
+def _candidate_of(data: dict[str, Any]) -> Candidate:
+    return Candidate(
+        str(data["type"]),
+        dict(data["fields"]),
+        str(data["body"]),
+        tuple(str(t) for t in data["turns"]),
+        float(data["confidence"]),
+    )
+
+
+@dataclass(slots=True)
+class Filing:
+    """A conversation being filed (`Intake._file`): its archive stored in the first step,
+    its memories routed a batch a transaction from there on, each step storing what it
+    did (`inbox_steps`, in its transaction). A mount that stops in the middle goes on with
+    the memories not routed yet: the archive is not made again, no memory is routed
+    twice, none is lost. The extractor does not run again (an LLM's answer would differ):
+    step 0 keeps the candidates as they came."""
+
+    index: int  # in Parsed.conversations
+    title: str
+    turns: int
+    how: str  # the extractor that ran
+    key: str  # conversation_key of its turns
+    notes: list[str]  # what the extractor said
+    media: list[str]  # the report's lines on the turns' media
+    candidates: list[Candidate]  # all of them, in order (never changed)
+    done: int = 0  # candidates routed (or refused) so far
+    archived: list[str] | None = None  # the archive's paths; None: not archived (`why`)
+    why: str | None = None
+    changed: list[str] = field(default_factory=list)  # route_candidates' lines so far
+    refused: list[str] = field(default_factory=list)
+    steps: int = 0  # steps stored
+    # (done, changed, refused) as the last stored step left them: what the next one adds
+    mark: tuple[int, int, int] = (0, 0, 0)
+
+    @classmethod
+    def of(cls, ready: Prepared, media: Sequence[str], route: bool) -> Filing:
+        """A prepared conversation, not filed yet (`route`: its memories are to be routed;
+        not when it was archived before)."""
+        return cls(
+            ready.index,
+            ready.title,
+            ready.turns,
+            ready.how,
+            ready.key,
+            list(ready.notes),
+            list(media),
+            list(ready.candidates) if route else [],
+        )
+
+    @property
+    def left(self) -> int:
+        return len(self.candidates) - self.done
+
+    def copy(self) -> Filing:
+        return dataclasses.replace(
+            self,
+            archived=None if self.archived is None else list(self.archived),
+            changed=list(self.changed),
+            refused=list(self.refused),
+        )
+
+    def step_data(self) -> str:
+        """What was done since the last stored step, as `inbox_steps.data`; step 0 with
+        the conversation as it was extracted."""
+        done, changed, refused = self.mark
+        data: dict[str, Any] = {
+            "routed": self.done - done,
+            "changed": self.changed[changed:],
+            "refused": self.refused[refused:],
+        }
+        if not self.steps:
+            data["conversation"] = {
+                "index": self.index,
+                "title": self.title,
+                "turns": self.turns,
+                "how": self.how,
+                "key": self.key,
+                "notes": self.notes,
+                "media": self.media,
+                "archived": self.archived,
+                "why": self.why,
+                "candidates": [_candidate_json(c) for c in self.candidates],
+            }
+        return json.dumps(data, ensure_ascii=False, default=str)
+
+    def stored(self) -> None:
+        """Its step was stored (`step_data`)."""
+        self.steps += 1
+        self.mark = (self.done, len(self.changed), len(self.refused))
+
+    @classmethod
+    def resume(cls, rows: Sequence[str]) -> Filing | None:
+        """The filing the stored steps of a conversation left; None when they do not read
+        as steps (the conversation is then prepared again)."""
+        try:
+            c = json.loads(rows[0])["conversation"]
+            filing = cls(
+                int(c["index"]),
+                str(c["title"]),
+                int(c["turns"]),
+                str(c["how"]),
+                str(c["key"]),
+                list(c["notes"]),
+                list(c["media"]),
+                [_candidate_of(x) for x in c["candidates"]],
+                archived=None if c["archived"] is None else list(c["archived"]),
+                why=c["why"],
+            )
+            for row in rows:
+                step = json.loads(row)
+                filing.done += int(step["routed"])
+                filing.changed += step["changed"]
+                filing.refused += step["refused"]
+                filing.stored()
+        except (IndexError, KeyError, TypeError, ValueError) as exc:
+            log.warning("the stored steps of an inbox filing do not read (%s)", exc)
+            return None
+        return filing
 
 
 # how much of an export's work a report lists (the counts are always complete)
@@ -872,106 +1014,179 @@ class Intake:
             return ("user", self.memory.default_owner)
         return owner
 
+    def stored_filing(self, item: InboxItem, index: int) -> Filing | None:
+        """The filing of conversation `index` of an item that a mount began and did not
+        finish (its stored steps), or None."""
+        rows = self.memory.inbox_steps(item.id, index)
+        filing = Filing.resume(rows) if rows else None
+        if filing is not None and filing.index != index:
+            return None
+        return filing
+
     def _file(
         self,
         item: InboxItem,
-        ready: Prepared,
-        write: Callable[
-            [list[Node] | None, str | None, list[str], list[str], list[str]],
-            tuple[str, str, str],
-        ],
-    ) -> None:
-        """Archive a prepared conversation, route its candidates and store the item's new
-        state in one transaction. `write(archived nodes or None, why not archived, changed,
-        refused, already)` gives (state, progress, report). An archive refused (too big, no
-        session type: all its parts or none) is said in the report and the memories are
-        routed all the same. A conversation archived before (the same key: a file handed
-        in again after a crash, under another name) is neither archived nor routed again:
-        `already` names its archive."""
+        ready: Prepared | Filing,
+        media_lines: Sequence[str],
+        write: Callable[[Filing, list[str]], tuple[str, str, str]],
+        pending: Callable[[Filing], tuple[str, str] | None],
+    ) -> Generator[None, None, None]:
+        """Archive a prepared conversation and route its candidates, in steps: the first
+        transaction stores the archive, and each routes memories for at most
+        FILING_STEP_SECONDS, storing what it did (`Filing.step_data`, `inbox_steps`) and,
+        when `pending(filing)` gives them, the item's progress and report. With the last
+        memory, `write(filing, already)` gives the item's (state, progress, report), and
+        the steps are deleted. Yields between two steps: the caller serves the mount
+        meanwhile (`IntakeService._drive`). A conversation with few memories is one step,
+        one transaction. `ready` a `Filing` (`stored_filing`): one a mount began, filed on
+        from where its last step left it.
+
+        An archive refused (too big, no session type: all its parts or none) is said in
+        the report and the memories are routed all the same. A memory the store refuses
+        takes its step's transaction with it (a store transaction cannot go on past a
+        refused statement): that step's memories are routed again one a transaction, and
+        the refused one is reported. A conversation archived before (the same key: a file
+        handed in again after a crash, under another name) is neither archived nor routed
+        again: `already` names its archive."""
         source = f"inbox:{item.filename}"
-        already = list(ready.already) or self.archived_as(item.owner, ready.key)
-
-        routed: tuple[list[str], list[str]] | None = None  # memories routed one by one
-
-        def attempt(archive: bool, why: str | None, alone: bool) -> None:
-            nonlocal routed
-            changed: list[str] = []
-            refused: list[str] = []
-            if alone and routed is None and not already:  # each in a transaction of its own
-                routed = self.route_candidates(item.owner, ready.candidates, source)
-            if routed is not None:
-                changed, refused = routed
-            with self._filing():
-                nodes = None
-                if archive and not already:
-                    try:
-                        nodes = self.archive(
-                            item.owner,
-                            (),
-                            ready.title,
-                            source=source,
-                            when=item.created,
-                            documents=ready.documents,
-                            key=ready.key,
-                        )
-                    except (StoreDamaged, StoreUnavailable):
-                        raise
-                    except ContextFSError as exc:
-                        raise _ArchiveRefused(exc.reason) from exc
-                if not already and not alone:
-                    changed, refused = self.route_candidates(item.owner, ready.candidates, source)
-                state, progress, report = write(nodes, why, changed, refused, already)
-                self.memory.set_inbox_state(
-                    item.id, item.owner, item.filename, state, report, progress
-                )
-            item.state, item.report, item.progress = state, report, progress
-
-        archive, why, alone = True, None, False
+        documents: list[Document] | None = None
+        already: list[str] = []
+        if isinstance(ready, Filing):
+            filing = ready
+        else:
+            already = list(ready.already) or self.archived_as(item.owner, ready.key)
+            filing = Filing.of(ready, media_lines, route=not already)
+            documents = None if already else ready.documents
+        alone = 0  # candidates still to route one a transaction
         while True:
+            step = filing.copy()  # what this step changes, taken once it committed
+            most = 1 if alone else step.left
+            routed = 0
             try:
-                attempt(archive, why, alone)
-                return
-            except _ArchiveRefused as exc:
-                archive, why = False, exc.reason
+                with self._filing():
+                    if documents is not None:
+                        # an archive of parts is a step of its own, its documents let go
+                        # as each part is stored (a big conversation's text is not held
+                        # twice); one part is kept until the step commits, for a step the
+                        # store refuses for one of its memories is made again
+                        parts = len(documents) > 1
+                        step.archived, step.why = self._archive_of(
+                            item, ready, documents if parts else list(documents)
+                        )
+                        most = 0 if parts else most
+                    until = time.monotonic() + FILING_STEP_SECONDS
+                    while routed < most and (not routed or time.monotonic() < until):
+                        changed, refused = self.route_candidates(
+                            item.owner, step.candidates[step.done : step.done + 1], source
+                        )
+                        step.changed += changed
+                        step.refused += refused
+                        step.done += 1
+                        routed += 1
+                    state, progress, report = item.state, item.progress, item.report
+                    if step.left:
+                        self.memory.add_inbox_step(
+                            item.id, step.index, step.steps, step.step_data()
+                        )
+                        step.stored()
+                        shown = pending(step)
+                        if shown is not None:
+                            progress, report = shown
+                            self.memory.set_inbox_state(
+                                item.id, item.owner, item.filename, state, report, progress
+                            )
+                    else:
+                        if step.steps:
+                            self.memory.clear_inbox_steps(item.id)
+                        state, progress, report = write(step, already)
+                        self.memory.set_inbox_state(
+                            item.id, item.owner, item.filename, state, report, progress
+                        )
+            except _ArchiveRefused as exc:  # nothing of the step stored: again without it
+                filing = dataclasses.replace(filing, archived=None, why=exc.reason)
+                documents = None
+                continue
             except (Exists, InvalidInput) as exc:
-                if alone:
+                if routed > 1:  # which memory it was: routed again one a transaction
+                    log.warning("%s: filed again memory by memory (%s)", item.filename, exc.reason)
+                    alone = routed
+                    continue
+                if routed == 0:
                     raise
-                # the store refused one memory, and with it the whole filing (a store
-                # transaction cannot go on past a refused statement): filed again with
-                # each memory alone, the refused one is reported and the rest kept; a
-                # crash in between routes them again at the retry
-                log.warning("%s: filed again memory by memory (%s)", item.filename, exc.reason)
-                alone = True
+                # the one memory of this step: refused, said in the report (stored with
+                # the next step)
+                c = filing.candidates[filing.done]
+                filing = filing.copy()
+                filing.done += 1
+                filing.refused.append(f"{c.type} {c.fields}: {exc.reason}")
+                alone = max(alone - 1, 0)
+                continue
+            item.state, item.report, item.progress = state, report, progress
+            filing, documents = step, None
+            alone = max(alone - routed, 0)
+            if not filing.left:
+                return
+            yield
+
+    def _archive_of(
+        self, item: InboxItem, ready: Prepared | Filing, documents: list[Document]
+    ) -> tuple[list[str], None]:
+        """Inside a filing's first transaction: the conversation's archive stored, its
+        paths; `_ArchiveRefused` when the store refuses it."""
+        assert isinstance(ready, Prepared)
+        try:
+            nodes = self.archive(
+                item.owner,
+                (),
+                ready.title,
+                source=f"inbox:{item.filename}",
+                when=item.created,
+                documents=documents,
+                key=ready.key,
+            )
+        except (StoreDamaged, StoreUnavailable):
+            raise
+        except ContextFSError as exc:
+            raise _ArchiveRefused(exc.reason) from exc
+        return [self.memory.node_path(n) for n in nodes], None
 
     def finish_item(
-        self, item: InboxItem, parsed: Parsed, ready: Prepared, media_lines: Sequence[str] = ()
-    ) -> None:
+        self,
+        item: InboxItem,
+        parsed: Parsed,
+        ready: Prepared | Filing,
+        media_lines: Sequence[str] = (),
+    ) -> Generator[None, None, None]:
         """Trio thread: archive a one-conversation item, route its candidates and write its
-        report, in one transaction. `media_lines`: what the gates did with the turns'
-        media."""
+        report, in steps (`_file`; each yield a step committed, the next to come).
+        `media_lines`: what the gates did with the turns' media. `ready` a stored
+        `Filing`: the rest of one a stopped mount began."""
         kind = parsed.kind if parsed.kind in ("jsonl", "markdown", "text") else parsed.label
-        head = [
-            f"# {item.filename}",
-            "",
-            f"state: done ({kind}, {ready.turns} turns, extraction: {ready.how})",
-            "",
-        ]
-        if parsed.notes:
-            head.append(
-                "## Lines not understood (the other lines still count)"
-                if parsed.kind == "jsonl"
-                else "## Not understood (the rest still counts)"
-            )
-            head += [f"- {n}" for n in parsed.notes] + [""]
-        if media_lines:
-            head += ["## Media in the turns", *media_lines, ""]
-        if ready.notes:
-            head += ["## Extraction", *(f"- {n}" for n in ready.notes), ""]
 
-        def write(nodes, why, changed, refused, already):
-            lines = list(head)
+        def head(f: Filing) -> list[str]:
+            lines = [
+                f"# {item.filename}",
+                "",
+                f"state: done ({kind}, {f.turns} turns, extraction: {f.how})",
+                "",
+            ]
+            if parsed.notes:
+                lines.append(
+                    "## Lines not understood (the other lines still count)"
+                    if parsed.kind == "jsonl"
+                    else "## Not understood (the rest still counts)"
+                )
+                lines += [f"- {n}" for n in parsed.notes] + [""]
+            if f.media:
+                lines += ["## Media in the turns", *f.media, ""]
+            if f.notes:
+                lines += ["## Extraction", *(f"- {n}" for n in f.notes), ""]
+            return lines
+
+        def write(f: Filing, already: list[str]) -> tuple[str, str, str]:
+            lines = head(f)
             if already:
-                lines[2] = f"state: done ({kind}, {ready.turns} turns, archived before)"
+                lines[2] = f"state: done ({kind}, {f.turns} turns, archived before)"
                 lines += [
                     "## Archived",
                     "- archived before with the same turns, not filed again:",
@@ -981,17 +1196,24 @@ class Intake:
                     "- none: they were extracted when it was archived",
                 ]
                 return "done", "", "\n".join(lines) + "\n"
-            if nodes is not None:
-                lines += ["## Archived", *(f"- {self.memory.node_path(n)}" for n in nodes), ""]
+            if f.archived is not None:
+                lines += ["## Archived", *(f"- {p}" for p in f.archived), ""]
             else:
-                lines += ["## Archived", f"- not archived: {why}", ""]
+                lines += ["## Archived", f"- not archived: {f.why}", ""]
             lines.append("## Memories")
-            lines += [f"- {c}" for c in each_node_once(changed)] or ["- none found"]
-            if refused:
-                lines += ["", "## Candidates refused"] + [f"- {r}" for r in refused]
+            lines += [f"- {c}" for c in each_node_once(f.changed)] or ["- none found"]
+            if f.refused:
+                lines += ["", "## Candidates refused"] + [f"- {r}" for r in f.refused]
             return "done", "", "\n".join(lines) + "\n"
 
-        self._file(item, ready, write)
+        def pending(f: Filing) -> tuple[str, str]:
+            lines = head(f)
+            lines[2] = f"state: processing ({f.done} of {len(f.candidates)} memories routed)"
+            archived = f.archived if f.archived is not None else [f"not archived: {f.why}"]
+            lines += ["## Archived", *(f"- {p}" for p in archived)]
+            return "", "\n".join(lines) + "\n"
+
+        yield from self._file(item, ready, media_lines, write, pending)
 
     # ---- exports: one conversation at a time ----------------------------------------------
 
@@ -1025,35 +1247,36 @@ class Intake:
         item: InboxItem,
         parsed: Parsed,
         progress: Progress,
-        ready: Prepared,
+        ready: Prepared | Filing,
         media_lines: Sequence[str] = (),
-    ) -> Progress:
-        """Trio thread: conversation `progress.done` of an export (prepared) archived as its
-        own session, its candidates routed, and the item's progress and report stored, in
-        one transaction. Returns the new progress."""
+    ) -> Generator[None, None, Progress]:
+        """Trio thread: conversation `progress.done` of an export (prepared, or the stored
+        `Filing` of one a stopped mount began) archived as its own session, its candidates
+        routed, and the item's progress and report stored, in steps (`_file`): the last
+        one counts it done. Returns the new progress."""
         assert ready.index == progress.done
         after = progress
 
-        def write(nodes, why, changed, refused, already):
+        def write(f: Filing, already: list[str]) -> tuple[str, str, str]:
             nonlocal after
             after = progress.copy()
             if already:
                 more = f" (+{len(already) - 1} parts)" if len(already) > 1 else ""
-                after.filed(
-                    ready.turns, [], None, [], [], [], "", (), f"{ready.title}: {already[0]}{more}"
-                )
+                after.filed(f.turns, [], None, [], [], [], "", (), f"{f.title}: {already[0]}{more}")
             else:
-                paths = [self.memory.node_path(n) for n in nodes or ()]
-                shown = None if nodes is not None else f"{ready.title}: {why}"
-                said = [f"{ready.title}: {n}" for n in ready.notes]
+                shown = None if f.archived is not None else f"{f.title}: {f.why}"
+                said = [f"{f.title}: {n}" for n in f.notes]
                 after.filed(
-                    ready.turns, paths, shown, changed, refused, media_lines, ready.how, said
+                    f.turns, f.archived or [], shown, f.changed, f.refused, f.media, f.how, said
                 )
             if after.done == after.total:
                 return "done", "", self.export_report(item, parsed, after)
             return "pending", after.dumps(), self.export_report(item, parsed, after)
 
-        self._file(item, ready, write)
+        def pending(f: Filing) -> None:  # the export's progress and report stay as they are
+            return None
+
+        yield from self._file(item, ready, media_lines, write, pending)
         if after.done == after.total:
             self.processing.pop(item.id, None)
         else:
@@ -1602,6 +1825,9 @@ class IntakeService(Service):
         self.intake = intake
         intake.wake = self.wake
         self.elsewhere = False  # a pending item was left to another mount last step
+        # when a report's progress was last shown, and live sessions last looked at (trio
+        # time), during a long filing (`_now_and_then`)
+        self._shown = self._sessions_checked = -float("inf")
         self.unsubscribe = intake.memory.transactions.subscribe(self._committed)
 
     def _committed(self, changes: Sequence[Change]) -> None:
@@ -1667,12 +1893,67 @@ class IntakeService(Service):
         if parsed.export:
             await self.process_export(item, parsed)
         else:
-            ready, media_lines = await self._prepare(item, parsed, 0)
+            resumed = intake.stored_filing(item, 0)
+            ready: Prepared | Filing
+            media_lines: list[str] = []
+            if resumed is None:
+                ready, media_lines = await self._prepare(item, parsed, 0)
+            else:
+                log.info(
+                    "inbox %s: resuming its filing after %d of %d memories",
+                    item.filename,
+                    resumed.done,
+                    len(resumed.candidates),
+                )
+                ready = resumed
             parsed = parsed.without_turns()
             await self._yield()
-            intake.finish_item(item, parsed, ready, media_lines)
+            if not await self._drive(intake.finish_item(item, parsed, ready, media_lines)):
+                log.info("inbox %s: stopped part way; the next mount goes on", item.filename)
         self._changed()
         return True
+
+    async def _drive(self, steps: Generator[None, None, Any]) -> Any:
+        """Run the steps of a filing (`Intake._file`), serving the mount between two
+        (`_between`). Returns what the steps return (True when they return nothing); False
+        when the mount is being unmounted: what is filed is stored with how far it got, and
+        the next mount goes on from there."""
+        while True:
+            try:
+                next(steps)
+            except StopIteration as done:
+                return True if done.value is None else done.value
+            if self.stopping:
+                steps.close()
+                return False
+            await self._between()
+
+    async def _between(self) -> None:
+        """Between two steps of a filing: the requests that waited for the step go first,
+        a request in flight that someone waits on (an fsync, a question: `FOREGROUND`)
+        ends, and a writer's next request, which follows its last at once (a mkdir, then
+        the create, the write, the fsync of its file), is not kept waiting for a whole
+        step each time: the next step waits for a pause of STEP_QUIET_SECONDS in the
+        mount's requests (`Foreground.quiet`), at most YIELD_MOST."""
+        # a timer, not a bare checkpoint: a request that arrived during the step is read
+        # and begun (`Foreground.request`) before `quiet` looks, whatever order the
+        # scheduler runs the tasks woken together in (else the next step could start first
+        # and the request wait for it too)
+        await trio.sleep(0.001)
+        await self._yield()
+        await FOREGROUND.quiet(STEP_QUIET_SECONDS, self.YIELD_MOST)
+        await self._now_and_then()
+
+    async def _now_and_then(self) -> None:
+        """During a long filing: the reports show how far it got (at most twice a second),
+        and a live session with turns waiting is extracted (each second at most)."""
+        now = trio.current_time()
+        if now - self._shown >= 0.5:
+            self._changed()
+            self._shown = now
+        if now - self._sessions_checked >= 1.0:
+            await self._extract_sessions()
+            self._sessions_checked = trio.current_time()
 
     async def _extract_sessions(self) -> bool:
         """Extract the turns of one live session that has enough of them pending."""
@@ -1728,8 +2009,8 @@ class IntakeService(Service):
         intake = self.intake
         progress = intake.export_progress(item, parsed)
         self._changed()
-        shown = trio.current_time()
-        sessions_checked = shown
+        self._shown = self._sessions_checked = trio.current_time()
+        first = True
         while progress.done < progress.total:
             if self.stopping:
                 log.info(
@@ -1741,16 +2022,23 @@ class IntakeService(Service):
                 return
             await self._after_models()  # a remount's model load goes first
             await self._yield()  # an fsync in flight goes first (`FOREGROUND`)
-            ready, media_lines = await self._prepare(item, parsed, progress.done)
+            # a stopped mount may have left the first conversation part way filed
+            resumed = intake.stored_filing(item, progress.done) if first else None
+            first = False
+            ready: Prepared | Filing
+            media_lines: list[str] = []
+            if resumed is None:
+                ready, media_lines = await self._prepare(item, parsed, progress.done)
+            else:
+                ready = resumed
             await self._yield()
-            progress = intake.file_conversation(item, parsed, progress, ready, media_lines)
-            now = trio.current_time()
-            if now - shown >= 0.5:
-                self._changed()
-                shown = now
-            if now - sessions_checked >= 1.0:  # live sessions are not kept waiting
-                await self._extract_sessions()
-                sessions_checked = now
+            after = await self._drive(
+                intake.file_conversation(item, parsed, progress, ready, media_lines)
+            )
+            if after is False:  # stopped: the loop says so at its next turn
+                continue
+            progress = after
+            await self._now_and_then()
             await trio.sleep(0)  # a user's request (an fsync, a read) goes first
 
     async def turn_media(

@@ -1062,6 +1062,18 @@ class Memory:
                 )
             )
 
+    def add_inbox_step(self, item_id: int, conv: int, step: int, data: str) -> None:
+        """Inside the transaction of a step of an item's filing: what it did."""
+        with self.transaction():
+            self.store.add_inbox_step(item_id, conv, step, data)
+
+    def inbox_steps(self, item_id: int, conv: int) -> list[str]:
+        return self.store.inbox_steps(item_id, conv)
+
+    def clear_inbox_steps(self, item_id: int) -> None:
+        with self.transaction():
+            self.store.clear_inbox_steps(item_id)
+
     def sessions(self) -> list[tuple]:
         return self.store.sessions()
 

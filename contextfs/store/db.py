@@ -1081,6 +1081,7 @@ class Store:
             "DELETE FROM inbox_chunks WHERE item_id = ? RETURNING hash", [item_id]
         ).fetchall()
         self._let_go([h for (h,) in gone])
+        self.con.execute("DELETE FROM inbox_steps WHERE item_id = ?", [item_id])
         self.con.execute("DELETE FROM inbox_items WHERE id = ?", [item_id])
 
     def inbox_data(self, item_id: int) -> bytes:
@@ -1164,6 +1165,22 @@ class Store:
             "UPDATE inbox_items SET state = ?, report = ?, progress = ? WHERE id = ?",
             [state, report, progress, item_id],
         )
+
+    def add_inbox_step(self, item_id: int, conv: int, step: int, data: str) -> None:
+        """What step `step` of the filing of conversation `conv` of an item did (v12)."""
+        self.con.execute("INSERT INTO inbox_steps VALUES (?, ?, ?, ?)", [item_id, conv, step, data])
+
+    def inbox_steps(self, item_id: int, conv: int) -> list[str]:
+        """The data of the steps of conversation `conv` of an item stored so far, in order."""
+        rows = self.con.execute(
+            "SELECT data FROM inbox_steps WHERE item_id = ? AND conv = ? ORDER BY step",
+            [item_id, conv],
+        ).fetchall()
+        return [r[0] for r in rows]
+
+    def clear_inbox_steps(self, item_id: int) -> None:
+        """An item's steps, once the conversation they filed is done."""
+        self.con.execute("DELETE FROM inbox_steps WHERE item_id = ?", [item_id])
 
     def sessions(self) -> list[tuple]:
         """Each live session: owner kind, owner id, id, created, its transcript (the stored

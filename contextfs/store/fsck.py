@@ -337,6 +337,20 @@ def session_appends_belong(store: StoreBackend) -> list[str]:
     ]
 
 
+def inbox_steps_of_pending(store: StoreBackend) -> list[str]:
+    """(v14) The steps of a conversation filed in steps are of a pending item: the step
+    that ends the conversation deletes them with its item's new state."""
+    return [
+        f"inbox steps of item {i}, which is {state or 'missing'}"
+        for i, state in _rows(
+            store,
+            "SELECT DISTINCT s.item_id, i.state FROM inbox_steps s "
+            "LEFT JOIN inbox_items i ON i.id = s.item_id "
+            "WHERE i.state IS NULL OR i.state <> 'pending' ORDER BY s.item_id",
+        )
+    ]
+
+
 def blobs_present(store: StoreBackend) -> list[str]:
     """(v6) Every chunk's hash has its blob, and (v12) a blob's size is 1..CHUNK_SIZE: the
     half of `blobs_consistent` that reads no byte of a blob (a mount's)."""
@@ -454,6 +468,7 @@ CHECKS: tuple[Check, ...] = (
     chunk_sizes,
     inbox_chunks_complete,
     session_appends_belong,
+    inbox_steps_of_pending,
     blobs_consistent,
     links_consistent,
     outbox_covers_nodes,
@@ -636,6 +651,7 @@ WHOLE_AT_MOUNT: tuple[Check, ...] = (
     chunk_sizes,
     inbox_chunks_numbered,
     session_appends_belong,
+    inbox_steps_of_pending,
     blobs_present,
     links_consistent,
 )

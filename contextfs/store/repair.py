@@ -7,6 +7,7 @@ match keeps its text (the hash is what is recomputed) and, when it differs from 
 version row, becomes a new version so that both are in `.history`. Nothing is deleted
 but the name of a deleted hard link that can no longer name its file (its bytes are the
 file's).
+The steps of an inbox filing that is over are bookkeeping no one saw, and are removed.
 What no repair can mend (a missing blob: those bytes are gone) stays a problem, and fsck
 says so. Everything runs in one transaction: a repair that fails leaves the store as it
 was. Then the unique indexes the duplicates kept out (LIVE_NAME_INDEXES) are created, in
@@ -256,6 +257,18 @@ def outbox_rows(store: StoreBackend, now: float) -> list[str]:
     return [f"node {nid}: outbox row added (the indexes will take it)" for (nid,) in rows]
 
 
+def stray_inbox_steps(store: StoreBackend, now: float) -> list[str]:
+    """The steps of a filing whose item is not pending (or gone) are removed: they are the
+    record of a filing that is over, never shown to anyone."""
+    rows = store.con.execute(
+        "SELECT DISTINCT s.item_id FROM inbox_steps s LEFT JOIN inbox_items i "
+        "ON i.id = s.item_id WHERE i.state IS NULL OR i.state <> 'pending' ORDER BY s.item_id"
+    ).fetchall()
+    for (item_id,) in rows:
+        store.con.execute("DELETE FROM inbox_steps WHERE item_id = ?", [item_id])
+    return [f"inbox item {i}: the steps of its finished filing removed" for (i,) in rows]
+
+
 # in this order: names first (a rename may not take a name another repair gives), texts
 # before the outbox (a new version has its own outbox row)
 REPAIRS: tuple[Repair, ...] = (
@@ -267,6 +280,7 @@ REPAIRS: tuple[Repair, ...] = (
     missing_current_versions,
     text_hashes,
     outbox_rows,
+    stray_inbox_steps,
 )
 
 

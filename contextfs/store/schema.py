@@ -11,7 +11,7 @@ from typing import Any, Protocol, overload
 
 import xxhash
 
-SCHEMA_VERSION = 13
+SCHEMA_VERSION = 14
 
 # An attachment's bytes are stored in chunks of this size (v3): a commit rewrites only
 # the chunks it changed, so an fsync of a 4 KiB write into a 32 MiB file stores 64 KiB.
@@ -234,6 +234,23 @@ CREATE TABLE IF NOT EXISTS inbox_chunks (
     idx     INTEGER NOT NULL,
     hash    TEXT    NOT NULL,
     PRIMARY KEY (item_id, idx)
+);
+
+-- (v14) A conversation of an inbox item filed in steps (`conversations.inbox`,
+-- `Intake._file`: its archive, then its memories a batch a transaction): one row a step,
+-- written in the step's transaction, so a mount that stops part way goes on after the
+-- last step, neither routing a memory twice nor losing one. `conv` is the conversation's
+-- place in the item (0 in a one-conversation item); `step` 0, 1, ... without a gap;
+-- `data` the JSON of what the step did: how many memories it routed (`routed`) and their
+-- report lines (`changed`, `refused`), and in step 0 the conversation as it was extracted
+-- (its candidate memories in order, its archive's paths). The step that ends the
+-- conversation deletes its rows: there are rows only of a pending item.
+CREATE TABLE IF NOT EXISTS inbox_steps (
+    item_id BIGINT  NOT NULL,
+    conv    INTEGER NOT NULL,
+    step    INTEGER NOT NULL,
+    data    TEXT    NOT NULL,
+    PRIMARY KEY (item_id, conv, step)
 );
 
 -- (v2) Live sessions (SPEC §6). Ended sessions become nodes of type 'session'.
@@ -588,6 +605,8 @@ MIGRATIONS: dict[int, str | Callable[[Connection], object]] = {
     11: _blob_sizes,
     # v13: session_appends, a live transcript's appends (created by create_tables)
     12: "SELECT 1",
+    # v14: inbox_steps, where a conversation filed in steps resumes (create_tables makes it)
+    13: "SELECT 1",
 }
 
 

@@ -301,7 +301,7 @@ async def test_a_version_2_store_with_attachments_opens_with_the_same_bytes(tmp_
     assert (
         store.con.execute("SELECT value FROM store_meta WHERE key = 'schema_version'").fetchone()[0]
         == str(SCHEMA_VERSION)
-        == "13"
+        == "14"
     )
     # v13: a live transcript's appends have their table (none yet)
     assert store.con.execute("SELECT count(*) FROM session_appends").fetchone()[0] == 0

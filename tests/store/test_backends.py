@@ -408,3 +408,45 @@ async def test_an_inbox_item_with_a_memory_the_store_refuses_keeps_the_others(
     assert {"user/default/preferences/editor", "user/default/preferences/shell"} <= paths, paths
     assert m.failsafe is None and check_store(m.store) == []
     m.store.close()
+
+
+async def test_an_inbox_filing_cut_short_goes_on_and_its_stray_steps_are_repaired(
+    opener, types, tmp_path, monkeypatch
+):
+    """On both engines: a conversation's memories filed a step a transaction, each step
+    stored (`inbox_steps`); cut short after a few, the next open goes on with the others,
+    each routed once. Steps left behind by a filing that is over (as a bug would leave
+    them) fail fsck, and the repair removes them."""
+    from contextfs.conversations import inbox
+    from contextfs.conversations.inbox import Intake, IntakeService, conversation_key
+    from tests.fs.test_inbox_steps import notes
+
+    monkeypatch.setattr(inbox, "FILING_STEP_SECONDS", 0.0)  # one memory a step
+    m = _memory(opener, types, tmp_path)
+    intake = Intake(m)
+    item = intake.submit(("user", "default"), "notes.md", notes(5))
+    parsed = intake.parse(item)
+    key = conversation_key(parsed.conversations[0].turns)
+    ready = intake.prepare(item, parsed, 0, {}, intake.owner_names(("user", "default")), key)
+    steps = intake.finish_item(item, parsed.without_turns(), ready)
+    for _ in range(3):
+        next(steps)
+    del steps  # the mount dies here
+    m.store.close()
+
+    again = _memory(opener, types, tmp_path)
+    intake = Intake(again)
+    assert await IntakeService(intake).step() is True
+    done = intake.items[item.id]
+    assert done.state == "done" and done.report.count("- created ") == 10, done.report
+    events = [n.name for n in again.walk(types=("event",))]
+    assert len(events) == 5 and not [e for e in events if e.endswith("-2")], events
+    assert check_store(again.store) == []
+    with again.transaction():
+        again.add_inbox_step(item.id, 0, 0, "{}")
+    assert [p.split(":")[0] for p in check_store(again.store)] == ["inbox_steps_of_pending"]
+    assert repair_store(again.store) == [
+        f"stray_inbox_steps: inbox item {item.id}: the steps of its finished filing removed"
+    ]
+    assert check_store(again.store) == []
+    again.store.close()
