@@ -40,9 +40,6 @@ def chat_mount(
     as one JSONL transcript said at `said`, turn ids `<session>:1`, `<session>:2`, …
     (`user` speaks as role user, the others as assistant), once it is indexed; stopped and
     checked after."""
-    (base / "mnt").mkdir()
-    m = Mount(base / "mnt", base / "data", search=True)
-    m.start()
     lines = "".join(
         json.dumps(
             {
@@ -56,11 +53,21 @@ def chat_mount(
         + "\n"
         for i, (who, text) in enumerate(turns)
     )
-    fd = os.open(m.path / "user/default/.inbox/chat.jsonl", os.O_WRONLY | os.O_CREAT, 0o644)
-    try:
-        os.write(fd, lines.encode())
-    finally:
-        os.close(fd)
+    yield from inbox_mount(base, {"chat.jsonl": lines})
+
+
+def inbox_mount(base: Path, files: dict[str, str]) -> Iterator[Mount]:
+    """A mount with search whose default owner's inbox was handed `files` (name, text),
+    once they are filed and indexed; stopped and checked after."""
+    (base / "mnt").mkdir()
+    m = Mount(base / "mnt", base / "data", search=True)
+    m.start()
+    for name, text in files.items():
+        fd = os.open(m.path / "user/default/.inbox" / name, os.O_WRONLY | os.O_CREAT, 0o644)
+        try:
+            os.write(fd, text.encode())
+        finally:
+            os.close(fd)
     wait_indexed(m)
     yield m
     if m.proc is not None:
@@ -130,21 +137,8 @@ PRIYA = """\
 
 @pytest.fixture(scope="module")
 def chats(tmp_path_factory) -> Iterator[Mount]:
-    base = tmp_path_factory.mktemp("chats")
-    (base / "mnt").mkdir()
-    m = Mount(base / "mnt", base / "data", search=True)
-    m.start()
-    for name, text in (("WhatsApp Chat with Jonas.txt", WHATSAPP), ("priya.md", PRIYA)):
-        fd = os.open(m.path / "user/default/.inbox" / name, os.O_WRONLY | os.O_CREAT, 0o644)
-        try:
-            os.write(fd, text.encode())
-        finally:
-            os.close(fd)
-    wait_indexed(m)
-    yield m
-    if m.proc is not None:
-        m.stop()
-    assert m.fsck() == []
+    files = {"WhatsApp Chat with Jonas.txt": WHATSAPP, "priya.md": PRIYA}
+    yield from inbox_mount(tmp_path_factory.mktemp("chats"), files)
 
 
 def test_a_whatsapp_export_is_read_message_by_message(chats: Mount) -> None:
