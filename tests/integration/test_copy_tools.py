@@ -32,6 +32,21 @@ def run(*args: str | Path, cwd: Path | None = None) -> subprocess.CompletedProce
     )
 
 
+def copy_in(tool: str, export: Path, dest: Path, tmp_path: Path) -> None:
+    """An export's owner folder copied into a new folder `dest` of the mount with `tool`
+    (rsync -a, tar c | tar x, or cp -r); the tool must succeed with nothing on stderr."""
+    dest.mkdir()
+    if tool == "rsync":
+        r = run("rsync", "-a", f"{export}/", f"{dest}/")
+    elif tool == "tar":
+        r = run("tar", "-C", export, "-cf", tmp_path / "export.tar", ".")
+        assert (r.returncode, r.stderr) == (0, ""), r.stderr
+        r = run("tar", "-C", dest, "-xf", tmp_path / "export.tar")
+    else:
+        r = run("cp", "-r", f"{export}/.", f"{dest}/")
+    assert (r.returncode, r.stderr) == (0, ""), r.stderr
+
+
 def meta(node: Path) -> dict[str, str]:
     text = (node / "meta.yaml").read_text()
     return dict(re.findall(r"^(\w+): (.*)$", text, re.M))
@@ -160,16 +175,7 @@ def test_an_export_copied_in_makes_its_nodes_again(mount, tools, tool, tmp_path)
     saved = {"preferences/tea": 1609495200.0, "profile": 1612173600.0}  # 2021-01-01, 02-01
     for rel, when in saved.items():
         os.utime(export / rel / ".history/v1.md", (when, when))
-    (user / "x").mkdir()
-    if tool == "rsync":
-        r = run("rsync", "-a", f"{export}/", f"{user / 'x'}/")
-    elif tool == "tar":
-        r = run("tar", "-C", export, "-cf", tmp_path / "export.tar", ".")
-        assert (r.returncode, r.stderr) == (0, ""), r.stderr
-        r = run("tar", "-C", user / "x", "-xf", tmp_path / "export.tar")
-    else:
-        r = run("cp", "-r", f"{export}/.", f"{user / 'x'}/")
-    assert (r.returncode, r.stderr) == (0, ""), r.stderr
+    copy_in(tool, export, user / "x", tmp_path)
     assert_same_node(user / "x/preferences/tea", src)
     ana = user / "x/entities/ana"
     assert (ana / "L2.md").read_text() == "Ana Souza, a colleague.\n"
@@ -217,16 +223,7 @@ def test_an_export_copied_in_keeps_its_modes_and_its_unwritten_nodes(mount, tool
     assert r.returncode == 0, r.stderr
     export = out / "user/default"
     assert oct((export / "preferences/tea.md").stat().st_mode & 0o777) == "0o644"
-    (user / "x").mkdir()
-    if tool == "rsync":
-        r = run("rsync", "-a", f"{export}/", f"{user / 'x'}/")
-    elif tool == "tar":
-        r = run("tar", "-C", export, "-cf", tmp_path / "export.tar", ".")
-        assert (r.returncode, r.stderr) == (0, ""), r.stderr
-        r = run("tar", "-C", user / "x", "-xf", tmp_path / "export.tar")
-    else:
-        r = run("cp", "-r", f"{export}/.", f"{user / 'x'}/")
-    assert (r.returncode, r.stderr) == (0, ""), r.stderr
+    copy_in(tool, export, user / "x", tmp_path)
     tea = user / "x/preferences/tea"
     modes = {f: oct((tea / f).stat().st_mode & 0o777) for f in ("L2.md", "L0.md", "meta.yaml")}
     assert modes == {"L2.md": "0o644", "L0.md": "0o644", "meta.yaml": "0o444"}, modes
